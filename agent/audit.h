@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Audit trail: one structured journal record per decision, stderr when there is no journal */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum AuditSink {
+        AUDIT_SINK_AUTO,    /* the journal if reachable, else stderr */
+        AUDIT_SINK_JOURNAL,
+        AUDIT_SINK_STDERR,
+} AuditSink;
+
+typedef enum AuditDecision {
+        AUDIT_DECISION_ALLOWED,
+        AUDIT_DECISION_DENIED,
+        AUDIT_DECISION_FAILED,
+} AuditDecision;
+
+typedef struct AuditRecord {
+        uint64_t request_id;
+        uid_t client_uid;
+        gid_t client_gid;
+        pid_t client_pid;
+        const char *command;    /* NULL when no valid request arrived */
+
+        bool have_target;
+        pid_t target_pid;
+        uid_t target_uid;       /* (uid_t) -1 when unknown */
+        const char *target_unit;
+        const char *target_exe;
+
+        AuditDecision decision;
+        const char *rule;
+        const char *reason;
+        bool have_result_count;
+        unsigned result_count;  /* e.g. how many processes a listing showed */
+} AuditRecord;
+
+const char *audit_decision_to_string(AuditDecision d);
+int audit_sink_from_string(const char *s, AuditSink *ret);
+int audit_log_request(AuditSink sink, const AuditRecord *r);

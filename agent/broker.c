@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "broker.h"
+#include "cleanup.h"
+#include "connection.h"
+
+/* Accepting is bounded per wake-up so a flood on the listener cannot starve
+ * the connections already being served. */
+#define BROKER_ACCEPT_BURST 16
+
+unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
+        unsigned n = 0;
+
+        for (const Connection *c = b->connections; c; c = c->next)
+                if (c->peer.uid == uid)
+                        n++;
+        return n;
+}
+
+static void broker_update_idle(Broker *b) {
+        uint64_t now;
+
+        if (b->config.idle_exit_usec == 0 || !b->idle_timer)
+                return;
+        if (b->n_connections > 0 || sd_event_now(b->event, CLOCK_MONOTONIC, &now) < 0) {
+                (void)sd_event_source_set_enabled(b->idle_timer, SD_EVENT_OFF);
+                return;
+        }
+        (void)sd_event_source_set_time(b->idle_timer, now + b->config.idle_exit_usec);
+        (void)sd_event_source_set_enabled(b->idle_timer, SD_EVENT_ONESHOT);
+}
+
+/* Back-pressure: at the global cap new clients wait in the kernel's backlog. */
+static void broker_update_accepting(Broker *b) {
+        (void)sd_event_source_set_enabled(b->listen_source,
+                                          b->n_connections < b->config.max_connections ? SD_EVENT_ON
+                                                                                        : SD_EVENT_OFF);
+}
+
+void broker_connection_closed(Broker *b, Connection *c) {
+        if (!b)
+                return;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                b->connections = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        c->prev = c->next = NULL;
+        b->n_connections--;
+        broker_update_accepting(b);
+        broker_update_idle(b);
+}
+
+static void broker_accept_one(Broker *b, int fd) {
+        Connection *c;
+        int r;
+
+        r = connection_new(b, fd, &c);
+        if (r < 0)
+                return; /* a client we cannot even identify gets nothing */
+
+        broker_update_accepting(b);
+        broker_update_idle(b);
+
+        if (broker_connections_of_uid(b, c->peer.uid) > b->config.max_connections_per_uid) {
+                c->state = CONNECTION_WORKING;
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
+                                       "too many connections from this user");
+        }
+}
+
+static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Broker *b = userdata;
+
+        for (int i = 0; i < BROKER_ACCEPT_BURST && b->n_connections < b->config.max_connections; i++) {
+                int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (client < 0)
+                        break; /* EAGAIN, or a transient error: the next wake-up retries */
+                broker_accept_one(b, client);
+        }
+        return 0;
+}
+
+static int broker_on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
+        Broker *b = userdata;
+
+        /* STOPPING first, so systemd queues new connections for the next instance */
+        (void)sd_notify(false, "STOPPING=1\nSTATUS=Exiting after idle timeout");
+        return sd_event_exit(b->event, 0);
+}
+
+Broker *broker_free(Broker *b) {
+        if (!b)
+                return NULL;
+        while (b->connections)
+                connection_free(b->connections);
+        sd_event_source_disable_unref(b->listen_source);
+        sd_event_source_disable_unref(b->idle_timer);
+        safe_close(b->listen_fd);
+        sd_event_unref(b->event);
+        free(b);
+        return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(Broker *, broker_free);
+
+/**
+ * broker_new() - serve clients on @listen_fd, which the broker owns from now on
+ *
+ * Return: 0 or a negative errno.
+ */
+int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broker **ret) {
+        _cleanup_(broker_freep) Broker *b = NULL;
+        int r;
+
+        b = calloc(1, sizeof(*b));
+        if (!b) {
+                safe_close(listen_fd);
+                return -ENOMEM;
+        }
+        b->listen_fd = listen_fd;
+        b->event = sd_event_ref(event);
+        b->config = *config;
+
+        r = sd_event_add_io(event, &b->listen_source, listen_fd, EPOLLIN, broker_on_listen, b);
+        if (r < 0)
+                return r;
+        if (b->config.idle_exit_usec > 0) {
+                r = sd_event_add_time_relative(event, &b->idle_timer, CLOCK_MONOTONIC,
+                                               b->config.idle_exit_usec, 0, broker_on_idle, b);
+                if (r < 0)
+                        return r;
+        }
+
+        *ret = TAKE_PTR(b);
+        return 0;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The agent's loop: accepts clients, bounds them, exits when idle */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-event.h>
+
+#include "audit.h"
+
+typedef struct Connection Connection;
+
+typedef struct BrokerConfig {
+        AuditSink audit_sink;
+        uint64_t request_timeout_usec; /* for a client to send its whole request */
+        uint64_t runtime_timeout_usec; /* for a runtime to answer */
+        uint64_t reply_timeout_usec;   /* for a client to read its reply */
+        uint64_t idle_exit_usec;       /* 0: never exit when idle */
+        unsigned max_connections;
+        unsigned max_connections_per_uid;
+} BrokerConfig;
+
+#define BROKER_CONFIG_DEFAULT                                   \
+        {                                                       \
+                .audit_sink = AUDIT_SINK_AUTO,                  \
+                .request_timeout_usec = 5 * 1000000ULL,         \
+                .runtime_timeout_usec = 10 * 1000000ULL,        \
+                .reply_timeout_usec = 30 * 1000000ULL,          \
+                .max_connections = 512,                         \
+                .max_connections_per_uid = 32,                  \
+        }
+
+typedef struct Broker {
+        sd_event *event;
+        int listen_fd;
+        sd_event_source *listen_source;
+        sd_event_source *idle_timer;
+        BrokerConfig config;
+        Connection *connections;
+        unsigned n_connections;
+} Broker;
+
+int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broker **ret);
+Broker *broker_free(Broker *b);
+unsigned broker_connections_of_uid(const Broker *b, uid_t uid);
+void broker_connection_closed(Broker *b, Connection *c);

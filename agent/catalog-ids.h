@@ -1,0 +1,6 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Journal MESSAGE_IDs; the text for each is in units/dsagent.catalog */
+#pragma once
+
+/* one record per client request: the decision and its outcome */
+#define DSAGENT_MESSAGE_REQUEST "27ade2ec85a54471a176f947b0ec018e"

@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The commands a client can ask for: decide under policy, then carry out */
+#pragma once
+
+#include "connection.h"
+#include "wire.h"
+
+void commands_dispatch(Connection *c, const WireMessage *m);

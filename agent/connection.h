@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One client connection: read one request, run it, write the reply, audit the decision */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "audit.h"
+#include "broker.h"
+#include "sockopt.h"
+#include "target.h"
+#include "wire.h"
+
+typedef enum ConnectionState {
+        CONNECTION_READING,
+        CONNECTION_WORKING,
+        CONNECTION_WRITING,
+} ConnectionState;
+
+struct Connection {
+        Broker *broker;
+        Connection *prev, *next;
+        int fd;
+        sd_event_source *io;
+        sd_event_source *timer;
+        ConnectionState state;
+        PeerCreds peer;
+        uint64_t request_id;
+
+        uint8_t *in;
+        size_t in_size;
+
+        uint8_t *out;
+        size_t out_size, out_sent;
+
+        /* request state shared by the command handlers */
+        Target *target;
+        void *work;             /* the handler's own state */
+        void (*work_free)(void *work);
+
+        AuditRecord audit;
+        bool audited;
+};
+
+int connection_new(Broker *b, int fd, Connection **ret);
+Connection *connection_free(Connection *c);
+
+int connection_set_deadline(Connection *c, uint64_t usec_from_now);
+void connection_set_target(Connection *c, Target *t);
+int connection_queue_frame(Connection *c, WireWriter *w);
+void connection_reply_done(Connection *c, const char *rule, const char *reason);
+void connection_reply_error(Connection *c, AuditDecision decision, WireError error, const char *reason);
+void connection_reply_runtime_error(Connection *c, uint32_t hresult, const char *reason);

@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "dotnet-ipc.h"
+#include "text.h"
+
+static const uint8_t dotnet_ipc_magic[DOTNET_IPC_MAGIC_SIZE] = "DOTNET_IPC_V1";
+
+#define STREAMING DOTNET_IPC_FLAG_STREAMING
+#define RUNS_CODE DOTNET_IPC_FLAG_RUNS_CODE
+#define SECRETS DOTNET_IPC_FLAG_READS_SECRETS
+
+static const DotnetIpcCommandInfo dotnet_ipc_commands[] = {
+        { DOTNET_IPC_GENERATE_CORE_DUMP, "GenerateCoreDump", SECRETS },
+        { DOTNET_IPC_GENERATE_CORE_DUMP2, "GenerateCoreDump2", SECRETS },
+        { DOTNET_IPC_GENERATE_CORE_DUMP3, "GenerateCoreDump3", SECRETS },
+        { DOTNET_IPC_STOP_TRACING, "StopTracing", 0 },
+        { DOTNET_IPC_COLLECT_TRACING, "CollectTracing", STREAMING | SECRETS },
+        { DOTNET_IPC_COLLECT_TRACING2, "CollectTracing2", STREAMING | SECRETS },
+        { DOTNET_IPC_COLLECT_TRACING3, "CollectTracing3", STREAMING | SECRETS },
+        { DOTNET_IPC_COLLECT_TRACING4, "CollectTracing4", STREAMING | SECRETS },
+        { DOTNET_IPC_COLLECT_TRACING5, "CollectTracing5", STREAMING | SECRETS },
+        { DOTNET_IPC_COLLECT_TRACING6, "CollectTracing6", STREAMING | SECRETS },
+        { DOTNET_IPC_ATTACH_PROFILER, "AttachProfiler", RUNS_CODE },
+        { DOTNET_IPC_STARTUP_PROFILER, "StartupProfiler", RUNS_CODE },
+        { DOTNET_IPC_PROCESS_INFO, "ProcessInfo", 0 },
+        /* resuming a suspended runtime lets queued startup hooks and profilers run */
+        { DOTNET_IPC_RESUME_RUNTIME, "ResumeRuntime", RUNS_CODE },
+        { DOTNET_IPC_PROCESS_ENVIRONMENT, "ProcessEnvironment", SECRETS },
+        { DOTNET_IPC_SET_ENVIRONMENT_VARIABLE, "SetEnvironmentVariable", RUNS_CODE },
+        { DOTNET_IPC_PROCESS_INFO2, "ProcessInfo2", 0 },
+        { DOTNET_IPC_ENABLE_PERF_MAP, "EnablePerfMap", 0 },
+        { DOTNET_IPC_DISABLE_PERF_MAP, "DisablePerfMap", 0 },
+        { DOTNET_IPC_APPLY_STARTUP_HOOK, "ApplyStartupHook", RUNS_CODE },
+        { DOTNET_IPC_PROCESS_INFO3, "ProcessInfo3", 0 },
+};
+
+const DotnetIpcCommandInfo *dotnet_ipc_command_lookup(uint8_t command_set, uint8_t command_id) {
+        unsigned code = (unsigned)command_set << 8 | command_id;
+
+        for (size_t i = 0; i < ELEMENTSOF(dotnet_ipc_commands); i++)
+                if ((unsigned)dotnet_ipc_commands[i].command == code)
+                        return &dotnet_ipc_commands[i];
+        return NULL;
+}
+
+const DotnetIpcCommandInfo *dotnet_ipc_command_table(size_t *ret_count) {
+        *ret_count = ELEMENTSOF(dotnet_ipc_commands);
+        return dotnet_ipc_commands;
+}
+
+const char *dotnet_ipc_hresult_name(uint32_t hresult) {
+        switch (hresult) {
+        case DOTNET_IPC_HR_OK: return "S_OK";
+        case DOTNET_IPC_HR_BAD_ENCODING: return "bad encoding";
+        case DOTNET_IPC_HR_UNKNOWN_COMMAND: return "unknown command";
+        case DOTNET_IPC_HR_UNKNOWN_MAGIC: return "unknown magic";
+        case DOTNET_IPC_HR_NOT_SUPPORTED: return "not supported";
+        case DOTNET_IPC_HR_FAIL: return "failed";
+        case DOTNET_IPC_HR_NOT_YET_AVAILABLE: return "not yet available";
+        case DOTNET_IPC_HR_RUNTIME_UNINITIALIZED: return "runtime not initialized";
+        case DOTNET_IPC_HR_INVALID_ARG: return "invalid argument";
+        case DOTNET_IPC_HR_INSUFFICIENT_BUFFER: return "insufficient buffer";
+        case DOTNET_IPC_HR_ENVVAR_NOT_FOUND: return "environment variable not found";
+        case DOTNET_IPC_HR_PROFILER_ALREADY_ACTIVE: return "profiler already active";
+        default: return NULL;
+        }
+}
+
+static void put_u16(uint8_t *p, uint16_t v) {
+        p[0] = (uint8_t)v;
+        p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+        for (int i = 0; i < 4; i++)
+                p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get_u16(const uint8_t *p) {
+        return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get_u32(const uint8_t *p) {
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+        return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+void dotnet_ipc_header_encode(uint8_t buf[DOTNET_IPC_HEADER_SIZE], uint16_t size, uint8_t command_set,
+                              uint8_t command_id) {
+        memcpy(buf, dotnet_ipc_magic, DOTNET_IPC_MAGIC_SIZE);
+        put_u16(buf + 14, size);
+        buf[16] = command_set;
+        buf[17] = command_id;
+        put_u16(buf + 18, 0);
+}
+
+/**
+ * dotnet_ipc_header_decode() - validate and decode a 20-byte header
+ *
+ * Stricter than the runtime: the reserved field must be zero and the size must
+ * cover the header, so a peer cannot smuggle bytes past a lenient check.
+ *
+ * Return: 0, DOTNET_IPC_E_TRUNCATED if @len < 20, DOTNET_IPC_E_MALFORMED.
+ */
+int dotnet_ipc_header_decode(const uint8_t *buf, size_t len, DotnetIpcHeader *ret) {
+        DotnetIpcHeader h;
+
+        if (len < DOTNET_IPC_HEADER_SIZE)
+                return DOTNET_IPC_E_TRUNCATED;
+        if (memcmp(buf, dotnet_ipc_magic, DOTNET_IPC_MAGIC_SIZE) != 0)
+                return DOTNET_IPC_E_MALFORMED;
+
+        h.size = get_u16(buf + 14);
+        h.command_set = buf[16];
+        h.command_id = buf[17];
+        h.reserved = get_u16(buf + 18);
+        if (h.size < DOTNET_IPC_HEADER_SIZE || h.reserved != 0)
+                return DOTNET_IPC_E_MALFORMED;
+
+        *ret = h;
+        return 0;
+}
+
+int dotnet_ipc_request_encode(DotnetIpcCommand command, const uint8_t *payload, size_t payload_size,
+                              uint8_t *buf, size_t buf_size, size_t *ret_size) {
+        size_t total = DOTNET_IPC_HEADER_SIZE + payload_size;
+
+        if (payload_size > DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE)
+                return DOTNET_IPC_E_TOO_LARGE;
+        if (buf_size < total)
+                return -ENOBUFS;
+
+        dotnet_ipc_header_encode(buf, (uint16_t)total, (uint8_t)(command >> 8), (uint8_t)(command & 0xFF));
+        if (payload_size > 0)
+                memcpy(buf + DOTNET_IPC_HEADER_SIZE, payload, payload_size);
+        *ret_size = total;
+        return 0;
+}
+
+/* Decodes one code point from valid UTF-8 (the caller checked validity). */
+static uint32_t utf8_decode_one(const unsigned char **p) {
+        const unsigned char *s = *p;
+        uint32_t cp;
+        size_t len;
+
+        if (s[0] < 0x80) {
+                *p = s + 1;
+                return s[0];
+        }
+        if (s[0] < 0xE0) {
+                len = 2;
+                cp = s[0] & 0x1F;
+        } else if (s[0] < 0xF0) {
+                len = 3;
+                cp = s[0] & 0x0F;
+        } else {
+                len = 4;
+                cp = s[0] & 0x07;
+        }
+        for (size_t i = 1; i < len; i++)
+                cp = cp << 6 | (s[i] & 0x3F);
+        *p = s + len;
+        return cp;
+}
+
+/**
+ * dotnet_ipc_string_encode() - encode UTF-8 as the protocol's UTF-16 string
+ * @utf8: valid UTF-8 without NUL bytes, or NULL for the null string
+ *
+ * Return: 0, DOTNET_IPC_E_MALFORMED for invalid UTF-8, DOTNET_IPC_E_TOO_LARGE,
+ * -ENOBUFS if @buf_size is too small.
+ */
+int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, size_t *ret_size) {
+        const unsigned char *p, *end;
+        size_t units = 1, pos = 4;
+
+        if (!utf8) {
+                if (buf_size < 4)
+                        return -ENOBUFS;
+                put_u32(buf, 0);
+                *ret_size = 4;
+                return 0;
+        }
+
+        if (!utf8_is_valid(utf8, strlen(utf8)))
+                return DOTNET_IPC_E_MALFORMED;
+
+        end = (const unsigned char *)utf8 + strlen(utf8);
+        for (p = (const unsigned char *)utf8; p < end;)
+                units += utf8_decode_one(&p) >= 0x10000 ? 2 : 1;
+        if (units > (DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE - 4) / 2)
+                return DOTNET_IPC_E_TOO_LARGE;
+        if (buf_size < 4 + units * 2)
+                return -ENOBUFS;
+
+        put_u32(buf, (uint32_t)units);
+        for (p = (const unsigned char *)utf8; p < end;) {
+                uint32_t cp = utf8_decode_one(&p);
+                if (cp >= 0x10000) {
+                        cp -= 0x10000;
+                        put_u16(buf + pos, (uint16_t)(0xD800 | (cp >> 10)));
+                        put_u16(buf + pos + 2, (uint16_t)(0xDC00 | (cp & 0x3FF)));
+                        pos += 4;
+                } else {
+                        put_u16(buf + pos, (uint16_t)cp);
+                        pos += 2;
+                }
+        }
+        put_u16(buf + pos, 0);
+        *ret_size = pos + 2;
+        return 0;
+}
+
+/**
+ * dotnet_ipc_string_decode() - decode one protocol string into UTF-8
+ *
+ * Runtimes do not validate what they send, so ill-formed UTF-16 (lone
+ * surrogates) and embedded NULs become U+FFFD instead of truncating or
+ * corrupting the string. The last unit must be the NUL terminator.
+ *
+ * Return: 0 with *@ret_utf8 NULL for the null string, DOTNET_IPC_E_TRUNCATED,
+ * DOTNET_IPC_E_MALFORMED, -ENOMEM.
+ */
+int dotnet_ipc_string_decode(const uint8_t *buf, size_t len, char **ret_utf8, size_t *ret_consumed) {
+        _cleanup_free_ char *out = NULL;
+        uint32_t units;
+        size_t o = 0;
+
+        if (len < 4)
+                return DOTNET_IPC_E_TRUNCATED;
+        units = get_u32(buf);
+        if (units == 0) {
+                *ret_utf8 = NULL;
+                *ret_consumed = 4;
+                return 0;
+        }
+        if (units > (len - 4) / 2)
+                return DOTNET_IPC_E_TRUNCATED;
+        if (get_u16(buf + 4 + (size_t)(units - 1) * 2) != 0)
+                return DOTNET_IPC_E_MALFORMED;
+
+        /* each UTF-16 unit yields at most 3 UTF-8 bytes (a pair of units yields 4) */
+        out = malloc((size_t)units * 3 + 1);
+        if (!out)
+                return -ENOMEM;
+
+        for (size_t i = 0; i + 1 < units; i++) {
+                uint32_t cp = get_u16(buf + 4 + i * 2);
+
+                if (cp >= 0xD800 && cp <= 0xDBFF && i + 2 < units) {
+                        uint32_t low = get_u16(buf + 4 + (i + 1) * 2);
+                        if (low >= 0xDC00 && low <= 0xDFFF) {
+                                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                                i++;
+                        } else
+                                cp = 0xFFFD;
+                } else if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0)
+                        cp = 0xFFFD;
+
+                o += utf8_encode(cp, out + o);
+        }
+        out[o] = '\0';
+
+        *ret_utf8 = TAKE_PTR(out);
+        *ret_consumed = 4 + (size_t)units * 2;
+        return 0;
+}
+
+/**
+ * dotnet_ipc_response_decode() - decode a complete server reply
+ *
+ * @len must equal the size field: a reply whose size disagrees with what
+ * arrived is corrupt (older runtimes truncated the size of large replies).
+ * For an error the HRESULT is taken off and @payload holds what follows it.
+ *
+ * Return: 0, DOTNET_IPC_E_TRUNCATED, DOTNET_IPC_E_MALFORMED.
+ */
+int dotnet_ipc_response_decode(const uint8_t *msg, size_t len, DotnetIpcResponse *ret) {
+        DotnetIpcHeader h;
+        DotnetIpcResponse r = {};
+        int k;
+
+        k = dotnet_ipc_header_decode(msg, len, &h);
+        if (k != 0)
+                return k;
+        if (len < h.size)
+                return DOTNET_IPC_E_TRUNCATED;
+        if (len > h.size || h.command_set != DOTNET_IPC_SET_SERVER)
+                return DOTNET_IPC_E_MALFORMED;
+
+        r.payload = msg + DOTNET_IPC_HEADER_SIZE;
+        r.payload_size = h.size - DOTNET_IPC_HEADER_SIZE;
+
+        switch (h.command_id) {
+        case 0x00:
+                r.ok = true;
+                break;
+        case 0xFF:
+                if (r.payload_size < 4)
+                        return DOTNET_IPC_E_MALFORMED;
+                r.hresult = get_u32(r.payload);
+                r.payload += 4;
+                r.payload_size -= 4;
+                break;
+        default:
+                return DOTNET_IPC_E_MALFORMED;
+        }
+
+        *ret = r;
+        return 0;
+}
+
+typedef struct Cursor {
+        const uint8_t *p;
+        size_t left;
+} Cursor;
+
+static int cursor_string(Cursor *c, char **ret) {
+        size_t used;
+        int r;
+
+        r = dotnet_ipc_string_decode(c->p, c->left, ret, &used);
+        if (r != 0)
+                return r == DOTNET_IPC_E_TRUNCATED ? DOTNET_IPC_E_MALFORMED : r;
+        c->p += used;
+        c->left -= used;
+        return 0;
+}
+
+static int cursor_bytes(Cursor *c, void *out, size_t n) {
+        if (c->left < n)
+                return DOTNET_IPC_E_MALFORMED;
+        memcpy(out, c->p, n);
+        c->p += n;
+        c->left -= n;
+        return 0;
+}
+
+void dotnet_process_info_done(DotnetProcessInfo *info) {
+        free(info->command_line);
+        free(info->os);
+        free(info->arch);
+        free(info->entry_assembly);
+        free(info->runtime_version);
+        free(info->runtime_identifier);
+        *info = (DotnetProcessInfo)DOTNET_PROCESS_INFO_NULL;
+}
+
+/**
+ * dotnet_process_info_decode() - decode the payload of a ProcessInfo* reply
+ * @command: which request was answered: ProcessInfo, ProcessInfo2 or ProcessInfo3
+ *
+ * The payload must be consumed exactly, except that a ProcessInfo3 reply of a
+ * version above 1 may carry fields appended after the ones known here.
+ *
+ * Return: 0, DOTNET_IPC_E_MALFORMED, -EINVAL for another @command, -ENOMEM.
+ */
+int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload, size_t payload_size,
+                               DotnetProcessInfo *ret) {
+        _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
+        Cursor c = { payload, payload_size };
+        uint8_t raw[8];
+        int r;
+
+        if (command != DOTNET_IPC_PROCESS_INFO && command != DOTNET_IPC_PROCESS_INFO2 &&
+            command != DOTNET_IPC_PROCESS_INFO3)
+                return -EINVAL;
+
+        if (command == DOTNET_IPC_PROCESS_INFO3) {
+                r = cursor_bytes(&c, raw, 4);
+                if (r != 0)
+                        return r;
+                info.version = get_u32(raw);
+                if (info.version < 1)
+                        return DOTNET_IPC_E_MALFORMED;
+        }
+
+        r = cursor_bytes(&c, raw, 8);
+        if (r == 0)
+                r = cursor_bytes(&c, info.cookie, sizeof(info.cookie));
+        if (r == 0)
+                r = cursor_string(&c, &info.command_line);
+        if (r == 0)
+                r = cursor_string(&c, &info.os);
+        if (r == 0)
+                r = cursor_string(&c, &info.arch);
+        if (r == 0 && command != DOTNET_IPC_PROCESS_INFO)
+                r = cursor_string(&c, &info.entry_assembly);
+        if (r == 0 && command != DOTNET_IPC_PROCESS_INFO)
+                r = cursor_string(&c, &info.runtime_version);
+        if (r == 0 && command == DOTNET_IPC_PROCESS_INFO3)
+                r = cursor_string(&c, &info.runtime_identifier);
+        if (r != 0)
+                return r;
+        info.pid = get_u64(raw);
+
+        if (c.left > 0 && !(command == DOTNET_IPC_PROCESS_INFO3 && info.version > 1))
+                return DOTNET_IPC_E_MALFORMED;
+
+        *ret = info;
+        info = (DotnetProcessInfo)DOTNET_PROCESS_INFO_NULL;
+        return 0;
+}

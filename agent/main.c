@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsagent: the privileged broker between diagnostic clients and .NET runtimes */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "broker.h"
+#include "cleanup.h"
+#include "text.h"
+
+#define DSAGENT_LISTEN_BACKLOG 128
+
+typedef struct Options {
+        const char *listen_path;
+        BrokerConfig broker;
+        bool idle_exit_set;
+} Options;
+
+static void usage(FILE *out) {
+        fprintf(out,
+                "Usage: dsagent [OPTIONS]\n"
+                "Broker .NET diagnostics for unprivileged users under policy.\n\n"
+                "  --listen PATH        listen on PATH instead of a socket passed by systemd\n"
+                "  --audit WHERE        auto (journal, else stderr), journal or stderr [auto]\n"
+                "  --idle-exit SECONDS  exit after SECONDS without clients; 0 never\n"
+                "                       [60 when socket-activated, else 0]\n"
+                "  --help               show this help\n"
+                "  --version            show the version\n");
+}
+
+static int parse_seconds(const char *s, uint64_t *ret) {
+        uint64_t v;
+
+        if (parse_u64(s, &v) < 0 || v > UINT64_MAX / 1000000)
+                return -EINVAL;
+        *ret = v * 1000000;
+        return 0;
+}
+
+/* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
+static int parse_argv(int argc, char **argv, Options *o) {
+        enum { ARG_LISTEN = 0x100, ARG_AUDIT, ARG_IDLE_EXIT, ARG_HELP, ARG_VERSION };
+        static const struct option options[] = {
+                { "listen", required_argument, NULL, ARG_LISTEN },
+                { "audit", required_argument, NULL, ARG_AUDIT },
+                { "idle-exit", required_argument, NULL, ARG_IDLE_EXIT },
+                { "help", no_argument, NULL, ARG_HELP },
+                { "version", no_argument, NULL, ARG_VERSION },
+                {},
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
+                switch (c) {
+                case ARG_LISTEN:
+                        o->listen_path = optarg;
+                        break;
+                case ARG_AUDIT:
+                        if (audit_sink_from_string(optarg, &o->broker.audit_sink) < 0) {
+                                fprintf(stderr, "dsagent: --audit takes auto, journal or stderr\n");
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_IDLE_EXIT:
+                        if (parse_seconds(optarg, &o->broker.idle_exit_usec) < 0) {
+                                fprintf(stderr, "dsagent: --idle-exit takes a number of seconds\n");
+                                return -EINVAL;
+                        }
+                        o->idle_exit_set = true;
+                        break;
+                case ARG_HELP:
+                        usage(stdout);
+                        return 1;
+                case ARG_VERSION:
+                        printf("dsagent %s\n", DSAGENT_VERSION);
+                        return 1;
+                default:
+                        usage(stderr);
+                        return -EINVAL;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "dsagent: unexpected argument '%s'\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/*
+ * For development and tests. Anyone may connect: who may do what is the
+ * policy's business, decided from the kernel's credentials, not from the
+ * socket's mode. A stale socket is replaced, anything else at the path is not.
+ */
+static int listen_on_path(const char *path, int *ret_fd) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        mode_t old_umask;
+        int r;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path));
+
+        if (lstat(path, &st) == 0) {
+                if (!S_ISSOCK(st.st_mode))
+                        return -EEXIST;
+                if (unlink(path) < 0)
+                        return -errno;
+        }
+
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        old_umask = umask(0111);
+        r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        umask(old_umask);
+        if (r < 0)
+                return -errno;
+        if (listen(fd, DSAGENT_LISTEN_BACKLOG) < 0)
+                return -errno;
+
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static int listen_fd_from_systemd(int *ret_fd) {
+        int n, fd = SD_LISTEN_FDS_START;
+
+        n = sd_listen_fds(true);
+        if (n < 0)
+                return n;
+        if (n == 0)
+                return -ENOENT;
+        /* exactly one socket is expected; anything extra is closed, not leaked */
+        for (int i = 1; i < n; i++)
+                safe_close(SD_LISTEN_FDS_START + i);
+        if (n != 1 || sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) <= 0) {
+                safe_close(fd);
+                return -EBADF;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
+static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        (void)sd_notify(false, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+static int run(const Options *o, int listen_fd) {
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        Broker *broker = NULL;
+        sigset_t mask;
+        int r;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+                safe_close(listen_fd);
+                return -errno;
+        }
+
+        r = sd_event_default(&event);
+        if (r < 0) {
+                safe_close(listen_fd);
+                return r;
+        }
+        if ((r = sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, NULL)) < 0 ||
+            (r = sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, NULL)) < 0) {
+                safe_close(listen_fd);
+                return r;
+        }
+
+        r = broker_new(event, listen_fd, &o->broker, &broker);
+        if (r < 0)
+                return r;
+
+        (void)sd_notify(false, "READY=1\nSTATUS=Serving diagnostic requests");
+        r = sd_event_loop(event);
+        (void)sd_notify(false, "STOPPING=1");
+        broker_free(broker);
+        return r;
+}
+
+int main(int argc, char **argv) {
+        Options o = { .broker = BROKER_CONFIG_DEFAULT };
+        int listen_fd = -EBADF;
+        int r;
+
+        r = parse_argv(argc, argv, &o);
+        if (r != 0)
+                return r > 0 ? EXIT_SUCCESS : 2;
+
+        /* a client or journald going away must cost a write, never the agent */
+        signal(SIGPIPE, SIG_IGN);
+
+        if (o.listen_path) {
+                r = listen_on_path(o.listen_path, &listen_fd);
+                if (r < 0) {
+                        fprintf(stderr, "dsagent: cannot listen on %s: %s\n", o.listen_path, strerror(-r));
+                        return EXIT_FAILURE;
+                }
+        } else {
+                r = listen_fd_from_systemd(&listen_fd);
+                if (r < 0) {
+                        fprintf(stderr, "dsagent: %s\n",
+                                r == -ENOENT ? "no socket from systemd; use --listen PATH"
+                                             : "systemd must pass exactly one AF_UNIX stream socket");
+                        return EXIT_FAILURE;
+                }
+                if (!o.idle_exit_set)
+                        o.broker.idle_exit_usec = 60 * 1000000ULL;
+        }
+
+        r = run(&o, listen_fd);
+        if (r < 0) {
+                fprintf(stderr, "dsagent: %s\n", strerror(-r));
+                return EXIT_FAILURE;
+        }
+        return EXIT_SUCCESS;
+}

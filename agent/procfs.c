@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "procfs.h"
+
+/*
+ * procfs_parse_stat_start_time() - field 22 (starttime) of /proc/PID/stat
+ *
+ * The comm field can contain spaces and ')' (the process chose it), so fields
+ * are counted from the last ')' in the buffer, as the runtime itself does.
+ */
+int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret) {
+        const char *p = NULL, *end = buf + n;
+        uint64_t v = 0;
+        int field = 2;
+
+        for (const char *c = buf; c < end; c++)
+                if (*c == ')')
+                        p = c;
+        if (!p)
+                return PROCFS_E_MALFORMED;
+        p++;
+
+        /* after ')' comes " state ppid ..."; field 3 is state */
+        while (field < 22) {
+                if (p >= end || *p != ' ')
+                        return PROCFS_E_MALFORMED;
+                p++;
+                field++;
+                if (field == 22)
+                        break;
+                while (p < end && *p != ' ')
+                        p++;
+        }
+
+        if (p >= end || *p < '0' || *p > '9')
+                return PROCFS_E_MALFORMED;
+        for (; p < end && *p >= '0' && *p <= '9'; p++) {
+                if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+                        return PROCFS_E_MALFORMED;
+                v = v * 10 + (uint64_t)(*p - '0');
+        }
+        if (p < end && *p != ' ' && *p != '\n')
+                return PROCFS_E_MALFORMED;
+
+        *ret = v;
+        return 0;
+}
+
+/* Parses up to @max whitespace-separated decimal ids; returns how many, or -1. */
+static int parse_id_list(const char *p, const char *line_end, uint64_t *out, size_t max) {
+        size_t count = 0;
+
+        for (;;) {
+                uint64_t v = 0;
+                bool digits = false;
+
+                while (p < line_end && (*p == ' ' || *p == '\t'))
+                        p++;
+                if (p == line_end)
+                        return (int)count;
+                if (count == max)
+                        return -1;
+                for (; p < line_end && *p >= '0' && *p <= '9'; p++) {
+                        digits = true;
+                        v = v * 10 + (uint64_t)(*p - '0');
+                        if (v > UINT32_MAX)
+                                return -1;
+                }
+                if (!digits || (p < line_end && *p != ' ' && *p != '\t'))
+                        return -1;
+                out[count++] = v;
+        }
+}
+
+/*
+ * procfs_parse_status() - Uid, Gid and NSpid lines of /proc/PID/status
+ *
+ * All three lines must be present and well formed; a missing NSpid (kernels
+ * before 4.1) is an error rather than a guess about the target's namespace.
+ */
+int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret) {
+        ProcStatus st = {};
+        bool have_uid = false, have_gid = false, have_nspid = false;
+        const char *end = buf + n;
+
+        for (const char *line = buf; line < end;) {
+                const char *line_end = memchr(line, '\n', (size_t)(end - line));
+                uint64_t ids[PROCFS_NSPID_MAX];
+                int k;
+
+                if (!line_end)
+                        line_end = end;
+
+                if (line_end - line > 4 && memcmp(line, "Uid:", 4) == 0) {
+                        k = parse_id_list(line + 4, line_end, ids, 4);
+                        if (k != 4 || have_uid)
+                                return PROCFS_E_MALFORMED;
+                        for (int i = 0; i < 4; i++)
+                                st.uid[i] = (uid_t)ids[i];
+                        have_uid = true;
+                } else if (line_end - line > 4 && memcmp(line, "Gid:", 4) == 0) {
+                        k = parse_id_list(line + 4, line_end, ids, 4);
+                        if (k != 4 || have_gid)
+                                return PROCFS_E_MALFORMED;
+                        for (int i = 0; i < 4; i++)
+                                st.gid[i] = (gid_t)ids[i];
+                        have_gid = true;
+                } else if (line_end - line > 6 && memcmp(line, "NSpid:", 6) == 0) {
+                        k = parse_id_list(line + 6, line_end, ids, PROCFS_NSPID_MAX);
+                        if (k < 1 || have_nspid)
+                                return PROCFS_E_MALFORMED;
+                        for (int i = 0; i < k; i++) {
+                                if (ids[i] == 0 || ids[i] > INT_MAX)
+                                        return PROCFS_E_MALFORMED;
+                                st.nspid[i] = (pid_t)ids[i];
+                        }
+                        st.n_nspid = (size_t)k;
+                        have_nspid = true;
+                }
+                line = line_end + 1;
+        }
+
+        if (!have_uid || !have_gid || !have_nspid)
+                return PROCFS_E_MALFORMED;
+        *ret = st;
+        return 0;
+}
+
+/*
+ * procfs_environ_get() - value of @key in a NUL-separated environment block
+ *
+ * The first definition wins, as getenv() in the target would return it.
+ *
+ * Return: 0, PROCFS_E_NOT_FOUND, -ENOMEM.
+ */
+int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret) {
+        size_t key_len = strlen(key);
+        const char *end = buf + n;
+
+        for (const char *entry = buf; entry < end;) {
+                const char *entry_end = memchr(entry, '\0', (size_t)(end - entry));
+                size_t len;
+
+                if (!entry_end)
+                        entry_end = end;
+                len = (size_t)(entry_end - entry);
+                if (len > key_len && memcmp(entry, key, key_len) == 0 && entry[key_len] == '=') {
+                        char *v = strndup(entry + key_len + 1, len - key_len - 1);
+                        if (!v)
+                                return -ENOMEM;
+                        *ret = v;
+                        return 0;
+                }
+                entry = entry_end + 1;
+        }
+        return PROCFS_E_NOT_FOUND;
+}
+
+static const char *path_basename(const char *s, size_t len, size_t *ret_len) {
+        const char *b = s;
+
+        for (size_t i = 0; i < len; i++)
+                if (s[i] == '/')
+                        b = s + i + 1;
+        *ret_len = len - (size_t)(b - s);
+        return b;
+}
+
+static bool has_suffix(const char *s, size_t len, const char *suffix) {
+        size_t sl = strlen(suffix);
+        return len > sl && memcmp(s + len - sl, suffix, sl) == 0;
+}
+
+/*
+ * procfs_cmdline_name() - a short name for a .NET process from its command line
+ *
+ * "dotnet /srv/app/Orders.Api.dll" is named "Orders.Api"; an apphost
+ * "/srv/app/Orders.Api" is named by its basename. Display only: the process
+ * chose these bytes, so nothing may trust them.
+ *
+ * Return: 0, PROCFS_E_NOT_FOUND for an empty command line, -ENOMEM.
+ */
+int procfs_cmdline_name(const char *buf, size_t n, char **ret) {
+        const char *arg0 = buf, *arg1 = NULL, *name;
+        size_t len0, len1 = 0, name_len;
+        const char *nul;
+        char *s;
+
+        if (n == 0 || buf[0] == '\0')
+                return PROCFS_E_NOT_FOUND;
+        nul = memchr(buf, '\0', n);
+        len0 = nul ? (size_t)(nul - buf) : n;
+        if (nul && (size_t)(nul - buf) + 1 < n) {
+                const char *nul1;
+                arg1 = nul + 1;
+                nul1 = memchr(arg1, '\0', (size_t)(buf + n - arg1));
+                len1 = nul1 ? (size_t)(nul1 - arg1) : (size_t)(buf + n - arg1);
+        }
+
+        name = path_basename(arg0, len0, &name_len);
+        if (name_len == 6 && memcmp(name, "dotnet", 6) == 0 && arg1 && has_suffix(arg1, len1, ".dll")) {
+                name = path_basename(arg1, len1, &name_len);
+                name_len -= 4;
+        }
+        if (name_len == 0)
+                return PROCFS_E_NOT_FOUND;
+
+        s = strndup(name, name_len);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Parsers for /proc/PID files: pure functions over bytes the caller read */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum {
+        _PROCFS_E_SUCCESS,
+        PROCFS_E_MALFORMED,
+        PROCFS_E_NOT_FOUND,
+};
+
+#define PROCFS_NSPID_MAX 32
+
+typedef struct ProcStatus {
+        uid_t uid[4]; /* real, effective, saved, filesystem */
+        gid_t gid[4];
+        pid_t nspid[PROCFS_NSPID_MAX]; /* outermost first: [0] is the pid in the reader's namespace */
+        size_t n_nspid;
+} ProcStatus;
+
+int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret);
+int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret);
+int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
+int procfs_cmdline_name(const char *buf, size_t n, char **ret);

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "cleanup.h"
+#include "runtime-call.h"
+
+struct RuntimeCall {
+        int fd;
+        sd_event_source *io;
+        sd_event_source *timer;
+        uint8_t request[DOTNET_IPC_MESSAGE_MAX];
+        size_t request_size, request_sent;
+        uint8_t reply[DOTNET_IPC_MESSAGE_MAX];
+        size_t reply_size, reply_expected; /* expected is 0 until the header arrived */
+        RuntimeCallDone done;
+        void *userdata;
+};
+
+RuntimeCall *runtime_call_free(RuntimeCall *call) {
+        if (!call)
+                return NULL;
+        sd_event_source_disable_unref(call->io);
+        sd_event_source_disable_unref(call->timer);
+        safe_close(call->fd);
+        free(call);
+        return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(RuntimeCall *, runtime_call_free);
+
+static void runtime_call_complete(RuntimeCall *call, int error, const DotnetIpcResponse *reply) {
+        /* no more events: the callback may free the call, or leave it for later */
+        sd_event_source_set_enabled(call->io, SD_EVENT_OFF);
+        sd_event_source_set_enabled(call->timer, SD_EVENT_OFF);
+        call->done(call, error, reply, call->userdata);
+}
+
+static int runtime_call_write(RuntimeCall *call) {
+        while (call->request_sent < call->request_size) {
+                ssize_t n = send(call->fd, call->request + call->request_sent,
+                                 call->request_size - call->request_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0)
+                        return errno == EAGAIN ? 0 : -errno;
+                call->request_sent += (size_t)n;
+        }
+        return sd_event_source_set_io_events(call->io, EPOLLIN);
+}
+
+/* Return: 1 when a complete reply is buffered, 0 for "wait", else an error code. */
+static int runtime_call_read(RuntimeCall *call) {
+        for (;;) {
+                size_t want = call->reply_expected ? call->reply_expected : DOTNET_IPC_HEADER_SIZE;
+                DotnetIpcHeader h;
+                ssize_t n;
+
+                if (call->reply_size == want) {
+                        if (call->reply_expected)
+                                return 1;
+                        if (dotnet_ipc_header_decode(call->reply, call->reply_size, &h) != 0)
+                                return RUNTIME_CALL_E_MALFORMED;
+                        call->reply_expected = h.size;
+                        continue;
+                }
+
+                n = recv(call->fd, call->reply + call->reply_size, want - call->reply_size, MSG_DONTWAIT);
+                if (n < 0)
+                        return errno == EAGAIN ? 0 : -errno;
+                if (n == 0)
+                        return RUNTIME_CALL_E_CLOSED;
+                call->reply_size += (size_t)n;
+        }
+}
+
+static int runtime_call_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        RuntimeCall *call = userdata;
+        DotnetIpcResponse reply;
+        int r;
+
+        if (call->request_sent < call->request_size) {
+                r = runtime_call_write(call);
+                if (r < 0) {
+                        runtime_call_complete(call, r == -EPIPE ? RUNTIME_CALL_E_CLOSED : r, NULL);
+                        return 0;
+                }
+                return 0;
+        }
+
+        r = runtime_call_read(call);
+        if (r == 0)
+                return 0;
+        if (r != 1) {
+                runtime_call_complete(call, r == -ECONNRESET ? RUNTIME_CALL_E_CLOSED : r, NULL);
+                return 0;
+        }
+
+        if (dotnet_ipc_response_decode(call->reply, call->reply_size, &reply) != 0) {
+                runtime_call_complete(call, RUNTIME_CALL_E_MALFORMED, NULL);
+                return 0;
+        }
+        runtime_call_complete(call, 0, &reply);
+        return 0;
+}
+
+static int runtime_call_on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        runtime_call_complete(userdata, RUNTIME_CALL_E_TIMEOUT, NULL);
+        return 0;
+}
+
+/**
+ * runtime_call_start() - send @request on @fd and wait for one reply
+ * @fd: a connected, non-blocking socket; the call owns it from now on, also on failure
+ *
+ * The runtime serves one client at a time and never times out, so every wait
+ * here has @timeout_usec as its deadline; nothing blocks the agent's loop.
+ *
+ * Return: 0 or a negative errno.
+ */
+int runtime_call_start(sd_event *event, int fd, const uint8_t *request, size_t request_size,
+                       uint64_t timeout_usec, RuntimeCallDone done, void *userdata, RuntimeCall **ret) {
+        _cleanup_(runtime_call_freep) RuntimeCall *call = NULL;
+        uint64_t now;
+        int r;
+
+        call = calloc(1, sizeof(*call));
+        if (!call) {
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        call->fd = fd;
+        if (request_size > sizeof(call->request))
+                return -EMSGSIZE;
+        memcpy(call->request, request, request_size);
+        call->request_size = request_size;
+        call->done = done;
+        call->userdata = userdata;
+
+        r = sd_event_add_io(event, &call->io, fd, EPOLLOUT, runtime_call_on_io, call);
+        if (r < 0)
+                return r;
+        r = sd_event_now(event, CLOCK_MONOTONIC, &now);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time(event, &call->timer, CLOCK_MONOTONIC, now + timeout_usec, 0,
+                              runtime_call_on_timeout, call);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(call);
+        return 0;
+}

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* One request to a .NET runtime and its one reply, driven by sd-event with a deadline */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+#include "dotnet-ipc.h"
+
+enum {
+        _RUNTIME_CALL_E_SUCCESS,
+        RUNTIME_CALL_E_TIMEOUT,   /* no complete reply before the deadline */
+        RUNTIME_CALL_E_CLOSED,    /* the runtime closed the connection early */
+        RUNTIME_CALL_E_MALFORMED, /* the reply is not a valid server message */
+};
+
+typedef struct RuntimeCall RuntimeCall;
+
+/*
+ * Called once. @error is 0 with @reply set, a RUNTIME_CALL_E_* code, or a
+ * negative errno. @reply points into the call's buffer and lives until the
+ * call is freed. The callback may free the call.
+ */
+typedef void (*RuntimeCallDone)(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata);
+
+int runtime_call_start(sd_event *event, int fd, const uint8_t *request, size_t request_size,
+                       uint64_t timeout_usec, RuntimeCallDone done, void *userdata, RuntimeCall **ret);
+RuntimeCall *runtime_call_free(RuntimeCall *call);

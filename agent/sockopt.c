@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "cleanup.h"
+#include "sockopt.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+static int compare_gid(const void *a, const void *b) {
+        gid_t x = *(const gid_t *)a, y = *(const gid_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/*
+ * The group list can change size between the probe and the read only if the
+ * peer is being torn down; one retry on ERANGE covers that race, a second one
+ * would just chase a dying peer.
+ */
+static int sockopt_get_peer_groups(int fd, gid_t primary, gid_t **ret, size_t *ret_n) {
+        _cleanup_free_ gid_t *groups = NULL;
+        socklen_t len = 0;
+        size_t n, out = 1;
+
+        for (int attempt = 0;; attempt++) {
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) < 0 && errno != ERANGE)
+                        return -errno;
+                if (len / sizeof(gid_t) > PEER_GROUPS_MAX)
+                        return -E2BIG;
+
+                free(groups);
+                groups = malloc((len / sizeof(gid_t) + 1) * sizeof(gid_t));
+                if (!groups)
+                        return -ENOMEM;
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups + 1, &len) == 0)
+                        break;
+                if (errno != ERANGE || attempt > 0)
+                        return -errno;
+        }
+
+        n = len / sizeof(gid_t);
+        qsort(groups + 1, n, sizeof(gid_t), compare_gid);
+        groups[0] = primary;
+        for (size_t i = 1; i <= n; i++)
+                if (groups[i] != primary && groups[i] != groups[out - 1])
+                        groups[out++] = groups[i];
+
+        *ret = TAKE_PTR(groups);
+        *ret_n = out;
+        return 0;
+}
+
+/**
+ * sockopt_get_peer_creds() - read the peer's identity, once, from the kernel
+ *
+ * The credentials are those recorded at connect(); nothing the peer sends can
+ * change them. A kernel without SO_PEERPIDFD leaves @pidfd at -EBADF.
+ *
+ * Return: 0 or a negative errno.
+ */
+int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        _cleanup_free_ gid_t *groups = NULL;
+        _cleanup_close_ int pidfd = -EBADF;
+        size_t n_groups = 0;
+        int r;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        if (len != sizeof(cred))
+                return -EIO;
+
+        r = sockopt_get_peer_groups(fd, cred.gid, &groups, &n_groups);
+        if (r < 0)
+                return r;
+
+        len = sizeof(pidfd);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
+                pidfd = -EBADF;
+                if (errno != ENOPROTOOPT && errno != ENODATA && errno != ESRCH && errno != EINVAL)
+                        return -errno;
+        }
+
+        *ret = (PeerCreds){
+                .pid = cred.pid,
+                .uid = cred.uid,
+                .gid = cred.gid,
+                .groups = TAKE_PTR(groups),
+                .n_groups = n_groups,
+                .pidfd = TAKE_FD(pidfd),
+        };
+        return 0;
+}
+
+void peer_creds_done(PeerCreds *c) {
+        free(c->groups);
+        c->groups = NULL;
+        c->n_groups = 0;
+        c->pidfd = safe_close(c->pidfd);
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Kernel-verified identity of a socket peer: SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define PEER_GROUPS_MAX 65536
+
+typedef struct PeerCreds {
+        pid_t pid; /* 0 when the peer is in a pid namespace we cannot see */
+        uid_t uid;
+        gid_t gid;
+        gid_t *groups; /* primary gid first, then sorted supplementary gids, no duplicates */
+        size_t n_groups;
+        int pidfd;     /* -EBADF when the kernel has no SO_PEERPIDFD */
+} PeerCreds;
+
+#define PEER_CREDS_NULL { .pidfd = -EBADF }
+
+int sockopt_get_peer_creds(int fd, PeerCreds *ret);
+void peer_creds_done(PeerCreds *c);

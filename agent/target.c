@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <systemd/sd-login.h>
+
+#include "cleanup.h"
+#include "fileio.h"
+#include "procfs.h"
+#include "target.h"
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#ifndef PID_FS_MAGIC
+#define PID_FS_MAGIC 0x50494446
+#endif
+
+#define PROC_SMALL_FILE_MAX (64 * 1024)
+/* The kernel caps argv plus environment at a quarter of the stack rlimit;
+ * TMPDIR further out than this is treated as unset. */
+#define PROC_ENVIRON_MAX (1024 * 1024)
+
+Target *target_free(Target *t) {
+        if (!t)
+                return NULL;
+        safe_close(t->pidfd);
+        safe_close(t->proc_fd);
+        free(t->tmpdir);
+        free(t->exe);
+        free(t->unit);
+        free(t->name);
+        free(t);
+        return NULL;
+}
+
+/*
+ * A pidfd polls readable once its process has exited, zombie or not. That is
+ * stricter than "the pid is still taken", which is what we want: a zombie's
+ * socket has no listener left anyway.
+ */
+static bool pidfd_is_alive(int pidfd) {
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        int r;
+
+        do
+                r = poll(&p, 1, 0);
+        while (r < 0 && errno == EINTR);
+        return r == 0;
+}
+
+bool target_is_alive(const Target *t) {
+        return pidfd_is_alive(t->pidfd);
+}
+
+static int target_read_identity(Target *t) {
+        _cleanup_free_ char *status = NULL, *stat = NULL;
+        size_t status_size, stat_size;
+        int r;
+
+        r = read_file_at(t->proc_fd, "status", PROC_SMALL_FILE_MAX, &status, &status_size);
+        if (r < 0)
+                return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
+        r = read_file_at(t->proc_fd, "stat", PROC_SMALL_FILE_MAX, &stat, &stat_size);
+        if (r < 0)
+                return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
+
+        if (procfs_parse_status(status, status_size, &t->status) != 0 ||
+            procfs_parse_stat_start_time(stat, stat_size, &t->start_time) != 0)
+                return -EBADMSG;
+
+        /* /proc must be the one of our own pid namespace, or nothing below is about @pid */
+        if (t->status.nspid[0] != t->pid)
+                return -EXDEV;
+        return 0;
+}
+
+/**
+ * target_open() - pin process @pid and read who it is
+ *
+ * The pidfd is taken first, /proc/PID second; if the pidfd still refers to a
+ * live process after every read, the pid number was never recycled in between
+ * and everything read belongs to the pinned process.
+ *
+ * Return: 0, TARGET_E_GONE, or a negative errno.
+ */
+int target_open(pid_t pid, Target **ret) {
+        _cleanup_(target_freep) Target *t = NULL;
+        char path[32];
+        int r;
+
+        if (pid <= 0)
+                return TARGET_E_GONE;
+
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->pid = pid;
+        t->proc_fd = -EBADF;
+
+        t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (t->pidfd < 0)
+                /* EINVAL: @pid names a thread, not a process */
+                return errno == ESRCH || errno == EINVAL ? TARGET_E_GONE : -errno;
+
+        snprintf(path, sizeof(path), "/proc/%d", pid);
+        t->proc_fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (t->proc_fd < 0)
+                return errno == ENOENT ? TARGET_E_GONE : -errno;
+
+        r = target_read_identity(t);
+        if (r != 0)
+                return r;
+        if (!target_is_alive(t))
+                return TARGET_E_GONE;
+
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+/**
+ * target_read_details() - TMPDIR, executable, unit and display name
+ *
+ * Separate from target_open() because listing processes only needs these for
+ * the ones the caller may see. Missing details stay NULL; only the loss of
+ * the target is an error.
+ *
+ * Return: 0, TARGET_E_GONE, or a negative errno.
+ */
+int target_read_details(Target *t) {
+        _cleanup_free_ char *environ = NULL, *cmdline = NULL, *exe = NULL;
+        size_t size;
+        ssize_t n;
+        int r;
+
+        r = read_file_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &environ, &size);
+        if (r < 0 && r != -EACCES && r != -EPERM)
+                return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
+        if (r == 0) {
+                r = procfs_environ_get(environ, size, "TMPDIR", &t->tmpdir);
+                if (r < 0)
+                        return r;
+        }
+
+        r = read_file_at(t->proc_fd, "cmdline", PROC_SMALL_FILE_MAX, &cmdline, &size);
+        if (r == 0 && procfs_cmdline_name(cmdline, size, &t->name) < 0)
+                return -ENOMEM;
+
+        exe = malloc(PATH_MAX);
+        if (!exe)
+                return -ENOMEM;
+        n = readlinkat(t->proc_fd, "exe", exe, PATH_MAX - 1);
+        if (n >= 0) {
+                exe[n] = '\0';
+                t->exe = TAKE_PTR(exe);
+        }
+
+        /* sd-login resolves by pid number; the liveness check below covers that */
+        if (sd_pid_get_unit(t->pid, &t->unit) < 0)
+                t->unit = NULL;
+
+        return target_is_alive(t) ? 0 : TARGET_E_GONE;
+}
+
+static int target_socket_path(const Target *t, char *buf, size_t size) {
+        const char *tmp = t->tmpdir && t->tmpdir[0] ? t->tmpdir : "/tmp";
+        int n;
+
+        n = snprintf(buf, size, "%s/dotnet-diagnostic-%d-%llu-socket", tmp, (int)target_ns_pid(t),
+                     (unsigned long long)t->start_time);
+        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+/**
+ * target_open_socket() - find the runtime's socket as the target sees it
+ *
+ * The name is computed, never globbed: dotnet-diagnostic-<own pid>-<start
+ * time>-socket in the target's TMPDIR, resolved inside the target's root
+ * (/proc/PID/root) so private /tmp and other mount namespaces work. TMPDIR is
+ * the target owner's to choose, so no symlink is followed anywhere on the way
+ * and the result must be a socket owned by the target's effective uid.
+ *
+ * Return: 0 with an O_PATH fd, TARGET_E_NO_SOCKET, TARGET_E_SOCKET_UNTRUSTED,
+ * TARGET_E_GONE, or a negative errno. *@ret_why explains positive codes.
+ */
+int target_open_socket(const Target *t, int *ret_path_fd, const char **ret_why) {
+        struct open_how how = {
+                .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+        };
+        _cleanup_close_ int root_fd = -EBADF, fd = -EBADF;
+        char path[PATH_MAX];
+        struct stat st;
+
+        if (t->tmpdir && t->tmpdir[0] && t->tmpdir[0] != '/') {
+                *ret_why = "the target's TMPDIR is not an absolute path";
+                return TARGET_E_SOCKET_UNTRUSTED;
+        }
+        if (target_socket_path(t, path, sizeof(path)) < 0) {
+                *ret_why = "the target's TMPDIR is too long";
+                return TARGET_E_SOCKET_UNTRUSTED;
+        }
+
+        root_fd = openat(t->proc_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd < 0 && (errno == EACCES || errno == EPERM)) {
+                /* e.g. a process in a user namespace we hold no capabilities in */
+                *ret_why = "the agent may not look into the process's file system";
+                return TARGET_E_NO_SOCKET;
+        }
+        if (root_fd < 0)
+                return errno == ENOENT || errno == ESRCH ? TARGET_E_GONE : -errno;
+
+        fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
+        if (fd < 0) {
+                switch (errno) {
+                case ENOENT:
+                case ENOTDIR:
+                        *ret_why = "no diagnostic socket at the runtime's path";
+                        return TARGET_E_NO_SOCKET;
+                case ELOOP:
+                        *ret_why = "a symbolic link is on the path to the diagnostic socket";
+                        return TARGET_E_SOCKET_UNTRUSTED;
+                default:
+                        return -errno;
+                }
+        }
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISSOCK(st.st_mode)) {
+                *ret_why = "the file at the diagnostic socket's path is not a socket";
+                return TARGET_E_SOCKET_UNTRUSTED;
+        }
+        if (st.st_uid != target_euid(t)) {
+                *ret_why = "the diagnostic socket is not owned by the target's user";
+                return TARGET_E_SOCKET_UNTRUSTED;
+        }
+        if (!target_is_alive(t))
+                return TARGET_E_GONE;
+
+        *ret_path_fd = TAKE_FD(fd);
+        return 0;
+}
+
+static bool pidfd_is_pidfs(int pidfd) {
+        struct statfs sfs;
+        return fstatfs(pidfd, &sfs) == 0 && sfs.f_type == PID_FS_MAGIC;
+}
+
+/*
+ * On pidfs kernels (6.9+) every process has its own inode for its whole life,
+ * so two pidfds name the same process exactly when their inodes match.
+ * Before pidfs all pidfds share one anonymous inode and only the pid number
+ * can be compared.
+ */
+static int listener_matches_target(const Target *t, int sock_fd, const char **ret_why) {
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        _cleanup_close_ int peer_pidfd = -EBADF;
+        struct stat a, b;
+
+        if (getsockopt(sock_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        if (cred.pid != t->pid || cred.uid != target_euid(t)) {
+                *ret_why = "the process listening on the diagnostic socket is not the target";
+                return TARGET_E_IMPOSTOR;
+        }
+
+        len = sizeof(peer_pidfd);
+        if (getsockopt(sock_fd, SOL_SOCKET, SO_PEERPIDFD, &peer_pidfd, &len) < 0) {
+                if (errno == ENOPROTOOPT)
+                        return 0; /* kernel before 6.5: the pid check above is all there is */
+                /* the process that called listen() is gone: not our live target */
+                *ret_why = "the process that created the diagnostic socket has exited";
+                return TARGET_E_IMPOSTOR;
+        }
+
+        if (pidfd_is_pidfs(peer_pidfd) && pidfd_is_pidfs(t->pidfd)) {
+                if (fstat(peer_pidfd, &a) < 0 || fstat(t->pidfd, &b) < 0)
+                        return -errno;
+                if (a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+                        *ret_why = "the process listening on the diagnostic socket is not the target";
+                        return TARGET_E_IMPOSTOR;
+                }
+        }
+        if (!pidfd_is_alive(peer_pidfd)) {
+                *ret_why = "the process that created the diagnostic socket has exited";
+                return TARGET_E_IMPOSTOR;
+        }
+        return 0;
+}
+
+/**
+ * target_connect() - connect to the target's runtime and prove who listens
+ *
+ * Connects to the inode found by target_open_socket() through /proc/self/fd,
+ * never to a path string, then checks with SO_PEERCRED and SO_PEERPIDFD that
+ * the listener is the pinned target. The returned socket is non-blocking and
+ * nothing has been written to it.
+ *
+ * Return: 0, TARGET_E_NO_SOCKET, TARGET_E_SOCKET_UNTRUSTED, TARGET_E_IMPOSTOR,
+ * TARGET_E_UNREACHABLE, TARGET_E_GONE, or a negative errno.
+ */
+int target_connect(const Target *t, int *ret_fd, const char **ret_why) {
+        _cleanup_close_ int path_fd = -EBADF, fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int r;
+
+        r = target_open_socket(t, &path_fd, ret_why);
+        if (r != 0)
+                return r;
+
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", path_fd);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                switch (errno) {
+                case ECONNREFUSED:
+                        *ret_why = "nothing listens on the diagnostic socket";
+                        return TARGET_E_UNREACHABLE;
+                case EAGAIN:
+                        *ret_why = "the runtime's connection backlog is full";
+                        return TARGET_E_UNREACHABLE;
+                default:
+                        return -errno;
+                }
+        }
+
+        r = listener_matches_target(t, fd, ret_why);
+        if (r != 0)
+                return r;
+        if (!target_is_alive(t))
+                return TARGET_E_GONE;
+
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}

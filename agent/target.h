@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Target discovery: pin a process by pidfd, read its identity, reach its runtime's socket */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cleanup.h"
+#include "procfs.h"
+
+enum {
+        _TARGET_E_SUCCESS,
+        TARGET_E_GONE,             /* no such process, or it exited while we looked */
+        TARGET_E_NO_SOCKET,        /* no diagnostic socket where the runtime would put it */
+        TARGET_E_SOCKET_UNTRUSTED, /* something is there, but not the target's socket */
+        TARGET_E_IMPOSTOR,         /* the listener behind the socket is not the target */
+        TARGET_E_UNREACHABLE,      /* the socket refuses connections */
+};
+
+typedef struct Target {
+        pid_t pid;      /* in the agent's pid namespace */
+        int pidfd;      /* pins the process: every check is against this */
+        int proc_fd;    /* O_PATH fd of /proc/PID, bound to this process, not the number */
+        ProcStatus status;
+        uint64_t start_time; /* /proc/PID/stat field 22, the runtime's "disambiguation key" */
+
+        /* filled by target_read_details(); NULL when unknown */
+        char *tmpdir;   /* TMPDIR as the target sees it */
+        char *exe;
+        char *unit;
+        char *name;
+} Target;
+
+/* The process's own pid, which the runtime uses in its socket name. */
+static inline pid_t target_ns_pid(const Target *t) {
+        return t->status.nspid[t->status.n_nspid - 1];
+}
+
+static inline uid_t target_euid(const Target *t) {
+        return t->status.uid[1];
+}
+
+int target_open(pid_t pid, Target **ret);
+int target_read_details(Target *t);
+bool target_is_alive(const Target *t);
+int target_open_socket(const Target *t, int *ret_path_fd, const char **ret_why);
+int target_connect(const Target *t, int *ret_fd, const char **ret_why);
+Target *target_free(Target *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Target *, target_free);

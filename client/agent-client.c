@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+
+#include "agent-client.h"
+#include "cleanup.h"
+
+AgentClient *agent_client_free(AgentClient *client) {
+        if (!client)
+                return NULL;
+        safe_close(client->fd);
+        free(client);
+        return NULL;
+}
+
+/* Return: 0 or a negative errno (-ECONNREFUSED, -ENOENT, -EACCES: no agent there). */
+int agent_client_connect(const char *socket_path, unsigned timeout_sec, AgentClient **ret) {
+        _cleanup_(agent_client_freep) AgentClient *client = NULL;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct timeval tv = { .tv_sec = timeout_sec };
+
+        if (strlen(socket_path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, socket_path, strlen(socket_path));
+
+        client = calloc(1, sizeof(*client));
+        if (!client)
+                return -ENOMEM;
+        client->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (client->fd < 0)
+                return -errno;
+        if (setsockopt(client->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+            setsockopt(client->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+                return -errno;
+        if (connect(client->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                return -errno;
+
+        *ret = TAKE_PTR(client);
+        return 0;
+}
+
+int agent_client_send(AgentClient *client, WireWriter *w) {
+        const uint8_t *frame;
+        size_t size, sent = 0;
+        int r;
+
+        r = wire_writer_finish(w, &frame, &size);
+        if (r != 0)
+                return r > 0 ? -EINVAL : r;
+        while (sent < size) {
+                ssize_t n = send(client->fd, frame + sent, size - sent, MSG_NOSIGNAL);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                sent += (size_t)n;
+        }
+        return 0;
+}
+
+static int read_exactly(int fd, uint8_t *buf, size_t size) {
+        size_t got = 0;
+
+        while (got < size) {
+                ssize_t n = recv(fd, buf + got, size - got, 0);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
+                }
+                if (n == 0)
+                        return -ECONNRESET;
+                got += (size_t)n;
+        }
+        return 0;
+}
+
+/**
+ * agent_client_receive() - read and decode the next reply frame
+ *
+ * The message's fields point into @client and stay valid until the next call.
+ *
+ * Return: 0, -ETIMEDOUT, -ECONNRESET (the agent closed early), -EBADMSG, or a
+ * negative errno.
+ */
+int agent_client_receive(AgentClient *client, WireMessage *ret) {
+        size_t frame_size;
+        int r;
+
+        r = read_exactly(client->fd, client->frame, WIRE_HEADER_SIZE);
+        if (r < 0)
+                return r;
+        r = wire_frame_peek(client->frame, WIRE_HEADER_SIZE, &frame_size);
+        if (r == WIRE_E_TRUNCATED)
+                r = read_exactly(client->fd, client->frame + WIRE_HEADER_SIZE,
+                                 wire_frame_wanted(client->frame, WIRE_HEADER_SIZE) - WIRE_HEADER_SIZE);
+        else if (r != 0)
+                return -EBADMSG;
+        if (r < 0)
+                return r;
+
+        client->frame_size = wire_frame_wanted(client->frame, WIRE_HEADER_SIZE);
+        if (wire_message_decode(client->frame, client->frame_size, ret) != 0)
+                return -EBADMSG;
+        return 0;
+}

@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsctl: ask dsagent for diagnostics of .NET processes */
+#include <errno.h>
+#include <getopt.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent-client.h"
+#include "cleanup.h"
+#include "output.h"
+#include "text.h"
+#include "wire.h"
+
+#define DSCTL_DEFAULT_SOCKET "/run/dsagent.sock"
+#define DSCTL_TIMEOUT_SEC 60
+
+/* Exit codes: stable, documented in docs/dsctl.md, one per kind of failure. */
+enum {
+        EXIT_OK = 0,
+        EXIT_ERROR = 1,
+        EXIT_USAGE = 2,
+        EXIT_AGENT_UNREACHABLE = 3,
+        EXIT_DENIED = 4,
+        EXIT_NO_SUCH_PROCESS = 5,
+        EXIT_NOT_DOTNET = 6,
+        EXIT_RUNTIME_UNREACHABLE = 7,
+        EXIT_RUNTIME_FAILED = 8,
+        EXIT_SOCKET_UNTRUSTED = 9,
+        EXIT_AGENT_BUSY = 10,
+};
+
+typedef struct Args {
+        const char *socket_path;
+        bool json;
+        const char *verb;
+        pid_t pid;
+} Args;
+
+static void usage(FILE *out) {
+        fprintf(out,
+                "Usage: dsctl [OPTIONS] COMMAND\n"
+                "Ask dsagent for diagnostics of .NET processes.\n\n"
+                "Commands:\n"
+                "  ps            list the .NET processes you may act on\n"
+                "  info PID      command line, OS, architecture and runtime of a process\n\n"
+                "Options:\n"
+                "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "]\n"
+                "  --json         machine-readable output\n"
+                "  --help         show this help\n"
+                "  --version      show the version\n\n"
+                "Exit status: 0 ok, 1 error, 2 usage, 3 agent not reachable, 4 permission denied,\n"
+                "5 no such process, 6 not a .NET process, 7 runtime not answering, 8 runtime error,\n"
+                "9 diagnostic socket failed verification, 10 agent busy.\n");
+}
+
+static int parse_args(int argc, char **argv, Args *a) {
+        enum { ARG_SOCKET = 0x100, ARG_JSON, ARG_HELP, ARG_VERSION };
+        static const struct option options[] = {
+                { "socket", required_argument, NULL, ARG_SOCKET },
+                { "json", no_argument, NULL, ARG_JSON },
+                { "help", no_argument, NULL, ARG_HELP },
+                { "version", no_argument, NULL, ARG_VERSION },
+                {},
+        };
+        int c;
+
+        /* "+": options end at the command, as with git and systemctl */
+        while ((c = getopt_long(argc, argv, "+", options, NULL)) >= 0) {
+                switch (c) {
+                case ARG_SOCKET:
+                        a->socket_path = optarg;
+                        break;
+                case ARG_JSON:
+                        a->json = true;
+                        break;
+                case ARG_HELP:
+                        usage(stdout);
+                        return 1;
+                case ARG_VERSION:
+                        printf("dsctl %s\n", DSAGENT_VERSION);
+                        return 1;
+                default:
+                        return -EINVAL;
+                }
+        }
+
+        if (optind >= argc) {
+                fprintf(stderr, "dsctl: no command given; try 'dsctl --help'\n");
+                return -EINVAL;
+        }
+        a->verb = argv[optind++];
+        if (strcmp(a->verb, "ps") == 0) {
+                if (optind != argc) {
+                        fprintf(stderr, "dsctl: ps takes no arguments\n");
+                        return -EINVAL;
+                }
+        } else if (strcmp(a->verb, "info") == 0) {
+                if (optind + 1 != argc || parse_pid(argv[optind], &a->pid) < 0) {
+                        fprintf(stderr, "dsctl: info takes one process id\n");
+                        return -EINVAL;
+                }
+        } else {
+                fprintf(stderr, "dsctl: unknown command '%s'; try 'dsctl --help'\n", a->verb);
+                return -EINVAL;
+        }
+
+        if (!a->socket_path)
+                a->socket_path = getenv("DSAGENT_SOCKET");
+        if (!a->socket_path || !*a->socket_path)
+                a->socket_path = DSCTL_DEFAULT_SOCKET;
+        return 0;
+}
+
+static int exit_code_of(uint32_t error) {
+        switch (error) {
+        case WIRE_ERROR_DENIED: return EXIT_DENIED;
+        case WIRE_ERROR_NO_SUCH_PROCESS: return EXIT_NO_SUCH_PROCESS;
+        case WIRE_ERROR_NOT_DOTNET: return EXIT_NOT_DOTNET;
+        case WIRE_ERROR_RUNTIME_UNREACHABLE: return EXIT_RUNTIME_UNREACHABLE;
+        case WIRE_ERROR_RUNTIME_FAILED: return EXIT_RUNTIME_FAILED;
+        case WIRE_ERROR_SOCKET_UNTRUSTED: return EXIT_SOCKET_UNTRUSTED;
+        case WIRE_ERROR_BUSY: return EXIT_AGENT_BUSY;
+        default: return EXIT_ERROR;
+        }
+}
+
+static int report_error(const Args *a, const WireMessage *m) {
+        _cleanup_free_ char *message = NULL, *escaped = NULL;
+        uint32_t error = 0, hresult = 0;
+        uint64_t request_id = 0;
+
+        (void)wire_message_get_u32(m, WIRE_TAG_ERROR, &error);
+        (void)wire_message_get_u32(m, WIRE_TAG_HRESULT, &hresult);
+        (void)wire_message_get_u64(m, WIRE_TAG_REQUEST_ID, &request_id);
+        (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &message);
+
+        if (a->json) {
+                output_json_error(stdout, error, wire_error_to_string(error), message, hresult, request_id);
+        } else {
+                escaped = message ? text_escape(message, strlen(message)) : NULL;
+                fprintf(stderr, "dsctl: %s: %s%s%s (request %016llx)\n", a->verb, wire_error_to_string(error),
+                        escaped ? ": " : "", escaped ? escaped : "", (unsigned long long)request_id);
+        }
+        return exit_code_of(error);
+}
+
+static int report_transport_error(const Args *a, int r, bool connecting) {
+        if (connecting) {
+                fprintf(stderr, "dsctl: cannot reach dsagent at %s: %s\n", a->socket_path, strerror(-r));
+                return EXIT_AGENT_UNREACHABLE;
+        }
+        fprintf(stderr, "dsctl: %s: lost the agent's reply: %s\n", a->verb,
+                r == -EBADMSG ? "malformed reply" : strerror(-r));
+        return EXIT_ERROR;
+}
+
+static int run(const Args *a) {
+        _cleanup_(agent_client_freep) AgentClient *client = NULL;
+        _cleanup_free_ WireWriter *w = NULL;
+        Output out = { .json = a->json, .verb = a->verb, .stream = stdout };
+        WireMessage m;
+        int r;
+
+        r = agent_client_connect(a->socket_path, DSCTL_TIMEOUT_SEC, &client);
+        if (r < 0)
+                return report_transport_error(a, r, true);
+
+        w = malloc(sizeof(*w));
+        if (!w)
+                return EXIT_ERROR;
+        if (strcmp(a->verb, "ps") == 0)
+                wire_writer_begin(w, WIRE_REQUEST_PS);
+        else {
+                wire_writer_begin(w, WIRE_REQUEST_INFO);
+                wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
+        }
+        r = agent_client_send(client, w);
+        if (r < 0)
+                return report_transport_error(a, r, true);
+
+        output_begin(&out);
+        for (;;) {
+                r = agent_client_receive(client, &m);
+                if (r < 0)
+                        return report_transport_error(a, r, false);
+                switch (m.type) {
+                case WIRE_REPLY_PROCESS:
+                        output_process(&out, &m);
+                        break;
+                case WIRE_REPLY_DONE:
+                        output_end(&out);
+                        return EXIT_OK;
+                case WIRE_REPLY_ERROR:
+                        return report_error(a, &m);
+                default:
+                        return report_transport_error(a, -EBADMSG, false);
+                }
+        }
+}
+
+int main(int argc, char **argv) {
+        Args a = {};
+        int r;
+
+        r = parse_args(argc, argv, &a);
+        if (r != 0)
+                return r > 0 ? EXIT_OK : EXIT_USAGE;
+        return run(&a);
+}

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text.h"
+
+/* Length of the valid UTF-8 sequence starting at @s, or 0 if it is not one. */
+static size_t utf8_sequence_length(const unsigned char *s, size_t n) {
+        uint32_t cp;
+        size_t len;
+
+        if (n == 0)
+                return 0;
+        if (s[0] < 0x80)
+                return 1;
+        if (s[0] >= 0xC2 && s[0] <= 0xDF) {
+                len = 2;
+                cp = s[0] & 0x1F;
+        } else if (s[0] >= 0xE0 && s[0] <= 0xEF) {
+                len = 3;
+                cp = s[0] & 0x0F;
+        } else if (s[0] >= 0xF0 && s[0] <= 0xF4) {
+                len = 4;
+                cp = s[0] & 0x07;
+        } else
+                return 0;
+
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xC0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[i] & 0x3F);
+        }
+
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000))
+                return 0; /* overlong */
+        if (cp >= 0xD800 && cp <= 0xDFFF)
+                return 0; /* surrogates are not scalar values */
+        if (cp > 0x10FFFF)
+                return 0;
+        return len;
+}
+
+bool utf8_is_valid(const char *s, size_t n) {
+        const unsigned char *p = (const unsigned char *)s;
+
+        while (n > 0) {
+                size_t len = utf8_sequence_length(p, n);
+                if (len == 0)
+                        return false;
+                p += len;
+                n -= len;
+        }
+        return true;
+}
+
+size_t utf8_encode(uint32_t cp, char *buf) {
+        if (cp < 0x80) {
+                buf[0] = (char)cp;
+                return 1;
+        }
+        if (cp < 0x800) {
+                buf[0] = (char)(0xC0 | (cp >> 6));
+                buf[1] = (char)(0x80 | (cp & 0x3F));
+                return 2;
+        }
+        if (cp < 0x10000) {
+                buf[0] = (char)(0xE0 | (cp >> 12));
+                buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                buf[2] = (char)(0x80 | (cp & 0x3F));
+                return 3;
+        }
+        buf[0] = (char)(0xF0 | (cp >> 18));
+        buf[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        buf[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        buf[3] = (char)(0x80 | (cp & 0x3F));
+        return 4;
+}
+
+static bool is_c1_control(const unsigned char *p, size_t len) {
+        /* U+0080..U+009F are encoded as C2 80..C2 9F */
+        return len == 2 && p[0] == 0xC2 && p[1] < 0xA0;
+}
+
+char *text_escape(const char *s, size_t n) {
+        const unsigned char *p = (const unsigned char *)s;
+        char *out, *o;
+
+        /* Worst case: every byte becomes \xNN. */
+        if (n > (SIZE_MAX - 1) / 4)
+                return NULL;
+        out = malloc(n * 4 + 1);
+        if (!out)
+                return NULL;
+
+        o = out;
+        while (n > 0) {
+                size_t len = utf8_sequence_length(p, n);
+
+                if (len == 1 && *p == '\\') {
+                        *o++ = '\\';
+                        *o++ = '\\';
+                } else if (len == 1 && *p >= 0x20 && *p != 0x7F) {
+                        *o++ = (char)*p;
+                } else if (len > 1 && !is_c1_control(p, len)) {
+                        memcpy(o, p, len);
+                        o += len;
+                } else {
+                        /* control byte or invalid byte: escape exactly one byte */
+                        if (len == 0)
+                                len = 1;
+                        for (size_t i = 0; i < len; i++)
+                                o += sprintf(o, "\\x%02x", p[i]);
+                }
+                p += len;
+                n -= len;
+        }
+        *o = '\0';
+        return out;
+}
+
+int parse_u64(const char *s, uint64_t *ret) {
+        uint64_t v = 0;
+
+        if (!s || !*s)
+                return -EINVAL;
+        for (const char *c = s; *c; c++) {
+                if (*c < '0' || *c > '9')
+                        return -EINVAL;
+                if (v > (UINT64_MAX - (uint64_t)(*c - '0')) / 10)
+                        return -ERANGE;
+                v = v * 10 + (uint64_t)(*c - '0');
+        }
+        /* "007" is refused: one spelling per number keeps logs and policy unambiguous */
+        if (s[0] == '0' && s[1] != '\0')
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int parse_pid(const char *s, pid_t *ret) {
+        uint64_t v;
+        int r;
+
+        r = parse_u64(s, &v);
+        if (r < 0)
+                return r;
+        if (v == 0 || v > INT_MAX)
+                return -ERANGE;
+        *ret = (pid_t)v;
+        return 0;
+}

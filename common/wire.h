@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsctl <-> dsagent protocol: versioned, bounded frames of typed fields (docs/protocol.md) */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC "DSAG"
+#define WIRE_VERSION 1
+#define WIRE_HEADER_SIZE 12
+#define WIRE_PAYLOAD_MAX (64 * 1024)
+#define WIRE_FRAME_MAX (WIRE_HEADER_SIZE + WIRE_PAYLOAD_MAX)
+#define WIRE_FIELDS_MAX 32
+#define WIRE_FIELD_HEADER_SIZE 6
+
+enum {
+        _WIRE_E_SUCCESS,
+        WIRE_E_TRUNCATED,       /* more bytes are needed for a complete frame */
+        WIRE_E_MALFORMED,       /* the bytes can never form a valid frame */
+        WIRE_E_VERSION,         /* well-formed header of a protocol version we do not speak */
+        WIRE_E_MISSING,         /* the message has no such field */
+        WIRE_E_FULL,            /* the frame would exceed WIRE_PAYLOAD_MAX or WIRE_FIELDS_MAX */
+};
+
+typedef enum WireType {
+        /* requests, client to agent */
+        WIRE_REQUEST_PS = 0x0001,
+        WIRE_REQUEST_INFO = 0x0002,
+        /* replies, agent to client; every reply ends with DONE or ERROR */
+        WIRE_REPLY_PROCESS = 0x8001,
+        WIRE_REPLY_DONE = 0x8002,
+        WIRE_REPLY_ERROR = 0x8003,
+} WireType;
+
+typedef enum WireFieldKind {
+        WIRE_KIND_U32,
+        WIRE_KIND_U64,
+        WIRE_KIND_STRING, /* UTF-8, no NUL, at most WIRE_STRING_MAX bytes */
+        WIRE_KIND_BYTES,
+} WireFieldKind;
+
+#define WIRE_STRING_MAX (32 * 1024)
+
+typedef enum WireTag {
+        WIRE_TAG_PID = 1,               /* u32: target pid as the agent sees it */
+        WIRE_TAG_UID = 2,               /* u32: target owner (effective uid) */
+        WIRE_TAG_UNIT = 3,              /* string: systemd unit of the target */
+        WIRE_TAG_NAME = 4,              /* string: process or entry assembly name */
+        WIRE_TAG_EXE = 5,               /* string */
+        WIRE_TAG_COMMAND_LINE = 6,      /* string */
+        WIRE_TAG_OS = 7,                /* string */
+        WIRE_TAG_ARCH = 8,              /* string */
+        WIRE_TAG_RUNTIME_VERSION = 9,   /* string */
+        WIRE_TAG_ENTRY_ASSEMBLY = 10,   /* string */
+        WIRE_TAG_RUNTIME_ID = 11,       /* string: portable RID, e.g. linux-x64 */
+        WIRE_TAG_RUNTIME_PID = 12,      /* u64: pid inside the target's pid namespace */
+        WIRE_TAG_COOKIE = 13,           /* bytes[16]: runtime instance cookie */
+        WIRE_TAG_ERROR = 14,            /* u32: WireError */
+        WIRE_TAG_MESSAGE = 15,          /* string: human-readable detail */
+        WIRE_TAG_HRESULT = 16,          /* u32: the runtime's HRESULT */
+        WIRE_TAG_REQUEST_ID = 17,       /* u64: id of the audit record */
+        _WIRE_TAG_MAX,
+} WireTag;
+
+typedef enum WireError {
+        WIRE_ERROR_DENIED = 1,
+        WIRE_ERROR_NO_SUCH_PROCESS = 2,
+        WIRE_ERROR_NOT_DOTNET = 3,
+        WIRE_ERROR_RUNTIME_UNREACHABLE = 4,     /* no answer in time, or connection refused */
+        WIRE_ERROR_RUNTIME_FAILED = 5,          /* the runtime answered with an error HRESULT */
+        WIRE_ERROR_BAD_REQUEST = 6,
+        WIRE_ERROR_UNSUPPORTED_VERSION = 7,
+        WIRE_ERROR_BUSY = 8,
+        WIRE_ERROR_INTERNAL = 9,
+        WIRE_ERROR_SOCKET_UNTRUSTED = 10,       /* the socket at the target's name failed verification */
+        _WIRE_ERROR_MAX,
+} WireError;
+
+_Static_assert(_WIRE_TAG_MAX <= 32, "wire_message_decode() tracks seen tags in a 32-bit mask");
+
+typedef struct WireField {
+        uint16_t tag;
+        uint32_t size;
+        const uint8_t *value; /* points into the decoded frame */
+} WireField;
+
+typedef struct WireMessage {
+        uint16_t type;
+        size_t n_fields;
+        WireField fields[WIRE_FIELDS_MAX];
+} WireMessage;
+
+typedef struct WireWriter {
+        uint8_t buf[WIRE_FRAME_MAX];
+        size_t size;
+        size_t n_fields;
+        int error; /* first error, sticky, so callers check once at the end */
+} WireWriter;
+
+const char *wire_error_to_string(WireError error);
+
+/* framing */
+int wire_frame_peek(const uint8_t *buf, size_t len, size_t *ret_frame_size);
+size_t wire_frame_wanted(const uint8_t *buf, size_t len);
+int wire_message_decode(const uint8_t *frame, size_t len, WireMessage *ret);
+
+/* field access */
+int wire_message_get_u32(const WireMessage *m, WireTag tag, uint32_t *ret);
+int wire_message_get_u64(const WireMessage *m, WireTag tag, uint64_t *ret);
+int wire_message_get_string(const WireMessage *m, WireTag tag, char **ret);
+int wire_message_get_bytes(const WireMessage *m, WireTag tag, const uint8_t **ret, size_t *ret_size);
+
+/* encoding */
+void wire_writer_begin(WireWriter *w, WireType type);
+void wire_writer_put_u32(WireWriter *w, WireTag tag, uint32_t v);
+void wire_writer_put_u64(WireWriter *w, WireTag tag, uint64_t v);
+void wire_writer_put_string(WireWriter *w, WireTag tag, const char *s);
+void wire_writer_put_bytes(WireWriter *w, WireTag tag, const void *p, size_t n);
+int wire_writer_finish(WireWriter *w, const uint8_t **ret_frame, size_t *ret_size);
