@@ -240,6 +240,11 @@ int target_open_socket(const Target *t, int *ret_path_fd, const char **ret_why) 
 
         if (fstat(fd, &st) < 0)
                 return -errno;
+        /* O_PATH|O_NOFOLLOW hands back the link itself when the last component is one */
+        if (S_ISLNK(st.st_mode)) {
+                *ret_why = "a symbolic link is at the diagnostic socket's path";
+                return TARGET_E_SOCKET_UNTRUSTED;
+        }
         if (!S_ISSOCK(st.st_mode)) {
                 *ret_why = "the file at the diagnostic socket's path is not a socket";
                 return TARGET_E_SOCKET_UNTRUSTED;

@@ -237,13 +237,15 @@ void wire_writer_begin(WireWriter *w, WireType type) {
         put_u16(w->buf + 6, (uint16_t)type);
         w->size = WIRE_HEADER_SIZE;
         w->n_fields = 0;
+        w->seen = 0;
         w->error = 0;
 }
 
 static void wire_writer_put(WireWriter *w, WireTag tag, const void *value, size_t size) {
         if (w->error != 0)
                 return;
-        if (!wire_field_is_valid((uint16_t)tag, value, (uint32_t)size) || size > UINT32_MAX) {
+        if (size > UINT32_MAX || !wire_field_is_valid((uint16_t)tag, value, (uint32_t)size) ||
+            (w->seen & (1u << tag))) {
                 w->error = WIRE_E_MALFORMED;
                 return;
         }
@@ -257,6 +259,7 @@ static void wire_writer_put(WireWriter *w, WireTag tag, const void *value, size_
         memcpy(w->buf + w->size + WIRE_FIELD_HEADER_SIZE, value, size);
         w->size += WIRE_FIELD_HEADER_SIZE + size;
         w->n_fields++;
+        w->seen |= 1u << tag;
 }
 
 void wire_writer_put_u32(WireWriter *w, WireTag tag, uint32_t v) {

@@ -95,7 +95,8 @@ typedef struct WireWriter {
         uint8_t buf[WIRE_FRAME_MAX];
         size_t size;
         size_t n_fields;
-        int error; /* first error, sticky, so callers check once at the end */
+        uint32_t seen; /* tags written so far: like the decoder, the writer refuses duplicates */
+        int error;     /* first error, sticky, so callers check once at the end */
 } WireWriter;
 
 const char *wire_error_to_string(WireError error);

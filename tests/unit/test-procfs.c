@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* /proc parsers against real and hostile contents */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fileio.h"
+#include "procfs.h"
+#include "tap.h"
+
+static void test_stat_start_time(void) {
+        /* the process picked its own comm: spaces and ')' inside it must not shift the fields */
+        static const char hostile[] = "4242 (a) b) 1 2 3) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 "
+                                      "9 0 987654 12345678 300 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 "
+                                      "1 0 0 0 0 0\n";
+        uint64_t v = 0;
+
+        check(procfs_parse_stat_start_time(hostile, strlen(hostile), &v) == 0 && v == 987654);
+        check(procfs_parse_stat_start_time("1 (x) S 1", 9, &v) == PROCFS_E_MALFORMED);
+        check(procfs_parse_stat_start_time("no paren", 8, &v) == PROCFS_E_MALFORMED);
+}
+
+static void test_stat_self(void) {
+        char *buf = NULL;
+        size_t n;
+        uint64_t v = 0;
+
+        check(read_file_at(AT_FDCWD, "/proc/self/stat", 4096, &buf, &n) == 0);
+        check(procfs_parse_stat_start_time(buf, n, &v) == 0 && v > 0);
+        free(buf);
+}
+
+static void test_status(void) {
+        static const char status[] = "Name:\tdotnet\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t4242\n"
+                                     "Uid:\t1001\t1002\t1003\t1004\nGid:\t2001\t2002\t2003\t2004\n"
+                                     "NSpid:\t4242\t17\t1\n";
+        ProcStatus st;
+
+        check(procfs_parse_status(status, strlen(status), &st) == 0);
+        check(st.uid[0] == 1001 && st.uid[1] == 1002 && st.uid[2] == 1003 && st.uid[3] == 1004);
+        check(st.gid[0] == 2001 && st.gid[3] == 2004);
+        check(st.n_nspid == 3 && st.nspid[0] == 4242 && st.nspid[2] == 1);
+}
+
+static void test_status_rejects(void) {
+        ProcStatus st;
+        static const char no_nspid[] = "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\n";
+        static const char short_uid[] = "Uid:\t1\t1\t1\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
+        static const char twice[] = "Uid:\t1\t1\t1\t1\nUid:\t0\t0\t0\t0\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
+        static const char garbage[] = "Uid:\t1\t1x\t1\t1\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
+        static const char huge[] = "Uid:\t1\t1\t1\t99999999999\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
+
+        check(procfs_parse_status(no_nspid, strlen(no_nspid), &st) == PROCFS_E_MALFORMED);
+        check(procfs_parse_status(short_uid, strlen(short_uid), &st) == PROCFS_E_MALFORMED);
+        check(procfs_parse_status(twice, strlen(twice), &st) == PROCFS_E_MALFORMED);
+        check(procfs_parse_status(garbage, strlen(garbage), &st) == PROCFS_E_MALFORMED);
+        check(procfs_parse_status(huge, strlen(huge), &st) == PROCFS_E_MALFORMED);
+}
+
+static void test_status_self(void) {
+        char *buf = NULL;
+        size_t n;
+        ProcStatus st;
+
+        check(read_file_at(AT_FDCWD, "/proc/self/status", 65536, &buf, &n) == 0);
+        check(procfs_parse_status(buf, n, &st) == 0);
+        check(st.uid[1] == geteuid() && st.nspid[0] == getpid());
+        free(buf);
+}
+
+static void test_environ(void) {
+        static const char env[] = "PATH=/bin\0TMPDIRX=/nope\0TMPDIR=/run/app\0TMPDIR=/second\0EMPTY=";
+        char *v = NULL;
+
+        check(procfs_environ_get(env, sizeof(env) - 1, "TMPDIR", &v) == 0);
+        check(v && strcmp(v, "/run/app") == 0);
+        free(v);
+        v = NULL;
+        check(procfs_environ_get(env, sizeof(env) - 1, "EMPTY", &v) == 0 && v && *v == '\0');
+        free(v);
+        check(procfs_environ_get(env, sizeof(env) - 1, "HOME", &v) == PROCFS_E_NOT_FOUND);
+        check(procfs_environ_get("", 0, "TMPDIR", &v) == PROCFS_E_NOT_FOUND);
+}
+
+static void name_is(const char *cmdline, size_t n, const char *expected) {
+        char *name = NULL;
+        int r = procfs_cmdline_name(cmdline, n, &name);
+
+        if (!expected) {
+                check(r == PROCFS_E_NOT_FOUND);
+                return;
+        }
+        check(r == 0 && name && strcmp(name, expected) == 0);
+        free(name);
+}
+
+static void test_cmdline_name(void) {
+        static const char dll[] = "/usr/share/dotnet/dotnet\0/srv/orders/Orders.Api.dll\0--urls\0x\0";
+        static const char apphost[] = "/srv/orders/Orders.Api\0--flag\0";
+        static const char dotnet_run[] = "dotnet\0run\0";
+
+        name_is(dll, sizeof(dll) - 1, "Orders.Api");
+        name_is(apphost, sizeof(apphost) - 1, "Orders.Api");
+        name_is(dotnet_run, sizeof(dotnet_run) - 1, "dotnet");
+        name_is("", 0, NULL);
+        name_is("/trailing/\0", 11, NULL);
+}
+
+int main(void) {
+        run_test(test_stat_start_time);
+        run_test(test_stat_self);
+        run_test(test_status);
+        run_test(test_status_rejects);
+        run_test(test_status_self);
+        run_test(test_environ);
+        run_test(test_cmdline_name);
+        return tap_finish();
+}

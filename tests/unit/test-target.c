@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Target discovery against processes that play a runtime: a genuine
+ * listener, and every way the socket path can lie (symlinks, wrong owner,
+ * FIFO, another process listening, a stale socket). Needs root.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "target.h"
+#include "tap.h"
+
+static char tmpdir[64];
+
+/* --- the child: a process whose TMPDIR we chose, optionally listening like a runtime --- */
+
+/* Non-blocking, so the tests can ask "did anyone connect?" without waiting. */
+static int bind_listener(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4) < 0)
+                return -1;
+        return fd;
+}
+
+static int child_main(const char *mode, int ready_fd) {
+        char path[256];
+        Target *self = NULL;
+
+        if (strcmp(mode, "listen") == 0) {
+                if (target_open(getpid(), &self) != 0)
+                        return 1;
+                snprintf(path, sizeof(path), "%s/dotnet-diagnostic-%d-%llu-socket", getenv("TMPDIR"), getpid(),
+                         (unsigned long long)self->start_time);
+                target_free(self);
+                if (bind_listener(path) < 0)
+                        return 2;
+        }
+        (void)write(ready_fd, "x", 1);
+        pause();
+        return 0;
+}
+
+/* --- the parent --- */
+
+typedef struct Child {
+        pid_t pid;
+        Target *target;
+        char socket_path[256];
+} Child;
+
+static Child spawn(const char *mode, const char *child_tmpdir) {
+        char env_tmpdir[128], fd_arg[16], b;
+        Child c = {};
+        int p[2];
+
+        check(pipe(p) == 0);
+        c.pid = fork();
+        if (c.pid == 0) {
+                char *argv[] = { (char *)"test-target", (char *)"--child", (char *)mode, fd_arg, NULL };
+                char *envp[] = { env_tmpdir, NULL };
+                close(p[0]);
+                snprintf(fd_arg, sizeof(fd_arg), "%d", p[1]);
+                snprintf(env_tmpdir, sizeof(env_tmpdir), "TMPDIR=%s", child_tmpdir);
+                execve("/proc/self/exe", argv, envp);
+                _exit(127);
+        }
+        close(p[1]);
+        check(read(p[0], &b, 1) == 1);
+        close(p[0]);
+
+        check(target_open(c.pid, &c.target) == 0);
+        if (c.target) {
+                check(target_read_details(c.target) == 0);
+                snprintf(c.socket_path, sizeof(c.socket_path), "%s/dotnet-diagnostic-%d-%llu-socket",
+                         child_tmpdir, c.pid, (unsigned long long)c.target->start_time);
+        }
+        return c;
+}
+
+static void reap(Child *c) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+        target_free(c->target);
+        unlink(c->socket_path);
+}
+
+static bool has_pending_connection(int listener) {
+        int fd = accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+static void test_open_self_and_missing(void) {
+        Target *t = NULL;
+
+        check(target_open(getpid(), &t) == 0);
+        check(t && t->pid == getpid() && target_euid(t) == geteuid() && t->start_time > 0);
+        check(t && target_ns_pid(t) == getpid() && target_is_alive(t));
+        target_free(t);
+        t = NULL;
+        check(target_open(0, &t) == TARGET_E_GONE);
+        check(target_open(4194304 + 1, &t) == TARGET_E_GONE);
+}
+
+static void test_genuine_listener(void) {
+        Child c = spawn("listen", tmpdir);
+        const char *why = NULL;
+        int fd = -1;
+
+        check(c.target && c.target->tmpdir && strcmp(c.target->tmpdir, tmpdir) == 0);
+        check(target_connect(c.target, &fd, &why) == 0);
+        check(fd >= 0);
+        if (fd >= 0)
+                close(fd);
+        reap(&c);
+}
+
+static void test_no_socket(void) {
+        Child c = spawn("idle", tmpdir);
+        const char *why = NULL;
+        int fd;
+
+        check(target_connect(c.target, &fd, &why) == TARGET_E_NO_SOCKET);
+        reap(&c);
+}
+
+static void test_symlink_to_privileged_socket_refused(void) {
+        Child c = spawn("idle", tmpdir);
+        char decoy_path[256];
+        const char *why = NULL;
+        int decoy, fd;
+
+        /* a root-only socket the attacker would like the agent to talk to */
+        snprintf(decoy_path, sizeof(decoy_path), "%s/decoy.sock", tmpdir);
+        decoy = bind_listener(decoy_path);
+        check(decoy >= 0);
+        check(symlink(decoy_path, c.socket_path) == 0);
+
+        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        check(why && strstr(why, "symbolic link"));
+        check(!has_pending_connection(decoy));
+        close(decoy);
+        unlink(decoy_path);
+        reap(&c);
+}
+
+static void test_symlinked_tmpdir_refused(void) {
+        char real_dir[128], link_dir[128];
+        Child c;
+        const char *why = NULL;
+        int fd;
+
+        snprintf(real_dir, sizeof(real_dir), "%s/real", tmpdir);
+        snprintf(link_dir, sizeof(link_dir), "%s/link", tmpdir);
+        check(mkdir(real_dir, 0700) == 0);
+        check(symlink(real_dir, link_dir) == 0);
+
+        /* the runtime itself would create its socket through the link; the agent must not follow */
+        c = spawn("listen", link_dir);
+        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        reap(&c);
+        unlink(link_dir);
+}
+
+static void test_wrong_owner_refused(void) {
+        Child c = spawn("idle", tmpdir);
+        const char *why = NULL;
+        int planted, fd;
+
+        planted = bind_listener(c.socket_path);
+        check(planted >= 0);
+        check(chown(c.socket_path, 4321, 4321) == 0);
+        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        check(why && strstr(why, "not owned"));
+        check(!has_pending_connection(planted));
+        close(planted);
+        reap(&c);
+}
+
+static void test_fifo_and_file_refused(void) {
+        Child c = spawn("idle", tmpdir);
+        const char *why = NULL;
+        int fd;
+
+        check(mkfifo(c.socket_path, 0600) == 0);
+        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        unlink(c.socket_path);
+        fd = open(c.socket_path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        close(fd);
+        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        reap(&c);
+}
+
+static void test_impostor_listener_refused(void) {
+        Child c = spawn("idle", tmpdir);
+        const char *why = NULL;
+        int impostor, fd, conn;
+        char b;
+
+        /* same uid, right name, right owner: only the listener's identity gives it away */
+        impostor = bind_listener(c.socket_path);
+        check(impostor >= 0);
+        check(target_connect(c.target, &fd, &why) == TARGET_E_IMPOSTOR);
+        conn = accept4(impostor, NULL, NULL, SOCK_CLOEXEC);
+        check(conn >= 0);
+        /* the agent wrote nothing to it, and hung up */
+        check(conn < 0 || recv(conn, &b, 1, 0) == 0);
+        if (conn >= 0)
+                close(conn);
+        close(impostor);
+        reap(&c);
+}
+
+static void test_stale_socket_unreachable(void) {
+        Child c = spawn("idle", tmpdir);
+        const char *why = NULL;
+        int stale, fd;
+
+        stale = bind_listener(c.socket_path);
+        close(stale);
+        check(target_connect(c.target, &fd, &why) == TARGET_E_UNREACHABLE);
+        reap(&c);
+}
+
+static void test_exited_target_gone(void) {
+        Child c = spawn("listen", tmpdir);
+        const char *why = NULL;
+        int fd;
+
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, NULL, 0);
+        check(!target_is_alive(c.target));
+        check(target_connect(c.target, &fd, &why) != 0);
+        target_free(c.target);
+        unlink(c.socket_path);
+}
+
+int main(int argc, char **argv) {
+        if (argc == 4 && strcmp(argv[1], "--child") == 0)
+                return child_main(argv[2], atoi(argv[3]));
+
+        if (geteuid() != 0) {
+                printf("1..0 # SKIP needs root\n");
+                return 77;
+        }
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/dsagent-test-target.XXXXXX");
+        if (!mkdtemp(tmpdir))
+                return 1;
+
+        run_test(test_open_self_and_missing);
+        run_test(test_genuine_listener);
+        run_test(test_no_socket);
+        run_test(test_symlink_to_privileged_socket_refused);
+        run_test(test_symlinked_tmpdir_refused);
+        run_test(test_wrong_owner_refused);
+        run_test(test_fifo_and_file_refused);
+        run_test(test_impostor_listener_refused);
+        run_test(test_stale_socket_unreachable);
+        run_test(test_exited_target_gone);
+
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+        (void)system(cmd);
+        return tap_finish();
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* UTF-8 validation, escaping of untrusted text, strict number parsing */
+#include <errno.h>
+#include <string.h>
+
+#include "tap.h"
+#include "text.h"
+
+static void test_utf8(void) {
+        check(utf8_is_valid("", 0));
+        check(utf8_is_valid("plain ascii", 11));
+        check(utf8_is_valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9));
+        check(!utf8_is_valid("\xc0\x80", 2));         /* overlong NUL */
+        check(!utf8_is_valid("\xe0\x80\xaf", 3));     /* overlong '/' */
+        check(!utf8_is_valid("\xed\xa0\x80", 3));     /* surrogate U+D800 */
+        check(!utf8_is_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+        check(!utf8_is_valid("\xc3", 1));             /* truncated */
+        check(!utf8_is_valid("\x80", 1));             /* lone continuation */
+}
+
+static void escape_is(const char *in, size_t n, const char *expected) {
+        char *out = text_escape(in, n);
+        check(out && strcmp(out, expected) == 0);
+        if (out && strcmp(out, expected) != 0)
+                printf("# got '%s', expected '%s'\n", out, expected);
+        free(out);
+}
+
+static void test_escape(void) {
+        escape_is("hello", 5, "hello");
+        escape_is("a\nMESSAGE=forged", 16, "a\\x0aMESSAGE=forged");
+        escape_is("tab\there", 8, "tab\\x09here");
+        escape_is("back\\slash", 10, "back\\\\slash");
+        escape_is("nul\0byte", 8, "nul\\x00byte");
+        escape_is("\x1b[31mred", 8, "\\x1b[31mred");
+        escape_is("del\x7f", 4, "del\\x7f");
+        escape_is("caf\xc3\xa9", 5, "caf\xc3\xa9");           /* valid UTF-8 stays */
+        escape_is("c1\xc2\x85", 4, "c1\\xc2\\x85");           /* U+0085 NEL is a control */
+        escape_is("bad\xff\xfe", 5, "bad\\xff\\xfe");
+        escape_is("cut\xe2\x82", 5, "cut\\xe2\\x82");
+}
+
+static void test_parse_numbers(void) {
+        uint64_t v;
+        pid_t pid;
+
+        check(parse_u64("0", &v) == 0 && v == 0);
+        check(parse_u64("18446744073709551615", &v) == 0 && v == UINT64_MAX);
+        check(parse_u64("18446744073709551616", &v) == -ERANGE);
+        check(parse_u64("", &v) == -EINVAL);
+        check(parse_u64("-1", &v) == -EINVAL);
+        check(parse_u64("+1", &v) == -EINVAL);
+        check(parse_u64(" 1", &v) == -EINVAL);
+        check(parse_u64("1 ", &v) == -EINVAL);
+        check(parse_u64("012", &v) == -EINVAL);
+        check(parse_pid("1234", &pid) == 0 && pid == 1234);
+        check(parse_pid("0", &pid) == -ERANGE);
+        check(parse_pid("2147483648", &pid) == -ERANGE);
+        check(parse_pid("12a", &pid) == -EINVAL);
+}
+
+int main(void) {
+        run_test(test_utf8);
+        run_test(test_escape);
+        run_test(test_parse_numbers);
+        return tap_finish();
+}
