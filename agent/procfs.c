@@ -34,6 +34,9 @@ int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret) {
                 field++;
                 if (field == 22)
                         break;
+                /* the kernel never writes an empty field; one would shift all that follow */
+                if (p >= end || *p == ' ')
+                        return PROCFS_E_MALFORMED;
                 while (p < end && *p != ' ')
                         p++;
         }
@@ -69,7 +72,8 @@ static int parse_id_list(const char *p, const char *line_end, uint64_t *out, siz
                 for (; p < line_end && *p >= '0' && *p <= '9'; p++) {
                         digits = true;
                         v = v * 10 + (uint64_t)(*p - '0');
-                        if (v > UINT32_MAX)
+                        /* (uid_t) -1 means "no id" to the kernel; no process has it */
+                        if (v >= UINT32_MAX)
                                 return -1;
                 }
                 if (!digits || (p < line_end && *p != ' ' && *p != '\t'))

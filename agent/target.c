@@ -141,16 +141,16 @@ int target_open(pid_t pid, Target **ret) {
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
 int target_read_details(Target *t) {
-        _cleanup_free_ char *environ = NULL, *cmdline = NULL, *exe = NULL;
+        _cleanup_free_ char *env_block = NULL, *cmdline = NULL, *exe = NULL;
         size_t size;
         ssize_t n;
         int r;
 
-        r = read_file_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &environ, &size);
+        r = read_file_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &env_block, &size);
         if (r < 0 && r != -EACCES && r != -EPERM)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
         if (r == 0) {
-                r = procfs_environ_get(environ, size, "TMPDIR", &t->tmpdir);
+                r = procfs_environ_get(env_block, size, "TMPDIR", &t->tmpdir);
                 if (r < 0)
                         return r;
         }

@@ -19,7 +19,7 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_ENTRY_ASSEMBLY] = WIRE_KIND_STRING,
         [WIRE_TAG_RUNTIME_ID] = WIRE_KIND_STRING,
         [WIRE_TAG_RUNTIME_PID] = WIRE_KIND_U64,
-        [WIRE_TAG_COOKIE] = WIRE_KIND_BYTES,
+        [WIRE_TAG_COOKIE] = WIRE_KIND_COOKIE,
         [WIRE_TAG_ERROR] = WIRE_KIND_U32,
         [WIRE_TAG_MESSAGE] = WIRE_KIND_STRING,
         [WIRE_TAG_HRESULT] = WIRE_KIND_U32,
@@ -126,8 +126,8 @@ static bool wire_field_is_valid(uint16_t tag, const uint8_t *value, uint32_t siz
         case WIRE_KIND_STRING:
                 return size <= WIRE_STRING_MAX && !memchr(value, 0, size) &&
                        utf8_is_valid((const char *)value, size);
-        case WIRE_KIND_BYTES:
-                return true;
+        case WIRE_KIND_COOKIE:
+                return size == 16;
         }
         return false;
 }
@@ -224,7 +224,7 @@ int wire_message_get_string(const WireMessage *m, WireTag tag, char **ret) {
 int wire_message_get_bytes(const WireMessage *m, WireTag tag, const uint8_t **ret, size_t *ret_size) {
         const WireField *f = wire_message_find(m, tag);
 
-        if (!f || wire_tag_kinds[tag] != WIRE_KIND_BYTES)
+        if (!f || wire_tag_kinds[tag] != WIRE_KIND_COOKIE)
                 return WIRE_E_MISSING;
         *ret = f->value;
         *ret_size = f->size;

@@ -37,7 +37,7 @@ typedef enum WireFieldKind {
         WIRE_KIND_U32,
         WIRE_KIND_U64,
         WIRE_KIND_STRING, /* UTF-8, no NUL, at most WIRE_STRING_MAX bytes */
-        WIRE_KIND_BYTES,
+        WIRE_KIND_COOKIE, /* exactly 16 bytes */
 } WireFieldKind;
 
 #define WIRE_STRING_MAX (32 * 1024)

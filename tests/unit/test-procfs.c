@@ -18,6 +18,9 @@ static void test_stat_start_time(void) {
         check(procfs_parse_stat_start_time(hostile, strlen(hostile), &v) == 0 && v == 987654);
         check(procfs_parse_stat_start_time("1 (x) S 1", 9, &v) == PROCFS_E_MALFORMED);
         check(procfs_parse_stat_start_time("no paren", 8, &v) == PROCFS_E_MALFORMED);
+        /* an empty field would shift the count: refused, not misread */
+        check(procfs_parse_stat_start_time("1 (x)  S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", 59, &v) ==
+              PROCFS_E_MALFORMED);
 }
 
 static void test_stat_self(void) {
@@ -49,12 +52,14 @@ static void test_status_rejects(void) {
         static const char twice[] = "Uid:\t1\t1\t1\t1\nUid:\t0\t0\t0\t0\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
         static const char garbage[] = "Uid:\t1\t1x\t1\t1\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
         static const char huge[] = "Uid:\t1\t1\t1\t99999999999\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
+        static const char invalid_id[] = "Uid:\t1\t4294967295\t1\t1\nGid:\t1\t1\t1\t1\nNSpid:\t5\n";
 
         check(procfs_parse_status(no_nspid, strlen(no_nspid), &st) == PROCFS_E_MALFORMED);
         check(procfs_parse_status(short_uid, strlen(short_uid), &st) == PROCFS_E_MALFORMED);
         check(procfs_parse_status(twice, strlen(twice), &st) == PROCFS_E_MALFORMED);
         check(procfs_parse_status(garbage, strlen(garbage), &st) == PROCFS_E_MALFORMED);
         check(procfs_parse_status(huge, strlen(huge), &st) == PROCFS_E_MALFORMED);
+        check(procfs_parse_status(invalid_id, strlen(invalid_id), &st) == PROCFS_E_MALFORMED);
 }
 
 static void test_status_self(void) {

@@ -137,6 +137,10 @@ static void test_decoder_refuses(void) {
         static const uint8_t bad[] = { 15, 0, 2, 0, 0, 0, 0xC0, 0x80 };
         size = raw_frame(buf, 1, WIRE_REPLY_ERROR, bad, sizeof(bad));
         check(wire_message_decode(buf, size, &m) == WIRE_E_MALFORMED);
+        /* a cookie is 16 bytes, no more, no less */
+        static const uint8_t cookie[] = { 13, 0, 3, 0, 0, 0, 1, 2, 3 };
+        size = raw_frame(buf, 1, WIRE_REPLY_PROCESS, cookie, sizeof(cookie));
+        check(wire_message_decode(buf, size, &m) == WIRE_E_MALFORMED);
         /* a field running past the frame */
         static const uint8_t past[] = { 15, 0, 9, 0, 0, 0, 'a' };
         size = raw_frame(buf, 1, WIRE_REPLY_ERROR, past, sizeof(past));

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Fuzzes the /proc/PID parsers (agent/procfs.h). Every byte of these files that
+ * matters is chosen by the target process: its name (comm, in stat and status),
+ * its environment and its command line.
+ *
+ * Input: one selector byte, then the file's contents. Seeds start with an
+ * ASCII digit so that they stay readable:
+ *   selector % 4 == 0 ('0'): /proc/PID/stat      -> procfs_parse_stat_start_time()
+ *   selector % 4 == 1 ('1'): /proc/PID/status    -> procfs_parse_status()
+ *   selector % 4 == 2 ('2'): /proc/PID/environ   -> procfs_environ_get()
+ *   selector % 4 == 3 ('3'): /proc/PID/cmdline   -> procfs_cmdline_name()
+ *
+ * The parsers get a buffer of exactly the file's size, not NUL-terminated, as
+ * read_file_at() would hand them, so sanitizers see any read past the end.
+ * environ and cmdline results are compared with simple reference
+ * implementations over a NUL-terminated copy.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "procfs.h"
+
+/* A copy with two NULs appended, so that string functions stop inside it. */
+static char *terminated_copy(const char *buf, size_t n) {
+        char *c = malloc(n + 2);
+
+        fuzz_assert(c);
+        memcpy(c, buf, n);
+        c[n] = c[n + 1] = '\0';
+        return c;
+}
+
+static void fuzz_stat(const char *buf, size_t n) {
+        const char *close_paren = NULL, *p;
+        char expected[32];
+        uint64_t start_time;
+        unsigned spaces = 0;
+        int r;
+
+        r = procfs_parse_stat_start_time(buf, n, &start_time);
+        if (r != 0) {
+                fuzz_assert(r == PROCFS_E_MALFORMED);
+                return;
+        }
+
+        /* the value is the 22nd field: after the last ')', fields are separated by
+         * single spaces and fields 3..21 hold no space, so it follows the 20th space */
+        for (size_t i = 0; i < n; i++)
+                if (buf[i] == ')')
+                        close_paren = buf + i;
+        fuzz_assert(close_paren);
+        for (p = close_paren + 1; p < buf + n && spaces < 20; p++)
+                if (*p == ' ')
+                        spaces++;
+        fuzz_assert(spaces == 20);
+        while (p < buf + n - 1 && *p == '0' && p[1] >= '0' && p[1] <= '9')
+                p++; /* leading zeros */
+        snprintf(expected, sizeof(expected), "%" PRIu64, start_time);
+        fuzz_assert((size_t)(buf + n - p) >= strlen(expected));
+        fuzz_assert(memcmp(p, expected, strlen(expected)) == 0);
+        p += strlen(expected);
+        fuzz_assert(p == buf + n || *p == ' ' || *p == '\n');
+}
+
+static void fuzz_status(const char *buf, size_t n) {
+        ProcStatus st;
+        int r;
+
+        r = procfs_parse_status(buf, n, &st);
+        if (r != 0) {
+                fuzz_assert(r == PROCFS_E_MALFORMED);
+                return;
+        }
+        fuzz_assert(st.n_nspid >= 1 && st.n_nspid <= PROCFS_NSPID_MAX);
+        for (size_t i = 0; i < st.n_nspid; i++)
+                fuzz_assert(st.nspid[i] > 0);
+}
+
+static void fuzz_environ_key(const char *buf, size_t n, const char *key) {
+        size_t key_len = strlen(key);
+        const char *expected = NULL;
+        char *value = NULL, *copy;
+        int r;
+
+        copy = terminated_copy(buf, n);
+        for (const char *e = copy; e < copy + n; e += strlen(e) + 1)
+                if (strncmp(e, key, key_len) == 0 && e[key_len] == '=') {
+                        expected = e + key_len + 1;
+                        break;
+                }
+
+        r = procfs_environ_get(buf, n, key, &value);
+        fuzz_assert(r == 0 || r == PROCFS_E_NOT_FOUND);
+        if (r == 0) {
+                fuzz_assert(value && expected);
+                fuzz_assert(strcmp(value, expected) == 0);
+        } else
+                fuzz_assert(!expected);
+
+        free(value);
+        free(copy);
+}
+
+static void fuzz_environ(const char *buf, size_t n) {
+        fuzz_environ_key(buf, n, "TMPDIR"); /* what the agent asks for */
+        fuzz_environ_key(buf, n, "TMP");    /* a prefix of another key must not match it */
+}
+
+static const char *basename_of(const char *s) {
+        const char *slash = strrchr(s, '/');
+        return slash ? slash + 1 : s;
+}
+
+static void fuzz_cmdline(const char *buf, size_t n) {
+        char *name = NULL, *copy, *expected = NULL;
+        const char *arg0, *arg1 = NULL, *b;
+        int r;
+
+        /* reference: argv[0]'s basename, or for "dotnet x/App.dll ..." "App" */
+        copy = terminated_copy(buf, n);
+        arg0 = copy;
+        if (strlen(arg0) + 1 < n)
+                arg1 = arg0 + strlen(arg0) + 1;
+        b = basename_of(arg0);
+        if (strcmp(b, "dotnet") == 0 && arg1 && strlen(arg1) > 4 &&
+            strcmp(arg1 + strlen(arg1) - 4, ".dll") == 0) {
+                b = basename_of(arg1);
+                expected = strndup(b, strlen(b) - 4);
+        } else
+                expected = strdup(b);
+        fuzz_assert(expected);
+
+        r = procfs_cmdline_name(buf, n, &name);
+        fuzz_assert(r == 0 || r == PROCFS_E_NOT_FOUND);
+        if (r == 0) {
+                fuzz_assert(name && *name);
+                fuzz_assert(!strchr(name, '/'));
+                fuzz_assert(strcmp(name, expected) == 0);
+        } else
+                fuzz_assert(*expected == '\0');
+
+        free(name);
+        free(expected);
+        free(copy);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        const char *buf;
+        size_t n;
+
+        if (size < 1)
+                return 0;
+        buf = (const char *)data + 1;
+        n = size - 1;
+
+        switch (data[0] % 4) {
+        case 0:
+                fuzz_stat(buf, n);
+                break;
+        case 1:
+                fuzz_status(buf, n);
+                break;
+        case 2:
+                fuzz_environ(buf, n);
+                break;
+        case 3:
+                fuzz_cmdline(buf, n);
+                break;
+        }
+        return 0;
+}

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Fuzzes the text helpers of common/text.h that see hostile bytes: text_escape()
+ * (process names, units, runtime messages on their way to logs and terminals),
+ * utf8_is_valid() (every string field of both protocols) and the strict number
+ * parsers (/proc directory names, command-line arguments).
+ *
+ * Input: any bytes.
+ *
+ * Invariants: text_escape() output has no C0 control, no DEL, no C1 control
+ * and is valid UTF-8, and unescaping it gives back the input exactly;
+ * utf8_is_valid() agrees with a table-driven reference (Unicode 15, table 3-7);
+ * parse_u64()/parse_pid() accept exactly the canonical decimal spellings.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "text.h"
+
+/* Well-formed UTF-8 byte sequences, straight from the Unicode standard's table. */
+static bool reference_utf8_is_valid(const uint8_t *s, size_t n) {
+        size_t i = 0;
+
+        while (i < n) {
+                uint8_t b = s[i];
+                uint8_t lo = 0x80, hi = 0xBF;
+                size_t len;
+
+                if (b <= 0x7F) {
+                        i++;
+                        continue;
+                } else if (b >= 0xC2 && b <= 0xDF)
+                        len = 2;
+                else if (b == 0xE0) {
+                        len = 3;
+                        lo = 0xA0;
+                } else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF)
+                        len = 3;
+                else if (b == 0xED) {
+                        len = 3;
+                        hi = 0x9F;
+                } else if (b == 0xF0) {
+                        len = 4;
+                        lo = 0x90;
+                } else if (b >= 0xF1 && b <= 0xF3)
+                        len = 4;
+                else if (b == 0xF4) {
+                        len = 4;
+                        hi = 0x8F;
+                } else
+                        return false;
+
+                if (n - i < len)
+                        return false;
+                if (s[i + 1] < lo || s[i + 1] > hi)
+                        return false;
+                for (size_t k = 2; k < len; k++)
+                        if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                                return false;
+                i += len;
+        }
+        return true;
+}
+
+static int hex_value(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        return -1;
+}
+
+static void fuzz_escape(const uint8_t *data, size_t size) {
+        const uint8_t *o;
+        uint8_t *back;
+        size_t len, b = 0;
+        char *out;
+
+        out = text_escape((const char *)data, size);
+        fuzz_assert(out); /* NULL only on allocation failure */
+        len = strlen(out);
+        fuzz_assert(len <= size * 4);
+        o = (const uint8_t *)out;
+
+        /* safe for a terminal and a log line */
+        for (size_t i = 0; i < len; i++) {
+                fuzz_assert(o[i] >= 0x20 && o[i] != 0x7F);
+                fuzz_assert(!(o[i] == 0xC2 && i + 1 < len && o[i + 1] >= 0x80 && o[i + 1] <= 0x9F));
+        }
+        fuzz_assert(utf8_is_valid(out, len));
+        fuzz_assert(reference_utf8_is_valid(o, len));
+
+        /* unambiguous: \\ and \xNN are the only escapes, and undoing them is lossless */
+        back = malloc(len + 1);
+        fuzz_assert(back);
+        for (size_t i = 0; i < len;) {
+                if (out[i] != '\\') {
+                        back[b++] = o[i++];
+                        continue;
+                }
+                fuzz_assert(i + 1 < len);
+                if (out[i + 1] == '\\') {
+                        back[b++] = '\\';
+                        i += 2;
+                        continue;
+                }
+                fuzz_assert(out[i + 1] == 'x' && i + 3 < len);
+                fuzz_assert(hex_value(out[i + 2]) >= 0 && hex_value(out[i + 3]) >= 0);
+                back[b++] = (uint8_t)(hex_value(out[i + 2]) << 4 | hex_value(out[i + 3]));
+                i += 4;
+        }
+        fuzz_assert(b == size);
+        fuzz_assert(size == 0 || memcmp(back, data, size) == 0);
+
+        free(back);
+        free(out);
+}
+
+static void fuzz_numbers(const uint8_t *data, size_t size) {
+        char *s, canonical[32];
+        uint64_t u = 0;
+        pid_t pid = 0;
+        int r;
+
+        /* as from a NUL-terminated string: up to the first NUL */
+        s = strndup((const char *)data, size);
+        fuzz_assert(s);
+
+        r = parse_u64(s, &u);
+        fuzz_assert(r == 0 || r == -EINVAL || r == -ERANGE);
+        if (r == 0) {
+                snprintf(canonical, sizeof(canonical), "%" PRIu64, u);
+                fuzz_assert(strcmp(s, canonical) == 0);
+        } else if (r == -ERANGE) {
+                /* only a run of at least 20 digits overflows (the first 20 may be
+                 * followed by anything: overflow is reported as soon as it happens) */
+                fuzz_assert(strspn(s, "0123456789") >= 20);
+        }
+
+        r = parse_pid(s, &pid);
+        fuzz_assert(r == 0 || r == -EINVAL || r == -ERANGE);
+        if (r == 0) {
+                fuzz_assert(pid > 0);
+                snprintf(canonical, sizeof(canonical), "%d", (int)pid);
+                fuzz_assert(strcmp(s, canonical) == 0);
+        }
+
+        free(s);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        fuzz_assert(utf8_is_valid((const char *)data, size) == reference_utf8_is_valid(data, size));
+        fuzz_escape(data, size);
+        fuzz_numbers(data, size);
+        return 0;
+}

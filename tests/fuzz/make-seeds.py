@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Writes the hand-made seed inputs into tests/fuzz/corpus/<target>/seed-*.
+
+The seeds document the formats byte by byte; everything else in the corpus
+directories was found by libFuzzer and kept by -merge=1 (see README.md).
+Running this again rewrites the same files with the same bytes.
+
+The /proc seeds are fixed snapshots (one real /proc/self/stat and status,
+trimmed of nothing), not read at run time, so the corpus stays reproducible.
+"""
+
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def write(target, name, data):
+    if isinstance(data, str):
+        data = data.encode()
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+# --- .NET diagnostic IPC (ipc-protocol.md sections 1.2, 1.3, 1.4, 2.4) ---------
+
+MAGIC = b"DOTNET_IPC_V1\0"  # 14 bytes
+
+
+def ipc_header(size, cset, cid, reserved=0):
+    return MAGIC + struct.pack("<HBBH", size, cset, cid, reserved)
+
+
+def ipc_message(cset, cid, payload):
+    return ipc_header(20 + len(payload), cset, cid) + payload
+
+
+def ipc_string(s):
+    """u32 count of UTF-16 units including the NUL, then UTF-16LE; None is count 0."""
+    if s is None:
+        return struct.pack("<I", 0)
+    units = s.encode("utf-16-le") + b"\0\0"
+    return struct.pack("<I", len(units) // 2) + units
+
+
+def ipc_raw_string(units):
+    """A string from raw UTF-16 code units (may be ill-formed); the NUL is added."""
+    units = list(units) + [0]
+    return struct.pack("<I", len(units)) + b"".join(struct.pack("<H", u) for u in units)
+
+
+COOKIE = bytes.fromhex("3f2504e04f8941d39a0c0305e82c3301")  # a GUID in .NET byte order
+PID = 4242
+
+
+def process_info(cmdline="/usr/share/dotnet/dotnet /srv/app/Orders.Api.dll --urls http://*:5000",
+                 os_="Linux", arch="x64", pid=PID, cookie=COOKIE):
+    return struct.pack("<Q", pid) + cookie + ipc_string(cmdline) + ipc_string(os_) + ipc_string(arch)
+
+
+def process_info2(entry="Orders.Api", version="8.0.11", **kw):
+    return process_info(**kw) + ipc_string(entry) + ipc_string(version)
+
+
+def process_info3(rid="linux-x64", version=1, extra=b"", **kw):
+    return struct.pack("<I", version) + process_info2(**kw) + ipc_string(rid) + extra
+
+
+def ok_reply(payload):
+    return ipc_message(0xFF, 0x00, payload)
+
+
+def error_reply(hresult, rest=b""):
+    return ipc_message(0xFF, 0xFF, struct.pack("<I", hresult) + rest)
+
+
+def dotnet_ipc():
+    t = "dotnet-ipc"
+    M_REPLY, M_PI, M_PI2, M_PI3, M_STRING = b"\x00", b"\x01", b"\x02", b"\x03", b"\x04"
+
+    # mode 0: whole replies
+    write(t, "reply-processinfo3", M_REPLY + ok_reply(process_info3()))
+    write(t, "reply-processinfo2", M_REPLY + ok_reply(process_info2()))
+    write(t, "reply-processinfo", M_REPLY + ok_reply(process_info()))
+    write(t, "reply-processinfo3-musl-arm64", M_REPLY + ok_reply(process_info3(
+        rid="linux-musl-arm64", arch="arm64", version=1, cmdline="/app/Worker",
+        entry="Worker", **{"pid": 1})))
+    write(t, "reply-processinfo3-v2-appended", M_REPLY + ok_reply(process_info3(
+        version=2, extra=ipc_string("appended by a newer runtime") + b"\x07\x00\x00\x00")))
+    write(t, "reply-processinfo3-null-strings", M_REPLY + ok_reply(
+        struct.pack("<I", 1) + struct.pack("<Q", PID) + COOKIE + ipc_string(None) * 6))
+    write(t, "reply-processinfo3-empty-strings", M_REPLY + ok_reply(
+        struct.pack("<I", 1) + struct.pack("<Q", PID) + COOKIE + ipc_string("") * 6))
+    write(t, "reply-processinfo2-unicode", M_REPLY + ok_reply(process_info2(
+        cmdline="/srv/app/Bestellungen.Größe 日本語 \U0001F680", entry="Größe", version="9.0.0-preview.1")))
+    write(t, "reply-generic-ok", M_REPLY + ok_reply(struct.pack("<I", 0)))  # 24 bytes, ResumeRuntime
+    write(t, "reply-session-id", M_REPLY + ok_reply(struct.pack("<Q", 0x1122334455667788)))
+    write(t, "reply-error-unknown-command", M_REPLY + error_reply(0x80131385))
+    write(t, "reply-error-bad-encoding", M_REPLY + error_reply(0x80131384))
+    write(t, "reply-error-dump3-message", M_REPLY + error_reply(
+        0x80004005, ipc_string("createdump failed: permission denied")))
+    write(t, "reply-error-short", M_REPLY + ipc_message(0xFF, 0xFF, b"\x05\x40"))
+    write(t, "reply-truncated", M_REPLY + ok_reply(process_info3())[:-7])
+    write(t, "reply-trailing-bytes", M_REPLY + ok_reply(struct.pack("<I", 0)) + b"\0")
+    write(t, "reply-size-too-small", M_REPLY + ipc_header(19, 0xFF, 0x00))
+    write(t, "reply-bad-magic", M_REPLY + b"DOTNET_IPC_V2\0" + ok_reply(b"\0\0\0\0")[14:])
+    write(t, "reply-reserved-nonzero", M_REPLY + ipc_header(24, 0xFF, 0x00, 1) + b"\0\0\0\0")
+    write(t, "reply-not-server-set", M_REPLY + ipc_message(0x04, 0x00, b""))  # a request, echoed
+    write(t, "reply-unknown-id", M_REPLY + ipc_message(0xFF, 0x01, b"\0\0\0\0"))
+    write(t, "reply-header-only", M_REPLY + ipc_header(20, 0xFF, 0x00))
+    write(t, "request-processinfo", M_REPLY + bytes.fromhex(  # the worked example of section 1.2
+        "444F544E45545F4950435F563100" "1400" "04" "00" "0000"))
+    write(t, "reply-generic-ok-worked-example", M_REPLY + bytes.fromhex(
+        "444F544E45545F4950435F563100" "1800" "FF" "00" "0000" "00000000"))
+    write(t, "reply-processinfo3-bad-string", M_REPLY + ok_reply(
+        struct.pack("<I", 1) + struct.pack("<Q", PID) + COOKIE + struct.pack("<I", 0x7fffffff)))
+
+    # modes 1..3: bare payloads
+    write(t, "pi-valid", M_PI + process_info())
+    write(t, "pi-trailing", M_PI + process_info() + b"\0")
+    write(t, "pi-short-cookie", M_PI + struct.pack("<Q", PID) + COOKIE[:9])
+    write(t, "pi-empty", M_PI)
+    write(t, "pi2-valid", M_PI2 + process_info2())
+    write(t, "pi2-missing-version", M_PI2 + process_info() + ipc_string("App"))
+    write(t, "pi2-lone-surrogates", M_PI2 + struct.pack("<Q", PID) + COOKIE +
+          ipc_raw_string([0x2F, 0xD800, 0x41]) + ipc_raw_string([0xDC00, 0xD83D]) +
+          ipc_raw_string([0xD83D, 0xDE80]) + ipc_raw_string([0x41, 0x00, 0x42]) + ipc_string(None))
+    write(t, "pi3-valid", M_PI3 + process_info3())
+    write(t, "pi3-version0", M_PI3 + process_info3(version=0))
+    write(t, "pi3-version1-trailing", M_PI3 + process_info3(version=1, extra=b"\x01"))
+    write(t, "pi3-version-max-appended", M_PI3 + process_info3(version=0xFFFFFFFF, extra=b"x" * 9))
+    write(t, "pi3-no-terminator", M_PI3 + struct.pack("<I", 1) + struct.pack("<Q", PID) + COOKIE +
+          struct.pack("<I", 2) + b"A\0B\0")
+
+    # mode 4: single strings
+    write(t, "string-null", M_STRING + ipc_string(None))
+    write(t, "string-empty", M_STRING + ipc_string(""))
+    write(t, "string-ascii", M_STRING + ipc_string("linux-x64"))
+    write(t, "string-bmp", M_STRING + ipc_string("Größe 日本語 \uFFFD \uFEFF"))
+    write(t, "string-supplementary", M_STRING + ipc_string("\U0001F680\U0010FFFF\U00010000"))
+    write(t, "string-lone-high-before-nul", M_STRING + ipc_raw_string([0x41, 0xD800]))
+    write(t, "string-lone-low", M_STRING + ipc_raw_string([0xDFFF, 0x41]))
+    write(t, "string-high-high-low", M_STRING + ipc_raw_string([0xD800, 0xD800, 0xDC00]))
+    write(t, "string-embedded-nul", M_STRING + ipc_raw_string([0x41, 0, 0x42]))
+    write(t, "string-no-terminator", M_STRING + struct.pack("<I", 2) + b"A\0B\0")
+    write(t, "string-count-too-large", M_STRING + struct.pack("<I", 3) + b"A\0\0\0")
+    write(t, "string-count-huge", M_STRING + struct.pack("<I", 0xFFFFFFFF) + b"\0\0")
+    write(t, "string-short-count", M_STRING + b"\x01\x00")
+    write(t, "string-trailing", M_STRING + ipc_string("x") + b"tail")
+
+
+# --- dsctl <-> dsagent frames (common/wire.h) ----------------------------------
+
+TAG = dict(PID=1, UID=2, UNIT=3, NAME=4, EXE=5, COMMAND_LINE=6, OS=7, ARCH=8, RUNTIME_VERSION=9,
+           ENTRY_ASSEMBLY=10, RUNTIME_ID=11, RUNTIME_PID=12, COOKIE=13, ERROR=14, MESSAGE=15,
+           HRESULT=16, REQUEST_ID=17)
+REQUEST_PS, REQUEST_INFO = 0x0001, 0x0002
+REPLY_PROCESS, REPLY_DONE, REPLY_ERROR = 0x8001, 0x8002, 0x8003
+
+
+def field(tag, value):
+    return struct.pack("<HI", tag, len(value)) + value
+
+
+def u32(tag, v):
+    return field(TAG[tag], struct.pack("<I", v))
+
+
+def u64(tag, v):
+    return field(TAG[tag], struct.pack("<Q", v))
+
+
+def string(tag, s):
+    return field(TAG[tag], s.encode() if isinstance(s, str) else s)
+
+
+def frame(mtype, *fields, version=1, size=None):
+    payload = b"".join(fields)
+    return b"DSAG" + struct.pack("<HHI", version, mtype,
+                                 len(payload) if size is None else size) + payload
+
+
+def wire():
+    t = "wire"
+    process_fields = [
+        u32("PID", 4242), u32("UID", 1000), string("UNIT", "orders.service"),
+        string("NAME", "Orders.Api"), string("EXE", "/usr/share/dotnet/dotnet"),
+        u64("RUNTIME_PID", 1), string("COMMAND_LINE", "dotnet /srv/app/Orders.Api.dll"),
+        field(TAG["COOKIE"], COOKIE), string("OS", "Linux"), string("ARCH", "x64"),
+        string("ENTRY_ASSEMBLY", "Orders.Api"), string("RUNTIME_VERSION", "8.0.11"),
+        string("RUNTIME_ID", "linux-x64"),
+    ]
+    write(t, "request-ps", frame(REQUEST_PS))
+    write(t, "request-info", frame(REQUEST_INFO, u32("PID", 4242)))
+    write(t, "reply-process-ps", frame(REPLY_PROCESS, *process_fields[:4]))
+    write(t, "reply-process-info", frame(REPLY_PROCESS, *process_fields))
+    write(t, "reply-process-all-tags", frame(REPLY_PROCESS, *process_fields, u32("ERROR", 9),
+                                             string("MESSAGE", "m"), u32("HRESULT", 0x80131385),
+                                             u64("REQUEST_ID", 7)))
+    write(t, "reply-done", frame(REPLY_DONE, u64("REQUEST_ID", 123456789)))
+    write(t, "reply-error", frame(REPLY_ERROR, u32("ERROR", 1), string("MESSAGE", "permission denied"),
+                                  u64("REQUEST_ID", 17)))
+    write(t, "reply-error-hresult", frame(REPLY_ERROR, u32("ERROR", 5),
+                                          string("MESSAGE", "the runtime refused ProcessInfo"),
+                                          u32("HRESULT", 0x80131385), u64("REQUEST_ID", 2**64 - 1)))
+    write(t, "reply-process-unicode", frame(REPLY_PROCESS, string("NAME", "Größe 日本語 \U0001F680"),
+                                            string("UNIT", ""), field(TAG["COOKIE"], b"")))
+    # invalid
+    write(t, "bad-version", frame(REQUEST_PS, version=2))
+    write(t, "bad-version-0", frame(REQUEST_INFO, u32("PID", 1), version=0))
+    write(t, "bad-magic", b"DSAH" + frame(REQUEST_PS)[4:])
+    write(t, "bad-magic-prefix", b"DSX")
+    write(t, "truncated-header", frame(REQUEST_PS)[:11])
+    write(t, "truncated-payload", frame(REQUEST_INFO, u32("PID", 4242))[:-1])
+    write(t, "trailing-bytes", frame(REQUEST_INFO, u32("PID", 4242)) + b"\0")
+    write(t, "two-frames", frame(REQUEST_PS) + frame(REQUEST_INFO, u32("PID", 1)))
+    write(t, "payload-too-large", frame(REQUEST_PS, size=64 * 1024 + 1))
+    write(t, "payload-max-declared", frame(REQUEST_PS, size=64 * 1024))
+    write(t, "unknown-type", frame(0x0003))
+    write(t, "unknown-type-reply", frame(0x8004))
+    write(t, "tag-zero", frame(REQUEST_INFO, field(0, b"\1\0\0\0")))
+    write(t, "tag-unknown", frame(REQUEST_INFO, field(18, b"\1\0\0\0")))
+    write(t, "tag-duplicate", frame(REQUEST_INFO, u32("PID", 1), u32("PID", 2)))
+    write(t, "u32-wrong-size", frame(REQUEST_INFO, field(TAG["PID"], b"\1\0\0")))
+    write(t, "u64-wrong-size", frame(REPLY_DONE, field(TAG["REQUEST_ID"], b"\1\0\0\0")))
+    write(t, "string-nul", frame(REPLY_ERROR, string("MESSAGE", b"a\0b")))
+    write(t, "string-invalid-utf8", frame(REPLY_ERROR, string("MESSAGE", b"\xc0\xaf")))
+    write(t, "string-surrogate-utf8", frame(REPLY_ERROR, string("MESSAGE", b"\xed\xa0\x80")))
+    write(t, "string-too-long", frame(REPLY_ERROR, string("MESSAGE", b"a" * (32 * 1024 + 1))))
+    write(t, "string-max", frame(REPLY_ERROR, string("MESSAGE", b"a" * (32 * 1024))))
+    write(t, "field-header-cut", frame(REQUEST_INFO, b"\x01\x00\x04"))
+    write(t, "field-size-past-end", frame(REQUEST_INFO, struct.pack("<HI", 1, 100) + b"\1\0\0\0"))
+
+
+# --- /proc files (agent/procfs.h); the first byte picks the parser -------------
+
+# A real /proc/self/stat and the lines of a real /proc/self/status (Debian 12, 6.x kernel)
+STAT = ("6670 (cat) R 6667 6667 3739 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 45737 3133440 359 "
+        "18446744073709551615 94242251976704 94242251996585 140729855559072 0 0 0 0 0 0 0 0 0 17 1 0 0 "
+        "0 0 0 94242252012592 94242252014208 94243076157440 140729855564250 140729855564270 "
+        "140729855564270 140729855565803 0\n")
+
+STATUS = """Name:\tcat
+Umask:\t0022
+State:\tR (running)
+Tgid:\t6671
+Ngid:\t0
+Pid:\t6671
+PPid:\t6667
+TracerPid:\t0
+Uid:\t0\t0\t0\t0
+Gid:\t0\t0\t0\t0
+FDSize:\t256
+Groups:\t 
+NStgid:\t6671
+NSpid:\t6671
+NSpgid:\t6667
+NSsid:\t3739
+Kthread:\t0
+VmPeak:\t    3060 kB
+VmSize:\t    3060 kB
+VmRSS:\t    1704 kB
+Threads:\t1
+SigQ:\t0/96365
+CapEff:\t000001fffeffffff
+NoNewPrivs:\t0
+Seccomp:\t0
+Cpus_allowed_list:\t0-1
+voluntary_ctxt_switches:\t0
+nonvoluntary_ctxt_switches:\t0
+"""
+
+
+def stat_with(comm, start="45737", pid="6670"):
+    rest = STAT.split(") ", 1)[1].split(" ")
+    rest[19] = start  # field 22 is the 20th after ')'
+    return pid + " (" + comm + ") " + " ".join(rest)
+
+
+def status_with(**lines):
+    out = STATUS
+    for key, value in lines.items():
+        old = next(l for l in STATUS.splitlines() if l.startswith(key + ":"))
+        out = out.replace(old + "\n", "" if value is None else key + ":" + value + "\n")
+    return out
+
+
+def procfs():
+    t = "procfs"
+    write(t, "stat-real", "0" + STAT)
+    write(t, "stat-comm-paren-space", "0" + stat_with("evil) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 0 0 0 0 999 x"))
+    write(t, "stat-comm-spaces", "0" + stat_with("Orders Api ) (x"))
+    write(t, "stat-comm-newline", "0" + stat_with("a\nb)"))
+    write(t, "stat-comm-empty", "0" + stat_with(""))
+    write(t, "stat-starttime-max", "0" + stat_with("dotnet", start="18446744073709551615"))
+    write(t, "stat-starttime-overflow", "0" + stat_with("dotnet", start="18446744073709551616"))
+    write(t, "stat-starttime-zero", "0" + stat_with("dotnet", start="0"))
+    write(t, "stat-starttime-leading-zeros", "0" + stat_with("dotnet", start="000123"))
+    write(t, "stat-starttime-garbage", "0" + stat_with("dotnet", start="45737x"))
+    write(t, "stat-starttime-negative", "0" + stat_with("dotnet", start="-1"))
+    write(t, "stat-truncated-at-starttime", "0" + STAT[:STAT.index(" 45737 ") + 7])
+    write(t, "stat-truncated-before-starttime", "0" + STAT[:STAT.index(" 45737 ") + 1])
+    write(t, "stat-no-newline", "0" + STAT.rstrip("\n").split(" 3133440")[0])
+    write(t, "stat-double-space", "0" + STAT.replace(" R ", " R  ", 1))
+    write(t, "stat-no-paren", "0" + STAT.replace(")", "]"))
+    write(t, "stat-empty", "0")
+
+    write(t, "status-real", "1" + STATUS)
+    write(t, "status-container", "1" + status_with(NSpid="\t31337\t42\t1", Uid="\t1000\t1000\t1000\t1000",
+                                                   Gid="\t100\t100\t100\t100"))
+    write(t, "status-setuid", "1" + status_with(Uid="\t1000\t0\t0\t0", Gid="\t1000\t1000\t1000\t1000"))
+    write(t, "status-max-ids", "1" + status_with(Uid="\t4294967295\t4294967295\t4294967295\t4294967295",
+                                                 NSpid="\t2147483647"))
+    write(t, "status-uid-overflow", "1" + status_with(Uid="\t4294967296\t0\t0\t0"))
+    write(t, "status-uid-three", "1" + status_with(Uid="\t0\t0\t0"))
+    write(t, "status-uid-five", "1" + status_with(Uid="\t0\t0\t0\t0\t0"))
+    write(t, "status-uid-sign", "1" + status_with(Uid="\t-1\t0\t0\t0"))
+    write(t, "status-uid-duplicate", "1" + STATUS + "Uid:\t1\t1\t1\t1\n")
+    write(t, "status-no-nspid", "1" + status_with(NSpid=None))
+    write(t, "status-no-uid", "1" + status_with(Uid=None))
+    write(t, "status-nspid-zero", "1" + status_with(NSpid="\t0"))
+    write(t, "status-nspid-big", "1" + status_with(NSpid="\t2147483648"))
+    write(t, "status-nspid-32", "1" + status_with(NSpid="".join("\t%d" % (i + 1) for i in range(32))))
+    write(t, "status-nspid-33", "1" + status_with(NSpid="".join("\t%d" % (i + 1) for i in range(33))))
+    write(t, "status-nspid-empty", "1" + status_with(NSpid=""))
+    write(t, "status-spaces", "1" + "Uid: 0 0 0 0\nGid: 0 0 0 0\nNSpid: 7")
+    write(t, "status-crlf", "1" + "Uid:\t0\t0\t0\t0\r\nGid:\t0\t0\t0\t0\r\nNSpid:\t7\r\n")
+    write(t, "status-name-forged", "1" + STATUS.replace("Name:\tcat", "Name:\tx\\nUid:\t0\t0\t0\t0"))
+
+    write(t, "environ-typical", "2" + "PATH=/usr/local/bin:/usr/bin\0HOME=/home/app\0TMPDIR=/run/app/tmp\0"
+          "DOTNET_EnableDiagnostics=1\0")
+    write(t, "environ-no-tmpdir", "2" + "PATH=/usr/bin\0HOME=/\0LANG=C.UTF-8\0")
+    write(t, "environ-twice", "2" + "TMPDIR=/first\0TMPDIR=/second\0")
+    write(t, "environ-prefix-keys", "2" + "TMPDIRX=/no\0TMP=/tmp-var\0TMPDIR\0XTMPDIR=/no\0TMPDIR=/yes\0")
+    write(t, "environ-empty-value", "2" + "TMPDIR=\0")
+    write(t, "environ-unterminated", "2" + "A=1\0TMPDIR=/var/tmp")
+    write(t, "environ-empty-entries", "2" + "\0\0TMPDIR=/x\0\0")
+    write(t, "environ-equals-in-value", "2" + "TMPDIR==/a=b\0")
+    write(t, "environ-binary-value", b"2TMPDIR=/tmp/\x1b[31m\xff\0")
+    write(t, "environ-empty", "2")
+
+    write(t, "cmdline-dotnet-dll", "3" + "/usr/share/dotnet/dotnet\0/srv/app/Orders.Api.dll\0--urls\0"
+          "http://*:5000\0")
+    write(t, "cmdline-apphost", "3" + "/srv/app/Orders.Api\0--environment\0Production\0")
+    write(t, "cmdline-dotnet-relative", "3" + "dotnet\0Worker.dll\0")
+    write(t, "cmdline-dotnet-exec", "3" + "dotnet\0exec\0app.dll\0")
+    write(t, "cmdline-dotnet-only", "3" + "/usr/bin/dotnet\0")
+    write(t, "cmdline-dotnet-dot-dll", "3" + "dotnet\0/x/.dll\0")
+    write(t, "cmdline-dotnet-short-dll", "3" + "dotnet\0.dll\0")
+    write(t, "cmdline-trailing-slash", "3" + "/srv/app/\0")
+    write(t, "cmdline-leading-nul", "3" + "\0/srv/app/x\0")
+    write(t, "cmdline-unterminated", "3" + "/srv/app/Orders.Api")
+    write(t, "cmdline-setproctitle", "3" + "worker: processing queue orders (idle)")
+    write(t, "cmdline-unicode", "3" + "/srv/app/Größe\0")
+    write(t, "cmdline-control-chars", "3" + "/tmp/\x1b]0;pwned\x07\n\0")
+    write(t, "cmdline-empty", "3")
+
+
+# --- text helpers (common/text.h) ----------------------------------------------
+
+def text():
+    t = "text"
+    write(t, "ascii", "Orders.Api")
+    write(t, "empty", b"")
+    write(t, "utf8", "Größe 日本語 \U0001F680 \uFEFF")
+    write(t, "ansi-escape", "\x1b[31mred\x1b[0m\x1b]0;title\x07")
+    write(t, "newline-forge", "ok\nMESSAGE=forged\r\n")
+    write(t, "controls", bytes(range(0x00, 0x20)) + b"\x7f")
+    write(t, "c1-controls", "".join(chr(c) for c in range(0x80, 0xA0)).encode())
+    write(t, "c1-csi", b"\xc2\x9b31m")
+    write(t, "backslash", "C:\\path\\x41\\\\")
+    write(t, "invalid-overlong", b"\xc0\xaf\xe0\x80\xaf\xf0\x80\x80\xaf")
+    write(t, "invalid-surrogate", b"\xed\xa0\x80\xed\xbf\xbf")
+    write(t, "invalid-too-big", b"\xf4\x90\x80\x80\xf5\x80\x80\x80\xff\xfe")
+    write(t, "invalid-truncated", b"ab\xe2\x82")
+    write(t, "invalid-lone-continuation", b"\x80\xbfx")
+    write(t, "boundaries", "\u007e\u00a0\u07ff\u0800\ud7ff\ue000\uffff\U00010000\U0010ffff".encode())
+    write(t, "nul-inside", b"a\0b")
+    write(t, "number-zero", "0")
+    write(t, "number-leading-zero", "007")
+    write(t, "number-u64-max", "18446744073709551615")
+    write(t, "number-u64-overflow", "18446744073709551616")
+    write(t, "number-overflow-then-garbage", "99999999999999999999x")
+    write(t, "number-pid-max", "2147483647")
+    write(t, "number-pid-overflow", "2147483648")
+    write(t, "number-negative", "-1")
+    write(t, "number-plus", "+1")
+    write(t, "number-space", " 1")
+    write(t, "number-trailing", "12a")
+
+
+def main():
+    for fn in (dotnet_ipc, wire, procfs, text):
+        fn()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
