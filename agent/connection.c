@@ -14,6 +14,7 @@
 
 /* A listing of every .NET process on a large host stays far below this. */
 #define CONNECTION_OUT_MAX (16 * 1024 * 1024)
+#define CONNECTION_DISCARD_MAX (256 * 1024)
 
 static int connection_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static int connection_on_timeout(sd_event_source *s, uint64_t usec, void *userdata);
@@ -309,6 +310,19 @@ static void connection_on_readable(Connection *c) {
                                r == -EBADMSG ? "malformed request" : "incomplete request");
 }
 
+/*
+ * Closing a socket with unread bytes makes the kernel reset the connection,
+ * and the client would lose the reply it has not read yet. What a client sent
+ * past its request is discarded first, up to a bound.
+ */
+static void connection_discard_input(Connection *c) {
+        char buf[4096];
+
+        for (size_t total = 0; total < CONNECTION_DISCARD_MAX; total += sizeof(buf))
+                if (recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+                        break;
+}
+
 static void connection_on_writable(Connection *c) {
         while (c->out_sent < c->out_size) {
                 ssize_t n = send(c->fd, c->out + c->out_sent, c->out_size - c->out_sent,
@@ -320,6 +334,7 @@ static void connection_on_writable(Connection *c) {
                 }
                 c->out_sent += (size_t)n;
         }
+        connection_discard_input(c);
         connection_free(c);
 }
 

@@ -34,6 +34,8 @@ static void usage(FILE *out) {
                 "  --audit WHERE        auto (journal, else stderr), journal or stderr [auto]\n"
                 "  --idle-exit SECONDS  exit after SECONDS without clients; 0 never\n"
                 "                       [60 when socket-activated, else 0]\n"
+                "  --runtime-timeout SECONDS\n"
+                "                       how long a runtime may take to answer [10]\n"
                 "  --help               show this help\n"
                 "  --version            show the version\n");
 }
@@ -49,11 +51,12 @@ static int parse_seconds(const char *s, uint64_t *ret) {
 
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Options *o) {
-        enum { ARG_LISTEN = 0x100, ARG_AUDIT, ARG_IDLE_EXIT, ARG_HELP, ARG_VERSION };
+        enum { ARG_LISTEN = 0x100, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT, ARG_HELP, ARG_VERSION };
         static const struct option options[] = {
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "audit", required_argument, NULL, ARG_AUDIT },
                 { "idle-exit", required_argument, NULL, ARG_IDLE_EXIT },
+                { "runtime-timeout", required_argument, NULL, ARG_RUNTIME_TIMEOUT },
                 { "help", no_argument, NULL, ARG_HELP },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
@@ -77,6 +80,13 @@ static int parse_argv(int argc, char **argv, Options *o) {
                                 return -EINVAL;
                         }
                         o->idle_exit_set = true;
+                        break;
+                case ARG_RUNTIME_TIMEOUT:
+                        if (parse_seconds(optarg, &o->broker.runtime_timeout_usec) < 0 ||
+                            o->broker.runtime_timeout_usec == 0) {
+                                fprintf(stderr, "dsagent: --runtime-timeout takes a positive number of seconds\n");
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_HELP:
                         usage(stdout);

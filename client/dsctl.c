@@ -177,8 +177,10 @@ static int run(const Args *a) {
                 wire_writer_begin(w, WIRE_REQUEST_INFO);
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
         }
+        /* an agent that refuses at once (busy) may hang up before the request is
+         * written; its answer is still waiting to be read */
         r = agent_client_send(client, w);
-        if (r < 0)
+        if (r < 0 && r != -EPIPE && r != -ECONNRESET)
                 return report_transport_error(a, r, true);
 
         output_begin(&out);

@@ -1,0 +1,365 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Integration test harness: real users, a real dsagent, real .NET runtimes.
+
+Each test file registers functions with @test and calls run_tests(), which
+prints TAP. Resources a test starts (users' processes, agents, temp dirs) are
+registered on `scope` and torn down after the test, pass or fail.
+"""
+import contextlib
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+BUILD = os.environ.get("DSAGENT_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
+SOURCE = os.environ.get("DSAGENT_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
+DSAGENT = os.path.join(BUILD, "agent", "dsagent")
+DSCTL = os.path.join(BUILD, "client", "dsctl")
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Scripts that run as test users need an interpreter every user can execute.
+PYTHON = "/usr/bin/python3"
+
+# Test users: the owner of the targets, an unrelated user, and an attacker.
+SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
+
+EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET = 4, 5, 6
+EXIT_AGENT_UNREACHABLE, EXIT_RUNTIME_UNREACHABLE, EXIT_SOCKET_UNTRUSTED, EXIT_BUSY = 3, 7, 9, 10
+
+_tests = []
+scope = contextlib.ExitStack()
+
+
+def test(fn):
+    _tests.append(fn)
+    return fn
+
+
+def run_tests():
+    if os.geteuid() != 0:
+        print("1..0 # SKIP integration tests need root")
+        sys.exit(77)
+    for user in (SVC, ALICE, MALLORY):
+        ensure_user(user)
+    failed = 0
+    selected = [fn for fn in _tests if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]]
+    for n, fn in enumerate(selected, 1):
+        global scope
+        scope = contextlib.ExitStack()
+        try:
+            with scope:
+                fn()
+            print(f"ok {n} - {fn.__name__}", flush=True)
+        except Exception:
+            failed += 1
+            for line in traceback.format_exc().splitlines():
+                print(f"# {line}")
+            print(f"not ok {n} - {fn.__name__}", flush=True)
+    print(f"1..{len(selected)}", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+def ensure_user(name):
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+
+
+def uid_of(name):
+    return pwd.getpwnam(name).pw_uid
+
+
+def as_user(user, argv):
+    """argv run with exactly the user's uid, gid and groups, and a clean environment."""
+    if user in (None, "root"):
+        return argv
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--reset-env"] + argv
+
+
+def make_dir(owner=None, mode=0o700):
+    path = tempfile.mkdtemp(prefix="dsagent-it-", dir="/tmp")
+    scope.callback(shutil.rmtree, path, ignore_errors=True)
+    if owner:
+        os.chown(path, uid_of(owner), uid_of(owner))
+    os.chmod(path, mode)
+    return path
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start_time_of(pid):
+    stat = open(f"/proc/{pid}/stat").read()
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def ns_pid_of(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    raise AssertionError("no NSpid")
+
+
+_app_dir = None
+
+
+def target_app():
+    global _app_dir
+    if _app_dir is None:
+        _app_dir = subprocess.run([os.path.join(SOURCE, "tests/target-app/build.sh")], check=True,
+                                  stdout=subprocess.PIPE, text=True).stdout.strip()
+    return os.path.join(_app_dir, "DsTestTarget")
+
+
+class Process:
+    """A process started for a test; killed (with its namespace) when the test ends."""
+
+    def __init__(self, argv, **kwargs):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True, **kwargs)
+        scope.callback(self.stop)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def read_line(self, prefix, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        os.set_blocking(self.proc.stdout.fileno(), True)
+        seen = []
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"process exited before printing {prefix!r} (rc={self.proc.wait()}): "
+                                     f"{''.join(seen)!r}")
+            seen.append(line)
+            if line.startswith(prefix):
+                return line.strip()
+        raise AssertionError(f"no {prefix!r} line in time")
+
+
+class Target:
+    """The real .NET test app running as @user.
+
+    tmpdir: "private" (0700, the user's own), "shared" (1777), None (no TMPDIR: /tmp),
+            or an absolute path the test prepared.
+    mount_ns: a private tmpfs on /tmp in its own mount namespace, as PrivateTmp= does.
+    pid_ns: its own pid namespace, so its own pid differs from the host's.
+    """
+
+    def __init__(self, user=SVC, tmpdir="private", args=(), mount_ns=False, pid_ns=False):
+        self.user = user
+        self.uid = uid_of(user)
+        self.mount_ns = mount_ns
+        if tmpdir == "private":
+            self.tmpdir = make_dir(user, 0o700)
+        elif tmpdir == "shared":
+            self.tmpdir = make_dir(None, 0o1777)
+        else:
+            self.tmpdir = tmpdir
+        env = ["env", "-i", "PATH=/usr/bin:/bin", "DOTNET_CLI_TELEMETRY_OPTOUT=1"]
+        if self.tmpdir:
+            env.append(f"TMPDIR={self.tmpdir}")
+        argv = as_user(user, env + [target_app(), *args])
+        if mount_ns:
+            argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                    'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$@"', "sh"] + argv
+        if pid_ns:
+            argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"] + argv
+        self.process = Process(argv)
+        ready = self.process.read_line("ready pid=")
+        self.ns_pid = int(re.match(r"ready pid=(\d+)", ready).group(1))
+        self.pid = self._host_pid(pid_ns)
+        assert ns_pid_of(self.pid) == self.ns_pid
+        self.args = list(args)
+
+    def _host_pid(self, pid_ns):
+        if not pid_ns:
+            return self.process.proc.pid
+        children = open(f"/proc/{self.process.proc.pid}/task/{self.process.proc.pid}/children").read().split()
+        assert len(children) == 1, children
+        return int(children[0])
+
+    @property
+    def socket_name(self):
+        return f"dotnet-diagnostic-{self.ns_pid}-{start_time_of(self.pid)}-socket"
+
+    @property
+    def socket_path(self):
+        """The socket as the host sees it (through /proc/PID/root for another mount namespace)."""
+        directory = self.tmpdir or "/tmp"
+        if self.mount_ns:
+            directory = os.path.join(f"/proc/{self.pid}/root", directory.lstrip("/"))
+        return os.path.join(directory, self.socket_name)
+
+
+class Agent:
+    """dsagent in the foreground on a socket of its own, audit records to a file."""
+
+    def __init__(self, *extra_args):
+        self.dir = make_dir(None, 0o755)
+        self.socket = os.path.join(self.dir, "dsagent.sock")
+        self.log_path = os.path.join(self.dir, "agent.log")
+        self.log = open(self.log_path, "w")
+        scope.callback(self.log.close)
+        self.proc = subprocess.Popen([DSAGENT, "--listen", self.socket, "--audit", "stderr", *extra_args],
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        scope.callback(self.stop)
+        wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
+        assert self.proc.poll() is None, open(self.log_path).read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def records(self):
+        """Audit records written so far, one dict per line."""
+        out = []
+        for line in open(self.log_path):
+            if line.startswith("dsagent-audit:"):
+                out.append(dict(re.findall(r' ([A-Z_]+)="((?:[^"\\]|\\.)*)"', line)))
+        return out
+
+    def record_for(self, request_id):
+        matches = [r for r in self.records() if r.get("DSAGENT_REQUEST_ID") == request_id]
+        assert len(matches) == 1, f"expected one record for {request_id}, got {matches}"
+        return matches[0]
+
+
+def dsctl(agent, user, *args, timeout=60):
+    return subprocess.run(as_user(user, [DSCTL, "--socket", agent.socket, *args]), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+def request_id_of(result):
+    """The request id dsctl printed, from an error line or a JSON error."""
+    m = re.search(r"request ([0-9a-f]{16})", result.stderr) or re.search(r'"request_id":"([0-9a-f]{16})"',
+                                                                          result.stdout)
+    assert m, f"no request id in {result}"
+    return m.group(1)
+
+
+def info_json(agent, user, pid):
+    r = dsctl(agent, user, "--json", "info", str(pid))
+    assert r.returncode == 0, r
+    return json.loads(r.stdout)
+
+
+class AcceptWatch:
+    """Counts accept() calls of a runtime, observed with strace, to prove what reached it."""
+
+    def __init__(self, pid):
+        self.out = os.path.join(make_dir(), "strace.out")
+        self.proc = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=accept,accept4", "-o", self.out,
+                                      "-p", str(pid)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        scope.callback(self.stop)
+        wait_for(lambda: self._traced(pid), what="strace to attach")
+
+    @staticmethod
+    def _traced(pid):
+        tasks = os.listdir(f"/proc/{pid}/task")
+        for tid in tasks:
+            for line in open(f"/proc/{pid}/task/{tid}/status"):
+                if line.startswith("TracerPid:") and line.split()[1] == "0":
+                    return False
+        return True
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(timeout=10)
+
+    def accepts(self):
+        """Completed accepts so far: lines with a result, resumed or whole."""
+        time.sleep(0.2)
+        text = open(self.out).read() if os.path.exists(self.out) else ""
+        return len(re.findall(r"accept4?\(.*\) = \d+|<\.\.\. accept4? resumed>.* = \d+", text))
+
+
+class FakeRuntime:
+    """A hostile stand-in for a runtime, for misbehaviour the real one will not produce."""
+
+    def __init__(self, mode, user=SVC):
+        self.tmpdir = make_dir(user, 0o700)
+        self.log = os.path.join(self.tmpdir, "fake.log")
+        self.process = Process(as_user(user, ["env", f"TMPDIR={self.tmpdir}", PYTHON,
+                                              os.path.join(HERE, "fake_runtime.py"), mode, self.log]))
+        self.pid = int(self.process.read_line("listening pid=").split("=")[1])
+
+    def received(self):
+        return open(self.log, "rb").read() if os.path.exists(self.log) else b""
+
+
+# --- the client protocol, spoken by hand for tests that must send what dsctl never would ---
+
+WIRE_INFO, WIRE_PROCESS, WIRE_DONE, WIRE_ERROR = 0x0002, 0x8001, 0x8002, 0x8003
+TAG_PID, TAG_ERROR, TAG_MESSAGE = 1, 14, 15
+
+
+def wire_frame(msg_type, fields=(), version=1):
+    import struct
+    payload = b"".join(struct.pack("<HI", tag, len(value)) + value for tag, value in fields)
+    return b"DSAG" + struct.pack("<HHI", version, msg_type, len(payload)) + payload
+
+
+def wire_info_request(pid):
+    import struct
+    return wire_frame(WIRE_INFO, [(TAG_PID, struct.pack("<I", pid))])
+
+
+def wire_decode(data):
+    """[(type, {tag: value})] for a stream of reply frames."""
+    import struct
+    frames = []
+    while data:
+        magic, version, msg_type, size = struct.unpack("<4sHHI", data[:12])
+        assert magic == b"DSAG" and version == 1, data[:12]
+        payload, data = data[12:12 + size], data[12 + size:]
+        fields = {}
+        while payload:
+            tag, length = struct.unpack("<HI", payload[:6])
+            fields[tag] = payload[6:6 + length]
+            payload = payload[6 + length:]
+        frames.append((msg_type, fields))
+    return frames
+
+
+def raw_exchange(agent, data, timeout=30):
+    """Send @data as root in one write and return everything the agent answers until it hangs up."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(agent.socket)
+    s.sendall(data)
+    reply = b""
+    while chunk := s.recv(65536):
+        reply += chunk
+    s.close()
+    return wire_decode(reply)
+
+
+def error_code(frames):
+    import struct
+    assert frames and frames[-1][0] == WIRE_ERROR, frames
+    return struct.unpack("<I", frames[-1][1][TAG_ERROR])[0]

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""dsctl info and ps through a running dsagent, against the real .NET runtime."""
+import json
+import os
+
+from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
+                     AcceptWatch, Agent, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
+                     test, uid_of)
+
+
+@test
+def owner_reads_info_through_private_tmpdir():
+    target = Target(SVC, tmpdir="private", args=["--marker", "owner-info"])
+    agent = Agent()
+    info = info_json(agent, SVC, target.pid)
+    # the runtime's own answer: its command line carries the marker we started it with
+    assert info["pid"] == target.pid
+    assert info["runtime_pid"] == target.pid
+    assert info["command_line"].endswith("DsTestTarget.dll --marker owner-info"), info
+    assert info["os"] == "Linux" and info["arch"] == "x64"
+    assert info["entry_assembly"] == "DsTestTarget"
+    assert info["runtime_version"].startswith("10.")
+    assert info["uid"] == uid_of(SVC) and info["user"] == SVC
+    # the private TMPDIR really is out of the owner's reach for anyone else
+    assert os.stat(target.tmpdir).st_mode & 0o077 == 0
+
+    text = dsctl(agent, SVC, "info", str(target.pid))
+    assert text.returncode == 0, text
+    assert "--marker owner-info" in text.stdout and "Runtime version:" in text.stdout
+
+
+@test
+def root_reads_info():
+    target = Target(SVC, args=["--marker", "root-info"])
+    agent = Agent()
+    info = info_json(agent, None, target.pid)
+    assert "--marker root-info" in info["command_line"]
+
+
+@test
+def other_user_is_denied_and_runtime_sees_no_connection():
+    target = Target(SVC)
+    agent = Agent()
+    watch = AcceptWatch(target.pid)
+
+    denied = dsctl(agent, ALICE, "info", str(target.pid))
+    assert denied.returncode == EXIT_DENIED, denied
+    assert "permission denied" in denied.stderr and "does not own" in denied.stderr
+    assert denied.stdout == ""
+    assert watch.accepts() == 0, "a denied request reached the runtime"
+
+    record = agent.record_for(request_id_of(denied))
+    assert record["DSAGENT_DECISION"] == "denied"
+    assert record["DSAGENT_CLIENT_UID"] == str(uid_of(ALICE))
+    assert record["DSAGENT_TARGET_PID"] == str(target.pid)
+    assert record["DSAGENT_TARGET_UID"] == str(uid_of(SVC))
+    assert record["DSAGENT_COMMAND"] == "info"
+
+    # control: the same watch does see an allowed request arrive
+    assert dsctl(agent, SVC, "info", str(target.pid)).returncode == 0
+    assert watch.accepts() == 1
+
+
+@test
+def target_in_private_mount_namespace():
+    # like PrivateTmp=: the socket is on a tmpfs only the target's namespace sees
+    target = Target(SVC, tmpdir=None, mount_ns=True, args=["--marker", "mntns"])
+    assert not os.path.exists(os.path.join("/tmp", target.socket_name))
+    agent = Agent()
+    info = info_json(agent, SVC, target.pid)
+    assert "--marker mntns" in info["command_line"]
+
+
+@test
+def target_in_own_pid_namespace():
+    target = Target(SVC, pid_ns=True, args=["--marker", "pidns"])
+    assert target.ns_pid != target.pid
+    agent = Agent()
+    info = info_json(agent, SVC, target.pid)
+    assert info["pid"] == target.pid and info["runtime_pid"] == target.ns_pid
+    assert "--marker pidns" in info["command_line"]
+
+
+@test
+def ps_lists_only_what_the_caller_may_act_on():
+    mine = Target(SVC)
+    theirs = Target(ALICE)
+    agent = Agent()
+
+    def pids(user):
+        r = dsctl(agent, user, "--json", "ps")
+        assert r.returncode == 0, r
+        return {p["pid"]: p for p in json.loads(r.stdout)}
+
+    svc_view, alice_view, root_view = pids(SVC), pids(ALICE), pids(None)
+    assert mine.pid in svc_view and theirs.pid not in svc_view
+    assert theirs.pid in alice_view and mine.pid not in alice_view
+    assert {mine.pid, theirs.pid} <= set(root_view)
+    assert svc_view[mine.pid]["name"] == "DsTestTarget" and svc_view[mine.pid]["user"] == SVC
+
+    text = dsctl(agent, SVC, "ps")
+    assert text.returncode == 0 and str(mine.pid) in text.stdout and "DsTestTarget" in text.stdout
+
+
+@test
+def errors_have_their_own_exit_codes():
+    agent = Agent()
+    gone = dsctl(agent, None, "info", "4194303")
+    assert gone.returncode == EXIT_NO_SUCH_PROCESS, gone
+
+    sleeper = Process(as_user(SVC, ["sleep", "300"]))
+    not_dotnet = dsctl(agent, SVC, "info", str(sleeper.proc.pid))
+    assert not_dotnet.returncode == EXIT_NOT_DOTNET, not_dotnet
+    assert "not a .NET process" in not_dotnet.stderr
+
+    nowhere = dsctl(agent, None, "--socket", "/nonexistent/dsagent.sock", "info", "1")
+    assert nowhere.returncode == EXIT_AGENT_UNREACHABLE, nowhere
+    assert "cannot reach dsagent" in nowhere.stderr
+
+    usage = dsctl(agent, None, "info", "not-a-pid")
+    assert usage.returncode == 2 and "one process id" in usage.stderr
+
+
+@test
+def socket_comes_from_environment_when_not_given():
+    target = Target(SVC)
+    agent = Agent()
+    import subprocess
+    from harness import DSCTL
+    r = subprocess.run(as_user(SVC, ["env", f"DSAGENT_SOCKET={agent.socket}", DSCTL, "info", str(target.pid)]),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r
+
+
+@test
+def every_decision_is_one_audit_record():
+    target = Target(SVC)
+    agent = Agent()
+    results = [
+        dsctl(agent, SVC, "--json", "info", str(target.pid)),
+        dsctl(agent, ALICE, "--json", "info", str(target.pid)),
+        dsctl(agent, None, "--json", "info", "4194303"),
+        dsctl(agent, SVC, "--json", "ps"),
+    ]
+    records = agent.records()
+    assert len(records) == len(results), records
+    decisions = [r["DSAGENT_DECISION"] for r in records]
+    assert decisions == ["allowed", "denied", "failed", "allowed"], decisions
+    for r in records:
+        assert r["MESSAGE_ID"] == "27ade2ec85a54471a176f947b0ec018e"
+        assert r["SYSLOG_IDENTIFIER"] == "dsagent"
+        for key in ("DSAGENT_REQUEST_ID", "DSAGENT_CLIENT_UID", "DSAGENT_CLIENT_GID", "DSAGENT_CLIENT_PID",
+                    "DSAGENT_COMMAND", "DSAGENT_REASON"):
+            assert key in r, (key, r)
+    allowed = records[0]
+    assert allowed["DSAGENT_RULE"] == "runtime-default"
+    assert allowed["DSAGENT_TARGET_EXE"].endswith("/DsTestTarget")
+    listed = json.loads(results[3].stdout)
+    assert target.pid in [p["pid"] for p in listed]
+    assert records[3]["DSAGENT_RESULT_COUNT"] == str(len(listed))
+
+
+if __name__ == "__main__":
+    run_tests()
