@@ -1,0 +1,24 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Install what is missing, build, and run every test: unit, fuzz corpus replay
+# and integration (real users, real daemon, real .NET runtime). Run as root.
+# The last line of output is "N passed, N failed".
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${DSAGENT_BUILD_DIR:-$src/build}
+
+[ "$(id -u)" -eq 0 ] || { echo "test.sh: run as root (the tests create users and trace processes)" >&2; exit 1; }
+
+"$src/scripts/install-deps.sh"
+
+if [ -d "$build" ]; then
+        meson setup --reconfigure "$build" "$src" >/dev/null
+else
+        meson setup "$build" "$src" >/dev/null
+fi
+ninja -C "$build"
+
+# meson's exit status is not the verdict: the summary below counts every case
+meson test -C "$build" --print-errorlogs --num-processes 2 || true
+exec python3 "$src/tests/summarize.py" "$build/meson-logs/testlog.json"

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Count individual test cases from meson's testlog.json and print 'N passed, N failed'.
+
+TAP tests count one case per ok / not ok line; a TAP test that crashed or
+timed out without reporting a plan counts as one more failure; a test
+without TAP output counts once, by its result.
+"""
+import json
+import re
+import sys
+
+passed = failed = skipped = 0
+for line in open(sys.argv[1]):
+    entry = json.loads(line)
+    result, stdout = entry["result"], entry.get("stdout") or ""
+    oks = len(re.findall(r"^ok \d+", stdout, re.M))
+    not_oks = len(re.findall(r"^not ok \d+", stdout, re.M))
+    planned = re.search(r"^1\.\.(\d+)", stdout, re.M)
+    if result == "SKIP":
+        skipped += 1
+    elif oks or not_oks or planned:
+        passed += oks
+        failed += not_oks
+        if result not in ("OK", "EXPECTEDFAIL") and not not_oks:
+            failed += 1  # died, timed out or broke its plan after the cases it reported
+    elif result == "OK":
+        passed += 1
+    else:
+        failed += 1
+    if result not in ("OK", "SKIP", "EXPECTEDFAIL"):
+        print(f"FAILED: {entry['name']} ({result})", flush=True)
+
+summary = f"{passed} passed, {failed} failed"
+if skipped:
+    summary += f", {skipped} skipped"
+print(summary)
+sys.exit(1 if failed else 0)
