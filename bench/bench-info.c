@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "agent-client.h"
+#include "io.h"
 #include "cleanup.h"
 #include "dotnet-ipc.h"
 #include "text.h"
@@ -231,38 +232,6 @@ static int agent_exchange(const Args *a, WireWriter *request, uint64_t *ret_nsec
 
 /* ---- direct path ------------------------------------------------------------------------------------ */
 
-static int read_exactly(int fd, uint8_t *buf, size_t size) {
-        size_t got = 0;
-
-        while (got < size) {
-                ssize_t n = recv(fd, buf + got, size - got, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
-                }
-                if (n == 0)
-                        return -ECONNRESET;
-                got += (size_t)n;
-        }
-        return 0;
-}
-
-static int write_all(int fd, const uint8_t *buf, size_t size) {
-        size_t sent = 0;
-
-        while (sent < size) {
-                ssize_t n = send(fd, buf + sent, size - sent, MSG_NOSIGNAL);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
-                }
-                sent += (size_t)n;
-        }
-        return 0;
-}
-
 /*
  * Return: 0 when the runtime answered ProcessInfo3 successfully with a reply
  * that decodes and names @pid, else -1 with @f filled in. @reply is the
@@ -298,12 +267,12 @@ static int direct_exchange(const Args *a, const uint8_t *request, size_t request
                          errno == EAGAIN ? "timed out (listen backlog full?)" : strerror(errno));
                 return -1;
         }
-        r = write_all(fd, request, request_size);
+        r = fd_write_all(fd, request, request_size);
         if (r < 0) {
                 snprintf(f->what, sizeof(f->what), "send: %s", errno_name(r));
                 return -1;
         }
-        r = read_exactly(fd, reply, DOTNET_IPC_HEADER_SIZE);
+        r = fd_read_exactly(fd, reply, DOTNET_IPC_HEADER_SIZE);
         if (r < 0) {
                 snprintf(f->what, sizeof(f->what), "receive reply header: %s", errno_name(r));
                 return -1;
@@ -313,7 +282,7 @@ static int direct_exchange(const Args *a, const uint8_t *request, size_t request
                 snprintf(f->what, sizeof(f->what), "malformed reply header (%d)", r);
                 return -1;
         }
-        r = read_exactly(fd, reply + DOTNET_IPC_HEADER_SIZE, h.size - DOTNET_IPC_HEADER_SIZE);
+        r = fd_read_exactly(fd, reply + DOTNET_IPC_HEADER_SIZE, h.size - DOTNET_IPC_HEADER_SIZE);
         if (r < 0) {
                 snprintf(f->what, sizeof(f->what), "receive %u-byte reply: %s", (unsigned)h.size, errno_name(r));
                 return -1;

@@ -8,6 +8,7 @@
 
 #include "agent-client.h"
 #include "cleanup.h"
+#include "io.h"
 
 AgentClient *agent_client_free(AgentClient *client) {
         if (!client)
@@ -45,39 +46,13 @@ int agent_client_connect(const char *socket_path, unsigned timeout_sec, AgentCli
 
 int agent_client_send(AgentClient *client, WireWriter *w) {
         const uint8_t *frame;
-        size_t size, sent = 0;
+        size_t size;
         int r;
 
         r = wire_writer_finish(w, &frame, &size);
         if (r != 0)
                 return r > 0 ? -EINVAL : r;
-        while (sent < size) {
-                ssize_t n = send(client->fd, frame + sent, size - sent, MSG_NOSIGNAL);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                sent += (size_t)n;
-        }
-        return 0;
-}
-
-static int read_exactly(int fd, uint8_t *buf, size_t size) {
-        size_t got = 0;
-
-        while (got < size) {
-                ssize_t n = recv(fd, buf + got, size - got, 0);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
-                }
-                if (n == 0)
-                        return -ECONNRESET;
-                got += (size_t)n;
-        }
-        return 0;
+        return fd_write_all(client->fd, frame, size);
 }
 
 /**
@@ -92,12 +67,12 @@ int agent_client_receive(AgentClient *client, WireMessage *ret) {
         size_t frame_size;
         int r;
 
-        r = read_exactly(client->fd, client->frame, WIRE_HEADER_SIZE);
+        r = fd_read_exactly(client->fd, client->frame, WIRE_HEADER_SIZE);
         if (r < 0)
                 return r;
         r = wire_frame_peek(client->frame, WIRE_HEADER_SIZE, &frame_size);
         if (r == WIRE_E_TRUNCATED)
-                r = read_exactly(client->fd, client->frame + WIRE_HEADER_SIZE,
+                r = fd_read_exactly(client->fd, client->frame + WIRE_HEADER_SIZE,
                                  wire_frame_wanted(client->frame, WIRE_HEADER_SIZE) - WIRE_HEADER_SIZE);
         else if (r != 0)
                 return -EBADMSG;
