@@ -221,3 +221,81 @@ int procfs_cmdline_name(const char *buf, size_t n, char **ret) {
         *ret = s;
         return 0;
 }
+
+static bool has_unit_suffix(const char *s, size_t len) {
+        static const char *const suffixes[] = { ".service", ".scope", ".socket", ".mount", ".swap", ".timer" };
+
+        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+                if (has_suffix(s, len, suffixes[i]))
+                        return true;
+        return false;
+}
+
+/* systemd's unit name alphabet; anything else is not a unit, whatever its suffix. */
+static bool is_unit_name(const char *s, size_t len) {
+        for (size_t i = 0; i < len; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                      strchr(":_.\\-@", s[i]) != NULL) || s[i] == '\0')
+                        return false;
+        return len > 0;
+}
+
+/* The unit in a cgroup path: the first component below the slices. */
+static int unit_of_cgroup_path(const char *path, size_t len, char **ret) {
+        const char *p = path, *end = path + len;
+
+        while (p < end) {
+                const char *component, *slash;
+                size_t clen;
+
+                while (p < end && *p == '/')
+                        p++;
+                component = p;
+                slash = memchr(p, '/', (size_t)(end - p));
+                clen = slash ? (size_t)(slash - p) : (size_t)(end - p);
+                p = component + clen;
+                if (clen == 0)
+                        break;
+                if (has_suffix(component, clen, ".slice"))
+                        continue;
+                if (!is_unit_name(component, clen) || !has_unit_suffix(component, clen))
+                        return PROCFS_E_NOT_FOUND;
+                *ret = strndup(component, clen);
+                return *ret ? 0 : -ENOMEM;
+        }
+        return PROCFS_E_NOT_FOUND;
+}
+
+/*
+ * procfs_cgroup_unit() - the systemd unit a process runs in, from /proc/PID/cgroup
+ *
+ * Reads the unified hierarchy ("0::/system.slice/x.service") and, on hybrid
+ * and legacy hosts, systemd's named hierarchy ("N:name=systemd:/..."), the
+ * way systemd names a process's unit: the first path component below the
+ * slices. A user's own units are inside user@UID.service, which is what is
+ * returned for them, as sd_pid_get_unit() does.
+ *
+ * Return: 0, PROCFS_E_NOT_FOUND, -ENOMEM.
+ */
+int procfs_cgroup_unit(const char *buf, size_t n, char **ret) {
+        const char *end = buf + n;
+        int r = PROCFS_E_NOT_FOUND;
+
+        for (const char *line = buf; line < end && r == PROCFS_E_NOT_FOUND;) {
+                const char *line_end = memchr(line, '\n', (size_t)(end - line));
+                size_t len;
+
+                if (!line_end)
+                        line_end = end;
+                len = (size_t)(line_end - line);
+                if (len > 3 && memcmp(line, "0::", 3) == 0)
+                        r = unit_of_cgroup_path(line + 3, len - 3, ret);
+                else {
+                        const char *tag = memchr(line, ':', len);
+                        if (tag && (size_t)(line_end - tag) > 14 && memcmp(tag, ":name=systemd:", 14) == 0)
+                                r = unit_of_cgroup_path(tag + 14, (size_t)(line_end - tag - 14), ret);
+                }
+                line = line_end + 1;
+        }
+        return r;
+}

@@ -25,3 +25,4 @@ int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret);
 int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret);
 int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 int procfs_cmdline_name(const char *buf, size_t n, char **ret);
+int procfs_cgroup_unit(const char *buf, size_t n, char **ret);

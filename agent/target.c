@@ -15,8 +15,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <systemd/sd-login.h>
-
 #include "cleanup.h"
 #include "fileio.h"
 #include "procfs.h"
@@ -141,7 +139,7 @@ int target_open(pid_t pid, Target **ret) {
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
 int target_read_details(Target *t) {
-        _cleanup_free_ char *env_block = NULL, *cmdline = NULL, *exe = NULL;
+        _cleanup_free_ char *env_block = NULL, *cmdline = NULL, *cgroup = NULL, *exe = NULL;
         size_t size;
         ssize_t n;
         int r;
@@ -168,9 +166,9 @@ int target_read_details(Target *t) {
                 t->exe = TAKE_PTR(exe);
         }
 
-        /* sd-login resolves by pid number; the liveness check below covers that */
-        if (sd_pid_get_unit(t->pid, &t->unit) < 0)
-                t->unit = NULL;
+        r = read_file_at(t->proc_fd, "cgroup", PROC_SMALL_FILE_MAX, &cgroup, &size);
+        if (r == 0 && procfs_cgroup_unit(cgroup, size, &t->unit) < 0)
+                return -ENOMEM;
 
         return target_is_alive(t) ? 0 : TARGET_E_GONE;
 }

@@ -10,15 +10,18 @@
  *   selector % 4 == 1 ('1'): /proc/PID/status    -> procfs_parse_status()
  *   selector % 4 == 2 ('2'): /proc/PID/environ   -> procfs_environ_get()
  *   selector % 4 == 3 ('3'): /proc/PID/cmdline   -> procfs_cmdline_name()
+ *   selector % 8 == 4 ('4'): /proc/PID/cgroup    -> procfs_cgroup_unit() (takes precedence)
  *
  * The parsers get a buffer of exactly the file's size, not NUL-terminated, as
  * read_file_at() would hand them, so sanitizers see any read past the end.
  * environ and cmdline results are compared with simple reference
  * implementations over a NUL-terminated copy.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
@@ -148,6 +151,22 @@ static void fuzz_cmdline(const char *buf, size_t n) {
         free(copy);
 }
 
+/* A unit found is a whole path component of the input, and looks like a unit. */
+static void fuzz_cgroup(const char *buf, size_t n) {
+        char *unit = NULL;
+        int r = procfs_cgroup_unit(buf, n, &unit);
+
+        fuzz_assert(r == 0 || r == PROCFS_E_NOT_FOUND || r == -ENOMEM);
+        if (r != 0) {
+                fuzz_assert(unit == NULL);
+                return;
+        }
+        fuzz_assert(unit && *unit && !strchr(unit, '/') && !strchr(unit, '\n'));
+        fuzz_assert(memmem(buf, n, unit, strlen(unit)) != NULL);
+        fuzz_assert(strrchr(unit, '.') != NULL);
+        free(unit);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *buf;
         size_t n;
@@ -157,6 +176,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         buf = (const char *)data + 1;
         n = size - 1;
 
+        if (data[0] % 8 == 4) {
+                fuzz_cgroup(buf, n);
+                return 0;
+        }
         switch (data[0] % 4) {
         case 0:
                 fuzz_stat(buf, n);

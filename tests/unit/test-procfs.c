@@ -111,6 +111,37 @@ static void test_cmdline_name(void) {
         name_is("/trailing/\0", 11, NULL);
 }
 
+static void unit_is(const char *cgroup, const char *expected) {
+        char *unit = NULL;
+        int r = procfs_cgroup_unit(cgroup, strlen(cgroup), &unit);
+
+        if (!expected)
+                check(r == PROCFS_E_NOT_FOUND);
+        else
+                check(r == 0 && unit && strcmp(unit, expected) == 0);
+        if (unit && expected && strcmp(unit, expected) != 0)
+                printf("# got %s for %s\n", unit, cgroup);
+        free(unit);
+}
+
+static void test_cgroup_unit(void) {
+        unit_is("0::/system.slice/orders.service\n", "orders.service");
+        unit_is("0::/system.slice/orders.service/worker\n", "orders.service");
+        unit_is("0::/machine.slice/machine-x.scope/payload/system.slice/y.service\n", "machine-x.scope");
+        unit_is("0::/user.slice/user-1000.slice/user@1000.service/app.slice/app.service\n", "user@1000.service");
+        unit_is("0::/user.slice/user-1000.slice/session-3.scope\n", "session-3.scope");
+        unit_is("12:pids:/\n9:name=systemd:/system.slice/orders.service\n0::/\n", "orders.service");
+        unit_is("0::/\n", NULL);
+        unit_is("0::/init.scope\n", "init.scope");
+        unit_is("0::/system.slice\n", NULL);
+        unit_is("0::/docker/abc123\n", NULL);
+        unit_is("", NULL);
+        /* a NUL or a byte outside the unit alphabet: not a unit, not a shortened one */
+        check(procfs_cgroup_unit("0::/sys\0x.service\n", 18, &(char *){ NULL }) == PROCFS_E_NOT_FOUND);
+        unit_is("0::/system.slice/or ders.service\n", NULL);
+        unit_is("0::/system.slice/or\xff" "ders.service\n", NULL);
+}
+
 int main(void) {
         run_test(test_stat_start_time);
         run_test(test_stat_self);
@@ -119,5 +150,6 @@ int main(void) {
         run_test(test_status_self);
         run_test(test_environ);
         run_test(test_cmdline_name);
+        run_test(test_cgroup_unit);
         return tap_finish();
 }
