@@ -16,7 +16,9 @@
 #include "cleanup.h"
 #include "text.h"
 
-#define AUDIT_FIELDS_MAX 24
+#define AUDIT_FIELDS_MAX 48
+/* a refused policy lists this many of its errors; the first ones say what to fix */
+#define AUDIT_POLICY_ERRORS_MAX 16
 #define JOURNAL_SOCKET_PATH "/run/systemd/journal/socket"
 
 typedef struct AuditFields {
@@ -183,6 +185,19 @@ static bool journal_is_reachable(void) {
         return stat(JOURNAL_SOCKET_PATH, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+static int audit_send(AuditSink sink, const AuditFields *f) {
+        int k;
+
+        if (f->error != 0)
+                return f->error;
+        if (sink == AUDIT_SINK_JOURNAL || (sink == AUDIT_SINK_AUTO && journal_is_reachable())) {
+                k = sd_journal_sendv(f->iov, (int)f->n);
+                if (k >= 0 || sink == AUDIT_SINK_JOURNAL)
+                        return k;
+        }
+        return audit_write_stderr(f);
+}
+
 /**
  * audit_log_request() - write the one record of a request's decision
  *
@@ -191,16 +206,38 @@ static bool journal_is_reachable(void) {
  */
 int audit_log_request(AuditSink sink, const AuditRecord *r) {
         _cleanup_(audit_fields_done) AuditFields f = {};
-        int k;
 
         audit_fields_build(&f, r);
-        if (f.error != 0)
-                return f.error;
+        return audit_send(sink, &f);
+}
 
-        if (sink == AUDIT_SINK_JOURNAL || (sink == AUDIT_SINK_AUTO && journal_is_reachable())) {
-                k = sd_journal_sendv(f.iov, (int)f.n);
-                if (k >= 0 || sink == AUDIT_SINK_JOURNAL)
-                        return k;
+/**
+ * audit_log_policy() - record a policy load, or a refused reload with its errors
+ *
+ * Return: 0, or a negative errno when the record could not be written anywhere.
+ */
+int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        _cleanup_free_ char *path = text_escape(e->path, strlen(e->path));
+
+        if (!path)
+                return -ENOMEM;
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_POLICY);
+        audit_fields_addf(&f, "PRIORITY=%d", e->loaded ? LOG_INFO : LOG_ERR);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        if (e->loaded)
+                audit_fields_addf(&f, "MESSAGE=policy loaded from %s: %zu rules from %zu files", path, e->n_rules,
+                                  e->n_files);
+        else
+                audit_fields_addf(&f, "MESSAGE=policy in %s refused, the previous policy stays: %zu errors", path,
+                                  e->n_errors);
+        audit_fields_add_text(&f, "DSAGENT_POLICY_PATH", e->path);
+        audit_fields_addf(&f, "DSAGENT_POLICY_LOADED=%s", e->loaded ? "yes" : "no");
+        if (e->loaded) {
+                audit_fields_addf(&f, "DSAGENT_POLICY_RULES=%zu", e->n_rules);
+                audit_fields_addf(&f, "DSAGENT_POLICY_FILES=%zu", e->n_files);
         }
-        return audit_write_stderr(&f);
+        for (size_t i = 0; i < e->n_errors && i < AUDIT_POLICY_ERRORS_MAX; i++)
+                audit_fields_add_text(&f, "DSAGENT_POLICY_ERROR", e->errors[i]);
+        return audit_send(sink, &f);
 }

@@ -38,6 +38,15 @@ typedef struct AuditRecord {
         unsigned result_count;  /* e.g. how many processes a listing showed */
 } AuditRecord;
 
+typedef struct AuditPolicyEvent {
+        bool loaded;            /* false: refused, the previous policy stays */
+        const char *path;
+        size_t n_rules, n_files;
+        char *const *errors;    /* "path:line:column: text" */
+        size_t n_errors;
+} AuditPolicyEvent;
+
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
 int audit_log_request(AuditSink sink, const AuditRecord *r);
+int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);

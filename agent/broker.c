@@ -9,6 +9,8 @@
 #include "broker.h"
 #include "cleanup.h"
 #include "connection.h"
+#include "pam-check.h"
+#include "policy-load.h"
 
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
  * the connections already being served. */
@@ -104,6 +106,9 @@ Broker *broker_free(Broker *b) {
         sd_event_source_disable_unref(b->listen_source);
         sd_event_source_disable_unref(b->idle_timer);
         safe_close(b->listen_fd);
+        policy_unref(b->policy);
+        rate_limiter_free(b->rate_limiter);
+        pam_checker_free(b->pam);
         sd_event_unref(b->event);
         free(b);
         return NULL;
@@ -112,22 +117,61 @@ Broker *broker_free(Broker *b) {
 DEFINE_TRIVIAL_CLEANUP_FUNC(Broker *, broker_free);
 
 /**
- * broker_new() - serve clients on @listen_fd, which the broker owns from now on
+ * broker_reload_policy() - read the policy again and swap it in whole
+ *
+ * A policy that does not load changes nothing: the previous one stays in
+ * force and the audit trail says why. Requests in flight keep the policy
+ * they started under.
+ *
+ * Return: 0, POLICY_LOAD_E_INVALID, or a negative errno.
+ */
+int broker_reload_policy(Broker *b) {
+        _cleanup_(policy_diagnostics_done) PolicyDiagnostics d = {};
+        Policy *p = NULL;
+        AuditPolicyEvent e = { .path = b->config.policy_path };
+        int r;
+
+        r = policy_load(b->config.policy_path, b->config.policy_must_exist, &p, &d);
+        e.loaded = r == 0;
+        e.errors = d.messages;
+        e.n_errors = d.n;
+        if (r == 0) {
+                e.n_rules = p->n_rules;
+                e.n_files = p->n_files;
+                policy_unref(b->policy);
+                b->policy = p;
+        }
+        (void)audit_log_policy(b->config.audit_sink, &e);
+        return r;
+}
+
+/**
+ * broker_new() - serve clients on @listen_fd under @policy
+ *
+ * The broker owns @listen_fd and the reference to @policy from now on.
  *
  * Return: 0 or a negative errno.
  */
-int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broker **ret) {
+int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Policy *policy, Broker **ret) {
         _cleanup_(broker_freep) Broker *b = NULL;
         int r;
 
         b = calloc(1, sizeof(*b));
         if (!b) {
                 safe_close(listen_fd);
+                policy_unref(policy);
                 return -ENOMEM;
         }
         b->listen_fd = listen_fd;
         b->event = sd_event_ref(event);
         b->config = *config;
+        b->policy = policy;
+        b->rate_limiter = rate_limiter_new();
+        if (!b->rate_limiter)
+                return -ENOMEM;
+        r = pam_checker_start(event, &b->pam);
+        if (r < 0)
+                return r;
 
         r = sd_event_add_io(event, &b->listen_source, listen_fd, EPOLLIN, broker_on_listen, b);
         if (r < 0)

@@ -8,11 +8,15 @@
 #include <systemd/sd-event.h>
 
 #include "audit.h"
+#include "policy.h"
+#include "ratelimit.h"
 
 typedef struct Connection Connection;
 
 typedef struct BrokerConfig {
         AuditSink audit_sink;
+        const char *policy_path;
+        bool policy_must_exist;        /* false: a missing file means the built-in policy */
         uint64_t request_timeout_usec; /* for a client to send its whole request */
         uint64_t runtime_timeout_usec; /* for a runtime to answer */
         uint64_t reply_timeout_usec;   /* for a client to read its reply */
@@ -39,9 +43,13 @@ typedef struct Broker {
         BrokerConfig config;
         Connection *connections;
         unsigned n_connections;
+        Policy *policy;                /* replaced whole on reload; requests hold their own reference */
+        RateLimiter *rate_limiter;     /* survives reloads: a reload does not reset anyone's budget */
+        struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
 } Broker;
 
-int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broker **ret);
+int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Policy *policy, Broker **ret);
+int broker_reload_policy(Broker *b);
 Broker *broker_free(Broker *b);
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid);
 void broker_connection_closed(Broker *b, Connection *c);

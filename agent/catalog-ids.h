@@ -4,3 +4,6 @@
 
 /* one record per client request: the decision and its outcome */
 #define DSAGENT_MESSAGE_REQUEST "27ade2ec85a54471a176f947b0ec018e"
+
+/* the policy was loaded or reloaded, or a reload was refused */
+#define DSAGENT_MESSAGE_POLICY "29cd34f17b474bad9ed538319addd224"

@@ -8,6 +8,8 @@
 #include "cleanup.h"
 #include "commands.h"
 #include "dotnet-ipc.h"
+#include "decision.h"
+#include "pam-check.h"
 #include "policy.h"
 #include "runtime-call.h"
 #include "text.h"
@@ -19,22 +21,7 @@ typedef struct InfoWork {
         const char *rule;
 } InfoWork;
 
-static PolicyRequester requester_of(const Connection *c) {
-        return (PolicyRequester){
-                .uid = c->peer.uid,
-                .gid = c->peer.gid,
-                .groups = c->peer.groups,
-                .n_groups = c->peer.n_groups,
-        };
-}
-
-static PolicyTarget policy_target_of(const Target *t) {
-        PolicyTarget pt;
-
-        memcpy(pt.uid, t->status.uid, sizeof(pt.uid));
-        memcpy(pt.gid, t->status.gid, sizeof(pt.gid));
-        return pt;
-}
+static void put_target_fields(WireWriter *w, const Target *t);
 
 static void reply_target_error(Connection *c, int r, const char *why) {
         if (!why)
@@ -90,6 +77,7 @@ static void put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
 
 static void ps_run(Connection *c) {
         PolicyRequester who = requester_of(c);
+        PolicyRequest q = { .command = POLICY_COMMAND_PS };
         _cleanup_free_ WireWriter *w = NULL;
         unsigned count = 0;
         struct dirent *de;
@@ -110,14 +98,15 @@ static void ps_run(Connection *c) {
                 _cleanup_close_ int socket_fd = -EBADF;
                 const char *why;
                 PolicyTarget pt;
+                PolicyVerdict v;
                 pid_t pid;
 
-                if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0)
+                /* listing is not rate limited: it shows what may be done, it does nothing */
+                if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0)
                         continue;
                 pt = policy_target_of(t);
-                if (!policy_check(&who, POLICY_COMMAND_PS, &pt).allowed)
-                        continue;
-                if (target_read_details(t) != 0 || target_open_socket(t, &socket_fd, &why) != 0)
+                policy_check(c->policy, &who, &pt, &q, &v);
+                if (!v.allowed || target_open_socket(t, &socket_fd, &why) != 0)
                         continue;
 
                 wire_writer_begin(w, WIRE_REPLY_PROCESS);
@@ -251,44 +240,42 @@ static void info_call(InfoWork *work) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
 }
 
-static void info_start(Connection *c, const WireMessage *m) {
-        PolicyRequester who = requester_of(c);
-        PolicyVerdict verdict;
-        PolicyTarget pt;
-        InfoWork *work;
+/*
+ * Pins the process named by the request's PID field and reads what the
+ * policy decides on. Replies and returns NULL when that fails.
+ */
+static Target *open_requested_target(Connection *c, const WireMessage *m) {
         Target *t;
         uint32_t pid;
         int r;
 
         if (wire_message_get_u32(m, WIRE_TAG_PID, &pid) != 0 || pid == 0 || pid > INT32_MAX) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "info needs a process id");
-                return;
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "a process id is needed");
+                return NULL;
         }
-
         r = target_open((pid_t)pid, &t);
+        if (r == 0) {
+                connection_set_target(c, t);
+                r = target_read_details(t);
+        }
         if (r != 0) {
                 c->audit.have_target = true;
                 c->audit.target_pid = (pid_t)pid;
                 c->audit.target_uid = (uid_t)-1;
                 reply_target_error(c, r, NULL);
+                return NULL;
+        }
+        return t;
+}
+
+static void info_decided(Connection *c) {
+        InfoWork *work;
+
+        c->audit.rule = c->verdict.rule_name;
+        if (!c->verdict.allowed) {
+                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, c->verdict.reason);
                 return;
         }
-        connection_set_target(c, t);
-
-        pt = policy_target_of(t);
-        verdict = policy_check(&who, POLICY_COMMAND_INFO, &pt);
-        if (!verdict.allowed) {
-                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, verdict.reason);
-                return;
-        }
-        c->audit.rule = verdict.rule;
-
-        r = target_read_details(t);
-        if (r != 0) {
-                reply_target_error(c, r, NULL);
-                return;
-        }
-
         work = calloc(1, sizeof(*work));
         if (!work) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
@@ -296,21 +283,137 @@ static void info_start(Connection *c, const WireMessage *m) {
         }
         work->connection = c;
         work->command = DOTNET_IPC_PROCESS_INFO3;
-        work->rule = verdict.rule;
+        work->rule = c->verdict.rule_name;
         c->work = work;
         c->work_free = info_work_free;
         info_call(work);
+}
+
+static void info_start(Connection *c, const WireMessage *m) {
+        Target *t = open_requested_target(c, m);
+
+        if (!t)
+                return;
+        c->request = (PolicyRequest){ .command = POLICY_COMMAND_INFO };
+        decide(c, t, true, info_decided);
+}
+
+/* Reads the command and its parameters an explain request asks about. */
+static bool explain_request_of(Connection *c, const WireMessage *m, PolicyRequest *q) {
+        _cleanup_free_ char *command = NULL, *dump_type = NULL;
+
+        uint64_t seconds = 0;
+
+        *q = (PolicyRequest){};
+        if (wire_message_get_string(m, WIRE_TAG_COMMAND, &command) != 0 ||
+            (q->command = policy_command_from_string(command)) == _POLICY_COMMAND_INVALID) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "explain needs a known command");
+                return false;
+        }
+        if (wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &dump_type) == 0 &&
+            (q->dump_type = policy_dump_type_from_string(dump_type)) == _POLICY_DUMP_INVALID) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "unknown dump type");
+                return false;
+        }
+        /* a dump without a type is asked about as the smallest one */
+        if (q->command == POLICY_COMMAND_DUMP && q->dump_type == POLICY_DUMP_NONE)
+                q->dump_type = POLICY_DUMP_MINI;
+        if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0) {
+                if (seconds > UINT64_MAX / 1000000) {
+                        connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "duration too long");
+                        return false;
+                }
+                q->duration_usec = seconds * 1000000;
+        }
+        return true;
+}
+
+static void explain_decided(Connection *c) {
+        _cleanup_free_ WireWriter *w = NULL;
+        const PolicyVerdict *v = &c->verdict;
+        char reason[256];
+
+        w = malloc(sizeof(*w));
+        if (!w) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        wire_writer_begin(w, WIRE_REPLY_VERDICT);
+        wire_writer_put_u32(w, WIRE_TAG_ALLOWED, v->allowed);
+        wire_writer_put_string(w, WIRE_TAG_COMMAND, policy_command_to_string(c->request.command));
+        wire_writer_put_string(w, WIRE_TAG_RULE, v->rule_name);
+        wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
+        put_target_fields(w, c->target);
+        if (connection_queue_frame(c, w) < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
+                return;
+        }
+        snprintf(reason, sizeof(reason), "explained %s: %s (%s)", policy_command_to_string(c->request.command),
+                 v->allowed ? "would be allowed" : "would be denied", v->reason);
+        connection_reply_done(c, v->rule_name, reason);
+}
+
+/*
+ * explain: would the caller be allowed, and by which rule or why not. The
+ * answer speaks only of rules that name the caller, and asking does not use
+ * up a rate limit.
+ */
+static void explain_run(Connection *c, const WireMessage *m) {
+        Target *t;
+
+        if (!explain_request_of(c, m, &c->request))
+                return;
+        if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &c->trace_profile) < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        c->request.trace_profile = c->trace_profile;
+        t = open_requested_target(c, m);
+        if (!t)
+                return;
+        decide(c, t, false, explain_decided);
+}
+
+static void ps_after_pam(int result, const char *message, void *userdata) {
+        Connection *c = userdata;
+
+        c->pam_query = NULL;
+        if (result != 0) {
+                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED,
+                                       message && *message ? message : "the PAM account check could not be made");
+                return;
+        }
+        ps_run(c);
+}
+
+/* A listing is decided per process, but the requester's PAM account check once. */
+static void ps_start(Connection *c) {
+        const char *service = c->policy->agent.pam_service;
+        int r;
+
+        if (!service) {
+                ps_run(c);
+                return;
+        }
+        r = c->broker->pam ? pam_checker_query(c->broker->pam, service, c->peer.uid, ps_after_pam, c, &c->pam_query)
+                           : PAM_CHECK_E_UNAVAILABLE;
+        if (r != 0)
+                ps_after_pam(PAM_CHECK_E_UNAVAILABLE, NULL, c);
 }
 
 void commands_dispatch(Connection *c, const WireMessage *m) {
         switch (m->type) {
         case WIRE_REQUEST_PS:
                 c->audit.command = policy_command_to_string(POLICY_COMMAND_PS);
-                ps_run(c);
+                ps_start(c);
                 break;
         case WIRE_REQUEST_INFO:
                 c->audit.command = policy_command_to_string(POLICY_COMMAND_INFO);
                 info_start(c, m);
+                break;
+        case WIRE_REQUEST_EXPLAIN:
+                c->audit.command = "explain";
+                explain_run(c, m);
                 break;
         default:
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

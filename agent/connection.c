@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "connection.h"
 #include "dotnet-ipc.h"
+#include "pam-check.h"
 
 /* A listing of every .NET process on a large host stays far below this. */
 #define CONNECTION_OUT_MAX (16 * 1024 * 1024)
@@ -24,11 +25,14 @@ Connection *connection_free(Connection *c) {
                 return NULL;
         if (c->work_free)
                 c->work_free(c->work);
+        pam_query_cancel(c->pam_query);
         broker_connection_closed(c->broker, c);
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
         safe_close(c->fd);
         peer_creds_done(&c->peer);
+        policy_unref(c->policy);
+        free(c->trace_profile);
         target_free(c->target);
         free(c->in);
         free(c->out);
@@ -283,6 +287,7 @@ static void connection_on_request(Connection *c) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "malformed request");
                 return;
         }
+        c->policy = policy_ref(c->broker->policy);
         r = connection_set_deadline(c, c->broker->config.runtime_timeout_usec * 2);
         if (r < 0) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "timer failure");
@@ -362,6 +367,8 @@ static int connection_on_timeout(sd_event_source *s, uint64_t usec, void *userda
                 break;
         case CONNECTION_WORKING:
                 /* backstop only: handlers give up on their own deadlines first */
+                pam_query_cancel(c->pam_query);
+                c->pam_query = NULL;
                 if (c->work_free) {
                         c->work_free(c->work);
                         c->work_free = NULL;

@@ -34,6 +34,13 @@ struct Connection {
         size_t out_size, out_sent;
 
         /* request state shared by the command handlers */
+        Policy *policy;         /* the policy the request started under, kept through a reload */
+        PolicyRequest request;  /* what is being decided */
+        char *trace_profile;    /* owned storage for request.trace_profile */
+        PolicyVerdict verdict;  /* and the decision, once made */
+        bool consume_rate;      /* whether the decision uses up the rule's rate limit */
+        void (*decided)(Connection *c);
+        struct PamQuery *pam_query;
         Target *target;
         void *work;             /* the handler's own state */
         void (*work_free)(void *work);

@@ -15,6 +15,7 @@
 #include <systemd/sd-event.h>
 
 #include "broker.h"
+#include "policy-load.h"
 #include "cleanup.h"
 #include "text.h"
 
@@ -24,13 +25,19 @@ typedef struct Options {
         const char *listen_path;
         BrokerConfig broker;
         bool idle_exit_set;
+        bool check_policy;
 } Options;
 
 static void usage(FILE *out) {
         fprintf(out,
                 "Usage: dsagent [OPTIONS]\n"
+                "       dsagent --check-policy [FILE]\n"
                 "Broker .NET diagnostics for unprivileged users under policy.\n\n"
                 "  --listen PATH        listen on PATH instead of a socket passed by systemd\n"
+                "  --policy FILE        the policy file, with FILE's policy.d/*.toml\n"
+                "                       [" POLICY_DEFAULT_PATH "]\n"
+                "  --check-policy [FILE]\n"
+                "                       check the policy and exit: 0 valid, 1 not\n"
                 "  --audit WHERE        auto (journal, else stderr), journal or stderr [auto]\n"
                 "  --idle-exit SECONDS  exit after SECONDS without clients; 0 never\n"
                 "                       [60 when socket-activated, else 0]\n"
@@ -51,9 +58,12 @@ static int parse_seconds(const char *s, uint64_t *ret) {
 
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Options *o) {
-        enum { ARG_LISTEN = 0x100, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT, ARG_HELP, ARG_VERSION };
+        enum { ARG_LISTEN = 0x100, ARG_POLICY, ARG_CHECK_POLICY, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT,
+               ARG_HELP, ARG_VERSION };
         static const struct option options[] = {
                 { "listen", required_argument, NULL, ARG_LISTEN },
+                { "policy", required_argument, NULL, ARG_POLICY },
+                { "check-policy", no_argument, NULL, ARG_CHECK_POLICY },
                 { "audit", required_argument, NULL, ARG_AUDIT },
                 { "idle-exit", required_argument, NULL, ARG_IDLE_EXIT },
                 { "runtime-timeout", required_argument, NULL, ARG_RUNTIME_TIMEOUT },
@@ -67,6 +77,13 @@ static int parse_argv(int argc, char **argv, Options *o) {
                 switch (c) {
                 case ARG_LISTEN:
                         o->listen_path = optarg;
+                        break;
+                case ARG_POLICY:
+                        o->broker.policy_path = optarg;
+                        o->broker.policy_must_exist = true;
+                        break;
+                case ARG_CHECK_POLICY:
+                        o->check_policy = true;
                         break;
                 case ARG_AUDIT:
                         if (audit_sink_from_string(optarg, &o->broker.audit_sink) < 0) {
@@ -99,6 +116,11 @@ static int parse_argv(int argc, char **argv, Options *o) {
                         return -EINVAL;
                 }
         }
+        /* like visudo -c: the file to check may follow */
+        if (o->check_policy && optind + 1 == argc) {
+                o->broker.policy_path = argv[optind++];
+                o->broker.policy_must_exist = true;
+        }
         if (optind < argc) {
                 fprintf(stderr, "dsagent: unexpected argument '%s'\n", argv[optind]);
                 return -EINVAL;
@@ -109,7 +131,9 @@ static int parse_argv(int argc, char **argv, Options *o) {
 /*
  * For development and tests. Anyone may connect: who may do what is the
  * policy's business, decided from the kernel's credentials, not from the
- * socket's mode. A stale socket is replaced, anything else at the path is not.
+ * socket's mode. The socket is bound under a temporary name and renamed into
+ * place once it listens, so no client ever finds it refusing connections. A
+ * stale socket is replaced, anything else at the path is not.
  */
 static int listen_on_path(const char *path, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -118,16 +142,12 @@ static int listen_on_path(const char *path, int *ret_fd) {
         mode_t old_umask;
         int r;
 
-        if (strlen(path) >= sizeof(sa.sun_path))
+        if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+                return -EEXIST;
+        r = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.%d.tmp", path, (int)getpid());
+        if (r < 0 || (size_t)r >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, strlen(path));
-
-        if (lstat(path, &st) == 0) {
-                if (!S_ISSOCK(st.st_mode))
-                        return -EEXIST;
-                if (unlink(path) < 0)
-                        return -errno;
-        }
+        (void)unlink(sa.sun_path);
 
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
@@ -137,8 +157,11 @@ static int listen_on_path(const char *path, int *ret_fd) {
         umask(old_umask);
         if (r < 0)
                 return -errno;
-        if (listen(fd, DSAGENT_LISTEN_BACKLOG) < 0)
-                return -errno;
+        if (listen(fd, DSAGENT_LISTEN_BACKLOG) < 0 || rename(sa.sun_path, path) < 0) {
+                r = -errno;
+                (void)unlink(sa.sun_path);
+                return r;
+        }
 
         *ret_fd = TAKE_FD(fd);
         return 0;
@@ -163,39 +186,76 @@ static int listen_fd_from_systemd(int *ret_fd) {
         return 0;
 }
 
+/* Return: 0 valid, 1 not: every problem of every file goes to stderr as file:line:column. */
+static int check_policy(const Options *o) {
+        _cleanup_(policy_diagnostics_done) PolicyDiagnostics d = {};
+        Policy *p = NULL;
+        int r;
+
+        r = policy_load(o->broker.policy_path, o->broker.policy_must_exist, &p, &d);
+        for (size_t i = 0; i < d.n; i++)
+                fprintf(stderr, "%s\n", d.messages[i]);
+        if (r < 0 && r != -ENOMEM) {
+                fprintf(stderr, "dsagent: cannot check %s: %s\n", o->broker.policy_path, strerror(-r));
+                return EXIT_FAILURE;
+        }
+        if (r != 0) {
+                fprintf(stderr, "%s: %zu error%s\n", o->broker.policy_path, d.n, d.n == 1 ? "" : "s");
+                return EXIT_FAILURE;
+        }
+        if (p->n_files == 0)
+                printf("%s: no such file; the built-in policy applies (root, and each process's own user)\n",
+                       o->broker.policy_path);
+        else
+                printf("%s: OK, %zu rule%s in %zu file%s\n", o->broker.policy_path, p->n_rules,
+                       p->n_rules == 1 ? "" : "s", p->n_files, p->n_files == 1 ? "" : "s");
+        policy_unref(p);
+        return EXIT_SUCCESS;
+}
+
+static int on_reload_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Broker *broker = userdata;
+        uint64_t now = 0;
+        char msg[64];
+
+        (void)sd_event_now(sd_event_source_get_event(s), CLOCK_MONOTONIC, &now);
+        snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)now);
+        (void)sd_notify(false, msg);
+        /* a refused policy is in the audit trail; the agent goes on with the one it had */
+        (void)broker_reload_policy(broker);
+        (void)sd_notify(false, "READY=1");
+        return 0;
+}
+
 static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         (void)sd_notify(false, "STOPPING=1");
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
-static int run(const Options *o, int listen_fd) {
+static int run(const Options *o, int listen_fd, Policy *policy) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         Broker *broker = NULL;
-        sigset_t mask;
         int r;
 
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
-                safe_close(listen_fd);
-                return -errno;
-        }
-
         r = sd_event_default(&event);
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, NULL);
+        if (r >= 0)
+                r = sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, NULL);
         if (r < 0) {
                 safe_close(listen_fd);
-                return r;
-        }
-        if ((r = sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, NULL)) < 0 ||
-            (r = sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, NULL)) < 0) {
-                safe_close(listen_fd);
+                policy_unref(policy);
                 return r;
         }
 
-        r = broker_new(event, listen_fd, &o->broker, &broker);
+        r = broker_new(event, listen_fd, &o->broker, policy, &broker);
         if (r < 0)
                 return r;
+        r = sd_event_add_signal(event, NULL, SIGHUP, on_reload_signal, broker);
+        if (r < 0) {
+                broker_free(broker);
+                return r;
+        }
 
         (void)sd_notify(false, "READY=1\nSTATUS=Serving diagnostic requests");
         r = sd_event_loop(event);
@@ -204,14 +264,52 @@ static int run(const Options *o, int listen_fd) {
         return r;
 }
 
-int main(int argc, char **argv) {
-        Options o = { .broker = BROKER_CONFIG_DEFAULT };
-        int listen_fd = -EBADF;
+static int load_initial_policy(const Options *o, Policy **ret) {
+        _cleanup_(policy_diagnostics_done) PolicyDiagnostics d = {};
+        AuditPolicyEvent e = { .path = o->broker.policy_path };
         int r;
 
+        r = policy_load(o->broker.policy_path, o->broker.policy_must_exist, ret, &d);
+        e.loaded = r == 0;
+        e.errors = d.messages;
+        e.n_errors = d.n;
+        if (r == 0) {
+                e.n_rules = (*ret)->n_rules;
+                e.n_files = (*ret)->n_files;
+        }
+        (void)audit_log_policy(o->broker.audit_sink, &e);
+        if (r != 0) {
+                for (size_t i = 0; i < d.n; i++)
+                        fprintf(stderr, "%s\n", d.messages[i]);
+                fprintf(stderr, "dsagent: not starting without a valid policy\n");
+        }
+        return r;
+}
+
+int main(int argc, char **argv) {
+        Options o = { .broker = BROKER_CONFIG_DEFAULT };
+        Policy *policy = NULL;
+        int listen_fd = -EBADF;
+        sigset_t mask;
+        int r;
+
+        /* before anything else: a reload or stop request that arrives while
+         * starting must wait for the loop, not kill the agent half-way */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return EXIT_FAILURE;
+
+        o.broker.policy_path = POLICY_DEFAULT_PATH;
         r = parse_argv(argc, argv, &o);
         if (r != 0)
                 return r > 0 ? EXIT_SUCCESS : 2;
+        if (o.check_policy)
+                return check_policy(&o);
+        if (load_initial_policy(&o, &policy) != 0)
+                return EXIT_FAILURE;
 
         /* a client or journald going away must cost a write, never the agent */
         signal(SIGPIPE, SIG_IGN);
@@ -220,6 +318,7 @@ int main(int argc, char **argv) {
                 r = listen_on_path(o.listen_path, &listen_fd);
                 if (r < 0) {
                         fprintf(stderr, "dsagent: cannot listen on %s: %s\n", o.listen_path, strerror(-r));
+                        policy_unref(policy);
                         return EXIT_FAILURE;
                 }
         } else {
@@ -228,13 +327,14 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "dsagent: %s\n",
                                 r == -ENOENT ? "no socket from systemd; use --listen PATH"
                                              : "systemd must pass exactly one AF_UNIX stream socket");
+                        policy_unref(policy);
                         return EXIT_FAILURE;
                 }
                 if (!o.idle_exit_set)
                         o.broker.idle_exit_usec = 60 * 1000000ULL;
         }
 
-        r = run(&o, listen_fd);
+        r = run(&o, listen_fd, policy);
         if (r < 0) {
                 fprintf(stderr, "dsagent: %s\n", strerror(-r));
                 return EXIT_FAILURE;

@@ -37,6 +37,12 @@ typedef struct Args {
         bool json;
         const char *verb;
         pid_t pid;
+        /* explain */
+        const char *command;
+        const char *dump_type;
+        const char *trace_profile;
+        uint64_t duration_sec;
+        bool have_duration;
 } Args;
 
 static void usage(FILE *out) {
@@ -45,7 +51,9 @@ static void usage(FILE *out) {
                 "Ask dsagent for diagnostics of .NET processes.\n\n"
                 "Commands:\n"
                 "  ps            list the .NET processes you may act on\n"
-                "  info PID      command line, OS, architecture and runtime of a process\n\n"
+                "  info PID      command line, OS, architecture and runtime of a process\n"
+                "  explain PID COMMAND [--type T] [--profile P] [--duration SECONDS]\n"
+                "                would COMMAND on PID be allowed, and by which rule or why not\n\n"
                 "Options:\n"
                 "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "]\n"
                 "  --json         machine-readable output\n"
@@ -53,7 +61,50 @@ static void usage(FILE *out) {
                 "  --version      show the version\n\n"
                 "Exit status: 0 ok, 1 error, 2 usage, 3 agent not reachable, 4 permission denied,\n"
                 "5 no such process, 6 not a .NET process, 7 runtime not answering, 8 runtime error,\n"
-                "9 diagnostic socket failed verification, 10 agent busy.\n");
+                "9 diagnostic socket failed verification, 10 agent busy. explain exits 0 when the\n"
+                "command would be allowed and 4 when it would be denied.\n");
+}
+
+static int parse_explain_args(int argc, char **argv, Args *a) {
+        enum { ARG_TYPE = 0x100, ARG_PROFILE, ARG_DURATION };
+        static const struct option options[] = {
+                { "type", required_argument, NULL, ARG_TYPE },
+                { "profile", required_argument, NULL, ARG_PROFILE },
+                { "duration", required_argument, NULL, ARG_DURATION },
+                {},
+        };
+        int c;
+
+        if (optind + 2 > argc || parse_pid(argv[optind], &a->pid) < 0) {
+                fprintf(stderr, "dsctl: explain takes a process id and a command, e.g. 'explain 1234 dump'\n");
+                return -EINVAL;
+        }
+        a->command = argv[optind + 1];
+        optind += 2;
+        while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0) {
+                switch (c) {
+                case ARG_TYPE:
+                        a->dump_type = optarg;
+                        break;
+                case ARG_PROFILE:
+                        a->trace_profile = optarg;
+                        break;
+                case ARG_DURATION:
+                        if (parse_u64(optarg, &a->duration_sec) < 0) {
+                                fprintf(stderr, "dsctl: --duration takes a number of seconds\n");
+                                return -EINVAL;
+                        }
+                        a->have_duration = true;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        }
+        if (optind != argc) {
+                fprintf(stderr, "dsctl: unexpected argument '%s'\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
 }
 
 static int parse_args(int argc, char **argv, Args *a) {
@@ -102,6 +153,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                         fprintf(stderr, "dsctl: info takes one process id\n");
                         return -EINVAL;
                 }
+        } else if (strcmp(a->verb, "explain") == 0) {
+                if (parse_explain_args(argc, argv, a) < 0)
+                        return -EINVAL;
         } else {
                 fprintf(stderr, "dsctl: unknown command '%s'; try 'dsctl --help'\n", a->verb);
                 return -EINVAL;
@@ -162,7 +216,7 @@ static int run(const Args *a) {
         _cleanup_free_ WireWriter *w = NULL;
         Output out = { .json = a->json, .verb = a->verb, .stream = stdout };
         WireMessage m;
-        int r;
+        int explain_status, r;
 
         r = agent_client_connect(a->socket_path, DSCTL_TIMEOUT_SEC, &client);
         if (r < 0)
@@ -173,9 +227,17 @@ static int run(const Args *a) {
                 return EXIT_ERROR;
         if (strcmp(a->verb, "ps") == 0)
                 wire_writer_begin(w, WIRE_REQUEST_PS);
-        else {
+        else if (strcmp(a->verb, "info") == 0) {
                 wire_writer_begin(w, WIRE_REQUEST_INFO);
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
+        } else {
+                wire_writer_begin(w, WIRE_REQUEST_EXPLAIN);
+                wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
+                wire_writer_put_string(w, WIRE_TAG_COMMAND, a->command);
+                wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, a->dump_type);
+                wire_writer_put_string(w, WIRE_TAG_TRACE_PROFILE, a->trace_profile);
+                if (a->have_duration)
+                        wire_writer_put_u64(w, WIRE_TAG_DURATION, a->duration_sec);
         }
         /* an agent that refuses at once (busy) may hang up before the request is
          * written; its answer is still waiting to be read */
@@ -184,6 +246,7 @@ static int run(const Args *a) {
                 return report_transport_error(a, r, true);
 
         output_begin(&out);
+        explain_status = EXIT_OK;
         for (;;) {
                 r = agent_client_receive(client, &m);
                 if (r < 0)
@@ -192,9 +255,12 @@ static int run(const Args *a) {
                 case WIRE_REPLY_PROCESS:
                         output_process(&out, &m);
                         break;
+                case WIRE_REPLY_VERDICT:
+                        explain_status = output_verdict(&out, &m) ? EXIT_OK : EXIT_DENIED;
+                        break;
                 case WIRE_REPLY_DONE:
                         output_end(&out);
-                        return EXIT_OK;
+                        return explain_status;
                 case WIRE_REPLY_ERROR:
                         return report_error(a, &m);
                 default:

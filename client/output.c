@@ -169,6 +169,38 @@ void output_process(Output *o, const WireMessage *m) {
         o->count++;
 }
 
+/* Return: whether the command would be allowed. */
+bool output_verdict(Output *o, const WireMessage *m) {
+        _cleanup_free_ char *command = NULL, *rule = NULL, *reason = NULL, *escaped = NULL;
+        uint32_t allowed = 0, pid = 0;
+        bool first = true;
+
+        (void)wire_message_get_u32(m, WIRE_TAG_ALLOWED, &allowed);
+        (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
+        (void)wire_message_get_string(m, WIRE_TAG_COMMAND, &command);
+        (void)wire_message_get_string(m, WIRE_TAG_RULE, &rule);
+        (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &reason);
+
+        if (o->json) {
+                fputc('{', o->stream);
+                json_member_uint(o->stream, &first, "pid", pid);
+                json_member_string(o->stream, &first, "command", command);
+                fprintf(o->stream, ",\"allowed\":%s", allowed ? "true" : "false");
+                json_member_string(o->stream, &first, "rule", rule);
+                json_member_string(o->stream, &first, "reason", reason);
+                fputc('}', o->stream);
+                return allowed;
+        }
+        escaped = reason ? text_escape(reason, strlen(reason)) : NULL;
+        if (allowed)
+                fprintf(o->stream, "%s on %u: allowed by rule '%s'\n", command ? command : "?", pid,
+                        rule ? rule : "?");
+        else
+                fprintf(o->stream, "%s on %u: denied: %s\n", command ? command : "?", pid,
+                        escaped ? escaped : "no reason given");
+        return allowed;
+}
+
 void output_end(Output *o) {
         if (o->json && strcmp(o->verb, "ps") == 0)
                 fputs("]\n", o->stream);

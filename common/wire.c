@@ -24,6 +24,12 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_MESSAGE] = WIRE_KIND_STRING,
         [WIRE_TAG_HRESULT] = WIRE_KIND_U32,
         [WIRE_TAG_REQUEST_ID] = WIRE_KIND_U64,
+        [WIRE_TAG_COMMAND] = WIRE_KIND_STRING,
+        [WIRE_TAG_DUMP_TYPE] = WIRE_KIND_STRING,
+        [WIRE_TAG_TRACE_PROFILE] = WIRE_KIND_STRING,
+        [WIRE_TAG_DURATION] = WIRE_KIND_U64,
+        [WIRE_TAG_ALLOWED] = WIRE_KIND_U32,
+        [WIRE_TAG_RULE] = WIRE_KIND_STRING,
 };
 
 const char *wire_error_to_string(WireError error) {
@@ -105,9 +111,11 @@ static bool wire_type_is_known(uint16_t type) {
         switch (type) {
         case WIRE_REQUEST_PS:
         case WIRE_REQUEST_INFO:
+        case WIRE_REQUEST_EXPLAIN:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
+        case WIRE_REPLY_VERDICT:
                 return true;
         default:
                 return false;

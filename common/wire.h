@@ -27,10 +27,12 @@ typedef enum WireType {
         /* requests, client to agent */
         WIRE_REQUEST_PS = 0x0001,
         WIRE_REQUEST_INFO = 0x0002,
+        WIRE_REQUEST_EXPLAIN = 0x0003,
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
         WIRE_REPLY_ERROR = 0x8003,
+        WIRE_REPLY_VERDICT = 0x8004,
 } WireType;
 
 typedef enum WireFieldKind {
@@ -60,6 +62,12 @@ typedef enum WireTag {
         WIRE_TAG_MESSAGE = 15,          /* string: human-readable detail */
         WIRE_TAG_HRESULT = 16,          /* u32: the runtime's HRESULT */
         WIRE_TAG_REQUEST_ID = 17,       /* u64: id of the audit record */
+        WIRE_TAG_COMMAND = 18,          /* string: a policy command name (explain) */
+        WIRE_TAG_DUMP_TYPE = 19,        /* string: mini, heap, triage, full */
+        WIRE_TAG_TRACE_PROFILE = 20,    /* string */
+        WIRE_TAG_DURATION = 21,         /* u64: seconds */
+        WIRE_TAG_ALLOWED = 22,          /* u32: 1 allowed, 0 denied */
+        WIRE_TAG_RULE = 23,             /* string: the rule that decided */
         _WIRE_TAG_MAX,
 } WireTag;
 

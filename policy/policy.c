@@ -1,15 +1,161 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include "policy.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* The rule the runtime applies to its own socket: root, and the owner. */
-#define POLICY_RULE_RUNTIME_DEFAULT "runtime-default"
+#include "cleanup.h"
+#include "policy.h"
+#include "policy-rule.h"
+
+static const char *const policy_command_names[_POLICY_COMMAND_MAX] = {
+        [POLICY_COMMAND_PS] = "ps",
+        [POLICY_COMMAND_INFO] = "info",
+        [POLICY_COMMAND_ENV] = "env",
+        [POLICY_COMMAND_DUMP] = "dump",
+        [POLICY_COMMAND_GCDUMP] = "gcdump",
+        [POLICY_COMMAND_TRACE] = "trace",
+        [POLICY_COMMAND_COUNTERS] = "counters",
+        [POLICY_COMMAND_RESUME] = "resume",
+        [POLICY_COMMAND_PERFMAP] = "perfmap",
+        [POLICY_COMMAND_SETENV] = "setenv",
+        [POLICY_COMMAND_STARTUP_HOOK] = "startup-hook",
+        [POLICY_COMMAND_PROFILER] = "profiler",
+};
+
+static const char *const policy_dump_type_names[_POLICY_DUMP_MAX] = {
+        [POLICY_DUMP_MINI] = "mini",
+        [POLICY_DUMP_HEAP] = "heap",
+        [POLICY_DUMP_TRIAGE] = "triage",
+        [POLICY_DUMP_FULL] = "full",
+};
+
+/* The profiles dsctl trace knows; a rule naming another one is a typo. */
+static const char *const policy_trace_profiles[] = {
+        "cpu-sampling", "gc-verbose", "gc-collect", "dotnet-common", "dotnet-sampled-thread-time",
+};
 
 const char *policy_command_to_string(PolicyCommand c) {
-        switch (c) {
-        case POLICY_COMMAND_PS: return "ps";
-        case POLICY_COMMAND_INFO: return "info";
-        default: return "unknown";
+        return c >= 0 && c < _POLICY_COMMAND_MAX ? policy_command_names[c] : "unknown";
+}
+
+PolicyCommand policy_command_from_string(const char *s) {
+        for (int c = 0; c < _POLICY_COMMAND_MAX; c++)
+                if (strcmp(s, policy_command_names[c]) == 0)
+                        return (PolicyCommand)c;
+        return _POLICY_COMMAND_INVALID;
+}
+
+bool policy_command_runs_code(PolicyCommand c) {
+        return c == POLICY_COMMAND_SETENV || c == POLICY_COMMAND_STARTUP_HOOK || c == POLICY_COMMAND_PROFILER;
+}
+
+const char *policy_dump_type_to_string(PolicyDumpType t) {
+        return t > POLICY_DUMP_NONE && t < _POLICY_DUMP_MAX ? policy_dump_type_names[t] : "none";
+}
+
+PolicyDumpType policy_dump_type_from_string(const char *s) {
+        for (int t = POLICY_DUMP_MINI; t < _POLICY_DUMP_MAX; t++)
+                if (strcmp(s, policy_dump_type_names[t]) == 0)
+                        return (PolicyDumpType)t;
+        return _POLICY_DUMP_INVALID;
+}
+
+bool policy_trace_profile_is_known(const char *s) {
+        for (size_t i = 0; i < ELEMENTSOF(policy_trace_profiles); i++)
+                if (strcmp(s, policy_trace_profiles[i]) == 0)
+                        return true;
+        return false;
+}
+
+Policy *policy_new_builtin(void) {
+        Policy *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return NULL;
+        p->n_ref = 1;
+        p->agent.dump_dir = strdup(POLICY_DEFAULT_DUMP_DIR);
+        p->agent.max_concurrent_dumps = 1;
+        p->agent.owner_access = true;
+        if (!p->agent.dump_dir)
+                return policy_unref(p);
+        return p;
+}
+
+Policy *policy_ref(Policy *p) {
+        if (p)
+                p->n_ref++;
+        return p;
+}
+
+Policy *policy_unref(Policy *p) {
+        if (!p || --p->n_ref > 0)
+                return NULL;
+        for (size_t i = 0; i < p->n_rules; i++)
+                policy_rule_done(&p->rules[i]);
+        free(p->rules);
+        free(p->agent.dump_dir);
+        free(p->agent.pam_service);
+        free(p);
+        return NULL;
+}
+
+static bool id_list_contains(const PolicyIdList *l, uint32_t id) {
+        for (size_t i = 0; i < l->n; i++)
+                if (l->ids[i] == id)
+                        return true;
+        return false;
+}
+
+static bool string_list_contains(const PolicyStringList *l, const char *s) {
+        if (!s)
+                return false;
+        for (size_t i = 0; i < l->n; i++)
+                if (strcmp(l->items[i], s) == 0)
+                        return true;
+        return false;
+}
+
+static bool rule_matches_requester(const PolicyRule *r, const PolicyRequester *who) {
+        if (id_list_contains(&r->users, who->uid))
+                return true;
+        for (size_t i = 0; i < who->n_groups; i++)
+                if (id_list_contains(&r->groups, who->groups[i]))
+                        return true;
+        return false;
+}
+
+/* Return: NULL when every selector the rule gives matches, else what did not. */
+static const char *rule_target_mismatch(const PolicyRule *r, const PolicyTarget *t) {
+        if (r->targets_any)
+                return NULL;
+        if (r->target_users.n > 0 && !id_list_contains(&r->target_users, t->uid[1]))
+                return "the target's user";
+        if (r->target_units.n > 0 && !string_list_contains(&r->target_units, t->unit))
+                return "the target's unit";
+        if (r->target_names.n > 0 && !string_list_contains(&r->target_names, t->name))
+                return "the target's name";
+        return NULL;
+}
+
+/* Return: true when the request's parameters are within the rule; else a reason in @buf. */
+static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size) {
+        if (q->command == POLICY_COMMAND_DUMP && !(r->dump_types & (1u << q->dump_type))) {
+                snprintf(buf, size, "rule '%s' does not allow %s dumps", r->name,
+                         policy_dump_type_to_string(q->dump_type));
+                return false;
         }
+        if (q->command == POLICY_COMMAND_TRACE && q->trace_profile &&
+            !string_list_contains(&r->trace_profiles, q->trace_profile)) {
+                snprintf(buf, size, "rule '%s' does not allow the trace profile '%s'", r->name, q->trace_profile);
+                return false;
+        }
+        if (r->max_duration_usec > 0 && q->duration_usec > r->max_duration_usec) {
+                snprintf(buf, size, "rule '%s' allows at most %llus, %llus were asked", r->name,
+                         (unsigned long long)(r->max_duration_usec / 1000000),
+                         (unsigned long long)(q->duration_usec / 1000000));
+                return false;
+        }
+        return true;
 }
 
 static bool target_changed_credentials(const PolicyTarget *t) {
@@ -17,27 +163,117 @@ static bool target_changed_credentials(const PolicyTarget *t) {
                t->gid[1] != t->gid[2];
 }
 
-/**
- * policy_check() - decide one request; deny unless a rule allows
- *
- * Until policy files exist the only rule is the runtime's own: root, and the
- * user the target runs as. A target that changed credentials (setuid and the
- * like) is left to root, as the kernel leaves such processes' memory to root.
+static bool owner_access_applies(const Policy *p, const PolicyRequester *who, const PolicyTarget *t,
+                                 PolicyCommand c) {
+        return p->agent.owner_access && !policy_command_runs_code(c) && !target_changed_credentials(t) &&
+               who->uid == t->uid[1];
+}
+
+static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why) {
+        v->allowed = true;
+        v->rule = rule;
+        v->rule_name = name;
+        if (rule)
+                snprintf(v->reason, sizeof(v->reason), "granted by rule '%s'", name);
+        else
+                snprintf(v->reason, sizeof(v->reason), "%s", why);
+}
+
+/*
+ * How far the best non-matching rule got, so a denial can say what was
+ * missing. Only rules that name the requester are ever mentioned: a denial
+ * must not tell a user about rules written for somebody else.
  */
-PolicyVerdict policy_check(const PolicyRequester *who, PolicyCommand what, const PolicyTarget *target) {
-        if (what < 0 || what >= _POLICY_COMMAND_MAX)
-                return (PolicyVerdict){ .reason = "unknown command" };
+typedef enum DenyStage {
+        DENY_NO_RULE,
+        DENY_COMMAND,
+        DENY_TARGET,
+        DENY_PARAMETERS,
+} DenyStage;
 
-        if (who->uid == 0)
-                return (PolicyVerdict){ .allowed = true, .rule = POLICY_RULE_RUNTIME_DEFAULT,
-                                        .reason = "requester is root" };
+/**
+ * policy_check() - decide one request; deny unless something allows it
+ *
+ * Root may use every command that runs no code in the target. With
+ * owner_access, so may a target's own user, unless the target changed
+ * credentials. Otherwise the first rule in file order that matches the
+ * requester, the command, the target and the parameters decides.
+ */
+void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
+                  const PolicyRequest *q, PolicyVerdict *ret) {
+        PolicyVerdict v = {};
+        DenyStage stage = DENY_NO_RULE;
+        const PolicyRule *closest = NULL;
+        const char *mismatch = NULL;
+        char param_reason[sizeof(v.reason)] = "", later_reason[sizeof(v.reason)];
 
-        if (target_changed_credentials(target))
-                return (PolicyVerdict){ .reason = "target changed credentials; only root may act on it" };
+        if (q->command < 0 || q->command >= _POLICY_COMMAND_MAX) {
+                snprintf(v.reason, sizeof(v.reason), "unknown command");
+                *ret = v;
+                return;
+        }
 
-        if (who->uid != target->uid[1])
-                return (PolicyVerdict){ .reason = "requester does not own the target" };
+        if (who->uid == 0 && !policy_command_runs_code(q->command)) {
+                verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root");
+                *ret = v;
+                return;
+        }
+        if (owner_access_applies(p, who, target, q->command)) {
+                verdict_allow(&v, NULL, POLICY_RULE_OWNER, "requester owns the target");
+                *ret = v;
+                return;
+        }
 
-        return (PolicyVerdict){ .allowed = true, .rule = POLICY_RULE_RUNTIME_DEFAULT,
-                                .reason = "requester owns the target" };
+        for (size_t i = 0; i < p->n_rules; i++) {
+                const PolicyRule *r = &p->rules[i];
+                const char *m;
+
+                if (!rule_matches_requester(r, who))
+                        continue;
+                if (!(r->commands & (1u << q->command))) {
+                        if (stage < DENY_COMMAND)
+                                stage = DENY_COMMAND;
+                        continue;
+                }
+                m = rule_target_mismatch(r, target);
+                if (m) {
+                        if (stage < DENY_TARGET) {
+                                stage = DENY_TARGET;
+                                closest = r;
+                                mismatch = m;
+                        }
+                        continue;
+                }
+                /* the first rule that failed on parameters is the one to explain */
+                if (!rule_allows_parameters(r, q, stage < DENY_PARAMETERS ? param_reason : later_reason,
+                                            sizeof(param_reason))) {
+                        stage = DENY_PARAMETERS;
+                        continue;
+                }
+                verdict_allow(&v, r, r->name, NULL);
+                *ret = v;
+                return;
+        }
+
+        switch (stage) {
+        case DENY_NO_RULE:
+                if (p->agent.owner_access && who->uid == target->uid[1] && target_changed_credentials(target))
+                        snprintf(v.reason, sizeof(v.reason), "target changed credentials; only root may act on it");
+                else if (p->agent.owner_access && who->uid == target->uid[1])
+                        snprintf(v.reason, sizeof(v.reason), "no rule grants '%s', which runs code in the target",
+                                 policy_command_to_string(q->command));
+                else
+                        snprintf(v.reason, sizeof(v.reason), "no rule grants you access to this process");
+                break;
+        case DENY_COMMAND:
+                snprintf(v.reason, sizeof(v.reason), "no rule grants you '%s'", policy_command_to_string(q->command));
+                break;
+        case DENY_TARGET:
+                snprintf(v.reason, sizeof(v.reason), "rule '%s' does not cover %s", closest->name, mismatch);
+                break;
+        case DENY_PARAMETERS:
+                snprintf(v.reason, sizeof(v.reason), "%s", param_reason);
+                break;
+        }
+        *ret = v;
 }

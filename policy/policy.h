@@ -4,31 +4,136 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef enum PolicyCommand {
         POLICY_COMMAND_PS,
         POLICY_COMMAND_INFO,
+        POLICY_COMMAND_ENV,
+        POLICY_COMMAND_DUMP,
+        POLICY_COMMAND_GCDUMP,
+        POLICY_COMMAND_TRACE,
+        POLICY_COMMAND_COUNTERS,
+        POLICY_COMMAND_RESUME,
+        POLICY_COMMAND_PERFMAP,
+        /* these make the target run code chosen by the requester */
+        POLICY_COMMAND_SETENV,
+        POLICY_COMMAND_STARTUP_HOOK,
+        POLICY_COMMAND_PROFILER,
         _POLICY_COMMAND_MAX,
+        _POLICY_COMMAND_INVALID = -1,
 } PolicyCommand;
+
+typedef enum PolicyDumpType {
+        POLICY_DUMP_NONE,
+        POLICY_DUMP_MINI,
+        POLICY_DUMP_HEAP,
+        POLICY_DUMP_TRIAGE,
+        POLICY_DUMP_FULL,
+        _POLICY_DUMP_MAX,
+        _POLICY_DUMP_INVALID = -1,
+} PolicyDumpType;
+
+typedef struct PolicyRateLimit {
+        unsigned count;
+        uint64_t period_usec;
+} PolicyRateLimit;
+
+typedef struct PolicyIdList {
+        uint32_t *ids;
+        size_t n;
+} PolicyIdList;
+
+typedef struct PolicyStringList {
+        char **items;
+        size_t n;
+} PolicyStringList;
+
+typedef struct PolicyRule {
+        char *name;
+        char *file;
+        unsigned line;
+
+        PolicyIdList users;     /* requesters, by uid ... */
+        PolicyIdList groups;    /* ... or by any of their gids */
+        uint32_t commands;      /* bit per PolicyCommand */
+
+        bool targets_any;
+        PolicyIdList target_users;
+        PolicyStringList target_units;
+        PolicyStringList target_names;
+
+        uint32_t dump_types;    /* bit per PolicyDumpType */
+        PolicyStringList trace_profiles;
+        uint64_t max_duration_usec; /* 0: no limit of the rule's own */
+        bool has_rate_limit;
+        PolicyRateLimit rate_limit;
+        PolicyIdList reader_users;
+        PolicyIdList reader_groups;
+        bool allow_code_injection;
+} PolicyRule;
+
+typedef struct PolicyAgentSettings {
+        char *dump_dir;
+        unsigned max_concurrent_dumps;
+        bool audit_failure_allow; /* audit_failure = "allow"; the default is deny */
+        bool owner_access;
+        char *pam_service;        /* NULL: no PAM account check */
+} PolicyAgentSettings;
+
+/* Immutable once compiled and shared by reference: a reload swaps the pointer,
+ * requests in flight keep the policy they started with. */
+typedef struct Policy {
+        unsigned n_ref;
+        PolicyAgentSettings agent;
+        PolicyRule *rules;
+        size_t n_rules;
+        size_t n_files;
+} Policy;
 
 typedef struct PolicyRequester {
         uid_t uid;
         gid_t gid;
-        const gid_t *groups;
+        const gid_t *groups; /* primary and supplementary, from the kernel */
         size_t n_groups;
 } PolicyRequester;
 
 typedef struct PolicyTarget {
         uid_t uid[4]; /* real, effective, saved, filesystem */
         gid_t gid[4];
+        const char *unit; /* NULL when not in a unit */
+        const char *name; /* process name: entry assembly for "dotnet X.dll", else executable name */
 } PolicyTarget;
+
+typedef struct PolicyRequest {
+        PolicyCommand command;
+        PolicyDumpType dump_type;  /* for dump */
+        const char *trace_profile; /* for trace */
+        uint64_t duration_usec;    /* for trace and counters; 0 when not asked */
+} PolicyRequest;
+
+/* The names of the rules built into the engine, for audit and explanations. */
+#define POLICY_RULE_ROOT "root"
+#define POLICY_RULE_OWNER "owner-access"
 
 typedef struct PolicyVerdict {
         bool allowed;
-        const char *rule;   /* the rule that allowed, or NULL */
-        const char *reason; /* why, in words fit for the requester and the audit log */
+        const PolicyRule *rule; /* the file rule that allowed it, or NULL */
+        const char *rule_name;  /* that rule's name, or a built-in one; NULL when denied */
+        char reason[192];       /* for the requester and the audit log; names only rules that apply to them */
 } PolicyVerdict;
 
 const char *policy_command_to_string(PolicyCommand c);
-PolicyVerdict policy_check(const PolicyRequester *who, PolicyCommand what, const PolicyTarget *target);
+PolicyCommand policy_command_from_string(const char *s);
+bool policy_command_runs_code(PolicyCommand c);
+const char *policy_dump_type_to_string(PolicyDumpType t);
+PolicyDumpType policy_dump_type_from_string(const char *s);
+bool policy_trace_profile_is_known(const char *s);
+
+Policy *policy_new_builtin(void);
+Policy *policy_ref(Policy *p);
+Policy *policy_unref(Policy *p);
+
+void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
+                  const PolicyRequest *request, PolicyVerdict *ret);

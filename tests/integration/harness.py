@@ -27,10 +27,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Scripts that run as test users need an interpreter every user can execute.
 PYTHON = "/usr/bin/python3"
 
-# Test users: the owner of the targets, an unrelated user, and an attacker.
+# Test users: the owner of the targets, an unrelated user, and an attacker;
+# ALICE is in the group OPS.
 SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
+OPS = "dst-ops"
 
 EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET = 4, 5, 6
+REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
+POLICY_MESSAGE_ID = "29cd34f17b474bad9ed538319addd224"
 EXIT_AGENT_UNREACHABLE, EXIT_RUNTIME_UNREACHABLE, EXIT_SOCKET_UNTRUSTED, EXIT_BUSY = 3, 7, 9, 10
 
 _tests = []
@@ -48,6 +52,7 @@ def run_tests():
         sys.exit(77)
     for user in (SVC, ALICE, MALLORY):
         ensure_user(user)
+    ensure_group(OPS, [ALICE])
     failed = 0
     selected = [fn for fn in _tests if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]]
     for n, fn in enumerate(selected, 1):
@@ -71,6 +76,16 @@ def ensure_user(name):
         pwd.getpwnam(name)
     except KeyError:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+
+
+def ensure_group(name, members):
+    import grp
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        subprocess.run(["groupadd", name], check=True)
+    for member in members:
+        subprocess.run(["usermod", "--append", "--groups", name, member], check=True)
 
 
 def uid_of(name):
@@ -210,15 +225,22 @@ class Target:
 
 
 class Agent:
-    """dsagent in the foreground on a socket of its own, audit records to a file."""
+    """dsagent in the foreground on a socket of its own, audit records to a file.
 
-    def __init__(self, *extra_args):
+    policy: TOML text written to a root-owned file the agent is started with;
+    the empty default means the built-in rules only (root, and each process's own user).
+    """
+
+    def __init__(self, *extra_args, policy=""):
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
         self.log_path = os.path.join(self.dir, "agent.log")
         self.log = open(self.log_path, "w")
         scope.callback(self.log.close)
-        self.proc = subprocess.Popen([DSAGENT, "--listen", self.socket, "--audit", "stderr", *extra_args],
+        self.policy_path = os.path.join(self.dir, "policy.toml")
+        self.write_policy(policy)
+        self.proc = subprocess.Popen([DSAGENT, "--listen", self.socket, "--audit", "stderr",
+                                      "--policy", self.policy_path, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         scope.callback(self.stop)
         wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
@@ -233,12 +255,30 @@ class Agent:
                 self.proc.kill()
                 self.proc.wait()
 
-    def records(self):
-        """Audit records written so far, one dict per line."""
+    def write_policy(self, text, name=None):
+        """Replace the policy (or a drop-in) as an administrator would: root-owned, 0644, atomically."""
+        path = self.policy_path if name is None else os.path.join(self.dir, "policy.d", name)
+        os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+        with open(path + ".new", "w") as f:
+            f.write(text)
+        os.chmod(path + ".new", 0o644)
+        os.rename(path + ".new", path)
+
+    def reload(self):
+        """SIGHUP, then wait until the agent has recorded the outcome."""
+        before = len(self.records(message_id=POLICY_MESSAGE_ID))
+        self.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: len(self.records(message_id=POLICY_MESSAGE_ID)) > before, what="the reload record")
+        return self.records(message_id=POLICY_MESSAGE_ID)[-1]
+
+    def records(self, message_id=REQUEST_MESSAGE_ID):
+        """Audit records written so far (of one kind), one dict per line."""
         out = []
         for line in open(self.log_path):
             if line.startswith("dsagent-audit:"):
-                out.append(dict(re.findall(r' ([A-Z_]+)="((?:[^"\\]|\\.)*)"', line)))
+                fields = dict(re.findall(r' ([A-Z_]+)="((?:[^"\\]|\\.)*)"', line))
+                if fields.get("MESSAGE_ID") == message_id:
+                    out.append(fields)
         return out
 
     def record_for(self, request_id):

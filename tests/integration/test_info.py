@@ -46,7 +46,7 @@ def other_user_is_denied_and_runtime_sees_no_connection():
 
     denied = dsctl(agent, ALICE, "info", str(target.pid))
     assert denied.returncode == EXIT_DENIED, denied
-    assert "permission denied" in denied.stderr and "does not own" in denied.stderr
+    assert "permission denied" in denied.stderr and "no rule grants you access" in denied.stderr
     assert denied.stdout == ""
     assert watch.accepts() == 0, "a denied request reached the runtime"
 
@@ -154,7 +154,7 @@ def every_decision_is_one_audit_record():
                     "DSAGENT_COMMAND", "DSAGENT_REASON"):
             assert key in r, (key, r)
     allowed = records[0]
-    assert allowed["DSAGENT_RULE"] == "runtime-default"
+    assert allowed["DSAGENT_RULE"] == "owner-access"
     assert allowed["DSAGENT_TARGET_EXE"].endswith("/DsTestTarget")
     listed = json.loads(results[3].stdout)
     assert target.pid in [p["pid"] for p in listed]

@@ -1,65 +1,367 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The built-in rule: root and the target's owner; deny everything else */
+/* The policy compiler (schema, one check per rule of it) and the engine (each selector, deny by default) */
 #include <string.h>
 
-#include "policy.h"
+#include "policy-compile.h"
 #include "tap.h"
+#include "toml.h"
 
-static PolicyTarget owned_by(uid_t uid) {
-        return (PolicyTarget){ .uid = { uid, uid, uid, uid }, .gid = { 100, 100, 100, 100 } };
+/* --- a fixed world: names the fake resolver knows --- */
+
+static int fake_user(const char *name, uid_t *ret, void *userdata) {
+        static const struct { const char *name; uid_t uid; } users[] = {
+                { "root", 0 }, { "alice", 1001 }, { "bob", 1002 }, { "carol", 1003 }, { "svc-orders", 2001 },
+                { "svc-billing", 2002 },
+        };
+        for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++)
+                if (strcmp(users[i].name, name) == 0) {
+                        *ret = users[i].uid;
+                        return 0;
+                }
+        return -ENOENT;
 }
 
-static void test_root_allowed(void) {
-        PolicyRequester root = { .uid = 0 };
-        PolicyTarget t = owned_by(1001);
-        PolicyVerdict v = policy_check(&root, POLICY_COMMAND_INFO, &t);
-
-        check(v.allowed && v.rule && strcmp(v.rule, "runtime-default") == 0);
+static int fake_group(const char *name, gid_t *ret, void *userdata) {
+        if (strcmp(name, "ops") == 0) {
+                *ret = 3001;
+                return 0;
+        }
+        return -ENOENT;
 }
 
-static void test_owner_allowed(void) {
-        PolicyRequester owner = { .uid = 1001, .gid = 100 };
-        PolicyTarget t = owned_by(1001);
+static const PolicyResolver resolver = { .user = fake_user, .group = fake_group };
 
-        check(policy_check(&owner, POLICY_COMMAND_INFO, &t).allowed);
-        check(policy_check(&owner, POLICY_COMMAND_PS, &t).allowed);
+/* Compiles one or two documents; returns NULL and keeps the messages on failure. */
+static Policy *compile2(const char *main_text, const char *dropin_text, PolicyDiagnostics *d) {
+        TomlValue *roots[2] = {};
+        PolicySource sources[2];
+        Policy *p = NULL;
+        size_t n = 0;
+        TomlError e;
+
+        if (toml_parse(main_text, strlen(main_text), &roots[0], &e) != 0) {
+                printf("# toml error %u:%u %s\n", e.line, e.column, e.message);
+                return NULL;
+        }
+        sources[n++] = (PolicySource){ .path = "policy.toml", .root = roots[0], .is_main = true };
+        if (dropin_text) {
+                if (toml_parse(dropin_text, strlen(dropin_text), &roots[1], &e) != 0) {
+                        toml_value_free(roots[0]);
+                        return NULL;
+                }
+                sources[n++] = (PolicySource){ .path = "policy.d/10-extra.toml", .root = roots[1] };
+        }
+        if (policy_compile(sources, n, &resolver, &p, d) != 0)
+                p = NULL;
+        toml_value_free(roots[0]);
+        toml_value_free(roots[1]);
+        return p;
 }
 
-static void test_other_user_denied(void) {
-        /* sharing a group with the target grants nothing */
-        gid_t groups[] = { 100 };
-        PolicyRequester other = { .uid = 1002, .gid = 100, .groups = groups, .n_groups = 1 };
-        PolicyTarget t = owned_by(1001);
-        PolicyVerdict v = policy_check(&other, POLICY_COMMAND_INFO, &t);
+static Policy *compile_ok(const char *text) {
+        PolicyDiagnostics d = {};
+        Policy *p = compile2(text, NULL, &d);
 
-        check(!v.allowed && v.rule == NULL && v.reason && strstr(v.reason, "does not own"));
+        for (size_t i = 0; i < d.n; i++)
+                printf("# unexpected: %s\n", d.messages[i]);
+        check(p != NULL);
+        policy_diagnostics_done(&d);
+        return p;
 }
 
-static void test_changed_credentials_left_to_root(void) {
-        PolicyRequester owner = { .uid = 1001 }, root = { .uid = 0 };
-        PolicyTarget setuid_target = { .uid = { 1001, 0, 0, 0 }, .gid = { 100, 100, 100, 100 } };
-        PolicyTarget setgid_target = { .uid = { 1001, 1001, 1001, 1001 }, .gid = { 100, 5, 5, 5 } };
-        PolicyTarget dropped = { .uid = { 0, 1001, 1001, 1001 }, .gid = { 100, 100, 100, 100 } };
+/* The document must be refused with @expected (a substring) at @line:@column. */
+static void compile_fails(const char *text, const char *dropin, unsigned line, unsigned column, const char *expected) {
+        PolicyDiagnostics d = {};
+        Policy *p = compile2(text, dropin, &d);
+        char where[64];
+        bool found = false;
 
-        check(!policy_check(&owner, POLICY_COMMAND_INFO, &setuid_target).allowed);
-        check(!policy_check(&owner, POLICY_COMMAND_INFO, &setgid_target).allowed);
-        check(!policy_check(&owner, POLICY_COMMAND_INFO, &dropped).allowed);
-        check(policy_check(&root, POLICY_COMMAND_INFO, &setuid_target).allowed);
+        snprintf(where, sizeof(where), ":%u:%u: ", line, column);
+        for (size_t i = 0; i < d.n; i++)
+                if (strstr(d.messages[i], where) && strstr(d.messages[i], expected))
+                        found = true;
+        check(p == NULL);
+        check(found);
+        if (!found) {
+                printf("# wanted %s%s, got %zu messages:\n", where, expected, d.n);
+                for (size_t i = 0; i < d.n; i++)
+                        printf("#   %s\n", d.messages[i]);
+        }
+        policy_unref(p);
+        policy_diagnostics_done(&d);
 }
 
-static void test_unknown_command_denied(void) {
-        PolicyRequester root = { .uid = 0 };
-        PolicyTarget t = owned_by(0);
+static const gid_t alice_groups[] = { 1001, 3001 }; /* alice is in ops */
+static const PolicyRequester alice = { .uid = 1001, .gid = 1001, .groups = alice_groups, .n_groups = 2 };
+static const PolicyRequester bob = { .uid = 1002, .gid = 1002, .groups = (const gid_t[]){ 1002 }, .n_groups = 1 };
+static const PolicyRequester carol = { .uid = 1003, .gid = 1003, .groups = (const gid_t[]){ 1003 }, .n_groups = 1 };
+static const PolicyRequester root = { .uid = 0, .gid = 0, .groups = (const gid_t[]){ 0 }, .n_groups = 1 };
 
-        check(!policy_check(&root, _POLICY_COMMAND_MAX, &t).allowed);
-        check(!policy_check(&root, (PolicyCommand)-1, &t).allowed);
+static PolicyTarget target(uid_t uid, const char *unit, const char *name) {
+        return (PolicyTarget){ .uid = { uid, uid, uid, uid }, .gid = { 100, 100, 100, 100 }, .unit = unit, .name = name };
+}
+
+static PolicyVerdict decide(const Policy *p, const PolicyRequester *who, PolicyTarget t, PolicyRequest q) {
+        PolicyVerdict v;
+        policy_check(p, who, &t, &q, &v);
+        return v;
+}
+
+#define CMD(c) ((PolicyRequest){ .command = (c) })
+
+static const char orders_policy[] =
+        "[agent]\n"
+        "owner_access = true\n"
+        "\n"
+        "[[rule]]\n"
+        "name = \"orders-oncall\"\n"
+        "users = [\"bob\", \"uid:4242\"]\n"
+        "groups = [\"ops\"]\n"
+        "commands = [\"ps\", \"info\", \"dump\", \"trace\", \"counters\"]\n"
+        "targets.users = [\"svc-orders\"]\n"
+        "targets.units = [\"orders.service\"]\n"
+        "dump_types = [\"mini\", \"triage\", \"heap\"]\n"
+        "trace_profiles = [\"cpu-sampling\", \"gc-collect\"]\n"
+        "max_duration = \"5m\"\n"
+        "rate_limit = \"6/1h\"\n"
+        "readers = [\"group:ops\", \"carol\"]\n"
+        "\n"
+        "[[rule]]\n"
+        "name = \"billing-names\"\n"
+        "users = [\"carol\"]\n"
+        "commands = [\"info\"]\n"
+        "targets.names = [\"Billing.Api\"]\n";
+
+static void test_builtin_policy(void) {
+        Policy *p = policy_new_builtin();
+        PolicyVerdict v;
+
+        v = decide(p, &root, target(2001, NULL, NULL), CMD(POLICY_COMMAND_DUMP));
+        check(v.allowed && strcmp(v.rule_name, POLICY_RULE_ROOT) == 0);
+        v = decide(p, &alice, target(1001, NULL, NULL), CMD(POLICY_COMMAND_INFO));
+        check(v.allowed && strcmp(v.rule_name, POLICY_RULE_OWNER) == 0);
+        v = decide(p, &alice, target(2001, NULL, NULL), CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && v.rule_name == NULL && strstr(v.reason, "no rule"));
+        /* code injection: not even root, and not the owner, without a rule that says so */
+        check(!decide(p, &root, target(2001, NULL, NULL), CMD(POLICY_COMMAND_STARTUP_HOOK)).allowed);
+        check(!decide(p, &alice, target(1001, NULL, NULL), CMD(POLICY_COMMAND_PROFILER)).allowed);
+        check(!decide(p, &alice, target(1001, NULL, NULL), CMD(POLICY_COMMAND_SETENV)).allowed);
+        policy_unref(p);
+}
+
+static void test_owner_access_and_changed_credentials(void) {
+        Policy *p = compile_ok("[agent]\nowner_access = false\n");
+        PolicyTarget setuid_target = { .uid = { 1001, 2001, 2001, 2001 }, .gid = { 1, 1, 1, 1 } };
+        Policy *q = policy_new_builtin();
+        PolicyVerdict v;
+
+        check(p && !decide(p, &alice, target(1001, NULL, NULL), CMD(POLICY_COMMAND_INFO)).allowed);
+        v = decide(q, &alice, setuid_target, CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed);
+        setuid_target.uid[0] = 2001; /* now alice is the effective owner of a process that was started by... */
+        setuid_target.uid[1] = 1001; /* ...someone else and switched to alice: still not hers to read */
+        check(!decide(q, &alice, setuid_target, CMD(POLICY_COMMAND_INFO)).allowed);
+        policy_unref(p);
+        policy_unref(q);
+}
+
+static void test_requester_selectors(void) {
+        Policy *p = compile_ok(orders_policy);
+        PolicyTarget orders = target(2001, "orders.service", "Orders.Api");
+        PolicyRequester by_uid = { .uid = 4242, .gid = 4242, .groups = (const gid_t[]){ 4242 }, .n_groups = 1 };
+        PolicyVerdict v;
+
+        check(p && p->n_rules == 2);
+        /* by name, by uid:, by supplementary group */
+        check(decide(p, &bob, orders, CMD(POLICY_COMMAND_INFO)).allowed);
+        check(decide(p, &by_uid, orders, CMD(POLICY_COMMAND_INFO)).allowed);
+        v = decide(p, &alice, orders, CMD(POLICY_COMMAND_INFO));
+        check(v.allowed && v.rule && strcmp(v.rule_name, "orders-oncall") == 0);
+        /* carol is in no group of the rule and not named: and she learns nothing of it */
+        v = decide(p, &carol, orders, CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && !strstr(v.reason, "orders-oncall"));
+        policy_unref(p);
+}
+
+static void test_target_selectors(void) {
+        Policy *p = compile_ok(orders_policy);
+        PolicyVerdict v;
+
+        /* every selector given must match: owner and unit */
+        v = decide(p, &bob, target(2002, "orders.service", NULL), CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && strstr(v.reason, "target's user"));
+        v = decide(p, &bob, target(2001, "billing.service", NULL), CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && strstr(v.reason, "target's unit"));
+        v = decide(p, &bob, target(2001, NULL, NULL), CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && strstr(v.reason, "target's unit"));
+        /* by process name */
+        check(decide(p, &carol, target(2002, NULL, "Billing.Api"), CMD(POLICY_COMMAND_INFO)).allowed);
+        v = decide(p, &carol, target(2002, NULL, "Orders.Api"), CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && strstr(v.reason, "target's name"));
+        policy_unref(p);
+}
+
+static void test_command_and_parameters(void) {
+        Policy *p = compile_ok(orders_policy);
+        PolicyTarget orders = target(2001, "orders.service", "Orders.Api");
+        PolicyVerdict v;
+
+        v = decide(p, &bob, orders, CMD(POLICY_COMMAND_ENV));
+        check(!v.allowed && strstr(v.reason, "no rule grants you 'env'"));
+        check(decide(p, &bob, orders, (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_HEAP })
+                      .allowed);
+        v = decide(p, &bob, orders, (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_FULL });
+        check(!v.allowed && strstr(v.reason, "does not allow full dumps"));
+        check(decide(p, &bob, orders,
+                     (PolicyRequest){ .command = POLICY_COMMAND_TRACE, .trace_profile = "cpu-sampling",
+                                      .duration_usec = 300000000 })
+                      .allowed);
+        v = decide(p, &bob, orders,
+                   (PolicyRequest){ .command = POLICY_COMMAND_TRACE, .trace_profile = "gc-verbose" });
+        check(!v.allowed && strstr(v.reason, "gc-verbose"));
+        v = decide(p, &bob, orders,
+                   (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .duration_usec = 301000000 });
+        check(!v.allowed && strstr(v.reason, "at most 300s"));
+        policy_unref(p);
+}
+
+static void test_first_match_and_any(void) {
+        Policy *p = compile_ok("[[rule]]\nname = \"narrow\"\nusers = [\"bob\"]\ncommands = [\"dump\"]\n"
+                               "targets.users = [\"svc-orders\"]\ndump_types = [\"mini\"]\n"
+                               "[[rule]]\nname = \"wide\"\nusers = [\"bob\"]\ncommands = [\"dump\", \"info\"]\n"
+                               "targets.any = true\ndump_types = [\"mini\", \"full\"]\n");
+        PolicyVerdict v;
+
+        v = decide(p, &bob, target(2001, NULL, NULL),
+                   (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_MINI });
+        check(v.allowed && strcmp(v.rule_name, "narrow") == 0);
+        v = decide(p, &bob, target(2001, NULL, NULL),
+                   (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_FULL });
+        check(v.allowed && strcmp(v.rule_name, "wide") == 0);
+        v = decide(p, &bob, target(0, NULL, NULL), CMD(POLICY_COMMAND_INFO));
+        check(v.allowed && strcmp(v.rule_name, "wide") == 0);
+        policy_unref(p);
+}
+
+static void test_code_injection_needs_explicit_grant(void) {
+        Policy *p = compile_ok("[[rule]]\nname = \"hooks\"\nusers = [\"bob\"]\ncommands = [\"startup-hook\"]\n"
+                               "targets.users = [\"svc-orders\"]\nallow_code_injection = true\n");
+
+        check(decide(p, &bob, target(2001, NULL, NULL), CMD(POLICY_COMMAND_STARTUP_HOOK)).allowed);
+        check(!decide(p, &bob, target(2001, NULL, NULL), CMD(POLICY_COMMAND_PROFILER)).allowed);
+        policy_unref(p);
+}
+
+static void test_agent_settings(void) {
+        Policy *p = compile_ok("[agent]\ndump_dir = \"/srv/dumps\"\nmax_concurrent_dumps = 3\n"
+                               "audit_failure = \"allow\"\npam_service = \"dsagent\"\n");
+
+        check(p && strcmp(p->agent.dump_dir, "/srv/dumps") == 0 && p->agent.max_concurrent_dumps == 3);
+        check(p && p->agent.audit_failure_allow && strcmp(p->agent.pam_service, "dsagent") == 0);
+        check(p && p->agent.owner_access);
+        policy_unref(p);
+}
+
+#define RULE_HEAD "[[rule]]\nname = \"r\"\nusers = [\"bob\"]\n"
+
+static void test_schema_errors(void) {
+        compile_fails("[agent]\nfoo = 1\n", NULL, 2, 1, "unknown key 'foo' in [agent]");
+        compile_fails("bogus = 1\n", NULL, 1, 1, "unknown key 'bogus'");
+        compile_fails("[agent]\nowner_access = \"yes\"\n", NULL, 2, 16, "must be a boolean");
+        compile_fails("[agent]\nmax_concurrent_dumps = 0\n", NULL, 2, 24, "must be 1 to 64");
+        compile_fails("[agent]\ndump_dir = \"relative\"\n", NULL, 2, 12, "absolute path");
+        compile_fails("[agent]\naudit_failure = \"maybe\"\n", NULL, 2, 17, "\"deny\" or \"allow\"");
+        compile_fails("[agent]\npam_service = \"../x\"\n", NULL, 2, 15, "plain service name");
+        compile_fails("[[rule]]\nusers = [\"bob\"]\ncommands = [\"info\"]\ntargets.any = true\n", NULL, 1, 1,
+                      "needs a name");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\n"
+                      "[[rule]]\nname = \"r\"\nusers = [\"bob\"]\ncommands = [\"info\"]\ntargets.any = true\n",
+                      NULL, 6, 1, "rule name 'r' is already used at policy.toml:1");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\n",
+                      "[[rule]]\nname = \"r\"\nusers = [\"bob\"]\ncommands = [\"info\"]\ntargets.any = true\n", 1, 1,
+                      "already used");
+        compile_fails("[[rule]]\nname = \"r\"\ncommands = [\"info\"]\ntargets.any = true\n", NULL, 1, 1,
+                      "needs users or groups");
+        compile_fails(RULE_HEAD "commands = []\ntargets.any = true\n", NULL, 4, 12, "must not be an empty list");
+        compile_fails(RULE_HEAD "commands = [\"info\", \"info\"]\ntargets.any = true\n", NULL, 4, 21, "twice");
+        compile_fails(RULE_HEAD "commands = [\"teleport\"]\ntargets.any = true\n", NULL, 4, 13,
+                      "unknown command \"teleport\"");
+        compile_fails(RULE_HEAD "commands = \"info\"\ntargets.any = true\n", NULL, 4, 12, "must be a list");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\n", NULL, 1, 1, "rule needs targets");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\ntargets.users = [\"bob\"]\n", NULL, 5, 9,
+                      "cannot be combined");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = false\n", NULL, 5, 9, "means nothing");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.hosts = [\"x\"]\n", NULL, 5, 9,
+                      "unknown key 'targets.hosts'");
+        compile_fails(RULE_HEAD "users2 = 1\ncommands = [\"info\"]\ntargets.any = true\n", NULL, 4, 1,
+                      "unknown key 'users2'");
+        compile_fails("[[rule]]\nname = \"r\"\nusers = [\"mallory\"]\ncommands = [\"info\"]\ntargets.any = true\n",
+                      NULL, 3, 10, "unknown user \"mallory\"");
+        compile_fails("[[rule]]\nname = \"r\"\ngroups = [\"wheel\"]\ncommands = [\"info\"]\ntargets.any = true\n",
+                      NULL, 3, 11, "unknown group \"wheel\"");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.users = [\"uid:-1\"]\n", NULL, 5, 18,
+                      "not a valid uid:");
+        compile_fails(RULE_HEAD "commands = [\"dump\"]\ntargets.any = true\n", NULL, 1, 1, "say which dump_types");
+        compile_fails(RULE_HEAD "commands = [\"dump\"]\ntargets.any = true\ndump_types = [\"huge\"]\n", NULL, 6, 15,
+                      "unknown dump type \"huge\"");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\ndump_types = [\"mini\"]\n", NULL, 6, 1,
+                      "does not grant 'dump'");
+        compile_fails(RULE_HEAD "commands = [\"trace\"]\ntargets.any = true\ntrace_profiles = [\"x\"]\n", NULL, 6, 19,
+                      "unknown trace profile");
+        compile_fails(RULE_HEAD "commands = [\"trace\"]\ntargets.any = true\n", NULL, 1, 1, "say which trace_profiles");
+        compile_fails(RULE_HEAD "commands = [\"counters\"]\ntargets.any = true\nmax_duration = \"5 minutes\"\n",
+                      NULL, 6, 16, "bad duration");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\nmax_duration = \"5m\"\n", NULL, 6, 1,
+                      "neither 'trace' nor 'counters'");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\nrate_limit = \"lots\"\n", NULL, 6, 14,
+                      "bad rate");
+        compile_fails(RULE_HEAD "commands = [\"setenv\"]\ntargets.any = true\n", NULL, 4, 12,
+                      "allow_code_injection = true");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\nallow_code_injection = true\n", NULL, 6, 1,
+                      "grants no command that runs code");
+        compile_fails("", "[agent]\nowner_access = false\n", 1, 2, "belongs in the main policy file");
+}
+
+static void test_every_error_is_reported(void) {
+        PolicyDiagnostics d = {};
+        Policy *p = compile2("[agent]\nfoo = 1\nbar = 2\n[[rule]]\nname = \"x y\"\n", NULL, &d);
+
+        check(p == NULL);
+        check(d.n >= 4); /* foo, bar, the name, and what the rule lacks */
+        policy_diagnostics_done(&d);
+}
+
+static void test_durations_and_rates(void) {
+        uint64_t usec = 0;
+        PolicyRateLimit rate = {};
+
+        check(policy_parse_duration("90s", &usec) == 0 && usec == 90000000ULL);
+        check(policy_parse_duration("1h30m", &usec) == 0 && usec == 5400ULL * 1000000);
+        check(policy_parse_duration("2d", &usec) == 0 && usec == 172800ULL * 1000000);
+        check(policy_parse_duration("0s", &usec) == -EINVAL);
+        check(policy_parse_duration("31d", &usec) == -EINVAL);
+        check(policy_parse_duration("5", &usec) == -EINVAL);
+        check(policy_parse_duration("m", &usec) == -EINVAL);
+        check(policy_parse_duration("5m ", &usec) == -EINVAL);
+        check(policy_parse_duration("", &usec) == -EINVAL);
+        check(policy_parse_rate("6/1h", &rate) == 0 && rate.count == 6 && rate.period_usec == 3600ULL * 1000000);
+        check(policy_parse_rate("0/1h", &rate) == -EINVAL);
+        check(policy_parse_rate("6/", &rate) == -EINVAL);
+        check(policy_parse_rate("/1h", &rate) == -EINVAL);
+        check(policy_parse_rate("99999/1h", &rate) == -EINVAL);
 }
 
 int main(void) {
-        run_test(test_root_allowed);
-        run_test(test_owner_allowed);
-        run_test(test_other_user_denied);
-        run_test(test_changed_credentials_left_to_root);
-        run_test(test_unknown_command_denied);
+        run_test(test_builtin_policy);
+        run_test(test_owner_access_and_changed_credentials);
+        run_test(test_requester_selectors);
+        run_test(test_target_selectors);
+        run_test(test_command_and_parameters);
+        run_test(test_first_match_and_any);
+        run_test(test_code_injection_needs_explicit_grant);
+        run_test(test_agent_settings);
+        run_test(test_schema_errors);
+        run_test(test_every_error_is_reported);
+        run_test(test_durations_and_rates);
         return tap_finish();
 }

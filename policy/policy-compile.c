@@ -1,0 +1,711 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "policy-compile.h"
+#include "policy-rule.h"
+#include "text.h"
+
+#define RULE_NAME_MAX 64
+#define DURATION_MAX_USEC (30ULL * 24 * 3600 * 1000000)
+#define USEC_PER_SEC 1000000ULL
+
+typedef struct Compiler {
+        const PolicySource *source;
+        const PolicyResolver *resolver;
+        PolicyDiagnostics *diagnostics;
+        int oom;
+} Compiler;
+
+int policy_diagnostics_add(PolicyDiagnostics *d, const char *path, unsigned line, unsigned column,
+                           const char *format, ...) {
+        _cleanup_free_ char *text = NULL;
+        char **grown, *message;
+        va_list ap;
+        int n;
+
+        va_start(ap, format);
+        n = vasprintf(&text, format, ap);
+        va_end(ap);
+        if (n < 0)
+                return -ENOMEM;
+        if (asprintf(&message, "%s:%u:%u: %s", path, line, column, text) < 0)
+                return -ENOMEM;
+        grown = realloc(d->messages, (d->n + 1) * sizeof(char *));
+        if (!grown) {
+                free(message);
+                return -ENOMEM;
+        }
+        d->messages = grown;
+        d->messages[d->n++] = message;
+        return 0;
+}
+
+void policy_diagnostics_done(PolicyDiagnostics *d) {
+        for (size_t i = 0; i < d->n; i++)
+                free(d->messages[i]);
+        free(d->messages);
+        d->messages = NULL;
+        d->n = 0;
+}
+
+static void error_at(Compiler *c, unsigned line, unsigned column, const char *format, ...)
+        __attribute__((format(printf, 4, 5)));
+static void error_at(Compiler *c, unsigned line, unsigned column, const char *format, ...) {
+        char text[512];
+        va_list ap;
+
+        va_start(ap, format);
+        vsnprintf(text, sizeof(text), format, ap);
+        va_end(ap);
+        if (policy_diagnostics_add(c->diagnostics, c->source->path, line, column, "%s", text) < 0)
+                c->oom = -ENOMEM;
+}
+
+/* --- durations and rates --- */
+
+/**
+ * policy_parse_duration() - "90s", "5m", "1h30m", "2d": one or more number-unit pairs
+ *
+ * Return: 0, or -EINVAL for anything else, including zero and more than 30 days.
+ */
+int policy_parse_duration(const char *s, uint64_t *ret_usec) {
+        uint64_t total = 0;
+
+        if (!*s)
+                return -EINVAL;
+        while (*s) {
+                uint64_t n = 0, unit;
+                const char *start = s;
+
+                for (; *s >= '0' && *s <= '9'; s++) {
+                        n = n * 10 + (uint64_t)(*s - '0');
+                        if (n > DURATION_MAX_USEC)
+                                return -EINVAL;
+                }
+                if (s == start)
+                        return -EINVAL;
+                switch (*s++) {
+                case 's': unit = 1; break;
+                case 'm': unit = 60; break;
+                case 'h': unit = 3600; break;
+                case 'd': unit = 86400; break;
+                default: return -EINVAL;
+                }
+                total += n * unit * USEC_PER_SEC;
+                if (total > DURATION_MAX_USEC)
+                        return -EINVAL;
+        }
+        if (total == 0)
+                return -EINVAL;
+        *ret_usec = total;
+        return 0;
+}
+
+/* "6/1h": at most 6 requests in any hour. */
+int policy_parse_rate(const char *s, PolicyRateLimit *ret) {
+        const char *slash = strchr(s, '/');
+        _cleanup_free_ char *count = NULL;
+        uint64_t n, period;
+
+        if (!slash)
+                return -EINVAL;
+        count = strndup(s, (size_t)(slash - s));
+        if (!count)
+                return -ENOMEM;
+        if (parse_u64(count, &n) < 0 || n == 0 || n > POLICY_RATE_COUNT_MAX)
+                return -EINVAL;
+        if (policy_parse_duration(slash + 1, &period) < 0)
+                return -EINVAL;
+        *ret = (PolicyRateLimit){ .count = (unsigned)n, .period_usec = period };
+        return 0;
+}
+
+/* --- typed access with errors at the right place --- */
+
+static bool expect_type(Compiler *c, const TomlEntry *e, TomlType type) {
+        if (e->value->type == type)
+                return true;
+        error_at(c, e->value->line, e->value->column, "'%s' must be a %s, not a %s", e->key,
+                 type == TOML_ARRAY ? "list" : toml_type_to_string(type), toml_type_to_string(e->value->type));
+        return false;
+}
+
+static bool expect_string(Compiler *c, const TomlEntry *e) {
+        if (!expect_type(c, e, TOML_STRING))
+                return false;
+        if (e->value->string.size == 0 || strlen(e->value->string.data) != e->value->string.size) {
+                error_at(c, e->value->line, e->value->column, "'%s' must not be empty or contain NUL", e->key);
+                return false;
+        }
+        return true;
+}
+
+/* A non-empty list of distinct, non-empty strings. */
+static bool expect_string_list(Compiler *c, const TomlEntry *e) {
+        const TomlValue *a = e->value;
+
+        if (!expect_type(c, e, TOML_ARRAY))
+                return false;
+        if (a->array.n_items == 0) {
+                error_at(c, a->line, a->column, "'%s' must not be an empty list", e->key);
+                return false;
+        }
+        for (size_t i = 0; i < a->array.n_items; i++) {
+                const TomlValue *v = a->array.items[i];
+                if (v->type != TOML_STRING || v->string.size == 0 || strlen(v->string.data) != v->string.size) {
+                        error_at(c, v->line, v->column, "'%s' must list non-empty strings", e->key);
+                        return false;
+                }
+                for (size_t j = 0; j < i; j++)
+                        if (strcmp(a->array.items[j]->string.data, v->string.data) == 0) {
+                                error_at(c, v->line, v->column, "'%s' lists \"%s\" twice", e->key,
+                                         v->string.data);
+                                return false;
+                        }
+        }
+        return true;
+}
+
+static int id_list_append(PolicyIdList *l, uint32_t id) {
+        uint32_t *grown = realloc(l->ids, (l->n + 1) * sizeof(uint32_t));
+
+        if (!grown)
+                return -ENOMEM;
+        l->ids = grown;
+        l->ids[l->n++] = id;
+        return 0;
+}
+
+static int string_list_take(PolicyStringList *l, const TomlValue *array) {
+        l->items = calloc(array->array.n_items, sizeof(char *));
+        if (!l->items)
+                return -ENOMEM;
+        for (size_t i = 0; i < array->array.n_items; i++) {
+                l->items[i] = strdup(array->array.items[i]->string.data);
+                if (!l->items[i])
+                        return -ENOMEM;
+                l->n++;
+        }
+        return 0;
+}
+
+/* "uid:N" (or "gid:N") is a number; anything else is a name for the resolver. */
+static bool resolve_id(Compiler *c, const TomlValue *v, const char *key, bool group, uint32_t *ret) {
+        const char *prefix = group ? "gid:" : "uid:", *s = v->string.data;
+        uint64_t n;
+        int r;
+
+        if (strncmp(s, prefix, 4) == 0) {
+                if (parse_u64(s + 4, &n) < 0 || n >= UINT32_MAX) {
+                        error_at(c, v->line, v->column, "'%s': \"%s\" is not a valid %s", key, s, prefix);
+                        return false;
+                }
+                *ret = (uint32_t)n;
+                return true;
+        }
+        if (group) {
+                gid_t gid;
+                r = c->resolver->group(s, &gid, c->resolver->userdata);
+                *ret = gid;
+        } else {
+                uid_t uid;
+                r = c->resolver->user(s, &uid, c->resolver->userdata);
+                *ret = uid;
+        }
+        if (r < 0) {
+                error_at(c, v->line, v->column, "'%s': unknown %s \"%s\"", key, group ? "group" : "user", s);
+                return false;
+        }
+        return true;
+}
+
+static bool compile_id_list(Compiler *c, const TomlEntry *e, bool group, PolicyIdList *out) {
+        bool ok = expect_string_list(c, e);
+
+        for (size_t i = 0; ok && i < e->value->array.n_items; i++) {
+                uint32_t id;
+                if (!resolve_id(c, e->value->array.items[i], e->key, group, &id))
+                        ok = false;
+                else if (id_list_append(out, id) < 0)
+                        c->oom = -ENOMEM;
+        }
+        return ok;
+}
+
+/* Readers are "user", "uid:N", "group:NAME" or "gid:N". */
+static bool compile_readers(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        if (!expect_string_list(c, e))
+                return false;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                TomlValue v = *e->value->array.items[i];
+                bool group = strncmp(v.string.data, "group:", 6) == 0 || strncmp(v.string.data, "gid:", 4) == 0;
+                uint32_t id;
+
+                if (strncmp(v.string.data, "group:", 6) == 0) {
+                        v.string.data += 6;
+                        v.string.size -= 6;
+                }
+                if (!resolve_id(c, &v, e->key, group, &id))
+                        return false;
+                if (id_list_append(group ? &r->reader_groups : &r->reader_users, id) < 0)
+                        c->oom = -ENOMEM;
+        }
+        return true;
+}
+
+static bool compile_commands(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        if (!expect_string_list(c, e))
+                return false;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *v = e->value->array.items[i];
+                PolicyCommand cmd = policy_command_from_string(v->string.data);
+
+                if (cmd == _POLICY_COMMAND_INVALID) {
+                        error_at(c, v->line, v->column, "unknown command \"%s\"", v->string.data);
+                        return false;
+                }
+                r->commands |= 1u << cmd;
+        }
+        return true;
+}
+
+static bool compile_dump_types(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        if (!expect_string_list(c, e))
+                return false;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *v = e->value->array.items[i];
+                PolicyDumpType t = policy_dump_type_from_string(v->string.data);
+
+                if (t == _POLICY_DUMP_INVALID) {
+                        error_at(c, v->line, v->column, "unknown dump type \"%s\" (mini, heap, triage, full)",
+                                 v->string.data);
+                        return false;
+                }
+                r->dump_types |= 1u << t;
+        }
+        return true;
+}
+
+static bool compile_trace_profiles(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        if (!expect_string_list(c, e))
+                return false;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *v = e->value->array.items[i];
+                if (!policy_trace_profile_is_known(v->string.data)) {
+                        error_at(c, v->line, v->column, "unknown trace profile \"%s\"", v->string.data);
+                        return false;
+                }
+        }
+        if (string_list_take(&r->trace_profiles, e->value) < 0)
+                c->oom = -ENOMEM;
+        return true;
+}
+
+static bool compile_targets(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        bool ok = true, any_selector = false;
+        const TomlEntry *any = NULL;
+
+        if (!expect_type(c, e, TOML_TABLE))
+                return false;
+        for (size_t i = 0; i < e->value->table.n_entries; i++) {
+                const TomlEntry *t = &e->value->table.entries[i];
+
+                if (strcmp(t->key, "users") == 0) {
+                        ok = compile_id_list(c, t, false, &r->target_users) && ok;
+                        any_selector = true;
+                } else if (strcmp(t->key, "units") == 0 || strcmp(t->key, "names") == 0) {
+                        if (!expect_string_list(c, t))
+                                ok = false;
+                        else if (string_list_take(strcmp(t->key, "units") == 0 ? &r->target_units : &r->target_names,
+                                                  t->value) < 0)
+                                c->oom = -ENOMEM;
+                        any_selector = true;
+                } else if (strcmp(t->key, "any") == 0) {
+                        any = t;
+                        if (!expect_type(c, t, TOML_BOOLEAN))
+                                ok = false;
+                        else if (!t->value->boolean) {
+                                error_at(c, t->line, t->column, "'targets.any = false' means nothing; leave it out");
+                                ok = false;
+                        } else
+                                r->targets_any = true;
+                } else {
+                        error_at(c, t->line, t->column, "unknown key 'targets.%s' (users, units, names, any)",
+                                 t->key);
+                        ok = false;
+                }
+        }
+        if (any && any_selector) {
+                error_at(c, any->line, any->column, "'targets.any' cannot be combined with other target selectors");
+                ok = false;
+        }
+        if (!any && !any_selector) {
+                error_at(c, e->line, e->column, "'targets' selects nothing: give users, units or names, or any = true");
+                ok = false;
+        }
+        return ok;
+}
+
+static bool valid_rule_name(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > RULE_NAME_MAX)
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                      *p == '-' || *p == '_' || *p == '.'))
+                        return false;
+        return true;
+}
+
+typedef struct RuleKeys {
+        const TomlEntry *name, *users, *groups, *commands, *targets, *dump_types, *trace_profiles,
+                *max_duration, *rate_limit, *readers, *allow_code_injection;
+} RuleKeys;
+
+static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) {
+        static const struct { const char *key; size_t offset; } known[] = {
+                { "name", offsetof(RuleKeys, name) },
+                { "users", offsetof(RuleKeys, users) },
+                { "groups", offsetof(RuleKeys, groups) },
+                { "commands", offsetof(RuleKeys, commands) },
+                { "targets", offsetof(RuleKeys, targets) },
+                { "dump_types", offsetof(RuleKeys, dump_types) },
+                { "trace_profiles", offsetof(RuleKeys, trace_profiles) },
+                { "max_duration", offsetof(RuleKeys, max_duration) },
+                { "rate_limit", offsetof(RuleKeys, rate_limit) },
+                { "readers", offsetof(RuleKeys, readers) },
+                { "allow_code_injection", offsetof(RuleKeys, allow_code_injection) },
+        };
+        bool ok = true;
+
+        for (size_t i = 0; i < table->table.n_entries; i++) {
+                const TomlEntry *e = &table->table.entries[i];
+                size_t j;
+
+                for (j = 0; j < ELEMENTSOF(known); j++)
+                        if (strcmp(e->key, known[j].key) == 0) {
+                                *(const TomlEntry **)((char *)k + known[j].offset) = e;
+                                break;
+                        }
+                if (j == ELEMENTSOF(known)) {
+                        error_at(c, e->line, e->column, "unknown key '%s' in [[rule]]", e->key);
+                        ok = false;
+                }
+        }
+        return ok;
+}
+
+static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *r) {
+        bool ok = true;
+
+        if (k->dump_types)
+                ok = compile_dump_types(c, k->dump_types, r) && ok;
+        if (k->trace_profiles)
+                ok = compile_trace_profiles(c, k->trace_profiles, r) && ok;
+        if (k->max_duration && expect_string(c, k->max_duration) &&
+            policy_parse_duration(k->max_duration->value->string.data, &r->max_duration_usec) < 0) {
+                error_at(c, k->max_duration->value->line, k->max_duration->value->column,
+                         "bad duration \"%s\" (like \"90s\", \"5m\", \"1h30m\"; at most 30 days)",
+                         k->max_duration->value->string.data);
+                ok = false;
+        }
+        if (k->rate_limit && expect_string(c, k->rate_limit)) {
+                if (policy_parse_rate(k->rate_limit->value->string.data, &r->rate_limit) < 0) {
+                        error_at(c, k->rate_limit->value->line, k->rate_limit->value->column,
+                                 "bad rate \"%s\" (like \"6/1h\": count/duration)",
+                                 k->rate_limit->value->string.data);
+                        ok = false;
+                } else
+                        r->has_rate_limit = true;
+        }
+        if (k->readers)
+                ok = compile_readers(c, k->readers, r) && ok;
+        if (k->allow_code_injection && expect_type(c, k->allow_code_injection, TOML_BOOLEAN))
+                r->allow_code_injection = k->allow_code_injection->value->boolean;
+        return ok;
+}
+
+/* Keys that only make sense with some command must come with it, and the other way round. */
+static bool check_rule_coherence(Compiler *c, const TomlValue *table, const RuleKeys *k, const PolicyRule *r) {
+        bool ok = true;
+        bool dump = r->commands & (1u << POLICY_COMMAND_DUMP), trace = r->commands & (1u << POLICY_COMMAND_TRACE);
+        bool timed = trace || (r->commands & (1u << POLICY_COMMAND_COUNTERS));
+        bool injects = false;
+
+        for (int cmd = 0; cmd < _POLICY_COMMAND_MAX; cmd++)
+                if ((r->commands & (1u << cmd)) && policy_command_runs_code((PolicyCommand)cmd)) {
+                        injects = true;
+                        if (!r->allow_code_injection) {
+                                error_at(c, k->commands->value->line, k->commands->value->column,
+                                         "command '%s' runs code in the target: the rule must say "
+                                         "allow_code_injection = true", policy_command_to_string((PolicyCommand)cmd));
+                                ok = false;
+                        }
+                }
+        if (r->allow_code_injection && !injects) {
+                error_at(c, k->allow_code_injection->line, k->allow_code_injection->column,
+                         "allow_code_injection is set but the rule grants no command that runs code");
+                ok = false;
+        }
+        if (dump && !k->dump_types) {
+                error_at(c, table->line, table->column, "rule grants 'dump': say which dump_types");
+                ok = false;
+        }
+        if (!dump && k->dump_types) {
+                error_at(c, k->dump_types->line, k->dump_types->column, "dump_types given, but the rule does not grant 'dump'");
+                ok = false;
+        }
+        if (trace && !k->trace_profiles) {
+                error_at(c, table->line, table->column, "rule grants 'trace': say which trace_profiles");
+                ok = false;
+        }
+        if (!trace && k->trace_profiles) {
+                error_at(c, k->trace_profiles->line, k->trace_profiles->column,
+                         "trace_profiles given, but the rule does not grant 'trace'");
+                ok = false;
+        }
+        if (!timed && k->max_duration) {
+                error_at(c, k->max_duration->line, k->max_duration->column,
+                         "max_duration given, but the rule grants neither 'trace' nor 'counters'");
+                ok = false;
+        }
+        return ok;
+}
+
+static bool compile_rule(Compiler *c, const TomlValue *table, PolicyRule *r) {
+        RuleKeys k = {};
+        bool ok;
+
+        r->file = strdup(c->source->path);
+        r->line = table->line;
+        if (!r->file)
+                c->oom = -ENOMEM;
+
+        ok = collect_rule_keys(c, table, &k);
+        if (!k.name) {
+                error_at(c, table->line, table->column, "[[rule]] needs a name");
+                ok = false;
+        } else if (expect_string(c, k.name)) {
+                if (!valid_rule_name(k.name->value->string.data)) {
+                        error_at(c, k.name->value->line, k.name->value->column,
+                                 "rule name must be 1-64 of A-Z a-z 0-9 . _ -");
+                        ok = false;
+                }
+                r->name = strdup(k.name->value->string.data);
+                if (!r->name)
+                        c->oom = -ENOMEM;
+        } else
+                ok = false;
+
+        if (!k.users && !k.groups) {
+                error_at(c, table->line, table->column, "rule needs users or groups: who is it for?");
+                ok = false;
+        }
+        if (k.users)
+                ok = compile_id_list(c, k.users, false, &r->users) && ok;
+        if (k.groups)
+                ok = compile_id_list(c, k.groups, true, &r->groups) && ok;
+        if (!k.commands) {
+                error_at(c, table->line, table->column, "rule needs commands");
+                ok = false;
+        } else
+                ok = compile_commands(c, k.commands, r) && ok;
+        if (!k.targets) {
+                error_at(c, table->line, table->column,
+                         "rule needs targets (users, units or names), or targets.any = true");
+                ok = false;
+        } else
+                ok = compile_targets(c, k.targets, r) && ok;
+
+        ok = compile_rule_parameters(c, &k, r) && ok;
+        if (ok && k.commands)
+                ok = check_rule_coherence(c, table, &k, r);
+        return ok;
+}
+
+static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
+        const TomlValue *v = e->value;
+
+        if (strcmp(e->key, "dump_dir") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (v->string.data[0] != '/') {
+                        error_at(c, v->line, v->column, "'dump_dir' must be an absolute path");
+                        return false;
+                }
+                free(a->dump_dir);
+                a->dump_dir = strdup(v->string.data);
+                if (!a->dump_dir)
+                        c->oom = -ENOMEM;
+        } else if (strcmp(e->key, "max_concurrent_dumps") == 0) {
+                if (!expect_type(c, e, TOML_INTEGER))
+                        return false;
+                if (v->integer < 1 || v->integer > POLICY_MAX_CONCURRENT_DUMPS_MAX) {
+                        error_at(c, v->line, v->column, "'max_concurrent_dumps' must be 1 to %d",
+                                 POLICY_MAX_CONCURRENT_DUMPS_MAX);
+                        return false;
+                }
+                a->max_concurrent_dumps = (unsigned)v->integer;
+        } else if (strcmp(e->key, "audit_failure") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (strcmp(v->string.data, "deny") != 0 && strcmp(v->string.data, "allow") != 0) {
+                        error_at(c, v->line, v->column, "'audit_failure' is \"deny\" or \"allow\"");
+                        return false;
+                }
+                a->audit_failure_allow = strcmp(v->string.data, "allow") == 0;
+        } else if (strcmp(e->key, "owner_access") == 0) {
+                if (!expect_type(c, e, TOML_BOOLEAN))
+                        return false;
+                a->owner_access = v->boolean;
+        } else if (strcmp(e->key, "pam_service") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                /* it names a file in /etc/pam.d */
+                if (strchr(v->string.data, '/') || v->string.data[0] == '.') {
+                        error_at(c, v->line, v->column, "'pam_service' must be a plain service name");
+                        return false;
+                }
+                a->pam_service = strdup(v->string.data);
+                if (!a->pam_service)
+                        c->oom = -ENOMEM;
+        } else {
+                error_at(c, e->line, e->column,
+                         "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, audit_failure, "
+                         "owner_access, pam_service)", e->key);
+                return false;
+        }
+        return true;
+}
+
+static bool compile_agent(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
+        bool ok = true;
+
+        if (!c->source->is_main) {
+                error_at(c, e->line, e->column, "[agent] belongs in the main policy file, not in policy.d");
+                return false;
+        }
+        if (!expect_type(c, e, TOML_TABLE))
+                return false;
+        for (size_t i = 0; i < e->value->table.n_entries; i++)
+                ok = compile_agent_entry(c, &e->value->table.entries[i], a) && ok;
+        return ok;
+}
+
+static bool check_unique_name(Compiler *c, const Policy *p, const PolicyRule *r, const TomlValue *table) {
+        for (size_t i = 0; i < p->n_rules; i++)
+                if (p->rules[i].name && r->name && strcmp(p->rules[i].name, r->name) == 0) {
+                        error_at(c, table->line, table->column, "rule name '%s' is already used at %s:%u", r->name,
+                                 p->rules[i].file, p->rules[i].line);
+                        return false;
+                }
+        return true;
+}
+
+static bool compile_rules(Compiler *c, const TomlEntry *e, Policy *p) {
+        PolicyRule *grown;
+        bool ok = true;
+
+        if (!expect_type(c, e, TOML_ARRAY))
+                return false;
+        grown = realloc(p->rules, (p->n_rules + e->value->array.n_items) * sizeof(PolicyRule));
+        if (!grown) {
+                c->oom = -ENOMEM;
+                return false;
+        }
+        p->rules = grown;
+
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *table = e->value->array.items[i];
+                PolicyRule *r = &p->rules[p->n_rules];
+
+                *r = (PolicyRule){};
+                if (table->type != TOML_TABLE) {
+                        error_at(c, table->line, table->column, "'rule' must be an array of tables: [[rule]]");
+                        ok = false;
+                        continue;
+                }
+                /* both, so that one run reports a broken rule's duplicate name too */
+                ok = compile_rule(c, table, r) && ok;
+                ok = check_unique_name(c, p, r, table) && ok;
+                p->n_rules++;
+        }
+        return ok;
+}
+
+static bool compile_source(Compiler *c, Policy *p) {
+        const TomlValue *root = c->source->root;
+        bool ok = true;
+
+        for (size_t i = 0; i < root->table.n_entries; i++) {
+                const TomlEntry *e = &root->table.entries[i];
+
+                if (strcmp(e->key, "agent") == 0)
+                        ok = compile_agent(c, e, &p->agent) && ok;
+                else if (strcmp(e->key, "rule") == 0)
+                        ok = compile_rules(c, e, p) && ok;
+                else {
+                        error_at(c, e->line, e->column, "unknown key '%s' (a policy has [agent] and [[rule]])", e->key);
+                        ok = false;
+                }
+        }
+        return ok;
+}
+
+/**
+ * policy_compile() - check documents against the schema and build a Policy
+ *
+ * All documents are checked even after an error, so that one run reports
+ * every problem. Rules keep their order: main file first, then policy.d in
+ * the order given.
+ *
+ * Return: 0; POLICY_E_INVALID with the problems in @diagnostics; -ENOMEM.
+ */
+int policy_compile(const PolicySource *sources, size_t n_sources, const PolicyResolver *resolver,
+                   Policy **ret, PolicyDiagnostics *diagnostics) {
+        Policy *p = policy_new_builtin();
+        bool ok = true;
+        int oom = 0;
+
+        if (!p)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_sources; i++) {
+                Compiler c = { .source = &sources[i], .resolver = resolver, .diagnostics = diagnostics };
+
+                ok = compile_source(&c, p) && ok;
+                if (c.oom)
+                        oom = c.oom;
+        }
+        p->n_files = n_sources;
+
+        if (oom || !ok) {
+                policy_unref(p);
+                return oom ? oom : POLICY_E_INVALID;
+        }
+        *ret = p;
+        return 0;
+}
+
+void policy_rule_done(PolicyRule *r) {
+        PolicyStringList *lists[] = { &r->target_units, &r->target_names, &r->trace_profiles };
+
+        free(r->name);
+        free(r->file);
+        free(r->users.ids);
+        free(r->groups.ids);
+        free(r->target_users.ids);
+        free(r->reader_users.ids);
+        free(r->reader_groups.ids);
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+                for (size_t j = 0; j < lists[i]->n; j++)
+                        free(lists[i]->items[j]);
+                free(lists[i]->items);
+        }
+        *r = (PolicyRule){};
+}

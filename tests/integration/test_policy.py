@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The TOML policy with real users, groups, cgroups and the real runtime: grants, denials, reloads."""
+import json
+import os
+import shutil
+import subprocess
+import threading
+
+import harness
+from harness import (ALICE, DSAGENT, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Target, dsctl, info_json,
+                     make_dir, request_id_of, run_tests, test, uid_of, wait_for)
+
+ONCALL = f"""
+[agent]
+owner_access = true
+
+[[rule]]
+name = "svc-oncall"
+groups = ["{OPS}"]
+commands = ["ps", "info", "dump", "trace"]
+targets.users = ["{SVC}"]
+targets.names = ["DsTestTarget"]
+dump_types = ["mini", "heap"]
+trace_profiles = ["cpu-sampling"]
+max_duration = "1m"
+"""
+
+
+def explain(agent, user, pid, *args):
+    r = dsctl(agent, user, "--json", "explain", str(pid), *args)
+    assert r.returncode in (0, EXIT_DENIED), r
+    verdict = json.loads(r.stdout)
+    assert verdict["allowed"] == (r.returncode == 0)
+    return verdict
+
+
+@test
+def group_grant_works_and_every_request_outside_it_is_denied():
+    target = Target(SVC, args=["--marker", "granted"])
+    others = Target(MALLORY)
+    agent = Agent(policy=ONCALL)
+    watch = AcceptWatch(target.pid)
+
+    # granted through her supplementary group
+    info = info_json(agent, ALICE, target.pid)
+    assert "--marker granted" in info["command_line"]
+    assert agent.records()[-1]["DSAGENT_RULE"] == "svc-oncall"
+    assert watch.accepts() == 1
+
+    # another requester: denied, and the runtime sees nothing of it
+    r = dsctl(agent, MALLORY, "info", str(target.pid))
+    assert r.returncode == EXIT_DENIED and "no rule grants you access" in r.stderr, r
+    assert agent.record_for(request_id_of(r))["DSAGENT_DECISION"] == "denied"
+    assert watch.accepts() == 1
+
+    # another target owner
+    r = dsctl(agent, ALICE, "info", str(others.pid))
+    assert r.returncode == EXIT_DENIED and "does not cover the target's user" in r.stderr, r
+
+    # another command, another dump type, another profile, too long: the rule's words
+    assert "no rule grants you 'env'" in explain(agent, ALICE, target.pid, "env")["reason"]
+    assert explain(agent, ALICE, target.pid, "dump", "--type", "heap")["rule"] == "svc-oncall"
+    assert "does not allow full dumps" in explain(agent, ALICE, target.pid, "dump", "--type", "full")["reason"]
+    assert "gc-verbose" in explain(agent, ALICE, target.pid, "trace", "--profile", "gc-verbose")["reason"]
+    assert "at most 60s" in explain(agent, ALICE, target.pid, "trace", "--profile", "cpu-sampling",
+                                    "--duration", "120")["reason"]
+    assert explain(agent, ALICE, target.pid, "trace", "--profile", "cpu-sampling", "--duration", "60")["allowed"]
+    assert watch.accepts() == 1
+
+    # the stranger learns nothing about rules written for others
+    verdict = explain(agent, MALLORY, target.pid, "info")
+    assert not verdict["allowed"] and "svc-oncall" not in json.dumps(verdict)
+
+    # and ps shows the granted target to her, not the other one
+    listed = {p["pid"] for p in json.loads(dsctl(agent, ALICE, "--json", "ps").stdout)}
+    assert target.pid in listed and others.pid not in listed
+
+
+def place_in_unit(pid, unit):
+    """Move @pid into a cgroup named like a systemd unit, on whichever hierarchy systemd would read."""
+    for root in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup"):
+        if os.path.exists(os.path.join(root, "cgroup.procs")):
+            path = os.path.join(root, "system.slice", unit)
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+            harness.scope.callback(lambda: (wait_for(lambda: not open(os.path.join(path, "cgroup.procs")).read()),
+                                            os.rmdir(path)))
+            return
+    raise AssertionError("no writable cgroup hierarchy")
+
+
+@test
+def unit_selector_matches_the_process_cgroup():
+    in_unit = Target(SVC)
+    outside = Target(SVC)
+    place_in_unit(in_unit.pid, "dst-orders.service")
+    agent = Agent(policy=f"""
+[agent]
+owner_access = false
+[[rule]]
+name = "orders-unit"
+users = ["{ALICE}"]
+commands = ["info"]
+targets.units = ["dst-orders.service"]
+""")
+    info = info_json(agent, ALICE, in_unit.pid)
+    assert info["unit"] == "dst-orders.service"
+    r = dsctl(agent, ALICE, "info", str(outside.pid))
+    assert r.returncode == EXIT_DENIED and "does not cover the target's unit" in r.stderr, r
+    # with owner_access off, not even the owner gets in without a rule
+    assert dsctl(agent, SVC, "info", str(outside.pid)).returncode == EXIT_DENIED
+    in_unit.process.stop()  # empty the cgroup so it can be removed
+
+
+@test
+def rate_limit_denies_past_the_budget_and_names_the_rule():
+    target = Target(SVC)
+    agent = Agent(policy=f"""
+[[rule]]
+name = "twice-an-hour"
+users = ["{ALICE}"]
+commands = ["info"]
+targets.users = ["{SVC}"]
+rate_limit = "2/1h"
+""")
+    watch = AcceptWatch(target.pid)
+    assert dsctl(agent, ALICE, "info", str(target.pid)).returncode == 0
+    assert explain(agent, ALICE, target.pid, "info")["allowed"]  # asking costs nothing
+    assert dsctl(agent, ALICE, "info", str(target.pid)).returncode == 0
+    r = dsctl(agent, ALICE, "info", str(target.pid))
+    assert r.returncode == EXIT_DENIED and "rate limit of rule 'twice-an-hour' reached" in r.stderr, r
+    record = agent.record_for(request_id_of(r))
+    assert record["DSAGENT_DECISION"] == "denied" and record["DSAGENT_RULE"] == "twice-an-hour"
+    assert watch.accepts() == 2
+    # the owner is not counted against alice's budget
+    assert dsctl(agent, SVC, "info", str(target.pid)).returncode == 0
+
+
+def check_policy(path):
+    return subprocess.run([DSAGENT, "--check-policy", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True)
+
+
+def write_root_file(directory, name, text, mode=0o644):
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+@test
+def check_policy_reports_every_error_with_its_position():
+    d = make_dir(None, 0o755)
+    good = write_root_file(d, "good.toml", ONCALL)
+    r = check_policy(good)
+    assert r.returncode == 0 and "OK, 1 rule in 1 file" in r.stdout, r
+
+    bad = write_root_file(d, "bad.toml", f"""[agent]
+owner_access = "yes"
+[[rule]]
+name = "r1"
+users = ["no-such-user-here"]
+commands = ["info", "teleport"]
+targets.any = true
+[[rule]]
+name = "r1"
+users = ["{ALICE}"]
+commands = ["info"]
+""")
+    r = check_policy(bad)
+    assert r.returncode == 1, r
+    for expected in (f"{bad}:2:16: 'owner_access' must be a boolean",
+                     f'{bad}:5:10: \'users\': unknown user "no-such-user-here"',
+                     f'{bad}:6:21: unknown command "teleport"',
+                     f"{bad}:8:1: rule needs targets",
+                     f"{bad}:8:1: rule name 'r1' is already used at {bad}:3"):
+        assert expected in r.stderr, (expected, r.stderr)
+
+    syntax = write_root_file(d, "syntax.toml", "[agent]\nowner_access = true\nowner_access = false\n")
+    r = check_policy(syntax)
+    assert r.returncode == 1 and f"{syntax}:3:1:" in r.stderr and "duplicate" in r.stderr, r
+
+
+@test
+def unsafe_policy_files_are_refused():
+    d = make_dir(None, 0o755)
+    writable = write_root_file(d, "group-writable.toml", ONCALL, 0o664)
+    r = check_policy(writable)
+    assert r.returncode == 1 and "writable by group or others" in r.stderr, r
+
+    owned = write_root_file(d, "owned.toml", ONCALL)
+    os.chown(owned, uid_of(SVC), -1)
+    r = check_policy(owned)
+    assert r.returncode == 1 and "not owned by root" in r.stderr, r
+
+    link = os.path.join(d, "link.toml")
+    os.symlink(write_root_file(d, "target.toml", ONCALL), link)
+    assert check_policy(link).returncode == 1
+
+    dropins = os.path.join(d, "policy.d")
+    os.mkdir(dropins, 0o777)
+    os.chmod(dropins, 0o777)
+    r = check_policy(write_root_file(d, "main.toml", ""))
+    assert r.returncode == 1 and "policy.d" in r.stderr and "writable by group or others" in r.stderr, r
+
+    # and the agent will not start on such a policy
+    started = subprocess.run([DSAGENT, "--listen", os.path.join(d, "s.sock"), "--policy", writable],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    assert started.returncode != 0 and "not starting without a valid policy" in started.stderr, started
+
+
+@test
+def dropins_add_rules_in_name_order():
+    target = Target(SVC)
+    agent = Agent(policy="[agent]\nowner_access = false\n")
+    agent.write_policy(f"""[[rule]]
+name = "from-dropin"
+users = ["{ALICE}"]
+commands = ["info"]
+targets.users = ["{SVC}"]
+""", name="20-alice.toml")
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    assert dsctl(agent, ALICE, "info", str(target.pid)).returncode == 0
+    assert agent.records()[-1]["DSAGENT_RULE"] == "from-dropin"
+
+    agent.write_policy("[agent]\nowner_access = true\n", name="30-agent.toml")
+    record = agent.reload()
+    assert record["DSAGENT_POLICY_LOADED"] == "no"
+    assert "belongs in the main policy file" in record["DSAGENT_POLICY_ERROR"]
+
+
+@test
+def reload_swaps_the_policy_and_keeps_the_old_one_when_the_new_is_broken():
+    target = Target(SVC)
+    allow = ONCALL
+    agent = Agent(policy=allow)
+    assert dsctl(agent, ALICE, "info", str(target.pid)).returncode == 0
+
+    agent.write_policy("[agent]\nowner_access = true\n")
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    assert dsctl(agent, ALICE, "info", str(target.pid)).returncode == EXIT_DENIED
+
+    agent.write_policy(allow + "\n[[rule]]\nname = \"broken\"\n")
+    record = agent.reload()
+    assert record["DSAGENT_POLICY_LOADED"] == "no" and "policy.toml:" in record["DSAGENT_POLICY_ERROR"]
+    # still the previous (deny) policy, not the broken one, not nothing
+    assert dsctl(agent, ALICE, "info", str(target.pid)).returncode == EXIT_DENIED
+    assert dsctl(agent, SVC, "info", str(target.pid)).returncode == 0
+
+
+@test
+def reload_under_concurrent_requests_drops_none():
+    target = Target(SVC)
+    first = ONCALL
+    second = ONCALL.replace('name = "svc-oncall"', 'name = "svc-oncall-v2"')
+    agent = Agent(policy=first)
+    results, lock = [], threading.Lock()
+
+    def client():
+        for _ in range(20):
+            r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=client) for _ in range(6)]
+    for t in threads:
+        t.start()
+    reloads = 0
+    while any(t.is_alive() for t in threads):
+        agent.write_policy(second if reloads % 2 == 0 else first)
+        assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+        reloads += 1
+    for t in threads:
+        t.join()
+
+    assert reloads >= 3, reloads
+    failed = [r for r in results if r.returncode != 0]
+    assert not failed, failed[:3]
+    assert all(json.loads(r.stdout)["pid"] == target.pid for r in results)
+    rules = {rec["DSAGENT_RULE"] for rec in agent.records()}
+    assert rules <= {"svc-oncall", "svc-oncall-v2"} and len(agent.records()) == len(results)
+
+
+@test
+def pam_account_stack_gates_every_request():
+    # a real PAM stack: the account phase refuses alice, lets everyone else through
+    service = "dsagent-it-test"
+    path = f"/etc/pam.d/{service}"
+    with open(path, "w") as f:
+        f.write(f"account required pam_succeed_if.so quiet user != {ALICE}\naccount required pam_permit.so\n")
+    harness.scope.callback(os.unlink, path)
+    target = Target(SVC)
+    rule = f"""
+[[rule]]
+name = "both"
+users = ["{ALICE}", "{MALLORY}"]
+commands = ["ps", "info"]
+targets.users = ["{SVC}"]
+"""
+    agent = Agent(policy=f'[agent]\npam_service = "{service}"\n' + rule)
+    watch = AcceptWatch(target.pid)
+
+    r = dsctl(agent, ALICE, "info", str(target.pid))
+    assert r.returncode == EXIT_DENIED and f"PAM account check of service '{service}' failed" in r.stderr, r
+    assert agent.record_for(request_id_of(r))["DSAGENT_DECISION"] == "denied"
+    assert dsctl(agent, ALICE, "ps").returncode == EXIT_DENIED
+    assert not explain(agent, ALICE, target.pid, "info")["allowed"]
+    assert watch.accepts() == 0
+    assert dsctl(agent, MALLORY, "info", str(target.pid)).returncode == 0
+    assert watch.accepts() == 1
+
+    # the same policy without PAM lets alice in: the stack was what refused her
+    agent.write_policy(rule)
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    assert dsctl(agent, ALICE, "info", str(target.pid)).returncode == 0
+
+
+if __name__ == "__main__":
+    run_tests()
