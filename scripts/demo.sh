@@ -40,8 +40,12 @@ trap cleanup EXIT
 as() { setpriv --reuid="$1" --regid="$1" --init-groups --reset-env "${@:2}"; }
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "dsagent listens on $work/dsagent.sock (built-in rule: root and each process's own user)"
-"$build/agent/dsagent" --listen "$work/dsagent.sock" --audit stderr 2>"$work/audit.log" &
+# the shipped default policy, installed as an administrator would: root's, 0644
+install -m 0644 -o root -g root "$src/policy/examples/policy.toml" "$work/policy.toml"
+"$build/agent/dsagent" --check-policy "$work/policy.toml"
+
+step "dsagent listens on $work/dsagent.sock under the shipped default policy (root, and each process's own user)"
+"$build/agent/dsagent" --listen "$work/dsagent.sock" --policy "$work/policy.toml" --audit stderr 2>"$work/audit.log" &
 agent_pid=$!
 
 step "a .NET app runs as $svc with TMPDIR=$app_tmp (mode 0700: no one else can reach its socket)"
@@ -61,6 +65,30 @@ as "$svc" env DSAGENT_SOCKET="$DSAGENT_SOCKET" "$build/client/dsctl" info "$app_
 
 step "as $visitor: dsctl info $app_pid (not the app's user: denied)"
 as "$visitor" env DSAGENT_SOCKET="$DSAGENT_SOCKET" "$build/client/dsctl" info "$app_pid" || echo "(exit status $?)"
+
+step "a drop-in grants $visitor info (never dumps) on $svc's processes; the agent reloads"
+install -d -m 0755 "$work/policy.d"
+cat >"$work/policy.d/50-visitor.toml" <<POLICY
+[[rule]]
+name = "visitor-reads-info"
+users = ["$visitor"]
+commands = ["ps", "info"]
+targets.users = ["$svc"]
+rate_limit = "10/1h"
+POLICY
+chmod 0644 "$work/policy.d/50-visitor.toml"
+"$build/agent/dsagent" --check-policy "$work/policy.toml"
+kill -HUP "$agent_pid"
+# the agent records every load; wait for the second one
+for _ in $(seq 100); do [ "$(grep -c 'DSAGENT_POLICY_LOADED="yes"' "$work/audit.log")" -ge 2 ] && break; sleep 0.1; done
+
+step "as $visitor: dsctl explain $app_pid info, then dump"
+as "$visitor" env DSAGENT_SOCKET="$DSAGENT_SOCKET" "$build/client/dsctl" explain "$app_pid" info
+as "$visitor" env DSAGENT_SOCKET="$DSAGENT_SOCKET" "$build/client/dsctl" explain "$app_pid" dump --type full ||
+        echo "(exit status $?)"
+
+step "as $visitor: dsctl info $app_pid (allowed by the rule now)"
+as "$visitor" env DSAGENT_SOCKET="$DSAGENT_SOCKET" "$build/client/dsctl" info "$app_pid"
 
 step "the audit trail: one record per decision (in the journal when dsagent runs under systemd)"
 sed 's/^dsagent-audit: //' "$work/audit.log"
