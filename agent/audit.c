@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,5 +240,37 @@ int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e) {
         }
         for (size_t i = 0; i < e->n_errors && i < AUDIT_POLICY_ERRORS_MAX; i++)
                 audit_fields_add_text(&f, "DSAGENT_POLICY_ERROR", e->errors[i]);
+        return audit_send(sink, &f);
+}
+
+/**
+ * audit_log_dump() - record a published dump: where, how big, of whom, for whom
+ *
+ * Return: 0, or a negative errno when the record could not be written anywhere.
+ */
+int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        _cleanup_free_ char *path = text_escape(e->path, strlen(e->path));
+
+        if (!path)
+                return -ENOMEM;
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_DUMP);
+        audit_fields_addf(&f, "PRIORITY=%d", LOG_INFO);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_addf(&f, "MESSAGE=%s dump of pid %d (%" PRIu64 " bytes) for uid %u stored at %s", e->dump_type,
+                          (int)e->target_pid, e->size, (unsigned)e->requester, path);
+        audit_fields_addf(&f, "DSAGENT_REQUEST_ID=%016" PRIx64, e->request_id);
+        audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)e->requester);
+        audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->target_pid);
+        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->target_uid);
+        audit_fields_add_text(&f, "DSAGENT_TARGET_UNIT", e->target_unit);
+        audit_fields_add_text(&f, "DSAGENT_TARGET_EXE", e->target_exe);
+        audit_fields_add_text(&f, "DSAGENT_RULE", e->rule);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
+        audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);
+        audit_fields_addf(&f, "DSAGENT_DUMP_READABLE=%s", e->readable ? "yes" : "no");
+        audit_fields_addf(&f, "DSAGENT_DUMP_COPIED=%s", e->copied ? "yes" : "no");
+        audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
         return audit_send(sink, &f);
 }

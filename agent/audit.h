@@ -46,7 +46,24 @@ typedef struct AuditPolicyEvent {
         size_t n_errors;
 } AuditPolicyEvent;
 
+typedef struct AuditDumpEvent {
+        uint64_t request_id;
+        uid_t requester;
+        pid_t target_pid;
+        uid_t target_uid;
+        const char *target_unit;
+        const char *target_exe;
+        const char *rule;
+        const char *path;
+        uint64_t size;
+        const char *dump_type;
+        bool readable;          /* whether the requester got read access */
+        bool copied;            /* whether it had to be copied across file systems */
+        uint64_t duration_usec; /* from the request to publication */
+} AuditDumpEvent;
+
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
 int audit_log_request(AuditSink sink, const AuditRecord *r);
 int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);
+int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);

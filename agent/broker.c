@@ -3,12 +3,14 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <systemd/sd-daemon.h>
 
 #include "broker.h"
 #include "cleanup.h"
 #include "connection.h"
+#include "dump-stage.h"
 #include "pam-check.h"
 #include "policy-load.h"
 
@@ -58,6 +60,34 @@ void broker_connection_closed(Broker *b, Connection *c) {
         b->n_connections--;
         broker_update_accepting(b);
         broker_update_idle(b);
+}
+
+/**
+ * broker_dump_begin() - claim the right to dump a process
+ *
+ * Return: 0, -EBUSY with a reason (that process is being dumped, or
+ * @max_concurrent dumps are in progress).
+ */
+int broker_dump_begin(Broker *b, pid_t pid, uint64_t start_time, unsigned max_concurrent, const char **ret_why) {
+        for (unsigned i = 0; i < b->n_dumps; i++)
+                if (b->dumps[i].pid == pid && b->dumps[i].start_time == start_time) {
+                        *ret_why = "a dump of this process is already in progress";
+                        return -EBUSY;
+                }
+        if (b->n_dumps >= max_concurrent || b->n_dumps >= BROKER_DUMPS_MAX) {
+                *ret_why = "as many dumps as max_concurrent_dumps allows are in progress";
+                return -EBUSY;
+        }
+        b->dumps[b->n_dumps++] = (BrokerDump){ .pid = pid, .start_time = start_time };
+        return 0;
+}
+
+void broker_dump_end(Broker *b, pid_t pid, uint64_t start_time) {
+        for (unsigned i = 0; i < b->n_dumps; i++)
+                if (b->dumps[i].pid == pid && b->dumps[i].start_time == start_time) {
+                        b->dumps[i] = b->dumps[--b->n_dumps];
+                        return;
+                }
 }
 
 static void broker_accept_one(Broker *b, int fd) {
@@ -172,6 +202,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
         r = pam_checker_start(event, &b->pam);
         if (r < 0)
                 return r;
+        if (mkdir(b->config.runtime_dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        dump_stage_clean_stale(b->config.runtime_dir);
 
         r = sd_event_add_io(event, &b->listen_source, listen_fd, EPOLLIN, broker_on_listen, b);
         if (r < 0)

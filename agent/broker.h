@@ -21,6 +21,8 @@ typedef struct BrokerConfig {
         uint64_t runtime_timeout_usec; /* for a runtime to answer */
         uint64_t reply_timeout_usec;   /* for a client to read its reply */
         uint64_t idle_exit_usec;       /* 0: never exit when idle */
+        uint64_t dump_timeout_usec;    /* for a runtime to finish a dump */
+        const char *runtime_dir;       /* notes of staging directories in use, for clean-up after a crash */
         unsigned max_connections;
         unsigned max_connections_per_uid;
 } BrokerConfig;
@@ -31,9 +33,19 @@ typedef struct BrokerConfig {
                 .request_timeout_usec = 5 * 1000000ULL,         \
                 .runtime_timeout_usec = 10 * 1000000ULL,        \
                 .reply_timeout_usec = 30 * 1000000ULL,          \
+                .dump_timeout_usec = 300 * 1000000ULL,          \
+                .runtime_dir = "/run/dsagent",                  \
                 .max_connections = 512,                         \
                 .max_connections_per_uid = 32,                  \
         }
+
+/* The runtime writes one dump at a time and freezes the target meanwhile. */
+#define BROKER_DUMPS_MAX 64
+
+typedef struct BrokerDump {
+        pid_t pid;
+        uint64_t start_time;
+} BrokerDump;
 
 typedef struct Broker {
         sd_event *event;
@@ -46,6 +58,8 @@ typedef struct Broker {
         Policy *policy;                /* replaced whole on reload; requests hold their own reference */
         RateLimiter *rate_limiter;     /* survives reloads: a reload does not reset anyone's budget */
         struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
+        BrokerDump dumps[BROKER_DUMPS_MAX]; /* in progress: at most one per target */
+        unsigned n_dumps;
 } Broker;
 
 int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Policy *policy, Broker **ret);
@@ -53,3 +67,5 @@ int broker_reload_policy(Broker *b);
 Broker *broker_free(Broker *b);
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid);
 void broker_connection_closed(Broker *b, Connection *c);
+int broker_dump_begin(Broker *b, pid_t pid, uint64_t start_time, unsigned max_concurrent, const char **ret_why);
+void broker_dump_end(Broker *b, pid_t pid, uint64_t start_time);

@@ -7,3 +7,6 @@
 
 /* the policy was loaded or reloaded, or a reload was refused */
 #define DSAGENT_MESSAGE_POLICY "29cd34f17b474bad9ed538319addd224"
+
+/* a dump was taken and published */
+#define DSAGENT_MESSAGE_DUMP "b44be14ffedf48ee806826f1d59bcc4e"

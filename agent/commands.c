@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "dotnet-ipc.h"
 #include "decision.h"
+#include "dump.h"
 #include "pam-check.h"
 #include "policy.h"
 #include "runtime-call.h"
@@ -23,7 +24,7 @@ typedef struct InfoWork {
 
 static void put_target_fields(WireWriter *w, const Target *t);
 
-static void reply_target_error(Connection *c, int r, const char *why) {
+void commands_reply_target_error(Connection *c, int r, const char *why) {
         if (!why)
                 why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
 
@@ -228,7 +229,7 @@ static void info_call(InfoWork *work) {
 
         r = target_connect(c->target, &fd, &why);
         if (r != 0) {
-                reply_target_error(c, r, why);
+                commands_reply_target_error(c, r, why);
                 return;
         }
         r = dotnet_ipc_request_encode(work->command, NULL, 0, request, sizeof(request), &size);
@@ -241,18 +242,70 @@ static void info_call(InfoWork *work) {
 }
 
 /*
- * Pins the process named by the request's PID field and reads what the
+ * A unit's .NET process: the one process in the unit with a diagnostic
+ * socket. Return: its pid, 0 when there is none, -1 when there are several.
+ */
+static pid_t unit_dotnet_pid(const char *unit) {
+        struct dirent *de;
+        pid_t found = 0;
+        DIR *proc = opendir("/proc");
+
+        while (proc && (de = readdir(proc))) {
+                _cleanup_(target_freep) Target *t = NULL;
+                _cleanup_close_ int socket_fd = -EBADF;
+                const char *why;
+                pid_t pid;
+
+                if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0 ||
+                    !t->unit || strcmp(t->unit, unit) != 0 || target_open_socket(t, &socket_fd, &why) != 0)
+                        continue;
+                if (found) {
+                        found = -1;
+                        break;
+                }
+                found = pid;
+        }
+        if (proc)
+                closedir(proc);
+        return found;
+}
+
+/* The PID field, or the .NET process of the UNIT field. Replies and returns 0 when neither works. */
+static pid_t requested_pid(Connection *c, const WireMessage *m) {
+        _cleanup_free_ char *unit = NULL, *why = NULL;
+        uint32_t pid;
+        pid_t found;
+
+        if (wire_message_get_u32(m, WIRE_TAG_PID, &pid) == 0 && pid > 0 && pid <= INT32_MAX)
+                return (pid_t)pid;
+        if (wire_message_get_string(m, WIRE_TAG_UNIT, &unit) != 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                       "a process id or a unit is needed");
+                return 0;
+        }
+        found = unit_dotnet_pid(unit);
+        if (found > 0)
+                return found;
+        if (asprintf(&why, found == 0 ? "no .NET process runs in %s" : "%s runs several .NET processes; name one by pid",
+                     unit) < 0)
+                why = NULL;
+        connection_reply_error(c, AUDIT_DECISION_FAILED, found == 0 ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_BAD_REQUEST,
+                               why ? why : "cannot resolve the unit");
+        return 0;
+}
+
+/*
+ * Pins the process the request names (by pid or unit) and reads what the
  * policy decides on. Replies and returns NULL when that fails.
  */
 static Target *open_requested_target(Connection *c, const WireMessage *m) {
         Target *t;
-        uint32_t pid;
+        pid_t pid;
         int r;
 
-        if (wire_message_get_u32(m, WIRE_TAG_PID, &pid) != 0 || pid == 0 || pid > INT32_MAX) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "a process id is needed");
+        pid = requested_pid(c, m);
+        if (pid == 0)
                 return NULL;
-        }
         r = target_open((pid_t)pid, &t);
         if (r == 0) {
                 connection_set_target(c, t);
@@ -262,7 +315,7 @@ static Target *open_requested_target(Connection *c, const WireMessage *m) {
                 c->audit.have_target = true;
                 c->audit.target_pid = (pid_t)pid;
                 c->audit.target_uid = (uid_t)-1;
-                reply_target_error(c, r, NULL);
+                commands_reply_target_error(c, r, NULL);
                 return NULL;
         }
         return t;
@@ -414,6 +467,18 @@ void commands_dispatch(Connection *c, const WireMessage *m) {
         case WIRE_REQUEST_EXPLAIN:
                 c->audit.command = "explain";
                 explain_run(c, m);
+                break;
+        case WIRE_REQUEST_DUMP: {
+                Target *t;
+                c->audit.command = policy_command_to_string(POLICY_COMMAND_DUMP);
+                t = open_requested_target(c, m);
+                if (t)
+                        dump_start(c, m, t);
+                break;
+        }
+        case WIRE_REQUEST_DUMPS:
+                c->audit.command = "dumps";
+                dumps_list(c);
                 break;
         default:
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

@@ -6,3 +6,4 @@
 #include "wire.h"
 
 void commands_dispatch(Connection *c, const WireMessage *m);
+void commands_reply_target_error(Connection *c, int r, const char *why);

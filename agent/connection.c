@@ -30,6 +30,7 @@ Connection *connection_free(Connection *c) {
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
         safe_close(c->fd);
+        safe_close(c->out_fd);
         peer_creds_done(&c->peer);
         policy_unref(c->policy);
         free(c->trace_profile);
@@ -73,6 +74,7 @@ int connection_new(Broker *b, int fd, Connection **ret) {
                 return -ENOMEM;
         }
         c->fd = fd;
+        c->out_fd = -EBADF;
         c->peer = (PeerCreds)PEER_CREDS_NULL;
         c->state = CONNECTION_READING;
 
@@ -134,6 +136,25 @@ int connection_queue_frame(Connection *c, WireWriter *w) {
         return 0;
 }
 
+/* @fd travels with the frame (SCM_RIGHTS on its first byte); the connection owns it now. */
+int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd) {
+        size_t offset = c->out_size;
+        int r;
+
+        if (c->out_fd >= 0) {
+                safe_close(fd);
+                return -EBUSY;
+        }
+        r = connection_queue_frame(c, w);
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+        c->out_fd = fd;
+        c->out_fd_offset = offset;
+        return 0;
+}
+
 static int connection_audit(Connection *c) {
         c->audited = true;
         if (c->target) {
@@ -175,6 +196,7 @@ static void connection_fail_unaudited(Connection *c) {
         free(c->out);
         c->out = NULL;
         c->out_size = 0;
+        c->out_fd = safe_close(c->out_fd);
         connection_queue_error(c, WIRE_ERROR_INTERNAL, 0, "the audit record could not be written");
 }
 
@@ -206,6 +228,7 @@ static void connection_reply_error_full(Connection *c, AuditDecision decision, W
         free(c->out);
         c->out = NULL;
         c->out_size = 0;
+        c->out_fd = safe_close(c->out_fd);
 
         c->audit.decision = decision;
         c->audit.reason = reason;
@@ -328,10 +351,36 @@ static void connection_discard_input(Connection *c) {
                         break;
 }
 
+/* Sends from the current position: the fd goes with the byte at out_fd_offset, exactly once. */
+static ssize_t connection_send_some(Connection *c) {
+        size_t end = c->out_size;
+        char control[CMSG_SPACE(sizeof(int))] = {};
+        struct iovec iov;
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        struct cmsghdr *cm;
+        ssize_t n;
+
+        if (c->out_fd >= 0 && c->out_sent < c->out_fd_offset)
+                end = c->out_fd_offset;
+        iov = (struct iovec){ .iov_base = c->out + c->out_sent, .iov_len = end - c->out_sent };
+        if (c->out_fd >= 0 && c->out_sent == c->out_fd_offset) {
+                mh.msg_control = control;
+                mh.msg_controllen = sizeof(control);
+                cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &c->out_fd, sizeof(int));
+        }
+        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0 && mh.msg_control)
+                c->out_fd = safe_close(c->out_fd);
+        return n;
+}
+
 static void connection_on_writable(Connection *c) {
         while (c->out_sent < c->out_size) {
-                ssize_t n = send(c->fd, c->out + c->out_sent, c->out_size - c->out_sent,
-                                 MSG_NOSIGNAL | MSG_DONTWAIT);
+                ssize_t n = connection_send_some(c);
                 if (n < 0) {
                         if (errno == EAGAIN)
                                 return;

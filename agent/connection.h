@@ -32,6 +32,8 @@ struct Connection {
 
         uint8_t *out;
         size_t out_size, out_sent;
+        int out_fd;             /* sent with the frame starting at out_fd_offset, then closed */
+        size_t out_fd_offset;
 
         /* request state shared by the command handlers */
         Policy *policy;         /* the policy the request started under, kept through a reload */
@@ -55,6 +57,7 @@ Connection *connection_free(Connection *c);
 int connection_set_deadline(Connection *c, uint64_t usec_from_now);
 void connection_set_target(Connection *c, Target *t);
 int connection_queue_frame(Connection *c, WireWriter *w);
+int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd);
 void connection_reply_done(Connection *c, const char *rule, const char *reason);
 void connection_reply_error(Connection *c, AuditDecision decision, WireError error, const char *reason);
 void connection_reply_runtime_error(Connection *c, uint32_t hresult, const char *reason);

@@ -43,6 +43,9 @@ static void usage(FILE *out) {
                 "                       [60 when socket-activated, else 0]\n"
                 "  --runtime-timeout SECONDS\n"
                 "                       how long a runtime may take to answer [10]\n"
+                "  --dump-timeout SECONDS\n"
+                "                       how long a runtime may take to write a dump [300]\n"
+                "  --runtime-dir PATH   where the agent keeps notes of work in progress [/run/dsagent]\n"
                 "  --help               show this help\n"
                 "  --version            show the version\n");
 }
@@ -59,7 +62,7 @@ static int parse_seconds(const char *s, uint64_t *ret) {
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Options *o) {
         enum { ARG_LISTEN = 0x100, ARG_POLICY, ARG_CHECK_POLICY, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT,
-               ARG_HELP, ARG_VERSION };
+               ARG_DUMP_TIMEOUT, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION };
         static const struct option options[] = {
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "policy", required_argument, NULL, ARG_POLICY },
@@ -67,6 +70,8 @@ static int parse_argv(int argc, char **argv, Options *o) {
                 { "audit", required_argument, NULL, ARG_AUDIT },
                 { "idle-exit", required_argument, NULL, ARG_IDLE_EXIT },
                 { "runtime-timeout", required_argument, NULL, ARG_RUNTIME_TIMEOUT },
+                { "dump-timeout", required_argument, NULL, ARG_DUMP_TIMEOUT },
+                { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "help", no_argument, NULL, ARG_HELP },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
@@ -104,6 +109,20 @@ static int parse_argv(int argc, char **argv, Options *o) {
                                 fprintf(stderr, "dsagent: --runtime-timeout takes a positive number of seconds\n");
                                 return -EINVAL;
                         }
+                        break;
+                case ARG_DUMP_TIMEOUT:
+                        if (parse_seconds(optarg, &o->broker.dump_timeout_usec) < 0 ||
+                            o->broker.dump_timeout_usec == 0) {
+                                fprintf(stderr, "dsagent: --dump-timeout takes a positive number of seconds\n");
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_RUNTIME_DIR:
+                        if (optarg[0] != '/') {
+                                fprintf(stderr, "dsagent: --runtime-dir takes an absolute path\n");
+                                return -EINVAL;
+                        }
+                        o->broker.runtime_dir = optarg;
                         break;
                 case ARG_HELP:
                         usage(stdout);

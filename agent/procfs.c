@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "cleanup.h"
 #include "procfs.h"
@@ -298,4 +299,34 @@ int procfs_cgroup_unit(const char *buf, size_t n, char **ret) {
                 line = line_end + 1;
         }
         return r;
+}
+
+/*
+ * procfs_auxv_secure() - AT_SECURE of /proc/PID/auxv: did the kernel start the
+ * process in secure-execution mode (setuid, setgid, file capabilities)?
+ *
+ * Pairs of native words up to AT_NULL. A vector without AT_NULL, or of an odd
+ * size, is malformed: callers then treat the process as secure.
+ *
+ * Return: 0, PROCFS_E_MALFORMED.
+ */
+int procfs_auxv_secure(const char *buf, size_t n, bool *ret) {
+        const size_t pair = 2 * sizeof(unsigned long);
+        bool secure = false;
+
+        if (n % pair != 0)
+                return PROCFS_E_MALFORMED;
+        for (size_t off = 0; off < n; off += pair) {
+                unsigned long type, value;
+
+                memcpy(&type, buf + off, sizeof(type));
+                memcpy(&value, buf + off + sizeof(type), sizeof(value));
+                if (type == AT_NULL) {
+                        *ret = secure;
+                        return 0;
+                }
+                if (type == AT_SECURE)
+                        secure = value != 0;
+        }
+        return PROCFS_E_MALFORMED;
 }

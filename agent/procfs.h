@@ -2,6 +2,7 @@
 /* Parsers for /proc/PID files: pure functions over bytes the caller read */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -26,3 +27,4 @@ int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret);
 int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 int procfs_cmdline_name(const char *buf, size_t n, char **ret);
 int procfs_cgroup_unit(const char *buf, size_t n, char **ret);
+int procfs_auxv_secure(const char *buf, size_t n, bool *ret);

@@ -139,15 +139,24 @@ int target_open(pid_t pid, Target **ret) {
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
 int target_read_details(Target *t) {
-        _cleanup_free_ char *env_block = NULL, *cmdline = NULL, *cgroup = NULL, *exe = NULL;
+        _cleanup_free_ char *env_block = NULL, *cmdline = NULL, *cgroup = NULL, *exe = NULL, *auxv = NULL;
         size_t size;
         ssize_t n;
         int r;
 
+        r = read_file_at(t->proc_fd, "auxv", PROC_SMALL_FILE_MAX, &auxv, &size);
+        if (r < 0)
+                return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
+        /* a vector that does not parse counts as secure: fail closed */
+        if (procfs_auxv_secure(auxv, size, &t->secure_exec) != 0)
+                t->secure_exec = true;
+
         r = read_file_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &env_block, &size);
         if (r < 0 && r != -EACCES && r != -EPERM)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
-        if (r == 0) {
+        /* in secure-execution mode libc drops TMPDIR from the environment
+         * (/proc/PID/environ still shows it): the runtime then uses /tmp */
+        if (r == 0 && !t->secure_exec) {
                 r = procfs_environ_get(env_block, size, "TMPDIR", &t->tmpdir);
                 if (r < 0)
                         return r;
@@ -171,6 +180,30 @@ int target_read_details(Target *t) {
                 return -ENOMEM;
 
         return target_is_alive(t) ? 0 : TARGET_E_GONE;
+}
+
+/**
+ * target_changed_credentials() - is this a process whose memory only root should read?
+ *
+ * The tests systemd-coredump applies before it lets a user read a core
+ * (CVE-2022-4415): real, effective and saved ids all equal; dumpable (the
+ * kernel makes /proc/PID root's when it is not); not started in secure
+ * execution mode (AT_SECURE, read by target_read_details()). Checked now,
+ * through the pinned /proc fd, and against the pidfd afterwards.
+ *
+ * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
+ */
+int target_changed_credentials(const Target *t, bool *ret) {
+        const ProcStatus *s = &t->status;
+        struct stat st;
+
+        if (fstat(t->proc_fd, &st) < 0)
+                return -errno;
+        if (!target_is_alive(t))
+                return TARGET_E_GONE;
+        *ret = s->uid[0] != s->uid[1] || s->uid[1] != s->uid[2] || s->gid[0] != s->gid[1] ||
+               s->gid[1] != s->gid[2] || st.st_uid != s->uid[1] || t->secure_exec;
+        return 0;
 }
 
 static int target_socket_path(const Target *t, char *buf, size_t size) {

@@ -14,6 +14,7 @@ AgentClient *agent_client_free(AgentClient *client) {
         if (!client)
                 return NULL;
         safe_close(client->fd);
+        safe_close(client->received_fd);
         free(client);
         return NULL;
 }
@@ -31,6 +32,7 @@ int agent_client_connect(const char *socket_path, unsigned timeout_sec, AgentCli
         client = calloc(1, sizeof(*client));
         if (!client)
                 return -ENOMEM;
+        client->received_fd = -EBADF;
         client->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (client->fd < 0)
                 return -errno;
@@ -55,6 +57,45 @@ int agent_client_send(AgentClient *client, WireWriter *w) {
         return fd_write_all(client->fd, frame, size);
 }
 
+/*
+ * Reads a frame's header, taking any fd that came with it: the agent sends
+ * one with the first byte of a frame. Anything but exactly one fd is closed.
+ */
+static int read_header(AgentClient *client) {
+        char control[CMSG_SPACE(sizeof(int) * 4)];
+        struct iovec iov = { .iov_base = client->frame, .iov_len = WIRE_HEADER_SIZE };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                             .msg_controllen = sizeof(control) };
+        ssize_t n;
+
+        do
+                n = recvmsg(client->fd, &mh, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return errno == EAGAIN ? -ETIMEDOUT : -errno;
+        if (n == 0)
+                return -ECONNRESET;
+
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+                size_t n_fds;
+                int fds[4];
+
+                if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                        continue;
+                n_fds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                memcpy(fds, CMSG_DATA(cm), n_fds * sizeof(int));
+                for (size_t i = 0; i < n_fds; i++) {
+                        if (n_fds == 1 && client->received_fd < 0)
+                                client->received_fd = fds[i];
+                        else
+                                close(fds[i]);
+                }
+        }
+        return (size_t)n < WIRE_HEADER_SIZE
+                       ? fd_read_exactly(client->fd, client->frame + n, WIRE_HEADER_SIZE - (size_t)n)
+                       : 0;
+}
+
 /**
  * agent_client_receive() - read and decode the next reply frame
  *
@@ -67,7 +108,7 @@ int agent_client_receive(AgentClient *client, WireMessage *ret) {
         size_t frame_size;
         int r;
 
-        r = fd_read_exactly(client->fd, client->frame, WIRE_HEADER_SIZE);
+        r = read_header(client);
         if (r < 0)
                 return r;
         r = wire_frame_peek(client->frame, WIRE_HEADER_SIZE, &frame_size);

@@ -10,6 +10,7 @@
 
 typedef struct AgentClient {
         int fd;
+        int received_fd; /* a file descriptor that came with the last frame, or -EBADF */
         uint8_t frame[WIRE_FRAME_MAX];
         size_t frame_size;
 } AgentClient;

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* dsctl: ask dsagent for diagnostics of .NET processes */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pwd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent-client.h"
 #include "cleanup.h"
+#include "io.h"
 #include "output.h"
 #include "text.h"
 #include "wire.h"
@@ -30,6 +34,7 @@ enum {
         EXIT_RUNTIME_FAILED = 8,
         EXIT_SOCKET_UNTRUSTED = 9,
         EXIT_AGENT_BUSY = 10,
+        EXIT_NO_SPACE = 11,
 };
 
 typedef struct Args {
@@ -37,6 +42,9 @@ typedef struct Args {
         bool json;
         const char *verb;
         pid_t pid;
+        /* dump */
+        const char *unit;
+        const char *output;
         /* explain */
         const char *command;
         const char *dump_type;
@@ -53,7 +61,10 @@ static void usage(FILE *out) {
                 "  ps            list the .NET processes you may act on\n"
                 "  info PID      command line, OS, architecture and runtime of a process\n"
                 "  explain PID COMMAND [--type T] [--profile P] [--duration SECONDS]\n"
-                "                would COMMAND on PID be allowed, and by which rule or why not\n\n"
+                "                would COMMAND on PID be allowed, and by which rule or why not\n"
+                "  dump PID|UNIT [--type mini|heap|triage|full] [-o FILE]\n"
+                "                take a dump (mini unless told); -o writes your own copy to FILE\n"
+                "  dumps         list the dumps you can read\n\n"
                 "Options:\n"
                 "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "]\n"
                 "  --json         machine-readable output\n"
@@ -61,8 +72,8 @@ static void usage(FILE *out) {
                 "  --version      show the version\n\n"
                 "Exit status: 0 ok, 1 error, 2 usage, 3 agent not reachable, 4 permission denied,\n"
                 "5 no such process, 6 not a .NET process, 7 runtime not answering, 8 runtime error,\n"
-                "9 diagnostic socket failed verification, 10 agent busy. explain exits 0 when the\n"
-                "command would be allowed and 4 when it would be denied.\n");
+                "9 diagnostic socket failed verification, 10 agent busy, 11 no space for the dump.\n"
+                "explain exits 0 when the command would be allowed and 4 when it would be denied.\n");
 }
 
 static int parse_explain_args(int argc, char **argv, Args *a) {
@@ -95,6 +106,42 @@ static int parse_explain_args(int argc, char **argv, Args *a) {
                                 return -EINVAL;
                         }
                         a->have_duration = true;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        }
+        if (optind != argc) {
+                fprintf(stderr, "dsctl: unexpected argument '%s'\n", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* TARGET is a process id, or a systemd unit whose one .NET process is meant. */
+static int parse_dump_args(int argc, char **argv, Args *a) {
+        enum { ARG_TYPE = 0x100 };
+        static const struct option options[] = {
+                { "type", required_argument, NULL, ARG_TYPE },
+                { "output", required_argument, NULL, 'o' },
+                {},
+        };
+        int c;
+
+        if (optind >= argc) {
+                fprintf(stderr, "dsctl: dump takes a process id or a unit, e.g. 'dump 1234' or 'dump orders.service'\n");
+                return -EINVAL;
+        }
+        if (parse_pid(argv[optind], &a->pid) < 0)
+                a->unit = argv[optind];
+        optind++;
+        while ((c = getopt_long(argc, argv, "o:", options, NULL)) >= 0) {
+                switch (c) {
+                case ARG_TYPE:
+                        a->dump_type = optarg;
+                        break;
+                case 'o':
+                        a->output = optarg;
                         break;
                 default:
                         return -EINVAL;
@@ -156,6 +203,14 @@ static int parse_args(int argc, char **argv, Args *a) {
         } else if (strcmp(a->verb, "explain") == 0) {
                 if (parse_explain_args(argc, argv, a) < 0)
                         return -EINVAL;
+        } else if (strcmp(a->verb, "dump") == 0) {
+                if (parse_dump_args(argc, argv, a) < 0)
+                        return -EINVAL;
+        } else if (strcmp(a->verb, "dumps") == 0) {
+                if (optind != argc) {
+                        fprintf(stderr, "dsctl: dumps takes no arguments\n");
+                        return -EINVAL;
+                }
         } else {
                 fprintf(stderr, "dsctl: unknown command '%s'; try 'dsctl --help'\n", a->verb);
                 return -EINVAL;
@@ -177,6 +232,7 @@ static int exit_code_of(uint32_t error) {
         case WIRE_ERROR_RUNTIME_FAILED: return EXIT_RUNTIME_FAILED;
         case WIRE_ERROR_SOCKET_UNTRUSTED: return EXIT_SOCKET_UNTRUSTED;
         case WIRE_ERROR_BUSY: return EXIT_AGENT_BUSY;
+        case WIRE_ERROR_NO_SPACE: return EXIT_NO_SPACE;
         default: return EXIT_ERROR;
         }
 }
@@ -211,6 +267,38 @@ static int report_transport_error(const Args *a, int r, bool connecting) {
         return EXIT_ERROR;
 }
 
+/*
+ * -o FILE: the agent handed over a read-only fd of the dump; FILE is created
+ * here, by the caller, as the caller: root never writes where a client chose.
+ */
+static int save_dump(const Args *a, AgentClient *client) {
+        _cleanup_close_ int in = TAKE_FD(client->received_fd), out = -EBADF;
+        struct stat st;
+        int r;
+
+        if (in < 0) {
+                fprintf(stderr, "dsctl: dump: the agent sent no copy: you may not read this dump\n");
+                return EXIT_DENIED;
+        }
+        if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
+                fprintf(stderr, "dsctl: dump: the agent sent something other than a dump\n");
+                return EXIT_ERROR;
+        }
+        out = open(a->output, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (out < 0) {
+                fprintf(stderr, "dsctl: cannot create %s: %s%s\n", a->output, strerror(errno),
+                        errno == EEXIST ? " (dsctl does not overwrite files)" : "");
+                return EXIT_ERROR;
+        }
+        r = fd_copy_all(in, out, (uint64_t)st.st_size);
+        if (r < 0) {
+                (void)unlink(a->output);
+                fprintf(stderr, "dsctl: cannot write %s: %s\n", a->output, strerror(-r));
+                return EXIT_ERROR;
+        }
+        return EXIT_OK;
+}
+
 static int run(const Args *a) {
         _cleanup_(agent_client_freep) AgentClient *client = NULL;
         _cleanup_free_ WireWriter *w = NULL;
@@ -230,6 +318,17 @@ static int run(const Args *a) {
         else if (strcmp(a->verb, "info") == 0) {
                 wire_writer_begin(w, WIRE_REQUEST_INFO);
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
+        } else if (strcmp(a->verb, "dump") == 0) {
+                wire_writer_begin(w, WIRE_REQUEST_DUMP);
+                if (a->unit)
+                        wire_writer_put_string(w, WIRE_TAG_UNIT, a->unit);
+                else
+                        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
+                wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, a->dump_type);
+                if (a->output)
+                        wire_writer_put_u32(w, WIRE_TAG_WANT_FD, 1);
+        } else if (strcmp(a->verb, "dumps") == 0) {
+                wire_writer_begin(w, WIRE_REQUEST_DUMPS);
         } else {
                 wire_writer_begin(w, WIRE_REQUEST_EXPLAIN);
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
@@ -257,6 +356,14 @@ static int run(const Args *a) {
                         break;
                 case WIRE_REPLY_VERDICT:
                         explain_status = output_verdict(&out, &m) ? EXIT_OK : EXIT_DENIED;
+                        break;
+                case WIRE_REPLY_DUMP:
+                        if (strcmp(a->verb, "dump") == 0 && a->output) {
+                                r = save_dump(a, client);
+                                if (r != EXIT_OK)
+                                        return r;
+                        }
+                        output_dump(&out, &m, a->output);
                         break;
                 case WIRE_REPLY_DONE:
                         output_end(&out);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <pwd.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "cleanup.h"
@@ -151,8 +152,77 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
         fprintf(o->stream, "%-8u %-16s %-32s %s\n", r->pid, user, unit ? unit : "-", name ? name : "-");
 }
 
+static bool output_is_list(const Output *o) {
+        return strcmp(o->verb, "ps") == 0 || strcmp(o->verb, "dumps") == 0;
+}
+
+static void format_size(uint64_t size, char *buf, size_t n) {
+        static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+        double v = (double)size;
+        int u = 0;
+
+        while (v >= 1024 && u < 4) {
+                v /= 1024;
+                u++;
+        }
+        snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
+void output_dump(Output *o, const WireMessage *m, const char *saved_to) {
+        _cleanup_free_ char *path = NULL, *type = NULL, *escaped = NULL;
+        uint64_t size = 0, time_usec = 0;
+        uint32_t readable = 0, pid = 0;
+        bool first = true;
+        char size_text[32], when[32] = "-";
+
+        (void)wire_message_get_string(m, WIRE_TAG_PATH, &path);
+        (void)wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &type);
+        (void)wire_message_get_u64(m, WIRE_TAG_SIZE, &size);
+        (void)wire_message_get_u64(m, WIRE_TAG_TIME, &time_usec);
+        (void)wire_message_get_u32(m, WIRE_TAG_READABLE, &readable);
+        (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
+
+        if (o->json) {
+                fputs(o->count > 0 ? ",{" : "{", o->stream);
+                json_member_string(o->stream, &first, "path", path);
+                json_member_uint(o->stream, &first, "size", size);
+                json_member_string(o->stream, &first, "type", type);
+                if (pid)
+                        json_member_uint(o->stream, &first, "pid", pid);
+                if (time_usec)
+                        json_member_uint(o->stream, &first, "time_usec", time_usec);
+                fprintf(o->stream, ",\"readable\":%s", readable ? "true" : "false");
+                json_member_string(o->stream, &first, "saved_to", saved_to);
+                fputc('}', o->stream);
+                o->count++;
+                return;
+        }
+        format_size(size, size_text, sizeof(size_text));
+        escaped = path ? text_escape(path, strlen(path)) : NULL;
+        if (strcmp(o->verb, "dumps") == 0) {
+                if (time_usec) {
+                        time_t t = (time_t)(time_usec / 1000000);
+                        struct tm tm;
+                        localtime_r(&t, &tm);
+                        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+                }
+                if (o->count == 0)
+                        fprintf(o->stream, "%-19s %10s %-7s %-8s %s\n", "TIME", "SIZE", "TYPE", "PID", "PATH");
+                fprintf(o->stream, "%-19s %10s %-7s %-8u %s\n", when, size_text, type ? type : "-", pid,
+                        escaped ? escaped : "?");
+        } else {
+                fprintf(o->stream, "%s dump of %u (%s) stored at %s\n", type ? type : "?", pid, size_text,
+                        escaped ? escaped : "?");
+                if (saved_to)
+                        fprintf(o->stream, "your copy: %s\n", saved_to);
+                if (!readable)
+                        fprintf(o->stream, "only root may read it: the process changed credentials\n");
+        }
+        o->count++;
+}
+
 void output_begin(Output *o) {
-        if (o->json && strcmp(o->verb, "ps") == 0)
+        if (o->json && output_is_list(o))
                 fputc('[', o->stream);
 }
 
@@ -202,12 +272,14 @@ bool output_verdict(Output *o, const WireMessage *m) {
 }
 
 void output_end(Output *o) {
-        if (o->json && strcmp(o->verb, "ps") == 0)
+        if (o->json && output_is_list(o))
                 fputs("]\n", o->stream);
         else if (o->json)
                 fputc('\n', o->stream);
         else if (strcmp(o->verb, "ps") == 0 && o->count == 0)
                 fprintf(stderr, "No .NET processes that you may act on.\n");
+        else if (strcmp(o->verb, "dumps") == 0 && o->count == 0)
+                fprintf(stderr, "No dumps that you can read.\n");
 }
 
 void output_json_error(FILE *f, uint32_t code, const char *error, const char *message, uint32_t hresult,

@@ -18,6 +18,7 @@ typedef struct Output {
 void output_begin(Output *o);
 void output_process(Output *o, const WireMessage *m);
 bool output_verdict(Output *o, const WireMessage *m);
+void output_dump(Output *o, const WireMessage *m, const char *saved_to);
 void output_end(Output *o);
 void output_json_error(FILE *f, uint32_t code, const char *error, const char *message, uint32_t hresult,
                        uint64_t request_id);

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdbool.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "io.h"
 
@@ -37,6 +40,36 @@ int fd_write_all(int fd, const uint8_t *buf, size_t size) {
                         return errno == EAGAIN ? -ETIMEDOUT : -errno;
                 }
                 sent += (size_t)n;
+        }
+        return 0;
+}
+
+/* Copies @size bytes in the kernel (copy_file_range, else sendfile), from offset 0. */
+int fd_copy_all(int in_fd, int out_fd, uint64_t size) {
+        loff_t in = 0, out = 0;
+        bool use_sendfile = false;
+
+        while ((uint64_t)in < size) {
+                size_t chunk = size - (uint64_t)in > (1u << 30) ? (1u << 30) : (size_t)(size - (uint64_t)in);
+                ssize_t n;
+
+                if (!use_sendfile) {
+                        n = copy_file_range(in_fd, &in, out_fd, &out, chunk, 0);
+                        if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP)) {
+                                use_sendfile = true;
+                                if (lseek(out_fd, out, SEEK_SET) < 0)
+                                        return -errno;
+                                continue;
+                        }
+                } else
+                        n = sendfile(out_fd, in_fd, &in, chunk);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EIO; /* the source is shorter than it said */
         }
         return 0;
 }

@@ -30,6 +30,11 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_DURATION] = WIRE_KIND_U64,
         [WIRE_TAG_ALLOWED] = WIRE_KIND_U32,
         [WIRE_TAG_RULE] = WIRE_KIND_STRING,
+        [WIRE_TAG_PATH] = WIRE_KIND_STRING,
+        [WIRE_TAG_SIZE] = WIRE_KIND_U64,
+        [WIRE_TAG_WANT_FD] = WIRE_KIND_U32,
+        [WIRE_TAG_READABLE] = WIRE_KIND_U32,
+        [WIRE_TAG_TIME] = WIRE_KIND_U64,
 };
 
 const char *wire_error_to_string(WireError error) {
@@ -44,6 +49,7 @@ const char *wire_error_to_string(WireError error) {
         case WIRE_ERROR_BUSY: return "the agent is busy";
         case WIRE_ERROR_INTERNAL: return "internal error in the agent";
         case WIRE_ERROR_SOCKET_UNTRUSTED: return "the diagnostic socket failed verification";
+        case WIRE_ERROR_NO_SPACE: return "no space for the dump";
         default: return "unknown error";
         }
 }
@@ -112,10 +118,13 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_PS:
         case WIRE_REQUEST_INFO:
         case WIRE_REQUEST_EXPLAIN:
+        case WIRE_REQUEST_DUMP:
+        case WIRE_REQUEST_DUMPS:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
         case WIRE_REPLY_VERDICT:
+        case WIRE_REPLY_DUMP:
                 return true;
         default:
                 return false;

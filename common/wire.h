@@ -28,11 +28,14 @@ typedef enum WireType {
         WIRE_REQUEST_PS = 0x0001,
         WIRE_REQUEST_INFO = 0x0002,
         WIRE_REQUEST_EXPLAIN = 0x0003,
+        WIRE_REQUEST_DUMP = 0x0004,
+        WIRE_REQUEST_DUMPS = 0x0005,
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
         WIRE_REPLY_ERROR = 0x8003,
         WIRE_REPLY_VERDICT = 0x8004,
+        WIRE_REPLY_DUMP = 0x8005,       /* a dump; for a dump request with WANT_FD, its fd comes with it */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -68,6 +71,11 @@ typedef enum WireTag {
         WIRE_TAG_DURATION = 21,         /* u64: seconds */
         WIRE_TAG_ALLOWED = 22,          /* u32: 1 allowed, 0 denied */
         WIRE_TAG_RULE = 23,             /* string: the rule that decided */
+        WIRE_TAG_PATH = 24,             /* string: where the agent stored something */
+        WIRE_TAG_SIZE = 25,             /* u64: bytes */
+        WIRE_TAG_WANT_FD = 26,          /* u32: 1 to get a read-only fd of the result */
+        WIRE_TAG_READABLE = 27,         /* u32: 1 when the requester may read the result */
+        WIRE_TAG_TIME = 28,             /* u64: microseconds since the epoch */
         _WIRE_TAG_MAX,
 } WireTag;
 
@@ -82,6 +90,7 @@ typedef enum WireError {
         WIRE_ERROR_BUSY = 8,
         WIRE_ERROR_INTERNAL = 9,
         WIRE_ERROR_SOCKET_UNTRUSTED = 10,       /* the socket at the target's name failed verification */
+        WIRE_ERROR_NO_SPACE = 11,               /* the dump directory's limits or disk refuse it */
         _WIRE_ERROR_MAX,
 } WireError;
 

@@ -125,6 +125,42 @@ int policy_parse_rate(const char *s, PolicyRateLimit *ret) {
         return 0;
 }
 
+/**
+ * policy_parse_size() - "500M", "2G", "1T" (powers of 1024), a plain byte count, or "10%"
+ *
+ * Return: 0, or -EINVAL (also for 0% or more than 100%).
+ */
+int policy_parse_size(const char *s, PolicySize *ret) {
+        _cleanup_free_ char *digits = NULL;
+        size_t n = strlen(s);
+        uint64_t v, unit = 1;
+        char last;
+
+        if (n == 0)
+                return -EINVAL;
+        last = s[n - 1];
+        if (last == '%' || last == 'K' || last == 'M' || last == 'G' || last == 'T')
+                n--;
+        digits = strndup(s, n);
+        if (!digits || parse_u64(digits, &v) < 0)
+                return -EINVAL;
+        switch (last) {
+        case '%':
+                if (v == 0 || v > 100)
+                        return -EINVAL;
+                *ret = (PolicySize){ .percent = (unsigned)v };
+                return 0;
+        case 'K': unit = 1ULL << 10; break;
+        case 'M': unit = 1ULL << 20; break;
+        case 'G': unit = 1ULL << 30; break;
+        case 'T': unit = 1ULL << 40; break;
+        }
+        if (v == 0 || v > UINT64_MAX / unit)
+                return -EINVAL;
+        *ret = (PolicySize){ .bytes = v * unit };
+        return 0;
+}
+
 /* --- typed access with errors at the right place --- */
 
 static bool expect_type(Compiler *c, const TomlEntry *e, TomlType type) {
@@ -552,6 +588,14 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
                         return false;
                 }
                 a->max_concurrent_dumps = (unsigned)v->integer;
+        } else if (strcmp(e->key, "max_use") == 0 || strcmp(e->key, "keep_free") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (policy_parse_size(v->string.data, strcmp(e->key, "max_use") == 0 ? &a->max_use : &a->keep_free) < 0) {
+                        error_at(c, v->line, v->column, "bad size \"%s\" for '%s' (like \"2G\", \"500M\" or \"10%%\")",
+                                 v->string.data, e->key);
+                        return false;
+                }
         } else if (strcmp(e->key, "audit_failure") == 0) {
                 if (!expect_string(c, e))
                         return false;
@@ -577,8 +621,8 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
                         c->oom = -ENOMEM;
         } else {
                 error_at(c, e->line, e->column,
-                         "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, audit_failure, "
-                         "owner_access, pam_service)", e->key);
+                         "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_use, keep_free, "
+                         "audit_failure, owner_access, pam_service)", e->key);
                 return false;
         }
         return true;

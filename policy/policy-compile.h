@@ -41,3 +41,4 @@ void policy_diagnostics_done(PolicyDiagnostics *d);
 
 int policy_parse_duration(const char *s, uint64_t *ret_usec);
 int policy_parse_rate(const char *s, PolicyRateLimit *ret);
+int policy_parse_size(const char *s, PolicySize *ret);

@@ -74,9 +74,17 @@ typedef struct PolicyRule {
         bool allow_code_injection;
 } PolicyRule;
 
+/* A size limit on the dump directory's file system: bytes, or a share of the file system. */
+typedef struct PolicySize {
+        uint64_t bytes;
+        unsigned percent; /* used when bytes is 0 */
+} PolicySize;
+
 typedef struct PolicyAgentSettings {
         char *dump_dir;
         unsigned max_concurrent_dumps;
+        PolicySize max_use;   /* dumps may take at most this much in all (coredump.conf MaxUse=) */
+        PolicySize keep_free; /* and must leave this much free (coredump.conf KeepFree=) */
         bool audit_failure_allow; /* audit_failure = "allow"; the default is deny */
         bool owner_access;
         char *pam_service;        /* NULL: no PAM account check */

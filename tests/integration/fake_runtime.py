@@ -2,7 +2,9 @@
 """A process that listens where a .NET runtime would, and misbehaves on purpose.
 
 Modes: silent (accepts, reads, never answers), garbage (answers with bytes that
-are not a reply), close (accepts and hangs up). Everything received is
+are not a reply), close (accepts and hangs up), dumper (writes a small ELF core
+where a GenerateCoreDump request says and answers OK, as a runtime running with
+credentials the real one refuses to serve under would). Everything received is
 appended to LOG so tests can check what reached the "runtime".
 """
 import os
@@ -29,7 +31,14 @@ while True:
     data = conn.recv(65536)
     with open(log, "ab") as f:
         f.write(data)
-    if mode == "garbage":
+    if mode == "dumper" and len(data) > 24 and data[16] == 0x01:
+        units = int.from_bytes(data[20:24], "little")
+        path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
+        with open(path, "wb") as f:
+            f.write(b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x04\x00" + bytes(4078))
+        conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
+        conn.close()
+    elif mode == "garbage":
         conn.sendall(b"DOTNET_IPC_V1\x00" + b"\xff" * 30)
         conn.close()
     else:

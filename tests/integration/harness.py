@@ -35,6 +35,7 @@ OPS = "dst-ops"
 EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET = 4, 5, 6
 REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
 POLICY_MESSAGE_ID = "29cd34f17b474bad9ed538319addd224"
+DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 EXIT_AGENT_UNREACHABLE, EXIT_RUNTIME_UNREACHABLE, EXIT_SOCKET_UNTRUSTED, EXIT_BUSY = 3, 7, 9, 10
 
 _tests = []
@@ -228,19 +229,22 @@ class Agent:
     """dsagent in the foreground on a socket of its own, audit records to a file.
 
     policy: TOML text written to a root-owned file the agent is started with;
-    the empty default means the built-in rules only (root, and each process's own user).
+    the default means the built-in rules only (root, and each process's own user).
+    "@DUMP_DIR@" in it stands for the agent's own dump directory (self.dumps).
     """
 
-    def __init__(self, *extra_args, policy=""):
+    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n'):
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
         self.log_path = os.path.join(self.dir, "agent.log")
         self.log = open(self.log_path, "w")
         scope.callback(self.log.close)
         self.policy_path = os.path.join(self.dir, "policy.toml")
+        self.dumps = os.path.join(self.dir, "dumps")
+        self.runtime_dir = os.path.join(self.dir, "run")
         self.write_policy(policy)
         self.proc = subprocess.Popen([DSAGENT, "--listen", self.socket, "--audit", "stderr",
-                                      "--policy", self.policy_path, *extra_args],
+                                      "--policy", self.policy_path, "--runtime-dir", self.runtime_dir, *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         scope.callback(self.stop)
         wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
@@ -260,7 +264,7 @@ class Agent:
         path = self.policy_path if name is None else os.path.join(self.dir, "policy.d", name)
         os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
         with open(path + ".new", "w") as f:
-            f.write(text)
+            f.write(text.replace("@DUMP_DIR@", self.dumps))
         os.chmod(path + ".new", 0o644)
         os.rename(path + ".new", path)
 
@@ -341,11 +345,15 @@ class AcceptWatch:
 class FakeRuntime:
     """A hostile stand-in for a runtime, for misbehaviour the real one will not produce."""
 
-    def __init__(self, mode, user=SVC):
+    def __init__(self, mode, user=SVC, ruid=None):
         self.tmpdir = make_dir(user, 0o700)
         self.log = os.path.join(self.tmpdir, "fake.log")
-        self.process = Process(as_user(user, ["env", f"TMPDIR={self.tmpdir}", PYTHON,
-                                              os.path.join(HERE, "fake_runtime.py"), mode, self.log]))
+        argv = ["env", f"TMPDIR={self.tmpdir}", PYTHON, os.path.join(HERE, "fake_runtime.py"), mode, self.log]
+        if ruid:
+            argv = ["setpriv", f"--ruid={ruid}", f"--euid={user}", f"--regid={user}", "--init-groups"] + argv
+        else:
+            argv = as_user(user, argv)
+        self.process = Process(argv)
         self.pid = int(self.process.read_line("listening pid=").split("=")[1])
 
     def received(self):

@@ -271,6 +271,7 @@ static void test_schema_errors(void) {
         compile_fails("[agent]\nmax_concurrent_dumps = 0\n", NULL, 2, 24, "must be 1 to 64");
         compile_fails("[agent]\ndump_dir = \"relative\"\n", NULL, 2, 12, "absolute path");
         compile_fails("[agent]\naudit_failure = \"maybe\"\n", NULL, 2, 17, "\"deny\" or \"allow\"");
+        compile_fails("[agent]\nmax_use = \"lots\"\n", NULL, 2, 11, "bad size \"lots\" for 'max_use'");
         compile_fails("[agent]\npam_service = \"../x\"\n", NULL, 2, 15, "plain service name");
         compile_fails("[[rule]]\nusers = [\"bob\"]\ncommands = [\"info\"]\ntargets.any = true\n", NULL, 1, 1,
                       "needs a name");
@@ -349,6 +350,18 @@ static void test_durations_and_rates(void) {
         check(policy_parse_rate("6/", &rate) == -EINVAL);
         check(policy_parse_rate("/1h", &rate) == -EINVAL);
         check(policy_parse_rate("99999/1h", &rate) == -EINVAL);
+
+        PolicySize size = {};
+        check(policy_parse_size("500M", &size) == 0 && size.bytes == 500ULL << 20 && size.percent == 0);
+        check(policy_parse_size("2G", &size) == 0 && size.bytes == 2ULL << 30);
+        check(policy_parse_size("4096", &size) == 0 && size.bytes == 4096);
+        check(policy_parse_size("10%", &size) == 0 && size.percent == 10 && size.bytes == 0);
+        check(policy_parse_size("0%", &size) == -EINVAL);
+        check(policy_parse_size("101%", &size) == -EINVAL);
+        check(policy_parse_size("0G", &size) == -EINVAL);
+        check(policy_parse_size("G", &size) == -EINVAL);
+        check(policy_parse_size("1.5G", &size) == -EINVAL);
+        check(policy_parse_size("99999999999T", &size) == -EINVAL);
 }
 
 int main(void) {

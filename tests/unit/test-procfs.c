@@ -2,6 +2,7 @@
 /* /proc parsers against real and hostile contents */
 #include <fcntl.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -142,6 +143,23 @@ static void test_cgroup_unit(void) {
         unit_is("0::/system.slice/or\xff" "ders.service\n", NULL);
 }
 
+static void test_auxv_secure(void) {
+        unsigned long plain[] = { AT_PAGESZ, 4096, AT_SECURE, 0, AT_NULL, 0 };
+        unsigned long secure[] = { AT_SECURE, 1, AT_UID, 1000, AT_NULL, 0 };
+        unsigned long unterminated[] = { AT_SECURE, 0 };
+        char *buf = NULL;
+        size_t n;
+        bool v = true;
+
+        check(procfs_auxv_secure((char *)plain, sizeof(plain), &v) == 0 && !v);
+        check(procfs_auxv_secure((char *)secure, sizeof(secure), &v) == 0 && v);
+        check(procfs_auxv_secure((char *)unterminated, sizeof(unterminated), &v) == PROCFS_E_MALFORMED);
+        check(procfs_auxv_secure((char *)plain, sizeof(plain) - 1, &v) == PROCFS_E_MALFORMED);
+        check(read_file_at(AT_FDCWD, "/proc/self/auxv", 4096, &buf, &n) == 0);
+        check(procfs_auxv_secure(buf, n, &v) == 0 && !v);
+        free(buf);
+}
+
 int main(void) {
         run_test(test_stat_start_time);
         run_test(test_stat_self);
@@ -151,5 +169,6 @@ int main(void) {
         run_test(test_environ);
         run_test(test_cmdline_name);
         run_test(test_cgroup_unit);
+        run_test(test_auxv_secure);
         return tap_finish();
 }

@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acl.h"
+#include "cleanup.h"
+#include "decision.h"
+#include "dotnet-ipc.h"
+#include "dump-publish.h"
+#include "dump-stage.h"
+#include "dump.h"
+#include "runtime-call.h"
+#include "commands.h"
+#include "text.h"
+
+#define USEC_PER_SEC 1000000ULL
+
+typedef struct DumpWork {
+        Connection *connection;
+        RuntimeCall *call;
+        DumpStage *stage;
+        DotnetIpcCommand command;
+        uint64_t started_usec;
+        bool want_fd;
+        bool claimed;   /* holds one of the broker's dump slots */
+} DumpWork;
+
+static void dump_work_free(void *p) {
+        DumpWork *work = p;
+
+        if (!work)
+                return;
+        runtime_call_free(work->call);
+        dump_stage_free(work->stage);
+        if (work->claimed)
+                broker_dump_end(work->connection->broker, work->connection->target->pid,
+                                work->connection->target->start_time);
+        free(work);
+}
+
+static uint64_t monotonic_usec(const Connection *c) {
+        uint64_t now = 0;
+
+        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &now);
+        return now;
+}
+
+/* createdump's dump types, by the runtime's numbers */
+static uint32_t runtime_dump_type(PolicyDumpType t) {
+        switch (t) {
+        case POLICY_DUMP_MINI: return 1;
+        case POLICY_DUMP_HEAP: return 2;
+        case POLICY_DUMP_TRIAGE: return 3;
+        case POLICY_DUMP_FULL: return 4;
+        default: return 0;
+        }
+}
+
+/* Older runtimes answer newer GenerateCoreDump versions with "unknown command". */
+static DotnetIpcCommand dump_fallback(DotnetIpcCommand command) {
+        switch (command) {
+        case DOTNET_IPC_GENERATE_CORE_DUMP3: return DOTNET_IPC_GENERATE_CORE_DUMP2;
+        case DOTNET_IPC_GENERATE_CORE_DUMP2: return DOTNET_IPC_GENERATE_CORE_DUMP;
+        default: return 0;
+        }
+}
+
+/* The name is the agent's: nothing of it is taken from a client, and the target's part is sanitized. */
+static void dump_file_name(const Connection *c, char *buf, size_t size) {
+        char name[33] = "process", stamp[32];
+        const char *src = c->target->name;
+        struct tm tm;
+        time_t now = time(NULL);
+        size_t n = 0;
+
+        for (; src && *src && n < sizeof(name) - 1; src++)
+                if ((*src >= 'a' && *src <= 'z') || (*src >= 'A' && *src <= 'Z') || (*src >= '0' && *src <= '9') ||
+                    *src == '-' || *src == '_' || (*src == '.' && n > 0))
+                        name[n++] = *src;
+        if (n > 0)
+                name[n] = '\0';
+        gmtime_r(&now, &tm);
+        strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+        snprintf(buf, size, "dump.%s.%d.%s.%s.%016" PRIx64, name, (int)c->target->pid,
+                 policy_dump_type_to_string(c->request.dump_type), stamp, c->request_id);
+}
+
+/* Who may read it: the requester and the rule's readers, unless the process's memory is root's alone. */
+static void dump_readers(const Connection *c, bool readable, uid_t *users, size_t *n_users, AclGrant *g) {
+        const PolicyRule *rule = c->verdict.rule;
+
+        *n_users = 0;
+        *g = (AclGrant){};
+        if (!readable)
+                return;
+        if (c->peer.uid != 0)
+                users[(*n_users)++] = c->peer.uid;
+        g->users = users;
+        g->n_users = *n_users;
+        if (rule) {
+                for (size_t i = 0; i < rule->reader_users.n && *n_users < 64; i++)
+                        if (rule->reader_users.ids[i] != c->peer.uid && rule->reader_users.ids[i] != 0)
+                                users[(*n_users)++] = rule->reader_users.ids[i];
+                g->n_users = *n_users;
+                g->groups = rule->reader_groups.ids;
+                g->n_groups = rule->reader_groups.n;
+        }
+}
+
+static int open_published(const Connection *c, int dir_fd, const char *name) {
+        return openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+}
+
+static void dump_reply(DumpWork *work, int dir_fd, const char *name, uint64_t size, bool readable, bool copied) {
+        Connection *c = work->connection;
+        _cleanup_free_ WireWriter *w = NULL;
+        _cleanup_free_ char *path = NULL;
+        const PolicyAgentSettings *a = &c->policy->agent;
+        const char *type = policy_dump_type_to_string(c->request.dump_type);
+        AuditDumpEvent e;
+        int r;
+
+        w = malloc(sizeof(*w));
+        if (!w || asprintf(&path, "%s/%s", a->dump_dir, name) < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        e = (AuditDumpEvent){
+                .request_id = c->request_id, .requester = c->peer.uid, .target_pid = c->target->pid,
+                .target_uid = target_euid(c->target), .target_unit = c->target->unit, .target_exe = c->target->exe,
+                .rule = c->verdict.rule_name, .path = path, .size = size, .dump_type = type, .readable = readable,
+                .copied = copied, .duration_usec = monotonic_usec(c) - work->started_usec,
+        };
+        r = audit_log_dump(c->broker->config.audit_sink, &e);
+        if (r < 0 && !a->audit_failure_allow) {
+                (void)unlinkat(dir_fd, name, 0);
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                                       "the dump's audit record could not be written; the dump was removed");
+                return;
+        }
+
+        wire_writer_begin(w, WIRE_REPLY_DUMP);
+        wire_writer_put_string(w, WIRE_TAG_PATH, path);
+        wire_writer_put_u64(w, WIRE_TAG_SIZE, size);
+        wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, type);
+        wire_writer_put_u32(w, WIRE_TAG_READABLE, readable);
+        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)c->target->pid);
+        /* the fd is read-only, and only for who may read the file anyway */
+        if (work->want_fd && readable) {
+                int fd = open_published(c, dir_fd, name);
+                r = fd < 0 ? -errno : connection_queue_frame_with_fd(c, w, fd);
+        } else
+                r = connection_queue_frame(c, w);
+        if (r < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot send the dump's reply");
+                return;
+        }
+        connection_reply_done(c, c->verdict.rule_name,
+                              readable ? "dump taken" : "dump taken; only root may read it: the process changed credentials");
+}
+
+/* Before any reply: when the client hears back, the target's /tmp holds nothing of ours. */
+static void dump_unstage(DumpWork *work) {
+        work->stage = dump_stage_free(work->stage);
+}
+
+static void dump_finish(DumpWork *work) {
+        Connection *c = work->connection;
+        _cleanup_close_ int dir_fd = -EBADF, dump_fd = -EBADF;
+        const char *why = NULL;
+        uid_t users[64];
+        size_t n_users;
+        AclGrant readers;
+        DumpAttributes attrs;
+        char name[128];
+        uint64_t size = 0;
+        bool changed = true, copied = false;
+        int r;
+
+        r = dump_stage_close_to_target(work->stage);
+        if (r == 0)
+                r = dump_stage_open_dump(work->stage, target_euid(c->target), &dump_fd, &size, &why);
+        if (r == 0)
+                r = dump_dir_open(c->policy->agent.dump_dir, &dir_fd, &why);
+        if (r == 0)
+                r = target_changed_credentials(c->target, &changed);
+        if (r != 0) {
+                dump_unstage(work);
+                connection_reply_error(c, AUDIT_DECISION_FAILED,
+                                       r == TARGET_E_GONE ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_INTERNAL,
+                                       why ? why : r == TARGET_E_GONE ? "the process exited during the dump"
+                                                                      : "cannot publish the dump");
+                return;
+        }
+
+        dump_readers(c, !changed, users, &n_users, &readers);
+        dump_file_name(c, name, sizeof(name));
+        attrs = (DumpAttributes){
+                .requester = c->peer.uid, .target_pid = c->target->pid, .target_uid = target_euid(c->target),
+                .target_unit = c->target->unit, .target_exe = c->target->exe,
+                .dump_type = policy_dump_type_to_string(c->request.dump_type), .request_id = c->request_id,
+        };
+        r = dump_publish(dir_fd, dump_fd, size, &c->policy->agent, &readers, &attrs, name, &copied, &why);
+        dump_unstage(work);
+        if (r != 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED,
+                                       r == DUMP_PUBLISH_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
+                                       why ? why : "cannot publish the dump");
+                return;
+        }
+        dump_reply(work, dir_fd, name, size, !changed, copied);
+}
+
+static void dump_call(DumpWork *work);
+
+static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        DumpWork *work = userdata;
+        Connection *c = work->connection;
+        _cleanup_free_ char *message = NULL, *reason = NULL;
+        DotnetIpcCommand older;
+        size_t used;
+
+        if (error != 0) {
+                dump_unstage(work);
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                       error == RUNTIME_CALL_E_TIMEOUT ? "the runtime did not finish the dump in time"
+                                       : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
+                                                                          : "the runtime closed the connection");
+                return;
+        }
+        older = dump_fallback(work->command);
+        if (!reply->ok && reply->hresult == DOTNET_IPC_HR_UNKNOWN_COMMAND && older != 0) {
+                work->call = runtime_call_free(work->call);
+                work->command = older;
+                dump_call(work);
+                return;
+        }
+        if (!reply->ok) {
+                dump_unstage(work);
+                /* GenerateCoreDump3 says why in createdump's words */
+                if (work->command == DOTNET_IPC_GENERATE_CORE_DUMP3 && reply->payload_size > 0)
+                        (void)dotnet_ipc_string_decode(reply->payload, reply->payload_size, &message, &used);
+                if (asprintf(&reason, "the runtime could not write the dump%s%s", message ? ": " : "",
+                             message ? message : "") < 0)
+                        reason = NULL;
+                connection_reply_runtime_error(c, reply->hresult, reason ? reason : "the runtime could not write the dump");
+                return;
+        }
+        dump_finish(work);
+}
+
+static void dump_call(DumpWork *work) {
+        Connection *c = work->connection;
+        uint8_t payload[512], request[600];
+        const char *why = NULL;
+        size_t n = 0, size;
+        uint32_t fields[2] = { runtime_dump_type(c->request.dump_type), 0 };
+        int fd, r;
+
+        r = target_connect(c->target, &fd, &why);
+        if (r != 0) {
+                dump_unstage(work);
+                commands_reply_target_error(c, r, why);
+                return;
+        }
+        r = dotnet_ipc_string_encode(work->stage->target_path, payload, sizeof(payload) - sizeof(fields), &n);
+        if (r == 0) {
+                memcpy(payload + n, fields, sizeof(fields)); /* little-endian hosts only, as the runtime */
+                r = dotnet_ipc_request_encode(work->command, payload, n + sizeof(fields), request, sizeof(request),
+                                              &size);
+        }
+        if (r == 0)
+                r = runtime_call_start(c->broker->event, fd, request, size, c->broker->config.dump_timeout_usec,
+                                       dump_call_done, work, &work->call);
+        else
+                close(fd);
+        if (r != 0) {
+                dump_unstage(work);
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start the dump");
+        }
+}
+
+static void dump_decided(Connection *c) {
+        DumpWork *work = c->work;
+        _cleanup_close_ int dir_fd = -EBADF;
+        const char *why = NULL;
+        int r;
+
+        c->audit.rule = c->verdict.rule_name;
+        if (!c->verdict.allowed) {
+                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, c->verdict.reason);
+                return;
+        }
+        r = broker_dump_begin(c->broker, c->target->pid, c->target->start_time, c->policy->agent.max_concurrent_dumps,
+                              &why);
+        if (r < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, why);
+                return;
+        }
+        work->claimed = true;
+
+        r = dump_dir_open(c->policy->agent.dump_dir, &dir_fd, &why);
+        if (r == 0)
+                r = dump_guard_check(dir_fd, &c->policy->agent, 0, 0, &why);
+        if (r == 0)
+                r = dump_stage_create(c->target, c->broker->config.runtime_dir, &work->stage, &why);
+        if (r != 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED,
+                                       r == DUMP_PUBLISH_E_NO_SPACE ? WIRE_ERROR_NO_SPACE
+                                       : r == TARGET_E_GONE        ? WIRE_ERROR_NO_SUCH_PROCESS
+                                                                   : WIRE_ERROR_INTERNAL,
+                                       why ? why : "cannot prepare the dump");
+                return;
+        }
+        if (connection_set_deadline(c, c->broker->config.dump_timeout_usec + 30 * USEC_PER_SEC) < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "timer failure");
+                return;
+        }
+        dump_call(work);
+}
+
+/**
+ * dump_start() - decide and take a dump of @t for the requester
+ *
+ * DUMP_TYPE names the type (mini when absent: the least memory leaves the
+ * process); WANT_FD asks for a read-only fd of the result, which dsctl -o
+ * copies as the caller.
+ */
+void dump_start(Connection *c, const WireMessage *m, Target *t) {
+        _cleanup_free_ char *type = NULL;
+        DumpWork *work;
+        uint32_t want_fd = 0;
+
+        c->request = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_MINI };
+        if (wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &type) == 0 &&
+            (c->request.dump_type = policy_dump_type_from_string(type)) == _POLICY_DUMP_INVALID) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                       "unknown dump type (mini, heap, triage, full)");
+                return;
+        }
+        (void)wire_message_get_u32(m, WIRE_TAG_WANT_FD, &want_fd);
+
+        work = calloc(1, sizeof(*work));
+        if (!work) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        *work = (DumpWork){ .connection = c, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd == 1,
+                            .started_usec = monotonic_usec(c) };
+        c->work = work;
+        c->work_free = dump_work_free;
+        decide(c, t, true, dump_decided);
+}
+
+static char *get_attribute(int fd, const char *key) {
+        char buf[256];
+        ssize_t n = fgetxattr(fd, key, buf, sizeof(buf) - 1);
+
+        if (n < 0)
+                return NULL;
+        buf[n] = '\0';
+        return strdup(buf);
+}
+
+static int dumps_list_one(Connection *c, WireWriter *w, int dir_fd, const char *name) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *path = NULL, *type = NULL, *pid = NULL;
+        struct stat st;
+        bool readable = c->peer.uid == 0;
+        pid_t target_pid;
+
+        fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return 0;
+        if (!readable && (acl_fd_allows_read(fd, c->peer.uid, c->peer.groups, c->peer.n_groups, &readable) < 0 ||
+                          !readable))
+                return 0;
+        if (asprintf(&path, "%s/%s", c->policy->agent.dump_dir, name) < 0)
+                return -ENOMEM;
+        type = get_attribute(fd, "user.dsagent.dump_type");
+        pid = get_attribute(fd, "user.dsagent.target_pid");
+
+        wire_writer_begin(w, WIRE_REPLY_DUMP);
+        wire_writer_put_string(w, WIRE_TAG_PATH, path);
+        wire_writer_put_u64(w, WIRE_TAG_SIZE, (uint64_t)st.st_size);
+        wire_writer_put_u64(w, WIRE_TAG_TIME,
+                            (uint64_t)st.st_mtim.tv_sec * USEC_PER_SEC + (uint64_t)st.st_mtim.tv_nsec / 1000);
+        wire_writer_put_u32(w, WIRE_TAG_READABLE, 1);
+        if (type && policy_dump_type_from_string(type) != _POLICY_DUMP_INVALID)
+                wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, type);
+        if (pid && parse_pid(pid, &target_pid) == 0)
+                wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)target_pid);
+        return connection_queue_frame(c, w);
+}
+
+/**
+ * dumps_list() - the published dumps the caller can read, like coredumpctl list
+ *
+ * Decided by each file's ACL, the same check the kernel makes when the
+ * caller opens it; root sees all.
+ */
+void dumps_list(Connection *c) {
+        _cleanup_free_ WireWriter *w = NULL;
+        _cleanup_close_ int dir_fd = -EBADF, walk_fd = -EBADF;
+        const char *why = NULL;
+        unsigned count = 0;
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        w = malloc(sizeof(*w));
+        if (!w || dump_dir_open(c->policy->agent.dump_dir, &dir_fd, &why) != 0 ||
+            (walk_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3)) < 0 || !(d = fdopendir(walk_fd))) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why ? why : "cannot list dumps");
+                return;
+        }
+        walk_fd = -EBADF;
+        while (r >= 0 && (de = readdir(d))) {
+                size_t before = c->out_size;
+                if (de->d_name[0] == '.')
+                        continue;
+                r = dumps_list_one(c, w, dir_fd, de->d_name);
+                count += c->out_size > before;
+        }
+        closedir(d);
+        if (r < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "listing too large");
+                return;
+        }
+        c->audit.have_result_count = true;
+        c->audit.result_count = count;
+        connection_reply_done(c, NULL, "listed the dumps the requester can read");
+}

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""dsctl dump against the real runtime: every type, exact ACLs, hostile staging, full disks, dying targets."""
+import glob
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import harness
+from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, FakeRuntime,
+                     Process, Target,
+                     as_user, dsctl, make_dir, run_tests, test, uid_of, wait_for)
+
+EXIT_NO_SPACE = 11
+ELF_CORE = 4  # e_type of a core file
+
+
+def dump(agent, user, target, *args):
+    r = dsctl(agent, user, "--json", "dump", str(target), *args, timeout=300)
+    return r, (json.loads(r.stdout) if r.returncode == 0 else None)
+
+
+def is_elf_core(path):
+    with open(path, "rb") as f:
+        header = f.read(18)
+    return header[:4] == b"\x7fELF" and int.from_bytes(header[16:18], "little") == ELF_CORE
+
+
+def acl_of(path):
+    out = subprocess.run(["getfacl", "--omit-header", "--absolute-names", "--numeric", path], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return [line for line in out.splitlines() if line]
+
+
+def can_read(user, path):
+    return subprocess.run(as_user(user, ["head", "-c", "4", path]), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def staging_dirs(target):
+    return glob.glob(os.path.join(f"/proc/{target.pid}/root/tmp", ".dsagent-dump-*"))
+
+
+@test
+def every_dump_type_is_an_elf_core_with_exactly_the_right_acl():
+    target = Target(SVC)
+    agent = Agent()
+    mine = make_dir(SVC, 0o700)
+    for dump_type in ("mini", "heap", "triage", "full"):
+        r, result = dump(agent, SVC, target.pid, "--type", dump_type, "-o", os.path.join(mine, f"{dump_type}.core"))
+        assert r.returncode == 0, r
+        path = result["path"]
+        assert result["type"] == dump_type and result["readable"] and os.path.dirname(path) == agent.dumps
+        assert is_elf_core(path), path
+        assert os.stat(path).st_uid == 0 and os.stat(path).st_size == result["size"]
+        assert acl_of(path) == ["user::rw-", f"user:{uid_of(SVC)}:r--", "group::---", "mask::r--", "other::---"]
+        assert can_read(SVC, path) and not can_read(ALICE, path) and not can_read(MALLORY, path)
+        copy = os.path.join(mine, f"{dump_type}.core")
+        assert os.stat(copy).st_uid == uid_of(SVC) and os.stat(copy).st_mode & 0o777 == 0o600
+        assert open(copy, "rb").read() == open(path, "rb").read()
+        assert os.getxattr(path, "user.dsagent.dump_type") == dump_type.encode()
+        assert os.getxattr(path, "user.dsagent.requester_uid") == str(uid_of(SVC)).encode()
+        assert os.getxattr(path, "user.dsagent.target_pid") == str(target.pid).encode()
+    assert staging_dirs(target) == []
+    # one dump record per dump, with its own MESSAGE_ID
+    records = agent.records(message_id=harness.DUMP_MESSAGE_ID)
+    assert [r["DSAGENT_DUMP_TYPE"] for r in records] == ["mini", "heap", "triage", "full"]
+    assert all(r["DSAGENT_RULE"] == "owner-access" and int(r["DSAGENT_DUMP_SIZE"]) > 0 for r in records)
+
+    listed = json.loads(dsctl(agent, SVC, "--json", "dumps").stdout)
+    assert len(listed) == 4
+    assert json.loads(dsctl(agent, ALICE, "--json", "dumps").stdout) == []
+
+
+@test
+def rule_readers_get_read_access_and_nobody_else():
+    target = Target(SVC)
+    agent = Agent(policy=f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+[[rule]]
+name = "oncall-dumps"
+users = ["{ALICE}"]
+commands = ["dump"]
+targets.users = ["{SVC}"]
+dump_types = ["mini"]
+readers = ["group:{OPS}", "{MALLORY}"]
+""")
+    r, result = dump(agent, ALICE, target.pid)
+    assert r.returncode == 0, r
+    gid = subprocess.run(["getent", "group", OPS], stdout=subprocess.PIPE, text=True).stdout.split(":")[2]
+    assert acl_of(result["path"]) == ["user::rw-", f"user:{uid_of(ALICE)}:r--", f"user:{uid_of(MALLORY)}:r--",
+                                      "group::---", f"group:{gid}:r--", "mask::r--", "other::---"]
+    assert can_read(MALLORY, result["path"]) and not can_read(SVC, result["path"])
+
+
+@test
+def dump_of_a_target_with_private_tmp_in_its_own_mount_namespace():
+    target = Target(SVC, tmpdir=None, mount_ns=True)
+    agent = Agent()
+    r, result = dump(agent, SVC, target.pid)
+    assert r.returncode == 0, r
+    assert is_elf_core(result["path"])
+    assert staging_dirs(target) == []
+
+
+@test
+def disallowed_type_or_target_is_denied_before_the_runtime_sees_anything():
+    target = Target(SVC)
+    other = Target(MALLORY)
+    agent = Agent(policy=f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+[[rule]]
+name = "mini-only"
+users = ["{ALICE}"]
+commands = ["dump"]
+targets.users = ["{SVC}"]
+dump_types = ["mini"]
+""")
+    watch, other_watch = AcceptWatch(target.pid), AcceptWatch(other.pid)
+    r, _ = dump(agent, ALICE, target.pid, "--type", "full")
+    assert r.returncode == EXIT_DENIED and "does not allow full dumps" in r.stdout + r.stderr, r
+    r, _ = dump(agent, ALICE, other.pid)
+    assert r.returncode == EXIT_DENIED, r
+    assert watch.accepts() == 0 and other_watch.accepts() == 0
+    assert not os.path.exists(agent.dumps) or os.listdir(agent.dumps) == []
+    # createdump must ptrace the target, which it cannot while strace does: detach first
+    watch.stop()
+    r, _ = dump(agent, ALICE, target.pid, "--type", "mini")
+    assert r.returncode == 0, r
+
+
+def hostile_owner(target, action, stop):
+    """As the target's own user, keep doing @action to every staging directory that appears."""
+    script = f"""
+import glob, os, time
+deadline = time.time() + 60
+while time.time() < deadline and not os.path.exists({stop!r}):
+    for d in glob.glob('/tmp/.dsagent-dump-*'):
+        p = os.path.join(d, 'dump')
+        try:
+            {action}
+        except OSError:
+            pass
+"""
+    return Process(as_user(SVC, ["env", f"TMPDIR={target.tmpdir}", harness.PYTHON, "-c", script]))
+
+
+@test
+def a_hostile_owner_racing_the_staging_place_changes_nothing_outside_it():
+    target = Target(SVC, tmpdir=None)
+    agent = Agent("--dump-timeout", "5")
+    victim_dir = make_dir(SVC, 0o700)
+    canary = os.path.join(victim_dir, "canary")
+    with open(canary, "w") as f:
+        f.write("untouched")
+    os.chown(canary, uid_of(SVC), uid_of(SVC))
+    root_canary = os.path.join(make_dir(None, 0o755), "root-canary")
+    with open(root_canary, "w") as f:
+        f.write("root's")
+    stop = os.path.join(make_dir(None, 0o755), "stop")
+    actions = {
+        "symlink": f"os.symlink({root_canary!r}, p)",
+        "symlink-own": f"os.symlink({canary!r}, p)",
+        "hardlink": f"os.link({canary!r}, p)",
+        "fifo": "os.mkfifo(p)",
+        "directory": "os.mkdir(p)",
+        "swap": "os.rename(d, d + '.moved')",
+    }
+    for name, action in actions.items():
+        racer = hostile_owner(target, action, stop)
+        for _ in range(3):
+            started = time.monotonic()
+            r, _ = dump(agent, SVC, target.pid)
+            # whatever it did, the request ended within the deadline and left no staging behind
+            assert time.monotonic() - started < 30, (name, r)
+            assert r.returncode in (0, 1, 7, 8), (name, r)
+            if r.returncode == 0:
+                assert is_elf_core(json.loads(r.stdout)["path"])
+        open(stop, "w").close()
+        racer.stop()
+        os.unlink(stop)
+        # nothing outside the staging directory changed owner, mode, ACL or content
+        for path, owner, text in ((canary, uid_of(SVC), None), (root_canary, 0, "root's")):
+            st = os.lstat(path)
+            assert st.st_uid == owner and st.st_nlink == 1, (name, path, st)
+            assert acl_of(path) == ["user::rw-", "group::r--", "other::r--"] or owner != 0, (name, acl_of(path))
+            if text:
+                assert open(path).read() == text, name
+        assert os.stat(canary).st_uid == uid_of(SVC) and len(acl_of(canary)) == 3, name
+        assert staging_dirs(target) == [], (name, staging_dirs(target))
+        for moved in glob.glob(f"/proc/{target.pid}/root/tmp/.dsagent-dump-*.moved"):
+            subprocess.run(["rm", "-rf", moved])
+    # the runtime is still serving: nothing was left wedged
+    r, _ = dump(agent, SVC, target.pid)
+    assert r.returncode == 0, r
+
+
+@test
+def a_dump_that_does_not_fit_fails_cleanly_and_leaves_no_file():
+    target = Target(SVC)
+    small = make_dir(None, 0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0711", "tmpfs", small], check=True)
+    harness.scope.callback(subprocess.run, ["umount", "-l", small])
+    # loosen the guards so the dump's own size is what does not fit
+    agent = Agent(policy=f'[agent]\ndump_dir = "{small}"\nmax_use = "1T"\nkeep_free = "1"\n')
+    r, _ = dump(agent, SVC, target.pid)
+    assert r.returncode == EXIT_NO_SPACE and "does not fit" in r.stdout + r.stderr, r
+    assert os.listdir(small) == [] and staging_dirs(target) == []
+
+    guarded = Agent(policy=f'[agent]\ndump_dir = "{small}"\nmax_use = "1M"\n')
+    r, _ = dump(guarded, SVC, target.pid)
+    assert r.returncode == EXIT_NO_SPACE and "max_use" in r.stdout + r.stderr, r
+    assert os.listdir(small) == []
+
+
+@test
+def target_killed_mid_dump_gives_a_clean_error_and_no_staging():
+    target = Target(SVC)
+    agent = Agent()
+    os.kill(target.pid, signal.SIGSTOP)  # the runtime will not answer until we say so
+    pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: staging_dirs(target), what="the staging directory")
+    stage = staging_dirs(target)[0]
+    # while it hangs, a second dump of the same process is refused at once
+    r, _ = dump(agent, SVC, target.pid)
+    assert r.returncode == EXIT_BUSY and "already in progress" in r.stdout + r.stderr, r
+    os.kill(target.pid, signal.SIGKILL)
+    out, err = pending.communicate(timeout=60)
+    assert pending.returncode != 0 and err.strip(), (pending.returncode, err)
+    assert not os.path.exists(stage)
+    assert not os.path.exists(agent.dumps) or os.listdir(agent.dumps) == []
+
+
+@test
+def an_agent_restart_cleans_up_the_staging_an_earlier_one_left():
+    target = Target(SVC)
+    agent = Agent()
+    os.kill(target.pid, signal.SIGSTOP)
+    harness.scope.callback(lambda: os.kill(target.pid, signal.SIGCONT))
+    pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: staging_dirs(target), what="the staging directory")
+    stage = staging_dirs(target)[0]
+    agent.proc.kill()
+    agent.proc.wait()
+    pending.wait(timeout=30)
+    assert os.path.exists(stage)
+    restarted = subprocess.Popen([harness.DSAGENT, "--listen", agent.socket + "2", "--policy", agent.policy_path,
+                                  "--runtime-dir", agent.runtime_dir, "--audit", "stderr"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    harness.scope.callback(lambda: (restarted.kill(), restarted.wait()))
+    wait_for(lambda: not os.path.exists(stage), what="the new agent to remove the old staging directory")
+
+
+@test
+def only_root_reads_a_dump_of_a_process_that_changed_credentials():
+    # started by alice, running as svc: its memory is not alice's, nor svc's to hand out. The real
+    # runtime opens no diagnostic socket with real and effective uid apart, so a fake plays it.
+    target = FakeRuntime("dumper", user=SVC, ruid=ALICE)
+    agent = Agent(policy=f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+[[rule]]
+name = "svc-dumps"
+users = ["{ALICE}"]
+commands = ["dump"]
+targets.users = ["{SVC}"]
+dump_types = ["mini"]
+""")
+    r, result = dump(agent, ALICE, target.pid)
+    assert r.returncode == 0, r
+    assert not result["readable"]
+    assert acl_of(result["path"]) == ["user::rw-", "group::---", "other::---"]
+    assert not can_read(ALICE, result["path"]) and not can_read(SVC, result["path"])
+    r, _ = dump(agent, ALICE, target.pid, "-o", os.path.join(make_dir(ALICE), "x.core"))
+    assert r.returncode == EXIT_DENIED, r
+
+
+@test
+def max_concurrent_dumps_bounds_dumps_across_targets():
+    first, second = Target(SVC), Target(SVC)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n')
+    os.kill(first.pid, signal.SIGSTOP)
+    harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
+    pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: staging_dirs(first), what="the first dump to start")
+    r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout + r.stderr, r
+    os.kill(first.pid, signal.SIGCONT)
+    assert pending.wait(timeout=60) == 0
+    r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == 0, r
+
+
+if __name__ == "__main__":
+    run_tests()
