@@ -100,8 +100,8 @@ def as_user(user, argv):
     return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--reset-env"] + argv
 
 
-def make_dir(owner=None, mode=0o700):
-    path = tempfile.mkdtemp(prefix="dsagent-it-", dir="/tmp")
+def make_dir(owner=None, mode=0o700, base="/tmp"):
+    path = tempfile.mkdtemp(prefix="dsagent-it-", dir=base)
     scope.callback(shutil.rmtree, path, ignore_errors=True)
     if owner:
         os.chown(path, uid_of(owner), uid_of(owner))

@@ -41,12 +41,18 @@ def can_read(user, path):
 
 
 def staging_dirs(target):
+    """Staging directories in the target's /tmp. Tests that count them give the target a /tmp of its own,
+    so that no other agent's work on this host can show up there."""
     return glob.glob(os.path.join(f"/proc/{target.pid}/root/tmp", ".dsagent-dump-*"))
+
+
+def private_target(**kwargs):
+    return Target(SVC, tmpdir=None, mount_ns=True, **kwargs)
 
 
 @test
 def every_dump_type_is_an_elf_core_with_exactly_the_right_acl():
-    target = Target(SVC)
+    target = private_target()
     agent = Agent()
     mine = make_dir(SVC, 0o700)
     for dump_type in ("mini", "heap", "triage", "full"):
@@ -134,45 +140,57 @@ dump_types = ["mini"]
     assert r.returncode == 0, r
 
 
-def hostile_owner(target, action, stop):
-    """As the target's own user, keep doing @action to every staging directory that appears."""
+def hostile_owner(target, action, stop, tally):
+    """As the target's own user, keep doing @action to every staging directory that appears;
+    how often it worked goes to @tally when @stop appears."""
     script = f"""
 import glob, os, time
-deadline = time.time() + 60
+deadline, done = time.time() + 60, 0
 while time.time() < deadline and not os.path.exists({stop!r}):
     for d in glob.glob('/tmp/.dsagent-dump-*'):
         p = os.path.join(d, 'dump')
         try:
             {action}
+            done += 1
         except OSError:
             pass
+open({tally!r}, 'w').write(str(done))
 """
-    return Process(as_user(SVC, ["env", f"TMPDIR={target.tmpdir}", harness.PYTHON, "-c", script]))
+    # in the target's own mount namespace, where its /tmp is
+    return Process(["nsenter", f"--target={target.pid}", "--mount", "--"] +
+                   as_user(SVC, [harness.PYTHON, "-c", script]))
 
 
 @test
 def a_hostile_owner_racing_the_staging_place_changes_nothing_outside_it():
-    target = Target(SVC, tmpdir=None)
+    target = private_target()
     agent = Agent("--dump-timeout", "5")
-    victim_dir = make_dir(SVC, 0o700)
+    # canaries where the target's namespace sees them too: its /tmp is its own
+    victim_dir = make_dir(SVC, 0o700, base="/var/tmp")
     canary = os.path.join(victim_dir, "canary")
     with open(canary, "w") as f:
         f.write("untouched")
     os.chown(canary, uid_of(SVC), uid_of(SVC))
-    root_canary = os.path.join(make_dir(None, 0o755), "root-canary")
+    root_canary = os.path.join(make_dir(None, 0o755, base="/var/tmp"), "root-canary")
     with open(root_canary, "w") as f:
         f.write("root's")
-    stop = os.path.join(make_dir(None, 0o755), "stop")
+    shared = make_dir(None, 0o777, base="/var/tmp")
+    stop, tally = os.path.join(shared, "stop"), os.path.join(shared, "tally")
+    # a hard link must be on the staging directory's file system: the target's own /tmp
+    tmp_canary = os.path.join(f"/proc/{target.pid}/root/tmp", "canary")
+    with open(tmp_canary, "w") as f:
+        f.write("untouched")
+    os.chown(tmp_canary, uid_of(SVC), uid_of(SVC))
     actions = {
         "symlink": f"os.symlink({root_canary!r}, p)",
         "symlink-own": f"os.symlink({canary!r}, p)",
-        "hardlink": f"os.link({canary!r}, p)",
+        "hardlink": "os.link('/tmp/canary', p)",
         "fifo": "os.mkfifo(p)",
         "directory": "os.mkdir(p)",
         "swap": "os.rename(d, d + '.moved')",
     }
     for name, action in actions.items():
-        racer = hostile_owner(target, action, stop)
+        racer = hostile_owner(target, action, stop, tally)
         for _ in range(3):
             started = time.monotonic()
             r, _ = dump(agent, SVC, target.pid)
@@ -182,16 +200,23 @@ def a_hostile_owner_racing_the_staging_place_changes_nothing_outside_it():
             if r.returncode == 0:
                 assert is_elf_core(json.loads(r.stdout)["path"])
         open(stop, "w").close()
+        wait_for(lambda: os.path.exists(tally), what="the racer's tally")
         racer.stop()
+        done = int(open(tally).read())
         os.unlink(stop)
+        os.unlink(tally)
+        # the attack really happened inside the window; renaming root's directory never can
+        assert done == 0 if name == "swap" else done > 0, (name, done)
         # nothing outside the staging directory changed owner, mode, ACL or content
-        for path, owner, text in ((canary, uid_of(SVC), None), (root_canary, 0, "root's")):
+        for path, owner, text in ((canary, uid_of(SVC), None), (tmp_canary, uid_of(SVC), None),
+                                  (root_canary, 0, "root's")):
             st = os.lstat(path)
             assert st.st_uid == owner and st.st_nlink == 1, (name, path, st)
             assert acl_of(path) == ["user::rw-", "group::r--", "other::r--"] or owner != 0, (name, acl_of(path))
             if text:
                 assert open(path).read() == text, name
-        assert os.stat(canary).st_uid == uid_of(SVC) and len(acl_of(canary)) == 3, name
+        for own in (canary, tmp_canary):
+            assert os.stat(own).st_uid == uid_of(SVC) and len(acl_of(own)) == 3, (name, acl_of(own))
         assert staging_dirs(target) == [], (name, staging_dirs(target))
         for moved in glob.glob(f"/proc/{target.pid}/root/tmp/.dsagent-dump-*.moved"):
             subprocess.run(["rm", "-rf", moved])
@@ -202,7 +227,7 @@ def a_hostile_owner_racing_the_staging_place_changes_nothing_outside_it():
 
 @test
 def a_dump_that_does_not_fit_fails_cleanly_and_leaves_no_file():
-    target = Target(SVC)
+    target = private_target()
     small = make_dir(None, 0o755)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0711", "tmpfs", small], check=True)
     harness.scope.callback(subprocess.run, ["umount", "-l", small])
@@ -220,7 +245,7 @@ def a_dump_that_does_not_fit_fails_cleanly_and_leaves_no_file():
 
 @test
 def target_killed_mid_dump_gives_a_clean_error_and_no_staging():
-    target = Target(SVC)
+    target = private_target()
     agent = Agent()
     os.kill(target.pid, signal.SIGSTOP)  # the runtime will not answer until we say so
     pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
@@ -239,7 +264,7 @@ def target_killed_mid_dump_gives_a_clean_error_and_no_staging():
 
 @test
 def an_agent_restart_cleans_up_the_staging_an_earlier_one_left():
-    target = Target(SVC)
+    target = private_target()
     agent = Agent()
     os.kill(target.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(target.pid, signal.SIGCONT))
@@ -284,7 +309,7 @@ dump_types = ["mini"]
 
 @test
 def max_concurrent_dumps_bounds_dumps_across_targets():
-    first, second = Target(SVC), Target(SVC)
+    first, second = private_target(), Target(SVC)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n')
     os.kill(first.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
