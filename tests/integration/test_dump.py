@@ -154,7 +154,8 @@ while time.time() < deadline and not os.path.exists({stop!r}):
             done += 1
         except OSError:
             pass
-open({tally!r}, 'w').write(str(done))
+open({tally!r} + '.new', 'w').write(str(done))
+os.rename({tally!r} + '.new', {tally!r})
 """
     # in the target's own mount namespace, where its /tmp is
     return Process(["nsenter", f"--target={target.pid}", "--mount", "--"] +
