@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* dsagent: the privileged broker between diagnostic clients and .NET runtimes */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -200,6 +201,12 @@ static int listen_fd_from_systemd(int *ret_fd) {
         if (n != 1 || sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) <= 0) {
                 safe_close(fd);
                 return -EBADF;
+        }
+        /* systemd passes the listener blocking unless told otherwise; one accept
+         * too many would then stall the whole loop */
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+                safe_close(fd);
+                return -errno;
         }
         *ret_fd = fd;
         return 0;

@@ -7,7 +7,8 @@
 #include "policy-compile.h"
 #include "policy.h"
 
-#define POLICY_DEFAULT_PATH "/etc/dsagent/policy.toml"
+/* where the build installs the example policy: /etc for prefix=/usr */
+#define POLICY_DEFAULT_PATH DSAGENT_SYSCONFDIR "/dsagent/policy.toml"
 
 enum {
         _POLICY_LOAD_E_SUCCESS,

@@ -243,8 +243,11 @@ class Agent:
         self.dumps = os.path.join(self.dir, "dumps")
         self.runtime_dir = os.path.join(self.dir, "run")
         self.write_policy(policy)
-        self.proc = subprocess.Popen([DSAGENT, "--listen", self.socket, "--audit", "stderr",
-                                      "--policy", self.policy_path, "--runtime-dir", self.runtime_dir, *extra_args],
+        # DSAGENT_TEST_WRAPPER runs the agent under a tool, e.g. "valgrind -q" or "strace -f -o FILE"
+        wrapper = os.environ.get("DSAGENT_TEST_WRAPPER", "").split()
+        self.proc = subprocess.Popen(wrapper + [DSAGENT, "--listen", self.socket, "--audit", "stderr",
+                                                "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
+                                                *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         scope.callback(self.stop)
         wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
