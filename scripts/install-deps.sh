@@ -13,6 +13,9 @@ packages=(
         clang-14 libclang-rt-14-dev
         # tests: users, namespaces, ACL tools, syscall tracing, the harness
         passwd util-linux acl strace python3
+        # tests under a booted systemd, and of the packages, the SELinux
+        # module and the man pages
+        git dpkg-dev debhelper lintian rpm rpmlint bzip2 selinux-policy-dev man-db groff-base
 )
 
 missing=()

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""dsagent as it ships, under a real systemd as PID 1.
+
+`meson install` of the build into a booted system (booted.py), then, in
+order: socket activation, the socket's group gate, targets.units through a
+real service with PrivateTmp=, reload, idle exit and reactivation, the
+journal records and the catalog text, and the sandbox the unit sets up.
+"""
+import json
+import os
+import re
+import subprocess
+
+from booted import (BUILD, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, POLICY_MESSAGE_ID, REQUEST_MESSAGE_ID, SOURCE,
+                    Machine, run_tests, start_target, target_app, test, wait_for)
+
+SVC, ALICE, MALLORY, OUTSIDER = "dst-svc", "dst-alice", "dst-mallory", "dst-outsider"
+TARGET_UNIT = "dst-target.service"
+IDLE_EXIT_SEC = 2
+
+# what each test leaves for the next
+state = {"requests": []}
+
+
+def build_option(name):
+    options = json.loads(subprocess.run(["meson", "introspect", "--buildoptions", BUILD], check=True,
+                                        stdout=subprocess.PIPE, text=True).stdout)
+    return next(o["value"] for o in options if o["name"] == name)
+
+
+def dsctl(machine, user, *args):
+    """dsctl as @user against the installed agent; every call that reaches it is one audit record."""
+    r = machine.run(["dsctl", *args], user=user, check=False)
+    if r.returncode != EXIT_AGENT_UNREACHABLE:
+        state["requests"].append((user, args, r.returncode))
+    return r
+
+
+def policy_records(machine):
+    return machine.journal(f"MESSAGE_ID={POLICY_MESSAGE_ID}")
+
+
+def reload_and_wait(machine):
+    """systemctl reload, then the agent's record of the outcome (systemd 252 does not wait for it)."""
+    before = len(policy_records(machine))
+    r = machine.run(["systemctl", "reload", "dsagent.service"], check=False)
+    if r.returncode == 0:
+        wait_for(lambda: len(policy_records(machine)) > before, what="the agent's policy record")
+    return r
+
+
+@test
+def install_into_the_booted_system(m):
+    m.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet"])
+    m.run(["systemctl", "daemon-reload"])
+    # units as systemd reads them, and everything they name exists
+    r = m.run(["systemd-analyze", "verify", "dsagent.socket", "dsagent.service"], check=False)
+    assert r.returncode == 0 and "dsagent" not in r.stderr, r.stderr
+    # sysusers.d and tmpfiles.d, applied by the install
+    assert m.run(["getent", "group", "dsagent"]).stdout.startswith("dsagent:")
+    listing = m.run(["stat", "--format=%n %a %U %G", "/var/lib/dsagent", "/var/lib/dsagent/dumps",
+                     "/etc/dsagent/policy.d"]).stdout.split("\n")
+    assert listing[:3] == ["/var/lib/dsagent 711 root root", "/var/lib/dsagent/dumps 711 root root",
+                           "/etc/dsagent/policy.d 755 root root"], listing
+    ids = m.run(["journalctl", "--list-catalog"]).stdout
+    for message_id in (REQUEST_MESSAGE_ID, POLICY_MESSAGE_ID):
+        assert message_id in ids, f"catalog entry {message_id} missing from the database"
+
+    m.add_user(SVC, groups=["dsagent"])
+    m.add_user(ALICE, groups=["dsagent"])
+    m.add_user(MALLORY, groups=["dsagent"])
+    m.add_user(OUTSIDER)
+    state["target_pid"] = start_target(m, TARGET_UNIT, SVC, target_app())
+    # the shipped default policy, where this build's agent reads it (/etc for prefix=/usr)
+    assert "OK, 0 rules in 1 file" in m.run(["dsagent", "--check-policy"]).stdout
+
+
+def policy_dir():
+    """Where the installed agent reads its policy: the build's sysconfdir."""
+    return os.path.join(build_option("prefix"), build_option("sysconfdir"), "dsagent")
+
+
+@test
+def first_request_activates_the_service(m):
+    m.run(["systemctl", "start", "dsagent.socket"])
+    assert m.show("dsagent.service", "ActiveState")["ActiveState"] == "inactive"
+    st = m.run(["stat", "--format=%F %a %U %G", "/run/dsagent.sock"]).stdout.strip()
+    assert st == "socket 660 root dsagent", st
+
+    r = dsctl(m, SVC, "--json", "ps")
+    assert r.returncode == 0, r
+    listed = json.loads(r.stdout)
+    assert [p["pid"] for p in listed] == [state["target_pid"]], listed
+    assert listed[0]["unit"] == TARGET_UNIT, listed
+
+    service = m.show("dsagent.service", "ActiveState", "MainPID", "InvocationID")
+    assert service["ActiveState"] == "active", service
+    state["invocation"] = service["InvocationID"]
+
+
+@test
+def only_the_socket_group_reaches_the_agent(m):
+    r = dsctl(m, OUTSIDER, "ps")
+    assert r.returncode == EXIT_AGENT_UNREACHABLE, r
+    assert "ermission denied" in r.stderr, r.stderr
+
+
+@test
+def units_rule_takes_effect_on_reload(m):
+    pid = str(state["target_pid"])
+    r = dsctl(m, ALICE, "info", pid)
+    assert r.returncode == EXIT_DENIED, r
+
+    m.write(f"{policy_dir()}/policy.d/50-units.toml", f"""
+[[rule]]
+name = "alice-reads-target-unit"
+users = ["{ALICE}"]
+commands = ["ps", "info"]
+targets.units = ["{TARGET_UNIT}"]
+
+[[rule]]
+name = "mallory-reads-another-unit"
+users = ["{MALLORY}"]
+commands = ["ps", "info"]
+targets.units = ["other.service"]
+""")
+    r = reload_and_wait(m)
+    assert r.returncode == 0, r
+    loaded = policy_records(m)[-1]
+    assert loaded["DSAGENT_POLICY_LOADED"] == "yes" and loaded["DSAGENT_POLICY_RULES"] == "2", loaded
+
+    r = dsctl(m, ALICE, "--json", "info", pid)
+    assert r.returncode == 0, r
+    assert json.loads(r.stdout)["unit"] == TARGET_UNIT, r.stdout
+    # the same process, a rule for another unit: nothing
+    r = dsctl(m, MALLORY, "info", pid)
+    assert r.returncode == EXIT_DENIED, r
+    assert m.show("dsagent.service", "InvocationID")["InvocationID"] == state["invocation"], \
+        "reload restarted the service"
+
+
+@test
+def broken_policy_fails_reload_and_keeps_the_old_one(m):
+    m.write(f"{policy_dir()}/policy.d/60-broken.toml", '[[rule]]\nname = "broken"\nusers = ["no-such-user-x"]\n')
+    before = len(policy_records(m))
+    r = reload_and_wait(m)
+    assert r.returncode != 0, "systemctl reload accepted a broken policy"
+    # refused before the agent was signalled: it never read it
+    assert len(policy_records(m)) == before
+    r = dsctl(m, ALICE, "info", str(state["target_pid"]))
+    assert r.returncode == 0, r
+    m.run(["rm", f"{policy_dir()}/policy.d/60-broken.toml"])
+
+
+@test
+def exits_when_idle_and_the_next_request_starts_it(m):
+    exec_start = m.run(["systemctl", "show", "--property=ExecStart", "--value", "dsagent.service"]).stdout
+    binary = re.search(r"path=(\S+)", exec_start).group(1)
+    m.write("/etc/systemd/system/dsagent.service.d/50-idle.conf",
+            f"[Service]\nExecStart=\nExecStart={binary} --idle-exit {IDLE_EXIT_SEC}\n")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "stop", "dsagent.service"])
+
+    r = dsctl(m, SVC, "info", str(state["target_pid"]))
+    assert r.returncode == 0, r
+    first = m.show("dsagent.service", "InvocationID")["InvocationID"]
+    assert first and first != state["invocation"]
+
+    wait_for(lambda: m.show("dsagent.service", "ActiveState")["ActiveState"] == "inactive",
+             timeout=IDLE_EXIT_SEC + 20, what="the idle agent to exit")
+    service = m.show("dsagent.service", "Result", "ExecMainStatus")
+    assert service == {"Result": "success", "ExecMainStatus": "0"}, service
+    socket = m.show("dsagent.socket", "ActiveState", "SubState")
+    assert socket == {"ActiveState": "active", "SubState": "listening"}, socket
+
+    r = dsctl(m, SVC, "info", str(state["target_pid"]))
+    assert r.returncode == 0, r
+    second = m.show("dsagent.service", "InvocationID")["InvocationID"]
+    assert second and second != first, "the request after the idle exit did not start the service"
+    state["invocations"] = {state["invocation"], first, second}
+
+
+@test
+def dump_through_the_sandbox(m):
+    r = dsctl(m, SVC, "dump", str(state["target_pid"]), "--type", "mini")
+    assert r.returncode == 0, r
+    path = re.search(r"stored at (/var/lib/dsagent/dumps/\S+)", r.stdout).group(1)
+    st = m.run(["stat", "--format=%U %a", path]).stdout.split()
+    assert st[0] == "root" and st[1] in ("600", "640"), st
+    # the owner who asked reads it through its ACL; an unrelated user cannot
+    head = m.run(["head", "-c", "4", path], user=SVC)
+    assert head.stdout == "\x7fELF", head
+    assert m.run(["head", "-c", "4", path], user=ALICE, check=False).returncode != 0
+    dumped = m.journal("MESSAGE_ID=b44be14ffedf48ee806826f1d59bcc4e", f"DSAGENT_DUMP_PATH={path}")
+    assert len(dumped) == 1 and dumped[0]["DSAGENT_DUMP_TYPE"] == "mini", dumped
+
+
+@test
+def journal_has_one_record_per_decision(m):
+    made = state["requests"]
+
+    # journald reads the agent's datagrams on its own time
+    def all_recorded():
+        records = m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}")
+        return records if len(records) >= len(made) else None
+
+    records = wait_for(all_recorded, what="every request's record")
+    assert len(records) == len(made), f"{len(records)} records for {len(made)} requests: {made}"
+    for record, (user, args, rc) in zip(records, made):
+        assert record["DSAGENT_CLIENT_UID"] == str(m.uid_of(user)), (record, user)
+        assert record["DSAGENT_COMMAND"] == next(a for a in args if not a.startswith("-")), (record, args)
+        assert record["DSAGENT_DECISION"] == ("denied" if rc == EXIT_DENIED else "allowed"), (record, rc)
+        assert record["_SYSTEMD_UNIT"] == "dsagent.service", record
+        assert record["_SYSTEMD_INVOCATION_ID"] in state["invocations"], record
+        assert record["SYSLOG_IDENTIFIER"] == "dsagent", record
+    assert len({r["DSAGENT_REQUEST_ID"] for r in records}) == len(records), "request ids repeat"
+    by_alice = [r for r in records if r["DSAGENT_CLIENT_UID"] == str(m.uid_of(ALICE))
+                and r["DSAGENT_DECISION"] == "allowed"]
+    assert by_alice and all(r["DSAGENT_RULE"] == "alice-reads-target-unit" for r in by_alice), by_alice
+    assert all(r["DSAGENT_TARGET_UNIT"] == TARGET_UNIT for r in by_alice), by_alice
+
+
+@test
+def journalctl_x_shows_the_catalog_text(m):
+    out = m.run(["journalctl", "--no-pager", "-x", f"MESSAGE_ID={REQUEST_MESSAGE_ID}",
+                 f"DSAGENT_CLIENT_UID={m.uid_of(ALICE)}", "DSAGENT_DECISION=allowed"]).stdout
+    # the catalog's lines come prefixed with "░░ "
+    assert re.search(rf'asked dsagent for[\s░]+"info" on process {state["target_pid"]},', out), out
+    assert "Rule: alice-reads-target-unit." in out, out
+    out = m.run(["journalctl", "--no-pager", "-x", f"MESSAGE_ID={POLICY_MESSAGE_ID}"]).stdout
+    assert f"Subject: dsagent policy from {policy_dir()}/policy.toml: loaded yes" in out, out
+
+
+@test
+def the_service_runs_in_its_sandbox(m):
+    dsctl(m, SVC, "ps")
+    pid = m.show("dsagent.service", "MainPID")["MainPID"]
+    status = dict(line.split(":", 1) for line in m.run(["cat", f"/proc/{pid}/status"]).stdout.splitlines())
+    # CAP_CHOWN (0), CAP_DAC_OVERRIDE (1), CAP_SYS_PTRACE (19), and nothing else
+    assert int(status["CapBnd"].strip(), 16) == (1 << 0) | (1 << 1) | (1 << 19), status["CapBnd"]
+    assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2", status
+    r = m.run(["systemd-analyze", "security", "--no-pager", "dsagent.service"], check=False)
+    exposure = float(re.search(r"Overall exposure level for dsagent.service: ([0-9.]+)", r.stdout).group(1))
+    # 2.1 as shipped: each ✗ left is a choice the unit file explains
+    assert exposure <= 2.1, r.stdout
+
+
+if __name__ == "__main__":
+    # a clone or build under /tmp would be hidden by the booted system's own /tmp
+    run_tests(lambda: Machine(binds=[SOURCE, BUILD]))
