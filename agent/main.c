@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "broker.h"
 #include "policy-load.h"
+#include "sandbox.h"
 #include "cleanup.h"
 #include "text.h"
 
@@ -258,6 +260,32 @@ static int on_exit_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+#if DSAGENT_TEST_HOOKS
+/*
+ * Test builds only: make the system call DSAGENT_TEST_FORBIDDEN_SYSCALL names,
+ * from inside the sandbox, to show that it kills the agent. Surviving it is
+ * reported and is a failure of the sandbox.
+ */
+static void test_hook_forbidden_syscall(void) {
+        const char *name = getenv("DSAGENT_TEST_FORBIDDEN_SYSCALL");
+
+        if (!name)
+                return;
+        if (strcmp(name, "ptrace") == 0)
+                (void)syscall(SYS_ptrace, 0 /* PTRACE_TRACEME */, 0, 0, 0);
+        else if (strcmp(name, "execve") == 0)
+                (void)execl("/bin/true", "true", (char *)NULL);
+        else if (strcmp(name, "inet-socket") == 0)
+                (void)socket(AF_INET, SOCK_STREAM, 0);
+        else if (strcmp(name, "x32") == 0)
+                (void)syscall(0x40000000 | SYS_getpid);
+        else if (strcmp(name, "process_vm_readv") == 0)
+                (void)syscall(SYS_process_vm_readv, 1, NULL, 0, NULL, 0, 0);
+        fprintf(stderr, "dsagent: survived the forbidden system call %s\n", name);
+        exit(99);
+}
+#endif
+
 static int run(const Options *o, int listen_fd, Policy *policy) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         Broker *broker = NULL;
@@ -282,6 +310,17 @@ static int run(const Options *o, int listen_fd, Policy *policy) {
                 broker_free(broker);
                 return r;
         }
+
+        /* the last step of start-up, before the first untrusted byte is read */
+        r = sandbox_enter(SANDBOX_AGENT);
+        if (r < 0) {
+                fprintf(stderr, "dsagent: cannot enter the sandbox, not serving: %s\n", strerror(-r));
+                broker_free(broker);
+                return r;
+        }
+#if DSAGENT_TEST_HOOKS
+        test_hook_forbidden_syscall();
+#endif
 
         (void)sd_notify(false, "READY=1\nSTATUS=Serving diagnostic requests");
         r = sd_event_loop(event);

@@ -14,6 +14,7 @@
 
 #include "cleanup.h"
 #include "pam-check.h"
+#include "sandbox.h"
 
 #define PAM_CHECK_QUEUE_MAX 1024
 
@@ -87,8 +88,6 @@ static bool service_name_is_valid(const char *s) {
 }
 
 static _Noreturn void helper_main(int fd) {
-        /* the helper lives and dies with the agent */
-        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
         for (;;) {
                 PamRequest q;
                 PamReply a;
@@ -193,7 +192,9 @@ int pam_checker_start(sd_event *event, PamChecker **ret) {
         }
         if (pc->helper == 0) {
                 /* keep stdio and the socket, nothing else of the agent's */
-                if (dup2(sv[1], 3) < 0 || close_range(4, ~0U, 0) < 0)
+                /* the helper lives and dies with the agent; then it is sandboxed, before any question */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(sv[1], 3) < 0 || close_range(4, ~0U, 0) < 0 ||
+                    sandbox_enter(SANDBOX_PAM_HELPER) < 0)
                         _exit(1);
                 helper_main(3);
         }

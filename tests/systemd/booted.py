@@ -68,6 +68,14 @@ def run_tests(machine_factory):
                 failed += 1
                 for line in traceback.format_exc().splitlines():
                     print(f"# {line}")
+                # what the agent itself said last, for whoever reads a failed CI log
+                try:
+                    tail = machine.run(["journalctl", "--no-pager", "-n", "40", "-u", "dsagent.service",
+                                        "-u", "dsagent.socket"], check=False).stdout
+                    for line in tail.splitlines():
+                        print(f"# journal: {line}")
+                except Exception:
+                    pass
                 print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{len(selected)}", flush=True)
     sys.exit(1 if failed else 0)

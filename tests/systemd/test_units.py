@@ -242,8 +242,8 @@ def the_service_runs_in_its_sandbox(m):
     assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2", status
     r = m.run(["systemd-analyze", "security", "--no-pager", "dsagent.service"], check=False)
     exposure = float(re.search(r"Overall exposure level for dsagent.service: ([0-9.]+)", r.stdout).group(1))
-    # 2.1 as shipped: each ✗ left is a choice the unit file explains
-    assert exposure <= 2.1, r.stdout
+    # at most 2.0 (systemd-resolved scores 2.2 here): each ✗ left is a choice the unit file explains
+    assert exposure <= 2.0, r.stdout
 
 
 if __name__ == "__main__":

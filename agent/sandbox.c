@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <linux/capability.h>
+#include <seccomp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "sandbox.h"
+
+/*
+ * What the agent keeps, and why; nothing else, not even in the bounding set:
+ *   CAP_DAC_OVERRIDE  runtimes' sockets are 0600 and their users' own: connect() needs write access
+ *   CAP_SYS_PTRACE    /proc/PID/root, environ and auxv of other users' processes
+ *   CAP_CHOWN         a staged dump is the target user's until the agent makes it root's
+ * The PAM helper keeps none: it reads world-readable files and /etc/shadow as its owner.
+ */
+static const int agent_capabilities[] = { CAP_DAC_OVERRIDE, CAP_SYS_PTRACE, CAP_CHOWN };
+
+#if DSAGENT_SECCOMP_LOG
+/* a debugging build records what it would have killed for, instead of killing */
+#define SANDBOX_DENY SCMP_ACT_LOG
+#else
+#define SANDBOX_DENY SCMP_ACT_KILL_PROCESS
+#endif
+
+/* Calls both profiles need: memory, files by fd, time, signals, leaving. */
+static const int common_syscalls[] = {
+        SCMP_SYS(brk), SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(mprotect), SCMP_SYS(madvise),
+        SCMP_SYS(read), SCMP_SYS(pread64), SCMP_SYS(readv), SCMP_SYS(write), SCMP_SYS(writev), SCMP_SYS(lseek),
+        SCMP_SYS(close), SCMP_SYS(fcntl), SCMP_SYS(openat), SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(statx),
+        SCMP_SYS(access), SCMP_SYS(faccessat), SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat),
+        SCMP_SYS(getdents64), SCMP_SYS(fstatfs), SCMP_SYS(statfs), SCMP_SYS(futex), SCMP_SYS(getrandom),
+        SCMP_SYS(clock_gettime), SCMP_SYS(clock_nanosleep), SCMP_SYS(nanosleep), SCMP_SYS(gettimeofday),
+        SCMP_SYS(getpid), SCMP_SYS(gettid), SCMP_SYS(getuid), SCMP_SYS(geteuid), SCMP_SYS(getgid),
+        SCMP_SYS(getegid), SCMP_SYS(uname), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(rt_sigprocmask),
+        SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn), SCMP_SYS(restart_syscall), SCMP_SYS(sendto),
+        SCMP_SYS(recvfrom), SCMP_SYS(sendmsg), SCMP_SYS(recvmsg), SCMP_SYS(connect), SCMP_SYS(exit),
+        SCMP_SYS(exit_group),
+};
+
+/* The broker's own work: its loop, its clients and runtimes, pidfds, dumps, the journal. */
+static const int agent_syscalls[] = {
+        SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
+        SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime), SCMP_SYS(timerfd_gettime), SCMP_SYS(signalfd4),
+        SCMP_SYS(accept4), SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(shutdown),
+        SCMP_SYS(pidfd_open), SCMP_SYS(openat2), SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(unlink),
+        SCMP_SYS(unlinkat), SCMP_SYS(linkat), SCMP_SYS(fchown), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
+        SCMP_SYS(flistxattr), SCMP_SYS(copy_file_range), SCMP_SYS(sendfile), SCMP_SYS(memfd_create),
+        SCMP_SYS(ftruncate), SCMP_SYS(wait4), SCMP_SYS(waitid),
+};
+
+/* Asked for by libraries that cope with a refusal: answered, not punished. */
+static const int probed_syscalls[] = {
+        SCMP_SYS(clone3), SCMP_SYS(rseq), SCMP_SYS(membarrier), SCMP_SYS(epoll_pwait2), SCMP_SYS(close_range),
+};
+
+static int drop_capabilities(const int *keep, size_t n_keep) {
+        struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2] = {};
+        unsigned long last = CAP_LAST_CAP;
+        FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+
+        if (f) {
+                if (fscanf(f, "%lu", &last) != 1)
+                        last = CAP_LAST_CAP;
+                fclose(f);
+        }
+        /* the bounding set first, while CAP_SETPCAP is still there to do it; what a
+         * unit's CapabilityBoundingSet= removed already needs (and gets) no drop */
+        for (unsigned long cap = 0; cap <= last; cap++) {
+                bool kept = false;
+                for (size_t i = 0; i < n_keep; i++)
+                        kept |= (unsigned long)keep[i] == cap;
+                if (kept || prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
+                        return -errno;
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                return -errno;
+        for (size_t i = 0; i < n_keep; i++) {
+                data[keep[i] / 32].effective |= 1u << (keep[i] % 32);
+                data[keep[i] / 32].permitted |= 1u << (keep[i] % 32);
+        }
+        return syscall(SYS_capset, &header, data) < 0 ? -errno : 0;
+}
+
+/*
+ * Limits are only ever lowered, and left alone when the service manager set
+ * them already (its filter may not even allow setrlimit). Forking needs no
+ * limit: the system call filter kills it.
+ */
+static int set_limits(void) {
+        static const struct { int resource; rlim_t value; } limits[] = {
+                { RLIMIT_CORE, 0 },    /* its memory holds other users' environments and replies */
+                { RLIMIT_MEMLOCK, 0 }, /* it locks no memory */
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(limits); i++) {
+                struct rlimit now, want = { limits[i].value, limits[i].value };
+                if (getrlimit(limits[i].resource, &now) < 0)
+                        return -errno;
+                if (now.rlim_cur <= want.rlim_cur && now.rlim_max <= want.rlim_max)
+                        continue;
+                if (setrlimit(limits[i].resource, &want) < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+static int allow_all(scmp_filter_ctx ctx, const int *syscalls, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, syscalls[i], 0);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static int install_filter(SandboxProfile profile) {
+        scmp_filter_ctx ctx = seccomp_init(SANDBOX_DENY);
+        int r;
+
+        if (!ctx)
+                return -ENOMEM;
+        /* another ABI (x32, i386) would bypass a list of x86-64 numbers: kill it, whole */
+        r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        if (r == 0)
+                r = allow_all(ctx, common_syscalls, ELEMENTSOF(common_syscalls));
+        if (r == 0 && profile == SANDBOX_AGENT)
+                r = allow_all(ctx, agent_syscalls, ELEMENTSOF(agent_syscalls));
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(probed_syscalls); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), probed_syscalls[i], 0);
+        /* sockets of the Unix family only; terminal queries only (isatty) */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, TCGETS));
+        /* libpam's audit logging probes for the audit socket; "no audit here" is an answer it expects */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_EQ, AF_NETLINK));
+        if (r == 0)
+                r = seccomp_load(ctx);
+        seccomp_release(ctx);
+        return r;
+}
+
+/**
+ * sandbox_enter() - confine the calling process for good
+ *
+ * Called after start-up (policy loaded, socket listening, helper forked) and
+ * before the first untrusted byte is read. Order matters: the capabilities
+ * are cut while CAP_SETPCAP is still held, no_new_privs comes before the
+ * filter (which then needs no CAP_SYS_ADMIN), and the filter comes last.
+ * Callers treat any failure as fatal.
+ *
+ * Return: 0 or a negative errno.
+ */
+int sandbox_enter(SandboxProfile profile) {
+        int r;
+
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        r = profile == SANDBOX_AGENT ? drop_capabilities(agent_capabilities, ELEMENTSOF(agent_capabilities))
+                                     : drop_capabilities(NULL, 0);
+        if (r < 0)
+                return r;
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return -errno;
+        r = set_limits();
+        if (r < 0)
+                return r;
+        return install_filter(profile);
+}

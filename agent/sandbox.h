@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The agent's own sandbox: no new privileges, three capabilities, not dumpable, a syscall allowlist */
+#pragma once
+
+typedef enum SandboxProfile {
+        SANDBOX_AGENT,      /* the broker: talks to clients and runtimes, publishes dumps */
+        SANDBOX_PAM_HELPER, /* the PAM account checker: reads files, asks NSS, nothing else */
+} SandboxProfile;
+
+int sandbox_enter(SandboxProfile profile);
