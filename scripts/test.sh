@@ -22,4 +22,24 @@ ninja -C "$build"
 
 # meson's exit status is not the verdict: the summary below counts every case
 meson test -C "$build" --print-errorlogs --num-processes 2 || true
-exec python3 "$src/tests/summarize.py" "$build/meson-logs/testlog.json"
+
+# The same code again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Parsers and units run with leak detection; the daemon's integration tests
+# without it, because LeakSanitizer stops threads with ptrace at exit, which
+# the agent's own sandbox rightly kills.
+san="$build-sanitize"
+san_options=(-Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true)
+if [ -d "$san" ]; then
+        meson setup --reconfigure "${san_options[@]}" "$san" "$src" >/dev/null
+else
+        meson setup "${san_options[@]}" "$san" "$src" >/dev/null
+fi
+ninja -C "$san"
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+ASAN_OPTIONS=detect_leaks=1 meson test -C "$san" --print-errorlogs --num-processes 2 --logbase sanitize-units \
+        --suite unit --suite fuzz --suite toml || true
+ASAN_OPTIONS=detect_leaks=0 meson test -C "$san" --print-errorlogs --num-processes 2 --logbase sanitize-integration \
+        --suite integration || true
+
+exec python3 "$src/tests/summarize.py" "$build/meson-logs/testlog.json" \
+        "$san/meson-logs/sanitize-units.json" "$san/meson-logs/sanitize-integration.json"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Count individual test cases from meson's testlog.json and print 'N passed, N failed'.
+"""Count individual test cases from meson's test logs (one or more) and print 'N passed, N failed'.
 
 TAP tests count one case per ok / not ok line; a TAP test that crashed or
 timed out without reporting a plan counts as one more failure; a test
@@ -11,8 +11,15 @@ import re
 import sys
 
 passed = failed = skipped = 0
-for line in open(sys.argv[1]):
-    entry = json.loads(line)
+entries = []
+for path in sys.argv[1:]:
+    try:
+        entries += [json.loads(line) for line in open(path)]
+    except OSError:
+        # a pass that did not run at all (its build failed) is a failure, not silence
+        print(f"FAILED: no test log at {path}", flush=True)
+        failed += 1
+for entry in entries:
     result, stdout = entry["result"], entry.get("stdout") or ""
     oks = len(re.findall(r"^ok \d+", stdout, re.M))
     not_oks = len(re.findall(r"^not ok \d+", stdout, re.M))
