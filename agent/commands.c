@@ -13,6 +13,7 @@
 #include "pam-check.h"
 #include "policy.h"
 #include "runtime-call.h"
+#include "test-hooks.h"
 #include "text.h"
 
 typedef struct InfoWork {
@@ -329,6 +330,7 @@ static void info_decided(Connection *c) {
                 connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, c->verdict.reason);
                 return;
         }
+        test_hook_pause("after-decision");
         work = calloc(1, sizeof(*work));
         if (!work) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
@@ -347,6 +349,7 @@ static void info_start(Connection *c, const WireMessage *m) {
 
         if (!t)
                 return;
+        test_hook_pause("after-target");
         c->request = (PolicyRequest){ .command = POLICY_COMMAND_INFO };
         decide(c, t, true, info_decided);
 }

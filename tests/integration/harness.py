@@ -233,7 +233,7 @@ class Agent:
     "@DUMP_DIR@" in it stands for the agent's own dump directory (self.dumps).
     """
 
-    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n'):
+    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None):
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
         self.log_path = os.path.join(self.dir, "agent.log")
@@ -248,7 +248,8 @@ class Agent:
         self.proc = subprocess.Popen(wrapper + [DSAGENT, "--listen", self.socket, "--audit", "stderr",
                                                 "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
                                                 *extra_args],
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                     env=dict(os.environ, **(env or {})))
         scope.callback(self.stop)
         wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
         assert self.proc.poll() is None, open(self.log_path).read()

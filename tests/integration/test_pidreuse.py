@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Pid reuse at each step between the decision and the use: nothing reaches the substitute.
+
+The agent is paused (a test-only hook) after it pinned the target, and after
+it decided; meanwhile the target dies and its pid is handed, through
+ns_last_pid, to a process of the same user that listens under the target's
+old socket name. Pid and uid then match what the agent saw.
+
+Three layers each stop it on their own: the /proc/PID directory fd opened
+right after the pidfd stays bound to the dead process, the pidfd's liveness
+is checked after every step, and the listener's SO_PEERPIDFD is compared with
+the pinned one. Removing all three (by-number /proc lookups, no liveness, no
+peer pidfd) lets the request reach the substitute and fails these tests; that
+was checked by mutating agent/target.c.
+"""
+import os
+import signal
+import subprocess
+import time
+
+import harness
+from harness import (DSCTL, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, Process, Target, as_user, run_tests,
+                     start_time_of, test, wait_for)
+
+ROUNDS = 5
+
+
+def claim_pid(pid, argv):
+    """Start @argv so that it gets @pid, if nothing else takes it first; None when that failed."""
+    for _ in range(20):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = Process(argv)
+        if proc.proc.pid == pid:
+            return proc
+        proc.stop()
+    return None
+
+
+def substitute_round(point):
+    target = Target(SVC, tmpdir="private")
+    pid, socket_path = target.pid, target.socket_path
+    agent = Agent(env={"DSAGENT_TEST_PAUSE": f"{point}:2000"})
+    request = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "info", str(pid)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: f"test-hook: paused at {point}" in open(agent.log_path).read(), what="the pause")
+
+    target.process.proc.kill()
+    target.process.proc.wait()
+    os.unlink(socket_path)  # the dead runtime's socket, so the substitute can take its name
+    log = os.path.join(harness.make_dir(SVC, 0o700), "plant.log")
+    substitute = claim_pid(pid, as_user(SVC, [PYTHON, os.path.join(HERE, "plant.py"), socket_path, log]))
+    if not substitute:
+        return None
+    substitute.read_line("listening")
+    assert os.path.exists(socket_path)
+
+    out, err = request.communicate(timeout=60)
+    assert request.returncode == EXIT_NO_SUCH_PROCESS, (point, request.returncode, err)
+    time.sleep(0.2)
+    assert not os.path.exists(log) or open(log).read() == "", (point, open(log).read())
+    return True
+
+
+@test
+def pid_reused_after_the_target_was_pinned():
+    done = sum(1 for _ in range(ROUNDS) if substitute_round("after-target"))
+    assert done >= ROUNDS - 1, done
+
+
+@test
+def pid_reused_after_the_decision():
+    done = sum(1 for _ in range(ROUNDS) if substitute_round("after-decision"))
+    assert done >= ROUNDS - 1, done
+
+
+if __name__ == "__main__":
+    run_tests()
