@@ -77,5 +77,17 @@ def an_agent_that_cannot_enter_its_sandbox_does_not_serve():
     assert proc.returncode != 0 and "cannot enter the sandbox, not serving" in proc.stderr, proc
 
 
+@test
+def the_unit_scores_at_most_2_0_offline():
+    unit = os.path.join(harness.BUILD, "units", "dsagent.service")
+    r = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", unit],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = [l for l in r.stdout.splitlines() if "Overall exposure level" in l]
+    assert line, r.stdout
+    exposure = float(line[0].split(":")[1].split()[0])
+    # systemd-resolved scores 2.2 and systemd-coredump 4.5 on this machine
+    assert exposure <= 2.0, line[0]
+
+
 if __name__ == "__main__":
     run_tests()
