@@ -6,6 +6,7 @@
 #include "cleanup.h"
 #include "dotnet-ipc.h"
 #include "text.h"
+#include "unaligned.h"
 
 static const uint8_t dotnet_ipc_magic[DOTNET_IPC_MAGIC_SIZE] = "DOTNET_IPC_V1";
 
@@ -70,35 +71,13 @@ const char *dotnet_ipc_hresult_name(uint32_t hresult) {
         }
 }
 
-static void put_u16(uint8_t *p, uint16_t v) {
-        p[0] = (uint8_t)v;
-        p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v) {
-        for (int i = 0; i < 4; i++)
-                p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t get_u16(const uint8_t *p) {
-        return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-        return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
 void dotnet_ipc_header_encode(uint8_t buf[DOTNET_IPC_HEADER_SIZE], uint16_t size, uint8_t command_set,
                               uint8_t command_id) {
         memcpy(buf, dotnet_ipc_magic, DOTNET_IPC_MAGIC_SIZE);
-        put_u16(buf + 14, size);
+        unaligned_write_le16(buf + 14, size);
         buf[16] = command_set;
         buf[17] = command_id;
-        put_u16(buf + 18, 0);
+        unaligned_write_le16(buf + 18, 0);
 }
 
 /**
@@ -117,10 +96,10 @@ int dotnet_ipc_header_decode(const uint8_t *buf, size_t len, DotnetIpcHeader *re
         if (memcmp(buf, dotnet_ipc_magic, DOTNET_IPC_MAGIC_SIZE) != 0)
                 return DOTNET_IPC_E_MALFORMED;
 
-        h.size = get_u16(buf + 14);
+        h.size = unaligned_read_le16(buf + 14);
         h.command_set = buf[16];
         h.command_id = buf[17];
-        h.reserved = get_u16(buf + 18);
+        h.reserved = unaligned_read_le16(buf + 18);
         if (h.size < DOTNET_IPC_HEADER_SIZE || h.reserved != 0)
                 return DOTNET_IPC_E_MALFORMED;
 
@@ -184,7 +163,7 @@ int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, si
         if (!utf8) {
                 if (buf_size < 4)
                         return -ENOBUFS;
-                put_u32(buf, 0);
+                unaligned_write_le32(buf, 0);
                 *ret_size = 4;
                 return 0;
         }
@@ -200,20 +179,20 @@ int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, si
         if (buf_size < 4 + units * 2)
                 return -ENOBUFS;
 
-        put_u32(buf, (uint32_t)units);
+        unaligned_write_le32(buf, (uint32_t)units);
         for (p = (const unsigned char *)utf8; p < end;) {
                 uint32_t cp = utf8_decode_one(&p);
                 if (cp >= 0x10000) {
                         cp -= 0x10000;
-                        put_u16(buf + pos, (uint16_t)(0xD800 | (cp >> 10)));
-                        put_u16(buf + pos + 2, (uint16_t)(0xDC00 | (cp & 0x3FF)));
+                        unaligned_write_le16(buf + pos, (uint16_t)(0xD800 | (cp >> 10)));
+                        unaligned_write_le16(buf + pos + 2, (uint16_t)(0xDC00 | (cp & 0x3FF)));
                         pos += 4;
                 } else {
-                        put_u16(buf + pos, (uint16_t)cp);
+                        unaligned_write_le16(buf + pos, (uint16_t)cp);
                         pos += 2;
                 }
         }
-        put_u16(buf + pos, 0);
+        unaligned_write_le16(buf + pos, 0);
         *ret_size = pos + 2;
         return 0;
 }
@@ -235,7 +214,7 @@ int dotnet_ipc_string_decode(const uint8_t *buf, size_t len, char **ret_utf8, si
 
         if (len < 4)
                 return DOTNET_IPC_E_TRUNCATED;
-        units = get_u32(buf);
+        units = unaligned_read_le32(buf);
         if (units == 0) {
                 *ret_utf8 = NULL;
                 *ret_consumed = 4;
@@ -243,7 +222,7 @@ int dotnet_ipc_string_decode(const uint8_t *buf, size_t len, char **ret_utf8, si
         }
         if (units > (len - 4) / 2)
                 return DOTNET_IPC_E_TRUNCATED;
-        if (get_u16(buf + 4 + (size_t)(units - 1) * 2) != 0)
+        if (unaligned_read_le16(buf + 4 + (size_t)(units - 1) * 2) != 0)
                 return DOTNET_IPC_E_MALFORMED;
 
         /* each UTF-16 unit yields at most 3 UTF-8 bytes (a pair of units yields 4) */
@@ -252,10 +231,10 @@ int dotnet_ipc_string_decode(const uint8_t *buf, size_t len, char **ret_utf8, si
                 return -ENOMEM;
 
         for (size_t i = 0; i + 1 < units; i++) {
-                uint32_t cp = get_u16(buf + 4 + i * 2);
+                uint32_t cp = unaligned_read_le16(buf + 4 + i * 2);
 
                 if (cp >= 0xD800 && cp <= 0xDBFF && i + 2 < units) {
-                        uint32_t low = get_u16(buf + 4 + (i + 1) * 2);
+                        uint32_t low = unaligned_read_le16(buf + 4 + (i + 1) * 2);
                         if (low >= 0xDC00 && low <= 0xDFFF) {
                                 cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
                                 i++;
@@ -305,7 +284,7 @@ int dotnet_ipc_response_decode(const uint8_t *msg, size_t len, DotnetIpcResponse
         case 0xFF:
                 if (r.payload_size < 4)
                         return DOTNET_IPC_E_MALFORMED;
-                r.hresult = get_u32(r.payload);
+                r.hresult = unaligned_read_le32(r.payload);
                 r.payload += 4;
                 r.payload_size -= 4;
                 break;
@@ -377,7 +356,7 @@ int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload,
                 r = cursor_bytes(&c, raw, 4);
                 if (r != 0)
                         return r;
-                info.version = get_u32(raw);
+                info.version = unaligned_read_le32(raw);
                 if (info.version < 1)
                         return DOTNET_IPC_E_MALFORMED;
         }
@@ -399,7 +378,7 @@ int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload,
                 r = cursor_string(&c, &info.runtime_identifier);
         if (r != 0)
                 return r;
-        info.pid = get_u64(raw);
+        info.pid = unaligned_read_le64(raw);
 
         if (c.left > 0 && !(command == DOTNET_IPC_PROCESS_INFO3 && info.version > 1))
                 return DOTNET_IPC_E_MALFORMED;

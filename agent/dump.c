@@ -21,6 +21,7 @@
 #include "runtime-call.h"
 #include "commands.h"
 #include "text.h"
+#include "unaligned.h"
 
 #define USEC_PER_SEC 1000000ULL
 
@@ -263,7 +264,7 @@ static void dump_call(DumpWork *work) {
         uint8_t payload[512], request[600];
         const char *why = NULL;
         size_t n = 0, size;
-        uint32_t fields[2] = { runtime_dump_type(c->request.dump_type), 0 };
+        uint8_t fields[8];
         int fd, r;
 
         r = target_connect(c->target, &fd, &why);
@@ -272,9 +273,11 @@ static void dump_call(DumpWork *work) {
                 commands_reply_target_error(c, r, why);
                 return;
         }
+        unaligned_write_le32(fields, runtime_dump_type(c->request.dump_type));
+        unaligned_write_le32(fields + 4, 0); /* flags: no diagnostics, no crash report */
         r = dotnet_ipc_string_encode(work->stage->target_path, payload, sizeof(payload) - sizeof(fields), &n);
         if (r == 0) {
-                memcpy(payload + n, fields, sizeof(fields)); /* little-endian hosts only, as the runtime */
+                memcpy(payload + n, fields, sizeof(fields));
                 r = dotnet_ipc_request_encode(work->command, payload, n + sizeof(fields), request, sizeof(request),
                                               &size);
         }

@@ -8,26 +8,20 @@
 #include "fileio.h"
 
 /**
- * read_file_at() - read at most @max bytes of @name below @dir_fd
+ * read_fd_bounded() - read at most @max bytes from @fd
  *
- * Never follows a symlink in the last component. The result is NUL-terminated
- * (the NUL is not counted in *@ret_size); a longer file is cut at @max bytes.
+ * The result is NUL-terminated (the NUL is not counted in *@ret_size). A
+ * caller that must tell "exactly @max" from "more" asks for one byte more.
  *
  * Return: 0 or a negative errno.
  */
-int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size) {
-        _cleanup_close_ int fd = -EBADF;
+int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
         _cleanup_free_ char *buf = NULL;
         size_t size = 0;
-
-        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
 
         buf = malloc(max + 1);
         if (!buf)
                 return -ENOMEM;
-
         while (size < max) {
                 ssize_t n = read(fd, buf + size, max - size);
                 if (n < 0) {
@@ -44,4 +38,20 @@ int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *r
         *ret = TAKE_PTR(buf);
         *ret_size = size;
         return 0;
+}
+
+/**
+ * read_file_at() - read at most @max bytes of @name below @dir_fd
+ *
+ * Never follows a symlink in the last component; a longer file is cut at @max.
+ *
+ * Return: 0 or a negative errno.
+ */
+int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return read_fd_bounded(fd, max, ret, ret_size);
 }

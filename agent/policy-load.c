@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "fileio.h"
 #include "policy-load.h"
 #include "toml.h"
 
@@ -77,6 +78,7 @@ static int read_policy_fd(int fd, const char *path, Loader *l, char **ret, size_
         size_t size = 0;
         struct stat st;
         const char *why;
+        int r;
 
         if (fstat(fd, &st) < 0)
                 return -errno;
@@ -86,24 +88,13 @@ static int read_policy_fd(int fd, const char *path, Loader *l, char **ret, size_
                 return POLICY_LOAD_E_INVALID;
         }
 
-        buf = malloc(TOML_INPUT_MAX + 1);
-        if (!buf)
-                return -ENOMEM;
-        for (;;) {
-                ssize_t n = read(fd, buf + size, TOML_INPUT_MAX + 1 - size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        break;
-                size += (size_t)n;
-                if (size > TOML_INPUT_MAX) {
-                        policy_diagnostics_add(l->diagnostics, path, 0, 0, "policy file is larger than %d bytes",
-                                               TOML_INPUT_MAX);
-                        return POLICY_LOAD_E_INVALID;
-                }
+        r = read_fd_bounded(fd, TOML_INPUT_MAX + 1, &buf, &size);
+        if (r < 0)
+                return r;
+        if (size > TOML_INPUT_MAX) {
+                policy_diagnostics_add(l->diagnostics, path, 0, 0, "policy file is larger than %d bytes",
+                                       TOML_INPUT_MAX);
+                return POLICY_LOAD_E_INVALID;
         }
         *ret = TAKE_PTR(buf);
         *ret_size = size;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "text.h"
+#include "unaligned.h"
 #include "wire.h"
 
 static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
@@ -54,24 +55,6 @@ const char *wire_error_to_string(WireError error) {
         }
 }
 
-static uint16_t get_u16(const uint8_t *p) {
-        return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put_u16(uint8_t *p, uint16_t v) {
-        p[0] = (uint8_t)v;
-        p[1] = (uint8_t)(v >> 8);
-}
-
-static void put_u32(uint8_t *p, uint32_t v) {
-        for (int i = 0; i < 4; i++)
-                p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /**
  * wire_frame_peek() - is a complete frame at the start of @buf?
  *
@@ -92,7 +75,7 @@ int wire_frame_peek(const uint8_t *buf, size_t len, size_t *ret_frame_size) {
         }
         if (memcmp(buf, WIRE_MAGIC, 4) != 0)
                 return WIRE_E_MALFORMED;
-        payload = get_u32(buf + 8);
+        payload = unaligned_read_le32(buf + 8);
         if (payload > WIRE_PAYLOAD_MAX)
                 return WIRE_E_MALFORMED;
         if (len < WIRE_HEADER_SIZE + (size_t)payload)
@@ -110,7 +93,7 @@ int wire_frame_peek(const uint8_t *buf, size_t len, size_t *ret_frame_size) {
 size_t wire_frame_wanted(const uint8_t *buf, size_t len) {
         if (len < WIRE_HEADER_SIZE)
                 return WIRE_HEADER_SIZE;
-        return WIRE_HEADER_SIZE + get_u32(buf + 8);
+        return WIRE_HEADER_SIZE + unaligned_read_le32(buf + 8);
 }
 
 static bool wire_type_is_known(uint16_t type) {
@@ -169,10 +152,10 @@ int wire_message_decode(const uint8_t *frame, size_t len, WireMessage *ret) {
                 return r;
         if (frame_size != len)
                 return WIRE_E_MALFORMED;
-        if (get_u16(frame + 4) != WIRE_VERSION)
+        if (unaligned_read_le16(frame + 4) != WIRE_VERSION)
                 return WIRE_E_VERSION;
 
-        m.type = get_u16(frame + 6);
+        m.type = unaligned_read_le16(frame + 6);
         if (!wire_type_is_known(m.type))
                 return WIRE_E_MALFORMED;
 
@@ -182,8 +165,8 @@ int wire_message_decode(const uint8_t *frame, size_t len, WireMessage *ret) {
 
                 if (len - pos < WIRE_FIELD_HEADER_SIZE || m.n_fields >= WIRE_FIELDS_MAX)
                         return WIRE_E_MALFORMED;
-                tag = get_u16(frame + pos);
-                size = get_u32(frame + pos + 2);
+                tag = unaligned_read_le16(frame + pos);
+                size = unaligned_read_le32(frame + pos + 2);
                 pos += WIRE_FIELD_HEADER_SIZE;
                 if (size > len - pos)
                         return WIRE_E_MALFORMED;
@@ -211,7 +194,7 @@ int wire_message_get_u32(const WireMessage *m, WireTag tag, uint32_t *ret) {
 
         if (!f || wire_tag_kinds[tag] != WIRE_KIND_U32)
                 return WIRE_E_MISSING;
-        *ret = get_u32(f->value);
+        *ret = unaligned_read_le32(f->value);
         return 0;
 }
 
@@ -220,7 +203,7 @@ int wire_message_get_u64(const WireMessage *m, WireTag tag, uint64_t *ret) {
 
         if (!f || wire_tag_kinds[tag] != WIRE_KIND_U64)
                 return WIRE_E_MISSING;
-        *ret = (uint64_t)get_u32(f->value) | (uint64_t)get_u32(f->value + 4) << 32;
+        *ret = unaligned_read_le64(f->value);
         return 0;
 }
 
@@ -250,8 +233,8 @@ int wire_message_get_bytes(const WireMessage *m, WireTag tag, const uint8_t **re
 
 void wire_writer_begin(WireWriter *w, WireType type) {
         memcpy(w->buf, WIRE_MAGIC, 4);
-        put_u16(w->buf + 4, WIRE_VERSION);
-        put_u16(w->buf + 6, (uint16_t)type);
+        unaligned_write_le16(w->buf + 4, WIRE_VERSION);
+        unaligned_write_le16(w->buf + 6, (uint16_t)type);
         w->size = WIRE_HEADER_SIZE;
         w->n_fields = 0;
         w->seen = 0;
@@ -271,8 +254,8 @@ static void wire_writer_put(WireWriter *w, WireTag tag, const void *value, size_
                 w->error = WIRE_E_FULL;
                 return;
         }
-        put_u16(w->buf + w->size, (uint16_t)tag);
-        put_u32(w->buf + w->size + 2, (uint32_t)size);
+        unaligned_write_le16(w->buf + w->size, (uint16_t)tag);
+        unaligned_write_le32(w->buf + w->size + 2, (uint32_t)size);
         memcpy(w->buf + w->size + WIRE_FIELD_HEADER_SIZE, value, size);
         w->size += WIRE_FIELD_HEADER_SIZE + size;
         w->n_fields++;
@@ -282,15 +265,14 @@ static void wire_writer_put(WireWriter *w, WireTag tag, const void *value, size_
 void wire_writer_put_u32(WireWriter *w, WireTag tag, uint32_t v) {
         uint8_t b[4];
 
-        put_u32(b, v);
+        unaligned_write_le32(b, v);
         wire_writer_put(w, tag, b, sizeof(b));
 }
 
 void wire_writer_put_u64(WireWriter *w, WireTag tag, uint64_t v) {
         uint8_t b[8];
 
-        put_u32(b, (uint32_t)v);
-        put_u32(b + 4, (uint32_t)(v >> 32));
+        unaligned_write_le64(b, v);
         wire_writer_put(w, tag, b, sizeof(b));
 }
 
@@ -308,7 +290,7 @@ void wire_writer_put_bytes(WireWriter *w, WireTag tag, const void *p, size_t n) 
 int wire_writer_finish(WireWriter *w, const uint8_t **ret_frame, size_t *ret_size) {
         if (w->error != 0)
                 return w->error;
-        put_u32(w->buf + 8, (uint32_t)(w->size - WIRE_HEADER_SIZE));
+        unaligned_write_le32(w->buf + 8, (uint32_t)(w->size - WIRE_HEADER_SIZE));
         *ret_frame = w->buf;
         *ret_size = w->size;
         return 0;
