@@ -113,7 +113,11 @@ time.sleep(30)
 
     flood.stop()
     wait_for(lambda: fd_count(agent.proc.pid) <= baseline_fds, timeout=30, what="the agent's fds to go back")
-    assert rss_kib(agent.proc.pid) < baseline_rss + 8 * 1024, (baseline_rss, rss_kib(agent.proc.pid))
+    # AddressSanitizer keeps freed memory in quarantine on purpose: resident size means nothing there
+    if "libasan" in open(f"/proc/{agent.proc.pid}/maps").read():
+        print("# memory not compared: the agent runs under AddressSanitizer")
+    else:
+        assert rss_kib(agent.proc.pid) < baseline_rss + 8 * 1024, (baseline_rss, rss_kib(agent.proc.pid))
     assert info_json(agent, SVC, target.pid)["pid"] == target.pid
 
 
