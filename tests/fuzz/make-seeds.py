@@ -394,8 +394,82 @@ def text():
     write(t, "number-trailing", "12a")
 
 
+# --- nettrace streams (agent/nettrace.h); the first byte picks the chunking ---
+
+DATA = os.path.join(HERE, "..", "data", "nettrace")
+
+
+def nt_object_type(name, version):
+    # BeginPrivateObject (object), BeginPrivateObject (type), NullReference,
+    # version, minimum reader version, name length, name, EndObject
+    return b"\x05\x05\x01" + struct.pack("<III", version, version, len(name)) + name + b"\x06"
+
+
+def nt_utf16z(text):
+    return (text + "\0").encode("utf-16-le")
+
+
+def nt_start(pid=4242):
+    trace = struct.pack("<8H", 2026, 1, 1, 1, 0, 0, 0, 0) + struct.pack("<qqIIII", 0, 10**9, 8, pid, 2, 10**6)
+    return b"Nettrace" + struct.pack("<I", 20) + b"!FastSerialization.1" + nt_object_type(b"Trace", 4) + trace + b"\x06"
+
+
+def nt_block(stream, name, body):
+    out = nt_object_type(name, 2) + struct.pack("<I", len(body))
+    out += b"\0" * (-(len(stream) + len(out)) % 4)  # padding to a 4-byte file offset
+    return out + body + b"\x06"
+
+
+def nt_v2_field(name, type_code, element=None, nested=b""):
+    body = nt_utf16z(name) + struct.pack("<I", type_code)
+    if element is not None:
+        body += struct.pack("<I", element)
+    body += nested
+    return struct.pack("<I", 4 + len(body)) + body
+
+
+def nt_v2_metadata():
+    """Definition 5 with an empty V1 list and a V2Params tag: an int32 and an
+    array of structs { double d; string s }, which real captures do not have."""
+    element = struct.pack("<I", 2) + nt_v2_field("d", 14) + nt_v2_field("s", 18)
+    fields = struct.pack("<I", 2) + nt_v2_field("n", 9) + nt_v2_field("items", 19, 1, element)
+    head = struct.pack("<I", 5) + nt_utf16z("Seed-Provider") + struct.pack("<I", 1) + nt_utf16z("Arrays")
+    head += struct.pack("<QII", 0, 1, 4) + struct.pack("<I", 0)
+    return head + struct.pack("<IB", len(fields), 2) + fields + struct.pack("<IBB", 1, 1, 7)
+
+
+def nt_v2_stream():
+    # MetadataBlock and EventBlock with header compression (flags 1)
+    header = struct.pack("<HHqq", 20, 1, 0, 0)
+    meta = nt_v2_metadata()
+    meta_blob = bytes([0x80]) + b"\x00" + bytes([len(meta) & 0x7F | 0x80, len(meta) >> 7])
+    payload = struct.pack("<iH", 3, 2) + struct.pack("<d", 1.5) + nt_utf16z("a") + struct.pack("<d", -2) + nt_utf16z("")
+    event = bytes([0x01 | 0x02 | 0x80, 5, 0, 42, 0, 1, len(payload)]) + payload
+    stream = nt_start()
+    stream += nt_block(stream, b"MetadataBlock", header + meta_blob + meta)
+    stream += nt_block(stream, b"EventBlock", header + event)
+    return stream + b"\x01"
+
+
+def nettrace():
+    t = "nettrace"
+    for name in ("eventsource", "eventcounters", "metrics", "rundown"):
+        with open(os.path.join(DATA, name + ".nettrace"), "rb") as f:
+            data = f.read()
+        write(t, name, b"\x00" + data)
+        write(t, name + "-truncated", b"\x07" + data[: len(data) * 2 // 3])
+    with open(os.path.join(DATA, "eventcounters.nettrace"), "rb") as f:
+        counters = f.read()
+    # the first block's size claims more than the limit
+    write(t, "block-too-large", b"\x00" + counters[:131] + struct.pack("<I", (1 << 20) + 1) + counters[135:400])
+    write(t, "v2-params-arrays", b"\x03" + nt_v2_stream())
+    write(t, "v6-header", b"\x00Nettrace" + struct.pack("<III", 0, 6, 0))
+    write(t, "empty-trace", b"\x00" + nt_start() + b"\x01")
+    write(t, "trailing-byte", b"\x00" + nt_start() + b"\x01\x01")
+
+
 def main():
-    for fn in (dotnet_ipc, wire, procfs, text):
+    for fn in (dotnet_ipc, wire, procfs, text, nettrace):
         fn()
     return 0
 

@@ -1,6 +1,13 @@
 // The target of dsagent's tests and benchmarks: a live .NET runtime with a diagnostic socket.
 // It announces itself on stdout, then idles until it is told to stop.
 // --allocate-mb N keeps N MiB of managed memory alive, so that heap and full dumps are large.
+// --emit-events N writes N Marker events per second from the "Dsagent-TestTarget" EventSource
+//   (0: as fast as it can), so that traces have known payloads to find.
+// --meter-value V publishes V as the gauge "test-gauge" of the Meter "Dsagent.TestTarget" and as
+//   the polling EventCounter "test-counter" of the EventSource, so that counters have a known value.
+using System.Diagnostics.Metrics;
+using System.Diagnostics.Tracing;
+
 var allocateIndex = Array.IndexOf(args, "--allocate-mb");
 var held = new List<byte[]>();
 if (allocateIndex >= 0 && allocateIndex + 1 < args.Length && int.TryParse(args[allocateIndex + 1], out var megabytes))
@@ -12,7 +19,55 @@ if (allocateIndex >= 0 && allocateIndex + 1 < args.Length && int.TryParse(args[a
         held.Add(block);
     }
 }
+
+var meterIndex = Array.IndexOf(args, "--meter-value");
+Meter? meter = null;
+if (meterIndex >= 0 && meterIndex + 1 < args.Length &&
+    double.TryParse(args[meterIndex + 1], System.Globalization.CultureInfo.InvariantCulture, out var meterValue))
+{
+    meter = new Meter("Dsagent.TestTarget", "1.0");
+    meter.CreateObservableGauge("test-gauge", () => meterValue, "items", "the value given by --meter-value");
+    TestTargetSource.Log.SetCounter(meterValue);
+}
+
+var emitIndex = Array.IndexOf(args, "--emit-events");
+if (emitIndex >= 0 && emitIndex + 1 < args.Length && int.TryParse(args[emitIndex + 1], out var perSecond))
+    new Thread(() => TestTargetSource.Emit(perSecond)) { IsBackground = true, Name = "emitter" }.Start();
+
 Console.WriteLine($"ready pid={Environment.ProcessId} args={string.Join(' ', args)}");
 Console.Out.Flush();
 Thread.Sleep(Timeout.Infinite);
 GC.KeepAlive(held);
+GC.KeepAlive(meter);
+
+// Payload constants that tests look for byte for byte in captured traces.
+[EventSource(Name = "Dsagent-TestTarget")]
+sealed class TestTargetSource : EventSource
+{
+    public const int MarkerInt = 0x5A5A1234;
+    public const long MarkerLong = 0x0123456789ABCDEF;
+    public const string MarkerText = "dsagent-marker \u00e9\u20ac";
+    public const double MarkerDouble = 2.5;
+
+    public static readonly TestTargetSource Log = new();
+    private PollingCounter? counter;
+
+    // A polling counter reports its value every interval, so a session sees it whenever it looks.
+    [NonEvent]
+    public void SetCounter(double value) =>
+        counter = new PollingCounter("test-counter", this, () => value) { DisplayName = "Test counter" };
+
+    [Event(1, Level = EventLevel.Informational)]
+    public void Marker(int number, long big, string text, double real, int sequence) =>
+        WriteEvent(1, number, big, text, real, sequence);
+
+    public static void Emit(int perSecond)
+    {
+        for (var sequence = 0; ; sequence++)
+        {
+            Log.Marker(MarkerInt, MarkerLong, MarkerText, MarkerDouble, sequence);
+            if (perSecond > 0)
+                Thread.Sleep(1000 / perSecond);
+        }
+    }
+}
