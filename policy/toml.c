@@ -656,21 +656,34 @@ static int node_new(Parser *p, TomlType type, size_t offset, unsigned depth, Ori
         return 0;
 }
 
-/* Adds a new table named @k to *@table, then moves *@table and *@depth into it. */
-static int add_table(Parser *p, TomlNode **table, unsigned *depth, const KeyPart *k, Origin origin) {
-        _cleanup_(node_freep) TomlNode *t = NULL;
+/* Adds a new node of @type named @k to @table; the table owns it, *@ret_node points at it. */
+static int add_named_node(Parser *p, TomlNode *table, unsigned depth, const KeyPart *k, TomlType type,
+                          Origin origin, TomlNode **ret_node) {
+        _cleanup_(node_freep) TomlNode *node = NULL;
         _cleanup_free_ char *name = NULL;
         TomlNode *added;
         int r;
 
-        r = node_new(p, TOML_TABLE, k->offset, *depth + 1, origin, &t);
+        r = node_new(p, type, k->offset, depth + 1, origin, &node);
         if (r != 0)
                 return r;
         r = key_dup(p, k, &name);
         if (r != 0)
                 return r;
-        added = t;
-        r = table_add(*table, TAKE_PTR(name), TAKE_PTR(t), added->value.line, added->value.column);
+        added = node;
+        r = table_add(table, TAKE_PTR(name), TAKE_PTR(node), added->value.line, added->value.column);
+        if (r != 0)
+                return r;
+        *ret_node = added;
+        return 0;
+}
+
+/* Adds a new table named @k to *@table, then moves *@table and *@depth into it. */
+static int add_table(Parser *p, TomlNode **table, unsigned *depth, const KeyPart *k, Origin origin) {
+        TomlNode *added;
+        int r;
+
+        r = add_named_node(p, *table, *depth, k, TOML_TABLE, origin, &added);
         if (r != 0)
                 return r;
         *table = added;
@@ -819,17 +832,7 @@ static int define_array_table(Parser *p, TomlNode **table, unsigned *depth, cons
         int r;
 
         if (!a) {
-                _cleanup_(node_freep) TomlNode *array = NULL;
-                _cleanup_free_ char *name = NULL;
-
-                r = node_new(p, TOML_ARRAY, k->offset, *depth + 1, ORIGIN_HEADER, &array);
-                if (r != 0)
-                        return r;
-                r = key_dup(p, k, &name);
-                if (r != 0)
-                        return r;
-                a = array;
-                r = table_add(*table, TAKE_PTR(name), TAKE_PTR(array), a->value.line, a->value.column);
+                r = add_named_node(p, *table, *depth, k, TOML_ARRAY, ORIGIN_HEADER, &a);
                 if (r != 0)
                         return r;
                 a->value.line = line;
