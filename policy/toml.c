@@ -240,16 +240,31 @@ static int scratch_put(Parser *p, const char *data, size_t n) {
         return 0;
 }
 
+/*
+ * One character of comment or string text at p->pos: valid UTF-8 and no
+ * control character but tab, which is all TOML asks of both. @where names
+ * the place in the error.
+ */
+static int text_char(Parser *p, const char *where, size_t *ret_len) {
+        unsigned char c = (unsigned char)p->text[p->pos];
+        size_t len = 1;
+
+        if (c >= 0x80 && (len = utf8_at(p, p->pos)) == 0)
+                return fail(p, p->pos, TOML_E_SYNTAX, "invalid UTF-8 in %s", where);
+        if ((c < 0x20 && c != '\t') || c == 0x7F)
+                return fail(p, p->pos, TOML_E_SYNTAX, "control character U+%04X in %s", c, where);
+        *ret_len = len;
+        return 0;
+}
+
 /* A comment, from its '#' to the end of the line (not included). */
 static int skip_comment(Parser *p) {
         for (p->pos++; p->pos < p->size && newline_at(p, p->pos) == 0;) {
-                unsigned char c = (unsigned char)p->text[p->pos];
-                size_t len = 1;
+                size_t len;
+                int r = text_char(p, "comment", &len);
 
-                if (c >= 0x80 && (len = utf8_at(p, p->pos)) == 0)
-                        return fail(p, p->pos, TOML_E_SYNTAX, "invalid UTF-8 in comment");
-                if ((c < 0x20 && c != '\t') || c == 0x7F)
-                        return fail(p, p->pos, TOML_E_SYNTAX, "control character U+%04X in comment", c);
+                if (r != 0)
+                        return r;
                 p->pos += len;
         }
         return 0;
@@ -366,19 +381,6 @@ static int multiline_quotes(Parser *p, char quote, bool *ret_end) {
         return scratch_put(p, p->text + p->pos - n, n >= 3 ? n - 3 : n);
 }
 
-/* One character of string content at p->pos: its length, or an error. */
-static int string_char(Parser *p, size_t *ret_len) {
-        unsigned char c = (unsigned char)p->text[p->pos];
-        size_t len = 1;
-
-        if (c >= 0x80 && (len = utf8_at(p, p->pos)) == 0)
-                return fail(p, p->pos, TOML_E_SYNTAX, "invalid UTF-8 in string");
-        if ((c < 0x20 && c != '\t') || c == 0x7F)
-                return fail(p, p->pos, TOML_E_SYNTAX, "control character U+%04X in string", c);
-        *ret_len = len;
-        return 0;
-}
-
 static int string_newline(Parser *p, bool multiline, size_t start) {
         if (!multiline)
                 return fail(p, start, TOML_E_SYNTAX, "unterminated string");
@@ -421,7 +423,7 @@ static int parse_string(Parser *p) {
                 else if (newline_at(p, p->pos) > 0)
                         r = string_newline(p, multiline, start);
                 else {
-                        r = string_char(p, &len);
+                        r = text_char(p, "string", &len);
                         if (r != 0)
                                 return r;
                         r = scratch_put(p, p->text + p->pos, len);
