@@ -144,7 +144,7 @@ static bool wire_field_is_valid(uint16_t tag, const uint8_t *value, uint32_t siz
 int wire_message_decode(const uint8_t *frame, size_t len, WireMessage *ret) {
         WireMessage m = {};
         size_t frame_size, pos;
-        uint32_t seen = 0;
+        uint64_t seen = 0;
         int r;
 
         r = wire_frame_peek(frame, len, &frame_size);
@@ -170,9 +170,9 @@ int wire_message_decode(const uint8_t *frame, size_t len, WireMessage *ret) {
                 pos += WIRE_FIELD_HEADER_SIZE;
                 if (size > len - pos)
                         return WIRE_E_MALFORMED;
-                if (!wire_field_is_valid(tag, frame + pos, size) || (seen & (1u << tag)))
+                if (!wire_field_is_valid(tag, frame + pos, size) || (seen & (UINT64_C(1) << tag)))
                         return WIRE_E_MALFORMED;
-                seen |= 1u << tag;
+                seen |= UINT64_C(1) << tag;
 
                 m.fields[m.n_fields++] = (WireField){ .tag = tag, .size = size, .value = frame + pos };
                 pos += size;
@@ -245,7 +245,7 @@ static void wire_writer_put(WireWriter *w, WireTag tag, const void *value, size_
         if (w->error != 0)
                 return;
         if (size > UINT32_MAX || !wire_field_is_valid((uint16_t)tag, value, (uint32_t)size) ||
-            (w->seen & (1u << tag))) {
+            (w->seen & (UINT64_C(1) << tag))) {
                 w->error = WIRE_E_MALFORMED;
                 return;
         }
@@ -259,7 +259,7 @@ static void wire_writer_put(WireWriter *w, WireTag tag, const void *value, size_
         memcpy(w->buf + w->size + WIRE_FIELD_HEADER_SIZE, value, size);
         w->size += WIRE_FIELD_HEADER_SIZE + size;
         w->n_fields++;
-        w->seen |= 1u << tag;
+        w->seen |= UINT64_C(1) << tag;
 }
 
 void wire_writer_put_u32(WireWriter *w, WireTag tag, uint32_t v) {

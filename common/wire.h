@@ -94,7 +94,7 @@ typedef enum WireError {
         _WIRE_ERROR_MAX,
 } WireError;
 
-_Static_assert(_WIRE_TAG_MAX <= 32, "wire_message_decode() tracks seen tags in a 32-bit mask");
+_Static_assert(_WIRE_TAG_MAX <= 64, "wire_message_decode() tracks seen tags in a 64-bit mask");
 
 typedef struct WireField {
         uint16_t tag;
@@ -112,7 +112,7 @@ typedef struct WireWriter {
         uint8_t buf[WIRE_FRAME_MAX];
         size_t size;
         size_t n_fields;
-        uint32_t seen; /* tags written so far: like the decoder, the writer refuses duplicates */
+        uint64_t seen; /* tags written so far: like the decoder, the writer refuses duplicates */
         int error;     /* first error, sticky, so callers check once at the end */
 } WireWriter;
 
