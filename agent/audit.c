@@ -274,3 +274,44 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
         return audit_send(sink, &f);
 }
+
+/**
+ * audit_log_session() - record a session's start (what was asked of the
+ * runtime) or its end (how much was relayed and how it ended)
+ *
+ * Return: 0, or a negative errno when the record could not be written anywhere.
+ */
+int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+
+        audit_fields_addf(&f, "MESSAGE_ID=%s", e->ended ? DSAGENT_MESSAGE_SESSION_END : DSAGENT_MESSAGE_SESSION_START);
+        audit_fields_addf(&f, "PRIORITY=%d", LOG_INFO);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        if (e->ended)
+                audit_fields_addf(&f, "MESSAGE=%s session of pid %d for uid %u ended (%s): %" PRIu64 " bytes%s", e->kind,
+                                  (int)e->target_pid, (unsigned)e->requester, e->how, e->bytes,
+                                  e->complete ? "" : ", incomplete");
+        else
+                audit_fields_addf(&f, "MESSAGE=%s session of pid %d for uid %u started", e->kind, (int)e->target_pid,
+                                  (unsigned)e->requester);
+        audit_fields_addf(&f, "DSAGENT_REQUEST_ID=%016" PRIx64, e->request_id);
+        audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)e->requester);
+        audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->target_pid);
+        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->target_uid);
+        audit_fields_add_text(&f, "DSAGENT_TARGET_UNIT", e->target_unit);
+        audit_fields_add_text(&f, "DSAGENT_TARGET_EXE", e->target_exe);
+        audit_fields_add_text(&f, "DSAGENT_RULE", e->rule);
+        audit_fields_add_text(&f, "DSAGENT_SESSION_KIND", e->kind);
+        audit_fields_add_text(&f, "DSAGENT_TRACE_PROFILE", e->profile);
+        audit_fields_add_text(&f, "DSAGENT_PROVIDERS", e->providers);
+        audit_fields_addf(&f, "DSAGENT_BUFFER_MB=%u", e->buffer_mb);
+        audit_fields_addf(&f, "DSAGENT_DURATION_LIMIT_USEC=%" PRIu64, e->duration_limit_usec);
+        audit_fields_addf(&f, "DSAGENT_SIZE_LIMIT=%" PRIu64, e->size_limit);
+        if (e->ended) {
+                audit_fields_addf(&f, "DSAGENT_SESSION_BYTES=%" PRIu64, e->bytes);
+                audit_fields_add_text(&f, "DSAGENT_SESSION_END", e->how);
+                audit_fields_addf(&f, "DSAGENT_SESSION_COMPLETE=%s", e->complete ? "yes" : "no");
+                audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
+        }
+        return audit_send(sink, &f);
+}

@@ -62,8 +62,32 @@ typedef struct AuditDumpEvent {
         uint64_t duration_usec; /* from the request to publication */
 } AuditDumpEvent;
 
+/* A trace or counters session: one record when the runtime started it, one when it ended. */
+typedef struct AuditSessionEvent {
+        bool ended;
+        uint64_t request_id;
+        uid_t requester;
+        pid_t target_pid;
+        uid_t target_uid;
+        const char *target_unit;
+        const char *target_exe;
+        const char *rule;
+        const char *kind;       /* "trace" or "counters" */
+        const char *profile;    /* NULL when providers were named */
+        const char *providers;  /* Name:0xKEYWORDS:LEVEL[:args],... as the runtime was asked */
+        uint32_t buffer_mb;
+        uint64_t duration_limit_usec;
+        uint64_t size_limit;
+        /* when ended */
+        uint64_t bytes;
+        const char *how;        /* duration, stopped, size-limit, client-gone, target-ended, ... */
+        bool complete;          /* the runtime closed the stream after our stop */
+        uint64_t duration_usec;
+} AuditSessionEvent;
+
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
 int audit_log_request(AuditSink sink, const AuditRecord *r);
 int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);
 int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);
+int audit_log_session(AuditSink sink, const AuditSessionEvent *e);

@@ -27,6 +27,22 @@ unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
         return n;
 }
 
+/* Sessions running now, of the asking connection's target and of its user. */
+void broker_count_sessions(const Broker *b, const Connection *asking, unsigned *ret_of_target, unsigned *ret_of_user) {
+        unsigned of_target = 0, of_user = 0;
+
+        for (const Connection *c = b->connections; c; c = c->next) {
+                if (!c->holds_session)
+                        continue;
+                if (c->peer.uid == asking->peer.uid)
+                        of_user++;
+                if (c->target->pid == asking->target->pid && c->target->start_time == asking->target->start_time)
+                        of_target++;
+        }
+        *ret_of_target = of_target;
+        *ret_of_user = of_user;
+}
+
 static void broker_update_idle(Broker *b) {
         uint64_t now;
 

@@ -66,6 +66,7 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
 int broker_reload_policy(Broker *b);
 Broker *broker_free(Broker *b);
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid);
+void broker_count_sessions(const Broker *b, const Connection *asking, unsigned *ret_of_target, unsigned *ret_of_user);
 void broker_connection_closed(Broker *b, Connection *c);
 int broker_dump_begin(Broker *b, pid_t pid, uint64_t start_time, unsigned max_concurrent, const char **ret_why);
 void broker_dump_end(Broker *b, pid_t pid, uint64_t start_time);

@@ -10,3 +10,9 @@
 
 /* a dump was taken and published */
 #define DSAGENT_MESSAGE_DUMP "b44be14ffedf48ee806826f1d59bcc4e"
+
+/* a trace or counters session started in a runtime */
+#define DSAGENT_MESSAGE_SESSION_START "21c6214d54a0498bbab8983290c4efb6"
+
+/* a trace or counters session ended */
+#define DSAGENT_MESSAGE_SESSION_END "1c5ee471f818453b8c7bac25ac2e872f"

@@ -13,6 +13,7 @@
 #include "pam-check.h"
 #include "policy.h"
 #include "runtime-call.h"
+#include "session.h"
 #include "test-hooks.h"
 #include "text.h"
 
@@ -483,6 +484,18 @@ void commands_dispatch(Connection *c, const WireMessage *m) {
                 c->audit.command = "dumps";
                 dumps_list(c);
                 break;
+        case WIRE_REQUEST_TRACE:
+        case WIRE_REQUEST_COUNTERS: {
+                bool trace = m->type == WIRE_REQUEST_TRACE;
+                Target *t;
+                c->audit.command = policy_command_to_string(trace ? POLICY_COMMAND_TRACE : POLICY_COMMAND_COUNTERS);
+                t = open_requested_target(c, m);
+                if (t && trace)
+                        session_start_trace(c, m, t);
+                else if (t)
+                        session_start_counters(c, m, t);
+                break;
+        }
         default:
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");
                 break;

@@ -155,6 +155,55 @@ int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd) {
         return 0;
 }
 
+/*
+ * Sends one frame at once, while the request is still being worked on (a
+ * session's start, with its pipe). Nothing else was sent on the socket yet,
+ * so a small frame fits its buffer; a client that does not take it is gone.
+ * @fd (may be -EBADF) travels with it and stays the caller's.
+ */
+int connection_send_frame_now(Connection *c, WireWriter *w, int fd) {
+        char control[CMSG_SPACE(sizeof(int))] = {};
+        struct msghdr mh = {};
+        struct iovec iov;
+        const uint8_t *frame;
+        size_t size;
+        ssize_t n;
+        int r;
+
+        r = wire_writer_finish(w, &frame, &size);
+        if (r != 0)
+                return r > 0 ? -EBADMSG : r;
+        iov = (struct iovec){ .iov_base = (void *)frame, .iov_len = size };
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        if (fd >= 0) {
+                struct cmsghdr *cm;
+
+                mh.msg_control = control;
+                mh.msg_controllen = sizeof(control);
+                cm = CMSG_FIRSTHDR(&mh);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        }
+        n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0)
+                return -errno;
+        return (size_t)n == size ? 0 : -EPIPE;
+}
+
+/* Hands the client's socket events to a handler that works for long (a session). */
+int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Connection *c, uint32_t revents)) {
+        int r;
+
+        c->on_client_event = on_event;
+        r = sd_event_source_set_io_events(c->io, events);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(c->io, on_event ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
 static int connection_audit(Connection *c) {
         c->audited = true;
         if (c->target) {
@@ -169,6 +218,7 @@ static int connection_audit(Connection *c) {
 
 static void connection_start_writing(Connection *c) {
         c->state = CONNECTION_WRITING;
+        c->on_client_event = NULL;
         if (sd_event_source_set_io_events(c->io, EPOLLOUT) < 0 ||
             sd_event_source_set_enabled(c->io, SD_EVENT_ON) < 0 ||
             connection_set_deadline(c, c->broker->config.reply_timeout_usec) < 0)
@@ -399,6 +449,8 @@ static int connection_on_io(sd_event_source *s, int fd, uint32_t revents, void *
                 connection_on_readable(c);
         else if (c->state == CONNECTION_WRITING)
                 connection_on_writable(c);
+        else if (c->on_client_event)
+                c->on_client_event(c, revents);
         return 0;
 }
 

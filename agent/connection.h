@@ -49,6 +49,11 @@ struct Connection {
 
         AuditRecord audit;
         bool audited;
+
+        /* while working: events on the client's socket go to the handler */
+        void (*on_client_event)(Connection *c, uint32_t revents);
+        /* a trace or counters session of this target runs for this client */
+        bool holds_session;
 };
 
 int connection_new(Broker *b, int fd, Connection **ret);
@@ -58,6 +63,8 @@ int connection_set_deadline(Connection *c, uint64_t usec_from_now);
 void connection_set_target(Connection *c, Target *t);
 int connection_queue_frame(Connection *c, WireWriter *w);
 int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd);
+int connection_send_frame_now(Connection *c, WireWriter *w, int fd);
+int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Connection *c, uint32_t revents));
 void connection_reply_done(Connection *c, const char *rule, const char *reason);
 void connection_reply_error(Connection *c, AuditDecision decision, WireError error, const char *reason);
 void connection_reply_runtime_error(Connection *c, uint32_t hresult, const char *reason);

@@ -5,6 +5,7 @@
 
 #include "cleanup.h"
 #include "dotnet-ipc.h"
+#include "session-config.h"
 #include "text.h"
 #include "unaligned.h"
 
@@ -385,5 +386,67 @@ int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload,
 
         *ret = info;
         info = (DotnetProcessInfo)DOTNET_PROCESS_INFO_NULL;
+        return 0;
+}
+
+/**
+ * dotnet_ipc_collect_tracing_encode() - CollectTracing2 for a streaming NetTrace session
+ *
+ * Version 2 is the newest request every supported runtime (.NET 5 and
+ * later) knows, and says all a session needs: buffer, format, rundown, and
+ * the providers with keywords, level and arguments.
+ *
+ * Return: 0, DOTNET_IPC_E_MALFORMED for a provider without a name or with a
+ * level above 5, DOTNET_IPC_E_TOO_LARGE, -ENOBUFS.
+ */
+int dotnet_ipc_collect_tracing_encode(const EventPipeConfig *config, uint32_t buffer_mb, uint8_t *buf,
+                                      size_t buf_size, size_t *ret_size) {
+        uint8_t payload[DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE];
+        size_t pos = 0, n;
+        int r;
+
+        if (buffer_mb == 0 || config->n_providers == 0)
+                return DOTNET_IPC_E_MALFORMED;
+        unaligned_write_le32(payload, buffer_mb);
+        unaligned_write_le32(payload + 4, 1); /* NetTrace */
+        payload[8] = config->rundown ? 1 : 0;
+        unaligned_write_le32(payload + 9, (uint32_t)config->n_providers);
+        pos = 13;
+        for (size_t i = 0; i < config->n_providers; i++) {
+                const EventPipeProvider *p = &config->providers[i];
+
+                if (!p->name || !*p->name || p->level > EVENTPIPE_LEVEL_MAX)
+                        return DOTNET_IPC_E_MALFORMED;
+                if (sizeof(payload) - pos < 12)
+                        return DOTNET_IPC_E_TOO_LARGE;
+                unaligned_write_le64(payload + pos, p->keywords);
+                unaligned_write_le32(payload + pos + 8, p->level);
+                pos += 12;
+                r = dotnet_ipc_string_encode(p->name, payload + pos, sizeof(payload) - pos, &n);
+                if (r == 0) {
+                        pos += n;
+                        r = dotnet_ipc_string_encode(p->arguments, payload + pos, sizeof(payload) - pos, &n);
+                }
+                if (r == -ENOBUFS)
+                        return DOTNET_IPC_E_TOO_LARGE;
+                if (r != 0)
+                        return r;
+                pos += n;
+        }
+        return dotnet_ipc_request_encode(DOTNET_IPC_COLLECT_TRACING2, payload, pos, buf, buf_size, ret_size);
+}
+
+int dotnet_ipc_stop_tracing_encode(uint64_t session_id, uint8_t *buf, size_t buf_size, size_t *ret_size) {
+        uint8_t payload[8];
+
+        unaligned_write_le64(payload, session_id);
+        return dotnet_ipc_request_encode(DOTNET_IPC_STOP_TRACING, payload, sizeof(payload), buf, buf_size, ret_size);
+}
+
+/* The OK reply to CollectTracing carries exactly the session id. Return: 0 or DOTNET_IPC_E_MALFORMED. */
+int dotnet_ipc_session_id_decode(const DotnetIpcResponse *reply, uint64_t *ret_session_id) {
+        if (!reply->ok || reply->payload_size != 8)
+                return DOTNET_IPC_E_MALFORMED;
+        *ret_session_id = unaligned_read_le64(reply->payload);
         return 0;
 }

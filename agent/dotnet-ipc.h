@@ -134,3 +134,10 @@ int dotnet_ipc_response_decode(const uint8_t *msg, size_t len, DotnetIpcResponse
 int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload, size_t payload_size,
                                DotnetProcessInfo *ret);
 void dotnet_process_info_done(DotnetProcessInfo *info);
+
+/* EventPipe sessions */
+struct EventPipeConfig;
+int dotnet_ipc_collect_tracing_encode(const struct EventPipeConfig *config, uint32_t buffer_mb, uint8_t *buf,
+                                      size_t buf_size, size_t *ret_size);
+int dotnet_ipc_stop_tracing_encode(uint64_t session_id, uint8_t *buf, size_t buf_size, size_t *ret_size);
+int dotnet_ipc_session_id_decode(const DotnetIpcResponse *reply, uint64_t *ret_session_id);

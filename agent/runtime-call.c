@@ -33,6 +33,19 @@ RuntimeCall *runtime_call_free(RuntimeCall *call) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(RuntimeCall *, runtime_call_free);
 
+/*
+ * After a reply that starts a stream the connection carries the stream: the
+ * caller takes the socket over. The call read exactly the reply, so the
+ * stream's first byte is still in the socket.
+ */
+int runtime_call_take_fd(RuntimeCall *call) {
+        int fd = call->fd;
+
+        call->io = sd_event_source_disable_unref(call->io);
+        call->fd = -EBADF;
+        return fd;
+}
+
 static void runtime_call_complete(RuntimeCall *call, int error, const DotnetIpcResponse *reply) {
         /* no more events: the callback may free the call, or leave it for later */
         sd_event_source_set_enabled(call->io, SD_EVENT_OFF);

@@ -28,3 +28,4 @@ typedef void (*RuntimeCallDone)(RuntimeCall *call, int error, const DotnetIpcRes
 int runtime_call_start(sd_event *event, int fd, const uint8_t *request, size_t request_size,
                        uint64_t timeout_usec, RuntimeCallDone done, void *userdata, RuntimeCall **ret);
 RuntimeCall *runtime_call_free(RuntimeCall *call);
+int runtime_call_take_fd(RuntimeCall *call);

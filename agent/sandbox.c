@@ -47,7 +47,7 @@ static const int common_syscalls[] = {
         SCMP_SYS(exit_group),
 };
 
-/* The broker's own work: its loop, its clients and runtimes, pidfds, dumps, the journal. */
+/* The broker's own work: its loop, its clients and runtimes, pidfds, dumps, sessions, the journal. */
 static const int agent_syscalls[] = {
         SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait),
         SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime), SCMP_SYS(timerfd_gettime), SCMP_SYS(signalfd4),
@@ -55,7 +55,7 @@ static const int agent_syscalls[] = {
         SCMP_SYS(pidfd_open), SCMP_SYS(openat2), SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(unlink),
         SCMP_SYS(unlinkat), SCMP_SYS(linkat), SCMP_SYS(fchown), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
         SCMP_SYS(flistxattr), SCMP_SYS(copy_file_range), SCMP_SYS(sendfile), SCMP_SYS(memfd_create),
-        SCMP_SYS(ftruncate), SCMP_SYS(wait4), SCMP_SYS(waitid),
+        SCMP_SYS(ftruncate), SCMP_SYS(wait4), SCMP_SYS(waitid), SCMP_SYS(pipe2), SCMP_SYS(splice),
 };
 
 /* Asked for by libraries that cope with a refusal: answered, not punished. */

@@ -13,29 +13,16 @@
 
 #include "agent-client.h"
 #include "cleanup.h"
+#include "exit-status.h"
 #include "io.h"
 #include "output.h"
+#include "session-client.h"
+#include "session-config.h"
 #include "text.h"
 #include "wire.h"
 
 #define DSCTL_DEFAULT_SOCKET "/run/dsagent.sock"
 #define DSCTL_TIMEOUT_SEC 60
-
-/* Exit codes: stable, documented in docs/dsctl.md, one per kind of failure. */
-enum {
-        EXIT_OK = 0,
-        EXIT_ERROR = 1,
-        EXIT_USAGE = 2,
-        EXIT_AGENT_UNREACHABLE = 3,
-        EXIT_DENIED = 4,
-        EXIT_NO_SUCH_PROCESS = 5,
-        EXIT_NOT_DOTNET = 6,
-        EXIT_RUNTIME_UNREACHABLE = 7,
-        EXIT_RUNTIME_FAILED = 8,
-        EXIT_SOCKET_UNTRUSTED = 9,
-        EXIT_AGENT_BUSY = 10,
-        EXIT_NO_SPACE = 11,
-};
 
 typedef struct Args {
         const char *socket_path;
@@ -51,6 +38,12 @@ typedef struct Args {
         const char *trace_profile;
         uint64_t duration_sec;
         bool have_duration;
+        /* trace and counters */
+        const char *providers;
+        uint32_t buffer_mb;
+        uint32_t interval_sec;
+        SessionOptions session;
+        char *counter_providers; /* the names alone, for the agent */
 } Args;
 
 static void usage(FILE *out) {
@@ -64,7 +57,14 @@ static void usage(FILE *out) {
                 "                would COMMAND on PID be allowed, and by which rule or why not\n"
                 "  dump PID|UNIT [--type mini|heap|triage|full] [-o FILE]\n"
                 "                take a dump (mini unless told); -o writes your own copy to FILE\n"
-                "  dumps         list the dumps you can read\n\n"
+                "  dumps         list the dumps you can read\n"
+                "  trace PID|UNIT [--profile NAME | --providers SPEC] [--duration S] [--buffer-mb N] [-o FILE]\n"
+                "                record an EventPipe trace (cpu-sampling unless told) into FILE\n"
+                "                [trace.nettrace]; SPEC is Provider[:Keywords[:Level[:Args]]],...\n"
+                "  counters PID|UNIT [--counters LIST] [--interval S] [--duration S] [--format csv|json] [-o FILE]\n"
+                "                show counters (System.Runtime unless told) every interval; LIST is\n"
+                "                Provider[name,...],...\n"
+                "  Ctrl-C ends a trace or counters session and keeps what it recorded.\n\n"
                 "Options:\n"
                 "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "]\n"
                 "  --json         machine-readable output\n"
@@ -154,6 +154,221 @@ static int parse_dump_args(int argc, char **argv, Args *a) {
         return 0;
 }
 
+/* "90", "90s", "5m", "2h": seconds. */
+static int parse_seconds(const char *s, uint64_t *ret) {
+        size_t n = strlen(s);
+        uint64_t unit = 1, v;
+        _cleanup_free_ char *digits = NULL;
+
+        if (n > 1 && (s[n - 1] == 's' || s[n - 1] == 'm' || s[n - 1] == 'h')) {
+                unit = s[n - 1] == 'h' ? 3600 : s[n - 1] == 'm' ? 60 : 1;
+                n--;
+        }
+        digits = strndup(s, n);
+        if (!digits || parse_u64(digits, &v) < 0 || v == 0 || v > UINT32_MAX)
+                return -EINVAL;
+        *ret = v * unit;
+        return 0;
+}
+
+static int parse_target(int argc, char **argv, Args *a) {
+        if (optind >= argc) {
+                fprintf(stderr, "dsctl: %s takes a process id or a unit, e.g. '%s 1234'\n", a->verb, a->verb);
+                return -EINVAL;
+        }
+        if (parse_pid(argv[optind], &a->pid) < 0)
+                a->unit = argv[optind];
+        optind++;
+        return 0;
+}
+
+static int check_trace_args(Args *a) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
+        struct stat st;
+        int r;
+
+        if (a->trace_profile && a->providers) {
+                fprintf(stderr, "dsctl: trace takes --profile or --providers, not both\n");
+                return -EINVAL;
+        }
+        if (!a->trace_profile && !a->providers)
+                a->trace_profile = "cpu-sampling";
+        if (a->trace_profile && !eventpipe_profile_is_known(a->trace_profile)) {
+                size_t n;
+                const EventPipeProfile *profiles = eventpipe_profiles(&n);
+                fprintf(stderr, "dsctl: unknown profile '%s'; the profiles are:\n", a->trace_profile);
+                for (size_t i = 0; i < n; i++)
+                        fprintf(stderr, "  %-28s %s\n", profiles[i].name, profiles[i].description);
+                return -EINVAL;
+        }
+        if (a->providers) {
+                r = eventpipe_providers_parse(a->providers, &config);
+                if (r != 0) {
+                        fprintf(stderr, "dsctl: bad --providers: %s\n",
+                                r == EVENTPIPE_E_LIMIT ? "too long" : "expected Provider[:Keywords[:Level[:Args]]],... "
+                                                                      "with hex keywords and a level 0-5 or its name");
+                        return -EINVAL;
+                }
+        }
+        if (!a->session.output)
+                a->session.output = "trace.nettrace";
+        if (lstat(a->session.output, &st) == 0) {
+                fprintf(stderr, "dsctl: %s exists; dsctl does not overwrite files\n", a->session.output);
+                return -EEXIST;
+        }
+        return 0;
+}
+
+static int filter_add(Args *a, const char *provider, size_t provider_len, const char *name, size_t name_len) {
+        SessionOptions *o = &a->session;
+        char **providers = realloc(o->counter_filter_providers, (o->n_counter_filters + 1) * sizeof(char *));
+        char **names;
+
+        if (!providers)
+                return -ENOMEM;
+        o->counter_filter_providers = providers;
+        names = realloc(o->counter_names, (o->n_counter_filters + 1) * sizeof(char *));
+        if (!names)
+                return -ENOMEM;
+        o->counter_names = names;
+        providers[o->n_counter_filters] = strndup(provider, provider_len);
+        names[o->n_counter_filters] = strndup(name, name_len);
+        if (!providers[o->n_counter_filters] || !names[o->n_counter_filters])
+                return -ENOMEM;
+        o->n_counter_filters++;
+        return 0;
+}
+
+/*
+ * dotnet-counters' list: "System.Runtime[cpu-usage,working-set],MyMeter".
+ * The agent gets the providers; the names in brackets filter here.
+ */
+static int counters_list_parse(const char *list, Args *a) {
+        _cleanup_free_ char *names = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&names, &size);
+        const char *p = list;
+
+        if (!f)
+                return -ENOMEM;
+        while (*p) {
+                size_t len = strcspn(p, ",[");
+                const char *provider = p;
+
+                if (len == 0)
+                        break;
+                fprintf(f, "%s%.*s", ftell(f) > 0 ? "," : "", (int)len, provider);
+                p += len;
+                if (*p == '[') {
+                        for (p++; *p && *p != ']';) {
+                                size_t n = strcspn(p, ",]");
+                                if (n == 0 || filter_add(a, provider, len, p, n) < 0)
+                                        break;
+                                p += n;
+                                if (*p == ',')
+                                        p++;
+                        }
+                        if (*p != ']')
+                                break;
+                        p++;
+                }
+                if (*p == ',')
+                        p++;
+                else if (*p)
+                        break;
+        }
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        if (*p || size == 0)
+                return -EINVAL;
+        a->counter_providers = TAKE_PTR(names);
+        return 0;
+}
+
+static int parse_session_args(int argc, char **argv, Args *a) {
+        enum { ARG_PROFILE = 0x100, ARG_PROVIDERS, ARG_DURATION, ARG_BUFFER, ARG_COUNTERS, ARG_INTERVAL, ARG_FORMAT };
+        static const struct option options[] = {
+                { "profile", required_argument, NULL, ARG_PROFILE },
+                { "providers", required_argument, NULL, ARG_PROVIDERS },
+                { "duration", required_argument, NULL, ARG_DURATION },
+                { "buffer-mb", required_argument, NULL, ARG_BUFFER },
+                { "counters", required_argument, NULL, ARG_COUNTERS },
+                { "interval", required_argument, NULL, ARG_INTERVAL },
+                { "refresh-interval", required_argument, NULL, ARG_INTERVAL },
+                { "format", required_argument, NULL, ARG_FORMAT },
+                { "output", required_argument, NULL, 'o' },
+                {},
+        };
+        bool trace = strcmp(a->verb, "trace") == 0;
+        uint64_t v;
+        int c;
+
+        if (parse_target(argc, argv, a) < 0)
+                return -EINVAL;
+        a->session.kind = trace ? SESSION_OUTPUT_NETTRACE : SESSION_OUTPUT_CSV;
+        while ((c = getopt_long(argc, argv, "o:", options, NULL)) >= 0) {
+                bool for_trace = c == ARG_PROFILE || c == ARG_PROVIDERS || c == ARG_BUFFER;
+                bool for_counters = c == ARG_COUNTERS || c == ARG_INTERVAL || c == ARG_FORMAT;
+
+                if ((trace && for_counters) || (!trace && for_trace)) {
+                        fprintf(stderr, "dsctl: %s takes no %s\n", a->verb, argv[optind - 1]);
+                        return -EINVAL;
+                }
+                switch (c) {
+                case ARG_PROFILE:
+                        a->trace_profile = optarg;
+                        break;
+                case ARG_PROVIDERS:
+                        a->providers = optarg;
+                        break;
+                case ARG_COUNTERS:
+                        a->providers = optarg;
+                        break;
+                case ARG_DURATION:
+                        if (parse_seconds(optarg, &a->duration_sec) < 0) {
+                                fprintf(stderr, "dsctl: --duration takes seconds, like 30, 90s, 5m or 1h\n");
+                                return -EINVAL;
+                        }
+                        a->have_duration = true;
+                        break;
+                case ARG_BUFFER:
+                case ARG_INTERVAL:
+                        if (parse_u64(optarg, &v) < 0 || v == 0 || v > 3600) {
+                                fprintf(stderr, "dsctl: %s takes a number from 1 to 3600\n", argv[optind - 1]);
+                                return -EINVAL;
+                        }
+                        if (c == ARG_BUFFER)
+                                a->buffer_mb = (uint32_t)v;
+                        else
+                                a->interval_sec = (uint32_t)v;
+                        break;
+                case ARG_FORMAT:
+                        if (strcmp(optarg, "csv") != 0 && strcmp(optarg, "json") != 0) {
+                                fprintf(stderr, "dsctl: --format is csv or json\n");
+                                return -EINVAL;
+                        }
+                        a->session.kind = strcmp(optarg, "json") == 0 ? SESSION_OUTPUT_JSON : SESSION_OUTPUT_CSV;
+                        break;
+                case 'o':
+                        a->session.output = optarg;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        }
+        if (optind != argc) {
+                fprintf(stderr, "dsctl: unexpected argument '%s'\n", argv[optind]);
+                return -EINVAL;
+        }
+        if (trace)
+                return check_trace_args(a);
+        if (counters_list_parse(a->providers ? a->providers : "System.Runtime", a) < 0) {
+                fprintf(stderr, "dsctl: bad --counters: expected Provider[name,...],... (e.g. System.Runtime[cpu-usage])\n");
+                return -EINVAL;
+        }
+        return 0;
+}
+
 static int parse_args(int argc, char **argv, Args *a) {
         enum { ARG_SOCKET = 0x100, ARG_JSON, ARG_HELP, ARG_VERSION };
         static const struct option options[] = {
@@ -205,6 +420,9 @@ static int parse_args(int argc, char **argv, Args *a) {
                         return -EINVAL;
         } else if (strcmp(a->verb, "dump") == 0) {
                 if (parse_dump_args(argc, argv, a) < 0)
+                        return -EINVAL;
+        } else if (strcmp(a->verb, "trace") == 0 || strcmp(a->verb, "counters") == 0) {
+                if (parse_session_args(argc, argv, a) < 0)
                         return -EINVAL;
         } else if (strcmp(a->verb, "dumps") == 0) {
                 if (optind != argc) {
@@ -299,6 +517,32 @@ static int save_dump(const Args *a, AgentClient *client) {
         return EXIT_OK;
 }
 
+static int report_session_error(const WireMessage *m, void *userdata) {
+        return report_error(userdata, m);
+}
+
+static void put_session_request(WireWriter *w, const Args *a) {
+        bool trace = strcmp(a->verb, "trace") == 0;
+
+        wire_writer_begin(w, trace ? WIRE_REQUEST_TRACE : WIRE_REQUEST_COUNTERS);
+        if (a->unit)
+                wire_writer_put_string(w, WIRE_TAG_UNIT, a->unit);
+        else
+                wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
+        if (trace) {
+                wire_writer_put_string(w, WIRE_TAG_TRACE_PROFILE, a->providers ? NULL : a->trace_profile);
+                wire_writer_put_string(w, WIRE_TAG_PROVIDERS, a->providers);
+                if (a->buffer_mb)
+                        wire_writer_put_u32(w, WIRE_TAG_BUFFER_MB, a->buffer_mb);
+        } else {
+                wire_writer_put_string(w, WIRE_TAG_PROVIDERS, a->counter_providers);
+                if (a->interval_sec)
+                        wire_writer_put_u32(w, WIRE_TAG_INTERVAL, a->interval_sec);
+        }
+        if (a->have_duration)
+                wire_writer_put_u64(w, WIRE_TAG_DURATION, a->duration_sec);
+}
+
 static int run(const Args *a) {
         _cleanup_(agent_client_freep) AgentClient *client = NULL;
         _cleanup_free_ WireWriter *w = NULL;
@@ -329,6 +573,8 @@ static int run(const Args *a) {
                         wire_writer_put_u32(w, WIRE_TAG_WANT_FD, 1);
         } else if (strcmp(a->verb, "dumps") == 0) {
                 wire_writer_begin(w, WIRE_REQUEST_DUMPS);
+        } else if (strcmp(a->verb, "trace") == 0 || strcmp(a->verb, "counters") == 0) {
+                put_session_request(w, a);
         } else {
                 wire_writer_begin(w, WIRE_REQUEST_EXPLAIN);
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)a->pid);
@@ -343,6 +589,8 @@ static int run(const Args *a) {
         r = agent_client_send(client, w);
         if (r < 0 && r != -EPIPE && r != -ECONNRESET)
                 return report_transport_error(a, r, true);
+        if (strcmp(a->verb, "trace") == 0 || strcmp(a->verb, "counters") == 0)
+                return session_client_run(client, &a->session, report_session_error, (void *)a);
 
         output_begin(&out);
         explain_status = EXIT_OK;

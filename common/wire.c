@@ -36,6 +36,12 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_WANT_FD] = WIRE_KIND_U32,
         [WIRE_TAG_READABLE] = WIRE_KIND_U32,
         [WIRE_TAG_TIME] = WIRE_KIND_U64,
+        [WIRE_TAG_PROVIDERS] = WIRE_KIND_STRING,
+        [WIRE_TAG_BUFFER_MB] = WIRE_KIND_U32,
+        [WIRE_TAG_INTERVAL] = WIRE_KIND_U32,
+        [WIRE_TAG_ENDED] = WIRE_KIND_STRING,
+        [WIRE_TAG_COMPLETE] = WIRE_KIND_U32,
+        [WIRE_TAG_SIZE_LIMIT] = WIRE_KIND_U64,
 };
 
 const char *wire_error_to_string(WireError error) {
@@ -103,11 +109,15 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_EXPLAIN:
         case WIRE_REQUEST_DUMP:
         case WIRE_REQUEST_DUMPS:
+        case WIRE_REQUEST_TRACE:
+        case WIRE_REQUEST_COUNTERS:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
         case WIRE_REPLY_VERDICT:
         case WIRE_REPLY_DUMP:
+        case WIRE_REPLY_STREAM:
+        case WIRE_REPLY_SESSION_END:
                 return true;
         default:
                 return false;

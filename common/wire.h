@@ -30,12 +30,16 @@ typedef enum WireType {
         WIRE_REQUEST_EXPLAIN = 0x0003,
         WIRE_REQUEST_DUMP = 0x0004,
         WIRE_REQUEST_DUMPS = 0x0005,
+        WIRE_REQUEST_TRACE = 0x0006,
+        WIRE_REQUEST_COUNTERS = 0x0007,
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
         WIRE_REPLY_ERROR = 0x8003,
         WIRE_REPLY_VERDICT = 0x8004,
         WIRE_REPLY_DUMP = 0x8005,       /* a dump; for a dump request with WANT_FD, its fd comes with it */
+        WIRE_REPLY_STREAM = 0x8006,     /* a session started; the read end of its stream's pipe comes with it */
+        WIRE_REPLY_SESSION_END = 0x8007, /* how the session ended, after its stream's pipe was closed */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -76,6 +80,12 @@ typedef enum WireTag {
         WIRE_TAG_WANT_FD = 26,          /* u32: 1 to get a read-only fd of the result */
         WIRE_TAG_READABLE = 27,         /* u32: 1 when the requester may read the result */
         WIRE_TAG_TIME = 28,             /* u64: microseconds since the epoch */
+        WIRE_TAG_PROVIDERS = 29,        /* string: Provider[:Keywords[:Level[:Args]]],... or counter providers */
+        WIRE_TAG_BUFFER_MB = 30,        /* u32: the runtime's buffer for the session */
+        WIRE_TAG_INTERVAL = 31,         /* u32: seconds between counter samples */
+        WIRE_TAG_ENDED = 32,            /* string: how a session ended */
+        WIRE_TAG_COMPLETE = 33,         /* u32: 1 when the runtime closed the stream after a stop */
+        WIRE_TAG_SIZE_LIMIT = 34,       /* u64: bytes after which the session is stopped */
         _WIRE_TAG_MAX,
 } WireTag;
 

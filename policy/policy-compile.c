@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cleanup.h"
 #include "policy-compile.h"
 #include "policy-rule.h"
+#include "session-config.h"
 #include "text.h"
 
 #define RULE_NAME_MAX 64
@@ -342,6 +344,62 @@ static bool compile_trace_profiles(Compiler *c, const TomlEntry *e, PolicyRule *
         return true;
 }
 
+/* "Name" (every keyword) or "Name:0xMASK" (keywords within the mask). */
+static bool compile_trace_providers(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        if (!expect_string_list(c, e))
+                return false;
+        r->trace_providers = calloc(e->value->array.n_items, sizeof(PolicyProviderGrant));
+        if (!r->trace_providers) {
+                c->oom = -ENOMEM;
+                return true;
+        }
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *v = e->value->array.items[i];
+                const char *colon = strchr(v->string.data, ':');
+                PolicyProviderGrant *g = &r->trace_providers[r->n_trace_providers];
+                char *end;
+
+                g->keywords = UINT64_MAX;
+                if (colon) {
+                        errno = 0;
+                        g->keywords = strtoull(colon + 1, &end, 16);
+                        if (errno != 0 || end == colon + 1 || *end != '\0' || colon[1] == '-' ||
+                            strncasecmp(colon + 1, "0x", 2) != 0) {
+                                error_at(c, v->line, v->column,
+                                         "bad provider \"%s\" (like \"Name\" or \"Name:0x8003\")", v->string.data);
+                                return false;
+                        }
+                }
+                g->name = strndup(v->string.data, colon ? (size_t)(colon - v->string.data) : strlen(v->string.data));
+                if (!g->name) {
+                        c->oom = -ENOMEM;
+                        return true;
+                }
+                r->n_trace_providers++;
+                if (!eventpipe_provider_name_is_valid(g->name)) {
+                        error_at(c, v->line, v->column, "bad provider name \"%s\" (letters, digits, . - _)", g->name);
+                        return false;
+                }
+        }
+        return true;
+}
+
+static bool compile_counter_providers(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        if (!expect_string_list(c, e))
+                return false;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *v = e->value->array.items[i];
+                if (!eventpipe_provider_name_is_valid(v->string.data)) {
+                        error_at(c, v->line, v->column, "bad provider name \"%s\" (letters, digits, . - _)",
+                                 v->string.data);
+                        return false;
+                }
+        }
+        if (string_list_take(&r->counter_providers, e->value) < 0)
+                c->oom = -ENOMEM;
+        return true;
+}
+
 static bool compile_targets(Compiler *c, const TomlEntry *e, PolicyRule *r) {
         bool ok = true, any_selector = false;
         const TomlEntry *any = NULL;
@@ -401,7 +459,7 @@ static bool valid_rule_name(const char *s) {
 
 typedef struct RuleKeys {
         const TomlEntry *name, *users, *groups, *commands, *targets, *dump_types, *trace_profiles,
-                *max_duration, *rate_limit, *readers, *allow_code_injection;
+                *trace_providers, *counter_providers, *max_duration, *rate_limit, *readers, *allow_code_injection;
 } RuleKeys;
 
 static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) {
@@ -413,6 +471,8 @@ static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) 
                 { "targets", offsetof(RuleKeys, targets) },
                 { "dump_types", offsetof(RuleKeys, dump_types) },
                 { "trace_profiles", offsetof(RuleKeys, trace_profiles) },
+                { "trace_providers", offsetof(RuleKeys, trace_providers) },
+                { "counter_providers", offsetof(RuleKeys, counter_providers) },
                 { "max_duration", offsetof(RuleKeys, max_duration) },
                 { "rate_limit", offsetof(RuleKeys, rate_limit) },
                 { "readers", offsetof(RuleKeys, readers) },
@@ -444,6 +504,10 @@ static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *
                 ok = compile_dump_types(c, k->dump_types, r) && ok;
         if (k->trace_profiles)
                 ok = compile_trace_profiles(c, k->trace_profiles, r) && ok;
+        if (k->trace_providers)
+                ok = compile_trace_providers(c, k->trace_providers, r) && ok;
+        if (k->counter_providers)
+                ok = compile_counter_providers(c, k->counter_providers, r) && ok;
         if (k->max_duration && expect_string(c, k->max_duration) &&
             policy_parse_duration(k->max_duration->value->string.data, &r->max_duration_usec) < 0) {
                 error_at(c, k->max_duration->value->line, k->max_duration->value->column,
@@ -471,7 +535,8 @@ static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *
 static bool check_rule_coherence(Compiler *c, const TomlValue *table, const RuleKeys *k, const PolicyRule *r) {
         bool ok = true;
         bool dump = r->commands & (1u << POLICY_COMMAND_DUMP), trace = r->commands & (1u << POLICY_COMMAND_TRACE);
-        bool timed = trace || (r->commands & (1u << POLICY_COMMAND_COUNTERS));
+        bool counters = r->commands & (1u << POLICY_COMMAND_COUNTERS);
+        bool timed = trace || counters;
         bool injects = false;
 
         for (int cmd = 0; cmd < _POLICY_COMMAND_MAX; cmd++)
@@ -497,13 +562,18 @@ static bool check_rule_coherence(Compiler *c, const TomlValue *table, const Rule
                 error_at(c, k->dump_types->line, k->dump_types->column, "dump_types given, but the rule does not grant 'dump'");
                 ok = false;
         }
-        if (trace && !k->trace_profiles) {
-                error_at(c, table->line, table->column, "rule grants 'trace': say which trace_profiles");
+        if (trace && !k->trace_profiles && !k->trace_providers) {
+                error_at(c, table->line, table->column, "rule grants 'trace': say which trace_profiles or trace_providers");
                 ok = false;
         }
-        if (!trace && k->trace_profiles) {
-                error_at(c, k->trace_profiles->line, k->trace_profiles->column,
-                         "trace_profiles given, but the rule does not grant 'trace'");
+        if (!trace && (k->trace_profiles || k->trace_providers)) {
+                const TomlEntry *e = k->trace_profiles ? k->trace_profiles : k->trace_providers;
+                error_at(c, e->line, e->column, "%s given, but the rule does not grant 'trace'", e->key);
+                ok = false;
+        }
+        if (!counters && k->counter_providers) {
+                error_at(c, k->counter_providers->line, k->counter_providers->column,
+                         "counter_providers given, but the rule does not grant 'counters'");
                 ok = false;
         }
         if (!timed && k->max_duration) {
@@ -565,6 +635,56 @@ static bool compile_rule(Compiler *c, const TomlValue *table, PolicyRule *r) {
         return ok;
 }
 
+static bool compile_agent_count(Compiler *c, const TomlEntry *e, unsigned max, unsigned *ret) {
+        if (!expect_type(c, e, TOML_INTEGER))
+                return false;
+        if (e->value->integer < 1 || e->value->integer > max) {
+                error_at(c, e->value->line, e->value->column, "'%s' must be 1 to %u", e->key, max);
+                return false;
+        }
+        *ret = (unsigned)e->value->integer;
+        return true;
+}
+
+/* The [agent] keys that bound trace and counters sessions. */
+static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
+        const TomlValue *v = e->value;
+        PolicySize size;
+
+        if (strcmp(e->key, "max_sessions_per_target") == 0)
+                return compile_agent_count(c, e, POLICY_SESSIONS_MAX, &a->max_sessions_per_target);
+        if (strcmp(e->key, "max_sessions_per_user") == 0)
+                return compile_agent_count(c, e, 1024, &a->max_sessions_per_user);
+        if (strcmp(e->key, "max_trace_buffer_mb") == 0)
+                return compile_agent_count(c, e, EVENTPIPE_BUFFER_MB_MAX, &a->max_trace_buffer_mb);
+        if (strcmp(e->key, "max_session_duration") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (policy_parse_duration(v->string.data, &a->max_session_duration_usec) < 0) {
+                        error_at(c, v->line, v->column, "bad duration \"%s\" (like \"90s\", \"5m\", \"1h30m\")",
+                                 v->string.data);
+                        return false;
+                }
+                return true;
+        }
+        if (strcmp(e->key, "max_trace_size") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (policy_parse_size(v->string.data, &size) < 0 || size.bytes == 0) {
+                        error_at(c, v->line, v->column, "bad size \"%s\" for 'max_trace_size' (like \"1G\", \"500M\")",
+                                 v->string.data);
+                        return false;
+                }
+                a->max_trace_size = size.bytes;
+                return true;
+        }
+        error_at(c, e->line, e->column,
+                 "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_use, keep_free, audit_failure, "
+                 "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
+                 "max_trace_size, max_trace_buffer_mb)", e->key);
+        return false;
+}
+
 static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
         const TomlValue *v = e->value;
 
@@ -619,12 +739,8 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
                 a->pam_service = strdup(v->string.data);
                 if (!a->pam_service)
                         c->oom = -ENOMEM;
-        } else {
-                error_at(c, e->line, e->column,
-                         "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_use, keep_free, "
-                         "audit_failure, owner_access, pam_service)", e->key);
-                return false;
-        }
+        } else
+                return compile_agent_session_entry(c, e, a);
         return true;
 }
 
@@ -737,7 +853,7 @@ int policy_compile(const PolicySource *sources, size_t n_sources, const PolicyRe
 }
 
 void policy_rule_done(PolicyRule *r) {
-        PolicyStringList *lists[] = { &r->target_units, &r->target_names, &r->trace_profiles };
+        PolicyStringList *lists[] = { &r->target_units, &r->target_names, &r->trace_profiles, &r->counter_providers };
 
         free(r->name);
         free(r->file);
@@ -746,6 +862,9 @@ void policy_rule_done(PolicyRule *r) {
         free(r->target_users.ids);
         free(r->reader_users.ids);
         free(r->reader_groups.ids);
+        for (size_t i = 0; i < r->n_trace_providers; i++)
+                free(r->trace_providers[i].name);
+        free(r->trace_providers);
         for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
                 for (size_t j = 0; j < lists[i]->n; j++)
                         free(lists[i]->items[j]);

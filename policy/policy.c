@@ -6,6 +6,7 @@
 #include "cleanup.h"
 #include "policy.h"
 #include "policy-rule.h"
+#include "session-config.h"
 
 static const char *const policy_command_names[_POLICY_COMMAND_MAX] = {
         [POLICY_COMMAND_PS] = "ps",
@@ -29,10 +30,6 @@ static const char *const policy_dump_type_names[_POLICY_DUMP_MAX] = {
         [POLICY_DUMP_FULL] = "full",
 };
 
-/* The profiles dsctl trace knows; a rule naming another one is a typo. */
-static const char *const policy_trace_profiles[] = {
-        "cpu-sampling", "gc-verbose", "gc-collect", "dotnet-common", "dotnet-sampled-thread-time",
-};
 
 const char *policy_command_to_string(PolicyCommand c) {
         return c >= 0 && c < _POLICY_COMMAND_MAX ? policy_command_names[c] : "unknown";
@@ -60,11 +57,9 @@ PolicyDumpType policy_dump_type_from_string(const char *s) {
         return _POLICY_DUMP_INVALID;
 }
 
+/* The profiles dsctl trace knows; a rule naming another one is a typo. */
 bool policy_trace_profile_is_known(const char *s) {
-        for (size_t i = 0; i < ELEMENTSOF(policy_trace_profiles); i++)
-                if (strcmp(s, policy_trace_profiles[i]) == 0)
-                        return true;
-        return false;
+        return eventpipe_profile_is_known(s);
 }
 
 Policy *policy_new_builtin(void) {
@@ -78,6 +73,11 @@ Policy *policy_new_builtin(void) {
         p->agent.max_use = (PolicySize){ .percent = 10 };
         p->agent.keep_free = (PolicySize){ .percent = 15 };
         p->agent.owner_access = true;
+        p->agent.max_sessions_per_target = 4;
+        p->agent.max_sessions_per_user = 8;
+        p->agent.max_session_duration_usec = 3600ULL * 1000000;
+        p->agent.max_trace_size = 1ULL << 30;
+        p->agent.max_trace_buffer_mb = 256;
         if (!p->agent.dump_dir)
                 return policy_unref(p);
         return p;
@@ -139,6 +139,51 @@ static const char *rule_target_mismatch(const PolicyRule *r, const PolicyTarget 
         return NULL;
 }
 
+static const PolicyProviderGrant *grant_find(const PolicyRule *r, const char *name) {
+        for (size_t i = 0; i < r->n_trace_providers; i++)
+                if (strcmp(r->trace_providers[i].name, name) == 0)
+                        return &r->trace_providers[i];
+        return NULL;
+}
+
+/* Arguments are refused: some providers take code-like filters in them
+ * (DiagnosticSource's FilterAndPayloadSpecs reads any object's properties). */
+static bool rule_allows_providers(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size) {
+        for (size_t i = 0; i < q->n_providers; i++) {
+                const PolicyProvider *pp = &q->providers[i];
+                const PolicyProviderGrant *g = grant_find(r, pp->name);
+                uint64_t asked = pp->keywords == 0 ? UINT64_MAX : pp->keywords;
+
+                if (!g) {
+                        snprintf(buf, size, "rule '%s' does not allow the provider '%s'", r->name, pp->name);
+                        return false;
+                }
+                if (asked & ~g->keywords) {
+                        snprintf(buf, size, "rule '%s' allows '%s' only with keywords within 0x%llx", r->name,
+                                 pp->name, (unsigned long long)g->keywords);
+                        return false;
+                }
+                if (pp->has_arguments) {
+                        snprintf(buf, size, "rule '%s' allows no provider arguments", r->name);
+                        return false;
+                }
+        }
+        return true;
+}
+
+static bool rule_allows_counters(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size) {
+        for (size_t i = 0; i < q->n_providers; i++) {
+                const char *name = q->providers[i].name;
+                bool granted = r->counter_providers.n > 0 ? string_list_contains(&r->counter_providers, name)
+                                                          : strcmp(name, "System.Runtime") == 0;
+                if (!granted) {
+                        snprintf(buf, size, "rule '%s' does not allow the counters of '%s'", r->name, name);
+                        return false;
+                }
+        }
+        return true;
+}
+
 /* Return: true when the request's parameters are within the rule; else a reason in @buf. */
 static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size) {
         if (q->command == POLICY_COMMAND_DUMP && !(r->dump_types & (1u << q->dump_type))) {
@@ -151,6 +196,10 @@ static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, 
                 snprintf(buf, size, "rule '%s' does not allow the trace profile '%s'", r->name, q->trace_profile);
                 return false;
         }
+        if (q->command == POLICY_COMMAND_TRACE && !q->trace_profile && !rule_allows_providers(r, q, buf, size))
+                return false;
+        if (q->command == POLICY_COMMAND_COUNTERS && !rule_allows_counters(r, q, buf, size))
+                return false;
         if (r->max_duration_usec > 0 && q->duration_usec > r->max_duration_usec) {
                 snprintf(buf, size, "rule '%s' allows at most %llus, %llus were asked", r->name,
                          (unsigned long long)(r->max_duration_usec / 1000000),
@@ -158,6 +207,26 @@ static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, 
                 return false;
         }
         return true;
+}
+
+/* The [agent] limits on sessions hold for everyone, root included. */
+static bool session_exceeds_agent_limits(const Policy *p, const PolicyRequest *q, char *buf, size_t size) {
+        const PolicyAgentSettings *a = &p->agent;
+
+        if (q->command != POLICY_COMMAND_TRACE && q->command != POLICY_COMMAND_COUNTERS)
+                return false;
+        if (q->buffer_mb > a->max_trace_buffer_mb) {
+                snprintf(buf, size, "buffers above %u MB are not allowed, %u MB were asked", a->max_trace_buffer_mb,
+                         q->buffer_mb);
+                return true;
+        }
+        if (q->duration_usec > a->max_session_duration_usec) {
+                snprintf(buf, size, "sessions may last at most %llus, %llus were asked",
+                         (unsigned long long)(a->max_session_duration_usec / 1000000),
+                         (unsigned long long)(q->duration_usec / 1000000));
+                return true;
+        }
+        return false;
 }
 
 static bool target_changed_credentials(const PolicyTarget *t) {
@@ -215,6 +284,10 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 return;
         }
 
+        if (session_exceeds_agent_limits(p, q, v.reason, sizeof(v.reason))) {
+                *ret = v;
+                return;
+        }
         if (who->uid == 0 && !policy_command_runs_code(q->command)) {
                 verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root");
                 *ret = v;

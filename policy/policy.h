@@ -50,6 +50,12 @@ typedef struct PolicyStringList {
         size_t n;
 } PolicyStringList;
 
+/* A provider a rule lets --providers name, and the keywords it may ask for. */
+typedef struct PolicyProviderGrant {
+        char *name;
+        uint64_t keywords;
+} PolicyProviderGrant;
+
 typedef struct PolicyRule {
         char *name;
         char *file;
@@ -66,6 +72,9 @@ typedef struct PolicyRule {
 
         uint32_t dump_types;    /* bit per PolicyDumpType */
         PolicyStringList trace_profiles;
+        PolicyProviderGrant *trace_providers;
+        size_t n_trace_providers;
+        PolicyStringList counter_providers; /* empty: System.Runtime only */
         uint64_t max_duration_usec; /* 0: no limit of the rule's own */
         bool has_rate_limit;
         PolicyRateLimit rate_limit;
@@ -88,6 +97,12 @@ typedef struct PolicyAgentSettings {
         bool audit_failure_allow; /* audit_failure = "allow"; the default is deny */
         bool owner_access;
         char *pam_service;        /* NULL: no PAM account check */
+        /* trace and counters sessions, for everyone, root included */
+        unsigned max_sessions_per_target;
+        unsigned max_sessions_per_user;
+        uint64_t max_session_duration_usec; /* also the end of a session that asked for no duration */
+        uint64_t max_trace_size;            /* bytes; the session is stopped there */
+        unsigned max_trace_buffer_mb;
 } PolicyAgentSettings;
 
 /* Immutable once compiled and shared by reference: a reload swaps the pointer,
@@ -114,16 +129,30 @@ typedef struct PolicyTarget {
         const char *name; /* process name: entry assembly for "dotnet X.dll", else executable name */
 } PolicyTarget;
 
+/* A provider a trace or counters session asks for. Keywords 0 enable every
+ * event of an EventSource, so the engine takes 0 as all of them. */
+typedef struct PolicyProvider {
+        const char *name;
+        uint64_t keywords;
+        bool has_arguments;
+} PolicyProvider;
+
 typedef struct PolicyRequest {
         PolicyCommand command;
         PolicyDumpType dump_type;  /* for dump */
-        const char *trace_profile; /* for trace */
+        const char *trace_profile; /* for trace; NULL when it names providers */
+        const PolicyProvider *providers; /* for trace without a profile, and counters */
+        size_t n_providers;
+        unsigned buffer_mb;        /* for trace and counters; 0 when not asked */
         uint64_t duration_usec;    /* for trace and counters; 0 when not asked */
 } PolicyRequest;
 
 /* The names of the rules built into the engine, for audit and explanations. */
 #define POLICY_RULE_ROOT "root"
 #define POLICY_RULE_OWNER "owner-access"
+
+/* The runtime holds at most 64 sessions in all. */
+#define POLICY_SESSIONS_MAX 64
 
 typedef struct PolicyVerdict {
         bool allowed;

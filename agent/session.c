@@ -1,0 +1,692 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "commands.h"
+#include "decision.h"
+#include "dotnet-ipc.h"
+#include "runtime-call.h"
+#include "session-config.h"
+#include "session.h"
+#include "test-hooks.h"
+
+#define USEC_PER_SEC 1000000ULL
+/* A pipe this large lets one splice move a whole runtime block (about 100 KiB) and more. */
+#define SESSION_PIPE_SIZE (1 << 20)
+#define SESSION_SPLICE_MAX (1 << 20)
+/* Then the loop serves others: a busy session must not starve the agent. */
+#define SESSION_SPLICES_PER_WAKEUP 16
+/* After StopTracing the runtime writes its rundown, then ends the stream. */
+#define SESSION_STOP_GRACE_USEC (60 * USEC_PER_SEC)
+#define SESSION_RUNDOWN_BYTES_MAX (256ULL << 20)
+#define SESSION_COUNTER_PROVIDERS_MAX 16
+#define SESSION_INTERVAL_MAX 3600
+
+typedef struct Session {
+        Connection *connection;
+        const char *kind; /* "trace" or "counters", as the policy names the command */
+        EventPipeConfig config;
+        PolicyProvider *policy_providers;
+        char *providers_text;
+        char *profile;
+        uint32_t buffer_mb;
+        uint64_t duration_asked_usec;
+        uint64_t duration_limit_usec;
+        uint64_t size_limit;
+
+        RuntimeCall *start_call, *stop_call;
+        uint64_t runtime_session_id; /* never leaves the agent */
+        bool started;
+        int stream_fd;
+        int pipe_fd; /* write end; the client holds the read end */
+        sd_event_source *stream_source, *pipe_source, *timer;
+        uint64_t started_usec;
+        uint64_t bytes;
+        const char *how;
+        bool stopping, stop_ok, stream_ended, client_gone, cut;
+} Session;
+
+static void session_finish(Session *s);
+
+/* Stops a session nobody will see the end of (the agent is shutting down):
+ * without its reader the runtime's next write fails, and the StopTracing
+ * sent without waiting ends it even when nothing more is written. */
+static void session_abandon(Session *s) {
+        uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
+        const char *why;
+        size_t size;
+        int fd;
+
+        s->stream_fd = safe_close(s->stream_fd);
+        if (!s->connection->target || target_connect(s->connection->target, &fd, &why) != 0)
+                return;
+        if (dotnet_ipc_stop_tracing_encode(s->runtime_session_id, request, sizeof(request), &size) == 0)
+                (void)send(fd, request, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+        safe_close(fd);
+}
+
+static void session_free(void *p) {
+        Session *s = p;
+
+        if (!s)
+                return;
+        if (s->started && !s->stream_ended)
+                session_abandon(s);
+        s->connection->holds_session = false;
+        runtime_call_free(s->start_call);
+        runtime_call_free(s->stop_call);
+        sd_event_source_disable_unref(s->stream_source);
+        sd_event_source_disable_unref(s->pipe_source);
+        sd_event_source_disable_unref(s->timer);
+        safe_close(s->stream_fd);
+        safe_close(s->pipe_fd);
+        eventpipe_config_done(&s->config);
+        free(s->policy_providers);
+        free(s->providers_text);
+        free(s->profile);
+        free(s);
+}
+
+static Session *session_new(Connection *c, const char *kind) {
+        Session *s = calloc(1, sizeof(*s));
+
+        if (!s) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return NULL;
+        }
+        s->connection = c;
+        s->kind = kind;
+        s->stream_fd = -EBADF;
+        s->pipe_fd = -EBADF;
+        c->work = s;
+        c->work_free = session_free;
+        return s;
+}
+
+static void session_arm_timer(Session *s, uint64_t usec_from_now) {
+        uint64_t now;
+
+        if (sd_event_now(s->connection->broker->event, CLOCK_MONOTONIC, &now) < 0 ||
+            sd_event_source_set_time(s->timer, now + usec_from_now) < 0 ||
+            sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT) < 0)
+                s->cut = true; /* without a deadline the session could run forever: end it */
+}
+
+static void session_stop_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        Session *s = userdata;
+
+        s->stop_ok = error == 0 && reply->ok;
+        s->stop_call = runtime_call_free(call);
+        if (s->stream_ended)
+                session_finish(s);
+}
+
+/*
+ * Asks the runtime, on a second connection, to end the session. The runtime
+ * then writes its rundown and the end of the stream before it answers, so
+ * the relay keeps draining meanwhile; the grace timer bounds the wait.
+ */
+static void session_stop(Session *s, const char *how) {
+        Connection *c = s->connection;
+        uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
+        const char *why;
+        size_t size;
+        int fd, r;
+
+        if (s->stopping)
+                return;
+        s->stopping = true;
+        s->how = how;
+        session_arm_timer(s, SESSION_STOP_GRACE_USEC);
+        if (target_connect(c->target, &fd, &why) != 0)
+                return; /* the process is going away, and the stream with it */
+        r = dotnet_ipc_stop_tracing_encode(s->runtime_session_id, request, sizeof(request), &size);
+        if (r == 0)
+                r = runtime_call_start(c->broker->event, fd, request, size, c->broker->config.runtime_timeout_usec,
+                                       session_stop_done, s, &s->stop_call);
+        else
+                safe_close(fd);
+        if (r != 0)
+                s->stop_call = NULL;
+}
+
+static void session_end_stream(Session *s) {
+        s->stream_ended = true;
+        s->stream_source = sd_event_source_disable_unref(s->stream_source);
+        s->pipe_source = sd_event_source_disable_unref(s->pipe_source);
+        s->stream_fd = safe_close(s->stream_fd);
+        s->pipe_fd = safe_close(s->pipe_fd); /* the client reads to the end of the pipe, then sees EOF */
+}
+
+static void session_stream_ended(Session *s) {
+        if (!s->stopping) {
+                /* the runtime ended it: the process is exiting, or the session failed */
+                s->stopping = true;
+                s->how = "target-ended";
+        }
+        session_end_stream(s);
+        if (!s->stop_call)
+                session_finish(s);
+}
+
+/* Closing the stream makes the runtime's next write fail, which ends its session. */
+static void session_cut(Session *s, const char *how) {
+        s->cut = true;
+        s->how = how;
+        s->stop_call = runtime_call_free(s->stop_call);
+        session_end_stream(s);
+        session_finish(s);
+}
+
+static void session_client_gone(Session *s) {
+        s->client_gone = true;
+        s->pipe_source = sd_event_source_disable_unref(s->pipe_source);
+        s->pipe_fd = safe_close(s->pipe_fd);
+        (void)connection_watch_client(s->connection, 0, NULL);
+        (void)sd_event_source_set_enabled(s->stream_source, SD_EVENT_ON);
+        session_stop(s, "client-gone");
+}
+
+/* Which end to wait for: the runtime's data, or room in the client's pipe. */
+static void session_wait(Session *s) {
+        struct pollfd p = { .fd = s->pipe_fd, .events = POLLOUT };
+        bool pipe_full = !s->client_gone && poll(&p, 1, 0) == 0;
+
+        (void)sd_event_source_set_enabled(s->stream_source, pipe_full ? SD_EVENT_OFF : SD_EVENT_ON);
+        if (s->pipe_source)
+                (void)sd_event_source_set_enabled(s->pipe_source, pipe_full ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+static void session_account(Session *s, size_t n) {
+        s->bytes += n;
+        if (!s->stopping && s->bytes >= s->size_limit)
+                session_stop(s, "size-limit");
+        if (s->bytes >= s->size_limit + SESSION_RUNDOWN_BYTES_MAX)
+                session_cut(s, "size-exceeded");
+}
+
+/* Without a client the stream is still drained, so that the stop completes. */
+static ssize_t session_discard(Session *s) {
+        char buf[65536];
+        return recv(s->stream_fd, buf, sizeof(buf), MSG_DONTWAIT);
+}
+
+/*
+ * Moves the stream from the runtime's socket into the client's pipe with
+ * splice(): the bytes never pass through the agent's memory. A full pipe
+ * stops the reading, so a slow client slows the session down instead of
+ * growing a buffer here; the runtime then drops events, as it does for any
+ * slow reader.
+ */
+static void session_pump(Session *s) {
+        for (unsigned i = 0; i < SESSION_SPLICES_PER_WAKEUP && !s->stream_ended; i++) {
+                ssize_t n;
+
+                if (s->client_gone)
+                        n = session_discard(s);
+                else
+                        n = splice(s->stream_fd, NULL, s->pipe_fd, NULL, SESSION_SPLICE_MAX,
+                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                if (n > 0) {
+                        session_account(s, (size_t)n);
+                        continue;
+                }
+                if (n == 0) {
+                        session_stream_ended(s);
+                        return;
+                }
+                if (errno == EINTR)
+                        continue;
+                if (errno == EAGAIN) {
+                        session_wait(s);
+                        return;
+                }
+                if (errno == EPIPE && !s->client_gone) {
+                        session_client_gone(s);
+                        continue;
+                }
+                session_stream_ended(s); /* the runtime reset the connection */
+                return;
+        }
+}
+
+static int session_on_stream(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        session_pump(userdata);
+        return 0;
+}
+
+static int session_on_pipe(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        Session *s = userdata;
+
+        if (revents & EPOLLERR) {
+                session_client_gone(s);
+                return 0;
+        }
+        session_pump(s);
+        return 0;
+}
+
+static int session_on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        Session *s = userdata;
+
+        if (!s->stopping)
+                session_stop(s, s->duration_asked_usec > 0 ? "duration" : "duration-limit");
+        else if (!s->stream_ended)
+                session_cut(s, "stop-timeout");
+        else
+                session_finish(s); /* the stream ended; the stop's answer is not needed */
+        return 0;
+}
+
+/*
+ * The client ends a session by shutting down its side of the socket
+ * (Ctrl-C in dsctl), and goes away by closing it. After the shutdown only a
+ * hang-up still matters.
+ */
+static void session_on_client(Connection *c, uint32_t revents) {
+        Session *s = c->work;
+        char b;
+        ssize_t n;
+
+        if (revents & (EPOLLHUP | EPOLLERR)) {
+                session_client_gone(s);
+                return;
+        }
+        n = recv(c->fd, &b, 1, MSG_DONTWAIT);
+        if (n < 0 && errno == EAGAIN)
+                return;
+        if (n < 0) {
+                session_client_gone(s);
+                return;
+        }
+        (void)connection_watch_client(c, 0, session_on_client);
+        session_stop(s, "stopped");
+}
+
+static int session_audit(Session *s, bool ended) {
+        Connection *c = s->connection;
+        uint64_t now = 0;
+        AuditSessionEvent e = {
+                .ended = ended,
+                .request_id = c->request_id,
+                .requester = c->peer.uid,
+                .target_pid = c->target->pid,
+                .target_uid = target_euid(c->target),
+                .target_unit = c->target->unit,
+                .target_exe = c->target->exe,
+                .rule = c->verdict.rule_name,
+                .kind = s->kind,
+                .profile = s->profile,
+                .providers = s->providers_text,
+                .buffer_mb = s->buffer_mb,
+                .duration_limit_usec = s->duration_limit_usec,
+                .size_limit = s->size_limit,
+                .bytes = s->bytes,
+                .how = s->how,
+                .complete = s->stop_ok && !s->cut,
+        };
+
+        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &now);
+        e.duration_usec = now - s->started_usec;
+        return audit_log_session(c->broker->config.audit_sink, &e);
+}
+
+static void session_finish(Session *s) {
+        Connection *c = s->connection;
+        _cleanup_free_ WireWriter *w = NULL;
+        char reason[160];
+        bool complete = s->stop_ok && !s->cut;
+
+        s->timer = sd_event_source_disable_unref(s->timer);
+        c->holds_session = false;
+        (void)connection_watch_client(c, 0, NULL);
+        (void)session_audit(s, true); /* a lost end record cannot undo the session; the request record says it */
+
+        snprintf(reason, sizeof(reason), "%s session ended (%s) after %llu bytes%s", s->kind, s->how,
+                 (unsigned long long)s->bytes, complete ? "" : ", incomplete");
+        if (s->cut) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, reason);
+                return;
+        }
+        w = malloc(sizeof(*w));
+        if (w) {
+                wire_writer_begin(w, WIRE_REPLY_SESSION_END);
+                wire_writer_put_u64(w, WIRE_TAG_SIZE, s->bytes);
+                wire_writer_put_string(w, WIRE_TAG_ENDED, s->how);
+                wire_writer_put_u32(w, WIRE_TAG_COMPLETE, complete);
+                (void)connection_queue_frame(c, w);
+        }
+        connection_reply_done(c, c->verdict.rule_name, reason);
+}
+
+/* Tells the client the session runs, and hands it the pipe's read end. */
+static int session_announce(Session *s, int pipe_read_fd) {
+        Connection *c = s->connection;
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
+
+        if (!w)
+                return -ENOMEM;
+        wire_writer_begin(w, WIRE_REPLY_STREAM);
+        wire_writer_put_u64(w, WIRE_TAG_REQUEST_ID, c->request_id);
+        wire_writer_put_string(w, WIRE_TAG_PROVIDERS, s->providers_text);
+        wire_writer_put_u64(w, WIRE_TAG_DURATION, s->duration_limit_usec / USEC_PER_SEC);
+        wire_writer_put_u64(w, WIRE_TAG_SIZE_LIMIT, s->size_limit);
+        wire_writer_put_u32(w, WIRE_TAG_BUFFER_MB, s->buffer_mb);
+        return connection_send_frame_now(c, w, pipe_read_fd);
+}
+
+static int session_setup_relay(Session *s, int pipe_read_fd) {
+        Connection *c = s->connection;
+        sd_event *event = c->broker->event;
+        int r;
+
+        r = sd_event_add_io(event, &s->stream_source, s->stream_fd, EPOLLIN, session_on_stream, s);
+        if (r >= 0)
+                r = sd_event_add_io(event, &s->pipe_source, s->pipe_fd, EPOLLOUT, session_on_pipe, s);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->pipe_source, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_add_time(event, &s->timer, CLOCK_MONOTONIC, 0, 0, session_on_timer, s);
+        if (r < 0)
+                return r;
+        session_arm_timer(s, s->duration_limit_usec);
+        /* the connection's own deadline is only a backstop behind the session's */
+        r = connection_set_deadline(c, s->duration_limit_usec + SESSION_STOP_GRACE_USEC +
+                                               2 * c->broker->config.runtime_timeout_usec);
+        if (r < 0)
+                return r;
+        if (session_announce(s, pipe_read_fd) < 0) {
+                session_client_gone(s);
+                return 0;
+        }
+        return connection_watch_client(c, EPOLLIN | EPOLLRDHUP, session_on_client);
+}
+
+static void session_begin_relay(Session *s) {
+        Connection *c = s->connection;
+        _cleanup_close_ int pipe_read_fd = -EBADF;
+        int fds[2], r;
+
+        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &s->started_usec);
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+                session_cut(s, "agent-error");
+                return;
+        }
+        pipe_read_fd = fds[0];
+        s->pipe_fd = fds[1];
+        (void)fcntl(s->pipe_fd, F_SETPIPE_SZ, SESSION_PIPE_SIZE);
+
+        if (session_audit(s, false) < 0) {
+                session_cut(s, "audit-failed");
+                return;
+        }
+        r = session_setup_relay(s, pipe_read_fd);
+        if (r < 0 || s->cut)
+                session_cut(s, "agent-error");
+}
+
+static void session_start_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        Session *s = userdata;
+        Connection *c = s->connection;
+
+        if (error != 0) {
+                c->holds_session = false;
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                       error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not answer in time"
+                                       : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
+                                                                           : "the runtime closed the connection");
+                return;
+        }
+        if (!reply->ok) {
+                c->holds_session = false;
+                connection_reply_runtime_error(c, reply->hresult, "the runtime refused the session");
+                return;
+        }
+        s->stream_fd = runtime_call_take_fd(call);
+        if (dotnet_ipc_session_id_decode(reply, &s->runtime_session_id) != 0) {
+                /* without its id the session can only be ended by closing its stream */
+                s->start_call = runtime_call_free(call);
+                c->holds_session = false;
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                       "the runtime sent a malformed session reply");
+                return;
+        }
+        s->start_call = runtime_call_free(call);
+        s->started = true;
+        session_begin_relay(s);
+}
+
+static void session_decided(Connection *c) {
+        Session *s = c->work;
+        const PolicyAgentSettings *a = &c->policy->agent;
+        uint8_t request[DOTNET_IPC_MESSAGE_MAX];
+        unsigned of_target, of_user;
+        const char *why = NULL;
+        size_t size;
+        int fd, r;
+
+        c->audit.rule = c->verdict.rule_name;
+        if (!c->verdict.allowed) {
+                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, c->verdict.reason);
+                return;
+        }
+        broker_count_sessions(c->broker, c, &of_target, &of_user);
+        if (of_target >= a->max_sessions_per_target || of_user >= a->max_sessions_per_user) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
+                                       of_target >= a->max_sessions_per_target
+                                               ? "as many sessions of this process as max_sessions_per_target allows run"
+                                               : "as many sessions as max_sessions_per_user allows run for you");
+                return;
+        }
+        if (c->verdict.rule && c->verdict.rule->max_duration_usec > 0 &&
+            c->verdict.rule->max_duration_usec < s->duration_limit_usec)
+                s->duration_limit_usec = c->verdict.rule->max_duration_usec;
+        test_hook_pause("after-decision");
+
+        r = dotnet_ipc_collect_tracing_encode(&s->config, s->buffer_mb, request, sizeof(request), &size);
+        if (r != 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "the session request is too large");
+                return;
+        }
+        r = target_connect(c->target, &fd, &why);
+        if (r != 0) {
+                commands_reply_target_error(c, r, why);
+                return;
+        }
+        c->holds_session = true; /* counted from now on, so that concurrent requests see it */
+        r = runtime_call_start(c->broker->event, fd, request, size, c->broker->config.runtime_timeout_usec,
+                               session_start_done, s, &s->start_call);
+        if (r != 0) {
+                c->holds_session = false;
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
+        }
+}
+
+/* Duration and buffer, common to both kinds. Replies and returns false when they are bad. */
+static bool session_read_limits(Session *s, const WireMessage *m) {
+        Connection *c = s->connection;
+        const PolicyAgentSettings *a = &c->policy->agent;
+        uint64_t seconds = 0;
+        uint32_t mb = EVENTPIPE_BUFFER_MB_DEFAULT;
+
+        if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0 && (seconds == 0 || seconds > 30 * 86400)) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                       "the duration must be 1 second to 30 days");
+                return false;
+        }
+        if (wire_message_get_u32(m, WIRE_TAG_BUFFER_MB, &mb) == 0 && (mb == 0 || mb > EVENTPIPE_BUFFER_MB_MAX)) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                       "the buffer must be 1 to 1024 MB");
+                return false;
+        }
+        s->buffer_mb = mb;
+        s->duration_asked_usec = seconds * USEC_PER_SEC;
+        s->duration_limit_usec = seconds > 0 ? s->duration_asked_usec : a->max_session_duration_usec;
+        s->size_limit = a->max_trace_size;
+        return true;
+}
+
+static bool session_describe(Session *s) {
+        s->providers_text = eventpipe_config_to_string(&s->config);
+        s->policy_providers = calloc(s->config.n_providers, sizeof(PolicyProvider));
+        if (!s->providers_text || !s->policy_providers) {
+                connection_reply_error(s->connection, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return false;
+        }
+        for (size_t i = 0; i < s->config.n_providers; i++)
+                s->policy_providers[i] = (PolicyProvider){
+                        .name = s->config.providers[i].name,
+                        .keywords = s->config.providers[i].keywords,
+                        .has_arguments = s->config.providers[i].arguments != NULL,
+                };
+        return true;
+}
+
+static void session_decide(Session *s, PolicyCommand command, size_t n_policy_providers) {
+        Connection *c = s->connection;
+
+        c->request = (PolicyRequest){
+                .command = command,
+                .trace_profile = s->profile,
+                .providers = s->policy_providers,
+                .n_providers = n_policy_providers,
+                .buffer_mb = s->buffer_mb,
+                .duration_usec = s->duration_asked_usec,
+        };
+        test_hook_pause("after-target");
+        decide(c, c->target, true, session_decided);
+}
+
+static const char *providers_error(int r) {
+        return r == EVENTPIPE_E_LIMIT ? "the provider list is too long"
+                                      : "bad provider list (Provider[:Keywords[:Level[:Arguments]]],...)";
+}
+
+/* trace: a profile, or providers in dotnet-trace's syntax. */
+void session_start_trace(Connection *c, const WireMessage *m, Target *t) {
+        _cleanup_free_ char *providers = NULL;
+        Session *s = session_new(c, "trace");
+        int r;
+
+        if (!s)
+                return;
+        if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &s->profile) < 0 ||
+            wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers) < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        if (!s->profile == !providers) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                       "a trace needs a profile or providers, not both");
+                return;
+        }
+        r = s->profile ? eventpipe_profile_config(s->profile, &s->config) : eventpipe_providers_parse(providers, &s->config);
+        if (r != 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
+                                       r == EVENTPIPE_E_UNKNOWN ? "unknown trace profile" : providers_error(r));
+                return;
+        }
+        if (!session_read_limits(s, m) || !session_describe(s))
+                return;
+        session_decide(s, POLICY_COMMAND_TRACE, s->profile ? 0 : s->config.n_providers);
+}
+
+/* Splits "System.Runtime,Name,..." into its names. */
+static int split_names(const char *list, char ***ret, size_t *ret_count) {
+        _cleanup_free_ char *copy = strdup(list);
+        char **names = NULL, *save = NULL;
+        size_t n = 0;
+
+        if (!copy)
+                return -ENOMEM;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                char **grown;
+
+                if (n >= SESSION_COUNTER_PROVIDERS_MAX || !eventpipe_provider_name_is_valid(tok))
+                        goto fail;
+                grown = realloc(names, (n + 1) * sizeof(char *));
+                if (!grown || !(grown[n] = strdup(tok))) {
+                        names = grown ? grown : names;
+                        goto fail;
+                }
+                names = grown;
+                n++;
+        }
+        if (n == 0)
+                goto fail;
+        *ret = names;
+        *ret_count = n;
+        return 0;
+fail:
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+        return -EINVAL;
+}
+
+static void free_names(char **names, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(names[i]);
+        free(names);
+}
+
+/* A fresh id per session: the Metrics provider tells sessions apart by it. */
+static int random_session_id(char ret[33]) {
+        uint8_t bytes[16];
+
+        if (getrandom(bytes, sizeof(bytes), 0) != sizeof(bytes))
+                return -errno;
+        for (size_t i = 0; i < sizeof(bytes); i++)
+                snprintf(ret + 2 * i, 3, "%02x", bytes[i]);
+        return 0;
+}
+
+/* counters: EventCounters and Meters of the named providers, every interval. */
+void session_start_counters(Connection *c, const WireMessage *m, Target *t) {
+        _cleanup_free_ char *list = NULL;
+        char **names = NULL, session_id[33];
+        Session *s = session_new(c, "counters");
+        uint32_t interval = 1;
+        size_t n = 0;
+        int r;
+
+        if (!s)
+                return;
+        if (wire_message_get_string(m, WIRE_TAG_PROVIDERS, &list) < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        if (wire_message_get_u32(m, WIRE_TAG_INTERVAL, &interval) == 0 &&
+            (interval == 0 || interval > SESSION_INTERVAL_MAX)) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                       "the interval must be 1 to 3600 seconds");
+                return;
+        }
+        if (split_names(list ? list : "System.Runtime", &names, &n) < 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                       "bad counter providers (names of letters, digits, . - _, at most 16)");
+                return;
+        }
+        r = random_session_id(session_id);
+        if (r == 0)
+                r = eventpipe_counters_config(names, n, interval, session_id, &s->config);
+        free_names(names, n);
+        if (r != 0) {
+                connection_reply_error(c, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
+                                       "bad counter providers");
+                return;
+        }
+        if (!session_read_limits(s, m) || !session_describe(s))
+                return;
+        /* the Metrics provider the agent adds is not the requester's choice */
+        session_decide(s, POLICY_COMMAND_COUNTERS, s->config.n_providers - 1);
+}

@@ -1,0 +1,14 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Trace and counters sessions: start an EventPipe session in the target's
+ * runtime for a client, relay its nettrace stream into a pipe the client
+ * holds, and always stop it in the runtime.
+ */
+#pragma once
+
+#include "connection.h"
+#include "target.h"
+#include "wire.h"
+
+void session_start_trace(Connection *c, const WireMessage *m, Target *t);
+void session_start_counters(Connection *c, const WireMessage *m, Target *t);

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Exit codes: stable, documented in docs/dsctl.md, one per kind of failure. */
+enum {
+        EXIT_OK = 0,
+        EXIT_ERROR = 1,
+        EXIT_USAGE = 2,
+        EXIT_AGENT_UNREACHABLE = 3,
+        EXIT_DENIED = 4,
+        EXIT_NO_SUCH_PROCESS = 5,
+        EXIT_NOT_DOTNET = 6,
+        EXIT_RUNTIME_UNREACHABLE = 7,
+        EXIT_RUNTIME_FAILED = 8,
+        EXIT_SOCKET_UNTRUSTED = 9,
+        EXIT_AGENT_BUSY = 10,
+        EXIT_NO_SPACE = 11,
+        EXIT_INTERRUPTED = 130, /* a second Ctrl-C: left without waiting for the session's end */
+};
+
