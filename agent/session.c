@@ -39,6 +39,7 @@ typedef struct Session {
         char *providers_text;
         char *profile;
         uint32_t buffer_mb;
+        uint32_t buffer_asked_mb;     /* 0: not asked, the default applies */
         uint64_t duration_asked_usec;
         uint64_t duration_limit_usec;
         uint64_t size_limit;
@@ -327,7 +328,7 @@ static int session_audit(Session *s, bool ended) {
                 .kind = s->kind,
                 .profile = s->profile,
                 .providers = s->providers_text,
-                .buffer_mb = s->buffer_mb,
+                .buffer_mb = s->buffer_asked_mb,
                 .duration_limit_usec = s->duration_limit_usec,
                 .size_limit = s->size_limit,
                 .bytes = s->bytes,
@@ -516,7 +517,7 @@ static bool session_read_limits(Session *s, const WireMessage *m) {
         Connection *c = s->connection;
         const PolicyAgentSettings *a = &c->policy->agent;
         uint64_t seconds = 0;
-        uint32_t mb = EVENTPIPE_BUFFER_MB_DEFAULT;
+        uint32_t mb = 0;
 
         if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0 && (seconds == 0 || seconds > 30 * 86400)) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
@@ -528,7 +529,10 @@ static bool session_read_limits(Session *s, const WireMessage *m) {
                                        "the buffer must be 1 to 1024 MB");
                 return false;
         }
-        s->buffer_mb = mb;
+        s->buffer_asked_mb = mb;
+        s->buffer_mb = mb > 0 ? mb
+                              : (a->max_trace_buffer_mb < EVENTPIPE_BUFFER_MB_DEFAULT ? a->max_trace_buffer_mb
+                                                                                      : EVENTPIPE_BUFFER_MB_DEFAULT);
         s->duration_asked_usec = seconds * USEC_PER_SEC;
         s->duration_limit_usec = seconds > 0 ? s->duration_asked_usec : a->max_session_duration_usec;
         s->size_limit = a->max_trace_size;
@@ -559,7 +563,7 @@ static void session_decide(Session *s, PolicyCommand command, size_t n_policy_pr
                 .trace_profile = s->profile,
                 .providers = s->policy_providers,
                 .n_providers = n_policy_providers,
-                .buffer_mb = s->buffer_mb,
+                .buffer_mb = s->buffer_asked_mb,
                 .duration_usec = s->duration_asked_usec,
         };
         test_hook_pause("after-target");

@@ -3,6 +3,8 @@
 // --allocate-mb N keeps N MiB of managed memory alive, so that heap and full dumps are large.
 // --emit-events N writes N Marker events per second from the "Dsagent-TestTarget" EventSource
 //   (0: as fast as it can), so that traces have known payloads to find.
+// --report-sessions prints "eventsource-enabled True|False" whenever some EventPipe session starts or
+//   stops listening to the app's EventSource, so tests see the runtime's own view of its sessions.
 // --meter-value V publishes V as the gauge "test-gauge" of the Meter "Dsagent.TestTarget" and as
 //   the polling EventCounter "test-counter" of the EventSource, so that counters have a known value.
 using System.Diagnostics.Metrics;
@@ -34,6 +36,9 @@ var emitIndex = Array.IndexOf(args, "--emit-events");
 if (emitIndex >= 0 && emitIndex + 1 < args.Length && int.TryParse(args[emitIndex + 1], out var perSecond))
     new Thread(() => TestTargetSource.Emit(perSecond)) { IsBackground = true, Name = "emitter" }.Start();
 
+if (args.Contains("--report-sessions"))
+    new Thread(TestTargetSource.ReportSessions) { IsBackground = true, Name = "session-reporter" }.Start();
+
 Console.WriteLine($"ready pid={Environment.ProcessId} args={string.Join(' ', args)}");
 Console.Out.Flush();
 Thread.Sleep(Timeout.Infinite);
@@ -60,6 +65,22 @@ sealed class TestTargetSource : EventSource
     [Event(1, Level = EventLevel.Informational)]
     public void Marker(int number, long big, string text, double real, int sequence) =>
         WriteEvent(1, number, big, text, real, sequence);
+
+    // The runtime enables an EventSource while at least one session asks for it.
+    public static void ReportSessions()
+    {
+        var reported = false;
+        for (;;)
+        {
+            var enabled = Log.IsEnabled();
+            if (enabled != reported)
+            {
+                Console.WriteLine($"eventsource-enabled {enabled}");
+                reported = enabled;
+            }
+            Thread.Sleep(50);
+        }
+    }
 
     public static void Emit(int perSecond)
     {
