@@ -682,7 +682,7 @@ void session_start_counters(Connection *c, const WireMessage *m, Target *t) {
         }
         r = random_session_id(session_id);
         if (r == 0)
-                r = eventpipe_counters_config(names, n, interval, session_id, &s->config);
+                r = eventpipe_counters_config((const char *const *)names, n, interval, session_id, &s->config);
         free_names(names, n);
         if (r != 0) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,

@@ -327,7 +327,7 @@ int eventpipe_profile_config(const char *name, EventPipeConfig *ret) {
  *
  * Return: 0, EVENTPIPE_E_SYNTAX for a bad name or interval, EVENTPIPE_E_LIMIT, -ENOMEM.
  */
-int eventpipe_counters_config(char *const *names, size_t n_names, unsigned interval_sec, const char *session_id,
+int eventpipe_counters_config(const char *const *names, size_t n_names, unsigned interval_sec, const char *session_id,
                               EventPipeConfig *ret) {
         _cleanup_(eventpipe_config_done) EventPipeConfig c = EVENTPIPE_CONFIG_NULL;
         char arguments[EVENTPIPE_ARGUMENTS_MAX + 1], meters[EVENTPIPE_ARGUMENTS_MAX];

@@ -54,7 +54,7 @@ int eventpipe_profile_config(const char *name, EventPipeConfig *ret);
 const EventPipeProfile *eventpipe_profiles(size_t *ret_count);
 bool eventpipe_profile_is_known(const char *name);
 bool eventpipe_provider_name_is_valid(const char *name);
-int eventpipe_counters_config(char *const *names, size_t n_names, unsigned interval_sec,
+int eventpipe_counters_config(const char *const *names, size_t n_names, unsigned interval_sec,
                               const char *session_id, EventPipeConfig *ret);
 char *eventpipe_config_to_string(const EventPipeConfig *c);
 void eventpipe_config_done(EventPipeConfig *c);

@@ -364,6 +364,80 @@ static void test_durations_and_rates(void) {
         check(policy_parse_size("99999999999T", &size) == -EINVAL);
 }
 
+static const char providers_policy[] =
+        "[agent]\n"
+        "max_trace_buffer_mb = 64\n"
+        "max_session_duration = \"10m\"\n"
+        "\n"
+        "[[rule]]\n"
+        "name = \"providers\"\n"
+        "users = [\"bob\"]\n"
+        "commands = [\"trace\", \"counters\"]\n"
+        "targets.any = true\n"
+        "trace_providers = [\"My-Source:0x3\", \"Other-Source\"]\n"
+        "counter_providers = [\"System.Runtime\", \"My.Meter\"]\n"
+        "\n"
+        "[[rule]]\n"
+        "name = \"runtime-counters\"\n"
+        "users = [\"carol\"]\n"
+        "commands = [\"counters\"]\n"
+        "targets.any = true\n";
+
+static PolicyRequest trace_of(const PolicyProvider *p) {
+        return (PolicyRequest){ .command = POLICY_COMMAND_TRACE, .providers = p, .n_providers = 1 };
+}
+
+static void test_providers_and_session_limits(void) {
+        Policy *p = compile_ok(providers_policy);
+        PolicyTarget t = target(2001, NULL, "Orders.Api");
+        PolicyVerdict v;
+
+        check(decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "My-Source", .keywords = 0x1 })).allowed);
+        check(decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "My-Source", .keywords = 0x3 })).allowed);
+        v = decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "My-Source", .keywords = 0x4 }));
+        check(!v.allowed && strstr(v.reason, "within 0x3"));
+        /* an EventSource takes keywords 0 as all of them */
+        check(!decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "My-Source", .keywords = 0 })).allowed);
+        check(decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "Other-Source", .keywords = 0 })).allowed);
+        v = decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "Other-Source", .keywords = 1, .has_arguments = true }));
+        check(!v.allowed && strstr(v.reason, "no provider arguments"));
+        v = decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "Microsoft-Windows-DotNETRuntime", .keywords = 1 }));
+        check(!v.allowed && strstr(v.reason, "does not allow the provider 'Microsoft-Windows-DotNETRuntime'"));
+
+        check(decide(p, &bob, t, (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .n_providers = 1,
+                                                  .providers = &(PolicyProvider){ .name = "My.Meter" } })
+                      .allowed);
+        /* a rule that names no counter providers allows System.Runtime alone */
+        check(decide(p, &carol, t, (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .n_providers = 1,
+                                                    .providers = &(PolicyProvider){ .name = "System.Runtime" } })
+                      .allowed);
+        v = decide(p, &carol, t, (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .n_providers = 1,
+                                                  .providers = &(PolicyProvider){ .name = "My.Meter" } });
+        check(!v.allowed && strstr(v.reason, "counters of 'My.Meter'"));
+
+        /* the agent's limits hold for root too */
+        v = decide(p, &root, t, (PolicyRequest){ .command = POLICY_COMMAND_TRACE, .trace_profile = "cpu-sampling",
+                                                 .buffer_mb = 65 });
+        check(!v.allowed && strstr(v.reason, "above 64 MB"));
+        v = decide(p, &root, t, (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .duration_usec = 601000000 });
+        check(!v.allowed && strstr(v.reason, "at most 600s"));
+        check(decide(p, &root, t, (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .duration_usec = 600000000 })
+                      .allowed);
+        check(p->agent.max_sessions_per_target == 4 && p->agent.max_trace_size == 1ULL << 30);
+        policy_unref(p);
+
+        compile_fails(RULE_HEAD "commands = [\"trace\"]\ntargets.any = true\ntrace_providers = [\"A:12\"]\n", NULL, 6,
+                      20, "bad provider \"A:12\"");
+        compile_fails(RULE_HEAD "commands = [\"trace\"]\ntargets.any = true\ntrace_providers = [\"A;B\"]\n", NULL, 6,
+                      20, "bad provider name");
+        compile_fails(RULE_HEAD "commands = [\"trace\"]\ntargets.any = true\n", NULL, 1, 1,
+                      "say which trace_profiles or trace_providers");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\ncounter_providers = [\"A\"]\n", NULL, 6,
+                      1, "does not grant 'counters'");
+        compile_fails("[agent]\nmax_sessions_per_target = 65\n", NULL, 2, 27, "must be 1 to 64");
+        compile_fails("[agent]\nmax_trace_size = \"10%\"\n", NULL, 2, 18, "bad size");
+}
+
 int main(void) {
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
@@ -376,5 +450,6 @@ int main(void) {
         run_test(test_schema_errors);
         run_test(test_every_error_is_reported);
         run_test(test_durations_and_rates);
+        run_test(test_providers_and_session_limits);
         return tap_finish();
 }
