@@ -418,12 +418,17 @@ static void session_begin_relay(Session *s) {
         int fds[2], r;
 
         (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &s->started_usec);
-        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+        if (pipe2(fds, O_CLOEXEC) < 0) {
                 session_cut(s, "agent-error");
                 return;
         }
         pipe_read_fd = fds[0];
         s->pipe_fd = fds[1];
+        /* only the agent's end: the client gets an ordinary blocking pipe */
+        if (fcntl(s->pipe_fd, F_SETFL, O_NONBLOCK) < 0) {
+                session_cut(s, "agent-error");
+                return;
+        }
         (void)fcntl(s->pipe_fd, F_SETPIPE_SZ, SESSION_PIPE_SIZE);
 
         if (session_audit(s, false) < 0) {

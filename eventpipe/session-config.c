@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "session-config.h"
+#include "text.h"
 
 #define CLR_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define CLR_PRIVATE_PROVIDER "Microsoft-Windows-DotNETRuntimePrivate"
@@ -169,8 +170,9 @@ static int parse_level(const char *s, size_t len, uint32_t *ret) {
         return EVENTPIPE_E_SYNTAX;
 }
 
+/* The runtime gets them as UTF-16: they must be valid UTF-8, and printable. */
 static bool arguments_are_valid(const char *s, size_t len) {
-        if (len == 0 || len > EVENTPIPE_ARGUMENTS_MAX)
+        if (len == 0 || len > EVENTPIPE_ARGUMENTS_MAX || !utf8_is_valid(s, len))
                 return false;
         for (size_t i = 0; i < len; i++)
                 if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)

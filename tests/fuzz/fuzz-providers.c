@@ -7,8 +7,8 @@
  * Input: any bytes; up to the first NUL they are the list.
  *
  * Invariants: a parsed list has 1 to EVENTPIPE_PROVIDERS_MAX providers, each
- * with a valid name, a level of at most 5 and bounded arguments without
- * control characters; no name appears twice; printing the list and parsing
+ * with a valid name, a level of at most 5 and bounded arguments of valid
+ * UTF-8 without control characters; no name appears twice; printing the list and parsing
  * that again gives the same providers; the request encodes or is refused as
  * too large, never malformed.
  */
@@ -18,13 +18,14 @@
 #include "dotnet-ipc.h"
 #include "fuzz.h"
 #include "session-config.h"
+#include "text.h"
 
 static void check_provider(const EventPipeProvider *p) {
         fuzz_assert(eventpipe_provider_name_is_valid(p->name));
         fuzz_assert(p->level <= EVENTPIPE_LEVEL_MAX);
         if (p->arguments) {
                 size_t n = strlen(p->arguments);
-                fuzz_assert(n > 0 && n <= EVENTPIPE_ARGUMENTS_MAX);
+                fuzz_assert(n > 0 && n <= EVENTPIPE_ARGUMENTS_MAX && utf8_is_valid(p->arguments, n));
                 for (size_t i = 0; i < n; i++)
                         fuzz_assert((unsigned char)p->arguments[i] >= 0x20 && p->arguments[i] != 0x7f);
         }
