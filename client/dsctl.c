@@ -72,7 +72,8 @@ static void usage(FILE *out) {
                 "  --version      show the version\n\n"
                 "Exit status: 0 ok, 1 error, 2 usage, 3 agent not reachable, 4 permission denied,\n"
                 "5 no such process, 6 not a .NET process, 7 runtime not answering, 8 runtime error,\n"
-                "9 diagnostic socket failed verification, 10 agent busy, 11 no space for the dump.\n"
+                "9 diagnostic socket failed verification, 10 agent busy, 11 no space for the dump,\n"
+                "130 a second Ctrl-C left a session without waiting for its end.\n"
                 "explain exits 0 when the command would be allowed and 4 when it would be denied.\n");
 }
 
