@@ -243,6 +243,20 @@ int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e) {
         return audit_send(sink, &f);
 }
 
+/* Who asked for what of which process, under which rule: the fields a dump's
+ * and a session's records share with the request's own. */
+static void audit_fields_add_subject(AuditFields *f, uint64_t request_id, uid_t requester, pid_t target_pid,
+                                     uid_t target_uid, const char *target_unit, const char *target_exe,
+                                     const char *rule) {
+        audit_fields_addf(f, "DSAGENT_REQUEST_ID=%016" PRIx64, request_id);
+        audit_fields_addf(f, "DSAGENT_CLIENT_UID=%u", (unsigned)requester);
+        audit_fields_addf(f, "DSAGENT_TARGET_PID=%d", (int)target_pid);
+        audit_fields_addf(f, "DSAGENT_TARGET_UID=%u", (unsigned)target_uid);
+        audit_fields_add_text(f, "DSAGENT_TARGET_UNIT", target_unit);
+        audit_fields_add_text(f, "DSAGENT_TARGET_EXE", target_exe);
+        audit_fields_add_text(f, "DSAGENT_RULE", rule);
+}
+
 /**
  * audit_log_dump() - record a published dump: where, how big, of whom, for whom
  *
@@ -259,13 +273,8 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
         audit_fields_addf(&f, "MESSAGE=%s dump of pid %d (%" PRIu64 " bytes) for uid %u stored at %s", e->dump_type,
                           (int)e->target_pid, e->size, (unsigned)e->requester, path);
-        audit_fields_addf(&f, "DSAGENT_REQUEST_ID=%016" PRIx64, e->request_id);
-        audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)e->requester);
-        audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->target_pid);
-        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->target_uid);
-        audit_fields_add_text(&f, "DSAGENT_TARGET_UNIT", e->target_unit);
-        audit_fields_add_text(&f, "DSAGENT_TARGET_EXE", e->target_exe);
-        audit_fields_add_text(&f, "DSAGENT_RULE", e->rule);
+        audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
+                                 e->target_exe, e->rule);
         audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
         audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);
@@ -294,13 +303,8 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
         else
                 audit_fields_addf(&f, "MESSAGE=%s session of pid %d for uid %u started", e->kind, (int)e->target_pid,
                                   (unsigned)e->requester);
-        audit_fields_addf(&f, "DSAGENT_REQUEST_ID=%016" PRIx64, e->request_id);
-        audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)e->requester);
-        audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->target_pid);
-        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->target_uid);
-        audit_fields_add_text(&f, "DSAGENT_TARGET_UNIT", e->target_unit);
-        audit_fields_add_text(&f, "DSAGENT_TARGET_EXE", e->target_exe);
-        audit_fields_add_text(&f, "DSAGENT_RULE", e->rule);
+        audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
+                                 e->target_exe, e->rule);
         audit_fields_add_text(&f, "DSAGENT_SESSION_KIND", e->kind);
         audit_fields_add_text(&f, "DSAGENT_TRACE_PROFILE", e->profile);
         audit_fields_add_text(&f, "DSAGENT_PROVIDERS", e->providers);

@@ -155,6 +155,19 @@ int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd) {
         return 0;
 }
 
+/* @fd goes with the message's first byte (SCM_RIGHTS); @control holds CMSG_SPACE(sizeof(int)). */
+static void attach_fd(struct msghdr *mh, char *control, size_t control_size, int fd) {
+        struct cmsghdr *cm;
+
+        mh->msg_control = control;
+        mh->msg_controllen = control_size;
+        cm = CMSG_FIRSTHDR(mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+}
+
 /*
  * Sends one frame at once, while the request is still being worked on (a
  * session's start, with its pipe). Nothing else was sent on the socket yet,
@@ -176,17 +189,8 @@ int connection_send_frame_now(Connection *c, WireWriter *w, int fd) {
         iov = (struct iovec){ .iov_base = (void *)frame, .iov_len = size };
         mh.msg_iov = &iov;
         mh.msg_iovlen = 1;
-        if (fd >= 0) {
-                struct cmsghdr *cm;
-
-                mh.msg_control = control;
-                mh.msg_controllen = sizeof(control);
-                cm = CMSG_FIRSTHDR(&mh);
-                cm->cmsg_level = SOL_SOCKET;
-                cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        }
+        if (fd >= 0)
+                attach_fd(&mh, control, sizeof(control), fd);
         n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0)
                 return -errno;
@@ -407,21 +411,13 @@ static ssize_t connection_send_some(Connection *c) {
         char control[CMSG_SPACE(sizeof(int))] = {};
         struct iovec iov;
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-        struct cmsghdr *cm;
         ssize_t n;
 
         if (c->out_fd >= 0 && c->out_sent < c->out_fd_offset)
                 end = c->out_fd_offset;
         iov = (struct iovec){ .iov_base = c->out + c->out_sent, .iov_len = end - c->out_sent };
-        if (c->out_fd >= 0 && c->out_sent == c->out_fd_offset) {
-                mh.msg_control = control;
-                mh.msg_controllen = sizeof(control);
-                cm = CMSG_FIRSTHDR(&mh);
-                cm->cmsg_level = SOL_SOCKET;
-                cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &c->out_fd, sizeof(int));
-        }
+        if (c->out_fd >= 0 && c->out_sent == c->out_fd_offset)
+                attach_fd(&mh, control, sizeof(control), c->out_fd);
         n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0 && mh.msg_control)
                 c->out_fd = safe_close(c->out_fd);
