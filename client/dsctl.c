@@ -234,8 +234,11 @@ static int filter_add(Args *a, const char *provider, size_t provider_len, const 
         o->counter_names = names;
         providers[o->n_counter_filters] = strndup(provider, provider_len);
         names[o->n_counter_filters] = strndup(name, name_len);
-        if (!providers[o->n_counter_filters] || !names[o->n_counter_filters])
+        if (!providers[o->n_counter_filters] || !names[o->n_counter_filters]) {
+                free(providers[o->n_counter_filters]);
+                free(names[o->n_counter_filters]);
                 return -ENOMEM;
+        }
         o->n_counter_filters++;
         return 0;
 }
@@ -625,8 +628,18 @@ static int run(const Args *a) {
         }
 }
 
+static void args_done(Args *a) {
+        for (size_t i = 0; i < a->session.n_counter_filters; i++) {
+                free(a->session.counter_filter_providers[i]);
+                free(a->session.counter_names[i]);
+        }
+        free(a->session.counter_filter_providers);
+        free(a->session.counter_names);
+        free(a->counter_providers);
+}
+
 int main(int argc, char **argv) {
-        Args a = {};
+        _cleanup_(args_done) Args a = {};
         int r;
 
         r = parse_args(argc, argv, &a);
