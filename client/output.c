@@ -50,7 +50,7 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
                         sprintf(r->cookie + 2 * i, "%02x", cookie[i]);
 }
 
-static void json_string(FILE *f, const char *s) {
+void output_json_string(FILE *f, const char *s) {
         fputc('"', f);
         for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
                 if (*c == '"' || *c == '\\')
@@ -67,7 +67,7 @@ static void json_member_string(FILE *f, bool *first, const char *key, const char
         if (!value)
                 return;
         fprintf(f, "%s\"%s\":", *first ? "" : ",", key);
-        json_string(f, value);
+        output_json_string(f, value);
         *first = false;
 }
 

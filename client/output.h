@@ -20,5 +20,7 @@ void output_process(Output *o, const WireMessage *m);
 bool output_verdict(Output *o, const WireMessage *m);
 void output_dump(Output *o, const WireMessage *m, const char *saved_to);
 void output_end(Output *o);
+/* A JSON string literal of @s, control characters escaped. */
+void output_json_string(FILE *f, const char *s);
 void output_json_error(FILE *f, uint32_t code, const char *error, const char *message, uint32_t hresult,
                        uint64_t request_id);

@@ -15,6 +15,7 @@
 #include "cleanup.h"
 #include "exit-status.h"
 #include "nettrace.h"
+#include "output.h"
 #include "session-client.h"
 #include "text.h"
 
@@ -115,19 +116,6 @@ static void csv_field(FILE *f, const char *s) {
         fputc('"', f);
 }
 
-static void json_string(FILE *f, const char *s) {
-        fputc('"', f);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-                if (*p == '"' || *p == '\\')
-                        fprintf(f, "\\%c", *p);
-                else if (*p < 0x20)
-                        fprintf(f, "\\u%04x", *p);
-                else
-                        fputc(*p, f);
-        }
-        fputc('"', f);
-}
-
 static void write_counter(SessionClient *s, const NettraceCounter *c, uint64_t timestamp) {
         _cleanup_free_ char *label = counter_label(c);
         _cleanup_free_ char *provider = text_escape(c->provider, strlen(c->provider));
@@ -148,13 +136,13 @@ static void write_counter(SessionClient *s, const NettraceCounter *c, uint64_t t
                 fprintf(f, ",%s,%.17g\n", c->rate ? "Rate" : "Metric", c->value);
         } else {
                 fprintf(f, "%s\n    { \"timestamp\": ", s->rows_written > 0 ? "," : "");
-                json_string(f, when);
+                output_json_string(f, when);
                 fputs(", \"provider\": ", f);
-                json_string(f, c->provider);
+                output_json_string(f, c->provider);
                 fputs(", \"name\": ", f);
-                json_string(f, c->name);
+                output_json_string(f, c->name);
                 fputs(", \"displayName\": ", f);
-                json_string(f, label);
+                output_json_string(f, label);
                 fprintf(f, ", \"counterType\": \"%s\", \"value\": %.17g }", c->rate ? "Rate" : "Metric", c->value);
         }
         s->rows_written++;
