@@ -468,8 +468,47 @@ def nettrace():
     write(t, "trailing-byte", b"\x00" + nt_start() + b"\x01\x01")
 
 
+# --- /proc/PID/mountinfo (proc(5)): "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE
+# SUPEROPTIONS", one mount a line; the kernel writes space, tab, newline and backslash in names as \ooo.
+
+MOUNTINFO_HOST = (
+    "22 27 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+    "23 27 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:2 - sysfs sysfs rw\n"
+    "24 27 0:5 / /dev rw,nosuid,relatime shared:8 - devtmpfs udev rw,size=4017144k,mode=755\n"
+    "27 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw,errors=remount-ro\n"
+    "28 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw\n"
+    "29 27 0:27 / /run rw,nosuid,nodev,noexec,relatime shared:5 - tmpfs tmpfs rw,size=804380k,mode=755\n"
+    "30 27 0:28 / /tmp rw,nosuid,nodev shared:6 - tmpfs tmpfs rw,size=4021876k\n"
+    "31 29 0:29 / /run/user/1000 rw,nosuid,nodev,relatime shared:7 - tmpfs tmpfs rw,size=804376k,mode=700,uid=1000\n"
+    "32 27 0:30 / /proc/sys/fs/binfmt_misc rw,relatime shared:9 - autofs systemd-1 rw,fd=29,pgrp=1\n"
+)
+
+
+def mountinfo():
+    t = "mountinfo"
+    write(t, "host", MOUNTINFO_HOST)
+    # PrivateTmp= and a container: an overlay root, its own /tmp, a volume, a FUSE mount made in a user namespace
+    write(t, "container",
+          "900 899 0:70 / / rw,relatime - overlay overlay rw,lowerdir=/l,upperdir=/u,workdir=/w\n"
+          "901 900 0:71 / /proc rw,nosuid,nodev,noexec - proc proc rw\n"
+          "902 900 0:72 / /dev rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755\n"
+          "903 900 0:73 / /tmp rw - tmpfs tmpfs rw,size=1024k,uid=1000\n"
+          "904 900 254:0 /var/lib/kubelet/pods/abc/volumes /data rw - ext4 /dev/vda rw\n"
+          "905 903 0:74 / /tmp/fuse rw,nosuid,nodev - fuse fuse rw,user_id=0,group_id=0,allow_other\n")
+    # names with every escaped byte, two mounts on one point, an empty source, network file systems
+    write(t, "escapes",
+          "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+          "60 27 0:50 / /tmp rw,nosuid shared:7 master:3 - tmpfs tmpfs rw,size=1024k\n"
+          "61 60 0:51 / /tmp/my\\040dir\\011tab\\012nl\\134bs rw - fuse.sshfs user@host: rw,user_id=1000\n"
+          "62 60 0:52 / /tmp/share rw - nfs4 server:/export rw\n"
+          "63 27 0:53 /sub /tmp rw - tmpfs  rw\n")
+    write(t, "cut-off", "27 1 254:0 / / rw - ext4 /dev/vda rw")
+    write(t, "bad-escape", "27 1 254:0 / /a\\9zz rw - ext4 /dev/vda rw\n")
+    write(t, "empty", "")
+
+
 def main():
-    for fn in (dotnet_ipc, wire, procfs, text, nettrace):
+    for fn in (dotnet_ipc, wire, procfs, mountinfo, text, nettrace):
         fn()
     return 0
 
