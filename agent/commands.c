@@ -44,6 +44,9 @@ void commands_reply_target_error(Connection *c, int r, const char *why) {
         case TARGET_E_UNREACHABLE:
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
                 break;
+        case TARGET_E_UNSAFE_FS:
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_UNSAFE_FS, why);
+                break;
         default:
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, strerror(-r));
                 break;

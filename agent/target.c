@@ -18,6 +18,7 @@
 #include "cleanup.h"
 #include "fileio.h"
 #include "procfs.h"
+#include "target-view.h"
 #include "target.h"
 
 #ifndef SO_PEERPIDFD
@@ -206,68 +207,68 @@ int target_changed_credentials(const Target *t, bool *ret) {
         return 0;
 }
 
-static int target_socket_path(const Target *t, char *buf, size_t size) {
-        const char *tmp = t->tmpdir && t->tmpdir[0] ? t->tmpdir : "/tmp";
-        int n;
-
-        n = snprintf(buf, size, "%s/dotnet-diagnostic-%d-%llu-socket", tmp, (int)target_ns_pid(t),
-                     (unsigned long long)t->start_time);
-        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+/* What a lookup in the target's view failing means for finding its socket. */
+static int socket_lookup_error(int r, const char *view_why, const char **ret_why) {
+        switch (r) {
+        case TARGET_VIEW_E_UNSAFE_FS:
+                *ret_why = view_why;
+                return TARGET_E_UNSAFE_FS;
+        case TARGET_VIEW_E_MOUNT:
+                *ret_why = view_why ? view_why : "a mount is on the diagnostic socket's path";
+                return TARGET_E_SOCKET_UNTRUSTED;
+        case TARGET_VIEW_E_SYMLINK:
+                *ret_why = "a symbolic link is on the path to the diagnostic socket";
+                return TARGET_E_SOCKET_UNTRUSTED;
+        case TARGET_VIEW_E_NOT_FOUND:
+                *ret_why = "no diagnostic socket at the runtime's path";
+                return TARGET_E_NO_SOCKET;
+        case TARGET_VIEW_E_NO_ACCESS:
+                *ret_why = "the agent may not look into the process's file system";
+                return TARGET_E_NO_SOCKET;
+        case TARGET_VIEW_E_GONE:
+                return TARGET_E_GONE;
+        default:
+                return r;
+        }
 }
 
 /**
  * target_open_socket() - find the runtime's socket as the target sees it
  *
  * The name is computed, never globbed: dotnet-diagnostic-<own pid>-<start
- * time>-socket in the target's TMPDIR, resolved inside the target's root
- * (/proc/PID/root) so private /tmp and other mount namespaces work. TMPDIR is
- * the target owner's to choose, so no symlink is followed anywhere on the way
- * and the result must be a socket owned by the target's effective uid.
+ * time>-socket in the target's TMPDIR, looked up in the target's view
+ * (target-view.h: below its root, in its mount namespace, on local file
+ * systems only, no symlink followed, no mount crossed but the ones its table
+ * lists). TMPDIR is the target owner's to choose, so the result must be a
+ * socket owned by the target's effective uid.
  *
  * Return: 0 with an O_PATH fd, TARGET_E_NO_SOCKET, TARGET_E_SOCKET_UNTRUSTED,
- * TARGET_E_GONE, or a negative errno. *@ret_why explains positive codes.
+ * TARGET_E_UNSAFE_FS, TARGET_E_GONE, or a negative errno. *@ret_why explains
+ * positive codes.
  */
 int target_open_socket(const Target *t, int *ret_path_fd, const char **ret_why) {
-        struct open_how how = {
-                .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
-        _cleanup_close_ int root_fd = -EBADF, fd = -EBADF;
-        char path[PATH_MAX];
+        _cleanup_(target_view_done) TargetView view = TARGET_VIEW_NULL;
+        _cleanup_(view_dir_done) ViewDir dir = VIEW_DIR_NULL;
+        const char *tmp = t->tmpdir && t->tmpdir[0] ? t->tmpdir : "/tmp", *why = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char name[64];
         struct stat st;
+        int r;
 
-        if (t->tmpdir && t->tmpdir[0] && t->tmpdir[0] != '/') {
+        if (tmp[0] != '/') {
                 *ret_why = "the target's TMPDIR is not an absolute path";
                 return TARGET_E_SOCKET_UNTRUSTED;
         }
-        if (target_socket_path(t, path, sizeof(path)) < 0) {
-                *ret_why = "the target's TMPDIR is too long";
-                return TARGET_E_SOCKET_UNTRUSTED;
-        }
+        snprintf(name, sizeof(name), "dotnet-diagnostic-%d-%llu-socket", (int)target_ns_pid(t),
+                 (unsigned long long)t->start_time);
 
-        root_fd = openat(t->proc_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (root_fd < 0 && (errno == EACCES || errno == EPERM)) {
-                /* e.g. a process in a user namespace we hold no capabilities in */
-                *ret_why = "the agent may not look into the process's file system";
-                return TARGET_E_NO_SOCKET;
-        }
-        if (root_fd < 0)
-                return errno == ENOENT || errno == ESRCH ? TARGET_E_GONE : -errno;
-
-        fd = (int)syscall(SYS_openat2, root_fd, path, &how, sizeof(how));
-        if (fd < 0) {
-                switch (errno) {
-                case ENOENT:
-                case ENOTDIR:
-                        *ret_why = "no diagnostic socket at the runtime's path";
-                        return TARGET_E_NO_SOCKET;
-                case ELOOP:
-                        *ret_why = "a symbolic link is on the path to the diagnostic socket";
-                        return TARGET_E_SOCKET_UNTRUSTED;
-                default:
-                        return -errno;
-                }
-        }
+        r = target_view_open(t, &view, &why);
+        if (r == 0)
+                r = target_view_open_dir(&view, tmp, O_PATH, &dir, &why);
+        if (r == 0)
+                r = target_view_open_entry(&dir, name, O_PATH, &fd);
+        if (r != 0)
+                return socket_lookup_error(r, why, ret_why);
 
         if (fstat(fd, &st) < 0)
                 return -errno;

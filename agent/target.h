@@ -16,6 +16,7 @@ enum {
         TARGET_E_SOCKET_UNTRUSTED, /* something is there, but not the target's socket */
         TARGET_E_IMPOSTOR,         /* the listener behind the socket is not the target */
         TARGET_E_UNREACHABLE,      /* the socket refuses connections */
+        TARGET_E_UNSAFE_FS,        /* its TMPDIR lies on a user-space or network file system */
 };
 
 typedef struct Target {

@@ -455,6 +455,8 @@ static int exit_code_of(uint32_t error) {
         case WIRE_ERROR_SOCKET_UNTRUSTED: return EXIT_SOCKET_UNTRUSTED;
         case WIRE_ERROR_BUSY: return EXIT_AGENT_BUSY;
         case WIRE_ERROR_NO_SPACE: return EXIT_NO_SPACE;
+        case WIRE_ERROR_UNSAFE_FS: return EXIT_UNSAFE_FS;
+        case WIRE_ERROR_NO_STAGING: return EXIT_NO_STAGING;
         default: return EXIT_ERROR;
         }
 }

@@ -15,6 +15,8 @@ enum {
         EXIT_SOCKET_UNTRUSTED = 9,
         EXIT_AGENT_BUSY = 10,
         EXIT_NO_SPACE = 11,
+        EXIT_UNSAFE_FS = 12,
+        EXIT_NO_STAGING = 13,
         EXIT_INTERRUPTED = 130, /* a second Ctrl-C: left without waiting for the session's end */
 };
 

@@ -57,6 +57,8 @@ const char *wire_error_to_string(WireError error) {
         case WIRE_ERROR_INTERNAL: return "internal error in the agent";
         case WIRE_ERROR_SOCKET_UNTRUSTED: return "the diagnostic socket failed verification";
         case WIRE_ERROR_NO_SPACE: return "no space for the dump";
+        case WIRE_ERROR_UNSAFE_FS: return "the process's files are on a file system the agent does not look into";
+        case WIRE_ERROR_NO_STAGING: return "no safe place for the dump in the process's view";
         default: return "unknown error";
         }
 }

@@ -101,6 +101,8 @@ typedef enum WireError {
         WIRE_ERROR_INTERNAL = 9,
         WIRE_ERROR_SOCKET_UNTRUSTED = 10,       /* the socket at the target's name failed verification */
         WIRE_ERROR_NO_SPACE = 11,               /* the dump directory's limits or disk refuse it */
+        WIRE_ERROR_UNSAFE_FS = 12,              /* the target's files lie on a FUSE or network file system */
+        WIRE_ERROR_NO_STAGING = 13,             /* no safe place for a dump's pipe in the target's view */
         _WIRE_ERROR_MAX,
 } WireError;
 
