@@ -507,8 +507,44 @@ def mountinfo():
     write(t, "empty", "")
 
 
+# --- ELF core files (elf(5)): the header, the program header table, then the segments' bytes ----------
+
+
+def elf_core(n_segments=2, cls=64, big_endian=False, e_type=4, cut=0, xnum=False):
+    e = ">" if big_endian else "<"
+    ident = b"\x7fELF" + bytes([2 if cls == 64 else 1, 2 if big_endian else 1, 1]) + bytes(9)
+    ehsize, phentsize, shentsize = (64, 56, 64) if cls == 64 else (52, 32, 40)
+    data_at = ehsize + n_segments * phentsize
+    phnum = 0xFFFF if xnum else n_segments
+    shoff = data_at + 16 * n_segments if xnum else 0
+    if cls == 64:
+        header = ident + struct.pack(e + "HHIQQQIHHHHHH", e_type, 62, 1, 0, ehsize, shoff, 0, ehsize, phentsize,
+                                     phnum, shentsize if xnum else 0, 1 if xnum else 0, 0)
+        phdrs = b"".join(struct.pack(e + "IIQQQQQQ", 1, 4, data_at + 16 * i, 0, 0, 16, 16, 1)
+                         for i in range(n_segments))
+        sh0 = struct.pack(e + "IIQQQQIIQQ", 0, 0, 0, 0, 0, 0, 0, n_segments, 0, 0) if xnum else b""
+    else:
+        header = ident + struct.pack(e + "HHIIIIIHHHHHH", e_type, 40, 1, 0, ehsize, shoff, 0, ehsize, phentsize,
+                                     phnum, shentsize if xnum else 0, 1 if xnum else 0, 0)
+        phdrs = b"".join(struct.pack(e + "IIIIIIII", 1, data_at + 16 * i, 0, 0, 16, 16, 4, 1)
+                         for i in range(n_segments))
+        sh0 = struct.pack(e + "IIIIIIIIII", 0, 0, 0, 0, 0, 0, 0, n_segments, 0, 0) if xnum else b""
+    whole = header + phdrs + bytes(range(16)) * n_segments + sh0
+    return whole[:len(whole) - cut]
+
+
+def elf_core_seeds():
+    t = "elf-core"
+    write(t, "core64", elf_core())
+    write(t, "core64-cut", elf_core(cut=5))
+    write(t, "core64-xnum", elf_core(n_segments=3, xnum=True))
+    write(t, "core32-big-endian", elf_core(cls=32, big_endian=True))
+    write(t, "exec-not-core", elf_core(e_type=2))
+    write(t, "not-elf", b"#!/bin/sh\necho not a core\n")
+
+
 def main():
-    for fn in (dotnet_ipc, wire, procfs, mountinfo, text, nettrace):
+    for fn in (dotnet_ipc, wire, procfs, mountinfo, elf_core_seeds, text, nettrace):
         fn()
     return 0
 
