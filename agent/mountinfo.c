@@ -57,6 +57,8 @@ static int span_unescape(Span s, char **ret) {
         for (size_t i = 0; i < s.n; i++) {
                 unsigned v = 0;
 
+                if (s.p[i] == '\0')
+                        return MOUNTINFO_E_MALFORMED; /* the kernel never writes one */
                 if (s.p[i] != '\\') {
                         out[o++] = s.p[i];
                         continue;
