@@ -82,33 +82,45 @@ int acl_set_exact_fd(int fd, bool owner_write, const AclGrant *readers) {
         return r == 0 ? 0 : -EBADMSG;
 }
 
-/* Staging directories: root's, with one named user allowed in for the time of a dump. */
-int acl_grant_dir_user(int dir_fd, uid_t uid) {
-        _cleanup_acl_ acl_t acl = acl_init(5);
+/**
+ * acl_set_exact_user_fd() - give @fd exactly: owner @owner_perms, the one named
+ * user @uid @user_perms, group ---, mask @user_perms, other ---
+ * @owner_perms, @user_perms: ACL_READ, ACL_WRITE and ACL_EXECUTE bits
+ *
+ * For the staging directory (the target's user may only search it) and its
+ * FIFO (it may only write). Read back and compared, as acl_set_exact_fd().
+ *
+ * Return: 0, -EBADMSG when the read-back differs, -EOPNOTSUPP when the file
+ * system keeps no ACLs, or a negative errno.
+ */
+int acl_set_exact_user_fd(int fd, unsigned owner_perms, uid_t uid, unsigned user_perms) {
+        _cleanup_acl_ acl_t want = acl_init(5), got = NULL;
+        bool r_ = user_perms & ACL_READ, w_ = user_perms & ACL_WRITE, x_ = user_perms & ACL_EXECUTE;
         int r;
 
-        if (!acl)
+        if (!want)
                 return -errno;
-        r = add_entry(&acl, ACL_USER_OBJ, NULL, true, true, true);
+        r = add_entry(&want, ACL_USER_OBJ, NULL, owner_perms & ACL_READ, owner_perms & ACL_WRITE,
+                      owner_perms & ACL_EXECUTE);
         if (r == 0)
-                r = add_entry(&acl, ACL_USER, &uid, true, true, true);
+                r = add_entry(&want, ACL_USER, &uid, r_, w_, x_);
         if (r == 0)
-                r = add_entry(&acl, ACL_GROUP_OBJ, NULL, false, false, false);
+                r = add_entry(&want, ACL_GROUP_OBJ, NULL, false, false, false);
         if (r == 0)
-                r = add_entry(&acl, ACL_MASK, NULL, true, true, true);
+                r = add_entry(&want, ACL_MASK, NULL, r_, w_, x_);
         if (r == 0)
-                r = add_entry(&acl, ACL_OTHER, NULL, false, false, false);
+                r = add_entry(&want, ACL_OTHER, NULL, false, false, false);
         if (r < 0)
                 return r;
-        return acl_set_fd(dir_fd, acl) < 0 ? -errno : 0;
-}
-
-int acl_revoke_dir_users(int dir_fd) {
-        _cleanup_acl_ acl_t acl = acl_from_text("u::rwx,g::---,o::---");
-
-        if (!acl)
+        if (acl_set_fd(fd, want) < 0)
+                return errno == ENOTSUP ? -EOPNOTSUPP : -errno;
+        got = acl_get_fd(fd);
+        if (!got)
                 return -errno;
-        return acl_set_fd(dir_fd, acl) < 0 ? -errno : 0;
+        r = acl_cmp(want, got);
+        if (r < 0)
+                return -errno;
+        return r == 0 ? 0 : -EBADMSG;
 }
 
 static bool entry_reads(acl_entry_t e) {

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/acl.h>
 #include <sys/types.h>
 
 typedef struct AclGrant {
@@ -14,6 +15,5 @@ typedef struct AclGrant {
 } AclGrant;
 
 int acl_set_exact_fd(int fd, bool owner_write, const AclGrant *readers);
-int acl_grant_dir_user(int dir_fd, uid_t uid);
-int acl_revoke_dir_users(int dir_fd);
+int acl_set_exact_user_fd(int fd, unsigned owner_perms, uid_t uid, unsigned user_perms);
 int acl_fd_allows_read(int fd, uid_t uid, const gid_t *groups, size_t n_groups, bool *ret);

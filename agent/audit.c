@@ -279,7 +279,6 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
         audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);
         audit_fields_addf(&f, "DSAGENT_DUMP_READABLE=%s", e->readable ? "yes" : "no");
-        audit_fields_addf(&f, "DSAGENT_DUMP_COPIED=%s", e->copied ? "yes" : "no");
         audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
         return audit_send(sink, &f);
 }

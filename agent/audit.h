@@ -58,7 +58,6 @@ typedef struct AuditDumpEvent {
         uint64_t size;
         const char *dump_type;
         bool readable;          /* whether the requester got read access */
-        bool copied;            /* whether it had to be copied across file systems */
         uint64_t duration_usec; /* from the request to publication */
 } AuditDumpEvent;
 

@@ -60,6 +60,7 @@ typedef struct Broker {
         struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
         BrokerDump dumps[BROKER_DUMPS_MAX]; /* in progress: at most one per target */
         unsigned n_dumps;
+        uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
 } Broker;
 
 int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Policy *policy, Broker **ret);

@@ -13,17 +13,8 @@
 
 #include "cleanup.h"
 #include "dump-publish.h"
-#include "io.h"
 #include "text.h"
 
-/**
- * dump_dir_open() - open dump_dir, making it (0711, root's) if it is missing
- *
- * Users reach their dumps by name (x) but cannot list the directory (no r).
- * A directory anybody but root could write to is refused.
- *
- * Return: 0, DUMP_PUBLISH_E_DIRECTORY, or a negative errno.
- */
 int dump_dir_open(const char *path, int *ret_fd, const char **ret_why) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
@@ -71,20 +62,10 @@ static int dump_dir_usage(int dir_fd, uint64_t *ret) {
         return 0;
 }
 
-/**
- * dump_guard_check() - would one more dump keep dump_dir within max_use and keep_free?
- * @dump_bytes: the new dump's size, which counts against max_use
- * @fs_bytes_needed: what publishing it still takes from the file system (0 when
- *                   it is already there and only gets linked)
- *
- * With both 0 it asks whether dumps may be taken at all right now.
- *
- * Return: 0, DUMP_PUBLISH_E_NO_SPACE with a reason, or a negative errno.
- */
-int dump_guard_check(int dir_fd, const PolicyAgentSettings *a, uint64_t dump_bytes, uint64_t fs_bytes_needed,
-                     const char **ret_why) {
+int dump_space_headroom(int dir_fd, const PolicyAgentSettings *a, uint64_t in_flight, uint64_t *ret_headroom,
+                        const char **ret_why) {
         struct statvfs vfs;
-        uint64_t fs_bytes, avail, used = 0;
+        uint64_t fs_bytes, avail, used = 0, max_use, keep_free;
         int r;
 
         if (fstatvfs(dir_fd, &vfs) < 0)
@@ -94,18 +75,17 @@ int dump_guard_check(int dir_fd, const PolicyAgentSettings *a, uint64_t dump_byt
         r = dump_dir_usage(dir_fd, &used);
         if (r < 0)
                 return r;
-        if (used + dump_bytes > size_limit(&a->max_use, fs_bytes)) {
+        max_use = size_limit(&a->max_use, fs_bytes);
+        keep_free = size_limit(&a->keep_free, fs_bytes);
+        if (used > max_use || in_flight > max_use - used) {
                 *ret_why = "dumps would take more than max_use";
                 return DUMP_PUBLISH_E_NO_SPACE;
         }
-        if (avail < fs_bytes_needed) {
-                *ret_why = "the dump does not fit in the dump directory's file system";
+        if (avail < keep_free) {
+                *ret_why = "the dump does not fit: it would leave less free space than keep_free";
                 return DUMP_PUBLISH_E_NO_SPACE;
         }
-        if (avail - fs_bytes_needed < size_limit(&a->keep_free, fs_bytes)) {
-                *ret_why = "the dump would leave less free space than keep_free";
-                return DUMP_PUBLISH_E_NO_SPACE;
-        }
+        *ret_headroom = max_use - used - in_flight < avail - keep_free ? max_use - used - in_flight : avail - keep_free;
         return 0;
 }
 
@@ -155,69 +135,11 @@ static int link_fd(int fd, int dir_fd, const char *name) {
         return linkat(AT_FDCWD, proc_path, dir_fd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
-static int publish_by_copy(int dir_fd, int src_fd, uint64_t size, const AclGrant *readers,
-                           const DumpAttributes *attrs, const char *name) {
-        _cleanup_close_ int tmp = -EBADF;
+int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *name) {
         int r;
 
-        /* unnamed until complete: a failure or a full disk leaves nothing behind */
-        tmp = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (tmp < 0)
-                return -errno;
-        /* in the kernel: the dump never passes through the agent's memory */
-        r = fd_copy_all(src_fd, tmp, size);
+        r = label(fd, readers, attrs);
         if (r == 0)
-                r = label(tmp, readers, attrs);
-        if (r == 0)
-                r = link_fd(tmp, dir_fd, name);
-        return r;
-}
-
-/**
- * dump_publish() - give the dump in @src_fd its name in dump_dir
- * @src_fd: the staged dump, checked by dump_stage_open_dump()
- *
- * On the same file system the staged inode itself is relabelled (root's,
- * exact ACL, xattrs) and linked: no byte is copied. Otherwise it is copied
- * in the kernel into an unnamed file that gets its name only when complete.
- * Either way no file is ever visible under its final name before it is
- * whole and labelled.
- *
- * Return: 0, DUMP_PUBLISH_E_NO_SPACE, or a negative errno.
- */
-int dump_publish(int dir_fd, int src_fd, uint64_t size, const PolicyAgentSettings *a, const AclGrant *readers,
-                 const DumpAttributes *attrs, const char *name, bool *ret_copied, const char **ret_why) {
-        struct stat dir_st, src_st;
-        bool same_fs;
-        int r;
-
-        if (fstat(dir_fd, &dir_st) < 0 || fstat(src_fd, &src_st) < 0)
-                return -errno;
-        same_fs = dir_st.st_dev == src_st.st_dev;
-
-        /* linking adds no bytes to the file system, copying does */
-        r = dump_guard_check(dir_fd, a, size, same_fs ? 0 : size, ret_why);
-        if (r != 0)
-                return r;
-        if (same_fs) {
-                r = label(src_fd, readers, attrs);
-                if (r == 0)
-                        r = link_fd(src_fd, dir_fd, name);
-                /* the same device through another mount: copy after all */
-                if (r == -EXDEV) {
-                        same_fs = false;
-                        r = dump_guard_check(dir_fd, a, size, size, ret_why);
-                        if (r != 0)
-                                return r;
-                }
-        }
-        if (r == 0 && !same_fs)
-                r = publish_by_copy(dir_fd, src_fd, size, readers, attrs, name);
-        if (r == -ENOSPC || r == -EDQUOT) {
-                *ret_why = "the dump directory's file system is full";
-                return DUMP_PUBLISH_E_NO_SPACE;
-        }
-        if (r == 0)
-                *ret_copied = !same_fs;
-        return r;
+                r = link_fd(fd, dir_fd, name);
+        return r == -ENOSPC || r == -EDQUOT ? DUMP_PUBLISH_E_NO_SPACE : r;
 }

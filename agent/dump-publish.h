@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Publishing a finished dump into dump_dir: guarded, exactly ACL'd, atomic, without copying when it can */
+/* dump_dir: its guards (max_use, keep_free) and giving a finished dump its labels and its name */
 #pragma once
 
 #include <stdbool.h>
@@ -11,7 +11,7 @@
 
 enum {
         _DUMP_PUBLISH_E_SUCCESS,
-        DUMP_PUBLISH_E_NO_SPACE,   /* the disk guards (max_use, keep_free) or the disk itself refuse it */
+        DUMP_PUBLISH_E_NO_SPACE,   /* the guards (max_use, keep_free) or the disk itself refuse more */
         DUMP_PUBLISH_E_DIRECTORY,  /* dump_dir is missing and cannot be made, or is not root's alone */
 };
 
@@ -25,8 +25,38 @@ typedef struct DumpAttributes {
         uint64_t request_id;
 } DumpAttributes;
 
+/**
+ * dump_dir_open() - open dump_dir, making it (0711, root's) if it is missing
+ *
+ * Users reach their dumps by name (x) but cannot list the directory (no r).
+ * A directory anybody but root could write to is refused.
+ *
+ * Return: 0, DUMP_PUBLISH_E_DIRECTORY with *@ret_why, or a negative errno.
+ */
 int dump_dir_open(const char *path, int *ret_fd, const char **ret_why);
-int dump_guard_check(int dir_fd, const PolicyAgentSettings *a, uint64_t dump_bytes, uint64_t fs_bytes_needed,
-                     const char **ret_why);
-int dump_publish(int dir_fd, int src_fd, uint64_t size, const PolicyAgentSettings *a, const AclGrant *readers,
-                 const DumpAttributes *attrs, const char *name, bool *ret_copied, const char **ret_why);
+
+/**
+ * dump_space_headroom() - how many more bytes may dumps take in dump_dir now?
+ * @in_flight: bytes that dumps still being taken wrote already (they have no
+ *             name in dump_dir yet, so a listing does not see them)
+ *
+ * max_use counts the published dumps and @in_flight; keep_free is what the
+ * file system must still have free. Both have coredump.conf's meaning (a
+ * size, or a percentage of the file system). The headroom is what is left
+ * under both; 0 means "not one byte more".
+ *
+ * Return: 0, DUMP_PUBLISH_E_NO_SPACE with *@ret_why when a limit is already
+ * broken, or a negative errno.
+ */
+int dump_space_headroom(int dir_fd, const PolicyAgentSettings *a, uint64_t in_flight, uint64_t *ret_headroom,
+                        const char **ret_why);
+
+/**
+ * dump_publish_fd() - label the unnamed dump in @fd and give it @name in dump_dir
+ *
+ * Root's, the exact ACL of @readers (read back and compared), the xattrs of
+ * @attrs, then linkat(): the file has no name until it is whole and labelled.
+ *
+ * Return: 0, DUMP_PUBLISH_E_NO_SPACE (the disk filled up), or a negative errno.
+ */
+int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *name);

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Where the runtime writes a dump: a directory of root's in the target's own
- * /tmp (reached through /proc/PID/root, so private /tmp and containers work),
- * opened to the target's user only while the dump is written.
+ * Where the runtime writes a dump: a FIFO in a fresh directory of root's in
+ * the target's own /tmp, found through target-view.h (private /tmp and
+ * containers work; no FUSE, network or unlisted mount is ever touched). The
+ * target's user may only search the directory and only write the FIFO, and
+ * the agent holds the FIFO's read end before the runtime is asked: the
+ * dump's bytes flow to the agent and never exist as a file anyone but root
+ * could open.
  */
 #pragma once
 
@@ -11,26 +15,54 @@
 
 #include "target.h"
 
-#define DUMP_STAGE_FILE "dump"
+#define DUMP_STAGE_FIFO "dump"
 
 enum {
         _DUMP_STAGE_E_SUCCESS,
-        DUMP_STAGE_E_UNUSABLE, /* the target's /tmp cannot hold a staging directory safely */
-        DUMP_STAGE_E_NO_DUMP,  /* nothing, or not a plain file of the target's user, was left there */
+        DUMP_STAGE_E_UNSAFE_FS, /* the target's /tmp lies on a FUSE or network file system */
+        DUMP_STAGE_E_UNUSABLE,  /* no safe place there: missing, read-only, without ACLs, someone else's, a mount in the way */
+        DUMP_STAGE_E_GONE,      /* the target exited */
 };
 
 typedef struct DumpStage {
-        int tmp_fd;             /* the target's /tmp */
+        int tmp_fd;             /* the target's /tmp (O_PATH) */
         int dir_fd;             /* our directory in it */
+        int fifo_fd;            /* the FIFO's read end, non-blocking; -EBADF once taken */
         char name[64];          /* the directory's name: random, so nobody can prepare it */
-        char target_path[96];   /* the dump's path as the target sees it */
+        char target_path[96];   /* the FIFO's path as the target sees it */
         char *record_path;      /* a note in the runtime directory, for clean-up after a crash */
 } DumpStage;
 
+/**
+ * dump_stage_create() - make the directory and its FIFO in the target's /tmp
+ *
+ * /tmp must be the target user's own (not writable by others unless sticky)
+ * or root's, sticky and world-writable: only then can nobody else rename or
+ * replace the directory. The directory is root's, 0700, with the ACL
+ * u:TARGET:--x; the FIFO is root's, 0600, with u:TARGET:-w-. Both are opened
+ * without crossing a mount and checked to be the agent's own.
+ *
+ * Return: 0, DUMP_STAGE_E_UNSAFE_FS, DUMP_STAGE_E_UNUSABLE (with *@ret_why),
+ * DUMP_STAGE_E_GONE, or a negative errno.
+ */
 int dump_stage_create(const Target *t, const char *runtime_dir, DumpStage **ret, const char **ret_why);
-int dump_stage_close_to_target(DumpStage *s);
-int dump_stage_open_dump(DumpStage *s, uid_t owner, int *ret_fd, uint64_t *ret_size, const char **ret_why);
+
+/* The FIFO's read end, for the caller to keep: the stage no longer closes it. */
+int dump_stage_take_fifo(DumpStage *s);
+
+/*
+ * Frees the stage and removes what the agent made, by name: the FIFO, then
+ * the (then empty) directory. Never recursive: nothing else can be in it.
+ */
 DumpStage *dump_stage_free(DumpStage *s);
+
+/**
+ * dump_stage_clean_stale() - finish the clean-up an earlier agent could not
+ *
+ * Run at start-up. Every staging directory is noted in the runtime
+ * directory while it exists; notes found now belong to an agent that died.
+ * The directories of processes that still live are removed like any other.
+ */
 void dump_stage_clean_stale(const char *runtime_dir);
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DumpStage *, dump_stage_free);

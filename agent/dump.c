@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -17,6 +18,7 @@
 #include "dotnet-ipc.h"
 #include "dump-publish.h"
 #include "dump-stage.h"
+#include "dump-writer.h"
 #include "dump.h"
 #include "runtime-call.h"
 #include "commands.h"
@@ -25,14 +27,20 @@
 
 #define USEC_PER_SEC 1000000ULL
 
+/* How much of the FIFO one wake-up of the loop moves, so a fast dump does not starve other clients. */
+#define DUMP_PUMP_BUDGET (16ULL << 20)
+
 typedef struct DumpWork {
         Connection *connection;
         RuntimeCall *call;
         DumpStage *stage;
+        DumpWriter *writer;
+        sd_event_source *fifo_source;
+        int dir_fd;             /* dump_dir */
         DotnetIpcCommand command;
         uint64_t started_usec;
         bool want_fd;
-        bool claimed;   /* holds one of the broker's dump slots */
+        bool claimed;           /* holds one of the broker's dump slots */
 } DumpWork;
 
 static void dump_work_free(void *p) {
@@ -41,7 +49,10 @@ static void dump_work_free(void *p) {
         if (!work)
                 return;
         runtime_call_free(work->call);
+        sd_event_source_disable_unref(work->fifo_source);
+        dump_writer_free(work->writer);
         dump_stage_free(work->stage);
+        safe_close(work->dir_fd);
         if (work->claimed)
                 broker_dump_end(work->connection->broker, work->connection->target->pid,
                                 work->connection->target->start_time);
@@ -117,11 +128,11 @@ static void dump_readers(const Connection *c, bool readable, uid_t *users, size_
         }
 }
 
-static int open_published(const Connection *c, int dir_fd, const char *name) {
+static int open_published(int dir_fd, const char *name) {
         return openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 }
 
-static void dump_reply(DumpWork *work, int dir_fd, const char *name, uint64_t size, bool readable, bool copied) {
+static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool readable) {
         Connection *c = work->connection;
         _cleanup_free_ WireWriter *w = NULL;
         _cleanup_free_ char *path = NULL;
@@ -139,11 +150,11 @@ static void dump_reply(DumpWork *work, int dir_fd, const char *name, uint64_t si
                 .request_id = c->request_id, .requester = c->peer.uid, .target_pid = c->target->pid,
                 .target_uid = target_euid(c->target), .target_unit = c->target->unit, .target_exe = c->target->exe,
                 .rule = c->verdict.rule_name, .path = path, .size = size, .dump_type = type, .readable = readable,
-                .copied = copied, .duration_usec = monotonic_usec(c) - work->started_usec,
+                .duration_usec = monotonic_usec(c) - work->started_usec,
         };
         r = audit_log_dump(c->broker->config.audit_sink, &e);
         if (r < 0 && !a->audit_failure_allow) {
-                (void)unlinkat(dir_fd, name, 0);
+                (void)unlinkat(work->dir_fd, name, 0);
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
                                        "the dump's audit record could not be written; the dump was removed");
                 return;
@@ -157,7 +168,7 @@ static void dump_reply(DumpWork *work, int dir_fd, const char *name, uint64_t si
         wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)c->target->pid);
         /* the fd is read-only, and only for who may read the file anyway */
         if (work->want_fd && readable) {
-                int fd = open_published(c, dir_fd, name);
+                int fd = open_published(work->dir_fd, name);
                 r = fd < 0 ? -errno : connection_queue_frame_with_fd(c, w, fd);
         } else
                 r = connection_queue_frame(c, w);
@@ -171,12 +182,29 @@ static void dump_reply(DumpWork *work, int dir_fd, const char *name, uint64_t si
 
 /* Before any reply: when the client hears back, the target's /tmp holds nothing of ours. */
 static void dump_unstage(DumpWork *work) {
+        work->fifo_source = sd_event_source_disable_unref(work->fifo_source);
+        if (work->writer)
+                dump_writer_close_source(work->writer);
         work->stage = dump_stage_free(work->stage);
 }
 
+static void dump_fail(DumpWork *work, WireError error, const char *why) {
+        dump_unstage(work);
+        connection_reply_error(work->connection, AUDIT_DECISION_FAILED, error, why);
+}
+
+static WireError writer_error(int r) {
+        switch (r) {
+        case DUMP_WRITER_E_NO_SPACE: return WIRE_ERROR_NO_SPACE;
+        case DUMP_WRITER_E_EMPTY:
+        case DUMP_WRITER_E_NOT_CORE: return WIRE_ERROR_RUNTIME_FAILED;
+        default: return WIRE_ERROR_INTERNAL;
+        }
+}
+
+/* The runtime said the dump is written: take the rest, check it, label it, name it. */
 static void dump_finish(DumpWork *work) {
         Connection *c = work->connection;
-        _cleanup_close_ int dir_fd = -EBADF, dump_fd = -EBADF;
         const char *why = NULL;
         uid_t users[64];
         size_t n_users;
@@ -184,22 +212,20 @@ static void dump_finish(DumpWork *work) {
         DumpAttributes attrs;
         char name[128];
         uint64_t size = 0;
-        bool changed = true, copied = false;
+        bool changed = true;
         int r;
 
-        r = dump_stage_close_to_target(work->stage);
-        if (r == 0)
-                r = dump_stage_open_dump(work->stage, target_euid(c->target), &dump_fd, &size, &why);
-        if (r == 0)
-                r = dump_dir_open(c->policy->agent.dump_dir, &dir_fd, &why);
-        if (r == 0)
-                r = target_changed_credentials(c->target, &changed);
+        work->fifo_source = sd_event_source_disable_unref(work->fifo_source);
+        r = dump_writer_finish(work->writer, &size, &why);
+        dump_unstage(work);
         if (r != 0) {
-                dump_unstage(work);
-                connection_reply_error(c, AUDIT_DECISION_FAILED,
-                                       r == TARGET_E_GONE ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_INTERNAL,
-                                       why ? why : r == TARGET_E_GONE ? "the process exited during the dump"
-                                                                      : "cannot publish the dump");
+                dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
+                return;
+        }
+        r = target_changed_credentials(c->target, &changed);
+        if (r != 0) {
+                dump_fail(work, r == TARGET_E_GONE ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_INTERNAL,
+                          r == TARGET_E_GONE ? "the process exited during the dump" : "cannot publish the dump");
                 return;
         }
 
@@ -210,15 +236,34 @@ static void dump_finish(DumpWork *work) {
                 .target_unit = c->target->unit, .target_exe = c->target->exe,
                 .dump_type = policy_dump_type_to_string(c->request.dump_type), .request_id = c->request_id,
         };
-        r = dump_publish(dir_fd, dump_fd, size, &c->policy->agent, &readers, &attrs, name, &copied, &why);
-        dump_unstage(work);
+        r = dump_publish_fd(work->dir_fd, work->writer->file_fd, &readers, &attrs, name);
         if (r != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED,
-                                       r == DUMP_PUBLISH_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
-                                       why ? why : "cannot publish the dump");
+                dump_fail(work, r == DUMP_PUBLISH_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
+                          r == DUMP_PUBLISH_E_NO_SPACE ? "the dump does not fit: the dump directory's file system is full"
+                                                       : "cannot publish the dump");
                 return;
         }
-        dump_reply(work, dir_fd, name, size, !changed, copied);
+        dump_reply(work, name, size, !changed);
+}
+
+/* Bytes in the FIFO: into the unnamed file, a bounded amount per wake-up. */
+static int dump_on_fifo(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        DumpWork *work = userdata;
+        const char *why = NULL;
+        int r;
+
+        r = dump_writer_pump(work->writer, DUMP_PUMP_BUDGET, &why);
+        if (r == 0)
+                return 0;
+        if (r == DUMP_WRITER_E_ENDED) {
+                /* createdump is done writing; its runtime's answer says whether it succeeded */
+                work->fifo_source = sd_event_source_disable_unref(work->fifo_source);
+                return 0;
+        }
+        /* closing the FIFO makes createdump fail on its next write, which frees the runtime */
+        work->call = runtime_call_free(work->call);
+        dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
+        return 0;
 }
 
 static void dump_call(DumpWork *work);
@@ -231,11 +276,10 @@ static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
         size_t used;
 
         if (error != 0) {
-                dump_unstage(work);
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                       error == RUNTIME_CALL_E_TIMEOUT ? "the runtime did not finish the dump in time"
-                                       : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
-                                                                          : "the runtime closed the connection");
+                dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                          error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not finish the dump in time"
+                          : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
+                                                              : "the runtime closed the connection");
                 return;
         }
         older = dump_fallback(work->command);
@@ -286,15 +330,52 @@ static void dump_call(DumpWork *work) {
                                        dump_call_done, work, &work->call);
         else
                 close(fd);
-        if (r != 0) {
-                dump_unstage(work);
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start the dump");
+        if (r != 0)
+                dump_fail(work, WIRE_ERROR_INTERNAL, "cannot start the dump");
+}
+
+/* What the staging module's codes mean to the client. */
+static WireError stage_error(int r) {
+        switch (r) {
+        case DUMP_STAGE_E_UNSAFE_FS: return WIRE_ERROR_UNSAFE_FS;
+        case DUMP_STAGE_E_UNUSABLE: return WIRE_ERROR_NO_STAGING;
+        case DUMP_STAGE_E_GONE: return WIRE_ERROR_NO_SUCH_PROCESS;
+        default: return WIRE_ERROR_INTERNAL;
         }
+}
+
+/* dump_dir, the FIFO in the target's /tmp and the unnamed file its bytes go to; replies on failure. */
+static bool dump_prepare(DumpWork *work) {
+        Connection *c = work->connection;
+        const char *why = NULL;
+        int r;
+
+        r = dump_dir_open(c->policy->agent.dump_dir, &work->dir_fd, &why);
+        if (r != 0) {
+                dump_fail(work, WIRE_ERROR_INTERNAL, why ? why : "cannot open the dump directory");
+                return false;
+        }
+        r = dump_stage_create(c->target, c->broker->config.runtime_dir, &work->stage, &why);
+        if (r != 0) {
+                dump_fail(work, stage_error(r),
+                          why ? why : r == DUMP_STAGE_E_GONE ? "no such process" : "cannot prepare the dump");
+                return false;
+        }
+        r = dump_writer_new(work->dir_fd, dump_stage_take_fifo(work->stage), &c->policy->agent,
+                            &c->broker->dump_bytes_in_flight, &work->writer, &why);
+        if (r == 0)
+                r = sd_event_add_io(c->broker->event, &work->fifo_source, work->writer->source_fd, EPOLLIN,
+                                    dump_on_fifo, work);
+        if (r != 0) {
+                dump_fail(work, r == DUMP_WRITER_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
+                          why ? why : "cannot prepare the dump");
+                return false;
+        }
+        return true;
 }
 
 static void dump_decided(Connection *c) {
         DumpWork *work = c->work;
-        _cleanup_close_ int dir_fd = -EBADF;
         const char *why = NULL;
         int r;
 
@@ -310,22 +391,10 @@ static void dump_decided(Connection *c) {
                 return;
         }
         work->claimed = true;
-
-        r = dump_dir_open(c->policy->agent.dump_dir, &dir_fd, &why);
-        if (r == 0)
-                r = dump_guard_check(dir_fd, &c->policy->agent, 0, 0, &why);
-        if (r == 0)
-                r = dump_stage_create(c->target, c->broker->config.runtime_dir, &work->stage, &why);
-        if (r != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED,
-                                       r == DUMP_PUBLISH_E_NO_SPACE ? WIRE_ERROR_NO_SPACE
-                                       : r == TARGET_E_GONE        ? WIRE_ERROR_NO_SUCH_PROCESS
-                                                                   : WIRE_ERROR_INTERNAL,
-                                       why ? why : "cannot prepare the dump");
+        if (!dump_prepare(work))
                 return;
-        }
         if (connection_set_deadline(c, c->broker->config.dump_timeout_usec + 30 * USEC_PER_SEC) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "timer failure");
+                dump_fail(work, WIRE_ERROR_INTERNAL, "timer failure");
                 return;
         }
         dump_call(work);
@@ -358,7 +427,7 @@ void dump_start(Connection *c, const WireMessage *m, Target *t) {
                 return;
         }
         *work = (DumpWork){ .connection = c, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd == 1,
-                            .started_usec = monotonic_usec(c) };
+                            .started_usec = monotonic_usec(c), .dir_fd = -EBADF };
         c->work = work;
         c->work_free = dump_work_free;
         decide(c, t, true, dump_decided);

@@ -54,7 +54,7 @@ static const int agent_syscalls[] = {
         SCMP_SYS(accept4), SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(shutdown),
         SCMP_SYS(pidfd_open), SCMP_SYS(openat2), SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(unlink),
         SCMP_SYS(unlinkat), SCMP_SYS(linkat), SCMP_SYS(fchown), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
-        SCMP_SYS(flistxattr), SCMP_SYS(copy_file_range), SCMP_SYS(sendfile), SCMP_SYS(memfd_create),
+        SCMP_SYS(flistxattr), SCMP_SYS(mknodat), SCMP_SYS(memfd_create),
         SCMP_SYS(ftruncate), SCMP_SYS(wait4), SCMP_SYS(waitid), SCMP_SYS(pipe2), SCMP_SYS(splice),
 };
 

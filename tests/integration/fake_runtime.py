@@ -9,7 +9,12 @@ appended to LOG so tests can check what reached the "runtime".
 """
 import os
 import socket
+import struct
 import sys
+
+# A whole ELF core: the header, one program header, and the 4000 bytes of its one segment.
+CORE = (b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 4, 62, 1, 0, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+        + struct.pack("<IIQQQQQQ", 1, 4, 120, 0, 0, 4000, 4000, 1) + bytes(4000))
 
 mode, log = sys.argv[1], sys.argv[2]
 stat = open("/proc/self/stat").read()
@@ -35,7 +40,7 @@ while True:
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
         with open(path, "wb") as f:
-            f.write(b"\x7fELF\x02\x01\x01" + bytes(9) + b"\x04\x00" + bytes(4078))
+            f.write(CORE)
         conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
         conn.close()
     elif mode == "garbage":

@@ -141,20 +141,21 @@ dump_types = ["mini"]
 
 
 def hostile_owner(target, action, stop, tally):
-    """As the target's own user, keep doing @action to every staging directory that appears;
-    how often it worked goes to @tally when @stop appears."""
+    """As the target's own user, keep doing @action to every staging directory that appears. When @stop
+    appears, @tally gets "SEEN DONE": how often it found a staging directory, and how often @action worked."""
     script = f"""
 import glob, os, time
-deadline, done = time.time() + 60, 0
+deadline, seen, done = time.time() + 60, 0, 0
 while time.time() < deadline and not os.path.exists({stop!r}):
     for d in glob.glob('/tmp/.dsagent-dump-*'):
+        seen += 1
         p = os.path.join(d, 'dump')
         try:
             {action}
             done += 1
         except OSError:
             pass
-open({tally!r} + '.new', 'w').write(str(done))
+open({tally!r} + '.new', 'w').write(f"{{seen}} {{done}}")
 os.rename({tally!r} + '.new', {tally!r})
 """
     # in the target's own mount namespace, where its /tmp is
@@ -163,67 +164,44 @@ os.rename({tally!r} + '.new', {tally!r})
 
 
 @test
-def a_hostile_owner_racing_the_staging_place_changes_nothing_outside_it():
+def a_hostile_owner_racing_the_staging_place_can_do_nothing_in_it():
+    """The target's user may search the staging directory and write its FIFO, nothing else: every
+    attempt to put something there, replace the FIFO or move the directory fails, while it is there."""
     target = private_target()
     agent = Agent("--dump-timeout", "5")
-    # canaries where the target's namespace sees them too: its /tmp is its own
-    victim_dir = make_dir(SVC, 0o700, base="/var/tmp")
-    canary = os.path.join(victim_dir, "canary")
-    with open(canary, "w") as f:
-        f.write("untouched")
-    os.chown(canary, uid_of(SVC), uid_of(SVC))
     root_canary = os.path.join(make_dir(None, 0o755, base="/var/tmp"), "root-canary")
     with open(root_canary, "w") as f:
         f.write("root's")
     shared = make_dir(None, 0o777, base="/var/tmp")
     stop, tally = os.path.join(shared, "stop"), os.path.join(shared, "tally")
-    # a hard link must be on the staging directory's file system: the target's own /tmp
-    tmp_canary = os.path.join(f"/proc/{target.pid}/root/tmp", "canary")
-    with open(tmp_canary, "w") as f:
-        f.write("untouched")
-    os.chown(tmp_canary, uid_of(SVC), uid_of(SVC))
     actions = {
-        "symlink": f"os.symlink({root_canary!r}, p)",
-        "symlink-own": f"os.symlink({canary!r}, p)",
-        "hardlink": "os.link('/tmp/canary', p)",
-        "fifo": "os.mkfifo(p)",
-        "directory": "os.mkdir(p)",
+        "symlink": f"os.symlink({root_canary!r}, os.path.join(d, 'x'))",
+        "file": "open(os.path.join(d, 'x'), 'w').close()",
+        "fifo": "os.mkfifo(os.path.join(d, 'x'))",
+        "directory": "os.mkdir(os.path.join(d, 'x'))",
+        "replace-fifo": "os.unlink(p)",
+        "rename-fifo": "os.rename(p, p + '.moved')",
         "swap": "os.rename(d, d + '.moved')",
+        "chmod": "os.chmod(p, 0o666)",
+        "list": "os.listdir(d)",
+        "read-fifo": "os.close(os.open(p, os.O_RDONLY | os.O_NONBLOCK))",
     }
     for name, action in actions.items():
         racer = hostile_owner(target, action, stop, tally)
-        for _ in range(3):
-            started = time.monotonic()
-            r, _ = dump(agent, SVC, target.pid)
-            # whatever it did, the request ended within the deadline and left no staging behind
-            assert time.monotonic() - started < 30, (name, r)
-            assert r.returncode in (0, 1, 7, 8), (name, r)
-            if r.returncode == 0:
-                assert is_elf_core(json.loads(r.stdout)["path"])
+        for _ in range(2):
+            r, result = dump(agent, SVC, target.pid)
+            assert r.returncode == 0, (name, r)
+            assert is_elf_core(result["path"]) and os.stat(result["path"]).st_size == result["size"]
         open(stop, "w").close()
         wait_for(lambda: os.path.exists(tally), what="the racer's tally")
         racer.stop()
-        done = int(open(tally).read())
+        seen, done = map(int, open(tally).read().split())
         os.unlink(stop)
         os.unlink(tally)
-        # the attack really happened inside the window; renaming root's directory never can
-        assert done == 0 if name == "swap" else done > 0, (name, done)
-        # nothing outside the staging directory changed owner, mode, ACL or content
-        for path, owner, text in ((canary, uid_of(SVC), None), (tmp_canary, uid_of(SVC), None),
-                                  (root_canary, 0, "root's")):
-            st = os.lstat(path)
-            assert st.st_uid == owner and st.st_nlink == 1, (name, path, st)
-            assert acl_of(path) == ["user::rw-", "group::r--", "other::r--"] or owner != 0, (name, acl_of(path))
-            if text:
-                assert open(path).read() == text, name
-        for own in (canary, tmp_canary):
-            assert os.stat(own).st_uid == uid_of(SVC) and len(acl_of(own)) == 3, (name, acl_of(own))
+        # the racer was there while the directory was, and never got anything done
+        assert seen > 0 and done == 0, (name, seen, done)
+        assert open(root_canary).read() == "root's" and os.lstat(root_canary).st_nlink == 1
         assert staging_dirs(target) == [], (name, staging_dirs(target))
-        for moved in glob.glob(f"/proc/{target.pid}/root/tmp/.dsagent-dump-*.moved"):
-            subprocess.run(["rm", "-rf", moved])
-    # the runtime is still serving: nothing was left wedged
-    r, _ = dump(agent, SVC, target.pid)
-    assert r.returncode == 0, r
 
 
 @test
@@ -236,7 +214,10 @@ def a_dump_that_does_not_fit_fails_cleanly_and_leaves_no_file():
     agent = Agent(policy=f'[agent]\ndump_dir = "{small}"\nmax_use = "1T"\nkeep_free = "1"\n')
     r, _ = dump(agent, SVC, target.pid)
     assert r.returncode == EXIT_NO_SPACE and "does not fit" in r.stdout + r.stderr, r
+    # the unnamed file the bytes went to is gone with its fd
     assert os.listdir(small) == [] and staging_dirs(target) == []
+    assert int(subprocess.run(["df", "--output=used", "-B1", small], stdout=subprocess.PIPE,
+                              text=True).stdout.split()[1]) < 64 * 1024
 
     guarded = Agent(policy=f'[agent]\ndump_dir = "{small}"\nmax_use = "1M"\n')
     r, _ = dump(guarded, SVC, target.pid)
