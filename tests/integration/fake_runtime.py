@@ -6,7 +6,17 @@ are not a reply), close (accepts and hangs up), dumper (writes a small ELF core
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would). Everything received is
 appended to LOG so tests can check what reached the "runtime".
+
+mounter:ATTACK:VICTIM runs in a user and mount namespace of its own (unshare
+-Urm) and, when a GenerateCoreDump request arrives, first mounts VICTIM where
+the agent will work: "inside" (a new directory in the staging directory, VICTIM
+bound onto it), "over-dir" (VICTIM bound onto the staging directory itself) or
+"over-fifo" (VICTIM, a file, bound onto the dump's path). It then writes a core
+to the dump's path, answers OK, and appends what it managed to LOG.mounts as
+one JSON object, so tests can prove the attack was in place.
 """
+import ctypes
+import json
 import os
 import socket
 import struct
@@ -27,6 +37,36 @@ listener.bind(path)
 listener.listen(16)
 print(f"listening pid={os.getpid()}", flush=True)
 
+MS_BIND = 4096
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def bind_mount(source, target):
+    if libc.mount(source.encode(), target.encode(), None, MS_BIND, None) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {source} on {target}")
+
+
+def attack(kind, victim, dump_path):
+    """Put VICTIM where the agent will work; return what was in place."""
+    staging = os.path.dirname(dump_path)
+    done = {"attack": kind, "staging": staging}
+    try:
+        if kind == "inside":
+            os.mkdir(os.path.join(staging, "evil"))
+            bind_mount(victim, os.path.join(staging, "evil"))
+        elif kind == "over-dir":
+            bind_mount(victim, staging)
+        elif kind == "over-fifo":
+            if not os.path.exists(dump_path):  # an agent that lets the runtime create the file
+                open(dump_path, "w").close()
+            bind_mount(victim, dump_path)
+        done["mounted"] = True
+    except OSError as e:
+        done["mounted"] = False
+        done["error"] = str(e)
+    return done
+
+
 held = []
 while True:
     conn, _ = listener.accept()
@@ -36,11 +76,23 @@ while True:
     data = conn.recv(65536)
     with open(log, "ab") as f:
         f.write(data)
-    if mode == "dumper" and len(data) > 24 and data[16] == 0x01:
+    if mode.split(":")[0] in ("dumper", "mounter") and len(data) > 24 and data[16] == 0x01:
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
-        with open(path, "wb") as f:
-            f.write(CORE)
+        if mode.startswith("mounter:"):
+            _, kind, victim = mode.split(":", 2)
+            done = attack(kind, victim, path)
+            try:
+                with open(path, "wb") as f:
+                    f.write(CORE)
+                done["wrote"] = True
+            except OSError as e:
+                done["wrote"] = str(e)
+            with open(log + ".mounts", "a") as f:
+                f.write(json.dumps(done) + "\n")
+        else:
+            with open(path, "wb") as f:
+                f.write(CORE)
         conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
         conn.close()
     elif mode == "garbage":

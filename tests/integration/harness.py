@@ -175,11 +175,14 @@ class Target:
 
     tmpdir: "private" (0700, the user's own), "shared" (1777), None (no TMPDIR: /tmp),
             or an absolute path the test prepared.
-    mount_ns: a private tmpfs on /tmp in its own mount namespace, as PrivateTmp= does.
+    mount_ns: a private tmpfs on /tmp in its own mount namespace, as PrivateTmp= does (tmp_size: its size).
     pid_ns: its own pid namespace, so its own pid differs from the host's.
+    userns: shell commands that @user runs as root of a user and mount namespace of its own
+            (unshare -Urm, as any user can), before the app starts there; "" for just the namespaces.
     """
 
-    def __init__(self, user=SVC, tmpdir="private", args=(), mount_ns=False, pid_ns=False):
+    def __init__(self, user=SVC, tmpdir="private", args=(), mount_ns=False, pid_ns=False, userns=None,
+                 tmp_size=None):
         self.user = user
         self.uid = uid_of(user)
         self.mount_ns = mount_ns
@@ -193,9 +196,13 @@ class Target:
         if self.tmpdir:
             env.append(f"TMPDIR={self.tmpdir}")
         argv = as_user(user, env + [target_app(), *args])
+        if userns is not None:
+            argv = as_user(user, ["unshare", "--user", "--map-root-user", "--mount", "--", "sh", "-c",
+                                  f'{userns}\nexec "$@"', "sh"] + env + [target_app(), *args])
         if mount_ns:
+            options = "mode=1777" + (f",size={tmp_size}" if tmp_size else "")
             argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                    'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$@"', "sh"] + argv
+                    f'mount -t tmpfs -o {options} tmpfs /tmp && exec "$@"', "sh"] + argv
         if pid_ns:
             argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"] + argv
         self.process = Process(argv)
@@ -349,10 +356,13 @@ class AcceptWatch:
 class FakeRuntime:
     """A hostile stand-in for a runtime, for misbehaviour the real one will not produce."""
 
-    def __init__(self, mode, user=SVC, ruid=None):
+    def __init__(self, mode, user=SVC, ruid=None, userns=False):
+        """userns: in a user and mount namespace of its own, as its user can make one (unshare -Urm)."""
         self.tmpdir = make_dir(user, 0o700)
         self.log = os.path.join(self.tmpdir, "fake.log")
         argv = ["env", f"TMPDIR={self.tmpdir}", PYTHON, os.path.join(HERE, "fake_runtime.py"), mode, self.log]
+        if userns:
+            argv = ["unshare", "--user", "--map-root-user", "--mount"] + argv
         if ruid:
             argv = ["setpriv", f"--ruid={ruid}", f"--euid={user}", f"--regid={user}", "--init-groups"] + argv
         else:
