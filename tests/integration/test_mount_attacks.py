@@ -11,10 +11,10 @@ import os
 import subprocess
 
 import harness
-from harness import (SVC, Agent, FakeRuntime, Process, Target, as_user, dsctl, make_dir, run_tests, test, uid_of,
+from harness import (ALICE, SVC, Agent, FakeRuntime, Process, Target, as_user, dsctl, make_dir, run_tests, test, uid_of,
                      wait_for)
 
-EXIT_RUNTIME_FAILED, EXIT_NO_STAGING = 8, 13
+EXIT_RUNTIME_FAILED, EXIT_UNSAFE_FS, EXIT_NO_STAGING = 8, 12, 13
 ELF_CORE = 4
 
 
@@ -219,6 +219,37 @@ def a_target_whose_tmp_is_too_small_for_its_dump_is_dumped_all_the_same():
     # the dump is many times the size of the /tmp it was staged in
     assert out["size"] > 16 * 1024 * 1024 and is_elf_core(out["path"])
     assert no_staging_left(target.pid)
+
+
+@test
+def a_fuse_server_that_never_answers_holds_up_nobody():
+    mountpoint = make_dir(None, 0o755)
+    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "120"])
+    fuse.read_line("mounted")
+    # the server really holds every lookup: a process that looks is stuck until it is killed
+    looker = subprocess.Popen(["stat", os.path.join(mountpoint, "x")], stdout=subprocess.DEVNULL)
+    try:
+        looker.wait(timeout=2)
+        raise AssertionError(f"the lookup on FUSE returned ({looker.returncode}): the server is not holding it")
+    except subprocess.TimeoutExpired:
+        looker.kill()
+        looker.wait()
+    # a process of svc whose TMPDIR lies on it, a real runtime of another user, and the agent
+    stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"]))
+    other = Target(ALICE)
+    agent = Agent()
+    # asking about the process on FUSE fails at once, with its own error
+    r = dsctl(agent, SVC, "info", str(stalled.proc.pid), timeout=30)
+    assert r.returncode == EXIT_UNSAFE_FS and "FUSE" in r.stderr, r
+    r = dsctl(agent, SVC, "dump", str(stalled.proc.pid), timeout=30)
+    assert r.returncode == EXIT_UNSAFE_FS, r
+    # and while the server still holds its lookups, everyone else is served
+    r = dsctl(agent, ALICE, "--json", "info", str(other.pid), timeout=30)
+    assert r.returncode == 0 and json.loads(r.stdout)["pid"] == other.pid, r
+    r = dsctl(agent, "root", "--json", "ps", timeout=30)
+    listed = [p["pid"] for p in json.loads(r.stdout)]
+    assert r.returncode == 0 and other.pid in listed and stalled.proc.pid not in listed, r
+    assert fuse.proc.poll() is None, "the FUSE server let go before the end"
 
 
 if __name__ == "__main__":
