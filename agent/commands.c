@@ -32,7 +32,7 @@ void commands_reply_target_error(Connection *c, int r, const char *why) {
 
         switch (r) {
         case TARGET_E_GONE:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, "no such process");
+                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, COMMANDS_NO_SUCH_PROCESS);
                 break;
         case TARGET_E_NO_SOCKET:
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_NOT_DOTNET, why);
@@ -246,11 +246,21 @@ static void info_call(InfoWork *work) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
 }
 
+/* May the requester learn that @t exists? (policy_target_visible()) */
+static bool requester_sees(const Connection *c, const Target *t) {
+        PolicyRequester who = requester_of(c);
+        PolicyTarget pt = policy_target_of(t);
+
+        return policy_target_visible(c->policy, &who, &pt);
+}
+
 /*
- * A unit's .NET process: the one process in the unit with a diagnostic
- * socket. Return: its pid, 0 when there is none, -1 when there are several.
+ * A unit's .NET process: the one process in the unit, of those the requester
+ * may see, with a diagnostic socket. Processes it may not see count as
+ * absent, so the answer tells nobody what runs in a unit that is not theirs.
+ * Return: its pid, 0 when there is none, -1 when there are several.
  */
-static pid_t unit_dotnet_pid(const char *unit) {
+static pid_t unit_dotnet_pid(const Connection *c, const char *unit) {
         struct dirent *de;
         pid_t found = 0;
         DIR *proc = opendir("/proc");
@@ -262,7 +272,8 @@ static pid_t unit_dotnet_pid(const char *unit) {
                 pid_t pid;
 
                 if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0 ||
-                    !t->unit || strcmp(t->unit, unit) != 0 || target_open_socket(t, &socket_fd, &why) != 0)
+                    !t->unit || strcmp(t->unit, unit) != 0 || !requester_sees(c, t) ||
+                    target_open_socket(t, &socket_fd, &why) != 0)
                         continue;
                 if (found) {
                         found = -1;
@@ -288,7 +299,7 @@ static pid_t requested_pid(Connection *c, const WireMessage *m) {
                                        "a process id or a unit is needed");
                 return 0;
         }
-        found = unit_dotnet_pid(unit);
+        found = unit_dotnet_pid(c, unit);
         if (found > 0)
                 return found;
         if (asprintf(&why, found == 0 ? "no .NET process runs in %s" : "%s runs several .NET processes; name one by pid",
@@ -301,7 +312,9 @@ static pid_t requested_pid(Connection *c, const WireMessage *m) {
 
 /*
  * Pins the process the request names (by pid or unit) and reads what the
- * policy decides on. Replies and returns NULL when that fails.
+ * policy decides on. A process the requester may not see is answered
+ * exactly as one that does not exist; its record still names it, for the
+ * administrator. Replies and returns NULL when that fails.
  */
 static Target *open_requested_target(Connection *c, const WireMessage *m) {
         Target *t;
@@ -316,10 +329,14 @@ static Target *open_requested_target(Connection *c, const WireMessage *m) {
                 connection_set_target(c, t);
                 r = target_read_details(t);
         }
+        if (r == 0 && !requester_sees(c, t)) {
+                connection_reply_invisible(c);
+                return NULL;
+        }
         if (r != 0) {
                 c->audit.have_target = true;
                 c->audit.target_pid = (pid_t)pid;
-                c->audit.target_uid = (uid_t)-1;
+                c->audit.target_uid = c->target ? target_euid(c->target) : (uid_t)-1;
                 commands_reply_target_error(c, r, NULL);
                 return NULL;
         }

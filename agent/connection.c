@@ -276,8 +276,9 @@ void connection_reply_done(Connection *c, const char *rule, const char *reason) 
         connection_start_writing(c);
 }
 
+/* @message is what the client reads; the record says @reason. */
 static void connection_reply_error_full(Connection *c, AuditDecision decision, WireError error,
-                                        uint32_t hresult, const char *reason) {
+                                        uint32_t hresult, const char *reason, const char *message) {
         /* a partial listing must not look complete: the error replaces it */
         free(c->out);
         c->out = NULL;
@@ -289,12 +290,23 @@ static void connection_reply_error_full(Connection *c, AuditDecision decision, W
         if (connection_audit(c) < 0)
                 connection_fail_unaudited(c);
         else
-                connection_queue_error(c, error, hresult, reason);
+                connection_queue_error(c, error, hresult, message);
         connection_start_writing(c);
 }
 
 void connection_reply_error(Connection *c, AuditDecision decision, WireError error, const char *reason) {
-        connection_reply_error_full(c, decision, error, 0, reason);
+        connection_reply_error_full(c, decision, error, 0, reason, reason);
+}
+
+/*
+ * The requester may not see the target: the reply is the very one a process
+ * that does not exist gets, while the record tells the administrator what
+ * was asked of which process, and that it was refused.
+ */
+void connection_reply_invisible(Connection *c) {
+        connection_reply_error_full(c, AUDIT_DECISION_DENIED, WIRE_ERROR_NO_SUCH_PROCESS, 0,
+                                    "the requester may not act on this process, which is answered as absent",
+                                    COMMANDS_NO_SUCH_PROCESS);
 }
 
 void connection_reply_runtime_error(Connection *c, uint32_t hresult, const char *reason) {
@@ -303,7 +315,7 @@ void connection_reply_runtime_error(Connection *c, uint32_t hresult, const char 
 
         snprintf(buf, sizeof(buf), "%s: HRESULT 0x%08x%s%s%s", reason, hresult, name ? " (" : "",
                  name ? name : "", name ? ")" : "");
-        connection_reply_error_full(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, hresult, buf);
+        connection_reply_error_full(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, hresult, buf, buf);
 }
 
 /* Return: 1 when a whole frame is buffered, 0 to wait, -ECONNRESET on EOF, else -errno. */

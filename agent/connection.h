@@ -68,3 +68,7 @@ int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Con
 void connection_reply_done(Connection *c, const char *rule, const char *reason);
 void connection_reply_error(Connection *c, AuditDecision decision, WireError error, const char *reason);
 void connection_reply_runtime_error(Connection *c, uint32_t hresult, const char *reason);
+void connection_reply_invisible(Connection *c);
+
+/* What a process that does not exist is answered with; an invisible one gets the very same. */
+#define COMMANDS_NO_SUCH_PROCESS "no such process"

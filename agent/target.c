@@ -131,37 +131,19 @@ int target_open(pid_t pid, Target **ret) {
 }
 
 /**
- * target_read_details() - TMPDIR, executable, unit and display name
+ * target_read_details() - executable, unit and display name
  *
- * Separate from target_open() because listing processes only needs these for
- * the ones the caller may see. Missing details stay NULL; only the loss of
- * the target is an error.
+ * What the policy decides on, besides the ids: all of it is cheap and none
+ * of it needs the target's memory. Missing details stay NULL; only the loss
+ * of the target is an error.
  *
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
 int target_read_details(Target *t) {
-        _cleanup_free_ char *env_block = NULL, *cmdline = NULL, *cgroup = NULL, *exe = NULL, *auxv = NULL;
+        _cleanup_free_ char *cmdline = NULL, *cgroup = NULL, *exe = NULL;
         size_t size;
         ssize_t n;
         int r;
-
-        r = read_file_at(t->proc_fd, "auxv", PROC_SMALL_FILE_MAX, &auxv, &size);
-        if (r < 0)
-                return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
-        /* a vector that does not parse counts as secure: fail closed */
-        if (procfs_auxv_secure(auxv, size, &t->secure_exec) != 0)
-                t->secure_exec = true;
-
-        r = read_file_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &env_block, &size);
-        if (r < 0 && r != -EACCES && r != -EPERM)
-                return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
-        /* in secure-execution mode libc drops TMPDIR from the environment
-         * (/proc/PID/environ still shows it): the runtime then uses /tmp */
-        if (r == 0 && !t->secure_exec) {
-                r = procfs_environ_get(env_block, size, "TMPDIR", &t->tmpdir);
-                if (r < 0)
-                        return r;
-        }
 
         r = read_file_at(t->proc_fd, "cmdline", PROC_SMALL_FILE_MAX, &cmdline, &size);
         if (r == 0 && procfs_cmdline_name(cmdline, size, &t->name) < 0)
@@ -184,6 +166,46 @@ int target_read_details(Target *t) {
 }
 
 /**
+ * target_read_environment() - secure-execution mode and TMPDIR, once
+ *
+ * Only for a target the requester may act on: the environment can be large
+ * and is the process's own business. Libc drops TMPDIR in secure-execution
+ * mode (AT_SECURE), while /proc/PID/environ still shows it; the runtime then
+ * uses /tmp, and so does the agent. An auxiliary vector that does not parse
+ * counts as secure.
+ *
+ * Return: 0, TARGET_E_GONE, or a negative errno.
+ */
+int target_read_environment(Target *t) {
+        _cleanup_free_ char *env_block = NULL, *auxv = NULL;
+        size_t size;
+        int r;
+
+        if (t->environment_read)
+                return 0;
+        r = read_file_at(t->proc_fd, "auxv", PROC_SMALL_FILE_MAX, &auxv, &size);
+        if (r < 0)
+                return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
+        if (procfs_auxv_secure(auxv, size, &t->secure_exec) != 0)
+                t->secure_exec = true;
+
+        if (!t->secure_exec) {
+                r = read_file_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &env_block, &size);
+                if (r < 0 && r != -EACCES && r != -EPERM)
+                        return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
+                if (r == 0) {
+                        r = procfs_environ_get(env_block, size, "TMPDIR", &t->tmpdir);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (!target_is_alive(t))
+                return TARGET_E_GONE;
+        t->environment_read = true;
+        return 0;
+}
+
+/**
  * target_changed_credentials() - is this a process whose memory only root should read?
  *
  * The tests systemd-coredump applies before it lets a user read a core
@@ -194,10 +216,14 @@ int target_read_details(Target *t) {
  *
  * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
  */
-int target_changed_credentials(const Target *t, bool *ret) {
+int target_changed_credentials(Target *t, bool *ret) {
         const ProcStatus *s = &t->status;
         struct stat st;
+        int r;
 
+        r = target_read_environment(t);
+        if (r != 0)
+                return r;
         if (fstat(t->proc_fd, &st) < 0)
                 return -errno;
         if (!target_is_alive(t))
@@ -246,15 +272,19 @@ static int socket_lookup_error(int r, const char *view_why, const char **ret_why
  * TARGET_E_UNSAFE_FS, TARGET_E_GONE, or a negative errno. *@ret_why explains
  * positive codes.
  */
-int target_open_socket(const Target *t, int *ret_path_fd, const char **ret_why) {
+int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why) {
         _cleanup_(target_view_done) TargetView view = TARGET_VIEW_NULL;
         _cleanup_(view_dir_done) ViewDir dir = VIEW_DIR_NULL;
-        const char *tmp = t->tmpdir && t->tmpdir[0] ? t->tmpdir : "/tmp", *why = NULL;
         _cleanup_close_ int fd = -EBADF;
+        const char *tmp, *why = NULL;
         char name[64];
         struct stat st;
         int r;
 
+        r = target_read_environment(t);
+        if (r != 0)
+                return r;
+        tmp = t->tmpdir && t->tmpdir[0] ? t->tmpdir : "/tmp";
         if (tmp[0] != '/') {
                 *ret_why = "the target's TMPDIR is not an absolute path";
                 return TARGET_E_SOCKET_UNTRUSTED;
@@ -351,7 +381,7 @@ static int listener_matches_target(const Target *t, int sock_fd, const char **re
  * Return: 0, TARGET_E_NO_SOCKET, TARGET_E_SOCKET_UNTRUSTED, TARGET_E_IMPOSTOR,
  * TARGET_E_UNREACHABLE, TARGET_E_GONE, or a negative errno.
  */
-int target_connect(const Target *t, int *ret_fd, const char **ret_why) {
+int target_connect(Target *t, int *ret_fd, const char **ret_why) {
         _cleanup_close_ int path_fd = -EBADF, fd = -EBADF;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int r;

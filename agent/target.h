@@ -27,11 +27,14 @@ typedef struct Target {
         uint64_t start_time; /* /proc/PID/stat field 22, the runtime's "disambiguation key" */
 
         /* filled by target_read_details(); NULL when unknown */
-        bool secure_exec; /* started in secure-execution mode (AT_SECURE), or its auxv did not parse */
-        char *tmpdir;   /* TMPDIR as the target's libc uses it */
         char *exe;
         char *unit;
         char *name;
+
+        /* filled by target_read_environment() */
+        bool environment_read;
+        bool secure_exec; /* started in secure-execution mode (AT_SECURE), or its auxv did not parse */
+        char *tmpdir;   /* TMPDIR as the target's libc uses it; NULL: /tmp */
 } Target;
 
 /* The process's own pid, which the runtime uses in its socket name. */
@@ -45,9 +48,10 @@ static inline uid_t target_euid(const Target *t) {
 
 int target_open(pid_t pid, Target **ret);
 int target_read_details(Target *t);
+int target_read_environment(Target *t);
 bool target_is_alive(const Target *t);
-int target_changed_credentials(const Target *t, bool *ret);
-int target_open_socket(const Target *t, int *ret_path_fd, const char **ret_why);
-int target_connect(const Target *t, int *ret_fd, const char **ret_why);
+int target_changed_credentials(Target *t, bool *ret);
+int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why);
+int target_connect(Target *t, int *ret_fd, const char **ret_why);
 Target *target_free(Target *t);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Target *, target_free);

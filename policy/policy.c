@@ -240,6 +240,20 @@ static bool owner_access_applies(const Policy *p, const PolicyRequester *who, co
                who->uid == t->uid[1];
 }
 
+bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target) {
+        if (who->uid == 0)
+                return true;
+        /* its own processes a user sees in /proc anyway, even with hidepid= */
+        if (p->agent.owner_access &&
+            (who->uid == target->uid[0] || who->uid == target->uid[1] || who->uid == target->uid[2]))
+                return true;
+        for (size_t i = 0; i < p->n_rules; i++)
+                if (rule_matches_requester(&p->rules[i], who) && p->rules[i].commands != 0 &&
+                    !rule_target_mismatch(&p->rules[i], target))
+                        return true;
+        return false;
+}
+
 static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why) {
         v->allowed = true;
         v->rule = rule;

@@ -172,5 +172,16 @@ Policy *policy_new_builtin(void);
 Policy *policy_ref(Policy *p);
 Policy *policy_unref(Policy *p);
 
+/**
+ * policy_target_visible() - may @who learn that @target exists at all?
+ *
+ * Yes for root, for the target's own user (real, effective or saved uid)
+ * under owner_access, and when any rule naming @who covers @target, for
+ * whatever command. The agent answers about every other process exactly as
+ * about one that does not exist: it must not tell users about processes
+ * they may not act on.
+ */
+bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target);
+
 void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
                   const PolicyRequest *request, PolicyVerdict *ret);

@@ -321,6 +321,33 @@ def info_json(agent, user, pid):
     return json.loads(r.stdout)
 
 
+def place_in_unit(pid, unit):
+    """Move @pid into a cgroup named like a systemd unit, on whichever hierarchy systemd would read."""
+    for root in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup"):
+        if os.path.exists(os.path.join(root, "cgroup.procs")):
+            path = os.path.join(root, "system.slice", unit)
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+            procs = os.path.join(path, "cgroup.procs")
+
+            def remove():
+                # processes still in it go back to the root; then the empty cgroup goes
+                if not os.path.isdir(path):
+                    return
+                for left in open(procs).read().split():
+                    try:
+                        with open(os.path.join(root, "cgroup.procs"), "w") as f:
+                            f.write(left)
+                    except OSError:
+                        pass  # it exited meanwhile
+                wait_for(lambda: not open(procs).read(), what="the test cgroup to empty")
+                os.rmdir(path)
+            scope.callback(remove)
+            return
+    raise AssertionError("no writable cgroup hierarchy")
+
+
 class AcceptWatch:
     """Counts accept() calls of a runtime, observed with strace, to prove what reached it."""
 

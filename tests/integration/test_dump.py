@@ -131,7 +131,7 @@ dump_types = ["mini"]
     r, _ = dump(agent, ALICE, target.pid, "--type", "full")
     assert r.returncode == EXIT_DENIED and "does not allow full dumps" in r.stdout + r.stderr, r
     r, _ = dump(agent, ALICE, other.pid)
-    assert r.returncode == EXIT_DENIED, r
+    assert r.returncode == harness.EXIT_NO_SUCH_PROCESS, r  # outside her rule: absent for her
     assert watch.accepts() == 0 and other_watch.accepts() == 0
     assert not os.path.exists(agent.dumps) or os.listdir(agent.dumps) == []
     # createdump must ptrace the target, which it cannot while strace does: detach first

@@ -3,10 +3,11 @@
 """dsctl info and ps through a running dsagent, against the real .NET runtime."""
 import json
 import os
+import re
 
 from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
                      AcceptWatch, Agent, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
-                     test, uid_of)
+                     make_dir, place_in_unit, test, uid_of)
 
 
 @test
@@ -39,17 +40,18 @@ def root_reads_info():
 
 
 @test
-def other_user_is_denied_and_runtime_sees_no_connection():
+def other_user_learns_nothing_and_runtime_sees_no_connection():
     target = Target(SVC)
     agent = Agent()
     watch = AcceptWatch(target.pid)
 
     denied = dsctl(agent, ALICE, "info", str(target.pid))
-    assert denied.returncode == EXIT_DENIED, denied
-    assert "permission denied" in denied.stderr and "no rule grants you access" in denied.stderr
+    assert denied.returncode == EXIT_NO_SUCH_PROCESS, denied
+    assert "no such process" in denied.stderr
     assert denied.stdout == ""
     assert watch.accepts() == 0, "a denied request reached the runtime"
 
+    # the administrator's record says what happened
     record = agent.record_for(request_id_of(denied))
     assert record["DSAGENT_DECISION"] == "denied"
     assert record["DSAGENT_CLIENT_UID"] == str(uid_of(ALICE))
@@ -159,6 +161,56 @@ def every_decision_is_one_audit_record():
     listed = json.loads(results[3].stdout)
     assert target.pid in [p["pid"] for p in listed]
     assert records[3]["DSAGENT_RESULT_COUNT"] == str(len(listed))
+
+
+def without_ids(text, *words):
+    """@text with request ids and @words (which differ between the two questions) blanked out."""
+    text = re.sub(r"[0-9a-f]{16}", "<request>", text)
+    for w in words:
+        text = text.replace(str(w), "<asked>")
+    return text
+
+
+@test
+def a_process_the_caller_may_not_act_on_is_answered_as_one_that_does_not_exist():
+    secret = Target(SVC, args=["--marker", "secret"])
+    twin = Target(SVC)
+    for t in (secret, twin):
+        place_in_unit(t.pid, "dst-secret.service")
+    agent = Agent()
+    missing = 4194303
+    questions = [
+        ["info", "{}"],
+        ["explain", "{}", "info"],
+        ["explain", "{}", "dump", "--type", "full"],
+        ["dump", "{}"],
+        ["trace", "{}", "--duration", "1", "-o", os.path.join(make_dir(ALICE), "{}.nettrace")],
+        ["counters", "{}", "--duration", "1"],
+    ]
+    answers = []
+    for question in questions:
+        for fmt in ([], ["--json"]):
+            asked = [a.format(secret.pid) for a in question]
+            control = [a.format(missing) for a in question]
+            a, b = dsctl(agent, ALICE, *fmt, *asked), dsctl(agent, ALICE, *fmt, *control)
+            assert a.returncode == b.returncode == EXIT_NO_SUCH_PROCESS, (question, a, b)
+            assert without_ids(a.stdout, secret.pid) == without_ids(b.stdout, missing), (a, b)
+            assert without_ids(a.stderr, secret.pid) == without_ids(b.stderr, missing), (a, b)
+            answers += [a.stdout, a.stderr]
+    # a unit whose processes she may not see is a unit that runs none, however many it runs
+    a = dsctl(agent, ALICE, "--json", "dump", "dst-secret.service")
+    b = dsctl(agent, ALICE, "--json", "dump", "dst-nothing.service")
+    assert a.returncode == b.returncode == EXIT_NO_SUCH_PROCESS, (a, b)
+    assert without_ids(a.stdout, "dst-secret.service") == without_ids(b.stdout, "dst-nothing.service"), (a, b)
+    answers += [a.stdout, a.stderr]
+    # nothing of the process is in any answer: not its user, unit, executable or command line
+    for text in answers:
+        for leak in (str(uid_of(SVC)), SVC, "DsTestTarget", "secret", "runs several"):
+            assert leak not in text.replace("dst-secret.service", ""), (leak, text)
+    # while its owner gets the real answers, and root the real count
+    assert dsctl(agent, SVC, "info", str(secret.pid)).returncode == 0
+    r = dsctl(agent, None, "dump", "dst-secret.service")
+    assert r.returncode == 1 and "runs several" in r.stderr, r
 
 
 if __name__ == "__main__":

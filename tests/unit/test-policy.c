@@ -201,6 +201,33 @@ static void test_target_selectors(void) {
         policy_unref(p);
 }
 
+/* What a requester may not act on in any way, it must not learn exists. */
+static void test_visibility(void) {
+        Policy *p = compile_ok(orders_policy);
+        PolicyTarget orders = target(2001, "orders.service", "Orders.Api");
+        PolicyTarget changed = target(1002, NULL, NULL), own = target(1002, NULL, NULL);
+
+        check(policy_target_visible(p, &root, &orders));
+        check(policy_target_visible(p, &bob, &orders));        /* by name in the rule */
+        check(policy_target_visible(p, &alice, &orders));      /* by group */
+        check(!policy_target_visible(p, &carol, &orders));     /* her rule covers only Billing.Api */
+        check(policy_target_visible(p, &carol, &(PolicyTarget){ .uid = { 2002, 2002, 2002, 2002 }, .name = "Billing.Api" }));
+        /* a rule's target selectors all count: the right user in the wrong unit is not covered */
+        check(!policy_target_visible(p, &bob, &(PolicyTarget){ .uid = { 2001, 2001, 2001, 2001 }, .unit = "x.service" }));
+        /* its own processes, under owner_access, even when they changed credentials */
+        check(policy_target_visible(p, &bob, &own));
+        changed.uid[1] = 2001;
+        check(policy_target_visible(p, &bob, &changed));
+        check(!policy_target_visible(p, &carol, &changed));
+        policy_unref(p);
+
+        /* without owner_access nobody sees its own processes through the agent */
+        p = compile_ok("[agent]\nowner_access = false\n");
+        check(!policy_target_visible(p, &bob, &own));
+        check(policy_target_visible(p, &root, &own));
+        policy_unref(p);
+}
+
 static void test_command_and_parameters(void) {
         Policy *p = compile_ok(orders_policy);
         PolicyTarget orders = target(2001, "orders.service", "Orders.Api");
@@ -443,6 +470,7 @@ int main(void) {
         run_test(test_owner_access_and_changed_credentials);
         run_test(test_requester_selectors);
         run_test(test_target_selectors);
+        run_test(test_visibility);
         run_test(test_command_and_parameters);
         run_test(test_first_match_and_any);
         run_test(test_code_injection_needs_explicit_grant);

@@ -81,7 +81,7 @@ static Child spawn(const char *mode, const char *child_tmpdir) {
 
         check(target_open(c.pid, &c.target) == 0);
         if (c.target) {
-                check(target_read_details(c.target) == 0);
+                check(target_read_details(c.target) == 0 && target_read_environment(c.target) == 0);
                 snprintf(c.socket_path, sizeof(c.socket_path), "%s/dotnet-diagnostic-%d-%llu-socket",
                          child_tmpdir, c.pid, (unsigned long long)c.target->start_time);
         }
