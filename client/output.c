@@ -51,14 +51,24 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
 }
 
 void output_json_string(FILE *f, const char *s) {
+        size_t n = strlen(s);
+
         fputc('"', f);
-        for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-                if (*c == '"' || *c == '\\')
-                        fprintf(f, "\\%c", *c);
-                else if (*c < 0x20 || *c == 0x7F)
-                        fprintf(f, "\\u%04x", *c);
+        while (n > 0) {
+                uint32_t cp = 0;
+                size_t len = utf8_decode(s, n, &cp);
+
+                if (len == 0)
+                        len = 1, cp = (unsigned char)*s; /* the wire carries only valid UTF-8; be safe anyway */
+                if (cp == '"' || cp == '\\')
+                        fprintf(f, "\\%c", (char)cp);
+                else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || unicode_is_format_control(cp))
+                        /* controls, and what would reorder or hide text where the JSON is shown */
+                        fprintf(f, "\\u%04x", (unsigned)cp);
                 else
-                        fputc(*c, f);
+                        fwrite(s, 1, len, f);
+                s += len;
+                n -= len;
         }
         fputc('"', f);
 }

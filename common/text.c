@@ -7,15 +7,17 @@
 
 #include "text.h"
 
-/* Length of the valid UTF-8 sequence starting at @s, or 0 if it is not one. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t n) {
+/* Length of the valid UTF-8 sequence starting at @s (its code point in *@ret_cp), or 0 if it is not one. */
+static size_t utf8_sequence_decode(const unsigned char *s, size_t n, uint32_t *ret_cp) {
         uint32_t cp;
         size_t len;
 
         if (n == 0)
                 return 0;
-        if (s[0] < 0x80)
+        if (s[0] < 0x80) {
+                *ret_cp = s[0];
                 return 1;
+        }
         if (s[0] >= 0xC2 && s[0] <= 0xDF) {
                 len = 2;
                 cp = s[0] & 0x1F;
@@ -42,14 +44,30 @@ static size_t utf8_sequence_length(const unsigned char *s, size_t n) {
                 return 0; /* surrogates are not scalar values */
         if (cp > 0x10FFFF)
                 return 0;
+        *ret_cp = cp;
         return len;
+}
+
+size_t utf8_decode(const char *s, size_t n, uint32_t *ret_cp) {
+        return utf8_sequence_decode((const unsigned char *)s, n, ret_cp);
+}
+
+bool unicode_is_format_control(uint32_t cp) {
+        return cp == 0x061C ||                    /* arabic letter mark */
+               (cp >= 0x200B && cp <= 0x200F) || /* zero widths, LRM, RLM */
+               (cp >= 0x202A && cp <= 0x202E) || /* embeddings and overrides */
+               (cp >= 0x2060 && cp <= 0x2064) || /* word joiner, invisible operators */
+               (cp >= 0x2066 && cp <= 0x206F) || /* isolates, deprecated format controls */
+               cp == 0xFEFF ||                    /* zero width no-break space */
+               (cp >= 0xFFF9 && cp <= 0xFFFB);    /* interlinear annotations */
 }
 
 bool utf8_is_valid(const char *s, size_t n) {
         const unsigned char *p = (const unsigned char *)s;
 
         while (n > 0) {
-                size_t len = utf8_sequence_length(p, n);
+                uint32_t cp;
+                size_t len = utf8_sequence_decode(p, n, &cp);
                 if (len == 0)
                         return false;
                 p += len;
@@ -99,13 +117,17 @@ char *text_escape(const char *s, size_t n) {
 
         o = out;
         while (n > 0) {
-                size_t len = utf8_sequence_length(p, n);
+                uint32_t cp = 0;
+                size_t len = utf8_sequence_decode(p, n, &cp);
 
                 if (len == 1 && *p == '\\') {
                         *o++ = '\\';
                         *o++ = '\\';
                 } else if (len == 1 && *p >= 0x20 && *p != 0x7F) {
                         *o++ = (char)*p;
+                } else if (len > 1 && unicode_is_format_control(cp)) {
+                        /* it would reorder or hide what follows it on the screen */
+                        o += sprintf(o, "\\u%04x", (unsigned)cp);
                 } else if (len > 1 && !is_c1_control(p, len)) {
                         memcpy(o, p, len);
                         o += len;

@@ -167,33 +167,15 @@ static size_t newline_at(const Parser *p, size_t i) {
         return 0;
 }
 
-/* Length of the valid UTF-8 sequence at @i, or 0. */
-static size_t utf8_at(const Parser *p, size_t i) {
-        unsigned char c = (unsigned char)p->text[i];
-        size_t len = c < 0x80                 ? 1
-                     : c >= 0xC2 && c <= 0xDF ? 2
-                     : c >= 0xE0 && c <= 0xEF ? 3
-                     : c >= 0xF0 && c <= 0xF4 ? 4
-                                              : 0;
-
-        if (len == 0 || len > p->size - i || !utf8_is_valid(p->text + i, len))
-                return 0;
-        return len;
-}
-
-static uint32_t utf8_decode(const char *s, size_t len) {
-        static const unsigned char lead_mask[] = { 0, 0x7F, 0x1F, 0x0F, 0x07 };
-        uint32_t cp = (unsigned char)s[0] & lead_mask[len];
-
-        for (size_t i = 1; i < len; i++)
-                cp = cp << 6 | ((unsigned char)s[i] & 0x3F);
-        return cp;
+/* Length of the valid UTF-8 sequence at @i (its code point in *@ret_cp), or 0. */
+static size_t utf8_at(const Parser *p, size_t i, uint32_t *ret_cp) {
+        return utf8_decode(p->text + i, p->size - i, ret_cp);
 }
 
 /* The character at @offset, for "found ..." in messages; printable whatever the input holds. */
 static const char *describe(const Parser *p, size_t offset, char buf[static 32]) {
         int c = byte_at(p, offset);
-        size_t len;
+        uint32_t cp;
 
         if (c < 0)
                 return "end of file";
@@ -209,8 +191,8 @@ static const char *describe(const Parser *p, size_t offset, char buf[static 32])
                 (void)snprintf(buf, 32, "'%c'", c);
         else if (c < 0x80)
                 (void)snprintf(buf, 32, "U+%04X", (unsigned)c);
-        else if ((len = utf8_at(p, offset)) > 0)
-                (void)snprintf(buf, 32, "U+%04X", (unsigned)utf8_decode(p->text + offset, len));
+        else if (utf8_at(p, offset, &cp) > 0)
+                (void)snprintf(buf, 32, "U+%04X", (unsigned)cp);
         else
                 (void)snprintf(buf, 32, "byte 0x%02X (invalid UTF-8)", (unsigned)c);
         return buf;
@@ -248,8 +230,9 @@ static int scratch_put(Parser *p, const char *data, size_t n) {
 static int text_char(Parser *p, const char *where, size_t *ret_len) {
         unsigned char c = (unsigned char)p->text[p->pos];
         size_t len = 1;
+        uint32_t cp;
 
-        if (c >= 0x80 && (len = utf8_at(p, p->pos)) == 0)
+        if (c >= 0x80 && (len = utf8_at(p, p->pos, &cp)) == 0)
                 return fail(p, p->pos, TOML_E_SYNTAX, "invalid UTF-8 in %s", where);
         if ((c < 0x20 && c != '\t') || c == 0x7F)
                 return fail(p, p->pos, TOML_E_SYNTAX, "control character U+%04X in %s", c, where);

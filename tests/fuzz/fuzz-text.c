@@ -7,8 +7,9 @@
  *
  * Input: any bytes.
  *
- * Invariants: text_escape() output has no C0 control, no DEL, no C1 control
- * and is valid UTF-8, and unescaping it gives back the input exactly;
+ * Invariants: text_escape() output has no C0 control, no DEL, no C1 control,
+ * no format character (bidi overrides and the like) and is valid UTF-8, and
+ * unescaping it gives back the input exactly;
  * utf8_is_valid() agrees with a table-driven reference (Unicode 15, table 3-7);
  * parse_u64()/parse_pid() accept exactly the canonical decimal spellings.
  */
@@ -94,7 +95,15 @@ static void fuzz_escape(const uint8_t *data, size_t size) {
         fuzz_assert(utf8_is_valid(out, len));
         fuzz_assert(reference_utf8_is_valid(o, len));
 
-        /* unambiguous: \\ and \xNN are the only escapes, and undoing them is lossless */
+        /* nothing that reorders or hides text on a screen is left */
+        for (size_t i = 0; i < len;) {
+                uint32_t cp;
+                size_t k = utf8_decode(out + i, len - i, &cp);
+                fuzz_assert(k > 0 && !unicode_is_format_control(cp));
+                i += k;
+        }
+
+        /* unambiguous: \\, \xNN and \uNNNN are the only escapes, and undoing them is lossless */
         back = malloc(len + 1);
         fuzz_assert(back);
         for (size_t i = 0; i < len;) {
@@ -106,6 +115,18 @@ static void fuzz_escape(const uint8_t *data, size_t size) {
                 if (out[i + 1] == '\\') {
                         back[b++] = '\\';
                         i += 2;
+                        continue;
+                }
+                if (out[i + 1] == 'u') {
+                        uint32_t cp = 0;
+                        fuzz_assert(i + 5 < len);
+                        for (size_t k = 2; k < 6; k++) {
+                                fuzz_assert(hex_value(out[i + k]) >= 0);
+                                cp = cp << 4 | (uint32_t)hex_value(out[i + k]);
+                        }
+                        fuzz_assert(unicode_is_format_control(cp));
+                        b += utf8_encode(cp, (char *)back + b);
+                        i += 6;
                         continue;
                 }
                 fuzz_assert(out[i + 1] == 'x' && i + 3 < len);

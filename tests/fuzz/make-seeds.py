@@ -374,6 +374,8 @@ def text():
     write(t, "c1-controls", "".join(chr(c) for c in range(0x80, 0xA0)).encode())
     write(t, "c1-csi", b"\xc2\x9b31m")
     write(t, "backslash", "C:\\path\\x41\\\\")
+    # bidi overrides, isolates, marks and zero widths: they reorder or hide what a terminal shows
+    write(t, "format-controls", "invoice\u202etxt.exe \u2066iso\u2069 \u200e\u200b\u061c\ufeff\ufff9")
     write(t, "invalid-overlong", b"\xc0\xaf\xe0\x80\xaf\xf0\x80\x80\xaf")
     write(t, "invalid-surrogate", b"\xed\xa0\x80\xed\xbf\xbf")
     write(t, "invalid-too-big", b"\xf4\x90\x80\x80\xf5\x80\x80\x80\xff\xfe")

@@ -163,6 +163,22 @@ def every_decision_is_one_audit_record():
     assert records[3]["DSAGENT_RESULT_COUNT"] == str(len(listed))
 
 
+@test
+def bidi_and_other_format_characters_from_a_runtime_come_out_escaped():
+    # "invoice<RLO>fdp.exe" shows as "invoiceexe.pdf" on a terminal that honours it
+    target = Target(SVC, args=["--marker", "invoice\u202efdp.exe\u2066x\u2069\u200b"])
+    agent = Agent()
+    text = dsctl(agent, SVC, "info", str(target.pid))
+    assert text.returncode == 0, text
+    assert "invoice\\u202efdp.exe\\u2066x\\u2069\\u200b" in text.stdout, text.stdout
+    raw = dsctl(agent, SVC, "--json", "info", str(target.pid))
+    assert "invoice\\u202efdp.exe\\u2066x\\u2069\\u200b" in raw.stdout, raw.stdout
+    # JSON readers still get the string that was sent
+    assert "invoice\u202efdp.exe\u2066x\u2069\u200b" in json.loads(raw.stdout)["command_line"]
+    for out in (text.stdout, raw.stdout):
+        assert not any(c in out for c in "\u202e\u2066\u2069\u200b"), out
+
+
 def without_ids(text, *words):
     """@text with request ids and @words (which differ between the two questions) blanked out."""
     text = re.sub(r"[0-9a-f]{16}", "<request>", text)

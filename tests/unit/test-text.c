@@ -38,6 +38,14 @@ static void test_escape(void) {
         escape_is("c1\xc2\x85", 4, "c1\\xc2\\x85");           /* U+0085 NEL is a control */
         escape_is("bad\xff\xfe", 5, "bad\\xff\\xfe");
         escape_is("cut\xe2\x82", 5, "cut\\xe2\\x82");
+        /* what would reorder or hide text: "abc<RLO>cba" must not show as "abcabc" */
+        escape_is("abc\xe2\x80\xae" "cba", 9, "abc\\u202ecba");
+        escape_is("\xe2\x81\xa6iso\xe2\x81\xa9", 9, "\\u2066iso\\u2069");
+        escape_is("lrm\xe2\x80\x8e", 6, "lrm\\u200e");
+        escape_is("bom\xef\xbb\xbf", 6, "bom\\ufeff");
+        escape_is("\xd8\x9c", 2, "\\u061c");
+        /* neighbours of the format ranges are ordinary text */
+        escape_is("\xe2\x80\x94" "dash", 7, "\xe2\x80\x94" "dash");
 }
 
 static void test_parse_numbers(void) {
