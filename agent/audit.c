@@ -187,16 +187,25 @@ static bool journal_is_reachable(void) {
 }
 
 static int audit_send(AuditSink sink, const AuditFields *f) {
+        bool journal;
         int k;
 
         if (f->error != 0)
                 return f->error;
-        if (sink == AUDIT_SINK_JOURNAL || (sink == AUDIT_SINK_AUTO && journal_is_reachable())) {
+        journal = journal_is_reachable();
+        /* a journal asked for and not there fails closed: the record would vanish */
+        if (sink == AUDIT_SINK_JOURNAL && !journal)
+                return -ENOTCONN;
+        if (journal && sink != AUDIT_SINK_STDERR) {
                 k = sd_journal_sendv(f->iov, (int)f->n);
                 if (k >= 0 || sink == AUDIT_SINK_JOURNAL)
                         return k;
         }
         return audit_write_stderr(f);
+}
+
+int audit_sink_check(AuditSink sink) {
+        return sink == AUDIT_SINK_JOURNAL && !journal_is_reachable() ? -ENOTCONN : 0;
 }
 
 /**
@@ -316,5 +325,23 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
                 audit_fields_addf(&f, "DSAGENT_SESSION_COMPLETE=%s", e->complete ? "yes" : "no");
                 audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
         }
+        return audit_send(sink, &f);
+}
+
+/**
+ * audit_log_suppressed() - record how many requests of @uid were refused as too many
+ *
+ * Return: 0, or a negative errno when the record could not be written anywhere.
+ */
+int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_SUPPRESSED);
+        audit_fields_addf(&f, "PRIORITY=%d", LOG_WARNING);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_addf(&f, "MESSAGE=uid %u: %" PRIu64 " request%s refused as too many", (unsigned)uid, count,
+                          count == 1 ? "" : "s");
+        audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)uid);
+        audit_fields_addf(&f, "DSAGENT_SUPPRESSED=%" PRIu64, count);
         return audit_send(sink, &f);
 }

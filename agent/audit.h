@@ -86,7 +86,10 @@ typedef struct AuditSessionEvent {
 
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
+/* 0 when @sink can take records now; -ENOTCONN for the journal without journald. */
+int audit_sink_check(AuditSink sink);
 int audit_log_request(AuditSink sink, const AuditRecord *r);
 int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);
 int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);
 int audit_log_session(AuditSink sink, const AuditSessionEvent *e);
+int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -106,6 +107,44 @@ void broker_dump_end(Broker *b, pid_t pid, uint64_t start_time) {
                 }
 }
 
+static void broker_report_suppressed(uid_t uid, uint64_t count, void *userdata) {
+        Broker *b = userdata;
+
+        if (audit_log_suppressed(b->config.audit_sink, uid, count) < 0)
+                (void)sd_notifyf(false, "STATUS=Could not record %" PRIu64 " refused requests of uid %u", count,
+                                 (unsigned)uid);
+}
+
+static int broker_on_suppressed_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Broker *b = userdata;
+
+        request_budget_flush(b->request_budget, broker_report_suppressed, b);
+        return 0;
+}
+
+/**
+ * broker_admit_request() - may @uid have one more request decided and recorded now?
+ *
+ * The [agent] request budget, for everyone. A refused request gets no
+ * record of its own: the refusals of each user are counted and recorded
+ * once a second.
+ */
+bool broker_admit_request(Broker *b, uid_t uid) {
+        const PolicyAgentSettings *a = &b->policy->agent;
+        uint64_t now = 0;
+        int enabled = SD_EVENT_OFF;
+
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        if (request_budget_take(b->request_budget, uid, a->max_requests_per_second, a->max_request_burst, now))
+                return true;
+        (void)sd_event_source_get_enabled(b->suppressed_timer, &enabled);
+        if (enabled == SD_EVENT_OFF) {
+                (void)sd_event_source_set_time(b->suppressed_timer, now + 1000000);
+                (void)sd_event_source_set_enabled(b->suppressed_timer, SD_EVENT_ONESHOT);
+        }
+        return false;
+}
+
 static void broker_accept_one(Broker *b, int fd) {
         Connection *c;
         int r;
@@ -151,6 +190,10 @@ Broker *broker_free(Broker *b) {
                 connection_free(b->connections);
         sd_event_source_disable_unref(b->listen_source);
         sd_event_source_disable_unref(b->idle_timer);
+        if (b->suppressed_timer && request_budget_has_suppressed(b->request_budget))
+                request_budget_flush(b->request_budget, broker_report_suppressed, b); /* nothing goes unrecorded */
+        sd_event_source_disable_unref(b->suppressed_timer);
+        request_budget_free(b->request_budget);
         safe_close(b->listen_fd);
         policy_unref(b->policy);
         rate_limiter_free(b->rate_limiter);
@@ -213,8 +256,13 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
         b->config = *config;
         b->policy = policy;
         b->rate_limiter = rate_limiter_new();
-        if (!b->rate_limiter)
+        b->request_budget = request_budget_new();
+        if (!b->rate_limiter || !b->request_budget)
                 return -ENOMEM;
+        r = sd_event_add_time(event, &b->suppressed_timer, CLOCK_MONOTONIC, 0, 0, broker_on_suppressed_timer, b);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_enabled(b->suppressed_timer, SD_EVENT_OFF);
         r = pam_checker_start(event, &b->pam);
         if (r < 0)
                 return r;

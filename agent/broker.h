@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "policy.h"
 #include "ratelimit.h"
+#include "request-budget.h"
 
 typedef struct Connection Connection;
 
@@ -57,6 +58,8 @@ typedef struct Broker {
         unsigned n_connections;
         Policy *policy;                /* replaced whole on reload; requests hold their own reference */
         RateLimiter *rate_limiter;     /* survives reloads: a reload does not reset anyone's budget */
+        RequestBudget *request_budget; /* requests each user may have decided and recorded; survives reloads too */
+        sd_event_source *suppressed_timer; /* records what the budget refused, once a second */
         struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
         BrokerDump dumps[BROKER_DUMPS_MAX]; /* in progress: at most one per target */
         unsigned n_dumps;
@@ -69,5 +72,6 @@ Broker *broker_free(Broker *b);
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid);
 void broker_count_sessions(const Broker *b, const Connection *asking, unsigned *ret_of_target, unsigned *ret_of_user);
 void broker_connection_closed(Broker *b, Connection *c);
+bool broker_admit_request(Broker *b, uid_t uid);
 int broker_dump_begin(Broker *b, pid_t pid, uint64_t start_time, unsigned max_concurrent, const char **ret_why);
 void broker_dump_end(Broker *b, pid_t pid, uint64_t start_time);

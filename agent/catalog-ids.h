@@ -16,3 +16,6 @@
 
 /* a trace or counters session ended */
 #define DSAGENT_MESSAGE_SESSION_END "1c5ee471f818453b8c7bac25ac2e872f"
+
+/* requests of one user refused for coming faster than the agent records them */
+#define DSAGENT_MESSAGE_SUPPRESSED "dba026f157524dc5bd31f98f0e8e84b9"

@@ -276,6 +276,22 @@ void connection_reply_done(Connection *c, const char *rule, const char *reason) 
         connection_start_writing(c);
 }
 
+/*
+ * Every request, well-formed or not, first takes from its user's budget of
+ * recorded decisions (broker_admit_request()); one over budget is refused
+ * with no record of its own, and counted in a record that says how many.
+ */
+static bool connection_admit(Connection *c) {
+        if (!c->admitted)
+                c->admitted = broker_admit_request(c->broker, c->peer.uid);
+        return c->admitted;
+}
+
+static void connection_reply_too_many(Connection *c) {
+        connection_queue_error(c, WIRE_ERROR_BUSY, 0, "too many requests from this user; try again shortly");
+        connection_start_writing(c);
+}
+
 /* @message is what the client reads; the record says @reason. */
 static void connection_reply_error_full(Connection *c, AuditDecision decision, WireError error,
                                         uint32_t hresult, const char *reason, const char *message) {
@@ -285,6 +301,10 @@ static void connection_reply_error_full(Connection *c, AuditDecision decision, W
         c->out_size = 0;
         c->out_fd = safe_close(c->out_fd);
 
+        if (!connection_admit(c)) {
+                connection_reply_too_many(c);
+                return;
+        }
         c->audit.decision = decision;
         c->audit.reason = reason;
         if (connection_audit(c) < 0)
@@ -361,6 +381,10 @@ static void connection_on_request(Connection *c) {
         c->state = CONNECTION_WORKING;
         (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
 
+        if (!connection_admit(c)) {
+                connection_reply_too_many(c);
+                return;
+        }
         if (connection_has_trailing_bytes(c)) {
                 connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "bytes after the request");

@@ -49,6 +49,7 @@ struct Connection {
 
         AuditRecord audit;
         bool audited;
+        bool admitted;          /* took one from its user's budget of recorded decisions */
 
         /* while working: events on the client's socket go to the handler */
         void (*on_client_event)(Connection *c, uint32_t revents);

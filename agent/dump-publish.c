@@ -120,8 +120,6 @@ static int set_attributes(int fd, const DumpAttributes *a) {
 static int label(int fd, const AclGrant *readers, const DumpAttributes *attrs) {
         int r;
 
-        if (fchown(fd, 0, 0) < 0)
-                return -errno;
         r = acl_set_exact_fd(fd, true, readers);
         if (r < 0)
                 return r;

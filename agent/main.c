@@ -373,6 +373,11 @@ int main(int argc, char **argv) {
                 return r > 0 ? EXIT_SUCCESS : 2;
         if (o.check_policy)
                 return check_policy(&o);
+        if (audit_sink_check(o.broker.audit_sink) < 0) {
+                fprintf(stderr, "dsagent: --audit journal, but journald is not running: not serving requests "
+                                "nobody would record\n");
+                return EXIT_FAILURE;
+        }
         if (load_initial_policy(&o, &policy) != 0)
                 return EXIT_FAILURE;
 

@@ -20,10 +20,9 @@
  * What the agent keeps, and why; nothing else, not even in the bounding set:
  *   CAP_DAC_OVERRIDE  runtimes' sockets are 0600 and their users' own: connect() needs write access
  *   CAP_SYS_PTRACE    /proc/PID/root, environ and auxv of other users' processes
- *   CAP_CHOWN         a staged dump is the target user's until the agent makes it root's
  * The PAM helper keeps none: it reads world-readable files and /etc/shadow as its owner.
  */
-static const int agent_capabilities[] = { CAP_DAC_OVERRIDE, CAP_SYS_PTRACE, CAP_CHOWN };
+static const int agent_capabilities[] = { CAP_DAC_OVERRIDE, CAP_SYS_PTRACE };
 
 #if DSAGENT_SECCOMP_LOG
 /* a debugging build records what it would have killed for, instead of killing */
@@ -53,7 +52,7 @@ static const int agent_syscalls[] = {
         SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime), SCMP_SYS(timerfd_gettime), SCMP_SYS(signalfd4),
         SCMP_SYS(accept4), SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(shutdown),
         SCMP_SYS(pidfd_open), SCMP_SYS(openat2), SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(unlink),
-        SCMP_SYS(unlinkat), SCMP_SYS(linkat), SCMP_SYS(fchown), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
+        SCMP_SYS(unlinkat), SCMP_SYS(linkat), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
         SCMP_SYS(flistxattr), SCMP_SYS(mknodat), SCMP_SYS(memfd_create),
         SCMP_SYS(ftruncate), SCMP_SYS(wait4), SCMP_SYS(waitid), SCMP_SYS(pipe2), SCMP_SYS(splice),
 };

@@ -646,7 +646,7 @@ static bool compile_agent_count(Compiler *c, const TomlEntry *e, unsigned max, u
         return true;
 }
 
-/* The [agent] keys that bound trace and counters sessions. */
+/* The [agent] keys that bound what one user may set going: sessions, and requests a second. */
 static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
         const TomlValue *v = e->value;
         PolicySize size;
@@ -657,6 +657,10 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                 return compile_agent_count(c, e, 1024, &a->max_sessions_per_user);
         if (strcmp(e->key, "max_trace_buffer_mb") == 0)
                 return compile_agent_count(c, e, EVENTPIPE_BUFFER_MB_MAX, &a->max_trace_buffer_mb);
+        if (strcmp(e->key, "max_requests_per_second") == 0)
+                return compile_agent_count(c, e, 100000, &a->max_requests_per_second);
+        if (strcmp(e->key, "max_request_burst") == 0)
+                return compile_agent_count(c, e, 1000000, &a->max_request_burst);
         if (strcmp(e->key, "max_session_duration") == 0) {
                 if (!expect_string(c, e))
                         return false;
@@ -681,7 +685,7 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
         error_at(c, e->line, e->column,
                  "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_use, keep_free, audit_failure, "
                  "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
-                 "max_trace_size, max_trace_buffer_mb)", e->key);
+                 "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst)", e->key);
         return false;
 }
 

@@ -78,6 +78,8 @@ Policy *policy_new_builtin(void) {
         p->agent.max_session_duration_usec = 3600ULL * 1000000;
         p->agent.max_trace_size = 1ULL << 30;
         p->agent.max_trace_buffer_mb = 256;
+        p->agent.max_requests_per_second = 100;
+        p->agent.max_request_burst = 1000;
         if (!p->agent.dump_dir)
                 return policy_unref(p);
         return p;

@@ -103,6 +103,10 @@ typedef struct PolicyAgentSettings {
         uint64_t max_session_duration_usec; /* also the end of a session that asked for no duration */
         uint64_t max_trace_size;            /* bytes; the session is stopped there */
         unsigned max_trace_buffer_mb;
+        /* requests of one user the agent decides and records, for everyone, root included: more
+         * would drown the audit trail; the excess is refused and counted in one record a second */
+        unsigned max_requests_per_second;
+        unsigned max_request_burst;
 } PolicyAgentSettings;
 
 /* Immutable once compiled and shared by reference: a reload swaps the pointer,

@@ -9,8 +9,8 @@ import time
 import harness
 from harness import DSAGENT, SVC, Agent, Target, dsctl, info_json, make_dir, run_tests, test, wait_for
 
-CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_SYS_PTRACE = 0, 1, 19
-AGENT_CAPS = (1 << CAP_CHOWN) | (1 << CAP_DAC_OVERRIDE) | (1 << CAP_SYS_PTRACE)
+CAP_DAC_OVERRIDE, CAP_SYS_PTRACE = 1, 19
+AGENT_CAPS = (1 << CAP_DAC_OVERRIDE) | (1 << CAP_SYS_PTRACE)
 
 
 def status(pid):
