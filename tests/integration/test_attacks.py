@@ -25,7 +25,9 @@ def rss_kib(pid):
 @test
 def every_message_type_from_a_stranger_is_refused_audited_and_reaches_no_runtime():
     fake = FakeRuntime("silent")  # svc's "runtime", logging every byte it is sent
-    agent = Agent()
+    # every one of them decided and recorded: the budget of one user's requests is out of the way here
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
+                         'max_request_burst = 1000000\n')
     script = f"""
 import socket, struct, collections
 counts = collections.Counter()
@@ -62,21 +64,20 @@ print('counts=' + repr(dict(counts)), flush=True)
     counts = eval(run.read_line("counts=", timeout=600).split("=", 1)[1])
     assert sum(counts.values()) == 65536, counts
     assert counts.get("nothing", 0) == 0, counts
-    # the only ones not refused: listings of his own processes and dumps (none) and an explanation of why
-    # he may not dump, none of which touches a runtime
+    # the only ones not refused: listings of his own processes and dumps (none), which touch no runtime
     refused = {k: v for k, v in counts.items() if k.startswith("error-")}
-    assert sum(refused.values()) == 65536 - 3 and counts.get("type-0x8002") == 3, counts
-    assert set(refused) <= {"error-1", "error-6"}, counts  # DENIED or BAD_REQUEST, nothing else
+    assert sum(refused.values()) == 65536 - 2 and counts.get("type-0x8002") == 2, counts
+    # every request about svc's process (info, explain, dump, trace, counters) is told it does not
+    # exist; everything else is a bad request
+    assert refused == {"error-2": 5, "error-6": 65536 - 2 - 5}, counts
     assert fake.received() == b"", "bytes reached the runtime"
     records = agent.records()
     assert len(records) == 65536, len(records)
     assert {r["DSAGENT_DECISION"] for r in records} <= {"denied", "failed", "allowed"}
-    assert sum(r["DSAGENT_DECISION"] == "allowed" for r in records) == 3
-    # denied by the policy: info, dump and counters of svc's process (a trace that names neither a
-    # profile nor providers is a bad request before any decision)
-    denied = sum(r["DSAGENT_DECISION"] == "denied" for r in records)
-    assert denied == counts["error-1"] == 3, (denied, counts)
-
+    assert sum(r["DSAGENT_DECISION"] == "allowed" for r in records) == 2
+    # for the administrator, those five are what they are: denied by the policy
+    denied = [r for r in records if r["DSAGENT_DECISION"] == "denied"]
+    assert len(denied) == 5 and all(r["DSAGENT_TARGET_PID"] == str(fake.pid) for r in denied), denied
 
 @test
 def a_connection_flood_with_fd_spam_leaves_others_served_and_nothing_behind():
@@ -122,6 +123,44 @@ time.sleep(30)
     else:
         assert rss_kib(agent.proc.pid) < baseline_rss + 8 * 1024, (baseline_rss, rss_kib(agent.proc.pid))
     assert info_json(agent, SVC, target.pid)["pid"] == target.pid
+
+
+@test
+def one_users_flood_is_counted_in_a_record_a_second_and_others_are_decided_as_ever():
+    target = Target(SVC)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
+    script = f"""
+import socket, struct
+decided = refused = 0
+request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
+for _ in range(300):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect({agent.socket!r})
+    s.sendall(request)
+    reply = b''
+    while chunk := s.recv(65536):
+        reply += chunk
+    s.close()
+    if b'too many requests' in reply:
+        refused += 1
+    else:
+        decided += 1
+print(f'counts={{decided}} {{refused}}', flush=True)
+"""
+    flood = Process(as_user(MALLORY, [harness.PYTHON, "-c", script]))
+    decided, refused = map(int, flood.read_line("counts=", timeout=120).split("=")[1].split())
+    assert decided + refused == 300 and decided >= 20 and refused > 200, (decided, refused)
+    # another user has a budget of his own
+    assert info_json(agent, SVC, target.pid)["pid"] == target.pid
+    mine = [r for r in agent.records() if r["DSAGENT_CLIENT_UID"] == str(harness.uid_of(MALLORY))]
+    assert len(mine) == decided, (len(mine), decided)
+
+    def counted():
+        records = agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+        return records if sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) >= refused else None
+    records = wait_for(counted, timeout=10, what="the records that count the refused requests")
+    assert sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) == refused, records
+    assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
 
 
 if __name__ == "__main__":
