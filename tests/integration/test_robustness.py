@@ -152,7 +152,7 @@ def hostile_names_cannot_forge_audit_records():
     agent = Agent()
 
     assert dsctl(agent, SVC, "info", str(pid)).returncode == 0
-    assert dsctl(agent, ALICE, "info", str(pid)).returncode == EXIT_DENIED
+    assert dsctl(agent, ALICE, "info", str(pid)).returncode == harness.EXIT_NO_SUCH_PROCESS
 
     lines = open(agent.log_path).read().splitlines()
     assert all(line.startswith("dsagent-audit:") for line in lines), lines
