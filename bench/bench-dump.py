@@ -5,10 +5,12 @@
 Both paths dump the same live target (its heap holds --allocate-mb MiB of
 managed memory), interleaved, N times each. The direct path is what root with
 sudo would do: one GenerateCoreDump3 request on the runtime's socket, a file
-written by createdump. The agent's path adds policy, staging, checks, the ACL
-and publication (a link on the same file system). Prints medians and their
-ratio, and the agent's peak resident memory (VmHWM) after a full dump, which
-shows that dumps never pass through its memory.
+written by createdump. The agent's path adds policy, the staging directory
+and its FIFO in the target's /tmp, the splice of every byte from the FIFO
+into an unnamed file of dump_dir with the guards checked as it grows, the ELF
+check, the ACL and the link. Prints medians and their ratio, and the agent's
+peak resident memory (VmHWM) after a full dump, which shows that dumps never
+pass through its memory.
 
 Usage (as root): bench/bench-dump.py BUILD_DIR [--allocate-mb 512] [--runs 5]
 """
