@@ -10,8 +10,8 @@ import threading
 import time
 
 import harness
-from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, FakeRuntime,
-                     Process, Target,
+from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SOURCE, SVC, AcceptWatch, Agent,
+                     FakeRuntime, Process, Target,
                      as_user, dsctl, make_dir, run_tests, test, uid_of, wait_for)
 
 EXIT_NO_SPACE = 11
@@ -79,6 +79,35 @@ def every_dump_type_is_an_elf_core_with_exactly_the_right_acl():
     listed = json.loads(dsctl(agent, SVC, "--json", "dumps").stdout)
     assert len(listed) == 4
     assert json.loads(dsctl(agent, ALICE, "--json", "dumps").stdout) == []
+
+
+@test
+def clrmd_reads_a_heap_dump_taken_through_the_agent():
+    """Microsoft's own dump reader (ClrMD) opens heap and full dumps taken through the agent: the runtime,
+    the managed threads with their stacks down to the app's entry point, and a heap it can walk that holds
+    the app's 16 arrays of 1 MiB."""
+    built = subprocess.run([os.path.join(SOURCE, "tests/tools/clrmd-check/build.sh")], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    assert built.returncode == 0, built.stderr
+    target = private_target(args=("--allocate-mb", "16"))
+    agent = Agent()
+    for dump_type in ("heap", "full"):
+        r, result = dump(agent, SVC, target.pid, "--type", dump_type)
+        assert r.returncode == 0, (dump_type, r)
+        read = subprocess.run(["dotnet", built.stdout.strip(), result["path"], "--type", "System.Byte[]"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+        assert read.returncode == 0, (dump_type, read.stderr)
+        seen = json.loads(read.stdout)
+        assert seen["process_id"] == target.ns_pid, (dump_type, seen["process_id"], target.ns_pid)
+        heap = seen["heap"]
+        assert heap["can_walk"] and heap["objects"] > 0, (dump_type, heap)
+        assert heap["types"]["System.Byte[]"] >= 16, (dump_type, heap)
+        threads = seen["threads"]
+        assert seen["managed_threads"] == len(threads) >= 1, (dump_type, seen)
+        main = [thread for thread in threads if thread["main"]]
+        stacks = {thread["os_id"]: thread["frames"] for thread in threads}
+        assert len(main) == 1, (dump_type, "no main thread among the managed threads", stacks)
+        assert any("Main" in frame for frame in main[0]["frames"]), (dump_type, main[0]["frames"])
 
 
 @test

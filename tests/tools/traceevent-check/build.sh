@@ -2,8 +2,8 @@
 # Build TraceEventCheck once per source change and print the path of its dll
 # (run it with `dotnet PATH FILE.nettrace`).
 # The cache is keyed by a hash of the sources, so tests reuse a build until the tool changes.
-# Exits 77 (the "skip" status of meson and automake) when the TraceEvent package cannot
-# be restored from NuGet, for example on a machine without network access.
+# A TraceEvent package that cannot be restored from NuGet is a failure (exit 1, the restore log
+# on stderr), never a skip: NuGet is reachable wherever the tests run, and a skip must not pass for a pass.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,8 +18,8 @@ if [ ! -f "$out/TraceEventCheck.dll" ]; then
         cp "$here"/*.cs "$here"/*.csproj "$work/"
         if ! dotnet restore "$work/TraceEventCheck.csproj" --nologo -v quiet >"$work/restore.log" 2>&1; then
                 cat "$work/restore.log" >&2
-                echo "traceevent-check: cannot restore Microsoft.Diagnostics.Tracing.TraceEvent from NuGet; skipping" >&2
-                exit 77
+                echo "traceevent-check: cannot restore Microsoft.Diagnostics.Tracing.TraceEvent from NuGet" >&2
+                exit 1
         fi
         dotnet build "$work/TraceEventCheck.csproj" -c Release -o "$work/out" --no-restore --nologo -v quiet >&2
         mkdir -p "$cache_root"
