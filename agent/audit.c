@@ -121,6 +121,8 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
         audit_fields_addf(f, "DSAGENT_CLIENT_UID=%u", (unsigned)r->client_uid);
         audit_fields_addf(f, "DSAGENT_CLIENT_GID=%u", (unsigned)r->client_gid);
         audit_fields_addf(f, "DSAGENT_CLIENT_PID=%d", (int)r->client_pid);
+        if (r->client_pidfd_id != 0)
+                audit_fields_addf(f, "DSAGENT_CLIENT_PIDFD_ID=%" PRIu64, r->client_pidfd_id);
         audit_fields_add_text(f, "DSAGENT_COMMAND", r->command);
         if (r->have_target) {
                 audit_fields_addf(f, "DSAGENT_TARGET_PID=%d", (int)r->target_pid);

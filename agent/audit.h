@@ -23,6 +23,7 @@ typedef struct AuditRecord {
         uid_t client_uid;
         gid_t client_gid;
         pid_t client_pid;
+        uint64_t client_pidfd_id; /* 0 when unknown */
         const char *command;    /* NULL when no valid request arrived */
 
         bool have_target;

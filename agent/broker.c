@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -18,6 +19,8 @@
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
  * the connections already being served. */
 #define BROKER_ACCEPT_BURST 16
+/* Out of fds, the listener rests this long, or until a connection closes. */
+#define BROKER_FDS_RETRY_USEC (100 * 1000)
 
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
         unsigned n = 0;
@@ -26,22 +29,6 @@ unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
                 if (c->peer.uid == uid)
                         n++;
         return n;
-}
-
-/* Sessions running now, of the asking connection's target and of its user. */
-void broker_count_sessions(const Broker *b, const Connection *asking, unsigned *ret_of_target, unsigned *ret_of_user) {
-        unsigned of_target = 0, of_user = 0;
-
-        for (const Connection *c = b->connections; c; c = c->next) {
-                if (!c->holds_session)
-                        continue;
-                if (c->peer.uid == asking->peer.uid)
-                        of_user++;
-                if (c->target->pid == asking->target->pid && c->target->start_time == asking->target->start_time)
-                        of_target++;
-        }
-        *ret_of_target = of_target;
-        *ret_of_user = of_user;
 }
 
 static void broker_update_idle(Broker *b) {
@@ -57,11 +44,26 @@ static void broker_update_idle(Broker *b) {
         (void)sd_event_source_set_enabled(b->idle_timer, SD_EVENT_ONESHOT);
 }
 
-/* Back-pressure: at the global cap new clients wait in the kernel's backlog. */
+/*
+ * Back-pressure: at the global cap, and while the agent has no fd to spare
+ * (EMFILE), new clients wait in the kernel's backlog instead of being
+ * accepted and dropped.
+ */
 static void broker_update_accepting(Broker *b) {
         (void)sd_event_source_set_enabled(b->listen_source,
-                                          b->n_connections < b->config.max_connections ? SD_EVENT_ON
-                                                                                        : SD_EVENT_OFF);
+                                          b->n_connections < b->config.max_connections && !b->out_of_fds
+                                                  ? SD_EVENT_ON
+                                                  : SD_EVENT_OFF);
+}
+
+void broker_connection_opened(Broker *b, Connection *c) {
+        c->next = b->connections;
+        if (b->connections)
+                b->connections->prev = c;
+        b->connections = c;
+        b->n_connections++;
+        broker_update_accepting(b);
+        broker_update_idle(b);
 }
 
 void broker_connection_closed(Broker *b, Connection *c) {
@@ -75,36 +77,9 @@ void broker_connection_closed(Broker *b, Connection *c) {
                 c->next->prev = c->prev;
         c->prev = c->next = NULL;
         b->n_connections--;
+        b->out_of_fds = false; /* one fd came back */
         broker_update_accepting(b);
         broker_update_idle(b);
-}
-
-/**
- * broker_dump_begin() - claim the right to dump a process
- *
- * Return: 0, -EBUSY with a reason (that process is being dumped, or
- * @max_concurrent dumps are in progress).
- */
-int broker_dump_begin(Broker *b, pid_t pid, uint64_t start_time, unsigned max_concurrent, const char **ret_why) {
-        for (unsigned i = 0; i < b->n_dumps; i++)
-                if (b->dumps[i].pid == pid && b->dumps[i].start_time == start_time) {
-                        *ret_why = "a dump of this process is already in progress";
-                        return -EBUSY;
-                }
-        if (b->n_dumps >= max_concurrent || b->n_dumps >= BROKER_DUMPS_MAX) {
-                *ret_why = "as many dumps as max_concurrent_dumps allows are in progress";
-                return -EBUSY;
-        }
-        b->dumps[b->n_dumps++] = (BrokerDump){ .pid = pid, .start_time = start_time };
-        return 0;
-}
-
-void broker_dump_end(Broker *b, pid_t pid, uint64_t start_time) {
-        for (unsigned i = 0; i < b->n_dumps; i++)
-                if (b->dumps[i].pid == pid && b->dumps[i].start_time == start_time) {
-                        b->dumps[i] = b->dumps[--b->n_dumps];
-                        return;
-                }
 }
 
 static void broker_report_suppressed(uid_t uid, uint64_t count, void *userdata) {
@@ -149,18 +124,35 @@ static void broker_accept_one(Broker *b, int fd) {
         Connection *c;
         int r;
 
-        r = connection_new(b, fd, &c);
+        r = connection_new(b, fd, b->next_request_id++, &c);
         if (r < 0)
                 return; /* a client we cannot even identify gets nothing */
 
-        broker_update_accepting(b);
-        broker_update_idle(b);
-
         if (broker_connections_of_uid(b, c->peer.uid) > b->config.max_connections_per_uid) {
                 c->state = CONNECTION_WORKING;
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
-                                       "too many connections from this user");
+                (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
+                request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
+                                    "too many connections from this user");
         }
+}
+
+/* Out of fds: stop accepting for a moment (clients wait in the backlog), then try again. */
+static int broker_on_fds_back(sd_event_source *s, uint64_t usec, void *userdata) {
+        Broker *b = userdata;
+
+        b->out_of_fds = false;
+        broker_update_accepting(b);
+        return 0;
+}
+
+static void broker_pause_for_fds(Broker *b) {
+        uint64_t now = 0;
+
+        b->out_of_fds = true;
+        broker_update_accepting(b);
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        (void)sd_event_source_set_time(b->fds_timer, now + BROKER_FDS_RETRY_USEC);
+        (void)sd_event_source_set_enabled(b->fds_timer, SD_EVENT_ONESHOT);
 }
 
 static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -168,8 +160,11 @@ static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *
 
         for (int i = 0; i < BROKER_ACCEPT_BURST && b->n_connections < b->config.max_connections; i++) {
                 int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-                if (client < 0)
+                if (client < 0) {
+                        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                                broker_pause_for_fds(b);
                         break; /* EAGAIN, or a transient error: the next wake-up retries */
+                }
                 broker_accept_one(b, client);
         }
         return 0;
@@ -187,9 +182,10 @@ Broker *broker_free(Broker *b) {
         if (!b)
                 return NULL;
         while (b->connections)
-                connection_free(b->connections);
+                connection_destroy(b->connections);
         sd_event_source_disable_unref(b->listen_source);
         sd_event_source_disable_unref(b->idle_timer);
+        sd_event_source_disable_unref(b->fds_timer);
         if (b->suppressed_timer && request_budget_has_suppressed(b->request_budget))
                 request_budget_flush(b->request_budget, broker_report_suppressed, b); /* nothing goes unrecorded */
         sd_event_source_disable_unref(b->suppressed_timer);
@@ -197,6 +193,7 @@ Broker *broker_free(Broker *b) {
         safe_close(b->listen_fd);
         policy_unref(b->policy);
         rate_limiter_free(b->rate_limiter);
+        admission_free(b->admission);
         pam_checker_free(b->pam);
         sd_event_unref(b->event);
         free(b);
@@ -257,7 +254,8 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
         b->policy = policy;
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();
-        if (!b->rate_limiter || !b->request_budget)
+        b->admission = admission_new();
+        if (!b->rate_limiter || !b->request_budget || !b->admission)
                 return -ENOMEM;
         r = sd_event_add_time(event, &b->suppressed_timer, CLOCK_MONOTONIC, 0, 0, broker_on_suppressed_timer, b);
         if (r < 0)
@@ -273,6 +271,13 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
         r = sd_event_add_io(event, &b->listen_source, listen_fd, EPOLLIN, broker_on_listen, b);
         if (r < 0)
                 return r;
+        r = sd_event_add_time(event, &b->fds_timer, CLOCK_MONOTONIC, 0, 0, broker_on_fds_back, b);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_enabled(b->fds_timer, SD_EVENT_OFF);
+        /* request ids: unique for the agent's life, and unlike those of an agent before it */
+        if (getrandom(&b->next_request_id, sizeof(b->next_request_id), 0) != sizeof(b->next_request_id))
+                return -EIO;
         if (b->config.idle_exit_usec > 0) {
                 r = sd_event_add_time_relative(event, &b->idle_timer, CLOCK_MONOTONIC,
                                                b->config.idle_exit_usec, 0, broker_on_idle, b);

@@ -7,6 +7,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "admission.h"
 #include "audit.h"
 #include "policy.h"
 #include "ratelimit.h"
@@ -40,19 +41,14 @@ typedef struct BrokerConfig {
                 .max_connections_per_uid = 32,                  \
         }
 
-/* The runtime writes one dump at a time and freezes the target meanwhile. */
-#define BROKER_DUMPS_MAX 64
-
-typedef struct BrokerDump {
-        pid_t pid;
-        uint64_t start_time;
-} BrokerDump;
-
 typedef struct Broker {
         sd_event *event;
         int listen_fd;
         sd_event_source *listen_source;
         sd_event_source *idle_timer;
+        sd_event_source *fds_timer;    /* the listener rests while the agent is out of fds */
+        bool out_of_fds;
+        uint64_t next_request_id;
         BrokerConfig config;
         Connection *connections;
         unsigned n_connections;
@@ -61,8 +57,7 @@ typedef struct Broker {
         RequestBudget *request_budget; /* requests each user may have decided and recorded; survives reloads too */
         sd_event_source *suppressed_timer; /* records what the budget refused, once a second */
         struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
-        BrokerDump dumps[BROKER_DUMPS_MAX]; /* in progress: at most one per target */
-        unsigned n_dumps;
+        Admission *admission;          /* dumps and sessions running now */
         uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
 } Broker;
 
@@ -70,8 +65,6 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
 int broker_reload_policy(Broker *b);
 Broker *broker_free(Broker *b);
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid);
-void broker_count_sessions(const Broker *b, const Connection *asking, unsigned *ret_of_target, unsigned *ret_of_user);
+void broker_connection_opened(Broker *b, Connection *c);
 void broker_connection_closed(Broker *b, Connection *c);
 bool broker_admit_request(Broker *b, uid_t uid);
-int broker_dump_begin(Broker *b, pid_t pid, uint64_t start_time, unsigned max_concurrent, const char **ret_why);
-void broker_dump_end(Broker *b, pid_t pid, uint64_t start_time);

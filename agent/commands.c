@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker.h"
 #include "cleanup.h"
+#include "connection.h"
 #include "commands.h"
 #include "dotnet-ipc.h"
 #include "decision.h"
@@ -18,7 +20,7 @@
 #include "text.h"
 
 typedef struct InfoWork {
-        Connection *connection;
+        Request *request;
         RuntimeCall *call;
         DotnetIpcCommand command;
         const char *rule;
@@ -26,29 +28,29 @@ typedef struct InfoWork {
 
 static void put_target_fields(WireWriter *w, const Target *t);
 
-void commands_reply_target_error(Connection *c, int r, const char *why) {
+void commands_reply_target_error(Request *req, int r, const char *why) {
         if (!why)
                 why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
 
         switch (r) {
         case TARGET_E_GONE:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, COMMANDS_NO_SUCH_PROCESS);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, REQUEST_NO_SUCH_PROCESS);
                 break;
         case TARGET_E_NO_SOCKET:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_NOT_DOTNET, why);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NOT_DOTNET, why);
                 break;
         case TARGET_E_SOCKET_UNTRUSTED:
         case TARGET_E_IMPOSTOR:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED, why);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED, why);
                 break;
         case TARGET_E_UNREACHABLE:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
                 break;
         case TARGET_E_UNSAFE_FS:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_UNSAFE_FS, why);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_UNSAFE_FS, why);
                 break;
         default:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, strerror(-r));
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, strerror(-r));
                 break;
         }
 }
@@ -81,8 +83,8 @@ static void put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         wire_writer_put_string(w, tag, buf);
 }
 
-static void ps_run(Connection *c) {
-        PolicyRequester who = requester_of(c);
+static void ps_run(Request *req) {
+        PolicyRequester who = requester_of(req);
         PolicyRequest q = { .command = POLICY_COMMAND_PS };
         _cleanup_free_ WireWriter *w = NULL;
         unsigned count = 0;
@@ -95,7 +97,7 @@ static void ps_run(Connection *c) {
         if (!w || !proc) {
                 if (proc)
                         closedir(proc);
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot list processes");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot list processes");
                 return;
         }
 
@@ -111,25 +113,25 @@ static void ps_run(Connection *c) {
                 if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0)
                         continue;
                 pt = policy_target_of(t);
-                policy_check(c->policy, &who, &pt, &q, &v);
+                policy_check(req->policy, &who, &pt, &q, &v);
                 if (!v.allowed || target_open_socket(t, &socket_fd, &why) != 0)
                         continue;
 
                 wire_writer_begin(w, WIRE_REPLY_PROCESS);
                 put_target_fields(w, t);
                 put_untrusted_string(w, WIRE_TAG_NAME, t->name);
-                r = connection_queue_frame(c, w);
+                r = connection_queue_frame(req->connection, w);
                 count++;
         }
         closedir(proc);
 
         if (r < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "listing too large");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "listing too large");
                 return;
         }
-        c->audit.have_result_count = true;
-        c->audit.result_count = count;
-        connection_reply_done(c, NULL, "listed the processes the requester may act on");
+        req->audit.have_result_count = true;
+        req->audit.result_count = count;
+        request_reply_done(req, NULL, "listed the processes the requester may act on");
 }
 
 static void info_work_free(void *p) {
@@ -144,13 +146,13 @@ static void info_work_free(void *p) {
 static void info_call(InfoWork *work);
 
 static void info_reply(InfoWork *work, const DotnetProcessInfo *info) {
-        Connection *c = work->connection;
+        Request *req = work->request;
         _cleanup_free_ WireWriter *w = NULL;
-        const Target *t = c->target;
+        const Target *t = req->target;
 
         w = malloc(sizeof(*w));
         if (!w) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
@@ -164,11 +166,11 @@ static void info_reply(InfoWork *work, const DotnetProcessInfo *info) {
         put_untrusted_string(w, WIRE_TAG_ENTRY_ASSEMBLY, info->entry_assembly);
         put_untrusted_string(w, WIRE_TAG_RUNTIME_VERSION, info->runtime_version);
         put_untrusted_string(w, WIRE_TAG_RUNTIME_ID, info->runtime_identifier);
-        if (connection_queue_frame(c, w) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
+        if (connection_queue_frame(req->connection, w) < 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
                 return;
         }
-        connection_reply_done(c, work->rule, "process info read");
+        request_reply_done(req, work->rule, "process info read");
 }
 
 /* Older runtimes answer newer ProcessInfo versions with "unknown command". */
@@ -183,17 +185,17 @@ static DotnetIpcCommand process_info_fallback(DotnetIpcCommand command) {
 static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
         InfoWork *work = userdata;
-        Connection *c = work->connection;
+        Request *req = work->request;
         DotnetIpcCommand older;
         int r;
 
         if (error == RUNTIME_CALL_E_TIMEOUT) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                        "the runtime did not answer in time");
                 return;
         }
         if (error != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                        error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
                                                                         : "the runtime closed the connection");
                 return;
@@ -207,18 +209,18 @@ static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
                 return;
         }
         if (!reply->ok) {
-                connection_reply_runtime_error(c, reply->hresult, "the runtime refused ProcessInfo");
+                request_reply_runtime_error(req, reply->hresult, "the runtime refused ProcessInfo");
                 return;
         }
 
         r = dotnet_process_info_decode(work->command, reply->payload, reply->payload_size, &info);
         if (r != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                        "the runtime sent a malformed ProcessInfo reply");
                 return;
         }
-        if (info.pid != (uint64_t)target_ns_pid(c->target)) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED,
+        if (info.pid != (uint64_t)target_ns_pid(req->target)) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED,
                                        "the runtime reported another process id");
                 return;
         }
@@ -226,32 +228,32 @@ static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
 }
 
 static void info_call(InfoWork *work) {
-        Connection *c = work->connection;
+        Request *req = work->request;
         uint8_t request[DOTNET_IPC_HEADER_SIZE];
         const char *why = NULL;
         size_t size;
         int fd, r;
 
-        r = target_connect(c->target, &fd, &why);
+        r = target_connect(req->target, &fd, &why);
         if (r != 0) {
-                commands_reply_target_error(c, r, why);
+                request_reply_target_error(req, r, why);
                 return;
         }
         r = dotnet_ipc_request_encode(work->command, NULL, 0, request, sizeof(request), &size);
         if (r == 0)
-                r = runtime_call_start(c->broker->event, fd, request, size,
-                                       c->broker->config.runtime_timeout_usec, info_call_done, work,
+                r = runtime_call_start(req->broker->event, fd, request, size,
+                                       req->broker->config.runtime_timeout_usec, info_call_done, work,
                                        &work->call);
         if (r != 0)
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
 }
 
 /* May the requester learn that @t exists? (policy_target_visible()) */
-static bool requester_sees(const Connection *c, const Target *t) {
-        PolicyRequester who = requester_of(c);
+static bool requester_sees(const Request *req, const Target *t) {
+        PolicyRequester who = requester_of(req);
         PolicyTarget pt = policy_target_of(t);
 
-        return policy_target_visible(c->policy, &who, &pt);
+        return policy_target_visible(req->policy, &who, &pt);
 }
 
 /*
@@ -260,7 +262,7 @@ static bool requester_sees(const Connection *c, const Target *t) {
  * absent, so the answer tells nobody what runs in a unit that is not theirs.
  * Return: its pid, 0 when there is none, -1 when there are several.
  */
-static pid_t unit_dotnet_pid(const Connection *c, const char *unit) {
+static pid_t unit_dotnet_pid(const Request *req, const char *unit) {
         struct dirent *de;
         pid_t found = 0;
         DIR *proc = opendir("/proc");
@@ -272,7 +274,7 @@ static pid_t unit_dotnet_pid(const Connection *c, const char *unit) {
                 pid_t pid;
 
                 if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0 ||
-                    !t->unit || strcmp(t->unit, unit) != 0 || !requester_sees(c, t) ||
+                    !t->unit || strcmp(t->unit, unit) != 0 || !requester_sees(req, t) ||
                     target_open_socket(t, &socket_fd, &why) != 0)
                         continue;
                 if (found) {
@@ -287,7 +289,7 @@ static pid_t unit_dotnet_pid(const Connection *c, const char *unit) {
 }
 
 /* The PID field, or the .NET process of the UNIT field. Replies and returns 0 when neither works. */
-static pid_t requested_pid(Connection *c, const WireMessage *m) {
+static pid_t requested_pid(Request *req, const WireMessage *m) {
         _cleanup_free_ char *unit = NULL, *why = NULL;
         uint32_t pid;
         pid_t found;
@@ -295,17 +297,17 @@ static pid_t requested_pid(Connection *c, const WireMessage *m) {
         if (wire_message_get_u32(m, WIRE_TAG_PID, &pid) == 0 && pid > 0 && pid <= INT32_MAX)
                 return (pid_t)pid;
         if (wire_message_get_string(m, WIRE_TAG_UNIT, &unit) != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "a process id or a unit is needed");
                 return 0;
         }
-        found = unit_dotnet_pid(c, unit);
+        found = unit_dotnet_pid(req, unit);
         if (found > 0)
                 return found;
         if (asprintf(&why, found == 0 ? "no .NET process runs in %s" : "%s runs several .NET processes; name one by pid",
                      unit) < 0)
                 why = NULL;
-        connection_reply_error(c, AUDIT_DECISION_FAILED, found == 0 ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_BAD_REQUEST,
+        request_reply_error(req, AUDIT_DECISION_FAILED, found == 0 ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_BAD_REQUEST,
                                why ? why : "cannot resolve the unit");
         return 0;
 }
@@ -316,67 +318,67 @@ static pid_t requested_pid(Connection *c, const WireMessage *m) {
  * exactly as one that does not exist; its record still names it, for the
  * administrator. Replies and returns NULL when that fails.
  */
-static Target *open_requested_target(Connection *c, const WireMessage *m) {
+static Target *open_requested_target(Request *req, const WireMessage *m) {
         Target *t;
         pid_t pid;
         int r;
 
-        pid = requested_pid(c, m);
+        pid = requested_pid(req, m);
         if (pid == 0)
                 return NULL;
         r = target_open((pid_t)pid, &t);
         if (r == 0) {
-                connection_set_target(c, t);
+                request_set_target(req, t);
                 r = target_read_details(t);
         }
-        if (r == 0 && !requester_sees(c, t)) {
-                connection_reply_invisible(c);
+        if (r == 0 && !requester_sees(req, t)) {
+                request_reply_invisible(req);
                 return NULL;
         }
         if (r != 0) {
-                c->audit.have_target = true;
-                c->audit.target_pid = (pid_t)pid;
-                c->audit.target_uid = c->target ? target_euid(c->target) : (uid_t)-1;
-                commands_reply_target_error(c, r, NULL);
+                req->audit.have_target = true;
+                req->audit.target_pid = (pid_t)pid;
+                req->audit.target_uid = req->target ? target_euid(req->target) : (uid_t)-1;
+                request_reply_target_error(req, r, NULL);
                 return NULL;
         }
         return t;
 }
 
-static void info_decided(Connection *c) {
+static void info_decided(Request *req) {
         InfoWork *work;
 
-        c->audit.rule = c->verdict.rule_name;
-        if (!c->verdict.allowed) {
-                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, c->verdict.reason);
+        req->audit.rule = req->verdict.rule_name;
+        if (!req->verdict.allowed) {
+                request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, req->verdict.reason);
                 return;
         }
         test_hook_pause("after-decision");
         work = calloc(1, sizeof(*work));
         if (!work) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
-        work->connection = c;
+        work->request = req;
         work->command = DOTNET_IPC_PROCESS_INFO3;
-        work->rule = c->verdict.rule_name;
-        c->work = work;
-        c->work_free = info_work_free;
+        work->rule = req->verdict.rule_name;
+        req->work = work;
+        req->work_free = info_work_free;
         info_call(work);
 }
 
-static void info_start(Connection *c, const WireMessage *m) {
-        Target *t = open_requested_target(c, m);
+static void info_start(Request *req, const WireMessage *m) {
+        Target *t = open_requested_target(req, m);
 
         if (!t)
                 return;
         test_hook_pause("after-target");
-        c->request = (PolicyRequest){ .command = POLICY_COMMAND_INFO };
-        decide(c, t, true, info_decided);
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_INFO };
+        decide(req, t, true, info_decided);
 }
 
 /* Reads the command and its parameters an explain request asks about. */
-static bool explain_request_of(Connection *c, const WireMessage *m, PolicyRequest *q) {
+static bool explain_request_of(Request *req, const WireMessage *m, PolicyRequest *q) {
         _cleanup_free_ char *command = NULL, *dump_type = NULL;
 
         uint64_t seconds = 0;
@@ -384,12 +386,12 @@ static bool explain_request_of(Connection *c, const WireMessage *m, PolicyReques
         *q = (PolicyRequest){};
         if (wire_message_get_string(m, WIRE_TAG_COMMAND, &command) != 0 ||
             (q->command = policy_command_from_string(command)) == _POLICY_COMMAND_INVALID) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "explain needs a known command");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "explain needs a known command");
                 return false;
         }
         if (wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &dump_type) == 0 &&
             (q->dump_type = policy_dump_type_from_string(dump_type)) == _POLICY_DUMP_INVALID) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "unknown dump type");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "unknown dump type");
                 return false;
         }
         /* a dump without a type is asked about as the smallest one */
@@ -397,7 +399,7 @@ static bool explain_request_of(Connection *c, const WireMessage *m, PolicyReques
                 q->dump_type = POLICY_DUMP_MINI;
         if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0) {
                 if (seconds > UINT64_MAX / 1000000) {
-                        connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "duration too long");
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "duration too long");
                         return false;
                 }
                 q->duration_usec = seconds * 1000000;
@@ -405,29 +407,29 @@ static bool explain_request_of(Connection *c, const WireMessage *m, PolicyReques
         return true;
 }
 
-static void explain_decided(Connection *c) {
+static void explain_decided(Request *req) {
         _cleanup_free_ WireWriter *w = NULL;
-        const PolicyVerdict *v = &c->verdict;
+        const PolicyVerdict *v = &req->verdict;
         char reason[256];
 
         w = malloc(sizeof(*w));
         if (!w) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_VERDICT);
         wire_writer_put_u32(w, WIRE_TAG_ALLOWED, v->allowed);
-        wire_writer_put_string(w, WIRE_TAG_COMMAND, policy_command_to_string(c->request.command));
+        wire_writer_put_string(w, WIRE_TAG_COMMAND, policy_command_to_string(req->ask.command));
         wire_writer_put_string(w, WIRE_TAG_RULE, v->rule_name);
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
-        put_target_fields(w, c->target);
-        if (connection_queue_frame(c, w) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
+        put_target_fields(w, req->target);
+        if (connection_queue_frame(req->connection, w) < 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
                 return;
         }
-        snprintf(reason, sizeof(reason), "explained %s: %s (%s)", policy_command_to_string(c->request.command),
+        snprintf(reason, sizeof(reason), "explained %s: %s (%s)", policy_command_to_string(req->ask.command),
                  v->allowed ? "would be allowed" : "would be denied", v->reason);
-        connection_reply_done(c, v->rule_name, reason);
+        request_reply_done(req, v->rule_name, reason);
 }
 
 /*
@@ -435,89 +437,89 @@ static void explain_decided(Connection *c) {
  * answer speaks only of rules that name the caller, and asking does not use
  * up a rate limit.
  */
-static void explain_run(Connection *c, const WireMessage *m) {
+static void explain_run(Request *req, const WireMessage *m) {
         Target *t;
 
-        if (!explain_request_of(c, m, &c->request))
+        if (!explain_request_of(req, m, &req->ask))
                 return;
-        if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &c->trace_profile) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+        if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &req->trace_profile) < 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
-        c->request.trace_profile = c->trace_profile;
-        t = open_requested_target(c, m);
+        req->ask.trace_profile = req->trace_profile;
+        t = open_requested_target(req, m);
         if (!t)
                 return;
-        decide(c, t, false, explain_decided);
+        decide(req, t, false, explain_decided);
 }
 
 static void ps_after_pam(int result, const char *message, void *userdata) {
-        Connection *c = userdata;
+        Request *req = userdata;
 
-        c->pam_query = NULL;
+        req->pam_query = NULL;
         if (result != 0) {
-                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED,
+                request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED,
                                        message && *message ? message : "the PAM account check could not be made");
                 return;
         }
-        ps_run(c);
+        ps_run(req);
 }
 
 /* A listing is decided per process, but the requester's PAM account check once. */
-static void ps_start(Connection *c) {
-        const char *service = c->policy->agent.pam_service;
+static void ps_start(Request *req) {
+        const char *service = req->policy->agent.pam_service;
         int r;
 
         if (!service) {
-                ps_run(c);
+                ps_run(req);
                 return;
         }
-        r = c->broker->pam ? pam_checker_query(c->broker->pam, service, c->peer.uid, ps_after_pam, c, &c->pam_query)
+        r = req->broker->pam ? pam_checker_query(req->broker->pam, service, req->peer->uid, ps_after_pam, req, &req->pam_query)
                            : PAM_CHECK_E_UNAVAILABLE;
         if (r != 0)
-                ps_after_pam(PAM_CHECK_E_UNAVAILABLE, NULL, c);
+                ps_after_pam(PAM_CHECK_E_UNAVAILABLE, NULL, req);
 }
 
-void commands_dispatch(Connection *c, const WireMessage *m) {
+void commands_dispatch(Request *req, const WireMessage *m) {
         switch (m->type) {
         case WIRE_REQUEST_PS:
-                c->audit.command = policy_command_to_string(POLICY_COMMAND_PS);
-                ps_start(c);
+                req->audit.command = policy_command_to_string(POLICY_COMMAND_PS);
+                ps_start(req);
                 break;
         case WIRE_REQUEST_INFO:
-                c->audit.command = policy_command_to_string(POLICY_COMMAND_INFO);
-                info_start(c, m);
+                req->audit.command = policy_command_to_string(POLICY_COMMAND_INFO);
+                info_start(req, m);
                 break;
         case WIRE_REQUEST_EXPLAIN:
-                c->audit.command = "explain";
-                explain_run(c, m);
+                req->audit.command = "explain";
+                explain_run(req, m);
                 break;
         case WIRE_REQUEST_DUMP: {
                 Target *t;
-                c->audit.command = policy_command_to_string(POLICY_COMMAND_DUMP);
-                t = open_requested_target(c, m);
+                req->audit.command = policy_command_to_string(POLICY_COMMAND_DUMP);
+                t = open_requested_target(req, m);
                 if (t)
-                        dump_start(c, m, t);
+                        dump_start(req, m, t);
                 break;
         }
         case WIRE_REQUEST_DUMPS:
-                c->audit.command = "dumps";
-                dumps_list(c);
+                req->audit.command = "dumps";
+                dumps_list(req);
                 break;
         case WIRE_REQUEST_TRACE:
         case WIRE_REQUEST_COUNTERS: {
                 bool trace = m->type == WIRE_REQUEST_TRACE;
                 Target *t;
-                c->audit.command = policy_command_to_string(trace ? POLICY_COMMAND_TRACE : POLICY_COMMAND_COUNTERS);
-                t = open_requested_target(c, m);
+                req->audit.command = policy_command_to_string(trace ? POLICY_COMMAND_TRACE : POLICY_COMMAND_COUNTERS);
+                t = open_requested_target(req, m);
                 if (t && trace)
-                        session_start_trace(c, m, t);
+                        session_start_trace(req, m, t);
                 else if (t)
-                        session_start_counters(c, m, t);
+                        session_start_counters(req, m, t);
                 break;
         }
         default:
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");
                 break;
         }
 }

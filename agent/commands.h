@@ -5,5 +5,5 @@
 #include "connection.h"
 #include "wire.h"
 
-void commands_dispatch(Connection *c, const WireMessage *m);
-void commands_reply_target_error(Connection *c, int r, const char *why);
+void commands_dispatch(Request *req, const WireMessage *m);
+void commands_reply_target_error(Request *req, int r, const char *why);

@@ -1,21 +1,33 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* One client connection: read one request, run it, write the reply, audit the decision */
+/*
+ * One client connection: it reads one request frame, hands the request to
+ * the commands, and writes the reply frames out. It is freed in one place
+ * only: connection_release() marks it and the release source frees it, at
+ * the top of its own callback, once whatever called into it has returned.
+ */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "audit.h"
-#include "broker.h"
+#include <systemd/sd-event.h>
+
+#include "request.h"
 #include "sockopt.h"
-#include "target.h"
 #include "wire.h"
+
+typedef struct Broker Broker;
 
 typedef enum ConnectionState {
         CONNECTION_READING,
         CONNECTION_WORKING,
         CONNECTION_WRITING,
+        CONNECTION_RELEASED,   /* waiting to be freed; no event of its reaches a handler any more */
 } ConnectionState;
+
+/* The most reply bytes a connection queues: one info reply and its end. A ps listing never
+ * queues here; the worker that makes it writes it to the client itself, as the client reads. */
+#define CONNECTION_OUT_MAX (256 * 1024)
 
 struct Connection {
         Broker *broker;
@@ -23,10 +35,12 @@ struct Connection {
         int fd;
         sd_event_source *io;
         sd_event_source *timer;
+        sd_event_source *release;
         ConnectionState state;
         PeerCreds peer;
-        uint64_t request_id;
 
+        /* the request frame: the header first, then a buffer of exactly the frame's size */
+        uint8_t header[WIRE_HEADER_SIZE];
         uint8_t *in;
         size_t in_size;
 
@@ -35,41 +49,47 @@ struct Connection {
         int out_fd;             /* sent with the frame starting at out_fd_offset, then closed */
         size_t out_fd_offset;
 
-        /* request state shared by the command handlers */
-        Policy *policy;         /* the policy the request started under, kept through a reload */
-        PolicyRequest request;  /* what is being decided */
-        char *trace_profile;    /* owned storage for request.trace_profile */
-        PolicyVerdict verdict;  /* and the decision, once made */
-        bool consume_rate;      /* whether the decision uses up the rule's rate limit */
-        void (*decided)(Connection *c);
-        struct PamQuery *pam_query;
-        Target *target;
-        void *work;             /* the handler's own state */
-        void (*work_free)(void *work);
+        /* while working: events on the client's socket go to the command (a session) */
+        void (*on_client_event)(Request *req, uint32_t revents);
 
-        AuditRecord audit;
-        bool audited;
-        bool admitted;          /* took one from its user's budget of recorded decisions */
-
-        /* while working: events on the client's socket go to the handler */
-        void (*on_client_event)(Connection *c, uint32_t revents);
-        /* a trace or counters session of this target runs for this client */
-        bool holds_session;
+        Request request;
 };
 
-int connection_new(Broker *b, int fd, Connection **ret);
-Connection *connection_free(Connection *c);
+/**
+ * connection_new() - take over an accepted client socket
+ *
+ * The client's identity is read from the kernel here, once; nothing the
+ * client sends later can change who it is.
+ *
+ * Return: 0 or a negative errno (the fd is closed on failure).
+ */
+int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret);
+
+/* Stops every event of the connection; it is freed at the top of its release source's callback. */
+void connection_release(Connection *c);
+/* Frees at once: only the release callback and the agent's shutdown call it. */
+Connection *connection_destroy(Connection *c);
 
 int connection_set_deadline(Connection *c, uint64_t usec_from_now);
-void connection_set_target(Connection *c, Target *t);
-int connection_queue_frame(Connection *c, WireWriter *w);
-int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd);
-int connection_send_frame_now(Connection *c, WireWriter *w, int fd);
-int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Connection *c, uint32_t revents));
-void connection_reply_done(Connection *c, const char *rule, const char *reason);
-void connection_reply_error(Connection *c, AuditDecision decision, WireError error, const char *reason);
-void connection_reply_runtime_error(Connection *c, uint32_t hresult, const char *reason);
-void connection_reply_invisible(Connection *c);
 
-/* What a process that does not exist is answered with; an invisible one gets the very same. */
-#define COMMANDS_NO_SUCH_PROCESS "no such process"
+/* Queue a reply frame (the request layer queues the last one and starts writing). */
+int connection_queue_frame(Connection *c, WireWriter *w);
+/* @fd travels with the frame (SCM_RIGHTS on its first byte); the connection owns it now. */
+int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd);
+/* What was queued is dropped: a partial listing must not look complete. */
+void connection_discard_output(Connection *c);
+void connection_queue_error(Connection *c, WireError error, uint32_t hresult, const char *message, uint64_t request_id);
+
+/*
+ * Sends one frame at once, while the request is still being worked on (a
+ * session's start, with its pipe). Nothing else was sent on the socket yet,
+ * so a small frame fits its buffer; a client that does not take it is gone.
+ * @fd (may be -EBADF) travels with it and stays the caller's.
+ */
+int connection_send_frame_now(Connection *c, WireWriter *w, int fd);
+
+/* Hands the client's socket events to the command while it works for long (a session). */
+int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Request *req, uint32_t revents));
+
+/* The reply is complete: write it out, then close. */
+void connection_start_writing(Connection *c);

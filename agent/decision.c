@@ -2,16 +2,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "broker.h"
 #include "decision.h"
 #include "pam-check.h"
 #include "ratelimit.h"
 
-PolicyRequester requester_of(const Connection *c) {
+PolicyRequester requester_of(const Request *req) {
         return (PolicyRequester){
-                .uid = c->peer.uid,
-                .gid = c->peer.gid,
-                .groups = c->peer.groups,
-                .n_groups = c->peer.n_groups,
+                .uid = req->peer->uid,
+                .gid = req->peer->gid,
+                .groups = req->peer->groups,
+                .n_groups = req->peer->n_groups,
         };
 }
 
@@ -23,22 +24,22 @@ PolicyTarget policy_target_of(const Target *t) {
         return pt;
 }
 
-static uint64_t now_usec(const Connection *c) {
+static uint64_t now_usec(const Request *req) {
         uint64_t now = 0;
 
-        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &now);
+        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
         return now;
 }
 
-static void apply_rate_limit(Connection *c) {
-        PolicyVerdict *v = &c->verdict;
+static void apply_rate_limit(Request *req) {
+        PolicyVerdict *v = &req->verdict;
         uint64_t wait_usec = 0;
         int r;
 
         if (!v->allowed || !v->rule || !v->rule->has_rate_limit)
                 return;
-        r = rate_limiter_check(c->broker->rate_limiter, v->rule->name, c->peer.uid, &v->rule->rate_limit,
-                               now_usec(c), c->consume_rate, &wait_usec);
+        r = rate_limiter_check(req->broker->rate_limiter, v->rule->name, req->peer->uid, &v->rule->rate_limit,
+                               now_usec(req), req->consume_rate, &wait_usec);
         if (r == 0)
                 return;
         v->allowed = false;
@@ -53,41 +54,41 @@ static void apply_rate_limit(Connection *c) {
 }
 
 static void on_pam_checked(int result, const char *message, void *userdata) {
-        Connection *c = userdata;
+        Request *req = userdata;
 
-        c->pam_query = NULL;
+        req->pam_query = NULL;
         if (result != 0) {
-                c->verdict.allowed = false;
-                c->verdict.rule = NULL;
-                snprintf(c->verdict.reason, sizeof(c->verdict.reason), "%s",
+                req->verdict.allowed = false;
+                req->verdict.rule = NULL;
+                snprintf(req->verdict.reason, sizeof(req->verdict.reason), "%s",
                          message && *message ? message : "the PAM account check could not be made");
         }
-        apply_rate_limit(c);
-        c->decided(c);
+        apply_rate_limit(req);
+        req->decided(req);
 }
 
 /**
- * decide() - the whole decision on c->request: the policy, then (when the policy names
+ * decide() - the whole decision on req->ask: the policy, then (when the policy names
  * a PAM service) the requester's PAM account check, then the deciding rule's
  * rate limit, which a request uses up only once everything else allowed it.
- * @decided runs with c->verdict filled, now or when PAM has answered.
+ * @decided runs with req->verdict filled, now or when PAM has answered.
  */
-void decide(Connection *c, const Target *t, bool consume_rate, void (*decided)(Connection *c)) {
-        PolicyRequester who = requester_of(c);
+void decide(Request *req, const Target *t, bool consume_rate, void (*decided)(Request *req)) {
+        PolicyRequester who = requester_of(req);
         PolicyTarget pt = policy_target_of(t);
-        const char *service = c->policy->agent.pam_service;
+        const char *service = req->policy->agent.pam_service;
         int r;
 
-        c->consume_rate = consume_rate;
-        c->decided = decided;
-        policy_check(c->policy, &who, &pt, &c->request, &c->verdict);
-        if (!c->verdict.allowed || !service) {
-                apply_rate_limit(c);
-                decided(c);
+        req->consume_rate = consume_rate;
+        req->decided = decided;
+        policy_check(req->policy, &who, &pt, &req->ask, &req->verdict);
+        if (!req->verdict.allowed || !service) {
+                apply_rate_limit(req);
+                decided(req);
                 return;
         }
-        r = c->broker->pam ? pam_checker_query(c->broker->pam, service, who.uid, on_pam_checked, c, &c->pam_query)
+        r = req->broker->pam ? pam_checker_query(req->broker->pam, service, who.uid, on_pam_checked, req, &req->pam_query)
                            : PAM_CHECK_E_UNAVAILABLE;
         if (r != 0)
-                on_pam_checked(PAM_CHECK_E_UNAVAILABLE, "the PAM account check could not be made", c);
+                on_pam_checked(PAM_CHECK_E_UNAVAILABLE, "the PAM account check could not be made", req);
 }

@@ -8,6 +8,6 @@
 #include "policy.h"
 #include "target.h"
 
-PolicyRequester requester_of(const Connection *c);
+PolicyRequester requester_of(const Request *req);
 PolicyTarget policy_target_of(const Target *t);
-void decide(Connection *c, const Target *t, bool consume_rate, void (*decided)(Connection *c));
+void decide(Request *req, const Target *t, bool consume_rate, void (*decided)(Request *req));

@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "broker.h"
 #include "cleanup.h"
+#include "connection.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "dump-publish.h"
@@ -31,7 +33,7 @@
 #define DUMP_PUMP_BUDGET (16ULL << 20)
 
 typedef struct DumpWork {
-        Connection *connection;
+        Request *request;
         RuntimeCall *call;
         DumpStage *stage;
         DumpWriter *writer;
@@ -40,7 +42,8 @@ typedef struct DumpWork {
         DotnetIpcCommand command;
         uint64_t started_usec;
         bool want_fd;
-        bool claimed;           /* holds one of the broker's dump slots */
+        bool claimed;           /* holds one of the dump slots (admission.h) */
+        AdmissionKey key;
 } DumpWork;
 
 static void dump_work_free(void *p) {
@@ -54,15 +57,14 @@ static void dump_work_free(void *p) {
         dump_stage_free(work->stage);
         safe_close(work->dir_fd);
         if (work->claimed)
-                broker_dump_end(work->connection->broker, work->connection->target->pid,
-                                work->connection->target->start_time);
+                admission_end(work->request->broker->admission, ADMISSION_DUMP, &work->key);
         free(work);
 }
 
-static uint64_t monotonic_usec(const Connection *c) {
+static uint64_t monotonic_usec(const Request *req) {
         uint64_t now = 0;
 
-        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &now);
+        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
         return now;
 }
 
@@ -87,9 +89,9 @@ static DotnetIpcCommand dump_fallback(DotnetIpcCommand command) {
 }
 
 /* The name is the agent's: nothing of it is taken from a client, and the target's part is sanitized. */
-static void dump_file_name(const Connection *c, char *buf, size_t size) {
+static void dump_file_name(const Request *req, char *buf, size_t size) {
         char name[33] = "process", stamp[32];
-        const char *src = c->target->name;
+        const char *src = req->target->name;
         struct tm tm;
         time_t now = time(NULL);
         size_t n = 0;
@@ -102,25 +104,25 @@ static void dump_file_name(const Connection *c, char *buf, size_t size) {
                 name[n] = '\0';
         gmtime_r(&now, &tm);
         strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-        snprintf(buf, size, "dump.%s.%d.%s.%s.%016" PRIx64, name, (int)c->target->pid,
-                 policy_dump_type_to_string(c->request.dump_type), stamp, c->request_id);
+        snprintf(buf, size, "dump.%s.%d.%s.%s.%016" PRIx64, name, (int)req->target->pid,
+                 policy_dump_type_to_string(req->ask.dump_type), stamp, req->id);
 }
 
 /* Who may read it: the requester and the rule's readers, unless the process's memory is root's alone. */
-static void dump_readers(const Connection *c, bool readable, uid_t *users, size_t *n_users, AclGrant *g) {
-        const PolicyRule *rule = c->verdict.rule;
+static void dump_readers(const Request *req, bool readable, uid_t *users, size_t *n_users, AclGrant *g) {
+        const PolicyRule *rule = req->verdict.rule;
 
         *n_users = 0;
         *g = (AclGrant){};
         if (!readable)
                 return;
-        if (c->peer.uid != 0)
-                users[(*n_users)++] = c->peer.uid;
+        if (req->peer->uid != 0)
+                users[(*n_users)++] = req->peer->uid;
         g->users = users;
         g->n_users = *n_users;
         if (rule) {
                 for (size_t i = 0; i < rule->reader_users.n && *n_users < 64; i++)
-                        if (rule->reader_users.ids[i] != c->peer.uid && rule->reader_users.ids[i] != 0)
+                        if (rule->reader_users.ids[i] != req->peer->uid && rule->reader_users.ids[i] != 0)
                                 users[(*n_users)++] = rule->reader_users.ids[i];
                 g->n_users = *n_users;
                 g->groups = rule->reader_groups.ids;
@@ -133,29 +135,29 @@ static int open_published(int dir_fd, const char *name) {
 }
 
 static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool readable) {
-        Connection *c = work->connection;
+        Request *req = work->request;
         _cleanup_free_ WireWriter *w = NULL;
         _cleanup_free_ char *path = NULL;
-        const PolicyAgentSettings *a = &c->policy->agent;
-        const char *type = policy_dump_type_to_string(c->request.dump_type);
+        const PolicyAgentSettings *a = &req->policy->agent;
+        const char *type = policy_dump_type_to_string(req->ask.dump_type);
         AuditDumpEvent e;
         int r;
 
         w = malloc(sizeof(*w));
         if (!w || asprintf(&path, "%s/%s", a->dump_dir, name) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
         e = (AuditDumpEvent){
-                .request_id = c->request_id, .requester = c->peer.uid, .target_pid = c->target->pid,
-                .target_uid = target_euid(c->target), .target_unit = c->target->unit, .target_exe = c->target->exe,
-                .rule = c->verdict.rule_name, .path = path, .size = size, .dump_type = type, .readable = readable,
-                .duration_usec = monotonic_usec(c) - work->started_usec,
+                .request_id = req->id, .requester = req->peer->uid, .target_pid = req->target->pid,
+                .target_uid = target_euid(req->target), .target_unit = req->target->unit, .target_exe = req->target->exe,
+                .rule = req->verdict.rule_name, .path = path, .size = size, .dump_type = type, .readable = readable,
+                .duration_usec = monotonic_usec(req) - work->started_usec,
         };
-        r = audit_log_dump(c->broker->config.audit_sink, &e);
+        r = audit_log_dump(req->broker->config.audit_sink, &e);
         if (r < 0 && !a->audit_failure_allow) {
                 (void)unlinkat(work->dir_fd, name, 0);
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
                                        "the dump's audit record could not be written; the dump was removed");
                 return;
         }
@@ -165,18 +167,18 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         wire_writer_put_u64(w, WIRE_TAG_SIZE, size);
         wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, type);
         wire_writer_put_u32(w, WIRE_TAG_READABLE, readable);
-        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)c->target->pid);
+        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)req->target->pid);
         /* the fd is read-only, and only for who may read the file anyway */
         if (work->want_fd && readable) {
                 int fd = open_published(work->dir_fd, name);
-                r = fd < 0 ? -errno : connection_queue_frame_with_fd(c, w, fd);
+                r = fd < 0 ? -errno : connection_queue_frame_with_fd(req->connection, w, fd);
         } else
-                r = connection_queue_frame(c, w);
+                r = connection_queue_frame(req->connection, w);
         if (r < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot send the dump's reply");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot send the dump's reply");
                 return;
         }
-        connection_reply_done(c, c->verdict.rule_name,
+        request_reply_done(req, req->verdict.rule_name,
                               readable ? "dump taken" : "dump taken; only root may read it: the process changed credentials");
 }
 
@@ -190,7 +192,7 @@ static void dump_unstage(DumpWork *work) {
 
 static void dump_fail(DumpWork *work, WireError error, const char *why) {
         dump_unstage(work);
-        connection_reply_error(work->connection, AUDIT_DECISION_FAILED, error, why);
+        request_reply_error(work->request, AUDIT_DECISION_FAILED, error, why);
 }
 
 static WireError writer_error(int r) {
@@ -204,7 +206,7 @@ static WireError writer_error(int r) {
 
 /* The runtime said the dump is written: take the rest, check it, label it, name it. */
 static void dump_finish(DumpWork *work) {
-        Connection *c = work->connection;
+        Request *req = work->request;
         const char *why = NULL;
         uid_t users[64];
         size_t n_users;
@@ -222,19 +224,19 @@ static void dump_finish(DumpWork *work) {
                 dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
                 return;
         }
-        r = target_changed_credentials(c->target, &changed);
+        r = target_changed_credentials(req->target, &changed);
         if (r != 0) {
                 dump_fail(work, r == TARGET_E_GONE ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_INTERNAL,
                           r == TARGET_E_GONE ? "the process exited during the dump" : "cannot publish the dump");
                 return;
         }
 
-        dump_readers(c, !changed, users, &n_users, &readers);
-        dump_file_name(c, name, sizeof(name));
+        dump_readers(req, !changed, users, &n_users, &readers);
+        dump_file_name(req, name, sizeof(name));
         attrs = (DumpAttributes){
-                .requester = c->peer.uid, .target_pid = c->target->pid, .target_uid = target_euid(c->target),
-                .target_unit = c->target->unit, .target_exe = c->target->exe,
-                .dump_type = policy_dump_type_to_string(c->request.dump_type), .request_id = c->request_id,
+                .requester = req->peer->uid, .target_pid = req->target->pid, .target_uid = target_euid(req->target),
+                .target_unit = req->target->unit, .target_exe = req->target->exe,
+                .dump_type = policy_dump_type_to_string(req->ask.dump_type), .request_id = req->id,
         };
         r = dump_publish_fd(work->dir_fd, work->writer->file_fd, &readers, &attrs, name);
         if (r != 0) {
@@ -270,7 +272,7 @@ static void dump_call(DumpWork *work);
 
 static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         DumpWork *work = userdata;
-        Connection *c = work->connection;
+        Request *req = work->request;
         _cleanup_free_ char *message = NULL, *reason = NULL;
         DotnetIpcCommand older;
         size_t used;
@@ -297,27 +299,27 @@ static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
                 if (asprintf(&reason, "the runtime could not write the dump%s%s", message ? ": " : "",
                              message ? message : "") < 0)
                         reason = NULL;
-                connection_reply_runtime_error(c, reply->hresult, reason ? reason : "the runtime could not write the dump");
+                request_reply_runtime_error(req, reply->hresult, reason ? reason : "the runtime could not write the dump");
                 return;
         }
         dump_finish(work);
 }
 
 static void dump_call(DumpWork *work) {
-        Connection *c = work->connection;
+        Request *req = work->request;
         uint8_t payload[512], request[600];
         const char *why = NULL;
         size_t n = 0, size;
         uint8_t fields[8];
         int fd, r;
 
-        r = target_connect(c->target, &fd, &why);
+        r = target_connect(req->target, &fd, &why);
         if (r != 0) {
                 dump_unstage(work);
-                commands_reply_target_error(c, r, why);
+                request_reply_target_error(req, r, why);
                 return;
         }
-        unaligned_write_le32(fields, runtime_dump_type(c->request.dump_type));
+        unaligned_write_le32(fields, runtime_dump_type(req->ask.dump_type));
         unaligned_write_le32(fields + 4, 0); /* flags: no diagnostics, no crash report */
         r = dotnet_ipc_string_encode(work->stage->target_path, payload, sizeof(payload) - sizeof(fields), &n);
         if (r == 0) {
@@ -326,7 +328,7 @@ static void dump_call(DumpWork *work) {
                                               &size);
         }
         if (r == 0)
-                r = runtime_call_start(c->broker->event, fd, request, size, c->broker->config.dump_timeout_usec,
+                r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.dump_timeout_usec,
                                        dump_call_done, work, &work->call);
         else
                 close(fd);
@@ -346,25 +348,25 @@ static WireError stage_error(int r) {
 
 /* dump_dir, the FIFO in the target's /tmp and the unnamed file its bytes go to; replies on failure. */
 static bool dump_prepare(DumpWork *work) {
-        Connection *c = work->connection;
+        Request *req = work->request;
         const char *why = NULL;
         int r;
 
-        r = dump_dir_open(c->policy->agent.dump_dir, &work->dir_fd, &why);
+        r = dump_dir_open(req->policy->agent.dump_dir, &work->dir_fd, &why);
         if (r != 0) {
                 dump_fail(work, WIRE_ERROR_INTERNAL, why ? why : "cannot open the dump directory");
                 return false;
         }
-        r = dump_stage_create(c->target, c->broker->config.runtime_dir, &work->stage, &why);
+        r = dump_stage_create(req->target, req->broker->config.runtime_dir, &work->stage, &why);
         if (r != 0) {
                 dump_fail(work, stage_error(r),
                           why ? why : r == DUMP_STAGE_E_GONE ? "no such process" : "cannot prepare the dump");
                 return false;
         }
-        r = dump_writer_new(work->dir_fd, dump_stage_take_fifo(work->stage), &c->policy->agent,
-                            &c->broker->dump_bytes_in_flight, &work->writer, &why);
+        r = dump_writer_new(work->dir_fd, dump_stage_take_fifo(work->stage), &req->policy->agent,
+                            &req->broker->dump_bytes_in_flight, &work->writer, &why);
         if (r == 0)
-                r = sd_event_add_io(c->broker->event, &work->fifo_source, work->writer->source_fd, EPOLLIN,
+                r = sd_event_add_io(req->broker->event, &work->fifo_source, work->writer->source_fd, EPOLLIN,
                                     dump_on_fifo, work);
         if (r != 0) {
                 dump_fail(work, r == DUMP_WRITER_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
@@ -374,26 +376,31 @@ static bool dump_prepare(DumpWork *work) {
         return true;
 }
 
-static void dump_decided(Connection *c) {
-        DumpWork *work = c->work;
+static void dump_decided(Request *req) {
+        DumpWork *work = req->work;
         const char *why = NULL;
         int r;
 
-        c->audit.rule = c->verdict.rule_name;
-        if (!c->verdict.allowed) {
-                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, c->verdict.reason);
+        req->audit.rule = req->verdict.rule_name;
+        if (!req->verdict.allowed) {
+                request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, req->verdict.reason);
                 return;
         }
-        r = broker_dump_begin(c->broker, c->target->pid, c->target->start_time, c->policy->agent.max_concurrent_dumps,
-                              &why);
-        if (r < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, why);
+        work->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
+                                    .requester = req->peer->uid };
+        r = admission_begin(req->broker->admission, ADMISSION_DUMP, &work->key,
+                            &(AdmissionLimits){ .per_target = 1, .per_requester = req->policy->agent.max_dumps_per_user,
+                                                .in_all = req->policy->agent.max_concurrent_dumps },
+                            &why);
+        if (r != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, r == ADMISSION_E_BUSY ? WIRE_ERROR_BUSY : WIRE_ERROR_INTERNAL,
+                                    r == ADMISSION_E_BUSY ? why : "out of memory");
                 return;
         }
         work->claimed = true;
         if (!dump_prepare(work))
                 return;
-        if (connection_set_deadline(c, c->broker->config.dump_timeout_usec + 30 * USEC_PER_SEC) < 0) {
+        if (connection_set_deadline(req->connection, req->broker->config.dump_timeout_usec + 30 * USEC_PER_SEC) < 0) {
                 dump_fail(work, WIRE_ERROR_INTERNAL, "timer failure");
                 return;
         }
@@ -407,15 +414,15 @@ static void dump_decided(Connection *c) {
  * process); WANT_FD asks for a read-only fd of the result, which dsctl -o
  * copies as the caller.
  */
-void dump_start(Connection *c, const WireMessage *m, Target *t) {
+void dump_start(Request *req, const WireMessage *m, Target *t) {
         _cleanup_free_ char *type = NULL;
         DumpWork *work;
         uint32_t want_fd = 0;
 
-        c->request = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_MINI };
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_MINI };
         if (wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &type) == 0 &&
-            (c->request.dump_type = policy_dump_type_from_string(type)) == _POLICY_DUMP_INVALID) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+            (req->ask.dump_type = policy_dump_type_from_string(type)) == _POLICY_DUMP_INVALID) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "unknown dump type (mini, heap, triage, full)");
                 return;
         }
@@ -423,14 +430,14 @@ void dump_start(Connection *c, const WireMessage *m, Target *t) {
 
         work = calloc(1, sizeof(*work));
         if (!work) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
-        *work = (DumpWork){ .connection = c, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd == 1,
-                            .started_usec = monotonic_usec(c), .dir_fd = -EBADF };
-        c->work = work;
-        c->work_free = dump_work_free;
-        decide(c, t, true, dump_decided);
+        *work = (DumpWork){ .request = req, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd == 1,
+                            .started_usec = monotonic_usec(req), .dir_fd = -EBADF };
+        req->work = work;
+        req->work_free = dump_work_free;
+        decide(req, t, true, dump_decided);
 }
 
 static char *get_attribute(int fd, const char *key) {
@@ -443,20 +450,20 @@ static char *get_attribute(int fd, const char *key) {
         return strdup(buf);
 }
 
-static int dumps_list_one(Connection *c, WireWriter *w, int dir_fd, const char *name) {
+static int dumps_list_one(Request *req, WireWriter *w, int dir_fd, const char *name) {
         _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *path = NULL, *type = NULL, *pid = NULL;
         struct stat st;
-        bool readable = c->peer.uid == 0;
+        bool readable = req->peer->uid == 0;
         pid_t target_pid;
 
         fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return 0;
-        if (!readable && (acl_fd_allows_read(fd, c->peer.uid, c->peer.groups, c->peer.n_groups, &readable) < 0 ||
+        if (!readable && (acl_fd_allows_read(fd, req->peer->uid, req->peer->groups, req->peer->n_groups, &readable) < 0 ||
                           !readable))
                 return 0;
-        if (asprintf(&path, "%s/%s", c->policy->agent.dump_dir, name) < 0)
+        if (asprintf(&path, "%s/%s", req->policy->agent.dump_dir, name) < 0)
                 return -ENOMEM;
         type = get_attribute(fd, "user.dsagent.dump_type");
         pid = get_attribute(fd, "user.dsagent.target_pid");
@@ -471,7 +478,7 @@ static int dumps_list_one(Connection *c, WireWriter *w, int dir_fd, const char *
                 wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, type);
         if (pid && parse_pid(pid, &target_pid) == 0)
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)target_pid);
-        return connection_queue_frame(c, w);
+        return connection_queue_frame(req->connection, w);
 }
 
 /**
@@ -480,7 +487,7 @@ static int dumps_list_one(Connection *c, WireWriter *w, int dir_fd, const char *
  * Decided by each file's ACL, the same check the kernel makes when the
  * caller opens it; root sees all.
  */
-void dumps_list(Connection *c) {
+void dumps_list(Request *req) {
         _cleanup_free_ WireWriter *w = NULL;
         _cleanup_close_ int dir_fd = -EBADF, walk_fd = -EBADF;
         const char *why = NULL;
@@ -490,25 +497,25 @@ void dumps_list(Connection *c) {
         int r = 0;
 
         w = malloc(sizeof(*w));
-        if (!w || dump_dir_open(c->policy->agent.dump_dir, &dir_fd, &why) != 0 ||
+        if (!w || dump_dir_open(req->policy->agent.dump_dir, &dir_fd, &why) != 0 ||
             (walk_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3)) < 0 || !(d = fdopendir(walk_fd))) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why ? why : "cannot list dumps");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why ? why : "cannot list dumps");
                 return;
         }
         walk_fd = -EBADF;
         while (r >= 0 && (de = readdir(d))) {
-                size_t before = c->out_size;
+                size_t before = req->connection->out_size;
                 if (de->d_name[0] == '.')
                         continue;
-                r = dumps_list_one(c, w, dir_fd, de->d_name);
-                count += c->out_size > before;
+                r = dumps_list_one(req, w, dir_fd, de->d_name);
+                count += req->connection->out_size > before;
         }
         closedir(d);
         if (r < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "listing too large");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "listing too large");
                 return;
         }
-        c->audit.have_result_count = true;
-        c->audit.result_count = count;
-        connection_reply_done(c, NULL, "listed the dumps the requester can read");
+        req->audit.have_result_count = true;
+        req->audit.result_count = count;
+        request_reply_done(req, NULL, "listed the dumps the requester can read");
 }

@@ -5,5 +5,5 @@
 #include "connection.h"
 #include "wire.h"
 
-void dump_start(Connection *c, const WireMessage *m, Target *t);
-void dumps_list(Connection *c);
+void dump_start(Request *req, const WireMessage *m, Target *t);
+void dumps_list(Request *req);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "broker.h"
 #include "commands.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
@@ -32,7 +33,7 @@
 #define SESSION_INTERVAL_MAX 3600
 
 typedef struct Session {
-        Connection *connection;
+        Request *request;
         const char *kind; /* "trace" or "counters", as the policy names the command */
         EventPipeConfig config;
         PolicyProvider *policy_providers;
@@ -54,7 +55,16 @@ typedef struct Session {
         uint64_t bytes;
         const char *how;
         bool stopping, stop_ok, stream_ended, client_gone, cut;
+        bool admitted;          /* counted as running (admission.h) */
+        AdmissionKey key;
 } Session;
+
+/* The session no longer runs in the runtime, or never did: it stops counting against the limits. */
+static void session_release_slot(Session *s) {
+        if (s->admitted)
+                admission_end(s->request->broker->admission, ADMISSION_SESSION, &s->key);
+        s->admitted = false;
+}
 
 static void session_finish(Session *s);
 
@@ -68,7 +78,7 @@ static void session_abandon(Session *s) {
         int fd;
 
         s->stream_fd = safe_close(s->stream_fd);
-        if (!s->connection->target || target_connect(s->connection->target, &fd, &why) != 0)
+        if (!s->request->target || target_connect(s->request->target, &fd, &why) != 0)
                 return;
         if (dotnet_ipc_stop_tracing_encode(s->runtime_session_id, request, sizeof(request), &size) == 0)
                 (void)send(fd, request, size, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -82,7 +92,7 @@ static void session_free(void *p) {
                 return;
         if (s->started && !s->stream_ended)
                 session_abandon(s);
-        s->connection->holds_session = false;
+        session_release_slot(s);
         runtime_call_free(s->start_call);
         runtime_call_free(s->stop_call);
         sd_event_source_disable_unref(s->stream_source);
@@ -97,26 +107,26 @@ static void session_free(void *p) {
         free(s);
 }
 
-static Session *session_new(Connection *c, const char *kind) {
+static Session *session_new(Request *req, const char *kind) {
         Session *s = calloc(1, sizeof(*s));
 
         if (!s) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return NULL;
         }
-        s->connection = c;
+        s->request = req;
         s->kind = kind;
         s->stream_fd = -EBADF;
         s->pipe_fd = -EBADF;
-        c->work = s;
-        c->work_free = session_free;
+        req->work = s;
+        req->work_free = session_free;
         return s;
 }
 
 static void session_arm_timer(Session *s, uint64_t usec_from_now) {
         uint64_t now;
 
-        if (sd_event_now(s->connection->broker->event, CLOCK_MONOTONIC, &now) < 0 ||
+        if (sd_event_now(s->request->broker->event, CLOCK_MONOTONIC, &now) < 0 ||
             sd_event_source_set_time(s->timer, now + usec_from_now) < 0 ||
             sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT) < 0)
                 s->cut = true; /* without a deadline the session could run forever: end it */
@@ -137,7 +147,7 @@ static void session_stop_done(RuntimeCall *call, int error, const DotnetIpcRespo
  * the relay keeps draining meanwhile; the grace timer bounds the wait.
  */
 static void session_stop(Session *s, const char *how) {
-        Connection *c = s->connection;
+        Request *req = s->request;
         uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
         const char *why;
         size_t size;
@@ -148,11 +158,11 @@ static void session_stop(Session *s, const char *how) {
         s->stopping = true;
         s->how = how;
         session_arm_timer(s, SESSION_STOP_GRACE_USEC);
-        if (target_connect(c->target, &fd, &why) != 0)
+        if (target_connect(req->target, &fd, &why) != 0)
                 return; /* the process is going away, and the stream with it */
         r = dotnet_ipc_stop_tracing_encode(s->runtime_session_id, request, sizeof(request), &size);
         if (r == 0)
-                r = runtime_call_start(c->broker->event, fd, request, size, c->broker->config.runtime_timeout_usec,
+                r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.runtime_timeout_usec,
                                        session_stop_done, s, &s->stop_call);
         else
                 safe_close(fd);
@@ -192,7 +202,7 @@ static void session_client_gone(Session *s) {
         s->client_gone = true;
         s->pipe_source = sd_event_source_disable_unref(s->pipe_source);
         s->pipe_fd = safe_close(s->pipe_fd);
-        (void)connection_watch_client(s->connection, 0, NULL);
+        (void)connection_watch_client(s->request->connection, 0, NULL);
         (void)sd_event_source_set_enabled(s->stream_source, SD_EVENT_ON);
         session_stop(s, "client-gone");
 }
@@ -293,8 +303,8 @@ static int session_on_timer(sd_event_source *source, uint64_t usec, void *userda
  * (Ctrl-C in dsctl), and goes away by closing it. After the shutdown only a
  * hang-up still matters.
  */
-static void session_on_client(Connection *c, uint32_t revents) {
-        Session *s = c->work;
+static void session_on_client(Request *req, uint32_t revents) {
+        Session *s = req->work;
         char b;
         ssize_t n;
 
@@ -302,29 +312,29 @@ static void session_on_client(Connection *c, uint32_t revents) {
                 session_client_gone(s);
                 return;
         }
-        n = recv(c->fd, &b, 1, MSG_DONTWAIT);
+        n = recv(req->connection->fd, &b, 1, MSG_DONTWAIT);
         if (n < 0 && errno == EAGAIN)
                 return;
         if (n < 0) {
                 session_client_gone(s);
                 return;
         }
-        (void)connection_watch_client(c, 0, session_on_client);
+        (void)connection_watch_client(req->connection, 0, session_on_client);
         session_stop(s, "stopped");
 }
 
 static int session_audit(Session *s, bool ended) {
-        Connection *c = s->connection;
+        Request *req = s->request;
         uint64_t now = 0;
         AuditSessionEvent e = {
                 .ended = ended,
-                .request_id = c->request_id,
-                .requester = c->peer.uid,
-                .target_pid = c->target->pid,
-                .target_uid = target_euid(c->target),
-                .target_unit = c->target->unit,
-                .target_exe = c->target->exe,
-                .rule = c->verdict.rule_name,
+                .request_id = req->id,
+                .requester = req->peer->uid,
+                .target_pid = req->target->pid,
+                .target_uid = target_euid(req->target),
+                .target_unit = req->target->unit,
+                .target_exe = req->target->exe,
+                .rule = req->verdict.rule_name,
                 .kind = s->kind,
                 .profile = s->profile,
                 .providers = s->providers_text,
@@ -336,26 +346,26 @@ static int session_audit(Session *s, bool ended) {
                 .complete = s->stop_ok && !s->cut,
         };
 
-        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &now);
+        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
         e.duration_usec = now - s->started_usec;
-        return audit_log_session(c->broker->config.audit_sink, &e);
+        return audit_log_session(req->broker->config.audit_sink, &e);
 }
 
 static void session_finish(Session *s) {
-        Connection *c = s->connection;
+        Request *req = s->request;
         _cleanup_free_ WireWriter *w = NULL;
         char reason[160];
         bool complete = s->stop_ok && !s->cut;
 
         s->timer = sd_event_source_disable_unref(s->timer);
-        c->holds_session = false;
-        (void)connection_watch_client(c, 0, NULL);
+        session_release_slot(s);
+        (void)connection_watch_client(req->connection, 0, NULL);
         (void)session_audit(s, true); /* a lost end record cannot undo the session; the request record says it */
 
         snprintf(reason, sizeof(reason), "%s session ended (%s) after %llu bytes%s", s->kind, s->how,
                  (unsigned long long)s->bytes, complete ? "" : ", incomplete");
         if (s->cut) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, reason);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, reason);
                 return;
         }
         w = malloc(sizeof(*w));
@@ -364,30 +374,30 @@ static void session_finish(Session *s) {
                 wire_writer_put_u64(w, WIRE_TAG_SIZE, s->bytes);
                 wire_writer_put_string(w, WIRE_TAG_ENDED, s->how);
                 wire_writer_put_u32(w, WIRE_TAG_COMPLETE, complete);
-                (void)connection_queue_frame(c, w);
+                (void)connection_queue_frame(req->connection, w);
         }
-        connection_reply_done(c, c->verdict.rule_name, reason);
+        request_reply_done(req, req->verdict.rule_name, reason);
 }
 
 /* Tells the client the session runs, and hands it the pipe's read end. */
 static int session_announce(Session *s, int pipe_read_fd) {
-        Connection *c = s->connection;
+        Request *req = s->request;
         _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
 
         if (!w)
                 return -ENOMEM;
         wire_writer_begin(w, WIRE_REPLY_STREAM);
-        wire_writer_put_u64(w, WIRE_TAG_REQUEST_ID, c->request_id);
+        wire_writer_put_u64(w, WIRE_TAG_REQUEST_ID, req->id);
         wire_writer_put_string(w, WIRE_TAG_PROVIDERS, s->providers_text);
         wire_writer_put_u64(w, WIRE_TAG_DURATION, s->duration_limit_usec / USEC_PER_SEC);
         wire_writer_put_u64(w, WIRE_TAG_SIZE_LIMIT, s->size_limit);
         wire_writer_put_u32(w, WIRE_TAG_BUFFER_MB, s->buffer_mb);
-        return connection_send_frame_now(c, w, pipe_read_fd);
+        return connection_send_frame_now(req->connection, w, pipe_read_fd);
 }
 
 static int session_setup_relay(Session *s, int pipe_read_fd) {
-        Connection *c = s->connection;
-        sd_event *event = c->broker->event;
+        Request *req = s->request;
+        sd_event *event = req->broker->event;
         int r;
 
         r = sd_event_add_io(event, &s->stream_source, s->stream_fd, EPOLLIN, session_on_stream, s);
@@ -401,23 +411,23 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
                 return r;
         session_arm_timer(s, s->duration_limit_usec);
         /* the connection's own deadline is only a backstop behind the session's */
-        r = connection_set_deadline(c, s->duration_limit_usec + SESSION_STOP_GRACE_USEC +
-                                               2 * c->broker->config.runtime_timeout_usec);
+        r = connection_set_deadline(req->connection, s->duration_limit_usec + SESSION_STOP_GRACE_USEC +
+                                               2 * req->broker->config.runtime_timeout_usec);
         if (r < 0)
                 return r;
         if (session_announce(s, pipe_read_fd) < 0) {
                 session_client_gone(s);
                 return 0;
         }
-        return connection_watch_client(c, EPOLLIN | EPOLLRDHUP, session_on_client);
+        return connection_watch_client(req->connection, EPOLLIN | EPOLLRDHUP, session_on_client);
 }
 
 static void session_begin_relay(Session *s) {
-        Connection *c = s->connection;
+        Request *req = s->request;
         _cleanup_close_ int pipe_read_fd = -EBADF;
         int fds[2], r;
 
-        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &s->started_usec);
+        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &s->started_usec);
         if (pipe2(fds, O_CLOEXEC) < 0) {
                 session_cut(s, "agent-error");
                 return;
@@ -442,27 +452,27 @@ static void session_begin_relay(Session *s) {
 
 static void session_start_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         Session *s = userdata;
-        Connection *c = s->connection;
+        Request *req = s->request;
 
         if (error != 0) {
-                c->holds_session = false;
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                session_release_slot(s);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                        error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not answer in time"
                                        : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
                                                                            : "the runtime closed the connection");
                 return;
         }
         if (!reply->ok) {
-                c->holds_session = false;
-                connection_reply_runtime_error(c, reply->hresult, "the runtime refused the session");
+                session_release_slot(s);
+                request_reply_runtime_error(req, reply->hresult, "the runtime refused the session");
                 return;
         }
         s->stream_fd = runtime_call_take_fd(call);
         if (dotnet_ipc_session_id_decode(reply, &s->runtime_session_id) != 0) {
                 /* without its id the session can only be ended by closing its stream */
                 s->start_call = runtime_call_free(call);
-                c->holds_session = false;
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                session_release_slot(s);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                        "the runtime sent a malformed session reply");
                 return;
         }
@@ -471,66 +481,69 @@ static void session_start_done(RuntimeCall *call, int error, const DotnetIpcResp
         session_begin_relay(s);
 }
 
-static void session_decided(Connection *c) {
-        Session *s = c->work;
-        const PolicyAgentSettings *a = &c->policy->agent;
+static void session_decided(Request *req) {
+        Session *s = req->work;
+        const PolicyAgentSettings *a = &req->policy->agent;
         uint8_t request[DOTNET_IPC_MESSAGE_MAX];
-        unsigned of_target, of_user;
         const char *why = NULL;
         size_t size;
         int fd, r;
 
-        c->audit.rule = c->verdict.rule_name;
-        if (!c->verdict.allowed) {
-                connection_reply_error(c, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, c->verdict.reason);
+        req->audit.rule = req->verdict.rule_name;
+        if (!req->verdict.allowed) {
+                request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, req->verdict.reason);
                 return;
         }
-        broker_count_sessions(c->broker, c, &of_target, &of_user);
-        if (of_target >= a->max_sessions_per_target || of_user >= a->max_sessions_per_user) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
-                                       of_target >= a->max_sessions_per_target
-                                               ? "as many sessions of this process as max_sessions_per_target allows run"
-                                               : "as many sessions as max_sessions_per_user allows run for you");
+        s->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
+                                 .requester = req->peer->uid };
+        /* counted from now on, so that concurrent requests see it */
+        r = admission_begin(req->broker->admission, ADMISSION_SESSION, &s->key,
+                            &(AdmissionLimits){ .per_target = a->max_sessions_per_target,
+                                                .per_requester = a->max_sessions_per_user },
+                            &why);
+        if (r != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, r == ADMISSION_E_BUSY ? WIRE_ERROR_BUSY : WIRE_ERROR_INTERNAL,
+                                    r == ADMISSION_E_BUSY ? why : "out of memory");
                 return;
         }
-        if (c->verdict.rule && c->verdict.rule->max_duration_usec > 0 &&
-            c->verdict.rule->max_duration_usec < s->duration_limit_usec)
-                s->duration_limit_usec = c->verdict.rule->max_duration_usec;
+        s->admitted = true;
+        if (req->verdict.rule && req->verdict.rule->max_duration_usec > 0 &&
+            req->verdict.rule->max_duration_usec < s->duration_limit_usec)
+                s->duration_limit_usec = req->verdict.rule->max_duration_usec;
         test_hook_pause("after-decision");
 
         r = dotnet_ipc_collect_tracing_encode(&s->config, s->buffer_mb, request, sizeof(request), &size);
         if (r != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "the session request is too large");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "the session request is too large");
                 return;
         }
-        r = target_connect(c->target, &fd, &why);
+        r = target_connect(req->target, &fd, &why);
         if (r != 0) {
-                commands_reply_target_error(c, r, why);
+                request_reply_target_error(req, r, why);
                 return;
         }
-        c->holds_session = true; /* counted from now on, so that concurrent requests see it */
-        r = runtime_call_start(c->broker->event, fd, request, size, c->broker->config.runtime_timeout_usec,
+        r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.runtime_timeout_usec,
                                session_start_done, s, &s->start_call);
         if (r != 0) {
-                c->holds_session = false;
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
+                session_release_slot(s);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
         }
 }
 
 /* Duration and buffer, common to both kinds. Replies and returns false when they are bad. */
 static bool session_read_limits(Session *s, const WireMessage *m) {
-        Connection *c = s->connection;
-        const PolicyAgentSettings *a = &c->policy->agent;
+        Request *req = s->request;
+        const PolicyAgentSettings *a = &req->policy->agent;
         uint64_t seconds = 0;
         uint32_t mb = 0;
 
         if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0 && (seconds == 0 || seconds > 30 * 86400)) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "the duration must be 1 second to 30 days");
                 return false;
         }
         if (wire_message_get_u32(m, WIRE_TAG_BUFFER_MB, &mb) == 0 && (mb == 0 || mb > EVENTPIPE_BUFFER_MB_MAX)) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "the buffer must be 1 to 1024 MB");
                 return false;
         }
@@ -548,7 +561,7 @@ static bool session_describe(Session *s) {
         s->providers_text = eventpipe_config_to_string(&s->config);
         s->policy_providers = calloc(s->config.n_providers, sizeof(PolicyProvider));
         if (!s->providers_text || !s->policy_providers) {
-                connection_reply_error(s->connection, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(s->request, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return false;
         }
         for (size_t i = 0; i < s->config.n_providers; i++)
@@ -561,9 +574,9 @@ static bool session_describe(Session *s) {
 }
 
 static void session_decide(Session *s, PolicyCommand command, size_t n_policy_providers) {
-        Connection *c = s->connection;
+        Request *req = s->request;
 
-        c->request = (PolicyRequest){
+        req->ask = (PolicyRequest){
                 .command = command,
                 .trace_profile = s->profile,
                 .providers = s->policy_providers,
@@ -572,7 +585,7 @@ static void session_decide(Session *s, PolicyCommand command, size_t n_policy_pr
                 .duration_usec = s->duration_asked_usec,
         };
         test_hook_pause("after-target");
-        decide(c, c->target, true, session_decided);
+        decide(req, req->target, true, session_decided);
 }
 
 static const char *providers_error(int r) {
@@ -581,26 +594,26 @@ static const char *providers_error(int r) {
 }
 
 /* trace: a profile, or providers in dotnet-trace's syntax. */
-void session_start_trace(Connection *c, const WireMessage *m, Target *t) {
+void session_start_trace(Request *req, const WireMessage *m, Target *t) {
         _cleanup_free_ char *providers = NULL;
-        Session *s = session_new(c, "trace");
+        Session *s = session_new(req, "trace");
         int r;
 
         if (!s)
                 return;
         if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &s->profile) < 0 ||
             wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
         if (!s->profile == !providers) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "a trace needs a profile or providers, not both");
                 return;
         }
         r = s->profile ? eventpipe_profile_config(s->profile, &s->config) : eventpipe_providers_parse(providers, &s->config);
         if (r != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
                                        r == EVENTPIPE_E_UNKNOWN ? "unknown trace profile" : providers_error(r));
                 return;
         }
@@ -660,10 +673,10 @@ static int random_session_id(char ret[33]) {
 }
 
 /* counters: EventCounters and Meters of the named providers, every interval. */
-void session_start_counters(Connection *c, const WireMessage *m, Target *t) {
+void session_start_counters(Request *req, const WireMessage *m, Target *t) {
         _cleanup_free_ char *list = NULL;
         char **names = NULL, session_id[33];
-        Session *s = session_new(c, "counters");
+        Session *s = session_new(req, "counters");
         uint32_t interval = 1;
         size_t n = 0;
         int r;
@@ -671,17 +684,17 @@ void session_start_counters(Connection *c, const WireMessage *m, Target *t) {
         if (!s)
                 return;
         if (wire_message_get_string(m, WIRE_TAG_PROVIDERS, &list) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
         if (wire_message_get_u32(m, WIRE_TAG_INTERVAL, &interval) == 0 &&
             (interval == 0 || interval > SESSION_INTERVAL_MAX)) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "the interval must be 1 to 3600 seconds");
                 return;
         }
         if (split_names(list ? list : "System.Runtime", &names, &n) < 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "bad counter providers (names of letters, digits, . - _, at most 16)");
                 return;
         }
@@ -690,7 +703,7 @@ void session_start_counters(Connection *c, const WireMessage *m, Target *t) {
                 r = eventpipe_counters_config((const char *const *)names, n, interval, session_id, &s->config);
         free_names(names, n);
         if (r != 0) {
-                connection_reply_error(c, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
+                request_reply_error(req, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
                                        "bad counter providers");
                 return;
         }

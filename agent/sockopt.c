@@ -3,12 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 
 #include "cleanup.h"
 #include "sockopt.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
+#endif
+#ifndef PID_FS_MAGIC
+#define PID_FS_MAGIC 0x50494446
 #endif
 
 static int compare_gid(const void *a, const void *b) {
@@ -58,7 +63,8 @@ static int sockopt_get_peer_groups(int fd, gid_t primary, gid_t **ret, size_t *r
  * sockopt_get_peer_creds() - read the peer's identity, once, from the kernel
  *
  * The credentials are those recorded at connect(); nothing the peer sends can
- * change them. A kernel without SO_PEERPIDFD leaves @pidfd at -EBADF.
+ * change them. The peer's pidfd is read for its identity (the pidfs inode
+ * number, for the audit record) and closed: a connection holds one fd.
  *
  * Return: 0 or a negative errno.
  */
@@ -67,6 +73,9 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         socklen_t len = sizeof(cred);
         _cleanup_free_ gid_t *groups = NULL;
         _cleanup_close_ int pidfd = -EBADF;
+        uint64_t pidfd_id = 0;
+        struct statfs sfs;
+        struct stat st;
         size_t n_groups = 0;
         int r;
 
@@ -85,6 +94,8 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 if (errno != ENOPROTOOPT && errno != ENODATA && errno != ESRCH && errno != EINVAL)
                         return -errno;
         }
+        if (pidfd >= 0 && fstatfs(pidfd, &sfs) == 0 && sfs.f_type == PID_FS_MAGIC && fstat(pidfd, &st) == 0)
+                pidfd_id = (uint64_t)st.st_ino;
 
         *ret = (PeerCreds){
                 .pid = cred.pid,
@@ -92,7 +103,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 .gid = cred.gid,
                 .groups = TAKE_PTR(groups),
                 .n_groups = n_groups,
-                .pidfd = TAKE_FD(pidfd),
+                .pidfd_id = pidfd_id,
         };
         return 0;
 }
@@ -101,5 +112,4 @@ void peer_creds_done(PeerCreds *c) {
         free(c->groups);
         c->groups = NULL;
         c->n_groups = 0;
-        c->pidfd = safe_close(c->pidfd);
 }

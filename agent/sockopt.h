@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define PEER_GROUPS_MAX 65536
@@ -13,10 +14,12 @@ typedef struct PeerCreds {
         gid_t gid;
         gid_t *groups; /* primary gid first, then sorted supplementary gids, no duplicates */
         size_t n_groups;
-        int pidfd;     /* -EBADF when the kernel has no SO_PEERPIDFD */
+        /* the process's pidfs inode: unlike a pid, never reused while the host runs; 0 when the
+         * kernel has no SO_PEERPIDFD or no pidfs. Read at accept; no fd is kept for it */
+        uint64_t pidfd_id;
 } PeerCreds;
 
-#define PEER_CREDS_NULL { .pidfd = -EBADF }
+#define PEER_CREDS_NULL {}
 
 int sockopt_get_peer_creds(int fd, PeerCreds *ret);
 void peer_creds_done(PeerCreds *c);

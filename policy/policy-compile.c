@@ -683,7 +683,8 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                 return true;
         }
         error_at(c, e->line, e->column,
-                 "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_use, keep_free, audit_failure, "
+                 "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_dumps_per_user, max_use, keep_free, "
+                 "audit_failure, "
                  "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
                  "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst)", e->key);
         return false;
@@ -704,14 +705,9 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
                 if (!a->dump_dir)
                         c->oom = -ENOMEM;
         } else if (strcmp(e->key, "max_concurrent_dumps") == 0) {
-                if (!expect_type(c, e, TOML_INTEGER))
-                        return false;
-                if (v->integer < 1 || v->integer > POLICY_MAX_CONCURRENT_DUMPS_MAX) {
-                        error_at(c, v->line, v->column, "'max_concurrent_dumps' must be 1 to %d",
-                                 POLICY_MAX_CONCURRENT_DUMPS_MAX);
-                        return false;
-                }
-                a->max_concurrent_dumps = (unsigned)v->integer;
+                return compile_agent_count(c, e, POLICY_MAX_CONCURRENT_DUMPS_MAX, &a->max_concurrent_dumps);
+        } else if (strcmp(e->key, "max_dumps_per_user") == 0) {
+                return compile_agent_count(c, e, POLICY_MAX_CONCURRENT_DUMPS_MAX, &a->max_dumps_per_user);
         } else if (strcmp(e->key, "max_use") == 0 || strcmp(e->key, "keep_free") == 0) {
                 if (!expect_string(c, e))
                         return false;

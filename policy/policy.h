@@ -92,6 +92,7 @@ typedef struct PolicySize {
 typedef struct PolicyAgentSettings {
         char *dump_dir;
         unsigned max_concurrent_dumps;
+        unsigned max_dumps_per_user;
         PolicySize max_use;   /* dumps may take at most this much in all (coredump.conf MaxUse=) */
         PolicySize keep_free; /* and must leave this much free (coredump.conf KeepFree=) */
         bool audit_failure_allow; /* audit_failure = "allow"; the default is deny */

@@ -321,7 +321,7 @@ dump_types = ["mini"]
 @test
 def max_concurrent_dumps_bounds_dumps_across_targets():
     first, second = private_target(), Target(SVC)
-    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n')
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
     os.kill(first.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
     pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),

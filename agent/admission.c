@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "admission.h"
+
+typedef struct Running {
+        AdmissionKind kind;
+        AdmissionKey key;
+} Running;
+
+struct Admission {
+        Running *running;
+        size_t n, allocated;
+};
+
+Admission *admission_new(void) {
+        return calloc(1, sizeof(Admission));
+}
+
+Admission *admission_free(Admission *a) {
+        if (a)
+                free(a->running);
+        free(a);
+        return NULL;
+}
+
+static const char *busy_reason(AdmissionKind kind, int which) {
+        static const char *const reasons[_ADMISSION_KIND_MAX][3] = {
+                [ADMISSION_DUMP] = { "a dump of this process is already in progress",
+                                     "you have as many dumps in progress as max_dumps_per_user allows",
+                                     "as many dumps as max_concurrent_dumps allows are in progress" },
+                [ADMISSION_SESSION] = { "as many sessions of this process as max_sessions_per_target allows run",
+                                        "as many sessions as max_sessions_per_user allows run for you",
+                                        "as many sessions as the agent allows run" },
+        };
+        return reasons[kind][which];
+}
+
+int admission_begin(Admission *a, AdmissionKind kind, const AdmissionKey *key, const AdmissionLimits *limits,
+                    const char **ret_why) {
+        unsigned of_target = 0, of_requester = 0, in_all = 0;
+
+        for (size_t i = 0; i < a->n; i++) {
+                const Running *r = &a->running[i];
+                if (r->kind != kind)
+                        continue;
+                in_all++;
+                of_target += r->key.pid == key->pid && r->key.start_time == key->start_time;
+                of_requester += r->key.requester == key->requester;
+        }
+        if (of_target >= limits->per_target || of_requester >= limits->per_requester ||
+            (limits->in_all > 0 && in_all >= limits->in_all)) {
+                *ret_why = busy_reason(kind, of_target >= limits->per_target ? 0 : of_requester >= limits->per_requester ? 1 : 2);
+                return ADMISSION_E_BUSY;
+        }
+        if (a->n == a->allocated) {
+                size_t n = a->allocated ? a->allocated * 2 : 16;
+                Running *grown = realloc(a->running, n * sizeof(*grown));
+                if (!grown)
+                        return -ENOMEM;
+                a->running = grown;
+                a->allocated = n;
+        }
+        a->running[a->n++] = (Running){ .kind = kind, .key = *key };
+        return 0;
+}
+
+void admission_end(Admission *a, AdmissionKind kind, const AdmissionKey *key) {
+        for (size_t i = 0; i < a->n; i++) {
+                Running *r = &a->running[i];
+                if (r->kind == kind && r->key.pid == key->pid && r->key.start_time == key->start_time &&
+                    r->key.requester == key->requester) {
+                        *r = a->running[--a->n];
+                        return;
+                }
+        }
+}

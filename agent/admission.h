@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What runs now, counted, so that nobody takes more than a fair share: dumps
+ * (one per process at a time, max_concurrent_dumps in all, and
+ * max_dumps_per_user for each requester) and trace or counters sessions
+ * (per process and per requester). Pure bookkeeping: the caller says what
+ * starts and what ends.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+enum {
+        _ADMISSION_E_SUCCESS,
+        ADMISSION_E_BUSY, /* over a limit; *ret_why says which */
+};
+
+typedef struct Admission Admission;
+
+/* Something running for @requester on the process @pid started at @start_time. */
+typedef struct AdmissionKey {
+        pid_t pid;
+        uint64_t start_time;
+        uid_t requester;
+} AdmissionKey;
+
+typedef struct AdmissionLimits {
+        unsigned per_target;    /* dumps: 1; sessions: max_sessions_per_target */
+        unsigned per_requester;
+        unsigned in_all;        /* 0: no bound in all */
+} AdmissionLimits;
+
+typedef enum AdmissionKind {
+        ADMISSION_DUMP,
+        ADMISSION_SESSION,
+        _ADMISSION_KIND_MAX,
+} AdmissionKind;
+
+Admission *admission_new(void);
+Admission *admission_free(Admission *a);
+
+/**
+ * admission_begin() - count one more @kind for @key, if the limits allow it
+ *
+ * Return: 0 (counted: admission_end() must follow), ADMISSION_E_BUSY with
+ * *@ret_why, or -ENOMEM.
+ */
+int admission_begin(Admission *a, AdmissionKind kind, const AdmissionKey *key, const AdmissionLimits *limits,
+                    const char **ret_why);
+void admission_end(Admission *a, AdmissionKind kind, const AdmissionKey *key);

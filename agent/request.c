@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "cleanup.h"
+#include "connection.h"
+#include "dotnet-ipc.h"
+#include "pam-check.h"
+#include "request.h"
+#include "worker-pool.h"
+
+void request_init(Request *req, Connection *c, uint64_t id) {
+        *req = (Request){ .connection = c, .broker = c->broker, .id = id, .peer = &c->peer };
+        req->audit.request_id = id;
+}
+
+void request_cancel_work(Request *req) {
+        pam_query_cancel(req->pam_query);
+        req->pam_query = NULL;
+        worker_job_cancel(req->job);
+        req->job = NULL;
+        if (req->work_free)
+                req->work_free(req->work);
+        req->work = NULL;
+        req->work_free = NULL;
+}
+
+void request_done(Request *req) {
+        request_cancel_work(req);
+        policy_unref(req->policy);
+        free(req->trace_profile);
+        target_free(req->target);
+}
+
+void request_set_target(Request *req, Target *t) {
+        target_free(req->target);
+        req->target = t;
+}
+
+bool request_admit(Request *req) {
+        if (!req->admitted)
+                req->admitted = broker_admit_request(req->broker, req->peer->uid);
+        return req->admitted;
+}
+
+static int request_audit(Request *req) {
+        AuditRecord *a = &req->audit;
+
+        a->client_uid = req->peer->uid;
+        a->client_gid = req->peer->gid;
+        a->client_pid = req->peer->pid;
+        a->client_pidfd_id = req->peer->pidfd_id;
+        if (req->target) {
+                a->have_target = true;
+                a->target_pid = req->target->pid;
+                a->target_uid = target_euid(req->target);
+                a->target_unit = req->target->unit;
+                a->target_exe = req->target->exe;
+        }
+        return audit_log_request(req->broker->config.audit_sink, a);
+}
+
+/* A decision nobody can audit is not carried out: the client gets an error instead. */
+static void request_fail_unaudited(Request *req) {
+        connection_discard_output(req->connection);
+        connection_queue_error(req->connection, WIRE_ERROR_INTERNAL, 0, "the audit record could not be written",
+                               req->id);
+}
+
+static void request_finish(Request *req) {
+        req->finished = true;
+        connection_start_writing(req->connection);
+}
+
+void request_reply_too_many(Request *req) {
+        connection_queue_error(req->connection, WIRE_ERROR_BUSY, 0,
+                               "too many requests from this user; try again shortly", req->id);
+        request_finish(req);
+}
+
+void request_reply_done(Request *req, const char *rule, const char *reason) {
+        _cleanup_free_ WireWriter *w = NULL;
+
+        if (req->finished)
+                return;
+        req->audit.decision = AUDIT_DECISION_ALLOWED;
+        req->audit.rule = rule;
+        req->audit.reason = reason;
+        if (request_audit(req) < 0) {
+                request_fail_unaudited(req);
+                request_finish(req);
+                return;
+        }
+        w = malloc(sizeof(*w));
+        if (w) {
+                wire_writer_begin(w, WIRE_REPLY_DONE);
+                wire_writer_put_u64(w, WIRE_TAG_REQUEST_ID, req->id);
+                (void)connection_queue_frame(req->connection, w);
+        }
+        request_finish(req);
+}
+
+/* @message is what the client reads; the record says @reason. */
+static void request_reply_error_full(Request *req, AuditDecision decision, WireError error, uint32_t hresult,
+                                     const char *reason, const char *message) {
+        if (req->finished)
+                return;
+        /* a partial listing must not look complete: the error replaces it */
+        connection_discard_output(req->connection);
+        if (!request_admit(req)) {
+                request_reply_too_many(req);
+                return;
+        }
+        req->audit.decision = decision;
+        req->audit.reason = reason;
+        if (request_audit(req) < 0)
+                request_fail_unaudited(req);
+        else
+                connection_queue_error(req->connection, error, hresult, message, req->id);
+        request_finish(req);
+}
+
+void request_reply_error(Request *req, AuditDecision decision, WireError error, const char *reason) {
+        request_reply_error_full(req, decision, error, 0, reason, reason);
+}
+
+/*
+ * The requester may not see the target: the reply is the very one a process
+ * that does not exist gets, while the record tells the administrator what
+ * was asked of which process, and that it was refused.
+ */
+void request_reply_invisible(Request *req) {
+        request_reply_error_full(req, AUDIT_DECISION_DENIED, WIRE_ERROR_NO_SUCH_PROCESS, 0,
+                                 "the requester may not act on this process, which is answered as absent",
+                                 REQUEST_NO_SUCH_PROCESS);
+}
+
+void request_reply_runtime_error(Request *req, uint32_t hresult, const char *reason) {
+        const char *name = dotnet_ipc_hresult_name(hresult);
+        char buf[256];
+
+        snprintf(buf, sizeof(buf), "%s: HRESULT 0x%08x%s%s%s", reason, hresult, name ? " (" : "",
+                 name ? name : "", name ? ")" : "");
+        request_reply_error_full(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, hresult, buf, buf);
+}
+
+void request_reply_target_error(Request *req, int r, const char *why) {
+        char buf[160];
+
+        if (!why)
+                why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
+
+        switch (r) {
+        case TARGET_E_GONE:
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, REQUEST_NO_SUCH_PROCESS);
+                break;
+        case TARGET_E_NO_SOCKET:
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NOT_DOTNET, why);
+                break;
+        case TARGET_E_SOCKET_UNTRUSTED:
+        case TARGET_E_IMPOSTOR:
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED, why);
+                break;
+        case TARGET_E_UNREACHABLE:
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
+                break;
+        case TARGET_E_UNSAFE_FS:
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_UNSAFE_FS, why);
+                break;
+        default:
+                /* the errno stays in the words: an internal error must say which */
+                snprintf(buf, sizeof(buf), "internal error looking at the process: %s", strerror(r < 0 ? -r : EIO));
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, buf);
+                break;
+        }
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One client request: what is asked, of which process, under which policy,
+ * what was decided, the work carrying it out, and its audit record. Every
+ * request ends with exactly one reply helper below, which writes the one
+ * record of its decision and queues the last frame; the connection then
+ * writes it out.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "audit.h"
+#include "policy.h"
+#include "sockopt.h"
+#include "target.h"
+#include "wire.h"
+
+typedef struct Broker Broker;
+typedef struct Connection Connection;
+typedef struct PamQuery PamQuery;
+typedef struct WorkerJob WorkerJob;
+typedef struct Request Request;
+
+/* What a process that does not exist is answered with; an invisible one gets the very same. */
+#define REQUEST_NO_SUCH_PROCESS "no such process"
+
+struct Request {
+        Connection *connection; /* the transport: frames go out through it */
+        Broker *broker;
+        uint64_t id;            /* the audit record's id, told to the client */
+        const PeerCreds *peer;  /* read from the kernel at accept, once */
+
+        Policy *policy;         /* the policy the request started under, kept through a reload */
+        PolicyRequest ask;      /* what is being decided */
+        char *trace_profile;    /* owned storage for ask.trace_profile */
+        PolicyVerdict verdict;  /* and the decision, once made */
+        bool consume_rate;      /* whether the decision uses up the rule's rate limit */
+        void (*decided)(Request *req);
+        PamQuery *pam_query;
+        Target *target;
+        WorkerJob *job;         /* a worker is doing something for this request */
+        void *work;             /* the command's own state */
+        void (*work_free)(void *work);
+        bool holds_session;     /* a trace or counters session of its target runs for it */
+
+        AuditRecord audit;
+        bool admitted;          /* took one from its user's budget of recorded decisions */
+        bool finished;          /* its reply and record are done */
+};
+
+void request_init(Request *req, Connection *c, uint64_t id);
+/* Frees what the request holds; cancels its job and its PAM query. Only from connection_destroy(). */
+void request_done(Request *req);
+
+void request_set_target(Request *req, Target *t);
+
+/*
+ * Every request, well-formed or not, first takes from its user's budget of
+ * recorded decisions (broker_admit_request()). One over the budget is
+ * refused with no record of its own and counted in a record that says how
+ * many. Return: whether it was admitted (idempotent).
+ */
+bool request_admit(Request *req);
+
+/* The reply helpers: each writes the request's audit record and queues its last frame. */
+void request_reply_done(Request *req, const char *rule, const char *reason);
+void request_reply_error(Request *req, AuditDecision decision, WireError error, const char *reason);
+void request_reply_runtime_error(Request *req, uint32_t hresult, const char *reason);
+void request_reply_invisible(Request *req);
+/* What a Target*() code (target.h) means to the client; @why may be NULL. */
+void request_reply_target_error(Request *req, int r, const char *why);
+/* Refused before any decision, as too many: no record of its own (see request_admit()). */
+void request_reply_too_many(Request *req);
+
+/* Drops the pending PAM query, worker job and the command's work: the request is ending. */
+void request_cancel_work(Request *req);
