@@ -13,12 +13,19 @@
 #include "cleanup.h"
 #include "connection.h"
 #include "dump-stage.h"
+#include "dump-writer.h"
+#include "jobs.h"
+#include "worker-pool.h"
 #include "pam-check.h"
 #include "policy-load.h"
 
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
  * the connections already being served. */
 #define BROKER_ACCEPT_BURST 16
+/* Worker processes: at most, kept ready, and running for one user at once (its other jobs wait). */
+#define BROKER_WORKERS_MAX 16
+#define BROKER_WORKERS_IDLE 2
+#define BROKER_WORKERS_PER_USER 2
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)
 
@@ -194,6 +201,8 @@ Broker *broker_free(Broker *b) {
         policy_unref(b->policy);
         rate_limiter_free(b->rate_limiter);
         admission_free(b->admission);
+        worker_pool_free(b->workers);
+        dump_slots_free(b->dump_slots);
         pam_checker_free(b->pam);
         sd_event_unref(b->event);
         free(b);
@@ -226,9 +235,35 @@ int broker_reload_policy(Broker *b) {
                 e.n_files = p->n_files;
                 policy_unref(b->policy);
                 b->policy = p;
+                /* the workers hold the policy they were forked with: new ones from now on */
+                if (b->workers)
+                        worker_pool_recycle(b->workers);
         }
         (void)audit_log_policy(b->config.audit_sink, &e);
         return r;
+}
+
+/**
+ * broker_start_workers() - fork the worker processes, and have one clean up after an agent that died
+ *
+ * After the sandbox: the workers inherit it, and their memory is the agent's as it is now.
+ *
+ * Return: 0 or a negative errno.
+ */
+int broker_start_workers(Broker *b) {
+        WorkerPoolConfig config = {
+                .handler = jobs_handle,
+                .max_workers = BROKER_WORKERS_MAX,
+                .idle_workers = BROKER_WORKERS_IDLE,
+                .per_owner = BROKER_WORKERS_PER_USER,
+                .queue_per_owner = b->config.max_connections_per_uid,
+        };
+        int r;
+
+        r = worker_pool_new(b->event, &config, &b->workers);
+        if (r < 0)
+                return r;
+        return jobs_clean_stale(b);
 }
 
 /**
@@ -266,7 +301,10 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
                 return r;
         if (mkdir(b->config.runtime_dir, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        dump_stage_clean_stale(b->config.runtime_dir);
+        b->dump_slots = dump_slots_new();
+        if (!b->dump_slots)
+                return -ENOMEM;
+        jobs_set_broker(b);
 
         r = sd_event_add_io(event, &b->listen_source, listen_fd, EPOLLIN, broker_on_listen, b);
         if (r < 0)

@@ -24,6 +24,7 @@ typedef struct BrokerConfig {
         uint64_t reply_timeout_usec;   /* for a client to read its reply */
         uint64_t idle_exit_usec;       /* 0: never exit when idle */
         uint64_t dump_timeout_usec;    /* for a runtime to finish a dump */
+        uint64_t dump_start_timeout_usec; /* for its first byte: a runtime that writes nothing frees the slot */
         const char *runtime_dir;       /* notes of staging directories in use, for clean-up after a crash */
         unsigned max_connections;
         unsigned max_connections_per_uid;
@@ -36,6 +37,7 @@ typedef struct BrokerConfig {
                 .runtime_timeout_usec = 10 * 1000000ULL,        \
                 .reply_timeout_usec = 30 * 1000000ULL,          \
                 .dump_timeout_usec = 300 * 1000000ULL,          \
+                .dump_start_timeout_usec = 30 * 1000000ULL,     \
                 .runtime_dir = "/run/dsagent",                  \
                 .max_connections = 512,                         \
                 .max_connections_per_uid = 32,                  \
@@ -58,11 +60,14 @@ typedef struct Broker {
         sd_event_source *suppressed_timer; /* records what the budget refused, once a second */
         struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
         Admission *admission;          /* dumps and sessions running now */
+        struct WorkerPool *workers;    /* where what can block runs (jobs.h) */
+        struct DumpSlots *dump_slots;  /* dumps' bytes so far, shared with the workers */
         uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
 } Broker;
 
 int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Policy *policy, Broker **ret);
 int broker_reload_policy(Broker *b);
+int broker_start_workers(Broker *b);
 Broker *broker_free(Broker *b);
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid);
 void broker_connection_opened(Broker *b, Connection *c);

@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "broker.h"
 #include "cleanup.h"
-#include "connection.h"
 #include "commands.h"
-#include "dotnet-ipc.h"
+#include "connection.h"
 #include "decision.h"
+#include "dotnet-ipc.h"
 #include "dump.h"
+#include "jobs.h"
 #include "pam-check.h"
 #include "policy.h"
 #include "runtime-call.h"
@@ -19,40 +20,22 @@
 #include "test-hooks.h"
 #include "text.h"
 
-typedef struct InfoWork {
-        Request *request;
-        RuntimeCall *call;
-        DotnetIpcCommand command;
-        const char *rule;
-} InfoWork;
+/* A listing's probe of one process gets this long: one stuck process must not hold up the rest. */
+#define PS_PROBE_TIMEOUT_USEC (2 * 1000000ULL)
+/* Past this much queued for a client, a listing waits until the client has read some. */
+#define PS_QUEUE_HIGH (64 * 1024)
 
-static void put_target_fields(WireWriter *w, const Target *t);
+void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
+        char buf[WIRE_STRING_MAX + 1];
+        size_t len;
 
-void commands_reply_target_error(Request *req, int r, const char *why) {
-        if (!why)
-                why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
-
-        switch (r) {
-        case TARGET_E_GONE:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, REQUEST_NO_SUCH_PROCESS);
-                break;
-        case TARGET_E_NO_SOCKET:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NOT_DOTNET, why);
-                break;
-        case TARGET_E_SOCKET_UNTRUSTED:
-        case TARGET_E_IMPOSTOR:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED, why);
-                break;
-        case TARGET_E_UNREACHABLE:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
-                break;
-        case TARGET_E_UNSAFE_FS:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_UNSAFE_FS, why);
-                break;
-        default:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, strerror(-r));
-                break;
-        }
+        if (!s)
+                return;
+        len = strnlen(s, WIRE_STRING_MAX + 1);
+        len = utf8_valid_prefix(s, len > WIRE_STRING_MAX ? WIRE_STRING_MAX : len);
+        memcpy(buf, s, len);
+        buf[len] = '\0';
+        wire_writer_put_string(w, tag, buf);
 }
 
 static void put_target_fields(WireWriter *w, const Target *t) {
@@ -62,77 +45,123 @@ static void put_target_fields(WireWriter *w, const Target *t) {
         wire_writer_put_string(w, WIRE_TAG_EXE, t->exe);
 }
 
-/* Strings the agent only passes along are checked here once, so an odd
- * command line from a target can only shorten a field, never fail a reply. */
-static void put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
-        char buf[WIRE_STRING_MAX + 1];
-        size_t len;
-
-        if (!s)
-                return;
-        len = strlen(s);
-        if (len <= WIRE_STRING_MAX && utf8_is_valid(s, len)) {
-                wire_writer_put_string(w, tag, s);
-                return;
-        }
-        len = len > WIRE_STRING_MAX ? WIRE_STRING_MAX : len;
-        while (len > 0 && !utf8_is_valid(s, len))
-                len--;
-        memcpy(buf, s, len);
-        buf[len] = '\0';
-        wire_writer_put_string(w, tag, buf);
-}
-
-static void ps_run(Request *req) {
+/* May the requester learn that @t exists? (policy_target_visible()) */
+static bool requester_sees(const Request *req, const Target *t) {
         PolicyRequester who = requester_of(req);
-        PolicyRequest q = { .command = POLICY_COMMAND_PS };
-        _cleanup_free_ WireWriter *w = NULL;
-        unsigned count = 0;
-        struct dirent *de;
-        DIR *proc;
-        int r = 0;
+        PolicyTarget pt = policy_target_of(t);
 
-        w = malloc(sizeof(*w));
-        proc = opendir("/proc");
-        if (!w || !proc) {
-                if (proc)
-                        closedir(proc);
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot list processes");
-                return;
-        }
-
-        while (r >= 0 && (de = readdir(proc))) {
-                _cleanup_(target_freep) Target *t = NULL;
-                _cleanup_close_ int socket_fd = -EBADF;
-                const char *why;
-                PolicyTarget pt;
-                PolicyVerdict v;
-                pid_t pid;
-
-                /* listing is not rate limited: it shows what may be done, it does nothing */
-                if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0)
-                        continue;
-                pt = policy_target_of(t);
-                policy_check(req->policy, &who, &pt, &q, &v);
-                if (!v.allowed || target_open_socket(t, &socket_fd, &why) != 0)
-                        continue;
-
-                wire_writer_begin(w, WIRE_REPLY_PROCESS);
-                put_target_fields(w, t);
-                put_untrusted_string(w, WIRE_TAG_NAME, t->name);
-                r = connection_queue_frame(req->connection, w);
-                count++;
-        }
-        closedir(proc);
-
-        if (r < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "listing too large");
-                return;
-        }
-        req->audit.have_result_count = true;
-        req->audit.result_count = count;
-        request_reply_done(req, NULL, "listed the processes the requester may act on");
+        return policy_target_visible(req->policy, &who, &pt);
 }
+
+/* What a job's failure means to the client. */
+static void reply_job_error(Request *req, int r, const char *why) {
+        if (r == JOBS_E_TIMEOUT)
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                    "looking at the process did not finish in time: its files or its memory "
+                                    "did not answer");
+        else if (r == JOBS_E_WORKER)
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
+                                    "no worker could look at the process now; try again");
+        else
+                request_reply_target_error(req, r, why);
+}
+
+/* ---- opening the target ---- */
+
+static void target_opened(Request *req, int r, const char *why) {
+        if (r == 0 && !requester_sees(req, req->target)) {
+                request_reply_invisible(req);
+                return;
+        }
+        if (r != 0) {
+                reply_job_error(req, r, why);
+                return;
+        }
+        test_hook_pause("after-target");
+        req->on_target(req);
+}
+
+static void open_pid(Request *req, pid_t pid) {
+        int r;
+
+        req->audit.have_target = true;
+        req->audit.target_pid = pid;
+        req->audit.target_uid = (uid_t)-1;
+        r = jobs_open_target(req, pid, target_opened);
+        if (r != 0)
+                reply_job_error(req, r, NULL);
+}
+
+static void unit_found(Request *req, int r, pid_t pid) {
+        char why[TARGET_UNIT_MAX + 64];
+
+        if (r != 0) {
+                reply_job_error(req, r, NULL);
+                return;
+        }
+        if (pid > 0) {
+                open_pid(req, pid);
+                return;
+        }
+        snprintf(why, sizeof(why), pid == 0 ? "no .NET process runs in %s" : "%s runs several .NET processes; name one by pid",
+                 req->unit);
+        request_reply_error(req, AUDIT_DECISION_FAILED, pid == 0 ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_BAD_REQUEST,
+                            why);
+}
+
+void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Request *req)) {
+        uint32_t pid;
+        int r;
+
+        req->on_target = opened;
+        if (wire_message_get_u32(m, WIRE_TAG_PID, &pid) == 0 && pid > 0 && pid <= INT32_MAX) {
+                open_pid(req, (pid_t)pid);
+                return;
+        }
+        if (wire_message_get_string(m, WIRE_TAG_UNIT, &req->unit) != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "a process id or a unit is needed");
+                return;
+        }
+        r = jobs_find_unit(req, req->unit, unit_found);
+        if (r == -ENAMETOOLONG)
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "the unit's name is too long");
+        else if (r != 0)
+                reply_job_error(req, r, NULL);
+}
+
+/* ---- reaching the runtime ---- */
+
+static void socket_found(Request *req, int r, const char *why) {
+        int fd;
+
+        if (r != 0) {
+                reply_job_error(req, r, why);
+                return;
+        }
+        r = target_connect(req->target, &fd, &why);
+        if (r != 0) {
+                request_reply_target_error(req, r, why);
+                return;
+        }
+        req->on_runtime(req, fd);
+}
+
+void commands_connect_runtime(Request *req, void (*connected)(Request *req, int fd)) {
+        int r;
+
+        req->on_runtime = connected;
+        r = jobs_find_socket(req, socket_found);
+        if (r != 0)
+                reply_job_error(req, r, NULL);
+}
+
+/* ---- info ---- */
+
+typedef struct InfoWork {
+        Request *request;
+        RuntimeCall *call;
+        DotnetIpcCommand command;
+} InfoWork;
 
 static void info_work_free(void *p) {
         InfoWork *work = p;
@@ -143,34 +172,30 @@ static void info_work_free(void *p) {
         free(work);
 }
 
-static void info_call(InfoWork *work);
-
-static void info_reply(InfoWork *work, const DotnetProcessInfo *info) {
-        Request *req = work->request;
-        _cleanup_free_ WireWriter *w = NULL;
+static void info_reply(Request *req, const DotnetProcessInfo *info) {
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
         const Target *t = req->target;
 
-        w = malloc(sizeof(*w));
         if (!w) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
         put_target_fields(w, t);
-        put_untrusted_string(w, WIRE_TAG_NAME, info->entry_assembly ? info->entry_assembly : t->name);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, info->entry_assembly ? info->entry_assembly : t->name);
         wire_writer_put_u64(w, WIRE_TAG_RUNTIME_PID, info->pid);
         wire_writer_put_bytes(w, WIRE_TAG_COOKIE, info->cookie, sizeof(info->cookie));
-        put_untrusted_string(w, WIRE_TAG_COMMAND_LINE, info->command_line);
-        put_untrusted_string(w, WIRE_TAG_OS, info->os);
-        put_untrusted_string(w, WIRE_TAG_ARCH, info->arch);
-        put_untrusted_string(w, WIRE_TAG_ENTRY_ASSEMBLY, info->entry_assembly);
-        put_untrusted_string(w, WIRE_TAG_RUNTIME_VERSION, info->runtime_version);
-        put_untrusted_string(w, WIRE_TAG_RUNTIME_ID, info->runtime_identifier);
+        commands_put_untrusted_string(w, WIRE_TAG_COMMAND_LINE, info->command_line);
+        commands_put_untrusted_string(w, WIRE_TAG_OS, info->os);
+        commands_put_untrusted_string(w, WIRE_TAG_ARCH, info->arch);
+        commands_put_untrusted_string(w, WIRE_TAG_ENTRY_ASSEMBLY, info->entry_assembly);
+        commands_put_untrusted_string(w, WIRE_TAG_RUNTIME_VERSION, info->runtime_version);
+        commands_put_untrusted_string(w, WIRE_TAG_RUNTIME_ID, info->runtime_identifier);
         if (connection_queue_frame(req->connection, w) < 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
                 return;
         }
-        request_reply_done(req, work->rule, "process info read");
+        request_reply_done(req, req->verdict.rule_name, "process info read");
 }
 
 /* Older runtimes answer newer ProcessInfo versions with "unknown command". */
@@ -182,167 +207,67 @@ static DotnetIpcCommand process_info_fallback(DotnetIpcCommand command) {
         }
 }
 
+static void info_connected(Request *req, int fd);
+
 static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
         InfoWork *work = userdata;
         Request *req = work->request;
         DotnetIpcCommand older;
-        int r;
+        int fd;
 
-        if (error == RUNTIME_CALL_E_TIMEOUT) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                       "the runtime did not answer in time");
-                return;
-        }
         if (error != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                       error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
+                                    error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not answer in time"
+                                    : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
                                                                         : "the runtime closed the connection");
                 return;
         }
-
         older = process_info_fallback(work->command);
         if (!reply->ok && reply->hresult == DOTNET_IPC_HR_UNKNOWN_COMMAND && older != 0) {
+                const char *why = NULL;
+                int r;
+
                 work->call = runtime_call_free(work->call);
                 work->command = older;
-                info_call(work);
+                r = target_connect(req->target, &fd, &why);
+                if (r != 0)
+                        request_reply_target_error(req, r, why);
+                else
+                        info_connected(req, fd);
                 return;
         }
         if (!reply->ok) {
                 request_reply_runtime_error(req, reply->hresult, "the runtime refused ProcessInfo");
                 return;
         }
-
-        r = dotnet_process_info_decode(work->command, reply->payload, reply->payload_size, &info);
-        if (r != 0) {
+        if (dotnet_process_info_decode(work->command, reply->payload, reply->payload_size, &info) != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                       "the runtime sent a malformed ProcessInfo reply");
+                                    "the runtime sent a malformed ProcessInfo reply");
                 return;
         }
         if (info.pid != (uint64_t)target_ns_pid(req->target)) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED,
-                                       "the runtime reported another process id");
+                                    "the runtime reported another process id");
                 return;
         }
-        info_reply(work, &info);
+        info_reply(req, &info);
 }
 
-static void info_call(InfoWork *work) {
-        Request *req = work->request;
+static void info_connected(Request *req, int fd) {
+        InfoWork *work = req->work;
         uint8_t request[DOTNET_IPC_HEADER_SIZE];
-        const char *why = NULL;
         size_t size;
-        int fd, r;
-
-        r = target_connect(req->target, &fd, &why);
-        if (r != 0) {
-                request_reply_target_error(req, r, why);
-                return;
-        }
-        r = dotnet_ipc_request_encode(work->command, NULL, 0, request, sizeof(request), &size);
-        if (r == 0)
-                r = runtime_call_start(req->broker->event, fd, request, size,
-                                       req->broker->config.runtime_timeout_usec, info_call_done, work,
-                                       &work->call);
-        if (r != 0)
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
-}
-
-/* May the requester learn that @t exists? (policy_target_visible()) */
-static bool requester_sees(const Request *req, const Target *t) {
-        PolicyRequester who = requester_of(req);
-        PolicyTarget pt = policy_target_of(t);
-
-        return policy_target_visible(req->policy, &who, &pt);
-}
-
-/*
- * A unit's .NET process: the one process in the unit, of those the requester
- * may see, with a diagnostic socket. Processes it may not see count as
- * absent, so the answer tells nobody what runs in a unit that is not theirs.
- * Return: its pid, 0 when there is none, -1 when there are several.
- */
-static pid_t unit_dotnet_pid(const Request *req, const char *unit) {
-        struct dirent *de;
-        pid_t found = 0;
-        DIR *proc = opendir("/proc");
-
-        while (proc && (de = readdir(proc))) {
-                _cleanup_(target_freep) Target *t = NULL;
-                _cleanup_close_ int socket_fd = -EBADF;
-                const char *why;
-                pid_t pid;
-
-                if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0 ||
-                    !t->unit || strcmp(t->unit, unit) != 0 || !requester_sees(req, t) ||
-                    target_open_socket(t, &socket_fd, &why) != 0)
-                        continue;
-                if (found) {
-                        found = -1;
-                        break;
-                }
-                found = pid;
-        }
-        if (proc)
-                closedir(proc);
-        return found;
-}
-
-/* The PID field, or the .NET process of the UNIT field. Replies and returns 0 when neither works. */
-static pid_t requested_pid(Request *req, const WireMessage *m) {
-        _cleanup_free_ char *unit = NULL, *why = NULL;
-        uint32_t pid;
-        pid_t found;
-
-        if (wire_message_get_u32(m, WIRE_TAG_PID, &pid) == 0 && pid > 0 && pid <= INT32_MAX)
-                return (pid_t)pid;
-        if (wire_message_get_string(m, WIRE_TAG_UNIT, &unit) != 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
-                                       "a process id or a unit is needed");
-                return 0;
-        }
-        found = unit_dotnet_pid(req, unit);
-        if (found > 0)
-                return found;
-        if (asprintf(&why, found == 0 ? "no .NET process runs in %s" : "%s runs several .NET processes; name one by pid",
-                     unit) < 0)
-                why = NULL;
-        request_reply_error(req, AUDIT_DECISION_FAILED, found == 0 ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_BAD_REQUEST,
-                               why ? why : "cannot resolve the unit");
-        return 0;
-}
-
-/*
- * Pins the process the request names (by pid or unit) and reads what the
- * policy decides on. A process the requester may not see is answered
- * exactly as one that does not exist; its record still names it, for the
- * administrator. Replies and returns NULL when that fails.
- */
-static Target *open_requested_target(Request *req, const WireMessage *m) {
-        Target *t;
-        pid_t pid;
         int r;
 
-        pid = requested_pid(req, m);
-        if (pid == 0)
-                return NULL;
-        r = target_open((pid_t)pid, &t);
-        if (r == 0) {
-                request_set_target(req, t);
-                r = target_read_details(t);
-        }
-        if (r == 0 && !requester_sees(req, t)) {
-                request_reply_invisible(req);
-                return NULL;
-        }
-        if (r != 0) {
-                req->audit.have_target = true;
-                req->audit.target_pid = (pid_t)pid;
-                req->audit.target_uid = req->target ? target_euid(req->target) : (uid_t)-1;
-                request_reply_target_error(req, r, NULL);
-                return NULL;
-        }
-        return t;
+        r = dotnet_ipc_request_encode(work->command, NULL, 0, request, sizeof(request), &size);
+        if (r == 0)
+                r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.runtime_timeout_usec,
+                                       info_call_done, work, &work->call);
+        else
+                safe_close(fd);
+        if (r != 0)
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
 }
 
 static void info_decided(Request *req) {
@@ -359,28 +284,22 @@ static void info_decided(Request *req) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
         }
-        work->request = req;
-        work->command = DOTNET_IPC_PROCESS_INFO3;
-        work->rule = req->verdict.rule_name;
+        *work = (InfoWork){ .request = req, .command = DOTNET_IPC_PROCESS_INFO3 };
         req->work = work;
         req->work_free = info_work_free;
-        info_call(work);
+        commands_connect_runtime(req, info_connected);
 }
 
-static void info_start(Request *req, const WireMessage *m) {
-        Target *t = open_requested_target(req, m);
-
-        if (!t)
-                return;
-        test_hook_pause("after-target");
+static void info_opened(Request *req) {
         req->ask = (PolicyRequest){ .command = POLICY_COMMAND_INFO };
-        decide(req, t, true, info_decided);
+        decide(req, req->target, true, info_decided);
 }
+
+/* ---- explain ---- */
 
 /* Reads the command and its parameters an explain request asks about. */
 static bool explain_request_of(Request *req, const WireMessage *m, PolicyRequest *q) {
         _cleanup_free_ char *command = NULL, *dump_type = NULL;
-
         uint64_t seconds = 0;
 
         *q = (PolicyRequest){};
@@ -408,11 +327,10 @@ static bool explain_request_of(Request *req, const WireMessage *m, PolicyRequest
 }
 
 static void explain_decided(Request *req) {
-        _cleanup_free_ WireWriter *w = NULL;
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
         const PolicyVerdict *v = &req->verdict;
         char reason[256];
 
-        w = malloc(sizeof(*w));
         if (!w) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
                 return;
@@ -432,14 +350,16 @@ static void explain_decided(Request *req) {
         request_reply_done(req, v->rule_name, reason);
 }
 
+static void explain_opened(Request *req) {
+        decide(req, req->target, false, explain_decided);
+}
+
 /*
  * explain: would the caller be allowed, and by which rule or why not. The
  * answer speaks only of rules that name the caller, and asking does not use
  * up a rate limit.
  */
-static void explain_run(Request *req, const WireMessage *m) {
-        Target *t;
-
+static void explain_start(Request *req, const WireMessage *m) {
         if (!explain_request_of(req, m, &req->ask))
                 return;
         if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &req->trace_profile) < 0) {
@@ -447,10 +367,130 @@ static void explain_run(Request *req, const WireMessage *m) {
                 return;
         }
         req->ask.trace_profile = req->trace_profile;
-        t = open_requested_target(req, m);
-        if (!t)
+        commands_open_target(req, m, explain_opened);
+}
+
+/* ---- ps ---- */
+
+/*
+ * A listing costs what the caller may see: a worker finds the processes that
+ * may run a runtime among those whose owner the caller could see at all
+ * (discover.h); each of those is then opened, decided, and its socket found
+ * in a worker of its own, one after the other, each frame sent as it is
+ * made. When the client does not read, the listing waits; at its deadline it
+ * ends.
+ */
+typedef struct PsWork {
+        pid_t *pids;
+        size_t n, next;
+        unsigned count;
+} PsWork;
+
+static void ps_work_free(void *p) {
+        PsWork *work = p;
+
+        if (work)
+                free(work->pids);
+        free(work);
+}
+
+static void ps_next(Request *req);
+
+static void ps_emit(Request *req) {
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
+        PsWork *work = req->work;
+
+        if (!w)
                 return;
-        decide(req, t, false, explain_decided);
+        wire_writer_begin(w, WIRE_REPLY_PROCESS);
+        put_target_fields(w, req->target);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, req->target->name);
+        if (connection_queue_frame(req->connection, w) == 0)
+                work->count++;
+}
+
+static void ps_socket_found(Request *req, int r, const char *why) {
+        if (r == 0)
+                ps_emit(req);
+        ps_next(req);
+}
+
+static void ps_opened(Request *req, int r, const char *why) {
+        PolicyRequester who = requester_of(req);
+        PolicyRequest q = { .command = POLICY_COMMAND_PS };
+        PolicyTarget pt;
+        PolicyVerdict v;
+
+        if (r != 0) {
+                ps_next(req); /* gone, or not answering: not listed */
+                return;
+        }
+        /* listing is not rate limited: it shows what may be done, it does nothing */
+        pt = policy_target_of(req->target);
+        policy_check(req->policy, &who, &pt, &q, &v);
+        if (!v.allowed || jobs_find_socket(req, ps_socket_found) != 0)
+                ps_next(req);
+}
+
+static void ps_on_room(Request *req, uint32_t revents) {
+        (void)connection_watch_client(req->connection, 0, NULL);
+        ps_next(req);
+}
+
+static void ps_next(Request *req) {
+        PsWork *work = req->work;
+
+        /* a client that reads slowly slows the listing down; one that does not read stops it */
+        if (connection_flush(req->connection) > PS_QUEUE_HIGH) {
+                if (connection_watch_client(req->connection, EPOLLOUT, ps_on_room) < 0)
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot wait for the client");
+                return;
+        }
+        while (work->next < work->n) {
+                pid_t pid = work->pids[work->next++];
+                if (jobs_open_target(req, pid, ps_opened) == 0)
+                        return;
+        }
+        request_set_target(req, NULL); /* a listing is about no one process */
+        req->audit.have_result_count = true;
+        req->audit.result_count = work->count;
+        request_reply_done(req, NULL, "listed the processes the requester may act on");
+}
+
+static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n) {
+        PsWork *work = req->work;
+
+        if (r != 0) {
+                reply_job_error(req, r, NULL);
+                return;
+        }
+        work->pids = n > 0 ? malloc(n * sizeof(pid_t)) : NULL;
+        if (n > 0 && !work->pids) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        if (n > 0)
+                memcpy(work->pids, pids, n * sizeof(pid_t));
+        work->n = n;
+        req->job_timeout_usec = PS_PROBE_TIMEOUT_USEC;
+        ps_next(req);
+}
+
+static void ps_list(Request *req) {
+        PsWork *work = calloc(1, sizeof(*work));
+        int r;
+
+        if (!work) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        req->work = work;
+        req->work_free = ps_work_free;
+        /* the whole listing gets the reply's deadline */
+        (void)connection_set_deadline(req->connection, req->broker->config.reply_timeout_usec);
+        r = jobs_find_candidates(req, ps_candidates_found);
+        if (r != 0)
+                reply_job_error(req, r, NULL);
 }
 
 static void ps_after_pam(int result, const char *message, void *userdata) {
@@ -459,10 +499,10 @@ static void ps_after_pam(int result, const char *message, void *userdata) {
         req->pam_query = NULL;
         if (result != 0) {
                 request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED,
-                                       message && *message ? message : "the PAM account check could not be made");
+                                    message && *message ? message : "the PAM account check could not be made");
                 return;
         }
-        ps_run(req);
+        ps_list(req);
 }
 
 /* A listing is decided per process, but the requester's PAM account check once. */
@@ -471,11 +511,12 @@ static void ps_start(Request *req) {
         int r;
 
         if (!service) {
-                ps_run(req);
+                ps_list(req);
                 return;
         }
-        r = req->broker->pam ? pam_checker_query(req->broker->pam, service, req->peer->uid, ps_after_pam, req, &req->pam_query)
-                           : PAM_CHECK_E_UNAVAILABLE;
+        r = req->broker->pam ? pam_checker_query(req->broker->pam, service, req->peer->uid, ps_after_pam, req,
+                                                 &req->pam_query)
+                             : PAM_CHECK_E_UNAVAILABLE;
         if (r != 0)
                 ps_after_pam(PAM_CHECK_E_UNAVAILABLE, NULL, req);
 }
@@ -488,36 +529,28 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_INFO:
                 req->audit.command = policy_command_to_string(POLICY_COMMAND_INFO);
-                info_start(req, m);
+                commands_open_target(req, m, info_opened);
                 break;
         case WIRE_REQUEST_EXPLAIN:
                 req->audit.command = "explain";
-                explain_run(req, m);
+                explain_start(req, m);
                 break;
-        case WIRE_REQUEST_DUMP: {
-                Target *t;
+        case WIRE_REQUEST_DUMP:
                 req->audit.command = policy_command_to_string(POLICY_COMMAND_DUMP);
-                t = open_requested_target(req, m);
-                if (t)
-                        dump_start(req, m, t);
+                dump_start(req, m);
                 break;
-        }
         case WIRE_REQUEST_DUMPS:
                 req->audit.command = "dumps";
                 dumps_list(req);
                 break;
         case WIRE_REQUEST_TRACE:
-        case WIRE_REQUEST_COUNTERS: {
-                bool trace = m->type == WIRE_REQUEST_TRACE;
-                Target *t;
-                req->audit.command = policy_command_to_string(trace ? POLICY_COMMAND_TRACE : POLICY_COMMAND_COUNTERS);
-                t = open_requested_target(req, m);
-                if (t && trace)
-                        session_start_trace(req, m, t);
-                else if (t)
-                        session_start_counters(req, m, t);
+                req->audit.command = policy_command_to_string(POLICY_COMMAND_TRACE);
+                session_start_trace(req, m);
                 break;
-        }
+        case WIRE_REQUEST_COUNTERS:
+                req->audit.command = policy_command_to_string(POLICY_COMMAND_COUNTERS);
+                session_start_counters(req, m);
+                break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");
                 break;

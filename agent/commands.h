@@ -6,4 +6,18 @@
 #include "wire.h"
 
 void commands_dispatch(Request *req, const WireMessage *m);
-void commands_reply_target_error(Request *req, int r, const char *why);
+
+/*
+ * Pins the process the request names (its PID, or the one .NET process of
+ * its UNIT that the requester may see) in a worker, into req->target, and
+ * calls @opened. A process the requester may not see is answered exactly as
+ * one that does not exist; every failure is answered here.
+ */
+void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Request *req));
+
+/* Finds req->target's runtime socket in a worker, then connects to it (target_connect()) and
+ * calls @connected with the socket; every failure is answered here. */
+void commands_connect_runtime(Request *req, void (*connected)(Request *req, int fd));
+
+/* A string from a target, as a wire string: cut to the longest valid UTF-8 prefix that fits. */
+void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s);

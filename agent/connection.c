@@ -250,15 +250,35 @@ static ssize_t connection_send_some(Connection *c) {
         return n;
 }
 
+/* What was sent is dropped from the front of the queue, so that a long listing queues no more than its bound. */
+static void connection_compact(Connection *c) {
+        if (c->out_sent == 0)
+                return;
+        memmove(c->out, c->out + c->out_sent, c->out_size - c->out_sent);
+        c->out_size -= c->out_sent;
+        if (c->out_fd >= 0)
+                c->out_fd_offset -= c->out_sent;
+        c->out_sent = 0;
+}
+
 /* Return: true when everything queued is out (or the client is gone), false to wait for room. */
 static bool connection_write_some(Connection *c) {
         while (c->out_sent < c->out_size) {
                 ssize_t n = connection_send_some(c);
-                if (n < 0)
+                if (n < 0) {
+                        connection_compact(c);
                         return errno != EAGAIN; /* else the client went away; its record is written */
+                }
                 c->out_sent += (size_t)n;
         }
+        connection_compact(c);
         return true;
+}
+
+size_t connection_flush(Connection *c) {
+        if (c->state != CONNECTION_RELEASED)
+                (void)connection_write_some(c);
+        return c->out_size - c->out_sent;
 }
 
 void connection_start_writing(Connection *c) {

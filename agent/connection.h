@@ -91,5 +91,8 @@ int connection_send_frame_now(Connection *c, WireWriter *w, int fd);
 /* Hands the client's socket events to the command while it works for long (a session). */
 int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Request *req, uint32_t revents));
 
+/* Sends what is queued as far as the socket takes it now. Return: the bytes still queued. */
+size_t connection_flush(Connection *c);
+
 /* The reply is complete: write it out, then close. */
 void connection_start_writing(Connection *c);

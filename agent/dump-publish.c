@@ -62,8 +62,8 @@ static int dump_dir_usage(int dir_fd, uint64_t *ret) {
         return 0;
 }
 
-int dump_space_headroom(int dir_fd, const PolicyAgentSettings *a, uint64_t in_flight, uint64_t *ret_headroom,
-                        const char **ret_why) {
+int dump_space_headroom(int dir_fd, const PolicySize *max_use_setting, const PolicySize *keep_free_setting,
+                        uint64_t in_flight, uint64_t *ret_headroom, const char **ret_why) {
         struct statvfs vfs;
         uint64_t fs_bytes, avail, used = 0, max_use, keep_free;
         int r;
@@ -75,8 +75,8 @@ int dump_space_headroom(int dir_fd, const PolicyAgentSettings *a, uint64_t in_fl
         r = dump_dir_usage(dir_fd, &used);
         if (r < 0)
                 return r;
-        max_use = size_limit(&a->max_use, fs_bytes);
-        keep_free = size_limit(&a->keep_free, fs_bytes);
+        max_use = size_limit(max_use_setting, fs_bytes);
+        keep_free = size_limit(keep_free_setting, fs_bytes);
         if (used > max_use || in_flight > max_use - used) {
                 *ret_why = "dumps would take more than max_use";
                 return DUMP_PUBLISH_E_NO_SPACE;

@@ -48,8 +48,8 @@ int dump_dir_open(const char *path, int *ret_fd, const char **ret_why);
  * Return: 0, DUMP_PUBLISH_E_NO_SPACE with *@ret_why when a limit is already
  * broken, or a negative errno.
  */
-int dump_space_headroom(int dir_fd, const PolicyAgentSettings *a, uint64_t in_flight, uint64_t *ret_headroom,
-                        const char **ret_why);
+int dump_space_headroom(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
+                        uint64_t *ret_headroom, const char **ret_why);
 
 /**
  * dump_publish_fd() - label the unnamed dump in @fd and give it @name in dump_dir

@@ -214,6 +214,37 @@ int dump_stage_take_fifo(DumpStage *s) {
         return TAKE_FD(s->fifo_fd);
 }
 
+void dump_stage_disown(DumpStage *s) {
+        if (!s)
+                return;
+        safe_close(s->fifo_fd);
+        safe_close(s->dir_fd);
+        safe_close(s->tmp_fd);
+        free(s->record_path);
+        free(s);
+}
+
+int dump_stage_adopt(const char *name, const char *target_path, const char *record_path, int tmp_fd, int dir_fd,
+                     int fifo_fd, DumpStage **ret) {
+        DumpStage *s = calloc(1, sizeof(*s));
+
+        if (!s || strlen(name) >= sizeof(s->name) || strlen(target_path) >= sizeof(s->target_path) ||
+            !(s->record_path = strdup(record_path))) {
+                free(s);
+                safe_close(tmp_fd);
+                safe_close(dir_fd);
+                safe_close(fifo_fd);
+                return -ENOMEM;
+        }
+        s->tmp_fd = tmp_fd;
+        s->dir_fd = dir_fd;
+        s->fifo_fd = fifo_fd;
+        memcpy(s->name, name, strlen(name) + 1);
+        memcpy(s->target_path, target_path, strlen(target_path) + 1);
+        *ret = s;
+        return 0;
+}
+
 /* By name, in a directory nobody else may write: what is there is ours. */
 static void remove_ours(int tmp_fd, int dir_fd, const char *name) {
         if (dir_fd >= 0)

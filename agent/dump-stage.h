@@ -50,6 +50,19 @@ int dump_stage_create(const Target *t, const char *runtime_dir, DumpStage **ret,
 /* The FIFO's read end, for the caller to keep: the stage no longer closes it. */
 int dump_stage_take_fifo(DumpStage *s);
 
+/* In a worker, once the fds went to the agent: frees the memory, removes nothing. */
+void dump_stage_disown(DumpStage *s);
+
+/*
+ * In the agent: the stage a worker made, from its names and fds (all taken
+ * over, also on failure). dump_stage_free() removes it as if made here: by
+ * name, in the directories those fds are, which no lookup is needed for.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int dump_stage_adopt(const char *name, const char *target_path, const char *record_path, int tmp_fd, int dir_fd,
+                     int fifo_fd, DumpStage **ret);
+
 /*
  * Frees the stage and removes what the agent made, by name: the FIFO, then
  * the (then empty) directory. Never recursive: nothing else can be in it.

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/stat.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -13,6 +13,42 @@
 #define SPLICE_CHUNK (1 << 20)
 #define ELF_HEAD_READ 4096
 
+DumpSlots *dump_slots_new(void) {
+        void *p = mmap(NULL, sizeof(DumpSlots), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+}
+
+void dump_slots_free(DumpSlots *s) {
+        if (s)
+                (void)munmap(s, sizeof(*s));
+}
+
+int dump_slots_claim(DumpSlots *s, unsigned *ret_slot) {
+        for (unsigned i = 0; i < DUMP_SLOTS_MAX; i++)
+                if (!s->used[i]) {
+                        s->used[i] = true;
+                        __atomic_store_n(&s->bytes[i], 0, __ATOMIC_RELAXED);
+                        *ret_slot = i;
+                        return 0;
+                }
+        return -EBUSY;
+}
+
+void dump_slots_release(DumpSlots *s, unsigned slot) {
+        if (slot < DUMP_SLOTS_MAX) {
+                s->used[slot] = false;
+                __atomic_store_n(&s->bytes[slot], 0, __ATOMIC_RELAXED);
+        }
+}
+
+uint64_t dump_slots_total(const DumpSlots *s) {
+        uint64_t total = 0;
+
+        for (unsigned i = 0; i < DUMP_SLOTS_MAX; i++)
+                total += __atomic_load_n(&s->bytes[i], __ATOMIC_RELAXED);
+        return total;
+}
+
 /*
  * The guards are looked at again once the dump has gone one byte past the
  * headroom they left (other dumps may have been removed meanwhile), and at
@@ -22,56 +58,35 @@ static uint64_t next_check_after(uint64_t bytes, uint64_t headroom) {
         return bytes + (headroom < DUMP_WRITER_CHECK_EVERY ? headroom + 1 : DUMP_WRITER_CHECK_EVERY);
 }
 
-int dump_writer_new(int dir_fd, int source_fd, const PolicyAgentSettings *limits, uint64_t *in_flight,
-                    DumpWriter **ret, const char **ret_why) {
-        _cleanup_close_ int source = source_fd;
-        uint64_t headroom;
-        DumpWriter *w;
-        int r;
-
-        r = dump_space_headroom(dir_fd, limits, *in_flight, &headroom, ret_why);
-        if (r == DUMP_PUBLISH_E_NO_SPACE)
-                return DUMP_WRITER_E_NO_SPACE;
-        if (r < 0)
-                return r;
-        w = calloc(1, sizeof(*w));
-        if (!w)
-                return -ENOMEM;
-        /* unnamed until complete: a failure or a full disk leaves nothing behind */
-        w->file_fd = openat(dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (w->file_fd < 0) {
-                r = -errno;
-                free(w);
-                return r;
-        }
-        w->dir_fd = dir_fd;
-        w->source_fd = TAKE_FD(source);
-        w->limits = limits;
-        w->in_flight = in_flight;
-        w->next_check = next_check_after(0, headroom);
-        *ret = w;
-        return 0;
-}
-
-static int account(DumpWriter *w, size_t n, const char **ret_why) {
+static int check_space(DumpWriter *w, const char **ret_why) {
         uint64_t headroom;
         int r;
 
-        w->bytes += n;
-        *w->in_flight += n;
-        if (w->bytes < w->next_check)
-                return 0;
-        r = dump_space_headroom(w->dir_fd, w->limits, *w->in_flight, &headroom, ret_why);
+        r = dump_space_headroom(w->dir_fd, &w->limits.max_use, &w->limits.keep_free, dump_slots_total(w->slots),
+                                &headroom, ret_why);
         if (r != 0)
                 return r == DUMP_PUBLISH_E_NO_SPACE ? DUMP_WRITER_E_NO_SPACE : r;
         w->next_check = next_check_after(w->bytes, headroom);
         return 0;
 }
 
+int dump_writer_init(DumpWriter *w, int dir_fd, int file_fd, int source_fd, const DumpLimits *limits,
+                     DumpSlots *slots, unsigned slot, const char **ret_why) {
+        *w = (DumpWriter){ .dir_fd = dir_fd, .file_fd = file_fd, .source_fd = source_fd, .limits = *limits,
+                           .slots = slots, .slot = slot };
+        return check_space(w, ret_why);
+}
+
+static int account(DumpWriter *w, size_t n, const char **ret_why) {
+        w->bytes += n;
+        __atomic_store_n(&w->slots->bytes[w->slot], w->bytes, __ATOMIC_RELAXED);
+        return w->bytes < w->next_check ? 0 : check_space(w, ret_why);
+}
+
 int dump_writer_pump(DumpWriter *w, uint64_t budget, const char **ret_why) {
         uint64_t moved = 0;
 
-        if (w->ended || w->source_fd < 0)
+        if (w->ended)
                 return DUMP_WRITER_E_ENDED;
         while (moved < budget) {
                 /* never past the next check: a limit is found broken by one byte, not by a chunk */
@@ -104,29 +119,38 @@ int dump_writer_pump(DumpWriter *w, uint64_t budget, const char **ret_why) {
         return 0;
 }
 
-/* Reads the first @size bytes of the file written so far. */
-static int read_head(const DumpWriter *w, uint8_t *buf, size_t size) {
-        ssize_t n = pread(w->file_fd, buf, size, 0);
+int dump_writer_drain(DumpWriter *w, const char **ret_why) {
+        int capacity, r;
 
-        if (n < 0)
-                return -errno;
-        return (size_t)n == size ? 0 : -EIO;
+        if (w->ended)
+                return 0;
+        capacity = fcntl(w->source_fd, F_GETPIPE_SZ);
+        r = dump_writer_pump(w, capacity > 0 ? (uint64_t)capacity : 65536, ret_why);
+        return r == DUMP_WRITER_E_ENDED ? 0 : r;
 }
 
-static int check_core(const DumpWriter *w, const char **ret_why) {
+int dump_file_check_core(int fd, uint64_t size, const char **ret_why) {
         _cleanup_free_ uint8_t *head = NULL;
-        size_t have = w->bytes < ELF_HEAD_READ ? (size_t)w->bytes : ELF_HEAD_READ, needed = 0;
+        size_t have = size < ELF_HEAD_READ ? (size_t)size : ELF_HEAD_READ, needed = 0;
         int r;
 
+        if (size == 0) {
+                *ret_why = "the runtime reported success but no dump arrived";
+                return DUMP_WRITER_E_EMPTY;
+        }
         for (;;) {
                 uint8_t *grown = realloc(head, have ? have : 1);
+                ssize_t n;
+
                 if (!grown)
                         return -ENOMEM;
                 head = grown;
-                r = read_head(w, head, have);
-                if (r < 0)
-                        return r;
-                r = elf_core_check(head, have, w->bytes, &needed);
+                n = pread(fd, head, have, 0);
+                if (n < 0)
+                        return -errno;
+                if ((size_t)n != have)
+                        return -EIO;
+                r = elf_core_check(head, have, size, &needed);
                 if (r != ELF_CORE_E_MORE)
                         break;
                 have = needed;
@@ -136,41 +160,4 @@ static int check_core(const DumpWriter *w, const char **ret_why) {
         else if (r == ELF_CORE_E_TRUNCATED)
                 *ret_why = "the runtime's dump is cut short: its headers promise more than arrived";
         return r == 0 ? 0 : DUMP_WRITER_E_NOT_CORE;
-}
-
-int dump_writer_finish(DumpWriter *w, uint64_t *ret_size, const char **ret_why) {
-        int capacity, r = 0;
-
-        if (!w->ended && w->source_fd >= 0) {
-                capacity = fcntl(w->source_fd, F_GETPIPE_SZ);
-                r = dump_writer_pump(w, capacity > 0 ? (uint64_t)capacity : 65536, ret_why);
-                if (r == DUMP_WRITER_E_ENDED)
-                        r = 0;
-        }
-        dump_writer_close_source(w);
-        if (r != 0)
-                return r;
-        if (w->bytes == 0) {
-                *ret_why = "the runtime reported success but no dump arrived";
-                return DUMP_WRITER_E_EMPTY;
-        }
-        r = check_core(w, ret_why);
-        if (r != 0)
-                return r;
-        *ret_size = w->bytes;
-        return 0;
-}
-
-void dump_writer_close_source(DumpWriter *w) {
-        w->source_fd = safe_close(w->source_fd);
-}
-
-DumpWriter *dump_writer_free(DumpWriter *w) {
-        if (!w)
-                return NULL;
-        *w->in_flight -= w->bytes;
-        safe_close(w->source_fd);
-        safe_close(w->file_fd);
-        free(w);
-        return NULL;
 }

@@ -2,8 +2,10 @@
 /*
  * A dump arriving through the staging FIFO, moved with splice() into an
  * unnamed file of dump_dir (O_TMPFILE, root's, 0600): the bytes never pass
- * through the agent's memory, the file is never reachable by anyone while it
- * is written, and dump_dir's guards hold while it grows.
+ * through user memory, the file is never reachable by anyone while it is
+ * written, and dump_dir's guards hold while it grows. The writing runs in a
+ * worker (jobs.h); the check that the result is a whole core runs in the
+ * agent afterwards.
  */
 #pragma once
 
@@ -22,27 +24,50 @@ enum {
 
 /* How often, in bytes written, dump_dir's guards are looked at again while a dump grows. */
 #define DUMP_WRITER_CHECK_EVERY (64ULL << 20)
+#define DUMP_SLOTS_MAX 64
+
+/*
+ * The bytes each dump in progress has written so far, one slot per dump, in
+ * memory the agent and its workers share (MAP_SHARED, made before the first
+ * worker is forked): unnamed files are not in dump_dir's listing, and
+ * max_use must count them. Only the agent claims and frees slots; only the
+ * worker writing a dump updates its slot.
+ */
+typedef struct DumpSlots {
+        bool used[DUMP_SLOTS_MAX];
+        uint64_t bytes[DUMP_SLOTS_MAX];
+} DumpSlots;
+
+typedef struct DumpLimits {
+        PolicySize max_use;
+        PolicySize keep_free;
+} DumpLimits;
+
+DumpSlots *dump_slots_new(void);
+void dump_slots_free(DumpSlots *s);
+/* Return: 0 with a slot, or -EBUSY when all are taken. */
+int dump_slots_claim(DumpSlots *s, unsigned *ret_slot);
+void dump_slots_release(DumpSlots *s, unsigned slot);
+uint64_t dump_slots_total(const DumpSlots *s);
 
 typedef struct DumpWriter {
-        int dir_fd;             /* dump_dir; not owned */
-        int file_fd;            /* the unnamed file */
-        int source_fd;          /* the FIFO's read end, non-blocking */
-        const PolicyAgentSettings *limits;
-        uint64_t *in_flight;    /* bytes written by all dumps being taken now, this one included */
+        int dir_fd, file_fd, source_fd; /* not owned */
+        DumpLimits limits;
+        DumpSlots *slots;
+        unsigned slot;
         uint64_t bytes;
         uint64_t next_check;
         bool ended;
 } DumpWriter;
 
 /**
- * dump_writer_new() - an unnamed file in @dir_fd, fed from @source_fd
- * @source_fd: taken over, also on failure
- * @limits, @in_flight: must outlive the writer
+ * dump_writer_init() - start writing into @file_fd, an unnamed file of @dir_fd, from @source_fd
  *
- * Return: 0, DUMP_WRITER_E_NO_SPACE with *@ret_why, or a negative errno.
+ * Return: 0, DUMP_WRITER_E_NO_SPACE with *@ret_why (the guards are broken
+ * already), or a negative errno.
  */
-int dump_writer_new(int dir_fd, int source_fd, const PolicyAgentSettings *limits, uint64_t *in_flight,
-                    DumpWriter **ret, const char **ret_why);
+int dump_writer_init(DumpWriter *w, int dir_fd, int file_fd, int source_fd, const DumpLimits *limits,
+                     DumpSlots *slots, unsigned slot, const char **ret_why);
 
 /**
  * dump_writer_pump() - move what the FIFO holds now, at most @budget bytes
@@ -53,20 +78,19 @@ int dump_writer_new(int dir_fd, int source_fd, const PolicyAgentSettings *limits
 int dump_writer_pump(DumpWriter *w, uint64_t budget, const char **ret_why);
 
 /**
- * dump_writer_finish() - after the runtime said the dump is written
+ * dump_writer_drain() - after the runtime said the dump is written
  *
  * Everything createdump wrote is in the FIFO by then (the runtime answers
  * once createdump has exited): moves what is left, at most one pipe's worth
- * (more would be someone else's writing), then checks that the file is a
- * whole ELF core.
+ * (more would be someone else's writing).
  *
- * Return: 0 with the size, DUMP_WRITER_E_EMPTY, DUMP_WRITER_E_NOT_CORE,
- * DUMP_WRITER_E_NO_SPACE (each with *@ret_why), or a negative errno.
+ * Return: 0, DUMP_WRITER_E_NO_SPACE with *@ret_why, or a negative errno.
  */
-int dump_writer_finish(DumpWriter *w, uint64_t *ret_size, const char **ret_why);
+int dump_writer_drain(DumpWriter *w, const char **ret_why);
 
-/* Closes the FIFO: a createdump still writing gets EPIPE, and stops. */
-void dump_writer_close_source(DumpWriter *w);
-
-/* Drops the file unless it was linked; gives its bytes back to *in_flight. */
-DumpWriter *dump_writer_free(DumpWriter *w);
+/**
+ * dump_file_check_core() - is the @size bytes file @fd a whole ELF core?
+ *
+ * Return: 0, DUMP_WRITER_E_EMPTY or DUMP_WRITER_E_NOT_CORE with *@ret_why, or a negative errno.
+ */
+int dump_file_check_core(int fd, uint64_t size, const char **ret_why);

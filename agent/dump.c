@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include "acl.h"
 #include "broker.h"
 #include "cleanup.h"
+#include "commands.h"
 #include "connection.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
@@ -22,28 +24,44 @@
 #include "dump-stage.h"
 #include "dump-writer.h"
 #include "dump.h"
+#include "jobs.h"
 #include "runtime-call.h"
-#include "commands.h"
+#include "test-hooks.h"
 #include "text.h"
 #include "unaligned.h"
 
 #define USEC_PER_SEC 1000000ULL
 
-/* How much of the FIFO one wake-up of the loop moves, so a fast dump does not starve other clients. */
-#define DUMP_PUMP_BUDGET (16ULL << 20)
-
+/*
+ * A dump, step by step: decided; the runtime's socket found (a worker); the
+ * staging directory and its FIFO made in the target's /tmp (a worker); the
+ * bytes moved from the FIFO into an unnamed file of dump_dir (a worker, for
+ * as long as the dump takes); the runtime asked. When the runtime says OK,
+ * the stream is told to finish, the file is checked, labelled and named.
+ * The client's hang-up cancels it all; so does a runtime that sends no byte
+ * within the first-byte deadline.
+ */
 typedef struct DumpWork {
         Request *request;
         RuntimeCall *call;
         DumpStage *stage;
-        DumpWriter *writer;
-        sd_event_source *fifo_source;
-        int dir_fd;             /* dump_dir */
         DotnetIpcCommand command;
         uint64_t started_usec;
         bool want_fd;
         bool claimed;           /* holds one of the dump slots (admission.h) */
         AdmissionKey key;
+        int dir_fd;             /* dump_dir */
+        int file_fd;            /* the unnamed file the bytes go to */
+        unsigned slot;          /* its bytes' slot (dump-writer.h) */
+        bool have_slot;
+        int control_fd;         /* our end of the stream's control socket */
+        sd_event_source *control_source, *first_byte_timer;
+        uint64_t bytes;         /* as the stream last reported */
+        bool runtime_done, stream_done;
+        uint64_t stream_bytes;
+        /* the runtime failed; its words wait for the stream's end, whose own failure explains more */
+        char *runtime_error;
+        uint32_t runtime_hresult;
 } DumpWork;
 
 static void dump_work_free(void *p) {
@@ -52,12 +70,17 @@ static void dump_work_free(void *p) {
         if (!work)
                 return;
         runtime_call_free(work->call);
-        sd_event_source_disable_unref(work->fifo_source);
-        dump_writer_free(work->writer);
+        sd_event_source_disable_unref(work->control_source);
+        sd_event_source_disable_unref(work->first_byte_timer);
+        safe_close(work->control_fd);
         dump_stage_free(work->stage);
+        safe_close(work->file_fd);
         safe_close(work->dir_fd);
+        if (work->have_slot)
+                dump_slots_release(work->request->broker->dump_slots, work->slot);
         if (work->claimed)
                 admission_end(work->request->broker->admission, ADMISSION_DUMP, &work->key);
+        free(work->runtime_error);
         free(work);
 }
 
@@ -184,14 +207,25 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
 
 /* Before any reply: when the client hears back, the target's /tmp holds nothing of ours. */
 static void dump_unstage(DumpWork *work) {
-        work->fifo_source = sd_event_source_disable_unref(work->fifo_source);
-        if (work->writer)
-                dump_writer_close_source(work->writer);
         work->stage = dump_stage_free(work->stage);
 }
 
-static void dump_fail(DumpWork *work, WireError error, const char *why) {
+/* Stops everything still going for the dump: the runtime call, the stream (its worker is killed),
+ * the staging. The runtime's createdump then fails on its next write. */
+static void dump_stop(DumpWork *work) {
+        Request *req = work->request;
+
+        work->call = runtime_call_free(work->call);
+        worker_job_cancel(req->job);
+        req->job = NULL;
+        work->control_source = sd_event_source_disable_unref(work->control_source);
+        work->first_byte_timer = sd_event_source_disable_unref(work->first_byte_timer);
+        work->control_fd = safe_close(work->control_fd);
         dump_unstage(work);
+}
+
+static void dump_fail(DumpWork *work, WireError error, const char *why) {
+        dump_stop(work);
         request_reply_error(work->request, AUDIT_DECISION_FAILED, error, why);
 }
 
@@ -200,11 +234,12 @@ static WireError writer_error(int r) {
         case DUMP_WRITER_E_NO_SPACE: return WIRE_ERROR_NO_SPACE;
         case DUMP_WRITER_E_EMPTY:
         case DUMP_WRITER_E_NOT_CORE: return WIRE_ERROR_RUNTIME_FAILED;
+        case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
         default: return WIRE_ERROR_INTERNAL;
         }
 }
 
-/* The runtime said the dump is written: take the rest, check it, label it, name it. */
+/* Both the runtime's OK and the stream's end are in: check the file, label it, name it. */
 static void dump_finish(DumpWork *work) {
         Request *req = work->request;
         const char *why = NULL;
@@ -213,13 +248,11 @@ static void dump_finish(DumpWork *work) {
         AclGrant readers;
         DumpAttributes attrs;
         char name[128];
-        uint64_t size = 0;
         bool changed = true;
         int r;
 
-        work->fifo_source = sd_event_source_disable_unref(work->fifo_source);
-        r = dump_writer_finish(work->writer, &size, &why);
-        dump_unstage(work);
+        dump_stop(work);
+        r = dump_file_check_core(work->file_fd, work->stream_bytes, &why);
         if (r != 0) {
                 dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
                 return;
@@ -230,7 +263,6 @@ static void dump_finish(DumpWork *work) {
                           r == TARGET_E_GONE ? "the process exited during the dump" : "cannot publish the dump");
                 return;
         }
-
         dump_readers(req, !changed, users, &n_users, &readers);
         dump_file_name(req, name, sizeof(name));
         attrs = (DumpAttributes){
@@ -238,44 +270,78 @@ static void dump_finish(DumpWork *work) {
                 .target_unit = req->target->unit, .target_exe = req->target->exe,
                 .dump_type = policy_dump_type_to_string(req->ask.dump_type), .request_id = req->id,
         };
-        r = dump_publish_fd(work->dir_fd, work->writer->file_fd, &readers, &attrs, name);
+        r = dump_publish_fd(work->dir_fd, work->file_fd, &readers, &attrs, name);
         if (r != 0) {
                 dump_fail(work, r == DUMP_PUBLISH_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
                           r == DUMP_PUBLISH_E_NO_SPACE ? "the dump does not fit: the dump directory's file system is full"
                                                        : "cannot publish the dump");
                 return;
         }
-        dump_reply(work, name, size, !changed);
+        dump_reply(work, name, work->stream_bytes, !changed);
 }
 
-/* Bytes in the FIFO: into the unnamed file, a bounded amount per wake-up. */
-static int dump_on_fifo(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        DumpWork *work = userdata;
-        const char *why = NULL;
-        int r;
+static void dump_report_runtime_error(DumpWork *work) {
+        dump_stop(work);
+        request_reply_runtime_error(work->request, work->runtime_hresult,
+                                    work->runtime_error ? work->runtime_error : "the runtime could not write the dump");
+}
 
-        r = dump_writer_pump(work->writer, DUMP_PUMP_BUDGET, &why);
-        if (r == 0)
-                return 0;
-        if (r == DUMP_WRITER_E_ENDED) {
-                /* createdump is done writing; its runtime's answer says whether it succeeded */
-                work->fifo_source = sd_event_source_disable_unref(work->fifo_source);
-                return 0;
+static void dump_streamed(Request *req, int r, uint64_t bytes, const char *why) {
+        DumpWork *work = req->work;
+
+        work->stream_done = true;
+        work->stream_bytes = bytes;
+        if (r != 0) {
+                /* the guards are broken, or the disk is full: the stream closed the FIFO, createdump failed */
+                dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
+                return;
         }
-        /* closing the FIFO makes createdump fail on its next write, which frees the runtime */
-        work->call = runtime_call_free(work->call);
-        dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
+        if (work->runtime_error)
+                dump_report_runtime_error(work);
+        else if (work->runtime_done)
+                dump_finish(work);
+}
+
+/*
+ * The runtime is done, one way or the other: the stream takes what is left
+ * in the pipe and ends. A stream that is ending on its own already (it
+ * closed its end) answers all the same, and one that never does meets its
+ * job's deadline: either way its answer comes.
+ */
+static void dump_end_stream(DumpWork *work) {
+        (void)send(work->control_fd, &(char){ JOBS_STREAM_FINISH }, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* The stream's reports: how far it got. The first one means the runtime is writing. */
+static int dump_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        DumpWork *work = userdata;
+        DumpProgress p;
+
+        while (recv(fd, &p, sizeof(p), MSG_DONTWAIT) == sizeof(p)) {
+                work->bytes = p.bytes;
+                work->first_byte_timer = sd_event_source_disable_unref(work->first_byte_timer);
+        }
         return 0;
 }
 
-static void dump_call(DumpWork *work);
+static int dump_on_first_byte_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
+        DumpWork *work = userdata;
+
+        dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                  "the runtime wrote nothing of the dump in time (--dump-start-timeout); it was cancelled");
+        return 0;
+}
+
+static void dump_call(DumpWork *work, int fd);
 
 static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         DumpWork *work = userdata;
         Request *req = work->request;
         _cleanup_free_ char *message = NULL, *reason = NULL;
         DotnetIpcCommand older;
+        const char *why = NULL;
         size_t used;
+        int fd, r;
 
         if (error != 0) {
                 dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE,
@@ -288,37 +354,46 @@ static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
         if (!reply->ok && reply->hresult == DOTNET_IPC_HR_UNKNOWN_COMMAND && older != 0) {
                 work->call = runtime_call_free(work->call);
                 work->command = older;
-                dump_call(work);
+                r = target_connect(req->target, &fd, &why);
+                if (r != 0) {
+                        dump_stop(work);
+                        request_reply_target_error(req, r, why);
+                        return;
+                }
+                dump_call(work, fd);
                 return;
         }
         if (!reply->ok) {
-                dump_unstage(work);
                 /* GenerateCoreDump3 says why in createdump's words */
                 if (work->command == DOTNET_IPC_GENERATE_CORE_DUMP3 && reply->payload_size > 0)
                         (void)dotnet_ipc_string_decode(reply->payload, reply->payload_size, &message, &used);
                 if (asprintf(&reason, "the runtime could not write the dump%s%s", message ? ": " : "",
                              message ? message : "") < 0)
                         reason = NULL;
-                request_reply_runtime_error(req, reply->hresult, reason ? reason : "the runtime could not write the dump");
+                work->runtime_error = reason ? TAKE_PTR(reason) : strdup("the runtime could not write the dump");
+                work->runtime_hresult = reply->hresult;
+                work->call = runtime_call_free(work->call);
+                if (!work->runtime_error || work->stream_done)
+                        dump_report_runtime_error(work);
+                else
+                        dump_end_stream(work); /* a full disk would explain the failure better: wait for it */
                 return;
         }
-        dump_finish(work);
+        work->runtime_done = true;
+        work->call = runtime_call_free(work->call);
+        if (work->stream_done)
+                dump_finish(work);
+        else
+                dump_end_stream(work); /* everything createdump wrote is in the pipe now */
 }
 
-static void dump_call(DumpWork *work) {
+static void dump_call(DumpWork *work, int fd) {
         Request *req = work->request;
         uint8_t payload[512], request[600];
-        const char *why = NULL;
         size_t n = 0, size;
         uint8_t fields[8];
-        int fd, r;
+        int r;
 
-        r = target_connect(req->target, &fd, &why);
-        if (r != 0) {
-                dump_unstage(work);
-                request_reply_target_error(req, r, why);
-                return;
-        }
         unaligned_write_le32(fields, runtime_dump_type(req->ask.dump_type));
         unaligned_write_le32(fields + 4, 0); /* flags: no diagnostics, no crash report */
         r = dotnet_ipc_string_encode(work->stage->target_path, payload, sizeof(payload) - sizeof(fields), &n);
@@ -331,9 +406,16 @@ static void dump_call(DumpWork *work) {
                 r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.dump_timeout_usec,
                                        dump_call_done, work, &work->call);
         else
-                close(fd);
+                safe_close(fd);
         if (r != 0)
                 dump_fail(work, WIRE_ERROR_INTERNAL, "cannot start the dump");
+}
+
+/* The client hung up: nobody will read the dump; cancel it rather than keep a slot and the target frozen. */
+static void dump_on_client(Request *req, uint32_t revents) {
+        DumpWork *work = req->work;
+
+        dump_fail(work, WIRE_ERROR_INTERNAL, "the client went away; the dump was cancelled");
 }
 
 /* What the staging module's codes mean to the client. */
@@ -342,38 +424,94 @@ static WireError stage_error(int r) {
         case DUMP_STAGE_E_UNSAFE_FS: return WIRE_ERROR_UNSAFE_FS;
         case DUMP_STAGE_E_UNUSABLE: return WIRE_ERROR_NO_STAGING;
         case DUMP_STAGE_E_GONE: return WIRE_ERROR_NO_SUCH_PROCESS;
+        case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
         default: return WIRE_ERROR_INTERNAL;
         }
 }
 
-/* dump_dir, the FIFO in the target's /tmp and the unnamed file its bytes go to; replies on failure. */
-static bool dump_prepare(DumpWork *work) {
+/* dump_dir, the unnamed file, a slot for its bytes, and the stream's control socket. */
+static int dump_prepare_file(DumpWork *work, int *ret_control_theirs, const char **ret_why) {
         Request *req = work->request;
-        const char *why = NULL;
-        int r;
+        int sv[2], r;
 
-        r = dump_dir_open(req->policy->agent.dump_dir, &work->dir_fd, &why);
+        r = dump_dir_open(req->policy->agent.dump_dir, &work->dir_fd, ret_why);
+        if (r != 0)
+                return r;
+        /* unnamed until complete: a failure or a full disk leaves nothing behind */
+        work->file_fd = openat(work->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (work->file_fd < 0)
+                return -errno;
+        r = dump_slots_claim(req->broker->dump_slots, &work->slot);
+        if (r < 0)
+                return r;
+        work->have_slot = true;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        work->control_fd = sv[0];
+        *ret_control_theirs = sv[1];
+        return sd_event_add_io(req->broker->event, &work->control_source, work->control_fd, EPOLLIN, dump_on_control,
+                               work);
+}
+
+static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) {
+        DumpWork *work = req->work;
+        DumpLimits limits = { .max_use = req->policy->agent.max_use, .keep_free = req->policy->agent.keep_free };
+        _cleanup_close_ int control_theirs = -EBADF, fifo = -EBADF;
+        uint64_t now = 0;
+        const char *reason = NULL;
+        int fd;
+
         if (r != 0) {
-                dump_fail(work, WIRE_ERROR_INTERNAL, why ? why : "cannot open the dump directory");
-                return false;
+                dump_fail(work, stage_error(r), why ? why : r == DUMP_STAGE_E_GONE ? REQUEST_NO_SUCH_PROCESS
+                                                                              : "cannot prepare the dump");
+                return;
         }
-        r = dump_stage_create(req->target, req->broker->config.runtime_dir, &work->stage, &why);
+        work->stage = stage;
+        r = dump_prepare_file(work, &control_theirs, &reason);
+        if (r == 0) {
+                /* the stream's worker holds the FIFO's read end from now on: when it stops, createdump does */
+                fifo = dump_stage_take_fifo(stage);
+                r = jobs_stream_dump(req, fifo, work->file_fd, work->dir_fd, control_theirs, &limits, work->slot,
+                                     dump_streamed);
+        }
         if (r != 0) {
-                dump_fail(work, stage_error(r),
-                          why ? why : r == DUMP_STAGE_E_GONE ? "no such process" : "cannot prepare the dump");
-                return false;
+                dump_fail(work, WIRE_ERROR_INTERNAL, reason ? reason : "cannot prepare the dump");
+                return;
         }
-        r = dump_writer_new(work->dir_fd, dump_stage_take_fifo(work->stage), &req->policy->agent,
-                            &req->broker->dump_bytes_in_flight, &work->writer, &why);
-        if (r == 0)
-                r = sd_event_add_io(req->broker->event, &work->fifo_source, work->writer->source_fd, EPOLLIN,
-                                    dump_on_fifo, work);
+        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
+        r = sd_event_add_time(req->broker->event, &work->first_byte_timer, CLOCK_MONOTONIC,
+                              now + req->broker->config.dump_start_timeout_usec, 0, dump_on_first_byte_timeout, work);
+        if (r >= 0)
+                r = connection_set_deadline(req->connection, req->broker->config.dump_timeout_usec + 30 * USEC_PER_SEC);
+        if (r >= 0)
+                r = connection_watch_client(req->connection, EPOLLRDHUP, dump_on_client);
+        if (r < 0) {
+                dump_fail(work, WIRE_ERROR_INTERNAL, "timer failure");
+                return;
+        }
+        r = target_connect(req->target, &fd, &why);
         if (r != 0) {
-                dump_fail(work, r == DUMP_WRITER_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
-                          why ? why : "cannot prepare the dump");
-                return false;
+                dump_stop(work);
+                request_reply_target_error(req, r, why);
+                return;
         }
-        return true;
+        dump_call(work, fd);
+}
+
+static void dump_socket_found(Request *req, int r, const char *why) {
+        DumpWork *work = req->work;
+
+        if (r != 0) {
+                if (r == JOBS_E_TIMEOUT || r == JOBS_E_WORKER)
+                        dump_fail(work, r == JOBS_E_TIMEOUT ? WIRE_ERROR_RUNTIME_UNREACHABLE : WIRE_ERROR_BUSY,
+                                  "looking at the process did not finish in time");
+                else
+                        request_reply_target_error(req, r, why);
+                return;
+        }
+        r = jobs_stage_dump(req, dump_staged);
+        if (r != 0)
+                dump_fail(work, WIRE_ERROR_INTERNAL, "cannot prepare the dump");
 }
 
 static void dump_decided(Request *req) {
@@ -398,23 +536,27 @@ static void dump_decided(Request *req) {
                 return;
         }
         work->claimed = true;
-        if (!dump_prepare(work))
-                return;
-        if (connection_set_deadline(req->connection, req->broker->config.dump_timeout_usec + 30 * USEC_PER_SEC) < 0) {
-                dump_fail(work, WIRE_ERROR_INTERNAL, "timer failure");
-                return;
-        }
-        dump_call(work);
+        test_hook_pause("after-decision");
+        r = jobs_find_socket(req, dump_socket_found);
+        if (r != 0)
+                dump_fail(work, WIRE_ERROR_INTERNAL, "cannot prepare the dump");
+}
+
+static void dump_opened(Request *req) {
+        PolicyDumpType type = req->ask.dump_type;
+
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = type };
+        decide(req, req->target, true, dump_decided);
 }
 
 /**
- * dump_start() - decide and take a dump of @t for the requester
+ * dump_start() - decide and take a dump of the process @m names, for the requester
  *
  * DUMP_TYPE names the type (mini when absent: the least memory leaves the
  * process); WANT_FD asks for a read-only fd of the result, which dsctl -o
  * copies as the caller.
  */
-void dump_start(Request *req, const WireMessage *m, Target *t) {
+void dump_start(Request *req, const WireMessage *m) {
         _cleanup_free_ char *type = NULL;
         DumpWork *work;
         uint32_t want_fd = 0;
@@ -423,7 +565,7 @@ void dump_start(Request *req, const WireMessage *m, Target *t) {
         if (wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &type) == 0 &&
             (req->ask.dump_type = policy_dump_type_from_string(type)) == _POLICY_DUMP_INVALID) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
-                                       "unknown dump type (mini, heap, triage, full)");
+                                    "unknown dump type (mini, heap, triage, full)");
                 return;
         }
         (void)wire_message_get_u32(m, WIRE_TAG_WANT_FD, &want_fd);
@@ -434,10 +576,11 @@ void dump_start(Request *req, const WireMessage *m, Target *t) {
                 return;
         }
         *work = (DumpWork){ .request = req, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd == 1,
-                            .started_usec = monotonic_usec(req), .dir_fd = -EBADF };
+                            .started_usec = monotonic_usec(req), .dir_fd = -EBADF, .file_fd = -EBADF,
+                            .control_fd = -EBADF };
         req->work = work;
         req->work_free = dump_work_free;
-        decide(req, t, true, dump_decided);
+        commands_open_target(req, m, dump_opened);
 }
 
 static char *get_attribute(int fd, const char *key) {

@@ -5,5 +5,5 @@
 #include "connection.h"
 #include "wire.h"
 
-void dump_start(Request *req, const WireMessage *m, Target *t);
+void dump_start(Request *req, const WireMessage *m);
 void dumps_list(Request *req);

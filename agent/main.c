@@ -48,6 +48,8 @@ static void usage(FILE *out) {
                 "                       how long a runtime may take to answer [10]\n"
                 "  --dump-timeout SECONDS\n"
                 "                       how long a runtime may take to write a dump [300]\n"
+                "  --dump-start-timeout SECONDS\n"
+                "                       how long it may take to write the dump's first byte [30]\n"
                 "  --runtime-dir PATH   where the agent keeps notes of work in progress [/run/dsagent]\n"
                 "  --help               show this help\n"
                 "  --version            show the version\n");
@@ -65,7 +67,7 @@ static int parse_seconds(const char *s, uint64_t *ret) {
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Options *o) {
         enum { ARG_LISTEN = 0x100, ARG_POLICY, ARG_CHECK_POLICY, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT,
-               ARG_DUMP_TIMEOUT, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION };
+               ARG_DUMP_TIMEOUT, ARG_DUMP_START_TIMEOUT, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION };
         static const struct option options[] = {
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "policy", required_argument, NULL, ARG_POLICY },
@@ -74,6 +76,7 @@ static int parse_argv(int argc, char **argv, Options *o) {
                 { "idle-exit", required_argument, NULL, ARG_IDLE_EXIT },
                 { "runtime-timeout", required_argument, NULL, ARG_RUNTIME_TIMEOUT },
                 { "dump-timeout", required_argument, NULL, ARG_DUMP_TIMEOUT },
+                { "dump-start-timeout", required_argument, NULL, ARG_DUMP_START_TIMEOUT },
                 { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "help", no_argument, NULL, ARG_HELP },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -117,6 +120,13 @@ static int parse_argv(int argc, char **argv, Options *o) {
                         if (parse_seconds(optarg, &o->broker.dump_timeout_usec) < 0 ||
                             o->broker.dump_timeout_usec == 0) {
                                 fprintf(stderr, "dsagent: --dump-timeout takes a positive number of seconds\n");
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_DUMP_START_TIMEOUT:
+                        if (parse_seconds(optarg, &o->broker.dump_start_timeout_usec) < 0 ||
+                            o->broker.dump_start_timeout_usec == 0) {
+                                fprintf(stderr, "dsagent: --dump-start-timeout takes a positive number of seconds\n");
                                 return -EINVAL;
                         }
                         break;
@@ -321,6 +331,12 @@ static int run(const Options *o, int listen_fd, Policy *policy) {
 #if DSAGENT_TEST_HOOKS
         test_hook_forbidden_syscall();
 #endif
+        r = broker_start_workers(broker);
+        if (r < 0) {
+                fprintf(stderr, "dsagent: cannot start its worker processes: %s\n", strerror(-r));
+                broker_free(broker);
+                return r;
+        }
 
         (void)sd_notify(false, "READY=1\nSTATUS=Serving diagnostic requests");
         r = sd_event_loop(event);

@@ -330,3 +330,80 @@ int procfs_auxv_secure(const char *buf, size_t n, bool *ret) {
         }
         return PROCFS_E_MALFORMED;
 }
+
+/* "dotnet-diagnostic-PID-KEY-socket" at the end of a path: PID and KEY. */
+static bool parse_diagnostic_name(const char *path, size_t len, ProcDiagnosticName *ret) {
+        static const char prefix[] = "dotnet-diagnostic-", suffix[] = "-socket";
+        const char *p, *end = path + len;
+        uint64_t v[2] = {};
+        size_t base_len;
+
+        path = path_basename(path, len, &base_len);
+        if (base_len <= strlen(prefix) + strlen(suffix) || memcmp(path, prefix, strlen(prefix)) != 0 ||
+            !has_suffix(path, base_len, suffix))
+                return false;
+        p = path + strlen(prefix);
+        end = path + base_len - strlen(suffix);
+        for (int i = 0; i < 2; i++) {
+                const char *start = p;
+                for (; p < end && *p >= '0' && *p <= '9'; p++) {
+                        if (v[i] > (UINT64_MAX - 9) / 10)
+                                return false;
+                        v[i] = v[i] * 10 + (uint64_t)(*p - '0');
+                }
+                if (p == start || (i == 0 && (p >= end || *p != '-')) || (i == 1 && p != end))
+                        return false;
+                p++;
+        }
+        if (v[0] == 0 || v[0] > INT32_MAX)
+                return false;
+        *ret = (ProcDiagnosticName){ .pid = (pid_t)v[0], .key = v[1] };
+        return true;
+}
+
+/* __SO_ACCEPTCON in the Flags column: the socket listens. */
+#define UNIX_FLAG_LISTENING 0x10000u
+
+int procfs_unix_diagnostic_listeners(const char *buf, size_t n, ProcDiagnosticName *out, size_t max, size_t *ret_n) {
+        const char *end = buf + n, *line = buf;
+        size_t found = 0;
+
+        /* "Num       RefCount Protocol Flags    Type St Inode Path" */
+        if (n < 4 || memcmp(buf, "Num ", 4) != 0)
+                return PROCFS_E_MALFORMED;
+        line = memchr(buf, '\n', n);
+        for (line = line ? line + 1 : end; line < end;) {
+                const char *line_end = memchr(line, '\n', (size_t)(end - line)), *p = line, *path;
+                unsigned long flags = 0;
+                ProcDiagnosticName name;
+
+                if (!line_end)
+                        line_end = end;
+                /* fields: Num: RefCount Protocol Flags Type St Inode [Path] */
+                for (int field = 0; field < 7; field++) {
+                        while (p < line_end && *p == ' ')
+                                p++;
+                        if (field == 3)
+                                for (const char *h = p; h < line_end && *h != ' '; h++) {
+                                        unsigned digit = *h >= '0' && *h <= '9' ? (unsigned)(*h - '0')
+                                                         : *h >= 'a' && *h <= 'f' ? (unsigned)(*h - 'a' + 10) : 16;
+                                        if (digit > 15 || flags > 0xFFFFFFFFul)
+                                                break;
+                                        flags = flags * 16 + digit;
+                                }
+                        while (p < line_end && *p != ' ')
+                                p++;
+                }
+                while (p < line_end && *p == ' ')
+                        p++;
+                path = p;
+                if ((flags & UNIX_FLAG_LISTENING) && parse_diagnostic_name(path, (size_t)(line_end - path), &name)) {
+                        if (found < max)
+                                out[found] = name;
+                        found++;
+                }
+                line = line_end + 1;
+        }
+        *ret_n = found;
+        return 0;
+}

@@ -28,3 +28,20 @@ int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 int procfs_cmdline_name(const char *buf, size_t n, char **ret);
 int procfs_cgroup_unit(const char *buf, size_t n, char **ret);
 int procfs_auxv_secure(const char *buf, size_t n, bool *ret);
+
+/* A runtime's diagnostic socket as its name tells: the runtime's own pid and its start time. */
+typedef struct ProcDiagnosticName {
+        pid_t pid;
+        uint64_t key;
+} ProcDiagnosticName;
+
+/**
+ * procfs_unix_diagnostic_listeners() - runtimes' sockets in a /proc/PID/net/unix table
+ *
+ * Every listening socket whose path ends in dotnet-diagnostic-PID-KEY-socket,
+ * as (PID, KEY), in table order, at most @max of them (the rest are counted
+ * in *@ret_n but not stored). A hint only: anybody may bind such a name.
+ *
+ * Return: 0 with *@ret_n, or PROCFS_E_MALFORMED for a table without its header line.
+ */
+int procfs_unix_diagnostic_listeners(const char *buf, size_t n, ProcDiagnosticName *out, size_t max, size_t *ret_n);

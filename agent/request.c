@@ -32,6 +32,7 @@ void request_done(Request *req) {
         request_cancel_work(req);
         policy_unref(req->policy);
         free(req->trace_profile);
+        free(req->unit);
         target_free(req->target);
 }
 

@@ -41,6 +41,12 @@ struct Request {
         PamQuery *pam_query;
         Target *target;
         WorkerJob *job;         /* a worker is doing something for this request */
+        void *job_callback;     /* what to call when it is done (jobs.h) */
+        uint64_t job_timeout_usec; /* 0: the job's own default */
+        /* the step a worker's answer continues with (commands.c) */
+        void (*on_target)(Request *req);
+        void (*on_runtime)(Request *req, int fd);
+        char *unit;             /* the unit the request named, for its answer */
         void *work;             /* the command's own state */
         void (*work_free)(void *work);
         bool holds_session;     /* a trace or counters session of its target runs for it */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <linux/capability.h>
+#include <sched.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,11 +57,15 @@ static const int agent_syscalls[] = {
         SCMP_SYS(unlinkat), SCMP_SYS(linkat), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
         SCMP_SYS(flistxattr), SCMP_SYS(mknodat), SCMP_SYS(memfd_create),
         SCMP_SYS(ftruncate), SCMP_SYS(wait4), SCMP_SYS(waitid), SCMP_SYS(pipe2), SCMP_SYS(splice),
+        /* worker processes: forked with a pidfd, killed through it, told to die with the agent */
+        SCMP_SYS(pidfd_send_signal), SCMP_SYS(getppid), SCMP_SYS(dup2), SCMP_SYS(dup3), SCMP_SYS(close_range),
+        /* glibc's qsort() asks how much memory there is (listings sort their candidates) */
+        SCMP_SYS(sysinfo),
 };
 
 /* Asked for by libraries that cope with a refusal: answered, not punished. */
 static const int probed_syscalls[] = {
-        SCMP_SYS(clone3), SCMP_SYS(rseq), SCMP_SYS(membarrier), SCMP_SYS(epoll_pwait2), SCMP_SYS(close_range),
+        SCMP_SYS(clone3), SCMP_SYS(rseq), SCMP_SYS(membarrier), SCMP_SYS(epoll_pwait2),
 };
 
 static int drop_capabilities(const int *keep, size_t n_keep) {
@@ -125,6 +131,24 @@ static int allow_all(scmp_filter_ctx ctx, const int *syscalls, size_t n) {
         return 0;
 }
 
+/*
+ * The agent forks its worker processes (worker-pool.c) itself: clone() with
+ * exactly CLONE_PIDFD and SIGCHLD, nothing that makes a thread or a
+ * namespace; socketpair() of the Unix family; the one prctl() a worker
+ * makes, to die with the agent.
+ */
+static int allow_forking_workers(scmp_filter_ctx ctx) {
+        int r;
+
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)(CLONE_PIDFD | SIGCHLD)));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
+        return r;
+}
+
 static int install_filter(SandboxProfile profile) {
         scmp_filter_ctx ctx = seccomp_init(SANDBOX_DENY);
         int r;
@@ -139,11 +163,16 @@ static int install_filter(SandboxProfile profile) {
                 r = allow_all(ctx, agent_syscalls, ELEMENTSOF(agent_syscalls));
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(probed_syscalls); i++)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), probed_syscalls[i], 0);
+        /* the agent uses it (a new worker closes what it inherited); libraries in the helper probe it */
+        if (r == 0 && profile != SANDBOX_AGENT)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(close_range), 0);
         /* sockets of the Unix family only; terminal queries only (isatty) */
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, TCGETS));
+        if (r == 0 && profile == SANDBOX_AGENT)
+                r = allow_forking_workers(ctx);
         /* libpam's audit logging probes for the audit socket; "no audit here" is an answer it expects */
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,

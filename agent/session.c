@@ -57,6 +57,10 @@ typedef struct Session {
         bool stopping, stop_ok, stream_ended, client_gone, cut;
         bool admitted;          /* counted as running (admission.h) */
         AdmissionKey key;
+        PolicyCommand command;
+        size_t n_policy_providers;
+        uint8_t *collect;       /* the CollectTracing request, encoded once decided */
+        size_t collect_size;
 } Session;
 
 /* The session no longer runs in the runtime, or never did: it stops counting against the limits. */
@@ -104,6 +108,7 @@ static void session_free(void *p) {
         free(s->policy_providers);
         free(s->providers_text);
         free(s->profile);
+        free(s->collect);
         free(s);
 }
 
@@ -481,13 +486,23 @@ static void session_start_done(RuntimeCall *call, int error, const DotnetIpcResp
         session_begin_relay(s);
 }
 
+static void session_connected(Request *req, int fd) {
+        Session *s = req->work;
+        int r;
+
+        r = runtime_call_start(req->broker->event, fd, s->collect, s->collect_size,
+                               req->broker->config.runtime_timeout_usec, session_start_done, s, &s->start_call);
+        if (r != 0) {
+                session_release_slot(s);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
+        }
+}
+
 static void session_decided(Request *req) {
         Session *s = req->work;
         const PolicyAgentSettings *a = &req->policy->agent;
-        uint8_t request[DOTNET_IPC_MESSAGE_MAX];
         const char *why = NULL;
-        size_t size;
-        int fd, r;
+        int r;
 
         req->audit.rule = req->verdict.rule_name;
         if (!req->verdict.allowed) {
@@ -512,22 +527,18 @@ static void session_decided(Request *req) {
                 s->duration_limit_usec = req->verdict.rule->max_duration_usec;
         test_hook_pause("after-decision");
 
-        r = dotnet_ipc_collect_tracing_encode(&s->config, s->buffer_mb, request, sizeof(request), &size);
+        s->collect = malloc(DOTNET_IPC_MESSAGE_MAX);
+        if (!s->collect) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                return;
+        }
+        r = dotnet_ipc_collect_tracing_encode(&s->config, s->buffer_mb, s->collect, DOTNET_IPC_MESSAGE_MAX,
+                                              &s->collect_size);
         if (r != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "the session request is too large");
                 return;
         }
-        r = target_connect(req->target, &fd, &why);
-        if (r != 0) {
-                request_reply_target_error(req, r, why);
-                return;
-        }
-        r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.runtime_timeout_usec,
-                               session_start_done, s, &s->start_call);
-        if (r != 0) {
-                session_release_slot(s);
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
-        }
+        commands_connect_runtime(req, session_connected);
 }
 
 /* Duration and buffer, common to both kinds. Replies and returns false when they are bad. */
@@ -573,19 +584,25 @@ static bool session_describe(Session *s) {
         return true;
 }
 
-static void session_decide(Session *s, PolicyCommand command, size_t n_policy_providers) {
-        Request *req = s->request;
+static void session_opened(Request *req) {
+        Session *s = req->work;
 
         req->ask = (PolicyRequest){
-                .command = command,
+                .command = s->command,
                 .trace_profile = s->profile,
                 .providers = s->policy_providers,
-                .n_providers = n_policy_providers,
+                .n_providers = s->n_policy_providers,
                 .buffer_mb = s->buffer_asked_mb,
                 .duration_usec = s->duration_asked_usec,
         };
-        test_hook_pause("after-target");
         decide(req, req->target, true, session_decided);
+}
+
+/* The session is well-formed: open its target, then decide. */
+static void session_decide(Session *s, const WireMessage *m, PolicyCommand command, size_t n_policy_providers) {
+        s->command = command;
+        s->n_policy_providers = n_policy_providers;
+        commands_open_target(s->request, m, session_opened);
 }
 
 static const char *providers_error(int r) {
@@ -594,7 +611,7 @@ static const char *providers_error(int r) {
 }
 
 /* trace: a profile, or providers in dotnet-trace's syntax. */
-void session_start_trace(Request *req, const WireMessage *m, Target *t) {
+void session_start_trace(Request *req, const WireMessage *m) {
         _cleanup_free_ char *providers = NULL;
         Session *s = session_new(req, "trace");
         int r;
@@ -619,7 +636,7 @@ void session_start_trace(Request *req, const WireMessage *m, Target *t) {
         }
         if (!session_read_limits(s, m) || !session_describe(s))
                 return;
-        session_decide(s, POLICY_COMMAND_TRACE, s->profile ? 0 : s->config.n_providers);
+        session_decide(s, m, POLICY_COMMAND_TRACE, s->profile ? 0 : s->config.n_providers);
 }
 
 /* Splits "System.Runtime,Name,..." into its names. */
@@ -673,7 +690,7 @@ static int random_session_id(char ret[33]) {
 }
 
 /* counters: EventCounters and Meters of the named providers, every interval. */
-void session_start_counters(Request *req, const WireMessage *m, Target *t) {
+void session_start_counters(Request *req, const WireMessage *m) {
         _cleanup_free_ char *list = NULL;
         char **names = NULL, session_id[33];
         Session *s = session_new(req, "counters");
@@ -710,5 +727,5 @@ void session_start_counters(Request *req, const WireMessage *m, Target *t) {
         if (!session_read_limits(s, m) || !session_describe(s))
                 return;
         /* the Metrics provider the agent adds is not the requester's choice */
-        session_decide(s, POLICY_COMMAND_COUNTERS, s->config.n_providers - 1);
+        session_decide(s, m, POLICY_COMMAND_COUNTERS, s->config.n_providers - 1);
 }

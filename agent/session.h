@@ -10,5 +10,5 @@
 #include "target.h"
 #include "wire.h"
 
-void session_start_trace(Request *req, const WireMessage *m, Target *t);
-void session_start_counters(Request *req, const WireMessage *m, Target *t);
+void session_start_trace(Request *req, const WireMessage *m);
+void session_start_counters(Request *req, const WireMessage *m);

@@ -38,6 +38,7 @@ Target *target_free(Target *t) {
                 return NULL;
         safe_close(t->pidfd);
         safe_close(t->proc_fd);
+        safe_close(t->socket_path_fd);
         free(t->tmpdir);
         free(t->exe);
         free(t->unit);
@@ -109,6 +110,7 @@ int target_open(pid_t pid, Target **ret) {
                 return -ENOMEM;
         t->pid = pid;
         t->proc_fd = -EBADF;
+        t->socket_path_fd = -EBADF;
 
         t->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (t->pidfd < 0)
@@ -126,6 +128,58 @@ int target_open(pid_t pid, Target **ret) {
         if (!target_is_alive(t))
                 return TARGET_E_GONE;
 
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+/* Copies @s into @buf when it fits; else leaves @buf empty (absent): a cut name could match a rule. */
+static void copy_detail(char *buf, size_t size, const char *s) {
+        buf[0] = '\0';
+        if (s && strlen(s) < size)
+                memcpy(buf, s, strlen(s) + 1);
+}
+
+void target_facts_of(const Target *t, TargetFacts *ret) {
+        *ret = (TargetFacts){ .pid = t->pid, .start_time = t->start_time, .status = t->status,
+                              .environment_read = t->environment_read, .secure_exec = t->secure_exec };
+        copy_detail(ret->name, sizeof(ret->name), t->name);
+        copy_detail(ret->unit, sizeof(ret->unit), t->unit);
+        copy_detail(ret->exe, sizeof(ret->exe), t->exe);
+        copy_detail(ret->tmpdir, sizeof(ret->tmpdir), t->tmpdir);
+}
+
+static int dup_detail(const char *buf, size_t size, char **ret) {
+        *ret = NULL;
+        if (strnlen(buf, size) == 0 || strnlen(buf, size) == size)
+                return 0;
+        *ret = strdup(buf);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret) {
+        _cleanup_(target_freep) Target *t = calloc(1, sizeof(Target));
+        int r = 0;
+
+        if (!t) {
+                safe_close(pidfd);
+                safe_close(proc_fd);
+                return -ENOMEM;
+        }
+        *t = (Target){ .pid = f->pid, .pidfd = pidfd, .proc_fd = proc_fd, .socket_path_fd = -EBADF,
+                       .status = f->status, .start_time = f->start_time,
+                       .environment_read = f->environment_read, .secure_exec = f->secure_exec };
+        if (t->status.n_nspid < 1 || t->status.n_nspid > PROCFS_NSPID_MAX)
+                return -EBADMSG;
+        if (r == 0)
+                r = dup_detail(f->name, sizeof(f->name), &t->name);
+        if (r == 0)
+                r = dup_detail(f->unit, sizeof(f->unit), &t->unit);
+        if (r == 0)
+                r = dup_detail(f->exe, sizeof(f->exe), &t->exe);
+        if (r == 0)
+                r = dup_detail(f->tmpdir, sizeof(f->tmpdir), &t->tmpdir);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(t);
         return 0;
 }
@@ -184,9 +238,10 @@ int target_read_environment(Target *t) {
         if (t->environment_read)
                 return 0;
         r = read_file_at(t->proc_fd, "auxv", PROC_SMALL_FILE_MAX, &auxv, &size);
-        if (r < 0)
+        if (r < 0 && r != -EACCES && r != -EPERM)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
-        if (procfs_auxv_secure(auxv, size, &t->secure_exec) != 0)
+        /* a vector that cannot be read or does not parse counts as secure: fail closed */
+        if (r < 0 || procfs_auxv_secure(auxv, size, &t->secure_exec) != 0)
                 t->secure_exec = true;
 
         if (!t->secure_exec) {
@@ -371,26 +426,45 @@ static int listener_matches_target(const Target *t, int sock_fd, const char **re
 }
 
 /**
+ * target_find_socket() - find and check the runtime's socket, and keep it
+ *
+ * target_open_socket() once, into t->socket_path_fd: every later connection
+ * of this request goes to that very inode, without another lookup.
+ *
+ * Return: 0, or what target_open_socket() returns.
+ */
+int target_find_socket(Target *t, const char **ret_why) {
+        int fd, r;
+
+        if (t->socket_path_fd >= 0)
+                return 0;
+        r = target_open_socket(t, &fd, ret_why);
+        if (r != 0)
+                return r;
+        t->socket_path_fd = fd;
+        return 0;
+}
+
+/**
  * target_connect() - connect to the target's runtime and prove who listens
  *
- * Connects to the inode found by target_open_socket() through /proc/self/fd,
+ * Connects to the inode target_find_socket() kept, through /proc/self/fd,
  * never to a path string, then checks with SO_PEERCRED and SO_PEERPIDFD that
- * the listener is the pinned target. The returned socket is non-blocking and
- * nothing has been written to it.
+ * the listener is the pinned target. No lookup happens here, so the event
+ * loop may call it. The returned socket is non-blocking and nothing has been
+ * written to it.
  *
- * Return: 0, TARGET_E_NO_SOCKET, TARGET_E_SOCKET_UNTRUSTED, TARGET_E_IMPOSTOR,
- * TARGET_E_UNREACHABLE, TARGET_E_GONE, or a negative errno.
+ * Return: 0, TARGET_E_SOCKET_UNTRUSTED, TARGET_E_IMPOSTOR, TARGET_E_UNREACHABLE,
+ * TARGET_E_GONE, -ENOTCONN when the socket was not found first, or a negative errno.
  */
 int target_connect(Target *t, int *ret_fd, const char **ret_why) {
-        _cleanup_close_ int path_fd = -EBADF, fd = -EBADF;
+        _cleanup_close_ int fd = -EBADF;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int r;
 
-        r = target_open_socket(t, &path_fd, ret_why);
-        if (r != 0)
-                return r;
-
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", path_fd);
+        if (t->socket_path_fd < 0)
+                return -ENOTCONN;
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", t->socket_path_fd);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;

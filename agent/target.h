@@ -35,7 +35,31 @@ typedef struct Target {
         bool environment_read;
         bool secure_exec; /* started in secure-execution mode (AT_SECURE), or its auxv did not parse */
         char *tmpdir;   /* TMPDIR as the target's libc uses it; NULL: /tmp */
+
+        /* filled by target_find_socket(): O_PATH fd of the runtime's socket, found and checked */
+        int socket_path_fd;
 } Target;
+
+/* Lengths past which a detail is taken as absent rather than cut: a cut name could match a rule. */
+#define TARGET_NAME_MAX 1024
+#define TARGET_UNIT_MAX 256
+#define TARGET_PATH_MAX 4096
+
+/*
+ * What a worker learned of a target, for the agent to rebuild it with the
+ * pidfd and /proc fd that come along (SCM_RIGHTS). Both ends are this
+ * program; strings are NUL-terminated, empty for absent.
+ */
+typedef struct TargetFacts {
+        int32_t pid;
+        uint64_t start_time;
+        ProcStatus status;
+        uint8_t environment_read, secure_exec;
+        char name[TARGET_NAME_MAX + 1];
+        char unit[TARGET_UNIT_MAX + 1];
+        char exe[TARGET_PATH_MAX + 1];
+        char tmpdir[TARGET_PATH_MAX + 1];
+} TargetFacts;
 
 /* The process's own pid, which the runtime uses in its socket name. */
 static inline pid_t target_ns_pid(const Target *t) {
@@ -47,6 +71,10 @@ static inline uid_t target_euid(const Target *t) {
 }
 
 int target_open(pid_t pid, Target **ret);
+void target_facts_of(const Target *t, TargetFacts *ret);
+/* Takes @pidfd and @proc_fd over, also on failure. Return: 0 or -ENOMEM. */
+int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret);
+int target_find_socket(Target *t, const char **ret_why);
 int target_read_details(Target *t);
 int target_read_environment(Target *t);
 bool target_is_alive(const Target *t);

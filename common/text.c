@@ -62,6 +62,20 @@ bool unicode_is_format_control(uint32_t cp) {
                (cp >= 0xFFF9 && cp <= 0xFFFB);    /* interlinear annotations */
 }
 
+size_t utf8_valid_prefix(const char *s, size_t n) {
+        const unsigned char *p = (const unsigned char *)s;
+        size_t done = 0;
+
+        while (done < n) {
+                uint32_t cp;
+                size_t len = utf8_sequence_decode(p + done, n - done, &cp);
+                if (len == 0)
+                        break;
+                done += len;
+        }
+        return done;
+}
+
 bool utf8_is_valid(const char *s, size_t n) {
         const unsigned char *p = (const unsigned char *)s;
 

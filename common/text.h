@@ -17,6 +17,9 @@ size_t utf8_decode(const char *s, size_t n, uint32_t *ret_cp);
  * hide text on a screen, so that what is shown is not what was sent (CVE-2021-42574). */
 bool unicode_is_format_control(uint32_t cp);
 
+/* Length of the longest valid UTF-8 prefix of @s: one pass, stopping at the first bad sequence. */
+size_t utf8_valid_prefix(const char *s, size_t n);
+
 /* Appends the UTF-8 encoding of @cp (which must be a valid scalar value) to
  * @buf and returns the number of bytes written (1..4). @buf needs 4 bytes. */
 size_t utf8_encode(uint32_t cp, char *buf);

@@ -257,6 +257,30 @@ bool policy_target_visible(const Policy *p, const PolicyRequester *who, const Po
         return false;
 }
 
+bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out, size_t max, size_t *ret_n) {
+        size_t n = 0;
+
+        if (who->uid == 0)
+                return true;
+        if (p->agent.owner_access && n < max)
+                out[n++] = who->uid;
+        for (size_t i = 0; i < p->n_rules; i++) {
+                const PolicyRule *r = &p->rules[i];
+
+                if (!rule_matches_requester(r, who) || r->commands == 0)
+                        continue;
+                if (r->targets_any || r->target_users.n == 0)
+                        return true; /* units or names alone: a process of anybody's */
+                for (size_t k = 0; k < r->target_users.n; k++) {
+                        if (n == max)
+                                return true;
+                        out[n++] = (uid_t)r->target_users.ids[k];
+                }
+        }
+        *ret_n = n;
+        return false;
+}
+
 static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why) {
         v->allowed = true;
         v->rule = rule;

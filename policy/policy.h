@@ -188,5 +188,16 @@ Policy *policy_unref(Policy *p);
  */
 bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target);
 
+/**
+ * policy_visible_uids() - whose processes could @who see at all?
+ *
+ * A cheap first cut for listings, before any process is looked at closely:
+ * true when they may be anybody's (root; a rule naming @who whose targets
+ * are any, or given by unit or name alone; more users than @max); else
+ * false, with the users in @out (its own uid under owner_access, and the
+ * target users of the rules naming @who), in *@ret_n of them.
+ */
+bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out, size_t max, size_t *ret_n);
+
 void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
                   const PolicyRequest *request, PolicyVerdict *ret);

@@ -11,6 +11,7 @@
  *   selector % 4 == 2 ('2'): /proc/PID/environ   -> procfs_environ_get()
  *   selector % 4 == 3 ('3'): /proc/PID/cmdline   -> procfs_cmdline_name()
  *   selector % 8 == 4 ('4'): /proc/PID/cgroup    -> procfs_cgroup_unit() (takes precedence)
+ *   selector % 8 == 5 ('5'): /proc/PID/net/unix  -> procfs_unix_diagnostic_listeners() (so does it)
  *
  * The parsers get a buffer of exactly the file's size, not NUL-terminated, as
  * read_file_at() would hand them, so sanitizers see any read past the end.
@@ -167,6 +168,22 @@ static void fuzz_cgroup(const char *buf, size_t n) {
         free(unit);
 }
 
+/* Every name found is in the input, as dotnet-diagnostic-PID-KEY-socket; the count does not depend on room. */
+static void fuzz_unix(const char *buf, size_t n) {
+        ProcDiagnosticName names[16];
+        size_t found = 0, found_small = 0;
+        int r = procfs_unix_diagnostic_listeners(buf, n, names, 16, &found);
+
+        fuzz_assert(r == 0 || r == PROCFS_E_MALFORMED);
+        if (r != 0)
+                return;
+        fuzz_assert(procfs_unix_diagnostic_listeners(buf, n, names, 1, &found_small) == 0 && found_small == found);
+        (void)procfs_unix_diagnostic_listeners(buf, n, names, 16, &found);
+        for (size_t i = 0; i < found && i < 16; i++)
+                fuzz_assert(names[i].pid > 0);
+        fuzz_assert(found == 0 || memmem(buf, n, "dotnet-diagnostic-", 18) != NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *buf;
         size_t n;
@@ -178,6 +195,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (data[0] % 8 == 4) {
                 fuzz_cgroup(buf, n);
+                return 0;
+        }
+        if (data[0] % 8 == 5) {
+                fuzz_unix(buf, n);
                 return 0;
         }
         switch (data[0] % 4) {

@@ -360,6 +360,22 @@ def procfs():
     write(t, "cmdline-control-chars", "3" + "/tmp/\x1b]0;pwned\x07\n\0")
     write(t, "cmdline-empty", "3")
 
+    # /proc/PID/net/unix (selector '5'): the listening runtime sockets among a network namespace's sockets
+    header = "Num       RefCount Protocol Flags    Type St Inode Path\n"
+    write(t, "unix-listeners", "5" + header +
+          "0000000000000000: 00000002 00000000 00010000 0001 01 20001 /tmp/dotnet-diagnostic-4242-987654-socket\n"
+          "0000000000000000: 00000003 00000000 00000000 0001 03 20002 /tmp/dotnet-diagnostic-4343-1-socket\n"
+          "0000000000000000: 00000002 00000000 00010000 0001 01 20004 /home/my dir/dotnet-diagnostic-7-8-socket\n"
+          "0000000000000000: 00000002 00000000 00010000 0001 01 20005 @dotnet-diagnostic-9-10-socket\n"
+          "0000000000000000: 00000002 00000000 00010000 0001 01 20008\n")
+    write(t, "unix-hostile-names", "5" + header +
+          "0000000000000000: 00000002 00000000 00010000 0001 01 1 /tmp/dotnet-diagnostic--1-socket\n"
+          "0000000000000000: 00000002 00000000 00010000 0001 01 2 /tmp/dotnet-diagnostic-99999999999-1-socket\n"
+          "0000000000000000: 00000002 00000000 00010000 0001 01 3 /tmp/dotnet-diagnostic-1-184467440737095516160-socket\n"
+          "0000000000000000: 00000002 00000000 fffffffffffffffff 0001 01 4 /tmp/dotnet-diagnostic-1-2-socket\n"
+          "0000000000000000: 00000002 00000000 00010000 0001 01 5 /tmp/dotnet-diagnostic-1-2-socket\ninjected\n")
+    write(t, "unix-no-header", "5" + "0000000000000000: 00000002 00000000 00010000 0001 01 1 /x\n")
+
 
 # --- text helpers (common/text.h) ----------------------------------------------
 

@@ -40,12 +40,21 @@ def agent_and_pam_helper_run_confined():
     limits = open(f"/proc/{agent.proc.pid}/limits").read()
     assert [line for line in limits.splitlines() if line.startswith("Max core file size")][0].split()[4] == "0"
 
+    # the PAM helper with no capabilities at all; the workers (forked after the sandbox) as the agent
     helpers = children(agent.proc.pid)
-    assert len(helpers) == 1, helpers
-    h = status(helpers[0])
+    pam = [pid for pid in helpers if int(status(pid)["CapEff"], 16) == 0]
+    workers = [pid for pid in helpers if pid not in pam]
+    assert len(pam) == 1 and len(workers) >= 1, helpers
+    h = status(pam[0])
     assert h["NoNewPrivs"] == "1" and h["Seccomp"] == "2", h
     for key in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"):
         assert int(h[key], 16) == 0, (key, h[key])
+    for pid in workers:
+        w = status(pid)
+        assert w["NoNewPrivs"] == "1" and w["Seccomp"] == "2", w
+        for key in ("CapEff", "CapPrm", "CapBnd"):
+            assert int(w[key], 16) == AGENT_CAPS, (key, w[key])
+        assert int(w["CapInh"], 16) == 0 and int(w["CapAmb"], 16) == 0
 
 
 @test

@@ -219,6 +219,17 @@ static void test_visibility(void) {
         changed.uid[1] = 2001;
         check(policy_target_visible(p, &bob, &changed));
         check(!policy_target_visible(p, &carol, &changed));
+
+        /* the cheap first cut of listings agrees */
+        {
+                uid_t uids[8];
+                size_t n = 0;
+                check(policy_visible_uids(p, &root, uids, 8, &n));
+                check(!policy_visible_uids(p, &bob, uids, 8, &n) && n == 2 && uids[0] == 1002 && uids[1] == 2001);
+                /* carol's rule names processes, not users: anybody's may match */
+                check(policy_visible_uids(p, &carol, uids, 8, &n));
+                check(policy_visible_uids(p, &bob, uids, 1, &n)); /* no room: say anybody's, never too few */
+        }
         policy_unref(p);
 
         /* without owner_access nobody sees its own processes through the agent */

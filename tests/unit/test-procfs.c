@@ -2,7 +2,10 @@
 /* /proc parsers against real and hostile contents */
 #include <fcntl.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/auxv.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "fileio.h"
@@ -160,6 +163,54 @@ static void test_auxv_secure(void) {
         free(buf);
 }
 
+static void test_unix_diagnostic_listeners(void) {
+        static const char table[] =
+                "Num       RefCount Protocol Flags    Type St Inode Path\n"
+                "0000000000000000: 00000002 00000000 00010000 0001 01 20001 /tmp/dotnet-diagnostic-4242-987654-socket\n"
+                /* connected, not listening: a client's end */
+                "0000000000000000: 00000003 00000000 00000000 0001 03 20002 /tmp/dotnet-diagnostic-4343-1-socket\n"
+                "0000000000000000: 00000002 00000000 00010000 0001 01 20003 /run/dsagent.sock\n"
+                "0000000000000000: 00000002 00000000 00010000 0001 01 20004 /home/my dir/dotnet-diagnostic-7-8-socket\n"
+                "0000000000000000: 00000002 00000000 00010000 0001 01 20005 @dotnet-diagnostic-9-10-socket\n"
+                "0000000000000000: 00000002 00000000 00010000 0001 01 20006 /tmp/dotnet-diagnostic-x-8-socket\n"
+                "0000000000000000: 00000002 00000000 00010000 0001 01 20007 /tmp/dotnet-diagnostic-0-8-socket\n"
+                "0000000000000000: 00000002 00000000 00010000 0001 01 20008\n";
+        ProcDiagnosticName names[8];
+        size_t n = 0;
+
+        check(procfs_unix_diagnostic_listeners(table, strlen(table), names, 8, &n) == 0);
+        /* not the connected one, not an abstract name (runtimes bind paths), not a malformed pid */
+        check(n == 2);
+        check(names[0].pid == 4242 && names[0].key == 987654);
+        check(names[1].pid == 7 && names[1].key == 8);      /* a space in the path */
+        /* more than fit: counted, not stored */
+        check(procfs_unix_diagnostic_listeners(table, strlen(table), names, 1, &n) == 0 && n == 2);
+        check(procfs_unix_diagnostic_listeners("", 0, names, 8, &n) == PROCFS_E_MALFORMED);
+}
+
+/* A listening socket of this very process under a runtime's name is found in its namespace's table. */
+static void test_unix_diagnostic_listeners_self(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        ProcDiagnosticName names[256];
+        char *buf = NULL;
+        size_t n = 0, size;
+        bool found = false;
+        int fd;
+
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/dotnet-diagnostic-%d-123456789-socket", (int)getpid());
+        unlink(sa.sun_path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        check(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(fd, 1) == 0);
+        check(read_file_at(AT_FDCWD, "/proc/self/net/unix", 16 << 20, &buf, &size) == 0);
+        check(procfs_unix_diagnostic_listeners(buf, size, names, 256, &n) == 0);
+        for (size_t i = 0; i < n && i < 256; i++)
+                found |= names[i].pid == getpid() && names[i].key == 123456789;
+        check(found);
+        close(fd);
+        unlink(sa.sun_path);
+        free(buf);
+}
+
 int main(void) {
         run_test(test_stat_start_time);
         run_test(test_stat_self);
@@ -170,5 +221,7 @@ int main(void) {
         run_test(test_cmdline_name);
         run_test(test_cgroup_unit);
         run_test(test_auxv_secure);
+        run_test(test_unix_diagnostic_listeners);
+        run_test(test_unix_diagnostic_listeners_self);
         return tap_finish();
 }

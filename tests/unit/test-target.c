@@ -103,6 +103,12 @@ static bool has_pending_connection(int listener) {
         return true;
 }
 
+/* What the agent does in two steps (a worker finds the socket, the loop connects), in one. */
+static int find_and_connect(Target *t, int *ret_fd, const char **ret_why) {
+        int r = target_find_socket(t, ret_why);
+        return r != 0 ? r : target_connect(t, ret_fd, ret_why);
+}
+
 static void test_open_self_and_missing(void) {
         Target *t = NULL;
 
@@ -121,7 +127,7 @@ static void test_genuine_listener(void) {
         int fd = -1;
 
         check(c.target && c.target->tmpdir && strcmp(c.target->tmpdir, tmpdir) == 0);
-        check(target_connect(c.target, &fd, &why) == 0);
+        check(find_and_connect(c.target, &fd, &why) == 0);
         check(fd >= 0);
         if (fd >= 0)
                 close(fd);
@@ -133,7 +139,7 @@ static void test_no_socket(void) {
         const char *why = NULL;
         int fd;
 
-        check(target_connect(c.target, &fd, &why) == TARGET_E_NO_SOCKET);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_NO_SOCKET);
         reap(&c);
 }
 
@@ -149,7 +155,7 @@ static void test_symlink_to_privileged_socket_refused(void) {
         check(decoy >= 0);
         check(symlink(decoy_path, c.socket_path) == 0);
 
-        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
         check(why && strstr(why, "symbolic link"));
         check(!has_pending_connection(decoy));
         close(decoy);
@@ -170,7 +176,7 @@ static void test_symlinked_tmpdir_refused(void) {
 
         /* the runtime itself would create its socket through the link; the agent must not follow */
         c = spawn("listen", link_dir);
-        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
         reap(&c);
         unlink(link_dir);
 }
@@ -183,7 +189,7 @@ static void test_wrong_owner_refused(void) {
         planted = bind_listener(c.socket_path);
         check(planted >= 0);
         check(chown(c.socket_path, 4321, 4321) == 0);
-        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
         check(why && strstr(why, "not owned"));
         check(!has_pending_connection(planted));
         close(planted);
@@ -196,11 +202,11 @@ static void test_fifo_and_file_refused(void) {
         int fd;
 
         check(mkfifo(c.socket_path, 0600) == 0);
-        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
         unlink(c.socket_path);
         fd = open(c.socket_path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
         close(fd);
-        check(target_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_SOCKET_UNTRUSTED);
         reap(&c);
 }
 
@@ -213,7 +219,7 @@ static void test_impostor_listener_refused(void) {
         /* same uid, right name, right owner: only the listener's identity gives it away */
         impostor = bind_listener(c.socket_path);
         check(impostor >= 0);
-        check(target_connect(c.target, &fd, &why) == TARGET_E_IMPOSTOR);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_IMPOSTOR);
         conn = accept4(impostor, NULL, NULL, SOCK_CLOEXEC);
         check(conn >= 0);
         /* the agent wrote nothing to it, and hung up */
@@ -231,7 +237,7 @@ static void test_stale_socket_unreachable(void) {
 
         stale = bind_listener(c.socket_path);
         close(stale);
-        check(target_connect(c.target, &fd, &why) == TARGET_E_UNREACHABLE);
+        check(find_and_connect(c.target, &fd, &why) == TARGET_E_UNREACHABLE);
         reap(&c);
 }
 
@@ -243,7 +249,7 @@ static void test_exited_target_gone(void) {
         kill(c.pid, SIGKILL);
         waitpid(c.pid, NULL, 0);
         check(!target_is_alive(c.target));
-        check(target_connect(c.target, &fd, &why) != 0);
+        check(find_and_connect(c.target, &fd, &why) != 0);
         target_free(c.target);
         unlink(c.socket_path);
 }

@@ -16,6 +16,12 @@ static void test_utf8(void) {
         check(!utf8_is_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
         check(!utf8_is_valid("\xc3", 1));             /* truncated */
         check(!utf8_is_valid("\x80", 1));             /* lone continuation */
+        /* the longest valid prefix: up to the first bad sequence, a cut character left out */
+        check(utf8_valid_prefix("abc", 3) == 3);
+        check(utf8_valid_prefix("ab\xc3\xa9", 3) == 2);      /* é cut in half */
+        check(utf8_valid_prefix("ab\xff" "cd", 5) == 2);
+        check(utf8_valid_prefix("\xe2\x82\xac\xe2\x82", 5) == 3);
+        check(utf8_valid_prefix("", 0) == 0);
 }
 
 static void escape_is(const char *in, size_t n, const char *expected) {

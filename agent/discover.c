@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "discover.h"
+#include "fileio.h"
+#include "procfs.h"
+#include "text.h"
+
+/* A network namespace's table of a big container host is a few MB. */
+#define UNIX_TABLE_MAX (32 * 1024 * 1024)
+#define NAMES_MAX 65536
+#define PROC_SMALL_MAX (64 * 1024)
+
+typedef struct Seen {
+        pid_t pid;
+        uint64_t netns;
+        bool own_pidns;         /* in the agent's pid namespace: its own pid is this pid */
+        bool candidate;
+} Seen;
+
+static bool uid_allowed(const DiscoverFilter *f, uid_t uid) {
+        if (f->any_uid || uid == 0)
+                return true;
+        for (size_t i = 0; i < f->n_uids; i++)
+                if (f->uids[i] == uid)
+                        return true;
+        return false;
+}
+
+/* The inode of /proc/PID/ns/KIND ("net": which socket table the process is in; "pid": how it names itself). */
+static int namespace_of(int proc_fd, const char *pid, const char *kind, uint64_t *ret) {
+        char path[64], link[64];
+        size_t prefix = strlen(kind);
+        uint64_t v;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "%s/ns/%s", pid, kind);
+        n = readlinkat(proc_fd, path, link, sizeof(link) - 1);
+        if (n < 0)
+                return -errno;
+        link[n] = '\0';
+        /* "net:[4026531840]" */
+        if ((size_t)n < prefix + 3 || strncmp(link, kind, prefix) != 0 || link[prefix] != ':' ||
+            link[prefix + 1] != '[' || link[n - 1] != ']')
+                return -EBADMSG;
+        link[n - 1] = '\0';
+        if (parse_u64(link + prefix + 2, &v) < 0)
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+static int compare_seen(const void *a, const void *b) {
+        const Seen *x = a, *y = b;
+        if (x->netns != y->netns)
+                return x->netns < y->netns ? -1 : 1;
+        return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static int compare_pid(const void *a, const void *b) {
+        pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+        return x < y ? -1 : x > y;
+}
+
+/* Every process of /proc that passes @f, with its network namespace. */
+static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size_t *ret_n) {
+        _cleanup_free_ Seen *seen = NULL;
+        size_t n = 0, allocated = 0;
+        struct dirent *de;
+        DIR *d;
+        int dup_fd = fcntl(proc_fd, F_DUPFD_CLOEXEC, 3);
+        uint64_t own_pidns;
+
+        if (namespace_of(proc_fd, "self", "pid", &own_pidns) < 0)
+                return -errno;
+        if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
+                safe_close(dup_fd);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+                uint64_t netns, pidns;
+                pid_t pid;
+
+                if (parse_pid(de->d_name, &pid) < 0)
+                        continue;
+                /* one cheap look at who owns it, before anything else is read */
+                if (!f->any_uid && (fstatat(proc_fd, de->d_name, &st, 0) < 0 || !uid_allowed(f, st.st_uid)))
+                        continue;
+                if (namespace_of(proc_fd, de->d_name, "net", &netns) < 0 ||
+                    namespace_of(proc_fd, de->d_name, "pid", &pidns) < 0)
+                        continue;
+                if (n == allocated) {
+                        size_t grown = allocated ? allocated * 2 : 1024;
+                        Seen *s = realloc(seen, grown * sizeof(*s));
+                        if (!s) {
+                                closedir(d);
+                                return -ENOMEM;
+                        }
+                        seen = s;
+                        allocated = grown;
+                }
+                seen[n++] = (Seen){ .pid = pid, .netns = netns, .own_pidns = pidns == own_pidns };
+        }
+        closedir(d);
+        *ret = TAKE_PTR(seen);
+        *ret_n = n;
+        return 0;
+}
+
+/* The runtime names its socket by its own pid (the last NSpid) and its start time. */
+static bool names_match(int proc_fd, pid_t pid, const ProcDiagnosticName *names, size_t n_names) {
+        _cleanup_free_ char *stat = NULL, *status = NULL;
+        char path[64];
+        size_t size;
+        uint64_t start;
+        ProcStatus st;
+
+        snprintf(path, sizeof(path), "%d/stat", (int)pid);
+        if (read_file_at(proc_fd, path, PROC_SMALL_MAX, &stat, &size) < 0 ||
+            procfs_parse_stat_start_time(stat, size, &start) != 0)
+                return false;
+        snprintf(path, sizeof(path), "%d/status", (int)pid);
+        if (read_file_at(proc_fd, path, PROC_SMALL_MAX, &status, &size) < 0 || procfs_parse_status(status, size, &st) != 0)
+                return false;
+        for (size_t i = 0; i < n_names; i++)
+                if (names[i].key == start && names[i].pid == st.nspid[st.n_nspid - 1])
+                        return true;
+        return false;
+}
+
+/* Within one network namespace (@group, @n of them): which are named in its socket table. */
+static void mark_group(int proc_fd, Seen *group, size_t n, ProcDiagnosticName *names) {
+        _cleanup_free_ char *table = NULL;
+        char path[64];
+        size_t size, n_names = 0;
+
+        snprintf(path, sizeof(path), "%d/net/unix", (int)group[0].pid);
+        if (read_file_at(proc_fd, path, UNIX_TABLE_MAX, &table, &size) < 0 ||
+            procfs_unix_diagnostic_listeners(table, size, names, NAMES_MAX, &n_names) != 0 || n_names == 0)
+                return;
+        if (n_names > NAMES_MAX)
+                n_names = NAMES_MAX;
+        for (size_t i = 0; i < n; i++) {
+                bool named = !group[i].own_pidns; /* another pid namespace: its own pid is for the status to say */
+                /* a runtime of the agent's pid namespace names itself by this very pid: nothing to read else */
+                for (size_t k = 0; k < n_names && !named; k++)
+                        named = names[k].pid == group[i].pid;
+                if (named)
+                        group[i].candidate = names_match(proc_fd, group[i].pid, names, n_names);
+        }
+}
+
+int discover_candidates(const DiscoverFilter *f, pid_t *out, size_t max, size_t *ret_n) {
+        _cleanup_free_ ProcDiagnosticName *names = NULL;
+        _cleanup_free_ Seen *seen = NULL;
+        _cleanup_close_ int proc_fd = -EBADF;
+        size_t n = 0, found = 0;
+        int r;
+
+        proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (proc_fd < 0)
+                return -errno;
+        names = malloc(NAMES_MAX * sizeof(*names));
+        if (!names)
+                return -ENOMEM;
+        r = list_processes(proc_fd, f, &seen, &n);
+        if (r < 0)
+                return r;
+        qsort(seen, n, sizeof(*seen), compare_seen);
+        for (size_t start = 0; start < n;) {
+                size_t end = start;
+                while (end < n && seen[end].netns == seen[start].netns)
+                        end++;
+                mark_group(proc_fd, seen + start, end - start, names);
+                start = end;
+        }
+        for (size_t i = 0; i < n && found < max; i++)
+                if (seen[i].candidate)
+                        out[found++] = seen[i].pid;
+        qsort(out, found, sizeof(*out), compare_pid);
+        *ret_n = found;
+        return 0;
+}

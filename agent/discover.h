@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Which processes may have a .NET runtime listening on its diagnostic
+ * socket, found without reading any process's memory or looking anything up
+ * in its file system: every runtime binds dotnet-diagnostic-PID-KEY-socket,
+ * and the kernel lists bound Unix sockets per network namespace
+ * (/proc/PID/net/unix). What this finds is a hint; each candidate is then
+ * pinned and checked like any target. Runs in a worker: it reads all of /proc.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The most candidates one listing reports; their pids must fit one worker message. */
+#define DISCOVER_CANDIDATES_MAX 8192
+
+typedef struct DiscoverFilter {
+        /* false: only processes whose /proc entry is owned by one of @uids, or by root (a process
+         * that is not dumpable shows as root's there, whatever its ids: it is looked at closer) */
+        bool any_uid;
+        const uid_t *uids;
+        size_t n_uids;
+} DiscoverFilter;
+
+/**
+ * discover_candidates() - pids of processes that may run a .NET runtime
+ *
+ * A process is a candidate when a listening socket named for its own pid
+ * (the last of its NSpid) and its start time is in its network namespace's
+ * table. At most @max, in pid order.
+ *
+ * Return: 0 with *@ret_n, or a negative errno when /proc cannot be read.
+ */
+int discover_candidates(const DiscoverFilter *f, pid_t *out, size_t max, size_t *ret_n);

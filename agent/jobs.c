@@ -1,0 +1,592 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "broker.h"
+#include "cleanup.h"
+#include "decision.h"
+#include "discover.h"
+#include "dump-writer.h"
+#include "jobs.h"
+#include "text.h"
+
+/* The supplementary groups a job carries for the requester; a user in more is decided without them
+ * in listings (fail closed: fewer rules match). */
+#define JOBS_GROUPS_MAX 1024
+/* A dump stream reports its progress this often, and once its first byte is in. */
+#define STREAM_PROGRESS_USEC 1000000
+#define STREAM_PUMP_BUDGET (64ULL << 20)
+
+typedef enum JobType {
+        JOB_OPEN = 1,
+        JOB_SOCKET,
+        JOB_UNIT,
+        JOB_STAGE,
+        JOB_CANDIDATES,
+        JOB_STREAM,
+        JOB_CLEAN,
+} JobType;
+
+typedef struct JobRequester {
+        uint32_t uid, gid;
+        uint32_t n_groups;
+        uint32_t groups[JOBS_GROUPS_MAX];
+} JobRequester;
+
+/* What crosses to a worker; fds ride along (SCM_RIGHTS), as each type says. */
+typedef struct JobRequest {
+        uint32_t type;
+        union {
+                int32_t pid;                    /* OPEN */
+                TargetFacts facts;              /* SOCKET (fds: pidfd, /proc fd) */
+                struct {
+                        char unit[TARGET_UNIT_MAX + 1];
+                        JobRequester who;
+                } unit;                         /* UNIT */
+                struct {
+                        TargetFacts facts;
+                        char runtime_dir[PATH_MAX];
+                } stage;                        /* STAGE (fds: pidfd, /proc fd) */
+                JobRequester who;               /* CANDIDATES */
+                struct {
+                        DumpLimits limits;
+                        uint32_t slot;
+                } stream;                       /* STREAM (fds: FIFO, file, dump_dir, control) */
+                char runtime_dir[PATH_MAX];     /* CLEAN */
+        };
+} JobRequest;
+
+typedef struct JobReply {
+        int32_t r;
+        char why[256];
+        union {
+                TargetFacts facts;              /* OPEN (fds: pidfd, /proc fd), SOCKET (fd: the socket) */
+                int32_t pid;                    /* UNIT */
+                struct {
+                        char name[64];
+                        char target_path[96];
+                        char record_path[PATH_MAX];
+                } stage;                        /* STAGE (fds: /tmp, the directory, the FIFO) */
+                struct {
+                        uint32_t n;
+                        int32_t pids[DISCOVER_CANDIDATES_MAX];
+                } candidates;                   /* CANDIDATES */
+                uint64_t bytes;                 /* STREAM */
+        };
+} JobReply;
+
+_Static_assert(sizeof(JobRequest) <= WORKER_MESSAGE_MAX && sizeof(JobReply) <= WORKER_MESSAGE_MAX,
+               "a job's messages fit one worker message");
+
+#define REPLY_HEAD offsetof(JobReply, facts)
+
+static const Broker *broker;
+
+void jobs_set_broker(const Broker *b) {
+        broker = b;
+}
+
+/* ---- in the worker ---- */
+
+static void reply_why(JobReply *a, const char *why) {
+        if (why)
+                snprintf(a->why, sizeof(a->why), "%s", why);
+}
+
+static PolicyRequester requester_from(const JobRequester *j, gid_t *groups) {
+        for (uint32_t i = 0; i < j->n_groups && i < JOBS_GROUPS_MAX; i++)
+                groups[i] = j->groups[i];
+        return (PolicyRequester){ .uid = j->uid, .gid = j->gid, .groups = groups,
+                                  .n_groups = j->n_groups < JOBS_GROUPS_MAX ? j->n_groups : JOBS_GROUPS_MAX };
+}
+
+/* The Target the agent described, on fds of its own (the request's are closed after the job). */
+static int target_of_request(const TargetFacts *f, const WorkerMessage *q, Target **ret) {
+        int pidfd, proc_fd;
+
+        if (q->n_fds != 2)
+                return -EBADF;
+        pidfd = fcntl(q->fds[0], F_DUPFD_CLOEXEC, 3);
+        proc_fd = fcntl(q->fds[1], F_DUPFD_CLOEXEC, 3);
+        if (pidfd < 0 || proc_fd < 0) {
+                safe_close(pidfd);
+                safe_close(proc_fd);
+                return -errno;
+        }
+        return target_from_facts(f, pidfd, proc_fd, ret);
+}
+
+static size_t handle_open(const JobRequest *q, JobReply *a, WorkerMessage *reply) {
+        _cleanup_(target_freep) Target *t = NULL;
+
+        a->r = target_open(q->pid, &t);
+        if (a->r == 0)
+                a->r = target_read_details(t);
+        if (a->r != 0)
+                return REPLY_HEAD;
+        target_facts_of(t, &a->facts);
+        reply->fds[0] = TAKE_FD(t->pidfd);
+        reply->fds[1] = TAKE_FD(t->proc_fd);
+        reply->n_fds = 2;
+        return REPLY_HEAD + sizeof(a->facts);
+}
+
+static size_t handle_socket(const JobRequest *q, const WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
+        _cleanup_(target_freep) Target *t = NULL;
+        const char *why = NULL;
+
+        a->r = target_of_request(&q->facts, msg, &t);
+        if (a->r == 0)
+                a->r = target_find_socket(t, &why);
+        reply_why(a, why);
+        if (a->r != 0)
+                return REPLY_HEAD;
+        target_facts_of(t, &a->facts);
+        reply->fds[0] = TAKE_FD(t->socket_path_fd);
+        reply->n_fds = 1;
+        return REPLY_HEAD + sizeof(a->facts);
+}
+
+/*
+ * A unit's .NET process: the one process in the unit, of those the requester
+ * may see, with a diagnostic socket. Processes it may not see count as
+ * absent, so the answer tells nobody what runs in a unit that is not theirs.
+ */
+static size_t handle_unit(const JobRequest *q, JobReply *a) {
+        gid_t groups[JOBS_GROUPS_MAX];
+        PolicyRequester who = requester_from(&q->unit.who, groups);
+        struct dirent *de;
+        pid_t found = 0;
+        DIR *proc = opendir("/proc");
+
+        while (proc && (de = readdir(proc))) {
+                _cleanup_(target_freep) Target *t = NULL;
+                const char *why;
+                PolicyTarget pt;
+                pid_t pid;
+
+                if (parse_pid(de->d_name, &pid) < 0 || target_open(pid, &t) != 0 || target_read_details(t) != 0 ||
+                    !t->unit || strncmp(t->unit, q->unit.unit, sizeof(q->unit.unit)) != 0)
+                        continue;
+                pt = policy_target_of(t);
+                if (!policy_target_visible(broker->policy, &who, &pt) || target_find_socket(t, &why) != 0)
+                        continue;
+                if (found) {
+                        found = -1;
+                        break;
+                }
+                found = pid;
+        }
+        if (proc)
+                closedir(proc);
+        a->r = 0;
+        a->pid = found;
+        return REPLY_HEAD + sizeof(a->pid);
+}
+
+static size_t handle_stage(const JobRequest *q, const WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
+        _cleanup_(target_freep) Target *t = NULL;
+        DumpStage *s = NULL;
+        const char *why = NULL;
+
+        a->r = target_of_request(&q->stage.facts, msg, &t);
+        if (a->r == 0)
+                a->r = dump_stage_create(t, q->stage.runtime_dir, &s, &why);
+        reply_why(a, why);
+        if (a->r != 0)
+                return REPLY_HEAD;
+        snprintf(a->stage.name, sizeof(a->stage.name), "%s", s->name);
+        snprintf(a->stage.target_path, sizeof(a->stage.target_path), "%s", s->target_path);
+        snprintf(a->stage.record_path, sizeof(a->stage.record_path), "%s", s->record_path);
+        reply->fds[0] = TAKE_FD(s->tmp_fd);
+        reply->fds[1] = TAKE_FD(s->dir_fd);
+        reply->fds[2] = TAKE_FD(s->fifo_fd);
+        reply->n_fds = 3;
+        dump_stage_disown(s); /* the agent removes it, by the fds it now holds */
+        return REPLY_HEAD + sizeof(a->stage);
+}
+
+static size_t handle_candidates(const JobRequest *q, JobReply *a) {
+        gid_t groups[JOBS_GROUPS_MAX];
+        PolicyRequester who = requester_from(&q->who, groups);
+        uid_t uids[256];
+        size_t n_uids = 0, n = 0;
+        DiscoverFilter f = { .uids = uids };
+        pid_t pids[DISCOVER_CANDIDATES_MAX];
+
+        f.any_uid = policy_visible_uids(broker->policy, &who, uids, sizeof(uids) / sizeof(uids[0]), &n_uids);
+        f.n_uids = n_uids;
+        a->r = discover_candidates(&f, pids, DISCOVER_CANDIDATES_MAX, &n);
+        if (a->r != 0)
+                return REPLY_HEAD;
+        a->candidates.n = (uint32_t)n;
+        for (size_t i = 0; i < n; i++)
+                a->candidates.pids[i] = pids[i];
+        return REPLY_HEAD + offsetof(typeof(a->candidates), pids) + n * sizeof(int32_t);
+}
+
+/* Tells the agent how far the dump got; a full control socket skips a report, nothing else. */
+static void stream_report(int control, uint64_t bytes) {
+        DumpProgress p = { .bytes = bytes };
+        (void)send(control, &p, sizeof(p), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/*
+ * The dump's bytes, from the FIFO into the unnamed file, until the agent
+ * says the runtime is done (or goes away, or the guards are broken).
+ */
+static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        const char *why = NULL;
+        DumpWriter w;
+        uint64_t reported = 0;
+        bool fifo_open = true;
+        int control;
+
+        if (msg->n_fds != 4 || q->stream.slot >= DUMP_SLOTS_MAX) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        control = msg->fds[3];
+        a->r = dump_writer_init(&w, msg->fds[2], msg->fds[1], msg->fds[0], &q->stream.limits, broker->dump_slots,
+                                q->stream.slot, &why);
+        while (a->r == 0) {
+                struct pollfd p[2] = { { .fd = control, .events = POLLIN }, { .fd = w.source_fd, .events = POLLIN } };
+                char command = 0;
+                ssize_t n;
+
+                if (poll(p, fifo_open ? 2 : 1, STREAM_PROGRESS_USEC / 1000) < 0 && errno != EINTR) {
+                        a->r = -errno;
+                        break;
+                }
+                if (p[0].revents) {
+                        n = recv(control, &command, 1, MSG_DONTWAIT);
+                        if (n <= 0 && !(n < 0 && errno == EAGAIN)) {
+                                a->r = -ECANCELED; /* the agent is gone, or gave up on the dump */
+                                break;
+                        }
+                        if (command == JOBS_STREAM_FINISH) {
+                                a->r = dump_writer_drain(&w, &why);
+                                break;
+                        }
+                }
+                if (fifo_open && p[1].revents) {
+                        a->r = dump_writer_pump(&w, STREAM_PUMP_BUDGET, &why);
+                        if (a->r == DUMP_WRITER_E_ENDED) {
+                                fifo_open = false; /* createdump is done; its runtime's answer says how it went */
+                                a->r = 0;
+                        }
+                }
+                if (w.bytes != reported && (reported == 0 || !fifo_open || p[1].revents == 0 ||
+                                            w.bytes - reported >= STREAM_PUMP_BUDGET)) {
+                        stream_report(control, w.bytes);
+                        reported = w.bytes;
+                }
+        }
+        reply_why(a, why);
+        a->bytes = w.bytes;
+        return REPLY_HEAD + sizeof(a->bytes);
+}
+
+int jobs_handle(const WorkerMessage *msg, WorkerMessage *reply) {
+        static JobRequest q;
+        JobReply *a = (JobReply *)reply->data;
+
+        if (msg->size < sizeof(uint32_t) || msg->size > sizeof(q))
+                return -EBADMSG;
+        memset(&q, 0, sizeof(q));
+        memcpy(&q, msg->data, msg->size);
+        memset(a, 0, REPLY_HEAD);
+        switch (q.type) {
+        case JOB_OPEN:
+                reply->size = handle_open(&q, a, reply);
+                break;
+        case JOB_SOCKET:
+                reply->size = handle_socket(&q, msg, a, reply);
+                break;
+        case JOB_UNIT:
+                reply->size = handle_unit(&q, a);
+                break;
+        case JOB_STAGE:
+                reply->size = handle_stage(&q, msg, a, reply);
+                break;
+        case JOB_CANDIDATES:
+                reply->size = handle_candidates(&q, a);
+                break;
+        case JOB_STREAM:
+                reply->size = handle_stream(&q, msg, a);
+                break;
+        case JOB_CLEAN:
+                q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
+                dump_stage_clean_stale(q.runtime_dir);
+                reply->size = REPLY_HEAD;
+                break;
+        default:
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+/* ---- in the agent ---- */
+
+/* A job's request goes on the heap: some are several KiB, and the pool copies it anyway. */
+static JobRequest *request_new(JobType type) {
+        JobRequest *q = calloc(1, sizeof(*q));
+        if (q)
+                q->type = type;
+        return q;
+}
+
+static void requester_to(const Request *req, JobRequester *ret) {
+        *ret = (JobRequester){ .uid = req->peer->uid, .gid = req->peer->gid };
+        for (size_t i = 0; i < req->peer->n_groups && i < JOBS_GROUPS_MAX; i++)
+                ret->groups[ret->n_groups++] = req->peer->groups[i];
+}
+
+static int error_of(int worker_error) {
+        return worker_error == WORKER_E_TIMEOUT ? JOBS_E_TIMEOUT : JOBS_E_WORKER;
+}
+
+/* The reply, when it is one; else what went wrong, as the caller's code. */
+static int reply_of(int error, const WorkerMessage *reply, size_t need, const JobReply **ret) {
+        const JobReply *a;
+
+        if (error != 0)
+                return error_of(error);
+        if (reply->size < REPLY_HEAD)
+                return -EBADMSG;
+        a = reply->data;
+        if (a->r == 0 && reply->size < need)
+                return -EBADMSG;
+        *ret = a;
+        return a->r;
+}
+
+static const char *why_of(const JobReply *a) {
+        return a && a->why[0] ? a->why : NULL;
+}
+
+/* Hands @q (and @fds) to a worker for @req; @done(..., @req) comes back through @trampoline. */
+static int submit(Request *req, JobRequest *q, size_t size, const int *fds, size_t n_fds, uint64_t timeout_usec,
+                  WorkerJobDone trampoline, void *callback) {
+        WorkerMessage m = { .data = q, .size = size, .n_fds = n_fds };
+        int r;
+
+        memcpy(m.fds, fds, n_fds * sizeof(int));
+        req->job_callback = callback;
+        r = worker_pool_submit(req->broker->workers, req->peer->uid, &m, timeout_usec, trampoline, req, &req->job);
+        free(q);
+        return r == WORKER_E_FULL ? JOBS_E_WORKER : r;
+}
+
+static uint64_t lookup_timeout(const Request *req) {
+        return req->job_timeout_usec > 0 ? req->job_timeout_usec : req->broker->config.runtime_timeout_usec;
+}
+
+static void open_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobDone done = req->job_callback;
+        const JobReply *a = NULL;
+        Target *t;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->facts), &a);
+        if (r == 0 && reply->n_fds != 2)
+                r = -EBADMSG;
+        if (r == 0) {
+                r = target_from_facts(&a->facts, reply->fds[0], reply->fds[1], &t);
+                reply->n_fds = 0; /* taken */
+                if (r == 0)
+                        request_set_target(req, t);
+        }
+        done(req, r, why_of(a));
+}
+
+int jobs_open_target(Request *req, pid_t pid, JobDone done) {
+        JobRequest *q = request_new(JOB_OPEN);
+
+        if (!q)
+                return -ENOMEM;
+        q->pid = pid;
+        return submit(req, q, offsetof(JobRequest, pid) + sizeof(q->pid), NULL, 0, lookup_timeout(req), open_done,
+                      done);
+}
+
+static void socket_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobDone done = req->job_callback;
+        const JobReply *a = NULL;
+        Target *t = req->target;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->facts), &a);
+        if (r == 0 && reply->n_fds != 1)
+                r = -EBADMSG;
+        if (r == 0) {
+                /* what the worker read of the environment, and the socket it found */
+                t->environment_read = a->facts.environment_read;
+                t->secure_exec = a->facts.secure_exec;
+                free(t->tmpdir);
+                t->tmpdir = a->facts.tmpdir[0] ? strndup(a->facts.tmpdir, sizeof(a->facts.tmpdir)) : NULL;
+                safe_close(t->socket_path_fd);
+                t->socket_path_fd = reply->fds[0];
+                reply->n_fds = 0;
+        }
+        done(req, r, why_of(a));
+}
+
+int jobs_find_socket(Request *req, JobDone done) {
+        JobRequest *q;
+        int fds[2];
+
+        if (req->target->socket_path_fd >= 0) {
+                done(req, 0, NULL);
+                return 0;
+        }
+        q = request_new(JOB_SOCKET);
+        if (!q)
+                return -ENOMEM;
+        target_facts_of(req->target, &q->facts);
+        fds[0] = req->target->pidfd;
+        fds[1] = req->target->proc_fd;
+        return submit(req, q, offsetof(JobRequest, facts) + sizeof(q->facts), fds, 2, lookup_timeout(req),
+                      socket_done, done);
+}
+
+static void unit_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobPidDone done = req->job_callback;
+        const JobReply *a = NULL;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->pid), &a);
+        done(req, r, r == 0 ? a->pid : 0);
+}
+
+int jobs_find_unit(Request *req, const char *unit, JobPidDone done) {
+        JobRequest *q;
+
+        if (strlen(unit) > TARGET_UNIT_MAX)
+                return -ENAMETOOLONG;
+        q = request_new(JOB_UNIT);
+        if (!q)
+                return -ENOMEM;
+        memcpy(q->unit.unit, unit, strlen(unit) + 1);
+        requester_to(req, &q->unit.who);
+        return submit(req, q, offsetof(JobRequest, unit) + sizeof(q->unit), NULL, 0, lookup_timeout(req), unit_done,
+                      done);
+}
+
+static void stage_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobStageDone done = req->job_callback;
+        const JobReply *a = NULL;
+        DumpStage *s = NULL;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->stage), &a);
+        if (r == 0 && reply->n_fds != 3)
+                r = -EBADMSG;
+        if (r == 0) {
+                r = dump_stage_adopt(a->stage.name, a->stage.target_path, a->stage.record_path, reply->fds[0],
+                                     reply->fds[1], reply->fds[2], &s);
+                reply->n_fds = 0;
+        }
+        done(req, r, s, why_of(a));
+}
+
+int jobs_stage_dump(Request *req, JobStageDone done) {
+        JobRequest *q = request_new(JOB_STAGE);
+        int fds[2] = { req->target->pidfd, req->target->proc_fd };
+
+        if (!q)
+                return -ENOMEM;
+        target_facts_of(req->target, &q->stage.facts);
+        snprintf(q->stage.runtime_dir, sizeof(q->stage.runtime_dir), "%s", req->broker->config.runtime_dir);
+        return submit(req, q, offsetof(JobRequest, stage) + sizeof(q->stage), fds, 2, lookup_timeout(req), stage_done,
+                      done);
+}
+
+static void candidates_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobCandidatesDone done = req->job_callback;
+        const JobReply *a = NULL;
+        size_t n = 0;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + offsetof(typeof(a->candidates), pids), &a);
+        if (r == 0) {
+                n = a->candidates.n;
+                if (n > DISCOVER_CANDIDATES_MAX ||
+                    reply->size < REPLY_HEAD + offsetof(typeof(a->candidates), pids) + n * sizeof(int32_t))
+                        r = -EBADMSG;
+        }
+        done(req, r, r == 0 ? (const pid_t *)a->candidates.pids : NULL, r == 0 ? n : 0);
+}
+
+int jobs_find_candidates(Request *req, JobCandidatesDone done) {
+        JobRequest *q = request_new(JOB_CANDIDATES);
+
+        if (!q)
+                return -ENOMEM;
+        requester_to(req, &q->who);
+        return submit(req, q, offsetof(JobRequest, who) + sizeof(q->who), NULL, 0, req->broker->config.reply_timeout_usec,
+                      candidates_done, done);
+}
+
+static void stream_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobStreamDone done = req->job_callback;
+        const JobReply *a = NULL;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
+        done(req, r, a && reply->size >= REPLY_HEAD + sizeof(a->bytes) ? a->bytes : 0, why_of(a));
+}
+
+int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int control_fd, const DumpLimits *limits,
+                     unsigned slot, JobStreamDone done) {
+        JobRequest *q = request_new(JOB_STREAM);
+        int fds[4] = { fifo_fd, file_fd, dir_fd, control_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->stream.limits = *limits;
+        q->stream.slot = slot;
+        return submit(req, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
+                      req->broker->config.dump_timeout_usec + req->broker->config.runtime_timeout_usec, stream_done,
+                      done);
+}
+
+static void clean_done(int error, WorkerMessage *reply, void *userdata) {
+        /* best effort: what is left is tried again at the next start */
+}
+
+int jobs_clean_stale(Broker *b) {
+        WorkerMessage m;
+        WorkerJob *job;
+        JobRequest *q = request_new(JOB_CLEAN);
+        int r;
+
+        if (!q)
+                return -ENOMEM;
+        snprintf(q->runtime_dir, sizeof(q->runtime_dir), "%s", b->config.runtime_dir);
+        m = (WorkerMessage){ .data = q, .size = offsetof(JobRequest, runtime_dir) + sizeof(q->runtime_dir) };
+        r = worker_pool_submit(b->workers, 0, &m, b->config.runtime_timeout_usec * 6, clean_done, NULL, &job);
+        free(q);
+        return r;
+}

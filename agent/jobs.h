@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What the worker processes (worker-pool.h) do for the agent: everything
+ * that reads another process's /proc files, looks something up in a
+ * target's view of the file system, or moves a dump's bytes to disk. The
+ * event loop asks through these functions and gets each answer as a
+ * callback; no call here blocks it.
+ *
+ * Each request has at most one job at a time (Request.job); cancelling the
+ * request's work cancels it, killing the worker if it runs.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dump-stage.h"
+#include "dump-writer.h"
+#include "policy.h"
+#include "request.h"
+#include "worker-pool.h"
+
+typedef struct Broker Broker;
+
+/* The handler the workers run (WorkerPoolConfig.handler). */
+int jobs_handle(const WorkerMessage *request, WorkerMessage *reply);
+
+/*
+ * What workers read of the agent's memory, as it was when they were forked:
+ * the policy (for ps and unit lookups) and the configuration. Set before the
+ * pool forks any worker.
+ */
+void jobs_set_broker(const Broker *b);
+
+/* A job's end: @r is 0, a module code (TARGET_E_*, DUMP_STAGE_E_*), a WORKER_E_* code turned
+ * into JOBS_E_*, or a negative errno; @why explains positive codes (NULL otherwise). */
+typedef void (*JobDone)(Request *req, int r, const char *why);
+
+enum {
+        JOBS_E_TIMEOUT = 1000,  /* the worker did not finish in time and was killed */
+        JOBS_E_WORKER,          /* the worker died, or no worker could take the job */
+};
+
+/* Pins @pid and reads what the policy decides on, into req->target. */
+int jobs_open_target(Request *req, pid_t pid, JobDone done);
+
+/* Reads req->target's environment and finds its runtime's socket (target_find_socket()). */
+int jobs_find_socket(Request *req, JobDone done);
+
+/* The .NET process of @unit that the requester may see: its pid, 0 for none, -1 for several. */
+typedef void (*JobPidDone)(Request *req, int r, pid_t pid);
+int jobs_find_unit(Request *req, const char *unit, JobPidDone done);
+
+/* Makes req->target's dump staging: @done gets it (its own), or NULL with the reason. */
+typedef void (*JobStageDone)(Request *req, int r, DumpStage *stage, const char *why);
+int jobs_stage_dump(Request *req, JobStageDone done);
+
+/* The pids that may run a runtime, among the processes the requester could see (discover.h). */
+typedef void (*JobCandidatesDone)(Request *req, int r, const pid_t *pids, size_t n);
+int jobs_find_candidates(Request *req, JobCandidatesDone done);
+
+/*
+ * Moves a dump's bytes from @fifo_fd into @file_fd (an unnamed file of
+ * @dir_fd), keeping @limits and counting in slot @slot (dump-writer.h), until
+ * JOBS_STREAM_FINISH arrives on @control_fd: then it drains the FIFO and
+ * ends, with the bytes written. It sends DumpProgress messages on @control_fd
+ * after the first byte and then every second; closing the agent's end of
+ * @control_fd ends it (-ECANCELED).
+ */
+typedef struct DumpProgress {
+        uint64_t bytes;
+} DumpProgress;
+typedef void (*JobStreamDone)(Request *req, int r, uint64_t bytes, const char *why);
+int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int control_fd, const DumpLimits *limits,
+                     unsigned slot, JobStreamDone done);
+
+/* What a dump stream is told on its control socket. */
+#define JOBS_STREAM_FINISH 'F'
+
+/* Removes the staging of an agent that died (dump_stage_clean_stale()), in the background. */
+int jobs_clean_stale(Broker *b);
