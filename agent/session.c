@@ -29,6 +29,15 @@
 /* After StopTracing the runtime writes its rundown, then ends the stream. */
 #define SESSION_STOP_GRACE_USEC (60 * USEC_PER_SEC)
 #define SESSION_RUNDOWN_BYTES_MAX (256ULL << 20)
+/*
+ * How long the client's pipe may stay full. While the session runs, the
+ * runtime only drops events behind a slow reader; after a stop its
+ * diagnostics thread blocks in the rundown write, so there the wait is short.
+ * A client that stalls longer is cut: the agent stops the session and drains
+ * the rest of the stream itself.
+ */
+#define SESSION_CLIENT_STALL_USEC (10 * USEC_PER_SEC)
+#define SESSION_CLIENT_STALL_STOPPING_USEC (1 * USEC_PER_SEC)
 #define SESSION_COUNTER_PROVIDERS_MAX 16
 #define SESSION_INTERVAL_MAX 3600
 
@@ -51,10 +60,12 @@ typedef struct Session {
         int stream_fd;
         int pipe_fd; /* write end; the client holds the read end */
         sd_event_source *stream_source, *pipe_source, *timer;
+        sd_event_source *stall_timer; /* armed while the client's pipe is full */
         uint64_t started_usec;
         uint64_t bytes;
         const char *how;
         bool stopping, stop_ok, stream_ended, client_gone, cut;
+        bool client_stalled;    /* cut for not reading: the rest of the stream was discarded */
         bool admitted;          /* counted as running (admission.h) */
         AdmissionKey key;
         PolicyCommand command;
@@ -71,6 +82,7 @@ static void session_release_slot(Session *s) {
 }
 
 static void session_finish(Session *s);
+static void session_pump(Session *s);
 
 /* Stops a session nobody will see the end of (the agent is shutting down):
  * without its reader the runtime's next write fails, and the StopTracing
@@ -102,6 +114,7 @@ static void session_free(void *p) {
         sd_event_source_disable_unref(s->stream_source);
         sd_event_source_disable_unref(s->pipe_source);
         sd_event_source_disable_unref(s->timer);
+        sd_event_source_disable_unref(s->stall_timer);
         safe_close(s->stream_fd);
         safe_close(s->pipe_fd);
         eventpipe_config_done(&s->config);
@@ -128,13 +141,33 @@ static Session *session_new(Request *req, const char *kind) {
         return s;
 }
 
-static void session_arm_timer(Session *s, uint64_t usec_from_now) {
+static int arm_oneshot(sd_event_source *timer, sd_event *event, uint64_t usec_from_now) {
         uint64_t now;
+        int r;
 
-        if (sd_event_now(s->request->broker->event, CLOCK_MONOTONIC, &now) < 0 ||
-            sd_event_source_set_time(s->timer, now + usec_from_now) < 0 ||
-            sd_event_source_set_enabled(s->timer, SD_EVENT_ONESHOT) < 0)
+        r = sd_event_now(event, CLOCK_MONOTONIC, &now);
+        if (r >= 0)
+                r = sd_event_source_set_time(timer, now + usec_from_now);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(timer, SD_EVENT_ONESHOT);
+        return r < 0 ? r : 0;
+}
+
+static void session_arm_timer(Session *s, uint64_t usec_from_now) {
+        if (arm_oneshot(s->timer, s->request->broker->event, usec_from_now) < 0)
                 s->cut = true; /* without a deadline the session could run forever: end it */
+}
+
+/* The client's pipe is full: from now on it has this long to read. */
+static void session_arm_stall(Session *s, bool restart) {
+        int enabled = SD_EVENT_OFF;
+
+        (void)sd_event_source_get_enabled(s->stall_timer, &enabled);
+        if (enabled != SD_EVENT_OFF && !restart)
+                return;
+        if (arm_oneshot(s->stall_timer, s->request->broker->event,
+                        s->stopping ? SESSION_CLIENT_STALL_STOPPING_USEC : SESSION_CLIENT_STALL_USEC) < 0)
+                s->cut = true;
 }
 
 static void session_stop_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
@@ -163,6 +196,8 @@ static void session_stop(Session *s, const char *how) {
         s->stopping = true;
         s->how = how;
         session_arm_timer(s, SESSION_STOP_GRACE_USEC);
+        if (!s->client_gone && sd_event_source_get_enabled(s->stall_timer, NULL) > 0)
+                session_arm_stall(s, true); /* the runtime now blocks on the client: shorten the wait */
         if (target_connect(req->target, &fd, &why) != 0)
                 return; /* the process is going away, and the stream with it */
         r = dotnet_ipc_stop_tracing_encode(s->runtime_session_id, request, sizeof(request), &size);
@@ -177,6 +212,7 @@ static void session_stop(Session *s, const char *how) {
 
 static void session_end_stream(Session *s) {
         s->stream_ended = true;
+        s->stall_timer = sd_event_source_disable_unref(s->stall_timer);
         s->stream_source = sd_event_source_disable_unref(s->stream_source);
         s->pipe_source = sd_event_source_disable_unref(s->pipe_source);
         s->stream_fd = safe_close(s->stream_fd);
@@ -205,11 +241,32 @@ static void session_cut(Session *s, const char *how) {
 
 static void session_client_gone(Session *s) {
         s->client_gone = true;
+        s->stall_timer = sd_event_source_disable_unref(s->stall_timer);
         s->pipe_source = sd_event_source_disable_unref(s->pipe_source);
         s->pipe_fd = safe_close(s->pipe_fd);
         (void)connection_watch_client(s->request->connection, 0, NULL);
         (void)sd_event_source_set_enabled(s->stream_source, SD_EVENT_ON);
         session_stop(s, "client-gone");
+}
+
+/*
+ * A client that leaves its pipe full too long is cut, and audited so: the
+ * pipe is closed (it reads what is in it, then the end), the session is
+ * stopped, and the rest of the stream is read and discarded here, so that the
+ * runtime's rundown never waits on this client.
+ */
+static void session_client_stalled(Session *s) {
+        s->client_stalled = true;
+        session_client_gone(s);
+        s->how = "client-stalled";
+}
+
+static int session_on_stall(sd_event_source *source, uint64_t usec, void *userdata) {
+        Session *s = userdata;
+
+        session_client_stalled(s);
+        session_pump(s);
+        return 0;
 }
 
 /* Which end to wait for: the runtime's data, or room in the client's pipe. */
@@ -220,6 +277,10 @@ static void session_wait(Session *s) {
         (void)sd_event_source_set_enabled(s->stream_source, pipe_full ? SD_EVENT_OFF : SD_EVENT_ON);
         if (s->pipe_source)
                 (void)sd_event_source_set_enabled(s->pipe_source, pipe_full ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (pipe_full)
+                session_arm_stall(s, false);
+        else if (s->stall_timer)
+                (void)sd_event_source_set_enabled(s->stall_timer, SD_EVENT_OFF);
 }
 
 static void session_account(Session *s, size_t n) {
@@ -253,6 +314,8 @@ static void session_pump(Session *s) {
                         n = splice(s->stream_fd, NULL, s->pipe_fd, NULL, SESSION_SPLICE_MAX,
                                    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                 if (n > 0) {
+                        if (!s->client_gone && s->stall_timer)
+                                (void)sd_event_source_set_enabled(s->stall_timer, SD_EVENT_OFF); /* it reads */
                         session_account(s, (size_t)n);
                         continue;
                 }
@@ -348,7 +411,7 @@ static int session_audit(Session *s, bool ended) {
                 .size_limit = s->size_limit,
                 .bytes = s->bytes,
                 .how = s->how,
-                .complete = s->stop_ok && !s->cut,
+                .complete = s->stop_ok && !s->cut && !s->client_stalled,
         };
 
         (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
@@ -360,7 +423,7 @@ static void session_finish(Session *s) {
         Request *req = s->request;
         _cleanup_free_ WireWriter *w = NULL;
         char reason[160];
-        bool complete = s->stop_ok && !s->cut;
+        bool complete = s->stop_ok && !s->cut && !s->client_stalled;
 
         s->timer = sd_event_source_disable_unref(s->timer);
         session_release_slot(s);
@@ -412,6 +475,10 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
                 r = sd_event_source_set_enabled(s->pipe_source, SD_EVENT_OFF);
         if (r >= 0)
                 r = sd_event_add_time(event, &s->timer, CLOCK_MONOTONIC, 0, 0, session_on_timer, s);
+        if (r >= 0)
+                r = sd_event_add_time(event, &s->stall_timer, CLOCK_MONOTONIC, 0, 0, session_on_stall, s);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s->stall_timer, SD_EVENT_OFF);
         if (r < 0)
                 return r;
         session_arm_timer(s, s->duration_limit_usec);

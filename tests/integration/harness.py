@@ -453,3 +453,65 @@ def error_code(frames):
     import struct
     assert frames and frames[-1][0] == WIRE_ERROR, frames
     return struct.unpack("<I", frames[-1][1][TAG_ERROR])[0]
+
+
+WIRE_TRACE, WIRE_STREAM, WIRE_SESSION_END = 0x0006, 0x8006, 0x8007
+TAG_PROVIDERS, TAG_DURATION = 29, 21
+
+
+def wire_trace_request(pid, providers, duration=None):
+    import struct
+    fields = [(TAG_PID, struct.pack("<I", pid)), (TAG_PROVIDERS, providers.encode())]
+    if duration is not None:
+        fields.append((TAG_DURATION, struct.pack("<Q", duration)))
+    return wire_frame(WIRE_TRACE, fields)
+
+
+class RawSession:
+    """A trace session asked for by hand, as root, whose client decides whether it ever reads.
+
+    After start the agent's STREAM frame has arrived: self.pipe is the stream's read end.
+    """
+
+    def __init__(self, agent, pid, providers, duration=None):
+        import struct
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(60)
+        self.sock.connect(agent.socket)
+        scope.callback(self.sock.close)
+        self.sock.sendall(wire_trace_request(pid, providers, duration))
+        header, fds, _, _ = socket.recv_fds(self.sock, 12, 1)
+        assert len(header) == 12, header
+        size = struct.unpack("<4sHHI", header)[3]
+        payload = b""
+        while len(payload) < size:
+            payload += self.sock.recv(size - len(payload))
+        (msg_type, _), = wire_decode(header + payload)
+        assert msg_type == WIRE_STREAM and len(fds) == 1, (msg_type, fds, payload)
+        self.pipe = fds[0]
+        scope.callback(lambda: os.close(self.pipe))
+
+    def pipe_capacity(self):
+        import fcntl
+        return fcntl.fcntl(self.pipe, 1032)  # F_GETPIPE_SZ
+
+    def pipe_bytes(self):
+        """How much of the stream waits in the pipe, unread."""
+        import array
+        import fcntl
+        import termios
+        n = array.array("i", [0])
+        fcntl.ioctl(self.pipe, termios.FIONREAD, n)
+        return n[0]
+
+    def stop(self):
+        """What Ctrl-C in dsctl sends: the end of the request side."""
+        self.sock.shutdown(socket.SHUT_WR)
+
+    def replies(self):
+        """The frames after the stream, up to the agent's hang-up."""
+        data = b""
+        while chunk := self.sock.recv(65536):
+            data += chunk
+        return wire_decode(data)
+TAG_ENDED = 32
