@@ -10,7 +10,7 @@ import threading
 import time
 
 import harness
-from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SOURCE, SVC, AcceptWatch, Agent,
+from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, EXIT_RUNTIME_UNREACHABLE, MALLORY, OPS, SOURCE, SVC, AcceptWatch, Agent,
                      FakeRuntime, Process, Target,
                      as_user, dsctl, make_dir, run_tests, test, uid_of, wait_for)
 
@@ -332,6 +332,63 @@ def max_concurrent_dumps_bounds_dumps_across_targets():
     os.kill(first.pid, signal.SIGCONT)
     assert pending.wait(timeout=60) == 0
     r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == 0, r
+
+
+def stopped_dump(agent, user, target):
+    """A dump of @target, stopped by SIGSTOP so that its runtime writes nothing, left pending."""
+    os.kill(target.pid, signal.SIGSTOP)
+    harness.scope.callback(lambda: os.kill(target.pid, signal.SIGCONT))
+    pending = subprocess.Popen(as_user(user, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    harness.scope.callback(pending.kill)
+    wait_for(lambda: staging_dirs(target), what="the stopped target's dump to start")
+    return pending
+
+
+@test
+def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline():
+    first, second = private_target(), Target(SVC)
+    agent = Agent("--dump-start-timeout", "3",
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
+    pending = stopped_dump(agent, SVC, first)
+    r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout, r
+    # the target stays stopped: only the first-byte deadline can end its dump, long before the overall one
+    _, err = pending.communicate(timeout=60)
+    assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-start-timeout" in err, (pending.returncode, err)
+    assert staging_dirs(first) == []
+    r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == 0, r
+
+
+@test
+def a_dump_whose_client_leaves_is_cancelled_and_frees_its_slot():
+    first, second = private_target(), Target(SVC)
+    agent = Agent("--dump-start-timeout", "600",
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
+    pending = stopped_dump(agent, SVC, first)
+    pending.kill()
+    pending.wait()
+    wait_for(lambda: [rec for rec in agent.records() if "went away" in rec.get("DSAGENT_REASON", "")],
+             what="the cancelled dump's record")
+    cancelled, = [rec for rec in agent.records() if "went away" in rec.get("DSAGENT_REASON", "")]
+    assert cancelled["DSAGENT_DECISION"] == "failed" and cancelled["DSAGENT_TARGET_PID"] == str(first.pid), cancelled
+    assert staging_dirs(first) == []
+    # the first target is still stopped, yet its slot is free
+    r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == 0, r
+
+
+@test
+def one_requester_takes_one_dump_slot_at_a_time_by_default():
+    first, second = private_target(), Target(SVC)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 4\n')
+    stopped_dump(agent, SVC, first)
+    r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r
+    # another requester still gets one
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
 
 
