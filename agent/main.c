@@ -20,6 +20,7 @@
 #include "policy-load.h"
 #include "sandbox.h"
 #include "cleanup.h"
+#include "duration.h"
 #include "text.h"
 
 #define DSAGENT_LISTEN_BACKLOG 128
@@ -53,15 +54,6 @@ static void usage(FILE *out) {
                 "  --runtime-dir PATH   where the agent keeps notes of work in progress [/run/dsagent]\n"
                 "  --help               show this help\n"
                 "  --version            show the version\n");
-}
-
-static int parse_seconds(const char *s, uint64_t *ret) {
-        uint64_t v;
-
-        if (parse_u64(s, &v) < 0 || v > UINT64_MAX / 1000000)
-                return -EINVAL;
-        *ret = v * 1000000;
-        return 0;
 }
 
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
@@ -103,28 +95,28 @@ static int parse_argv(int argc, char **argv, Options *o) {
                         }
                         break;
                 case ARG_IDLE_EXIT:
-                        if (parse_seconds(optarg, &o->broker.idle_exit_usec) < 0) {
+                        if (duration_parse(optarg, &o->broker.idle_exit_usec) < 0) {
                                 fprintf(stderr, "dsagent: --idle-exit takes a number of seconds\n");
                                 return -EINVAL;
                         }
                         o->idle_exit_set = true;
                         break;
                 case ARG_RUNTIME_TIMEOUT:
-                        if (parse_seconds(optarg, &o->broker.runtime_timeout_usec) < 0 ||
+                        if (duration_parse(optarg, &o->broker.runtime_timeout_usec) < 0 ||
                             o->broker.runtime_timeout_usec == 0) {
                                 fprintf(stderr, "dsagent: --runtime-timeout takes a positive number of seconds\n");
                                 return -EINVAL;
                         }
                         break;
                 case ARG_DUMP_TIMEOUT:
-                        if (parse_seconds(optarg, &o->broker.dump_timeout_usec) < 0 ||
+                        if (duration_parse(optarg, &o->broker.dump_timeout_usec) < 0 ||
                             o->broker.dump_timeout_usec == 0) {
                                 fprintf(stderr, "dsagent: --dump-timeout takes a positive number of seconds\n");
                                 return -EINVAL;
                         }
                         break;
                 case ARG_DUMP_START_TIMEOUT:
-                        if (parse_seconds(optarg, &o->broker.dump_start_timeout_usec) < 0 ||
+                        if (duration_parse(optarg, &o->broker.dump_start_timeout_usec) < 0 ||
                             o->broker.dump_start_timeout_usec == 0) {
                                 fprintf(stderr, "dsagent: --dump-start-timeout takes a positive number of seconds\n");
                                 return -EINVAL;

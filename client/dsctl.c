@@ -13,6 +13,7 @@
 
 #include "agent-client.h"
 #include "cleanup.h"
+#include "duration.h"
 #include "exit-status.h"
 #include "io.h"
 #include "output.h"
@@ -152,23 +153,6 @@ static int parse_dump_args(int argc, char **argv, Args *a) {
                 fprintf(stderr, "dsctl: unexpected argument '%s'\n", argv[optind]);
                 return -EINVAL;
         }
-        return 0;
-}
-
-/* "90", "90s", "5m", "2h": seconds. */
-static int parse_seconds(const char *s, uint64_t *ret) {
-        size_t n = strlen(s);
-        uint64_t unit = 1, v;
-        _cleanup_free_ char *digits = NULL;
-
-        if (n > 1 && (s[n - 1] == 's' || s[n - 1] == 'm' || s[n - 1] == 'h')) {
-                unit = s[n - 1] == 'h' ? 3600 : s[n - 1] == 'm' ? 60 : 1;
-                n--;
-        }
-        digits = strndup(s, n);
-        if (!digits || parse_u64(digits, &v) < 0 || v == 0 || v > UINT32_MAX)
-                return -EINVAL;
-        *ret = v * unit;
         return 0;
 }
 
@@ -329,10 +313,13 @@ static int parse_session_args(int argc, char **argv, Args *a) {
                         a->providers = optarg;
                         break;
                 case ARG_DURATION:
-                        if (parse_seconds(optarg, &a->duration_sec) < 0) {
-                                fprintf(stderr, "dsctl: --duration takes seconds, like 30, 90s, 5m or 1h\n");
+                        /* the protocol carries whole seconds */
+                        if (duration_parse(optarg, &v) < 0 || v == 0 || v % USEC_PER_SEC != 0 ||
+                            v / USEC_PER_SEC > UINT32_MAX) {
+                                fprintf(stderr, "dsctl: --duration takes whole seconds, like 30, 90s, 5m or 1h30m\n");
                                 return -EINVAL;
                         }
+                        a->duration_sec = v / USEC_PER_SEC;
                         a->have_duration = true;
                         break;
                 case ARG_BUFFER:

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "text.h"
+#include "unaligned.h"
 
 /* Length of the valid UTF-8 sequence starting at @s (its code point in *@ret_cp), or 0 if it is not one. */
 static size_t utf8_sequence_decode(const unsigned char *s, size_t n, uint32_t *ret_cp) {
@@ -111,6 +112,38 @@ size_t utf8_encode(uint32_t cp, char *buf) {
         buf[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
         buf[3] = (char)(0x80 | (cp & 0x3F));
         return 4;
+}
+
+int utf16le_to_utf8(const uint8_t *p, size_t n_units, char **ret_utf8) {
+        char *s, *o;
+
+        if (n_units > UTF16_UNITS_MAX)
+                return -ERANGE;
+        /* one unit is at most 3 bytes of UTF-8 (U+FFFD included); a pair (two units) is 4 */
+        s = malloc(n_units * 3 + 1);
+        if (!s)
+                return -ENOMEM;
+
+        o = s;
+        for (size_t i = 0; i < n_units; i++) {
+                uint32_t cp = unaligned_read_le16(p + 2 * i);
+
+                if (cp >= 0xD800 && cp <= 0xDBFF && i + 1 < n_units) {
+                        uint32_t low = unaligned_read_le16(p + 2 * (i + 1));
+
+                        if (low >= 0xDC00 && low <= 0xDFFF) {
+                                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                                i++;
+                        }
+                }
+                if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF))
+                        cp = 0xFFFD;
+                o += utf8_encode(cp, o);
+        }
+        *o = '\0';
+
+        *ret_utf8 = s;
+        return 0;
 }
 
 static bool is_c1_control(const unsigned char *p, size_t len) {

@@ -24,6 +24,30 @@ size_t utf8_valid_prefix(const char *s, size_t n);
  * @buf and returns the number of bytes written (1..4). @buf needs 4 bytes. */
 size_t utf8_encode(uint32_t cp, char *buf);
 
+/* The most UTF-16 units utf16le_to_utf8() takes: each may become 3 bytes, plus the NUL. */
+#define UTF16_UNITS_MAX ((SIZE_MAX - 1) / 3)
+
+/*
+ * utf16le_to_utf8() - @n_units UTF-16LE code units at @p as a NUL-terminated UTF-8 string
+ *
+ * The one UTF-16 decoder: for the strings of the .NET diagnostic IPC protocol and of
+ * nettrace streams, which runtimes send without validating them. @p needs no alignment
+ * and no terminator; exactly @n_units units (2 * @n_units bytes) are read.
+ *
+ * A high surrogate followed by a low one is one code point (U+10000..U+10FFFF). Every
+ * unit that cannot be decoded becomes U+FFFD, one replacement per unit, and decoding
+ * goes on with the next unit: a lone high surrogate (the last unit, or one followed by
+ * anything but a low surrogate, which is then decoded on its own), a lone low surrogate,
+ * and NUL (U+0000). So the result is always valid UTF-8 (utf8_is_valid()) with no NUL
+ * inside it: the C string is the whole string, a hostile peer can neither truncate it
+ * nor hide bytes behind a NUL. It holds at most 3 bytes per unit.
+ *
+ * Pure: no I/O, no logging. The caller frees *@ret_utf8.
+ *
+ * Return: 0; -ERANGE if @n_units > UTF16_UNITS_MAX; -ENOMEM. *@ret_utf8 is set on 0 only.
+ */
+int utf16le_to_utf8(const uint8_t *p, size_t n_units, char **ret_utf8);
+
 /*
  * text_escape() - copy of @s that is safe to print on a terminal and in a log line
  *

@@ -43,6 +43,7 @@ static int64_t sign_extend(uint64_t v, size_t n) {
 static int read_string(Reader *r, char **ret) {
         size_t units = 0;
         char *s;
+        int k;
 
         while (2 * units + 1 < r->left && get_le(r->p + 2 * units, 2) != 0) {
                 units++;
@@ -52,9 +53,9 @@ static int read_string(Reader *r, char **ret) {
         if (2 * units + 1 >= r->left)
                 return NETTRACE_E_MALFORMED;
 
-        s = nettrace_utf16_to_utf8(r->p, units);
-        if (!s)
-                return -ENOMEM;
+        k = utf16le_to_utf8(r->p, units, &s);
+        if (k < 0)
+                return k;
         r->p += 2 * (units + 1);
         r->left -= 2 * (units + 1);
         *ret = s;

@@ -189,53 +189,19 @@ static bool take_varint32(Cursor *c, uint32_t *ret) {
         return true;
 }
 
-/**
- * nettrace_utf16_to_utf8() - @units UTF-16LE units at @p as NUL-terminated UTF-8
- *
- * Unpaired surrogates and NULs become U+FFFD, so the result is always valid
- * UTF-8 and as long as the C string it appears to be.
- *
- * Return: the string, or NULL when out of memory.
- */
-char *nettrace_utf16_to_utf8(const uint8_t *p, size_t units) {
-        char *s, *o;
-
-        /* one unit is at most 3 bytes of UTF-8; a pair (two units) is 4 */
-        s = malloc(units * 3 + 1);
-        if (!s)
-                return NULL;
-        o = s;
-        for (size_t i = 0; i < units; i++) {
-                uint32_t cp = get_u16(p + 2 * i);
-
-                if (cp >= 0xD800 && cp <= 0xDBFF && i + 1 < units) {
-                        uint32_t low = get_u16(p + 2 * (i + 1));
-
-                        if (low >= 0xDC00 && low <= 0xDFFF) {
-                                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-                                i++;
-                        }
-                }
-                if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF))
-                        cp = 0xFFFD;
-                o += utf8_encode(cp, o);
-        }
-        *o = '\0';
-        return s;
-}
-
 /* A NUL-terminated UTF-16LE string, as metadata and payloads carry them. */
 static int take_utf16z(Cursor *c, char **ret) {
         size_t max = c->left / 2;
         char *s;
+        int r;
 
         for (size_t i = 0; i < max; i++) {
                 if (i > NETTRACE_STRING_MAX)
                         return NETTRACE_E_LIMIT;
                 if (get_u16(c->p + 2 * i) == 0) {
-                        s = nettrace_utf16_to_utf8(c->p, i);
-                        if (!s)
-                                return -ENOMEM;
+                        r = utf16le_to_utf8(c->p, i, &s);
+                        if (r < 0)
+                                return r;
                         c->p += 2 * (i + 1);
                         c->left -= 2 * (i + 1);
                         *ret = s;

@@ -153,7 +153,6 @@ uint64_t nettrace_offset(const NettraceParser *p);
 const NettraceMetadata *nettrace_metadata_lookup(const NettraceParser *p, uint32_t id);
 
 /* Pure pieces, exported for tests and for nettrace-payload.c. */
-char *nettrace_utf16_to_utf8(const uint8_t *p, size_t units);
 int nettrace_varint_decode(const uint8_t *buf, size_t len, unsigned bits, uint64_t *ret_value,
                            size_t *ret_consumed);
 int nettrace_metadata_decode(const uint8_t *payload, size_t size, NettraceMetadata *ret);

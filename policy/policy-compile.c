@@ -7,14 +7,14 @@
 #include <strings.h>
 
 #include "cleanup.h"
+#include "duration.h"
 #include "policy-compile.h"
 #include "policy-rule.h"
 #include "session-config.h"
 #include "text.h"
 
 #define RULE_NAME_MAX 64
-#define DURATION_MAX_USEC (30ULL * 24 * 3600 * 1000000)
-#define USEC_PER_SEC 1000000ULL
+#define DURATION_MAX_USEC (30ULL * 24 * 3600 * USEC_PER_SEC)
 
 typedef struct Compiler {
         const PolicySource *source;
@@ -71,40 +71,17 @@ static void error_at(Compiler *c, unsigned line, unsigned column, const char *fo
 /* --- durations and rates --- */
 
 /**
- * policy_parse_duration() - "90s", "5m", "1h30m", "2d": one or more number-unit pairs
+ * policy_parse_duration() - a duration (duration_parse(): "90s", "5m", "1h30m", "2d", ...) that a
+ * policy may set: more than zero and at most 30 days
  *
- * Return: 0, or -EINVAL for anything else, including zero and more than 30 days.
+ * Return: 0, or -EINVAL for anything else.
  */
 int policy_parse_duration(const char *s, uint64_t *ret_usec) {
-        uint64_t total = 0;
+        uint64_t usec;
 
-        if (!*s)
+        if (duration_parse(s, &usec) < 0 || usec == 0 || usec > DURATION_MAX_USEC)
                 return -EINVAL;
-        while (*s) {
-                uint64_t n = 0, unit;
-                const char *start = s;
-
-                for (; *s >= '0' && *s <= '9'; s++) {
-                        n = n * 10 + (uint64_t)(*s - '0');
-                        if (n > DURATION_MAX_USEC)
-                                return -EINVAL;
-                }
-                if (s == start)
-                        return -EINVAL;
-                switch (*s++) {
-                case 's': unit = 1; break;
-                case 'm': unit = 60; break;
-                case 'h': unit = 3600; break;
-                case 'd': unit = 86400; break;
-                default: return -EINVAL;
-                }
-                total += n * unit * USEC_PER_SEC;
-                if (total > DURATION_MAX_USEC)
-                        return -EINVAL;
-        }
-        if (total == 0)
-                return -EINVAL;
-        *ret_usec = total;
+        *ret_usec = usec;
         return 0;
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Fuzzes the decoders of what a .NET runtime sends the agent (agent/dotnet-ipc.h).
+ * Fuzzes the decoders of what a .NET runtime sends the agent (common/dotnet-ipc.h).
  * The runtime is not trusted: any process can listen on a socket of the
  * expected name, and the agent talks to it as root.
  *

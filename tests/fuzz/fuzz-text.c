@@ -2,8 +2,9 @@
 /*
  * Fuzzes the text helpers of common/text.h that see hostile bytes: text_escape()
  * (process names, units, runtime messages on their way to logs and terminals),
- * utf8_is_valid() (every string field of both protocols) and the strict number
- * parsers (/proc directory names, command-line arguments).
+ * utf8_is_valid() (every string field of both protocols), utf16le_to_utf8() (every
+ * string a runtime sends) and the strict number parsers (/proc directory names,
+ * command-line arguments).
  *
  * Input: any bytes.
  *
@@ -11,6 +12,9 @@
  * no format character (bidi overrides and the like) and is valid UTF-8, and
  * unescaping it gives back the input exactly;
  * utf8_is_valid() agrees with a table-driven reference (Unicode 15, table 3-7);
+ * utf16le_to_utf8() of the input's units is valid UTF-8 without NUL, at most 3 bytes a
+ * unit, and walks back to the input: pairs joined, and U+FFFD exactly for NUL, lone
+ * surrogates and U+FFFD itself;
  * parse_u64()/parse_pid() accept exactly the canonical decimal spellings.
  */
 #include <errno.h>
@@ -141,6 +145,49 @@ static void fuzz_escape(const uint8_t *data, size_t size) {
         free(out);
 }
 
+static uint16_t unit_at(const uint8_t *data, size_t i) {
+        return (uint16_t)(data[2 * i] | data[2 * i + 1] << 8);
+}
+
+static void fuzz_utf16(const uint8_t *data, size_t size) {
+        size_t n = size / 2, i = 0, len;
+        char *s = NULL;
+
+        fuzz_assert(utf16le_to_utf8(data, n, &s) == 0);
+        len = strlen(s);
+        fuzz_assert(len <= 3 * n);
+        fuzz_assert(utf8_is_valid(s, len));
+
+        /* the output's code points, against the input's units */
+        for (size_t k = 0; k < len;) {
+                uint32_t cp;
+                size_t m = utf8_decode(s + k, len - k, &cp);
+                uint16_t u;
+
+                fuzz_assert(m > 0 && i < n);
+                u = unit_at(data, i);
+                if (cp >= 0x10000) {
+                        fuzz_assert(i + 1 < n);
+                        fuzz_assert(u == 0xD800 + ((cp - 0x10000) >> 10));
+                        fuzz_assert(unit_at(data, i + 1) == 0xDC00 + ((cp - 0x10000) & 0x3FF));
+                        i += 2;
+                } else if (cp == 0xFFFD) {
+                        bool high = u >= 0xD800 && u <= 0xDBFF;
+                        fuzz_assert(u == 0xFFFD || u == 0 || (u >= 0xD800 && u <= 0xDFFF));
+                        /* a high surrogate is replaced only when no low one follows */
+                        fuzz_assert(!(high && i + 1 < n && unit_at(data, i + 1) >= 0xDC00 &&
+                                      unit_at(data, i + 1) <= 0xDFFF));
+                        i++;
+                } else {
+                        fuzz_assert(cp == u);
+                        i++;
+                }
+                k += m;
+        }
+        fuzz_assert(i == n);
+        free(s);
+}
+
 static void fuzz_numbers(const uint8_t *data, size_t size) {
         char *s, canonical[32];
         uint64_t u = 0;
@@ -176,6 +223,7 @@ static void fuzz_numbers(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_assert(utf8_is_valid((const char *)data, size) == reference_utf8_is_valid(data, size));
         fuzz_escape(data, size);
+        fuzz_utf16(data, size);
         fuzz_numbers(data, size);
         return 0;
 }

@@ -399,6 +399,11 @@ def text():
     write(t, "invalid-lone-continuation", b"\x80\xbfx")
     write(t, "boundaries", "\u007e\u00a0\u07ff\u0800\ud7ff\ue000\uffff\U00010000\U0010ffff".encode())
     write(t, "nul-inside", b"a\0b")
+    # as UTF-16LE units (utf16le_to_utf8): a pair, lone high and low surrogates, a pair
+    # broken by a NUL, a reversed pair, and a high surrogate cut by the end
+    write(t, "utf16-pair", struct.pack("<4H", ord("a"), 0xD83D, 0xDE00, ord("b")))
+    write(t, "utf16-lone", struct.pack("<8H", 0xD800, ord("x"), 0xDC00, 0xD83D, 0, 0xDE00, 0xDE00, 0xD83D))
+    write(t, "utf16-odd-length", struct.pack("<2H", ord("a"), 0xDBFF) + b"\xff")
     write(t, "number-zero", "0")
     write(t, "number-leading-zero", "007")
     write(t, "number-u64-max", "18446744073709551615")
@@ -410,6 +415,27 @@ def text():
     write(t, "number-plus", "+1")
     write(t, "number-space", " 1")
     write(t, "number-trailing", "12a")
+
+
+# --- durations (common/duration.h) ----------------------------------------------
+
+def duration():
+    t = "duration"
+    write(t, "bare", "90")
+    write(t, "zero", "0")
+    write(t, "units", "1d2h3m4s5ms")
+    write(t, "any-order", "30m1h1m")
+    write(t, "leading-zero", "1h05m")
+    write(t, "number-after-unit", "1h30")
+    write(t, "ms-prefix", "5mss")
+    write(t, "sign", "-5m")
+    write(t, "space", "5m ")
+    write(t, "empty", b"")
+    write(t, "max-days", "213503982d")
+    write(t, "wraps-days", "213503983d")
+    write(t, "wraps-minutes", "307445734562m")
+    write(t, "sum-overflows", "213503982d213503982d")
+    write(t, "digits-overflow-then-junk", "99999999999999999999999999x")
 
 
 # --- nettrace streams (agent/nettrace.h); the first byte picks the chunking ---
@@ -562,7 +588,7 @@ def elf_core_seeds():
 
 
 def main():
-    for fn in (dotnet_ipc, wire, procfs, mountinfo, elf_core_seeds, text, nettrace):
+    for fn in (dotnet_ipc, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace):
         fn()
     return 0
 

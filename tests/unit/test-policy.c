@@ -379,7 +379,13 @@ static void test_durations_and_rates(void) {
         check(policy_parse_duration("2d", &usec) == 0 && usec == 172800ULL * 1000000);
         check(policy_parse_duration("0s", &usec) == -EINVAL);
         check(policy_parse_duration("31d", &usec) == -EINVAL);
-        check(policy_parse_duration("5", &usec) == -EINVAL);
+        /* a bare number is seconds, as everywhere else (duration_parse()) */
+        check(policy_parse_duration("5", &usec) == 0 && usec == 5000000ULL);
+        check(policy_parse_duration("30d", &usec) == 0 && usec == 2592000ULL * 1000000);
+        check(policy_parse_duration("500ms", &usec) == 0 && usec == 500000ULL);
+        /* numbers that wrapped around 64 bits once multiplied, to about 16 hours and 10 seconds */
+        check(policy_parse_duration("213503983d", &usec) == -EINVAL);
+        check(policy_parse_duration("307445734562m", &usec) == -EINVAL);
         check(policy_parse_duration("m", &usec) == -EINVAL);
         check(policy_parse_duration("5m ", &usec) == -EINVAL);
         check(policy_parse_duration("", &usec) == -EINVAL);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* UTF-8 validation, escaping of untrusted text, strict number parsing */
+/* UTF-8 validation, UTF-16 decoding, escaping of untrusted text, strict number parsing */
 #include <errno.h>
 #include <string.h>
 
@@ -73,9 +73,116 @@ static void test_parse_numbers(void) {
         check(parse_pid("12a", &pid) == -EINVAL);
 }
 
+/* Decodes @n units written as numbers, on an odd address so that alignment cannot matter. */
+static char *utf16(const uint16_t *units, size_t n) {
+        uint8_t *raw = malloc(2 * n + 1);
+        char *s = NULL;
+
+        if (!raw)
+                abort();
+        for (size_t i = 0; i < n; i++) {
+                raw[1 + 2 * i] = (uint8_t)units[i];
+                raw[2 + 2 * i] = (uint8_t)(units[i] >> 8);
+        }
+        if (utf16le_to_utf8(raw + 1, n, &s) != 0)
+                s = NULL;
+        free(raw);
+        return s;
+}
+
+static void utf16_is(const uint16_t *units, size_t n, const char *expected) {
+        char *s = utf16(units, n);
+
+        check(s && strcmp(s, expected) == 0);
+        check(s && utf8_is_valid(s, strlen(s)));
+        if (s && strcmp(s, expected) != 0) {
+                char *shown = text_escape(s, strlen(s));
+                printf("# got '%s'\n", shown ? shown : "?");
+                free(shown);
+        }
+        free(s);
+}
+
+#define UTF16_IS(expected, ...)                                                           \
+        utf16_is((const uint16_t[]){ __VA_ARGS__ }, sizeof((const uint16_t[]){ __VA_ARGS__ }) / 2, expected)
+
+static void test_utf16(void) {
+        char *s = NULL;
+
+        /* nothing at all is the empty string, not NULL */
+        check(utf16le_to_utf8((const uint8_t *)"", 0, &s) == 0 && s && *s == '\0');
+        free(s);
+
+        UTF16_IS("hi", 'h', 'i');
+        /* the edges of the 1, 2 and 3 byte forms */
+        UTF16_IS("\x7f\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf", 0x7F, 0x80, 0x7FF, 0x800, 0xFFFF);
+        /* U+E000, just above the surrogates, and U+FFFD itself stay as they are */
+        UTF16_IS("\xee\x80\x80\xef\xbf\xbd", 0xE000, 0xFFFD);
+
+        /* pairs: U+1F600, and the first and the last code point above the BMP */
+        UTF16_IS("\xf0\x9f\x98\x80", 0xD83D, 0xDE00);
+        UTF16_IS("\xf0\x90\x80\x80\xf4\x8f\xbf\xbf", 0xD800, 0xDC00, 0xDBFF, 0xDFFF);
+        UTF16_IS("a\xf0\x9f\x98\x80" "b", 'a', 0xD83D, 0xDE00, 'b');
+
+        /* lone high surrogates: last, before an ordinary unit (kept), before another high one */
+        UTF16_IS("\xef\xbf\xbd", 0xD800);
+        UTF16_IS("a\xef\xbf\xbd", 'a', 0xDBFF);
+        UTF16_IS("\xef\xbf\xbdx", 0xD83D, 'x');
+        UTF16_IS("\xef\xbf\xbd\xf0\x9f\x98\x80", 0xD83D, 0xD83D, 0xDE00);
+        /* lone low surrogates: first, after an ordinary unit, and a pair in the wrong order */
+        UTF16_IS("\xef\xbf\xbdx", 0xDC00, 'x');
+        UTF16_IS("x\xef\xbf\xbd", 'x', 0xDFFF);
+        UTF16_IS("\xef\xbf\xbd\xef\xbf\xbd", 0xDE00, 0xD83D);
+        UTF16_IS("\xf0\x9f\x98\x80\xef\xbf\xbd", 0xD83D, 0xDE00, 0xDE00);
+
+        /* NUL anywhere is U+FFFD: the C string is the whole string */
+        UTF16_IS("a\xef\xbf\xbd" "b", 'a', 0, 'b');
+        UTF16_IS("\xef\xbf\xbd\xef\xbf\xbd", 0, 0);
+        /* a NUL between the halves of a pair breaks it */
+        UTF16_IS("\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", 0xD83D, 0, 0xDE00);
+}
+
+static void test_utf16_sizes(void) {
+        const size_t n = 65536;
+        uint16_t *units = malloc(n * sizeof(uint16_t));
+        char *s;
+
+        check(units);
+        if (!units)
+                return;
+
+        /* the worst case: 3 bytes for every unit, surrogates and NULs included */
+        for (size_t i = 0; i < n; i++)
+                units[i] = (uint16_t[]){ 0xFFFF, 0xDC00, 0xD800, 0 }[i % 4];
+        s = utf16(units, n);
+        check(s && strlen(s) == 3 * n && utf8_is_valid(s, 3 * n));
+        free(s);
+
+        /* pairs: 4 bytes for 2 units */
+        for (size_t i = 0; i < n; i++)
+                units[i] = i % 2 ? 0xDFFF : 0xDBFF;
+        s = utf16(units, n);
+        check(s && strlen(s) == 2 * n && utf8_is_valid(s, 2 * n));
+        free(s);
+
+        /* a high surrogate cut off by the end of the units stays lone: nothing past @n_units is read */
+        s = utf16(units, n - 1);
+        check(s && strlen(s) == 2 * (n - 2) + 3);
+        free(s);
+        free(units);
+
+        /* more units than the output could ever hold: refused before anything is read */
+        s = (char *)"untouched";
+        check(utf16le_to_utf8(NULL, UTF16_UNITS_MAX + 1, &s) == -ERANGE);
+        check(utf16le_to_utf8(NULL, SIZE_MAX, &s) == -ERANGE);
+        check(strcmp(s, "untouched") == 0);
+}
+
 int main(void) {
         run_test(test_utf8);
         run_test(test_escape);
+        run_test(test_utf16);
+        run_test(test_utf16_sizes);
         run_test(test_parse_numbers);
         return tap_finish();
 }

@@ -124,32 +124,6 @@ int dotnet_ipc_request_encode(DotnetIpcCommand command, const uint8_t *payload, 
         return 0;
 }
 
-/* Decodes one code point from valid UTF-8 (the caller checked validity). */
-static uint32_t utf8_decode_one(const unsigned char **p) {
-        const unsigned char *s = *p;
-        uint32_t cp;
-        size_t len;
-
-        if (s[0] < 0x80) {
-                *p = s + 1;
-                return s[0];
-        }
-        if (s[0] < 0xE0) {
-                len = 2;
-                cp = s[0] & 0x1F;
-        } else if (s[0] < 0xF0) {
-                len = 3;
-                cp = s[0] & 0x0F;
-        } else {
-                len = 4;
-                cp = s[0] & 0x07;
-        }
-        for (size_t i = 1; i < len; i++)
-                cp = cp << 6 | (s[i] & 0x3F);
-        *p = s + len;
-        return cp;
-}
-
 /**
  * dotnet_ipc_string_encode() - encode UTF-8 as the protocol's UTF-16 string
  * @utf8: valid UTF-8 without NUL bytes, or NULL for the null string
@@ -158,8 +132,8 @@ static uint32_t utf8_decode_one(const unsigned char **p) {
  * -ENOBUFS if @buf_size is too small.
  */
 int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, size_t *ret_size) {
-        const unsigned char *p, *end;
-        size_t units = 1, pos = 4;
+        size_t n, len, units = 1, pos = 4;
+        uint32_t cp;
 
         if (!utf8) {
                 if (buf_size < 4)
@@ -169,20 +143,23 @@ int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, si
                 return 0;
         }
 
-        if (!utf8_is_valid(utf8, strlen(utf8)))
+        n = strlen(utf8);
+        if (!utf8_is_valid(utf8, n))
                 return DOTNET_IPC_E_MALFORMED;
 
-        end = (const unsigned char *)utf8 + strlen(utf8);
-        for (p = (const unsigned char *)utf8; p < end;)
-                units += utf8_decode_one(&p) >= 0x10000 ? 2 : 1;
+        /* valid, so utf8_decode() takes one whole character each time */
+        for (size_t i = 0; i < n; i += len) {
+                len = utf8_decode(utf8 + i, n - i, &cp);
+                units += cp >= 0x10000 ? 2 : 1;
+        }
         if (units > (DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE - 4) / 2)
                 return DOTNET_IPC_E_TOO_LARGE;
         if (buf_size < 4 + units * 2)
                 return -ENOBUFS;
 
         unaligned_write_le32(buf, (uint32_t)units);
-        for (p = (const unsigned char *)utf8; p < end;) {
-                uint32_t cp = utf8_decode_one(&p);
+        for (size_t i = 0; i < n; i += len) {
+                len = utf8_decode(utf8 + i, n - i, &cp);
                 if (cp >= 0x10000) {
                         cp -= 0x10000;
                         unaligned_write_le16(buf + pos, (uint16_t)(0xD800 | (cp >> 10)));
@@ -201,7 +178,8 @@ int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, si
 /**
  * dotnet_ipc_string_decode() - decode one protocol string into UTF-8
  *
- * Runtimes do not validate what they send, so ill-formed UTF-16 (lone
+ * Runtimes do not validate what they send: the units before the NUL
+ * terminator go through utf16le_to_utf8(), so ill-formed UTF-16 (lone
  * surrogates) and embedded NULs become U+FFFD instead of truncating or
  * corrupting the string. The last unit must be the NUL terminator.
  *
@@ -209,9 +187,9 @@ int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, si
  * DOTNET_IPC_E_MALFORMED, -ENOMEM.
  */
 int dotnet_ipc_string_decode(const uint8_t *buf, size_t len, char **ret_utf8, size_t *ret_consumed) {
-        _cleanup_free_ char *out = NULL;
         uint32_t units;
-        size_t o = 0;
+        char *s;
+        int r;
 
         if (len < 4)
                 return DOTNET_IPC_E_TRUNCATED;
@@ -226,29 +204,11 @@ int dotnet_ipc_string_decode(const uint8_t *buf, size_t len, char **ret_utf8, si
         if (unaligned_read_le16(buf + 4 + (size_t)(units - 1) * 2) != 0)
                 return DOTNET_IPC_E_MALFORMED;
 
-        /* each UTF-16 unit yields at most 3 UTF-8 bytes (a pair of units yields 4) */
-        out = malloc((size_t)units * 3 + 1);
-        if (!out)
-                return -ENOMEM;
+        r = utf16le_to_utf8(buf + 4, (size_t)units - 1, &s);
+        if (r < 0)
+                return r;
 
-        for (size_t i = 0; i + 1 < units; i++) {
-                uint32_t cp = unaligned_read_le16(buf + 4 + i * 2);
-
-                if (cp >= 0xD800 && cp <= 0xDBFF && i + 2 < units) {
-                        uint32_t low = unaligned_read_le16(buf + 4 + (i + 1) * 2);
-                        if (low >= 0xDC00 && low <= 0xDFFF) {
-                                cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-                                i++;
-                        } else
-                                cp = 0xFFFD;
-                } else if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0)
-                        cp = 0xFFFD;
-
-                o += utf8_encode(cp, out + o);
-        }
-        out[o] = '\0';
-
-        *ret_utf8 = TAKE_PTR(out);
+        *ret_utf8 = s;
         *ret_consumed = 4 + (size_t)units * 2;
         return 0;
 }
