@@ -47,6 +47,19 @@ typedef struct Args {
         char *counter_providers; /* the names alone, for the agent */
 } Args;
 
+/* --duration: whole seconds, since the protocol carries seconds; says what it takes when refused. */
+static int parse_duration_seconds(const char *arg, uint64_t *ret_sec) {
+        uint64_t usec;
+
+        if (duration_parse(arg, &usec) < 0 || usec == 0 || usec % USEC_PER_SEC != 0 ||
+            usec / USEC_PER_SEC > UINT32_MAX) {
+                fprintf(stderr, "dsctl: --duration takes whole seconds, like 30, 90s, 5m or 1h30m\n");
+                return -EINVAL;
+        }
+        *ret_sec = usec / USEC_PER_SEC;
+        return 0;
+}
+
 static void usage(FILE *out) {
         fprintf(out,
                 "Usage: dsctl [OPTIONS] COMMAND\n"
@@ -103,10 +116,8 @@ static int parse_explain_args(int argc, char **argv, Args *a) {
                         a->trace_profile = optarg;
                         break;
                 case ARG_DURATION:
-                        if (parse_u64(optarg, &a->duration_sec) < 0) {
-                                fprintf(stderr, "dsctl: --duration takes a number of seconds\n");
+                        if (parse_duration_seconds(optarg, &a->duration_sec) < 0)
                                 return -EINVAL;
-                        }
                         a->have_duration = true;
                         break;
                 default:
@@ -313,13 +324,8 @@ static int parse_session_args(int argc, char **argv, Args *a) {
                         a->providers = optarg;
                         break;
                 case ARG_DURATION:
-                        /* the protocol carries whole seconds */
-                        if (duration_parse(optarg, &v) < 0 || v == 0 || v % USEC_PER_SEC != 0 ||
-                            v / USEC_PER_SEC > UINT32_MAX) {
-                                fprintf(stderr, "dsctl: --duration takes whole seconds, like 30, 90s, 5m or 1h30m\n");
+                        if (parse_duration_seconds(optarg, &a->duration_sec) < 0)
                                 return -EINVAL;
-                        }
-                        a->duration_sec = v / USEC_PER_SEC;
                         a->have_duration = true;
                         break;
                 case ARG_BUFFER:
