@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -26,6 +29,15 @@
 #define BROKER_WORKERS_MAX 16
 #define BROKER_WORKERS_IDLE 2
 #define BROKER_WORKERS_PER_USER 2
+/*
+ * The agent's own fds (policy, journal, listener, timers, PAM helper, the
+ * dump directory) and each worker's socket and pidfd, whatever clients do;
+ * then what one connection may hold at once: its socket, the target's pidfd,
+ * /proc and socket directory fds, and a runtime connection or a session's
+ * stream and pipe.
+ */
+#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX)
+#define BROKER_FDS_PER_CONNECTION 6
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)
 
@@ -152,9 +164,13 @@ static int broker_on_fds_back(sd_event_source *s, uint64_t usec, void *userdata)
         return 0;
 }
 
-static void broker_pause_for_fds(Broker *b) {
+static void broker_pause_for_fds(Broker *b, int error) {
         uint64_t now = 0;
 
+        if (!b->fds_exhausted) /* once per episode: it retries every BROKER_FDS_RETRY_USEC */
+                fprintf(stderr, "dsagent: out of file descriptors (%s, ERRNO=%d): not accepting; new clients wait in "
+                                "the listen backlog\n", strerror(error), error);
+        b->fds_exhausted = true;
         b->out_of_fds = true;
         broker_update_accepting(b);
         (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
@@ -169,8 +185,12 @@ static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *
                 int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (client < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                                broker_pause_for_fds(b);
+                                broker_pause_for_fds(b, errno);
                         break; /* EAGAIN, or a transient error: the next wake-up retries */
+                }
+                if (b->fds_exhausted) {
+                        fprintf(stderr, "dsagent: file descriptors available again: accepting\n");
+                        b->fds_exhausted = false;
                 }
                 broker_accept_one(b, client);
         }
@@ -266,6 +286,36 @@ int broker_start_workers(Broker *b) {
         return jobs_clean_stale(b);
 }
 
+/*
+ * Connections are admitted only as far as fds go: the soft limit is raised
+ * toward the hard one, and if that is still short of max_connections, fewer
+ * are served at a time and the rest wait in the listen backlog, instead of
+ * requests failing halfway for want of an fd.
+ */
+static void broker_fit_fd_limit(Broker *b) {
+        uint64_t need = BROKER_FDS_BASE + (uint64_t)b->config.max_connections * BROKER_FDS_PER_CONNECTION;
+        struct rlimit rl;
+        unsigned fit;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (rl.rlim_cur < need && rl.rlim_max > rl.rlim_cur) {
+                rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+                (void)setrlimit(RLIMIT_NOFILE, &rl); /* on failure the old limit stays, and is fitted to below */
+                (void)getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur >= need)
+                return;
+        fit = rl.rlim_cur > BROKER_FDS_BASE + BROKER_FDS_PER_CONNECTION
+                      ? (unsigned)((rl.rlim_cur - BROKER_FDS_BASE) / BROKER_FDS_PER_CONNECTION)
+                      : 1;
+        fprintf(stderr,
+                "dsagent: the open files limit (%llu) allows %u connections at a time, not max_connections=%u; "
+                "the others wait in the listen backlog (LimitNOFILE= of at least %llu lifts this)\n",
+                (unsigned long long)rl.rlim_cur, fit, b->config.max_connections, (unsigned long long)need);
+        b->config.max_connections = fit;
+}
+
 /**
  * broker_new() - serve clients on @listen_fd under @policy
  *
@@ -286,6 +336,7 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
         b->listen_fd = listen_fd;
         b->event = sd_event_ref(event);
         b->config = *config;
+        broker_fit_fd_limit(b);
         b->policy = policy;
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();

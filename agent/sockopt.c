@@ -91,7 +91,9 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         len = sizeof(pidfd);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
                 pidfd = -EBADF;
-                if (errno != ENOPROTOOPT && errno != ENODATA && errno != ESRCH && errno != EINVAL)
+                /* the id only adds to the audit record: out of fds, the record goes without it */
+                if (errno != ENOPROTOOPT && errno != ENODATA && errno != ESRCH && errno != EINVAL &&
+                    errno != EMFILE && errno != ENFILE)
                         return -errno;
         }
         if (pidfd >= 0 && fstatfs(pidfd, &sfs) == 0 && sfs.f_type == PID_FS_MAGIC && fstat(pidfd, &st) == 0)

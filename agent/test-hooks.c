@@ -26,4 +26,10 @@ void test_hook_pause(const char *point) {
         while (nanosleep(&ts, &ts) < 0)
                 ;
 }
+
+bool test_hook_fs_type_trusted(const char *fs_type) {
+        const char *trusted = getenv("DSAGENT_TEST_TRUST_FS");
+
+        return trusted && strcmp(trusted, fs_type) == 0;
+}
 #endif

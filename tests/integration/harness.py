@@ -241,7 +241,7 @@ class Agent:
     "@DUMP_DIR@" in it stands for the agent's own dump directory (self.dumps).
     """
 
-    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None):
+    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=()):
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
         self.log_path = os.path.join(self.dir, "agent.log")
@@ -252,7 +252,7 @@ class Agent:
         self.runtime_dir = os.path.join(self.dir, "run")
         self.write_policy(policy)
         # DSAGENT_TEST_WRAPPER runs the agent under a tool, e.g. "valgrind -q" or "strace -f -o FILE"
-        wrapper = os.environ.get("DSAGENT_TEST_WRAPPER", "").split()
+        wrapper = list(wrapper) + os.environ.get("DSAGENT_TEST_WRAPPER", "").split()
         self.proc = subprocess.Popen(wrapper + [DSAGENT, "--listen", self.socket, "--audit", "stderr",
                                                 "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
                                                 *extra_args],

@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The event loop never waits on one client: stalled readers, hung lookups, floods, fd exhaustion."""
 import os
+import socket
+import subprocess
 import time
 
 import harness
-from harness import (SVC, Agent, RawSession, Target, dsctl, run_tests, test, wait_for)
+from harness import (ALICE, DSCTL, EXIT_RUNTIME_UNREACHABLE, SVC, Agent, Process, RawSession, Target, as_user,
+                     dsctl, make_dir, run_tests, test, wait_for)
 
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 PROVIDER = "Dsagent-TestTarget"
@@ -67,6 +70,90 @@ def a_client_that_never_reads_is_cut_and_its_session_stopped():
     frames = session.replies()
     assert frames[0][0] == harness.WIRE_SESSION_END, frames
     assert frames[0][1][harness.TAG_ENDED] == b"client-stalled", frames
+
+
+def agent_workers(agent):
+    children = open(f"/proc/{agent.proc.pid}/task/{agent.proc.pid}/children").read().split()
+    return [int(pid) for pid in children]
+
+
+def in_fuse_wait(pid):
+    try:
+        return "fuse" in open(f"/proc/{pid}/stack").read()
+    except OSError:
+        return False
+
+
+@test
+def a_lookup_that_never_returns_costs_its_own_request_and_nobody_elses():
+    """A FUSE server holds a lookup for as long as the request's deadline (30 s) allows.
+
+    The agent refuses FUSE before any lookup (test_mount_attacks); a test-only hook takes that refusal away
+    here so that the lookup really enters the server, to prove what stands behind it: the lookup runs in a
+    worker, which is killed at its request's deadline, and the loop serves everyone else meanwhile."""
+    mountpoint = make_dir(None, 0o755)
+    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse.read_line("mounted")
+    stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"]))
+    other = Target(ALICE)
+    agent = Agent("--runtime-timeout", "30", env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall"})
+    held = Process(as_user(SVC, [DSCTL, "--socket", agent.socket, "info", str(stalled.proc.pid)]))
+    # the lookup is in the FUSE server's hands: the agent, or one of its workers, waits in FUSE
+    stuck, = wait_for(lambda: [pid for pid in [agent.proc.pid] + agent_workers(agent) if in_fuse_wait(pid)],
+                      timeout=10, what="the agent or a worker waiting in FUSE")
+    assert stuck != agent.proc.pid, "the agent's own loop waits in FUSE"
+
+    served = still_held = 0
+    started = time.monotonic()
+    while held.proc.poll() is None:
+        # root's ps and another user's info, as usual, while the lookup is held
+        ps = dsctl(agent, "root", "--json", "ps", timeout=10)
+        assert ps.returncode == 0 and str(other.pid) in ps.stdout, ps
+        info = dsctl(agent, ALICE, "info", str(other.pid), timeout=10)
+        assert info.returncode == 0, info
+        served += 1
+        still_held += in_fuse_wait(stuck)
+        time.sleep(0.5)
+    held_for = time.monotonic() - started
+    out = held.proc.stdout.read()
+    assert held.proc.returncode == EXIT_RUNTIME_UNREACHABLE and "did not finish in time" in out, (held.proc.returncode,
+                                                                                                   out)
+    # the worker stayed in FUSE throughout (but for the last look, which may come after its kill)
+    assert held_for > 25 and served >= 10 and still_held >= served - 1, (held_for, served, still_held)
+    # the stuck worker was killed; the server still holds its mount, and a new worker serves
+    wait_for(lambda: not os.path.exists(f"/proc/{stuck}"), timeout=10, what="the stuck worker to go")
+    assert fuse.proc.poll() is None
+    assert dsctl(agent, ALICE, "info", str(other.pid), timeout=10).returncode == 0
+
+
+@test
+def with_few_fds_clients_wait_their_turn_and_none_is_dropped():
+    """An open files limit far below max_connections: requests queue in the listen backlog instead of failing
+    halfway for want of an fd (before, a third of them failed: 'Too many open files', or no reply at all)."""
+    targets = {ALICE: Target(ALICE), SVC: Target(SVC)}
+    agent = Agent(wrapper=["prlimit", "--nofile=100:100", "--"])
+    wait_for(lambda: "allows 6 connections at a time" in open(agent.log_path).read(), what="the fd limit's note")
+    # thirty clients that connect and say nothing (until the request deadline closes them) come first
+    idle = []
+    for _ in range(30):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(agent.socket)
+        harness.scope.callback(s.close)
+        idle.append(s)
+    clients = []
+    for i in range(90):
+        user = (ALICE, SVC)[i % 2]
+        clients.append(subprocess.Popen(as_user(user, [harness.DSCTL, "--socket", agent.socket, "info",
+                                                       str(targets[user].pid)]),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    failures = []
+    for c in clients:
+        _, err = c.communicate(timeout=120)
+        if c.returncode != 0:
+            failures.append((c.returncode, err.strip()))
+    assert failures == [], failures[:5]
+    records = agent.records()
+    assert len(records) == 90 and all(r["DSAGENT_DECISION"] == "allowed" for r in records), len(records)
 
 
 if __name__ == "__main__":
