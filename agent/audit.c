@@ -136,6 +136,8 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
         audit_fields_add_text(f, "DSAGENT_REASON", r->reason);
         if (r->have_result_count)
                 audit_fields_addf(f, "DSAGENT_RESULT_COUNT=%u", r->result_count);
+        if (r->error_errno > 0)
+                audit_fields_addf(f, "ERRNO=%d", r->error_errno); /* journald's own field for it */
 }
 
 /*

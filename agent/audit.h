@@ -37,6 +37,7 @@ typedef struct AuditRecord {
         const char *reason;
         bool have_result_count;
         unsigned result_count;  /* e.g. how many processes a listing showed */
+        int error_errno;        /* a failure's errno (positive), as ERRNO=; 0 when none */
 } AuditRecord;
 
 typedef struct AuditPolicyEvent {

@@ -175,9 +175,10 @@ static void info_work_free(void *p) {
 static void info_reply(Request *req, const DotnetProcessInfo *info) {
         _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
         const Target *t = req->target;
+        int r;
 
         if (!w) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
@@ -191,8 +192,9 @@ static void info_reply(Request *req, const DotnetProcessInfo *info) {
         commands_put_untrusted_string(w, WIRE_TAG_ENTRY_ASSEMBLY, info->entry_assembly);
         commands_put_untrusted_string(w, WIRE_TAG_RUNTIME_VERSION, info->runtime_version);
         commands_put_untrusted_string(w, WIRE_TAG_RUNTIME_ID, info->runtime_identifier);
-        if (connection_queue_frame(req->connection, w) < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
+        r = connection_queue_frame(req->connection, w);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
                 return;
         }
         request_reply_done(req, req->verdict.rule_name, "process info read");
@@ -267,7 +269,7 @@ static void info_connected(Request *req, int fd) {
         else
                 safe_close(fd);
         if (r != 0)
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
+                request_reply_errno(req, r < 0 ? r : -EINVAL, "cannot start the runtime call");
 }
 
 static void info_decided(Request *req) {
@@ -281,7 +283,7 @@ static void info_decided(Request *req) {
         test_hook_pause("after-decision");
         work = calloc(1, sizeof(*work));
         if (!work) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         *work = (InfoWork){ .request = req, .command = DOTNET_IPC_PROCESS_INFO3 };
@@ -330,9 +332,10 @@ static void explain_decided(Request *req) {
         _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
         const PolicyVerdict *v = &req->verdict;
         char reason[256];
+        int r;
 
         if (!w) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_VERDICT);
@@ -341,8 +344,9 @@ static void explain_decided(Request *req) {
         wire_writer_put_string(w, WIRE_TAG_RULE, v->rule_name);
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
         put_target_fields(w, req->target);
-        if (connection_queue_frame(req->connection, w) < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "reply too large");
+        r = connection_queue_frame(req->connection, w);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
                 return;
         }
         snprintf(reason, sizeof(reason), "explained %s: %s (%s)", policy_command_to_string(req->ask.command),
@@ -363,7 +367,7 @@ static void explain_start(Request *req, const WireMessage *m) {
         if (!explain_request_of(req, m, &req->ask))
                 return;
         if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &req->trace_profile) < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         req->ask.trace_profile = req->trace_profile;
@@ -442,8 +446,9 @@ static void ps_next(Request *req) {
 
         /* a client that reads slowly slows the listing down; one that does not read stops it */
         if (connection_flush(req->connection) > PS_QUEUE_HIGH) {
-                if (connection_watch_client(req->connection, EPOLLOUT, ps_on_room) < 0)
-                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot wait for the client");
+                int r = connection_watch_client(req->connection, EPOLLOUT, ps_on_room);
+                if (r < 0)
+                        request_reply_errno(req, r, "cannot wait for the client");
                 return;
         }
         while (work->next < work->n) {
@@ -466,7 +471,7 @@ static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n
         }
         work->pids = n > 0 ? malloc(n * sizeof(pid_t)) : NULL;
         if (n > 0 && !work->pids) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         if (n > 0)
@@ -481,7 +486,7 @@ static void ps_list(Request *req) {
         int r;
 
         if (!work) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         req->work = work;

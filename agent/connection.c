@@ -374,7 +374,7 @@ static void connection_on_request(Connection *c) {
         req->policy = policy_ref(c->broker->policy);
         r = connection_set_deadline(c, c->broker->config.runtime_timeout_usec * 2);
         if (r < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "timer failure");
+                request_reply_errno(req, r, "cannot set the request's deadline");
                 return;
         }
         commands_dispatch(req, &m);
@@ -441,8 +441,7 @@ static int connection_on_timeout(sd_event_source *s, uint64_t usec, void *userda
         case CONNECTION_WORKING:
                 /* backstop only: commands give up on their own deadlines first */
                 request_cancel_work(&c->request);
-                request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
-                                    "the request did not finish in time");
+                request_reply_errno(&c->request, -ETIMEDOUT, "the request did not finish in time");
                 break;
         case CONNECTION_WRITING:
                 connection_release(c);

@@ -21,12 +21,12 @@ int dump_dir_open(const char *path, int *ret_fd, const char **ret_why) {
 
         if (mkdir(path, 0711) < 0 && errno != EEXIST) {
                 *ret_why = "the dump directory cannot be created";
-                return DUMP_PUBLISH_E_DIRECTORY;
+                return -errno;
         }
         fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 || fstat(fd, &st) < 0) {
                 *ret_why = "the dump directory cannot be opened";
-                return DUMP_PUBLISH_E_DIRECTORY;
+                return -errno;
         }
         if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
                 *ret_why = "the dump directory is not root's alone";

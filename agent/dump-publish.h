@@ -31,7 +31,8 @@ typedef struct DumpAttributes {
  * Users reach their dumps by name (x) but cannot list the directory (no r).
  * A directory anybody but root could write to is refused.
  *
- * Return: 0, DUMP_PUBLISH_E_DIRECTORY with *@ret_why, or a negative errno.
+ * Return: 0, DUMP_PUBLISH_E_DIRECTORY with *@ret_why (it is not root's
+ * alone), or a negative errno with *@ret_why saying which step failed.
  */
 int dump_dir_open(const char *path, int *ret_fd, const char **ret_why);
 

@@ -168,7 +168,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
 
         w = malloc(sizeof(*w));
         if (!w || asprintf(&path, "%s/%s", a->dump_dir, name) < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         e = (AuditDumpEvent){
@@ -180,8 +180,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         r = audit_log_dump(req->broker->config.audit_sink, &e);
         if (r < 0 && !a->audit_failure_allow) {
                 (void)unlinkat(work->dir_fd, name, 0);
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
-                                       "the dump's audit record could not be written; the dump was removed");
+                request_reply_errno(req, r, "the dump's audit record could not be written; the dump was removed");
                 return;
         }
 
@@ -198,7 +197,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         } else
                 r = connection_queue_frame(req->connection, w);
         if (r < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot send the dump's reply");
+                request_reply_errno(req, r, "cannot send the dump's reply");
                 return;
         }
         request_reply_done(req, req->verdict.rule_name,
@@ -229,12 +228,27 @@ static void dump_fail(DumpWork *work, WireError error, const char *why) {
         request_reply_error(work->request, AUDIT_DECISION_FAILED, error, why);
 }
 
+/* The agent's own failure, @r a negative errno (anything else reads as EIO): the errno goes with it. */
+static void dump_fail_errno(DumpWork *work, int r, const char *what) {
+        dump_stop(work);
+        request_reply_errno(work->request, r < 0 ? r : -EIO, what);
+}
+
+/* @error as a module's code mapped it; an internal one keeps @r's errno. */
+static void dump_fail_mapped(DumpWork *work, WireError error, int r, const char *why) {
+        if (error == WIRE_ERROR_INTERNAL)
+                dump_fail_errno(work, r, why);
+        else
+                dump_fail(work, error, why);
+}
+
 static WireError writer_error(int r) {
         switch (r) {
         case DUMP_WRITER_E_NO_SPACE: return WIRE_ERROR_NO_SPACE;
         case DUMP_WRITER_E_EMPTY:
         case DUMP_WRITER_E_NOT_CORE: return WIRE_ERROR_RUNTIME_FAILED;
         case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
+        case JOBS_E_WORKER: return WIRE_ERROR_BUSY;
         default: return WIRE_ERROR_INTERNAL;
         }
 }
@@ -254,13 +268,16 @@ static void dump_finish(DumpWork *work) {
         dump_stop(work);
         r = dump_file_check_core(work->file_fd, work->stream_bytes, &why);
         if (r != 0) {
-                dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
+                dump_fail_mapped(work, writer_error(r), r, why ? why : "cannot write the dump");
                 return;
         }
         r = target_changed_credentials(req->target, &changed);
+        if (r == TARGET_E_GONE) {
+                dump_fail(work, WIRE_ERROR_NO_SUCH_PROCESS, "the process exited during the dump");
+                return;
+        }
         if (r != 0) {
-                dump_fail(work, r == TARGET_E_GONE ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_INTERNAL,
-                          r == TARGET_E_GONE ? "the process exited during the dump" : "cannot publish the dump");
+                dump_fail_errno(work, r, "cannot read the process's credentials to publish the dump");
                 return;
         }
         dump_readers(req, !changed, users, &n_users, &readers);
@@ -271,10 +288,12 @@ static void dump_finish(DumpWork *work) {
                 .dump_type = policy_dump_type_to_string(req->ask.dump_type), .request_id = req->id,
         };
         r = dump_publish_fd(work->dir_fd, work->file_fd, &readers, &attrs, name);
+        if (r == DUMP_PUBLISH_E_NO_SPACE) {
+                dump_fail(work, WIRE_ERROR_NO_SPACE, "the dump does not fit: the dump directory's file system is full");
+                return;
+        }
         if (r != 0) {
-                dump_fail(work, r == DUMP_PUBLISH_E_NO_SPACE ? WIRE_ERROR_NO_SPACE : WIRE_ERROR_INTERNAL,
-                          r == DUMP_PUBLISH_E_NO_SPACE ? "the dump does not fit: the dump directory's file system is full"
-                                                       : "cannot publish the dump");
+                dump_fail_errno(work, r, "cannot publish the dump");
                 return;
         }
         dump_reply(work, name, work->stream_bytes, !changed);
@@ -293,7 +312,7 @@ static void dump_streamed(Request *req, int r, uint64_t bytes, const char *why) 
         work->stream_bytes = bytes;
         if (r != 0) {
                 /* the guards are broken, or the disk is full: the stream closed the FIFO, createdump failed */
-                dump_fail(work, writer_error(r), why ? why : "cannot write the dump");
+                dump_fail_mapped(work, writer_error(r), r, why ? why : "cannot write the dump");
                 return;
         }
         if (work->runtime_error)
@@ -408,7 +427,7 @@ static void dump_call(DumpWork *work, int fd) {
         else
                 safe_close(fd);
         if (r != 0)
-                dump_fail(work, WIRE_ERROR_INTERNAL, "cannot start the dump");
+                dump_fail_errno(work, r, "cannot start the dump");
 }
 
 /* The client hung up: nobody will read the dump; cancel it rather than keep a slot and the target frozen. */
@@ -425,6 +444,7 @@ static WireError stage_error(int r) {
         case DUMP_STAGE_E_UNUSABLE: return WIRE_ERROR_NO_STAGING;
         case DUMP_STAGE_E_GONE: return WIRE_ERROR_NO_SUCH_PROCESS;
         case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
+        case JOBS_E_WORKER: return WIRE_ERROR_BUSY;
         default: return WIRE_ERROR_INTERNAL;
         }
 }
@@ -462,8 +482,8 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
         int fd;
 
         if (r != 0) {
-                dump_fail(work, stage_error(r), why ? why : r == DUMP_STAGE_E_GONE ? REQUEST_NO_SUCH_PROCESS
-                                                                              : "cannot prepare the dump");
+                dump_fail_mapped(work, stage_error(r), r,
+                                 why ? why : r == DUMP_STAGE_E_GONE ? REQUEST_NO_SUCH_PROCESS : "cannot prepare the dump");
                 return;
         }
         work->stage = stage;
@@ -475,7 +495,7 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
                                      dump_streamed);
         }
         if (r != 0) {
-                dump_fail(work, WIRE_ERROR_INTERNAL, reason ? reason : "cannot prepare the dump");
+                dump_fail_errno(work, r, reason ? reason : "cannot prepare the dump");
                 return;
         }
         (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
@@ -486,7 +506,7 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
         if (r >= 0)
                 r = connection_watch_client(req->connection, EPOLLRDHUP, dump_on_client);
         if (r < 0) {
-                dump_fail(work, WIRE_ERROR_INTERNAL, "timer failure");
+                dump_fail_errno(work, r, "cannot set the dump's deadlines");
                 return;
         }
         r = target_connect(req->target, &fd, &why);
@@ -511,7 +531,7 @@ static void dump_socket_found(Request *req, int r, const char *why) {
         }
         r = jobs_stage_dump(req, dump_staged);
         if (r != 0)
-                dump_fail(work, WIRE_ERROR_INTERNAL, "cannot prepare the dump");
+                dump_fail_mapped(work, stage_error(r), r, "cannot prepare the dump");
 }
 
 static void dump_decided(Request *req) {
@@ -530,16 +550,19 @@ static void dump_decided(Request *req) {
                             &(AdmissionLimits){ .per_target = 1, .per_requester = req->policy->agent.max_dumps_per_user,
                                                 .in_all = req->policy->agent.max_concurrent_dumps },
                             &why);
+        if (r == ADMISSION_E_BUSY) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, why);
+                return;
+        }
         if (r != 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, r == ADMISSION_E_BUSY ? WIRE_ERROR_BUSY : WIRE_ERROR_INTERNAL,
-                                    r == ADMISSION_E_BUSY ? why : "out of memory");
+                request_reply_errno(req, r, "cannot count the dump");
                 return;
         }
         work->claimed = true;
         test_hook_pause("after-decision");
         r = jobs_find_socket(req, dump_socket_found);
         if (r != 0)
-                dump_fail(work, WIRE_ERROR_INTERNAL, "cannot prepare the dump");
+                dump_fail_mapped(work, stage_error(r), r, "cannot look for the process's socket");
 }
 
 static void dump_opened(Request *req) {
@@ -572,7 +595,7 @@ void dump_start(Request *req, const WireMessage *m) {
 
         work = calloc(1, sizeof(*work));
         if (!work) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         *work = (DumpWork){ .request = req, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd == 1,
@@ -640,9 +663,15 @@ void dumps_list(Request *req) {
         int r = 0;
 
         w = malloc(sizeof(*w));
-        if (!w || dump_dir_open(req->policy->agent.dump_dir, &dir_fd, &why) != 0 ||
-            (walk_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3)) < 0 || !(d = fdopendir(walk_fd))) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why ? why : "cannot list dumps");
+        r = !w ? -ENOMEM : dump_dir_open(req->policy->agent.dump_dir, &dir_fd, &why);
+        if (r == 0 && ((walk_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3)) < 0 || !(d = fdopendir(walk_fd))))
+                r = -errno;
+        if (r > 0) { /* DUMP_PUBLISH_E_DIRECTORY: the dump directory is unfit, and @why says how */
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why);
+                return;
+        }
+        if (r < 0) {
+                request_reply_errno(req, r, why ? why : "cannot list the dumps");
                 return;
         }
         walk_fd = -EBADF;
@@ -655,7 +684,7 @@ void dumps_list(Request *req) {
         }
         closedir(d);
         if (r < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "listing too large");
+                request_reply_errno(req, r, why ? why : "cannot list the dumps");
                 return;
         }
         req->audit.have_result_count = true;

@@ -139,6 +139,15 @@ void request_reply_invisible(Request *req) {
                                  REQUEST_NO_SUCH_PROCESS);
 }
 
+void request_reply_errno(Request *req, int error, const char *what) {
+        char buf[256];
+        int e = error < 0 ? -error : error > 0 ? error : EIO;
+
+        snprintf(buf, sizeof(buf), "%s: %s", what, strerror(e));
+        req->audit.error_errno = e;
+        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, buf);
+}
+
 void request_reply_runtime_error(Request *req, uint32_t hresult, const char *reason) {
         const char *name = dotnet_ipc_hresult_name(hresult);
         char buf[256];
@@ -149,8 +158,6 @@ void request_reply_runtime_error(Request *req, uint32_t hresult, const char *rea
 }
 
 void request_reply_target_error(Request *req, int r, const char *why) {
-        char buf[160];
-
         if (!why)
                 why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
 
@@ -172,9 +179,7 @@ void request_reply_target_error(Request *req, int r, const char *why) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_UNSAFE_FS, why);
                 break;
         default:
-                /* the errno stays in the words: an internal error must say which */
-                snprintf(buf, sizeof(buf), "internal error looking at the process: %s", strerror(r < 0 ? -r : EIO));
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, buf);
+                request_reply_errno(req, r < 0 ? r : -EIO, "internal error looking at the process");
                 break;
         }
 }

@@ -74,6 +74,11 @@ bool request_admit(Request *req);
 void request_reply_done(Request *req, const char *rule, const char *reason);
 void request_reply_error(Request *req, AuditDecision decision, WireError error, const char *reason);
 void request_reply_runtime_error(Request *req, uint32_t hresult, const char *reason);
+/*
+ * The agent itself failed (WIRE_ERROR_INTERNAL) with @error, a negative
+ * errno: the words say "@what: strerror", the record carries ERRNO= too.
+ */
+void request_reply_errno(Request *req, int error, const char *what);
 void request_reply_invisible(Request *req);
 /* What a Target*() code (target.h) means to the client; @why may be NULL. */
 void request_reply_target_error(Request *req, int r, const char *why);

@@ -129,7 +129,7 @@ static Session *session_new(Request *req, const char *kind) {
         Session *s = calloc(1, sizeof(*s));
 
         if (!s) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return NULL;
         }
         s->request = req;
@@ -561,7 +561,7 @@ static void session_connected(Request *req, int fd) {
                                req->broker->config.runtime_timeout_usec, session_start_done, s, &s->start_call);
         if (r != 0) {
                 session_release_slot(s);
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot start runtime call");
+                request_reply_errno(req, r < 0 ? r : -EINVAL, "cannot start the runtime call");
         }
 }
 
@@ -584,8 +584,10 @@ static void session_decided(Request *req) {
                                                 .per_requester = a->max_sessions_per_user },
                             &why);
         if (r != 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, r == ADMISSION_E_BUSY ? WIRE_ERROR_BUSY : WIRE_ERROR_INTERNAL,
-                                    r == ADMISSION_E_BUSY ? why : "out of memory");
+                if (r == ADMISSION_E_BUSY)
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, why);
+                else
+                        request_reply_errno(req, r, "cannot count the session");
                 return;
         }
         s->admitted = true;
@@ -596,7 +598,7 @@ static void session_decided(Request *req) {
 
         s->collect = malloc(DOTNET_IPC_MESSAGE_MAX);
         if (!s->collect) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         r = dotnet_ipc_collect_tracing_encode(&s->config, s->buffer_mb, s->collect, DOTNET_IPC_MESSAGE_MAX,
@@ -639,7 +641,7 @@ static bool session_describe(Session *s) {
         s->providers_text = eventpipe_config_to_string(&s->config);
         s->policy_providers = calloc(s->config.n_providers, sizeof(PolicyProvider));
         if (!s->providers_text || !s->policy_providers) {
-                request_reply_error(s->request, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(s->request, -ENOMEM, "cannot serve the request");
                 return false;
         }
         for (size_t i = 0; i < s->config.n_providers; i++)
@@ -687,7 +689,7 @@ void session_start_trace(Request *req, const WireMessage *m) {
                 return;
         if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &s->profile) < 0 ||
             wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers) < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         if (!s->profile == !providers) {
@@ -696,9 +698,13 @@ void session_start_trace(Request *req, const WireMessage *m) {
                 return;
         }
         r = s->profile ? eventpipe_profile_config(s->profile, &s->config) : eventpipe_providers_parse(providers, &s->config);
-        if (r != 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
-                                       r == EVENTPIPE_E_UNKNOWN ? "unknown trace profile" : providers_error(r));
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot read the provider list");
+                return;
+        }
+        if (r > 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    r == EVENTPIPE_E_UNKNOWN ? "unknown trace profile" : providers_error(r));
                 return;
         }
         if (!session_read_limits(s, m) || !session_describe(s))
@@ -768,7 +774,7 @@ void session_start_counters(Request *req, const WireMessage *m) {
         if (!s)
                 return;
         if (wire_message_get_string(m, WIRE_TAG_PROVIDERS, &list) < 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "out of memory");
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         if (wire_message_get_u32(m, WIRE_TAG_INTERVAL, &interval) == 0 &&
@@ -786,9 +792,12 @@ void session_start_counters(Request *req, const WireMessage *m) {
         if (r == 0)
                 r = eventpipe_counters_config((const char *const *)names, n, interval, session_id, &s->config);
         free_names(names, n);
-        if (r != 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, r < 0 ? WIRE_ERROR_INTERNAL : WIRE_ERROR_BAD_REQUEST,
-                                       "bad counter providers");
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot set up the counters");
+                return;
+        }
+        if (r > 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "bad counter providers");
                 return;
         }
         if (!session_read_limits(s, m) || !session_describe(s))
