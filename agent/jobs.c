@@ -380,7 +380,8 @@ static int submit(Request *req, JobRequest *q, size_t size, const int *fds, size
         WorkerMessage m = { .data = q, .size = size, .n_fds = n_fds };
         int r;
 
-        memcpy(m.fds, fds, n_fds * sizeof(int));
+        if (n_fds > 0)
+                memcpy(m.fds, fds, n_fds * sizeof(int));
         req->job_callback = callback;
         r = worker_pool_submit(req->broker->workers, req->peer->uid, &m, timeout_usec, trampoline, req, &req->job);
         free(q);

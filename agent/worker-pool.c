@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -57,7 +58,7 @@ struct WorkerPool {
         OwnerCount *owners;
         size_t n_owners, allocated_owners;
         unsigned generation;
-        uint8_t buf[WORKER_MESSAGE_MAX];
+        _Alignas(max_align_t) uint8_t buf[WORKER_MESSAGE_MAX]; /* handlers read their structs in place */
 };
 
 static void pool_schedule(WorkerPool *p);
@@ -118,7 +119,7 @@ static int send_with_fds(int fd, const void *data, size_t size, const int *fds, 
 }
 
 static _Noreturn void worker_main(int fd, WorkerHandler handler) {
-        static uint8_t request[WORKER_MESSAGE_MAX], reply[WORKER_MESSAGE_MAX];
+        static _Alignas(max_align_t) uint8_t request[WORKER_MESSAGE_MAX], reply[WORKER_MESSAGE_MAX];
 
         for (;;) {
                 WorkerMessage q = { .data = request }, a = { .data = reply };
