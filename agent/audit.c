@@ -196,7 +196,7 @@ static int audit_send(AuditSink sink, const AuditFields *f) {
 
         if (f->error != 0)
                 return f->error;
-        journal = journal_is_reachable();
+        journal = sink != AUDIT_SINK_STDERR && journal_is_reachable();
         /* a journal asked for and not there fails closed: the record would vanish */
         if (sink == AUDIT_SINK_JOURNAL && !journal)
                 return -ENOTCONN;

@@ -298,9 +298,10 @@ void connection_start_writing(Connection *c) {
 }
 
 /*
- * The header is read first, and then exactly the frame it announces into a
- * buffer of its size: an idle or dribbling client holds a dozen bytes, not
- * the largest frame, and nothing of a second frame is read.
+ * The first read takes at most CONNECTION_HEAD_SIZE bytes, which holds a
+ * whole ordinary request; a larger frame then gets a buffer of exactly its
+ * announced size and is read to its end and no further. An idle or
+ * dribbling client thus holds at most the head, never the largest frame.
  *
  * Return: 1 when the whole frame is there, 0 to wait, -ECONNRESET on EOF,
  * -EBADMSG for bytes that can never be a frame, else a negative errno.
@@ -312,18 +313,23 @@ static int connection_read_frame(Connection *c) {
                 ssize_t n;
 
                 if (!c->in) {
-                        int r = wire_frame_peek(c->header, c->in_size, &frame_size);
+                        int r = wire_frame_peek(c->head, c->in_size, &frame_size);
                         if (r == WIRE_E_MALFORMED)
                                 return -EBADMSG;
-                        if (c->in_size == WIRE_HEADER_SIZE) {
-                                c->in = malloc(wire_frame_wanted(c->header, c->in_size));
+                        if (r == 0 || c->in_size >= WIRE_HEADER_SIZE) {
+                                size_t size = r == 0 ? frame_size : wire_frame_wanted(c->head, c->in_size);
+                                c->in = malloc(size);
                                 if (!c->in)
                                         return -ENOMEM;
-                                memcpy(c->in, c->header, WIRE_HEADER_SIZE);
+                                c->read_past = r == 0; /* what followed the frame, if anything, is in the head */
+                                c->trailing = c->in_size > size;
+                                if (c->trailing)
+                                        c->in_size = size;
+                                memcpy(c->in, c->head, c->in_size);
                                 continue;
                         }
-                        into = c->header + c->in_size;
-                        want = WIRE_HEADER_SIZE - c->in_size;
+                        into = c->head + c->in_size;
+                        want = sizeof(c->head) - c->in_size;
                 } else {
                         if (wire_frame_peek(c->in, c->in_size, &frame_size) == 0)
                                 return 1;
@@ -342,6 +348,10 @@ static int connection_read_frame(Connection *c) {
 /* One request per connection: anything after the frame is an attempt to smuggle a second one. */
 static bool connection_has_trailing_bytes(Connection *c) {
         char b;
+
+        if (c->trailing || c->read_past)
+                return c->trailing;
+        /* the frame was read to its end exactly: look past it */
         return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 

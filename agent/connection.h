@@ -29,6 +29,9 @@ typedef enum ConnectionState {
  * queues here; the worker that makes it writes it to the client itself, as the client reads. */
 #define CONNECTION_OUT_MAX (256 * 1024)
 
+/* What one connection buffers of its request before it knows the frame is larger. */
+#define CONNECTION_HEAD_SIZE 256
+
 struct Connection {
         Broker *broker;
         Connection *prev, *next;
@@ -39,10 +42,13 @@ struct Connection {
         ConnectionState state;
         PeerCreds peer;
 
-        /* the request frame: the header first, then a buffer of exactly the frame's size */
-        uint8_t header[WIRE_HEADER_SIZE];
+        /* the request frame: first read here (a small request arrives whole in one
+         * read), then, for a larger one, into a buffer of exactly the frame's size */
+        uint8_t head[CONNECTION_HEAD_SIZE];
         uint8_t *in;
         size_t in_size;
+        bool trailing;          /* bytes came after the frame: a second request smuggled in */
+        bool read_past;         /* the read that completed the frame asked for more than it */
 
         uint8_t *out;
         size_t out_size, out_sent;

@@ -53,7 +53,8 @@ static void runtime_call_complete(RuntimeCall *call, int error, const DotnetIpcR
         call->done(call, error, reply, call->userdata);
 }
 
-static int runtime_call_write(RuntimeCall *call) {
+/* Return: 1 when all of the request is sent, 0 to wait for room, or a negative errno. */
+static int runtime_call_send(RuntimeCall *call) {
         while (call->request_sent < call->request_size) {
                 ssize_t n = send(call->fd, call->request + call->request_sent,
                                  call->request_size - call->request_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -61,6 +62,13 @@ static int runtime_call_write(RuntimeCall *call) {
                         return errno == EAGAIN ? 0 : -errno;
                 call->request_sent += (size_t)n;
         }
+        return 1;
+}
+
+static int runtime_call_write(RuntimeCall *call) {
+        int r = runtime_call_send(call);
+        if (r <= 0)
+                return r;
         return sd_event_source_set_io_events(call->io, EPOLLIN);
 }
 
@@ -152,7 +160,10 @@ int runtime_call_start(sd_event *event, int fd, const uint8_t *request, size_t r
         call->done = done;
         call->userdata = userdata;
 
-        r = sd_event_add_io(event, &call->io, fd, EPOLLOUT, runtime_call_on_io, call);
+        /* a fresh connection's send buffer is empty: the request goes at once, and the wait is for the reply
+         * (after an error, the wait for room finds it again and reports it the usual way) */
+        r = runtime_call_send(call);
+        r = sd_event_add_io(event, &call->io, fd, r == 1 ? EPOLLIN : EPOLLOUT, runtime_call_on_io, call);
         if (r < 0)
                 return r;
         r = sd_event_now(event, CLOCK_MONOTONIC, &now);

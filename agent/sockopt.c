@@ -21,29 +21,29 @@ static int compare_gid(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
+/* Most users are in a few groups: the first read is sized for them, and only a longer list costs a second. */
+#define PEER_GROUPS_FIRST_GUESS 32
+
 /*
- * The group list can change size between the probe and the read only if the
- * peer is being torn down; one retry on ERANGE covers that race, a second one
- * would just chase a dying peer.
+ * On ERANGE the kernel says how long the list is; it can grow between that
+ * read and the next only while the peer is being torn down, so one retry
+ * covers the race and a second would just chase a dying peer.
  */
 static int sockopt_get_peer_groups(int fd, gid_t primary, gid_t **ret, size_t *ret_n) {
         _cleanup_free_ gid_t *groups = NULL;
-        socklen_t len = 0;
+        socklen_t len = PEER_GROUPS_FIRST_GUESS * sizeof(gid_t);
         size_t n, out = 1;
 
         for (int attempt = 0;; attempt++) {
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, NULL, &len) < 0 && errno != ERANGE)
-                        return -errno;
                 if (len / sizeof(gid_t) > PEER_GROUPS_MAX)
                         return -E2BIG;
-
                 free(groups);
                 groups = malloc((len / sizeof(gid_t) + 1) * sizeof(gid_t));
                 if (!groups)
                         return -ENOMEM;
                 if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups + 1, &len) == 0)
                         break;
-                if (errno != ERANGE || attempt > 0)
+                if (errno != ERANGE || attempt > 1)
                         return -errno;
         }
 

@@ -388,11 +388,28 @@ static bool pidfd_is_pidfs(int pidfd) {
  * Before pidfs all pidfds share one anonymous inode and only the pid number
  * can be compared.
  */
-static int listener_matches_target(const Target *t, int sock_fd, const char **ret_why) {
+static int target_pidfd_identity(Target *t) {
+        struct stat st;
+
+        if (t->pidfd_identity_known)
+                return 0;
+        t->pidfd_on_pidfs = pidfd_is_pidfs(t->pidfd);
+        if (t->pidfd_on_pidfs) {
+                if (fstat(t->pidfd, &st) < 0)
+                        return -errno;
+                t->pidfd_dev = st.st_dev;
+                t->pidfd_ino = st.st_ino;
+        }
+        t->pidfd_identity_known = true;
+        return 0;
+}
+
+static int listener_matches_target(Target *t, int sock_fd, const char **ret_why) {
         struct ucred cred;
         socklen_t len = sizeof(cred);
         _cleanup_close_ int peer_pidfd = -EBADF;
-        struct stat a, b;
+        struct stat a;
+        int r;
 
         if (getsockopt(sock_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
                 return -errno;
@@ -410,13 +427,18 @@ static int listener_matches_target(const Target *t, int sock_fd, const char **re
                 return TARGET_E_IMPOSTOR;
         }
 
-        if (pidfd_is_pidfs(peer_pidfd) && pidfd_is_pidfs(t->pidfd)) {
-                if (fstat(peer_pidfd, &a) < 0 || fstat(t->pidfd, &b) < 0)
+        r = target_pidfd_identity(t);
+        if (r < 0)
+                return r;
+        if (t->pidfd_on_pidfs) {
+                /* the same kernel made both pidfds: the peer's is on pidfs too */
+                if (fstat(peer_pidfd, &a) < 0)
                         return -errno;
-                if (a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
+                if (a.st_ino != t->pidfd_ino || a.st_dev != t->pidfd_dev) {
                         *ret_why = "the process listening on the diagnostic socket is not the target";
                         return TARGET_E_IMPOSTOR;
                 }
+                return 0; /* the very process: whether it lives, target_connect() asks of the target's pidfd */
         }
         if (!pidfd_is_alive(peer_pidfd)) {
                 *ret_why = "the process that created the diagnostic socket has exited";

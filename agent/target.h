@@ -22,6 +22,10 @@ enum {
 typedef struct Target {
         pid_t pid;      /* in the agent's pid namespace */
         int pidfd;      /* pins the process: every check is against this */
+        /* the pidfd's pidfs inode, once known: a process's identity for its life (6.9+) */
+        bool pidfd_identity_known, pidfd_on_pidfs;
+        dev_t pidfd_dev;
+        ino_t pidfd_ino;
         int proc_fd;    /* O_PATH fd of /proc/PID, bound to this process, not the number */
         ProcStatus status;
         uint64_t start_time; /* /proc/PID/stat field 22, the runtime's "disambiguation key" */
