@@ -7,8 +7,8 @@ import subprocess
 import time
 
 import harness
-from harness import (ALICE, DSCTL, EXIT_RUNTIME_UNREACHABLE, SVC, Agent, Process, RawSession, Target, as_user,
-                     dsctl, make_dir, run_tests, test, wait_for)
+from harness import (ALICE, DSCTL, EXIT_RUNTIME_UNREACHABLE, MALLORY, SVC, Agent, Process, RawSession, Target,
+                     as_user, dsctl, make_dir, run_tests, test, wait_for)
 
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 PROVIDER = "Dsagent-TestTarget"
@@ -154,6 +154,42 @@ def with_few_fds_clients_wait_their_turn_and_none_is_dropped():
     assert failures == [], failures[:5]
     records = agent.records()
     assert len(records) == 90 and all(r["DSAGENT_DECISION"] == "allowed" for r in records), len(records)
+
+
+def ps_loop(agent, user):
+    """A shell that asks ps over and over, as fast as the agent answers."""
+    return Process(as_user(user, ["sh", "-c", f'while :; do "{DSCTL}" --socket "{agent.socket}" ps >/dev/null 2>&1; '
+                                              'done']))
+
+
+@test
+def a_ps_flood_leaves_everyone_else_served():
+    """Sixteen loops of ps by one user and four by root, while another user asks about her process."""
+    own = Target(ALICE)
+    others = [Target(SVC) for _ in range(2)]
+    # a busy host: a thousand more processes for every listing to pass over
+    crowd = Process(as_user(SVC, ["sh", "-c", "for i in $(seq 1000); do sleep 600 & done; wait"]))
+    wait_for(lambda: len(open(f"/proc/{crowd.proc.pid}/task/{crowd.proc.pid}/children").read().split()) >= 1000,
+             what="the crowd of processes")
+    agent = Agent()
+    floods = [ps_loop(agent, MALLORY) for _ in range(16)] + [ps_loop(agent, "root") for _ in range(4)]
+    wait_for(lambda: len(agent.records()) > 200, timeout=60, what="the flood to get going")
+    for _ in range(20):
+        r = dsctl(agent, ALICE, "info", str(own.pid), timeout=10)
+        assert r.returncode == 0, r
+    for f in floods:
+        f.stop()
+    records = agent.records()
+    flood = [r for r in records if r.get("DSAGENT_COMMAND") == "ps"]
+    mine = [r for r in records if r.get("DSAGENT_COMMAND") == "info" and r.get("DSAGENT_CLIENT_UID") ==
+            str(harness.uid_of(ALICE))]
+    # the flood was real, and every one of her requests was decided and recorded
+    assert len(flood) > 200, len(flood)
+    assert len(mine) == 20 and all(r["DSAGENT_DECISION"] == "allowed" for r in mine), mine
+    # root's listings, amid it all, held the other user's processes
+    root_ps = [r for r in flood if r.get("DSAGENT_CLIENT_UID") == "0"]
+    assert root_ps and all(int(r.get("DSAGENT_RESULT_COUNT", "0")) >= len(others) + 1 for r in root_ps[-10:]), \
+        root_ps[-10:]
 
 
 if __name__ == "__main__":
