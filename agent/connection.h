@@ -25,8 +25,8 @@ typedef enum ConnectionState {
         CONNECTION_RELEASED,   /* waiting to be freed; no event of its reaches a handler any more */
 } ConnectionState;
 
-/* The most reply bytes a connection queues: one info reply and its end. A ps listing never
- * queues here; the worker that makes it writes it to the client itself, as the client reads. */
+/* The most reply bytes a connection queues. A ps listing stays far below it: the loop queues
+ * its frames one process at a time and stops producing past PS_QUEUE_HIGH until the client reads. */
 #define CONNECTION_OUT_MAX (256 * 1024)
 
 /* What one connection buffers of its request before it knows the frame is larger. */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The agent's own sandbox: no new privileges, three capabilities, not dumpable, a syscall allowlist */
+/* The agent's own sandbox: no new privileges, two capabilities, not dumpable, a syscall allowlist */
 #pragma once
 
 typedef enum SandboxProfile {

@@ -55,8 +55,8 @@ typedef int (*WorkerHandler)(const WorkerMessage *request, WorkerMessage *reply)
 
 /*
  * Runs in the agent, once, from the event loop: @error is 0 with @reply, or
- * a WORKER_E_* code. The callee owns the reply's fds. The job is freed after
- * the call.
+ * a WORKER_E_* code. The callee owns the reply's fds. The job is already
+ * freed when it runs: nothing of it may be touched there.
  */
 typedef void (*WorkerJobDone)(int error, WorkerMessage *reply, void *userdata);
 
