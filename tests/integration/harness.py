@@ -257,7 +257,7 @@ class Agent:
                                                 "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
                                                 *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
-                                     env=dict(os.environ, **(env or {})))
+                                     env=dict(os.environ, **(env or {})), start_new_session=True)
         scope.callback(self.stop)
         wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
         assert self.proc.poll() is None, open(self.log_path).read()
@@ -270,6 +270,11 @@ class Agent:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # under a wrapper (strace, valgrind) the agent is its child: nothing of the group may outlive the test
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
     def write_policy(self, text, name=None):
         """Replace the policy (or a drop-in) as an administrator would: root-owned, 0644, atomically."""
