@@ -31,14 +31,17 @@ enum {
 /* The mount table of a big container host fits; a bigger one is refused, not cut. */
 #define TARGET_VIEW_MOUNTINFO_MAX (16 * 1024 * 1024)
 
+typedef struct CachedTable CachedTable;
+
 typedef struct TargetView {
         int root_fd;            /* O_PATH: the target's root directory */
         uint64_t root_mount_id;
-        MountTable mounts;      /* the target's mountinfo, read through its pinned /proc fd */
+        const MountTable *mounts; /* the target's mountinfo, read through its pinned /proc fd */
+        CachedTable *cache;     /* which holds the table: a reference, dropped by target_view_done() */
         bool paths_known;       /* false: a chroot; the table (its namespace's) is good for mount ids only */
 } TargetView;
 
-#define TARGET_VIEW_NULL { .root_fd = -EBADF, .mounts = MOUNT_TABLE_NULL }
+#define TARGET_VIEW_NULL { .root_fd = -EBADF }
 
 /* A directory found in a view, and the mount it is on. */
 typedef struct ViewDir {
@@ -53,6 +56,8 @@ typedef struct ViewDir {
  *
  * Reads /proc/PID/mountinfo through the pinned /proc fd (reading it never
  * calls into a file system) and checks that the root itself is a safe mount.
+ * A table this process read before is used again only while the kernel says
+ * its namespace's mounts have not changed since (POLLPRI on mountinfo).
  *
  * Return: 0, TARGET_VIEW_E_UNSAFE_FS, TARGET_VIEW_E_MOUNT, TARGET_VIEW_E_NO_ACCESS,
  * TARGET_VIEW_E_GONE, or a negative errno. *@ret_why explains positive codes.

@@ -252,5 +252,21 @@ def a_fuse_server_that_never_answers_holds_up_nobody():
     assert fuse.proc.poll() is None, "the FUSE server let go before the end"
 
 
+@test
+def a_mount_made_after_the_table_was_read_is_seen_by_the_next_request():
+    """Workers keep the mount tables they read; the kernel's change mark on mountinfo must retire them."""
+    target = Target(SVC, tmpdir=None, mount_ns=True)
+    agent = Agent()
+    # every worker that may take the next requests has this namespace's table by now
+    for _ in range(12):
+        r = dsctl(agent, SVC, "info", str(target.pid))
+        assert r.returncode == 0, r
+    subprocess.run(["nsenter", "-t", str(target.pid), "-m", "mount", "-t", "tmpfs", "tmpfs", "/tmp"], check=True)
+    # the socket is under the new mount now; an old table would call the new mount unlisted (exit 9)
+    for _ in range(12):
+        r = dsctl(agent, SVC, "info", str(target.pid))
+        assert r.returncode == harness.EXIT_NOT_DOTNET and "no diagnostic socket" in r.stderr, r
+
+
 if __name__ == "__main__":
     run_tests()
