@@ -212,6 +212,7 @@ int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Req
         if (c->state == CONNECTION_RELEASED)
                 return -ESHUTDOWN;
         c->on_client_event = on_event;
+        c->watched = c->watched || on_event; /* the client may have sent more while watched: discard it at the end */
         r = sd_event_source_set_io_events(c->io, events);
         if (r < 0)
                 return r;
@@ -225,6 +226,10 @@ int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Req
  */
 static void connection_discard_input(Connection *c) {
         char buf[4096];
+
+        /* the read that completed the request found nothing after it: an ordinary client sent no more */
+        if (c->read_past && !c->trailing && !c->watched)
+                return;
 
         for (size_t total = 0; total < CONNECTION_DISCARD_MAX; total += sizeof(buf))
                 if (recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT) <= 0)

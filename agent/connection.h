@@ -49,6 +49,7 @@ struct Connection {
         size_t in_size;
         bool trailing;          /* bytes came after the frame: a second request smuggled in */
         bool read_past;         /* the read that completed the frame asked for more than it */
+        bool watched;           /* a command watched the client's socket (connection_watch_client) */
 
         uint8_t *out;
         size_t out_size, out_sent;

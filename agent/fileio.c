@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -15,15 +16,28 @@
  *
  * Return: 0 or a negative errno.
  */
-int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0;
+/* The first buffer: it holds any ordinary /proc file, and stays below malloc's mmap threshold. */
+#define READ_FIRST_BUFFER (64 * 1024)
 
-        buf = malloc(max + 1);
+static int read_bounded(int fd, size_t max, bool short_read_is_end, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0, allocated = max < READ_FIRST_BUFFER ? max + 1 : READ_FIRST_BUFFER;
+
+        buf = malloc(allocated);
         if (!buf)
                 return -ENOMEM;
         while (size < max) {
-                ssize_t n = read(fd, buf + size, max - size);
+                ssize_t n;
+
+                if (size + 1 >= allocated) {
+                        size_t grown = allocated > (max + 1) / 2 ? max + 1 : allocated * 2;
+                        char *p = realloc(buf, grown);
+                        if (!p)
+                                return -ENOMEM;
+                        buf = p;
+                        allocated = grown;
+                }
+                n = read(fd, buf + size, (allocated - 1 < max ? allocated - 1 : max) - size);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -32,6 +46,8 @@ int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
                 if (n == 0)
                         break;
                 size += (size_t)n;
+                if (short_read_is_end && size + 1 < allocated && size < max)
+                        break;
         }
         buf[size] = '\0';
 
@@ -40,10 +56,16 @@ int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
         return 0;
 }
 
+int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
+        return read_bounded(fd, max, false, ret, ret_size);
+}
+
 /**
- * read_file_at() - read at most @max bytes of @name below @dir_fd
+ * read_file_at() - read at most @max bytes of the /proc file @name below @dir_fd
  *
  * Never follows a symlink in the last component; a longer file is cut at @max.
+ * A /proc file gives all it has to a read with room for it, so a read that
+ * leaves room is its end: no second read to see the end.
  *
  * Return: 0 or a negative errno.
  */
@@ -53,5 +75,5 @@ int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *r
         fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (fd < 0)
                 return -errno;
-        return read_fd_bounded(fd, max, ret, ret_size);
+        return read_bounded(fd, max, true, ret, ret_size);
 }

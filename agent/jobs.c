@@ -109,19 +109,14 @@ static PolicyRequester requester_from(const JobRequester *j, gid_t *groups) {
                                   .n_groups = j->n_groups < JOBS_GROUPS_MAX ? j->n_groups : JOBS_GROUPS_MAX };
 }
 
-/* The Target the agent described, on fds of its own (the request's are closed after the job). */
-static int target_of_request(const TargetFacts *f, const WorkerMessage *q, Target **ret) {
+/* The Target the agent described, on the fds it sent: taken from @q, so they outlive the job's message. */
+static int target_of_request(const TargetFacts *f, WorkerMessage *q, Target **ret) {
         int pidfd, proc_fd;
 
-        if (q->n_fds != 2)
+        if (q->n_fds != 2 || q->fds[0] < 0 || q->fds[1] < 0)
                 return -EBADF;
-        pidfd = fcntl(q->fds[0], F_DUPFD_CLOEXEC, 3);
-        proc_fd = fcntl(q->fds[1], F_DUPFD_CLOEXEC, 3);
-        if (pidfd < 0 || proc_fd < 0) {
-                safe_close(pidfd);
-                safe_close(proc_fd);
-                return -errno;
-        }
+        pidfd = TAKE_FD(q->fds[0]);
+        proc_fd = TAKE_FD(q->fds[1]);
         return target_from_facts(f, pidfd, proc_fd, ret);
 }
 
@@ -140,7 +135,7 @@ static size_t handle_open(const JobRequest *q, JobReply *a, WorkerMessage *reply
         return REPLY_HEAD + sizeof(a->facts);
 }
 
-static size_t handle_socket(const JobRequest *q, const WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
+static size_t handle_socket(const JobRequest *q, WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
         _cleanup_(target_freep) Target *t = NULL;
         const char *why = NULL;
 
@@ -193,7 +188,7 @@ static size_t handle_unit(const JobRequest *q, JobReply *a) {
         return REPLY_HEAD + sizeof(a->pid);
 }
 
-static size_t handle_stage(const JobRequest *q, const WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
+static size_t handle_stage(const JobRequest *q, WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
         _cleanup_(target_freep) Target *t = NULL;
         DumpStage *s = NULL;
         const char *why = NULL;
@@ -296,7 +291,7 @@ static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobRe
         return REPLY_HEAD + sizeof(a->bytes);
 }
 
-int jobs_handle(const WorkerMessage *msg, WorkerMessage *reply) {
+int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         static JobRequest q;
         JobReply *a = (JobReply *)reply->data;
 
@@ -377,7 +372,9 @@ static const char *why_of(const JobReply *a) {
 /* Hands @q (and @fds) to a worker for @req; @done(..., @req) comes back through @trampoline. */
 static int submit(Request *req, JobRequest *q, size_t size, const int *fds, size_t n_fds, uint64_t timeout_usec,
                   WorkerJobDone trampoline, void *callback) {
-        WorkerMessage m = { .data = q, .size = size, .n_fds = n_fds };
+        /* the target's own fds live as long as the request, whose end cancels its job first */
+        bool of_target = n_fds == 2 && req->target && fds[0] == req->target->pidfd && fds[1] == req->target->proc_fd;
+        WorkerMessage m = { .data = q, .size = size, .n_fds = n_fds, .fds_borrowed = of_target };
         int r;
 
         if (n_fds > 0)

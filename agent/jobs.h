@@ -24,7 +24,7 @@
 typedef struct Broker Broker;
 
 /* The handler the workers run (WorkerPoolConfig.handler). */
-int jobs_handle(const WorkerMessage *request, WorkerMessage *reply);
+int jobs_handle(WorkerMessage *request, WorkerMessage *reply);
 
 /*
  * What workers read of the agent's memory, as it was when they were forked:

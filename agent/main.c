@@ -293,7 +293,7 @@ static int run(const Options *o, int listen_fd, Policy *policy) {
         Broker *broker = NULL;
         int r;
 
-        r = sd_event_default(&event);
+        r = sd_event_new(&event);
         if (r >= 0)
                 r = sd_event_add_signal(event, NULL, SIGTERM, on_exit_signal, NULL);
         if (r >= 0)

@@ -59,6 +59,22 @@ static int sockopt_get_peer_groups(int fd, gid_t primary, gid_t **ret, size_t *r
         return 0;
 }
 
+/* Whether pidfds live on pidfs: a property of the running kernel, so asked once. */
+static int pidfs_known = -1;
+
+int pidfd_identity(int pidfd, struct stat *ret) {
+        struct statfs sfs;
+
+        if (pidfs_known < 0) {
+                if (fstatfs(pidfd, &sfs) < 0)
+                        return -errno;
+                pidfs_known = sfs.f_type == PID_FS_MAGIC;
+        }
+        if (!pidfs_known)
+                return -EOPNOTSUPP;
+        return fstat(pidfd, ret) < 0 ? -errno : 0;
+}
+
 /**
  * sockopt_get_peer_creds() - read the peer's identity, once, from the kernel
  *
@@ -74,7 +90,6 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         _cleanup_free_ gid_t *groups = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         uint64_t pidfd_id = 0;
-        struct statfs sfs;
         struct stat st;
         size_t n_groups = 0;
         int r;
@@ -96,7 +111,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                     errno != EMFILE && errno != ENFILE)
                         return -errno;
         }
-        if (pidfd >= 0 && fstatfs(pidfd, &sfs) == 0 && sfs.f_type == PID_FS_MAGIC && fstat(pidfd, &st) == 0)
+        if (pidfd >= 0 && pidfd_identity(pidfd, &st) == 0)
                 pidfd_id = (uint64_t)st.st_ino;
 
         *ret = (PeerCreds){

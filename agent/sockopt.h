@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define PEER_GROUPS_MAX 65536
@@ -22,4 +23,14 @@ typedef struct PeerCreds {
 #define PEER_CREDS_NULL {}
 
 int sockopt_get_peer_creds(int fd, PeerCreds *ret);
+
+/*
+ * pidfd_identity() - fstat() of a pidfd on pidfs (Linux 6.9+), where each
+ * process has one inode for its whole life: two pidfds name the same process
+ * exactly when st_dev and st_ino match. Whether the kernel has pidfs is asked
+ * of the first pidfd only.
+ *
+ * Return: 0, -EOPNOTSUPP before pidfs (all pidfds share one inode), or a negative errno.
+ */
+int pidfd_identity(int pidfd, struct stat *ret);
 void peer_creds_done(PeerCreds *c);

@@ -143,7 +143,10 @@ static int parse_table_from(int fd, MountTable *ret) {
 /* Whether the namespace's mounts changed since the file was last asked (and from now on, since now). */
 static bool table_changed(int fd) {
         struct pollfd p = { .fd = fd, .events = POLLPRI };
-        return poll(&p, 1, 0) != 1 || (p.revents & (POLLPRI | POLLERR | POLLNVAL));
+        int n = poll(&p, 1, 0);
+
+        /* only a change raises an event here (mountinfo is always readable, but POLLIN was not asked) */
+        return n < 0 || (n > 0 && (p.revents & (POLLPRI | POLLERR | POLLNVAL)));
 }
 
 /* A fresh table from @proc_fd's mountinfo, put in the cache (one slot, the oldest, makes room). */

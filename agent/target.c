@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -19,13 +18,11 @@
 #include "fileio.h"
 #include "procfs.h"
 #include "target-view.h"
+#include "sockopt.h"
 #include "target.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
-#endif
-#ifndef PID_FS_MAGIC
-#define PID_FS_MAGIC 0x50494446
 #endif
 
 #define PROC_SMALL_FILE_MAX (64 * 1024)
@@ -377,10 +374,6 @@ int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why) {
         return 0;
 }
 
-static bool pidfd_is_pidfs(int pidfd) {
-        struct statfs sfs;
-        return fstatfs(pidfd, &sfs) == 0 && sfs.f_type == PID_FS_MAGIC;
-}
 
 /*
  * On pidfs kernels (6.9+) every process has its own inode for its whole life,
@@ -391,12 +384,15 @@ static bool pidfd_is_pidfs(int pidfd) {
 static int target_pidfd_identity(Target *t) {
         struct stat st;
 
+        int r;
+
         if (t->pidfd_identity_known)
                 return 0;
-        t->pidfd_on_pidfs = pidfd_is_pidfs(t->pidfd);
+        r = pidfd_identity(t->pidfd, &st);
+        if (r < 0 && r != -EOPNOTSUPP)
+                return r;
+        t->pidfd_on_pidfs = r == 0;
         if (t->pidfd_on_pidfs) {
-                if (fstat(t->pidfd, &st) < 0)
-                        return -errno;
                 t->pidfd_dev = st.st_dev;
                 t->pidfd_ino = st.st_ino;
         }

@@ -37,6 +37,7 @@ struct WorkerJob {
         size_t size;
         int fds[WORKER_FDS_MAX];
         size_t n_fds;
+        bool fds_borrowed;      /* the submitter's, open until the job ends: never closed here */
         uint64_t timeout_usec;
         sd_event_source *timer;
         Worker *worker;         /* while running */
@@ -180,7 +181,8 @@ static void queue_remove(WorkerPool *p, WorkerJob *j) {
 
 static void job_free(WorkerJob *j) {
         sd_event_source_disable_unref(j->timer);
-        close_fds(j->fds, j->n_fds);
+        if (!j->fds_borrowed)
+                close_fds(j->fds, j->n_fds);
         free(j->data);
         free(j);
 }
@@ -373,7 +375,8 @@ static bool job_start(WorkerJob *j, Worker *w) {
                 return false;
         }
         queue_remove(p, j);
-        close_fds(j->fds, j->n_fds);
+        if (!j->fds_borrowed)
+                close_fds(j->fds, j->n_fds);
         j->n_fds = 0;
         j->worker = w;
         w->job = j;
@@ -436,8 +439,9 @@ int worker_pool_submit(WorkerPool *p, uint32_t owner, const WorkerMessage *reque
                           .userdata = userdata };
         j->data = malloc(request->size ? request->size : 1);
         r = j->data ? 0 : -ENOMEM;
+        j->fds_borrowed = request->fds_borrowed;
         for (size_t i = 0; r == 0 && i < request->n_fds; i++) {
-                j->fds[i] = fcntl(request->fds[i], F_DUPFD_CLOEXEC, 3);
+                j->fds[i] = j->fds_borrowed ? request->fds[i] : fcntl(request->fds[i], F_DUPFD_CLOEXEC, 3);
                 if (j->fds[i] < 0)
                         r = -errno;
                 else

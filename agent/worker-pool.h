@@ -42,16 +42,20 @@ typedef struct WorkerMessage {
         size_t size;
         int fds[WORKER_FDS_MAX];
         size_t n_fds;
+        /* submit only: the caller keeps the fds open until the job is done or cancelled,
+         * so the pool neither duplicates nor closes them */
+        bool fds_borrowed;
 } WorkerMessage;
 
 /*
  * Runs in a worker process: answer @request into @reply (its data points to
  * a WORKER_MESSAGE_MAX buffer; set its size and fds). The request's fds are
- * closed after the handler returns; fds put in the reply are closed after it
+ * closed after the handler returns, except those it took (set to -EBADF in
+ * @request); fds put in the reply are closed after it
  * is sent. Return 0, or a negative errno for "no answer" (the job fails with
  * WORKER_E_DIED).
  */
-typedef int (*WorkerHandler)(const WorkerMessage *request, WorkerMessage *reply);
+typedef int (*WorkerHandler)(WorkerMessage *request, WorkerMessage *reply);
 
 /*
  * Runs in the agent, once, from the event loop: @error is 0 with @reply, or
@@ -85,7 +89,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(WorkerPool *, worker_pool_free);
 /**
  * worker_pool_submit() - have a worker answer @request within @timeout_usec
  * @owner: whose job it is (a uid): owners are limited apart
- * @request: copied, fds duplicated; the caller keeps its own
+ * @request: copied, fds duplicated (unless borrowed); the caller keeps its own
  *
  * @done runs from the event loop, never from inside this call.
  *

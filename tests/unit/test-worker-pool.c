@@ -11,7 +11,7 @@
 #include "worker-pool.h"
 
 /* What a test job asks: "echo TEXT", "sleep MS", "die", "fd" (write "hi" to the fd given, answer /dev/null's fd) */
-static int handler(const WorkerMessage *q, WorkerMessage *a) {
+static int handler(WorkerMessage *q, WorkerMessage *a) {
         char cmd[64] = "";
 
         memcpy(cmd, q->data, q->size < sizeof(cmd) - 1 ? q->size : sizeof(cmd) - 1);
