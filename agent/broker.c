@@ -292,6 +292,22 @@ int broker_start_workers(Broker *b) {
  * are served at a time and the rest wait in the listen backlog, instead of
  * requests failing halfway for want of an fd.
  */
+/*
+ * Workers list ps candidates at a lower priority, so that walking all of
+ * /proc for one user's ps yields the CPU to others' short jobs, and go back
+ * to normal after. Going back needs RLIMIT_NICE at 20 (nice 0 allowed); the
+ * unit sets it (LimitNICE=+0), and root before the sandbox can too.
+ */
+static bool broker_allow_renice(void) {
+        struct rlimit rl = { .rlim_cur = 20, .rlim_max = 20 };
+        struct rlimit now;
+
+        if (getrlimit(RLIMIT_NICE, &now) == 0 && now.rlim_cur >= 20)
+                return true;
+        /* without it, every job runs at normal priority */
+        return setrlimit(RLIMIT_NICE, &rl) == 0;
+}
+
 static void broker_fit_fd_limit(Broker *b) {
         uint64_t need = BROKER_FDS_BASE + (uint64_t)b->config.max_connections * BROKER_FDS_PER_CONNECTION;
         struct rlimit rl;
@@ -337,6 +353,7 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
         b->event = sd_event_ref(event);
         b->config = *config;
         broker_fit_fd_limit(b);
+        b->may_renice = broker_allow_renice();
         b->policy = policy;
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();

@@ -60,20 +60,36 @@ int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
         return read_bounded(fd, max, false, ret, ret_size);
 }
 
-/**
- * read_file_at() - read at most @max bytes of the /proc file @name below @dir_fd
- *
- * Never follows a symlink in the last component; a longer file is cut at @max.
- * A /proc file gives all it has to a read with room for it, so a read that
- * leaves room is its end: no second read to see the end.
- *
- * Return: 0 or a negative errno.
- */
-int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size) {
+static int read_at(int dir_fd, const char *name, size_t max, bool short_read_is_end, char **ret, size_t *ret_size) {
         _cleanup_close_ int fd = -EBADF;
 
         fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
         if (fd < 0)
                 return -errno;
-        return read_bounded(fd, max, true, ret, ret_size);
+        return read_bounded(fd, max, short_read_is_end, ret, ret_size);
+}
+
+/**
+ * read_file_at() - read at most @max bytes of @name below @dir_fd
+ *
+ * Never follows a symlink in the last component; a longer file is cut at @max.
+ *
+ * Return: 0 or a negative errno.
+ */
+int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size) {
+        return read_at(dir_fd, name, max, false, ret, ret_size);
+}
+
+/**
+ * read_proc_whole_at() - read_file_at() for a /proc file that one read gives whole
+ *
+ * Only for files that fill any read to its end: those made by one show()
+ * (single_open: status, stat, cgroup, auxv) and the memory reads (cmdline,
+ * environ). A multi-record seq_file (mountinfo, net/unix) gives about a page
+ * per read, so a short read is not its end there: use read_file_at().
+ *
+ * Return: 0 or a negative errno.
+ */
+int read_proc_whole_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size) {
+        return read_at(dir_fd, name, max, true, ret, ret_size);
 }

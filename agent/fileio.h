@@ -6,3 +6,4 @@
 
 int read_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size);
 int read_file_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size);
+int read_proc_whole_at(int dir_fd, const char *name, size_t max, char **ret, size_t *ret_size);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -210,6 +211,9 @@ static size_t handle_stage(const JobRequest *q, WorkerMessage *msg, JobReply *a,
         return REPLY_HEAD + sizeof(a->stage);
 }
 
+#define JOBS_CANDIDATES_NICE 10
+
+
 static size_t handle_candidates(const JobRequest *q, JobReply *a) {
         gid_t groups[JOBS_GROUPS_MAX];
         PolicyRequester who = requester_from(&q->who, groups);
@@ -220,7 +224,11 @@ static size_t handle_candidates(const JobRequest *q, JobReply *a) {
 
         f.any_uid = policy_visible_uids(broker->policy, &who, uids, sizeof(uids) / sizeof(uids[0]), &n_uids);
         f.n_uids = n_uids;
+        /* a walk over all of /proc: other users' short jobs go first (only if the way back is open) */
+        bool niced = broker->may_renice && setpriority(PRIO_PROCESS, 0, JOBS_CANDIDATES_NICE) == 0;
         a->r = discover_candidates(&f, pids, DISCOVER_CANDIDATES_MAX, &n);
+        if (niced)
+                (void)setpriority(PRIO_PROCESS, 0, 0); /* allowed: may_renice said so */
         if (a->r != 0)
                 return REPLY_HEAD;
         a->candidates.n = (uint32_t)n;

@@ -146,6 +146,10 @@ static int allow_forking_workers(scmp_filter_ctx ctx) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
+        /* a worker lowers its own priority for a ps listing, and raises it back (jobs.c) */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setpriority), 2, SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS),
+                                     SCMP_A1(SCMP_CMP_EQ, 0));
         return r;
 }
 

@@ -68,10 +68,10 @@ static int target_read_identity(Target *t) {
         size_t status_size, stat_size;
         int r;
 
-        r = read_file_at(t->proc_fd, "status", PROC_SMALL_FILE_MAX, &status, &status_size);
+        r = read_proc_whole_at(t->proc_fd, "status", PROC_SMALL_FILE_MAX, &status, &status_size);
         if (r < 0)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
-        r = read_file_at(t->proc_fd, "stat", PROC_SMALL_FILE_MAX, &stat, &stat_size);
+        r = read_proc_whole_at(t->proc_fd, "stat", PROC_SMALL_FILE_MAX, &stat, &stat_size);
         if (r < 0)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
 
@@ -196,7 +196,7 @@ int target_read_details(Target *t) {
         ssize_t n;
         int r;
 
-        r = read_file_at(t->proc_fd, "cmdline", PROC_SMALL_FILE_MAX, &cmdline, &size);
+        r = read_proc_whole_at(t->proc_fd, "cmdline", PROC_SMALL_FILE_MAX, &cmdline, &size);
         if (r == 0 && procfs_cmdline_name(cmdline, size, &t->name) < 0)
                 return -ENOMEM;
 
@@ -209,7 +209,7 @@ int target_read_details(Target *t) {
                 t->exe = TAKE_PTR(exe);
         }
 
-        r = read_file_at(t->proc_fd, "cgroup", PROC_SMALL_FILE_MAX, &cgroup, &size);
+        r = read_proc_whole_at(t->proc_fd, "cgroup", PROC_SMALL_FILE_MAX, &cgroup, &size);
         if (r == 0 && procfs_cgroup_unit(cgroup, size, &t->unit) < 0)
                 return -ENOMEM;
 
@@ -234,7 +234,7 @@ int target_read_environment(Target *t) {
 
         if (t->environment_read)
                 return 0;
-        r = read_file_at(t->proc_fd, "auxv", PROC_SMALL_FILE_MAX, &auxv, &size);
+        r = read_proc_whole_at(t->proc_fd, "auxv", PROC_SMALL_FILE_MAX, &auxv, &size);
         if (r < 0 && r != -EACCES && r != -EPERM)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
         /* a vector that cannot be read or does not parse counts as secure: fail closed */
@@ -242,7 +242,7 @@ int target_read_environment(Target *t) {
                 t->secure_exec = true;
 
         if (!t->secure_exec) {
-                r = read_file_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &env_block, &size);
+                r = read_proc_whole_at(t->proc_fd, "environ", PROC_ENVIRON_MAX, &env_block, &size);
                 if (r < 0 && r != -EACCES && r != -EPERM)
                         return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
                 if (r == 0) {
