@@ -8,6 +8,7 @@ was there) before the test asserts that nothing outside changed."""
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 
 import harness
@@ -118,7 +119,11 @@ def watcher(target, mode, arg, shared, userns):
     """staging_watcher.py as the target's user, in the target's mount namespace, and in its user namespace
     (which the user made, so the user may enter it and mount there) when @userns."""
     stop, tally = os.path.join(shared, "stop"), os.path.join(shared, "tally")
-    script = [harness.PYTHON, os.path.join(harness.HERE, "staging_watcher.py"), mode, arg, stop, tally]
+    # a copy where the target's namespace sees it: a source tree under /tmp is hidden by its private /tmp
+    copy = os.path.join(shared, "staging_watcher.py")
+    shutil.copy(os.path.join(harness.HERE, "staging_watcher.py"), copy)
+    os.chmod(copy, 0o644)
+    script = [harness.PYTHON, copy, mode, arg, stop, tally]
     if userns:
         argv = as_user(SVC, ["nsenter", f"--target={target.pid}", "--user", "--mount", "--preserve-credentials"]
                        + script)
