@@ -410,3 +410,117 @@ int dotnet_ipc_session_id_decode(const DotnetIpcResponse *reply, uint64_t *ret_s
         *ret_session_id = unaligned_read_le64(reply->payload);
         return 0;
 }
+
+/* Can @command say all that @config and @o ask for, dropping or changing nothing? */
+static bool collect_tracing_expressible(DotnetIpcCommand command, const EventPipeConfig *config,
+                                        const DotnetIpcTracingOptions *o) {
+        bool implied_keyword = o->rundown_keyword == (config->rundown ? DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT : 0);
+
+        if ((o->rundown_keyword != 0) != config->rundown || o->format > DOTNET_IPC_FORMAT_NETTRACE)
+                return false;
+        if (o->filters && command != DOTNET_IPC_COLLECT_TRACING5)
+                return false;
+        switch (command) {
+        case DOTNET_IPC_COLLECT_TRACING: /* rundown and stacks, always */
+                return config->rundown && implied_keyword && o->stackwalk;
+        case DOTNET_IPC_COLLECT_TRACING2: /* rundown or not, stacks always */
+                return implied_keyword && o->stackwalk;
+        case DOTNET_IPC_COLLECT_TRACING3:
+                return implied_keyword;
+        default:
+                return true;
+        }
+}
+
+/* One provider_config at @payload + *@pos; CollectTracing5's carries its event filter (@f, or none). */
+static int collect_tracing_put_provider(const EventPipeProvider *p, bool with_filter, const DotnetIpcEventFilter *f,
+                                        uint8_t *payload, size_t size, size_t *pos) {
+        size_t n, n_ids = f ? f->n_event_ids : 0;
+        int r;
+
+        if (!p->name || !*p->name || p->level > EVENTPIPE_LEVEL_MAX)
+                return DOTNET_IPC_E_MALFORMED;
+        if (size - *pos < 12)
+                return DOTNET_IPC_E_TOO_LARGE;
+        unaligned_write_le64(payload + *pos, p->keywords);
+        unaligned_write_le32(payload + *pos + 8, p->level);
+        *pos += 12;
+        r = dotnet_ipc_string_encode(p->name, payload + *pos, size - *pos, &n);
+        if (r == 0) {
+                *pos += n;
+                r = dotnet_ipc_string_encode(p->arguments, payload + *pos, size - *pos, &n);
+        }
+        if (r == -ENOBUFS)
+                return DOTNET_IPC_E_TOO_LARGE;
+        if (r != 0)
+                return r;
+        *pos += n;
+        if (!with_filter)
+                return 0;
+
+        if (size - *pos < 5 || (size - *pos - 5) / 4 < n_ids)
+                return DOTNET_IPC_E_TOO_LARGE;
+        payload[*pos] = f && f->enable ? 1 : 0;
+        unaligned_write_le32(payload + *pos + 1, (uint32_t)n_ids);
+        *pos += 5;
+        for (size_t i = 0; i < n_ids; i++, *pos += 4)
+                unaligned_write_le32(payload + *pos, f->event_ids[i]);
+        return 0;
+}
+
+/**
+ * dotnet_ipc_collect_tracing_encode_command() - CollectTracing in the version @command names
+ * @command: DOTNET_IPC_COLLECT_TRACING to DOTNET_IPC_COLLECT_TRACING5 (a streaming session)
+ * @config: the providers, and whether rundown is asked for
+ * @options: format, rundown keyword (0 exactly when @config asks for no rundown), stack
+ *      walking, and for CollectTracing5 the event filters, one per provider
+ *
+ * Writes exactly the fields of that version, in the .NET client's encoding (booleans as one
+ * byte 0 or 1). A version that cannot say what is asked is refused rather than made to say
+ * less: CollectTracing always does rundown with the default keyword and walks stacks;
+ * CollectTracing2 walks stacks and knows only the default keyword; CollectTracing3 adds
+ * turning stacks off; filters need CollectTracing5. For CollectTracing2 with NetTrace, the
+ * default keyword or none, and stacks, the bytes are those of dotnet_ipc_collect_tracing_encode().
+ *
+ * Return: 0 with *@ret_size set; -EINVAL for another @command; DOTNET_IPC_E_MALFORMED for a zero
+ * buffer, no providers, a provider without a name or with a level above 5, a format above 1, or
+ * options @command cannot express; DOTNET_IPC_E_TOO_LARGE past 64 KiB; -ENOBUFS.
+ */
+int dotnet_ipc_collect_tracing_encode_command(DotnetIpcCommand command, const EventPipeConfig *config,
+                                              uint32_t buffer_mb, const DotnetIpcTracingOptions *options,
+                                              uint8_t *buf, size_t buf_size, size_t *ret_size) {
+        uint8_t payload[DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE];
+        size_t pos = 0;
+        int r;
+
+        if (command < DOTNET_IPC_COLLECT_TRACING || command > DOTNET_IPC_COLLECT_TRACING5)
+                return -EINVAL;
+        if (buffer_mb == 0 || config->n_providers == 0 || !collect_tracing_expressible(command, config, options))
+                return DOTNET_IPC_E_MALFORMED;
+
+        if (command == DOTNET_IPC_COLLECT_TRACING5) {
+                unaligned_write_le32(payload, 0); /* session type: streaming */
+                pos = 4;
+        }
+        unaligned_write_le32(payload + pos, buffer_mb);
+        unaligned_write_le32(payload + pos + 4, options->format);
+        pos += 8;
+        if (command == DOTNET_IPC_COLLECT_TRACING2 || command == DOTNET_IPC_COLLECT_TRACING3)
+                payload[pos++] = config->rundown ? 1 : 0;
+        if (command >= DOTNET_IPC_COLLECT_TRACING4) {
+                unaligned_write_le64(payload + pos, options->rundown_keyword);
+                pos += 8;
+        }
+        if (command >= DOTNET_IPC_COLLECT_TRACING3)
+                payload[pos++] = options->stackwalk ? 1 : 0;
+        unaligned_write_le32(payload + pos, (uint32_t)config->n_providers);
+        pos += 4;
+        for (size_t i = 0; i < config->n_providers; i++) {
+                r = collect_tracing_put_provider(&config->providers[i], command == DOTNET_IPC_COLLECT_TRACING5,
+                                                 options->filters ? &options->filters[i] : NULL, payload,
+                                                 sizeof(payload), &pos);
+                if (r != 0)
+                        return r;
+        }
+        return dotnet_ipc_request_encode(command, payload, pos, buf, buf_size, ret_size);
+}

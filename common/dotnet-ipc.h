@@ -141,3 +141,36 @@ int dotnet_ipc_collect_tracing_encode(const struct EventPipeConfig *config, uint
                                       size_t buf_size, size_t *ret_size);
 int dotnet_ipc_stop_tracing_encode(uint64_t session_id, uint8_t *buf, size_t buf_size, size_t *ret_size);
 int dotnet_ipc_session_id_decode(const DotnetIpcResponse *reply, uint64_t *ret_session_id);
+
+/*
+ * CollectTracing in each of its versions 1 to 5, for requests the agent decodes from a tool
+ * (common/ipc-request.h) and encodes again. dotnet_ipc_collect_tracing_encode() above stays
+ * what the agent's own sessions send.
+ */
+#define DOTNET_IPC_FORMAT_NETPERF 0u
+#define DOTNET_IPC_FORMAT_NETTRACE 1u
+/* the rundown keywords that CollectTracing 1 to 3 imply when they ask for rundown, and the
+ * .NET client's default for 4 and 5: GC, Loader, Jit, NGen, 0x100, ILToNativeMap, ThreadTransfer */
+#define DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT 0x80020139ull
+/* E_ACCESSDENIED: never sent by a runtime; the agent answers a request its policy refuses with it */
+#define DOTNET_IPC_HR_ACCESS_DENIED 0x80070005u
+
+/* CollectTracing5's per-provider filter. With @enable only the listed events are enabled,
+ * without it all but them; { false, none } lets everything through. */
+typedef struct DotnetIpcEventFilter {
+        bool enable;
+        uint32_t *event_ids;
+        size_t n_event_ids;
+} DotnetIpcEventFilter;
+
+/* What a CollectTracing request says besides its buffer and providers. */
+typedef struct DotnetIpcTracingOptions {
+        uint32_t format;          /* DOTNET_IPC_FORMAT_* */
+        uint64_t rundown_keyword; /* 0: no rundown */
+        bool stackwalk;
+        const DotnetIpcEventFilter *filters; /* CollectTracing5 only: one per provider, or NULL for none */
+} DotnetIpcTracingOptions;
+
+int dotnet_ipc_collect_tracing_encode_command(DotnetIpcCommand command, const struct EventPipeConfig *config,
+                                              uint32_t buffer_mb, const DotnetIpcTracingOptions *options,
+                                              uint8_t *buf, size_t buf_size, size_t *ret_size);

@@ -154,6 +154,135 @@ def dotnet_ipc():
     write(t, "string-trailing", M_STRING + ipc_string("x") + b"tail")
 
 
+
+# --- requests a tool sends through the proxy (common/ipc-request.h) -------------
+#
+# Byte for byte as Microsoft.Diagnostics.NETCore.Client writes them (ipc-protocol.md
+# 1.4, 2): BinaryWriter int/uint as 4 bytes, long as 8, bool as 1 byte 0 or 1, strings
+# as ipc_string(); a provider without arguments gets "" (count 1). The first byte is the
+# fuzz target's mode: bit 0 sets the header's size to the length, bit 1 also decodes the
+# message cut short by one byte.
+
+R_EXACT, R_FIX_SIZE, R_CUT = b"\x00", b"\x01", b"\x02"
+CLR = "Microsoft-Windows-DotNETRuntime"
+CLR_PRIVATE = "Microsoft-Windows-DotNETRuntimePrivate"
+SAMPLER = "Microsoft-DotNETCore-SampleProfiler"
+RUNDOWN_DEFAULT = 0x80020139
+CLSID = bytes.fromhex("1f6b1ac06e2d6b4f9a8c0d1e2f3a4b5c")  # {c01a6b1f-2d6e-4f6b-9a8c-0d1e2f3a4b5c}
+
+
+def provider(name, keywords, level, arguments="", event_filter=None):
+    """provider_config; event_filter (enable, [ids]) makes it CollectTracing5's form."""
+    b = struct.pack("<QI", keywords, level) + ipc_string(name) + ipc_string(arguments)
+    if event_filter is not None:
+        enable, ids = event_filter
+        b += struct.pack("<BI", enable, len(ids)) + b"".join(struct.pack("<I", i) for i in ids)
+    return b
+
+
+def providers(*items):
+    return struct.pack("<I", len(items)) + b"".join(items)
+
+
+def collect_tracing(version, *items, mb=256, fmt=1, rundown=True, keyword=RUNDOWN_DEFAULT, stackwalk=True,
+                    session_type=0, tail=b""):
+    """tail: what follows the providers (CollectTracing6's u32 sessionBufferMode)"""
+    if version == 1:
+        head = struct.pack("<II", mb, fmt)
+    elif version == 2:
+        head = struct.pack("<IIB", mb, fmt, rundown)
+    elif version == 3:
+        head = struct.pack("<IIBB", mb, fmt, rundown, stackwalk)
+    elif version == 4:
+        head = struct.pack("<IIQB", mb, fmt, keyword, stackwalk)
+    else:  # 5 and 6: streaming session
+        head = struct.pack("<IIIQB", session_type, mb, fmt, keyword, stackwalk)
+    return ipc_message(0x02, 0x01 + version, head + providers(*items) + tail)
+
+
+def ipc_request():
+    t = "ipc-request"
+    # the Process set: no payload but EnablePerfMap's u32 type
+    for name, cid in (("processinfo", 0x00), ("resume-runtime", 0x01), ("process-environment", 0x02),
+                      ("processinfo2", 0x04), ("disable-perfmap", 0x06), ("processinfo3", 0x08)):
+        write(t, name, R_EXACT + ipc_message(0x04, cid, b""))
+    write(t, "enable-perfmap", R_EXACT + ipc_message(0x04, 0x05, struct.pack("<I", 3)))
+    write(t, "stop-tracing", R_CUT + ipc_message(0x02, 0x01, struct.pack("<Q", 0x00007F3A5C001230)))
+
+    # dotnet-trace: a profile's providers, EventCounters, a Meter listener
+    metrics = ("SessionId=6e0a7d2c-2b6f-4a43-9c1f-3a1d5f9e8b70;Metrics=System.Runtime;RefreshInterval=1;"
+               "MaxTimeSeries=1000;MaxHistograms=10;ClientId=1f4c2f62-8d8b-4e5a-9d0c-7a3f2e6b1c55")
+    trace = collect_tracing(2, provider(SAMPLER, 0xF00000000000, 4), provider(CLR, 0x14C14FCCBD, 4),
+                            provider("System.Runtime", 0, 4, "EventCounterIntervalSec=1"),
+                            provider("System.Diagnostics.Metrics", 0x2, 4, metrics))
+    write(t, "collect-tracing2-dotnet-trace", R_CUT + trace)
+    write(t, "collect-tracing2-size-fixed", R_FIX_SIZE + trace[:14] + b"\xff\xff" + trace[16:])
+    write(t, "collect-tracing2-no-rundown", R_EXACT + collect_tracing(
+        2, provider("System.Runtime", 0, 4, "EventCounterIntervalSec=5"), rundown=False))
+    # dotnet-gcdump's heap session (Drop mode: the client's fallback from CollectTracing6)
+    write(t, "collect-tracing2-gcdump", R_EXACT + collect_tracing(2, provider(CLR, 0x1980001, 5), mb=1024))
+    write(t, "collect-tracing1-netperf", R_EXACT + collect_tracing(1, provider(CLR, 0x1, 4, None), mb=16, fmt=0))
+    write(t, "collect-tracing3-no-stacks", R_CUT + collect_tracing(
+        3, provider(CLR, 0x1, 4), rundown=False, stackwalk=False))
+    write(t, "collect-tracing4-gc-rundown", R_CUT + collect_tracing(
+        4, provider(CLR, 0x1, 4), provider(CLR_PRIVATE, 0x1, 4), keyword=0x1))
+    write(t, "collect-tracing5-filters", R_CUT + collect_tracing(
+        5, provider(CLR, 0x8, 4, event_filter=(1, [80, 250, 0x10000])),
+        provider("My.Events", 0, 5, "Level=debug", event_filter=(0, [])), mb=100))
+    write(t, "collect-tracing5-user-events", R_EXACT + collect_tracing(
+        5, provider(CLR, 0x8, 4, event_filter=(0, [])), session_type=1))
+    write(t, "collect-tracing6-block", R_EXACT + collect_tracing(
+        6, provider(CLR, 0x1980001, 5, event_filter=(0, [])), mb=1024, tail=struct.pack("<I", 1)))
+
+    # GenerateCoreDump: string path, u32 type, u32 diagnostics (v1) or flags (v2, v3)
+    for cid, dtype, flags in ((0x01, 1, 1), (0x02, 2, 0), (0x03, 4, 0x5), (0x03, 3, 0x8)):
+        write(t, "dump%d-type%d" % (cid, dtype), R_CUT + ipc_message(
+            0x01, cid, ipc_string("/var/tmp/dumps/core.%p") + struct.pack("<II", dtype, flags)))
+    write(t, "dump3-unicode-path", R_EXACT + ipc_message(
+        0x01, 0x03, ipc_string("/tmp/Größe/核\U0001F4A5.dmp") + struct.pack("<II", 4, 0)))
+
+    # the commands that run the requester's code
+    write(t, "set-environment-variable", R_CUT + ipc_message(
+        0x04, 0x03, ipc_string("DOTNET_gcServer") + ipc_string("1")))
+    write(t, "set-environment-variable-unset", R_EXACT + ipc_message(
+        0x04, 0x03, ipc_string("LD_PRELOAD") + ipc_string(None)))
+    write(t, "apply-startup-hook", R_CUT + ipc_message(0x04, 0x07, ipc_string("/srv/hooks/Hook.dll")))
+    write(t, "attach-profiler", R_CUT + ipc_message(
+        0x03, 0x01, struct.pack("<I", 10) + CLSID + ipc_string("/opt/prof/libprof.so")
+        + struct.pack("<I", 5) + b"\x01\x02\x03\x00\xff"))
+    write(t, "attach-profiler-no-data", R_EXACT + ipc_message(
+        0x03, 0x01, struct.pack("<I", 0) + CLSID + ipc_string("/opt/prof/libprof.so") + struct.pack("<I", 0)))
+    write(t, "startup-profiler", R_CUT + ipc_message(0x03, 0x02, CLSID + ipc_string("/opt/prof/libprof.so")))
+
+    # refused, one class each
+    pi = ipc_message(0x04, 0x00, b"")
+    write(t, "reject-short", R_EXACT + pi[:19])
+    write(t, "reject-magic", R_EXACT + b"DOTNET_IPC_V2\0" + pi[14:])
+    write(t, "reject-reserved", R_EXACT + ipc_header(20, 0x04, 0x00, reserved=1))
+    write(t, "reject-size-below-header", R_EXACT + ipc_header(19, 0x04, 0x00))
+    write(t, "reject-second-message", R_EXACT + pi + pi)
+    write(t, "reject-size-beyond", R_EXACT + ipc_header(28, 0x02, 0x01) + b"\0\0\0\0")
+    write(t, "reject-unknown-set", R_EXACT + ipc_message(0x05, 0x00, b""))
+    write(t, "reject-unknown-id", R_EXACT + ipc_message(0x04, 0x09, b""))
+    write(t, "reject-server-reply", R_EXACT + ipc_message(0xFF, 0xFF, struct.pack("<I", 0)))
+    write(t, "reject-wildcard-provider", R_EXACT + collect_tracing(2, provider("*", 0xFFFFFFFFFFFFFFFF, 5)))
+    write(t, "reject-duplicate-provider", R_EXACT + collect_tracing(2, provider(CLR, 1, 4), provider(CLR, 2, 5)))
+    write(t, "reject-33-providers", R_EXACT + collect_tracing(
+        2, *[provider("P%d" % i, 1, 4) for i in range(33)]))
+    write(t, "reject-level-6", R_EXACT + collect_tracing(2, provider(CLR, 1, 6)))
+    write(t, "reject-name-257", R_EXACT + collect_tracing(2, provider("a" * 257, 1, 4)))
+    write(t, "reject-lone-surrogate", R_EXACT + ipc_message(0x02, 0x03, struct.pack("<IIB", 256, 1, 1)
+          + struct.pack("<I", 1) + struct.pack("<QI", 1, 4) + ipc_string(CLR) + ipc_raw_string([0x41, 0xD800])))
+    write(t, "reject-string-unterminated", R_EXACT + ipc_message(
+        0x04, 0x07, struct.pack("<I", 3) + "a.dll"[:3].encode("utf-16-le")))
+    write(t, "reject-dump-type-0", R_EXACT + ipc_message(0x01, 0x02, ipc_string("/tmp/d") + struct.pack("<II", 0, 0)))
+    write(t, "reject-dump-empty-path", R_EXACT + ipc_message(0x01, 0x03, ipc_string("") + struct.pack("<II", 1, 0)))
+    write(t, "reject-zero-clsid", R_EXACT + ipc_message(0x03, 0x02, bytes(16) + ipc_string("/p.so")))
+    write(t, "reject-client-data-beyond", R_EXACT + ipc_message(
+        0x03, 0x01, struct.pack("<I", 1) + CLSID + ipc_string("/p.so") + struct.pack("<I", 9) + b"\0"))
+    write(t, "reject-env-name-with-equals", R_EXACT + ipc_message(0x04, 0x03, ipc_string("A=B") + ipc_string("1")))
+
+
 # --- dsctl <-> dsagent frames (common/wire.h) ----------------------------------
 
 TAG = dict(PID=1, UID=2, UNIT=3, NAME=4, EXE=5, COMMAND_LINE=6, OS=7, ARCH=8, RUNTIME_VERSION=9,
@@ -588,7 +717,7 @@ def elf_core_seeds():
 
 
 def main():
-    for fn in (dotnet_ipc, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace):
+    for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace):
         fn()
     return 0
 
