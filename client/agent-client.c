@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "agent-client.h"
 #include "cleanup.h"
@@ -19,11 +22,23 @@ AgentClient *agent_client_free(AgentClient *client) {
         return NULL;
 }
 
-/* Return: 0 or a negative errno (-ECONNREFUSED, -ENOENT, -EACCES: no agent there). */
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void agent_client_set_deadline(AgentClient *client, uint64_t usec, const char *what) {
+        client->deadline_usec = now_usec() + usec;
+        snprintf(client->deadline_what, sizeof(client->deadline_what), "%s", what);
+}
+
 int agent_client_connect(const char *socket_path, unsigned timeout_sec, AgentClient **ret) {
         _cleanup_(agent_client_freep) AgentClient *client = NULL;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct timeval tv = { .tv_sec = timeout_sec };
+        char what[96];
 
         if (strlen(socket_path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
@@ -41,6 +56,8 @@ int agent_client_connect(const char *socket_path, unsigned timeout_sec, AgentCli
                 return -errno;
         if (connect(client->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
                 return -errno;
+        snprintf(what, sizeof(what), "dsctl's wait for the agent's first answer (%u s)", timeout_sec);
+        agent_client_set_deadline(client, timeout_sec * 1000000ULL, what);
 
         *ret = TAKE_PTR(client);
         return 0;
@@ -124,4 +141,42 @@ int agent_client_receive(AgentClient *client, WireMessage *ret) {
         if (wire_message_decode(client->frame, client->frame_size, ret) != 0)
                 return -EBADMSG;
         return 0;
+}
+
+/* The agent's word on how long it will take: its deadline, and which one that is. */
+static void take_deadline(AgentClient *client, const WireMessage *m) {
+        _cleanup_free_ char *what = NULL;
+        uint64_t usec;
+
+        if (wire_message_get_u64(m, WIRE_TAG_DEADLINE, &usec) != 0 || usec > UINT64_MAX / 2)
+                return;
+        client->deadline_usec = now_usec() + usec + AGENT_CLIENT_GRACE_USEC;
+        if (wire_message_get_string(m, WIRE_TAG_MESSAGE, &what) == 0)
+                snprintf(client->deadline_what, sizeof(client->deadline_what), "%s", what);
+}
+
+int agent_client_next(AgentClient *client, WireMessage *ret, void (*tick)(void *userdata), void *userdata) {
+        for (;;) {
+                struct pollfd p = { .fd = client->fd, .events = POLLIN };
+                uint64_t now = now_usec(), wait;
+                int r;
+
+                if (now >= client->deadline_usec)
+                        return -ETIMEDOUT;
+                wait = client->deadline_usec - now;
+                if (tick && wait > 1000000ULL)
+                        wait = 1000000ULL;
+                r = poll(&p, 1, (int)((wait + 999) / 1000));
+                if (r < 0 && errno != EINTR)
+                        return -errno;
+                if (r <= 0) {
+                        if (tick)
+                                tick(userdata);
+                        continue;
+                }
+                r = agent_client_receive(client, ret);
+                if (r == 0 && ret->type == WIRE_REPLY_PROGRESS)
+                        take_deadline(client, ret);
+                return r;
+        }
 }

@@ -17,6 +17,7 @@ enum {
         EXIT_NO_SPACE = 11,
         EXIT_UNSAFE_FS = 12,
         EXIT_NO_STAGING = 13,
+        EXIT_POLICY_BROKEN = 14,
         EXIT_INTERRUPTED = 130, /* a second Ctrl-C: left without waiting for the session's end */
 };
 

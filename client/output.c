@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
 
 #include "cleanup.h"
+#include "exit-status.h"
 #include "output.h"
 #include "text.h"
 
@@ -163,10 +166,10 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
 }
 
 static bool output_is_list(const Output *o) {
-        return strcmp(o->verb, "ps") == 0 || strcmp(o->verb, "dumps") == 0;
+        return strcmp(o->verb, "ps") == 0 || (strcmp(o->verb, "dumps") == 0 && !o->removing);
 }
 
-static void format_size(uint64_t size, char *buf, size_t n) {
+void output_format_size(uint64_t size, char *buf, size_t n) {
         static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
         double v = (double)size;
         int u = 0;
@@ -178,57 +181,175 @@ static void format_size(uint64_t size, char *buf, size_t n) {
         snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
 }
 
-void output_dump(Output *o, const WireMessage *m, const char *saved_to) {
-        _cleanup_free_ char *path = NULL, *type = NULL, *escaped = NULL;
-        uint64_t size = 0, time_usec = 0;
-        uint32_t readable = 0, pid = 0;
-        bool first = true;
-        char size_text[32], when[32] = "-";
+struct DumpRow {
+        char *path, *type, *unit, *name, *exe;
+        uint64_t size, time_usec;
+        uint32_t readable, pid, uid;
+        bool have_uid;
+};
 
-        (void)wire_message_get_string(m, WIRE_TAG_PATH, &path);
-        (void)wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &type);
-        (void)wire_message_get_u64(m, WIRE_TAG_SIZE, &size);
-        (void)wire_message_get_u64(m, WIRE_TAG_TIME, &time_usec);
-        (void)wire_message_get_u32(m, WIRE_TAG_READABLE, &readable);
-        (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
+static void dump_row_done(DumpRow *r) {
+        free(r->path);
+        free(r->type);
+        free(r->unit);
+        free(r->name);
+        free(r->exe);
+}
+
+static void dump_row_read(DumpRow *r, const WireMessage *m) {
+        (void)wire_message_get_string(m, WIRE_TAG_PATH, &r->path);
+        (void)wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &r->type);
+        (void)wire_message_get_string(m, WIRE_TAG_UNIT, &r->unit);
+        (void)wire_message_get_string(m, WIRE_TAG_NAME, &r->name);
+        (void)wire_message_get_string(m, WIRE_TAG_EXE, &r->exe);
+        (void)wire_message_get_u64(m, WIRE_TAG_SIZE, &r->size);
+        (void)wire_message_get_u64(m, WIRE_TAG_TIME, &r->time_usec);
+        (void)wire_message_get_u32(m, WIRE_TAG_READABLE, &r->readable);
+        (void)wire_message_get_u32(m, WIRE_TAG_PID, &r->pid);
+        r->have_uid = wire_message_get_u32(m, WIRE_TAG_UID, &r->uid) == 0;
+}
+
+/* The name a dump is shown by: the process's name, else its executable's. */
+static const char *dump_row_name(const DumpRow *r) {
+        const char *slash;
+
+        if (r->name)
+                return r->name;
+        if (!r->exe)
+                return NULL;
+        slash = strrchr(r->exe, '/');
+        return slash ? slash + 1 : r->exe;
+}
+
+/* "2026-11-21 14:05:09" in local time, as coredumpctl shows it */
+static void format_when(uint64_t time_usec, char *buf, size_t n) {
+        time_t t = (time_t)(time_usec / 1000000);
+        struct tm tm;
+
+        if (time_usec == 0 || !localtime_r(&t, &tm) || strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm) == 0)
+                snprintf(buf, n, "-");
+}
+
+static void dump_row_json(Output *o, const DumpRow *r, const char *saved_to) {
+        bool first = true;
+
+        fputs(o->count > 0 ? ",{" : "{", o->stream);
+        json_member_string(o->stream, &first, "path", r->path);
+        json_member_uint(o->stream, &first, "size", r->size);
+        json_member_string(o->stream, &first, "type", r->type);
+        if (r->pid)
+                json_member_uint(o->stream, &first, "pid", r->pid);
+        if (r->have_uid) {
+                json_member_uint(o->stream, &first, "uid", r->uid);
+                json_member_string(o->stream, &first, "user", user_name(r->uid));
+        }
+        json_member_string(o->stream, &first, "unit", r->unit);
+        json_member_string(o->stream, &first, "name", dump_row_name(r));
+        json_member_string(o->stream, &first, "exe", r->exe);
+        if (r->time_usec)
+                json_member_uint(o->stream, &first, "time_usec", r->time_usec);
+        fprintf(o->stream, ",\"readable\":%s", r->readable ? "true" : "false");
+        json_member_string(o->stream, &first, "saved_to", saved_to);
+        fputc('}', o->stream);
+        o->count++;
+}
+
+/* The listing's row: everything in it came from a process or the file system, and is escaped. */
+static void dump_row_text(Output *o, const DumpRow *r) {
+        _cleanup_free_ char *path = NULL, *unit = NULL, *name = NULL;
+        const char *shown = dump_row_name(r);
+        char when[32], size[32];
+
+        format_when(r->time_usec, when, sizeof(when));
+        output_format_size(r->size, size, sizeof(size));
+        path = r->path ? text_escape(r->path, strlen(r->path)) : NULL;
+        unit = r->unit ? text_escape(r->unit, strlen(r->unit)) : NULL;
+        name = shown ? text_escape(shown, strlen(shown)) : NULL;
+        if (o->count == 0)
+                fprintf(o->stream, "%-19s %-8s %-24s %-20s %-6s %10s %s\n", "TIME", "PID", "UNIT", "NAME", "TYPE",
+                        "SIZE", "PATH");
+        fprintf(o->stream, "%-19s %-8u %-24s %-20s %-6s %10s %s\n", when, r->pid, unit ? unit : "-",
+                name ? name : "-", r->type ? r->type : "-", size, path ? path : "?");
+        o->count++;
+}
+
+/* The dump just taken, for people. */
+static void dump_taken_text(Output *o, const DumpRow *r, const char *saved_to) {
+        _cleanup_free_ char *path = r->path ? text_escape(r->path, strlen(r->path)) : NULL;
+        char size[32];
+
+        output_format_size(r->size, size, sizeof(size));
+        fprintf(o->stream, "%s dump of %u (%s) stored at %s\n", r->type ? r->type : "?", r->pid, size,
+                path ? path : "?");
+        if (saved_to)
+                fprintf(o->stream, "your copy: %s\n", saved_to);
+        if (!r->readable)
+                fprintf(o->stream, "only root may read it: the process changed credentials\n");
+}
+
+int output_dump(Output *o, const WireMessage *m, const char *saved_to) {
+        DumpRow r = {};
+        DumpRow *rows;
+
+        dump_row_read(&r, m);
+        if (strcmp(o->verb, "dumps") != 0) {
+                if (o->json)
+                        dump_row_json(o, &r, saved_to);
+                else
+                        dump_taken_text(o, &r, saved_to);
+                dump_row_done(&r);
+                return 0;
+        }
+        /* a listing is shown once whole, in time order */
+        rows = realloc(o->dumps, (o->n_dumps + 1) * sizeof(DumpRow));
+        if (!rows) {
+                dump_row_done(&r);
+                return -ENOMEM;
+        }
+        o->dumps = rows;
+        o->dumps[o->n_dumps++] = r;
+        return 0;
+}
+
+static int dump_row_compare(const void *a, const void *b) {
+        const DumpRow *x = a, *y = b;
+
+        if (x->time_usec != y->time_usec)
+                return x->time_usec < y->time_usec ? -1 : 1;
+        return strcmp(x->path ? x->path : "", y->path ? y->path : "");
+}
+
+/* Oldest first, newest last, as coredumpctl lists: the one just taken is at the bottom. */
+static void output_dump_listing(Output *o) {
+        qsort(o->dumps, o->n_dumps, sizeof(DumpRow), dump_row_compare);
+        for (size_t i = 0; i < o->n_dumps; i++) {
+                if (o->json)
+                        dump_row_json(o, &o->dumps[i], NULL);
+                else
+                        dump_row_text(o, &o->dumps[i]);
+        }
+}
+
+void output_removed(Output *o, const char *path) {
+        bool first = true;
 
         if (o->json) {
-                fputs(o->count > 0 ? ",{" : "{", o->stream);
-                json_member_string(o->stream, &first, "path", path);
-                json_member_uint(o->stream, &first, "size", size);
-                json_member_string(o->stream, &first, "type", type);
-                if (pid)
-                        json_member_uint(o->stream, &first, "pid", pid);
-                if (time_usec)
-                        json_member_uint(o->stream, &first, "time_usec", time_usec);
-                fprintf(o->stream, ",\"readable\":%s", readable ? "true" : "false");
-                json_member_string(o->stream, &first, "saved_to", saved_to);
+                fputc('{', o->stream);
+                json_member_string(o->stream, &first, "removed", path);
                 fputc('}', o->stream);
-                o->count++;
-                return;
-        }
-        format_size(size, size_text, sizeof(size_text));
-        escaped = path ? text_escape(path, strlen(path)) : NULL;
-        if (strcmp(o->verb, "dumps") == 0) {
-                if (time_usec) {
-                        time_t t = (time_t)(time_usec / 1000000);
-                        struct tm tm;
-                        localtime_r(&t, &tm);
-                        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-                }
-                if (o->count == 0)
-                        fprintf(o->stream, "%-19s %10s %-7s %-8s %s\n", "TIME", "SIZE", "TYPE", "PID", "PATH");
-                fprintf(o->stream, "%-19s %10s %-7s %-8u %s\n", when, size_text, type ? type : "-", pid,
-                        escaped ? escaped : "?");
         } else {
-                fprintf(o->stream, "%s dump of %u (%s) stored at %s\n", type ? type : "?", pid, size_text,
-                        escaped ? escaped : "?");
-                if (saved_to)
-                        fprintf(o->stream, "your copy: %s\n", saved_to);
-                if (!readable)
-                        fprintf(o->stream, "only root may read it: the process changed credentials\n");
+                _cleanup_free_ char *escaped = text_escape(path, strlen(path));
+                fprintf(o->stream, "removed %s\n", escaped ? escaped : "?");
         }
         o->count++;
+}
+
+void output_done(Output *o) {
+        for (size_t i = 0; i < o->n_dumps; i++)
+                dump_row_done(&o->dumps[i]);
+        free(o->dumps);
+        o->dumps = NULL;
+        o->n_dumps = 0;
 }
 
 void output_begin(Output *o) {
@@ -282,6 +403,8 @@ bool output_verdict(Output *o, const WireMessage *m) {
 }
 
 void output_end(Output *o) {
+        if (strcmp(o->verb, "dumps") == 0 && !o->removing)
+                output_dump_listing(o);
         if (o->json && output_is_list(o))
                 fputs("]\n", o->stream);
         else if (o->json)
@@ -292,18 +415,48 @@ void output_end(Output *o) {
                 fprintf(stderr, "No dumps that you can read.\n");
 }
 
-void output_json_error(FILE *f, uint32_t code, const char *error, const char *message, uint32_t hresult,
-                       uint64_t request_id) {
+void output_json_error(FILE *f, int exit_status, uint32_t code, const char *error, const char *message,
+                       uint32_t hresult, uint64_t request_id) {
         bool first = true;
         char id[17];
 
-        snprintf(id, sizeof(id), "%016llx", (unsigned long long)request_id);
         fputc('{', f);
-        json_member_uint(f, &first, "error_code", code);
+        json_member_uint(f, &first, "exit_status", (uint64_t)exit_status);
         json_member_string(f, &first, "error", error);
         json_member_string(f, &first, "message", message);
+        if (code != 0)
+                json_member_uint(f, &first, "protocol_error", code);
         if (hresult != 0)
                 json_member_uint(f, &first, "hresult", hresult);
-        json_member_string(f, &first, "request_id", id);
+        if (request_id != 0) {
+                snprintf(id, sizeof(id), "%016llx", (unsigned long long)request_id);
+                json_member_string(f, &first, "request_id", id);
+        }
         fputs("}\n", f);
+}
+
+static const char *exit_status_to_string(int status) {
+        switch (status) {
+        case EXIT_USAGE: return "usage error";
+        case EXIT_AGENT_UNREACHABLE: return "the agent is not reachable";
+        default: return "error";
+        }
+}
+
+int output_fail(bool json, int exit_status, const char *fmt, ...) {
+        _cleanup_free_ char *message = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(&message, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return exit_status;
+        if (json) {
+                output_json_error(stdout, exit_status, 0, exit_status_to_string(exit_status), message, 0, 0);
+                fflush(stdout);
+        } else
+                fprintf(stderr, "dsctl: %s\n", message);
+        return exit_status;
 }

@@ -8,19 +8,43 @@
 
 #include "wire.h"
 
+typedef struct DumpRow DumpRow;
+
 typedef struct Output {
         bool json;
         const char *verb;
         FILE *stream;
         unsigned count;
+        bool removing;          /* dumps --remove: one answer, no listing */
+        /* dumps: the listing is gathered, then shown oldest first */
+        DumpRow *dumps;
+        size_t n_dumps;
 } Output;
 
 void output_begin(Output *o);
 void output_process(Output *o, const WireMessage *m);
 bool output_verdict(Output *o, const WireMessage *m);
-void output_dump(Output *o, const WireMessage *m, const char *saved_to);
+/* A DUMP frame: the dump just taken (@saved_to: the caller's copy), or a row of the listing. */
+int output_dump(Output *o, const WireMessage *m, const char *saved_to);
+/* dumps --remove: what is gone. */
+void output_removed(Output *o, const char *path);
 void output_end(Output *o);
+void output_done(Output *o);
+/* "1.5 MiB" */
+void output_format_size(uint64_t size, char *buf, size_t n);
 /* A JSON string literal of @s, control characters escaped. */
 void output_json_string(FILE *f, const char *s);
-void output_json_error(FILE *f, uint32_t code, const char *error, const char *message, uint32_t hresult,
-                       uint64_t request_id);
+/*
+ * A failure of dsctl's own, before or without the agent's answer: "dsctl: "
+ * and the words on standard error, or with @json an object with the exit
+ * status on standard output. Return: @exit_status.
+ */
+__attribute__((format(printf, 3, 4)))
+int output_fail(bool json, int exit_status, const char *fmt, ...);
+
+/*
+ * An error as one JSON object: dsctl's @exit_status, the words, and when the
+ * agent answered, its protocol error @code (0: none), @hresult and @request_id.
+ */
+void output_json_error(FILE *f, int exit_status, uint32_t code, const char *error, const char *message,
+                       uint32_t hresult, uint64_t request_id);

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,13 +12,17 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "counter-view.h"
 #include "exit-status.h"
 #include "nettrace.h"
 #include "output.h"
+#include "progress.h"
 #include "session-client.h"
 #include "text.h"
 
 #define READ_CHUNK (256 * 1024)
+/* Once the stream has ended, the agent's last frames follow at once; this is only a backstop. */
+#define SESSION_ENDING_USEC (60 * 1000000ULL)
 
 typedef struct SessionClient {
         const SessionOptions *options;
@@ -32,12 +35,13 @@ typedef struct SessionClient {
         time_t sync_epoch;
         unsigned sync_ms;
         /* trace */
-        int file_fd;
-        char *temp_path;
+        Progress progress;
+        uint64_t received;
         /* counters */
-        FILE *rows;
         unsigned rows_written;
-        /* the agent's last word */
+        CounterView *view;
+        /* the agent's word */
+        uint64_t request_id;
         uint64_t bytes;
         char *ended;
         bool complete;
@@ -116,13 +120,12 @@ static void csv_field(FILE *f, const char *s) {
         fputc('"', f);
 }
 
-static void write_counter(SessionClient *s, const NettraceCounter *c, uint64_t timestamp) {
-        _cleanup_free_ char *label = counter_label(c);
+static void write_counter(SessionClient *s, const NettraceCounter *c, const char *label, uint64_t timestamp) {
         _cleanup_free_ char *provider = text_escape(c->provider, strlen(c->provider));
         char when[64];
-        FILE *f = s->rows;
+        FILE *f = s->options->rows;
 
-        if (!label || !provider)
+        if (!provider)
                 return;
         format_time(s, timestamp, when, sizeof(when));
         if (s->options->kind == SESSION_OUTPUT_CSV) {
@@ -152,94 +155,39 @@ static void write_counter(SessionClient *s, const NettraceCounter *c, uint64_t t
 static int on_event(const NettraceEvent *e, void *userdata) {
         SessionClient *s = userdata;
         NettraceCounter c = {};
+        _cleanup_free_ char *label = NULL;
 
         s->events++;
         if (s->options->kind == SESSION_OUTPUT_NETTRACE)
                 return 0;
-        if (nettrace_counter_extract(e, &c) == 0 && counter_is_wanted(s->options, &c))
-                write_counter(s, &c, e->timestamp);
+        if (nettrace_counter_extract(e, &c) == 0 && counter_is_wanted(s->options, &c) && (label = counter_label(&c))) {
+                if (s->view)
+                        (void)counter_view_set(s->view, c.provider, label, c.value);
+                else
+                        write_counter(s, &c, label, e->timestamp);
+        }
         nettrace_counter_done(&c);
         return 0;
 }
 
-/*
- * The trace goes to an unnamed file in FILE's directory (O_TMPFILE), which
- * gets its name only once the trace is whole: a dsctl that is killed leaves
- * nothing behind. File systems without O_TMPFILE get a hidden named file.
- */
-static int open_trace_file(SessionClient *s) {
-        _cleanup_free_ char *dir_copy = strdup(s->options->output), *base_copy = strdup(s->options->output);
-        const char *dir;
-        int fd;
+/* The rows' head, once the session runs: a file made for a session that never started stays empty. */
+static void begin_rows(SessionClient *s) {
+        FILE *f = s->options->rows;
 
-        if (!dir_copy || !base_copy)
-                return -ENOMEM;
-        dir = dirname(dir_copy);
-        fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-                s->file_fd = fd;
-                return 0;
-        }
-        if (errno != EOPNOTSUPP && errno != EISDIR)
-                return -errno;
-        if (asprintf(&s->temp_path, "%s/.%s.XXXXXX", dir, basename(base_copy)) < 0) {
-                s->temp_path = NULL;
-                return -ENOMEM;
-        }
-        fd = mkostemp(s->temp_path, O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        s->file_fd = fd;
-        return 0;
-}
-
-/* Gives the trace its name; never replaces an existing file. */
-static int name_trace_file(SessionClient *s, const char *path) {
-        char proc_path[64];
-
-        if (s->temp_path)
-                return link(s->temp_path, path) < 0 ? -errno : 0;
-        snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", s->file_fd);
-        return linkat(AT_FDCWD, proc_path, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
-}
-
-static void drop_trace_file(SessionClient *s) {
-        s->file_fd = safe_close(s->file_fd);
-        if (s->temp_path)
-                (void)unlink(s->temp_path);
-}
-
-static int open_rows(SessionClient *s) {
-        if (!s->options->output) {
-                s->rows = stdout;
-        } else {
-                int fd = open(s->options->output, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-                if (fd < 0)
-                        return -errno;
-                s->rows = fdopen(fd, "w");
-                if (!s->rows) {
-                        safe_close(fd);
-                        return -ENOMEM;
-                }
-        }
-        if (s->options->kind == SESSION_OUTPUT_CSV)
-                fputs("Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n", s->rows);
-        else
-                fputs("{ \"Events\": [", s->rows);
-        fflush(s->rows);
-        return 0;
-}
-
-static void close_rows(SessionClient *s) {
-        if (!s->rows)
+        if (s->view)
                 return;
-        if (s->options->kind == SESSION_OUTPUT_JSON)
-                fputs("\n] }\n", s->rows);
-        if (s->rows == stdout)
-                fflush(stdout);
+        if (s->options->kind == SESSION_OUTPUT_CSV)
+                fputs("Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n", f);
         else
-                fclose(s->rows);
-        s->rows = NULL;
+                fputs("{ \"Events\": [", f);
+        fflush(f);
+}
+
+static void end_rows(SessionClient *s) {
+        if (s->view || s->options->kind != SESSION_OUTPUT_JSON)
+                return;
+        fputs("\n] }\n", s->options->rows);
+        fflush(s->options->rows);
 }
 
 static int write_all(int fd, const uint8_t *data, size_t size) {
@@ -259,8 +207,9 @@ static int write_all(int fd, const uint8_t *data, size_t size) {
 static int consume(SessionClient *s, const uint8_t *data, size_t n) {
         int r;
 
-        if (s->file_fd >= 0) {
-                r = write_all(s->file_fd, data, n);
+        s->received += n;
+        if (s->options->trace_file) {
+                r = write_all(s->options->trace_file->fd, data, n);
                 if (r < 0)
                         return r;
         }
@@ -273,6 +222,14 @@ static int consume(SessionClient *s, const uint8_t *data, size_t n) {
         return 0;
 }
 
+/* After a read, or a second without one: the progress line and the counters' view, redrawn. */
+static void show(SessionClient *s) {
+        if (s->view)
+                counter_view_draw(s->view);
+        progress_set_bytes(&s->progress, s->received);
+        progress_draw(&s->progress, false);
+}
+
 /*
  * Reads the pipe to its end. The first Ctrl-C asks the agent to stop the
  * session (a shutdown of our side of the socket); the runtime then sends the
@@ -280,6 +237,9 @@ static int consume(SessionClient *s, const uint8_t *data, size_t n) {
  */
 static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
         _cleanup_free_ uint8_t *buf = malloc(READ_CHUNK);
+        /* a second's timeout only to redraw what is shown; otherwise the agent's end is awaited */
+        struct timespec second = { .tv_sec = 1 };
+        bool ticking = s->progress.enabled || s->view;
         sigset_t during_poll;
         bool stop_sent = false;
 
@@ -296,13 +256,16 @@ static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
                 if (interrupts == 1 && !stop_sent) {
                         (void)shutdown(client->fd, SHUT_WR);
                         stop_sent = true;
+                        progress_clear(&s->progress);
                         if (!s->options->quiet)
                                 fprintf(stderr, "dsctl: stopping; Ctrl-C again to leave at once\n");
                 }
-                if (ppoll(&p, 1, NULL, &during_poll) < 0) {
-                        if (errno == EINTR)
-                                continue;
+                r = ppoll(&p, 1, ticking ? &second : NULL, &during_poll);
+                if (r < 0 && errno != EINTR)
                         return -errno;
+                if (r <= 0) {
+                        show(s);
+                        continue;
                 }
                 n = read(pipe_fd, buf, READ_CHUNK);
                 if (n < 0) {
@@ -315,38 +278,48 @@ static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
                 r = consume(s, buf, (size_t)n);
                 if (r < 0)
                         return r;
+                show(s);
         }
+}
+
+static void trace_summary(SessionClient *s, const char *path) {
+        const SessionOptions *o = s->options;
+
+        if (o->json) {
+                printf("{\"path\":");
+                output_json_string(stdout, path);
+                printf(",\"size\":%llu,\"events\":%llu,\"ended\":", (unsigned long long)s->bytes,
+                       (unsigned long long)s->events);
+                output_json_string(stdout, s->ended ? s->ended : "unknown");
+                printf(",\"complete\":%s,\"request_id\":\"%016llx\"}\n", s->complete ? "true" : "false",
+                       (unsigned long long)s->request_id);
+                fflush(stdout);
+        } else if (!o->quiet)
+                fprintf(stderr, "dsctl: trace: wrote %s: %llu bytes, %llu events (ended: %s)\n", path,
+                        (unsigned long long)s->bytes, (unsigned long long)s->events, s->ended ? s->ended : "unknown");
 }
 
 static int finish_trace(SessionClient *s, int verdict) {
         const char *output = s->options->output;
         _cleanup_free_ char *partial = NULL;
+        OutFile *file = s->options->trace_file;
 
-        if (fsync(s->file_fd) < 0)
-                verdict = -errno;
         if (verdict == 0)
-                verdict = name_trace_file(s, output);
+                verdict = out_file_commit(file, output);
         if (verdict == 0) {
-                drop_trace_file(s);
-                if (!s->options->quiet)
-                        fprintf(stderr, "dsctl: trace: wrote %s: %llu bytes, %llu events (ended: %s)\n", output,
-                                (unsigned long long)s->bytes, (unsigned long long)s->events, s->ended);
+                trace_summary(s, output);
                 return EXIT_OK;
         }
-        if (verdict < 0) {
-                fprintf(stderr, "dsctl: trace: cannot write %s: %s\n", output, strerror(-verdict));
-                drop_trace_file(s);
-                return EXIT_ERROR;
-        }
+        if (verdict < 0)
+                return output_fail(s->options->json, EXIT_ERROR, "trace: cannot write %s: %s", output, strerror(-verdict));
         /* nothing is thrown away: what arrived stays, under a name that says what it is */
-        if (asprintf(&partial, "%s.partial", output) >= 0 && name_trace_file(s, partial) == 0)
-                fprintf(stderr, "dsctl: trace: the trace is incomplete (ended: %s; %s); what arrived is in %s\n",
-                        s->ended ? s->ended : "unknown", verdict == NETTRACE_E_INCOMPLETE ? "it stops early" : "it is malformed",
-                        partial);
-        else
-                fprintf(stderr, "dsctl: trace: the trace is incomplete (ended: %s)\n", s->ended ? s->ended : "unknown");
-        drop_trace_file(s);
-        return EXIT_RUNTIME_FAILED;
+        if (asprintf(&partial, "%s.partial", output) >= 0 && out_file_commit(file, partial) == 0)
+                return output_fail(s->options->json, EXIT_RUNTIME_FAILED,
+                                   "trace: the trace is incomplete (ended: %s; %s); what arrived is in %s",
+                                   s->ended ? s->ended : "unknown",
+                                   verdict == NETTRACE_E_INCOMPLETE ? "it stops early" : "it is malformed", partial);
+        return output_fail(s->options->json, EXIT_RUNTIME_FAILED, "trace: the trace is incomplete (ended: %s)",
+                           s->ended ? s->ended : "unknown");
 }
 
 /* After the pipe: how it ended, then DONE or ERROR. */
@@ -355,12 +328,12 @@ static int read_ending(SessionClient *s, AgentClient *client, SessionErrorReport
         uint32_t complete = 0;
         int r;
 
+        agent_client_set_deadline(client, SESSION_ENDING_USEC, "dsctl's wait for the session's last word (60 s)");
         for (;;) {
-                r = agent_client_receive(client, &m);
-                if (r < 0) {
-                        fprintf(stderr, "dsctl: lost the agent before the session's end: %s\n", strerror(-r));
-                        return EXIT_ERROR;
-                }
+                r = agent_client_next(client, &m, NULL, NULL);
+                if (r < 0)
+                        return output_fail(s->options->json, EXIT_ERROR, "lost the agent before the session's end: %s",
+                                           r == -ETIMEDOUT ? client->deadline_what : strerror(-r));
                 switch (m.type) {
                 case WIRE_REPLY_SESSION_END:
                         (void)wire_message_get_u64(&m, WIRE_TAG_SIZE, &s->bytes);
@@ -368,13 +341,14 @@ static int read_ending(SessionClient *s, AgentClient *client, SessionErrorReport
                         (void)wire_message_get_u32(&m, WIRE_TAG_COMPLETE, &complete);
                         s->complete = complete == 1;
                         break;
+                case WIRE_REPLY_PROGRESS:
+                        break;
                 case WIRE_REPLY_DONE:
                         return EXIT_OK;
                 case WIRE_REPLY_ERROR:
                         return report_error(&m, userdata);
                 default:
-                        fprintf(stderr, "dsctl: unexpected reply from the agent\n");
-                        return EXIT_ERROR;
+                        return output_fail(s->options->json, EXIT_ERROR, "unexpected reply from the agent");
                 }
         }
 }
@@ -390,57 +364,78 @@ static int take_pipe(AgentClient *client) {
         return fd;
 }
 
-static int session_client_stream(SessionClient *s, AgentClient *client, SessionErrorReporter report_error, void *userdata) {
+/* The agent's first answer that is not progress: STREAM with its pipe, or an error. Return: 0, or an exit status. */
+static int await_stream(SessionClient *s, AgentClient *client, WireMessage *m) {
+        int r;
+
+        do
+                r = agent_client_next(client, m, NULL, NULL);
+        while (r == 0 && m->type == WIRE_REPLY_PROGRESS);
+        if (r == -ETIMEDOUT)
+                return output_fail(s->options->json, EXIT_AGENT_UNREACHABLE,
+                                   "the agent did not answer within %s, and %llu s more; giving up",
+                                   client->deadline_what, AGENT_CLIENT_GRACE_USEC / 1000000ULL);
+        if (r < 0)
+                return output_fail(s->options->json, EXIT_ERROR, "lost the agent's reply: %s", strerror(-r));
+        if (m->type == WIRE_REPLY_STREAM)
+                (void)wire_message_get_u64(m, WIRE_TAG_REQUEST_ID, &s->request_id);
+        return 0;
+}
+
+static int session_client_stream(SessionClient *s, AgentClient *client, SessionErrorReporter report_error,
+                                  void *userdata, bool *ret_started) {
         _cleanup_close_ int pipe_fd = -EBADF;
+        const SessionOptions *o = s->options;
         WireMessage m;
         int r, status;
 
-        r = agent_client_receive(client, &m);
-        if (r < 0) {
-                fprintf(stderr, "dsctl: lost the agent's reply: %s\n", strerror(-r));
-                return EXIT_ERROR;
-        }
+        status = await_stream(s, client, &m);
+        if (status != 0)
+                return status;
         if (m.type == WIRE_REPLY_ERROR)
                 return report_error(&m, userdata);
-        if (m.type != WIRE_REPLY_STREAM || (pipe_fd = take_pipe(client)) < 0) {
-                fprintf(stderr, "dsctl: the agent sent no stream\n");
-                return EXIT_ERROR;
-        }
-        r = s->options->kind == SESSION_OUTPUT_NETTRACE ? open_trace_file(s) : open_rows(s);
-        if (r < 0) {
-                fprintf(stderr, "dsctl: cannot create %s: %s%s\n", s->options->output, strerror(-r),
-                        r == -EEXIST ? " (dsctl does not overwrite files)" : "");
-                return EXIT_ERROR;
-        }
-        if (!s->options->quiet && s->options->kind == SESSION_OUTPUT_NETTRACE)
-                fprintf(stderr, "dsctl: tracing; Ctrl-C stops and keeps the trace\n");
+        if (m.type != WIRE_REPLY_STREAM || (pipe_fd = take_pipe(client)) < 0)
+                return output_fail(o->json, EXIT_ERROR, "the agent sent no stream");
+        *ret_started = true;
+        if (o->kind == SESSION_OUTPUT_NETTRACE) {
+                if (!o->quiet)
+                        fprintf(stderr, "dsctl: tracing; Ctrl-C stops and keeps the trace\n");
+                progress_start(&s->progress, "trace", o->progress, NULL);
+                progress_set_bytes(&s->progress, 0);
+                progress_draw(&s->progress, true);
+        } else
+                begin_rows(s);
 
         r = relay(s, client, pipe_fd);
+        progress_clear(&s->progress);
         if (r == -EINTR)
                 return EXIT_INTERRUPTED;
-        if (r < 0) {
-                fprintf(stderr, "dsctl: %s\n", strerror(-r));
-                return EXIT_ERROR;
-        }
+        if (r < 0)
+                return output_fail(o->json, EXIT_ERROR, "%s", strerror(-r));
+        if (s->view)
+                counter_view_draw(s->view);
+        end_rows(s);
         status = read_ending(s, client, report_error, userdata);
-        if (s->options->kind != SESSION_OUTPUT_NETTRACE)
+        if (o->kind != SESSION_OUTPUT_NETTRACE || status != EXIT_OK)
                 return status;
-        if (status != EXIT_OK) {
-                drop_trace_file(s);
-                return status;
-        }
         return finish_trace(s, s->parse_error != 0 ? s->parse_error : nettrace_finish(s->parser));
 }
 
-int session_client_run(AgentClient *client, const SessionOptions *o, SessionErrorReporter report_error, void *userdata) {
+int session_client_run(AgentClient *client, const SessionOptions *o, SessionErrorReporter report_error, void *userdata,
+                       bool *ret_started) {
         static const NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
-        SessionClient s = { .options = o, .file_fd = -EBADF };
+        SessionClient s = { .options = o };
         struct sigaction sa = { .sa_handler = on_interrupt };
         sigset_t blocked;
         int status;
 
+        *ret_started = false;
         if (nettrace_parser_new(&callbacks, &s, &s.parser) < 0)
                 return EXIT_ERROR;
+        if (o->watch && !(s.view = counter_view_new(o->rows, o->title ? o->title : "dsctl: counters"))) {
+                nettrace_parser_free(s.parser);
+                return EXIT_ERROR;
+        }
         /* signals wait until ppoll() in relay(), so none is lost between checks */
         sigemptyset(&blocked);
         sigaddset(&blocked, SIGINT);
@@ -449,13 +444,10 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
 
-        status = session_client_stream(&s, client, report_error, userdata);
+        status = session_client_stream(&s, client, report_error, userdata, ret_started);
 
-        close_rows(&s);
-        if (s.file_fd >= 0)
-                drop_trace_file(&s);
+        counter_view_free(s.view);
         nettrace_parser_free(s.parser);
-        free(s.temp_path);
         free(s.ended);
         return status;
 }

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "agent-client.h"
+#include "out-file.h"
 
 typedef enum SessionOutputKind {
         SESSION_OUTPUT_NETTRACE, /* the stream, verified, into a file */
@@ -14,14 +16,26 @@ typedef enum SessionOutputKind {
 
 typedef struct SessionOptions {
         SessionOutputKind kind;
-        const char *output;         /* NULL: standard output (counters only) */
+        const char *output;         /* the trace's name, or the rows' file; NULL: standard output (counters) */
         char **counter_names;       /* counters: show only these names of their provider; NULL: all */
         char **counter_filter_providers;
         size_t n_counter_filters;
-        bool quiet;
+        bool quiet;                 /* no notes on standard error */
+        bool watch;                 /* counters: redraw the latest values in place (on a terminal) */
+        /* set by the caller before the request is sent */
+        OutFile *trace_file;        /* trace: made before the request (out_file_open()), named output when whole */
+        FILE *rows;                 /* counters: where rows go, standard output or output made before the request */
+        bool progress;              /* trace: bytes and time on standard error, in place */
+        bool json;                  /* trace: its summary as JSON on standard output */
+        const char *title;          /* counters --watch: the line above the view */
 } SessionOptions;
 
 typedef int (*SessionErrorReporter)(const WireMessage *m, void *userdata);
 
-/* Return: dsctl's exit status; replies are read after the request was sent. */
-int session_client_run(AgentClient *client, const SessionOptions *o, SessionErrorReporter report_error, void *userdata);
+/*
+ * Return: dsctl's exit status; replies are read after the request was sent.
+ * *@ret_started says whether the agent started the session (a rows file made
+ * for one that never started is the caller's to remove).
+ */
+int session_client_run(AgentClient *client, const SessionOptions *o, SessionErrorReporter report_error, void *userdata,
+                       bool *ret_started);

@@ -42,6 +42,8 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_ENDED] = WIRE_KIND_STRING,
         [WIRE_TAG_COMPLETE] = WIRE_KIND_U32,
         [WIRE_TAG_SIZE_LIMIT] = WIRE_KIND_U64,
+        [WIRE_TAG_PROGRESS] = WIRE_KIND_U32,
+        [WIRE_TAG_DEADLINE] = WIRE_KIND_U64,
 };
 
 const char *wire_error_to_string(WireError error) {
@@ -59,6 +61,7 @@ const char *wire_error_to_string(WireError error) {
         case WIRE_ERROR_NO_SPACE: return "no space for the dump";
         case WIRE_ERROR_UNSAFE_FS: return "the process's files are on a file system the agent does not look into";
         case WIRE_ERROR_NO_STAGING: return "no safe place for the dump in the process's view";
+        case WIRE_ERROR_POLICY_BROKEN: return "policy broken";
         default: return "unknown error";
         }
 }
@@ -113,6 +116,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_DUMPS:
         case WIRE_REQUEST_TRACE:
         case WIRE_REQUEST_COUNTERS:
+        case WIRE_REQUEST_REMOVE_DUMP:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -120,10 +124,32 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_DUMP:
         case WIRE_REPLY_STREAM:
         case WIRE_REPLY_SESSION_END:
+        case WIRE_REPLY_PROGRESS:
                 return true;
         default:
                 return false;
         }
+}
+
+static bool has_suffix(const char *s, size_t len, const char *suffix) {
+        size_t n = strlen(suffix);
+
+        return len > n && memcmp(s + len - n, suffix, n) == 0;
+}
+
+bool wire_unit_name_is_valid(const char *s, size_t len) {
+        static const char *const suffixes[] = { ".service", ".scope", ".socket", ".mount", ".swap", ".timer" };
+
+        if (len == 0 || len > WIRE_UNIT_MAX)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+                      (s[i] != '\0' && strchr(":_.\\-@", s[i]))))
+                        return false;
+        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+                if (has_suffix(s, len, suffixes[i]))
+                        return true;
+        return false;
 }
 
 static bool wire_field_is_valid(uint16_t tag, const uint8_t *value, uint32_t size) {

@@ -32,6 +32,7 @@ typedef enum WireType {
         WIRE_REQUEST_DUMPS = 0x0005,
         WIRE_REQUEST_TRACE = 0x0006,
         WIRE_REQUEST_COUNTERS = 0x0007,
+        WIRE_REQUEST_REMOVE_DUMP = 0x0008, /* PATH: a dump of dump_dir the caller asked for */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -40,6 +41,7 @@ typedef enum WireType {
         WIRE_REPLY_DUMP = 0x8005,       /* a dump; for a dump request with WANT_FD, its fd comes with it */
         WIRE_REPLY_STREAM = 0x8006,     /* a session started; the read end of its stream's pipe comes with it */
         WIRE_REPLY_SESSION_END = 0x8007, /* how the session ended, after its stream's pipe was closed */
+        WIRE_REPLY_PROGRESS = 0x8008,   /* not terminal: the request's deadline, and how far a dump got */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -86,6 +88,8 @@ typedef enum WireTag {
         WIRE_TAG_ENDED = 32,            /* string: how a session ended */
         WIRE_TAG_COMPLETE = 33,         /* u32: 1 when the runtime closed the stream after a stop */
         WIRE_TAG_SIZE_LIMIT = 34,       /* u64: bytes after which the session is stopped */
+        WIRE_TAG_PROGRESS = 35,         /* u32: 1 to get PROGRESS frames while the request runs */
+        WIRE_TAG_DEADLINE = 36,         /* u64: microseconds from this frame until the agent gives up */
         _WIRE_TAG_MAX,
 } WireTag;
 
@@ -103,8 +107,19 @@ typedef enum WireError {
         WIRE_ERROR_NO_SPACE = 11,               /* the dump directory's limits or disk refuse it */
         WIRE_ERROR_UNSAFE_FS = 12,              /* the target's files lie on a FUSE or network file system */
         WIRE_ERROR_NO_STAGING = 13,             /* no safe place for a dump's pipe in the target's view */
+        WIRE_ERROR_POLICY_BROKEN = 14,          /* no policy file has loaded: only root is served */
         _WIRE_ERROR_MAX,
 } WireError;
+
+/*
+ * The bounds of request fields. dsctl checks them before it sends anything and
+ * the agent checks them again, with these very numbers: a value is refused by
+ * both or by neither. (BUFFER_MB's is EVENTPIPE_BUFFER_MB_MAX.)
+ */
+#define WIRE_DURATION_MAX_SEC (30ULL * 86400)   /* DURATION of a trace or counters session: 30 days */
+#define WIRE_INTERVAL_MAX_SEC 3600u             /* INTERVAL between counter samples */
+#define WIRE_COUNTER_PROVIDERS_MAX 16u          /* provider names in a COUNTERS request */
+#define WIRE_UNIT_MAX 256u                      /* bytes of a UNIT a request names */
 
 _Static_assert(_WIRE_TAG_MAX <= 64, "wire_message_decode() tracks seen tags in a 64-bit mask");
 
@@ -129,6 +144,12 @@ typedef struct WireWriter {
 } WireWriter;
 
 const char *wire_error_to_string(WireError error);
+
+/*
+ * Whether @s (@len bytes) can name a systemd unit a process runs in: systemd's
+ * alphabet, a suffix of a unit type that has processes, at most WIRE_UNIT_MAX.
+ */
+bool wire_unit_name_is_valid(const char *s, size_t len);
 
 /* framing */
 int wire_frame_peek(const uint8_t *buf, size_t len, size_t *ret_frame_size);

@@ -93,7 +93,7 @@ static void check_message(const WireMessage *m, const uint8_t *frame, size_t len
         int kinds[_WIRE_TAG_MAX];
         const uint8_t *out;
         size_t out_size;
-        uint32_t seen = 0;
+        uint64_t seen = 0; /* tags go up to 63 (wire.h): a 32-bit mask would fold 35 onto 3 */
         int r;
 
         fuzz_assert(m->type == (uint16_t)(frame[6] | frame[7] << 8));
@@ -113,8 +113,8 @@ static void check_message(const WireMessage *m, const uint8_t *frame, size_t len
                 char *s;
 
                 fuzz_assert(f->tag >= 1 && f->tag < _WIRE_TAG_MAX);
-                fuzz_assert(!(seen & (1u << f->tag)));
-                seen |= 1u << f->tag;
+                fuzz_assert(!(seen & (UINT64_C(1) << f->tag)));
+                seen |= UINT64_C(1) << f->tag;
 
                 switch (kinds[f->tag]) {
                 case WIRE_KIND_U32:

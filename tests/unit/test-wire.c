@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The dsctl <-> dsagent protocol: byte-exact frames and everything the decoder must refuse */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
@@ -60,6 +61,54 @@ static void test_round_trip_all_kinds(void) {
         free(s);
         check(wire_message_get_string(&m, WIRE_TAG_UNIT, &s) == WIRE_E_MISSING);
         check(wire_message_get_bytes(&m, WIRE_TAG_COOKIE, &bytes, &n) == 0 && n == 16 && bytes[2] == 3);
+}
+
+/* PROGRESS carries the agent's deadline and a dump's bytes; REMOVE_DUMP a path; a u64 deadline is 8 bytes. */
+static void test_progress_and_remove(void) {
+        const uint8_t *frame;
+        uint64_t deadline = 0, bytes = 0;
+        WireMessage m;
+        size_t size;
+
+        wire_writer_begin(&w, WIRE_REPLY_PROGRESS);
+        wire_writer_put_u64(&w, WIRE_TAG_DEADLINE, 330000000);
+        wire_writer_put_u64(&w, WIRE_TAG_SIZE, 4096);
+        size = frame_of(&frame);
+        check(wire_message_decode(frame, size, &m) == 0 && m.type == WIRE_REPLY_PROGRESS);
+        check(wire_message_get_u64(&m, WIRE_TAG_DEADLINE, &deadline) == 0 && deadline == 330000000);
+        check(wire_message_get_u64(&m, WIRE_TAG_SIZE, &bytes) == 0 && bytes == 4096);
+
+        wire_writer_begin(&w, WIRE_REQUEST_REMOVE_DUMP);
+        wire_writer_put_u32(&w, WIRE_TAG_PROGRESS, 1);
+        wire_writer_put_string(&w, WIRE_TAG_PATH, "dump.x");
+        size = frame_of(&frame);
+        check(wire_message_decode(frame, size, &m) == 0 && m.type == WIRE_REQUEST_REMOVE_DUMP);
+
+        /* the writer keeps to the kinds: a DEADLINE is 8 bytes */
+        wire_writer_begin(&w, WIRE_REPLY_PROGRESS);
+        wire_writer_put_u32(&w, WIRE_TAG_DEADLINE, 1);
+        check(wire_writer_finish(&w, &frame, &size) != 0);
+}
+
+static void test_unit_names(void) {
+        char name[WIRE_UNIT_MAX + 2];
+
+        check(wire_unit_name_is_valid("orders.service", 14));
+        check(wire_unit_name_is_valid("session-3.scope", 15));
+        check(wire_unit_name_is_valid("getty@tty1.service", 18));
+        check(wire_unit_name_is_valid("user-1000\\x2d.slice-x.service", 29));
+        check(!wire_unit_name_is_valid("", 0));
+        check(!wire_unit_name_is_valid(".service", 8));          /* no name before the suffix */
+        check(!wire_unit_name_is_valid("orders", 6));            /* no unit type */
+        check(!wire_unit_name_is_valid("system.slice", 12));     /* no process of its own */
+        check(!wire_unit_name_is_valid("a/b.service", 11));
+        check(!wire_unit_name_is_valid("a b.service", 11));
+        check(!wire_unit_name_is_valid("a\0b.service", 11));
+        memset(name, 'a', sizeof(name));
+        memcpy(name + WIRE_UNIT_MAX - 8, ".service", 8);
+        check(wire_unit_name_is_valid(name, WIRE_UNIT_MAX));
+        memcpy(name + WIRE_UNIT_MAX - 7, ".service", 8);
+        check(!wire_unit_name_is_valid(name, WIRE_UNIT_MAX + 1));
 }
 
 static void test_writer_refuses(void) {
@@ -170,5 +219,7 @@ int main(void) {
         run_test(test_writer_refuses);
         run_test(test_decoder_refuses);
         run_test(test_field_limit);
+        run_test(test_progress_and_remove);
+        run_test(test_unit_names);
         return tap_finish();
 }

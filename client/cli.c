@@ -1,0 +1,625 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "cli.h"
+#include "duration.h"
+#include "policy.h"
+#include "session-config.h"
+#include "text.h"
+#include "wire.h"
+
+#define DSCTL_DEFAULT_SOCKET "/run/dsagent.sock"
+#define POSITIONAL_MAX 8
+
+typedef enum Opt {
+        OPT_SOCKET,
+        OPT_JSON,
+        OPT_QUIET,
+        OPT_HELP,
+        OPT_VERSION,
+        OPT_TYPE,
+        OPT_PROFILE,
+        OPT_PROVIDERS,
+        OPT_DURATION,
+        OPT_BUFFER_MB,
+        OPT_COUNTERS,
+        OPT_INTERVAL,
+        OPT_FORMAT,
+        OPT_OUTPUT,
+        OPT_WATCH,
+        OPT_REMOVE,
+        _OPT_MAX,
+} Opt;
+
+#define OPT(x) (1u << (x))
+#define OPTS_COMMON (OPT(OPT_SOCKET) | OPT(OPT_JSON) | OPT(OPT_QUIET) | OPT(OPT_HELP) | OPT(OPT_VERSION))
+
+typedef struct VerbInfo {
+        const char *name;
+        const char *synopsis;    /* what follows the command */
+        const char *summary;     /* its line in 'dsctl --help' */
+        const char *description; /* its own --help */
+        unsigned options;        /* OPT() of what it takes besides OPTS_COMMON */
+        unsigned min_args, max_args;
+} VerbInfo;
+
+static const VerbInfo verbs[_VERB_MAX] = {
+        [VERB_PS] = {
+                "ps", "", "list the .NET processes you may act on",
+                "List the .NET processes you may act on: pid, user, unit and name.\n",
+                0, 0, 0,
+        },
+        [VERB_INFO] = {
+                "info", "PID|UNIT", "command line, OS, architecture and runtime of a process",
+                "Show the command line, OS, architecture, runtime version, entry assembly and runtime\n"
+                "identifier of a process, or of the one .NET process of a systemd unit, as its runtime\n"
+                "reports them.\n",
+                0, 1, 1,
+        },
+        [VERB_EXPLAIN] = {
+                "explain", "PID|UNIT COMMAND [--type T] [--profile P] [--duration S]",
+                "would COMMAND be allowed, and by which rule or why not",
+                "Would COMMAND (ps, info, dump, trace, counters, ...) on the process be allowed, and by\n"
+                "which rule, or why not. It mentions only rules that name you and uses no rate limit;\n"
+                "it exits 0 for allowed and 4 for denied.\n\n"
+                "  --type mini|heap|triage|full  the dump type the rules look at (mini)\n"
+                "  --profile NAME                the trace profile the rules look at\n"
+                "  --duration S                  the session length the rules look at\n",
+                OPT(OPT_TYPE) | OPT(OPT_PROFILE) | OPT(OPT_DURATION), 2, 2,
+        },
+        [VERB_DUMP] = {
+                "dump", "PID|UNIT [--type mini|heap|triage|full] [-o FILE]",
+                "take a dump (mini unless told); -o also writes your own copy to FILE",
+                "Take a dump of a process, or of the one .NET process of a systemd unit. The agent\n"
+                "stores it in its dump directory, readable by you and the readers of the rule that\n"
+                "allowed it, and says where. On a terminal, standard error shows its progress.\n\n"
+                "  --type mini|heap|triage|full  the dump type (mini)\n"
+                "  -o, --output FILE             also write your own copy to FILE, which must not exist;\n"
+                "                                it is checked before anything is asked of the agent\n",
+                OPT(OPT_TYPE) | OPT(OPT_OUTPUT), 1, 1,
+        },
+        [VERB_DUMPS] = {
+                "dumps", "[--remove PATH]",
+                "list the dumps you can read, oldest first; --remove deletes one you asked for",
+                "List the dumps you can read, oldest first, as coredumpctl does: time, pid, unit,\n"
+                "name, type, size and path.\n\n"
+                "  --remove PATH  remove the dump PATH (as listed, or its name alone), if you asked\n"
+                "                 for it; any other answer is the one a dump that does not exist gets\n",
+                OPT(OPT_REMOVE), 0, 0,
+        },
+        [VERB_TRACE] = {
+                "trace", "PID|UNIT [--profile NAME | --providers SPEC] [--duration S] [--buffer-mb N] [-o FILE]",
+                "record an EventPipe trace (cpu-sampling unless told) into FILE [trace.nettrace]",
+                "Record an EventPipe trace of a process into FILE, as dotnet-trace writes it. The file\n"
+                "appears only once the trace is complete; a trace cut short is kept as FILE.partial\n"
+                "(exit 8). Ctrl-C stops the trace and keeps it; on a terminal, standard error shows\n"
+                "the bytes recorded and the time.\n\n"
+                "  --profile NAME     cpu-sampling (default), gc-verbose, gc-collect, dotnet-common,\n"
+                "                     dotnet-sampled-thread-time\n"
+                "  --providers SPEC   Provider[:Keywords[:Level[:Args]]],... instead of a profile\n"
+                "  --duration S       stop after S: whole seconds up to 30 days, like 30, 90s, 5m, 1h30m\n"
+                "  --buffer-mb N      the runtime's buffer, 1 to 1024 MB\n"
+                "  -o, --output FILE  the trace file (trace.nettrace), which must not exist\n",
+                OPT(OPT_PROFILE) | OPT(OPT_PROVIDERS) | OPT(OPT_DURATION) | OPT(OPT_BUFFER_MB) | OPT(OPT_OUTPUT), 1, 1,
+        },
+        [VERB_COUNTERS] = {
+                "counters", "PID|UNIT [--counters LIST] [--interval S] [--duration S] [--format csv|json] [-o FILE] [--watch]",
+                "counters (System.Runtime unless told) every interval; --watch redraws them in place",
+                "Show counters of a process every interval, as dotnet-counters does: EventCounters and\n"
+                "System.Diagnostics.Metrics instruments. Rows go to standard output (or FILE) as\n"
+                "dotnet-counters collect writes them; with --watch on a terminal the latest values are\n"
+                "redrawn in place, as dotnet-counters monitor shows them. Ctrl-C ends it.\n\n"
+                "  --counters LIST    Provider[name,...],... (System.Runtime); names keep only those\n"
+                "  --interval S       seconds between samples, 1 to 3600 (1); also --refresh-interval\n"
+                "  --duration S       stop after S: whole seconds up to 30 days\n"
+                "  --format csv|json  the rows' format (csv; json with --json)\n"
+                "  -o, --output FILE  write the rows to FILE, which must not exist\n"
+                "  --watch            redraw the latest values in place (rows when not on a terminal)\n",
+                OPT(OPT_COUNTERS) | OPT(OPT_INTERVAL) | OPT(OPT_DURATION) | OPT(OPT_FORMAT) | OPT(OPT_OUTPUT) |
+                        OPT(OPT_WATCH),
+                1, 1,
+        },
+        [VERB_HELP] = {
+                "help", "[COMMAND]", "show this help, or a command's",
+                "Show the summary of all commands, or the help of COMMAND. Nothing is sent to the agent.\n",
+                0, 0, 1,
+        },
+};
+
+const char *verb_to_string(Verb verb) {
+        return verb >= 0 && verb < _VERB_MAX ? verbs[verb].name : NULL;
+}
+
+static Verb verb_from_string(const char *s) {
+        for (Verb v = 0; v < _VERB_MAX; v++)
+                if (strcmp(s, verbs[v].name) == 0)
+                        return v;
+        return _VERB_NONE;
+}
+
+static void help_summary(FILE *f) {
+        fprintf(f,
+                "Usage: dsctl [OPTIONS] COMMAND [ARGUMENTS] [OPTIONS]\n"
+                "Ask dsagent for diagnostics of .NET processes. Options may come before or after the\n"
+                "command; 'dsctl COMMAND --help' or 'dsctl help COMMAND' explains one, and sends nothing.\n\n"
+                "Commands:\n");
+        for (Verb v = 0; v < _VERB_MAX; v++) {
+                char head[160];
+
+                snprintf(head, sizeof(head), "%s%s%s", verbs[v].name, *verbs[v].synopsis ? " " : "", verbs[v].synopsis);
+                if (strlen(head) <= 17)
+                        fprintf(f, "  %-17s  %s\n", head, verbs[v].summary);
+                else
+                        fprintf(f, "  %s\n  %-17s  %s\n", head, "", verbs[v].summary);
+        }
+        fprintf(f,
+                "PID|UNIT is a process id, or a systemd unit (like orders.service) whose one .NET process\n"
+                "is meant. Ctrl-C ends a trace or counters session and keeps what it recorded.\n\n"
+                "Options:\n"
+                "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "]\n"
+                "  --json         machine-readable output; errors too, with their exit status\n"
+                "  -q, --quiet    no progress and no notes on standard error\n"
+                "  -h, --help     show this help, or with a command, its own\n"
+                "  --version      show the version\n\n"
+                "Exit status: 0 ok, 1 error, 2 usage, 3 agent not reachable, 4 permission denied,\n"
+                "5 no such process, 6 not a .NET process, 7 runtime not answering, 8 runtime error,\n"
+                "9 diagnostic socket failed verification, 10 agent busy, 11 no space for the dump,\n"
+                "12 unsafe file system, 13 no safe place for the dump,\n"
+                "14 the agent's policy is broken (only root is served),\n"
+                "130 a second Ctrl-C left a session without waiting for its end.\n"
+                "explain exits 0 when the command would be allowed and 4 when it would be denied.\n");
+}
+
+void cli_help(FILE *f, Verb verb) {
+        if (verb < 0 || verb >= _VERB_MAX || verb == VERB_HELP) {
+                help_summary(f);
+                return;
+        }
+        fprintf(f, "Usage: dsctl [OPTIONS] %s%s%s\n\n%s\n", verbs[verb].name, *verbs[verb].synopsis ? " " : "",
+                verbs[verb].synopsis, verbs[verb].description);
+        fprintf(f, "Common options: --socket PATH, --json, -q/--quiet, -h/--help; see 'dsctl --help'.\n");
+}
+
+void args_done(Args *a) {
+        SessionOptions *o = &a->session;
+
+        for (size_t i = 0; i < o->n_counter_filters; i++) {
+                free(o->counter_filter_providers[i]);
+                free(o->counter_names[i]);
+        }
+        free(o->counter_filter_providers);
+        free(o->counter_names);
+        free(a->counter_providers);
+        o->counter_filter_providers = o->counter_names = NULL;
+        o->n_counter_filters = 0;
+        a->counter_providers = NULL;
+}
+
+/* What was on the command line, before it is checked against the command. */
+typedef struct Given {
+        unsigned mask;
+        const char *value[_OPT_MAX];
+        char spelled[_OPT_MAX][24]; /* as typed, for messages: "-o", "--refresh-interval" */
+        const char *positional[POSITIONAL_MAX];
+        size_t n_positional;
+} Given;
+
+__attribute__((format(printf, 2, 3)))
+static int fail(char **ret_error, const char *fmt, ...) {
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vasprintf(ret_error, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+                *ret_error = NULL;
+                return -ENOMEM;
+        }
+        return -EINVAL;
+}
+
+static const struct option long_options[] = {
+        { "socket", required_argument, NULL, 0x100 + OPT_SOCKET },
+        { "json", no_argument, NULL, 0x100 + OPT_JSON },
+        { "quiet", no_argument, NULL, 'q' },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 0x100 + OPT_VERSION },
+        { "type", required_argument, NULL, 0x100 + OPT_TYPE },
+        { "profile", required_argument, NULL, 0x100 + OPT_PROFILE },
+        { "providers", required_argument, NULL, 0x100 + OPT_PROVIDERS },
+        { "duration", required_argument, NULL, 0x100 + OPT_DURATION },
+        { "buffer-mb", required_argument, NULL, 0x100 + OPT_BUFFER_MB },
+        { "counters", required_argument, NULL, 0x100 + OPT_COUNTERS },
+        { "interval", required_argument, NULL, 0x100 + OPT_INTERVAL },
+        { "refresh-interval", required_argument, NULL, 0x100 + OPT_INTERVAL },
+        { "format", required_argument, NULL, 0x100 + OPT_FORMAT },
+        { "output", required_argument, NULL, 'o' },
+        { "watch", no_argument, NULL, 0x100 + OPT_WATCH },
+        { "remove", required_argument, NULL, 0x100 + OPT_REMOVE },
+        {},
+};
+
+static Opt opt_of(int c) {
+        switch (c) {
+        case 'q': return OPT_QUIET;
+        case 'h': return OPT_HELP;
+        case 'o': return OPT_OUTPUT;
+        default: return (Opt)(c - 0x100);
+        }
+}
+
+static int add_positional(Given *g, const char *arg, char **ret_error) {
+        if (g->n_positional >= POSITIONAL_MAX)
+                return fail(ret_error, "dsctl: unexpected argument '%s'", arg);
+        g->positional[g->n_positional++] = arg;
+        return 0;
+}
+
+/*
+ * "-" first in the option string: arguments that are no options come back in
+ * order, as option 1, wherever they stand, whatever POSIXLY_CORRECT says.
+ */
+static int read_command_line(int argc, char **argv, Given *g, char **ret_error) {
+        int c, index;
+
+        optind = 0; /* a fresh scan, also when called again (tests) */
+        opterr = 0;
+        for (;;) {
+                Opt o;
+
+                index = -1;
+                c = getopt_long(argc, argv, "-ho:q", long_options, &index);
+                if (c < 0)
+                        break;
+                if (c == 1) {
+                        if (add_positional(g, optarg, ret_error) < 0)
+                                return -EINVAL;
+                        continue;
+                }
+                if (c == '?') {
+                        /* optopt: the option that lacks its value, else 0 or the unknown letter */
+                        if (optopt == 'o' || optopt >= 0x100)
+                                return fail(ret_error, "dsctl: %s takes a value", argv[optind - 1]);
+                        return fail(ret_error, "dsctl: unknown option '%s'; see 'dsctl --help'", argv[optind - 1]);
+                }
+                o = opt_of(c);
+                g->mask |= OPT(o);
+                g->value[o] = optarg;
+                if (index >= 0)
+                        snprintf(g->spelled[o], sizeof(g->spelled[o]), "--%s", long_options[index].name);
+                else
+                        snprintf(g->spelled[o], sizeof(g->spelled[o]), "-%c", c);
+        }
+        for (; optind < argc; optind++) /* after "--" */
+                if (add_positional(g, argv[optind], ret_error) < 0)
+                        return -EINVAL;
+        return 0;
+}
+
+/* PID or UNIT: a process id, else a name systemd could give a unit, as the agent accepts it. */
+static int parse_target(Verb verb, const char *arg, Args *a, char **ret_error) {
+        const char *name = verbs[verb].name;
+
+        if (!arg)
+                return fail(ret_error, "dsctl: %s takes one process id or unit, e.g. '%s 1234' or '%s orders.service'",
+                            name, name, name);
+        if (parse_pid(arg, &a->pid) == 0)
+                return 0;
+        if (!wire_unit_name_is_valid(arg, strlen(arg)))
+                return fail(ret_error, "dsctl: %s takes one process id or unit (like orders.service), not '%s'", name,
+                            arg);
+        a->unit = arg;
+        return 0;
+}
+
+/* --duration: whole seconds from 1 s to 30 days, the agent's own bounds (wire.h). */
+static int parse_duration_option(const Given *g, Args *a, char **ret_error) {
+        uint64_t usec;
+
+        if (duration_parse(g->value[OPT_DURATION], &usec) < 0 || usec == 0 || usec % USEC_PER_SEC != 0 ||
+            usec / USEC_PER_SEC > WIRE_DURATION_MAX_SEC)
+                return fail(ret_error, "dsctl: %s takes whole seconds from 1 s to 30 days, like 30, 90s, 5m or 1h30m",
+                            g->spelled[OPT_DURATION]);
+        a->duration_sec = usec / USEC_PER_SEC;
+        a->have_duration = true;
+        return 0;
+}
+
+/* A number from 1 to @max, or a message naming the option and the range. */
+static int parse_bounded(const Given *g, Opt o, uint32_t max, const char *unit, uint32_t *ret, char **ret_error) {
+        uint64_t v;
+
+        if (parse_u64(g->value[o], &v) < 0 || v == 0 || v > max)
+                return fail(ret_error, "dsctl: %s takes a number of %s from 1 to %u", g->spelled[o], unit, max);
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+static int check_dump_type(const Given *g, Args *a, char **ret_error) {
+        a->dump_type = g->value[OPT_TYPE];
+        if (!a->dump_type || policy_dump_type_from_string(a->dump_type) != _POLICY_DUMP_INVALID)
+                return 0;
+        return fail(ret_error, "dsctl: %s takes %s, %s, %s or %s, not '%s'", g->spelled[OPT_TYPE],
+                    policy_dump_type_to_string(POLICY_DUMP_MINI), policy_dump_type_to_string(POLICY_DUMP_HEAP),
+                    policy_dump_type_to_string(POLICY_DUMP_TRIAGE), policy_dump_type_to_string(POLICY_DUMP_FULL),
+                    a->dump_type);
+}
+
+static int check_profile(const Given *g, Args *a, char **ret_error) {
+        _cleanup_free_ char *names = NULL;
+        size_t n, size = 0;
+        const EventPipeProfile *profiles = eventpipe_profiles(&n);
+        FILE *f;
+
+        a->trace_profile = g->value[OPT_PROFILE];
+        if (!a->trace_profile || eventpipe_profile_is_known(a->trace_profile))
+                return 0;
+        f = open_memstream(&names, &size);
+        if (!f)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                fprintf(f, "%s%s", i > 0 ? ", " : "", profiles[i].name);
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        return fail(ret_error, "dsctl: %s takes one of %s, not '%s'", g->spelled[OPT_PROFILE], names, a->trace_profile);
+}
+
+static int check_explain(const Given *g, Args *a, char **ret_error) {
+        int r;
+
+        a->command = g->positional[2];
+        if (policy_command_from_string(a->command) == _POLICY_COMMAND_INVALID) {
+                _cleanup_free_ char *names = NULL;
+                size_t size = 0;
+                FILE *f = open_memstream(&names, &size);
+
+                if (!f)
+                        return -ENOMEM;
+                for (int c = 0; c < _POLICY_COMMAND_MAX; c++)
+                        fprintf(f, "%s%s", c > 0 ? ", " : "", policy_command_to_string((PolicyCommand)c));
+                if (fclose(f) != 0)
+                        return -ENOMEM;
+                return fail(ret_error, "dsctl: explain asks about one of %s, not '%s'", names, a->command);
+        }
+        r = check_dump_type(g, a, ret_error);
+        if (r == 0)
+                r = check_profile(g, a, ret_error);
+        if (r == 0 && g->value[OPT_DURATION])
+                r = parse_duration_option(g, a, ret_error);
+        return r;
+}
+
+static int check_trace(const Given *g, Args *a, char **ret_error) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
+        int r;
+
+        if (g->value[OPT_PROFILE] && g->value[OPT_PROVIDERS])
+                return fail(ret_error, "dsctl: trace takes --profile or --providers, not both");
+        r = check_profile(g, a, ret_error);
+        if (r < 0)
+                return r;
+        a->providers = g->value[OPT_PROVIDERS];
+        if (!a->trace_profile && !a->providers)
+                a->trace_profile = "cpu-sampling";
+        if (a->providers) {
+                r = eventpipe_providers_parse(a->providers, &config);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        return fail(ret_error, "dsctl: --providers takes %s",
+                                    r == EVENTPIPE_E_LIMIT ? "at most 32 providers, of names up to 256 bytes"
+                                                           : "Provider[:Keywords[:Level[:Args]]],... with hex keywords "
+                                                             "and a level 0-5 or its name");
+        }
+        if (g->value[OPT_DURATION] && (r = parse_duration_option(g, a, ret_error)) < 0)
+                return r;
+        if (g->value[OPT_BUFFER_MB] &&
+            parse_bounded(g, OPT_BUFFER_MB, EVENTPIPE_BUFFER_MB_MAX, "MB", &a->buffer_mb, ret_error) < 0)
+                return -EINVAL;
+        a->session.kind = SESSION_OUTPUT_NETTRACE;
+        a->session.output = a->output ? a->output : "trace.nettrace";
+        return 0;
+}
+
+static int filter_add(SessionOptions *o, const char *provider, size_t provider_len, const char *name, size_t name_len) {
+        char **providers = realloc(o->counter_filter_providers, (o->n_counter_filters + 1) * sizeof(char *));
+        char **names;
+
+        if (!providers)
+                return -ENOMEM;
+        o->counter_filter_providers = providers;
+        names = realloc(o->counter_names, (o->n_counter_filters + 1) * sizeof(char *));
+        if (!names)
+                return -ENOMEM;
+        o->counter_names = names;
+        providers[o->n_counter_filters] = strndup(provider, provider_len);
+        names[o->n_counter_filters] = strndup(name, name_len);
+        if (!providers[o->n_counter_filters] || !names[o->n_counter_filters]) {
+                free(providers[o->n_counter_filters]);
+                free(names[o->n_counter_filters]);
+                return -ENOMEM;
+        }
+        o->n_counter_filters++;
+        return 0;
+}
+
+/* One provider of the list and its bracketed names; @p moves past them. Return 0, -EINVAL, -ENOMEM. */
+static int counters_item_parse(const char **p, FILE *providers, Args *a) {
+        _cleanup_free_ char *provider = NULL;
+        size_t len = strcspn(*p, ",[");
+        int r;
+
+        provider = strndup(*p, len);
+        if (!provider)
+                return -ENOMEM;
+        /* the agent's own check of each name (session.c) */
+        if (!eventpipe_provider_name_is_valid(provider))
+                return -EINVAL;
+        fprintf(providers, "%s%s", ftell(providers) > 0 ? "," : "", provider);
+        *p += len;
+        if (**p != '[')
+                return 0;
+        for ((*p)++; **p != ']';) {
+                size_t n = strcspn(*p, ",]");
+                if (n == 0)
+                        return -EINVAL;
+                r = filter_add(&a->session, provider, len, *p, n);
+                if (r < 0)
+                        return r;
+                *p += n;
+                if (**p == ',')
+                        (*p)++;
+        }
+        (*p)++;
+        return 0;
+}
+
+/*
+ * dotnet-counters' list: "System.Runtime[cpu-usage,working-set],MyMeter".
+ * The agent gets the providers; the names in brackets filter here.
+ */
+static int counters_list_parse(const char *list, Args *a) {
+        _cleanup_free_ char *names = NULL;
+        size_t size = 0, n = 0;
+        FILE *f = open_memstream(&names, &size);
+        const char *p = list;
+        int r = 0;
+
+        if (!f)
+                return -ENOMEM;
+        while (r == 0 && *p) {
+                r = counters_item_parse(&p, f, a);
+                if (r == 0 && ++n > WIRE_COUNTER_PROVIDERS_MAX)
+                        r = -EINVAL;
+                if (r == 0 && *p == ',' && p[1])
+                        p++;
+                else if (r == 0 && *p)
+                        r = -EINVAL;
+        }
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        if (r < 0)
+                return r;
+        if (n == 0)
+                return -EINVAL;
+        a->counter_providers = TAKE_PTR(names);
+        return 0;
+}
+
+static int check_counters(const Given *g, Args *a, char **ret_error) {
+        const char *format = g->value[OPT_FORMAT];
+        int r;
+
+        r = counters_list_parse(g->value[OPT_COUNTERS] ? g->value[OPT_COUNTERS] : "System.Runtime", a);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return fail(ret_error, "dsctl: --counters takes Provider[name,...],... with at most %u providers "
+                            "named with letters, digits, '.', '-' and '_' (e.g. System.Runtime[cpu-usage])",
+                            WIRE_COUNTER_PROVIDERS_MAX);
+        if (g->value[OPT_INTERVAL] &&
+            parse_bounded(g, OPT_INTERVAL, WIRE_INTERVAL_MAX_SEC, "seconds", &a->interval_sec, ret_error) < 0)
+                return -EINVAL;
+        if (g->value[OPT_DURATION] && (r = parse_duration_option(g, a, ret_error)) < 0)
+                return r;
+        if (format && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
+                return fail(ret_error, "dsctl: --format takes csv or json, not '%s'", format);
+        if ((g->mask & OPT(OPT_WATCH)) && a->output)
+                return fail(ret_error, "dsctl: --watch redraws the counters on the terminal; it takes no %s",
+                            g->spelled[OPT_OUTPUT]);
+        /* --json asks for JSON rows, unless --format says otherwise */
+        a->session.kind = (format ? strcmp(format, "json") == 0 : a->json) ? SESSION_OUTPUT_JSON : SESSION_OUTPUT_CSV;
+        a->session.output = a->output;
+        a->session.watch = g->mask & OPT(OPT_WATCH);
+        return 0;
+}
+
+/* Options that the command does not take are refused by name, not ignored. */
+static int check_options_taken(const Given *g, Verb verb, char **ret_error) {
+        unsigned extra = g->mask & ~(OPTS_COMMON | verbs[verb].options);
+
+        for (Opt o = 0; o < _OPT_MAX; o++)
+                if (extra & OPT(o))
+                        return fail(ret_error, "dsctl: %s takes no %s; see 'dsctl %s --help'", verbs[verb].name,
+                                    g->spelled[o], verbs[verb].name);
+        return 0;
+}
+
+static int check_arguments(const Given *g, Verb verb, Args *a, char **ret_error) {
+        size_t n = g->n_positional - 1;
+
+        if (n > verbs[verb].max_args)
+                return fail(ret_error, "dsctl: unexpected argument '%s'; see 'dsctl %s --help'",
+                            g->positional[1 + verbs[verb].max_args], verbs[verb].name);
+        if (verb == VERB_EXPLAIN && n < 2)
+                return fail(ret_error, "dsctl: explain takes a process id or unit and a command, e.g. "
+                            "'explain 1234 dump'");
+        if (verbs[verb].min_args > 0)
+                return parse_target(verb, n > 0 ? g->positional[1] : NULL, a, ret_error);
+        return 0;
+}
+
+static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
+        int r;
+
+        r = check_options_taken(g, verb, ret_error);
+        if (r == 0)
+                r = check_arguments(g, verb, a, ret_error);
+        if (r < 0)
+                return r;
+        a->output = g->value[OPT_OUTPUT];
+        a->remove = g->value[OPT_REMOVE];
+        switch (verb) {
+        case VERB_EXPLAIN: return check_explain(g, a, ret_error);
+        case VERB_DUMP: return check_dump_type(g, a, ret_error);
+        case VERB_TRACE: return check_trace(g, a, ret_error);
+        case VERB_COUNTERS: return check_counters(g, a, ret_error);
+        default: return 0;
+        }
+}
+
+/* Whether --json is among the options, before anything else is read: a usage error is then JSON too. */
+static bool asks_for_json(int argc, char **argv) {
+        for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+                if (strcmp(argv[i], "--json") == 0)
+                        return true;
+        return false;
+}
+
+int cli_parse(int argc, char **argv, Args *a, char **ret_error) {
+        Given g = {};
+        int r;
+
+        *ret_error = NULL;
+        a->json = asks_for_json(argc, argv);
+        r = read_command_line(argc, argv, &g, ret_error);
+        if (r < 0)
+                return r;
+        a->json = g.mask & OPT(OPT_JSON);
+        a->quiet = a->session.quiet = g.mask & OPT(OPT_QUIET);
+        a->socket_path = g.value[OPT_SOCKET];
+        a->version = g.mask & OPT(OPT_VERSION);
+        a->help = g.mask & OPT(OPT_HELP);
+        a->verb = g.n_positional > 0 ? verb_from_string(g.positional[0]) : _VERB_NONE;
+        if (g.n_positional > 0 && a->verb == _VERB_NONE)
+                return fail(ret_error, "dsctl: unknown command '%s'; see 'dsctl --help'", g.positional[0]);
+        if (a->verb == VERB_HELP) {
+                /* "help dump" is "dump --help" */
+                a->help = true;
+                a->verb = g.n_positional > 1 ? verb_from_string(g.positional[1]) : _VERB_NONE;
+                if (g.n_positional > 2 || (g.n_positional > 1 && a->verb == _VERB_NONE))
+                        return fail(ret_error, "dsctl: help takes one command, like 'dsctl help dump'");
+                return 0;
+        }
+        if (a->help || a->version)
+                return 0;
+        if (a->verb == _VERB_NONE)
+                return fail(ret_error, "dsctl: no command given; see 'dsctl --help'");
+        return check_command(&g, a->verb, a, ret_error);
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "output.h"
+#include "progress.h"
+
+#define PROGRESS_REDRAW_USEC 100000ULL
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+bool progress_wanted(bool quiet) {
+        return !quiet && isatty(STDERR_FILENO);
+}
+
+void progress_start(Progress *p, const char *verb, bool enabled, const char *waiting) {
+        *p = (Progress){ .enabled = enabled, .verb = verb, .started_usec = now_usec(), .waiting = waiting };
+}
+
+void progress_set_bytes(Progress *p, uint64_t bytes) {
+        p->bytes = bytes;
+        p->have_bytes = true;
+}
+
+/* "01:05", or "1:02:03" past an hour */
+static void format_elapsed(uint64_t usec, char *buf, size_t size) {
+        unsigned long long s = usec / 1000000ULL;
+
+        if (s >= 3600)
+                snprintf(buf, size, "%llu:%02llu:%02llu", s / 3600, s / 60 % 60, s % 60);
+        else
+                snprintf(buf, size, "%02llu:%02llu", s / 60, s % 60);
+}
+
+void progress_draw(Progress *p, bool force) {
+        uint64_t now = now_usec();
+        char elapsed[32], size[32];
+
+        if (!p->enabled || (!force && p->shown && now - p->drawn_usec < PROGRESS_REDRAW_USEC))
+                return;
+        format_elapsed(now - p->started_usec, elapsed, sizeof(elapsed));
+        /* \r and "erase to the end of the line": the line is rewritten where it stands */
+        if (p->have_bytes) {
+                output_format_size(p->bytes, size, sizeof(size));
+                fprintf(stderr, "\r\033[Kdsctl: %s: %s, %s", p->verb, size, elapsed);
+        } else
+                fprintf(stderr, "\r\033[Kdsctl: %s: %s, %s", p->verb, p->waiting ? p->waiting : "waiting", elapsed);
+        fflush(stderr);
+        p->drawn_usec = now;
+        p->shown = true;
+}
+
+void progress_clear(Progress *p) {
+        if (!p->shown)
+                return;
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        p->shown = false;
+}

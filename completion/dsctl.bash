@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# bash completion for dsctl(1)                                  -*- shell-script -*-
+#
+# Targets are completed from the units systemd runs, not by asking the agent:
+# every request to the agent is recorded, and a Tab is no request. Only
+# "dumps --remove" asks it, for the dumps to name.
+
+_dsctl_units() {
+        systemctl list-units --type=service,scope --state=running --no-legend --plain 2>/dev/null |
+                while read -r unit _; do printf '%s\n' "$unit"; done
+}
+
+_dsctl_dumps() {
+        dsctl ${1:+--socket "$1"} dumps 2>/dev/null | while read -r line; do
+                case $line in TIME*) ;; *) printf '%s\n' "${line##* }" ;; esac
+        done
+}
+
+_dsctl() {
+        local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+        local commands="ps info explain dump dumps trace counters help"
+        local common="--socket --json --quiet --help --version"
+        local policy_commands="ps info env dump gcdump trace counters resume perfmap setenv startup-hook profiler"
+        local -A options=(
+                [ps]="" [info]="" [help]=""
+                [explain]="--type --profile --duration"
+                [dump]="--type --output"
+                [dumps]="--remove"
+                [trace]="--profile --providers --duration --buffer-mb --output"
+                [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
+        )
+        local command="" socket="" nargs=0 i word
+
+        # the command, how many arguments it has so far, and --socket for asking the agent
+        for ((i = 1; i < COMP_CWORD; i++)); do
+                word=${COMP_WORDS[i]}
+                case $word in
+                --socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
+                --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
+                --refresh-interval | --format | -o | --output | --remove) ((i++)) ;;
+                -*) ;;
+                *) if [[ -z $command ]]; then command=$word; else ((nargs++)); fi ;;
+                esac
+        done
+
+        case $prev in
+        --type) COMPREPLY=($(compgen -W "mini heap triage full" -- "$cur")); return ;;
+        --profile)
+                COMPREPLY=($(compgen -W "cpu-sampling gc-verbose gc-collect dotnet-common dotnet-sampled-thread-time" \
+                        -- "$cur"))
+                return ;;
+        --format) COMPREPLY=($(compgen -W "csv json" -- "$cur")); return ;;
+        --socket | -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --remove) COMPREPLY=($(compgen -W "$(_dsctl_dumps "$socket")" -- "$cur")); return ;;
+        --providers | --duration | --buffer-mb | --counters | --interval | --refresh-interval) return ;;
+        esac
+
+        if [[ $cur == -* ]]; then
+                COMPREPLY=($(compgen -W "$common ${options[$command]}" -- "$cur"))
+                return
+        fi
+        if [[ -z $command ]]; then
+                COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+                return
+        fi
+        case $command in
+        help) ((nargs == 0)) && COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+        explain)
+                if ((nargs == 0)); then
+                        COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur"))
+                elif ((nargs == 1)); then
+                        COMPREPLY=($(compgen -W "$policy_commands" -- "$cur"))
+                fi ;;
+        info | dump | trace | counters) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
+        esac
+        return 0
+}
+
+complete -F _dsctl dsctl

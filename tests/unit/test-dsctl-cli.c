@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsctl's command line: options anywhere, help that asks for nothing, and the agent's own limits */
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "cli.h"
+#include "policy.h"
+#include "session-config.h"
+#include "tap.h"
+#include "wire.h"
+
+#define ARGV_MAX 16
+
+/* Parses "dsctl ARGS..." (NULL-terminated) into @a; the error, if any, in *@ret_error. */
+static int parse(Args *a, char **ret_error, ...) {
+        char *argv[ARGV_MAX + 1] = { (char *)"dsctl" };
+        int argc = 1;
+        va_list ap;
+
+        va_start(ap, ret_error);
+        for (char *arg; (arg = va_arg(ap, char *)) && argc < ARGV_MAX;)
+                argv[argc++] = arg;
+        va_end(ap);
+        args_done(a);
+        *a = (Args)ARGS_NULL;
+        free(*ret_error);
+        *ret_error = NULL;
+        return cli_parse(argc, argv, a, ret_error);
+}
+
+/* The parse failed as a usage error, with words that contain @words (read once the parse is done). */
+static void refused(int r, char *const *error, const char *words) {
+        check(r == -EINVAL && *error && strstr(*error, words));
+        if (r != -EINVAL || !*error || !strstr(*error, words))
+                printf("# got %d '%s', wanted '%s'\n", r, *error ? *error : "(none)", words);
+}
+
+static void test_options_before_and_after_the_command(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        check(parse(&a, &error, "info", "351", "--json", NULL) == 0);
+        check(a.verb == VERB_INFO && a.pid == 351 && a.json);
+        check(parse(&a, &error, "--json", "info", "351", NULL) == 0 && a.json && a.pid == 351);
+        check(parse(&a, &error, "dump", "--type", "full", "orders.service", "-o", "x.core", "--socket", "/s", NULL) == 0);
+        check(a.verb == VERB_DUMP && a.unit && strcmp(a.unit, "orders.service") == 0 && a.pid == 0);
+        check(strcmp(a.dump_type, "full") == 0 && strcmp(a.output, "x.core") == 0 && strcmp(a.socket_path, "/s") == 0);
+        check(parse(&a, &error, "counters", "7", "--refresh-interval=5", "-q", NULL) == 0);
+        check(a.interval_sec == 5 && a.quiet && a.session.quiet && a.session.kind == SESSION_OUTPUT_CSV);
+        /* after "--", nothing is an option */
+        refused(parse(&a, &error, "info", "--", "--json", NULL), &error, "not '--json'");
+        args_done(&a);
+        free(error);
+}
+
+static void test_help_asks_for_nothing(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        check(parse(&a, &error, "dump", "--help", NULL) == 0 && a.help && a.verb == VERB_DUMP);
+        check(parse(&a, &error, "help", "trace", NULL) == 0 && a.help && a.verb == VERB_TRACE);
+        check(parse(&a, &error, "help", NULL) == 0 && a.help && a.verb == _VERB_NONE);
+        check(parse(&a, &error, "--help", NULL) == 0 && a.help && a.verb == _VERB_NONE);
+        /* help wins over what is missing or wrong in the rest */
+        check(parse(&a, &error, "dump", "-h", NULL) == 0 && a.help);
+        check(parse(&a, &error, "explain", "--type", "huge", "--help", NULL) == 0 && a.help);
+        refused(parse(&a, &error, "help", "frobnicate", NULL), &error, "help takes one command");
+        refused(parse(&a, &error, "frobnicate", "--help", NULL), &error, "unknown command 'frobnicate'");
+        args_done(&a);
+        free(error);
+}
+
+static void test_targets(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+        char long_unit[WIRE_UNIT_MAX + 16];
+
+        check(parse(&a, &error, "info", "orders.service", NULL) == 0 && a.unit && a.pid == 0);
+        check(parse(&a, &error, "explain", "session-3.scope", "dump", NULL) == 0 && a.unit);
+        check(strcmp(a.command, "dump") == 0);
+        refused(parse(&a, &error, "info", NULL), &error, "info takes one process id or unit");
+        refused(parse(&a, &error, "info", "not-a-pid", NULL), &error, "not 'not-a-pid'");
+        refused(parse(&a, &error, "info", "a/b.service", NULL), &error, "not 'a/b.service'");
+        refused(parse(&a, &error, "info", "1", "2", NULL), &error, "unexpected argument '2'");
+        refused(parse(&a, &error, "explain", "1", NULL), &error, "a process id or unit and a command");
+        refused(parse(&a, &error, "explain", "1", "frob", NULL), &error, "not 'frob'");
+        memset(long_unit, 'a', sizeof(long_unit));
+        strcpy(long_unit + WIRE_UNIT_MAX - 8, ".service"); /* exactly WIRE_UNIT_MAX bytes */
+        check(parse(&a, &error, "dump", long_unit, NULL) == 0);
+        strcpy(long_unit + WIRE_UNIT_MAX - 7, ".service");
+        refused(parse(&a, &error, "dump", long_unit, NULL), &error, "takes one process id or unit");
+        args_done(&a);
+        free(error);
+}
+
+/* Each bound is the agent's (wire.h, session-config.h): its value passes, one more does not. */
+static void test_limits_are_the_agents(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+        char many[256] = "P0";
+
+        check(parse(&a, &error, "trace", "1", "--buffer-mb", "1024", NULL) == 0 && a.buffer_mb == EVENTPIPE_BUFFER_MB_MAX);
+        refused(parse(&a, &error, "trace", "1", "--buffer-mb", "1025", NULL), &error,
+                "--buffer-mb takes a number of MB from 1 to 1024");
+        refused(parse(&a, &error, "trace", "1", "--buffer-mb", "0", NULL), &error, "from 1 to 1024");
+        check(parse(&a, &error, "counters", "1", "--interval", "3600", NULL) == 0 && a.interval_sec == WIRE_INTERVAL_MAX_SEC);
+        refused(parse(&a, &error, "counters", "1", "--interval", "3601", NULL), &error,
+                "--interval takes a number of seconds from 1 to 3600");
+        check(parse(&a, &error, "trace", "1", "--duration", "30d", NULL) == 0 && a.duration_sec == WIRE_DURATION_MAX_SEC);
+        refused(parse(&a, &error, "trace", "1", "--duration", "2592001", NULL), &error,
+                "--duration takes whole seconds from 1 s to 30 days");
+        refused(parse(&a, &error, "counters", "1", "--duration", "1.5s", NULL), &error, "--duration takes whole seconds");
+        for (unsigned i = 1; i < WIRE_COUNTER_PROVIDERS_MAX; i++)
+                snprintf(many + strlen(many), sizeof(many) - strlen(many), ",P%u", i);
+        check(parse(&a, &error, "counters", "1", "--counters", many, NULL) == 0);
+        strcat(many, ",One.More");
+        refused(parse(&a, &error, "counters", "1", "--counters", many, NULL), &error, "at most 16 providers");
+        refused(parse(&a, &error, "counters", "1", "--counters", "Bad Name", NULL), &error, "--counters takes");
+        args_done(&a);
+        free(error);
+}
+
+static void test_names_are_the_agents(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+        size_t n;
+        const EventPipeProfile *profiles = eventpipe_profiles(&n);
+
+        for (PolicyDumpType t = POLICY_DUMP_MINI; t < _POLICY_DUMP_MAX; t++)
+                check(parse(&a, &error, "dump", "1", "--type", policy_dump_type_to_string(t), NULL) == 0);
+        refused(parse(&a, &error, "dump", "1", "--type", "huge", NULL), &error,
+                "--type takes mini, heap, triage or full, not 'huge'");
+        for (size_t i = 0; i < n; i++)
+                check(parse(&a, &error, "trace", "1", "--profile", profiles[i].name, NULL) == 0);
+        refused(parse(&a, &error, "trace", "1", "--profile", "nope", NULL), &error, "--profile takes one of cpu-sampling");
+        for (int c = 0; c < _POLICY_COMMAND_MAX; c++)
+                check(parse(&a, &error, "explain", "1", policy_command_to_string((PolicyCommand)c), NULL) == 0);
+        refused(parse(&a, &error, "trace", "1", "--providers", "X:zz", NULL), &error, "--providers takes");
+        refused(parse(&a, &error, "trace", "1", "--providers", "X", "--profile", "gc-collect", NULL), &error, "not both");
+        refused(parse(&a, &error, "counters", "1", "--format", "xml", NULL), &error, "--format takes csv or json");
+        args_done(&a);
+        free(error);
+}
+
+static void test_options_a_command_does_not_take(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        refused(parse(&a, &error, "info", "1", "--type", "mini", NULL), &error, "info takes no --type");
+        refused(parse(&a, &error, "dump", "1", "--watch", NULL), &error, "dump takes no --watch");
+        refused(parse(&a, &error, "ps", "--remove", "x", NULL), &error, "ps takes no --remove");
+        refused(parse(&a, &error, "counters", "1", "--watch", "-o", "f", NULL), &error, "it takes no -o");
+        refused(parse(&a, &error, "ps", "--bogus", NULL), &error, "unknown option '--bogus'");
+        refused(parse(&a, &error, "dump", "1", "--type", NULL), &error, "--type takes a value");
+        refused(parse(&a, &error, NULL), &error, "no command given");
+        /* --json is known before the error, so that the error itself is JSON */
+        refused(parse(&a, &error, "ps", "--bogus", "--json", NULL), &error, "unknown option");
+        check(a.json);
+        args_done(&a);
+        free(error);
+}
+
+static void test_outputs(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        check(parse(&a, &error, "trace", "1", NULL) == 0 && strcmp(a.session.output, "trace.nettrace") == 0);
+        check(strcmp(a.trace_profile, "cpu-sampling") == 0 && a.session.kind == SESSION_OUTPUT_NETTRACE);
+        check(parse(&a, &error, "counters", "1", "--json", NULL) == 0 && a.session.kind == SESSION_OUTPUT_JSON);
+        check(parse(&a, &error, "counters", "1", "--json", "--format", "csv", NULL) == 0 &&
+              a.session.kind == SESSION_OUTPUT_CSV);
+        check(parse(&a, &error, "counters", "1", "--counters", "System.Runtime[cpu-usage],Meter", NULL) == 0);
+        check(strcmp(a.counter_providers, "System.Runtime,Meter") == 0 && a.session.n_counter_filters == 1);
+        check(parse(&a, &error, "dumps", "--remove", "/var/lib/dsagent/dumps/x", NULL) == 0 && a.remove);
+        args_done(&a);
+        free(error);
+}
+
+int main(void) {
+        run_test(test_options_before_and_after_the_command);
+        run_test(test_help_asks_for_nothing);
+        run_test(test_targets);
+        run_test(test_limits_are_the_agents);
+        run_test(test_names_are_the_agents);
+        run_test(test_options_a_command_does_not_take);
+        run_test(test_outputs);
+        return tap_finish();
+}
