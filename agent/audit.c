@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-journal.h>
@@ -15,12 +18,21 @@
 #include "audit.h"
 #include "catalog-ids.h"
 #include "cleanup.h"
+#include "duration.h"
+#include "policy.h"
 #include "text.h"
 
 #define AUDIT_FIELDS_MAX 48
 /* a refused policy lists this many of its errors; the first ones say what to fix */
 #define AUDIT_POLICY_ERRORS_MAX 16
 #define JOURNAL_SOCKET_PATH "/run/systemd/journal/socket"
+/* Names remembered, users and groups together; the oldest goes first. */
+#define AUDIT_NAMES_CACHED 128
+/* A worker looks a name up again after this long, so that a renamed user shows up in time; the
+ * loop keeps what a worker last told it (a session's end is recorded with the names of its start). */
+#define AUDIT_NAME_TTL_USEC (5 * 60 * USEC_PER_SEC)
+/* getpwuid_r()'s buffer; an entry that needs more goes without a name */
+#define AUDIT_NSS_BUFFER 16384
 
 typedef struct AuditFields {
         struct iovec iov[AUDIT_FIELDS_MAX];
@@ -71,6 +83,242 @@ static void audit_fields_add_text(AuditFields *f, const char *key, const char *v
         audit_fields_addf(f, "%s=%s", key, escaped);
 }
 
+/* A value for people, made from parts of which some are the client's or the target's: escaped whole. */
+static void audit_fields_add_textf(AuditFields *f, const char *key, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void audit_fields_add_textf(AuditFields *f, const char *key, const char *fmt, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int n;
+
+        if (f->error != 0)
+                return;
+        va_start(ap, fmt);
+        n = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+                s = NULL;
+                f->error = -ENOMEM;
+                return;
+        }
+        audit_fields_add_text(f, key, s);
+}
+
+/* ---- names beside ids ---- */
+
+typedef enum AuditNameKind {
+        AUDIT_NAME_USER = 1,
+        AUDIT_NAME_GROUP,
+} AuditNameKind;
+
+typedef struct AuditNameEntry {
+        AuditNameKind kind;     /* 0: a free slot */
+        uint32_t id;
+        uint64_t at_usec;
+        char name[AUDIT_NAME_MAX];
+} AuditNameEntry;
+
+/* The loop's cache, and each worker's own (a worker starts with the loop's as it was at the fork). */
+static AuditNameEntry audit_names[AUDIT_NAMES_CACHED];
+
+static uint64_t audit_now_usec(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * USEC_PER_SEC + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static const char *audit_name_cached(AuditNameKind kind, uint32_t id, uint64_t max_age_usec) {
+        uint64_t now = audit_now_usec();
+
+        if (id == (uint32_t)-1)
+                return NULL;
+        for (size_t i = 0; i < AUDIT_NAMES_CACHED; i++) {
+                const AuditNameEntry *e = &audit_names[i];
+                if (e->kind == kind && e->id == id && now - e->at_usec < max_age_usec)
+                        return e->name;
+        }
+        return NULL;
+}
+
+/* A name goes into messages as it is: one word of valid UTF-8, no control character, space or backslash. */
+static bool audit_name_is_plain(const char *name, size_t len) {
+        if (len == 0 || len >= AUDIT_NAME_MAX || !utf8_is_valid(name, len))
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if ((unsigned char)name[i] <= ' ' || name[i] == '\x7f' || name[i] == '\\')
+                        return false;
+        return true;
+}
+
+/* What the loop's records take: the name a worker last told it, however old. */
+static const char *audit_name_known(AuditNameKind kind, uint32_t id) {
+        return audit_name_cached(kind, id, UINT64_MAX);
+}
+
+static void audit_name_remember(AuditNameKind kind, uint32_t id, const char *name) {
+        AuditNameEntry *slot = &audit_names[0];
+        size_t len = strnlen(name, AUDIT_NAME_MAX);
+
+        if (id == (uint32_t)-1 || !audit_name_is_plain(name, len))
+                return;
+        for (size_t i = 0; i < AUDIT_NAMES_CACHED; i++) {
+                AuditNameEntry *e = &audit_names[i];
+                if (e->kind == kind && e->id == id) {
+                        slot = e;
+                        break;
+                }
+                if (e->at_usec < slot->at_usec)
+                        slot = e; /* a free slot is the oldest of all */
+        }
+        *slot = (AuditNameEntry){ .kind = kind, .id = id, .at_usec = audit_now_usec() };
+        memcpy(slot->name, name, len);
+}
+
+/* The name from this process's cache, else from NSS (which may block), into @buf; "" when there is none. */
+static void audit_name_resolve(AuditNameKind kind, uint32_t id, char buf[static AUDIT_NAME_MAX]) {
+        _cleanup_free_ char *nss = NULL;
+        const char *name = audit_name_cached(kind, id, AUDIT_NAME_TTL_USEC);
+
+        buf[0] = '\0';
+        if (!name && id != (uint32_t)-1 && (nss = malloc(AUDIT_NSS_BUFFER))) {
+                struct passwd pw, *pwp = NULL;
+                struct group gr, *grp = NULL;
+
+                if (kind == AUDIT_NAME_USER && getpwuid_r(id, &pw, nss, AUDIT_NSS_BUFFER, &pwp) == 0 && pwp)
+                        name = pwp->pw_name;
+                else if (kind == AUDIT_NAME_GROUP && getgrgid_r(id, &gr, nss, AUDIT_NSS_BUFFER, &grp) == 0 && grp)
+                        name = grp->gr_name;
+                if (name)
+                        audit_name_remember(kind, id, name);
+        }
+        if (name && audit_name_is_plain(name, strnlen(name, AUDIT_NAME_MAX)))
+                strcpy(buf, name);
+}
+
+void audit_names_resolve(AuditNames *ret, uid_t client_uid, gid_t client_gid, uid_t target_uid) {
+        *ret = (AuditNames){ .client_uid = client_uid, .client_gid = client_gid, .target_uid = target_uid };
+        audit_name_resolve(AUDIT_NAME_USER, client_uid, ret->client_user);
+        audit_name_resolve(AUDIT_NAME_GROUP, client_gid, ret->client_group);
+        audit_name_resolve(AUDIT_NAME_USER, target_uid, ret->target_user);
+}
+
+void audit_names_remember(const AuditNames *n) {
+        /* the worker's strings: NUL-terminated within their arrays, or not names */
+        if (memchr(n->client_user, '\0', AUDIT_NAME_MAX))
+                audit_name_remember(AUDIT_NAME_USER, n->client_uid, n->client_user);
+        if (memchr(n->client_group, '\0', AUDIT_NAME_MAX))
+                audit_name_remember(AUDIT_NAME_GROUP, n->client_gid, n->client_group);
+        if (memchr(n->target_user, '\0', AUDIT_NAME_MAX))
+                audit_name_remember(AUDIT_NAME_USER, n->target_uid, n->target_user);
+}
+
+/* ---- words for people: the catalog's text uses these fields, which every record of its kind has ---- */
+
+static const char *plural(uint64_t n, const char *one, const char *many) {
+        return n == 1 ? one : many;
+}
+
+/* "1 byte", "512 bytes", "1.5 KiB", "2.0 GiB" */
+static void format_size(char *buf, size_t size, uint64_t bytes) {
+        static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+        double v = (double)bytes;
+        size_t u = 0;
+
+        if (bytes < 1024) {
+                snprintf(buf, size, "%" PRIu64 " %s", bytes, plural(bytes, "byte", "bytes"));
+                return;
+        }
+        for (v /= 1024; v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); v /= 1024)
+                u++;
+        snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+/* "250 milliseconds", "1 second", "2.5 seconds", "5 minutes", "1 hour" */
+static void format_duration(char *buf, size_t size, uint64_t usec) {
+        uint64_t n;
+
+        if (usec < USEC_PER_SEC) {
+                n = (usec + USEC_PER_MSEC / 2) / USEC_PER_MSEC;
+                snprintf(buf, size, "%" PRIu64 " %s", n, plural(n, "millisecond", "milliseconds"));
+        } else if (usec % (3600 * USEC_PER_SEC) == 0) {
+                n = usec / (3600 * USEC_PER_SEC);
+                snprintf(buf, size, "%" PRIu64 " %s", n, plural(n, "hour", "hours"));
+        } else if (usec % (60 * USEC_PER_SEC) == 0) {
+                n = usec / (60 * USEC_PER_SEC);
+                snprintf(buf, size, "%" PRIu64 " %s", n, plural(n, "minute", "minutes"));
+        } else if (usec % USEC_PER_SEC == 0) {
+                n = usec / USEC_PER_SEC;
+                snprintf(buf, size, "%" PRIu64 " %s", n, plural(n, "second", "seconds"));
+        } else
+                snprintf(buf, size, "%.1f seconds", (double)usec / USEC_PER_SEC);
+}
+
+static void audit_fields_add_size(AuditFields *f, const char *key, uint64_t bytes) {
+        char text[32];
+
+        format_size(text, sizeof(text), bytes);
+        audit_fields_addf(f, "%s=%s", key, text);
+}
+
+/* A user as people name them: "alice (uid 1001)", or "uid 1001" when the name is not known. */
+static void format_user(char *buf, size_t size, uid_t uid) {
+        const char *name = audit_name_known(AUDIT_NAME_USER, uid);
+
+        if (name)
+                snprintf(buf, size, "%s (uid %u)", name, (unsigned)uid);
+        else
+                snprintf(buf, size, "uid %u", (unsigned)uid);
+}
+
+/* The names beside the ids, when the cache holds them (see AuditNames). */
+static void audit_fields_add_names(AuditFields *f, uid_t client_uid, const gid_t *client_gid, uid_t target_uid) {
+        audit_fields_add_text(f, "DSAGENT_CLIENT_USER", audit_name_known(AUDIT_NAME_USER, client_uid));
+        if (client_gid)
+                audit_fields_add_text(f, "DSAGENT_CLIENT_GROUP", audit_name_known(AUDIT_NAME_GROUP, *client_gid));
+        audit_fields_add_text(f, "DSAGENT_TARGET_USER", audit_name_known(AUDIT_NAME_USER, target_uid));
+}
+
+static void audit_fields_add_client_text(AuditFields *f, uid_t uid) {
+        char who[AUDIT_NAME_MAX + 32];
+
+        if (uid == (uid_t)-1)
+                snprintf(who, sizeof(who), "users the agent had no room left to tell apart (uid %u)", (unsigned)uid);
+        else
+                format_user(who, sizeof(who), uid);
+        audit_fields_add_text(f, "DSAGENT_CLIENT_TEXT", who);
+}
+
+/* "process 351 of svc (uid 998), unit orders.service, executable /srv/orders/Orders" */
+static void audit_fields_add_target_text(AuditFields *f, const char *key, const char *prefix, pid_t pid, uid_t uid,
+                                         const char *unit, const char *exe) {
+        char owner[AUDIT_NAME_MAX + 32] = "";
+
+        if (uid != (uid_t)-1) {
+                strcpy(owner, " of ");
+                format_user(owner + 4, sizeof(owner) - 4, uid);
+        }
+        audit_fields_add_textf(f, key, "%sprocess %d%s%s%s%s%s", prefix, (int)pid, owner, unit ? ", unit " : "",
+                               unit ? unit : "", exe ? ", executable " : "", exe ? exe : "");
+}
+
+/* What decided, in words: a rule's name is one the policy's syntax allows. */
+static void audit_fields_add_rule_text(AuditFields *f, const char *rule, AuditDecision d) {
+        if (rule && strcmp(rule, POLICY_RULE_ROOT) == 0)
+                audit_fields_addf(f, "DSAGENT_RULE_TEXT=the built-in grant for root");
+        else if (rule && strcmp(rule, POLICY_RULE_OWNER) == 0)
+                audit_fields_addf(f, "DSAGENT_RULE_TEXT=the built-in grant for the process's own user (owner_access)");
+        else if (rule)
+                audit_fields_add_textf(f, "DSAGENT_RULE_TEXT", "rule %s", rule);
+        else if (d == AUDIT_DECISION_ALLOWED)
+                audit_fields_addf(f, "DSAGENT_RULE_TEXT=no single rule: a listing shows only what the requester "
+                                     "may see");
+        else if (d == AUDIT_DECISION_DENIED)
+                audit_fields_addf(f, "DSAGENT_RULE_TEXT=no rule: none grants this, and what none grants is denied");
+        else
+                audit_fields_addf(f, "DSAGENT_RULE_TEXT=no rule: the request ended before a rule decided it");
+}
+
 const char *audit_decision_to_string(AuditDecision d) {
         switch (d) {
         case AUDIT_DECISION_ALLOWED: return "allowed";
@@ -98,18 +346,38 @@ static int audit_priority(AuditDecision d) {
 
 static void audit_fields_add_message(AuditFields *f, const AuditRecord *r) {
         _cleanup_free_ char *reason = NULL;
-        char target[32] = "";
+        char target[32] = "", who[AUDIT_NAME_MAX + 32];
 
         if (r->have_target)
                 snprintf(target, sizeof(target), " pid %d", (int)r->target_pid);
+        format_user(who, sizeof(who), r->client_uid);
         reason = text_escape(r->reason ? r->reason : "", r->reason ? strlen(r->reason) : 0);
         if (!reason) {
                 f->error = -ENOMEM;
                 return;
         }
-        audit_fields_addf(f, "MESSAGE=uid %u %s%s: %s (%s)", (unsigned)r->client_uid,
-                          r->command ? r->command : "(no request)", target,
+        audit_fields_addf(f, "MESSAGE=%s %s%s: %s (%s)", who, r->command ? r->command : "(no request)", target,
                           audit_decision_to_string(r->decision), reason);
+}
+
+/* What was asked, of which process, in words. */
+static void audit_fields_add_request_text(AuditFields *f, const AuditRecord *r) {
+        _cleanup_free_ char *asked = NULL;
+
+        if (!r->command) {
+                audit_fields_addf(f, "DSAGENT_REQUEST_TEXT=something that was not a valid request");
+                return;
+        }
+        if (asprintf(&asked, "\"%s\"%s", r->command, r->have_target ? " on " : "") < 0) {
+                asked = NULL;
+                f->error = -ENOMEM;
+                return;
+        }
+        if (r->have_target)
+                audit_fields_add_target_text(f, "DSAGENT_REQUEST_TEXT", asked, r->target_pid, r->target_uid,
+                                             r->target_unit, r->target_exe);
+        else
+                audit_fields_add_text(f, "DSAGENT_REQUEST_TEXT", asked);
 }
 
 static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
@@ -123,6 +391,8 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
         audit_fields_addf(f, "DSAGENT_CLIENT_PID=%d", (int)r->client_pid);
         if (r->client_pidfd_id != 0)
                 audit_fields_addf(f, "DSAGENT_CLIENT_PIDFD_ID=%" PRIu64, r->client_pidfd_id);
+        audit_fields_add_names(f, r->client_uid, &r->client_gid, r->have_target ? r->target_uid : (uid_t)-1);
+        audit_fields_add_client_text(f, r->client_uid);
         audit_fields_add_text(f, "DSAGENT_COMMAND", r->command);
         if (r->have_target) {
                 audit_fields_addf(f, "DSAGENT_TARGET_PID=%d", (int)r->target_pid);
@@ -131,9 +401,11 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
                 audit_fields_add_text(f, "DSAGENT_TARGET_UNIT", r->target_unit);
                 audit_fields_add_text(f, "DSAGENT_TARGET_EXE", r->target_exe);
         }
+        audit_fields_add_request_text(f, r);
         audit_fields_addf(f, "DSAGENT_DECISION=%s", audit_decision_to_string(r->decision));
         audit_fields_add_text(f, "DSAGENT_RULE", r->rule);
-        audit_fields_add_text(f, "DSAGENT_REASON", r->reason);
+        audit_fields_add_rule_text(f, r->rule, r->decision);
+        audit_fields_add_text(f, "DSAGENT_REASON", r->reason ? r->reason : "none given");
         if (r->have_result_count)
                 audit_fields_addf(f, "DSAGENT_RESULT_COUNT=%u", r->result_count);
         if (r->error_errno > 0)
@@ -233,24 +505,32 @@ int audit_log_request(AuditSink sink, const AuditRecord *r) {
 int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
         _cleanup_free_ char *path = text_escape(e->path, strlen(e->path));
+        char outcome[160];
 
         if (!path)
                 return -ENOMEM;
+        if (e->loaded)
+                snprintf(outcome, sizeof(outcome), "loaded, %zu %s from %zu %s", e->n_rules,
+                         plural(e->n_rules, "rule", "rules"), e->n_files, plural(e->n_files, "file", "files"));
+        else
+                snprintf(outcome, sizeof(outcome), "refused for %zu %s; %s", e->n_errors,
+                         plural(e->n_errors, "error", "errors"),
+                         e->had_policy ? "the policy loaded before stays in force"
+                                       : "no policy has loaded yet, so only root is served, under the built-in "
+                                         "rules, until one loads");
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_POLICY);
         audit_fields_addf(&f, "PRIORITY=%d", e->loaded ? LOG_INFO : LOG_ERR);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
-        if (e->loaded)
-                audit_fields_addf(&f, "MESSAGE=policy loaded from %s: %zu rules from %zu files", path, e->n_rules,
-                                  e->n_files);
-        else
-                audit_fields_addf(&f, "MESSAGE=policy in %s refused, the previous policy stays: %zu errors", path,
-                                  e->n_errors);
+        audit_fields_addf(&f, "MESSAGE=policy in %s %s", path, outcome);
         audit_fields_add_text(&f, "DSAGENT_POLICY_PATH", e->path);
         audit_fields_addf(&f, "DSAGENT_POLICY_LOADED=%s", e->loaded ? "yes" : "no");
+        audit_fields_addf(&f, "DSAGENT_POLICY_OUTCOME=%s", outcome);
         if (e->loaded) {
                 audit_fields_addf(&f, "DSAGENT_POLICY_RULES=%zu", e->n_rules);
                 audit_fields_addf(&f, "DSAGENT_POLICY_FILES=%zu", e->n_files);
         }
+        audit_fields_add_text(&f, "DSAGENT_POLICY_FIRST_ERROR",
+                              e->loaded ? "none" : e->n_errors > 0 ? e->errors[0] : "none named");
         for (size_t i = 0; i < e->n_errors && i < AUDIT_POLICY_ERRORS_MAX; i++)
                 audit_fields_add_text(&f, "DSAGENT_POLICY_ERROR", e->errors[i]);
         return audit_send(sink, &f);
@@ -268,6 +548,10 @@ static void audit_fields_add_subject(AuditFields *f, uint64_t request_id, uid_t 
         audit_fields_add_text(f, "DSAGENT_TARGET_UNIT", target_unit);
         audit_fields_add_text(f, "DSAGENT_TARGET_EXE", target_exe);
         audit_fields_add_text(f, "DSAGENT_RULE", rule);
+        audit_fields_add_names(f, requester, NULL, target_uid);
+        audit_fields_add_client_text(f, requester);
+        audit_fields_add_target_text(f, "DSAGENT_TARGET_TEXT", "", target_pid, target_uid, target_unit, target_exe);
+        audit_fields_add_rule_text(f, rule, AUDIT_DECISION_ALLOWED);
 }
 
 /**
@@ -277,22 +561,25 @@ static void audit_fields_add_subject(AuditFields *f, uint64_t request_id, uid_t 
  */
 int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
-        _cleanup_free_ char *path = text_escape(e->path, strlen(e->path));
+        char who[AUDIT_NAME_MAX + 32], size[32], took[48];
 
-        if (!path)
-                return -ENOMEM;
+        format_user(who, sizeof(who), e->requester);
+        format_size(size, sizeof(size), e->size);
+        format_duration(took, sizeof(took), e->duration_usec);
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_DUMP);
         audit_fields_addf(&f, "PRIORITY=%d", LOG_INFO);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
-        audit_fields_addf(&f, "MESSAGE=%s dump of pid %d (%" PRIu64 " bytes) for uid %u stored at %s", e->dump_type,
-                          (int)e->target_pid, e->size, (unsigned)e->requester, path);
+        audit_fields_add_textf(&f, "MESSAGE", "%s dump of pid %d (%s) for %s stored at %s in %s", e->dump_type,
+                               (int)e->target_pid, size, who, e->path, took);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
         audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
+        audit_fields_addf(&f, "DSAGENT_DUMP_SIZE_TEXT=%s", size);
         audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);
         audit_fields_addf(&f, "DSAGENT_DUMP_READABLE=%s", e->readable ? "yes" : "no");
         audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
+        audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
         return audit_send(sink, &f);
 }
 
@@ -304,30 +591,39 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
  */
 int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
+        char who[AUDIT_NAME_MAX + 32], bytes[32], took[48], limit[48];
 
+        format_user(who, sizeof(who), e->requester);
+        format_size(bytes, sizeof(bytes), e->bytes);
+        format_duration(took, sizeof(took), e->duration_usec);
+        format_duration(limit, sizeof(limit), e->duration_limit_usec);
         audit_fields_addf(&f, "MESSAGE_ID=%s", e->ended ? DSAGENT_MESSAGE_SESSION_END : DSAGENT_MESSAGE_SESSION_START);
         audit_fields_addf(&f, "PRIORITY=%d", LOG_INFO);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
         if (e->ended)
-                audit_fields_addf(&f, "MESSAGE=%s session of pid %d for uid %u ended (%s): %" PRIu64 " bytes%s", e->kind,
-                                  (int)e->target_pid, (unsigned)e->requester, e->how, e->bytes,
-                                  e->complete ? "" : ", incomplete");
+                audit_fields_add_textf(&f, "MESSAGE", "%s session of pid %d for %s ended (%s): %s in %s%s", e->kind,
+                                       (int)e->target_pid, who, e->how, bytes, took,
+                                       e->complete ? "" : ", incomplete");
         else
-                audit_fields_addf(&f, "MESSAGE=%s session of pid %d for uid %u started", e->kind, (int)e->target_pid,
-                                  (unsigned)e->requester);
+                audit_fields_add_textf(&f, "MESSAGE", "%s session of pid %d for %s started, for at most %s", e->kind,
+                                       (int)e->target_pid, who, limit);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
         audit_fields_add_text(&f, "DSAGENT_SESSION_KIND", e->kind);
         audit_fields_add_text(&f, "DSAGENT_TRACE_PROFILE", e->profile);
-        audit_fields_add_text(&f, "DSAGENT_PROVIDERS", e->providers);
+        audit_fields_add_text(&f, "DSAGENT_PROVIDERS", e->providers ? e->providers : "none");
         audit_fields_addf(&f, "DSAGENT_BUFFER_MB=%u", e->buffer_mb);
         audit_fields_addf(&f, "DSAGENT_DURATION_LIMIT_USEC=%" PRIu64, e->duration_limit_usec);
+        audit_fields_addf(&f, "DSAGENT_DURATION_LIMIT_TEXT=%s", limit);
         audit_fields_addf(&f, "DSAGENT_SIZE_LIMIT=%" PRIu64, e->size_limit);
+        audit_fields_add_size(&f, "DSAGENT_SIZE_LIMIT_TEXT", e->size_limit);
         if (e->ended) {
                 audit_fields_addf(&f, "DSAGENT_SESSION_BYTES=%" PRIu64, e->bytes);
+                audit_fields_addf(&f, "DSAGENT_SESSION_BYTES_TEXT=%s", bytes);
                 audit_fields_add_text(&f, "DSAGENT_SESSION_END", e->how);
                 audit_fields_addf(&f, "DSAGENT_SESSION_COMPLETE=%s", e->complete ? "yes" : "no");
                 audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
+                audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
         }
         return audit_send(sink, &f);
 }
@@ -339,13 +635,18 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
  */
 int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count) {
         _cleanup_(audit_fields_done) AuditFields f = {};
+        char who[AUDIT_NAME_MAX + 32];
 
+        format_user(who, sizeof(who), uid);
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_SUPPRESSED);
         audit_fields_addf(&f, "PRIORITY=%d", LOG_WARNING);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
-        audit_fields_addf(&f, "MESSAGE=uid %u: %" PRIu64 " request%s refused as too many", (unsigned)uid, count,
-                          count == 1 ? "" : "s");
+        audit_fields_add_textf(&f, "MESSAGE", "%s: %" PRIu64 " %s refused as too many", who, count,
+                               plural(count, "request", "requests"));
         audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)uid);
+        audit_fields_add_names(&f, uid, NULL, (uid_t)-1);
+        audit_fields_add_client_text(&f, uid);
         audit_fields_addf(&f, "DSAGENT_SUPPRESSED=%" PRIu64, count);
+        audit_fields_addf(&f, "DSAGENT_SUPPRESSED_TEXT=%" PRIu64 " %s", count, plural(count, "request", "requests"));
         return audit_send(sink, &f);
 }

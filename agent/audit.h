@@ -41,7 +41,8 @@ typedef struct AuditRecord {
 } AuditRecord;
 
 typedef struct AuditPolicyEvent {
-        bool loaded;            /* false: refused, the previous policy stays */
+        bool loaded;            /* false: refused */
+        bool had_policy;        /* refused: a policy loaded before is in force, and stays */
         const char *path;
         size_t n_rules, n_files;
         char *const *errors;    /* "path:line:column: text" */
@@ -85,6 +86,29 @@ typedef struct AuditSessionEvent {
         bool complete;          /* the runtime closed the stream after our stop */
         uint64_t duration_usec;
 } AuditSessionEvent;
+
+/*
+ * Names beside ids: records carry DSAGENT_CLIENT_USER=, DSAGENT_CLIENT_GROUP=
+ * and DSAGENT_TARGET_USER= next to the uids and gid. A lookup goes through
+ * NSS, which may block (sssd, LDAP), so the loop never makes one: a worker
+ * does, in the job that opens a request's target or lists candidates for ps
+ * (blocking costs that one request its deadline), and sends the names back.
+ * The loop remembers them in a small bounded cache, and a record takes what
+ * the cache holds: a name it does not hold is left out, never waited for.
+ */
+#define AUDIT_NAME_MAX 64       /* a longer name is left out */
+
+typedef struct AuditNames {
+        uint32_t client_uid, client_gid, target_uid; /* (uint32_t) -1: not asked */
+        char client_user[AUDIT_NAME_MAX];            /* "": not known */
+        char client_group[AUDIT_NAME_MAX];
+        char target_user[AUDIT_NAME_MAX];
+} AuditNames;
+
+/* In a worker only (it may block): the names of these ids, from NSS or this process's own cache. */
+void audit_names_resolve(AuditNames *ret, uid_t client_uid, gid_t client_gid, uid_t target_uid);
+/* In the loop: keep what a worker resolved, for the records to come. */
+void audit_names_remember(const AuditNames *n);
 
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);

@@ -219,6 +219,7 @@ Broker *broker_free(Broker *b) {
         request_budget_free(b->request_budget);
         safe_close(b->listen_fd);
         policy_unref(b->policy);
+        free(b->policy_problem);
         rate_limiter_free(b->rate_limiter);
         admission_free(b->admission);
         worker_pool_free(b->workers);
@@ -231,19 +232,20 @@ Broker *broker_free(Broker *b) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(Broker *, broker_free);
 
-/**
- * broker_reload_policy() - read the policy again and swap it in whole
- *
- * A policy that does not load changes nothing: the previous one stays in
- * force and the audit trail says why. Requests in flight keep the policy
- * they started under.
- *
- * Return: 0, POLICY_LOAD_E_INVALID, or a negative errno.
- */
-int broker_reload_policy(Broker *b) {
+/* Prints what is wrong where an operator starting the agent by hand looks first. */
+static void broker_print_problems(const Broker *b, const PolicyDiagnostics *d) {
+        for (size_t i = 0; i < d->n; i++)
+                fprintf(stderr, "%s\n", d->messages[i]);
+        fprintf(stderr, "dsagent: the policy in %s is broken: serving root alone, under the built-in rules, until a "
+                        "reload loads a valid one\n", b->config.policy_path);
+}
+
+int broker_load_policy(Broker *b) {
         _cleanup_(policy_diagnostics_done) PolicyDiagnostics d = {};
+        AuditPolicyEvent e = { .path = b->config.policy_path, .had_policy = b->policy && !b->policy_problem };
+        bool starting = !b->policy;
         Policy *p = NULL;
-        AuditPolicyEvent e = { .path = b->config.policy_path };
+        char *problem;
         int r;
 
         r = policy_load(b->config.policy_path, b->config.policy_must_exist, &p, &d);
@@ -255,12 +257,36 @@ int broker_reload_policy(Broker *b) {
                 e.n_files = p->n_files;
                 policy_unref(b->policy);
                 b->policy = p;
+                free(b->policy_problem);
+                b->policy_problem = NULL;
                 /* the workers hold the policy they were forked with: new ones from now on */
                 if (b->workers)
                         worker_pool_recycle(b->workers);
         }
         (void)audit_log_policy(b->config.audit_sink, &e);
-        return r;
+        if (r == 0)
+                return 0;
+        if (starting)
+                broker_print_problems(b, &d);
+        if (e.had_policy)
+                return POLICY_LOAD_E_INVALID; /* the last good policy stays */
+
+        /* nothing has loaded yet: the broken state starts, or says what is wrong now */
+        problem = policy_load_problem(r, &d);
+        if (problem) {
+                free(b->policy_problem);
+                b->policy_problem = problem;
+        }
+        if (starting) {
+                b->policy = policy_new_fallback();
+                if (!b->policy || !b->policy_problem)
+                        return -ENOMEM;
+        }
+        return POLICY_LOAD_E_INVALID;
+}
+
+bool broker_policy_refuses(const Broker *b, uid_t uid) {
+        return b->policy_problem && uid != 0;
 }
 
 /**
@@ -333,20 +359,19 @@ static void broker_fit_fd_limit(Broker *b) {
 }
 
 /**
- * broker_new() - serve clients on @listen_fd under @policy
+ * broker_new() - serve clients on @listen_fd, once broker_load_policy() has put a policy in force
  *
- * The broker owns @listen_fd and the reference to @policy from now on.
+ * The broker owns @listen_fd from now on.
  *
  * Return: 0 or a negative errno.
  */
-int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Policy *policy, Broker **ret) {
+int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broker **ret) {
         _cleanup_(broker_freep) Broker *b = NULL;
         int r;
 
         b = calloc(1, sizeof(*b));
         if (!b) {
                 safe_close(listen_fd);
-                policy_unref(policy);
                 return -ENOMEM;
         }
         b->listen_fd = listen_fd;
@@ -354,7 +379,6 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Polic
         b->config = *config;
         broker_fit_fd_limit(b);
         b->may_renice = broker_allow_renice();
-        b->policy = policy;
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();
         b->admission = admission_new();

@@ -57,6 +57,8 @@ typedef struct Broker {
         Connection *connections;
         unsigned n_connections;
         Policy *policy;                /* replaced whole on reload; requests hold their own reference */
+        char *policy_problem;          /* NULL, or why no policy file has loaded since start: then
+                                        * policy is policy_new_fallback() and only root is served */
         RateLimiter *rate_limiter;     /* survives reloads: a reload does not reset anyone's budget */
         RequestBudget *request_budget; /* requests each user may have decided and recorded; survives reloads too */
         sd_event_source *suppressed_timer; /* records what the budget refused, once a second */
@@ -67,8 +69,33 @@ typedef struct Broker {
         uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
 } Broker;
 
-int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Policy *policy, Broker **ret);
-int broker_reload_policy(Broker *b);
+int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broker **ret);
+
+/**
+ * broker_load_policy() - read the policy files and put them in force whole
+ *
+ * At start and on every reload. Files that do not load change nothing once
+ * a policy has loaded: the last good one stays in force. Until one has,
+ * the broker is broken: it serves under policy_new_fallback(), answers
+ * everyone but root POLICY_BROKEN (broker_policy_refuses()), and keeps in
+ * policy_problem what is wrong. Files that load end that state. Either way
+ * the audit trail gets the policy record, with every error. At start, the
+ * errors go to stderr too. Requests in flight keep the policy they started
+ * under.
+ *
+ * Return: 0 when the files loaded, POLICY_LOAD_E_INVALID when they did not
+ * (the previous policy, or the fallback, is in force), or a negative errno
+ * when no policy at all could be put in force (at start only).
+ */
+int broker_load_policy(Broker *b);
+
+/*
+ * Whether a request of @uid is refused without being looked at, because
+ * the policy files are broken. Root is still served, under the built-in
+ * rules alone: the operator who must fix the policy may need the agent.
+ */
+bool broker_policy_refuses(const Broker *b, uid_t uid);
+
 int broker_start_workers(Broker *b);
 Broker *broker_free(Broker *b);
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid);

@@ -38,6 +38,61 @@ void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         wire_writer_put_string(w, tag, buf);
 }
 
+/*
+ * A PROGRESS frame for a client that asked for them: the time left until the
+ * request's deadline, which deadline that is (@what, may be NULL), and
+ * @bytes (may be NULL). It is sent now when nothing else waits to go out (a
+ * small frame goes whole or not at all) and is skipped when the client does
+ * not read: progress is news, never owed. Behind other frames it is queued,
+ * to keep the order.
+ */
+static void send_progress(Request *req, const uint64_t *bytes, const char *what) {
+        _cleanup_free_ WireWriter *w = NULL;
+        Connection *c = req->connection;
+        uint64_t now = 0, at = 0;
+
+        if (!req->want_progress || req->finished || c->state != CONNECTION_WORKING)
+                return;
+        w = malloc(sizeof(*w));
+        if (!w || sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now) < 0 ||
+            sd_event_source_get_time(c->timer, &at) < 0)
+                return;
+        wire_writer_begin(w, WIRE_REPLY_PROGRESS);
+        wire_writer_put_u64(w, WIRE_TAG_DEADLINE, at > now ? at - now : 0);
+        wire_writer_put_string(w, WIRE_TAG_MESSAGE, what);
+        if (bytes)
+                wire_writer_put_u64(w, WIRE_TAG_SIZE, *bytes);
+        if (c->out_size > c->out_sent)
+                (void)connection_queue_frame(c, w);
+        else
+                (void)connection_send_frame_now(c, w, -EBADF);
+}
+
+int commands_set_deadline(Request *req, uint64_t usec, const char *what) {
+        int r;
+
+        r = connection_set_deadline(req->connection, usec);
+        if (r >= 0)
+                send_progress(req, NULL, what);
+        return r;
+}
+
+void commands_report_progress(Request *req, uint64_t bytes) {
+        send_progress(req, &bytes, NULL);
+}
+
+/* "2 × --runtime-timeout (20 s)": the backstop every request starts with (connection_on_request()). */
+static void announce_first_deadline(Request *req, const WireMessage *m) {
+        uint32_t progress = 0;
+        char what[96];
+
+        (void)wire_message_get_u32(m, WIRE_TAG_PROGRESS, &progress);
+        req->want_progress = progress == 1;
+        snprintf(what, sizeof(what), "the agent's deadline for a request (2 x --runtime-timeout, %llu s)",
+                 (unsigned long long)(2 * req->broker->config.runtime_timeout_usec / 1000000));
+        send_progress(req, NULL, what);
+}
+
 static void put_target_fields(WireWriter *w, const Target *t) {
         wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)t->pid);
         wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
@@ -87,26 +142,41 @@ static void open_pid(Request *req, pid_t pid) {
         req->audit.have_target = true;
         req->audit.target_pid = pid;
         req->audit.target_uid = (uid_t)-1;
-        r = jobs_open_target(req, pid, target_opened);
+        r = jobs_open_target(req, pid, true, target_opened);
         if (r != 0)
                 reply_job_error(req, r, NULL);
 }
 
-static void unit_found(Request *req, int r, pid_t pid) {
+/* "orders.service runs several .NET processes (3): 1234, 1240, 1300; name one by pid" */
+static void reply_several(Request *req, const pid_t *pids, size_t n_listed, size_t n) {
+        char why[TARGET_UNIT_MAX + 64 + JOBS_UNIT_PIDS_MAX * 12];
+        size_t len;
+
+        len = (size_t)snprintf(why, sizeof(why), "%s runs several .NET processes (%zu):", req->unit, n);
+        for (size_t i = 0; i < n_listed && len < sizeof(why); i++)
+                len += (size_t)snprintf(why + len, sizeof(why) - len, "%s %d", i > 0 ? "," : "", (int)pids[i]);
+        if (len < sizeof(why))
+                snprintf(why + len, sizeof(why) - len, "%s; name one by pid", n > n_listed ? ", ..." : "");
+        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, why);
+}
+
+static void unit_found(Request *req, int r, const pid_t *pids, size_t n_listed, size_t n) {
         char why[TARGET_UNIT_MAX + 64];
 
         if (r != 0) {
                 reply_job_error(req, r, NULL);
                 return;
         }
-        if (pid > 0) {
-                open_pid(req, pid);
+        if (n == 1 && n_listed == 1) {
+                open_pid(req, pids[0]);
                 return;
         }
-        snprintf(why, sizeof(why), pid == 0 ? "no .NET process runs in %s" : "%s runs several .NET processes; name one by pid",
-                 req->unit);
-        request_reply_error(req, AUDIT_DECISION_FAILED, pid == 0 ? WIRE_ERROR_NO_SUCH_PROCESS : WIRE_ERROR_BAD_REQUEST,
-                            why);
+        if (n > 1) {
+                reply_several(req, pids, n_listed, n);
+                return;
+        }
+        snprintf(why, sizeof(why), "no .NET process runs in %s", req->unit);
+        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, why);
 }
 
 void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Request *req)) {
@@ -120,6 +190,12 @@ void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Req
         }
         if (wire_message_get_string(m, WIRE_TAG_UNIT, &req->unit) != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "a process id or a unit is needed");
+                return;
+        }
+        /* dsctl checks the very same (wire.h): what it sends passes */
+        if (!wire_unit_name_is_valid(req->unit, strlen(req->unit))) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    "not a unit name (like orders.service)");
                 return;
         }
         r = jobs_find_unit(req, req->unit, unit_found);
@@ -453,7 +529,7 @@ static void ps_next(Request *req) {
         }
         while (work->next < work->n) {
                 pid_t pid = work->pids[work->next++];
-                if (jobs_open_target(req, pid, ps_opened) == 0)
+                if (jobs_open_target(req, pid, false, ps_opened) == 0)
                         return;
         }
         request_set_target(req, NULL); /* a listing is about no one process */
@@ -483,6 +559,7 @@ static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n
 
 static void ps_list(Request *req) {
         PsWork *work = calloc(1, sizeof(*work));
+        char what[64];
         int r;
 
         if (!work) {
@@ -492,7 +569,9 @@ static void ps_list(Request *req) {
         req->work = work;
         req->work_free = ps_work_free;
         /* the whole listing gets the reply's deadline */
-        (void)connection_set_deadline(req->connection, req->broker->config.reply_timeout_usec);
+        snprintf(what, sizeof(what), "the agent's deadline for a listing (%llu s)",
+                 (unsigned long long)(req->broker->config.reply_timeout_usec / 1000000));
+        (void)commands_set_deadline(req, req->broker->config.reply_timeout_usec, what);
         r = jobs_find_candidates(req, ps_candidates_found);
         if (r != 0)
                 reply_job_error(req, r, NULL);
@@ -526,35 +605,53 @@ static void ps_start(Request *req) {
                 ps_after_pam(PAM_CHECK_E_UNAVAILABLE, NULL, req);
 }
 
+/* The command a request's audit record names; NULL for what is no request. */
+static const char *command_name(uint16_t type) {
+        switch (type) {
+        case WIRE_REQUEST_PS: return policy_command_to_string(POLICY_COMMAND_PS);
+        case WIRE_REQUEST_INFO: return policy_command_to_string(POLICY_COMMAND_INFO);
+        case WIRE_REQUEST_EXPLAIN: return "explain";
+        case WIRE_REQUEST_DUMP: return policy_command_to_string(POLICY_COMMAND_DUMP);
+        case WIRE_REQUEST_DUMPS: return "dumps";
+        case WIRE_REQUEST_TRACE: return policy_command_to_string(POLICY_COMMAND_TRACE);
+        case WIRE_REQUEST_COUNTERS: return policy_command_to_string(POLICY_COMMAND_COUNTERS);
+        case WIRE_REQUEST_REMOVE_DUMP: return "remove-dump";
+        default: return NULL;
+        }
+}
+
 void commands_dispatch(Request *req, const WireMessage *m) {
+        req->audit.command = command_name(m->type);
+        /* before anything is looked at: while the policy files are broken, only root is served */
+        if (broker_policy_refuses(req->broker, req->peer->uid)) {
+                request_reply_policy_broken(req);
+                return;
+        }
+        announce_first_deadline(req, m);
         switch (m->type) {
         case WIRE_REQUEST_PS:
-                req->audit.command = policy_command_to_string(POLICY_COMMAND_PS);
                 ps_start(req);
                 break;
         case WIRE_REQUEST_INFO:
-                req->audit.command = policy_command_to_string(POLICY_COMMAND_INFO);
                 commands_open_target(req, m, info_opened);
                 break;
         case WIRE_REQUEST_EXPLAIN:
-                req->audit.command = "explain";
                 explain_start(req, m);
                 break;
         case WIRE_REQUEST_DUMP:
-                req->audit.command = policy_command_to_string(POLICY_COMMAND_DUMP);
                 dump_start(req, m);
                 break;
         case WIRE_REQUEST_DUMPS:
-                req->audit.command = "dumps";
                 dumps_list(req);
                 break;
         case WIRE_REQUEST_TRACE:
-                req->audit.command = policy_command_to_string(POLICY_COMMAND_TRACE);
                 session_start_trace(req, m);
                 break;
         case WIRE_REQUEST_COUNTERS:
-                req->audit.command = policy_command_to_string(POLICY_COMMAND_COUNTERS);
                 session_start_counters(req, m);
+                break;
+        case WIRE_REQUEST_REMOVE_DUMP:
+                dumps_remove(req, m);
                 break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

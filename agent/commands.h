@@ -19,5 +19,15 @@ void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Req
  * calls @connected with the socket; every failure is answered here. */
 void commands_connect_runtime(Request *req, void (*connected)(Request *req, int fd));
 
+/*
+ * Moves the request's deadline (connection_set_deadline()) to @usec from now;
+ * a client that asked for PROGRESS frames is told, with @what saying which
+ * deadline it is, so that it waits exactly as long as the agent does.
+ */
+int commands_set_deadline(Request *req, uint64_t usec, const char *what);
+
+/* Tells a client that asked for PROGRESS frames how far the work got (@bytes) and the time left. */
+void commands_report_progress(Request *req, uint64_t bytes);
+
 /* A string from a target, as a wire string: cut to the longest valid UTF-8 prefix that fits. */
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s);

@@ -111,6 +111,7 @@ static int set_attributes(int fd, const DumpAttributes *a) {
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_uid", uid);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_unit", a->target_unit);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_exe", a->target_exe);
+        if (r == 0) r = set_attribute(fd, "user.dsagent.target_name", a->target_name);
         if (r == 0) r = set_attribute(fd, "user.dsagent.dump_type", a->dump_type);
         if (r == 0) r = set_attribute(fd, "user.dsagent.request_id", id);
         return r;

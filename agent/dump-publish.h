@@ -21,6 +21,7 @@ typedef struct DumpAttributes {
         uid_t target_uid;
         const char *target_unit;
         const char *target_exe;
+        const char *target_name; /* entry assembly or process name, as dsctl dumps shows it */
         const char *dump_type;
         uint64_t request_id;
 } DumpAttributes;

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,8 @@
 #include "unaligned.h"
 
 #define USEC_PER_SEC 1000000ULL
+/* After the runtime's deadline, the time to check, label, publish and hand over a dump. */
+#define DUMP_HAND_OVER_USEC (30 * USEC_PER_SEC)
 
 /*
  * A dump, step by step: decided; the runtime's socket found (a worker); the
@@ -157,6 +161,55 @@ static int open_published(int dir_fd, const char *name) {
         return openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 }
 
+/* The client's end of the socket is closed (or shut for writing, which dsctl never does during a dump). */
+static bool client_gone(const Request *req) {
+        struct pollfd p = { .fd = req->connection->fd, .events = POLLRDHUP };
+
+        return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/*
+ * Sends the DUMP frame now, with its fd when the requester asked and may
+ * read it. A client that is reading gets it at once; one that is not reading
+ * just now gets it queued; one that is gone makes this fail.
+ *
+ * Return: 0, -EPIPE, -ECONNRESET or -ENOTCONN when the client is gone, or
+ * another negative errno.
+ */
+static int dump_hand_over(DumpWork *work, WireWriter *w, const char *name, bool readable) {
+        Connection *c = work->request->connection;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (work->want_fd && readable) {
+                fd = open_published(work->dir_fd, name);
+                if (fd < 0)
+                        return -errno;
+        }
+        if (c->out_size == c->out_sent) {
+                r = connection_send_frame_now(c, w, fd);
+                if (r != -EAGAIN)
+                        return r;
+        }
+        return fd >= 0 ? connection_queue_frame_with_fd(c, w, TAKE_FD(fd)) : connection_queue_frame(c, w);
+}
+
+static void dump_reply_frame(WireWriter *w, const Request *req, const char *path, uint64_t size, bool readable) {
+        struct timespec now;
+
+        (void)clock_gettime(CLOCK_REALTIME, &now);
+        wire_writer_begin(w, WIRE_REPLY_DUMP);
+        wire_writer_put_string(w, WIRE_TAG_PATH, path);
+        wire_writer_put_u64(w, WIRE_TAG_SIZE, size);
+        wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, policy_dump_type_to_string(req->ask.dump_type));
+        wire_writer_put_u32(w, WIRE_TAG_READABLE, readable);
+        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)req->target->pid);
+        wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(req->target));
+        wire_writer_put_string(w, WIRE_TAG_UNIT, req->target->unit);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, req->target->name);
+        wire_writer_put_u64(w, WIRE_TAG_TIME, (uint64_t)now.tv_sec * USEC_PER_SEC + (uint64_t)now.tv_nsec / 1000);
+}
+
 static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool readable) {
         Request *req = work->request;
         _cleanup_free_ WireWriter *w = NULL;
@@ -184,18 +237,16 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                 return;
         }
 
-        wire_writer_begin(w, WIRE_REPLY_DUMP);
-        wire_writer_put_string(w, WIRE_TAG_PATH, path);
-        wire_writer_put_u64(w, WIRE_TAG_SIZE, size);
-        wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, type);
-        wire_writer_put_u32(w, WIRE_TAG_READABLE, readable);
-        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)req->target->pid);
-        /* the fd is read-only, and only for who may read the file anyway */
-        if (work->want_fd && readable) {
-                int fd = open_published(work->dir_fd, name);
-                r = fd < 0 ? -errno : connection_queue_frame_with_fd(req->connection, w, fd);
-        } else
-                r = connection_queue_frame(req->connection, w);
+        test_hook_pause("before-dump-reply");
+        dump_reply_frame(w, req, path, size, readable);
+        r = dump_hand_over(work, w, name, readable);
+        if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) {
+                /* nobody will be told where it is: a dump nobody knows of only takes space */
+                (void)unlinkat(work->dir_fd, name, 0);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                                    "the client went away before the dump was handed over; the dump was removed");
+                return;
+        }
         if (r < 0) {
                 request_reply_errno(req, r, "cannot send the dump's reply");
                 return;
@@ -280,11 +331,16 @@ static void dump_finish(DumpWork *work) {
                 dump_fail_errno(work, r, "cannot read the process's credentials to publish the dump");
                 return;
         }
+        if (client_gone(req)) {
+                /* its hang-up is still on its way to dump_on_client(): publish nothing for nobody */
+                dump_fail(work, WIRE_ERROR_INTERNAL, "the client went away; the dump was cancelled");
+                return;
+        }
         dump_readers(req, !changed, users, &n_users, &readers);
         dump_file_name(req, name, sizeof(name));
         attrs = (DumpAttributes){
                 .requester = req->peer->uid, .target_pid = req->target->pid, .target_uid = target_euid(req->target),
-                .target_unit = req->target->unit, .target_exe = req->target->exe,
+                .target_unit = req->target->unit, .target_exe = req->target->exe, .target_name = req->target->name,
                 .dump_type = policy_dump_type_to_string(req->ask.dump_type), .request_id = req->id,
         };
         r = dump_publish_fd(work->dir_fd, work->file_fd, &readers, &attrs, name);
@@ -310,6 +366,8 @@ static void dump_streamed(Request *req, int r, uint64_t bytes, const char *why) 
 
         work->stream_done = true;
         work->stream_bytes = bytes;
+        if (r == JOBS_E_TIMEOUT)
+                why = "the dump was not written in time (--dump-timeout, and the runtime's timeout)";
         if (r != 0) {
                 /* the guards are broken, or the disk is full: the stream closed the FIFO, createdump failed */
                 dump_fail_mapped(work, writer_error(r), r, why ? why : "cannot write the dump");
@@ -335,11 +393,15 @@ static void dump_end_stream(DumpWork *work) {
 static int dump_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         DumpWork *work = userdata;
         DumpProgress p;
+        bool news = false;
 
         while (recv(fd, &p, sizeof(p), MSG_DONTWAIT) == sizeof(p)) {
                 work->bytes = p.bytes;
                 work->first_byte_timer = sd_event_source_disable_unref(work->first_byte_timer);
+                news = true;
         }
+        if (news)
+                commands_report_progress(work->request, work->bytes);
         return 0;
 }
 
@@ -363,8 +425,13 @@ static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
         int fd, r;
 
         if (error != 0) {
+                char late[128];
+
+                if (error == RUNTIME_CALL_E_TIMEOUT)
+                        snprintf(late, sizeof(late), "the runtime did not finish the dump in time (--dump-timeout, %llu s)",
+                                 (unsigned long long)(req->broker->config.dump_timeout_usec / USEC_PER_SEC));
                 dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                          error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not finish the dump in time"
+                          error == RUNTIME_CALL_E_TIMEOUT     ? late
                           : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
                                                               : "the runtime closed the connection");
                 return;
@@ -473,6 +540,16 @@ static int dump_prepare_file(DumpWork *work, int *ret_control_theirs, const char
                                work);
 }
 
+/* The dump's own deadline: the runtime's time to write it, and 30 s to check, label and hand it over. */
+static int dump_set_deadline(Request *req) {
+        uint64_t usec = req->broker->config.dump_timeout_usec;
+        char what[96];
+
+        snprintf(what, sizeof(what), "the dump's deadline (--dump-timeout, %llu s, and 30 s)",
+                 (unsigned long long)(usec / USEC_PER_SEC));
+        return commands_set_deadline(req, usec + DUMP_HAND_OVER_USEC, what);
+}
+
 static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) {
         DumpWork *work = req->work;
         DumpLimits limits = { .max_use = req->policy->agent.max_use, .keep_free = req->policy->agent.keep_free };
@@ -502,7 +579,7 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
         r = sd_event_add_time(req->broker->event, &work->first_byte_timer, CLOCK_MONOTONIC,
                               now + req->broker->config.dump_start_timeout_usec, 0, dump_on_first_byte_timeout, work);
         if (r >= 0)
-                r = connection_set_deadline(req->connection, req->broker->config.dump_timeout_usec + 30 * USEC_PER_SEC);
+                r = dump_set_deadline(req);
         if (r >= 0)
                 r = connection_watch_client(req->connection, EPOLLRDHUP, dump_on_client);
         if (r < 0) {
@@ -607,7 +684,7 @@ void dump_start(Request *req, const WireMessage *m) {
 }
 
 static char *get_attribute(int fd, const char *key) {
-        char buf[256];
+        char buf[PATH_MAX];
         ssize_t n = fgetxattr(fd, key, buf, sizeof(buf) - 1);
 
         if (n < 0)
@@ -616,12 +693,67 @@ static char *get_attribute(int fd, const char *key) {
         return strdup(buf);
 }
 
+static int parse_uid(const char *s, uint32_t *ret) {
+        uint64_t v;
+        int r;
+
+        r = parse_u64(s, &v);
+        if (r < 0)
+                return r;
+        if (v >= UINT32_MAX) /* (uid_t) -1 is no uid */
+                return -ERANGE;
+        *ret = (uint32_t)v;
+        return 0;
+}
+
+/* What a dump's xattrs say of it (dump-publish.c); each NULL when absent. */
+typedef struct DumpLabels {
+        char *type, *pid, *uid, *unit, *exe, *name, *requester;
+} DumpLabels;
+
+static void dump_labels_done(DumpLabels *l) {
+        free(l->type);
+        free(l->pid);
+        free(l->uid);
+        free(l->unit);
+        free(l->exe);
+        free(l->name);
+        free(l->requester);
+}
+
+static void dump_labels_read(int fd, DumpLabels *l) {
+        l->type = get_attribute(fd, "user.dsagent.dump_type");
+        l->pid = get_attribute(fd, "user.dsagent.target_pid");
+        l->uid = get_attribute(fd, "user.dsagent.target_uid");
+        l->unit = get_attribute(fd, "user.dsagent.target_unit");
+        l->exe = get_attribute(fd, "user.dsagent.target_exe");
+        l->name = get_attribute(fd, "user.dsagent.target_name");
+        l->requester = get_attribute(fd, "user.dsagent.requester_uid");
+}
+
+/* The labels as fields, each checked: they are the agent's own, but a file system may hold anything. */
+static void put_labels(WireWriter *w, const DumpLabels *l) {
+        pid_t pid;
+        uint32_t uid;
+
+        if (l->type && policy_dump_type_from_string(l->type) != _POLICY_DUMP_INVALID)
+                wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, l->type);
+        if (l->pid && parse_pid(l->pid, &pid) == 0)
+                wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)pid);
+        if (l->uid && parse_uid(l->uid, &uid) == 0)
+                wire_writer_put_u32(w, WIRE_TAG_UID, uid);
+        if (l->unit && wire_unit_name_is_valid(l->unit, strlen(l->unit)))
+                wire_writer_put_string(w, WIRE_TAG_UNIT, l->unit);
+        commands_put_untrusted_string(w, WIRE_TAG_EXE, l->exe);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, l->name);
+}
+
 static int dumps_list_one(Request *req, WireWriter *w, int dir_fd, const char *name) {
         _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *path = NULL, *type = NULL, *pid = NULL;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_(dump_labels_done) DumpLabels labels = {};
         struct stat st;
         bool readable = req->peer->uid == 0;
-        pid_t target_pid;
 
         fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
@@ -631,8 +763,7 @@ static int dumps_list_one(Request *req, WireWriter *w, int dir_fd, const char *n
                 return 0;
         if (asprintf(&path, "%s/%s", req->policy->agent.dump_dir, name) < 0)
                 return -ENOMEM;
-        type = get_attribute(fd, "user.dsagent.dump_type");
-        pid = get_attribute(fd, "user.dsagent.target_pid");
+        dump_labels_read(fd, &labels);
 
         wire_writer_begin(w, WIRE_REPLY_DUMP);
         wire_writer_put_string(w, WIRE_TAG_PATH, path);
@@ -640,10 +771,7 @@ static int dumps_list_one(Request *req, WireWriter *w, int dir_fd, const char *n
         wire_writer_put_u64(w, WIRE_TAG_TIME,
                             (uint64_t)st.st_mtim.tv_sec * USEC_PER_SEC + (uint64_t)st.st_mtim.tv_nsec / 1000);
         wire_writer_put_u32(w, WIRE_TAG_READABLE, 1);
-        if (type && policy_dump_type_from_string(type) != _POLICY_DUMP_INVALID)
-                wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, type);
-        if (pid && parse_pid(pid, &target_pid) == 0)
-                wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)target_pid);
+        put_labels(w, &labels);
         return connection_queue_frame(req->connection, w);
 }
 
@@ -690,4 +818,117 @@ void dumps_list(Request *req) {
         req->audit.have_result_count = true;
         req->audit.result_count = count;
         request_reply_done(req, NULL, "listed the dumps the requester can read");
+}
+
+/* What a refused removal reads, whatever the reason: nobody learns what dump_dir holds. */
+#define DUMPS_NOT_YOURS "no dump of that name that you asked for"
+
+/* The name PATH gives in dump_dir, or NULL: a bare name, or dump_dir, a slash and a name. */
+static const char *dump_name_in(const char *dump_dir, const char *path) {
+        const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+        size_t dir_len = strlen(dump_dir);
+
+        while (dir_len > 1 && dump_dir[dir_len - 1] == '/')
+                dir_len--;
+        if (slash && ((size_t)(slash - path) != dir_len || strncmp(path, dump_dir, dir_len) != 0))
+                return NULL;
+        /* no ".", "..", hidden or over-long names: only what the agent publishes */
+        if (name[0] == '\0' || name[0] == '.' || strlen(name) > NAME_MAX)
+                return NULL;
+        return name;
+}
+
+/* Whether @peer may remove the dump in @fd: root, or the requester it records. */
+static bool may_remove(const PeerCreds *peer, const DumpLabels *l) {
+        uint32_t requester;
+
+        if (peer->uid == 0)
+                return true;
+        return l->requester && parse_uid(l->requester, &requester) == 0 && requester == peer->uid;
+}
+
+/* The record names the dump's process, as the dump's own record did. */
+static void audit_dump_target(Request *req, const DumpLabels *l) {
+        pid_t pid;
+        uint32_t uid;
+
+        if (!l->pid || parse_pid(l->pid, &pid) != 0)
+                return;
+        req->audit.have_target = true;
+        req->audit.target_pid = pid;
+        req->audit.target_uid = l->uid && parse_uid(l->uid, &uid) == 0 ? uid : (uid_t)-1;
+        req->audit.target_unit = l->unit;
+        req->audit.target_exe = l->exe;
+}
+
+/* Removes the dump, if the caller may. Return: 0 (removed), 1 (refused: @reason says why), or a negative errno. */
+static int remove_named(Request *req, int dir_fd, const char *name, const char *path, DumpLabels *labels,
+                        AuditDecision *ret_decision, char *reason, size_t size) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+
+        fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                snprintf(reason, size, "no dump %s: %s", path, fd < 0 ? strerror(errno) : "not a file");
+                *ret_decision = AUDIT_DECISION_FAILED;
+                return 1;
+        }
+        dump_labels_read(fd, labels);
+        audit_dump_target(req, labels);
+        if (!may_remove(req->peer, labels)) {
+                snprintf(reason, size, "the dump %s was asked for by %s%s", path, labels->requester ? "uid " : "",
+                         labels->requester ? labels->requester : "nobody it records");
+                *ret_decision = AUDIT_DECISION_DENIED;
+                return 1;
+        }
+        /* dump_dir is root's alone: the name still means the file just checked */
+        return unlinkat(dir_fd, name, 0) < 0 ? -errno : 0;
+}
+
+static void dumps_remove_named(Request *req, int dir_fd, const char *name, const char *path) {
+        _cleanup_(dump_labels_done) DumpLabels labels = {};
+        AuditDecision decision = AUDIT_DECISION_FAILED;
+        char reason[PATH_MAX + 64];
+        int r;
+
+        r = remove_named(req, dir_fd, name, path, &labels, &decision, reason, sizeof(reason));
+        if (r > 0)
+                request_reply_error_as(req, decision, WIRE_ERROR_DENIED, reason, DUMPS_NOT_YOURS);
+        else if (r < 0)
+                request_reply_errno(req, r, "cannot remove the dump");
+        else {
+                snprintf(reason, sizeof(reason), "removed the dump %s", path);
+                request_reply_done(req, NULL, reason);
+        }
+        /* the record is written: its strings go with the labels */
+        req->audit.target_unit = req->audit.target_exe = NULL;
+}
+
+void dumps_remove(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *asked = NULL, *path = NULL;
+        _cleanup_close_ int dir_fd = -EBADF;
+        const char *dump_dir = req->policy->agent.dump_dir, *name, *why = NULL;
+        int r;
+
+        if (wire_message_get_string(m, WIRE_TAG_PATH, &asked) != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "which dump? a PATH is needed");
+                return;
+        }
+        name = dump_name_in(dump_dir, asked);
+        if (!name) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    "only a dump of the dump directory, by its name, can be removed");
+                return;
+        }
+        if (asprintf(&path, "%s/%s", dump_dir, name) < 0) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        r = dump_dir_open(dump_dir, &dir_fd, &why);
+        if (r > 0)
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why);
+        else if (r < 0)
+                request_reply_errno(req, r, why);
+        else
+                dumps_remove_named(req, dir_fd, name, path);
 }

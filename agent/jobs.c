@@ -47,7 +47,11 @@ typedef struct JobRequester {
 typedef struct JobRequest {
         uint32_t type;
         union {
-                int32_t pid;                    /* OPEN */
+                struct {
+                        int32_t pid;
+                        uint8_t names;          /* also resolve the names for the record */
+                        uint32_t uid, gid;      /* the requester's */
+                } open;                         /* OPEN */
                 TargetFacts facts;              /* SOCKET (fds: pidfd, /proc fd) */
                 struct {
                         char unit[TARGET_UNIT_MAX + 1];
@@ -70,14 +74,22 @@ typedef struct JobReply {
         int32_t r;
         char why[256];
         union {
-                TargetFacts facts;              /* OPEN (fds: pidfd, /proc fd), SOCKET (fd: the socket) */
-                int32_t pid;                    /* UNIT */
+                TargetFacts facts;              /* SOCKET (fd: the socket) */
+                struct {
+                        TargetFacts facts;
+                        AuditNames names;       /* ids (uint32_t) -1 when not asked */
+                } open;                         /* OPEN (fds: pidfd, /proc fd) */
+                struct {
+                        uint32_t n;             /* how many; the first JOBS_UNIT_PIDS_MAX are listed */
+                        int32_t pids[JOBS_UNIT_PIDS_MAX];
+                } unit;                         /* UNIT */
                 struct {
                         char name[64];
                         char target_path[96];
                         char record_path[PATH_MAX];
                 } stage;                        /* STAGE (fds: /tmp, the directory, the FIFO) */
                 struct {
+                        AuditNames names;       /* the requester's */
                         uint32_t n;
                         int32_t pids[DISCOVER_CANDIDATES_MAX];
                 } candidates;                   /* CANDIDATES */
@@ -124,16 +136,22 @@ static int target_of_request(const TargetFacts *f, WorkerMessage *q, Target **re
 static size_t handle_open(const JobRequest *q, JobReply *a, WorkerMessage *reply) {
         _cleanup_(target_freep) Target *t = NULL;
 
-        a->r = target_open(q->pid, &t);
+        a->r = target_open(q->open.pid, &t);
         if (a->r == 0)
                 a->r = target_read_details(t);
+        /* NSS may block here: that costs this request its deadline, never the loop (AuditNames).
+         * The requester's names come back even when the target could not be opened. */
+        if (q->open.names)
+                audit_names_resolve(&a->open.names, q->open.uid, q->open.gid, a->r == 0 ? target_euid(t) : (uid_t)-1);
+        else
+                a->open.names = (AuditNames){ .client_uid = -1, .client_gid = -1, .target_uid = -1 };
         if (a->r != 0)
-                return REPLY_HEAD;
-        target_facts_of(t, &a->facts);
+                return REPLY_HEAD + sizeof(a->open);
+        target_facts_of(t, &a->open.facts);
         reply->fds[0] = TAKE_FD(t->pidfd);
         reply->fds[1] = TAKE_FD(t->proc_fd);
         reply->n_fds = 2;
-        return REPLY_HEAD + sizeof(a->facts);
+        return REPLY_HEAD + sizeof(a->open);
 }
 
 static size_t handle_socket(const JobRequest *q, WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
@@ -153,17 +171,17 @@ static size_t handle_socket(const JobRequest *q, WorkerMessage *msg, JobReply *a
 }
 
 /*
- * A unit's .NET process: the one process in the unit, of those the requester
- * may see, with a diagnostic socket. Processes it may not see count as
- * absent, so the answer tells nobody what runs in a unit that is not theirs.
+ * A unit's .NET processes: those in the unit that the requester may see, with
+ * a diagnostic socket. Processes it may not see count as absent, so the
+ * answer tells nobody what runs in a unit that is not theirs.
  */
 static size_t handle_unit(const JobRequest *q, JobReply *a) {
         gid_t groups[JOBS_GROUPS_MAX];
         PolicyRequester who = requester_from(&q->unit.who, groups);
         struct dirent *de;
-        pid_t found = 0;
         DIR *proc = opendir("/proc");
 
+        a->unit.n = 0;
         while (proc && (de = readdir(proc))) {
                 _cleanup_(target_freep) Target *t = NULL;
                 const char *why;
@@ -176,17 +194,14 @@ static size_t handle_unit(const JobRequest *q, JobReply *a) {
                 pt = policy_target_of(t);
                 if (!policy_target_visible(broker->policy, &who, &pt) || target_find_socket(t, &why) != 0)
                         continue;
-                if (found) {
-                        found = -1;
-                        break;
-                }
-                found = pid;
+                if (a->unit.n < JOBS_UNIT_PIDS_MAX)
+                        a->unit.pids[a->unit.n] = pid;
+                a->unit.n++;
         }
         if (proc)
                 closedir(proc);
         a->r = 0;
-        a->pid = found;
-        return REPLY_HEAD + sizeof(a->pid);
+        return REPLY_HEAD + sizeof(a->unit);
 }
 
 static size_t handle_stage(const JobRequest *q, WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
@@ -222,6 +237,7 @@ static size_t handle_candidates(const JobRequest *q, JobReply *a) {
         DiscoverFilter f = { .uids = uids };
         pid_t pids[DISCOVER_CANDIDATES_MAX];
 
+        audit_names_resolve(&a->candidates.names, q->who.uid, q->who.gid, (uid_t)-1);
         f.any_uid = policy_visible_uids(broker->policy, &who, uids, sizeof(uids) / sizeof(uids[0]), &n_uids);
         f.n_uids = n_uids;
         /* a walk over all of /proc: other users' short jobs go first (only if the way back is open) */
@@ -405,11 +421,13 @@ static void open_done(int error, WorkerMessage *reply, void *userdata) {
         int r;
 
         req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->facts), &a);
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->open), &a);
+        if (a && reply->size >= REPLY_HEAD + sizeof(a->open))
+                audit_names_remember(&a->open.names);
         if (r == 0 && reply->n_fds != 2)
                 r = -EBADMSG;
         if (r == 0) {
-                r = target_from_facts(&a->facts, reply->fds[0], reply->fds[1], &t);
+                r = target_from_facts(&a->open.facts, reply->fds[0], reply->fds[1], &t);
                 reply->n_fds = 0; /* taken */
                 if (r == 0)
                         request_set_target(req, t);
@@ -417,13 +435,16 @@ static void open_done(int error, WorkerMessage *reply, void *userdata) {
         done(req, r, why_of(a));
 }
 
-int jobs_open_target(Request *req, pid_t pid, JobDone done) {
+int jobs_open_target(Request *req, pid_t pid, bool with_names, JobDone done) {
         JobRequest *q = request_new(JOB_OPEN);
 
         if (!q)
                 return -ENOMEM;
-        q->pid = pid;
-        return submit(req, q, offsetof(JobRequest, pid) + sizeof(q->pid), NULL, 0, lookup_timeout(req), open_done,
+        q->open.pid = pid;
+        q->open.names = with_names;
+        q->open.uid = req->peer->uid;
+        q->open.gid = req->peer->gid;
+        return submit(req, q, offsetof(JobRequest, open) + sizeof(q->open), NULL, 0, lookup_timeout(req), open_done,
                       done);
 }
 
@@ -471,16 +492,23 @@ int jobs_find_socket(Request *req, JobDone done) {
 
 static void unit_done(int error, WorkerMessage *reply, void *userdata) {
         Request *req = userdata;
-        JobPidDone done = req->job_callback;
+        JobUnitDone done = req->job_callback;
         const JobReply *a = NULL;
+        pid_t pids[JOBS_UNIT_PIDS_MAX];
+        size_t listed = 0;
         int r;
 
         req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->pid), &a);
-        done(req, r, r == 0 ? a->pid : 0);
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->unit), &a);
+        if (r == 0) {
+                listed = a->unit.n < JOBS_UNIT_PIDS_MAX ? a->unit.n : JOBS_UNIT_PIDS_MAX;
+                for (size_t i = 0; i < listed; i++)
+                        pids[i] = a->unit.pids[i];
+        }
+        done(req, r, pids, listed, r == 0 ? a->unit.n : 0);
 }
 
-int jobs_find_unit(Request *req, const char *unit, JobPidDone done) {
+int jobs_find_unit(Request *req, const char *unit, JobUnitDone done) {
         JobRequest *q;
 
         if (strlen(unit) > TARGET_UNIT_MAX)
@@ -535,6 +563,7 @@ static void candidates_done(int error, WorkerMessage *reply, void *userdata) {
         req->job = NULL;
         r = reply_of(error, reply, REPLY_HEAD + offsetof(typeof(a->candidates), pids), &a);
         if (r == 0) {
+                audit_names_remember(&a->candidates.names);
                 n = a->candidates.n;
                 if (n > DISCOVER_CANDIDATES_MAX ||
                     reply->size < REPLY_HEAD + offsetof(typeof(a->candidates), pids) + n * sizeof(int32_t))

@@ -42,15 +42,23 @@ enum {
         JOBS_E_WORKER,          /* the worker died, or no worker could take the job */
 };
 
-/* Pins @pid and reads what the policy decides on, into req->target. */
-int jobs_open_target(Request *req, pid_t pid, JobDone done);
+/*
+ * Pins @pid and reads what the policy decides on, into req->target. @with_names: also the
+ * names of the requester and of the target's user, for the audit record (AuditNames); a
+ * listing's probes go without.
+ */
+int jobs_open_target(Request *req, pid_t pid, bool with_names, JobDone done);
 
 /* Reads req->target's environment and finds its runtime's socket (target_find_socket()). */
 int jobs_find_socket(Request *req, JobDone done);
 
-/* The .NET process of @unit that the requester may see: its pid, 0 for none, -1 for several. */
-typedef void (*JobPidDone)(Request *req, int r, pid_t pid);
-int jobs_find_unit(Request *req, const char *unit, JobPidDone done);
+/*
+ * The .NET processes of @unit that the requester may see: @n of them, the
+ * first @n_listed (at most JOBS_UNIT_PIDS_MAX) in @pids.
+ */
+#define JOBS_UNIT_PIDS_MAX 16
+typedef void (*JobUnitDone)(Request *req, int r, const pid_t *pids, size_t n_listed, size_t n);
+int jobs_find_unit(Request *req, const char *unit, JobUnitDone done);
 
 /* Makes req->target's dump staging: @done gets it (its own), or NULL with the reason. */
 typedef void (*JobStageDone)(Request *req, int r, DumpStage *stage, const char *why);

@@ -28,7 +28,6 @@
 typedef struct Options {
         const char *listen_path;
         BrokerConfig broker;
-        bool idle_exit_set;
         bool check_policy;
 } Options;
 
@@ -43,8 +42,8 @@ static void usage(FILE *out) {
                 "  --check-policy [FILE]\n"
                 "                       check the policy and exit: 0 valid, 1 not\n"
                 "  --audit WHERE        auto (journal, else stderr), journal or stderr [auto]\n"
-                "  --idle-exit SECONDS  exit after SECONDS without clients; 0 never\n"
-                "                       [60 when socket-activated, else 0]\n"
+                "  --idle-exit SECONDS  exit after SECONDS without clients (a socket-activated\n"
+                "                       agent starts again with the next one); 0 never [0]\n"
                 "  --runtime-timeout SECONDS\n"
                 "                       how long a runtime may take to answer [10]\n"
                 "  --dump-timeout SECONDS\n"
@@ -99,7 +98,6 @@ static int parse_argv(int argc, char **argv, Options *o) {
                                 fprintf(stderr, "dsagent: --idle-exit takes a number of seconds\n");
                                 return -EINVAL;
                         }
-                        o->idle_exit_set = true;
                         break;
                 case ARG_RUNTIME_TIMEOUT:
                         if (duration_parse(optarg, &o->broker.runtime_timeout_usec) < 0 ||
@@ -243,6 +241,13 @@ static int check_policy(const Options *o) {
         return EXIT_SUCCESS;
 }
 
+/* READY=1, and a status that `systemctl status dsagent` shows: a broken policy is said there too. */
+static void notify_ready(const Broker *broker) {
+        (void)sd_notify(false, broker->policy_problem
+                                       ? "READY=1\nSTATUS=The policy is broken: serving root only; see journalctl -u dsagent"
+                                       : "READY=1\nSTATUS=Serving diagnostic requests");
+}
+
 static int on_reload_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Broker *broker = userdata;
         uint64_t now = 0;
@@ -251,9 +256,9 @@ static int on_reload_signal(sd_event_source *s, const struct signalfd_siginfo *s
         (void)sd_event_now(sd_event_source_get_event(s), CLOCK_MONOTONIC, &now);
         snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu", (unsigned long long)now);
         (void)sd_notify(false, msg);
-        /* a refused policy is in the audit trail; the agent goes on with the one it had */
-        (void)broker_reload_policy(broker);
-        (void)sd_notify(false, "READY=1");
+        /* a refused policy is in the audit trail; the agent goes on with the one it had, or stays broken */
+        (void)broker_load_policy(broker);
+        notify_ready(broker);
         return 0;
 }
 
@@ -288,7 +293,7 @@ static void test_hook_forbidden_syscall(void) {
 }
 #endif
 
-static int run(const Options *o, int listen_fd, Policy *policy) {
+static int run(const Options *o, int listen_fd) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         Broker *broker = NULL;
         int r;
@@ -300,13 +305,20 @@ static int run(const Options *o, int listen_fd, Policy *policy) {
                 r = sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, NULL);
         if (r < 0) {
                 safe_close(listen_fd);
-                policy_unref(policy);
                 return r;
         }
 
-        r = broker_new(event, listen_fd, &o->broker, policy, &broker);
+        r = broker_new(event, listen_fd, &o->broker, &broker);
         if (r < 0)
                 return r;
+        /* A policy that does not load leaves the agent broken, not stopped: it listens, serves root, and
+         * answers everyone else why not. Exiting would have systemd start it again for every client
+         * until the start limit fails the socket, and /run/dsagent.sock would be gone for everyone. */
+        r = broker_load_policy(broker);
+        if (r < 0) {
+                broker_free(broker);
+                return r;
+        }
         r = sd_event_add_signal(event, NULL, SIGHUP, on_reload_signal, broker);
         if (r < 0) {
                 broker_free(broker);
@@ -330,38 +342,15 @@ static int run(const Options *o, int listen_fd, Policy *policy) {
                 return r;
         }
 
-        (void)sd_notify(false, "READY=1\nSTATUS=Serving diagnostic requests");
+        notify_ready(broker);
         r = sd_event_loop(event);
         (void)sd_notify(false, "STOPPING=1");
         broker_free(broker);
         return r;
 }
 
-static int load_initial_policy(const Options *o, Policy **ret) {
-        _cleanup_(policy_diagnostics_done) PolicyDiagnostics d = {};
-        AuditPolicyEvent e = { .path = o->broker.policy_path };
-        int r;
-
-        r = policy_load(o->broker.policy_path, o->broker.policy_must_exist, ret, &d);
-        e.loaded = r == 0;
-        e.errors = d.messages;
-        e.n_errors = d.n;
-        if (r == 0) {
-                e.n_rules = (*ret)->n_rules;
-                e.n_files = (*ret)->n_files;
-        }
-        (void)audit_log_policy(o->broker.audit_sink, &e);
-        if (r != 0) {
-                for (size_t i = 0; i < d.n; i++)
-                        fprintf(stderr, "%s\n", d.messages[i]);
-                fprintf(stderr, "dsagent: not starting without a valid policy\n");
-        }
-        return r;
-}
-
 int main(int argc, char **argv) {
         Options o = { .broker = BROKER_CONFIG_DEFAULT };
-        Policy *policy = NULL;
         int listen_fd = -EBADF;
         sigset_t mask;
         int r;
@@ -386,9 +375,6 @@ int main(int argc, char **argv) {
                                 "nobody would record\n");
                 return EXIT_FAILURE;
         }
-        if (load_initial_policy(&o, &policy) != 0)
-                return EXIT_FAILURE;
-
         /* a client or journald going away must cost a write, never the agent */
         signal(SIGPIPE, SIG_IGN);
 
@@ -396,7 +382,6 @@ int main(int argc, char **argv) {
                 r = listen_on_path(o.listen_path, &listen_fd);
                 if (r < 0) {
                         fprintf(stderr, "dsagent: cannot listen on %s: %s\n", o.listen_path, strerror(-r));
-                        policy_unref(policy);
                         return EXIT_FAILURE;
                 }
         } else {
@@ -405,14 +390,11 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "dsagent: %s\n",
                                 r == -ENOENT ? "no socket from systemd; use --listen PATH"
                                              : "systemd must pass exactly one AF_UNIX stream socket");
-                        policy_unref(policy);
                         return EXIT_FAILURE;
                 }
-                if (!o.idle_exit_set)
-                        o.broker.idle_exit_usec = 60 * 1000000ULL;
         }
 
-        r = run(&o, listen_fd, policy);
+        r = run(&o, listen_fd);
         if (r < 0) {
                 fprintf(stderr, "dsagent: %s\n", strerror(-r));
                 return EXIT_FAILURE;

@@ -236,3 +236,24 @@ int policy_load(const char *path, bool must_exist, Policy **ret, PolicyDiagnosti
                 return POLICY_LOAD_E_INVALID;
         return r;
 }
+
+Policy *policy_new_fallback(void) {
+        Policy *p = policy_new_builtin();
+
+        if (p)
+                p->agent.owner_access = false;
+        return p;
+}
+
+char *policy_load_problem(int r, const PolicyDiagnostics *d) {
+        char *s = NULL;
+        int n;
+
+        if (d->n == 0)
+                n = asprintf(&s, "the policy cannot be loaded: %s", strerror(r < 0 ? -r : EINVAL));
+        else if (d->n == 1)
+                n = asprintf(&s, "%s", d->messages[0]);
+        else
+                n = asprintf(&s, "%s (and %zu more error%s)", d->messages[0], d->n - 1, d->n == 2 ? "" : "s");
+        return n < 0 ? NULL : s;
+}

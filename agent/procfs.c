@@ -8,6 +8,7 @@
 
 #include "cleanup.h"
 #include "procfs.h"
+#include "wire.h"
 
 /*
  * procfs_parse_stat_start_time() - field 22 (starttime) of /proc/PID/stat
@@ -223,24 +224,6 @@ int procfs_cmdline_name(const char *buf, size_t n, char **ret) {
         return 0;
 }
 
-static bool has_unit_suffix(const char *s, size_t len) {
-        static const char *const suffixes[] = { ".service", ".scope", ".socket", ".mount", ".swap", ".timer" };
-
-        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
-                if (has_suffix(s, len, suffixes[i]))
-                        return true;
-        return false;
-}
-
-/* systemd's unit name alphabet; anything else is not a unit, whatever its suffix. */
-static bool is_unit_name(const char *s, size_t len) {
-        for (size_t i = 0; i < len; i++)
-                if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
-                      strchr(":_.\\-@", s[i]) != NULL) || s[i] == '\0')
-                        return false;
-        return len > 0;
-}
-
 /* The unit in a cgroup path: the first component below the slices. */
 static int unit_of_cgroup_path(const char *path, size_t len, char **ret) {
         const char *p = path, *end = path + len;
@@ -259,7 +242,7 @@ static int unit_of_cgroup_path(const char *path, size_t len, char **ret) {
                         break;
                 if (has_suffix(component, clen, ".slice"))
                         continue;
-                if (!is_unit_name(component, clen) || !has_unit_suffix(component, clen))
+                if (!wire_unit_name_is_valid(component, clen))
                         return PROCFS_E_NOT_FOUND;
                 *ret = strndup(component, clen);
                 return *ret ? 0 : -ENOMEM;

@@ -128,6 +128,11 @@ void request_reply_error(Request *req, AuditDecision decision, WireError error, 
         request_reply_error_full(req, decision, error, 0, reason, reason);
 }
 
+void request_reply_error_as(Request *req, AuditDecision decision, WireError error, const char *reason,
+                            const char *message) {
+        request_reply_error_full(req, decision, error, 0, reason, message);
+}
+
 /*
  * The requester may not see the target: the reply is the very one a process
  * that does not exist gets, while the record tells the administrator what
@@ -137,6 +142,15 @@ void request_reply_invisible(Request *req) {
         request_reply_error_full(req, AUDIT_DECISION_DENIED, WIRE_ERROR_NO_SUCH_PROCESS, 0,
                                  "the requester may not act on this process, which is answered as absent",
                                  REQUEST_NO_SUCH_PROCESS);
+}
+
+void request_reply_policy_broken(Request *req) {
+        char reason[1024];
+
+        snprintf(reason, sizeof(reason), "the policy is broken, only root is served: %s",
+                 req->broker->policy_problem ? req->broker->policy_problem : "no policy is loaded");
+        request_reply_error_full(req, AUDIT_DECISION_FAILED, WIRE_ERROR_POLICY_BROKEN, 0, reason,
+                                 REQUEST_POLICY_BROKEN);
 }
 
 void request_reply_errno(Request *req, int error, const char *what) {

@@ -25,6 +25,8 @@ typedef struct Request Request;
 
 /* What a process that does not exist is answered with; an invisible one gets the very same. */
 #define REQUEST_NO_SUCH_PROCESS "no such process"
+/* What everyone but root is answered while the policy files are broken; the details are root's to read. */
+#define REQUEST_POLICY_BROKEN "the policy is broken, see journalctl -u dsagent; until it is fixed only root is served"
 
 struct Request {
         Connection *connection; /* the transport: frames go out through it */
@@ -50,6 +52,7 @@ struct Request {
         void *work;             /* the command's own state */
         void (*work_free)(void *work);
         bool holds_session;     /* a trace or counters session of its target runs for it */
+        bool want_progress;     /* the client asked for PROGRESS frames (commands_set_deadline()) */
 
         AuditRecord audit;
         bool admitted;          /* took one from its user's budget of recorded decisions */
@@ -74,6 +77,9 @@ bool request_admit(Request *req);
 void request_reply_done(Request *req, const char *rule, const char *reason);
 void request_reply_error(Request *req, AuditDecision decision, WireError error, const char *reason);
 void request_reply_runtime_error(Request *req, uint32_t hresult, const char *reason);
+/* The record says @reason, the client reads @message: an answer that must not tell more than it may. */
+void request_reply_error_as(Request *req, AuditDecision decision, WireError error, const char *reason,
+                            const char *message);
 /*
  * The agent itself failed (WIRE_ERROR_INTERNAL) with @error, a negative
  * errno: the words say "@what: strerror", the record carries ERRNO= too.
@@ -84,6 +90,12 @@ void request_reply_invisible(Request *req);
 void request_reply_target_error(Request *req, int r, const char *why);
 /* Refused before any decision, as too many: no record of its own (see request_admit()). */
 void request_reply_too_many(Request *req);
+/*
+ * Refused because the policy files are broken (broker_policy_refuses()):
+ * the client reads REQUEST_POLICY_BROKEN, the record names what is wrong
+ * with the files (broker.policy_problem).
+ */
+void request_reply_policy_broken(Request *req);
 
 /* Drops the pending PAM query, worker job and the command's work: the request is ending. */
 void request_cancel_work(Request *req);

@@ -38,8 +38,6 @@
  */
 #define SESSION_CLIENT_STALL_USEC (10 * USEC_PER_SEC)
 #define SESSION_CLIENT_STALL_STOPPING_USEC (1 * USEC_PER_SEC)
-#define SESSION_COUNTER_PROVIDERS_MAX 16
-#define SESSION_INTERVAL_MAX 3600
 
 typedef struct Session {
         Request *request;
@@ -617,7 +615,7 @@ static bool session_read_limits(Session *s, const WireMessage *m) {
         uint64_t seconds = 0;
         uint32_t mb = 0;
 
-        if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0 && (seconds == 0 || seconds > 30 * 86400)) {
+        if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0 && (seconds == 0 || seconds > WIRE_DURATION_MAX_SEC)) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "the duration must be 1 second to 30 days");
                 return false;
@@ -723,7 +721,7 @@ static int split_names(const char *list, char ***ret, size_t *ret_count) {
         for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
                 char **grown;
 
-                if (n >= SESSION_COUNTER_PROVIDERS_MAX || !eventpipe_provider_name_is_valid(tok))
+                if (n >= WIRE_COUNTER_PROVIDERS_MAX || !eventpipe_provider_name_is_valid(tok))
                         goto fail;
                 grown = realloc(names, (n + 1) * sizeof(char *));
                 if (!grown || !(grown[n] = strdup(tok))) {
@@ -778,7 +776,7 @@ void session_start_counters(Request *req, const WireMessage *m) {
                 return;
         }
         if (wire_message_get_u32(m, WIRE_TAG_INTERVAL, &interval) == 0 &&
-            (interval == 0 || interval > SESSION_INTERVAL_MAX)) {
+            (interval == 0 || interval > WIRE_INTERVAL_MAX_SEC)) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                        "the interval must be 1 to 3600 seconds");
                 return;

@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Install what is missing, build, and run every test: unit, fuzz corpus replay
 # and integration (real users, real daemon, real .NET runtime). Run as root.
-# The last line of output is "N passed, N failed".
+# The last line of output is "N passed, N failed". The users and the group
+# the tests run as are removed again before it (scratch-users.sh).
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${DSAGENT_BUILD_DIR:-$src/build}
+. "$src/scripts/scratch-users.sh"
 
 [ "$(id -u)" -eq 0 ] || { echo "test.sh: run as root (the tests create users and trace processes)" >&2; exit 1; }
 
@@ -19,6 +21,17 @@ else
         meson setup -Dtest_hooks=true "$build" "$src" >/dev/null
 fi
 ninja -C "$build"
+
+# The integration tests run as these users, ALICE in the group OPS (tests/integration/harness.py,
+# which makes whatever is missing); a real user or group of the same name stops the run here.
+trap scratch_cleanup EXIT
+harness() { (cd "$src/tests/integration" && python3 -c "import harness as h; print($1)"); }
+read -r -a test_users <<<"$(harness 'h.SVC, h.ALICE, h.MALLORY')"
+test_group=$(harness h.OPS)
+for user in "${test_users[@]}"; do
+        scratch_user "$user"
+done
+scratch_group "$test_group"
 
 # meson's exit status is not the verdict: the summary below counts every case
 meson test -C "$build" --print-errorlogs --num-processes 2 || true
@@ -41,5 +54,7 @@ ASAN_OPTIONS=detect_leaks=1 meson test -C "$san" --print-errorlogs --num-process
 ASAN_OPTIONS=detect_leaks=0 meson test -C "$san" --print-errorlogs --num-processes 2 --logbase sanitize-integration \
         --suite integration || true
 
+scratch_cleanup
+trap - EXIT
 exec python3 "$src/tests/summarize.py" "$build/meson-logs/testlog.json" \
         "$san/meson-logs/sanitize-units.json" "$san/meson-logs/sanitize-integration.json"

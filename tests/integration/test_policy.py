@@ -12,6 +12,9 @@ from harness import (ALICE, DSAGENT, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, MALLORY,
                      Target, dsctl, info_json, place_in_unit,
                      make_dir, request_id_of, run_tests, test, uid_of, wait_for)
 
+EXIT_POLICY_BROKEN = 14
+POLICY_BROKEN_WORDS = "the policy is broken, see journalctl -u dsagent"
+
 ONCALL = f"""
 [agent]
 owner_access = true
@@ -193,10 +196,70 @@ def unsafe_policy_files_are_refused():
     r = check_policy(write_root_file(d, "main.toml", ""))
     assert r.returncode == 1 and "policy.d" in r.stderr and "writable by group or others" in r.stderr, r
 
-    # and the agent will not start on such a policy
-    started = subprocess.run([DSAGENT, "--listen", os.path.join(d, "s.sock"), "--policy", writable],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
-    assert started.returncode != 0 and "not starting without a valid policy" in started.stderr, started
+    # an agent started on such a policy listens, and answers everyone but root why it serves them not
+    target = Target(SVC)
+    agent = Agent("--policy", writable)  # the last --policy is the one read
+    r = dsctl(agent, ALICE, "info", str(target.pid))
+    assert r.returncode == EXIT_POLICY_BROKEN and POLICY_BROKEN_WORDS in r.stderr, r
+    assert f"{writable}:0:0: refusing the policy file: it is writable by group or others" in \
+        agent.record_for(request_id_of(r))["DSAGENT_REASON"]
+
+
+@test
+def broken_policy_at_start_serves_root_alone_until_a_reload_fixes_it():
+    target = Target(SVC)
+    agent = Agent(policy=ONCALL + '\n[[rule]]\nname = "half-written"\nusers = ["' + ALICE + '"]\n')
+    # the socket is there before the policy is read: the record follows
+    loaded = wait_for(lambda: agent.records(message_id=harness.POLICY_MESSAGE_ID), what="the policy record")
+    assert [r["DSAGENT_POLICY_LOADED"] for r in loaded] == ["no"], loaded
+    problem = f"{agent.policy_path}:"
+    assert problem in loaded[0]["DSAGENT_POLICY_ERROR"], loaded
+    watch = AcceptWatch(target.pid)
+
+    # everyone but root is told why, in words and in an exit status of its own, whatever they ask:
+    # the rule she was being granted, the owner's own access, listings, explanations, dumps
+    for user, args in ((ALICE, ["info", str(target.pid)]), (SVC, ["info", str(target.pid)]),
+                       (SVC, ["ps"]), (SVC, ["dumps"]), (ALICE, ["explain", str(target.pid), "info"]),
+                       (SVC, ["dump", str(target.pid), "--type", "mini"])):
+        r = dsctl(agent, user, *args)
+        assert r.returncode == EXIT_POLICY_BROKEN and POLICY_BROKEN_WORDS in r.stderr, (args, r)
+        # one record each, as for any request, naming what is wrong with which file
+        record = agent.record_for(request_id_of(r))
+        assert record["DSAGENT_DECISION"] == "failed" and record["DSAGENT_COMMAND"] == args[0], record
+        assert record["DSAGENT_CLIENT_UID"] == str(uid_of(user)), record
+        assert "the policy is broken" in record["DSAGENT_REASON"] and problem in record["DSAGENT_REASON"], record
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == EXIT_POLICY_BROKEN, r
+    assert json.loads(r.stdout)["message"].startswith(POLICY_BROKEN_WORDS), r.stdout
+    # nobody's request came near the runtime
+    assert watch.accepts() == 0
+
+    # root is served, under the built-in rules: the real runtime answers
+    info = info_json(agent, "root", target.pid)
+    assert info["pid"] == target.pid and info["runtime_version"], info
+    assert agent.records()[-1]["DSAGENT_RULE"] == "root"
+    assert watch.accepts() == 1
+
+    # a reload that is still broken keeps it broken, and the records name the new problem
+    still_broken = ONCALL + "\n[[rule]]\nname = 3\n"
+    agent.write_policy(still_broken)
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "no"
+    r = dsctl(agent, ALICE, "info", str(target.pid))
+    assert r.returncode == EXIT_POLICY_BROKEN, r
+    line = still_broken.splitlines().index("name = 3") + 1
+    record = agent.record_for(request_id_of(r))
+    assert f"{agent.policy_path}:{line}:" in record["DSAGENT_REASON"], record
+
+    # fixed: the policy is in force and serves her
+    agent.write_policy(ONCALL)
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    assert info_json(agent, ALICE, target.pid)["pid"] == target.pid
+    assert agent.records()[-1]["DSAGENT_RULE"] == "svc-oncall"
+    assert dsctl(agent, SVC, "info", str(target.pid)).returncode == 0  # owner_access = true, again
+    # and a broken one after that keeps the good one: broken is only ever the state before any policy
+    agent.write_policy(still_broken)
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "no"
+    assert info_json(agent, ALICE, target.pid)["pid"] == target.pid
 
 
 @test

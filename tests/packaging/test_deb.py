@@ -4,10 +4,12 @@
 
 The .deb is built with dpkg-buildpackage -us -uc -b from a clean copy of the
 source, checked with lintian, then installed with dpkg into a real systemd
-booted as PID 1 (tests/systemd/booted.py), where one request is made.
+booted as PID 1 (tests/systemd/booted.py), where one request and one dump
+are made; a purge then says it removes the dumps, and does.
 """
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,8 @@ from booted import Machine, REQUEST_MESSAGE_ID, start_target, target_app, wait_f
 
 work = tempfile.mkdtemp(prefix="dsagent-deb-", dir="/var/tmp")
 deb = {}
+# what README's readers, and the shipped policy's, are pointed to
+DOCS = ["README.md", "SECURITY.md", "docs/policy.md", "docs/protocol.md"]
 
 
 @test
@@ -54,17 +58,35 @@ def holds_what_is_installed():
 
 
 @test
+def ships_the_documentation():
+    files = run(["dpkg-deb", "--contents", deb["path"]]).stdout
+    # dh_compress gzips the larger ones
+    for doc in DOCS:
+        path = f"./usr/share/doc/dsagent/{os.path.basename(doc)}"
+        assert f" {path}\n" in files or f" {path}.gz\n" in files, f"{path} not in the package:\n{files}"
+    # the shipped policy sends its reader to the documentation the package holds
+    unpacked = os.path.join(work, "unpacked")
+    run(["dpkg-deb", "--extract", deb["path"], unpacked])
+    policy = open(os.path.join(unpacked, "etc/dsagent/policy.toml")).read()
+    assert "/usr/share/doc/dsagent/policy.md" in policy, policy
+
+
+@test
 def installs_starts_and_answers_under_systemd():
     with Machine(name="dsagent-deb", binds=[work]) as m:
         # This machine's image forbids maintainer scripts to start services
         # (policy-rc.d exits 101, for image builds); a booted host has none.
         m.run(["rm", "-f", "/usr/sbin/policy-rc.d"])
-        m.run(["dpkg", "--install", deb["path"]])
-        # the postinst created the group, enabled and started the socket
+        installed = m.run(["dpkg", "--install", deb["path"]])
+        # the postinst created the group, enabled and started the socket, which started the agent
+        # (dsagent.socket wants it: it runs from then on, so that a reload always finds it)
         assert m.run(["getent", "group", "dsagent"]).returncode == 0
         assert m.run(["systemctl", "is-enabled", "dsagent.socket"]).stdout.strip() == "enabled"
         assert m.show("dsagent.socket", "ActiveState")["ActiveState"] == "active"
-        assert m.show("dsagent.service", "ActiveState")["ActiveState"] == "inactive"
+        wait_for(lambda: m.show("dsagent.service", "ActiveState")["ActiveState"] == "active",
+                 what="the socket to start the agent")
+        # and checked the policy as the agent read it
+        assert "/etc/dsagent/policy.toml: OK" in installed.stdout, installed
         assert "/usr/sbin/dsagent" in m.run(["systemctl", "cat", "dsagent.service"]).stdout
 
         m.add_user("dst-svc")
@@ -74,10 +96,22 @@ def installs_starts_and_answers_under_systemd():
         records = wait_for(lambda: m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}"), what="the request's record")
         assert len(records) == 1 and records[0]["DSAGENT_DECISION"] == "allowed", records
         assert records[0]["_SYSTEMD_UNIT"] == "dsagent.service", records[0]
+        # the documentation is where the package says
+        for doc in DOCS:
+            name = f"/usr/share/doc/dsagent/{os.path.basename(doc)}"
+            assert m.run(["sh", "-c", f"test -f {name} || test -f {name}.gz"], check=False).returncode == 0, name
 
-        m.run(["dpkg", "--purge", "dsagent"])
+        # a dump to leave behind: a removal keeps it and says where, a purge removes it and says so
+        r = m.run(["/usr/bin/dsctl", "dump", str(pid), "--type", "mini"])
+        dump = re.search(r"stored at (/var/lib/dsagent/dumps/\S+)", r.stdout).group(1)
+        r = m.run(["dpkg", "--remove", "dsagent"])
+        assert "/var/lib/dsagent/dumps keeps its 1 dump; dpkg --purge dsagent removes them" in r.stdout, r.stdout
+        assert m.run(["test", "-f", dump], check=False).returncode == 0, "a removal took the dump"
+        r = m.run(["dpkg", "--purge", "dsagent"])
+        assert "removing the dump directory /var/lib/dsagent/dumps with its 1 dump" in r.stdout, r.stdout
         assert m.show("dsagent.socket", "LoadState")["LoadState"] == "not-found"
         assert m.run(["test", "-e", "/etc/dsagent/policy.toml"], check=False).returncode != 0
+        assert m.run(["test", "-e", "/var/lib/dsagent"], check=False).returncode != 0, "purge left the dumps"
 
 
 if __name__ == "__main__":

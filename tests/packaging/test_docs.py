@@ -82,6 +82,11 @@ def catalog_explains_every_message_id():
         for field in set(re.findall(r"@([A-Z_]+)@", entries[message_id])):
             assert f'"{field}' in audit, f"catalog {message_id} uses @{field}@, which audit.c never writes"
     assert set(entries) == {i for _, i in ids}, f"catalog entries without an id: {set(entries)}"
+    # every field a record may carry is in dsagent(8), names and words for people included
+    fields = sorted(set(re.findall(r'"(DSAGENT_[A-Z_]+)', audit)))
+    assert "DSAGENT_CLIENT_USER" in fields and "DSAGENT_TARGET_USER" in fields, fields
+    missing = [f for f in fields if not re.search(rf"\b{f}\b", page)]
+    assert not missing, f"dsagent.8 does not name {missing}"
     # the format journalctl --update-catalog accepts
     for message_id, text in entries.items():
         assert re.match(r"Subject: .+\nDefined-By: dsagent\n", text), message_id

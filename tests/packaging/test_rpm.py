@@ -71,6 +71,9 @@ def packages_hold_what_is_installed():
         # Fedora's brp-compress gzips man pages; Debian's rpm leaves them as they are
         assert path in files or f"{path}.gz" in files, f"{path} not in {files}"
     assert run(["rpm", "-qcp", main]).stdout.split() == ["/etc/dsagent/policy.toml"]
+    docs = run(["rpm", "-qdp", main]).stdout.split()
+    for doc in ("README.md", "SECURITY.md", "policy.md", "protocol.md"):
+        assert f"/usr/share/doc/dsagent/{doc}" in docs, f"{doc} not among the documentation: {docs}"
     scripts = run(["rpm", "-qp", "--scripts", main]).stdout
     assert "systemd-sysusers" in scripts and "g dsagent" in scripts, scripts
     assert "dsagent.socket" in scripts and "systemd-tmpfiles --create dsagent.conf" in scripts, scripts

@@ -225,6 +225,30 @@ class Machine:
         return int(self.run(["id", "-u", name]).stdout)
 
 
+def build_option(name):
+    options = json.loads(subprocess.run(["meson", "introspect", "--buildoptions", BUILD], check=True,
+                                        stdout=subprocess.PIPE, text=True).stdout)
+    return next(o["value"] for o in options if o["name"] == name)
+
+
+def policy_dir():
+    """Where the installed agent reads its policy: the build's sysconfdir."""
+    return os.path.join(build_option("prefix"), build_option("sysconfdir"), "dsagent")
+
+
+def policy_records(machine):
+    return machine.journal(f"MESSAGE_ID={POLICY_MESSAGE_ID}")
+
+
+def reload_and_wait(machine):
+    """systemctl reload, then the agent's record of the outcome (systemd 252 does not wait for it)."""
+    before = len(policy_records(machine))
+    r = machine.run(["systemctl", "reload", "dsagent.service"], check=False)
+    if r.returncode == 0:
+        wait_for(lambda: len(policy_records(machine)) > before, what="the agent's policy record")
+    return r
+
+
 def target_app():
     """The real .NET test app, built on the host: the booted system sees the host's files."""
     out = subprocess.run([os.path.join(SOURCE, "tests/target-app/build.sh")], check=True,

@@ -3,17 +3,17 @@
 """dsagent as it ships, under a real systemd as PID 1.
 
 `meson install` of the build into a booted system (booted.py), then, in
-order: socket activation, the socket's group gate, targets.units through a
-real service with PrivateTmp=, reload, idle exit and reactivation, the
-journal records and the catalog text, and the sandbox the unit sets up.
+order: the socket starting the agent, the socket's group gate, targets.units
+through a real service with PrivateTmp=, reload, an idle exit (--idle-exit)
+and reactivation by the next client, the journal records and the catalog
+text, and the sandbox the unit sets up. A broken policy: test_broken_policy.py.
 """
 import json
-import os
 import re
-import subprocess
 
 from booted import (BUILD, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, POLICY_MESSAGE_ID, REQUEST_MESSAGE_ID, SOURCE,
-                    Machine, run_tests, start_target, target_app, test, wait_for)
+                    Machine, policy_dir, policy_records, reload_and_wait, run_tests, start_target, target_app, test,
+                    wait_for)
 
 SUPPRESSED_MESSAGE_ID = "dba026f157524dc5bd31f98f0e8e84b9"
 EXIT_NO_SUCH_PROCESS = 5
@@ -26,30 +26,11 @@ IDLE_EXIT_SEC = 2
 state = {"requests": []}
 
 
-def build_option(name):
-    options = json.loads(subprocess.run(["meson", "introspect", "--buildoptions", BUILD], check=True,
-                                        stdout=subprocess.PIPE, text=True).stdout)
-    return next(o["value"] for o in options if o["name"] == name)
-
-
 def dsctl(machine, user, *args):
     """dsctl as @user against the installed agent; every call that reaches it is one audit record."""
     r = machine.run(["dsctl", *args], user=user, check=False)
     if r.returncode != EXIT_AGENT_UNREACHABLE:
         state["requests"].append((user, args, r.returncode))
-    return r
-
-
-def policy_records(machine):
-    return machine.journal(f"MESSAGE_ID={POLICY_MESSAGE_ID}")
-
-
-def reload_and_wait(machine):
-    """systemctl reload, then the agent's record of the outcome (systemd 252 does not wait for it)."""
-    before = len(policy_records(machine))
-    r = machine.run(["systemctl", "reload", "dsagent.service"], check=False)
-    if r.returncode == 0:
-        wait_for(lambda: len(policy_records(machine)) > before, what="the agent's policy record")
     return r
 
 
@@ -79,15 +60,12 @@ def install_into_the_booted_system(m):
     assert "OK, 0 rules in 1 file" in m.run(["dsagent", "--check-policy"]).stdout
 
 
-def policy_dir():
-    """Where the installed agent reads its policy: the build's sysconfdir."""
-    return os.path.join(build_option("prefix"), build_option("sysconfdir"), "dsagent")
-
-
 @test
-def first_request_activates_the_service(m):
+def the_socket_starts_the_agent(m):
+    # the agent runs as long as its socket, so that a reload always has an agent to signal
     m.run(["systemctl", "start", "dsagent.socket"])
-    assert m.show("dsagent.service", "ActiveState")["ActiveState"] == "inactive"
+    wait_for(lambda: m.show("dsagent.service", "ActiveState")["ActiveState"] == "active",
+             what="the socket to start the agent")
     st = m.run(["stat", "--format=%F %a %U %G", "/run/dsagent.sock"]).stdout.strip()
     assert st == "socket 660 root dsagent", st
 
@@ -183,6 +161,11 @@ def exits_when_idle_and_the_next_request_starts_it(m):
     second = m.show("dsagent.service", "InvocationID")["InvocationID"]
     assert second and second != first, "the request after the idle exit did not start the service"
     state["invocations"] = {state["invocation"], first, second}
+    # back to the packaged unit, which does not exit when idle: the tests after this one reload it
+    m.run(["rm", "/etc/systemd/system/dsagent.service.d/50-idle.conf"])
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "restart", "dsagent.service"])
+    state["invocations"].add(m.show("dsagent.service", "InvocationID")["InvocationID"])
 
 
 @test
@@ -230,11 +213,11 @@ def journal_has_one_record_per_decision(m):
 def journalctl_x_shows_the_catalog_text(m):
     out = m.run(["journalctl", "--no-pager", "-x", f"MESSAGE_ID={REQUEST_MESSAGE_ID}",
                  f"DSAGENT_CLIENT_UID={m.uid_of(ALICE)}", "DSAGENT_DECISION=allowed"]).stdout
-    # the catalog's lines come prefixed with "░░ "
-    assert re.search(rf'asked dsagent for[\s░]+"info" on process {state["target_pid"]},', out), out
-    assert "Rule: alice-reads-target-unit." in out, out
+    # the catalog's lines come prefixed with "░░ "; every kind of record: test_journal.py
+    assert re.search(rf'asked dsagent for[\s░]+"info" on process {state["target_pid"]} of {SVC} ', out), out
+    assert re.search(r"Decided by[\s░]+rule alice-reads-target-unit\.", out), out
     out = m.run(["journalctl", "--no-pager", "-x", f"MESSAGE_ID={POLICY_MESSAGE_ID}"]).stdout
-    assert f"Subject: dsagent policy from {policy_dir()}/policy.toml: loaded yes" in out, out
+    assert f"Subject: dsagent policy from {policy_dir()}/policy.toml: loaded, 0 rules from 1 file" in out, out
 
 
 @test

@@ -1,0 +1,94 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Sourced by demo.sh and test.sh: the users and groups a script makes for its
+# own use, and removes again when it ends (scratch_cleanup, from its EXIT
+# trap). A user made here says so in its comment (GECOS) field; a user or
+# group of the same name that somebody else made is never used, changed or
+# removed: the script stops and says so. Needs root.
+
+SCRATCH_COMMENT="dsagent scratch user"
+scratch_users=()
+scratch_groups=()
+
+scratch_die() {
+        echo "$(basename "$0"): $*" >&2
+        exit 1
+}
+
+# Whether user $1 is one of ours: made here (its comment says so), or by an
+# earlier version of these scripts or of the test harness, which made users
+# with no comment, no home directory and no login shell.
+scratch_user_is_ours() {
+        local entry comment home shell
+        entry=$(getent passwd "$1") || return 1
+        IFS=: read -r _ _ _ _ comment home shell <<<"$entry"
+        [ "$comment" = "$SCRATCH_COMMENT" ] && return 0
+        [ -z "$comment" ] && [ ! -e "$home" ] && [ "$shell" = /usr/sbin/nologin ]
+}
+
+# Whether group $1 is one of ours: none but scratch users are in it.
+scratch_group_is_ours() {
+        local entry members member
+        entry=$(getent group "$1") || return 1
+        members=${entry##*:}
+        for member in ${members//,/ }; do
+                scratch_user_is_ours "$member" || return 1
+        done
+}
+
+# scratch_free_name BASE: BASE, else BASE2, BASE3, ... up to BASE9: the first
+# name that no user or group has, or that a user of ours has.
+scratch_free_name() {
+        local name n
+        for n in "" 2 3 4 5 6 7 8 9; do
+                name=$1$n
+                if scratch_user_is_ours "$name" ||
+                   { ! getent passwd "$name" >/dev/null && ! getent group "$name" >/dev/null; }; then
+                        echo "$name"
+                        return 0
+                fi
+        done
+        scratch_die "no free user name like $1 (${1}2 to ${1}9 are taken too)"
+}
+
+# scratch_user NAME [useradd options]: the user NAME, made now (or left over
+# from a run that could not clean up), removed by scratch_cleanup.
+scratch_user() {
+        local name=$1
+        shift
+        if getent passwd "$name" >/dev/null; then
+                scratch_user_is_ours "$name" ||
+                        scratch_die "a user $name exists that these scripts did not make; rename or remove it first"
+                usermod --comment "$SCRATCH_COMMENT" "$name"
+        else
+                useradd --comment "$SCRATCH_COMMENT" --no-create-home --shell /usr/sbin/nologin "$@" "$name"
+        fi
+        scratch_users+=("$name")
+}
+
+# scratch_group NAME: the group NAME, made now if missing, removed by scratch_cleanup.
+scratch_group() {
+        if getent group "$1" >/dev/null; then
+                scratch_group_is_ours "$1" ||
+                        scratch_die "a group $1 exists with members these scripts did not make;" \
+                                    "rename or remove it first"
+        else
+                groupadd "$1"
+        fi
+        scratch_groups+=("$1")
+}
+
+# Removes the users and groups made or taken over here; a user whose
+# processes still run is left, with a word on stderr.
+scratch_cleanup() {
+        local name
+        for name in "${scratch_users[@]}"; do
+                getent passwd "$name" >/dev/null || continue
+                userdel "$name" 2>/dev/null || echo "$(basename "$0"): could not remove the user $name" >&2
+        done
+        for name in "${scratch_groups[@]}"; do
+                getent group "$name" >/dev/null || continue
+                groupdel "$name" 2>/dev/null || echo "$(basename "$0"): could not remove the group $name" >&2
+        done
+        scratch_users=()
+        scratch_groups=()
+}
