@@ -394,6 +394,7 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
         audit_fields_add_names(f, r->client_uid, &r->client_gid, r->have_target ? r->target_uid : (uid_t)-1);
         audit_fields_add_client_text(f, r->client_uid);
         audit_fields_add_text(f, "DSAGENT_COMMAND", r->command);
+        audit_fields_add_text(f, "DSAGENT_IPC_COMMAND", r->ipc_command);
         if (r->have_target) {
                 audit_fields_addf(f, "DSAGENT_TARGET_PID=%d", (int)r->target_pid);
                 if (r->target_uid != (uid_t)-1)

@@ -25,6 +25,7 @@ typedef struct AuditRecord {
         pid_t client_pid;
         uint64_t client_pidfd_id; /* 0 when unknown */
         const char *command;    /* NULL when no valid request arrived */
+        const char *ipc_command; /* a proxied request's diagnostic IPC command, e.g. "CollectTracing2"; or NULL */
 
         bool have_target;
         pid_t target_pid;

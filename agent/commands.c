@@ -15,6 +15,7 @@
 #include "jobs.h"
 #include "pam-check.h"
 #include "policy.h"
+#include "proxy.h"
 #include "runtime-call.h"
 #include "session.h"
 #include "test-hooks.h"
@@ -616,6 +617,7 @@ static const char *command_name(uint16_t type) {
         case WIRE_REQUEST_TRACE: return policy_command_to_string(POLICY_COMMAND_TRACE);
         case WIRE_REQUEST_COUNTERS: return policy_command_to_string(POLICY_COMMAND_COUNTERS);
         case WIRE_REQUEST_REMOVE_DUMP: return "remove-dump";
+        case WIRE_REQUEST_IPC: return "proxy"; /* until its IPC command is known */
         default: return NULL;
         }
 }
@@ -652,6 +654,9 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_REMOVE_DUMP:
                 dumps_remove(req, m);
+                break;
+        case WIRE_REQUEST_IPC:
+                proxy_start(req, m);
                 break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

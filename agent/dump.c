@@ -656,31 +656,37 @@ static void dump_opened(Request *req) {
  * process); WANT_FD asks for a read-only fd of the result, which dsctl -o
  * copies as the caller.
  */
-void dump_start(Request *req, const WireMessage *m) {
-        _cleanup_free_ char *type = NULL;
+void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool want_fd) {
         DumpWork *work;
-        uint32_t want_fd = 0;
 
-        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = POLICY_DUMP_MINI };
-        if (wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &type) == 0 &&
-            (req->ask.dump_type = policy_dump_type_from_string(type)) == _POLICY_DUMP_INVALID) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
-                                    "unknown dump type (mini, heap, triage, full)");
-                return;
-        }
-        (void)wire_message_get_u32(m, WIRE_TAG_WANT_FD, &want_fd);
-
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = type };
         work = calloc(1, sizeof(*work));
         if (!work) {
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
-        *work = (DumpWork){ .request = req, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd == 1,
+        *work = (DumpWork){ .request = req, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd,
                             .started_usec = monotonic_usec(req), .dir_fd = -EBADF, .file_fd = -EBADF,
                             .control_fd = -EBADF };
         req->work = work;
         req->work_free = dump_work_free;
         commands_open_target(req, m, dump_opened);
+}
+
+void dump_start(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *type = NULL;
+        PolicyDumpType dump_type = POLICY_DUMP_MINI;
+        uint32_t want_fd = 0;
+
+        if (wire_message_get_string(m, WIRE_TAG_DUMP_TYPE, &type) == 0 &&
+            (dump_type = policy_dump_type_from_string(type)) == _POLICY_DUMP_INVALID) {
+                req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP };
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    "unknown dump type (mini, heap, triage, full)");
+                return;
+        }
+        (void)wire_message_get_u32(m, WIRE_TAG_WANT_FD, &want_fd);
+        dump_start_as(req, m, dump_type, want_fd == 1);
 }
 
 static char *get_attribute(int fd, const char *key) {

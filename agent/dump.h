@@ -6,6 +6,13 @@
 #include "wire.h"
 
 void dump_start(Request *req, const WireMessage *m);
+/*
+ * A dump of @type of the process @m names (its PID or UNIT), decided as the
+ * dump command; with @want_fd the reply carries a read-only fd of the
+ * published dump when the requester may read it. dump_start() reads these
+ * from a dump request; the proxy from a tool's GenerateCoreDump.
+ */
+void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool want_fd);
 void dumps_list(Request *req);
 
 /*

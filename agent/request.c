@@ -128,6 +128,11 @@ void request_reply_error(Request *req, AuditDecision decision, WireError error, 
         request_reply_error_full(req, decision, error, 0, reason, reason);
 }
 
+void request_reply_error_hresult(Request *req, AuditDecision decision, WireError error, uint32_t hresult,
+                                 const char *reason) {
+        request_reply_error_full(req, decision, error, hresult, reason, reason);
+}
+
 void request_reply_error_as(Request *req, AuditDecision decision, WireError error, const char *reason,
                             const char *message) {
         request_reply_error_full(req, decision, error, 0, reason, message);

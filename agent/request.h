@@ -77,6 +77,9 @@ bool request_admit(Request *req);
 void request_reply_done(Request *req, const char *rule, const char *reason);
 void request_reply_error(Request *req, AuditDecision decision, WireError error, const char *reason);
 void request_reply_runtime_error(Request *req, uint32_t hresult, const char *reason);
+/* An error that carries @hresult for a proxied tool (dsctl port answers the tool with it). */
+void request_reply_error_hresult(Request *req, AuditDecision decision, WireError error, uint32_t hresult,
+                                 const char *reason);
 /* The record says @reason, the client reads @message: an answer that must not tell more than it may. */
 void request_reply_error_as(Request *req, AuditDecision decision, WireError error, const char *reason,
                             const char *message);

@@ -15,10 +15,12 @@
 #include "commands.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
+#include "ipc-request.h"
 #include "runtime-call.h"
 #include "session-config.h"
 #include "session.h"
 #include "test-hooks.h"
+#include "unaligned.h"
 
 #define USEC_PER_SEC 1000000ULL
 /* A pipe this large lets one splice move a whole runtime block (about 100 KiB) and more. */
@@ -70,6 +72,8 @@ typedef struct Session {
         size_t n_policy_providers;
         uint8_t *collect;       /* the CollectTracing request, encoded once decided */
         size_t collect_size;
+        bool proxied;           /* a tool's session (dsctl port): its stream starts with the tool's reply */
+        uint64_t proxy_session_id; /* the id the tool is told; the runtime's stays here */
 } Session;
 
 /* The session no longer runs in the runtime, or never did: it stops counting against the limits. */
@@ -458,6 +462,17 @@ static int session_announce(Session *s, int pipe_read_fd) {
         wire_writer_put_u64(w, WIRE_TAG_DURATION, s->duration_limit_usec / USEC_PER_SEC);
         wire_writer_put_u64(w, WIRE_TAG_SIZE_LIMIT, s->size_limit);
         wire_writer_put_u32(w, WIRE_TAG_BUFFER_MB, s->buffer_mb);
+        if (s->proxied) {
+                uint8_t reply[DOTNET_IPC_HEADER_SIZE + 8], id[8];
+                size_t size;
+                int r;
+
+                unaligned_write_le64(id, s->proxy_session_id);
+                r = ipc_request_reply_ok_encode(id, sizeof(id), reply, sizeof(reply), &size);
+                if (r != 0)
+                        return r < 0 ? r : -EINVAL;
+                wire_writer_put_bytes(w, WIRE_TAG_IPC_MESSAGE, reply, size);
+        }
         return connection_send_frame_now(req->connection, w, pipe_read_fd);
 }
 
@@ -594,6 +609,10 @@ static void session_decided(Request *req) {
                 s->duration_limit_usec = req->verdict.rule->max_duration_usec;
         test_hook_pause("after-decision");
 
+        if (s->collect) { /* a tool's request, encoded from the values decided on */
+                commands_connect_runtime(req, session_connected);
+                return;
+        }
         s->collect = malloc(DOTNET_IPC_MESSAGE_MAX);
         if (!s->collect) {
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
@@ -802,4 +821,51 @@ void session_start_counters(Request *req, const WireMessage *m) {
                 return;
         /* the Metrics provider the agent adds is not the requester's choice */
         session_decide(s, m, POLICY_COMMAND_COUNTERS, s->config.n_providers - 1);
+}
+
+/*
+ * A tool's CollectTracing (dsctl port): decided as trace on its providers and
+ * buffer, run and relayed like any trace session. The runtime gets the bytes
+ * ipc_request_encode() makes of the decoded values; the tool is told an id of
+ * the agent's own, never the runtime's.
+ */
+void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
+        const PolicyAgentSettings *a = &req->policy->agent;
+        PolicyRequest ask;
+        Session *s = session_new(req, "trace");
+        int r;
+
+        if (!s)
+                return;
+        s->proxied = true;
+        s->collect = malloc(DOTNET_IPC_MESSAGE_MAX);
+        s->policy_providers = calloc(IPC_REQUEST_PROVIDERS_MAX, sizeof(PolicyProvider));
+        if (!s->collect || !s->policy_providers) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        if (getrandom(&s->proxy_session_id, sizeof(s->proxy_session_id), 0) != sizeof(s->proxy_session_id)) {
+                request_reply_errno(req, -errno, "cannot pick a session id");
+                return;
+        }
+        r = ipc_request_encode(ipc, s->collect, DOTNET_IPC_MESSAGE_MAX, &s->collect_size);
+        if (r == 0)
+                r = ipc_request_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX, &ask);
+        if (r != 0) {
+                request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                            ipc_request_error_hresult(r), "the session request cannot be encoded");
+                return;
+        }
+        /* the names the policy providers point to move with the config */
+        s->config = ipc->tracing.config;
+        ipc->tracing.config = (EventPipeConfig){};
+        s->providers_text = eventpipe_config_to_string(&s->config);
+        if (!s->providers_text) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        s->buffer_asked_mb = s->buffer_mb = ipc->tracing.buffer_mb;
+        s->duration_limit_usec = a->max_session_duration_usec;
+        s->size_limit = a->max_trace_size;
+        session_decide(s, m, POLICY_COMMAND_TRACE, ask.n_providers);
 }

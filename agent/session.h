@@ -7,8 +7,11 @@
 #pragma once
 
 #include "connection.h"
+#include "ipc-request.h"
 #include "target.h"
 #include "wire.h"
 
 void session_start_trace(Request *req, const WireMessage *m);
 void session_start_counters(Request *req, const WireMessage *m);
+/* A tool's CollectTracing through dsctl port; takes @ipc's providers. */
+void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc);

@@ -33,11 +33,14 @@ typedef enum Opt {
         OPT_OUTPUT,
         OPT_WATCH,
         OPT_REMOVE,
+        OPT_ONCE,
+        OPT_AGENT_SOCKET,
         _OPT_MAX,
 } Opt;
 
 #define OPT(x) (1u << (x))
-#define OPTS_COMMON (OPT(OPT_SOCKET) | OPT(OPT_JSON) | OPT(OPT_QUIET) | OPT(OPT_HELP) | OPT(OPT_VERSION))
+#define OPTS_COMMON \
+        (OPT(OPT_SOCKET) | OPT(OPT_AGENT_SOCKET) | OPT(OPT_JSON) | OPT(OPT_QUIET) | OPT(OPT_HELP) | OPT(OPT_VERSION))
 
 typedef struct VerbInfo {
         const char *name;
@@ -124,6 +127,21 @@ static const VerbInfo verbs[_VERB_MAX] = {
                         OPT(OPT_WATCH),
                 1, 1,
         },
+        [VERB_PORT] = {
+                "port", "PID|UNIT [--socket PATH] [--once]",
+                "a diagnostic port for stock .NET tools (dotnet-trace --diagnostic-port)",
+                "Serve a diagnostic port for a process: a socket of yours (mode 0600) that stock tools\n"
+                "reach with --diagnostic-port PATH,connect (dotnet-trace, dotnet-dump, the client\n"
+                "library's DiagnosticsClientConnector.FromDiagnosticPort). Its first line on standard\n"
+                "output is that value. The agent decides each command a tool sends as the policy\n"
+                "command it maps to (docs/proxy.md) and records it; a dump a tool asks for is written\n"
+                "where it asks, by dsctl, as you. Only your own processes may connect. Ctrl-C ends it.\n\n"
+                "  --socket PATH        the port's socket, which must not exist [$XDG_RUNTIME_DIR/...,\n"
+                "                       else a private directory in $TMPDIR]; here the agent's socket\n"
+                "                       is named with --agent-socket\n"
+                "  --once               end after the first trace session or dump a tool takes\n",
+                OPT(OPT_ONCE), 1, 1,
+        },
         [VERB_HELP] = {
                 "help", "[COMMAND]", "show this help, or a command's",
                 "Show the summary of all commands, or the help of COMMAND. Nothing is sent to the agent.\n",
@@ -161,7 +179,8 @@ static void help_summary(FILE *f) {
                 "PID|UNIT is a process id, or a systemd unit (like orders.service) whose one .NET process\n"
                 "is meant. Ctrl-C ends a trace or counters session and keeps what it recorded.\n\n"
                 "Options:\n"
-                "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "]\n"
+                "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "];\n"
+                "                 also --agent-socket, which port takes (its --socket is the port's)\n"
                 "  --json         machine-readable output; errors too, with their exit status\n"
                 "  -q, --quiet    no progress and no notes on standard error\n"
                 "  -h, --help     show this help, or with a command, its own\n"
@@ -242,6 +261,8 @@ static const struct option long_options[] = {
         { "output", required_argument, NULL, 'o' },
         { "watch", no_argument, NULL, 0x100 + OPT_WATCH },
         { "remove", required_argument, NULL, 0x100 + OPT_REMOVE },
+        { "once", no_argument, NULL, 0x100 + OPT_ONCE },
+        { "agent-socket", required_argument, NULL, 0x100 + OPT_AGENT_SOCKET },
         {},
 };
 
@@ -575,6 +596,11 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
                 return r;
         a->output = g->value[OPT_OUTPUT];
         a->remove = g->value[OPT_REMOVE];
+        if (verb == VERB_PORT) { /* its --socket is the port's; the agent's is --agent-socket */
+                a->port_socket = g->value[OPT_SOCKET];
+                a->socket_path = g->value[OPT_AGENT_SOCKET];
+                a->once = g->mask & OPT(OPT_ONCE);
+        }
         switch (verb) {
         case VERB_EXPLAIN: return check_explain(g, a, ret_error);
         case VERB_DUMP: return check_dump_type(g, a, ret_error);
@@ -603,7 +629,7 @@ int cli_parse(int argc, char **argv, Args *a, char **ret_error) {
                 return r;
         a->json = g.mask & OPT(OPT_JSON);
         a->quiet = a->session.quiet = g.mask & OPT(OPT_QUIET);
-        a->socket_path = g.value[OPT_SOCKET];
+        a->socket_path = g.value[OPT_AGENT_SOCKET] ? g.value[OPT_AGENT_SOCKET] : g.value[OPT_SOCKET];
         a->version = g.mask & OPT(OPT_VERSION);
         a->help = g.mask & OPT(OPT_HELP);
         a->verb = g.n_positional > 0 ? verb_from_string(g.positional[0]) : _VERB_NONE;

@@ -17,6 +17,7 @@ typedef enum Verb {
         VERB_DUMPS,
         VERB_TRACE,
         VERB_COUNTERS,
+        VERB_PORT,
         VERB_HELP,
         _VERB_MAX,
         _VERB_NONE = -1, /* no command given (help and --version need none) */
@@ -49,6 +50,9 @@ typedef struct Args {
         const char *output;
         /* dumps */
         const char *remove;
+        /* port */
+        const char *port_socket; /* NULL: the default place */
+        bool once;
         /* trace, counters: how the stream is shown (output, kind, filters, watch) */
         SessionOptions session;
 } Args;

@@ -16,6 +16,7 @@
 #include "exit-status.h"
 #include "io.h"
 #include "out-file.h"
+#include "port.h"
 #include "output.h"
 #include "progress.h"
 #include "session-client.h"
@@ -337,19 +338,33 @@ static int run_session(Args *a, AgentClient *client, Outputs *outputs) {
         return status;
 }
 
+static const char *agent_socket_of(const Args *a) {
+        const char *path = a->socket_path;
+
+        if (!path || !*path)
+                path = getenv("DSAGENT_SOCKET");
+        if (!path || !*path)
+                path = DSCTL_DEFAULT_SOCKET;
+        return path;
+}
+
+static int run_port(const Args *a) {
+        PortOptions o = { .agent_socket = agent_socket_of(a), .pid = a->pid, .unit = a->unit,
+                          .path = a->port_socket, .once = a->once, .quiet = a->quiet };
+        return port_run(&o);
+}
+
 static int run(Args *a) {
         _cleanup_(agent_client_freep) AgentClient *client = NULL;
         _cleanup_(outputs_done) Outputs outputs = { .file = OUT_FILE_NULL };
-        const char *socket_path = a->socket_path;
+        const char *socket_path = agent_socket_of(a);
         int r;
 
+        if (a->verb == VERB_PORT)
+                return run_port(a);
         r = prepare_outputs(a, &outputs);
         if (r != 0)
                 return r;
-        if (!socket_path || !*socket_path)
-                socket_path = getenv("DSAGENT_SOCKET");
-        if (!socket_path || !*socket_path)
-                socket_path = DSCTL_DEFAULT_SOCKET;
         r = agent_client_connect(socket_path, DSCTL_TIMEOUT_SEC, &client);
         if (r < 0)
                 return report_connect_error(a, socket_path, r);

@@ -44,6 +44,7 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_SIZE_LIMIT] = WIRE_KIND_U64,
         [WIRE_TAG_PROGRESS] = WIRE_KIND_U32,
         [WIRE_TAG_DEADLINE] = WIRE_KIND_U64,
+        [WIRE_TAG_IPC_MESSAGE] = WIRE_KIND_BYTES,
 };
 
 const char *wire_error_to_string(WireError error) {
@@ -117,6 +118,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_TRACE:
         case WIRE_REQUEST_COUNTERS:
         case WIRE_REQUEST_REMOVE_DUMP:
+        case WIRE_REQUEST_IPC:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -125,6 +127,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_STREAM:
         case WIRE_REPLY_SESSION_END:
         case WIRE_REPLY_PROGRESS:
+        case WIRE_REPLY_IPC:
                 return true;
         default:
                 return false;
@@ -166,6 +169,8 @@ static bool wire_field_is_valid(uint16_t tag, const uint8_t *value, uint32_t siz
                        utf8_is_valid((const char *)value, size);
         case WIRE_KIND_COOKIE:
                 return size == 16;
+        case WIRE_KIND_BYTES:
+                return true; /* the frame bounds it */
         }
         return false;
 }
@@ -262,7 +267,7 @@ int wire_message_get_string(const WireMessage *m, WireTag tag, char **ret) {
 int wire_message_get_bytes(const WireMessage *m, WireTag tag, const uint8_t **ret, size_t *ret_size) {
         const WireField *f = wire_message_find(m, tag);
 
-        if (!f || wire_tag_kinds[tag] != WIRE_KIND_COOKIE)
+        if (!f || (wire_tag_kinds[tag] != WIRE_KIND_COOKIE && wire_tag_kinds[tag] != WIRE_KIND_BYTES))
                 return WIRE_E_MISSING;
         *ret = f->value;
         *ret_size = f->size;

@@ -33,6 +33,7 @@ typedef enum WireType {
         WIRE_REQUEST_TRACE = 0x0006,
         WIRE_REQUEST_COUNTERS = 0x0007,
         WIRE_REQUEST_REMOVE_DUMP = 0x0008, /* PATH: a dump of dump_dir the caller asked for */
+        WIRE_REQUEST_IPC = 0x0009,         /* IPC_MESSAGE: one diagnostic IPC request of a tool (dsctl port) */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -42,6 +43,7 @@ typedef enum WireType {
         WIRE_REPLY_STREAM = 0x8006,     /* a session started; the read end of its stream's pipe comes with it */
         WIRE_REPLY_SESSION_END = 0x8007, /* how the session ended, after its stream's pipe was closed */
         WIRE_REPLY_PROGRESS = 0x8008,   /* not terminal: the request's deadline, and how far a dump got */
+        WIRE_REPLY_IPC = 0x8009,        /* not terminal: IPC_MESSAGE holds bytes for the tool, as they are */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -49,6 +51,7 @@ typedef enum WireFieldKind {
         WIRE_KIND_U64,
         WIRE_KIND_STRING, /* UTF-8, no NUL, at most WIRE_STRING_MAX bytes */
         WIRE_KIND_COOKIE, /* exactly 16 bytes */
+        WIRE_KIND_BYTES,  /* any bytes, as many as the frame holds */
 } WireFieldKind;
 
 #define WIRE_STRING_MAX (32 * 1024)
@@ -90,6 +93,7 @@ typedef enum WireTag {
         WIRE_TAG_SIZE_LIMIT = 34,       /* u64: bytes after which the session is stopped */
         WIRE_TAG_PROGRESS = 35,         /* u32: 1 to get PROGRESS frames while the request runs */
         WIRE_TAG_DEADLINE = 36,         /* u64: microseconds from this frame until the agent gives up */
+        WIRE_TAG_IPC_MESSAGE = 37,      /* bytes: a diagnostic IPC message, at most WIRE_IPC_MESSAGE_MAX */
         _WIRE_TAG_MAX,
 } WireTag;
 
@@ -120,6 +124,8 @@ typedef enum WireError {
 #define WIRE_INTERVAL_MAX_SEC 3600u             /* INTERVAL between counter samples */
 #define WIRE_COUNTER_PROVIDERS_MAX 16u          /* provider names in a COUNTERS request */
 #define WIRE_UNIT_MAX 256u                      /* bytes of a UNIT a request names */
+/* An IPC_MESSAGE and a UNIT, with their field headers, fit in one frame; tools' requests are far smaller. */
+#define WIRE_IPC_MESSAGE_MAX (WIRE_PAYLOAD_MAX - 1024u)
 
 _Static_assert(_WIRE_TAG_MAX <= 64, "wire_message_decode() tracks seen tags in a 64-bit mask");
 
@@ -160,6 +166,7 @@ int wire_message_decode(const uint8_t *frame, size_t len, WireMessage *ret);
 int wire_message_get_u32(const WireMessage *m, WireTag tag, uint32_t *ret);
 int wire_message_get_u64(const WireMessage *m, WireTag tag, uint64_t *ret);
 int wire_message_get_string(const WireMessage *m, WireTag tag, char **ret);
+/* COOKIE and BYTES fields */
 int wire_message_get_bytes(const WireMessage *m, WireTag tag, const uint8_t **ret, size_t *ret_size);
 
 /* encoding */

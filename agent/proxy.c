@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include "broker.h"
+#include "cleanup.h"
+#include "commands.h"
+#include "decision.h"
+#include "dotnet-ipc.h"
+#include "dump.h"
+#include "ipc-request.h"
+#include "proxy.h"
+#include "runtime-call.h"
+#include "session.h"
+#include "unaligned.h"
+
+/*
+ * The most of a runtime's environment block relayed to a tool. The frames
+ * that carry it are queued whole, and a connection queues at most 256 KiB.
+ */
+#define PROXY_ENVIRONMENT_MAX (192u * 1024u)
+#define PROXY_CHUNK_MAX (WIRE_IPC_MESSAGE_MAX - 64u)
+
+/* One call to the runtime for a tool: the request as the agent encoded it, and its answer. */
+typedef struct ProxyWork {
+        Request *request;
+        DotnetIpcCommand command;
+        uint8_t message[DOTNET_IPC_MESSAGE_MAX];
+        size_t message_size;
+        RuntimeCall *call;
+        /* ProcessEnvironment: the block that follows the OK reply */
+        int stream_fd;
+        sd_event_source *stream_source;
+        uint8_t *block;
+        size_t block_size, block_read;
+} ProxyWork;
+
+static void proxy_work_free(void *p) {
+        ProxyWork *work = p;
+
+        if (!work)
+                return;
+        runtime_call_free(work->call);
+        sd_event_source_disable_unref(work->stream_source);
+        safe_close(work->stream_fd);
+        free(work->block);
+        free(work);
+}
+
+/* Queues @size bytes for the tool, in frames of at most PROXY_CHUNK_MAX. Return: 0 or a negative errno. */
+static int proxy_queue_bytes(Request *req, const uint8_t *bytes, size_t size) {
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
+
+        if (!w)
+                return -ENOMEM;
+        do {
+                size_t n = size < PROXY_CHUNK_MAX ? size : PROXY_CHUNK_MAX;
+                int r;
+
+                wire_writer_begin(w, WIRE_REPLY_IPC);
+                wire_writer_put_bytes(w, WIRE_TAG_IPC_MESSAGE, bytes, n);
+                r = connection_queue_frame(req->connection, w);
+                if (r < 0)
+                        return r;
+                bytes += n;
+                size -= n;
+        } while (size > 0);
+        return 0;
+}
+
+/* The runtime's OK reply, its header encoded here, its payload checked by the caller. */
+static int proxy_queue_ok(Request *req, const DotnetIpcResponse *reply) {
+        uint8_t buf[DOTNET_IPC_MESSAGE_MAX];
+        size_t size;
+        int r;
+
+        r = ipc_request_reply_ok_encode(reply->payload, reply->payload_size, buf, sizeof(buf), &size);
+        if (r != 0)
+                return r < 0 ? r : -EMSGSIZE;
+        return proxy_queue_bytes(req, buf, size);
+}
+
+static void proxy_relayed(Request *req) {
+        ProxyWork *work = req->work;
+        int r = 0;
+
+        if (work->block_size > 0)
+                r = proxy_queue_bytes(req, work->block, work->block_size);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
+                return;
+        }
+        request_reply_done(req, req->verdict.rule_name, "the runtime answered the tool's request");
+}
+
+/* ProcessEnvironment's block, read as the runtime writes it; the connection's deadline bounds the wait. */
+static int proxy_on_block(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        ProxyWork *work = userdata;
+        Request *req = work->request;
+
+        for (;;) {
+                ssize_t n = recv(fd, work->block + work->block_read, work->block_size - work->block_read,
+                                 MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return 0;
+                if (n <= 0) {
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                            "the runtime closed the connection before the whole environment");
+                        return 0;
+                }
+                work->block_read += (size_t)n;
+                if (work->block_read == work->block_size)
+                        break;
+        }
+        work->stream_source = sd_event_source_disable_unref(work->stream_source);
+        work->stream_fd = safe_close(work->stream_fd);
+        proxy_relayed(req);
+        return 0;
+}
+
+/* The OK reply to ProcessEnvironment says how many bytes of environment follow it. */
+static void proxy_read_block(ProxyWork *work, const DotnetIpcResponse *reply) {
+        Request *req = work->request;
+        int r;
+
+        if (reply->payload_size < 4) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                    "the runtime sent a malformed environment reply");
+                return;
+        }
+        work->block_size = unaligned_read_le32(reply->payload);
+        if (work->block_size > PROXY_ENVIRONMENT_MAX) {
+                request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED,
+                                            DOTNET_IPC_HR_NOT_SUPPORTED,
+                                            "the environment is larger than the proxy relays (192 KiB)");
+                return;
+        }
+        r = proxy_queue_ok(req, reply);
+        if (r == 0 && work->block_size == 0) {
+                proxy_relayed(req);
+                return;
+        }
+        work->block = r == 0 ? malloc(work->block_size) : NULL;
+        if (r == 0 && !work->block)
+                r = -ENOMEM;
+        if (r == 0) {
+                work->stream_fd = runtime_call_take_fd(work->call);
+                r = sd_event_add_io(req->broker->event, &work->stream_source, work->stream_fd, EPOLLIN,
+                                    proxy_on_block, work);
+        }
+        if (r < 0)
+                request_reply_errno(req, r, "cannot relay the environment");
+}
+
+/* ProcessInfo's answer must be of the pinned process, as for info (commands.c). */
+static bool proxy_info_is_of_target(ProxyWork *work, const DotnetIpcResponse *reply) {
+        _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
+
+        return dotnet_process_info_decode(work->command, reply->payload, reply->payload_size, &info) == 0 &&
+               info.pid == (uint64_t)target_ns_pid(work->request->target);
+}
+
+static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        ProxyWork *work = userdata;
+        Request *req = work->request;
+        int r;
+
+        if (error != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                    error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not answer in time"
+                                    : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
+                                                                        : "the runtime closed the connection");
+                return;
+        }
+        if (!reply->ok) {
+                /* the tool reads the runtime's own HRESULT: "unknown command" makes it fall back */
+                request_reply_runtime_error(req, reply->hresult, "the runtime refused the tool's request");
+                return;
+        }
+        switch (work->command) {
+        case DOTNET_IPC_PROCESS_ENVIRONMENT:
+                proxy_read_block(work, reply);
+                return;
+        case DOTNET_IPC_PROCESS_INFO:
+        case DOTNET_IPC_PROCESS_INFO2:
+        case DOTNET_IPC_PROCESS_INFO3:
+                if (!proxy_info_is_of_target(work, reply)) {
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED,
+                                            "the runtime's ProcessInfo is malformed or of another process");
+                        return;
+                }
+                break;
+        default:
+                break;
+        }
+        r = proxy_queue_ok(req, reply);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
+                return;
+        }
+        proxy_relayed(req);
+}
+
+static void proxy_connected(Request *req, int fd) {
+        ProxyWork *work = req->work;
+        int r;
+
+        r = runtime_call_start(req->broker->event, fd, work->message, work->message_size,
+                               req->broker->config.runtime_timeout_usec, proxy_call_done, work, &work->call);
+        if (r != 0)
+                request_reply_errno(req, r < 0 ? r : -EINVAL, "cannot start the runtime call");
+}
+
+static void proxy_decided(Request *req) {
+        req->audit.rule = req->verdict.rule_name;
+        if (!req->verdict.allowed) {
+                request_reply_error_hresult(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, DOTNET_IPC_HR_ACCESS_DENIED,
+                                            req->verdict.reason);
+                return;
+        }
+        commands_connect_runtime(req, proxy_connected);
+}
+
+static void proxy_opened(Request *req) {
+        decide(req, req->target, true, proxy_decided);
+}
+
+/* A command that is one call and one answer: ProcessInfo, environment, resume, perf maps, code injection. */
+static void proxy_start_call(Request *req, const WireMessage *m, const IpcRequest *ipc) {
+        ProxyWork *work = calloc(1, sizeof(*work));
+        int r;
+
+        if (!work) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        *work = (ProxyWork){ .request = req, .command = ipc->command, .stream_fd = -EBADF };
+        req->work = work;
+        req->work_free = proxy_work_free;
+        r = ipc_request_encode(ipc, work->message, sizeof(work->message), &work->message_size);
+        if (r == 0)
+                r = ipc_request_policy_request(ipc, NULL, 0, &req->ask);
+        if (r != 0) {
+                request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                            ipc_request_error_hresult(r), "the tool's request cannot be encoded");
+                return;
+        }
+        commands_open_target(req, m, proxy_opened);
+}
+
+static const char *proxy_decode_error(int r) {
+        switch (r) {
+        case IPC_REQUEST_E_UNKNOWN_COMMAND: return "the tool sent a command no runtime knows";
+        case IPC_REQUEST_E_UNSUPPORTED: return "the tool sent a command the proxy does not carry";
+        case IPC_REQUEST_E_OVERSIZED: return "the tool's request is too large";
+        default: return "the tool's request is malformed";
+        }
+}
+
+/* Dumps go through the agent's own staging; the tool's path is dsctl's to write, as the caller. */
+static void proxy_start_dump(Request *req, const WireMessage *m, const IpcRequest *ipc) {
+        if (ipc->command != DOTNET_IPC_GENERATE_CORE_DUMP &&
+            (ipc->dump.flags & (IPC_REQUEST_DUMP_FLAG_CRASH_REPORT | IPC_REQUEST_DUMP_FLAG_CRASH_REPORT_ONLY))) {
+                req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP,
+                                            .dump_type = ipc_request_policy_dump_type(ipc->dump.type) };
+                request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                            DOTNET_IPC_HR_NOT_SUPPORTED,
+                                            "crash reports are not taken through the proxy");
+                return;
+        }
+        dump_start_as(req, m, ipc_request_policy_dump_type(ipc->dump.type), true);
+}
+
+void proxy_start(Request *req, const WireMessage *m) {
+        _cleanup_(ipc_request_done) IpcRequest ipc = IPC_REQUEST_NULL;
+        const DotnetIpcCommandInfo *info;
+        const uint8_t *message;
+        size_t size;
+        int r;
+
+        if (wire_message_get_bytes(m, WIRE_TAG_IPC_MESSAGE, &message, &size) != 0 || size > WIRE_IPC_MESSAGE_MAX) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "no IPC message");
+                return;
+        }
+        r = ipc_request_decode(message, size, &ipc);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot decode the tool's request");
+                return;
+        }
+        if (r > 0) {
+                request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                            ipc_request_error_hresult(r), proxy_decode_error(r));
+                return;
+        }
+        info = dotnet_ipc_command_lookup((uint8_t)(ipc.command >> 8), (uint8_t)(ipc.command & 0xFF));
+        req->audit.ipc_command = info ? info->name : NULL;
+        req->audit.command = policy_command_to_string(ipc_request_policy_command(ipc.command));
+
+        switch (ipc.command) {
+        case DOTNET_IPC_STOP_TRACING:
+                request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                            DOTNET_IPC_HR_INVALID_ARG,
+                                            "StopTracing ends a session of the same dsctl port, which answers it");
+                break;
+        case DOTNET_IPC_COLLECT_TRACING:
+        case DOTNET_IPC_COLLECT_TRACING2:
+        case DOTNET_IPC_COLLECT_TRACING3:
+        case DOTNET_IPC_COLLECT_TRACING4:
+        case DOTNET_IPC_COLLECT_TRACING5:
+                session_start_proxy(req, m, &ipc);
+                break;
+        case DOTNET_IPC_GENERATE_CORE_DUMP:
+        case DOTNET_IPC_GENERATE_CORE_DUMP2:
+        case DOTNET_IPC_GENERATE_CORE_DUMP3:
+                proxy_start_dump(req, m, &ipc);
+                break;
+        default:
+                proxy_start_call(req, m, &ipc);
+                break;
+        }
+}
