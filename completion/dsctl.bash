@@ -18,8 +18,8 @@ _dsctl_dumps() {
 
 _dsctl() {
         local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-        local commands="ps info explain dump dumps trace counters help"
-        local common="--socket --json --quiet --help --version"
+        local commands="ps info explain dump dumps trace counters port help"
+        local common="--socket --agent-socket --json --quiet --help --version"
         local policy_commands="ps info env dump gcdump trace counters resume perfmap setenv startup-hook profiler"
         local -A options=(
                 [ps]="" [info]="" [help]=""
@@ -28,6 +28,7 @@ _dsctl() {
                 [dumps]="--remove"
                 [trace]="--profile --providers --duration --buffer-mb --output"
                 [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
+                [port]="--once"
         )
         local command="" socket="" nargs=0 i word
 
@@ -35,7 +36,7 @@ _dsctl() {
         for ((i = 1; i < COMP_CWORD; i++)); do
                 word=${COMP_WORDS[i]}
                 case $word in
-                --socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
+                --socket | --agent-socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
                 --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
                 --refresh-interval | --format | -o | --output | --remove) ((i++)) ;;
                 -*) ;;
@@ -50,7 +51,7 @@ _dsctl() {
                         -- "$cur"))
                 return ;;
         --format) COMPREPLY=($(compgen -W "csv json" -- "$cur")); return ;;
-        --socket | -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --socket | --agent-socket | -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --remove) COMPREPLY=($(compgen -W "$(_dsctl_dumps "$socket")" -- "$cur")); return ;;
         --providers | --duration | --buffer-mb | --counters | --interval | --refresh-interval) return ;;
         esac
@@ -71,7 +72,7 @@ _dsctl() {
                 elif ((nargs == 1)); then
                         COMPREPLY=($(compgen -W "$policy_commands" -- "$cur"))
                 fi ;;
-        info | dump | trace | counters) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
+        info | dump | trace | counters | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
         esac
         return 0
 }

@@ -364,6 +364,10 @@ def wire():
     write(t, "string-max", frame(REPLY_ERROR, string("MESSAGE", b"a" * (32 * 1024))))
     write(t, "field-header-cut", frame(REQUEST_INFO, b"\x01\x00\x04"))
     write(t, "field-size-past-end", frame(REQUEST_INFO, struct.pack("<HI", 1, 100) + b"\1\0\0\0"))
+    # the diagnostic-port proxy: a tool's IPC message out, bytes for the tool back (tag 37, any size)
+    write(t, "request-ipc", frame(0x0009, u32("PID", 4242), field(37, ipc_message(0x04, 0x08, b""))))
+    write(t, "reply-ipc", frame(0x8009, field(37, ipc_message(0xFF, 0x00, struct.pack("<I", 0)))))
+    write(t, "reply-ipc-empty", frame(0x8009, field(37, b"")))
 
 
 # --- /proc files (agent/procfs.h); the first byte picks the parser -------------
