@@ -31,6 +31,8 @@
 /* Connecting to the agent, and its first frame (which then says how long the rest may take). */
 #define PORT_AGENT_TIMEOUT_SEC 60
 #define PORT_SESSIONS_MAX 64
+/* Connections served at once; more wait in the listen backlog. The agent admits 32 per uid anyway. */
+#define PORT_ACTIVE_MAX 64
 #define PORT_SPLICE_MAX (1 << 20)
 
 /* A trace session a tool started through this port: StopTracing names it by id. */
@@ -271,8 +273,11 @@ static void serve_session(ToolConnection *t, AgentClient *client, const WireMess
         session_register(t->port, id, client->fd);
         note(t->port, "%s: session %016llx started", command_name(t), (unsigned long long)id);
         ended = fd_write_all(t->fd, reply, size) == 0 && relay_stream(t, pipe_fd);
-        if (!ended)
-                (void)shutdown(client->fd, SHUT_WR); /* the tool left: the agent stops the session */
+        if (!ended) {
+                /* the tool left: the agent stops the session, and drains the rest itself */
+                pipe_fd = safe_close(pipe_fd);
+                (void)shutdown(client->fd, SHUT_WR);
+        }
         session_unregister(t->port, id);
         /* SESSION_END, then DONE or ERROR; the agent bounds how long that takes */
         agent_client_set_deadline(client, 120 * 1000000ULL, "the end of the session");
@@ -525,6 +530,15 @@ static bool should_end(Port *p) {
         return end;
 }
 
+static bool has_room(Port *p) {
+        bool room;
+
+        pthread_mutex_lock(&p->lock);
+        room = p->active < PORT_ACTIVE_MAX;
+        pthread_mutex_unlock(&p->lock);
+        return room;
+}
+
 static int serve(Port *p, int listen_fd, int signal_fd) {
         struct pollfd fds[3] = {
                 { .fd = listen_fd, .events = POLLIN },
@@ -533,6 +547,7 @@ static int serve(Port *p, int listen_fd, int signal_fd) {
         };
 
         while (!should_end(p)) {
+                fds[0].events = has_room(p) ? POLLIN : 0; /* at the cap, new tools wait in the backlog */
                 if (poll(fds, 3, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
