@@ -45,6 +45,11 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_PROGRESS] = WIRE_KIND_U32,
         [WIRE_TAG_DEADLINE] = WIRE_KIND_U64,
         [WIRE_TAG_IPC_MESSAGE] = WIRE_KIND_BYTES,
+        [WIRE_TAG_ENV_NAME] = WIRE_KIND_STRING,
+        [WIRE_TAG_ENV_VALUE] = WIRE_KIND_STRING,
+        [WIRE_TAG_REDACTED] = WIRE_KIND_U32,
+        [WIRE_TAG_LOG_LEVEL] = WIRE_KIND_STRING,
+        [WIRE_TAG_LOG_CATEGORY] = WIRE_KIND_STRING,
 };
 
 const char *wire_error_to_string(WireError error) {
@@ -119,6 +124,10 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_COUNTERS:
         case WIRE_REQUEST_REMOVE_DUMP:
         case WIRE_REQUEST_IPC:
+        case WIRE_REQUEST_ENV:
+        case WIRE_REQUEST_STACKS:
+        case WIRE_REQUEST_EXCEPTIONS:
+        case WIRE_REQUEST_LOGS:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -128,6 +137,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_SESSION_END:
         case WIRE_REPLY_PROGRESS:
         case WIRE_REPLY_IPC:
+        case WIRE_REPLY_ENV:
                 return true;
         default:
                 return false;

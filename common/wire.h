@@ -34,6 +34,10 @@ typedef enum WireType {
         WIRE_REQUEST_COUNTERS = 0x0007,
         WIRE_REQUEST_REMOVE_DUMP = 0x0008, /* PATH: a dump of dump_dir the caller asked for */
         WIRE_REQUEST_IPC = 0x0009,         /* IPC_MESSAGE: one diagnostic IPC request of a tool (dsctl port) */
+        WIRE_REQUEST_ENV = 0x000A,         /* the target's environment, secrets redacted under policy */
+        WIRE_REQUEST_STACKS = 0x000B,      /* a session whose stream holds every thread's managed stack */
+        WIRE_REQUEST_EXCEPTIONS = 0x000C,  /* a session of the runtime's exception events */
+        WIRE_REQUEST_LOGS = 0x000D,        /* a session of Microsoft-Extensions-Logging's events */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -44,6 +48,7 @@ typedef enum WireType {
         WIRE_REPLY_SESSION_END = 0x8007, /* how the session ended, after its stream's pipe was closed */
         WIRE_REPLY_PROGRESS = 0x8008,   /* not terminal: the request's deadline, and how far a dump got */
         WIRE_REPLY_IPC = 0x8009,        /* not terminal: IPC_MESSAGE holds bytes for the tool, as they are */
+        WIRE_REPLY_ENV = 0x800A,        /* one variable: ENV_NAME, ENV_VALUE or REDACTED */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -94,6 +99,11 @@ typedef enum WireTag {
         WIRE_TAG_PROGRESS = 35,         /* u32: 1 to get PROGRESS frames while the request runs */
         WIRE_TAG_DEADLINE = 36,         /* u64: microseconds from this frame until the agent gives up */
         WIRE_TAG_IPC_MESSAGE = 37,      /* bytes: a diagnostic IPC message, at most WIRE_IPC_MESSAGE_MAX */
+        WIRE_TAG_ENV_NAME = 38,         /* string: an environment variable's name */
+        WIRE_TAG_ENV_VALUE = 39,        /* string: its value (absent when redacted) */
+        WIRE_TAG_REDACTED = 40,         /* u32: 1 when the value is withheld under env_redact */
+        WIRE_TAG_LOG_LEVEL = 41,        /* string: the lowest ILogger level asked for (logs) */
+        WIRE_TAG_LOG_CATEGORY = 42,     /* string: a category prefix (logs) */
         _WIRE_TAG_MAX,
 } WireTag;
 

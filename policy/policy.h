@@ -17,6 +17,9 @@ typedef enum PolicyCommand {
         POLICY_COMMAND_COUNTERS,
         POLICY_COMMAND_RESUME,
         POLICY_COMMAND_PERFMAP,
+        POLICY_COMMAND_STACKS,     /* managed stacks of every thread, now */
+        POLICY_COMMAND_EXCEPTIONS, /* first-chance exceptions during a window */
+        POLICY_COMMAND_LOGS,       /* ILogger output during a window */
         /* these make the target run code chosen by the requester */
         POLICY_COMMAND_SETENV,
         POLICY_COMMAND_STARTUP_HOOK,
