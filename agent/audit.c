@@ -613,6 +613,8 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
         audit_fields_add_text(&f, "DSAGENT_SESSION_KIND", e->kind);
         audit_fields_add_text(&f, "DSAGENT_TRACE_PROFILE", e->profile);
         audit_fields_add_text(&f, "DSAGENT_PROVIDERS", e->providers ? e->providers : "none");
+        audit_fields_add_text(&f, "DSAGENT_IPC_COMMAND", e->ipc_command);
+        audit_fields_add_text(&f, "DSAGENT_IPC_OPTIONS", e->ipc_options);
         audit_fields_addf(&f, "DSAGENT_BUFFER_MB=%u", e->buffer_mb);
         audit_fields_addf(&f, "DSAGENT_DURATION_LIMIT_USEC=%" PRIu64, e->duration_limit_usec);
         audit_fields_addf(&f, "DSAGENT_DURATION_LIMIT_TEXT=%s", limit);

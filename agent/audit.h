@@ -78,6 +78,8 @@ typedef struct AuditSessionEvent {
         const char *kind;       /* "trace" or "counters" */
         const char *profile;    /* NULL when providers were named */
         const char *providers;  /* Name:0xKEYWORDS:LEVEL[:args],... as the runtime was asked */
+        const char *ipc_command; /* a tool's session (dsctl port): its CollectTracing version; else NULL */
+        const char *ipc_options; /* and what else it asked for: rundown keywords, stacks, format, filters */
         uint32_t buffer_mb;
         uint64_t duration_limit_usec;
         uint64_t size_limit;

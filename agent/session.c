@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -74,6 +75,8 @@ typedef struct Session {
         size_t collect_size;
         bool proxied;           /* a tool's session (dsctl port): its stream starts with the tool's reply */
         uint64_t proxy_session_id; /* the id the tool is told; the runtime's stays here */
+        const char *ipc_command;   /* and its CollectTracing version, for the records */
+        char *ipc_options;         /* what it asked for besides providers and buffer, for the records */
 } Session;
 
 /* The session no longer runs in the runtime, or never did: it stops counting against the limits. */
@@ -124,6 +127,7 @@ static void session_free(void *p) {
         free(s->providers_text);
         free(s->profile);
         free(s->collect);
+        free(s->ipc_options);
         free(s);
 }
 
@@ -408,6 +412,8 @@ static int session_audit(Session *s, bool ended) {
                 .kind = s->kind,
                 .profile = s->profile,
                 .providers = s->providers_text,
+                .ipc_command = s->ipc_command,
+                .ipc_options = s->ipc_options,
                 .buffer_mb = s->buffer_asked_mb,
                 .duration_limit_usec = s->duration_limit_usec,
                 .size_limit = s->size_limit,
@@ -458,7 +464,10 @@ static int session_announce(Session *s, int pipe_read_fd) {
                 return -ENOMEM;
         wire_writer_begin(w, WIRE_REPLY_STREAM);
         wire_writer_put_u64(w, WIRE_TAG_REQUEST_ID, req->id);
-        wire_writer_put_string(w, WIRE_TAG_PROVIDERS, s->providers_text);
+        /* cut to what a frame holds: long provider arguments must not fail the announcement */
+        commands_put_untrusted_string(w, WIRE_TAG_PROVIDERS, s->providers_text);
+        if (req->target) /* counters: the process dsctl names in its rows (TargetProcess) */
+                wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)req->target->pid);
         wire_writer_put_u64(w, WIRE_TAG_DURATION, s->duration_limit_usec / USEC_PER_SEC);
         wire_writer_put_u64(w, WIRE_TAG_SIZE_LIMIT, s->size_limit);
         wire_writer_put_u32(w, WIRE_TAG_BUFFER_MB, s->buffer_mb);
@@ -861,6 +870,15 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         ipc->tracing.config = (EventPipeConfig){};
         s->providers_text = eventpipe_config_to_string(&s->config);
         if (!s->providers_text) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        s->ipc_command = dotnet_ipc_command_lookup((uint8_t)(ipc->command >> 8), (uint8_t)ipc->command)->name;
+        if (asprintf(&s->ipc_options, "rundown keywords 0x%" PRIx64 ", stacks %s, format %s, event filters %zu",
+                     ipc->tracing.rundown_keyword, ipc->tracing.stackwalk ? "on" : "off",
+                     ipc->tracing.format == DOTNET_IPC_FORMAT_NETTRACE ? "nettrace" : "netperf",
+                     ipc->tracing.n_filters) < 0) {
+                s->ipc_options = NULL;
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }

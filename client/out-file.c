@@ -2,64 +2,94 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "out-file.h"
 
+/* A hidden name beside the file's, for file systems without O_TMPFILE. */
+static int open_hidden(OutFile *f) {
+        for (int attempt = 0; attempt < 16; attempt++) {
+                uint64_t random;
+                int fd;
+
+                if (getrandom(&random, sizeof(random), 0) != sizeof(random))
+                        return -errno;
+                free(f->temp_name);
+                if (asprintf(&f->temp_name, ".%s.%016llx", f->name, (unsigned long long)random) < 0) {
+                        f->temp_name = NULL;
+                        return -ENOMEM;
+                }
+                fd = openat(f->dir_fd, f->temp_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd >= 0) {
+                        f->fd = fd;
+                        return 0;
+                }
+                if (errno != EEXIST)
+                        break;
+        }
+        free(f->temp_name);
+        f->temp_name = NULL;
+        return -errno;
+}
+
 int out_file_open(OutFile *f, const char *path) {
         _cleanup_free_ char *dir_copy = strdup(path), *base_copy = strdup(path);
-        const char *dir;
         struct stat st;
         int fd;
 
         if (!dir_copy || !base_copy)
                 return -ENOMEM;
-        if (lstat(path, &st) == 0)
+        f->name = strdup(basename(base_copy));
+        if (!f->name)
+                return -ENOMEM;
+        if (strcmp(f->name, "/") == 0 || strcmp(f->name, ".") == 0 || strcmp(f->name, "..") == 0)
+                return -EISDIR;
+        f->dir_fd = open(dirname(dir_copy), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (f->dir_fd < 0)
+                return -errno;
+        if (fstatat(f->dir_fd, f->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
                 return -EEXIST;
         if (errno != ENOENT)
                 return -errno;
-        dir = dirname(dir_copy);
-        fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+        /* O_TMPFILE needs a real directory fd, not an O_PATH one: "." below the pinned directory */
+        fd = openat(f->dir_fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
         if (fd >= 0) {
                 f->fd = fd;
                 return 0;
         }
         if (errno != EOPNOTSUPP && errno != EISDIR)
                 return -errno;
-        if (asprintf(&f->temp_path, "%s/.%s.XXXXXX", dir, basename(base_copy)) < 0) {
-                f->temp_path = NULL;
-                return -ENOMEM;
-        }
-        fd = mkostemp(f->temp_path, O_CLOEXEC);
-        if (fd < 0) {
-                fd = -errno;
-                free(f->temp_path);
-                f->temp_path = NULL;
-                return fd;
-        }
-        f->fd = fd;
-        return 0;
+        return open_hidden(f);
 }
 
 int out_file_commit(OutFile *f, const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+        const char *name;
         char proc_path[64];
 
+        if (!copy)
+                return -ENOMEM;
+        name = basename(copy);
         if (fsync(f->fd) < 0)
                 return -errno;
-        if (f->temp_path)
-                return link(f->temp_path, path) < 0 ? -errno : 0;
+        if (f->temp_name)
+                return linkat(f->dir_fd, f->temp_name, f->dir_fd, name, 0) < 0 ? -errno : 0;
         snprintf(proc_path, sizeof(proc_path), "/proc/self/fd/%d", f->fd);
-        return linkat(AT_FDCWD, proc_path, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+        return linkat(AT_FDCWD, proc_path, f->dir_fd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
 void out_file_done(OutFile *f) {
         f->fd = safe_close(f->fd);
-        if (f->temp_path)
-                (void)unlink(f->temp_path);
-        free(f->temp_path);
-        f->temp_path = NULL;
+        if (f->temp_name)
+                (void)unlinkat(f->dir_fd, f->temp_name, 0);
+        f->dir_fd = safe_close(f->dir_fd);
+        free(f->temp_name);
+        free(f->name);
+        f->temp_name = f->name = NULL;
 }

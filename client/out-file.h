@@ -6,10 +6,12 @@
 
 typedef struct OutFile {
         int fd;
-        char *temp_path;        /* a hidden named file, where the file system has no O_TMPFILE */
+        int dir_fd;             /* the directory, pinned at open: the name is given in it, not by path again */
+        char *name;             /* the last component of the path */
+        char *temp_name;        /* a hidden name in dir_fd, where the file system has no O_TMPFILE */
 } OutFile;
 
-#define OUT_FILE_NULL { .fd = -EBADF }
+#define OUT_FILE_NULL { .fd = -EBADF, .dir_fd = -EBADF }
 
 /**
  * out_file_open() - an unnamed file in @path's directory, as the caller, that is to become @path
@@ -24,7 +26,13 @@ typedef struct OutFile {
  */
 int out_file_open(OutFile *f, const char *path);
 
-/* Flushes the file to disk and gives it @path, never replacing a file. Return: 0 or a negative errno. */
+/*
+ * Flushes the file to disk and gives it @path's last component as its name in
+ * the directory out_file_open() pinned (a directory renamed or replaced by a
+ * symlink meanwhile changes nothing), never replacing a file. @path is the
+ * path given to out_file_open(), or one beside it ("FILE.partial").
+ * Return: 0 or a negative errno.
+ */
 int out_file_commit(OutFile *f, const char *path);
 
 /* Drops the file, and its hidden name if it has one. */

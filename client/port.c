@@ -23,6 +23,7 @@
 #include "ipc-request.h"
 #include "out-file.h"
 #include "port.h"
+#include "text.h"
 #include "unaligned.h"
 #include "wire.h"
 
@@ -42,6 +43,7 @@ typedef struct PortSession {
 } PortSession;
 
 typedef struct Port {
+        PortOptions options_copy; /* its strings are argv's and the environment's: they live as long */
         const PortOptions *options;
         pthread_mutex_t lock;
         PortSession sessions[PORT_SESSIONS_MAX];
@@ -61,17 +63,22 @@ typedef struct ToolConnection {
         bool decoded;
 } ToolConnection;
 
+/* One line on standard error. Escaped whole: it holds what a runtime or a tool said. */
 __attribute__((format(printf, 2, 3)))
 static void note(const Port *p, const char *fmt, ...) {
+        _cleanup_free_ char *line = NULL, *escaped = NULL;
         va_list ap;
+        int n;
 
         if (p->options->quiet)
                 return;
         va_start(ap, fmt);
-        fputs("dsctl: port: ", stderr);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
+        n = vasprintf(&line, fmt, ap);
         va_end(ap);
+        if (n < 0)
+                return;
+        escaped = text_escape(line, (size_t)n);
+        fprintf(stderr, "dsctl: port: %s\n", escaped ? escaped : "(out of memory)");
 }
 
 static const char *command_name(const ToolConnection *t) {
@@ -86,13 +93,16 @@ static const char *command_name(const ToolConnection *t) {
 /* ---- answers in the runtime's encoding ---- */
 
 static void answer_error(ToolConnection *t, uint32_t hresult, const char *message) {
+        _cleanup_free_ char *text = NULL;
         uint8_t buf[DOTNET_IPC_MESSAGE_MAX];
         size_t size;
 
-        /* only GenerateCoreDump3's clients read a message after the HRESULT */
-        if (!(t->decoded && t->ipc.command == DOTNET_IPC_GENERATE_CORE_DUMP3))
-                message = NULL;
-        if (ipc_request_reply_error_encode(hresult, message, buf, sizeof(buf), &size) == 0)
+        /* Only GenerateCoreDump3's clients read a message after the HRESULT, and the .NET
+         * client then shows the message alone: it carries the HRESULT too. */
+        if (message && t->decoded && t->ipc.command == DOTNET_IPC_GENERATE_CORE_DUMP3 &&
+            asprintf(&text, "%s (HRESULT: 0x%08X)", message, hresult) < 0)
+                text = NULL;
+        if (ipc_request_reply_error_encode(hresult, text, buf, sizeof(buf), &size) == 0)
                 (void)fd_write_all(t->fd, buf, size);
 }
 
@@ -135,6 +145,9 @@ static void answer_agent_error(ToolConnection *t, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &message);
         note(t->port, "%s: %s%s%s (HRESULT 0x%08x to the tool)", command_name(t), wire_error_to_string(error),
              message ? ": " : "", message ? message : "", hresult);
+        if (error == WIRE_ERROR_DENIED && t->decoded && t->ipc.command == DOTNET_IPC_RESUME_RUNTIME)
+                note(t->port, "dotnet-trace sends ResumeRuntime after every CollectTracing; without a grant of "
+                     "'resume', run it with --resume-runtime:false");
         answer_error(t, hresult, message);
 }
 
@@ -567,8 +580,10 @@ static int serve(Port *p, int listen_fd, int signal_fd) {
 
 int port_run(const PortOptions *o) {
         _cleanup_free_ char *path = NULL, *dir = NULL;
-        _cleanup_close_ int listen_fd = -EBADF, signal_fd = -EBADF, wake_fd = -EBADF;
-        Port p = { .options = o, .lock = PTHREAD_MUTEX_INITIALIZER };
+        _cleanup_close_ int listen_fd = -EBADF, signal_fd = -EBADF;
+        int wake_fd; /* never closed: a tool thread may still signal it while the process exits */
+        /* Static: tool threads are detached, and may still run while the process exits. */
+        static Port p = { .lock = PTHREAD_MUTEX_INITIALIZER };
         sigset_t mask;
         int r;
 
@@ -588,6 +603,8 @@ int port_run(const PortOptions *o) {
                         (void)rmdir(dir);
                 return EXIT_ERROR;
         }
+        p.options_copy = *o;
+        p.options = &p.options_copy;
         sigemptyset(&mask);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGTERM);

@@ -237,6 +237,7 @@ static int decode_tracing(Reader *rd, DotnetIpcCommand command, IpcRequestTracin
                 t->filters = calloc(n, sizeof(DotnetIpcEventFilter));
                 if (!t->filters)
                         return -ENOMEM;
+                t->n_filters = n;
         }
         for (size_t i = 0; i < n; i++) {
                 r = decode_provider(rd, t, i);
@@ -349,9 +350,10 @@ void ipc_request_done(IpcRequest *r) {
         for (size_t i = 0; i < r->tracing.config.n_providers; i++) {
                 free(r->tracing.config.providers[i].name);
                 free(r->tracing.config.providers[i].arguments);
-                if (r->tracing.filters)
-                        free(r->tracing.filters[i].event_ids);
         }
+        /* counted apart: the providers may have been moved out (session_start_proxy()) */
+        for (size_t i = 0; i < r->tracing.n_filters; i++)
+                free(r->tracing.filters[i].event_ids);
         free(r->tracing.config.providers);
         free(r->tracing.filters);
         free(r->dump.path);

@@ -69,6 +69,7 @@ typedef struct IpcRequestTracing {
          * least ""). config.rundown is rundown_keyword != 0. */
         EventPipeConfig config;
         DotnetIpcEventFilter *filters; /* CollectTracing5: config.n_providers of them; else NULL */
+        size_t n_filters;              /* how many filters holds, for freeing them */
 } IpcRequestTracing;
 
 /* GenerateCoreDump 1 to 3 */

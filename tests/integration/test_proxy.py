@@ -1,0 +1,693 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""dsctl port: stock .NET tools through the agent, each IPC command decided, recorded and re-encoded.
+
+The tools are the real ones, pinned: dotnet-trace 10.0.750501 (tests/tools/dotnet-trace/install.sh) and
+a program on Microsoft.Diagnostics.NETCore.Client 0.2.750501 (tests/tools/ipc-client). The files they
+write are read by TraceEvent (tests/tools/traceevent-check). Hostile clients are written by hand
+(port_client.py), as the caller and as other users. All against the real agent and the real runtime.
+
+What a stock tool sends (recorded through a relaying socket in front of a .NET 10.0.12 runtime):
+dotnet-trace collect sends CollectTracing2 (CollectTracing4 for a profile with a rundown keyword of its
+own, e.g. gc-collect), then ResumeRuntime on a second connection (unless --resume-runtime:false), then
+StopTracing on a third; the client library sends ProcessInfo3 for GetProcessInfo, GenerateCoreDump3 for
+WriteDump and falls back to 2 and 1 on "unknown command"."""
+import json
+import os
+import select
+import signal
+import stat
+import struct
+import subprocess
+import time
+
+import harness
+from harness import (ALICE, DSAGENT, DSCTL, HERE, MALLORY, PYTHON, SOURCE, SVC, AcceptWatch, Agent, Process,
+                     Target, as_user, make_dir, place_in_unit, run_tests, test, uid_of, wait_for)
+
+SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
+SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
+PROVIDER = "Dsagent-TestTarget"
+# EventSource events reach an EventPipe session only with the session keyword bits (0xF00000000000) in the
+# mask: "Dsagent-TestTarget" alone (keywords 0 from dotnet-trace) or ":0x1" enables the source but no Marker.
+MARKERS = f"{PROVIDER}:0xFFFFFFFFFFFFFFFF:4"
+MARKER = {"number": 0x5A5A1234, "big": 0x0123456789ABCDEF, "text": "dsagent-marker \u00e9\u20ac", "real": 2.5}
+E_ACCESSDENIED = "0x80070005"
+HR_BAD_ENCODING, HR_UNKNOWN_COMMAND, HR_UNKNOWN_MAGIC = 0x80131384, 0x80131385, 0x80131386
+IPC_MAGIC = b"DOTNET_IPC_V1\0"
+
+ALLOWED = f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+
+[[rule]]
+name = "alice-proxy"
+users = ["{ALICE}"]
+commands = ["info", "env", "trace", "dump", "resume"]
+targets.users = ["{SVC}"]
+dump_types = ["mini", "heap", "triage", "full"]
+trace_providers = ["{PROVIDER}", "Microsoft-Windows-DotNETRuntime", "Microsoft-DotNETCore-SampleProfiler"]
+"""
+
+# The same user and target, a rule that lets her see the process and use none of the proxied commands.
+LACKING = f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+
+[[rule]]
+name = "alice-counters-only"
+users = ["{ALICE}"]
+commands = ["counters"]
+targets.users = ["{SVC}"]
+"""
+
+# --- the stock tools, built or installed once per run ---
+
+_tools = {}
+
+
+def tool(name, script):
+    if name not in _tools:
+        built = subprocess.run([os.path.join(SOURCE, script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        assert built.returncode == 0, built.stderr
+        _tools[name] = built.stdout.strip()
+    return _tools[name]
+
+
+def ipc_client(user, *args, cwd=None, timeout=300):
+    """The client library's program as @user: (exit status, its one JSON object, stderr)."""
+    dll = tool("ipc-client", "tests/tools/ipc-client/build.sh")
+    r = subprocess.run(as_user(user, ["dotnet", dll, *args]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=timeout, cwd=cwd)
+    lines = r.stdout.strip().splitlines()
+    assert lines, f"ipc-client printed nothing: {r}"
+    return r.returncode, json.loads(lines[-1]), r.stderr
+
+
+def dotnet_trace_argv(user, port, out, *args):
+    return as_user(user, [tool("dotnet-trace", "tests/tools/dotnet-trace/install.sh"), "collect",
+                          "--diagnostic-port", port, "-o", out, *args])
+
+
+def dotnet_trace(user, port, out, *args, timeout=180):
+    return subprocess.run(dotnet_trace_argv(user, port, out, *args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+def traceevent(path):
+    dll = tool("traceevent-check", "tests/tools/traceevent-check/build.sh")
+    r = subprocess.run(["dotnet", dll, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 0, f"TraceEvent cannot read {path}: {r.stderr}"
+    return json.loads(r.stdout)
+
+
+def assert_markers(path, *providers):
+    seen = traceevent(path)
+    assert seen["markers"] > 0 and PROVIDER in seen["providers"], seen
+    first = seen["first_marker"]
+    assert {k: first[k] for k in MARKER} == MARKER, first
+    for p in providers:
+        assert p in seen["providers"], (p, seen["providers"])
+    return seen
+
+
+def assert_denied(result, what):
+    """The library's exception carries E_ACCESSDENIED: as its HRESULT, or named in its message."""
+    status, out, _ = result
+    assert status == 1 and "error" in out, (what, result)
+    assert out["hresult"] == E_ACCESSDENIED or E_ACCESSDENIED in out["message"].lower(), (what, out)
+
+
+# --- the port ---
+
+
+class Port:
+    """`dsctl port TARGET` as @user, served until the test ends; self.value is the line it printed."""
+
+    def __init__(self, agent, user, target, *args, env=(), cwd=None, expect_ready=True):
+        self.stderr_path = os.path.join(make_dir(None, 0o755), "port.stderr")
+        self.stderr = open(self.stderr_path, "w")
+        harness.scope.callback(self.stderr.close)
+        argv = as_user(user, ["env", *env, DSCTL, "--agent-socket", agent.socket, "port", str(target), *args])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     text=True, cwd=cwd, start_new_session=True)
+        harness.scope.callback(self.stop)
+        self.value = self.path = None
+        if expect_ready:
+            self.value = self.proc.stdout.readline().strip()
+            assert self.value.endswith(",connect"), (self.value, self.wait(10), self.errors())
+            self.path = self.value[:-len(",connect")]
+
+    def errors(self):
+        return open(self.stderr_path).read()
+
+    def wait(self, timeout=60):
+        return self.proc.wait(timeout=timeout)
+
+    def interrupt(self):
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def raw(user, path, data, *flags, timeout=20):
+    """port_client.py as @user: what came back for @data sent straight to the port's socket."""
+    r = subprocess.run(as_user(user, [PYTHON, os.path.join(HERE, "port_client.py"), path, data.hex(), *flags,
+                                      "--timeout", str(timeout)]),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout + 30)
+    assert r.returncode == 0, r
+    out = json.loads(r.stdout)
+    out["reply"] = bytes.fromhex(out["reply"])
+    return out
+
+
+def ipc_message(command_set, command_id, payload=b"", size=None):
+    size = 20 + len(payload) if size is None else size
+    return IPC_MAGIC + struct.pack("<HBBH", size, command_set, command_id, 0) + payload
+
+
+def ipc_error_hresult(reply):
+    """The HRESULT of the runtime-style error reply @reply (command set 0xFF, id 0xFF, 24 bytes)."""
+    assert len(reply) == 24, reply
+    magic, size, command_set, command_id, _, hresult = struct.unpack("<14sHBBHI", reply)
+    assert (magic, size, command_set, command_id) == (IPC_MAGIC, 24, 0xFF, 0xFF), reply
+    return hresult
+
+
+def lines_so_far(process, wait=1.0):
+    """What @process printed and nobody read yet, waiting @wait seconds for more."""
+    lines = []
+    while select.select([process.proc.stdout], [], [], wait)[0]:
+        line = process.proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+    return lines
+
+
+def proxy_records(agent, **fields):
+    return [r for r in agent.records() if all(r.get(k) == v for k, v in fields.items())]
+
+
+def marker_target(*extra):
+    return Target(SVC, args=("--emit-events", "100", *extra))
+
+
+# --- the port's socket ---
+
+
+@test
+def the_port_socket_is_the_callers_alone():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+
+    # no $XDG_RUNTIME_DIR (as_user clears the environment): a private directory under /tmp
+    port = Port(agent, ALICE, target.pid)
+    st = os.lstat(port.path)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
+    assert st.st_uid == uid_of(ALICE), st.st_uid
+    parent = os.lstat(os.path.dirname(port.path))
+    assert parent.st_uid == uid_of(ALICE) and stat.S_IMODE(parent.st_mode) == 0o700, (port.path, oct(parent.st_mode))
+    status, info, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0 and info["ProcessId"] == target.ns_pid, info
+    # Ctrl-C ends it, and it leaves nothing behind
+    assert port.interrupt() == 0, port.errors()
+    assert not os.path.exists(port.path) and not os.path.exists(os.path.dirname(port.path)), port.path
+
+    # $XDG_RUNTIME_DIR, when it is the caller's own private directory
+    runtime_dir = make_dir(ALICE, 0o700)
+    port = Port(agent, ALICE, target.pid, env=[f"XDG_RUNTIME_DIR={runtime_dir}"])
+    assert os.path.dirname(port.path) == runtime_dir, port.path
+    port.stop()
+    # ... and not when others may write there
+    shared = make_dir(None, 0o1777)
+    port = Port(agent, ALICE, target.pid, env=[f"XDG_RUNTIME_DIR={shared}"])
+    assert not port.path.startswith(shared + "/"), port.path
+
+
+@test
+def a_path_that_exists_or_a_symlink_is_refused_never_replaced():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o700)
+    existing = os.path.join(mine, "existing")
+    with open(existing, "w") as f:
+        f.write("keep me")
+    os.chown(existing, uid_of(ALICE), uid_of(ALICE))
+    dangling = os.path.join(mine, "dangling")
+    os.symlink(os.path.join(mine, "elsewhere.sock"), dangling)
+    pointing = os.path.join(mine, "pointing")
+    os.symlink(existing, pointing)
+    for path in (existing, dangling, pointing):
+        port = Port(agent, ALICE, target.pid, "--socket", path, expect_ready=False)
+        out = port.proc.stdout.read()
+        assert port.wait(30) == 1 and out == "", (path, out, port.errors())
+        assert "does not replace" in port.errors(), port.errors()
+    assert open(existing).read() == "keep me"
+    assert os.readlink(dangling) == os.path.join(mine, "elsewhere.sock") and os.readlink(pointing) == existing
+    assert not os.path.exists(os.path.join(mine, "elsewhere.sock")), "a socket was made through the symlink"
+    assert agent.records() == [], "refusing the path asked the agent something"
+
+    # a path of one's own choosing works, and is the value printed
+    path = os.path.join(mine, "p.sock")
+    port = Port(agent, ALICE, target.pid, "--socket", path)
+    assert port.value == f"{path},connect", port.value
+
+
+@test
+def another_user_is_closed_on_before_anything_reaches_the_agent():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    port = Port(agent, ALICE, target.pid)
+    watch = AcceptWatch(target.pid)
+    info_request = ipc_message(0x04, 0x08)
+
+    # root passes the file's mode; dsctl still closes on it (SO_PEERCRED)
+    got = raw("root", port.path, info_request)
+    assert got["connected"] and got["reply"] == b"" and got["eof"], got
+    # another user, let through the file's mode on purpose
+    os.chmod(os.path.dirname(port.path), 0o711)
+    os.chmod(port.path, 0o666)
+    got = raw(MALLORY, port.path, info_request)
+    assert got["connected"] and got["reply"] == b"" and got["eof"], got
+    assert agent.records() == [], agent.records()
+    assert watch.accepts() == 0, "another user's request reached the runtime"
+    assert "refused a connection from another user" in port.errors(), port.errors()
+    # and the caller is still served
+    status, info, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0 and info["ProcessId"] == target.ns_pid, info
+
+
+# --- dotnet-trace ---
+
+
+def trace_start_records(agent):
+    return agent.records(message_id=SESSION_START_ID)
+
+
+@test
+def dotnet_trace_collects_with_a_profile_and_a_duration():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+
+    # 10.0.750501's collect has no cpu-sampling (that is collect-linux's): its sampling profile is this one
+    out = os.path.join(mine, "profile.nettrace")
+    started = time.monotonic()
+    r = dotnet_trace(ALICE, port.value, out, "--profile", "dotnet-sampled-thread-time", "--providers", MARKERS,
+                     "--duration", "00:00:00:03")
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    assert time.monotonic() - started >= 3, "the duration was not kept"
+    assert os.stat(out).st_uid == uid_of(ALICE)
+    assert_markers(out, "Microsoft-DotNETCore-SampleProfiler")
+
+    trace = proxy_records(agent, DSAGENT_COMMAND="trace", DSAGENT_DECISION="allowed")
+    assert [r["DSAGENT_IPC_COMMAND"] for r in trace] == ["CollectTracing2"], trace
+    assert trace[0]["DSAGENT_RULE"] == "alice-proxy" and trace[0]["DSAGENT_CLIENT_UID"] == str(uid_of(ALICE))
+    # dotnet-trace resumes the runtime after every collect through a port
+    resume = proxy_records(agent, DSAGENT_IPC_COMMAND="ResumeRuntime")
+    assert [r["DSAGENT_DECISION"] for r in resume] == ["allowed"], resume
+    start, = trace_start_records(agent)
+    assert "Microsoft-DotNETCore-SampleProfiler" in start["DSAGENT_PROVIDERS"], start
+    end, = agent.records(message_id=SESSION_END_ID)
+    assert end["DSAGENT_SESSION_END"] == "stopped" and end["DSAGENT_SESSION_COMPLETE"] == "yes", end
+
+
+@test
+def dotnet_trace_collects_named_providers():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    out = os.path.join(mine, "providers.nettrace")
+    r = dotnet_trace(ALICE, port.value, out, "--providers", f"{MARKERS},Microsoft-Windows-DotNETRuntime:0x1:4",
+                     "--duration", "00:00:00:02")
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    assert_markers(out)
+    start, = trace_start_records(agent)
+    assert f"{PROVIDER}:0xffffffffffffffff:4" in start["DSAGENT_PROVIDERS"], start
+    assert "Microsoft-Windows-DotNETRuntime:0x1:4" in start["DSAGENT_PROVIDERS"], start
+
+
+@test
+def dotnet_trace_stopped_by_ctrl_c_keeps_a_complete_trace():
+    target = marker_target("--report-sessions")
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    out = os.path.join(mine, "interrupted.nettrace")
+    # no terminal, stdin /dev/null: dotnet-trace still takes SIGINT as Ctrl-C
+    tracer = Process(dotnet_trace_argv(ALICE, port.value, out, "--providers", MARKERS))
+    target.process.read_line("eventsource-enabled True")
+    time.sleep(1.5)
+    os.killpg(tracer.proc.pid, signal.SIGINT)
+    assert tracer.proc.wait(timeout=60) == 0, tracer.proc.stdout.read()
+    assert "Trace completed" in tracer.proc.stdout.read()
+    assert_markers(out)
+    target.process.read_line("eventsource-enabled False", timeout=30)
+    end, = agent.records(message_id=SESSION_END_ID)
+    assert end["DSAGENT_SESSION_END"] == "stopped" and end["DSAGENT_SESSION_COMPLETE"] == "yes", end
+    # the StopTracing never reached the agent as a request of its own: dsctl port answered it
+    assert proxy_records(agent, DSAGENT_IPC_COMMAND="StopTracing") == []
+
+
+@test
+def dotnet_trace_of_a_provider_the_rule_does_not_allow_is_refused():
+    target = marker_target("--report-sessions")
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    watch = AcceptWatch(target.pid)
+    # a provider the rule does not name, alone or beside one it does; a provider with arguments
+    for providers in ("System.Threading.Tasks.TplEventSource:0x1:4",
+                      f"{MARKERS},Microsoft-Diagnostics-DiagnosticSource", f"{MARKERS}:Key=Value"):
+        out = os.path.join(mine, "refused.nettrace")
+        r = dotnet_trace(ALICE, port.value, out, "--providers", providers, "--duration", "00:00:00:02")
+        assert r.returncode != 0 and E_ACCESSDENIED in r.stdout.lower(), (providers, r.stdout)
+        assert not os.path.exists(out), providers
+    assert watch.accepts() == 0, "a refused session reached the runtime"
+    assert trace_start_records(agent) == []
+    denied = proxy_records(agent, DSAGENT_COMMAND="trace", DSAGENT_DECISION="denied")
+    assert len(denied) == 3 and all(d["DSAGENT_IPC_COMMAND"] == "CollectTracing2" for d in denied), denied
+    assert "eventsource-enabled True\n" not in lines_so_far(target.process), "the runtime started a session"
+    # the port and the agent go on serving
+    out = os.path.join(mine, "allowed.nettrace")
+    r = dotnet_trace(ALICE, port.value, out, "--providers", MARKERS, "--duration", "00:00:00:01")
+    assert r.returncode == 0, r.stdout
+    assert_markers(out)
+
+
+@test
+def the_rules_max_duration_ends_a_dotnet_trace_session():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED.replace('trace_providers =', 'max_duration = "3s"\ntrace_providers ='))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    out = os.path.join(mine, "limited.nettrace")
+    started = time.monotonic()
+    # no --duration: the agent stops the session, and dotnet-trace ends as when the runtime ends a session
+    r = dotnet_trace(ALICE, port.value, out, "--providers", MARKERS, timeout=120)
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    assert 3 <= time.monotonic() - started < 60
+    assert_markers(out)
+    end, = agent.records(message_id=SESSION_END_ID)
+    assert end["DSAGENT_SESSION_END"] == "duration-limit" and end["DSAGENT_SESSION_COMPLETE"] == "yes", end
+
+
+# --- the client library ---
+
+
+@test
+def client_library_reads_info_and_environment():
+    target = marker_target()
+    place_in_unit(target.pid, "dst-proxy-info.service")
+    agent = Agent(policy=ALLOWED)
+    for name in (str(target.pid), "dst-proxy-info.service"):
+        port = Port(agent, ALICE, name)
+        status, info, _ = ipc_client(ALICE, "info", port.value)
+        assert status == 0, info
+        assert info["ProcessId"] == target.ns_pid and "--emit-events 100" in info["CommandLine"], info
+        assert info["OperatingSystem"] == "Linux" and info["ManagedEntrypointAssemblyName"] == "DsTestTarget", info
+        port.stop()
+    records = proxy_records(agent, DSAGENT_COMMAND="info")
+    assert [r["DSAGENT_IPC_COMMAND"] for r in records] == ["ProcessInfo3"] * 2, records
+    assert all(r["DSAGENT_DECISION"] == "allowed" and r["DSAGENT_RULE"] == "alice-proxy" for r in records), records
+
+    port = Port(agent, ALICE, target.pid)
+    status, env, _ = ipc_client(ALICE, "env", port.value, "TMPDIR", "PATH", "NOT_THERE")
+    assert status == 0, env
+    assert env["count"] >= 2 and env["present"] == {"TMPDIR": True, "PATH": True, "NOT_THERE": False}, env
+    assert env["values"]["TMPDIR"] == target.tmpdir, env
+    record, = proxy_records(agent, DSAGENT_COMMAND="env")
+    assert record["DSAGENT_IPC_COMMAND"] == "ProcessEnvironment" and record["DSAGENT_DECISION"] == "allowed", record
+
+
+@test
+def client_library_dumps_land_where_asked_owned_by_the_caller():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid, cwd=mine)
+    for dump_type in ("Normal", "WithHeap", "Triage", "Full"):
+        path = os.path.join(mine, f"{dump_type}.core")
+        status, out, _ = ipc_client(ALICE, "dump", port.value, dump_type, path)
+        assert status == 0 and out["dumped"], (dump_type, out)
+        st = os.stat(path)
+        assert st.st_uid == uid_of(ALICE) and stat.S_ISREG(st.st_mode) and st.st_size > 4096, (dump_type, st)
+        with open(path, "rb") as f:
+            assert f.read(4) == b"\x7fELF", dump_type
+    records = proxy_records(agent, DSAGENT_COMMAND="dump", DSAGENT_DECISION="allowed")
+    assert [r["DSAGENT_IPC_COMMAND"] for r in records] == ["GenerateCoreDump3"] * 4, records
+
+    # a relative path is dsctl's, not the tool's
+    elsewhere = make_dir(ALICE, 0o755)
+    status, out, _ = ipc_client(ALICE, "dump", port.value, "Normal", "relative.core", cwd=elsewhere)
+    assert status == 0, out
+    assert os.path.exists(os.path.join(mine, "relative.core")), os.listdir(mine)
+    assert os.listdir(elsewhere) == []
+
+    # a file that is there is never replaced, and costs no dump
+    before = len(proxy_records(agent, DSAGENT_COMMAND="dump"))
+    path = os.path.join(mine, "Normal.core")
+    size = os.path.getsize(path)
+    status, out, _ = ipc_client(ALICE, "dump", port.value, "Normal", path)
+    assert status == 1 and out["error"] == "ServerErrorException", out
+    assert os.path.getsize(path) == size
+    assert len(proxy_records(agent, DSAGENT_COMMAND="dump")) == before
+    # nor is a path the caller cannot write asked for
+    closed = make_dir(None, 0o755)
+    status, out, _ = ipc_client(ALICE, "dump", port.value, "Normal", os.path.join(closed, "x.core"))
+    assert status == 1 and os.listdir(closed) == [], out
+    assert len(proxy_records(agent, DSAGENT_COMMAND="dump")) == before
+
+
+@test
+def client_library_trace_sessions_start_and_stop():
+    target = marker_target("--report-sessions")
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    # each CollectTracing version the library sends: 2 by default, 3 without stacks, 4 with a rundown
+    # keyword of its own, 5 with an event filter
+    versions = {(): "CollectTracing2", ("--no-stackwalk",): "CollectTracing3",
+                ("--rundown-keyword", "0x8"): "CollectTracing4", ("--event-ids", "1"): "CollectTracing5"}
+    for n, (options, name) in enumerate(versions.items()):
+        out = os.path.join(mine, f"session-{n}.nettrace")
+        status, result, err = ipc_client(ALICE, "trace", port.value, "2", out, MARKERS, *options)
+        assert status == 0 and result["end"] == "stopped" and result["bytes"] > 0, (options, result, err)
+        assert_markers(out)
+        target.process.read_line("eventsource-enabled True")
+        target.process.read_line("eventsource-enabled False", timeout=30)
+        assert proxy_records(agent, DSAGENT_COMMAND="trace")[-1]["DSAGENT_IPC_COMMAND"] == name, name
+    ends = agent.records(message_id=SESSION_END_ID)
+    assert [e["DSAGENT_SESSION_END"] for e in ends] == ["stopped"] * 4, ends
+
+    # CollectTracing6 (Block buffering) is .NET 11's: "unknown command", as this runtime itself answers
+    status, result, _ = ipc_client(ALICE, "trace", port.value, "1", os.path.join(mine, "block.nettrace"), MARKERS,
+                                   "--block")
+    assert status == 1 and result["error"] == "UnsupportedCommandException", result
+    assert not os.path.exists(os.path.join(mine, "block.nettrace"))
+
+    # StopTracing of an id this port never gave out: refused, and the session running is not stopped by it
+    tracer = Process(as_user(ALICE, ["dotnet", tool("ipc-client", "tests/tools/ipc-client/build.sh"), "trace",
+                                     port.value, "4", os.path.join(mine, "kept.nettrace"), MARKERS]))
+    target.process.read_line("eventsource-enabled True")
+    got = raw(ALICE, port.path, ipc_message(0x02, 0x01, struct.pack("<Q", 0x7F0000001234)))
+    assert got["eof"] and ipc_error_hresult(got["reply"]) != 0, got
+    assert tracer.proc.wait(timeout=60) == 0, tracer.proc.stdout.read()
+    assert_markers(os.path.join(mine, "kept.nettrace"))
+
+
+def suspended_target():
+    """The test app as SVC, held at startup by DOTNET_DefaultDiagnosticPortSuspend=1 until a ResumeRuntime."""
+    tmpdir = make_dir(SVC, 0o700)
+    app = harness.target_app()
+    process = Process(as_user(SVC, ["env", "-i", "PATH=/usr/bin:/bin", f"TMPDIR={tmpdir}",
+                                    "DOTNET_DefaultDiagnosticPortSuspend=1", app, "--emit-events", "10"]))
+    pid = process.proc.pid
+    wait_for(lambda: any(n.startswith(f"dotnet-diagnostic-{pid}-") for n in os.listdir(tmpdir)),
+             what="the suspended runtime's socket")
+    return process, pid
+
+
+@test
+def client_library_resumes_a_suspended_runtime():
+    process, pid = suspended_target()
+    agent = Agent(policy=ALLOWED)
+    port = Port(agent, ALICE, pid)
+    time.sleep(1)
+    assert process.proc.poll() is None
+    status, result, _ = ipc_client(ALICE, "resume", port.value)
+    assert status == 0 and result == {"resumed": True}, result
+    process.read_line("ready pid=", timeout=30)
+    record, = proxy_records(agent, DSAGENT_COMMAND="resume")
+    assert record["DSAGENT_IPC_COMMAND"] == "ResumeRuntime" and record["DSAGENT_DECISION"] == "allowed", record
+
+
+@test
+def each_command_the_rule_lacks_is_refused_with_access_denied():
+    target = marker_target("--report-sessions")
+    agent = Agent(policy=LACKING)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    watch = AcceptWatch(target.pid)
+    assert_denied(ipc_client(ALICE, "info", port.value), "info")
+    assert_denied(ipc_client(ALICE, "env", port.value), "env")
+    for dump_type in ("Normal", "Full"):
+        path = os.path.join(mine, f"{dump_type}.core")
+        assert_denied(ipc_client(ALICE, "dump", port.value, dump_type, path), f"dump {dump_type}")
+        assert not os.path.exists(path), "a refused dump left a file"
+    assert_denied(ipc_client(ALICE, "trace", port.value, "1", os.path.join(mine, "t.nettrace"), MARKERS), "trace")
+    assert not os.path.exists(os.path.join(mine, "t.nettrace"))
+    assert_denied(ipc_client(ALICE, "resume", port.value), "resume")
+    assert_denied(ipc_client(ALICE, "perfmap", port.value, "on"), "perfmap")
+    r = dotnet_trace(ALICE, port.value, os.path.join(mine, "dt.nettrace"), "--providers", MARKERS,
+                     "--duration", "00:00:00:01")
+    assert r.returncode != 0 and E_ACCESSDENIED in r.stdout.lower(), r.stdout
+    assert watch.accepts() == 0, "a refused request reached the runtime"
+    assert trace_start_records(agent) == []
+
+    denied = [r for r in agent.records() if r["DSAGENT_DECISION"] == "denied"]
+    assert [r["DSAGENT_IPC_COMMAND"] for r in denied] == [
+        "ProcessInfo3", "ProcessEnvironment", "GenerateCoreDump3", "GenerateCoreDump3", "CollectTracing2",
+        "ResumeRuntime", "EnablePerfMap", "CollectTracing2"], denied
+    assert [r["DSAGENT_COMMAND"] for r in denied] == ["info", "env", "dump", "dump", "trace", "resume", "perfmap",
+                                                      "trace"], denied
+
+
+@test
+def code_injection_needs_a_rule_that_says_so():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    hook = os.path.join(mine, "Hook.dll")
+    open(hook, "w").close()
+    port = Port(agent, ALICE, target.pid)
+    watch = AcceptWatch(target.pid)
+    assert_denied(ipc_client(ALICE, "setenv", port.value, "DSAGENT_INJECTED", "1"), "setenv")
+    assert_denied(ipc_client(ALICE, "startup-hook", port.value, hook), "startup-hook")
+    assert watch.accepts() == 0
+    status, env, _ = ipc_client(ALICE, "env", port.value, "DSAGENT_INJECTED")
+    assert status == 0 and env["present"] == {"DSAGENT_INJECTED": False}, env
+    denied = [r for r in agent.records() if r["DSAGENT_DECISION"] == "denied"]
+    assert [(r["DSAGENT_IPC_COMMAND"], r["DSAGENT_COMMAND"]) for r in denied] == [
+        ("SetEnvironmentVariable", "setenv"), ("ApplyStartupHook", "startup-hook")], denied
+
+
+@test
+def once_ends_the_port_after_the_first_session():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid, "--once")
+    # an answer is not a session: the port stays
+    status, _, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0
+    time.sleep(0.5)
+    assert port.proc.poll() is None, port.errors()
+    # dotnet-trace's three connections (CollectTracing, ResumeRuntime, StopTracing) all get through
+    out = os.path.join(mine, "once.nettrace")
+    r = dotnet_trace(ALICE, port.value, out, "--providers", MARKERS, "--duration", "00:00:00:02")
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    assert port.wait(30) == 0, port.errors()
+    assert not os.path.exists(port.path)
+    assert_markers(out)
+
+
+# --- hostile clients ---
+
+
+@test
+def malformed_requests_get_an_error_or_a_close_and_the_port_goes_on():
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    port = Port(agent, ALICE, target.pid)
+    watch = AcceptWatch(target.pid)
+    info = ipc_message(0x04, 0x08)
+    cases = [
+        ("bad magic", b"DOTNET_IPC_V2\0" + info[14:], [HR_BAD_ENCODING, HR_UNKNOWN_MAGIC]),
+        ("size below the header", ipc_message(0x04, 0x08, size=10), [HR_BAD_ENCODING]),
+        ("unknown command set", ipc_message(0x05, 0x00), [HR_UNKNOWN_COMMAND]),
+        ("unknown command id", ipc_message(0x04, 0x7F), [HR_UNKNOWN_COMMAND]),
+        ("server set as a request", ipc_message(0xFF, 0x00), [HR_UNKNOWN_COMMAND, HR_BAD_ENCODING]),
+        ("a payload where none belongs", ipc_message(0x04, 0x08, b"\0" * 8), [HR_BAD_ENCODING]),
+        ("a string without its NUL", ipc_message(0x04, 0x07, struct.pack("<I", 2) + "ab".encode("utf-16le")),
+         [HR_BAD_ENCODING]),
+        ("a string longer than the payload", ipc_message(0x04, 0x07, struct.pack("<I", 1000) + b"\0\0"),
+         [HR_BAD_ENCODING]),
+        ("oversized", ipc_message(0x04, 0x07, b"\x01" * (65535 - 20)), [HR_BAD_ENCODING]),
+    ]
+    for what, data, hresults in cases:
+        got = raw(ALICE, port.path, data)
+        assert got["eof"], (what, got)
+        if got["reply"]:
+            assert ipc_error_hresult(got["reply"]) in hresults, (what, hex(ipc_error_hresult(got["reply"])))
+    assert watch.accepts() == 0, "a malformed request reached the runtime"
+
+    # a size field beyond what is sent: the rest never comes, and the port does not wait for it forever
+    got = raw(ALICE, port.path, ipc_message(0x04, 0x08, size=100), "--shutdown")
+    assert got["eof"] and (got["reply"] == b"" or ipc_error_hresult(got["reply"]) == HR_BAD_ENCODING), got
+    # ... nor on a client that says nothing more and keeps its side open (dsctl port's 30 s)
+    got = raw(ALICE, port.path, ipc_message(0x04, 0x08, size=100), timeout=45)
+    assert got["eof"], got
+
+    # two messages on one connection: the first is answered, the second never read
+    got = raw(ALICE, port.path, info + info)
+    assert got["eof"], got
+    reply = got["reply"]
+    size, command_set, command_id = struct.unpack("<HBB", reply[14:18])
+    assert reply[:14] == IPC_MAGIC and (command_set, command_id) == (0xFF, 0x00) and len(reply) == size, reply[:20]
+    assert len(proxy_records(agent, DSAGENT_IPC_COMMAND="ProcessInfo3")) == 1
+
+    # the port and the agent serve the next tool as ever
+    status, result, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0 and result["ProcessId"] == target.ns_pid, result
+    assert port.proc.poll() is None and agent.proc.poll() is None
+
+
+@test
+def the_agent_restarting_mid_stream_ends_the_session_and_the_port_goes_on():
+    target = marker_target("--report-sessions")
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    tracer = Process(as_user(ALICE, ["dotnet", tool("ipc-client", "tests/tools/ipc-client/build.sh"), "trace",
+                                     port.value, "30", os.path.join(mine, "cut.nettrace"), MARKERS]))
+    target.process.read_line("eventsource-enabled True")
+    time.sleep(1)
+    agent.proc.kill()
+    agent.proc.wait()
+    # the runtime's session ends with the agent's connection to it
+    target.process.read_line("eventsource-enabled False", timeout=30)
+    # the tool sees its stream end early; its StopTracing names a session the port no longer has
+    assert tracer.proc.wait(timeout=60) in (0, 1)
+
+    # a new agent on the same socket: the port, still running, serves the next tool through it
+    if os.path.exists(agent.socket):
+        os.unlink(agent.socket)
+    again = subprocess.Popen([DSAGENT, "--listen", agent.socket, "--audit", "stderr", "--policy", agent.policy_path,
+                              "--runtime-dir", agent.runtime_dir], stdin=subprocess.DEVNULL, stdout=agent.log,
+                             stderr=agent.log, start_new_session=True)
+    agent.proc = again
+    wait_for(lambda: os.path.exists(agent.socket), what="the new agent's socket")
+    assert port.proc.poll() is None, port.errors()
+    status, result, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0 and result["ProcessId"] == target.ns_pid, result
+    out = os.path.join(mine, "after.nettrace")
+    r = dotnet_trace(ALICE, port.value, out, "--providers", MARKERS, "--duration", "00:00:00:01")
+    assert r.returncode == 0, r.stdout
+    assert_markers(out)
+
+
+if __name__ == "__main__":
+    run_tests()
