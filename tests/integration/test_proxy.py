@@ -583,6 +583,14 @@ def code_injection_needs_a_rule_that_says_so():
     assert [(r["DSAGENT_IPC_COMMAND"], r["DSAGENT_COMMAND"]) for r in denied] == [
         ("SetEnvironmentVariable", "setenv"), ("ApplyStartupHook", "startup-hook")], denied
 
+    # the same request under a rule that says allow_code_injection reaches the runtime and takes effect
+    agent.write_policy(ALLOWED.replace('"resume"]', '"resume", "setenv"]\nallow_code_injection = true'))
+    agent.reload()
+    status, out, _ = ipc_client(ALICE, "setenv", port.value, "DSAGENT_INJECTED", "1")
+    assert status == 0, out
+    status, env, _ = ipc_client(ALICE, "env", port.value, "DSAGENT_INJECTED")
+    assert status == 0 and env["present"] == {"DSAGENT_INJECTED": True}, env
+
 
 @test
 def once_ends_the_port_after_the_first_session():
