@@ -1,32 +1,5 @@
 #!/bin/bash
 # Build ClrMDCheck once per source change and print the path of its dll
 # (run it with `dotnet PATH DUMP [--type NAME]...`).
-# The cache is keyed by a hash of the sources, so tests reuse a build until the tool changes.
-# A ClrMD package that cannot be restored from NuGet is a failure (exit 1, the restore log on
-# stderr), never a skip: NuGet is reachable wherever the tests run, and a skip must not pass for a pass.
-set -euo pipefail
-
-here=$(cd "$(dirname "$0")" && pwd)
-cache_root=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}
-hash=$(cat "$here"/*.cs "$here"/*.csproj | sha256sum | cut -c1-16)
-out="$cache_root/clrmd-check-$hash"
-
-if [ ! -f "$out/ClrMDCheck.dll" ]; then
-        export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1
-        work=$(mktemp -d)
-        trap 'rm -rf "$work"' EXIT
-        cp "$here"/*.cs "$here"/*.csproj "$work/"
-        if ! dotnet restore "$work/ClrMDCheck.csproj" --nologo -v quiet >"$work/restore.log" 2>&1; then
-                cat "$work/restore.log" >&2
-                echo "clrmd-check: cannot restore Microsoft.Diagnostics.Runtime from NuGet" >&2
-                exit 1
-        fi
-        dotnet build "$work/ClrMDCheck.csproj" -c Release -o "$work/out" --no-restore --nologo -v quiet >&2
-        mkdir -p "$cache_root"
-        chmod 755 "$cache_root"
-        rm -rf "$out.tmp"
-        mv "$work/out" "$out.tmp"
-        chmod -R a+rX,go-w "$out.tmp"
-        mv -T "$out.tmp" "$out"
-fi
-echo "$out/ClrMDCheck.dll"
+# (tests/tools/dotnet-tool-build.sh builds it, cached by a hash of its sources.)
+exec "$(dirname "$0")/../dotnet-tool-build.sh" "$(dirname "$0")" ClrMDCheck Microsoft.Diagnostics.Runtime
