@@ -104,6 +104,47 @@ static void audit_fields_add_textf(AuditFields *f, const char *key, const char *
         audit_fields_add_text(f, key, s);
 }
 
+/* ---- the names of an env reply ---- */
+
+int audit_env_names_add(AuditEnvNames *l, const char *name, bool hidden) {
+        _cleanup_free_ char *escaped = text_escape(name, strlen(name));
+        size_t need = 0;
+        char *grown;
+
+        if (!escaped)
+                return -ENOMEM;
+        for (const char *c = escaped; *c; c++)
+                need += *c == ' ' ? 4 : 1;
+        l->n++;
+        if (hidden)
+                l->n_hidden++;
+        /* once one is left out, the rest are too: the list stays a prefix of what was returned */
+        if (l->n_left_out > 0 || l->size + (l->size > 0) + need > AUDIT_ENV_NAMES_MAX) {
+                l->n_left_out++;
+                return 0;
+        }
+        grown = realloc(l->text, l->size + 1 + need + 1);
+        if (!grown)
+                return -ENOMEM;
+        l->text = grown;
+        if (l->size > 0)
+                l->text[l->size++] = ' ';
+        for (const char *c = escaped; *c; c++) {
+                if (*c == ' ') {
+                        memcpy(l->text + l->size, "\\x20", 4);
+                        l->size += 4;
+                } else
+                        l->text[l->size++] = *c;
+        }
+        l->text[l->size] = '\0';
+        return 0;
+}
+
+void audit_env_names_done(AuditEnvNames *l) {
+        free(l->text);
+        *l = (AuditEnvNames){};
+}
+
 /* ---- names beside ids ---- */
 
 typedef enum AuditNameKind {
@@ -409,6 +450,16 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
         audit_fields_add_text(f, "DSAGENT_REASON", r->reason ? r->reason : "none given");
         if (r->have_result_count)
                 audit_fields_addf(f, "DSAGENT_RESULT_COUNT=%u", r->result_count);
+        if (r->env) {
+                audit_fields_addf(f, "DSAGENT_ENV_COUNT=%zu", r->env->n);
+                audit_fields_addf(f, "DSAGENT_ENV_REDACTED=%zu", r->env->n_hidden);
+                /* escaped as the names were added */
+                if (r->env->n_left_out > 0)
+                        audit_fields_addf(f, "DSAGENT_ENV_NAMES=%s ... and %zu more", r->env->text ? r->env->text : "",
+                                          r->env->n_left_out);
+                else
+                        audit_fields_addf(f, "DSAGENT_ENV_NAMES=%s", r->env->text ? r->env->text : "");
+        }
         if (r->error_errno > 0)
                 audit_fields_addf(f, "ERRNO=%d", r->error_errno); /* journald's own field for it */
 }

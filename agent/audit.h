@@ -18,6 +18,24 @@ typedef enum AuditDecision {
         AUDIT_DECISION_FAILED,
 } AuditDecision;
 
+/*
+ * The names an env reply returned, for DSAGENT_ENV_NAMES (never a value): each escaped as every
+ * value a target controls is, with a space as \x20 too, one space between two; past
+ * AUDIT_ENV_NAMES_MAX bytes the rest are only counted.
+ */
+#define AUDIT_ENV_NAMES_MAX 8192
+
+typedef struct AuditEnvNames {
+        char *text;             /* NULL until a name is added */
+        size_t size;
+        size_t n;               /* names returned */
+        size_t n_hidden;        /* of them, with their value withheld (env_redact) */
+        size_t n_left_out;      /* of them, not in text for want of room */
+} AuditEnvNames;
+
+int audit_env_names_add(AuditEnvNames *l, const char *name, bool hidden);
+void audit_env_names_done(AuditEnvNames *l);
+
 typedef struct AuditRecord {
         uint64_t request_id;
         uid_t client_uid;
@@ -38,6 +56,7 @@ typedef struct AuditRecord {
         const char *reason;
         bool have_result_count;
         unsigned result_count;  /* e.g. how many processes a listing showed */
+        const AuditEnvNames *env; /* env: the variables returned, or NULL */
         int error_errno;        /* a failure's errno (positive), as ERRNO=; 0 when none */
 } AuditRecord;
 

@@ -12,6 +12,7 @@
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "dump.h"
+#include "env.h"
 #include "jobs.h"
 #include "pam-check.h"
 #include "policy.h"
@@ -232,6 +233,22 @@ void commands_connect_runtime(Request *req, void (*connected)(Request *req, int 
                 reply_job_error(req, r, NULL);
 }
 
+void commands_call_runtime(Request *req, int fd, DotnetIpcCommand command, RuntimeCallDone done, void *userdata,
+                           RuntimeCall **ret_call) {
+        uint8_t request[DOTNET_IPC_HEADER_SIZE];
+        size_t size;
+        int r;
+
+        r = dotnet_ipc_request_encode(command, NULL, 0, request, sizeof(request), &size);
+        if (r == 0)
+                r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.runtime_timeout_usec,
+                                       done, userdata, ret_call);
+        else
+                safe_close(fd);
+        if (r != 0)
+                request_reply_errno(req, r < 0 ? r : -EINVAL, "cannot start the runtime call");
+}
+
 /* ---- info ---- */
 
 typedef struct InfoWork {
@@ -297,9 +314,7 @@ static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
 
         if (error != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                    error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not answer in time"
-                                    : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
-                                                                        : "the runtime closed the connection");
+                                    runtime_call_error_text(error));
                 return;
         }
         older = process_info_fallback(work->command);
@@ -335,18 +350,8 @@ static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
 
 static void info_connected(Request *req, int fd) {
         InfoWork *work = req->work;
-        uint8_t request[DOTNET_IPC_HEADER_SIZE];
-        size_t size;
-        int r;
 
-        r = dotnet_ipc_request_encode(work->command, NULL, 0, request, sizeof(request), &size);
-        if (r == 0)
-                r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.runtime_timeout_usec,
-                                       info_call_done, work, &work->call);
-        else
-                safe_close(fd);
-        if (r != 0)
-                request_reply_errno(req, r < 0 ? r : -EINVAL, "cannot start the runtime call");
+        commands_call_runtime(req, fd, work->command, info_call_done, work, &work->call);
 }
 
 static void info_decided(Request *req) {
@@ -611,11 +616,15 @@ static const char *command_name(uint16_t type) {
         switch (type) {
         case WIRE_REQUEST_PS: return policy_command_to_string(POLICY_COMMAND_PS);
         case WIRE_REQUEST_INFO: return policy_command_to_string(POLICY_COMMAND_INFO);
+        case WIRE_REQUEST_ENV: return policy_command_to_string(POLICY_COMMAND_ENV);
         case WIRE_REQUEST_EXPLAIN: return "explain";
         case WIRE_REQUEST_DUMP: return policy_command_to_string(POLICY_COMMAND_DUMP);
         case WIRE_REQUEST_DUMPS: return "dumps";
         case WIRE_REQUEST_TRACE: return policy_command_to_string(POLICY_COMMAND_TRACE);
         case WIRE_REQUEST_COUNTERS: return policy_command_to_string(POLICY_COMMAND_COUNTERS);
+        case WIRE_REQUEST_STACKS: return policy_command_to_string(POLICY_COMMAND_STACKS);
+        case WIRE_REQUEST_EXCEPTIONS: return policy_command_to_string(POLICY_COMMAND_EXCEPTIONS);
+        case WIRE_REQUEST_LOGS: return policy_command_to_string(POLICY_COMMAND_LOGS);
         case WIRE_REQUEST_REMOVE_DUMP: return "remove-dump";
         case WIRE_REQUEST_IPC: return "proxy"; /* until its IPC command is known */
         default: return NULL;
@@ -637,6 +646,9 @@ void commands_dispatch(Request *req, const WireMessage *m) {
         case WIRE_REQUEST_INFO:
                 commands_open_target(req, m, info_opened);
                 break;
+        case WIRE_REQUEST_ENV:
+                env_start(req, m);
+                break;
         case WIRE_REQUEST_EXPLAIN:
                 explain_start(req, m);
                 break;
@@ -651,6 +663,15 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_COUNTERS:
                 session_start_counters(req, m);
+                break;
+        case WIRE_REQUEST_STACKS:
+                session_start_stacks(req, m);
+                break;
+        case WIRE_REQUEST_EXCEPTIONS:
+                session_start_exceptions(req, m);
+                break;
+        case WIRE_REQUEST_LOGS:
+                session_start_logs(req, m);
                 break;
         case WIRE_REQUEST_REMOVE_DUMP:
                 dumps_remove(req, m);

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "connection.h"
+#include "dotnet-ipc.h"
+#include "runtime-call.h"
 #include "wire.h"
 
 void commands_dispatch(Request *req, const WireMessage *m);
@@ -18,6 +20,14 @@ void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Req
 /* Finds req->target's runtime socket in a worker, then connects to it (target_connect()) and
  * calls @connected with the socket; every failure is answered here. */
 void commands_connect_runtime(Request *req, void (*connected)(Request *req, int fd));
+
+/*
+ * Sends @command, which has no payload, on @fd (the call takes it) and waits for its reply
+ * under --runtime-timeout (runtime_call_start()), the call in *@ret_call; a failure to start
+ * is answered here.
+ */
+void commands_call_runtime(Request *req, int fd, DotnetIpcCommand command, RuntimeCallDone done, void *userdata,
+                           RuntimeCall **ret_call);
 
 /*
  * Moves the request's deadline (connection_set_deadline()) to @usec from now;

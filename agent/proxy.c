@@ -2,8 +2,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 
 #include "broker.h"
 #include "cleanup.h"
@@ -11,6 +9,7 @@
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "dump.h"
+#include "env.h"
 #include "ipc-request.h"
 #include "proxy.h"
 #include "runtime-call.h"
@@ -31,11 +30,9 @@ typedef struct ProxyWork {
         uint8_t message[DOTNET_IPC_MESSAGE_MAX];
         size_t message_size;
         RuntimeCall *call;
-        /* ProcessEnvironment: the block that follows the OK reply */
-        int stream_fd;
-        sd_event_source *stream_source;
-        uint8_t *block;
-        size_t block_size, block_read;
+        /* ProcessEnvironment: the block that follows the OK reply, and the names it returned */
+        EnvReader env;
+        AuditEnvNames env_names;
 } ProxyWork;
 
 static void proxy_work_free(void *p) {
@@ -44,9 +41,7 @@ static void proxy_work_free(void *p) {
         if (!work)
                 return;
         runtime_call_free(work->call);
-        sd_event_source_disable_unref(work->stream_source);
-        safe_close(work->stream_fd);
-        free(work->block);
+        audit_env_names_done(&work->env_names);
         free(work);
 }
 
@@ -84,77 +79,57 @@ static int proxy_queue_ok(Request *req, const DotnetIpcResponse *reply) {
 }
 
 static void proxy_relayed(Request *req) {
-        ProxyWork *work = req->work;
-        int r = 0;
-
-        if (work->block_size > 0)
-                r = proxy_queue_bytes(req, work->block, work->block_size);
-        if (r < 0) {
-                request_reply_errno(req, r, "cannot queue the reply");
-                return;
-        }
         request_reply_done(req, req->verdict.rule_name, "the runtime answered the tool's request");
 }
 
-/* ProcessEnvironment's block, read as the runtime writes it; the connection's deadline bounds the wait. */
-static int proxy_on_block(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        ProxyWork *work = userdata;
-        Request *req = work->request;
+/* What a tool is shown of a value env_redact withholds. */
+static char proxy_redacted_value[] = "<redacted>";
 
-        for (;;) {
-                ssize_t n = recv(fd, work->block + work->block_read, work->block_size - work->block_read,
-                                 MSG_DONTWAIT);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return 0;
-                if (n <= 0) {
-                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                            "the runtime closed the connection before the whole environment");
-                        return 0;
+/*
+ * ProcessEnvironment's answer for the tool: the OK reply with the block's size, then the
+ * block. Values the requester may not see are replaced as env withholds them, and the block
+ * encoded again; otherwise it goes as the runtime sent it.
+ */
+static void proxy_environment_read(Request *req, const uint8_t *block, size_t size, const DotnetEnvironment *env) {
+        _cleanup_free_ DotnetEnvVariable *shown = calloc(env->n > 0 ? env->n : 1, sizeof(DotnetEnvVariable));
+        _cleanup_free_ uint8_t *redacted = NULL;
+        ProxyWork *work = req->work;
+        uint8_t payload[6];
+        DotnetIpcResponse ok = { .ok = true, .payload = payload, .payload_size = sizeof(payload) };
+        int r = shown ? 0 : -ENOMEM;
+
+        for (size_t i = 0; r == 0 && i < env->n; i++) {
+                bool hidden = policy_env_value_hidden(req->policy, &req->verdict, env->variables[i].name);
+
+                shown[i] = env->variables[i];
+                if (hidden)
+                        shown[i].value = proxy_redacted_value;
+                r = audit_env_names_add(&work->env_names, env->variables[i].name, hidden);
+        }
+        if (r == 0 && work->env_names.n_hidden > 0) {
+                r = dotnet_environment_encode(shown, env->n, &redacted, &size);
+                if (r == 0 && size > PROXY_ENVIRONMENT_MAX)
+                        r = DOTNET_IPC_E_TOO_LARGE;
+                if (r > 0) {
+                        request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED,
+                                                    DOTNET_IPC_HR_NOT_SUPPORTED,
+                                                    "the environment, redacted, is larger than the proxy relays");
+                        return;
                 }
-                work->block_read += (size_t)n;
-                if (work->block_read == work->block_size)
-                        break;
+                block = redacted;
         }
-        work->stream_source = sd_event_source_disable_unref(work->stream_source);
-        work->stream_fd = safe_close(work->stream_fd);
-        proxy_relayed(req);
-        return 0;
-}
-
-/* The OK reply to ProcessEnvironment says how many bytes of environment follow it. */
-static void proxy_read_block(ProxyWork *work, const DotnetIpcResponse *reply) {
-        Request *req = work->request;
-        int r;
-
-        if (reply->payload_size < 4) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                    "the runtime sent a malformed environment reply");
-                return;
-        }
-        work->block_size = unaligned_read_le32(reply->payload);
-        if (work->block_size > PROXY_ENVIRONMENT_MAX) {
-                request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED,
-                                            DOTNET_IPC_HR_NOT_SUPPORTED,
-                                            "the environment is larger than the proxy relays (192 KiB)");
-                return;
-        }
-        r = proxy_queue_ok(req, reply);
-        if (r == 0 && work->block_size == 0) {
-                proxy_relayed(req);
-                return;
-        }
-        work->block = r == 0 ? malloc(work->block_size) : NULL;
-        if (r == 0 && !work->block)
-                r = -ENOMEM;
-        if (r == 0) {
-                work->stream_fd = runtime_call_take_fd(work->call);
-                r = sd_event_add_io(req->broker->event, &work->stream_source, work->stream_fd, EPOLLIN,
-                                    proxy_on_block, work);
-        }
-        if (r < 0)
+        unaligned_write_le32(payload, (uint32_t)size);
+        unaligned_write_le16(payload + 4, 0);
+        if (r == 0)
+                r = proxy_queue_ok(req, &ok);
+        if (r == 0)
+                r = proxy_queue_bytes(req, block, size);
+        if (r < 0) {
                 request_reply_errno(req, r, "cannot relay the environment");
+                return;
+        }
+        req->audit.env = &work->env_names;
+        proxy_relayed(req);
 }
 
 /* ProcessInfo's answer must be of the pinned process, as for info (commands.c). */
@@ -172,9 +147,7 @@ static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcRespons
 
         if (error != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                    error == RUNTIME_CALL_E_TIMEOUT     ? "the runtime did not answer in time"
-                                    : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
-                                                                        : "the runtime closed the connection");
+                                    runtime_call_error_text(error));
                 return;
         }
         if (!reply->ok) {
@@ -184,7 +157,7 @@ static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcRespons
         }
         switch (work->command) {
         case DOTNET_IPC_PROCESS_ENVIRONMENT:
-                proxy_read_block(work, reply);
+                env_read(&work->env, call, 0, reply);
                 return;
         case DOTNET_IPC_PROCESS_INFO:
         case DOTNET_IPC_PROCESS_INFO2:
@@ -239,7 +212,9 @@ static void proxy_start_call(Request *req, const WireMessage *m, const IpcReques
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
-        *work = (ProxyWork){ .request = req, .command = ipc->command, .stream_fd = -EBADF };
+        *work = (ProxyWork){ .request = req, .command = ipc->command,
+                             .env = { .request = req, .max = PROXY_ENVIRONMENT_MAX, .for_tool = true,
+                                      .done = proxy_environment_read } };
         req->work = work;
         req->work_free = proxy_work_free;
         r = ipc_request_encode(ipc, work->message, sizeof(work->message), &work->message_size);

@@ -19,6 +19,12 @@ struct RuntimeCall {
         size_t reply_size, reply_expected; /* expected is 0 until the header arrived */
         RuntimeCallDone done;
         void *userdata;
+        uint64_t timeout_usec;
+        /* a block that follows the reply (runtime_call_read_block()) */
+        uint8_t *block;
+        size_t block_size, block_read;
+        RuntimeCallBlockDone block_done;
+        void *block_userdata;
 };
 
 RuntimeCall *runtime_call_free(RuntimeCall *call) {
@@ -27,6 +33,7 @@ RuntimeCall *runtime_call_free(RuntimeCall *call) {
         sd_event_source_disable_unref(call->io);
         sd_event_source_disable_unref(call->timer);
         safe_close(call->fd);
+        free(call->block);
         free(call);
         return NULL;
 }
@@ -46,11 +53,43 @@ int runtime_call_take_fd(RuntimeCall *call) {
         return fd;
 }
 
+const char *runtime_call_error_text(int error) {
+        switch (error) {
+        case RUNTIME_CALL_E_TIMEOUT: return "the runtime did not answer in time";
+        case RUNTIME_CALL_E_MALFORMED: return "the runtime sent a malformed reply";
+        default: return "the runtime closed the connection";
+        }
+}
+
 static void runtime_call_complete(RuntimeCall *call, int error, const DotnetIpcResponse *reply) {
         /* no more events: the callback may free the call, or leave it for later */
         sd_event_source_set_enabled(call->io, SD_EVENT_OFF);
         sd_event_source_set_enabled(call->timer, SD_EVENT_OFF);
+        if (call->block_done) {
+                RuntimeCallBlockDone done = call->block_done;
+
+                call->block_done = NULL;
+                done(call, error, error == 0 ? call->block : NULL, error == 0 ? call->block_size : 0,
+                     call->block_userdata);
+                return;
+        }
         call->done(call, error, reply, call->userdata);
+}
+
+/* Return: 1 when the whole block is read, 0 for "wait", else an error code. */
+static int runtime_call_read_more(RuntimeCall *call) {
+        while (call->block_read < call->block_size) {
+                ssize_t n = recv(call->fd, call->block + call->block_read, call->block_size - call->block_read,
+                                 MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return errno == EAGAIN ? 0 : errno == ECONNRESET ? RUNTIME_CALL_E_CLOSED : -errno;
+                if (n == 0)
+                        return RUNTIME_CALL_E_CLOSED;
+                call->block_read += (size_t)n;
+        }
+        return 1;
 }
 
 /* Return: 1 when all of the request is sent, 0 to wait for room, or a negative errno. */
@@ -102,6 +141,12 @@ static int runtime_call_on_io(sd_event_source *s, int fd, uint32_t revents, void
         DotnetIpcResponse reply;
         int r;
 
+        if (call->block_done) {
+                r = runtime_call_read_more(call);
+                if (r != 0)
+                        runtime_call_complete(call, r == 1 ? 0 : r, NULL);
+                return 0;
+        }
         if (call->request_sent < call->request_size) {
                 r = runtime_call_write(call);
                 if (r < 0) {
@@ -159,6 +204,7 @@ int runtime_call_start(sd_event *event, int fd, const uint8_t *request, size_t r
         call->request_size = request_size;
         call->done = done;
         call->userdata = userdata;
+        call->timeout_usec = timeout_usec;
 
         /* a fresh connection's send buffer is empty: the request goes at once, and the wait is for the reply
          * (after an error, the wait for room finds it again and reports it the usual way) */
@@ -175,5 +221,33 @@ int runtime_call_start(sd_event *event, int fd, const uint8_t *request, size_t r
                 return r;
 
         *ret = TAKE_PTR(call);
+        return 0;
+}
+
+int runtime_call_read_block(RuntimeCall *call, size_t size, RuntimeCallBlockDone done, void *userdata) {
+        uint64_t now;
+        int r;
+
+        if (size == 0 || call->fd < 0 || !call->io || call->block_done || call->block)
+                return -EINVAL;
+        call->block = malloc(size);
+        if (!call->block)
+                return -ENOMEM;
+        call->block_size = size;
+        call->block_read = 0;
+        /* the reply was read to its last byte and no further: the block's first byte is still in the socket */
+        r = sd_event_now(sd_event_source_get_event(call->timer), CLOCK_MONOTONIC, &now);
+        if (r >= 0)
+                r = sd_event_source_set_time(call->timer, now + call->timeout_usec);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(call->timer, SD_EVENT_ONESHOT);
+        if (r >= 0)
+                r = sd_event_source_set_io_events(call->io, EPOLLIN);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(call->io, SD_EVENT_ON);
+        if (r < 0)
+                return r;
+        call->block_done = done;
+        call->block_userdata = userdata;
         return 0;
 }

@@ -17,6 +17,7 @@
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "ipc-request.h"
+#include "monitor-config.h"
 #include "runtime-call.h"
 #include "session-config.h"
 #include "session.h"
@@ -830,6 +831,103 @@ void session_start_counters(Request *req, const WireMessage *m) {
                 return;
         /* the Metrics provider the agent adds is not the requester's choice */
         session_decide(s, m, POLICY_COMMAND_COUNTERS, s->config.n_providers - 1);
+}
+
+/* ---- stacks, exceptions, logs: sessions whose providers the agent chooses ---- */
+
+/* How long exceptions and logs watch when no duration was asked for, as dotnet-monitor's routes do. */
+#define SESSION_EXCEPTIONS_DEFAULT_USEC (10 * USEC_PER_SEC)
+#define SESSION_LOGS_DEFAULT_USEC (30 * USEC_PER_SEC)
+
+/* Limits as for every session, but no buffer size from the requester; and a window of its own
+ * when no duration was asked (still within max_session_duration and, once decided, the rule's). */
+static bool monitor_read_limits(Session *s, const WireMessage *m, uint64_t default_usec) {
+        uint32_t mb;
+
+        if (wire_message_get_u32(m, WIRE_TAG_BUFFER_MB, &mb) == 0) {
+                request_reply_error(s->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    "the agent chooses this session's buffer");
+                return false;
+        }
+        if (!session_read_limits(s, m))
+                return false;
+        if (s->duration_asked_usec == 0 && default_usec < s->duration_limit_usec)
+                s->duration_limit_usec = default_usec;
+        return true;
+}
+
+/* Set up by the caller's config function; the rest is as for a trace. */
+static void monitor_start(Session *s, const WireMessage *m, PolicyCommand command, int r) {
+        if (r < 0) {
+                request_reply_errno(s->request, r, "cannot set up the session");
+                return;
+        }
+        if (r > 0) {
+                request_reply_error(s->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "bad session parameters");
+                return;
+        }
+        if (!session_describe(s))
+                return;
+        /* the providers are the agent's choice, not the requester's: the command alone is decided */
+        session_decide(s, m, command, 0);
+}
+
+/*
+ * stacks: every managed thread's stack now, as dotnet-stack report takes
+ * it: the sample profiler for MONITOR_STACKS_SAMPLE_USEC, then the rundown
+ * that names the methods. dsctl keeps the first sample of each thread.
+ */
+void session_start_stacks(Request *req, const WireMessage *m) {
+        Session *s = session_new(req, "stacks");
+        uint64_t seconds;
+
+        if (!s)
+                return;
+        if (wire_message_get_u64(m, WIRE_TAG_DURATION, &seconds) == 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "stacks takes no duration");
+                return;
+        }
+        if (!monitor_read_limits(s, m, MONITOR_STACKS_SAMPLE_USEC))
+                return;
+        monitor_start(s, m, POLICY_COMMAND_STACKS, monitor_stacks_config(&s->config));
+}
+
+/* exceptions: the runtime's first-chance exception events for a while, and a rundown to name the throwers. */
+void session_start_exceptions(Request *req, const WireMessage *m) {
+        Session *s = session_new(req, "exceptions");
+
+        if (!s || !monitor_read_limits(s, m, SESSION_EXCEPTIONS_DEFAULT_USEC))
+                return;
+        monitor_start(s, m, POLICY_COMMAND_EXCEPTIONS, monitor_exceptions_config(&s->config));
+}
+
+/* logs: ILogger's messages through Microsoft-Extensions-Logging, from a level and of a category. */
+void session_start_logs(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *level = NULL, *category = NULL;
+        Session *s = session_new(req, "logs");
+        MonitorLogLevel l = _MONITOR_LOG_LEVEL_INVALID;
+
+        if (!s)
+                return;
+        if (wire_message_get_string(m, WIRE_TAG_LOG_LEVEL, &level) < 0 ||
+            wire_message_get_string(m, WIRE_TAG_LOG_CATEGORY, &category) < 0) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        if (level && (l = monitor_log_level_from_string(level)) == _MONITOR_LOG_LEVEL_INVALID) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    "the level must be Trace, Debug, Information, Warning, Error or Critical");
+                return;
+        }
+        if (category && !monitor_category_is_valid(category)) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    "the category must be printable ASCII without spaces, ; : * = quotes or "
+                                    "backslashes, at most 256 bytes");
+                return;
+        }
+        if (!monitor_read_limits(s, m, SESSION_LOGS_DEFAULT_USEC))
+                return;
+        monitor_start(s, m, POLICY_COMMAND_LOGS, monitor_logs_config(l, category, &s->config));
 }
 
 /*

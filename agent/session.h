@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Trace and counters sessions: start an EventPipe session in the target's
+ * Trace, counters, stacks, exceptions and logs sessions: start an EventPipe session in the target's
  * runtime for a client, relay its nettrace stream into a pipe the client
  * holds, and always stop it in the runtime.
  */
@@ -13,5 +13,9 @@
 
 void session_start_trace(Request *req, const WireMessage *m);
 void session_start_counters(Request *req, const WireMessage *m);
+/* stacks, exceptions, logs: the agent chooses the providers (monitor-config.h); dsctl reads the stream */
+void session_start_stacks(Request *req, const WireMessage *m);
+void session_start_exceptions(Request *req, const WireMessage *m);
+void session_start_logs(Request *req, const WireMessage *m);
 /* A tool's CollectTracing through dsctl port; takes @ipc's providers. */
 void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc);

@@ -8,6 +8,7 @@
 #include "cleanup.h"
 #include "cli.h"
 #include "duration.h"
+#include "monitor-config.h"
 #include "policy.h"
 #include "session-config.h"
 #include "text.h"
@@ -35,6 +36,8 @@ typedef enum Opt {
         OPT_REMOVE,
         OPT_ONCE,
         OPT_AGENT_SOCKET,
+        OPT_LEVEL,
+        OPT_CATEGORY,
         _OPT_MAX,
 } Opt;
 
@@ -62,6 +65,16 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "Show the command line, OS, architecture, runtime version, entry assembly and runtime\n"
                 "identifier of a process, or of the one .NET process of a systemd unit, as its runtime\n"
                 "reports them.\n",
+                0, 1, 1,
+        },
+        [VERB_ENV] = {
+                "env", "PID|UNIT", "the environment variables of a process, secrets redacted",
+                "Show the environment variables of a process, or of the one .NET process of a systemd\n"
+                "unit, as its runtime reports them: one NAME=VALUE per line, in the runtime's order. The\n"
+                "values of names that look like secrets (the policy's env_redact: *PASSWORD*, *TOKEN*,\n"
+                "ConnectionStrings__*, ...) are shown as <redacted>, unless the rule that allows it says\n"
+                "env_reveal = true; root and the process's own user see them. With --json, an array of\n"
+                "{\"name\", \"value\", \"redacted\"} objects, value null when redacted.\n",
                 0, 1, 1,
         },
         [VERB_EXPLAIN] = {
@@ -111,21 +124,62 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 OPT(OPT_PROFILE) | OPT(OPT_PROVIDERS) | OPT(OPT_DURATION) | OPT(OPT_BUFFER_MB) | OPT(OPT_OUTPUT), 1, 1,
         },
         [VERB_COUNTERS] = {
-                "counters", "PID|UNIT [--counters LIST] [--interval S] [--duration S] [--format csv|json] [-o FILE] [--watch]",
+                "counters", "PID|UNIT [--counters LIST] [--interval S] [--duration S] [--format csv|json|prometheus] [-o FILE] [--watch]",
                 "counters (System.Runtime unless told) every interval; --watch redraws them in place",
                 "Show counters of a process every interval, as dotnet-counters does: EventCounters and\n"
                 "System.Diagnostics.Metrics instruments. Rows go to standard output (or FILE) as\n"
                 "dotnet-counters collect writes them; with --watch on a terminal the latest values are\n"
-                "redrawn in place, as dotnet-counters monitor shows them. Ctrl-C ends it.\n\n"
+                "redrawn in place, as dotnet-counters monitor shows them. With --format prometheus the\n"
+                "latest values are written in the Prometheus text format each interval, and -o FILE is\n"
+                "replaced whole each time (node_exporter's textfile collector). Ctrl-C ends it.\n\n"
                 "  --counters LIST    Provider[name,...],... (System.Runtime); names keep only those\n"
                 "  --interval S       seconds between samples, 1 to 3600 (1); also --refresh-interval\n"
                 "  --duration S       stop after S: whole seconds up to 30 days\n"
-                "  --format csv|json  the rows' format (csv; json with --json)\n"
-                "  -o, --output FILE  write the rows to FILE, which must not exist\n"
+                "  --format FORMAT    csv, json or prometheus (csv; json with --json)\n"
+                "  -o, --output FILE  write the rows to FILE, which must not exist; prometheus:\n"
+                "                     replace FILE each interval (a new file renamed over it)\n"
                 "  --watch            redraw the latest values in place (rows when not on a terminal)\n",
                 OPT(OPT_COUNTERS) | OPT(OPT_INTERVAL) | OPT(OPT_DURATION) | OPT(OPT_FORMAT) | OPT(OPT_OUTPUT) |
                         OPT(OPT_WATCH),
                 1, 1,
+        },
+        [VERB_STACKS] = {
+                "stacks", "PID|UNIT [--format text|json|speedscope]",
+                "the managed stack of every thread, now",
+                "Show the managed call stack of every thread of a process, as dotnet-stack report takes\n"
+                "them: the runtime samples each thread's stack once, and the methods are named by the\n"
+                "runtime's rundown. Each thread's frames are shown innermost first, as\n"
+                "Module!Namespace.Type.Method; frames the rundown does not name are [Native Frames].\n\n"
+                "  --format text|json|speedscope  text (json with --json): {\"threads\": [{\"threadId\",\n"
+                "                     \"frames\": [{\"methodName\", \"className\", \"moduleName\"}]}]}, as\n"
+                "                     dotnet-monitor's /stacks; speedscope: speedscope's file format, one\n"
+                "                     profile per thread, as dotnet-trace convert writes it\n",
+                OPT(OPT_FORMAT), 1, 1,
+        },
+        [VERB_EXCEPTIONS] = {
+                "exceptions", "PID|UNIT [--duration S]",
+                "first-chance exceptions thrown during a window (10 s unless told)",
+                "Show the first-chance exceptions a process throws during a window, from the runtime's\n"
+                "exception events: time, thread, type and message, and the throwing method's stack,\n"
+                "named by the runtime's rundown at the end of the window. They are shown when the window\n"
+                "ends, oldest first (at most 10000; more are counted). Ctrl-C ends it early. With --json,\n"
+                "one JSON object per line, as dotnet-monitor's /exceptions writes them.\n\n"
+                "  --duration S       the window: whole seconds up to 30 days (10)\n",
+                OPT(OPT_DURATION), 1, 1,
+        },
+        [VERB_LOGS] = {
+                "logs", "PID|UNIT [--level L] [--category C] [--duration S]",
+                "ILogger messages logged during a window (30 s unless told)",
+                "Show the messages a process logs through Microsoft.Extensions.Logging during a window,\n"
+                "as they come: time, level, category, event id, message and the scopes around it. The\n"
+                "app must have the EventSource logger (AddEventSourceLogger(), which the default host\n"
+                "adds). Without --level or --category the app's own filters decide what is logged.\n"
+                "Ctrl-C ends it. With --json, one JSON object per line, as dotnet-monitor's /logs\n"
+                "writes them.\n\n"
+                "  --level L          from L up: Trace, Debug, Information, Warning, Error, Critical\n"
+                "  --category C       only the categories C begins (and from Debug up, unless --level)\n"
+                "  --duration S       the window: whole seconds up to 30 days (30)\n",
+                OPT(OPT_LEVEL) | OPT(OPT_CATEGORY) | OPT(OPT_DURATION), 1, 1,
         },
         [VERB_PORT] = {
                 "port", "PID|UNIT [--socket PATH] [--once]",
@@ -263,6 +317,8 @@ static const struct option long_options[] = {
         { "remove", required_argument, NULL, 0x100 + OPT_REMOVE },
         { "once", no_argument, NULL, 0x100 + OPT_ONCE },
         { "agent-socket", required_argument, NULL, 0x100 + OPT_AGENT_SOCKET },
+        { "level", required_argument, NULL, 0x100 + OPT_LEVEL },
+        { "category", required_argument, NULL, 0x100 + OPT_CATEGORY },
         {},
 };
 
@@ -549,15 +605,48 @@ static int check_counters(const Given *g, Args *a, char **ret_error) {
                 return -EINVAL;
         if (g->value[OPT_DURATION] && (r = parse_duration_option(g, a, ret_error)) < 0)
                 return r;
-        if (format && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0)
-                return fail(ret_error, "dsctl: --format takes csv or json, not '%s'", format);
+        if (format && strcmp(format, "csv") != 0 && strcmp(format, "json") != 0 && strcmp(format, "prometheus") != 0)
+                return fail(ret_error, "dsctl: --format takes csv, json or prometheus, not '%s'", format);
+        if ((g->mask & OPT(OPT_WATCH)) && format && strcmp(format, "prometheus") == 0)
+                return fail(ret_error, "dsctl: --watch redraws the counters on the terminal; it takes no "
+                            "--format prometheus");
         if ((g->mask & OPT(OPT_WATCH)) && a->output)
                 return fail(ret_error, "dsctl: --watch redraws the counters on the terminal; it takes no %s",
                             g->spelled[OPT_OUTPUT]);
         /* --json asks for JSON rows, unless --format says otherwise */
         a->session.kind = (format ? strcmp(format, "json") == 0 : a->json) ? SESSION_OUTPUT_JSON : SESSION_OUTPUT_CSV;
+        if (format && strcmp(format, "prometheus") == 0)
+                a->session.kind = SESSION_OUTPUT_PROMETHEUS;
         a->session.output = a->output;
         a->session.watch = g->mask & OPT(OPT_WATCH);
+        return 0;
+}
+
+/* stacks, exceptions, logs: what their view shows and, for logs, what the agent is asked for. */
+static int check_monitor(const Given *g, Verb verb, Args *a, char **ret_error) {
+        const char *format = g->value[OPT_FORMAT];
+        int r;
+
+        if (g->value[OPT_DURATION] && (r = parse_duration_option(g, a, ret_error)) < 0)
+                return r;
+        if (format && strcmp(format, "text") != 0 && strcmp(format, "json") != 0 && strcmp(format, "speedscope") != 0)
+                return fail(ret_error, "dsctl: --format takes text, json or speedscope, not '%s'", format);
+        a->log_level = g->value[OPT_LEVEL];
+        if (a->log_level && monitor_log_level_from_string(a->log_level) == _MONITOR_LOG_LEVEL_INVALID)
+                return fail(ret_error, "dsctl: %s takes Trace, Debug, Information, Warning, Error or Critical, not '%s'",
+                            g->spelled[OPT_LEVEL], a->log_level);
+        a->log_category = g->value[OPT_CATEGORY];
+        if (a->log_category && !monitor_category_is_valid(a->log_category))
+                return fail(ret_error, "dsctl: %s takes a logger category (or its beginning) of printable ASCII "
+                            "without spaces, ; : * = quotes or backslashes, at most %d bytes",
+                            g->spelled[OPT_CATEGORY], MONITOR_CATEGORY_MAX);
+        a->session.kind = verb == VERB_STACKS ? SESSION_OUTPUT_STACKS
+                          : verb == VERB_EXCEPTIONS ? SESSION_OUTPUT_EXCEPTIONS
+                                                    : SESSION_OUTPUT_LOGS;
+        /* --format decides over --json; --json alone asks for JSON */
+        if (format)
+                a->json = strcmp(format, "json") == 0;
+        a->session.speedscope = format && strcmp(format, "speedscope") == 0;
         return 0;
 }
 
@@ -606,6 +695,9 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
         case VERB_DUMP: return check_dump_type(g, a, ret_error);
         case VERB_TRACE: return check_trace(g, a, ret_error);
         case VERB_COUNTERS: return check_counters(g, a, ret_error);
+        case VERB_STACKS:
+        case VERB_EXCEPTIONS:
+        case VERB_LOGS: return check_monitor(g, verb, a, ret_error);
         default: return 0;
         }
 }

@@ -12,11 +12,15 @@
 typedef enum Verb {
         VERB_PS,
         VERB_INFO,
+        VERB_ENV,
         VERB_EXPLAIN,
         VERB_DUMP,
         VERB_DUMPS,
         VERB_TRACE,
         VERB_COUNTERS,
+        VERB_STACKS,
+        VERB_EXCEPTIONS,
+        VERB_LOGS,
         VERB_PORT,
         VERB_HELP,
         _VERB_MAX,
@@ -46,6 +50,9 @@ typedef struct Args {
         /* counters */
         uint32_t interval_sec;  /* 0: the agent's default */
         char *counter_providers; /* the names alone, for the agent */
+        /* logs: the lowest level and a category prefix; NULL: as the app configured its logging */
+        const char *log_level;
+        const char *log_category;
         /* dump, trace, counters */
         const char *output;
         /* dumps */

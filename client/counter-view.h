@@ -12,13 +12,19 @@ CounterView *counter_view_new(FILE *f, const char *title);
 CounterView *counter_view_free(CounterView *v);
 
 /*
- * The latest @value of @label of @provider (both as the runtime sent them;
- * they are escaped when drawn). At most COUNTER_VIEW_ROWS counters are kept:
- * a runtime that invents names without end cannot grow dsctl.
+ * The latest @value of @label of @provider, for the tag set @tags ("k=v,k2=v2",
+ * "" for none; all three as the runtime sent them, escaped when drawn). A
+ * counter with tag sets is drawn as dotnet-counters monitor draws it: its
+ * name, then a column per tag and a row per tag set. At most
+ * COUNTER_VIEW_ROWS rows are kept: a runtime that invents names or tag
+ * values without end cannot grow dsctl.
  * Return: 0 or -ENOMEM.
  */
 #define COUNTER_VIEW_ROWS 512
-int counter_view_set(CounterView *v, const char *provider, const char *label, double value);
+int counter_view_set(CounterView *v, const char *provider, const char *label, const char *tags, double value);
 
-/* Clears the terminal and draws every counter, grouped by provider, when something changed. */
+/* The instrument stopped reporting this tag set (its callback failed, or the tags are gone): the row goes. */
+void counter_view_remove(CounterView *v, const char *provider, const char *label, const char *tags);
+
+/* Clears the terminal and draws every counter, providers and names in order, when something changed. */
 void counter_view_draw(CounterView *v);

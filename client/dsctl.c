@@ -13,6 +13,7 @@
 #include "agent-client.h"
 #include "cleanup.h"
 #include "cli.h"
+#include "counter-sink.h"
 #include "exit-status.h"
 #include "io.h"
 #include "out-file.h"
@@ -130,9 +131,11 @@ static void put_session_request(WireWriter *w, const Args *a) {
 
 static const WireType request_types[_VERB_MAX] = {
         [VERB_PS] = WIRE_REQUEST_PS,         [VERB_INFO] = WIRE_REQUEST_INFO,
+        [VERB_ENV] = WIRE_REQUEST_ENV,
         [VERB_EXPLAIN] = WIRE_REQUEST_EXPLAIN, [VERB_DUMP] = WIRE_REQUEST_DUMP,
         [VERB_DUMPS] = WIRE_REQUEST_DUMPS,   [VERB_TRACE] = WIRE_REQUEST_TRACE,
-        [VERB_COUNTERS] = WIRE_REQUEST_COUNTERS,
+        [VERB_COUNTERS] = WIRE_REQUEST_COUNTERS, [VERB_STACKS] = WIRE_REQUEST_STACKS,
+        [VERB_EXCEPTIONS] = WIRE_REQUEST_EXCEPTIONS, [VERB_LOGS] = WIRE_REQUEST_LOGS,
 };
 
 static void put_request(WireWriter *w, const Args *a) {
@@ -141,6 +144,7 @@ static void put_request(WireWriter *w, const Args *a) {
         wire_writer_put_u32(w, WIRE_TAG_PROGRESS, 1);
         switch (a->verb) {
         case VERB_INFO:
+        case VERB_ENV:
                 put_target(w, a);
                 break;
         case VERB_EXPLAIN:
@@ -164,6 +168,15 @@ static void put_request(WireWriter *w, const Args *a) {
         case VERB_COUNTERS:
                 put_target(w, a);
                 put_session_request(w, a);
+                break;
+        case VERB_STACKS:
+        case VERB_EXCEPTIONS:
+        case VERB_LOGS: /* the agent chooses the providers */
+                put_target(w, a);
+                wire_writer_put_string(w, WIRE_TAG_LOG_LEVEL, a->log_level);
+                wire_writer_put_string(w, WIRE_TAG_LOG_CATEGORY, a->log_category);
+                if (a->have_duration)
+                        wire_writer_put_u64(w, WIRE_TAG_DURATION, a->duration_sec);
                 break;
         default:
                 break;
@@ -222,6 +235,14 @@ static int prepare_outputs(const Args *a, Outputs *o) {
                 o->rows = stdout;
                 return 0;
         }
+        /* prometheus: FILE is replaced each interval; what is checked is that it can be */
+        if (a->verb == VERB_COUNTERS && a->session.kind == SESSION_OUTPUT_PROMETHEUS) {
+                r = counter_sink_check_file(a->output);
+                if (r < 0)
+                        return output_fail(a->json, EXIT_ERROR, "cannot replace %s: %s; nothing was asked of the agent",
+                                           a->output, strerror(-r));
+                return 0;
+        }
         if (!path || (a->verb != VERB_DUMP && a->verb != VERB_TRACE && a->verb != VERB_COUNTERS))
                 return 0;
         if (a->verb == VERB_COUNTERS) {
@@ -277,7 +298,6 @@ static int run_replies(const Args *a, AgentClient *client, Outputs *outputs) {
 
         progress_start(&progress, "dump", a->verb == VERB_DUMP && progress_wanted(a->quiet),
                        "waiting for the runtime's first byte");
-        output_begin(&out);
         for (;;) {
                 r = agent_client_next(client, &m, progress.enabled ? tick : NULL, &progress);
                 if (r < 0 || m.type != WIRE_REPLY_PROGRESS)
@@ -293,6 +313,9 @@ static int run_replies(const Args *a, AgentClient *client, Outputs *outputs) {
                         break;
                 case WIRE_REPLY_VERDICT:
                         explain_status = output_verdict(&out, &m) ? EXIT_OK : EXIT_DENIED;
+                        break;
+                case WIRE_REPLY_ENV:
+                        output_env(&out, &m);
                         break;
                 case WIRE_REPLY_DUMP:
                         if (a->verb == VERB_DUMP && a->output && (r = save_dump(a, client, &outputs->file)) != EXIT_OK)
@@ -320,6 +343,7 @@ static int run_session(Args *a, AgentClient *client, Outputs *outputs) {
 
         a->session.trace_file = a->verb == VERB_TRACE ? &outputs->file : NULL;
         a->session.rows = outputs->rows;
+        a->session.target_pid = a->pid;
         a->session.progress = progress_wanted(a->quiet);
         a->session.json = a->json;
         /* --watch redraws a terminal; anywhere else the rows are what is useful */
@@ -372,7 +396,8 @@ static int run(Args *a) {
         if (r < 0)
                 return output_fail(a->json, EXIT_AGENT_UNREACHABLE, "cannot send the request to dsagent at %s: %s", socket_path,
                             strerror(-r));
-        if (a->verb == VERB_TRACE || a->verb == VERB_COUNTERS)
+        if (a->verb == VERB_TRACE || a->verb == VERB_COUNTERS || a->verb == VERB_STACKS || a->verb == VERB_EXCEPTIONS ||
+            a->verb == VERB_LOGS)
                 return run_session(a, client, &outputs);
         return run_replies(a, client, &outputs);
 }

@@ -89,6 +89,22 @@ static void json_member_uint(FILE *f, bool *first, const char *key, uint64_t val
         *first = false;
 }
 
+static bool output_is_list(const Output *o) {
+        return strcmp(o->verb, "ps") == 0 || strcmp(o->verb, "env") == 0 ||
+               (strcmp(o->verb, "dumps") == 0 && !o->removing);
+}
+
+/*
+ * Opens an object of the JSON output. A listing's array opens with its first element (or at
+ * its end, empty), so that an error answered instead of the listing is one whole object.
+ */
+static void json_object_begin(Output *o) {
+        if (o->count > 0)
+                fputs(",{", o->stream);
+        else
+                fputs(output_is_list(o) ? "[{" : "{", o->stream);
+}
+
 static const char *user_name(uint32_t uid) {
         struct passwd *pw = getpwuid((uid_t)uid);
         return pw ? pw->pw_name : NULL;
@@ -97,7 +113,7 @@ static const char *user_name(uint32_t uid) {
 static void output_process_json(Output *o, const ProcessRow *r) {
         bool first = true;
 
-        fputs(o->count > 0 ? ",{" : "{", o->stream);
+        json_object_begin(o);
         json_member_uint(o->stream, &first, "pid", r->pid);
         if (r->have_uid) {
                 json_member_uint(o->stream, &first, "uid", r->uid);
@@ -165,10 +181,6 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
         fprintf(o->stream, "%-8u %-16s %-32s %s\n", r->pid, user, unit ? unit : "-", name ? name : "-");
 }
 
-static bool output_is_list(const Output *o) {
-        return strcmp(o->verb, "ps") == 0 || (strcmp(o->verb, "dumps") == 0 && !o->removing);
-}
-
 void output_format_size(uint64_t size, char *buf, size_t n) {
         static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
         double v = (double)size;
@@ -233,7 +245,7 @@ static void format_when(uint64_t time_usec, char *buf, size_t n) {
 static void dump_row_json(Output *o, const DumpRow *r, const char *saved_to) {
         bool first = true;
 
-        fputs(o->count > 0 ? ",{" : "{", o->stream);
+        json_object_begin(o);
         json_member_string(o->stream, &first, "path", r->path);
         json_member_uint(o->stream, &first, "size", r->size);
         json_member_string(o->stream, &first, "type", r->type);
@@ -352,11 +364,6 @@ void output_done(Output *o) {
         o->n_dumps = 0;
 }
 
-void output_begin(Output *o) {
-        if (o->json && output_is_list(o))
-                fputc('[', o->stream);
-}
-
 void output_process(Output *o, const WireMessage *m) {
         _cleanup_(process_row_done) ProcessRow r = {};
 
@@ -367,6 +374,34 @@ void output_process(Output *o, const WireMessage *m) {
                 output_ps_text(o, &r);
         else
                 output_info_text(o, &r);
+        o->count++;
+}
+
+/* Both sides come from the process: escaped like every string of a target's, on one line each. */
+void output_env(Output *o, const WireMessage *m) {
+        _cleanup_free_ char *name = NULL, *value = NULL, *shown_name = NULL, *shown_value = NULL;
+        uint32_t redacted = 0;
+        bool first = true;
+
+        (void)wire_message_get_string(m, WIRE_TAG_ENV_NAME, &name);
+        (void)wire_message_get_string(m, WIRE_TAG_ENV_VALUE, &value);
+        (void)wire_message_get_u32(m, WIRE_TAG_REDACTED, &redacted);
+        if (!name)
+                return;
+        if (o->json) {
+                json_object_begin(o);
+                json_member_string(o->stream, &first, "name", name);
+                if (redacted || !value)
+                        fputs(",\"value\":null", o->stream);
+                else
+                        json_member_string(o->stream, &first, "value", value);
+                fprintf(o->stream, ",\"redacted\":%s}", redacted ? "true" : "false");
+        } else {
+                shown_name = text_escape(name, strlen(name));
+                shown_value = !redacted && value ? text_escape(value, strlen(value)) : NULL;
+                fprintf(o->stream, "%s=%s\n", shown_name ? shown_name : "?",
+                        redacted ? "<redacted>" : shown_value ? shown_value : "");
+        }
         o->count++;
 }
 
@@ -406,7 +441,7 @@ void output_end(Output *o) {
         if (strcmp(o->verb, "dumps") == 0 && !o->removing)
                 output_dump_listing(o);
         if (o->json && output_is_list(o))
-                fputs("]\n", o->stream);
+                fputs(o->count > 0 ? "]\n" : "[]\n", o->stream);
         else if (o->json)
                 fputc('\n', o->stream);
         else if (strcmp(o->verb, "ps") == 0 && o->count == 0)

@@ -21,9 +21,10 @@ typedef struct Output {
         size_t n_dumps;
 } Output;
 
-void output_begin(Output *o);
 void output_process(Output *o, const WireMessage *m);
 bool output_verdict(Output *o, const WireMessage *m);
+/* An ENV frame: NAME=VALUE, or NAME=<redacted>; with --json an element of the array. */
+void output_env(Output *o, const WireMessage *m);
 /* A DUMP frame: the dump just taken (@saved_to: the caller's copy), or a row of the listing. */
 int output_dump(Output *o, const WireMessage *m, const char *saved_to);
 /* dumps --remove: what is gone. */

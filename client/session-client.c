@@ -6,14 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/param.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "counter-sink.h"
 #include "counter-view.h"
 #include "exit-status.h"
+#include "monitor-view.h"
 #include "nettrace.h"
 #include "output.h"
 #include "progress.h"
@@ -31,15 +34,17 @@ typedef struct SessionClient {
         uint64_t events;
         /* converting event timestamps to wall-clock time */
         bool have_header;
-        int64_t sync_qpc, qpc_frequency;
-        time_t sync_epoch;
-        unsigned sync_ms;
+        NettraceHeader header; /* its clock sync dates the events */
         /* trace */
         Progress progress;
         uint64_t received;
         /* counters */
-        unsigned rows_written;
         CounterView *view;
+        CounterSink *sink;
+        char *providers;        /* as the agent asked the runtime: the session's SessionId and interval */
+        uint32_t target_pid;    /* the agent's word, when it gives it */
+        /* stacks, exceptions, logs */
+        MonitorView *monitor;
         /* the agent's word */
         uint64_t request_id;
         uint64_t bytes;
@@ -55,139 +60,39 @@ static void on_interrupt(int sig) {
 
 static int on_header(const NettraceHeader *h, void *userdata) {
         SessionClient *s = userdata;
-        struct tm tm = {
-                .tm_year = h->sync_time[0] - 1900,
-                .tm_mon = h->sync_time[1] - 1,
-                .tm_mday = h->sync_time[3],
-                .tm_hour = h->sync_time[4],
-                .tm_min = h->sync_time[5],
-                .tm_sec = h->sync_time[6],
-        };
 
-        s->sync_epoch = timegm(&tm);
-        s->sync_ms = h->sync_time[7];
-        s->sync_qpc = h->sync_qpc;
-        s->qpc_frequency = h->qpc_frequency;
+        s->header = *h;
         s->have_header = true;
+        if (s->monitor)
+                monitor_view_header(s->monitor, h);
         return 0;
 }
 
-/* "2026-11-21 14:05:09" in local time, as an operator reads a log. */
-static void format_time(const SessionClient *s, uint64_t timestamp, char *buf, size_t size) {
-        time_t t = s->sync_epoch;
-        struct tm tm;
-
-        if (s->have_header && s->qpc_frequency > 0)
-                t += (time_t)(((int64_t)timestamp - s->sync_qpc) / s->qpc_frequency);
-        if (!localtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm) == 0)
-                snprintf(buf, size, "%lld", (long long)t);
+/* An event's time on the wall clock, in nanoseconds since the epoch; before a header, the epoch. */
+static int64_t event_time(const SessionClient *s, uint64_t timestamp) {
+        return s->have_header ? nettrace_time_nsec(&s->header, timestamp) : 0;
 }
 
-static bool counter_is_wanted(const SessionOptions *o, const NettraceCounter *c) {
-        bool provider_filtered = false;
+static int64_t now_nsec(void) {
+        struct timespec ts;
 
-        for (size_t i = 0; i < o->n_counter_filters; i++) {
-                if (strcmp(o->counter_filter_providers[i], c->provider) != 0)
-                        continue;
-                provider_filtered = true;
-                if (strcmp(o->counter_names[i], c->name) == 0)
-                        return true;
-        }
-        return !provider_filtered;
-}
-
-/* dotnet-counters' names: "CPU Usage (%)", "Allocation Rate (B / 1 sec)", "test-gauge (items)". */
-static char *counter_label(const NettraceCounter *c) {
-        const char *name = c->display_name && *c->display_name ? c->display_name : c->name;
-        char *label;
-
-        if ((c->units && *c->units ? asprintf(&label, "%s (%s)", name, c->units) : asprintf(&label, "%s", name)) < 0)
-                return NULL;
-        return label;
-}
-
-static void csv_field(FILE *f, const char *s) {
-        if (!strpbrk(s, ",\"\n")) {
-                fputs(s, f);
-                return;
-        }
-        fputc('"', f);
-        for (; *s; s++) {
-                if (*s == '"')
-                        fputc('"', f);
-                fputc(*s, f);
-        }
-        fputc('"', f);
-}
-
-static void write_counter(SessionClient *s, const NettraceCounter *c, const char *label, uint64_t timestamp) {
-        _cleanup_free_ char *provider = text_escape(c->provider, strlen(c->provider));
-        char when[64];
-        FILE *f = s->options->rows;
-
-        if (!provider)
-                return;
-        format_time(s, timestamp, when, sizeof(when));
-        if (s->options->kind == SESSION_OUTPUT_CSV) {
-                _cleanup_free_ char *escaped = text_escape(label, strlen(label));
-                if (!escaped)
-                        return;
-                fprintf(f, "%s,", when);
-                csv_field(f, provider);
-                fputc(',', f);
-                csv_field(f, escaped);
-                fprintf(f, ",%s,%.17g\n", c->rate ? "Rate" : "Metric", c->value);
-        } else {
-                fprintf(f, "%s\n    { \"timestamp\": ", s->rows_written > 0 ? "," : "");
-                output_json_string(f, when);
-                fputs(", \"provider\": ", f);
-                output_json_string(f, c->provider);
-                fputs(", \"name\": ", f);
-                output_json_string(f, c->name);
-                fputs(", \"displayName\": ", f);
-                output_json_string(f, label);
-                fprintf(f, ", \"counterType\": \"%s\", \"value\": %.17g }", c->rate ? "Rate" : "Metric", c->value);
-        }
-        s->rows_written++;
-        fflush(f);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static int on_event(const NettraceEvent *e, void *userdata) {
         SessionClient *s = userdata;
         NettraceCounter c = {};
-        _cleanup_free_ char *label = NULL;
 
         s->events++;
+        if (s->monitor)
+                return monitor_view_event(s->monitor, e);
         if (s->options->kind == SESSION_OUTPUT_NETTRACE)
                 return 0;
-        if (nettrace_counter_extract(e, &c) == 0 && counter_is_wanted(s->options, &c) && (label = counter_label(&c))) {
-                if (s->view)
-                        (void)counter_view_set(s->view, c.provider, label, c.value);
-                else
-                        write_counter(s, &c, label, e->timestamp);
-        }
+        if (nettrace_counter_extract(e, &c) == 0)
+                counter_sink_add(s->sink, &c, event_time(s, e->timestamp), now_nsec());
         nettrace_counter_done(&c);
         return 0;
-}
-
-/* The rows' head, once the session runs: a file made for a session that never started stays empty. */
-static void begin_rows(SessionClient *s) {
-        FILE *f = s->options->rows;
-
-        if (s->view)
-                return;
-        if (s->options->kind == SESSION_OUTPUT_CSV)
-                fputs("Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n", f);
-        else
-                fputs("{ \"Events\": [", f);
-        fflush(f);
-}
-
-static void end_rows(SessionClient *s) {
-        if (s->view || s->options->kind != SESSION_OUTPUT_JSON)
-                return;
-        fputs("\n] }\n", s->options->rows);
-        fflush(s->options->rows);
 }
 
 static int write_all(int fd, const uint8_t *data, size_t size) {
@@ -237,8 +142,8 @@ static void show(SessionClient *s) {
  */
 static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
         _cleanup_free_ uint8_t *buf = malloc(READ_CHUNK);
-        /* a second's timeout only to redraw what is shown; otherwise the agent's end is awaited */
-        struct timespec second = { .tv_sec = 1 };
+        /* a second's timeout only to redraw what is shown, or to the counters' next deadline;
+         * otherwise the agent's end is awaited */
         bool ticking = s->progress.enabled || s->view;
         sigset_t during_poll;
         bool stop_sent = false;
@@ -248,6 +153,8 @@ static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
         sigemptyset(&during_poll);
         for (;;) {
                 struct pollfd p = { .fd = pipe_fd, .events = POLLIN };
+                int64_t deadline = s->sink ? counter_sink_next_deadline(s->sink) : INT64_MAX, left;
+                struct timespec timeout = { .tv_sec = 1 };
                 ssize_t n;
                 int r;
 
@@ -260,9 +167,17 @@ static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
                         if (!s->options->quiet)
                                 fprintf(stderr, "dsctl: stopping; Ctrl-C again to leave at once\n");
                 }
-                r = ppoll(&p, 1, ticking ? &second : NULL, &during_poll);
+                if (deadline != INT64_MAX) {
+                        left = MAX(deadline - now_nsec(), 0);
+                        if (!ticking || left < 1000000000LL)
+                                timeout = (struct timespec){ .tv_sec = left / 1000000000LL,
+                                                             .tv_nsec = left % 1000000000LL };
+                }
+                r = ppoll(&p, 1, ticking || deadline != INT64_MAX ? &timeout : NULL, &during_poll);
                 if (r < 0 && errno != EINTR)
                         return -errno;
+                if (s->sink)
+                        counter_sink_tick(s->sink, now_nsec());
                 if (r <= 0) {
                         show(s);
                         continue;
@@ -377,9 +292,45 @@ static int await_stream(SessionClient *s, AgentClient *client, WireMessage *m) {
                                    client->deadline_what, AGENT_CLIENT_GRACE_USEC / 1000000ULL);
         if (r < 0)
                 return output_fail(s->options->json, EXIT_ERROR, "lost the agent's reply: %s", strerror(-r));
-        if (m->type == WIRE_REPLY_STREAM)
+        if (m->type == WIRE_REPLY_STREAM) {
                 (void)wire_message_get_u64(m, WIRE_TAG_REQUEST_ID, &s->request_id);
+                (void)wire_message_get_string(m, WIRE_TAG_PROVIDERS, &s->providers);
+                (void)wire_message_get_u32(m, WIRE_TAG_PID, &s->target_pid);
+        }
         return 0;
+}
+
+/* stacks and exceptions show what they gathered once the rundown has named the frames. */
+static int finish_monitor(SessionClient *s, int status) {
+        const SessionOptions *o = s->options;
+        unsigned long shown;
+
+        if (status != EXIT_OK)
+                return status;
+        shown = monitor_view_finish(s->monitor);
+        if (!o->quiet && !o->json && !o->speedscope)
+                fprintf(stderr, "dsctl: %lu %s%s (ended: %s)%s\n", shown,
+                        o->kind == SESSION_OUTPUT_STACKS ? "threads" : o->kind == SESSION_OUTPUT_LOGS ? "messages" : "exceptions",
+                        monitor_view_left_out(s->monitor) > 0 ? ", and more not kept" : "",
+                        s->ended ? s->ended : "unknown",
+                        s->parse_error != 0 ? "; the stream was cut short" : "");
+        return EXIT_OK;
+}
+
+static bool is_monitor(const SessionOptions *o) {
+        return o->kind == SESSION_OUTPUT_STACKS || o->kind == SESSION_OUTPUT_EXCEPTIONS || o->kind == SESSION_OUTPUT_LOGS;
+}
+
+/* stacks, exceptions and logs: their view; stacks and exceptions need the events' stacks. */
+static int monitor_begin(SessionClient *s, NettraceCallbacks *callbacks) {
+        const SessionOptions *o = s->options;
+        MonitorViewKind kind = o->kind == SESSION_OUTPUT_STACKS       ? MONITOR_VIEW_STACKS
+                               : o->kind == SESSION_OUTPUT_EXCEPTIONS ? MONITOR_VIEW_EXCEPTIONS
+                                                                       : MONITOR_VIEW_LOGS;
+
+        callbacks->stacks = kind != MONITOR_VIEW_LOGS;
+        return monitor_view_new(kind, o->speedscope ? MONITOR_VIEW_SPEEDSCOPE : o->json ? MONITOR_VIEW_JSON : MONITOR_VIEW_TEXT,
+                                stdout, &s->monitor);
 }
 
 static int session_client_stream(SessionClient *s, AgentClient *client, SessionErrorReporter report_error,
@@ -403,8 +354,8 @@ static int session_client_stream(SessionClient *s, AgentClient *client, SessionE
                 progress_start(&s->progress, "trace", o->progress, NULL);
                 progress_set_bytes(&s->progress, 0);
                 progress_draw(&s->progress, true);
-        } else
-                begin_rows(s);
+        } else if (s->sink)
+                counter_sink_begin(s->sink, s->providers, (pid_t)s->target_pid, now_nsec());
 
         r = relay(s, client, pipe_fd);
         progress_clear(&s->progress);
@@ -412,10 +363,14 @@ static int session_client_stream(SessionClient *s, AgentClient *client, SessionE
                 return EXIT_INTERRUPTED;
         if (r < 0)
                 return output_fail(o->json, EXIT_ERROR, "%s", strerror(-r));
+        if (s->sink && (r = counter_sink_end(s->sink)) < 0)
+                return output_fail(o->json, EXIT_ERROR, "counters: cannot write %s: %s",
+                                   o->output ? o->output : "the rows", strerror(-r));
         if (s->view)
                 counter_view_draw(s->view);
-        end_rows(s);
         status = read_ending(s, client, report_error, userdata);
+        if (s->monitor)
+                return finish_monitor(s, status);
         if (o->kind != SESSION_OUTPUT_NETTRACE || status != EXIT_OK)
                 return status;
         return finish_trace(s, s->parse_error != 0 ? s->parse_error : nettrace_finish(s->parser));
@@ -423,16 +378,23 @@ static int session_client_stream(SessionClient *s, AgentClient *client, SessionE
 
 int session_client_run(AgentClient *client, const SessionOptions *o, SessionErrorReporter report_error, void *userdata,
                        bool *ret_started) {
-        static const NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
+        NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
         SessionClient s = { .options = o };
         struct sigaction sa = { .sa_handler = on_interrupt };
         sigset_t blocked;
         int status;
 
         *ret_started = false;
-        if (nettrace_parser_new(&callbacks, &s, &s.parser) < 0)
+        if (is_monitor(o) && monitor_begin(&s, &callbacks) < 0)
                 return EXIT_ERROR;
-        if (o->watch && !(s.view = counter_view_new(o->rows, o->title ? o->title : "dsctl: counters"))) {
+        if (nettrace_parser_new(&callbacks, &s, &s.parser) < 0) {
+                monitor_view_free(s.monitor);
+                return EXIT_ERROR;
+        }
+        if ((o->watch && !(s.view = counter_view_new(o->rows, o->title ? o->title : "dsctl: counters"))) ||
+            (o->kind != SESSION_OUTPUT_NETTRACE && !is_monitor(o) && counter_sink_new(o, s.view, &s.sink) < 0)) {
+                counter_view_free(s.view);
+                monitor_view_free(s.monitor);
                 nettrace_parser_free(s.parser);
                 return EXIT_ERROR;
         }
@@ -446,8 +408,11 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
 
         status = session_client_stream(&s, client, report_error, userdata, ret_started);
 
+        counter_sink_free(s.sink);
         counter_view_free(s.view);
+        monitor_view_free(s.monitor);
         nettrace_parser_free(s.parser);
+        free(s.providers);
         free(s.ended);
         return status;
 }

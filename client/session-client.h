@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "agent-client.h"
 #include "out-file.h"
@@ -12,6 +13,10 @@ typedef enum SessionOutputKind {
         SESSION_OUTPUT_NETTRACE, /* the stream, verified, into a file */
         SESSION_OUTPUT_CSV,      /* counter rows, as dotnet-counters collect writes them */
         SESSION_OUTPUT_JSON,
+        SESSION_OUTPUT_STACKS,     /* stacks, exceptions, logs: what their stream says (monitor-view.h) */
+        SESSION_OUTPUT_EXCEPTIONS,
+        SESSION_OUTPUT_LOGS,
+        SESSION_OUTPUT_PROMETHEUS, /* counters: the text exposition format, the latest values each interval */
 } SessionOutputKind;
 
 typedef struct SessionOptions {
@@ -22,9 +27,12 @@ typedef struct SessionOptions {
         size_t n_counter_filters;
         bool quiet;                 /* no notes on standard error */
         bool watch;                 /* counters: redraw the latest values in place (on a terminal) */
+        bool speedscope;            /* stacks: speedscope's file format */
         /* set by the caller before the request is sent */
         OutFile *trace_file;        /* trace: made before the request (out_file_open()), named output when whole */
-        FILE *rows;                 /* counters: where rows go, standard output or output made before the request */
+        FILE *rows;                 /* counters: where rows go, standard output or output made before the request;
+                                     * NULL for prometheus with output: that file is replaced whole each time */
+        pid_t target_pid;           /* counters: the process asked for, when given by pid (else the agent says) */
         bool progress;              /* trace: bytes and time on standard error, in place */
         bool json;                  /* trace: its summary as JSON on standard output */
         const char *title;          /* counters --watch: the line above the view */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,14 +125,12 @@ int dotnet_ipc_request_encode(DotnetIpcCommand command, const uint8_t *payload, 
         return 0;
 }
 
-/**
- * dotnet_ipc_string_encode() - encode UTF-8 as the protocol's UTF-16 string
- * @utf8: valid UTF-8 without NUL bytes, or NULL for the null string
- *
- * Return: 0, DOTNET_IPC_E_MALFORMED for invalid UTF-8, DOTNET_IPC_E_TOO_LARGE,
- * -ENOBUFS if @buf_size is too small.
+/*
+ * A protocol string of at most @max_units UTF-16 units (NUL included): a message's strings
+ * fit in one message, an environment block's may be longer.
  */
-int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, size_t *ret_size) {
+static int string_encode_bounded(const char *utf8, size_t max_units, uint8_t *buf, size_t buf_size,
+                                 size_t *ret_size) {
         size_t n, len, units = 1, pos = 4;
         uint32_t cp;
 
@@ -152,9 +151,9 @@ int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, si
                 len = utf8_decode(utf8 + i, n - i, &cp);
                 units += cp >= 0x10000 ? 2 : 1;
         }
-        if (units > (DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE - 4) / 2)
+        if (units > max_units)
                 return DOTNET_IPC_E_TOO_LARGE;
-        if (buf_size < 4 + units * 2)
+        if (buf_size < 4 || (buf_size - 4) / 2 < units)
                 return -ENOBUFS;
 
         unaligned_write_le32(buf, (uint32_t)units);
@@ -173,6 +172,18 @@ int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, si
         unaligned_write_le16(buf + pos, 0);
         *ret_size = pos + 2;
         return 0;
+}
+
+/**
+ * dotnet_ipc_string_encode() - encode UTF-8 as the protocol's UTF-16 string
+ * @utf8: valid UTF-8 without NUL bytes, or NULL for the null string
+ *
+ * Return: 0, DOTNET_IPC_E_MALFORMED for invalid UTF-8, DOTNET_IPC_E_TOO_LARGE,
+ * -ENOBUFS if @buf_size is too small.
+ */
+int dotnet_ipc_string_encode(const char *utf8, uint8_t *buf, size_t buf_size, size_t *ret_size) {
+        return string_encode_bounded(utf8, (DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE - 4) / 2, buf, buf_size,
+                                     ret_size);
 }
 
 /**
@@ -346,6 +357,142 @@ int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload,
 
         *ret = info;
         info = (DotnetProcessInfo)DOTNET_PROCESS_INFO_NULL;
+        return 0;
+}
+
+/**
+ * dotnet_ipc_environment_size_decode() - how many bytes of environment follow a ProcessEnvironment reply
+ *
+ * The OK reply's payload is exactly a u32 size and a u16 that the runtime sets to 0, as the
+ * headers' reserved field, and is held to it the same way. The block holds at least its count.
+ *
+ * Return: 0, DOTNET_IPC_E_MALFORMED, DOTNET_IPC_E_TOO_LARGE past DOTNET_IPC_ENVIRONMENT_MAX.
+ */
+int dotnet_ipc_environment_size_decode(const DotnetIpcResponse *reply, uint32_t *ret_size) {
+        uint32_t size;
+
+        if (!reply->ok || reply->payload_size != 6 || unaligned_read_le16(reply->payload + 4) != 0)
+                return DOTNET_IPC_E_MALFORMED;
+        size = unaligned_read_le32(reply->payload);
+        if (size < 4)
+                return DOTNET_IPC_E_MALFORMED;
+        if (size > DOTNET_IPC_ENVIRONMENT_MAX)
+                return DOTNET_IPC_E_TOO_LARGE;
+        *ret_size = size;
+        return 0;
+}
+
+void dotnet_environment_done(DotnetEnvironment *env) {
+        for (size_t i = 0; i < env->n; i++)
+                free(env->variables[i].name); /* the value lives in the same allocation */
+        free(env->variables);
+        *env = (DotnetEnvironment)DOTNET_ENVIRONMENT_NULL;
+}
+
+/* The shortest variable the block can hold: count, "a=", NUL. */
+#define ENVIRONMENT_VARIABLE_MIN (4 + 3 * 2)
+
+/**
+ * dotnet_environment_decode() - the variables of the block that follows a ProcessEnvironment reply
+ * @block: all of it, as many bytes as the reply announced
+ *
+ * The block is a u32 count and that many strings, each "NAME=VALUE", and nothing after them;
+ * the count must agree with the strings, and each string must be non-null with a '=' after a
+ * name of at least one character. A name is what comes before the first '=': a value may hold
+ * more of them. Strings are decoded as dotnet_ipc_string_decode() does (ill-formed UTF-16 and
+ * NULs become U+FFFD). Variables keep the runtime's order; a name given twice stays twice.
+ *
+ * Return: 0, DOTNET_IPC_E_MALFORMED, DOTNET_IPC_E_TOO_LARGE past DOTNET_IPC_ENVIRONMENT_MAX, -ENOMEM.
+ */
+int dotnet_environment_decode(const uint8_t *block, size_t size, DotnetEnvironment *ret) {
+        _cleanup_(dotnet_environment_done) DotnetEnvironment env = DOTNET_ENVIRONMENT_NULL;
+        Cursor c = { block, size };
+        uint32_t count;
+
+        if (size > DOTNET_IPC_ENVIRONMENT_MAX)
+                return DOTNET_IPC_E_TOO_LARGE;
+        if (size < 4)
+                return DOTNET_IPC_E_MALFORMED;
+        count = unaligned_read_le32(block);
+        c.p += 4;
+        c.left -= 4;
+        /* the count is checked against what the bytes can hold before anything is allocated for it */
+        if (count > c.left / ENVIRONMENT_VARIABLE_MIN)
+                return DOTNET_IPC_E_MALFORMED;
+        if (count > 0) {
+                env.variables = calloc(count, sizeof(DotnetEnvVariable));
+                if (!env.variables)
+                        return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < count; i++) {
+                char *s = NULL, *eq;
+                int r;
+
+                r = cursor_string(&c, &s);
+                if (r != 0)
+                        return r;
+                if (!s)
+                        return DOTNET_IPC_E_MALFORMED;
+                eq = strchr(s, '=');
+                if (!eq || eq == s) {
+                        free(s);
+                        return DOTNET_IPC_E_MALFORMED;
+                }
+                *eq = '\0';
+                env.variables[env.n++] = (DotnetEnvVariable){ .name = s, .value = eq + 1 };
+        }
+        if (c.left > 0)
+                return DOTNET_IPC_E_MALFORMED;
+
+        *ret = env;
+        env = (DotnetEnvironment)DOTNET_ENVIRONMENT_NULL;
+        return 0;
+}
+
+/**
+ * dotnet_environment_encode() - a block as the runtime writes it, of @n variables
+ *
+ * Each variable becomes the string "NAME=VALUE". A block that decoded from well-formed
+ * UTF-16 without NULs comes back byte for byte. The caller frees *@ret_block.
+ *
+ * Return: 0, DOTNET_IPC_E_MALFORMED for a name or value that is not valid UTF-8 or a name
+ * that is empty or holds '=', DOTNET_IPC_E_TOO_LARGE past 4 GiB, -ENOMEM.
+ */
+int dotnet_environment_encode(const DotnetEnvVariable *variables, size_t n, uint8_t **ret_block, size_t *ret_size) {
+        _cleanup_free_ uint8_t *block = NULL;
+        size_t size = 4, pos = 4, used;
+        int r;
+
+        if (n > UINT32_MAX)
+                return DOTNET_IPC_E_TOO_LARGE;
+        /* UTF-16 never takes more units than UTF-8 takes bytes: this is enough, and checked below */
+        for (size_t i = 0; i < n; i++) {
+                size_t len = strlen(variables[i].name) + 1 + strlen(variables[i].value);
+
+                if (!*variables[i].name || strchr(variables[i].name, '='))
+                        return DOTNET_IPC_E_MALFORMED;
+                if (len > (UINT32_MAX - 4) / 2 - 1 || size > UINT32_MAX - 4 - (len + 1) * 2)
+                        return DOTNET_IPC_E_TOO_LARGE;
+                size += 4 + (len + 1) * 2;
+        }
+        block = malloc(size);
+        if (!block)
+                return -ENOMEM;
+        unaligned_write_le32(block, (uint32_t)n);
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *pair = NULL;
+
+                if (asprintf(&pair, "%s=%s", variables[i].name, variables[i].value) < 0) {
+                        pair = NULL;
+                        return -ENOMEM;
+                }
+                r = string_encode_bounded(pair, UINT32_MAX, block + pos, size - pos, &used);
+                if (r != 0)
+                        return r == -ENOBUFS ? DOTNET_IPC_E_TOO_LARGE : r;
+                pos += used;
+        }
+        *ret_size = pos;
+        *ret_block = TAKE_PTR(block);
         return 0;
 }
 

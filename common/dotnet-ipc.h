@@ -135,6 +135,32 @@ int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload,
                                DotnetProcessInfo *ret);
 void dotnet_process_info_done(DotnetProcessInfo *info);
 
+/*
+ * ProcessEnvironment: the OK reply (u32 size, u16 0) announces a block that follows it on the
+ * same connection: a u32 count, then that many strings "NAME=VALUE". A block is at most
+ * DOTNET_IPC_ENVIRONMENT_MAX bytes here: the 2 MiB of arguments and environment a process
+ * may start with under the usual 8 MiB stack limit, in UTF-16.
+ */
+#define DOTNET_IPC_ENVIRONMENT_MAX (4u * 1024u * 1024u)
+
+typedef struct DotnetEnvVariable {
+        char *name;  /* UTF-8, not empty, no '='; owns the allocation */
+        char *value; /* UTF-8, may be empty; points into name's allocation */
+} DotnetEnvVariable;
+
+typedef struct DotnetEnvironment {
+        DotnetEnvVariable *variables;
+        size_t n;
+} DotnetEnvironment;
+
+#define DOTNET_ENVIRONMENT_NULL {}
+
+int dotnet_ipc_environment_size_decode(const DotnetIpcResponse *reply, uint32_t *ret_size);
+int dotnet_environment_decode(const uint8_t *block, size_t size, DotnetEnvironment *ret);
+void dotnet_environment_done(DotnetEnvironment *env);
+/* @variables need not come from the decoder: value is read on its own (a redacted copy, say). */
+int dotnet_environment_encode(const DotnetEnvVariable *variables, size_t n, uint8_t **ret_block, size_t *ret_size);
+
 /* EventPipe sessions */
 struct EventPipeConfig;
 int dotnet_ipc_collect_tracing_encode(const struct EventPipeConfig *config, uint32_t buffer_mb, uint8_t *buf,

@@ -63,6 +63,13 @@ bool unicode_is_format_control(uint32_t cp) {
                (cp >= 0xFFF9 && cp <= 0xFFFB);    /* interlinear annotations */
 }
 
+size_t utf8_char_length(const char *s) {
+        uint32_t cp;
+        size_t len = utf8_sequence_decode((const unsigned char *)s, strnlen(s, 4), &cp);
+
+        return len > 0 ? len : 1;
+}
+
 size_t utf8_valid_prefix(const char *s, size_t n) {
         const unsigned char *p = (const unsigned char *)s;
         size_t done = 0;

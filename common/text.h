@@ -17,6 +17,9 @@ size_t utf8_decode(const char *s, size_t n, uint32_t *ret_cp);
  * hide text on a screen, so that what is shown is not what was sent (CVE-2021-42574). */
 bool unicode_is_format_control(uint32_t cp);
 
+/* Length of the character at @s, a NUL-terminated string: its UTF-8 sequence, or 1 for a byte that starts none. */
+size_t utf8_char_length(const char *s);
+
 /* Length of the longest valid UTF-8 prefix of @s: one pass, stopping at the first bad sequence. */
 size_t utf8_valid_prefix(const char *s, size_t n);
 

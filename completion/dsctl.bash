@@ -18,16 +18,19 @@ _dsctl_dumps() {
 
 _dsctl() {
         local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-        local commands="ps info explain dump dumps trace counters port help"
+        local commands="ps info env explain dump dumps trace counters stacks exceptions logs port help"
         local common="--socket --agent-socket --json --quiet --help --version"
-        local policy_commands="ps info env dump gcdump trace counters resume perfmap setenv startup-hook profiler"
+        local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler"
         local -A options=(
-                [ps]="" [info]="" [help]=""
+                [ps]="" [info]="" [env]="" [help]=""
                 [explain]="--type --profile --duration"
                 [dump]="--type --output"
                 [dumps]="--remove"
                 [trace]="--profile --providers --duration --buffer-mb --output"
                 [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
+                [stacks]="--format"
+                [exceptions]="--duration"
+                [logs]="--level --category --duration"
                 [port]="--once"
         )
         local command="" socket="" nargs=0 i word
@@ -38,7 +41,7 @@ _dsctl() {
                 case $word in
                 --socket | --agent-socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
                 --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
-                --refresh-interval | --format | -o | --output | --remove) ((i++)) ;;
+                --refresh-interval | --format | -o | --output | --remove | --level | --category) ((i++)) ;;
                 -*) ;;
                 *) if [[ -z $command ]]; then command=$word; else ((nargs++)); fi ;;
                 esac
@@ -50,10 +53,15 @@ _dsctl() {
                 COMPREPLY=($(compgen -W "cpu-sampling gc-verbose gc-collect dotnet-common dotnet-sampled-thread-time" \
                         -- "$cur"))
                 return ;;
-        --format) COMPREPLY=($(compgen -W "csv json" -- "$cur")); return ;;
+        --format)
+                if [[ $command == counters ]]; then COMPREPLY=($(compgen -W "csv json prometheus" -- "$cur"))
+                elif [[ $command == stacks ]]; then COMPREPLY=($(compgen -W "text json speedscope" -- "$cur"))
+                else COMPREPLY=($(compgen -W "csv json" -- "$cur")); fi
+                return ;;
         --socket | --agent-socket | -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --remove) COMPREPLY=($(compgen -W "$(_dsctl_dumps "$socket")" -- "$cur")); return ;;
-        --providers | --duration | --buffer-mb | --counters | --interval | --refresh-interval) return ;;
+        --level) COMPREPLY=($(compgen -W "Trace Debug Information Warning Error Critical" -- "$cur")); return ;;
+        --providers | --duration | --buffer-mb | --counters | --interval | --refresh-interval | --category) return ;;
         esac
 
         if [[ $cur == -* ]]; then
@@ -72,7 +80,7 @@ _dsctl() {
                 elif ((nargs == 1)); then
                         COMPREPLY=($(compgen -W "$policy_commands" -- "$cur"))
                 fi ;;
-        info | dump | trace | counters | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
+        info | env | dump | trace | counters | stacks | exceptions | logs | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
         esac
         return 0
 }

@@ -264,39 +264,105 @@ static const char *value_string(const NettraceValue *values, size_t count, const
         return v && v->type == NETTRACE_TYPE_STRING ? v->string : NULL;
 }
 
+static bool value_int(const NettraceValue *values, size_t count, const char *name, int64_t *ret) {
+        const NettraceValue *v = nettrace_value_find(values, count, name);
+
+        if (!v)
+                return false;
+        switch (v->type) {
+        case NETTRACE_TYPE_SBYTE:
+        case NETTRACE_TYPE_INT16:
+        case NETTRACE_TYPE_INT32:
+        case NETTRACE_TYPE_INT64:
+                *ret = v->i;
+                return true;
+        case NETTRACE_TYPE_BYTE:
+        case NETTRACE_TYPE_UINT16:
+        case NETTRACE_TYPE_UINT32:
+                *ret = (int64_t)v->u;
+                return true;
+        default:
+                return false;
+        }
+}
+
+static bool value_double(const NettraceValue *values, size_t count, const char *name, double *ret) {
+        const NettraceValue *v = nettrace_value_find(values, count, name);
+
+        if (!v || (v->type != NETTRACE_TYPE_DOUBLE && v->type != NETTRACE_TYPE_SINGLE) || !isfinite(v->d))
+                return false;
+        *ret = v->d;
+        return true;
+}
+
 void nettrace_counter_done(NettraceCounter *c) {
         free(c->provider);
         free(c->name);
         free(c->display_name);
         free(c->units);
+        free(c->tags);
+        free(c->session_id);
+        free(c->meter_version);
+        free(c->description);
+        free(c->instrument_type);
+        free(c->instrument_tags);
+        free(c->meter_tags);
         *c = (NettraceCounter){};
 }
 
-static int counter_fill(const char *provider, const char *name, const char *display_name, const char *units,
-                        double value, bool rate, NettraceCounter *ret) {
-        _cleanup_(nettrace_counter_done) NettraceCounter c = { .value = value, .rate = rate };
+/* A copy of @s in *@ret, or NULL for an absent or empty one. Return: 0 or -ENOMEM. */
+static int dup_optional(const char *s, char **ret) {
+        *ret = NULL;
+        if (!s || !*s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
 
-        c.provider = strdup(provider);
-        c.name = strdup(name);
-        if (!c.provider || !c.name)
-                return -ENOMEM;
-        if (display_name && *display_name && !(c.display_name = strdup(display_name)))
-                return -ENOMEM;
-        if (units && *units && !(c.units = strdup(units)))
-                return -ENOMEM;
-        *ret = c;
-        c = (NettraceCounter){};
+/* Payload strings copied into a sample's fields: each absent or empty one NULL. */
+typedef struct FieldCopy {
+        const char *field;
+        char **to;
+} FieldCopy;
+
+static int copy_fields(const NettraceValue *values, size_t count, const FieldCopy *copies, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                int r = dup_optional(value_string(values, count, copies[i].field), copies[i].to);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
+static int counter_names(NettraceCounter *c, const char *provider, const char *name) {
+        c->provider = strdup(provider);
+        c->name = strdup(name);
+        return c->provider && c->name ? 0 : -ENOMEM;
+}
+
+/* "Interval=1000", as EventCounters name their series; 0 if it is not that. */
+static unsigned series_interval_ms(const char *series) {
+        unsigned long ms;
+        char *end;
+
+        if (!series || strncmp(series, "Interval=", 9) != 0 || series[9] < '0' || series[9] > '9')
+                return 0;
+        errno = 0;
+        ms = strtoul(series + 9, &end, 10);
+        return *end == '\0' && errno == 0 && ms <= UINT32_MAX ? (unsigned)ms : 0;
+}
+
 /* "EventCounters": a struct field "Payload" with Name, DisplayName, and Mean
- * (EventCounter, PollingCounter) or Increment (the incrementing kinds). The
- * runtime writes it as TraceLogging does: inside one unnamed struct. */
+ * (EventCounter, PollingCounter) or Increment (the incrementing kinds), with
+ * the Series they were asked for and their Metadata. The runtime writes it as
+ * TraceLogging does: inside one unnamed struct. */
 static int counter_from_event_counters(const char *provider, const NettraceValue *values, size_t count,
-                                       NettraceCounter *ret) {
-        const NettraceValue *payload, *v;
+                                       NettraceCounter *c) {
+        const NettraceValue *payload;
         const char *name;
-        bool rate = false;
+        const NettraceValue *items;
+        size_t n;
+        int r;
 
         if (count == 1 && values[0].type == NETTRACE_TYPE_OBJECT && values[0].name && !*values[0].name) {
                 count = values[0].n_items;
@@ -305,16 +371,26 @@ static int counter_from_event_counters(const char *provider, const NettraceValue
         payload = nettrace_value_find(values, count, "Payload");
         if (!payload || payload->type != NETTRACE_TYPE_OBJECT)
                 return NETTRACE_E_MALFORMED;
-        name = value_string(payload->items, payload->n_items, "Name");
-        v = nettrace_value_find(payload->items, payload->n_items, "Mean");
-        if (!v) {
-                v = nettrace_value_find(payload->items, payload->n_items, "Increment");
-                rate = true;
+        items = payload->items;
+        n = payload->n_items;
+        name = value_string(items, n, "Name");
+        c->kind = NETTRACE_COUNTER_MEAN;
+        if (!value_double(items, n, "Mean", &c->value)) {
+                if (!value_double(items, n, "Increment", &c->value))
+                        return NETTRACE_E_MALFORMED;
+                c->kind = NETTRACE_COUNTER_SUM;
+                c->rate = true;
         }
-        if (!name || !v || (v->type != NETTRACE_TYPE_DOUBLE && v->type != NETTRACE_TYPE_SINGLE))
+        if (!name)
                 return NETTRACE_E_MALFORMED;
-        return counter_fill(provider, name, value_string(payload->items, payload->n_items, "DisplayName"),
-                            value_string(payload->items, payload->n_items, "DisplayUnits"), v->d, rate, ret);
+        c->has_value = true;
+        c->interval_ms = series_interval_ms(value_string(items, n, "Series"));
+        r = counter_names(c, provider, name);
+        if (r == 0)
+                r = copy_fields(items, n, (const FieldCopy[]){ { "DisplayName", &c->display_name },
+                                                               { "DisplayUnits", &c->units },
+                                                               { "Metadata", &c->tags } }, 3);
+        return r;
 }
 
 /* MetricsEventSource formats values as invariant-culture text; "" means no sample. */
@@ -332,48 +408,135 @@ static bool parse_double(const char *s, double *ret) {
         return true;
 }
 
-static int counter_from_metrics(const char *event, const NettraceValue *values, size_t count,
-                                NettraceCounter *ret) {
+/* "0.5=12;0.95=30;0.99=31", as MetricsEventSource lists a histogram's quantiles; what does not parse is skipped. */
+static void parse_quantiles(const char *s, NettraceCounter *c) {
+        while (s && *s && c->n_quantiles < NETTRACE_QUANTILES_MAX) {
+                const char *end = strchrnul(s, ';'), *eq = memchr(s, '=', (size_t)(end - s));
+                char q[64], v[64];
+                NettraceQuantile *out = &c->quantiles[c->n_quantiles];
+
+                if (eq && (size_t)(eq - s) < sizeof(q) && (size_t)(end - eq - 1) < sizeof(v)) {
+                        memcpy(q, s, (size_t)(eq - s));
+                        q[eq - s] = '\0';
+                        memcpy(v, eq + 1, (size_t)(end - eq - 1));
+                        v[end - eq - 1] = '\0';
+                        if (parse_double(q, &out->quantile) && parse_double(v, &out->value) && out->quantile >= 0 &&
+                            out->quantile <= 1)
+                                c->n_quantiles++;
+                }
+                s = *end ? end + 1 : end;
+        }
+}
+
+/* The events MetricsEventSource sends about a problem: the message, or whose session it is about. */
+static int metrics_notice(const char *event, const NettraceValue *values, size_t count, NettraceCounter *c) {
+        static const char *const notices[] = {
+                "Error", "ObservableInstrumentCallbackError", "TimeSeriesLimitReached", "HistogramLimitReached",
+                "MultipleSessionsNotSupportedError", "MultipleSessionsConfiguredIncorrectlyError",
+        };
+        const char *session = value_string(values, count, "sessionId");
+        bool known = false;
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(notices); i++)
+                known = known || strcmp(event, notices[i]) == 0;
+        if (!known)
+                return NETTRACE_E_NO_COUNTER;
+        if (!session)
+                session = value_string(values, count, "runningSessionId");
+        if (!session)
+                session = value_string(values, count, "sharedIdentifier");
+        c->kind = NETTRACE_COUNTER_NOTICE;
+        r = counter_names(c, "System.Diagnostics.Metrics", event);
+        if (r == 0)
+                r = dup_optional(session, &c->session_id);
+        if (r == 0)
+                r = copy_fields(values, count, (const FieldCopy[]){ { "errorMessage", &c->description } }, 1);
+        return r;
+}
+
+static int counter_from_metrics(const NettraceMetadata *m, const NettraceValue *values, size_t count,
+                                NettraceCounter *c) {
+        const char *event = m->event_name;
         const char *meter = value_string(values, count, "meterName");
         const char *instrument = value_string(values, count, "instrumentName");
-        const char *text;
-        bool rate = false;
-        double value;
+        const char *rate_text = value_string(values, count, "rate");
+        const char *value_text = value_string(values, count, "value");
+        int64_t id = 0, n = 0;
+        int r;
 
-        if (strcmp(event, "GaugeValuePublished") == 0)
-                text = value_string(values, count, "lastValue");
-        else if (strcmp(event, "UpDownCounterRateValuePublished") == 0)
-                text = value_string(values, count, "value");
-        else if (strcmp(event, "CounterRateValuePublished") == 0) {
-                text = value_string(values, count, "rate");
-                rate = true;
+        if (strcmp(event, "BeginInstrumentReporting") == 0)
+                c->kind = NETTRACE_COUNTER_INSTRUMENT;
+        else if (strcmp(event, "GaugeValuePublished") == 0) {
+                c->kind = NETTRACE_COUNTER_GAUGE;
+                c->has_value = parse_double(value_string(values, count, "lastValue"), &c->value);
+        } else if (strcmp(event, "CounterRateValuePublished") == 0) {
+                c->kind = NETTRACE_COUNTER_COUNTER;
+                c->rate = true;
+                c->has_value = parse_double(rate_text, &c->value);
+                c->has_total = parse_double(value_text, &c->total);
+        } else if (strcmp(event, "UpDownCounterRateValuePublished") == 0) {
+                /* the value came in version 1 (.NET 8); before, only a rate that means little */
+                if (!value_text)
+                        return NETTRACE_E_NO_COUNTER;
+                c->kind = NETTRACE_COUNTER_UP_DOWN;
+                c->has_value = parse_double(value_text, &c->value) &&
+                               (!rate_text || !*rate_text || parse_double(rate_text, &(double){ 0 }));
+                c->has_total = c->has_value;
+                c->total = c->value;
+        } else if (strcmp(event, "HistogramValuePublished") == 0) {
+                c->kind = NETTRACE_COUNTER_HISTOGRAM;
+                c->has_value = true;
+                parse_quantiles(value_string(values, count, "quantiles"), c);
+                c->has_count = value_int(values, count, "count", &n) && value_double(values, count, "sum", &c->sum);
+                c->count = c->has_count ? n : 0;
         } else
-                return NETTRACE_E_NO_COUNTER;
+                return metrics_notice(event, values, count, c);
+
         if (!meter || !instrument)
                 return NETTRACE_E_MALFORMED;
-        if (!parse_double(text, &value))
-                return NETTRACE_E_NO_COUNTER;
-        return counter_fill(meter, instrument, NULL, value_string(values, count, "unit"), value, rate, ret);
+        c->event_version = m->version;
+        /* 0 is MetricsEventSource's "no id": instruments it does not listen to all share it */
+        if (value_int(values, count, "instrumentId", &id) && id > 0 && id <= INT32_MAX)
+                c->instrument_id = (int32_t)id;
+        r = counter_names(c, meter, instrument);
+        if (r == 0)
+                r = copy_fields(values, count, (const FieldCopy[]){ { "sessionId", &c->session_id },
+                                                                    { "meterVersion", &c->meter_version },
+                                                                    { "unit", &c->units },
+                                                                    { "tags", &c->tags } }, 4);
+        if (r != 0 || c->kind != NETTRACE_COUNTER_INSTRUMENT)
+                return r;
+        return copy_fields(values, count, (const FieldCopy[]){ { "description", &c->description },
+                                                               { "instrumentType", &c->instrument_type },
+                                                               { "instrumentTags", &c->instrument_tags },
+                                                               { "meterTags", &c->meter_tags } }, 4);
 }
 
 /**
  * nettrace_counter_extract() - the counter sample an event carries, if any
  *
  * Knows the "EventCounters" events of any EventSource (provider = the
- * EventSource) and the value events of System.Diagnostics.Metrics (provider =
- * the Meter).
+ * EventSource) and the events of System.Diagnostics.Metrics (provider = the
+ * Meter): values, the instruments' descriptions (INSTRUMENT), and the
+ * problems it reports (NOTICE). A value event without a value this interval
+ * (an observable instrument whose callback failed, or the first interval of
+ * an observable counter) comes with has_value false.
  *
  * Return: 0 with *@ret set (free with nettrace_counter_done()),
- * NETTRACE_E_NO_COUNTER if the event is not a sample, NETTRACE_E_MALFORMED
+ * NETTRACE_E_NO_COUNTER if the event is none of these, NETTRACE_E_MALFORMED
  * if it should be one but does not decode as one, NETTRACE_E_LIMIT, -ENOMEM.
+ * *@ret is cleared on every error.
  */
 int nettrace_counter_extract(const NettraceEvent *event, NettraceCounter *ret) {
+        _cleanup_(nettrace_counter_done) NettraceCounter c = {};
         const NettraceMetadata *m = event->metadata;
         NettraceValue *values = NULL;
         size_t count = 0;
         bool counters, metrics;
         int r;
 
+        *ret = (NettraceCounter){};
         if (!m)
                 return NETTRACE_E_NO_COUNTER;
         counters = strcmp(m->event_name, "EventCounters") == 0;
@@ -385,9 +548,13 @@ int nettrace_counter_extract(const NettraceEvent *event, NettraceCounter *ret) {
         if (r != 0)
                 return r;
         if (counters)
-                r = counter_from_event_counters(m->provider, values, count, ret);
+                r = counter_from_event_counters(m->provider, values, count, &c);
         else
-                r = counter_from_metrics(m->event_name, values, count, ret);
+                r = counter_from_metrics(m, values, count, &c);
         nettrace_values_free(values, count);
-        return r;
+        if (r != 0)
+                return r;
+        *ret = c;
+        c = (NettraceCounter){};
+        return 0;
 }

@@ -2,8 +2,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "array.h"
 #include "cleanup.h"
+#include "cursor.h"
 #include "nettrace.h"
 #include "text.h"
 
@@ -33,6 +36,12 @@ typedef enum ObjectKind {
         OBJECT_STACK_BLOCK,
         OBJECT_SP_BLOCK,
 } ObjectKind;
+
+/* One stack of a StackBlock: its frames in NettraceParser.frames; depth 0 when dropped. */
+typedef struct StackEntry {
+        size_t offset;
+        uint32_t depth;
+} StackEntry;
 
 typedef enum State {
         STATE_MAGIC,         /* "Nettrace" and the length of the signature */
@@ -69,69 +78,16 @@ struct NettraceParser {
         NettraceMetadata *metadata; /* sorted by id */
         size_t n_metadata;
         size_t metadata_bytes;
+
+        uint32_t pointer_size;      /* from the Trace object */
+        /* with callbacks.stacks: the stacks since the last sequence point, ids stack_base and up */
+        uint32_t stack_base;
+        StackEntry *stacks;
+        size_t n_stacks, cap_stacks;
+        uint64_t *frames;
+        size_t n_frames, cap_frames;
+        uint64_t stacks_dropped;
 };
-
-typedef struct Cursor {
-        const uint8_t *p;
-        size_t left;
-} Cursor;
-
-static uint16_t get_u16(const uint8_t *p) {
-        return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-        return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
-static bool take(Cursor *c, size_t n, const uint8_t **ret) {
-        if (c->left < n)
-                return false;
-        *ret = c->p;
-        c->p += n;
-        c->left -= n;
-        return true;
-}
-
-static bool take_u8(Cursor *c, uint8_t *ret) {
-        const uint8_t *p;
-
-        if (!take(c, 1, &p))
-                return false;
-        *ret = p[0];
-        return true;
-}
-
-static bool take_u16(Cursor *c, uint16_t *ret) {
-        const uint8_t *p;
-
-        if (!take(c, 2, &p))
-                return false;
-        *ret = get_u16(p);
-        return true;
-}
-
-static bool take_u32(Cursor *c, uint32_t *ret) {
-        const uint8_t *p;
-
-        if (!take(c, 4, &p))
-                return false;
-        *ret = get_u32(p);
-        return true;
-}
-
-static bool take_u64(Cursor *c, uint64_t *ret) {
-        const uint8_t *p;
-
-        if (!take(c, 8, &p))
-                return false;
-        *ret = get_u64(p);
-        return true;
-}
 
 /**
  * nettrace_varint_decode() - decode one LEB128-style unsigned integer
@@ -187,28 +143,6 @@ static bool take_varint32(Cursor *c, uint32_t *ret) {
                 return false;
         *ret = (uint32_t)v;
         return true;
-}
-
-/* A NUL-terminated UTF-16LE string, as metadata and payloads carry them. */
-static int take_utf16z(Cursor *c, char **ret) {
-        size_t max = c->left / 2;
-        char *s;
-        int r;
-
-        for (size_t i = 0; i < max; i++) {
-                if (i > NETTRACE_STRING_MAX)
-                        return NETTRACE_E_LIMIT;
-                if (get_u16(c->p + 2 * i) == 0) {
-                        r = utf16le_to_utf8(c->p, i, &s);
-                        if (r < 0)
-                                return r;
-                        c->p += 2 * (i + 1);
-                        c->left -= 2 * (i + 1);
-                        *ret = s;
-                        return 0;
-                }
-        }
-        return NETTRACE_E_MALFORMED;
 }
 
 static void fields_free(NettraceField *fields, size_t n) {
@@ -539,6 +473,21 @@ static int event_decode_plain(Cursor *c, const uint8_t *block, NettraceEvent *e)
         return 0;
 }
 
+/* The frames of the event's stack, when they are kept and known. */
+static void stack_lookup(const NettraceParser *p, NettraceEvent *e) {
+        const StackEntry *s;
+
+        e->stack = NULL;
+        e->stack_depth = 0;
+        if (!p->callbacks.stacks || e->stack_id < p->stack_base || e->stack_id - p->stack_base >= p->n_stacks)
+                return;
+        s = &p->stacks[e->stack_id - p->stack_base];
+        if (s->depth == 0)
+                return;
+        e->stack = p->frames + s->offset;
+        e->stack_depth = s->depth;
+}
+
 static int event_dispatch(NettraceParser *p, ObjectKind kind, NettraceEvent *e) {
         if (kind == OBJECT_METADATA_BLOCK) {
                 if (e->metadata_id != 0)
@@ -549,6 +498,7 @@ static int event_dispatch(NettraceParser *p, ObjectKind kind, NettraceEvent *e) 
         if (e->metadata_id == 0)
                 return NETTRACE_E_MALFORMED;
         e->metadata = nettrace_metadata_lookup(p, e->metadata_id);
+        stack_lookup(p, e);
         if (p->callbacks.event)
                 return p->callbacks.event(e, p->userdata);
         return 0;
@@ -579,13 +529,56 @@ static int parse_event_block(NettraceParser *p, ObjectKind kind, const uint8_t *
         return 0;
 }
 
-/* Stacks are not used yet; check the framing and skip them. */
-static int parse_stack_block(const uint8_t *block, size_t size) {
+static void stacks_forget(NettraceParser *p) {
+        p->n_stacks = 0;
+        p->n_frames = 0;
+}
+
+/*
+ * Keeps one stack: its instruction pointers, as 64-bit values. Past the
+ * limits it is dropped: its id stays taken, so later ids still map right,
+ * and events carrying it get no frames.
+ */
+static int stack_keep(NettraceParser *p, const uint8_t *ips, uint32_t size) {
+        size_t depth = size / p->pointer_size;
+        StackEntry *entry;
+
+        if (array_reserve((void **)&p->stacks, &p->cap_stacks, p->n_stacks, sizeof(StackEntry)) < 0)
+                return -ENOMEM;
+        entry = &p->stacks[p->n_stacks++];
+        *entry = (StackEntry){ .offset = p->n_frames };
+        if (depth == 0)
+                return 0;
+        if (depth > NETTRACE_STACK_FRAMES_MAX - p->n_frames) {
+                p->stacks_dropped++;
+                return 0;
+        }
+        if (array_reserve((void **)&p->frames, &p->cap_frames, p->n_frames + depth - 1, sizeof(uint64_t)) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < depth; i++)
+                p->frames[p->n_frames + i] = p->pointer_size == 8 ? get_u64(ips + 8 * i) : get_u32(ips + 4 * i);
+        p->n_frames += depth;
+        entry->depth = (uint32_t)depth;
+        return 0;
+}
+
+/*
+ * StackBlock: the first id, a count, then each stack as its size and its
+ * instruction pointers. Ids continue from block to block until a sequence
+ * point resets them; a block that does not continue starts the table anew.
+ * Without callbacks.stacks the framing is checked and the stacks skipped.
+ */
+static int parse_stack_block(NettraceParser *p, const uint8_t *block, size_t size) {
         Cursor c = { block, size };
         uint32_t first_id, count;
+        int r;
 
         if (!take_u32(&c, &first_id) || !take_u32(&c, &count))
                 return NETTRACE_E_MALFORMED;
+        if (p->callbacks.stacks && (p->n_stacks == 0 || first_id != p->stack_base + p->n_stacks)) {
+                stacks_forget(p);
+                p->stack_base = first_id;
+        }
         /* each stack takes at least its 4-byte size, so this loop is bounded by @size */
         for (uint32_t i = 0; i < count; i++) {
                 const uint8_t *stack;
@@ -593,12 +586,23 @@ static int parse_stack_block(const uint8_t *block, size_t size) {
 
                 if (!take_u32(&c, &stack_size) || !take(&c, stack_size, &stack))
                         return NETTRACE_E_MALFORMED;
+                if (!p->callbacks.stacks)
+                        continue;
+                if (stack_size % p->pointer_size != 0)
+                        return NETTRACE_E_MALFORMED;
+                if (p->n_stacks >= NETTRACE_STACKS_MAX || first_id + i < first_id) {
+                        p->stacks_dropped++;
+                        continue;
+                }
+                r = stack_keep(p, stack, stack_size);
+                if (r != 0)
+                        return r;
         }
         return c.left == 0 ? 0 : NETTRACE_E_MALFORMED;
 }
 
-/* Sequence points are not used yet; check the framing and skip them. */
-static int parse_sp_block(const uint8_t *block, size_t size) {
+/* A sequence point: the runtime numbers stacks anew after it. Its thread list is not used. */
+static int parse_sp_block(NettraceParser *p, const uint8_t *block, size_t size) {
         Cursor c = { block, size };
         uint64_t timestamp;
         uint32_t threads;
@@ -606,7 +610,10 @@ static int parse_sp_block(const uint8_t *block, size_t size) {
         if (!take_u64(&c, &timestamp) || !take_u32(&c, &threads))
                 return NETTRACE_E_MALFORMED;
         /* thread id (8) and sequence number (4) per thread */
-        return (uint64_t)threads * 12 == c.left ? 0 : NETTRACE_E_MALFORMED;
+        if ((uint64_t)threads * 12 != c.left)
+                return NETTRACE_E_MALFORMED;
+        stacks_forget(p);
+        return 0;
 }
 
 static void expect(NettraceParser *p, State state, size_t need) {
@@ -716,6 +723,7 @@ static int step_trace(NettraceParser *p) {
                 return NETTRACE_E_MALFORMED;
 
         p->header_seen = true;
+        p->pointer_size = h.pointer_size;
         expect(p, STATE_TAG, 1);
         if (p->callbacks.header)
                 return p->callbacks.header(&h, p->userdata);
@@ -751,10 +759,10 @@ static int step_block(NettraceParser *p) {
                 r = parse_event_block(p, p->kind, p->buf, size);
                 break;
         case OBJECT_STACK_BLOCK:
-                r = parse_stack_block(p->buf, size);
+                r = parse_stack_block(p, p->buf, size);
                 break;
         case OBJECT_SP_BLOCK:
-                r = parse_sp_block(p->buf, size);
+                r = parse_sp_block(p, p->buf, size);
                 break;
         default:
                 r = NETTRACE_E_MALFORMED;
@@ -886,6 +894,38 @@ uint64_t nettrace_offset(const NettraceParser *p) {
 }
 
 /**
+ * nettrace_time_nsec() - an event's @timestamp as nanoseconds since the epoch
+ *
+ * From the Trace object's clock sync: its UTC time (to the millisecond) at
+ * sync_qpc, plus the ticks since at qpc_frequency. Pure: no time zone.
+ */
+int64_t nettrace_time_nsec(const NettraceHeader *h, uint64_t timestamp) {
+        struct tm tm = {
+                .tm_year = h->sync_time[0] - 1900,
+                .tm_mon = h->sync_time[1] - 1,
+                .tm_mday = h->sync_time[3],
+                .tm_hour = h->sync_time[4],
+                .tm_min = h->sync_time[5],
+                .tm_sec = h->sync_time[6],
+        };
+        int64_t nsec = (int64_t)timegm(&tm) * 1000000000 + (int64_t)h->sync_time[7] * 1000000;
+
+        if (h->qpc_frequency > 0)
+                nsec += (int64_t)((__int128)((int64_t)timestamp - h->sync_qpc) * 1000000000 / h->qpc_frequency);
+        return nsec;
+}
+
+/* nettrace_time_nsec() in microseconds. */
+int64_t nettrace_time_usec(const NettraceHeader *h, uint64_t timestamp) {
+        return nettrace_time_nsec(h, timestamp) / 1000;
+}
+
+/* Stacks not kept for the limits (NETTRACE_STACKS_MAX, NETTRACE_STACK_FRAMES_MAX). */
+uint64_t nettrace_stacks_dropped(const NettraceParser *p) {
+        return p->stacks_dropped;
+}
+
+/**
  * nettrace_parser_new() - a parser for one stream
  * @callbacks: any of them may be NULL; copied
  *
@@ -911,6 +951,8 @@ NettraceParser *nettrace_parser_free(NettraceParser *p) {
         for (size_t i = 0; i < p->n_metadata; i++)
                 nettrace_metadata_done(&p->metadata[i]);
         free(p->metadata);
+        free(p->stacks);
+        free(p->frames);
         free(p->buf);
         free(p);
         return NULL;

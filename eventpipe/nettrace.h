@@ -24,6 +24,10 @@
 #define NETTRACE_DEPTH_MAX 8u                     /* struct/array nesting, in definitions and payloads */
 #define NETTRACE_STRING_MAX 4096u                 /* UTF-16 units of one name or payload string */
 #define NETTRACE_VALUES_MAX 4096u                 /* values one payload decodes into */
+/* Stacks kept between two sequence points (the runtime numbers them anew after each), when
+ * asked for: past this many frames in all, further stacks are dropped (counted), not an error. */
+#define NETTRACE_STACK_FRAMES_MAX (2u << 20)
+#define NETTRACE_STACKS_MAX (1u << 20)
 
 enum {
         _NETTRACE_E_SUCCESS,
@@ -102,6 +106,9 @@ typedef struct NettraceEvent {
         uint64_t capture_thread_id;
         uint32_t processor;
         uint32_t stack_id;
+        const uint64_t *stack;     /* with NettraceCallbacks.stacks: its frames, innermost first, valid
+                                    * during the callback only; else NULL */
+        size_t stack_depth;        /* 0 also when the stack is unknown or was dropped */
         uint64_t timestamp;
         uint8_t activity_id[16];
         uint8_t related_activity_id[16];
@@ -115,6 +122,7 @@ typedef struct NettraceCallbacks {
         int (*header)(const NettraceHeader *header, void *userdata);
         int (*metadata)(const NettraceMetadata *metadata, void *userdata);
         int (*event)(const NettraceEvent *event, void *userdata);
+        bool stacks;               /* keep StackBlocks and give each event its frames */
 } NettraceCallbacks;
 
 typedef struct NettraceParser NettraceParser;
@@ -134,14 +142,52 @@ typedef struct NettraceValue {
         struct NettraceValue *items;
 } NettraceValue;
 
+/* What a NettraceCounter carries. */
+typedef enum NettraceCounterKind {
+        NETTRACE_COUNTER_MEAN,       /* EventCounters: a level (EventCounter, PollingCounter) */
+        NETTRACE_COUNTER_SUM,        /* EventCounters: the increment over the interval (Incrementing*Counter) */
+        NETTRACE_COUNTER_GAUGE,      /* Meter: a gauge's last value */
+        NETTRACE_COUNTER_COUNTER,    /* Meter: a Counter's increment over the interval, and its total */
+        NETTRACE_COUNTER_UP_DOWN,    /* Meter: an UpDownCounter's value */
+        NETTRACE_COUNTER_HISTOGRAM,  /* Meter: a histogram's quantiles over the interval, its count and sum */
+        NETTRACE_COUNTER_INSTRUMENT, /* Meter: BeginInstrumentReporting: unit, description, tags; no value */
+        NETTRACE_COUNTER_NOTICE,     /* Meter: a problem MetricsEventSource reports (name: the event) */
+} NettraceCounterKind;
+
+#define NETTRACE_QUANTILES_MAX 16u   /* quantiles kept of one histogram sample */
+#define NETTRACE_COUNTER_TEXT_MAX 4096u /* bytes of a tag list or a description kept; longer ones are cut */
+
+typedef struct NettraceQuantile {
+        double quantile;           /* 0..1 */
+        double value;
+} NettraceQuantile;
+
 /* One counter sample, from EventCounters or System.Diagnostics.Metrics events. */
 typedef struct NettraceCounter {
+        NettraceCounterKind kind;
         char *provider;            /* the EventSource or the Meter */
         char *name;
-        char *display_name;        /* may be NULL */
+        char *display_name;        /* EventCounters' DisplayName; may be NULL */
         char *units;               /* may be NULL */
-        double value;              /* Mean, Increment, or the published value */
-        bool rate;                 /* an increment or rate over an interval, not a level */
+        bool has_value;            /* false: the instrument had nothing to report this interval */
+        double value;              /* Mean, Increment, the gauge's or up-down counter's value, the counter's increment */
+        bool rate;                 /* an increment over an interval (SUM, COUNTER), not a level */
+        unsigned interval_ms;      /* EventCounters: the interval they were asked for ("Series") */
+        char *tags;                /* the value's tags, "k=v,k2=v2" (EventCounters: Metadata, "k:v,..."); may be NULL */
+        uint32_t event_version;    /* of the MetricsEventSource event: what fields it has */
+        /* Meters */
+        char *session_id;          /* the session whose configuration produced the event; may be NULL */
+        char *meter_version;       /* may be NULL */
+        int32_t instrument_id;     /* 0: none (before .NET 9) */
+        bool has_total;
+        double total;              /* COUNTER (.NET 8+): the running total; UP_DOWN: the value */
+        bool has_count;            /* HISTOGRAM (.NET 8+): measurements and their sum over the interval */
+        int64_t count;
+        double sum;
+        size_t n_quantiles;
+        NettraceQuantile quantiles[NETTRACE_QUANTILES_MAX];
+        /* INSTRUMENT (and NOTICE: description is the message) */
+        char *description, *instrument_type, *instrument_tags, *meter_tags; /* may be NULL */
 } NettraceCounter;
 
 int nettrace_parser_new(const NettraceCallbacks *callbacks, void *userdata, NettraceParser **ret);
@@ -151,6 +197,10 @@ int nettrace_finish(NettraceParser *p);
 bool nettrace_ended(const NettraceParser *p);
 uint64_t nettrace_offset(const NettraceParser *p);
 const NettraceMetadata *nettrace_metadata_lookup(const NettraceParser *p, uint32_t id);
+uint64_t nettrace_stacks_dropped(const NettraceParser *p);
+/* An event's timestamp on the wall clock, from the trace's clock sync: nanoseconds, microseconds since the epoch. */
+int64_t nettrace_time_nsec(const NettraceHeader *h, uint64_t timestamp);
+int64_t nettrace_time_usec(const NettraceHeader *h, uint64_t timestamp);
 
 /* Pure pieces, exported for tests and for nettrace-payload.c. */
 int nettrace_varint_decode(const uint8_t *buf, size_t len, unsigned bits, uint64_t *ret_value,

@@ -436,7 +436,8 @@ static bool valid_rule_name(const char *s) {
 
 typedef struct RuleKeys {
         const TomlEntry *name, *users, *groups, *commands, *targets, *dump_types, *trace_profiles,
-                *trace_providers, *counter_providers, *max_duration, *rate_limit, *readers, *allow_code_injection;
+                *trace_providers, *counter_providers, *max_duration, *rate_limit, *readers, *allow_code_injection,
+                *env_reveal;
 } RuleKeys;
 
 static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) {
@@ -454,6 +455,7 @@ static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) 
                 { "rate_limit", offsetof(RuleKeys, rate_limit) },
                 { "readers", offsetof(RuleKeys, readers) },
                 { "allow_code_injection", offsetof(RuleKeys, allow_code_injection) },
+                { "env_reveal", offsetof(RuleKeys, env_reveal) },
         };
         bool ok = true;
 
@@ -503,8 +505,19 @@ static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *
         }
         if (k->readers)
                 ok = compile_readers(c, k->readers, r) && ok;
-        if (k->allow_code_injection && expect_type(c, k->allow_code_injection, TOML_BOOLEAN))
-                r->allow_code_injection = k->allow_code_injection->value->boolean;
+        /* a flag of the wrong type refuses the policy, as every error does */
+        if (k->allow_code_injection) {
+                if (expect_type(c, k->allow_code_injection, TOML_BOOLEAN))
+                        r->allow_code_injection = k->allow_code_injection->value->boolean;
+                else
+                        ok = false;
+        }
+        if (k->env_reveal) {
+                if (expect_type(c, k->env_reveal, TOML_BOOLEAN))
+                        r->env_reveal = k->env_reveal->value->boolean;
+                else
+                        ok = false;
+        }
         return ok;
 }
 
@@ -513,7 +526,8 @@ static bool check_rule_coherence(Compiler *c, const TomlValue *table, const Rule
         bool ok = true;
         bool dump = r->commands & (1u << POLICY_COMMAND_DUMP), trace = r->commands & (1u << POLICY_COMMAND_TRACE);
         bool counters = r->commands & (1u << POLICY_COMMAND_COUNTERS);
-        bool timed = trace || counters;
+        bool timed = trace || counters || (r->commands & (1u << POLICY_COMMAND_EXCEPTIONS)) ||
+                     (r->commands & (1u << POLICY_COMMAND_LOGS));
         bool injects = false;
 
         for (int cmd = 0; cmd < _POLICY_COMMAND_MAX; cmd++)
@@ -553,9 +567,14 @@ static bool check_rule_coherence(Compiler *c, const TomlValue *table, const Rule
                          "counter_providers given, but the rule does not grant 'counters'");
                 ok = false;
         }
+        if (!(r->commands & (1u << POLICY_COMMAND_ENV)) && k->env_reveal) {
+                error_at(c, k->env_reveal->line, k->env_reveal->column,
+                         "env_reveal given, but the rule does not grant 'env'");
+                ok = false;
+        }
         if (!timed && k->max_duration) {
                 error_at(c, k->max_duration->line, k->max_duration->column,
-                         "max_duration given, but the rule grants neither 'trace' nor 'counters'");
+                         "max_duration given, but the rule grants none of 'trace', 'counters', 'exceptions', 'logs'");
                 ok = false;
         }
         return ok;
@@ -623,6 +642,38 @@ static bool compile_agent_count(Compiler *c, const TomlEntry *e, unsigned max, u
         return true;
 }
 
+/*
+ * env_redact: the globs replace the built-in list whole; an empty list withholds nothing.
+ * Patterns are checked here, so that the engine matches only what it can match cheaply.
+ */
+static bool compile_env_redact(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
+        const TomlValue *v = e->value;
+
+        if (!expect_type(c, e, TOML_ARRAY))
+                return false;
+        if (v->array.n_items > 0 && !expect_string_list(c, e))
+                return false;
+        if (v->array.n_items > POLICY_ENV_REDACT_MAX) {
+                error_at(c, v->line, v->column, "'env_redact' takes at most %d patterns", POLICY_ENV_REDACT_MAX);
+                return false;
+        }
+        for (size_t i = 0; i < v->array.n_items; i++) {
+                const TomlValue *item = v->array.items[i];
+
+                if (!policy_env_pattern_is_valid(item->string.data)) {
+                        error_at(c, item->line, item->column,
+                                 "bad pattern \"%s\" in 'env_redact' (like \"*PASSWORD*\": at most %d bytes, "
+                                 "'*' and '?' as wildcards, no '=', space, '[', ']' or backslash)",
+                                 item->string.data, POLICY_ENV_PATTERN_MAX);
+                        return false;
+                }
+        }
+        policy_string_list_done(&a->env_redact);
+        if (v->array.n_items > 0 && string_list_take(&a->env_redact, v) < 0)
+                c->oom = -ENOMEM;
+        return true;
+}
+
 /* The [agent] keys that bound what one user may set going: sessions, and requests a second. */
 static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
         const TomlValue *v = e->value;
@@ -663,7 +714,8 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                  "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_dumps_per_user, max_use, keep_free, "
                  "audit_failure, "
                  "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
-                 "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst)", e->key);
+                 "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst, env_redact)",
+                 e->key);
         return false;
 }
 
@@ -716,7 +768,9 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
                 a->pam_service = strdup(v->string.data);
                 if (!a->pam_service)
                         c->oom = -ENOMEM;
-        } else
+        } else if (strcmp(e->key, "env_redact") == 0)
+                return compile_env_redact(c, e, a);
+        else
                 return compile_agent_session_entry(c, e, a);
         return true;
 }
@@ -842,10 +896,7 @@ void policy_rule_done(PolicyRule *r) {
         for (size_t i = 0; i < r->n_trace_providers; i++)
                 free(r->trace_providers[i].name);
         free(r->trace_providers);
-        for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
-                for (size_t j = 0; j < lists[i]->n; j++)
-                        free(lists[i]->items[j]);
-                free(lists[i]->items);
-        }
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++)
+                policy_string_list_done(lists[i]);
         *r = (PolicyRule){};
 }

@@ -10,3 +10,4 @@
 #define POLICY_RATE_COUNT_MAX 10000
 
 void policy_rule_done(PolicyRule *r);
+void policy_string_list_done(PolicyStringList *l);

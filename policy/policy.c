@@ -7,6 +7,7 @@
 #include "policy.h"
 #include "policy-rule.h"
 #include "session-config.h"
+#include "text.h"
 
 static const char *const policy_command_names[_POLICY_COMMAND_MAX] = {
         [POLICY_COMMAND_PS] = "ps",
@@ -60,6 +61,18 @@ PolicyDumpType policy_dump_type_from_string(const char *s) {
         return _POLICY_DUMP_INVALID;
 }
 
+/*
+ * env_redact when the policy does not set it: names that usually carry secrets. Matching
+ * ignores case, and '*' makes each one match inside longer names, so that DB_PASSWORD,
+ * ConnectionStrings__Main, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ACCESS_KEY_ID,
+ * AZURE_CLIENT_SECRET, AZURE_STORAGE_CONNECTION_STRING and GITHUB_TOKEN are all covered.
+ * docs/policy.md lists them; keep the two in step.
+ */
+static const char *const policy_env_redact_default[] = {
+        "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*", "*_PWD", "*SECRET*", "*TOKEN*", "*KEY*", "*CREDENTIAL*",
+        "*CONNECTIONSTRING*", "*CONNECTION_STRING*", "*_DSN", "*DATABASE_URL*",
+};
+
 /* The profiles dsctl trace knows; a rule naming another one is a typo. */
 bool policy_trace_profile_is_known(const char *s) {
         return eventpipe_profile_is_known(s);
@@ -86,7 +99,23 @@ Policy *policy_new_builtin(void) {
         p->agent.max_request_burst = 1000;
         if (!p->agent.dump_dir)
                 return policy_unref(p);
+        p->agent.env_redact.items = calloc(ELEMENTSOF(policy_env_redact_default), sizeof(char *));
+        if (!p->agent.env_redact.items)
+                return policy_unref(p);
+        for (size_t i = 0; i < ELEMENTSOF(policy_env_redact_default); i++) {
+                p->agent.env_redact.items[i] = strdup(policy_env_redact_default[i]);
+                if (!p->agent.env_redact.items[i])
+                        return policy_unref(p);
+                p->agent.env_redact.n++;
+        }
         return p;
+}
+
+void policy_string_list_done(PolicyStringList *l) {
+        for (size_t i = 0; i < l->n; i++)
+                free(l->items[i]);
+        free(l->items);
+        *l = (PolicyStringList){};
 }
 
 Policy *policy_ref(Policy *p) {
@@ -103,8 +132,63 @@ Policy *policy_unref(Policy *p) {
         free(p->rules);
         free(p->agent.dump_dir);
         free(p->agent.pam_service);
+        policy_string_list_done(&p->agent.env_redact);
         free(p);
         return NULL;
+}
+
+bool policy_env_pattern_is_valid(const char *pattern) {
+        size_t n = strlen(pattern);
+
+        if (n == 0 || n > POLICY_ENV_PATTERN_MAX || !utf8_is_valid(pattern, n))
+                return false;
+        for (const char *c = pattern; *c; c++)
+                if ((unsigned char)*c <= ' ' || *c == 0x7F || strchr("=[]\\", *c))
+                        return false;
+        return true;
+}
+
+static char ascii_upper(char c) {
+        return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+}
+
+bool policy_env_pattern_match(const char *pattern, const char *name) {
+        const char *star = NULL, *resume = NULL;
+
+        /*
+         * Greedy, with one place to go back to: after the latest '*' only, since a match of
+         * what follows an earlier one can always be pushed right. Each '*' thus costs at
+         * most one pass over @name per character of the pattern after it.
+         */
+        while (*name) {
+                if (*pattern == '*') {
+                        star = ++pattern;
+                        resume = name;
+                } else if (*pattern == '?') {
+                        pattern++;
+                        name += utf8_char_length(name);
+                } else if (*pattern && ascii_upper(*pattern) == ascii_upper(*name)) {
+                        pattern++;
+                        name++;
+                } else if (star) {
+                        pattern = star;
+                        resume += utf8_char_length(resume);
+                        name = resume;
+                } else
+                        return false;
+        }
+        while (*pattern == '*')
+                pattern++;
+        return *pattern == '\0';
+}
+
+bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name) {
+        if (v->env_reveal)
+                return false;
+        for (size_t i = 0; i < p->agent.env_redact.n; i++)
+                if (policy_env_pattern_match(p->agent.env_redact.items[i], name))
+                        return true;
+        return false;
 }
 
 static bool id_list_contains(const PolicyIdList *l, uint32_t id) {
@@ -219,7 +303,9 @@ static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, 
 static bool session_exceeds_agent_limits(const Policy *p, const PolicyRequest *q, char *buf, size_t size) {
         const PolicyAgentSettings *a = &p->agent;
 
-        if (q->command != POLICY_COMMAND_TRACE && q->command != POLICY_COMMAND_COUNTERS)
+        if (q->command != POLICY_COMMAND_TRACE && q->command != POLICY_COMMAND_COUNTERS &&
+            q->command != POLICY_COMMAND_STACKS && q->command != POLICY_COMMAND_EXCEPTIONS &&
+            q->command != POLICY_COMMAND_LOGS)
                 return false;
         if (q->buffer_mb > a->max_trace_buffer_mb) {
                 snprintf(buf, size, "buffers above %u MB are not allowed, %u MB were asked", a->max_trace_buffer_mb,
@@ -288,6 +374,8 @@ static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *
         v->allowed = true;
         v->rule = rule;
         v->rule_name = name;
+        /* root and a process's own user read its environment anyway: /proc/PID/environ, its socket */
+        v->env_reveal = rule ? rule->env_reveal : true;
         if (rule)
                 snprintf(v->reason, sizeof(v->reason), "granted by rule '%s'", name);
         else

@@ -84,6 +84,7 @@ typedef struct PolicyRule {
         PolicyIdList reader_users;
         PolicyIdList reader_groups;
         bool allow_code_injection;
+        bool env_reveal;        /* env: values of names env_redact matches are shown too */
 } PolicyRule;
 
 /* A size limit on the dump directory's file system: bytes, or a share of the file system. */
@@ -111,6 +112,9 @@ typedef struct PolicyAgentSettings {
          * would drown the audit trail; the excess is refused and counted in one record a second */
         unsigned max_requests_per_second;
         unsigned max_request_burst;
+        /* env: globs on variable names whose values are withheld unless the verdict reveals them
+         * (policy_env_value_hidden()); the built-in list until the policy sets its own */
+        PolicyStringList env_redact;
 } PolicyAgentSettings;
 
 /* Immutable once compiled and shared by reference: a reload swaps the pointer,
@@ -166,6 +170,7 @@ typedef struct PolicyVerdict {
         bool allowed;
         const PolicyRule *rule; /* the file rule that allowed it, or NULL */
         const char *rule_name;  /* that rule's name, or a built-in one; NULL when denied */
+        bool env_reveal;        /* env: also the values env_redact matches (root, owner-access, env_reveal) */
         char reason[192];       /* for the requester and the audit log; names only rules that apply to them */
 } PolicyVerdict;
 
@@ -175,6 +180,24 @@ bool policy_command_runs_code(PolicyCommand c);
 const char *policy_dump_type_to_string(PolicyDumpType t);
 PolicyDumpType policy_dump_type_from_string(const char *s);
 bool policy_trace_profile_is_known(const char *s);
+
+/* env_redact's patterns: at most this many, each of at most this many bytes */
+#define POLICY_ENV_REDACT_MAX 64
+#define POLICY_ENV_PATTERN_MAX 128
+
+/*
+ * A pattern of env_redact: valid UTF-8, 1 to POLICY_ENV_PATTERN_MAX bytes, no '=', no control
+ * character or space, and none of '[', ']', '\\' (kept for a richer glob syntax).
+ */
+bool policy_env_pattern_is_valid(const char *pattern);
+/*
+ * Does @name match @pattern? '*' stands for any run of characters, none included, '?' for one
+ * character; anything else for itself, ASCII letters in either case. At most about
+ * strlen(@name) x strlen(@pattern) steps, without recursion.
+ */
+bool policy_env_pattern_match(const char *pattern, const char *name);
+/* Is the value of the variable @name withheld from the requester of @v (env_redact, env_reveal)? */
+bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name);
 
 Policy *policy_new_builtin(void);
 Policy *policy_ref(Policy *p);

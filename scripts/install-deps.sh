@@ -2,7 +2,11 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Install what building and testing dsagent needs on Debian 12. Run as root.
 # The .NET SDK is not a Debian package; it must already be on PATH (it is on
-# the project's machines) and is only used to build the test target app.
+# the project's machines). The tests use it to build their target app and
+# their .NET tools (tests/tools/*/build.sh), and to install the stock
+# dotnet-trace (tests/tools/dotnet-trace/install.sh); those fetch their
+# packages from NuGet themselves, into $DSAGENT_TEST_CACHE or
+# /var/cache/dsagent-tests.
 set -euo pipefail
 
 packages=(
@@ -11,11 +15,15 @@ packages=(
         libsystemd-dev libseccomp-dev libacl1-dev libpam0g-dev systemd
         # fuzzing (clang with libFuzzer) and sanitizers
         clang-14 libclang-rt-14-dev
-        # tests: users, namespaces, ACL tools, syscall tracing, the harness
-        passwd util-linux acl strace python3
+        # tests: users, namespaces, ACL tools, syscall tracing, the harness;
+        # the speedscope schema check of dsctl stacks
+        passwd util-linux acl strace python3 python3-jsonschema
         # tests under a booted systemd, and of the packages, the SELinux
         # module and the man pages
         git dpkg-dev debhelper lintian rpm rpmlint bzip2 selinux-policy-dev man-db groff-base
+        # promtool, which checks dsctl counters --format prometheus (Debian has it in prometheus;
+        # its server is kept from starting, below)
+        prometheus
 )
 
 missing=()
@@ -27,10 +35,26 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "install-deps: installing ${missing[*]}" >&2
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
+        # Only promtool is wanted of prometheus: policy-rc.d keeps its server from starting
+        # while it is installed, and it is disabled after. An administrator's own policy-rc.d
+        # is left alone.
+        made_policy_rc=false
+        if [ ! -e /usr/sbin/policy-rc.d ]; then
+                printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+                chmod 755 /usr/sbin/policy-rc.d
+                made_policy_rc=true
+                trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+        fi
         apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+        if $made_policy_rc; then
+                rm -f /usr/sbin/policy-rc.d
+        fi
+        if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+                systemctl disable prometheus.service >/dev/null 2>&1 || true
+        fi
 fi
 
 if ! command -v dotnet >/dev/null; then
-        echo "install-deps: the .NET SDK (dotnet) is not on PATH; the tests need it to build their target app" >&2
+        echo "install-deps: the .NET SDK (dotnet) is not on PATH; the tests need it to build their target app and tools" >&2
         exit 1
 fi

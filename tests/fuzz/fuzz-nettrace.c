@@ -5,8 +5,11 @@
  *
  * Input: one chunking byte, then the stream. The stream is parsed twice: in
  * one piece, and in chunks of 1 + (byte % 64) bytes (byte 0xFF: one byte at
- * a time too). Every event with a definition has its payload decoded and is
- * offered to nettrace_counter_extract().
+ * a time too); bit 0x40 of the byte has both parses keep stacks
+ * (NettraceCallbacks.stacks). Every event with a definition has its payload
+ * decoded and is offered to nettrace_counter_extract() and to the readers of
+ * monitor-events.h (exceptions, logs and their scopes, symbols, whose table
+ * then names the event's frames).
  *
  * Invariants: both parses give the same result and see the same headers,
  * definitions and events (counted and hashed); a stream that ended returns 0
@@ -17,12 +20,16 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "monitor-events.h"
 #include "nettrace.h"
 #include "text.h"
 
 typedef struct Seen {
-        unsigned headers, metadata, events, values, counters;
+        unsigned headers, metadata, events, values, counters, monitored;
         uint64_t hash;
+        unsigned pointer_size;
+        MonitorSymbols *symbols;
+        MonitorScopes *scopes;
 } Seen;
 
 static void mix(Seen *s, uint64_t v) {
@@ -64,6 +71,7 @@ static int on_header(const NettraceHeader *h, void *userdata) {
         fuzz_assert(h->pointer_size == 4 || h->pointer_size == 8);
         fuzz_assert(h->qpc_frequency > 0);
         s->headers++;
+        s->pointer_size = h->pointer_size;
         mix(s, h->pid);
         return 0;
 }
@@ -104,9 +112,64 @@ static void decode_payload(const NettraceEvent *e, Seen *s) {
                         check_utf8(c.display_name);
                 if (c.units)
                         check_utf8(c.units);
+                const char *more[] = { c.tags, c.session_id, c.meter_version, c.description, c.instrument_type,
+                                       c.instrument_tags, c.meter_tags };
+                for (size_t i = 0; i < ELEMENTSOF(more); i++)
+                        if (more[i])
+                                check_utf8(more[i]);
+                fuzz_assert(c.n_quantiles <= NETTRACE_QUANTILES_MAX);
                 s->counters++;
         }
         nettrace_counter_done(&c);
+}
+
+static void monitor(const NettraceEvent *e, Seen *s) {
+        const MonitorScope *around[8];
+        MonitorException x = {};
+        MonitorLogEntry l = {};
+        int r;
+
+        r = monitor_exception_extract(e, s->pointer_size, &x);
+        fuzz_assert(r == 0 || r == MONITOR_E_OTHER || r == MONITOR_E_MALFORMED);
+        if (r == 0) {
+                check_utf8(x.type);
+                check_utf8(x.message);
+                s->monitored++;
+        }
+        monitor_exception_done(&x);
+
+        r = monitor_log_extract(e, &l);
+        fuzz_assert(r == 0 || r == MONITOR_E_OTHER || r == MONITOR_E_MALFORMED || r == NETTRACE_E_LIMIT);
+        if (r == 0) {
+                check_utf8(l.category);
+                fuzz_assert(l.n_arguments <= MONITOR_SCOPE_ARGUMENTS_MAX);
+                for (size_t i = 0; i < l.n_arguments; i++) {
+                        check_utf8(l.keys[i]);
+                        check_utf8(l.values[i]);
+                }
+                if (l.kind == MONITOR_LOG_MESSAGE) {
+                        check_utf8(l.message);
+                        fuzz_assert(monitor_scopes_of(s->scopes, e, around, ELEMENTSOF(around)) <= ELEMENTSOF(around));
+                } else if (l.kind == MONITOR_LOG_SCOPE_START)
+                        fuzz_assert(monitor_scopes_start(s->scopes, e, &l) == 0);
+                else
+                        monitor_scopes_stop(s->scopes, e);
+                s->monitored++;
+        }
+        monitor_log_entry_done(&l);
+
+        r = monitor_symbols_add(s->symbols, e);
+        fuzz_assert(r == 0 || r == MONITOR_E_OTHER || r == MONITOR_E_MALFORMED);
+        fuzz_assert(monitor_symbols_methods(s->symbols) <= MONITOR_METHODS_MAX);
+        for (size_t i = 0; i < e->stack_depth; i++) {
+                const MonitorMethod *m = monitor_symbols_lookup(s->symbols, e->stack[i]);
+
+                if (m) {
+                        fuzz_assert(e->stack[i] - m->start <= m->size);
+                        check_utf8(m->name);
+                        mix(s, m->start);
+                }
+        }
 }
 
 static int on_event(const NettraceEvent *e, void *userdata) {
@@ -115,6 +178,10 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         fuzz_assert(e->metadata_id != 0);
         fuzz_assert(e->payload_size <= NETTRACE_BLOCK_MAX);
         s->events++;
+        fuzz_assert(!e->stack_depth == !e->stack);
+        fuzz_assert(e->stack_depth <= NETTRACE_STACK_FRAMES_MAX);
+        for (size_t i = 0; i < e->stack_depth; i++)
+                mix(s, e->stack[i]);
         mix(s, e->metadata_id);
         mix(s, e->sequence);
         mix(s, e->timestamp);
@@ -123,16 +190,17 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         if (e->metadata) {
                 fuzz_assert(e->metadata->id == e->metadata_id);
                 decode_payload(e, s);
+                monitor(e, s);
         }
         return 0;
 }
 
-static const NettraceCallbacks callbacks = { on_header, on_metadata, on_event };
-
-static int parse(const uint8_t *data, size_t size, size_t chunk, Seen *s, int *ret_finish) {
+static int parse(const uint8_t *data, size_t size, size_t chunk, bool stacks, Seen *s, int *ret_finish) {
+        const NettraceCallbacks callbacks = { on_header, on_metadata, on_event, stacks };
         NettraceParser *p = NULL;
         int r = 0, again;
 
+        fuzz_assert(monitor_symbols_new(&s->symbols) == 0 && monitor_scopes_new(&s->scopes) == 0);
         fuzz_assert(nettrace_parser_new(&callbacks, s, &p) == 0);
         for (size_t pos = 0; pos < size && r == 0; pos += chunk < size - pos ? chunk : size - pos)
                 r = nettrace_feed(p, data + pos, chunk < size - pos ? chunk : size - pos);
@@ -148,6 +216,8 @@ static int parse(const uint8_t *data, size_t size, size_t chunk, Seen *s, int *r
                 fuzz_assert(*ret_finish == (nettrace_ended(p) ? 0 : NETTRACE_E_INCOMPLETE));
         }
         nettrace_parser_free(p);
+        s->symbols = monitor_symbols_free(s->symbols);
+        s->scopes = monitor_scopes_free(s->scopes);
         return r;
 }
 
@@ -155,18 +225,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         Seen whole = {}, chunked = {};
         int r_whole, r_chunked, finish_whole, finish_chunked;
         size_t chunk;
+        bool stacks;
 
         if (size < 1)
                 return 0;
         chunk = data[0] == 0xFF ? 1 : 1 + data[0] % 64;
 
-        r_whole = parse(data + 1, size - 1, size, &whole, &finish_whole);
-        r_chunked = parse(data + 1, size - 1, chunk, &chunked, &finish_chunked);
+        stacks = data[0] != 0xFF && (data[0] & 0x40);
+        r_whole = parse(data + 1, size - 1, size, stacks, &whole, &finish_whole);
+        r_chunked = parse(data + 1, size - 1, chunk, stacks, &chunked, &finish_chunked);
 
         fuzz_assert(r_whole == r_chunked && finish_whole == finish_chunked);
         fuzz_assert(whole.headers == chunked.headers && whole.metadata == chunked.metadata);
         fuzz_assert(whole.events == chunked.events && whole.hash == chunked.hash);
         fuzz_assert(whole.values == chunked.values && whole.counters == chunked.counters);
+        fuzz_assert(whole.monitored == chunked.monitored);
         fuzz_assert(whole.headers <= 1);
         return 0;
 }

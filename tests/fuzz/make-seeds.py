@@ -155,6 +155,53 @@ def dotnet_ipc():
 
 
 
+# --- ProcessEnvironment's block and reply, env_redact patterns (fuzz-environment.c) ---
+#
+# The block follows the OK reply on the same connection: u32 count, then count strings
+# "NAME=VALUE" (ipc-protocol.md 2.4); the reply's payload is u32 size, u16 0. Mode byte:
+# 0 a block, 1 a reply payload, 2 a pattern, NUL, a name.
+
+def env_block(*strings, count=None):
+    body = b"".join(s if isinstance(s, bytes) else ipc_string(s) for s in strings)
+    return struct.pack("<I", len(strings) if count is None else count) + body
+
+
+def environment():
+    t = "environment"
+    E_BLOCK, E_SIZE, E_MATCH = b"\x00", b"\x01", b"\x02"
+
+    typical = env_block("PATH=/usr/bin:/bin", "HOME=/var/lib/orders", "DOTNET_gcServer=1",
+                        "DB_PASSWORD=hunter2", "ConnectionStrings__Main=Server=db;Password=hunter2",
+                        "AWS_SESSION_TOKEN=FwoGZXIvYXdzE", "EMPTY=")
+    write(t, "block-typical", E_BLOCK + typical)
+    write(t, "block-empty", E_BLOCK + env_block())
+    write(t, "block-duplicate-names", E_BLOCK + env_block("A=1", "A=2", "a=3"))
+    write(t, "block-unicode", E_BLOCK + env_block("Größe=日本語 \U0001F680", "RLO=\u202Eevil"))
+    write(t, "block-lone-surrogate", E_BLOCK + env_block(ipc_raw_string([0x41, 0x3D, 0xD800, 0x42])))
+    write(t, "block-embedded-nul", E_BLOCK + env_block(ipc_raw_string([0x41, 0x00, 0x42, 0x3D, 0x43])))
+    write(t, "block-count-too-high", E_BLOCK + env_block("A=1", "B=2", count=3))
+    write(t, "block-count-too-low", E_BLOCK + env_block("A=1", "B=2", count=1))
+    write(t, "block-count-huge", E_BLOCK + env_block("A=1", count=0xFFFFFFFF))
+    write(t, "block-no-equals", E_BLOCK + env_block("NOEQUALS"))
+    write(t, "block-empty-name", E_BLOCK + env_block("=value"))
+    write(t, "block-null-string", E_BLOCK + env_block(None, "A=1"))
+    write(t, "block-truncated", E_BLOCK + typical[:-5])
+    write(t, "block-short", E_BLOCK + b"\x01\x00\x00")
+
+    write(t, "size-ok", E_SIZE + struct.pack("<IH", len(typical), 0))
+    write(t, "size-reserved-nonzero", E_SIZE + struct.pack("<IH", len(typical), 1))
+    write(t, "size-short-payload", E_SIZE + struct.pack("<I", len(typical)))
+    write(t, "size-too-small", E_SIZE + struct.pack("<IH", 3, 0))
+    write(t, "size-too-large", E_SIZE + struct.pack("<IH", 0x10000000, 0))
+
+    write(t, "match-password", E_MATCH + b"*PASSWORD*\0db_password")
+    write(t, "match-prefix", E_MATCH + b"ConnectionStrings__*\0CONNECTIONSTRINGS__Main")
+    write(t, "match-question-multibyte", E_MATCH + "A?C\0AÄC".encode())
+    write(t, "match-many-stars", E_MATCH + b"*a*a*a*a*a*b\0" + b"a" * 80)
+    write(t, "match-invalid-pattern", E_MATCH + b"A=B\0A=B")
+    write(t, "match-no-nul", E_MATCH + b"*KEY*")
+
+
 # --- requests a tool sends through the proxy (common/ipc-request.h) -------------
 #
 # Byte for byte as Microsoft.Diagnostics.NETCore.Client writes them (ipc-protocol.md
@@ -628,13 +675,52 @@ def nt_v2_stream():
     return stream + b"\x01"
 
 
-def nettrace():
-    t = "nettrace"
-    for name in ("eventsource", "eventcounters", "metrics", "rundown"):
+def nt_stacks_stream(odd_stack=False):
+    """Samples whose stacks come in StackBlocks: ids 1 and 2 (an empty one), a sequence point that
+    numbers them anew, then id 1 again and an event naming id 3, which no block defined. With
+    odd_stack, a stack whose size is no multiple of the pointer size (8)."""
+    header = struct.pack("<HHqq", 20, 1, 0, 0)
+    meta = struct.pack("<I", 1) + nt_utf16z("Microsoft-DotNETCore-SampleProfiler") + struct.pack("<I", 0)
+    meta += nt_utf16z("ThreadSample") + struct.pack("<QII", 0, 0, 4) + struct.pack("<I", 0)
+    meta_blob = bytes([0x80]) + b"\x00" + bytes([len(meta) & 0x7F | 0x80, len(meta) >> 7])
+
+    def stacks(first, *ips_lists):
+        body = struct.pack("<II", first, len(ips_lists))
+        for ips in ips_lists:
+            raw = b"".join(struct.pack("<Q", ip) for ip in ips)
+            body += struct.pack("<I", len(raw)) + raw
+        return body
+
+    def sample(stack_id):
+        # metadata id, sequence/capture thread/processor, thread, stack id, timestamp, payload size
+        return bytes([0x01 | 0x02 | 0x04 | 0x08 | 0x80, 1, 0, 42, 0, 7, stack_id, 1, 4]) + struct.pack("<I", 1)
+
+    stream = nt_start()
+    stream += nt_block(stream, b"MetadataBlock", header + meta_blob + meta)
+    first = stacks(1, [0x7F0000001000, 0x7F0000002000], [])
+    if odd_stack:
+        first += struct.pack("<I", 12) + b"\x11" * 12
+        first = struct.pack("<II", 1, 3) + first[8:]
+    stream += nt_block(stream, b"StackBlock", first)
+    stream += nt_block(stream, b"EventBlock", header + sample(1) + sample(2))
+    stream += nt_block(stream, b"SPBlock", struct.pack("<QI", 5, 0))
+    stream += nt_block(stream, b"StackBlock", stacks(1, [0x7F0000003000]))
+    stream += nt_block(stream, b"EventBlock", header + sample(1) + sample(3))
+    return stream + b"\x01"
+
+
+def nt_captures(t, names, whole, truncated):
+    """Each capture whole, and its first two thirds, behind the chunking bytes given."""
+    for name in names:
         with open(os.path.join(DATA, name + ".nettrace"), "rb") as f:
             data = f.read()
-        write(t, name, b"\x00" + data)
-        write(t, name + "-truncated", b"\x07" + data[: len(data) * 2 // 3])
+        write(t, name, whole + data)
+        write(t, name + "-truncated", truncated + data[: len(data) * 2 // 3])
+
+
+def nettrace():
+    t = "nettrace"
+    nt_captures(t, ("eventsource", "eventcounters", "metrics", "rundown"), b"\x00", b"\x07")
     with open(os.path.join(DATA, "eventcounters.nettrace"), "rb") as f:
         counters = f.read()
     # the first block's size claims more than the limit
@@ -643,6 +729,15 @@ def nettrace():
     write(t, "v6-header", b"\x00Nettrace" + struct.pack("<III", 0, 6, 0))
     write(t, "empty-trace", b"\x00" + nt_start() + b"\x01")
     write(t, "trailing-byte", b"\x00" + nt_start() + b"\x01\x01")
+    # dsctl stacks, exceptions and logs: the first byte's bit 0x40 has the parser keep stacks
+    nt_captures(t, ("exceptions", "logs"), b"\x40", b"\x47")
+    with open(os.path.join(DATA, "stacks.nettrace"), "rb") as f:
+        data = f.read()
+    # its samples, stacks and the start of the rundown: the whole capture is half a megabyte
+    write(t, "stacks-head", b"\x45" + data[:65536])
+    write(t, "stacks-hand-made", b"\x40" + nt_stacks_stream())
+    write(t, "stacks-hand-made-plain", b"\x00" + nt_stacks_stream())
+    write(t, "stacks-odd-size", b"\x41" + nt_stacks_stream(odd_stack=True))
 
 
 # --- /proc/PID/mountinfo (proc(5)): "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE
@@ -721,7 +816,8 @@ def elf_core_seeds():
 
 
 def main():
-    for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace):
+    for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace,
+               environment):
         fn()
     return 0
 

@@ -176,6 +176,7 @@ class Target:
 
     tmpdir: "private" (0700, the user's own), "shared" (1777), None (no TMPDIR: /tmp),
             or an absolute path the test prepared.
+    environment: more variables for its environment, {NAME: VALUE}.
     mount_ns: a private tmpfs on /tmp in its own mount namespace, as PrivateTmp= does (tmp_size: its size).
     pid_ns: its own pid namespace, so its own pid differs from the host's.
     userns: shell commands that @user runs as root of a user and mount namespace of its own
@@ -183,7 +184,7 @@ class Target:
     """
 
     def __init__(self, user=SVC, tmpdir="private", args=(), mount_ns=False, pid_ns=False, userns=None,
-                 tmp_size=None):
+                 tmp_size=None, environment=None):
         self.user = user
         self.uid = uid_of(user)
         self.mount_ns = mount_ns
@@ -196,6 +197,7 @@ class Target:
         env = ["env", "-i", "PATH=/usr/bin:/bin", "DOTNET_CLI_TELEMETRY_OPTOUT=1"]
         if self.tmpdir:
             env.append(f"TMPDIR={self.tmpdir}")
+        env += [f"{name}={value}" for name, value in (environment or {}).items()]
         argv = as_user(user, env + [target_app(), *args])
         if userns is not None:
             argv = as_user(user, ["unshare", "--user", "--map-root-user", "--mount", "--", "sh", "-c",

@@ -391,9 +391,11 @@ def counters_watch_redraws_in_place_on_a_terminal_and_writes_rows_elsewhere():
     assert len(frames) >= 3, repr(shown)
     last = frames[-1]
     assert f"counters of {target.pid}, every 1 s" in last and "Current Value" in last, repr(last)
-    assert "[System.Runtime]" in last and "CPU Usage (%)" in last, repr(last)
+    # .NET 9 on: System.Runtime's Meter, not its EventCounters, as dotnet-counters monitor shows it
+    assert "[System.Runtime]" in last and "dotnet.process.memory.working_set (By)" in last, repr(last)
+    assert "CPU Usage (%)" not in last, repr(last)
     # (a terminal shows each new line as \r\n)
-    assert re.search(r"\[Dsagent.TestTarget\]\r?\n +test-gauge \(items\) +42.500\r?\n", last), repr(last)
+    assert re.search(r"\[Dsagent.TestTarget\]\r?\n +test-gauge \(items\) +42\.5 *\r?\n", last), repr(last)
     assert "Timestamp,Provider" not in shown
     # not a terminal: the rows, as without --watch
     r = dsctl(agent, SVC, "counters", str(target.pid), "--watch", "--duration", "2", timeout=120)
@@ -520,11 +522,17 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
         return sorted(out.stdout.split())
 
     assert complete("du") == ["dump", "dumps"]
-    assert complete("help", "") == sorted(["ps", "info", "explain", "dump", "dumps", "trace", "counters", "help"])
+    assert complete("help", "") == sorted(["ps", "info", "env", "explain", "dump", "dumps", "trace", "counters", "stacks",
+                                           "exceptions", "logs", "port", "help"])
+    assert complete("stacks", "1", "--format", "") == ["json", "speedscope", "text"]
+    assert complete("logs", "1", "--level", "W") == ["Warning"]
+    assert complete("logs", "1", "--") == sorted(["--category", "--duration", "--level", "--socket", "--agent-socket",
+                                                  "--json", "--quiet", "--help", "--version"])
+    assert complete("explain", "1", "exc") == ["exceptions"]
     assert "--watch" in complete("counters", "1", "--") and "--type" not in complete("counters", "1", "--")
     assert complete("dump", "1", "--type", "") == ["full", "heap", "mini", "triage"]
     assert "gc-collect" in complete("trace", "1", "--profile", "")
-    assert complete("counters", "1", "--format", "") == ["csv", "json"]
+    assert complete("counters", "1", "--format", "") == ["csv", "json", "prometheus"]
     assert "explain" in complete("help", "")
     assert complete("explain", "1", "du") == ["dump"]
 
@@ -534,7 +542,8 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
         return
     for line, wanted in (("dsctl du", ["dump", "dumps"]), ("dsctl dump 1 --type ", ["full", "heap", "mini", "triage"]),
                          ("dsctl counters 1 --w", ["--watch"]), ("dsctl trace 1 --profile gc-c", ["gc-collect"]),
-                         ("dsctl dumps --r", ["--remove"])):
+                         ("dsctl dumps --r", ["--remove"]), ("dsctl stacks 1 --format s", ["speedscope"]),
+                         ("dsctl logs 1 --level Cr", ["Critical"])):
         assert zsh_complete(os.path.dirname(zsh), line) == wanted, (line, zsh_complete(os.path.dirname(zsh), line))
 
 

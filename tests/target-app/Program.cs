@@ -7,6 +7,7 @@
 //   stops listening to the app's EventSource, so tests see the runtime's own view of its sessions.
 // --meter-value V publishes V as the gauge "test-gauge" of the Meter "Dsagent.TestTarget" and as
 //   the polling EventCounter "test-counter" of the EventSource, so that counters have a known value.
+// --park-thread, --throw-exceptions N, --log-warnings N: what dsctl stacks, exceptions and logs look for (Diagnostics.cs).
 using System.Diagnostics.Metrics;
 using System.Diagnostics.Tracing;
 
@@ -39,6 +40,8 @@ if (emitIndex >= 0 && emitIndex + 1 < args.Length && int.TryParse(args[emitIndex
 if (args.Contains("--report-sessions"))
     new Thread(TestTargetSource.ReportSessions) { IsBackground = true, Name = "session-reporter" }.Start();
 
+DsTestTarget.DsagentProbe.Start(args); // stacks, exceptions, logs: see Diagnostics.cs
+if (args.Contains("--tagged-meter")) TaggedMeter.Start(); // TaggedMeter.cs
 Console.WriteLine($"ready pid={Environment.ProcessId} args={string.Join(' ', args)}");
 Console.Out.Flush();
 Thread.Sleep(Timeout.Infinite);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * nettrace-dump FILE [PROVIDER]: what eventpipe/nettrace.c reads in a trace,
- * as JSON lines: one per event (of PROVIDER, when given) with its decoded
- * payload, then a summary line {"summary": ...} with the parser's verdict.
+ * nettrace-dump FILE [PROVIDER [--stacks]]: what eventpipe/nettrace.c reads in
+ * a trace, as JSON lines: one per event (of PROVIDER, when given; "" for all)
+ * with its decoded payload, then a summary line {"summary": ...} with the
+ * parser's verdict. --stacks adds each event's thread, activity id and stack.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 
 typedef struct Dump {
         const char *provider;
+        bool stacks;
         unsigned long long events, shown;
 } Dump;
 
@@ -70,14 +73,27 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         size_t n = 0;
 
         d->events++;
-        if (!e->metadata || (d->provider && strcmp(e->metadata->provider, d->provider) != 0))
+        if (!e->metadata || (d->provider && *d->provider && strcmp(e->metadata->provider, d->provider) != 0))
                 return 0;
         d->shown++;
         printf("{\"provider\":");
         print_string(e->metadata->provider);
         printf(",\"event\":");
         print_string(e->metadata->event_name);
-        printf(",\"id\":%u,\"payload\":", e->metadata->event_id);
+        printf(",\"id\":%u", e->metadata->event_id);
+        if (d->stacks) {
+                printf(",\"thread\":%llu,\"activity\":\"", (unsigned long long)e->thread_id);
+                for (size_t i = 0; i < 16; i++)
+                        printf("%02x", e->activity_id[i]);
+                printf("\",\"related\":\"");
+                for (size_t i = 0; i < 16; i++)
+                        printf("%02x", e->related_activity_id[i]);
+                printf("\",\"stack_id\":%u,\"stack\":[", e->stack_id);
+                for (size_t i = 0; i < e->stack_depth; i++)
+                        printf("%s\"0x%llx\"", i > 0 ? "," : "", (unsigned long long)e->stack[i]);
+                printf("]");
+        }
+        printf(",\"payload\":");
         if (nettrace_payload_decode(e->metadata, e->payload, e->payload_size, &values, &n) == 0) {
                 putchar('{');
                 for (size_t i = 0; i < n; i++) {
@@ -97,17 +113,18 @@ static int on_event(const NettraceEvent *e, void *userdata) {
 
 int main(int argc, char **argv) {
         NettraceCallbacks callbacks = { .event = on_event };
-        Dump d = { .provider = argc > 2 ? argv[2] : NULL };
+        Dump d = { .provider = argc > 2 ? argv[2] : NULL, .stacks = argc > 3 && strcmp(argv[3], "--stacks") == 0 };
         NettraceParser *p = NULL;
         char buf[65536];
         size_t n;
         int r = 0;
         FILE *f;
 
-        if (argc < 2 || argc > 3) {
-                fprintf(stderr, "usage: nettrace-dump FILE [PROVIDER]\n");
+        if (argc < 2 || argc > 4 || (argc == 4 && !d.stacks)) {
+                fprintf(stderr, "usage: nettrace-dump FILE [PROVIDER [--stacks]]\n");
                 return 2;
         }
+        callbacks.stacks = d.stacks;
         f = fopen(argv[1], "re");
         if (!f || nettrace_parser_new(&callbacks, &d, &p) < 0) {
                 fprintf(stderr, "nettrace-dump: %s: %s\n", argv[1], strerror(errno));

@@ -221,6 +221,151 @@ static void test_command_table(void) {
         check(dotnet_ipc_hresult_name(0x12345678) == NULL);
 }
 
+/* ---- ProcessEnvironment ---- */
+
+/* Appends one protocol string of ASCII @s (NULL: the null string) at @buf + *@pos. */
+static void put_ascii_string(uint8_t *buf, size_t *pos, const char *s) {
+        size_t units = s ? strlen(s) + 1 : 0;
+
+        memcpy(buf + *pos, (uint8_t[]){ (uint8_t)units, (uint8_t)(units >> 8), 0, 0 }, 4);
+        *pos += 4;
+        for (size_t i = 0; i < units; i++, *pos += 2) {
+                buf[*pos] = i + 1 < units ? (uint8_t)s[i] : 0;
+                buf[*pos + 1] = 0;
+        }
+}
+
+/* A block of @n strings, with @count as its count. */
+static size_t env_block(uint8_t *buf, uint32_t count, const char *const *strings, size_t n) {
+        size_t pos = 4;
+
+        memcpy(buf, (uint8_t[]){ (uint8_t)count, (uint8_t)(count >> 8), (uint8_t)(count >> 16),
+                                 (uint8_t)(count >> 24) }, 4);
+        for (size_t i = 0; i < n; i++)
+                put_ascii_string(buf, &pos, strings[i]);
+        return pos;
+}
+
+static int env_decode(const uint8_t *buf, size_t size, DotnetEnvironment *env) {
+        *env = (DotnetEnvironment)DOTNET_ENVIRONMENT_NULL;
+        return dotnet_environment_decode(buf, size, env);
+}
+
+static void test_environment_decode(void) {
+        static const char *const strings[] = { "PATH=/usr/bin:/bin", "EMPTY=", "A=b=c", "DB_PASSWORD=hunter2",
+                                               "PATH=again" };
+        DotnetEnvironment env;
+        uint8_t buf[512], *again = NULL;
+        size_t size = env_block(buf, 5, strings, 5), again_size = 0;
+
+        check(env_decode(buf, size, &env) == 0);
+        check(env.n == 5);
+        if (env.n == 5) {
+                /* the runtime's order, a repeated name twice, a value may hold '=' and be empty */
+                check(strcmp(env.variables[0].name, "PATH") == 0);
+                check(strcmp(env.variables[0].value, "/usr/bin:/bin") == 0);
+                check(strcmp(env.variables[1].name, "EMPTY") == 0 && strcmp(env.variables[1].value, "") == 0);
+                check(strcmp(env.variables[2].name, "A") == 0 && strcmp(env.variables[2].value, "b=c") == 0);
+                check(strcmp(env.variables[3].name, "DB_PASSWORD") == 0);
+                check(strcmp(env.variables[4].name, "PATH") == 0 && strcmp(env.variables[4].value, "again") == 0);
+        }
+        /* what decodes comes back byte for byte */
+        check(dotnet_environment_encode(env.variables, env.n, &again, &again_size) == 0);
+        check(again_size == size && again && memcmp(again, buf, size) == 0);
+        free(again);
+        dotnet_environment_done(&env);
+        check(env.n == 0 && !env.variables);
+
+        /* no variables at all */
+        size = env_block(buf, 0, NULL, 0);
+        check(env_decode(buf, size, &env) == 0 && env.n == 0);
+        dotnet_environment_done(&env);
+}
+
+static void test_environment_decode_hostile(void) {
+        static const char *const two[] = { "A=1", "B=2" };
+        static const char *const no_eq[] = { "NOEQUALS" };
+        static const char *const no_name[] = { "=value" };
+        static const char *const null[] = { NULL };
+        static const uint8_t lone[] = { 1, 0, 0, 0, 4, 0, 0, 0, 'X', 0, '=', 0, 0x00, 0xD8, 0, 0 };
+        DotnetEnvironment env;
+        uint8_t buf[256];
+        size_t size;
+
+        /* the count must agree with the strings, both ways */
+        size = env_block(buf, 3, two, 2);
+        check(env_decode(buf, size, &env) == DOTNET_IPC_E_MALFORMED);
+        size = env_block(buf, 1, two, 2);
+        check(env_decode(buf, size, &env) == DOTNET_IPC_E_MALFORMED);
+        /* a count far beyond what the bytes hold is refused before anything is allocated for it */
+        size = env_block(buf, 0xFFFFFFFFu, two, 2);
+        check(env_decode(buf, size, &env) == DOTNET_IPC_E_MALFORMED);
+        /* each string is NAME=VALUE, with a name */
+        size = env_block(buf, 1, no_eq, 1);
+        check(env_decode(buf, size, &env) == DOTNET_IPC_E_MALFORMED);
+        size = env_block(buf, 1, no_name, 1);
+        check(env_decode(buf, size, &env) == DOTNET_IPC_E_MALFORMED);
+        size = env_block(buf, 1, null, 1);
+        memset(buf + size, 0, 6); /* room enough for one variable, so that the null string itself is refused */
+        check(env_decode(buf, size + 6, &env) == DOTNET_IPC_E_MALFORMED);
+        /* cut anywhere inside the last string */
+        size = env_block(buf, 2, two, 2);
+        for (size_t cut = 1; cut < 10; cut++)
+                check(env_decode(buf, size - cut, &env) == DOTNET_IPC_E_MALFORMED);
+        check(env_decode(buf, 3, &env) == DOTNET_IPC_E_MALFORMED);
+        check(env_decode(buf, DOTNET_IPC_ENVIRONMENT_MAX + 1u, &env) == DOTNET_IPC_E_TOO_LARGE);
+        /* a lone surrogate in a value becomes U+FFFD, as in every protocol string */
+        check(env_decode(lone, sizeof(lone), &env) == 0);
+        check(env.n == 1 && strcmp(env.variables[0].name, "X") == 0 &&
+              strcmp(env.variables[0].value, "\xEF\xBF\xBD") == 0);
+        dotnet_environment_done(&env);
+}
+
+static void test_environment_size_decode(void) {
+        uint8_t payload[6] = { 0x10, 0x00, 0x00, 0x00, 0x00, 0x00 };
+        DotnetIpcResponse reply = { .ok = true, .payload = payload, .payload_size = 6 };
+        uint32_t size = 0;
+
+        check(dotnet_ipc_environment_size_decode(&reply, &size) == 0 && size == 16);
+        reply.payload_size = 4; /* the u16 is part of the reply */
+        check(dotnet_ipc_environment_size_decode(&reply, &size) == DOTNET_IPC_E_MALFORMED);
+        reply.payload_size = 7;
+        check(dotnet_ipc_environment_size_decode(&reply, &size) == DOTNET_IPC_E_MALFORMED);
+        reply.payload_size = 6;
+        payload[4] = 1; /* held to 0, like the headers' reserved field */
+        check(dotnet_ipc_environment_size_decode(&reply, &size) == DOTNET_IPC_E_MALFORMED);
+        payload[4] = 0;
+        payload[0] = 3; /* no room for the count */
+        check(dotnet_ipc_environment_size_decode(&reply, &size) == DOTNET_IPC_E_MALFORMED);
+        payload[0] = 0;
+        payload[3] = 0x10; /* 256 MiB */
+        check(dotnet_ipc_environment_size_decode(&reply, &size) == DOTNET_IPC_E_TOO_LARGE);
+        payload[3] = 0;
+        payload[0] = 4;
+        reply.ok = false;
+        check(dotnet_ipc_environment_size_decode(&reply, &size) == DOTNET_IPC_E_MALFORMED);
+}
+
+static void test_environment_encode(void) {
+        char name[] = "TOKEN", value[] = "<redacted>", bad[] = "A=B", empty[] = "";
+        DotnetEnvVariable v = { .name = name, .value = value };
+        DotnetEnvironment env;
+        uint8_t *block = NULL;
+        size_t size = 0;
+
+        check(dotnet_environment_encode(&v, 1, &block, &size) == 0);
+        check(size == 4 + 4 + 2 * (strlen("TOKEN=<redacted>") + 1));
+        check(block && env_decode(block, size, &env) == 0);
+        check(env.n == 1 && strcmp(env.variables[0].value, "<redacted>") == 0);
+        dotnet_environment_done(&env);
+        free(block);
+
+        v.name = bad;
+        check(dotnet_environment_encode(&v, 1, &block, &size) == DOTNET_IPC_E_MALFORMED);
+        v.name = empty;
+        check(dotnet_environment_encode(&v, 1, &block, &size) == DOTNET_IPC_E_MALFORMED);
+}
+
 int main(void) {
         run_test(test_process_info_request_vector);
         run_test(test_header_decode_rejects);
@@ -230,5 +375,9 @@ int main(void) {
         run_test(test_process_info3_decode);
         run_test(test_process_info_v1_decode);
         run_test(test_command_table);
+        run_test(test_environment_decode);
+        run_test(test_environment_decode_hostile);
+        run_test(test_environment_size_decode);
+        run_test(test_environment_encode);
         return tap_finish();
 }

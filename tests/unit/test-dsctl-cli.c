@@ -138,7 +138,38 @@ static void test_names_are_the_agents(void) {
                 check(parse(&a, &error, "explain", "1", policy_command_to_string((PolicyCommand)c), NULL) == 0);
         refused(parse(&a, &error, "trace", "1", "--providers", "X:zz", NULL), &error, "--providers takes");
         refused(parse(&a, &error, "trace", "1", "--providers", "X", "--profile", "gc-collect", NULL), &error, "not both");
-        refused(parse(&a, &error, "counters", "1", "--format", "xml", NULL), &error, "--format takes csv or json");
+        refused(parse(&a, &error, "counters", "1", "--format", "xml", NULL), &error,
+                "--format takes csv, json or prometheus");
+        check(parse(&a, &error, "counters", "1", "--format", "prometheus", "-o", "x.prom", NULL) == 0 &&
+              a.session.kind == SESSION_OUTPUT_PROMETHEUS && strcmp(a.session.output, "x.prom") == 0);
+        refused(parse(&a, &error, "counters", "1", "--format", "prometheus", "--watch", NULL), &error,
+                "it takes no --format prometheus");
+        args_done(&a);
+        free(error);
+}
+
+/* stacks, exceptions, logs: their formats, and logs' level and category as the agent checks them */
+static void test_monitor_commands(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        check(parse(&a, &error, "stacks", "12", NULL) == 0);
+        check(a.verb == VERB_STACKS && a.pid == 12 && a.session.kind == SESSION_OUTPUT_STACKS && !a.json);
+        check(parse(&a, &error, "stacks", "12", "--format", "speedscope", NULL) == 0 && a.session.speedscope && !a.json);
+        check(parse(&a, &error, "--json", "stacks", "orders.service", NULL) == 0 && a.json && !a.session.speedscope);
+        check(parse(&a, &error, "stacks", "12", "--json", "--format", "text", NULL) == 0 && !a.json);
+        check(parse(&a, &error, "exceptions", "12", "--duration", "1m", NULL) == 0);
+        check(a.session.kind == SESSION_OUTPUT_EXCEPTIONS && a.have_duration && a.duration_sec == 60);
+        check(parse(&a, &error, "logs", "12", "--level", "warning", "--category", "Orders.Api", NULL) == 0);
+        check(a.session.kind == SESSION_OUTPUT_LOGS && strcmp(a.log_level, "warning") == 0);
+        check(strcmp(a.log_category, "Orders.Api") == 0 && !a.have_duration);
+        refused(parse(&a, &error, "logs", "12", "--level", "Verbose", NULL), &error,
+                "--level takes Trace, Debug, Information, Warning, Error or Critical, not 'Verbose'");
+        refused(parse(&a, &error, "logs", "12", "--category", "A:Trace;B", NULL), &error, "--category takes");
+        refused(parse(&a, &error, "stacks", "12", "--duration", "5", NULL), &error, "stacks takes no --duration");
+        refused(parse(&a, &error, "stacks", "12", "--format", "csv", NULL), &error, "text, json or speedscope");
+        refused(parse(&a, &error, "exceptions", "12", "--category", "X", NULL), &error, "exceptions takes no --category");
+        refused(parse(&a, &error, "logs", NULL), &error, "logs takes one process id or unit");
         args_done(&a);
         free(error);
 }
@@ -184,6 +215,7 @@ int main(void) {
         run_test(test_limits_are_the_agents);
         run_test(test_names_are_the_agents);
         run_test(test_options_a_command_does_not_take);
+        run_test(test_monitor_commands);
         run_test(test_outputs);
         return tap_finish();
 }

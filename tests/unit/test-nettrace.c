@@ -20,6 +20,7 @@ typedef struct Seen {
         NettraceHeader header;
         unsigned headers, metadata, events, markers, bad_markers;
         unsigned counters, cpu_usage, working_set, test_counter, test_gauge, runtime_metrics;
+        unsigned instruments, tagged, totals, rates; /* counters: what dsctl counters needs beyond values */
         unsigned rundown_metadata;
         int counter_errors;
         uint64_t payload_sum; /* over every payload byte, to compare chunkings */
@@ -231,6 +232,20 @@ static void count_counter(const NettraceCounter *c, Seen *s) {
                 s->test_gauge++;
         if (strcmp(c->provider, "System.Runtime") == 0 && strncmp(c->name, "dotnet.", 7) == 0)
                 s->runtime_metrics++;
+        /* BeginInstrumentReporting: unit, description and .NET 9's id; values with tags, totals, intervals */
+        if (c->kind == NETTRACE_COUNTER_INSTRUMENT && strcmp(c->name, "dotnet.gc.collections") == 0 &&
+            c->units && strcmp(c->units, "{collection}") == 0 && c->description && c->instrument_id > 0 &&
+            c->instrument_type && strcmp(c->instrument_type, "ObservableCounter`1") == 0 && c->session_id &&
+            strcmp(c->session_id, "SHARED") == 0)
+                s->instruments++;
+        if (c->kind == NETTRACE_COUNTER_COUNTER && strcmp(c->name, "dotnet.gc.collections") == 0 && c->tags &&
+            strncmp(c->tags, "gc.heap.generation=gen", 22) == 0 && c->has_total && c->instrument_id > 0)
+                s->tagged++;
+        if (c->kind == NETTRACE_COUNTER_COUNTER && strcmp(c->name, "dotnet.gc.heap.total_allocated") == 0 &&
+            c->has_total && c->total > 0)
+                s->totals++;
+        if (c->kind == NETTRACE_COUNTER_SUM && c->interval_ms == 1000 && c->rate && c->has_value)
+                s->rates++;
 }
 
 static int on_event(const NettraceEvent *e, void *userdata) {
@@ -256,7 +271,7 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         return 0;
 }
 
-static const NettraceCallbacks callbacks = { on_header, on_metadata, on_event };
+static const NettraceCallbacks callbacks = { on_header, on_metadata, on_event, false };
 
 /* Feeds @data in chunks of 1..@max_chunk bytes (0: all at once); returns feed's result. */
 static int parse(const uint8_t *data, size_t size, size_t max_chunk, unsigned seed, Seen *s, int *ret_finish) {
@@ -331,7 +346,7 @@ static int small_header(const NettraceHeader *h, void *userdata) {
 }
 
 static void test_hand_made_stream(void) {
-        static const NettraceCallbacks cb = { small_header, NULL, small_event };
+        static const NettraceCallbacks cb = { small_header, NULL, small_event, false };
         _cleanup_(nettrace_parser_freep) NettraceParser *p = NULL;
         const NettraceMetadata *m;
         Small s = {};
@@ -525,6 +540,7 @@ static void test_capture_eventcounters(void) {
                 return;
         printf("# eventcounters: %u events, %u counters\n", s.events, s.counters);
         check(s.cpu_usage >= 1 && s.working_set >= 1 && s.test_counter >= 1);
+        check(s.rates >= 1); /* System.Runtime's alloc-rate and the like, with their Series */
 }
 
 static void test_capture_metrics(void) {
@@ -534,6 +550,7 @@ static void test_capture_metrics(void) {
                 return;
         printf("# metrics: %u events, %u counters\n", s.events, s.counters);
         check(s.test_gauge >= 1 && s.runtime_metrics >= 5);
+        check(s.instruments == 1 && s.tagged >= 3 && s.totals >= 1);
 }
 
 static void test_capture_rundown(void) {

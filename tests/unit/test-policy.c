@@ -351,7 +351,7 @@ static void test_schema_errors(void) {
         compile_fails(RULE_HEAD "commands = [\"counters\"]\ntargets.any = true\nmax_duration = \"5 minutes\"\n",
                       NULL, 6, 16, "bad duration");
         compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\nmax_duration = \"5m\"\n", NULL, 6, 1,
-                      "neither 'trace' nor 'counters'");
+                      "none of 'trace', 'counters', 'exceptions', 'logs'");
         compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\nrate_limit = \"lots\"\n", NULL, 6, 14,
                       "bad rate");
         compile_fails(RULE_HEAD "commands = [\"setenv\"]\ntargets.any = true\n", NULL, 4, 12,
@@ -482,6 +482,155 @@ static void test_providers_and_session_limits(void) {
         compile_fails("[agent]\nmax_trace_size = \"10%\"\n", NULL, 2, 18, "bad size");
 }
 
+/* stacks, exceptions, logs: run no code, so owner access covers them; sessions under the agent's limits */
+static void test_monitor_commands(void) {
+        Policy *p = compile_ok("[agent]\nmax_session_duration = \"10m\"\n\n" RULE_HEAD
+                               "commands = [\"logs\", \"exceptions\"]\ntargets.users = [\"uid:2001\"]\n"
+                               "max_duration = \"1m\"\n");
+        PolicyTarget t = target(2001, NULL, "Orders.Api");
+        PolicyVerdict v;
+
+        for (PolicyCommand c = POLICY_COMMAND_STACKS; c <= POLICY_COMMAND_LOGS; c++) {
+                check(!policy_command_runs_code(c));
+                v = decide(p, &(PolicyRequester){ .uid = 2001, .gid = 2001 }, t, CMD(c));
+                check(v.allowed && strcmp(v.rule_name, POLICY_RULE_OWNER) == 0);
+        }
+        check(decide(p, &bob, t, CMD(POLICY_COMMAND_LOGS)).allowed);
+        check(decide(p, &bob, t, (PolicyRequest){ .command = POLICY_COMMAND_EXCEPTIONS, .duration_usec = 60000000 }).allowed);
+        v = decide(p, &bob, t, (PolicyRequest){ .command = POLICY_COMMAND_EXCEPTIONS, .duration_usec = 61000000 });
+        check(!v.allowed && strstr(v.reason, "allows at most 60s"));
+        v = decide(p, &bob, t, CMD(POLICY_COMMAND_STACKS));
+        check(!v.allowed && strstr(v.reason, "no rule grants you 'stacks'"));
+        /* max_session_duration holds for root as for traces */
+        v = decide(p, &root, t, (PolicyRequest){ .command = POLICY_COMMAND_LOGS, .duration_usec = 601000000 });
+        check(!v.allowed && strstr(v.reason, "at most 600s"));
+        check(decide(p, &root, t, CMD(POLICY_COMMAND_STACKS)).allowed);
+        policy_unref(p);
+
+        policy_unref(compile_ok(RULE_HEAD "commands = [\"stacks\"]\ntargets.any = true\n"));
+        compile_fails(RULE_HEAD "commands = [\"stacks\"]\ntargets.any = true\nmax_duration = \"5m\"\n", NULL, 6, 1,
+                      "none of 'trace', 'counters', 'exceptions', 'logs'");
+}
+
+/* ---- env: env_redact and env_reveal ---- */
+
+static bool hidden(const Policy *p, const PolicyVerdict *v, const char *name) {
+        return policy_env_value_hidden(p, v, name);
+}
+
+static void test_env_pattern_match(void) {
+        char long_name[4097];
+
+        check(policy_env_pattern_match("*", ""));
+        check(policy_env_pattern_match("*PASSWORD*", "db_password"));
+        check(policy_env_pattern_match("*PASSWORD*", "PASSWORD"));
+        check(!policy_env_pattern_match("*PASSWORD*", "PASSWOR"));
+        check(policy_env_pattern_match("ConnectionStrings__*", "CONNECTIONSTRINGS__Main"));
+        check(!policy_env_pattern_match("ConnectionStrings__*", "My_ConnectionStrings__Main"));
+        check(policy_env_pattern_match("*_PWD", "DB_PWD"));
+        check(!policy_env_pattern_match("*_PWD", "OLDPWD"));
+        check(policy_env_pattern_match("A?C", "abc"));
+        check(!policy_env_pattern_match("A?C", "ac"));
+        check(policy_env_pattern_match("A?C", "A\xC3\x84" "C")); /* '?' is one character, Ä */
+        check(!policy_env_pattern_match("A??C", "A\xC3\x84" "C"));
+        check(policy_env_pattern_match("*a*b", "xaxxb"));
+        check(!policy_env_pattern_match("*a*b", "xaxxbx"));
+        /* many stars against a long name that almost matches: linear per star, no blow-up */
+        memset(long_name, 'a', sizeof(long_name) - 1);
+        long_name[sizeof(long_name) - 1] = '\0';
+        check(!policy_env_pattern_match("*a*a*a*a*a*a*a*a*a*a*b", long_name));
+        check(policy_env_pattern_match("*a*a*a*a*a*a*a*a*a*a*", long_name));
+
+        check(policy_env_pattern_is_valid("*SECRET*") && policy_env_pattern_is_valid("Connection?trings__*"));
+        check(!policy_env_pattern_is_valid("") && !policy_env_pattern_is_valid("A=B"));
+        check(!policy_env_pattern_is_valid("[A]*") && !policy_env_pattern_is_valid("A\\*"));
+        check(!policy_env_pattern_is_valid("A B") && !policy_env_pattern_is_valid("A\tB"));
+        check(!policy_env_pattern_is_valid("\xC3(")); /* not UTF-8 */
+}
+
+static void test_env_redact_defaults(void) {
+        static const char *const secrets[] = {
+                "DB_PASSWORD", "db_password", "MYSQL_PASSWD", "GPG_PASSPHRASE", "DB_PWD", "CLIENT_SECRET",
+                "GITHUB_TOKEN", "API_KEY", "ConnectionStrings__Main", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                "AWS_ACCESS_KEY_ID", "AZURE_CLIENT_SECRET", "AZURE_STORAGE_KEY", "AZURE_STORAGE_CONNECTION_STRING",
+                "AZURE_CLIENT_CERTIFICATE_PASSWORD", "APPLICATIONINSIGHTS_CONNECTION_STRING",
+                "GOOGLE_APPLICATION_CREDENTIALS", "SENTRY_DSN", "DATABASE_URL",
+                "ASPNETCORE_Kestrel__Certificates__Default__Password",
+        };
+        static const char *const plain[] = {
+                "PATH", "HOME", "PWD", "OLDPWD", "LANG", "TMPDIR", "DOTNET_ROOT", "ASPNETCORE_URLS",
+                "ASPNETCORE_ENVIRONMENT", "DSAGENT_TEST_PLAIN", "HOSTNAME", "USER",
+        };
+        Policy *p = policy_new_builtin();
+        PolicyVerdict redacting = { .allowed = true };
+
+        for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
+                check(hidden(p, &redacting, secrets[i]));
+                if (!hidden(p, &redacting, secrets[i]))
+                        printf("# not redacted by default: %s\n", secrets[i]);
+        }
+        for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+                check(!hidden(p, &redacting, plain[i]));
+                if (hidden(p, &redacting, plain[i]))
+                        printf("# redacted by default: %s\n", plain[i]);
+        }
+        policy_unref(p);
+}
+
+static void test_env_reveal(void) {
+        Policy *p = compile_ok("[[rule]]\nname = \"env-plain\"\nusers = [\"bob\"]\ncommands = [\"env\"]\n"
+                               "targets.users = [\"svc-orders\"]\n"
+                               "[[rule]]\nname = \"env-all\"\nusers = [\"carol\"]\ncommands = [\"env\", \"info\"]\n"
+                               "targets.users = [\"svc-orders\"]\nenv_reveal = true\n");
+        PolicyVerdict v;
+
+        /* a rule without env_reveal: the values env_redact matches are withheld */
+        v = decide(p, &bob, target(2001, NULL, NULL), CMD(POLICY_COMMAND_ENV));
+        check(v.allowed && !v.env_reveal && hidden(p, &v, "DB_PASSWORD") && !hidden(p, &v, "PATH"));
+        /* with it, nothing is */
+        v = decide(p, &carol, target(2001, NULL, NULL), CMD(POLICY_COMMAND_ENV));
+        check(v.allowed && v.env_reveal && !hidden(p, &v, "DB_PASSWORD"));
+        /* root and a process's own user read the environment anyway (/proc/PID/environ, the socket) */
+        v = decide(p, &root, target(2001, NULL, NULL), CMD(POLICY_COMMAND_ENV));
+        check(v.allowed && v.env_reveal && !hidden(p, &v, "DB_PASSWORD"));
+        v = decide(p, &alice, target(1001, NULL, NULL), CMD(POLICY_COMMAND_ENV));
+        check(v.allowed && strcmp(v.rule_name, POLICY_RULE_OWNER) == 0 && v.env_reveal);
+        /* a rule without env does not grant it */
+        v = decide(p, &alice, target(2001, NULL, NULL), CMD(POLICY_COMMAND_ENV));
+        check(!v.allowed && !v.env_reveal);
+        policy_unref(p);
+}
+
+static void test_env_redact_setting(void) {
+        Policy *mine = compile_ok("[agent]\nenv_redact = [\"MY_*\", \"*_PIN\"]\n");
+        Policy *none = compile_ok("[agent]\nenv_redact = []\n");
+        PolicyVerdict redacting = { .allowed = true };
+
+        /* the policy's list replaces the built-in one whole */
+        check(mine && mine->agent.env_redact.n == 2);
+        check(mine && hidden(mine, &redacting, "my_thing") && hidden(mine, &redacting, "CARD_PIN"));
+        check(mine && !hidden(mine, &redacting, "DB_PASSWORD"));
+        /* and an empty one withholds nothing */
+        check(none && none->agent.env_redact.n == 0 && !hidden(none, &redacting, "DB_PASSWORD"));
+        policy_unref(mine);
+        policy_unref(none);
+
+        compile_fails("[agent]\nenv_redact = \"*KEY*\"\n", NULL, 2, 14, "must be a list");
+        compile_fails("[agent]\nenv_redact = [\"A=B\"]\n", NULL, 2, 15, "bad pattern \"A=B\"");
+        compile_fails("[agent]\nenv_redact = [\"[AB]*\"]\n", NULL, 2, 15, "bad pattern");
+        compile_fails("[agent]\nenv_redact = [\"*KEY*\", \"*KEY*\"]\n", NULL, 2, 24, "lists \"*KEY*\" twice");
+        compile_fails("[agent]\nenv_redact = [1]\n", NULL, 2, 15, "must list non-empty strings");
+        compile_fails("[agent]\nowner_access = true\n", "[agent]\nenv_redact = []\n", 1, 2,
+                      "[agent] belongs in the main policy file");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\nenv_reveal = true\n", NULL, 6, 1,
+                      "env_reveal given, but the rule does not grant 'env'");
+        compile_fails(RULE_HEAD "commands = [\"env\"]\ntargets.any = true\nenv_reveal = \"yes\"\n", NULL, 6, 14,
+                      "must be a boolean");
+        /* so does the other flag of a rule: the error refuses the policy, it does not merely print */
+        compile_fails(RULE_HEAD "commands = [\"setenv\"]\ntargets.any = true\nallow_code_injection = \"yes\"\n",
+                      NULL, 6, 24, "must be a boolean");
+}
+
 int main(void) {
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
@@ -496,5 +645,10 @@ int main(void) {
         run_test(test_every_error_is_reported);
         run_test(test_durations_and_rates);
         run_test(test_providers_and_session_limits);
+        run_test(test_monitor_commands);
+        run_test(test_env_pattern_match);
+        run_test(test_env_redact_defaults);
+        run_test(test_env_reveal);
+        run_test(test_env_redact_setting);
         return tap_finish();
 }

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dsctl counters: from samples to what dotnet-counters would show. Keeps
+ * the session's own Meter values and interval, the instruments' units and
+ * tags, gives a Meter precedence over the EventCounters of the same name,
+ * and writes CSV or JSON rows, the Prometheus text format, or the view.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "counter-view.h"
+#include "nettrace.h"
+#include "session-client.h"
+
+typedef struct CounterSink CounterSink;
+
+/* The most of each that a sink keeps: a runtime cannot grow dsctl without end. */
+#define COUNTER_SINK_INSTRUMENTS_MAX 4096u /* instruments' descriptions */
+#define COUNTER_SINK_PROVIDERS_MAX 256u    /* providers whose EventCounters may be duplicates */
+#define COUNTER_SINK_HELD_MAX 4096u        /* EventCounters held while a Meter of their name may come */
+#define COUNTER_SINK_SERIES_MAX 8192u      /* Prometheus series */
+
+/* How long EventCounters of a provider are held after its first sample, as dotnet-counters holds them. */
+#define COUNTER_SINK_HOLD_NSEC 1000000000LL
+/* Prometheus: the values are written once this long passed without a new one. */
+#define COUNTER_SINK_SETTLE_NSEC 250000000LL
+
+/* @view: the --watch view instead of rows (NULL: rows as @o says). */
+int counter_sink_new(const SessionOptions *o, CounterView *view, CounterSink **ret);
+CounterSink *counter_sink_free(CounterSink *s);
+
+/*
+ * The session runs: @providers as the agent asked the runtime (its
+ * SessionId and interval are read from them), @pid the target's pid (0:
+ * unknown), @now_nsec the wall clock. Writes the rows' head.
+ */
+void counter_sink_begin(CounterSink *s, const char *providers, pid_t pid, int64_t now_nsec);
+
+/* A sample taken at @when_nsec (wall clock); the sink takes it over and clears *@c. */
+void counter_sink_add(CounterSink *s, NettraceCounter *c, int64_t when_nsec, int64_t now_nsec);
+
+/* The wall-clock time at which counter_sink_tick() has something to do, or INT64_MAX. */
+int64_t counter_sink_next_deadline(const CounterSink *s);
+void counter_sink_tick(CounterSink *s, int64_t now_nsec);
+
+/* The session ended: what is held is written, and the rows' tail. Return: 0, or a negative errno of the output. */
+int counter_sink_end(CounterSink *s);
+
+/*
+ * Whether a prometheus file can be written at @path: a file of the caller's
+ * can be made beside it (then removed), and @path is none or a regular file.
+ * Return: 0 or a negative errno.
+ */
+int counter_sink_check_file(const char *path);
+
+/* The text dotnet-counters gives as TargetProcess: .NET's Process.ProcessName of @pid, "" if unknown. */
+char *counter_sink_process_name(pid_t pid);

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""dsctl counters against the real runtime, as dotnet-counters shows them: tags, Meters before EventCounters,
+rates with their interval, its JSON, and the Prometheus text format (promtool, the file replaced whole)."""
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+
+from harness import (DSCTL, SVC, Agent, Process, Target, as_user, dsctl, make_dir, place_in_unit, run_tests, test,
+                     uid_of)
+
+TAGGED = "Dsagent.Tagged"
+PROVIDER = "Dsagent-TestTarget"      # the app's EventSource, with the polling counter "test-counter"
+JSON_KEYS = ["timestamp", "provider", "name", "tags", "counterType", "meterTags", "instrumentTags", "value"]
+ROUND_TRIP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}[+-]\d\d:\d\d"   # DateTime.ToString("O")
+INVARIANT = r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d"                          # DateTime.ToString(), invariant culture
+
+
+def tagged_target():
+    return Target(SVC, args=("--tagged-meter", "--meter-value", "42.5"))
+
+
+def counters(agent, target, *args, duration="3"):
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--duration", duration, *args, timeout=120)
+    assert r.returncode == 0, r
+    return r
+
+
+def csv_rows(text):
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == ["Timestamp", "Provider", "Counter Name", "Counter Type", "Mean/Increment"], rows[0]
+    for row in rows[1:]:
+        assert re.fullmatch(INVARIANT, row[0]), row
+    return rows[1:]
+
+
+@test
+def tag_values_are_rows_of_their_own_as_dotnet_counters_writes_them():
+    target = tagged_target()
+    agent = Agent()
+    rows = csv_rows(counters(agent, target, "--counters", f"System.Runtime,{TAGGED}").stdout)
+    values = {(r[1], r[2], r[3]): float(r[4]) for r in rows}
+
+    # the Meter's tag, the instrument's, then the value's, in brackets with ';' between them
+    gauge = "dsagent.test.temperature (Cel)[team=dsagent;kind=test;sensor={}]"
+    assert values[(TAGGED, gauge.format("a"), "Metric")] == 21.5, values
+    assert values[(TAGGED, gauge.format("b"), "Metric")] == 23.5, values
+    requests = "dsagent.test.requests ({{request}} / 1 sec)[team=dsagent;outcome={}]"
+    assert (TAGGED, requests.format("ok"), "Rate") in values and (TAGGED, requests.format("failed"), "Rate") in values
+    # a histogram: a row per percentile, the percentile a tag
+    for route, ms in (("/a", 10), ("/b", 20)):
+        for p in (50, 95, 99):
+            assert values[(TAGGED, f"dsagent.test.latency (ms)[team=dsagent;route={route};Percentile={p}]",
+                           "Metric")] == ms, values
+    assert values[(TAGGED, "dsagent.test.queue[team=dsagent]", "Metric")] == 7, values   # the Meter's tag alone
+
+    # the runtime's own tags: five generations, each its row, never five identical rows
+    generations = {r[2] for r in rows if r[2].startswith("dotnet.gc.last_collection.heap.size (By)")}
+    assert generations == {f"dotnet.gc.last_collection.heap.size (By)[gc.heap.generation={g}]"
+                           for g in ("gen0", "gen1", "gen2", "loh", "poh")}, generations
+    seen = [(r[0], r[1], r[2]) for r in rows]
+    assert len(seen) == len(set(seen)), "a row came twice in one interval"
+
+
+@test
+def the_meter_comes_before_the_eventcounters_of_its_name():
+    target = tagged_target()
+    agent = Agent()
+    # .NET 9 on: System.Runtime is an EventSource and a Meter; dotnet-counters shows the Meter only
+    rows = csv_rows(counters(agent, target, "--counters", f"System.Runtime,{PROVIDER}").stdout)
+    runtime = {r[2] for r in rows if r[1] == "System.Runtime"}
+    assert runtime and all(name.startswith("dotnet.") for name in runtime), runtime
+    assert "dotnet.process.memory.working_set (By)" in runtime, runtime
+    # an EventSource without a Meter of its name keeps its EventCounters
+    assert {r[2] for r in rows if r[1] == PROVIDER} == {"Test counter"}, rows
+
+    # a filter that keeps none of the Meter's instruments leaves the EventCounter, as in dotnet-counters
+    rows = csv_rows(counters(agent, target, "--counters", "System.Runtime[cpu-usage]").stdout)
+    assert rows and {(r[1], r[2]) for r in rows} == {("System.Runtime", "CPU Usage (%)")}, rows
+
+
+@test
+def rate_names_carry_their_interval():
+    target = tagged_target()
+    agent = Agent()
+    rows = csv_rows(counters(agent, target, "--counters", f"System.Runtime,{TAGGED}", "--interval", "2",
+                             duration="5").stdout)
+    rates = {r[2] for r in rows if r[3] == "Rate"}
+    assert "dotnet.gc.heap.total_allocated (By / 2 sec)" in rates, rates
+    assert "dsagent.test.requests ({request} / 2 sec)[team=dsagent;outcome=ok]" in rates, rates
+    assert all(re.search(r" / 2 sec\)", name) for name in rates), rates
+    ok = [float(r[4]) for r in rows if r[2] == "dsagent.test.requests ({request} / 2 sec)[team=dsagent;outcome=ok]"]
+    assert all(60 <= v <= 140 for v in ok), ok   # +5 every 100 ms: about 100 in two seconds
+
+    # EventCounters' rates: the increment over the interval they were asked for
+    rows = csv_rows(counters(agent, target, "--counters", "System.Runtime[alloc-rate]", "--interval", "2",
+                             duration="5").stdout)
+    assert {(r[2], r[3]) for r in rows} == {("Allocation Rate (B / 2 sec)", "Rate")}, rows
+
+
+@test
+def a_second_session_at_once_is_told_and_shows_each_value_once():
+    target = tagged_target()
+    agent = Agent()
+    wanted = f"System.Runtime,{TAGGED}"
+    first = Process(as_user(SVC, [DSCTL, "--socket", agent.socket, "counters", str(target.pid), "--duration", "7",
+                                  "--counters", wanted, "-q"]))
+    time.sleep(2)
+    # the runtime keeps one metrics session: the second gets EventCounters only, and the first one's Meter
+    # values, which come through its stream too, are not taken for its own
+    r = counters(agent, target, "--counters", wanted)
+    assert "another tool's metrics session runs in the process" in r.stderr, r.stderr
+    rows = csv_rows(r.stdout)
+    assert rows and all(row[1] == "System.Runtime" and not row[2].startswith("dotnet.") for row in rows), rows
+    assert "CPU Usage (%)" in {row[2] for row in rows}, rows
+    assert first.proc.wait(timeout=120) == 0
+    rows = csv_rows(first.proc.stdout.read())
+    assert not [row for row in rows if row[1] == "System.Runtime" and not row[2].startswith("dotnet.")], rows
+    seen = [(row[0], row[1], row[2]) for row in rows]
+    assert len(seen) == len(set(seen)), "a row came twice in one interval"
+
+
+def check_json_shape(document):
+    assert list(document) == ["TargetProcess", "StartTime", "Events"], list(document)
+    assert re.fullmatch(ROUND_TRIP, document["StartTime"]), document["StartTime"]
+    for event in document["Events"]:
+        assert list(event) == JSON_KEYS, event
+        assert re.fullmatch(ROUND_TRIP, event["timestamp"]), event
+        assert event["counterType"] in ("Metric", "Rate"), event
+        assert event["timestamp"] >= document["StartTime"][:19], (event, document["StartTime"])
+
+
+@test
+def json_has_dotnet_counters_shape_with_target_and_start_time():
+    target = tagged_target()
+    agent = Agent()
+    r = counters(agent, target, "--counters", f"System.Runtime,{TAGGED}", "--format", "json")
+    document = json.loads(r.stdout)
+    check_json_shape(document)
+    assert document["TargetProcess"] == "DsTestTarget", document["TargetProcess"]
+    events = document["Events"]
+    sensors = {e["tags"]: e for e in events if e["name"] == "dsagent.test.temperature (Cel)"}
+    assert set(sensors) == {"sensor=a", "sensor=b"}, sensors
+    a = sensors["sensor=a"]
+    assert (a["provider"], a["meterTags"], a["instrumentTags"], a["counterType"], a["value"]) == \
+        (TAGGED, "team=dsagent", "kind=test", "Metric", 21.5), a
+    percentiles = {e["tags"] for e in events if e["name"] == "dsagent.test.latency (ms)"}
+    assert "route=/a,Percentile=95" in percentiles, percentiles
+    assert any(e["name"] == "dotnet.gc.heap.total_allocated (By / 1 sec)" and e["counterType"] == "Rate"
+               for e in events)
+
+    # a unit's process: the agent names it, and dsctl reads its name as .NET's Process.ProcessName does
+    place_in_unit(target.pid, "dst-counters.service")
+    r = dsctl(agent, SVC, "counters", "dst-counters.service", "--duration", "2", "--json", timeout=120)
+    assert r.returncode == 0, r
+    document = json.loads(r.stdout)
+    check_json_shape(document)
+    assert document["TargetProcess"] == "DsTestTarget" and document["Events"], document
+
+
+def promtool(text):
+    assert shutil.which("promtool"), "promtool is missing: scripts/install-deps.sh installs Debian's prometheus"
+    return subprocess.run(["promtool", "check", "metrics"], input=text, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+
+
+@test
+def prometheus_output_passes_promtool_with_opentelemetry_names():
+    target = tagged_target()
+    agent = Agent()
+    out = os.path.join(make_dir(SVC, 0o755), "dotnet.prom")
+    counters(agent, target, "--counters", f"System.Runtime,{TAGGED}", "--format", "prometheus", "-o", out)
+    text = open(out).read()
+    checked = promtool(text)
+    assert checked.returncode == 0, checked.stdout + text
+    st = os.stat(out)
+    assert st.st_uid == uid_of(SVC) and st.st_mode & 0o777 == 0o644, st
+
+    scope = 'otel_scope_name="Dsagent.Tagged",otel_scope_version="2.0"'
+    for line in (
+            "# TYPE dsagent_test_temperature_celsius gauge",
+            f'dsagent_test_temperature_celsius{{{scope},kind="test",sensor="a",team="dsagent"}} 21.5',
+            f'dsagent_test_temperature_celsius{{{scope},kind="test",sensor="b",team="dsagent"}} 23.5',
+            "# HELP dsagent_test_temperature_celsius the two sensors' temperatures",
+            "# TYPE dsagent_test_requests_total counter",
+            # milliseconds become Prometheus's base unit, seconds
+            "# TYPE dsagent_test_latency_seconds summary",
+            f'dsagent_test_latency_seconds{{{scope},route="/a",team="dsagent",quantile="0.5"}} 0.01',
+            f'dsagent_test_latency_seconds{{{scope},route="/b",team="dsagent",quantile="0.99"}} 0.02',
+            "# TYPE dsagent_test_queue gauge",
+            f'dsagent_test_queue{{{scope},team="dsagent"}} 7',
+            "# TYPE dotnet_process_memory_working_set_bytes gauge",
+            "# TYPE dotnet_gc_collections_total counter",
+            # a gauge named ..._count, as OpenTelemetry names it, declared untyped for Prometheus's rules
+            "# TYPE dotnet_assembly_count untyped"):
+        assert line in text.splitlines(), f"{line!r} not in\n{text}"
+    assert re.search(r'^dotnet_gc_last_collection_heap_size_bytes\{otel_scope_name="System.Runtime",'
+                     r'gc_heap_generation="gen0"\} \d', text, re.M), text
+    requests = re.search(rf'^dsagent_test_requests_total{{{scope},outcome="ok",team="dsagent"}} (\S+)$', text, re.M)
+    assert requests and float(requests.group(1)) >= 50, text       # the running total, not the last increment
+    counts = re.search(rf'^dsagent_test_latency_seconds_count{{{scope},route="/a",team="dsagent"}} (\S+)$', text,
+                       re.M)
+    assert counts and float(counts.group(1)) >= 100, text
+
+    # on standard output: one whole snapshot after another, an empty line between them
+    r = counters(agent, target, "--counters", f"System.Runtime,{TAGGED}", "--format", "prometheus")
+    snapshots = r.stdout.split("\n\n")
+    assert len(snapshots) >= 2, r.stdout
+    for snapshot in snapshots:
+        checked = promtool(snapshot.rstrip("\n") + "\n")
+        assert checked.returncode == 0, checked.stdout + snapshot
+
+
+@test
+def prometheus_file_is_replaced_whole_each_interval():
+    target = tagged_target()
+    agent = Agent()
+    mine = make_dir(SVC, 0o755)
+    out = os.path.join(mine, "dotnet.prom")
+    # a file of an earlier run is replaced, not refused
+    with open(out, "w") as f:
+        f.write("# an earlier run\n")
+    os.chown(out, uid_of(SVC), -1)
+
+    seen, inodes, torn = [], set(), []
+    stop = threading.Event()
+
+    def read():
+        # a textfile collector's view: whatever it opens must be a whole snapshot
+        while not stop.is_set():
+            try:
+                with open(out) as f:
+                    text = f.read()
+                    inodes.add(os.fstat(f.fileno()).st_ino)
+            except FileNotFoundError:
+                torn.append("the file was missing")
+                continue
+            if text == "# an earlier run\n":
+                continue
+            if not text.endswith("\n") or "# TYPE dsagent_test_temperature_celsius gauge" not in text or \
+                    not re.search(r'^dsagent_test_temperature_celsius\{.*sensor="b".*\} 23\.5$', text, re.M):
+                torn.append(text)
+            seen.append(text)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        r = counters(agent, target, "--counters", f"System.Runtime,{TAGGED}", "--format", "prometheus", "-o", out,
+                     duration="5")
+    finally:
+        stop.set()
+        reader.join()
+    assert not torn, torn[:2]
+    assert len(set(seen)) >= 3, f"{len(set(seen))} snapshots seen in 5 s"
+    assert len(inodes) >= 4, inodes      # the earlier file, then a new one each time
+    assert sorted(os.listdir(mine)) == ["dotnet.prom"], os.listdir(mine)   # no temporary file left
+    assert promtool(open(out).read()).returncode == 0
+    assert r.stdout == "", r.stdout
+
+
+@test
+def prometheus_file_that_cannot_be_written_costs_no_session():
+    target = tagged_target()
+    agent = Agent()
+    closed = make_dir(None, 0o755)    # root's: the requester cannot make a file in it
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--format", "prometheus", "-o",
+              os.path.join(closed, "x.prom"))
+    assert r.returncode == 1 and "Permission denied" in r.stderr and "nothing was asked" in r.stderr, r
+    assert not agent.records(), "the agent was asked"
+
+
+if __name__ == "__main__":
+    run_tests()

@@ -1,0 +1,110 @@
+// What `dsctl stacks`, `dsctl exceptions` and `dsctl logs` look for in the test app, each behind a flag:
+// --park-thread        a thread named "dsagent-parked" waits forever inside DsagentProbe.ParkedInDsagentStacksProbe
+// --throw-exceptions N N first-chance exceptions a second (at most 1000), of type DsagentProbeException with the
+//                      message "dsagent-exception-probe SEQ", thrown by DsagentProbe.ThrowDsagentProbe and caught
+// --log-warnings N     N ILogger warnings a second (at most 1000) of category "Dsagent.TestTarget.Probe",
+//                      "dsagent-log-probe SEQ" with event id 7 (ProbeWarning), inside a scope "probe-scope 42";
+//                      each one follows an Information "dsagent-log-info SEQ" of the same category and an
+//                      Error "dsagent-log-other SEQ" of "Dsagent.TestTarget.Other", so level and category
+//                      filters have something to leave out. Logging goes through Microsoft.Extensions.Logging
+//                      and its EventSource provider (LoggingEventSource), at every level.
+// --report-sessions    (also) prints "logging-enabled True|False" when sessions start or stop listening to
+//                      Microsoft-Extensions-Logging, the runtime's own view of the logs sessions.
+using System.Diagnostics.Tracing;
+using System.Runtime.CompilerServices;
+using Microsoft.Extensions.Logging;
+
+namespace DsTestTarget;
+
+public sealed class DsagentProbeException(string message) : Exception(message);
+
+public static class DsagentProbe
+{
+    public const string ParkedThreadName = "dsagent-parked";
+    public const string LogCategory = "Dsagent.TestTarget.Probe";
+    public const string OtherCategory = "Dsagent.TestTarget.Other";
+
+    private static ILoggerFactory? factory;
+
+    public static void Start(string[] args)
+    {
+        if (args.Contains("--park-thread"))
+            new Thread(ParkedInDsagentStacksProbe) { IsBackground = true, Name = ParkedThreadName }.Start();
+        var perSecond = RateOf(args, "--throw-exceptions");
+        if (perSecond > 0)
+            new Thread(() => Throw(perSecond)) { IsBackground = true, Name = "dsagent-thrower" }.Start();
+        perSecond = RateOf(args, "--log-warnings");
+        if (perSecond > 0)
+        {
+            factory = LoggerFactory.Create(builder =>
+                builder.SetMinimumLevel(LogLevel.Trace).AddEventSourceLogger());
+            new Thread(() => Log(perSecond)) { IsBackground = true, Name = "dsagent-logger" }.Start();
+        }
+        if (args.Contains("--report-sessions"))
+            new Thread(ReportLogging) { IsBackground = true, Name = "logging-reporter" }.Start();
+    }
+
+    private static int RateOf(string[] args, string flag)
+    {
+        var i = Array.IndexOf(args, flag);
+        return i >= 0 && i + 1 < args.Length && int.TryParse(args[i + 1], out var n) ? Math.Clamp(n, 0, 1000) : 0;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void ParkedInDsagentStacksProbe()
+    {
+        using var never = new ManualResetEventSlim(false);
+        never.Wait();
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowDsagentProbe(int sequence) =>
+        throw new DsagentProbeException($"dsagent-exception-probe {sequence}");
+
+    private static void Throw(int perSecond)
+    {
+        for (var sequence = 0; ; sequence++)
+        {
+            try
+            {
+                ThrowDsagentProbe(sequence);
+            }
+            catch (DsagentProbeException)
+            {
+            }
+            Thread.Sleep(1000 / perSecond);
+        }
+    }
+
+    private static void Log(int perSecond)
+    {
+        var probe = factory!.CreateLogger(LogCategory);
+        var other = factory!.CreateLogger(OtherCategory);
+        for (var sequence = 0; ; sequence++)
+        {
+            using (probe.BeginScope("probe-scope {ScopeId}", 42))
+            {
+                probe.LogInformation("dsagent-log-info {Sequence}", sequence);
+                probe.LogWarning(new EventId(7, "ProbeWarning"), "dsagent-log-probe {Sequence}", sequence);
+            }
+            other.LogError("dsagent-log-other {Sequence}", sequence);
+            Thread.Sleep(1000 / perSecond);
+        }
+    }
+
+    private static void ReportLogging()
+    {
+        var reported = false;
+        for (;;)
+        {
+            var source = EventSource.GetSources().FirstOrDefault(s => s.Name == "Microsoft-Extensions-Logging");
+            var enabled = source?.IsEnabled() ?? false;
+            if (enabled != reported)
+            {
+                Console.WriteLine($"logging-enabled {enabled}");
+                reported = enabled;
+            }
+            Thread.Sleep(50);
+        }
+    }
+}
