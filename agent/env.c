@@ -90,6 +90,12 @@ void env_read(EnvReader *r, RuntimeCall *call, int error, const DotnetIpcRespons
                                     "the runtime sent a malformed environment reply");
                 return;
         }
+        if (k == DOTNET_IPC_E_TOO_LARGE) {
+                /* no size was decoded: what the runtime announced is past any process's environment */
+                request_reply_error(r->request, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                    "the runtime announced an environment larger than any process has (over 4 MiB)");
+                return;
+        }
         if (k != 0 || size > r->max) {
                 if (r->for_tool)
                         snprintf(why, sizeof(why), "the environment is larger than the proxy relays (%zu KiB)",

@@ -893,11 +893,19 @@ uint64_t nettrace_offset(const NettraceParser *p) {
         return p->offset;
 }
 
+/* SYSTEMTIME's own ranges; the target writes the clock sync, and timegm() must not overflow on it. */
+static bool sync_time_is_valid(const uint16_t t[8]) {
+        return t[0] >= 1601 && t[0] <= 9999 && t[1] >= 1 && t[1] <= 12 && t[3] >= 1 && t[3] <= 31 && t[4] <= 23 &&
+               t[5] <= 59 && t[6] <= 60 && t[7] <= 999;
+}
+
 /**
  * nettrace_time_nsec() - an event's @timestamp as nanoseconds since the epoch
  *
  * From the Trace object's clock sync: its UTC time (to the millisecond) at
- * sync_qpc, plus the ticks since at qpc_frequency. Pure: no time zone.
+ * sync_qpc, plus the ticks since at qpc_frequency. Pure: no time zone. A
+ * clock sync outside SYSTEMTIME's ranges counts as the epoch, and the sum is
+ * held to what an int64_t holds: a target's header never overflows it.
  */
 int64_t nettrace_time_nsec(const NettraceHeader *h, uint64_t timestamp) {
         struct tm tm = {
@@ -908,11 +916,17 @@ int64_t nettrace_time_nsec(const NettraceHeader *h, uint64_t timestamp) {
                 .tm_min = h->sync_time[5],
                 .tm_sec = h->sync_time[6],
         };
-        int64_t nsec = (int64_t)timegm(&tm) * 1000000000 + (int64_t)h->sync_time[7] * 1000000;
+        __int128 nsec = 0;
 
+        if (sync_time_is_valid(h->sync_time))
+                nsec = (__int128)timegm(&tm) * 1000000000 + (__int128)h->sync_time[7] * 1000000;
         if (h->qpc_frequency > 0)
-                nsec += (int64_t)((__int128)((int64_t)timestamp - h->sync_qpc) * 1000000000 / h->qpc_frequency);
-        return nsec;
+                nsec += ((__int128)(int64_t)timestamp - h->sync_qpc) * 1000000000 / h->qpc_frequency;
+        if (nsec > INT64_MAX)
+                return INT64_MAX;
+        if (nsec < INT64_MIN)
+                return INT64_MIN;
+        return (int64_t)nsec;
 }
 
 /* nettrace_time_nsec() in microseconds. */

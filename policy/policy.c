@@ -65,12 +65,15 @@ PolicyDumpType policy_dump_type_from_string(const char *s) {
  * env_redact when the policy does not set it: names that usually carry secrets. Matching
  * ignores case, and '*' makes each one match inside longer names, so that DB_PASSWORD,
  * ConnectionStrings__Main, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ACCESS_KEY_ID,
- * AZURE_CLIENT_SECRET, AZURE_STORAGE_CONNECTION_STRING and GITHUB_TOKEN are all covered.
+ * AZURE_CLIENT_SECRET, AZURE_STORAGE_CONNECTION_STRING and GITHUB_TOKEN are all covered; so are
+ * the prefixes .NET's configuration itself reads as connection strings (SQLCONNSTR_,
+ * CUSTOMCONNSTR_, ...), AzureWebJobsStorage, and URLs and proxies that may hold a password.
  * docs/policy.md lists them; keep the two in step.
  */
 static const char *const policy_env_redact_default[] = {
-        "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*", "*_PWD", "*SECRET*", "*TOKEN*", "*KEY*", "*CREDENTIAL*",
-        "*CONNECTIONSTRING*", "*CONNECTION_STRING*", "*_DSN", "*DATABASE_URL*",
+        "*PASSWORD*", "*PASSWD*", "*PASSPHRASE*", "*_PWD", "*_PASS", "*SECRET*", "*TOKEN*", "*KEY*", "*CREDENTIAL*",
+        "*AUTH*", "*PRIVATE*", "*CERT*", "*CONNECTIONSTRING*", "*CONNECTION_STRING*", "*CONNSTR_*", "AzureWebJobs*",
+        "*_DSN", "*DATABASE_URL*", "*_URL", "*_URI", "*_PROXY",
 };
 
 /* The profiles dsctl trace knows; a rule naming another one is a typo. */

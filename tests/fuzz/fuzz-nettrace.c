@@ -28,6 +28,7 @@ typedef struct Seen {
         unsigned headers, metadata, events, values, counters, monitored;
         uint64_t hash;
         unsigned pointer_size;
+        NettraceHeader header; /* the last one, to date events by */
         MonitorSymbols *symbols;
         MonitorScopes *scopes;
 } Seen;
@@ -72,7 +73,11 @@ static int on_header(const NettraceHeader *h, void *userdata) {
         fuzz_assert(h->qpc_frequency > 0);
         s->headers++;
         s->pointer_size = h->pointer_size;
+        s->header = *h;
         mix(s, h->pid);
+        /* the clock sync is the target's: dating an event must hold for any (UBSan checks the arithmetic) */
+        mix(s, (uint64_t)nettrace_time_nsec(h, 0));
+        mix(s, (uint64_t)nettrace_time_usec(h, UINT64_MAX));
         return 0;
 }
 
@@ -185,6 +190,8 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         mix(s, e->metadata_id);
         mix(s, e->sequence);
         mix(s, e->timestamp);
+        if (s->headers > 0)
+                mix(s, (uint64_t)nettrace_time_nsec(&s->header, e->timestamp));
         for (size_t i = 0; i < e->payload_size; i++)
                 mix(s, e->payload[i]);
         if (e->metadata) {

@@ -2,7 +2,7 @@
 """A process that listens where a .NET runtime would, and misbehaves on purpose.
 
 Modes: silent (accepts, reads, never answers), garbage (answers with bytes that
-are not a reply), close (accepts and hangs up), env:short, env:stall, env:count
+are not a reply), close (accepts and hangs up), env:short, env:stall, env:count, env:huge
 (an environment block that ends early, stops halfway, or miscounts), dumper (writes a small ELF core
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would). Everything received is
@@ -101,12 +101,14 @@ while True:
         conn.close()
     elif mode.startswith("env:"):
         # ProcessEnvironment's OK reply and a block that breaks it: "short" ends 10 bytes early,
-        # "stall" sends half and waits, "count" says one variable more than it holds
+        # "stall" sends half and waits, "count" says one variable more than it holds, "huge"
+        # announces 0xFFFFFFF0 bytes
         kind = mode.split(":", 1)[1]
         pair = "SECRET_LOOKING_TOKEN=fake-value".encode("utf-16-le") + b"\0\0"
         block = struct.pack("<II", 2 if kind == "count" else 1, len(pair) // 2) + pair
+        announced = 0xFFFFFFF0 if kind == "huge" else len(block) + (10 if kind == "short" else 0)
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 26, 0xFF, 0, 0) +
-                     struct.pack("<IH", len(block) + (10 if kind == "short" else 0), 0))
+                     struct.pack("<IH", announced, 0))
         conn.sendall(block[:len(block) // 2] if kind == "stall" else block)
         if kind == "stall":
             held.append(conn)

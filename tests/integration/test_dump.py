@@ -127,8 +127,9 @@ readers = ["group:{OPS}", "{MALLORY}"]
     r, result = dump(agent, ALICE, target.pid)
     assert r.returncode == 0, r
     gid = subprocess.run(["getent", "group", OPS], stdout=subprocess.PIPE, text=True).stdout.split(":")[2]
-    assert acl_of(result["path"]) == ["user::rw-", f"user:{uid_of(ALICE)}:r--", f"user:{uid_of(MALLORY)}:r--",
-                                      "group::---", f"group:{gid}:r--", "mask::r--", "other::---"]
+    readers = [f"user:{uid}:r--" for uid in sorted((uid_of(ALICE), uid_of(MALLORY)))]  # getfacl lists by uid
+    assert acl_of(result["path"]) == ["user::rw-", *readers, "group::---", f"group:{gid}:r--", "mask::r--",
+                                      "other::---"]
     assert can_read(MALLORY, result["path"]) and not can_read(SVC, result["path"])
 
 

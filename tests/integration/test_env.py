@@ -198,7 +198,9 @@ def a_runtime_that_breaks_its_environment_block_is_answered_as_not_answering():
     agent = Agent("--runtime-timeout", "2")
     for kind, words in (("short", "closed the connection before the whole environment"),
                         ("stall", "did not send the whole environment in time"),
-                        ("count", "sent a malformed environment")):
+                        ("count", "sent a malformed environment"),
+                        # nothing of the agent's memory in the words: the size was never decoded
+                        ("huge", "announced an environment larger than any process has (over 4 MiB)")):
         fake = FakeRuntime(f"env:{kind}")
         r = dsctl(agent, SVC, "env", str(fake.pid))
         assert r.returncode == EXIT_RUNTIME_UNREACHABLE, r

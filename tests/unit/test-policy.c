@@ -556,6 +556,10 @@ static void test_env_redact_defaults(void) {
                 "AZURE_CLIENT_CERTIFICATE_PASSWORD", "APPLICATIONINSIGHTS_CONNECTION_STRING",
                 "GOOGLE_APPLICATION_CREDENTIALS", "SENTRY_DSN", "DATABASE_URL",
                 "ASPNETCORE_Kestrel__Certificates__Default__Password",
+                /* what .NET's configuration reads as connection strings, and other places of secrets */
+                "SQLCONNSTR_Main", "CUSTOMCONNSTR_Reports", "POSTGRESQLCONNSTR_Orders", "SERVICEBUSCONNSTR_Bus",
+                "AzureWebJobsStorage", "RABBITMQ_DEFAULT_PASS", "SMTP_PASS", "REDIS_URL", "MONGODB_URI",
+                "HTTPS_PROXY", "SSL_PRIVATE_KEY_PATH", "BASIC_AUTH",
         };
         static const char *const plain[] = {
                 "PATH", "HOME", "PWD", "OLDPWD", "LANG", "TMPDIR", "DOTNET_ROOT", "ASPNETCORE_URLS",
