@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import harness
 from harness import (ALICE, SVC, Agent, FakeRuntime, Process, Target, as_user, dsctl, make_dir, run_tests, test, uid_of,
@@ -55,8 +56,17 @@ def victim_tree():
     return victim
 
 
-def no_staging_left(pid):
-    return [n for n in os.listdir(f"/proc/{pid}/root/tmp") if n.startswith(".dsagent-dump-")] == []
+def no_staging_left(pid, wait=15.0):
+    """No staging directory in the target's /tmp. Some targets share the host's /tmp, where another
+    test run's dump may be staging right now: that one goes within seconds, a leaked one never."""
+    def none():
+        return [n for n in os.listdir(f"/proc/{pid}/root/tmp") if n.startswith(".dsagent-dump-")] == []
+    deadline = time.monotonic() + wait
+    while not none():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def mounts_of(fake):
