@@ -30,15 +30,16 @@ public static class DsagentProbe
     {
         if (args.Contains("--park-thread"))
             new Thread(ParkedInDsagentStacksProbe) { IsBackground = true, Name = ParkedThreadName }.Start();
-        var perSecond = RateOf(args, "--throw-exceptions");
-        if (perSecond > 0)
-            new Thread(() => Throw(perSecond)) { IsBackground = true, Name = "dsagent-thrower" }.Start();
-        perSecond = RateOf(args, "--log-warnings");
-        if (perSecond > 0)
+        // each thread its own rate: a lambda captures the variable, not its value at Start()
+        var throwsPerSecond = RateOf(args, "--throw-exceptions");
+        if (throwsPerSecond > 0)
+            new Thread(() => Throw(throwsPerSecond)) { IsBackground = true, Name = "dsagent-thrower" }.Start();
+        var logsPerSecond = RateOf(args, "--log-warnings");
+        if (logsPerSecond > 0)
         {
             factory = LoggerFactory.Create(builder =>
                 builder.SetMinimumLevel(LogLevel.Trace).AddEventSourceLogger());
-            new Thread(() => Log(perSecond)) { IsBackground = true, Name = "dsagent-logger" }.Start();
+            new Thread(() => Log(logsPerSecond)) { IsBackground = true, Name = "dsagent-logger" }.Start();
         }
         if (args.Contains("--report-sessions"))
             new Thread(ReportLogging) { IsBackground = true, Name = "logging-reporter" }.Start();
