@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -63,6 +62,7 @@ enum {
         NOTE_HISTOGRAMS,
         NOTE_SERIES_LIMIT,
         NOTE_TYPE_CLASH,
+        NOTE_NAMELESS,
         NOTE_WRITE,
         _NOTE_MAX,
 };
@@ -514,6 +514,11 @@ static void prom_add(CounterSink *s, const NettraceCounter *c, const Instrument 
         PromSeries *series;
         char *labels;
 
+        /* no Prometheus name can be made of none: "" is no metric name, and "_total" names nothing */
+        if (!*c->name) {
+                note(s, NOTE_NAMELESS, "an instrument without a name is left out");
+                return;
+        }
         if (c->kind == NETTRACE_COUNTER_SUM || c->kind == NETTRACE_COUNTER_COUNTER)
                 type = PROMETHEUS_COUNTER;
         else if (c->kind == NETTRACE_COUNTER_HISTOGRAM)
@@ -621,75 +626,62 @@ static void prom_write(CounterSink *s, FILE *f) {
         }
 }
 
-/* node_exporter's textfile convention: a whole new file in the same directory, renamed over the old one. */
-static int temp_beside(const char *path, char **ret);
-
-static int prom_write_file(CounterSink *s, const char *path) {
-        _cleanup_free_ char *temp = NULL;
+/*
+ * node_exporter's textfile convention: a whole new file in the same directory, renamed over the old one.
+ * The directory is the one pinned before the session began (counter_sink_check_file()): whoever may
+ * rename a directory on the path cannot send the next interval's file elsewhere.
+ */
+static int prom_write_file(CounterSink *s, OutFile *file) {
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
         mode_t mask;
-        FILE *f;
-        int fd, r = 0;
+        FILE *f = open_memstream(&text, &size);
+        int r;
 
-        fd = temp_beside(path, &temp);
-        if (fd < 0)
-                return fd;
+        if (!f)
+                return -ENOMEM;
+        prom_write(s, f);
+        if (fclose(f) != 0)
+                return -ENOMEM;
+        r = out_file_open_replacement(file);
+        if (r < 0)
+                return r;
         /* readable as a file dsctl makes anywhere else: 0644 under the caller's umask */
         mask = umask(0);
         umask(mask);
-        if (fchmod(fd, 0644 & ~mask) < 0)
+        if (fchmod(file->fd, 0644 & ~mask) < 0)
                 r = -errno;
-        f = r == 0 ? fdopen(fd, "w") : NULL;
-        if (!f) {
-                r = r < 0 ? r : -errno;
-                safe_close(fd);
-        } else {
-                prom_write(s, f);
-                if (fflush(f) != 0 || ferror(f))
-                        r = -(errno ? errno : EIO);
-                if (fclose(f) != 0 && r == 0)
-                        r = -errno;
+        if (r == 0)
+                r = out_file_write(file, text, size);
+        if (r < 0) {
+                out_file_drop(file);
+                return r;
         }
-        if (r == 0 && rename(temp, path) < 0)
-                r = -errno;
-        if (r < 0)
-                (void)unlink(temp);
-        return r;
+        return out_file_replace(file);
 }
 
-static int temp_beside(const char *path, char **ret) {
-        _cleanup_free_ char *dir_copy = strdup(path), *base_copy = strdup(path);
-        int fd;
-
-        if (!dir_copy || !base_copy || asprintf(ret, "%s/.%s.XXXXXX", dirname(dir_copy), basename(base_copy)) < 0)
-                return -ENOMEM;
-        fd = mkostemp(*ret, O_CLOEXEC);
-        if (fd < 0) {
-                fd = -errno;
-                free(*ret);
-                *ret = NULL;
-        }
-        return fd;
-}
-
-int counter_sink_check_file(const char *path) {
-        _cleanup_free_ char *temp = NULL;
+int counter_sink_check_file(OutFile *file, const char *path) {
         struct stat st;
-        int fd;
+        int r;
 
-        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+        r = out_file_pin(file, path);
+        if (r < 0)
+                return r;
+        if (fstatat(file->dir_fd, file->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) &&
+            !S_ISLNK(st.st_mode))
                 return S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST;
-        fd = temp_beside(path, &temp);
-        if (fd < 0)
-                return fd;
-        safe_close(fd);
-        return unlink(temp) < 0 ? -errno : 0;
+        r = out_file_open_replacement(file);
+        if (r < 0)
+                return r;
+        out_file_drop(file);
+        return 0;
 }
 
 static void prom_publish(CounterSink *s) {
         int r = 0;
 
         if (s->o->output && !s->o->rows)
-                r = prom_write_file(s, s->o->output);
+                r = s->o->prometheus_file ? prom_write_file(s, s->o->prometheus_file) : -EBADF;
         else if (s->o->rows) {
                 /* on a stream, one snapshot after another, an empty line between them */
                 if (s->snapshots > 0)

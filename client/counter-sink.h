@@ -50,10 +50,12 @@ int counter_sink_end(CounterSink *s);
 
 /*
  * Whether a prometheus file can be written at @path: a file of the caller's
- * can be made beside it (then removed), and @path is none or a regular file.
+ * can be made beside it (then removed), and @path is none or a regular file
+ * (or a symlink, which is replaced). @file keeps the directory pinned: each
+ * interval's file is made and renamed in it (SessionOptions.prometheus_file).
  * Return: 0 or a negative errno.
  */
-int counter_sink_check_file(const char *path);
+int counter_sink_check_file(OutFile *file, const char *path);
 
 /* The text dotnet-counters gives as TargetProcess: .NET's Process.ProcessName of @pid, "" if unknown. */
 char *counter_sink_process_name(pid_t pid);

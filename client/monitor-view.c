@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <search.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/param.h>
 #include <time.h>
 
 #include "array.h"
@@ -19,7 +21,14 @@ typedef struct Stack {
         uint64_t timestamp;
         uint64_t *frames;
         size_t depth;
+        size_t lost;               /* frames past MONITOR_VIEW_FRAMES_MAX, not kept */
 } Stack;
+
+/* stacks: where a thread's stack is in MonitorView.threads, in a tree by thread id */
+typedef struct ThreadIndex {
+        uint64_t thread_id;
+        size_t index;
+} ThreadIndex;
 
 typedef struct Thrown {
         MonitorException x;
@@ -29,7 +38,9 @@ typedef struct Thrown {
 struct MonitorView {
         MonitorViewKind kind;
         MonitorViewFormat format;
-        FILE *out;
+        FILE *out;                 /* writes into real, counting the bytes */
+        FILE *real;
+        uint64_t written;
 
         bool have_header;
         NettraceHeader header;
@@ -38,29 +49,52 @@ struct MonitorView {
 
         Stack *threads;            /* stacks: the first sample of each thread, in order of arrival */
         size_t n_threads, cap_threads;
+        void *thread_index;        /* of ThreadIndex */
         Thrown *thrown;            /* exceptions */
         size_t n_thrown, cap_thrown;
+        size_t kept_bytes;         /* of threads' stacks, or of exceptions */
         unsigned long left_out;
+        unsigned long not_shown;
         unsigned long shown;
 };
+
+static ssize_t counted_write(void *cookie, const char *buf, size_t size) {
+        MonitorView *v = cookie;
+        size_t n = fwrite(buf, 1, size, v->real);
+
+        v->written += n;
+        return n > 0 || size == 0 ? (ssize_t)n : -1;
+}
 
 int monitor_view_new(MonitorViewKind kind, MonitorViewFormat format, FILE *out, MonitorView **ret) {
         _cleanup_free_ MonitorView *v = calloc(1, sizeof(MonitorView));
 
         if (!v)
                 return -ENOMEM;
-        *v = (MonitorView){ .kind = kind, .format = format, .out = out };
+        *v = (MonitorView){ .kind = kind, .format = format, .real = out };
+        v->out = fopencookie(v, "w", (cookie_io_functions_t){ .write = counted_write });
+        if (!v->out)
+                return -ENOMEM;
         if (monitor_symbols_new(&v->symbols) < 0 || monitor_scopes_new(&v->scopes) < 0) {
                 monitor_symbols_free(v->symbols);
+                fclose(v->out);
                 return -ENOMEM;
         }
         *ret = TAKE_PTR(v);
         return 0;
 }
 
+static void view_flush(MonitorView *v) {
+        fflush(v->out);
+        fflush(v->real);
+}
+
 MonitorView *monitor_view_free(MonitorView *v) {
         if (!v)
                 return NULL;
+        fclose(v->out);
+        fflush(v->real);
+        tdestroy(v->thread_index, free);
         for (size_t i = 0; i < v->n_threads; i++)
                 free(v->threads[i].frames);
         for (size_t i = 0; i < v->n_thrown; i++) {
@@ -77,6 +111,10 @@ MonitorView *monitor_view_free(MonitorView *v) {
 
 unsigned long monitor_view_left_out(const MonitorView *v) {
         return v->left_out;
+}
+
+unsigned long monitor_view_not_shown(const MonitorView *v) {
+        return v->not_shown;
 }
 
 void monitor_view_header(MonitorView *v, const NettraceHeader *h) {
@@ -112,10 +150,15 @@ static void format_time(const MonitorView *v, uint64_t timestamp, bool iso, char
                 snprintf(buf, size, "%s.%03ld", head, fraction / 1000);
 }
 
-static int stack_copy(const NettraceEvent *e, Stack *ret) {
-        size_t depth = e->stack_depth < MONITOR_VIEW_FRAMES_MAX ? e->stack_depth : MONITOR_VIEW_FRAMES_MAX;
+static size_t kept_depth(const NettraceEvent *e) {
+        return MIN(e->stack_depth, (size_t)MONITOR_VIEW_FRAMES_MAX);
+}
 
-        *ret = (Stack){ .thread_id = e->thread_id, .timestamp = e->timestamp, .depth = depth };
+static int stack_copy(const NettraceEvent *e, Stack *ret) {
+        size_t depth = kept_depth(e);
+
+        *ret = (Stack){ .thread_id = e->thread_id, .timestamp = e->timestamp, .depth = depth,
+                        .lost = e->stack_depth - depth };
         if (depth == 0)
                 return 0;
         ret->frames = malloc(depth * sizeof(uint64_t));
@@ -125,34 +168,109 @@ static int stack_copy(const NettraceEvent *e, Stack *ret) {
         return 0;
 }
 
+/* Whether @bytes more may be kept: past MONITOR_VIEW_KEPT_BYTES_MAX, what comes is counted, not kept. */
+static bool may_keep(MonitorView *v, size_t bytes) {
+        if (bytes > MONITOR_VIEW_KEPT_BYTES_MAX - MIN(v->kept_bytes, (size_t)MONITOR_VIEW_KEPT_BYTES_MAX)) {
+                v->left_out++;
+                return false;
+        }
+        return true;
+}
+
+static int thread_compare(const void *a, const void *b) {
+        uint64_t x = ((const ThreadIndex *)a)->thread_id, y = ((const ThreadIndex *)b)->thread_id;
+
+        return x < y ? -1 : x > y;
+}
+
 /* stacks: the sample profiler's first (earliest) sample of each thread. */
 static int on_sample(MonitorView *v, const NettraceEvent *e) {
-        Stack *t = NULL;
+        ThreadIndex key = { .thread_id = e->thread_id }, *index;
+        size_t bytes = sizeof(Stack) + sizeof(ThreadIndex) + 4 * sizeof(void *) + kept_depth(e) * sizeof(uint64_t);
+        void *found;
         int r;
 
         if (!e->metadata || strcmp(e->metadata->provider, MONITOR_SAMPLE_PROFILER) != 0 || e->stack_depth == 0)
                 return 0;
-        for (size_t i = 0; i < v->n_threads && !t; i++)
-                if (v->threads[i].thread_id == e->thread_id)
-                        t = &v->threads[i];
-        if (t && t->timestamp <= e->timestamp)
-                return 0;
-        if (t) {
+        found = tfind(&key, &v->thread_index, thread_compare);
+        if (found) {
+                Stack *t = &v->threads[(*(ThreadIndex **)found)->index];
+                size_t had = t->depth * sizeof(uint64_t);
+
+                if (t->timestamp <= e->timestamp)
+                        return 0;
+                /* an earlier sample of the thread, after a later one: it takes its place */
+                v->kept_bytes -= had;
+                if (!may_keep(v, kept_depth(e) * sizeof(uint64_t))) {
+                        v->kept_bytes += had;
+                        return 0;
+                }
                 free(t->frames);
-                return stack_copy(e, t);
+                r = stack_copy(e, t);
+                v->kept_bytes += t->depth * sizeof(uint64_t);
+                return r;
         }
-        if (v->n_threads >= MONITOR_VIEW_THREADS_MAX)
+        if (v->n_threads >= MONITOR_VIEW_THREADS_MAX) {
+                v->left_out++;
+                return 0;
+        }
+        if (!may_keep(v, bytes))
                 return 0;
         r = array_reserve((void **)&v->threads, &v->cap_threads, v->n_threads, sizeof(Stack));
-        if (r == 0)
-                r = stack_copy(e, &v->threads[v->n_threads]);
-        if (r == 0)
-                v->n_threads++;
-        return r;
+        if (r < 0)
+                return r;
+        index = malloc(sizeof(ThreadIndex));
+        if (!index)
+                return -ENOMEM;
+        *index = (ThreadIndex){ .thread_id = e->thread_id, .index = v->n_threads };
+        if (!tsearch(index, &v->thread_index, thread_compare)) {
+                free(index);
+                return -ENOMEM;
+        }
+        r = stack_copy(e, &v->threads[v->n_threads]);
+        if (r < 0) {
+                tdelete(index, &v->thread_index, thread_compare);
+                free(index);
+                return r;
+        }
+        v->n_threads++;
+        v->kept_bytes += bytes;
+        return 0;
+}
+
+/* @s as shown: its first @max bytes at most, cut on a character's boundary, with what was left out said. */
+static const char *cut(const char *s, size_t max, char **buf) {
+        size_t n = strlen(s), k = max;
+
+        *buf = NULL;
+        if (n <= max)
+                return s;
+        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+                k--;
+        if (asprintf(buf, "%.*s\u2026[%zu bytes left out]", (int)k, s, n - k) < 0) {
+                *buf = NULL;
+                return "\u2026";
+        }
+        return *buf;
+}
+
+/* Replaces *@s with what would be shown of it. Return: 0 or -ENOMEM. */
+static int cut_in_place(char **s, size_t max) {
+        char *buf;
+
+        (void)cut(*s, max, &buf);
+        if (strlen(*s) > max && !buf)
+                return -ENOMEM;
+        if (buf) {
+                free(*s);
+                *s = buf;
+        }
+        return 0;
 }
 
 static int on_exception(MonitorView *v, const NettraceEvent *e) {
         _cleanup_(monitor_exception_done) MonitorException x = {};
+        size_t bytes;
         int r;
 
         if (monitor_exception_extract(e, v->header.pointer_size, &x) != 0)
@@ -161,29 +279,49 @@ static int on_exception(MonitorView *v, const NettraceEvent *e) {
                 v->left_out++;
                 return 0;
         }
+        /* kept as they will be shown: the memory they take is bounded with them */
+        if (cut_in_place(&x.type, MONITOR_VIEW_NAME_MAX) < 0 || cut_in_place(&x.message, MONITOR_VIEW_MESSAGE_MAX) < 0)
+                return -ENOMEM;
+        bytes = sizeof(Thrown) + strlen(x.type) + strlen(x.message) + 2 + kept_depth(e) * sizeof(uint64_t);
+        if (!may_keep(v, bytes))
+                return 0;
         r = array_reserve((void **)&v->thrown, &v->cap_thrown, v->n_thrown, sizeof(Thrown));
         if (r == 0)
                 r = stack_copy(e, &v->thrown[v->n_thrown].stack);
         if (r != 0)
                 return r;
         v->thrown[v->n_thrown++].x = x;
+        v->kept_bytes += bytes;
         x = (MonitorException){};
         return 0;
 }
 
-/* A string for people: control characters and invalid bytes escaped (text_escape()). */
-static void put_text(FILE *f, const char *s) {
-        _cleanup_free_ char *escaped = text_escape(s, strlen(s));
+/* A string for people, its first @max bytes: control characters and invalid bytes escaped (text_escape()). */
+static void put_text(FILE *f, const char *s, size_t max) {
+        _cleanup_free_ char *buf = NULL;
+        const char *shown = cut(s, max, &buf);
+        _cleanup_free_ char *escaped = text_escape(shown, strlen(shown));
 
         fputs(escaped ? escaped : "?", f);
 }
 
-static void json_key_string(FILE *f, const char *key, const char *value, bool first) {
-        fprintf(f, "%s\"%s\":", first ? "" : ",", key);
-        if (value)
-                output_json_string(f, value);
+/* A JSON string of @s's first @max bytes, or null. */
+static void put_json(FILE *f, const char *s, size_t max) {
+        _cleanup_free_ char *buf = NULL;
+
+        if (s)
+                output_json_string(f, cut(s, max, &buf));
         else
                 fputs("null", f);
+}
+
+/* "key":value; the key too may come from the stream (a scope's, cut already), and is a JSON string like any other. */
+static void json_key_string(FILE *f, const char *key, const char *value, size_t max, bool first) {
+        if (!first)
+                fputc(',', f);
+        put_json(f, key, SIZE_MAX);
+        fputc(':', f);
+        put_json(f, value, max);
 }
 
 static const char *level_name(int32_t level) {
@@ -192,58 +330,90 @@ static const char *level_name(int32_t level) {
         return level >= 0 && level < (int32_t)ELEMENTSOF(names) ? names[level] : "Unknown";
 }
 
+/*
+ * The arguments of the scopes around a message, outermost scope first, up to MONITOR_VIEW_SCOPE_BYTES_MAX
+ * of their keys and values: as JSON members, or " [key=value, ...]" a scope. Return: how many were left out.
+ */
+static unsigned long scope_arguments_show(FILE *f, const MonitorScope *const *scopes, size_t n, bool json) {
+        size_t budget = MONITOR_VIEW_SCOPE_BYTES_MAX;
+        unsigned long left_out = 0;
+        bool first = true;
+
+        for (size_t i = n; i > 0; i--) {
+                const MonitorScope *scope = scopes[i - 1];
+                bool opened = false;
+
+                for (size_t k = 0; k < scope->n_arguments; k++) {
+                        _cleanup_free_ char *key_buf = NULL, *value_buf = NULL;
+                        const char *key, *value;
+                        size_t bytes;
+
+                        if (strcmp(scope->keys[k], "{OriginalFormat}") == 0)
+                                continue;
+                        if (left_out > 0) {
+                                left_out++;
+                                continue;
+                        }
+                        key = cut(scope->keys[k], MONITOR_VIEW_NAME_MAX, &key_buf);
+                        value = cut(scope->values[k], MONITOR_VIEW_NAME_MAX, &value_buf);
+                        bytes = strlen(key) + strlen(value);
+                        if (bytes > budget) {
+                                left_out++;
+                                continue;
+                        }
+                        budget -= bytes;
+                        if (json)
+                                json_key_string(f, key, value, SIZE_MAX, first);
+                        else {
+                                fputs(opened ? ", " : " [", f);
+                                put_text(f, key, SIZE_MAX);
+                                fputc('=', f);
+                                put_text(f, value, SIZE_MAX);
+                        }
+                        first = false;
+                        opened = true;
+                }
+                if (!json && opened)
+                        fputc(']', f);
+        }
+        return left_out;
+}
+
 /* logs: "TIME LEVEL CATEGORY[ID] MESSAGE [scope arguments]", or a JSON line, as each message comes. */
 static void log_show(MonitorView *v, const NettraceEvent *e, const MonitorLogEntry *l) {
         const MonitorScope *scopes[SCOPES_SHOWN_MAX];
         size_t n = monitor_scopes_of(v->scopes, e, scopes, ELEMENTSOF(scopes));
+        unsigned long left_out;
         FILE *f = v->out;
         char when[64];
 
         if (v->format == MONITOR_VIEW_JSON) {
-                char time_iso[64];
-                bool first = true;
-
-                format_time(v, e->timestamp, true, time_iso, sizeof(time_iso));
+                format_time(v, e->timestamp, true, when, sizeof(when));
                 fputc('{', f);
-                json_key_string(f, "Timestamp", time_iso, true);
-                json_key_string(f, "LogLevel", level_name(l->level), false);
+                json_key_string(f, "Timestamp", when, SIZE_MAX, true);
+                json_key_string(f, "LogLevel", level_name(l->level), SIZE_MAX, false);
                 fprintf(f, ",\"EventId\":%d", (int)l->event_id);
-                json_key_string(f, "EventName", l->event_name, false);
-                json_key_string(f, "Category", l->category, false);
-                json_key_string(f, "Message", l->message, false);
+                json_key_string(f, "EventName", l->event_name, MONITOR_VIEW_NAME_MAX, false);
+                json_key_string(f, "Category", l->category, MONITOR_VIEW_NAME_MAX, false);
+                json_key_string(f, "Message", l->message, MONITOR_VIEW_MESSAGE_MAX, false);
                 fputs(",\"Scopes\":{", f);
-                for (size_t i = n; i > 0; i--)
-                        for (size_t k = 0; k < scopes[i - 1]->n_arguments; k++) {
-                                if (strcmp(scopes[i - 1]->keys[k], "{OriginalFormat}") == 0)
-                                        continue;
-                                json_key_string(f, scopes[i - 1]->keys[k], scopes[i - 1]->values[k], first);
-                                first = false;
-                        }
-                fprintf(f, "},\"ThreadId\":%llu}\n", (unsigned long long)e->thread_id);
+                left_out = scope_arguments_show(f, scopes, n, true);
+                fputc('}', f);
+                if (left_out > 0)
+                        fprintf(f, ",\"ScopesLeftOut\":%lu", left_out);
+                fprintf(f, ",\"ThreadId\":%llu}\n", (unsigned long long)e->thread_id);
         } else {
                 format_time(v, e->timestamp, false, when, sizeof(when));
                 fprintf(f, "%s %s ", when, level_name(l->level));
-                put_text(f, l->category);
+                put_text(f, l->category, MONITOR_VIEW_NAME_MAX);
                 fprintf(f, "[%d] ", (int)l->event_id);
-                put_text(f, l->message);
-                for (size_t i = n; i > 0; i--) {
-                        bool first = true;
-
-                        for (size_t k = 0; k < scopes[i - 1]->n_arguments; k++) {
-                                if (strcmp(scopes[i - 1]->keys[k], "{OriginalFormat}") == 0)
-                                        continue;
-                                fputs(first ? " [" : ", ", f);
-                                put_text(f, scopes[i - 1]->keys[k]);
-                                fputc('=', f);
-                                put_text(f, scopes[i - 1]->values[k]);
-                                first = false;
-                        }
-                        if (!first)
-                                fputc(']', f);
-                }
+                put_text(f, l->message, MONITOR_VIEW_MESSAGE_MAX);
+                left_out = scope_arguments_show(f, scopes, n, false);
+                if (left_out > 0)
+                        fprintf(f, " [%lu scope arguments left out]", left_out);
                 fputc('\n', f);
         }
-        fflush(f);
+        view_flush(v);
         v->shown++;
 }
 
@@ -301,6 +471,14 @@ static size_t frames_of(MonitorView *v, const Stack *s, Frame *out) {
         return n;
 }
 
+/* How many of @n frames are shown; *@ret_left_out: those that are not, and those not kept (@lost). */
+static size_t frames_shown(size_t n, size_t lost, size_t *ret_left_out) {
+        size_t shown = MIN(n, (size_t)MONITOR_VIEW_FRAMES_SHOWN_MAX);
+
+        *ret_left_out = n - shown + lost;
+        return shown;
+}
+
 /* "Namespace.Type.Method", with "Module!" before it when @module is set and known. */
 static void frame_text(FILE *f, const Frame *fr, bool module) {
         if (!fr->method) {
@@ -308,10 +486,10 @@ static void frame_text(FILE *f, const Frame *fr, bool module) {
                 return;
         }
         if (module && fr->module) {
-                put_text(f, fr->module);
+                put_text(f, fr->module, MONITOR_VIEW_NAME_MAX);
                 fputc('!', f);
         }
-        put_text(f, fr->method->name);
+        put_text(f, fr->method->name, MONITOR_VIEW_NAME_MAX);
 }
 
 /* dotnet-monitor's frame: methodName, className, moduleName. */
@@ -325,20 +503,38 @@ static void frame_json(FILE *f, const Frame *fr) {
         if (fr->method->method_at > 0)
                 class_name = strndup(fr->method->name, fr->method->method_at - 1);
         fputc('{', f);
-        json_key_string(f, "methodName", fr->method->name + fr->method->method_at, true);
-        json_key_string(f, "className", class_name ? class_name : "", false);
-        json_key_string(f, "moduleName", fr->module, false);
+        json_key_string(f, "methodName", fr->method->name + fr->method->method_at, MONITOR_VIEW_NAME_MAX, true);
+        json_key_string(f, "className", class_name ? class_name : "", MONITOR_VIEW_NAME_MAX, false);
+        json_key_string(f, "moduleName", fr->module, MONITOR_VIEW_NAME_MAX, false);
         fputc('}', f);
 }
 
-static void call_stack_json(FILE *f, const Frame *frames, size_t n, uint64_t thread_id) {
+/* The frames past MONITOR_VIEW_FRAMES_SHOWN_MAX, as one frame of their own: "[N frames left out]". */
+static void left_out_json(FILE *f, size_t left_out) {
+        fprintf(f, "{\"methodName\":\"[%zu frames left out]\",\"className\":null,\"moduleName\":null}", left_out);
+}
+
+static void call_stack_json(FILE *f, const Frame *frames, size_t n, size_t lost, uint64_t thread_id) {
+        size_t left_out, shown = frames_shown(n, lost, &left_out);
+
         fprintf(f, "{\"threadId\":%llu,\"threadName\":null,\"frames\":[", (unsigned long long)thread_id);
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < shown; i++) {
                 if (i > 0)
                         fputc(',', f);
                 frame_json(f, &frames[i]);
         }
+        if (left_out > 0) {
+                if (shown > 0)
+                        fputc(',', f);
+                left_out_json(f, left_out);
+        }
         fputs("]}", f);
+}
+
+/* Whether the output reached MONITOR_VIEW_OUTPUT_MAX, @ahead bytes that are still to come counted. */
+static bool output_full(MonitorView *v, uint64_t ahead) {
+        fflush(v->out);
+        return v->written + ahead >= MONITOR_VIEW_OUTPUT_MAX;
 }
 
 /*
@@ -351,38 +547,53 @@ static void call_stack_json(FILE *f, const Frame *frames, size_t n, uint64_t thr
 static void stacks_speedscope(MonitorView *v, Frame *frames) {
         FILE *f = v->out;
         double interval = v->header.sampling_rate_ns > 0 ? v->header.sampling_rate_ns / 1e6 : 1.0;
-        size_t n_frames_shared = 0;
+        size_t n_frames_shared = 0, n_threads = v->n_threads;
+        uint64_t profiles_bytes = 0;
 
         fputs("{\"exporter\":\"dsctl " DSAGENT_VERSION "\",\"name\":\"stacks\",\"activeProfileIndex\":0,"
               "\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"shared\":{\"frames\":[",
               f);
         /* each thread's frames in turn, numbered in that order: a frame is listed once per use, which
-         * keeps the writer simple and is valid (speedscope merges frames of the same name) */
+         * keeps the writer simple and is valid (speedscope merges frames of the same name); the
+         * profiles that follow are counted ahead against the limit of the output */
         for (size_t t = 0; t < v->n_threads; t++) {
-                size_t n = frames_of(v, &v->threads[t], frames);
+                size_t n, left_out, shown;
 
-                for (size_t i = 0; i < n; i++) {
+                if (output_full(v, profiles_bytes)) {
+                        n_threads = t;
+                        break;
+                }
+                n = frames_of(v, &v->threads[t], frames);
+                shown = frames_shown(n, v->threads[t].lost, &left_out);
+                for (size_t i = 0; i < shown + (left_out > 0); i++) {
                         _cleanup_free_ char *name = NULL;
                         size_t size = 0;
                         FILE *m = open_memstream(&name, &size);
 
                         if (!m)
                                 continue;
-                        frame_text(m, &frames[i], true);
+                        if (i < shown)
+                                frame_text(m, &frames[i], true);
+                        else
+                                fprintf(m, "[%zu frames left out]", left_out);
                         fclose(m);
                         fprintf(f, "%s{\"name\":", n_frames_shared > 0 ? "," : "");
                         output_json_string(f, name ? name : "?");
                         fputc('}', f);
                         n_frames_shared++;
                 }
+                /* a profile's head, and two events of at most 32 + 2 * 24 bytes a frame */
+                profiles_bytes += 256 + (shown + 1) * 2 * 80;
         }
         fputs("]},\"profiles\":[", f);
         n_frames_shared = 0;
-        for (size_t t = 0; t < v->n_threads; t++) {
-                size_t n = frames_of(v, &v->threads[t], frames);
+        for (size_t t = 0; t < n_threads; t++) {
+                size_t n = frames_of(v, &v->threads[t], frames), left_out;
+                size_t shown = frames_shown(n, v->threads[t].lost, &left_out);
                 double at = (double)(wall_usec(v, v->threads[t].timestamp) - wall_usec(v, (uint64_t)v->header.sync_qpc)) /
                             1000.0;
 
+                n = shown + (left_out > 0);
                 if (at < 0)
                         at = 0;
                 fprintf(f, "%s{\"type\":\"evented\",\"name\":\"Thread (%llu)\",\"unit\":\"milliseconds\","
@@ -397,10 +608,13 @@ static void stacks_speedscope(MonitorView *v, Frame *frames) {
                 n_frames_shared += n;
         }
         fputs("]}\n", f);
+        v->not_shown = v->n_threads - n_threads;
+        v->shown = n_threads;
 }
 
 static void stacks_show(MonitorView *v, Frame *frames) {
         FILE *f = v->out;
+        size_t t;
 
         if (v->format == MONITOR_VIEW_SPEEDSCOPE) {
                 stacks_speedscope(v, frames);
@@ -408,25 +622,30 @@ static void stacks_show(MonitorView *v, Frame *frames) {
         }
         if (v->format == MONITOR_VIEW_JSON)
                 fputs("{\"threads\":[", f);
-        for (size_t t = 0; t < v->n_threads; t++) {
-                size_t n = frames_of(v, &v->threads[t], frames);
+        for (t = 0; t < v->n_threads && !output_full(v, 0); t++) {
+                size_t n = frames_of(v, &v->threads[t], frames), left_out, shown;
 
                 if (v->format == MONITOR_VIEW_JSON) {
                         if (t > 0)
                                 fputc(',', f);
-                        call_stack_json(f, frames, n, v->threads[t].thread_id);
+                        call_stack_json(f, frames, n, v->threads[t].lost, v->threads[t].thread_id);
                         continue;
                 }
                 fprintf(f, "%sThread %llu (0x%llX):\n", t > 0 ? "\n" : "", (unsigned long long)v->threads[t].thread_id,
                         (unsigned long long)v->threads[t].thread_id);
-                for (size_t i = 0; i < n; i++) {
+                shown = frames_shown(n, v->threads[t].lost, &left_out);
+                for (size_t i = 0; i < shown; i++) {
                         fputs("  ", f);
                         frame_text(f, &frames[i], true);
                         fputc('\n', f);
                 }
+                if (left_out > 0)
+                        fprintf(f, "  [%zu frames left out]\n", left_out);
         }
         if (v->format == MONITOR_VIEW_JSON)
                 fputs("]}\n", f);
+        v->not_shown = v->n_threads - t;
+        v->shown = t;
 }
 
 static int thrown_compare(const void *a, const void *b) {
@@ -438,13 +657,14 @@ static int thrown_compare(const void *a, const void *b) {
 /* dotnet-monitor's /exceptions: text blocks, or one ExceptionInstance per JSON line. */
 static void exceptions_show(MonitorView *v, Frame *frames) {
         FILE *f = v->out;
+        size_t i;
 
         if (v->n_thrown > 1)
                 qsort(v->thrown, v->n_thrown, sizeof(Thrown), thrown_compare);
-        for (size_t i = 0; i < v->n_thrown; i++) {
+        for (i = 0; i < v->n_thrown && !output_full(v, 0); i++) {
                 const Thrown *t = &v->thrown[i];
                 const MonitorMethod *thrower = monitor_symbols_lookup(v->symbols, t->x.ip);
-                size_t n = frames_of(v, &t->stack, frames);
+                size_t n = frames_of(v, &t->stack, frames), left_out, shown;
                 char when[64];
 
                 size_t k = 0;
@@ -463,26 +683,32 @@ static void exceptions_show(MonitorView *v, Frame *frames) {
                 format_time(v, t->stack.timestamp, v->format == MONITOR_VIEW_JSON, when, sizeof(when));
                 if (v->format == MONITOR_VIEW_JSON) {
                         fprintf(f, "{\"id\":%zu", i + 1);
-                        json_key_string(f, "timestamp", when, false);
-                        json_key_string(f, "typeName", t->x.type, false);
-                        json_key_string(f, "message", t->x.message, false);
+                        json_key_string(f, "timestamp", when, SIZE_MAX, false);
+                        /* type and message were cut when kept */
+                        json_key_string(f, "typeName", t->x.type, SIZE_MAX, false);
+                        json_key_string(f, "message", t->x.message, SIZE_MAX, false);
                         fprintf(f, ",\"hresult\":\"0x%08X\",\"innerExceptions\":[],\"callStack\":", t->x.hresult);
-                        call_stack_json(f, frames, n, t->stack.thread_id);
+                        call_stack_json(f, frames, n, t->stack.lost, t->stack.thread_id);
                         fputs("}\n", f);
                         continue;
                 }
                 fprintf(f, "%sFirst chance exception at %s on thread %llu\n", i > 0 ? "\n" : "", when,
                         (unsigned long long)t->stack.thread_id);
-                put_text(f, t->x.type);
+                put_text(f, t->x.type, SIZE_MAX);
                 fputs(": ", f);
-                put_text(f, t->x.message);
+                put_text(f, t->x.message, SIZE_MAX);
                 fputc('\n', f);
-                for (size_t j = 0; j < n; j++) {
+                shown = frames_shown(n, t->stack.lost, &left_out);
+                for (size_t j = 0; j < shown; j++) {
                         fputs("   at ", f);
                         frame_text(f, &frames[j], false);
                         fputc('\n', f);
                 }
+                if (left_out > 0)
+                        fprintf(f, "   [%zu frames left out]\n", left_out);
         }
+        v->not_shown = v->n_thrown - i;
+        v->shown = i;
 }
 
 unsigned long monitor_view_finish(MonitorView *v) {
@@ -490,13 +716,10 @@ unsigned long monitor_view_finish(MonitorView *v) {
 
         if (!frames)
                 return v->shown;
-        if (v->kind == MONITOR_VIEW_STACKS) {
+        if (v->kind == MONITOR_VIEW_STACKS)
                 stacks_show(v, frames);
-                v->shown = v->n_threads;
-        } else if (v->kind == MONITOR_VIEW_EXCEPTIONS) {
+        else if (v->kind == MONITOR_VIEW_EXCEPTIONS)
                 exceptions_show(v, frames);
-                v->shown = v->n_thrown;
-        }
-        fflush(v->out);
+        view_flush(v);
         return v->shown;
 }

@@ -12,9 +12,24 @@
 
 #include "nettrace.h"
 
+/*
+ * What the view keeps and shows: the runtime writes the stream, and a stack
+ * names its frames by address, a scope is named by an id, so a few bytes of
+ * it could otherwise become gigabytes on the caller's terminal.
+ */
 #define MONITOR_VIEW_THREADS_MAX 65536u    /* threads whose first stack is kept */
 #define MONITOR_VIEW_EXCEPTIONS_MAX 10000u /* exceptions kept to be shown at the end; more are counted */
 #define MONITOR_VIEW_FRAMES_MAX 512u       /* frames kept of one stack */
+#define MONITOR_VIEW_KEPT_BYTES_MAX (64u << 20) /* bytes of stacks (stacks) or exceptions (exceptions) kept */
+#define MONITOR_VIEW_FRAMES_SHOWN_MAX 256u /* frames shown of one stack, innermost first; "[N frames left out]" */
+#define MONITOR_VIEW_OUTPUT_MAX (64u << 20) /* bytes stacks and exceptions write; the threads or exceptions
+                                             * past it are counted, not shown (monitor_view_not_shown()) */
+#define MONITOR_VIEW_NAME_MAX 1024u        /* bytes shown of a name (method, class, module, exception type,
+                                            * category, event name) and of a scope's key or value */
+#define MONITOR_VIEW_MESSAGE_MAX 8192u     /* bytes shown of a message (an exception's, a log's) */
+#define MONITOR_VIEW_SCOPE_BYTES_MAX 4096u /* bytes of scope keys and values shown with one log message;
+                                            * the arguments past them are counted ("ScopesLeftOut") */
+/* What is cut of a name or a message ends in "…[N bytes left out]", on a character's boundary. */
 
 typedef enum MonitorViewKind {
         MONITOR_VIEW_STACKS,
@@ -37,5 +52,8 @@ void monitor_view_header(MonitorView *v, const NettraceHeader *h);
 int monitor_view_event(MonitorView *v, const NettraceEvent *e);
 /* The stream has ended: stacks and exceptions are shown now. Return: how many things were shown. */
 unsigned long monitor_view_finish(MonitorView *v);
-/* Exceptions seen but not kept (past MONITOR_VIEW_EXCEPTIONS_MAX). */
+/* Exceptions seen but not kept (past MONITOR_VIEW_EXCEPTIONS_MAX or MONITOR_VIEW_KEPT_BYTES_MAX); stacks:
+ * samples of threads not kept (past MONITOR_VIEW_THREADS_MAX or MONITOR_VIEW_KEPT_BYTES_MAX). */
 unsigned long monitor_view_left_out(const MonitorView *v);
+/* Threads or exceptions kept but not shown: the output reached MONITOR_VIEW_OUTPUT_MAX. */
+unsigned long monitor_view_not_shown(const MonitorView *v);

@@ -38,10 +38,8 @@ static int open_hidden(OutFile *f) {
         return -errno;
 }
 
-int out_file_open(OutFile *f, const char *path) {
+int out_file_pin(OutFile *f, const char *path) {
         _cleanup_free_ char *dir_copy = strdup(path), *base_copy = strdup(path);
-        struct stat st;
-        int fd;
 
         if (!dir_copy || !base_copy)
                 return -ENOMEM;
@@ -51,8 +49,16 @@ int out_file_open(OutFile *f, const char *path) {
         if (strcmp(f->name, "/") == 0 || strcmp(f->name, ".") == 0 || strcmp(f->name, "..") == 0)
                 return -EISDIR;
         f->dir_fd = open(dirname(dir_copy), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (f->dir_fd < 0)
-                return -errno;
+        return f->dir_fd < 0 ? -errno : 0;
+}
+
+int out_file_open(OutFile *f, const char *path) {
+        struct stat st;
+        int fd, r;
+
+        r = out_file_pin(f, path);
+        if (r < 0)
+                return r;
         if (fstatat(f->dir_fd, f->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
                 return -EEXIST;
         if (errno != ENOENT)
@@ -66,6 +72,22 @@ int out_file_open(OutFile *f, const char *path) {
         if (errno != EOPNOTSUPP && errno != EISDIR)
                 return -errno;
         return open_hidden(f);
+}
+
+int out_file_write(OutFile *f, const void *data, size_t size) {
+        const uint8_t *p = data;
+
+        while (size > 0) {
+                ssize_t n = write(f->fd, p, size);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += n;
+                size -= (size_t)n;
+        }
+        return 0;
 }
 
 int out_file_commit(OutFile *f, const char *path) {
@@ -84,12 +106,34 @@ int out_file_commit(OutFile *f, const char *path) {
         return linkat(AT_FDCWD, proc_path, f->dir_fd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
-void out_file_done(OutFile *f) {
+int out_file_open_replacement(OutFile *f) {
+        return open_hidden(f);
+}
+
+int out_file_replace(OutFile *f) {
+        if (fsync(f->fd) < 0 || renameat(f->dir_fd, f->temp_name, f->dir_fd, f->name) < 0) {
+                int r = -errno;
+
+                out_file_drop(f);
+                return r;
+        }
+        f->fd = safe_close(f->fd);
+        free(f->temp_name);
+        f->temp_name = NULL;
+        return 0;
+}
+
+void out_file_drop(OutFile *f) {
         f->fd = safe_close(f->fd);
         if (f->temp_name)
                 (void)unlinkat(f->dir_fd, f->temp_name, 0);
-        f->dir_fd = safe_close(f->dir_fd);
         free(f->temp_name);
+        f->temp_name = NULL;
+}
+
+void out_file_done(OutFile *f) {
+        out_file_drop(f);
+        f->dir_fd = safe_close(f->dir_fd);
         free(f->name);
-        f->temp_name = f->name = NULL;
+        f->name = NULL;
 }

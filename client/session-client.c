@@ -95,26 +95,12 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         return 0;
 }
 
-static int write_all(int fd, const uint8_t *data, size_t size) {
-        while (size > 0) {
-                ssize_t n = write(fd, data, size);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                data += n;
-                size -= (size_t)n;
-        }
-        return 0;
-}
-
 static int consume(SessionClient *s, const uint8_t *data, size_t n) {
         int r;
 
         s->received += n;
         if (s->options->trace_file) {
-                r = write_all(s->options->trace_file->fd, data, n);
+                r = out_file_write(s->options->trace_file, data, n);
                 if (r < 0)
                         return r;
         }
@@ -314,6 +300,11 @@ static int finish_monitor(SessionClient *s, int status) {
                         monitor_view_left_out(s->monitor) > 0 ? ", and more not kept" : "",
                         s->ended ? s->ended : "unknown",
                         s->parse_error != 0 ? "; the stream was cut short" : "");
+        /* said with JSON too: what is missing from the output is told on standard error */
+        if (!o->quiet && monitor_view_not_shown(s->monitor) > 0)
+                fprintf(stderr, "dsctl: %lu more %s not shown: the output reached its limit of %u MiB\n",
+                        monitor_view_not_shown(s->monitor), o->kind == SESSION_OUTPUT_STACKS ? "threads" : "exceptions",
+                        MONITOR_VIEW_OUTPUT_MAX >> 20);
         return EXIT_OK;
 }
 

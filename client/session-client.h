@@ -32,6 +32,7 @@ typedef struct SessionOptions {
         OutFile *trace_file;        /* trace: made before the request (out_file_open()), named output when whole */
         FILE *rows;                 /* counters: where rows go, standard output or output made before the request;
                                      * NULL for prometheus with output: that file is replaced whole each time */
+        OutFile *prometheus_file;   /* prometheus with output: its directory, pinned (counter_sink_check_file()) */
         pid_t target_pid;           /* counters: the process asked for, when given by pid (else the agent says) */
         bool progress;              /* trace: bytes and time on standard error, in place */
         bool json;                  /* trace: its summary as JSON on standard output */

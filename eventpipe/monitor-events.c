@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,9 +200,14 @@ int monitor_log_extract(const NettraceEvent *e, MonitorLogEntry *ret) {
         return 0;
 }
 
+/*
+ * The open scopes, in a balanced tree by activity id (tsearch(3), red-black
+ * in glibc): the runtime chooses the ids, so a lookup costs O(log n) however
+ * it chooses them, for each of the up to 16 scopes around each message.
+ */
 struct MonitorScopes {
-        MonitorScope *scopes;
-        size_t n, cap;
+        void *root;
+        size_t n;
 };
 
 static bool id_is_zero(const uint8_t id[16]) {
@@ -209,51 +215,67 @@ static bool id_is_zero(const uint8_t id[16]) {
         return memcmp(id, zero, 16) == 0;
 }
 
+static int scope_compare(const void *a, const void *b) {
+        return memcmp(((const MonitorScope *)a)->activity, ((const MonitorScope *)b)->activity, 16);
+}
+
 int monitor_scopes_new(MonitorScopes **ret) {
         *ret = calloc(1, sizeof(MonitorScopes));
         return *ret ? 0 : -ENOMEM;
 }
 
-static void scope_done(MonitorScope *s) {
+static void scope_free(void *p) {
+        MonitorScope *s = p;
+
         for (size_t i = 0; i < s->n_arguments; i++) {
                 free(s->keys[i]);
                 free(s->values[i]);
         }
         free(s->keys);
         free(s->values);
+        free(s);
 }
 
 MonitorScopes *monitor_scopes_free(MonitorScopes *s) {
         if (!s)
                 return NULL;
-        for (size_t i = 0; i < s->n; i++)
-                scope_done(&s->scopes[i]);
-        free(s->scopes);
+        tdestroy(s->root, scope_free);
         free(s);
         return NULL;
 }
 
 static MonitorScope *scope_find(const MonitorScopes *s, const uint8_t id[16]) {
-        for (size_t i = s->n; i > 0; i--)
-                if (memcmp(s->scopes[i - 1].activity, id, 16) == 0)
-                        return &s->scopes[i - 1];
-        return NULL;
+        MonitorScope key;
+        void *found;
+
+        memcpy(key.activity, id, 16);
+        found = tfind(&key, &s->root, scope_compare);
+        return found ? *(MonitorScope **)found : NULL;
 }
 
 int monitor_scopes_start(MonitorScopes *s, const NettraceEvent *e, MonitorLogEntry *start) {
         MonitorScope *scope;
 
-        if (id_is_zero(e->activity_id) || s->n >= MONITOR_SCOPES_MAX)
+        if (id_is_zero(e->activity_id))
                 return 0;
         monitor_scopes_stop(s, e); /* an id the runtime gave again: the old scope is over */
-        if (array_reserve((void **)&s->scopes, &s->cap, s->n, sizeof(MonitorScope)) < 0)
+        if (s->n >= MONITOR_SCOPES_MAX)
+                return 0;
+        scope = calloc(1, sizeof(MonitorScope));
+        if (!scope)
                 return -ENOMEM;
-        scope = &s->scopes[s->n++];
-        *scope = (MonitorScope){ .n_arguments = start->n_arguments, .keys = start->keys, .values = start->values };
         memcpy(scope->activity, e->activity_id, 16);
         memcpy(scope->parent, e->related_activity_id, 16);
+        if (!tsearch(scope, &s->root, scope_compare)) {
+                free(scope);
+                return -ENOMEM;
+        }
+        scope->n_arguments = start->n_arguments;
+        scope->keys = start->keys;
+        scope->values = start->values;
         start->keys = start->values = NULL;
         start->n_arguments = 0;
+        s->n++;
         return 0;
 }
 
@@ -262,8 +284,8 @@ void monitor_scopes_stop(MonitorScopes *s, const NettraceEvent *e) {
 
         if (!scope)
                 return;
-        scope_done(scope);
-        memmove(scope, scope + 1, (size_t)(s->scopes + s->n - (scope + 1)) * sizeof(MonitorScope));
+        tdelete(scope, &s->root, scope_compare);
+        scope_free(scope);
         s->n--;
 }
 
@@ -271,11 +293,15 @@ size_t monitor_scopes_of(const MonitorScopes *s, const NettraceEvent *e, const M
         const uint8_t *id = e->activity_id;
         size_t n = 0;
 
-        /* each step goes to an enclosing scope; a cycle of ids cannot make it loop past @max */
+        /* each step goes to an enclosing scope; a scope met again (a cycle of ids, or a scope
+         * that names itself its parent) ends the chain: each is shown once */
         while (n < max && !id_is_zero(id)) {
                 const MonitorScope *scope = scope_find(s, id);
+                bool seen = false;
 
-                if (!scope)
+                for (size_t i = 0; i < n && !seen; i++)
+                        seen = ret[i] == scope;
+                if (!scope || seen)
                         break;
                 ret[n++] = scope;
                 id = scope->parent;

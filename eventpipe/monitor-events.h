@@ -81,7 +81,7 @@ MonitorScopes *monitor_scopes_free(MonitorScopes *s);
 /* Takes @start's arguments. An event without an activity id opens no scope. */
 int monitor_scopes_start(MonitorScopes *s, const NettraceEvent *e, MonitorLogEntry *start);
 void monitor_scopes_stop(MonitorScopes *s, const NettraceEvent *e);
-/* The scopes around @e, innermost first; at most @max. */
+/* The scopes around @e, innermost first, each once (a cycle of parents ends the chain); at most @max. */
 size_t monitor_scopes_of(const MonitorScopes *s, const NettraceEvent *e, const MonitorScope **ret, size_t max);
 
 /* A method's code, as MethodLoadVerbose or the rundown's MethodDC*Verbose describe it. */

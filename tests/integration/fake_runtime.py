@@ -5,7 +5,9 @@ Modes: silent (accepts, reads, never answers), garbage (answers with bytes that
 are not a reply), close (accepts and hangs up), env:short, env:stall, env:count, env:huge
 (an environment block that ends early, stops halfway, or miscounts), dumper (writes a small ELF core
 where a GenerateCoreDump request says and answers OK, as a runtime running with
-credentials the real one refuses to serve under would). Everything received is
+credentials the real one refuses to serve under would), trace:FILE (answers
+CollectTracing with the stream in FILE, made by hand, and ends it on
+StopTracing). Everything received is
 appended to LOG so tests can check what reached the "runtime".
 
 mounter:ATTACK:VICTIM runs in a user and mount namespace of its own (unshare
@@ -113,6 +115,26 @@ while True:
         if kind == "stall":
             held.append(conn)
         else:
+            conn.close()
+    elif mode.startswith("trace:"):
+        # a session's stream made by hand: CollectTracing (and its later versions) gets OK, a session
+        # id and the bytes of the file named, its connection held open until StopTracing
+        if len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
+            conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
+            with open(mode.split(":", 1)[1], "rb") as f:
+                try:
+                    conn.sendall(f.read())
+                except OSError:
+                    pass
+            held.append(conn)
+        elif len(data) >= 20 and data[16] == 0x02 and data[17] == 0x01:  # StopTracing: the streams end
+            conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
+            conn.close()
+            for stream in held:
+                stream.close()
+            held.clear()
+        else:  # anything else: not implemented (E_NOTIMPL)
+            conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
     else:
         held.append(conn)  # silent: keep it open, answer nothing

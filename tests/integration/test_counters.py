@@ -12,8 +12,8 @@ import subprocess
 import threading
 import time
 
-from harness import (DSCTL, SVC, Agent, Process, Target, as_user, dsctl, make_dir, place_in_unit, run_tests, test,
-                     uid_of)
+from harness import (DSCTL, MALLORY, SVC, Agent, Process, Target, as_user, dsctl, make_dir, place_in_unit, run_tests,
+                     test, uid_of, wait_for)
 
 TAGGED = "Dsagent.Tagged"
 PROVIDER = "Dsagent-TestTarget"      # the app's EventSource, with the polling counter "test-counter"
@@ -273,6 +273,42 @@ def prometheus_file_that_cannot_be_written_costs_no_session():
               os.path.join(closed, "x.prom"))
     assert r.returncode == 1 and "Permission denied" in r.stderr and "nothing was asked" in r.stderr, r
     assert not agent.records(), "the agent was asked"
+
+
+@test
+def prometheus_file_stays_in_the_directory_it_began_in():
+    """A directory on -o's path swapped for a symlink between intervals, by the user who owns the directory
+    above it, sends none of root's writes into the directory the symlink names."""
+    target = tagged_target()
+    agent = Agent()
+    mallorys = make_dir(MALLORY, 0o755)
+    metrics = os.path.join(mallorys, "metrics")
+    os.mkdir(metrics)
+    os.chown(metrics, uid_of(MALLORY), -1)
+    roots = make_dir(None, 0o755)              # mallory cannot write here
+    with open(os.path.join(roots, "app.prom"), "w") as f:
+        f.write("root's own file, not to be replaced\n")
+    before = os.stat(os.path.join(roots, "app.prom"))
+    out = os.path.join(metrics, "app.prom")
+
+    # root runs the exporter, as a textfile collector's job would
+    p = subprocess.Popen([DSCTL, "--socket", agent.socket, "counters", str(target.pid), "--counters",
+                          f"System.Runtime,{TAGGED}", "--format", "prometheus", "-o", out, "--duration", "6"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: os.path.exists(out), what="the first file")
+    first = os.stat(out).st_ino
+    subprocess.run(as_user(MALLORY, ["sh", "-c", f"mv {metrics} {mallorys}/old && ln -s {roots} {metrics}"]),
+                   check=True)
+    assert p.wait(timeout=120) == 0, p.stderr.read()
+
+    after = os.stat(os.path.join(roots, "app.prom"))
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns), "root's file was replaced"
+    assert os.listdir(roots) == ["app.prom"], os.listdir(roots)
+    # the file went on being replaced where it began, the directory now named old
+    kept = os.path.join(mallorys, "old", "app.prom")
+    assert os.stat(kept).st_ino != first and os.stat(kept).st_uid == 0
+    assert "# TYPE dsagent_test_temperature_celsius gauge" in open(kept).read()
+    assert os.listdir(os.path.join(mallorys, "old")) == ["app.prom"]
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ import re
 import subprocess
 
 import harness
-from harness import (ALICE, EXIT_DENIED, SOURCE, SVC, AcceptWatch, Agent, Target, dsctl, make_dir, run_tests, test)
+import nettrace_writer
+from harness import (ALICE, EXIT_DENIED, SOURCE, SVC, AcceptWatch, Agent, FakeRuntime, Target, dsctl, make_dir,
+                     run_tests, test)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 PARKED = "DsTestTarget.DsagentProbe.ParkedInDsagentStacksProbe"
@@ -254,6 +256,64 @@ def bad_options_are_refused_before_anything_is_sent():
         r = dsctl(agent, SVC, args[0], str(target.pid), *args[1:])
         assert r.returncode == 2 and why in r.stderr, (args, r)
     assert agent.records() == [], "a usage error reached the agent"
+
+
+# A scope's key that would end the JSON line and write a whole other one, with terminal escapes.
+FORGING_KEY = ('x":1,"LogLevel":"Critical","Message":"forged by the target"}\n{"Timestamp":"2030-01-01",'
+               '"LogLevel":"Critical","Category":"Security","Message":"\x1b]0;owned\x07\x1b[31mFAKE ALERT')
+MIB = 1 << 20
+
+
+def hostile_runtime(stream):
+    """svc's fake runtime, which sends @stream to any session asked of it."""
+    path = os.path.join(make_dir(SVC, 0o755), "stream.nettrace")
+    with open(path, "wb") as f:
+        f.write(stream)
+    os.chmod(path, 0o644)
+    return FakeRuntime(f"trace:{path}")
+
+
+@test
+def a_hostile_runtime_neither_forges_log_lines_nor_floods_roots_terminal():
+    agent = Agent()
+    fake = hostile_runtime(nettrace_writer.logs_in_scope([(FORGING_KEY, "v")], ["hello"]))
+    r = dsctl(agent, None, "--json", "logs", str(fake.pid), "--duration", "1", timeout=120)
+    assert r.returncode == 0, r
+    assert "\x1b" not in r.stdout and r.stdout.count("\n") == 1, r.stdout
+    entry = json.loads(r.stdout)
+    assert entry["Message"] == "hello" and entry["Scopes"] == {FORGING_KEY: "v"}, entry
+    r = dsctl(agent, None, "logs", str(fake.pid), "--duration", "1", timeout=120)
+    assert r.returncode == 0 and "\x1b" not in r.stdout and r.stdout.count("\n") == 1, r
+    assert ' hello [x":1,"LogLevel"' in r.stdout and "\\x0a{" in r.stdout and "\\x1b]0;owned" in r.stdout, r
+
+    # a scope of 64 long arguments that names itself its parent, around every message: shown once,
+    # its arguments up to 4 KiB, the rest counted
+    big = "\u20ac" * 300
+    fake = hostile_runtime(nettrace_writer.logs_in_scope([(f"k{i}{big}", big) for i in range(64)], ["m"] * 50,
+                                                         self_parent=True))
+    r = dsctl(agent, None, "--json", "logs", str(fake.pid), "--duration", "1", timeout=120)
+    assert r.returncode == 0, r
+    assert len(r.stdout.encode()) <= 50 * (4096 + 1024), len(r.stdout)
+    entries = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(entries) == 50, len(entries)
+    for entry in entries:
+        assert list(entry["Scopes"]) == [f"k0{big}", f"k1{big}"] and entry["ScopesLeftOut"] == 62, entry
+
+    # one 512-frame stack on each of 270 threads, in a method of a 4000-byte name: 256 frames of it a
+    # thread, each name cut at 1 KiB, and the threads past 64 MiB of output counted
+    fake = hostile_runtime(nettrace_writer.one_stack_on_every_thread(270, 512, "M" * 4000))
+    r = dsctl(agent, None, "stacks", str(fake.pid), timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout) <= 66 * MIB, len(r.stdout)
+    m = re.search(r"^dsctl: (\d+) threads \(ended: .*\)\ndsctl: (\d+) more threads not shown: the output reached its "
+                  r"limit of 64 MiB$", r.stderr, re.M)
+    assert m and int(m.group(1)) + int(m.group(2)) == 270 and int(m.group(2)) > 0, r.stderr
+    threads = r.stdout.split("\n\n")
+    assert len(threads) == int(m.group(1))
+    frames = threads[0].splitlines()
+    assert frames[0] == "Thread 1 (0x1):" and len(frames) == 258, frames[:3]
+    assert set(frames[1:257]) == {"  N." + "M" * 1022 + "\u2026[2978 bytes left out]"}, frames[1][-40:]
+    assert frames[257] == "  [256 frames left out]", frames[257]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Nettrace streams made by hand (NetTrace v4 framing, as tests/fuzz/make-seeds.py writes its seeds), for a
+fake runtime to send where the real one would never: the streams of a hostile runtime."""
+import struct
+
+SAMPLER = "Microsoft-DotNETCore-SampleProfiler"
+RUNTIME = "Microsoft-Windows-DotNETRuntime"
+RUNDOWN = "Microsoft-Windows-DotNETRuntimeRundown"
+LOGGING = "Microsoft-Extensions-Logging"
+BLOCK_HEADER = struct.pack("<HHqq", 20, 1, 0, 0)   # header compression on
+
+
+def utf16z(text):
+    return (text + "\0").encode("utf-16-le", "surrogatepass")
+
+
+def varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7F, v >> 7
+        if not v:
+            return out + bytes([b])
+        out += bytes([b | 0x80])
+
+
+def object_type(name, version):
+    return b"\x05\x05\x01" + struct.pack("<III", version, version, len(name)) + name + b"\x06"
+
+
+def metadata(mid, provider, event_id, name, version=0, fields=None):
+    """A definition; @fields: V1 fields, (type code, name) each."""
+    m = struct.pack("<I", mid) + utf16z(provider) + struct.pack("<I", event_id) + utf16z(name)
+    m += struct.pack("<QII", 0, version, 4)
+    fields = fields or []
+    return m + struct.pack("<I", len(fields)) + b"".join(struct.pack("<I", t) + utf16z(n) for t, n in fields)
+
+
+def v2_field(name, type_code, element=None, nested=b""):
+    body = utf16z(name) + struct.pack("<I", type_code)
+    if element is not None:
+        body += struct.pack("<I", element)
+    return struct.pack("<I", 4 + len(body + nested)) + body + nested
+
+
+def v2_metadata(mid, provider, event_id, name, fields):
+    """A definition whose fields are in V2Params, as LoggingEventSource's ActivityStart has them."""
+    head = struct.pack("<I", mid) + utf16z(provider) + struct.pack("<I", event_id) + utf16z(name)
+    head += struct.pack("<QII", 0, 0, 4) + struct.pack("<I", 0)
+    flist = struct.pack("<I", len(fields)) + b"".join(fields)
+    return head + struct.pack("<IB", len(flist), 2) + flist
+
+
+def event(metadata_id=None, thread=None, stack=None, ts=1, payload=None, activity=None, related=None):
+    """One event with a compressed header; what is not given is the previous event's."""
+    flags, head = 0, b""
+    if metadata_id is not None:
+        flags |= 0x01
+        head += varint(metadata_id)
+    if thread is not None:
+        flags |= 0x04
+        head += varint(thread)
+    if stack is not None:
+        flags |= 0x08
+        head += varint(stack)
+    head += varint(ts)
+    if activity is not None:
+        flags |= 0x10
+        head += activity
+    if related is not None:
+        flags |= 0x20
+        head += related
+    if payload is not None:
+        flags |= 0x80
+        head += varint(len(payload))
+    return bytes([flags]) + head + (payload or b"")
+
+
+class Stream:
+    def __init__(self, pid=4242):
+        trace = struct.pack("<8H", 2026, 1, 4, 1, 0, 0, 0, 0) + struct.pack("<qqIIII", 0, 10**9, 8, pid, 2, 10**6)
+        self.data = (b"Nettrace" + struct.pack("<I", 20) + b"!FastSerialization.1" + object_type(b"Trace", 4) +
+                     trace + b"\x06")
+
+    def add(self, name, body):
+        out = object_type(name, 2) + struct.pack("<I", len(body))
+        out += b"\0" * (-(len(self.data) + len(out)) % 4)
+        self.data += out + body + b"\x06"
+
+    def metadata(self, *metas):
+        self.add(b"MetadataBlock", BLOCK_HEADER + b"".join(b"\x80\x00" + varint(len(m)) + m for m in metas))
+
+    def stacks(self, first_id, stacks):
+        body = struct.pack("<II", first_id, len(stacks))
+        for ips in stacks:
+            raw = b"".join(struct.pack("<Q", ip) for ip in ips)
+            body += struct.pack("<I", len(raw)) + raw
+        self.add(b"StackBlock", body)
+
+    def events(self, blobs):
+        current = b""
+        for blob in blobs:
+            if len(current) + len(blob) > 900000:
+                self.add(b"EventBlock", BLOCK_HEADER + current)
+                current = b""
+            current += blob
+        if current:
+            self.add(b"EventBlock", BLOCK_HEADER + current)
+
+    def end(self):
+        return self.data + b"\x01"
+
+
+def method_payload(start, size, namespace, name):
+    """MethodDCEndVerbose: the rundown's name of the code at [start, start + size)."""
+    return (struct.pack("<QQQIII", 1, 1, start, size, 0x06000001, 0) + utf16z(namespace) + utf16z(name) +
+            utf16z("sig") + struct.pack("<HQ", 0, 0))
+
+
+MESSAGE_META = metadata(1, LOGGING, 2, "FormattedMessage", fields=[
+    (9, "Level"), (9, "FactoryID"), (18, "LoggerName"), (9, "EventId"), (18, "EventName"), (18, "FormattedMessage")])
+START_META = v2_metadata(2, LOGGING, 3, "ActivityStart", [
+    v2_field("ID", 9), v2_field("FactoryID", 9), v2_field("LoggerName", 18),
+    v2_field("Arguments", 19, 1, struct.pack("<I", 2) + v2_field("Key", 18) + v2_field("Value", 18))])
+
+
+def scope_payload(arguments):
+    return (struct.pack("<ii", 1, 1) + utf16z("Cat") + struct.pack("<H", len(arguments)) +
+            b"".join(utf16z(k) + utf16z(v) for k, v in arguments))
+
+
+def message_payload(message, level=3, event_id=5):
+    return struct.pack("<ii", level, 1) + utf16z("Cat") + struct.pack("<i", event_id) + utf16z("") + utf16z(message)
+
+
+def logs_in_scope(arguments, messages, self_parent=False):
+    """A scope (ILogger.BeginScope) of @arguments, and @messages logged in it; with @self_parent the scope
+    names itself its enclosing scope."""
+    activity = bytes(range(1, 17))
+    s = Stream()
+    s.metadata(MESSAGE_META, START_META)
+    blobs = [event(2, thread=7, payload=scope_payload(arguments), activity=activity,
+                   related=activity if self_parent else None)]
+    for n, message in enumerate(messages):
+        blobs.append(event(1, thread=7, ts=2 + n, payload=message_payload(message), activity=activity))
+    s.events(blobs)
+    return s.end()
+
+
+def one_stack_on_every_thread(threads, depth, name):
+    """The sample profiler's first sample of each thread, all of one stack of @depth frames in one method."""
+    s = Stream()
+    s.metadata(metadata(1, SAMPLER, 0, "ThreadSample"), metadata(2, RUNDOWN, 144, "MethodDCEndVerbose", version=1))
+    s.stacks(1, [[0x100000 + i for i in range(depth)]])
+    blobs = [event(1, thread=t, stack=1, ts=10 + t, payload=b"\x01\x00\x00\x00") for t in range(1, threads + 1)]
+    blobs.append(event(2, thread=1, stack=0, payload=method_payload(0x100000, 0x10000, "N", name)))
+    s.events(blobs)
+    return s.end()
