@@ -19,6 +19,7 @@
 #include "proxy.h"
 #include "runtime-call.h"
 #include "session.h"
+#include "startup.h"
 #include "test-hooks.h"
 #include "text.h"
 
@@ -625,6 +626,7 @@ static const char *command_name(uint16_t type) {
         case WIRE_REQUEST_STACKS: return policy_command_to_string(POLICY_COMMAND_STACKS);
         case WIRE_REQUEST_EXCEPTIONS: return policy_command_to_string(POLICY_COMMAND_EXCEPTIONS);
         case WIRE_REQUEST_LOGS: return policy_command_to_string(POLICY_COMMAND_LOGS);
+        case WIRE_REQUEST_RESUME: return policy_command_to_string(POLICY_COMMAND_RESUME);
         case WIRE_REQUEST_REMOVE_DUMP: return "remove-dump";
         case WIRE_REQUEST_IPC: return "proxy"; /* until its IPC command is known */
         default: return NULL;
@@ -678,6 +680,9 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_IPC:
                 proxy_start(req, m);
+                break;
+        case WIRE_REQUEST_RESUME:
+                resume_start(req, m);
                 break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

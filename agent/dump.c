@@ -28,6 +28,7 @@
 #include "dump.h"
 #include "jobs.h"
 #include "runtime-call.h"
+#include "startup.h"
 #include "test-hooks.h"
 #include "text.h"
 #include "unaligned.h"
@@ -37,7 +38,8 @@
 #define DUMP_HAND_OVER_USEC (30 * USEC_PER_SEC)
 
 /*
- * A dump, step by step: decided; the runtime's socket found (a worker); the
+ * A dump, step by step: decided; the runtime's socket found (a worker); a
+ * runtime suspended at startup refused, but for a full dump (startup.h); the
  * staging directory and its FIFO made in the target's /tmp (a worker); the
  * bytes moved from the FIFO into an unnamed file of dump_dir (a worker, for
  * as long as the dump takes); the runtime asked. When the runtime says OK,
@@ -595,6 +597,31 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
         dump_call(work, fd);
 }
 
+static void dump_stage(Request *req) {
+        DumpWork *work = req->work;
+        int r;
+
+        r = jobs_stage_dump(req, dump_staged);
+        if (r != 0)
+                dump_fail_mapped(work, stage_error(r), r, "cannot prepare the dump");
+}
+
+/*
+ * createdump dies on a runtime suspended at startup for every type but full,
+ * and the runtime reports success: such a dump is refused before anything
+ * is staged or asked.
+ */
+static void dump_probed(Request *req, StartupState state) {
+        char what[32];
+
+        if (state != STARTUP_STARTED) {
+                snprintf(what, sizeof(what), "a %s dump", policy_dump_type_to_string(req->ask.dump_type));
+                startup_reply_suspended(req, state, what);
+                return;
+        }
+        dump_stage(req);
+}
+
 static void dump_socket_found(Request *req, int r, const char *why) {
         DumpWork *work = req->work;
 
@@ -606,9 +633,10 @@ static void dump_socket_found(Request *req, int r, const char *why) {
                         request_reply_target_error(req, r, why);
                 return;
         }
-        r = jobs_stage_dump(req, dump_staged);
-        if (r != 0)
-                dump_fail_mapped(work, stage_error(r), r, "cannot prepare the dump");
+        if (req->ask.dump_type == POLICY_DUMP_FULL)
+                dump_stage(req);
+        else
+                startup_probe(req, dump_probed);
 }
 
 static void dump_decided(Request *req) {

@@ -463,6 +463,7 @@ static void socket_done(int error, WorkerMessage *reply, void *userdata) {
                 /* what the worker read of the environment, and the socket it found */
                 t->environment_read = a->facts.environment_read;
                 t->secure_exec = a->facts.secure_exec;
+                t->startup_suspend = a->facts.startup_suspend;
                 free(t->tmpdir);
                 t->tmpdir = a->facts.tmpdir[0] ? strndup(a->facts.tmpdir, sizeof(a->facts.tmpdir)) : NULL;
                 safe_close(t->socket_path_fd);

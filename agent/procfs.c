@@ -2,8 +2,10 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/auxv.h>
 
 #include "cleanup.h"
@@ -166,6 +168,90 @@ int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret) {
                 entry = entry_end + 1;
         }
         return PROCFS_E_NOT_FOUND;
+}
+
+/* A .NET setting as CLRConfig reads it: DOTNET_NAME, else COMPlus_NAME. Return: 0, PROCFS_E_NOT_FOUND, -ENOMEM. */
+static int environ_clr_config(const char *buf, size_t n, const char *name, char **ret) {
+        char key[64];
+        int r;
+
+        snprintf(key, sizeof(key), "DOTNET_%s", name);
+        r = procfs_environ_get(buf, n, key, ret);
+        if (r != PROCFS_E_NOT_FOUND)
+                return r;
+        snprintf(key, sizeof(key), "COMPlus_%s", name);
+        return procfs_environ_get(buf, n, key, ret);
+}
+
+/* A DWORD setting as CLRConfig parses it: hexadecimal; one that does not parse is the default, 0. */
+static uint32_t clr_config_dword(const char *s) {
+        unsigned long long v;
+        char *end;
+
+        errno = 0;
+        v = strtoull(s, &end, 16);
+        if (end == s || errno == ERANGE)
+                return 0;
+        return (uint32_t)v;
+}
+
+/* Does one entry of DOTNET_DiagnosticPorts (ADDRESS[,TAG...]) make a port that suspends startup? */
+static bool diagnostic_port_suspends(const char *entry, size_t len) {
+        const char *end = entry + len, *tag;
+        int suspend = -1, connect = -1;
+        size_t address = strcspn(entry, ",");
+
+        if (address >= len) /* no tags: a connect port that suspends */
+                return len > 0;
+        if (address == 0) /* no address: the runtime ignores the entry */
+                return false;
+        /* the first of each kind of tag wins; unknown tags are ignored */
+        for (tag = entry + address + 1; tag <= end; tag += strcspn(tag, ",") + 1) {
+                size_t n = strcspn(tag, ",");
+
+                if (tag + n > end)
+                        n = (size_t)(end - tag);
+                if (suspend < 0 && n == 7 && strncasecmp(tag, "suspend", n) == 0)
+                        suspend = 1;
+                else if (suspend < 0 && n == 9 && strncasecmp(tag, "nosuspend", n) == 0)
+                        suspend = 0;
+                else if (connect < 0 && n == 7 && strncasecmp(tag, "connect", n) == 0)
+                        connect = 1;
+                else if (connect < 0 && n == 6 && strncasecmp(tag, "listen", n) == 0)
+                        connect = 0;
+        }
+        /* CoreCLR makes no listen ports but its default one */
+        return suspend != 0 && connect != 0;
+}
+
+/**
+ * procfs_environ_startup_suspend() - does a .NET runtime's environment pause it at startup?
+ *
+ * As the runtime reads its settings: DOTNET_DefaultDiagnosticPortSuspend
+ * (hexadecimal, not 0) pauses it until ResumeRuntime comes on its own socket;
+ * DOTNET_DiagnosticPorts (ADDRESS[,connect|listen][,suspend|nosuspend];...)
+ * until the tool at each connect port that suspends (the default) resumes it.
+ * COMPlus_ stands in for a DOTNET_ name that is not set. That the runtime is
+ * still paused only it can tell (startup.h).
+ *
+ * Return: PROCFS_SUSPEND_DEFAULT_PORT and PROCFS_SUSPEND_PORTS, as they apply, or -ENOMEM.
+ */
+int procfs_environ_startup_suspend(const char *buf, size_t n) {
+        _cleanup_free_ char *suspend = NULL, *ports = NULL;
+        int r, result = 0;
+
+        r = environ_clr_config(buf, n, "DefaultDiagnosticPortSuspend", &suspend);
+        if (r < 0)
+                return r;
+        if (r == 0 && clr_config_dword(suspend) != 0)
+                result |= PROCFS_SUSPEND_DEFAULT_PORT;
+        r = environ_clr_config(buf, n, "DiagnosticPorts", &ports);
+        if (r < 0)
+                return r;
+        for (const char *p = ports; r == 0 && *p; p += strcspn(p, ";") + (p[strcspn(p, ";")] ? 1 : 0))
+                if (diagnostic_port_suspends(p, strcspn(p, ";")))
+                        result |= PROCFS_SUSPEND_PORTS;
+        return result;
 }
 
 static const char *path_basename(const char *s, size_t len, size_t *ret_len) {

@@ -25,6 +25,11 @@ typedef struct ProcStatus {
 int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret);
 int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret);
 int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
+
+/* How a runtime's environment pauses it at startup (procfs_environ_startup_suspend()). */
+#define PROCFS_SUSPEND_DEFAULT_PORT 1 /* DOTNET_DefaultDiagnosticPortSuspend: until ResumeRuntime on its own socket */
+#define PROCFS_SUSPEND_PORTS 2        /* DOTNET_DiagnosticPorts: until the tools of its ports resume it */
+int procfs_environ_startup_suspend(const char *buf, size_t n);
 int procfs_cmdline_name(const char *buf, size_t n, char **ret);
 int procfs_cgroup_unit(const char *buf, size_t n, char **ret);
 int procfs_auxv_secure(const char *buf, size_t n, bool *ret);

@@ -10,6 +10,7 @@
 #include "dotnet-ipc.h"
 #include "pam-check.h"
 #include "request.h"
+#include "startup.h"
 #include "worker-pool.h"
 
 void request_init(Request *req, Connection *c, uint64_t id) {
@@ -22,6 +23,7 @@ void request_cancel_work(Request *req) {
         req->pam_query = NULL;
         worker_job_cancel(req->job);
         req->job = NULL;
+        req->startup = startup_probe_free(req->startup);
         if (req->work_free)
                 req->work_free(req->work);
         req->work = NULL;

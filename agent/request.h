@@ -22,6 +22,7 @@ typedef struct Connection Connection;
 typedef struct PamQuery PamQuery;
 typedef struct WorkerJob WorkerJob;
 typedef struct Request Request;
+typedef struct StartupProbe StartupProbe;
 
 /* What a process that does not exist is answered with; an invisible one gets the very same. */
 #define REQUEST_NO_SUCH_PROCESS "no such process"
@@ -49,6 +50,7 @@ struct Request {
         void (*on_target)(Request *req);
         void (*on_runtime)(Request *req, int fd);
         char *unit;             /* the unit the request named, for its answer */
+        StartupProbe *startup;  /* asking the runtime whether it is suspended at startup (startup.h) */
         void *work;             /* the command's own state */
         void (*work_free)(void *work);
         bool holds_session;     /* a trace or counters session of its target runs for it */

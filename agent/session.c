@@ -21,6 +21,7 @@
 #include "runtime-call.h"
 #include "session-config.h"
 #include "session.h"
+#include "startup.h"
 #include "test-hooks.h"
 #include "unaligned.h"
 
@@ -588,6 +589,15 @@ static void session_connected(Request *req, int fd) {
         }
 }
 
+/* What a session of this kind gives, for the words of an answer. */
+static const char *session_what(const Session *s) {
+        switch (s->command) {
+        case POLICY_COMMAND_TRACE: return "a trace";
+        case POLICY_COMMAND_STACKS: return "the stacks";
+        default: return s->kind; /* counters, exceptions, logs */
+        }
+}
+
 static void session_decided(Request *req) {
         Session *s = req->work;
         const PolicyAgentSettings *a = &req->policy->agent;
@@ -634,7 +644,9 @@ static void session_decided(Request *req) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "the session request is too large");
                 return;
         }
-        commands_connect_runtime(req, session_connected);
+        /* a session of a runtime suspended at startup carries nothing until it is resumed, and
+         * dsctl's sessions would end empty; a tool through the proxy resumes it itself */
+        startup_connect_runtime(req, session_what(s), session_connected);
 }
 
 /* Duration and buffer, common to both kinds. Replies and returns false when they are bad. */

@@ -138,7 +138,8 @@ static void copy_detail(char *buf, size_t size, const char *s) {
 
 void target_facts_of(const Target *t, TargetFacts *ret) {
         *ret = (TargetFacts){ .pid = t->pid, .start_time = t->start_time, .status = t->status,
-                              .environment_read = t->environment_read, .secure_exec = t->secure_exec };
+                              .environment_read = t->environment_read, .secure_exec = t->secure_exec,
+                              .startup_suspend = t->startup_suspend };
         copy_detail(ret->name, sizeof(ret->name), t->name);
         copy_detail(ret->unit, sizeof(ret->unit), t->unit);
         copy_detail(ret->exe, sizeof(ret->exe), t->exe);
@@ -164,7 +165,8 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
         }
         *t = (Target){ .pid = f->pid, .pidfd = pidfd, .proc_fd = proc_fd, .socket_path_fd = -EBADF,
                        .status = f->status, .start_time = f->start_time,
-                       .environment_read = f->environment_read, .secure_exec = f->secure_exec };
+                       .environment_read = f->environment_read, .secure_exec = f->secure_exec,
+                       .startup_suspend = f->startup_suspend };
         if (t->status.n_nspid < 1 || t->status.n_nspid > PROCFS_NSPID_MAX)
                 return -EBADMSG;
         if (r == 0)
@@ -217,13 +219,14 @@ int target_read_details(Target *t) {
 }
 
 /**
- * target_read_environment() - secure-execution mode and TMPDIR, once
+ * target_read_environment() - secure-execution mode, TMPDIR and startup suspension, once
  *
  * Only for a target the requester may act on: the environment can be large
  * and is the process's own business. Libc drops TMPDIR in secure-execution
  * mode (AT_SECURE), while /proc/PID/environ still shows it; the runtime then
  * uses /tmp, and so does the agent. An auxiliary vector that does not parse
- * counts as secure.
+ * counts as secure. The settings that pause the runtime at startup are read
+ * from the same block (procfs_environ_startup_suspend()).
  *
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
@@ -249,6 +252,10 @@ int target_read_environment(Target *t) {
                         r = procfs_environ_get(env_block, size, "TMPDIR", &t->tmpdir);
                         if (r < 0)
                                 return r;
+                        r = procfs_environ_startup_suspend(env_block, size);
+                        if (r < 0)
+                                return r;
+                        t->startup_suspend = (uint8_t)r;
                 }
         }
         if (!target_is_alive(t))

@@ -39,6 +39,7 @@ typedef struct Target {
         bool environment_read;
         bool secure_exec; /* started in secure-execution mode (AT_SECURE), or its auxv did not parse */
         char *tmpdir;   /* TMPDIR as the target's libc uses it; NULL: /tmp */
+        uint8_t startup_suspend; /* PROCFS_SUSPEND_*: how its environment pauses its runtime at startup */
 
         /* filled by target_find_socket(): O_PATH fd of the runtime's socket, found and checked */
         int socket_path_fd;
@@ -58,7 +59,7 @@ typedef struct TargetFacts {
         int32_t pid;
         uint64_t start_time;
         ProcStatus status;
-        uint8_t environment_read, secure_exec;
+        uint8_t environment_read, secure_exec, startup_suspend;
         char name[TARGET_NAME_MAX + 1];
         char unit[TARGET_UNIT_MAX + 1];
         char exe[TARGET_PATH_MAX + 1];

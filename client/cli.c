@@ -181,6 +181,15 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "  --duration S       the window: whole seconds up to 30 days (30)\n",
                 OPT(OPT_LEVEL) | OPT(OPT_CATEGORY) | OPT(OPT_DURATION), 1, 1,
         },
+        [VERB_RESUME] = {
+                "resume", "PID|UNIT", "let a runtime suspended at startup run its code",
+                "Let a process whose runtime is suspended at startup (DOTNET_DefaultDiagnosticPortSuspend=1)\n"
+                "start: it runs no managed code until it is resumed. Until then a dump other than a full\n"
+                "one, and a trace, counters, stacks, exceptions or logs, are answered \"suspended at\n"
+                "startup\" (exit 15). Resuming a process that is not suspended changes nothing, and says\n"
+                "so.\n",
+                0, 1, 1,
+        },
         [VERB_PORT] = {
                 "port", "PID|UNIT [--socket PATH] [--once]",
                 "a diagnostic port for stock .NET tools (dotnet-trace --diagnostic-port)",
@@ -243,7 +252,7 @@ static void help_summary(FILE *f) {
                 "5 no such process, 6 not a .NET process, 7 runtime not answering, 8 runtime error,\n"
                 "9 diagnostic socket failed verification, 10 agent busy, 11 no space for the dump,\n"
                 "12 unsafe file system, 13 no safe place for the dump,\n"
-                "14 the agent's policy is broken (only root is served),\n"
+                "14 the agent's policy is broken (only root is served), 15 suspended at startup,\n"
                 "130 a second Ctrl-C left a session without waiting for its end.\n"
                 "explain exits 0 when the command would be allowed and 4 when it would be denied.\n");
 }

@@ -21,6 +21,7 @@ typedef enum Verb {
         VERB_STACKS,
         VERB_EXCEPTIONS,
         VERB_LOGS,
+        VERB_RESUME,
         VERB_PORT,
         VERB_HELP,
         _VERB_MAX,

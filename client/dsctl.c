@@ -43,6 +43,7 @@ static int exit_code_of(uint32_t error) {
         case WIRE_ERROR_UNSAFE_FS: return EXIT_UNSAFE_FS;
         case WIRE_ERROR_NO_STAGING: return EXIT_NO_STAGING;
         case WIRE_ERROR_POLICY_BROKEN: return EXIT_POLICY_BROKEN;
+        case WIRE_ERROR_SUSPENDED: return EXIT_SUSPENDED;
         default: return EXIT_ERROR;
         }
 }
@@ -136,6 +137,7 @@ static const WireType request_types[_VERB_MAX] = {
         [VERB_DUMPS] = WIRE_REQUEST_DUMPS,   [VERB_TRACE] = WIRE_REQUEST_TRACE,
         [VERB_COUNTERS] = WIRE_REQUEST_COUNTERS, [VERB_STACKS] = WIRE_REQUEST_STACKS,
         [VERB_EXCEPTIONS] = WIRE_REQUEST_EXCEPTIONS, [VERB_LOGS] = WIRE_REQUEST_LOGS,
+        [VERB_RESUME] = WIRE_REQUEST_RESUME,
 };
 
 static void put_request(WireWriter *w, const Args *a) {
@@ -145,6 +147,7 @@ static void put_request(WireWriter *w, const Args *a) {
         switch (a->verb) {
         case VERB_INFO:
         case VERB_ENV:
+        case VERB_RESUME:
                 put_target(w, a);
                 break;
         case VERB_EXPLAIN:
@@ -199,7 +202,7 @@ static int send_request(const Args *a, AgentClient *client) {
 /* ---- what dsctl writes for the caller: made before anything is asked ---- */
 
 typedef struct Outputs {
-        OutFile file;           /* dump -o, trace */
+        OutFile file;           /* dump -o, trace; counters --format prometheus -o: its directory, pinned */
         FILE *rows;             /* counters: standard output, or -o */
         bool rows_made;         /* dsctl created the rows file */
 } Outputs;
@@ -237,7 +240,7 @@ static int prepare_outputs(const Args *a, Outputs *o) {
         }
         /* prometheus: FILE is replaced each interval; what is checked is that it can be */
         if (a->verb == VERB_COUNTERS && a->session.kind == SESSION_OUTPUT_PROMETHEUS) {
-                r = counter_sink_check_file(a->output);
+                r = counter_sink_check_file(&o->file, a->output);
                 if (r < 0)
                         return output_fail(a->json, EXIT_ERROR, "cannot replace %s: %s; nothing was asked of the agent",
                                            a->output, strerror(-r));
@@ -343,6 +346,7 @@ static int run_session(Args *a, AgentClient *client, Outputs *outputs) {
 
         a->session.trace_file = a->verb == VERB_TRACE ? &outputs->file : NULL;
         a->session.rows = outputs->rows;
+        a->session.prometheus_file = outputs->file.dir_fd >= 0 && a->verb == VERB_COUNTERS ? &outputs->file : NULL;
         a->session.target_pid = a->pid;
         a->session.progress = progress_wanted(a->quiet);
         a->session.json = a->json;

@@ -18,6 +18,7 @@ enum {
         EXIT_UNSAFE_FS = 12,
         EXIT_NO_STAGING = 13,
         EXIT_POLICY_BROKEN = 14,
+        EXIT_SUSPENDED = 15,    /* the runtime is suspended at startup: dsctl resume first */
         EXIT_INTERRUPTED = 130, /* a second Ctrl-C: left without waiting for the session's end */
 };
 

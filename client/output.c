@@ -17,6 +17,7 @@ typedef struct ProcessRow {
         uint64_t runtime_pid;
         bool have_runtime_pid;
         char *unit, *name, *exe, *command_line, *os, *arch, *runtime_version, *entry_assembly, *runtime_id;
+        char *message; /* resume: what it did */
         char cookie[33];
 } ProcessRow;
 
@@ -30,6 +31,7 @@ static void process_row_done(ProcessRow *r) {
         free(r->runtime_version);
         free(r->entry_assembly);
         free(r->runtime_id);
+        free(r->message);
 }
 
 static void process_row_read(ProcessRow *r, const WireMessage *m) {
@@ -48,6 +50,7 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_RUNTIME_VERSION, &r->runtime_version);
         (void)wire_message_get_string(m, WIRE_TAG_ENTRY_ASSEMBLY, &r->entry_assembly);
         (void)wire_message_get_string(m, WIRE_TAG_RUNTIME_ID, &r->runtime_id);
+        (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &r->message);
         if (wire_message_get_bytes(m, WIRE_TAG_COOKIE, &cookie, &cookie_size) == 0 && cookie_size == 16)
                 for (size_t i = 0; i < 16; i++)
                         sprintf(r->cookie + 2 * i, "%02x", cookie[i]);
@@ -131,6 +134,7 @@ static void output_process_json(Output *o, const ProcessRow *r) {
         if (r->have_runtime_pid)
                 json_member_uint(o->stream, &first, "runtime_pid", r->runtime_pid);
         json_member_string(o->stream, &first, "cookie", r->cookie[0] ? r->cookie : NULL);
+        json_member_string(o->stream, &first, "message", r->message);
         fputc('}', o->stream);
 }
 
@@ -163,6 +167,15 @@ static void output_info_text(Output *o, const ProcessRow *r) {
         text_line(o->stream, "Runtime version:", r->runtime_version);
         text_line(o->stream, "Entry assembly:", r->entry_assembly);
         text_line(o->stream, "Runtime ID:", r->runtime_id);
+}
+
+/* resume: "1234 (name): what the resume did" */
+static void output_resume_text(Output *o, const ProcessRow *r) {
+        _cleanup_free_ char *name = r->name ? text_escape(r->name, strlen(r->name)) : NULL;
+        _cleanup_free_ char *message = r->message ? text_escape(r->message, strlen(r->message)) : NULL;
+
+        fprintf(o->stream, "%u%s%s%s: %s\n", r->pid, name ? " (" : "", name ? name : "", name ? ")" : "",
+                message ? message : "done");
 }
 
 static void output_ps_text(Output *o, const ProcessRow *r) {
@@ -372,6 +385,8 @@ void output_process(Output *o, const WireMessage *m) {
                 output_process_json(o, &r);
         else if (strcmp(o->verb, "ps") == 0)
                 output_ps_text(o, &r);
+        else if (strcmp(o->verb, "resume") == 0)
+                output_resume_text(o, &r);
         else
                 output_info_text(o, &r);
         o->count++;

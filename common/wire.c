@@ -68,6 +68,7 @@ const char *wire_error_to_string(WireError error) {
         case WIRE_ERROR_UNSAFE_FS: return "the process's files are on a file system the agent does not look into";
         case WIRE_ERROR_NO_STAGING: return "no safe place for the dump in the process's view";
         case WIRE_ERROR_POLICY_BROKEN: return "policy broken";
+        case WIRE_ERROR_SUSPENDED: return "suspended at startup";
         default: return "unknown error";
         }
 }
@@ -128,6 +129,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_STACKS:
         case WIRE_REQUEST_EXCEPTIONS:
         case WIRE_REQUEST_LOGS:
+        case WIRE_REQUEST_RESUME:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:

@@ -38,6 +38,7 @@ typedef enum WireType {
         WIRE_REQUEST_STACKS = 0x000B,      /* a session whose stream holds every thread's managed stack */
         WIRE_REQUEST_EXCEPTIONS = 0x000C,  /* a session of the runtime's exception events */
         WIRE_REQUEST_LOGS = 0x000D,        /* a session of Microsoft-Extensions-Logging's events */
+        WIRE_REQUEST_RESUME = 0x000E,      /* ResumeRuntime: a runtime suspended at startup starts its code */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -122,6 +123,7 @@ typedef enum WireError {
         WIRE_ERROR_UNSAFE_FS = 12,              /* the target's files lie on a FUSE or network file system */
         WIRE_ERROR_NO_STAGING = 13,             /* no safe place for a dump's pipe in the target's view */
         WIRE_ERROR_POLICY_BROKEN = 14,          /* no policy file has loaded: only root is served */
+        WIRE_ERROR_SUSPENDED = 15,              /* the runtime is suspended at startup: it must be resumed first */
         _WIRE_ERROR_MAX,
 } WireError;
 

@@ -18,11 +18,11 @@ _dsctl_dumps() {
 
 _dsctl() {
         local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-        local commands="ps info env explain dump dumps trace counters stacks exceptions logs port help"
+        local commands="ps info env explain dump dumps trace counters stacks exceptions logs resume port help"
         local common="--socket --agent-socket --json --quiet --help --version"
         local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler"
         local -A options=(
-                [ps]="" [info]="" [env]="" [help]=""
+                [ps]="" [info]="" [env]="" [resume]="" [help]=""
                 [explain]="--type --profile --duration"
                 [dump]="--type --output"
                 [dumps]="--remove"
@@ -80,7 +80,7 @@ _dsctl() {
                 elif ((nargs == 1)); then
                         COMPREPLY=($(compgen -W "$policy_commands" -- "$cur"))
                 fi ;;
-        info | env | dump | trace | counters | stacks | exceptions | logs | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
+        info | env | dump | trace | counters | stacks | exceptions | logs | resume | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
         esac
         return 0
 }

@@ -8,7 +8,7 @@
  * ASCII digit so that they stay readable:
  *   selector % 4 == 0 ('0'): /proc/PID/stat      -> procfs_parse_stat_start_time()
  *   selector % 4 == 1 ('1'): /proc/PID/status    -> procfs_parse_status()
- *   selector % 4 == 2 ('2'): /proc/PID/environ   -> procfs_environ_get()
+ *   selector % 4 == 2 ('2'): /proc/PID/environ   -> procfs_environ_get(), procfs_environ_startup_suspend()
  *   selector % 4 == 3 ('3'): /proc/PID/cmdline   -> procfs_cmdline_name()
  *   selector % 8 == 4 ('4'): /proc/PID/cgroup    -> procfs_cgroup_unit() (takes precedence)
  *   selector % 8 == 5 ('5'): /proc/PID/net/unix  -> procfs_unix_diagnostic_listeners() (so does it)
@@ -110,8 +110,13 @@ static void fuzz_environ_key(const char *buf, size_t n, const char *key) {
 }
 
 static void fuzz_environ(const char *buf, size_t n) {
+        int r;
+
         fuzz_environ_key(buf, n, "TMPDIR"); /* what the agent asks for */
         fuzz_environ_key(buf, n, "TMP");    /* a prefix of another key must not match it */
+        /* the runtime's startup settings, read from the same block: only the two bits, or -ENOMEM */
+        r = procfs_environ_startup_suspend(buf, n);
+        fuzz_assert(r == -ENOMEM || (r >= 0 && (r & ~(PROCFS_SUSPEND_DEFAULT_PORT | PROCFS_SUSPEND_PORTS)) == 0));
 }
 
 static const char *basename_of(const char *s) {

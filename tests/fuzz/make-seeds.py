@@ -523,6 +523,12 @@ def procfs():
     write(t, "environ-equals-in-value", "2" + "TMPDIR==/a=b\0")
     write(t, "environ-binary-value", b"2TMPDIR=/tmp/\x1b[31m\xff\0")
     write(t, "environ-empty", "2")
+    # the runtime's startup settings (procfs_environ_startup_suspend())
+    write(t, "environ-suspend-default-port", "2" + "DOTNET_DefaultDiagnosticPortSuspend=1\0TMPDIR=/x\0")
+    write(t, "environ-suspend-complus-hex", "2" + "COMPlus_DefaultDiagnosticPortSuspend=0x1f\0")
+    write(t, "environ-suspend-ports", "2" + "DOTNET_DiagnosticPorts=/run/a.sock,nosuspend;,suspend;/run/b,LISTEN;"
+          "/run/c,connect,suspend,nosuspend;;\0DOTNET_DefaultDiagnosticPortSuspend=100000000\0")
+    write(t, "environ-suspend-ports-unterminated", "2" + "DOTNET_DiagnosticPorts=/run/a,")
 
     write(t, "cmdline-dotnet-dll", "3" + "/usr/share/dotnet/dotnet\0/srv/app/Orders.Api.dll\0--urls\0"
           "http://*:5000\0")

@@ -181,10 +181,12 @@ class Target:
     pid_ns: its own pid namespace, so its own pid differs from the host's.
     userns: shell commands that @user runs as root of a user and mount namespace of its own
             (unshare -Urm, as any user can), before the app starts there; "" for just the namespaces.
+    wait_ready: False for a runtime that runs no managed code yet (suspended at startup): the target
+                is taken as started once its diagnostic socket exists, and has printed nothing.
     """
 
     def __init__(self, user=SVC, tmpdir="private", args=(), mount_ns=False, pid_ns=False, userns=None,
-                 tmp_size=None, environment=None):
+                 tmp_size=None, environment=None, wait_ready=True):
         self.user = user
         self.uid = uid_of(user)
         self.mount_ns = mount_ns
@@ -209,11 +211,25 @@ class Target:
         if pid_ns:
             argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--"] + argv
         self.process = Process(argv)
+        self.args = list(args)
+        if not wait_ready:
+            self.pid = wait_for(lambda: self._started(pid_ns), what="the runtime's diagnostic socket")
+            self.ns_pid = ns_pid_of(self.pid)
+            return
         ready = self.process.read_line("ready pid=")
         self.ns_pid = int(re.match(r"ready pid=(\d+)", ready).group(1))
         self.pid = self._host_pid(pid_ns)
         assert ns_pid_of(self.pid) == self.ns_pid
-        self.args = list(args)
+
+    def _started(self, pid_ns):
+        """The app's host pid once its runtime listens, else None."""
+        assert self.process.proc.poll() is None, f"the app exited: {self.process.proc.stdout.read()!r}"
+        try:
+            pid = self._host_pid(pid_ns)
+            self.pid, self.ns_pid = pid, ns_pid_of(pid)
+            return pid if os.path.exists(self.socket_path) else None
+        except (AssertionError, OSError):
+            return None  # not forked yet, or not exec'd yet
 
     def _host_pid(self, pid_ns):
         if not pid_ns:

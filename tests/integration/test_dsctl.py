@@ -523,7 +523,9 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
 
     assert complete("du") == ["dump", "dumps"]
     assert complete("help", "") == sorted(["ps", "info", "env", "explain", "dump", "dumps", "trace", "counters", "stacks",
-                                           "exceptions", "logs", "port", "help"])
+                                           "exceptions", "logs", "resume", "port", "help"])
+    assert complete("res") == ["resume"] and complete("resume", "1", "--") == sorted(
+        ["--socket", "--agent-socket", "--json", "--quiet", "--help", "--version"])
     assert complete("stacks", "1", "--format", "") == ["json", "speedscope", "text"]
     assert complete("logs", "1", "--level", "W") == ["Warning"]
     assert complete("logs", "1", "--") == sorted(["--category", "--duration", "--level", "--socket", "--agent-socket",

@@ -85,6 +85,10 @@ static void test_targets(void) {
         refused(parse(&a, &error, "info", "1", "2", NULL), &error, "unexpected argument '2'");
         refused(parse(&a, &error, "explain", "1", NULL), &error, "a process id or unit and a command");
         refused(parse(&a, &error, "explain", "1", "frob", NULL), &error, "not 'frob'");
+        check(parse(&a, &error, "resume", "4242", NULL) == 0 && a.verb == VERB_RESUME && a.pid == 4242);
+        check(parse(&a, &error, "resume", "orders.service", "--json", NULL) == 0 && a.unit && a.json);
+        refused(parse(&a, &error, "resume", NULL), &error, "resume takes one process id or unit");
+        refused(parse(&a, &error, "resume", "1", "--type", "full", NULL), &error, "resume takes no --type");
         memset(long_unit, 'a', sizeof(long_unit));
         strcpy(long_unit + WIRE_UNIT_MAX - 8, ".service"); /* exactly WIRE_UNIT_MAX bytes */
         check(parse(&a, &error, "dump", long_unit, NULL) == 0);

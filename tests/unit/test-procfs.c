@@ -91,6 +91,49 @@ static void test_environ(void) {
         check(procfs_environ_get("", 0, "TMPDIR", &v) == PROCFS_E_NOT_FOUND);
 }
 
+static int startup_suspend_of(const char *entries) {
+        char block[512];
+        size_t n = strlen(entries);
+
+        /* entries separated by '|' stand for the NULs of an environment block */
+        memcpy(block, entries, n);
+        for (size_t i = 0; i < n; i++)
+                if (block[i] == '|')
+                        block[i] = '\0';
+        return procfs_environ_startup_suspend(block, n);
+}
+
+static void test_environ_startup_suspend(void) {
+        check(startup_suspend_of("PATH=/bin") == 0);
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=1") == PROCFS_SUSPEND_DEFAULT_PORT);
+        /* hexadecimal, as CLRConfig reads it; what does not parse is the default */
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=a") == PROCFS_SUSPEND_DEFAULT_PORT);
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=0") == 0);
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=00") == 0);
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=yes") == 0);
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=") == 0);
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=100000000") == 0); /* a DWORD: cut to 0 */
+        /* COMPlus_ only stands in for a DOTNET_ name that is not set */
+        check(startup_suspend_of("COMPlus_DefaultDiagnosticPortSuspend=1") == PROCFS_SUSPEND_DEFAULT_PORT);
+        check(startup_suspend_of("DOTNET_DefaultDiagnosticPortSuspend=0|COMPlus_DefaultDiagnosticPortSuspend=1") == 0);
+        check(startup_suspend_of("XDOTNET_DefaultDiagnosticPortSuspend=1") == 0);
+
+        /* a connect port suspends unless told not to; the first tag of a kind wins */
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/p.sock") == PROCFS_SUSPEND_PORTS);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/p.sock,connect") == PROCFS_SUSPEND_PORTS);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/p.sock,nosuspend") == 0);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/p.sock,NoSuspend,suspend") == 0);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/p.sock,suspend,nosuspend") == PROCFS_SUSPEND_PORTS);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/p.sock,listen,suspend") == 0); /* CoreCLR ignores it */
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/a,nosuspend;/run/b") == PROCFS_SUSPEND_PORTS);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/a;/run/b,nosuspend") == PROCFS_SUSPEND_PORTS);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/a,nosuspend;/run/b,nosuspend;") == 0);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=,suspend;;") == 0); /* no address: ignored */
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=") == 0);
+        check(startup_suspend_of("DOTNET_DiagnosticPorts=/run/a,|DOTNET_DefaultDiagnosticPortSuspend=1") ==
+              (PROCFS_SUSPEND_PORTS | PROCFS_SUSPEND_DEFAULT_PORT));
+}
+
 static void name_is(const char *cmdline, size_t n, const char *expected) {
         char *name = NULL;
         int r = procfs_cmdline_name(cmdline, n, &name);
@@ -218,6 +261,7 @@ int main(void) {
         run_test(test_status_rejects);
         run_test(test_status_self);
         run_test(test_environ);
+        run_test(test_environ_startup_suspend);
         run_test(test_cmdline_name);
         run_test(test_cgroup_unit);
         run_test(test_auxv_secure);

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "commands.h"
+#include "decision.h"
+#include "dotnet-ipc.h"
+#include "procfs.h"
+#include "runtime-call.h"
+#include "startup.h"
+#include "test-hooks.h"
+
+/* What readlink() of /proc/PID/exe appends when the file was replaced since the process started. */
+#define EXE_DELETED_SUFFIX " (deleted)"
+
+/*
+ * One request's question to a runtime about its startup: the ProcessInfo
+ * call, and where the answer goes. startup_probe() hands over the state;
+ * startup_connect() the state and, when the runtime was not asked, the
+ * socket it found (else -EBADF: connect_again()).
+ */
+struct StartupProbe {
+        RuntimeCall *call;      /* ProcessInfo; then resume's ResumeRuntime */
+        StartupState state;     /* the answer, once there */
+        void (*probed)(Request *req, StartupState state);
+        void (*ready)(Request *req, StartupState state, int fd);
+        /* startup_connect_runtime(): the caller's next step, and what it wants */
+        void (*connected)(Request *req, int fd);
+        const char *what;
+};
+
+StartupProbe *startup_probe_free(StartupProbe *p) {
+        if (p)
+                runtime_call_free(p->call);
+        free(p);
+        return NULL;
+}
+
+static StartupProbe *probe_of(Request *req) {
+        if (!req->startup)
+                req->startup = calloc(1, sizeof(StartupProbe));
+        return req->startup;
+}
+
+/* Does the runtime report its executable's path alone as its command line: no entry assembly run yet? */
+static bool command_line_is_exe(const char *command_line, const char *exe) {
+        size_t n;
+
+        if (!command_line || !exe)
+                return false;
+        n = strlen(exe);
+        if (n > strlen(EXE_DELETED_SUFFIX) && strcmp(exe + n - strlen(EXE_DELETED_SUFFIX), EXE_DELETED_SUFFIX) == 0)
+                n -= strlen(EXE_DELETED_SUFFIX);
+        return strlen(command_line) == n && memcmp(command_line, exe, n) == 0;
+}
+
+static StartupState state_of(const Target *t, const DotnetProcessInfo *info) {
+        if (!command_line_is_exe(info->command_line, t->exe))
+                return STARTUP_STARTED;
+        return (t->startup_suspend & PROCFS_SUSPEND_DEFAULT_PORT) ? STARTUP_SUSPENDED : STARTUP_SUSPENDED_PORTS;
+}
+
+static void probe_answered(Request *req, StartupState state) {
+        StartupProbe *p = req->startup;
+
+        p->state = state;
+        if (p->ready)
+                p->ready(req, state, -EBADF);
+        else
+                p->probed(req, state);
+}
+
+/* One request per connection: a step after the question needs a new one. Return: 0, or -1 when answered. */
+static int connect_again(Request *req, int *ret_fd) {
+        const char *why = NULL;
+        int r;
+
+        r = target_connect(req->target, ret_fd, &why);
+        if (r != 0) {
+                request_reply_target_error(req, r, why);
+                return -1;
+        }
+        return 0;
+}
+
+/* Answers a call that got no reply (@error), or whose reply is the runtime's refusal. Return: whether it did. */
+static bool reply_call_failed(Request *req, int error, const DotnetIpcResponse *reply, const char *refused) {
+        if (error != 0)
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                    runtime_call_error_text(error));
+        else if (!reply->ok)
+                request_reply_runtime_error(req, reply->hresult, refused);
+        return error != 0 || !reply->ok;
+}
+
+static void probe_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
+        Request *req = userdata;
+        StartupProbe *p = req->startup;
+
+        if (reply_call_failed(req, error, reply, "the runtime refused ProcessInfo"))
+                return;
+        if (dotnet_process_info_decode(DOTNET_IPC_PROCESS_INFO, reply->payload, reply->payload_size, &info) != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                    "the runtime sent a malformed ProcessInfo reply");
+                return;
+        }
+        if (info.pid != (uint64_t)target_ns_pid(req->target)) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED,
+                                    "the runtime reported another process id");
+                return;
+        }
+        p->call = runtime_call_free(call);
+        probe_answered(req, state_of(req->target, &info));
+}
+
+/* Asks the runtime on @fd (taken); a runtime whose environment pauses nothing is not asked, and @fd is ready's. */
+static void probe_on(Request *req, int fd) {
+        StartupProbe *p = req->startup;
+
+        if (!req->target->startup_suspend) {
+                p->state = STARTUP_STARTED;
+                p->ready(req, STARTUP_STARTED, fd); /* startup_probe() does not get here */
+                return;
+        }
+        commands_call_runtime(req, fd, DOTNET_IPC_PROCESS_INFO, probe_done, req, &p->call);
+}
+
+void startup_probe(Request *req, void (*probed)(Request *req, StartupState state)) {
+        StartupProbe *p;
+        int fd;
+
+        if (!req->target->startup_suspend) {
+                probed(req, STARTUP_STARTED);
+                return;
+        }
+        p = probe_of(req);
+        if (!p) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        *p = (StartupProbe){ .probed = probed };
+        if (connect_again(req, &fd) == 0)
+                probe_on(req, fd);
+}
+
+/*
+ * Finds req->target's runtime socket, learns whether the runtime is suspended at startup,
+ * and hands @ready the state, and the connection to the runtime when it was not asked
+ * (else -EBADF). Failures are answered here.
+ */
+static void startup_connect(Request *req, void (*ready)(Request *req, StartupState state, int fd)) {
+        StartupProbe *p = probe_of(req);
+
+        if (!p) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        p->ready = ready;
+        commands_connect_runtime(req, probe_on);
+}
+
+void startup_reply_suspended(Request *req, StartupState state, const char *what) {
+        char why[256];
+
+        if (state == STARTUP_SUSPENDED_PORTS)
+                snprintf(why, sizeof(why), "the runtime waits for the tools of DOTNET_DiagnosticPorts to resume it, "
+                         "and %s cannot be had before; dsctl resume does not serve those ports", what);
+        else
+                snprintf(why, sizeof(why), "the runtime waits to be resumed, and %s cannot be had before; "
+                         "dsctl resume %d", what, (int)req->target->pid);
+        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SUSPENDED, why);
+}
+
+static void connect_ready(Request *req, StartupState state, int fd) {
+        StartupProbe *p = req->startup;
+
+        if (state != STARTUP_STARTED) {
+                safe_close(fd);
+                startup_reply_suspended(req, state, p->what);
+                return;
+        }
+        if (fd < 0 && connect_again(req, &fd) < 0)
+                return;
+        p->connected(req, fd);
+}
+
+void startup_connect_runtime(Request *req, const char *what, void (*connected)(Request *req, int fd)) {
+        StartupProbe *p = probe_of(req);
+
+        if (!p) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        *p = (StartupProbe){ .connected = connected, .what = what };
+        startup_connect(req, connect_ready);
+}
+
+/* ---- resume ---- */
+
+/* The answer: the process, and in MESSAGE what the resume did. */
+static void resume_reply(Request *req, const char *what) {
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
+        const Target *t = req->target;
+        int r;
+
+        if (!w) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        wire_writer_begin(w, WIRE_REPLY_PROCESS);
+        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)t->pid);
+        wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
+        wire_writer_put_string(w, WIRE_TAG_UNIT, t->unit);
+        wire_writer_put_string(w, WIRE_TAG_EXE, t->exe);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, t->name);
+        wire_writer_put_string(w, WIRE_TAG_MESSAGE, what);
+        r = connection_queue_frame(req->connection, w);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
+                return;
+        }
+        request_reply_done(req, req->verdict.rule_name, what);
+}
+
+static void resume_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        Request *req = userdata;
+        StartupProbe *p = req->startup;
+
+        if (reply_call_failed(req, error, reply, "the runtime refused ResumeRuntime"))
+                return;
+        p->call = runtime_call_free(call);
+        if (p->state == STARTUP_STARTED)
+                resume_reply(req, "not suspended at startup: nothing to resume (the runtime ignores ResumeRuntime)");
+        else if (req->target->startup_suspend & PROCFS_SUSPEND_PORTS)
+                resume_reply(req, "resumed on its own socket; it starts once the tools of DOTNET_DiagnosticPorts "
+                                  "resume it too");
+        else
+                resume_reply(req, "resumed: it was suspended at startup and starts its managed code now");
+}
+
+/*
+ * ResumeRuntime goes to every runtime the requester may resume: to one that
+ * runs it changes nothing, and one the agent cannot tell is waiting (its
+ * environment unread, its executable seen by another path) is resumed all
+ * the same. Only a runtime that waits for its DOTNET_DiagnosticPorts tools
+ * alone is not asked: the resume would not reach them.
+ */
+static void resume_ready(Request *req, StartupState state, int fd) {
+        if (state == STARTUP_SUSPENDED_PORTS) {
+                safe_close(fd);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SUSPENDED,
+                                    "the runtime waits for the tools of DOTNET_DiagnosticPorts to resume it; "
+                                    "dsctl resume does not serve those ports");
+                return;
+        }
+        if (fd < 0 && connect_again(req, &fd) < 0)
+                return;
+        /* the probe's call is done: its slot carries this one */
+        commands_call_runtime(req, fd, DOTNET_IPC_RESUME_RUNTIME, resume_call_done, req, &req->startup->call);
+}
+
+static void resume_decided(Request *req) {
+        req->audit.rule = req->verdict.rule_name;
+        if (!req->verdict.allowed) {
+                request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, req->verdict.reason);
+                return;
+        }
+        test_hook_pause("after-decision");
+        startup_connect(req, resume_ready);
+}
+
+static void resume_opened(Request *req) {
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_RESUME };
+        decide(req, req->target, true, resume_decided);
+}
+
+void resume_start(Request *req, const WireMessage *m) {
+        commands_open_target(req, m, resume_opened);
+}
