@@ -96,7 +96,7 @@ static void announce_first_deadline(Request *req, const WireMessage *m) {
         send_progress(req, NULL, what);
 }
 
-static void put_target_fields(WireWriter *w, const Target *t) {
+void commands_put_target_fields(WireWriter *w, const Target *t) {
         wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)t->pid);
         wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
         wire_writer_put_string(w, WIRE_TAG_UNIT, t->unit);
@@ -277,7 +277,7 @@ static void info_reply(Request *req, const DotnetProcessInfo *info) {
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
-        put_target_fields(w, t);
+        commands_put_target_fields(w, t);
         commands_put_untrusted_string(w, WIRE_TAG_NAME, info->entry_assembly ? info->entry_assembly : t->name);
         wire_writer_put_u64(w, WIRE_TAG_RUNTIME_PID, info->pid);
         wire_writer_put_bytes(w, WIRE_TAG_COOKIE, info->cookie, sizeof(info->cookie));
@@ -426,7 +426,7 @@ static void explain_decided(Request *req) {
         wire_writer_put_string(w, WIRE_TAG_COMMAND, policy_command_to_string(req->ask.command));
         wire_writer_put_string(w, WIRE_TAG_RULE, v->rule_name);
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
-        put_target_fields(w, req->target);
+        commands_put_target_fields(w, req->target);
         r = connection_queue_frame(req->connection, w);
         if (r < 0) {
                 request_reply_errno(req, r, "cannot queue the reply");
@@ -490,7 +490,7 @@ static void ps_emit(Request *req) {
         if (!w)
                 return;
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
-        put_target_fields(w, req->target);
+        commands_put_target_fields(w, req->target);
         commands_put_untrusted_string(w, WIRE_TAG_NAME, req->target->name);
         if (connection_queue_frame(req->connection, w) == 0)
                 work->count++;

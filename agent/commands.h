@@ -39,5 +39,8 @@ int commands_set_deadline(Request *req, uint64_t usec, const char *what);
 /* Tells a client that asked for PROGRESS frames how far the work got (@bytes) and the time left. */
 void commands_report_progress(Request *req, uint64_t bytes);
 
+/* A process's PID, UID (effective), UNIT and EXE, as every reply about one carries them. */
+void commands_put_target_fields(WireWriter *w, const Target *t);
+
 /* A string from a target, as a wire string: cut to the longest valid UTF-8 prefix that fits. */
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s);

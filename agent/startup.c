@@ -212,10 +212,7 @@ static void resume_reply(Request *req, const char *what) {
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
-        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)t->pid);
-        wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
-        wire_writer_put_string(w, WIRE_TAG_UNIT, t->unit);
-        wire_writer_put_string(w, WIRE_TAG_EXE, t->exe);
+        commands_put_target_fields(w, t);
         commands_put_untrusted_string(w, WIRE_TAG_NAME, t->name);
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, what);
         r = connection_queue_frame(req->connection, w);
