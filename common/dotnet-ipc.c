@@ -360,6 +360,45 @@ int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload,
         return 0;
 }
 
+/* "ADVR_V1" and its NUL */
+static const uint8_t dotnet_ipc_advertise_magic[8] = "ADVR_V1";
+
+static bool advertise_pid_is_valid(uint64_t pid) {
+        return pid > 0 && pid <= INT32_MAX;
+}
+
+int dotnet_ipc_advertise_decode(const uint8_t *buf, size_t size, DotnetIpcAdvertise *ret) {
+        DotnetIpcAdvertise a;
+
+        if (size != DOTNET_IPC_ADVERTISE_SIZE)
+                return -EINVAL;
+        if (memcmp(buf, dotnet_ipc_advertise_magic, sizeof(dotnet_ipc_advertise_magic)) != 0)
+                return -EBADMSG;
+        if (unaligned_read_le16(buf + 32) != 0)
+                return -EBADMSG;
+
+        memcpy(a.cookie, buf + 8, sizeof(a.cookie));
+        a.pid = unaligned_read_le64(buf + 24);
+        if (!advertise_pid_is_valid(a.pid))
+                return -EBADMSG;
+
+        *ret = a;
+        return 0;
+}
+
+int dotnet_ipc_advertise_encode(const DotnetIpcAdvertise *a, uint8_t *buf, size_t size) {
+        if (!advertise_pid_is_valid(a->pid))
+                return -EINVAL;
+        if (size < DOTNET_IPC_ADVERTISE_SIZE)
+                return -ENOBUFS;
+
+        memcpy(buf, dotnet_ipc_advertise_magic, sizeof(dotnet_ipc_advertise_magic));
+        memcpy(buf + 8, a->cookie, sizeof(a->cookie));
+        unaligned_write_le64(buf + 24, a->pid);
+        unaligned_write_le16(buf + 32, 0);
+        return 0;
+}
+
 /**
  * dotnet_ipc_environment_size_decode() - how many bytes of environment follow a ProcessEnvironment reply
  *

@@ -136,6 +136,43 @@ int dotnet_process_info_decode(DotnetIpcCommand command, const uint8_t *payload,
 void dotnet_process_info_done(DotnetProcessInfo *info);
 
 /*
+ * The advertise message: what a runtime started with DOTNET_DiagnosticPorts=PATH,connect
+ * writes first on every connection it makes to a listening tool (ipc-protocol.md 4.3).
+ * 34 bytes: the magic "ADVR_V1" and a NUL, the runtime instance cookie (the same 16 bytes as
+ * DotnetProcessInfo.cookie, comparable with memcmp()), the pid as a u64 LE, a u16 reserved 0.
+ * Nothing of it is proven: the pid is only what the peer claims.
+ */
+#define DOTNET_IPC_ADVERTISE_SIZE 34
+
+typedef struct DotnetIpcAdvertise {
+        uint8_t cookie[16];
+        uint64_t pid; /* in the runtime's own, innermost pid namespace; 1..INT32_MAX once decoded */
+} DotnetIpcAdvertise;
+
+/*
+ * dotnet_ipc_advertise_decode() - decode one advertise message
+ * @size: must be exactly DOTNET_IPC_ADVERTISE_SIZE
+ *
+ * Stricter than the runtime's readers: the reserved field must be zero, and the pid must
+ * be one a pid_t can hold (1 to INT32_MAX), so that it can be compared with a kernel's.
+ *
+ * Return: 0 with *@ret set; -EINVAL for another @size; -EBADMSG for a wrong magic, a non-zero
+ * reserved field, or a pid of 0 or above INT32_MAX. *@ret is untouched on failure.
+ */
+int dotnet_ipc_advertise_decode(const uint8_t *buf, size_t size, DotnetIpcAdvertise *ret);
+
+/*
+ * dotnet_ipc_advertise_encode() - write @a as a runtime does, for tests and tools
+ * @size: of @buf, at least DOTNET_IPC_ADVERTISE_SIZE; exactly that many bytes are written
+ *
+ * What it writes decodes to @a again.
+ *
+ * Return: 0; -EINVAL for a pid of 0 or above INT32_MAX; -ENOBUFS if @size is too small.
+ * @buf is untouched on failure.
+ */
+int dotnet_ipc_advertise_encode(const DotnetIpcAdvertise *a, uint8_t *buf, size_t size);
+
+/*
  * ProcessEnvironment: the OK reply (u32 size, u16 0) announces a block that follows it on the
  * same connection: a u32 count, then that many strings "NAME=VALUE". A block is at most
  * DOTNET_IPC_ENVIRONMENT_MAX bytes here: the 2 MiB of arguments and environment a process

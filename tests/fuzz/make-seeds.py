@@ -155,6 +155,36 @@ def dotnet_ipc():
 
 
 
+# --- the advertise message (ipc-protocol.md 4.3, fuzz-advertise.c) -----------------------
+#
+# A runtime started with DOTNET_DiagnosticPorts=PATH,connect writes it first on every
+# connection: "ADVR_V1" and a NUL, the 16-byte cookie (the ProcessInfo one), the pid in its
+# own pid namespace as a u64 LE, a u16 reserved 0. 34 bytes, no more, no less.
+
+def advertise_message(magic=b"ADVR_V1\0", cookie=COOKIE, pid=PID, reserved=0):
+    return magic + cookie + struct.pack("<QH", pid, reserved)
+
+
+def advertise():
+    t = "advertise"
+    write(t, "valid", advertise_message())
+    write(t, "valid-pid-max", advertise_message(pid=0x7FFFFFFF))
+    write(t, "truncated", advertise_message()[:33])
+    write(t, "trailing", advertise_message() + b"\0")
+    write(t, "bad-magic", advertise_message(magic=b"DOTNET_I"))
+    write(t, "magic-v2", advertise_message(magic=b"ADVR_V2\0"))
+    write(t, "magic-no-nul", advertise_message(magic=b"ADVR_V1 "))
+    write(t, "reserved-nonzero", advertise_message(reserved=1))
+    write(t, "reserved-high-byte", advertise_message(reserved=0x8000))
+    write(t, "pid-one", advertise_message(pid=1))
+    write(t, "pid-zero", advertise_message(pid=0))
+    write(t, "pid-above-int32", advertise_message(pid=0x80000000))
+    write(t, "pid-high-half", advertise_message(pid=0x1000004D2))  # 1234 in the low half
+    # fuzz-advertise.c also encodes the first 24 bytes of any input as a cookie and a pid
+    write(t, "cookie-and-pid", COOKIE + struct.pack("<Q", PID))
+    write(t, "empty", b"")
+
+
 # --- ProcessEnvironment's block and reply, env_redact patterns (fuzz-environment.c) ---
 #
 # The block follows the OK reply on the same connection: u32 count, then count strings
@@ -823,7 +853,7 @@ def elf_core_seeds():
 
 def main():
     for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace,
-               environment):
+               environment, advertise):
         fn()
     return 0
 

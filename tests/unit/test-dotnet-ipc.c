@@ -366,6 +366,151 @@ static void test_environment_encode(void) {
         check(dotnet_environment_encode(&v, 1, &block, &size) == DOTNET_IPC_E_MALFORMED);
 }
 
+/* ipc-protocol.md 4.3: an advertise as the runtime writes it, for pid 1234 (0x4D2) */
+static const uint8_t advertise_1234[DOTNET_IPC_ADVERTISE_SIZE] = {
+        0x41, 0x44, 0x56, 0x52, 0x5F, 0x56, 0x31, 0x00,                 /* "ADVR_V1\0" */
+        0x3F, 0x25, 0x04, 0xE0, 0x4F, 0x89, 0x41, 0xD3,                 /* cookie */
+        0x9A, 0x0C, 0x03, 0x05, 0xE8, 0x2C, 0x33, 0x01,
+        0xD2, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,                 /* pid, u64 LE */
+        0x00, 0x00,                                                     /* reserved */
+};
+
+static const uint8_t advertise_cookie[16] = { 0x3F, 0x25, 0x04, 0xE0, 0x4F, 0x89, 0x41, 0xD3,
+                                              0x9A, 0x0C, 0x03, 0x05, 0xE8, 0x2C, 0x33, 0x01 };
+
+/* Decodes @buf and checks that a failure leaves the result untouched. */
+static int advertise_decode_untouched(const uint8_t *buf, size_t size) {
+        DotnetIpcAdvertise a;
+        int r;
+
+        memset(&a, 0x5A, sizeof(a));
+        r = dotnet_ipc_advertise_decode(buf, size, &a);
+        if (r < 0) {
+                uint8_t canary[sizeof(a)];
+
+                memset(canary, 0x5A, sizeof(canary));
+                check(memcmp(&a, canary, sizeof(a)) == 0);
+        }
+        return r;
+}
+
+static void test_advertise_vector(void) {
+        DotnetIpcAdvertise a = {};
+        uint8_t buf[DOTNET_IPC_ADVERTISE_SIZE];
+
+        check(DOTNET_IPC_ADVERTISE_SIZE == 34);
+        check(dotnet_ipc_advertise_decode(advertise_1234, sizeof(advertise_1234), &a) == 0);
+        check(a.pid == 1234);
+        check(memcmp(a.cookie, advertise_cookie, 16) == 0);
+
+        memset(buf, 0xEE, sizeof(buf));
+        check(dotnet_ipc_advertise_encode(&a, buf, sizeof(buf)) == 0);
+        check(memcmp(buf, advertise_1234, sizeof(buf)) == 0);
+}
+
+static void test_advertise_round_trip(void) {
+        static const uint64_t pids[] = { 1, 2, 1234, 4194304, INT32_MAX };
+        uint8_t buf[DOTNET_IPC_ADVERTISE_SIZE + 8];
+
+        for (size_t i = 0; i < sizeof(pids) / sizeof(pids[0]); i++) {
+                DotnetIpcAdvertise in = { .pid = pids[i] }, out = {};
+
+                for (int j = 0; j < 16; j++)
+                        in.cookie[j] = (uint8_t)(0xC0 + j * 3 + i);
+                /* a larger buffer is fine; exactly DOTNET_IPC_ADVERTISE_SIZE bytes are written */
+                memset(buf, 0xEE, sizeof(buf));
+                check(dotnet_ipc_advertise_encode(&in, buf, sizeof(buf)) == 0);
+                check(buf[DOTNET_IPC_ADVERTISE_SIZE] == 0xEE);
+                check(dotnet_ipc_advertise_decode(buf, DOTNET_IPC_ADVERTISE_SIZE, &out) == 0);
+                check(out.pid == in.pid && memcmp(out.cookie, in.cookie, 16) == 0);
+        }
+}
+
+/* The advertised cookie is the ProcessInfo cookie, byte for byte: memcmp() compares them. */
+static void test_advertise_cookie_matches_process_info(void) {
+        DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
+        DotnetIpcAdvertise a = {};
+        uint8_t payload[256], *p = payload;
+        uint64_t pid = 1234;
+
+        memcpy(p, &pid, 8);
+        p += 8;
+        memcpy(p, advertise_cookie, 16);
+        p += 16;
+        p = put_string(p, "/usr/bin/dotnet app.dll");
+        p = put_string(p, "Linux");
+        p = put_string(p, "x64");
+        check(dotnet_process_info_decode(DOTNET_IPC_PROCESS_INFO, payload, (size_t)(p - payload), &info) == 0);
+        check(dotnet_ipc_advertise_decode(advertise_1234, sizeof(advertise_1234), &a) == 0);
+        check(sizeof(a.cookie) == sizeof(info.cookie));
+        check(memcmp(a.cookie, info.cookie, sizeof(a.cookie)) == 0);
+        check(a.pid == info.pid);
+        dotnet_process_info_done(&info);
+}
+
+static void test_advertise_decode_rejects(void) {
+        uint8_t buf[DOTNET_IPC_ADVERTISE_SIZE + 1];
+
+        /* wrong magic: another word, another version, a missing NUL */
+        memcpy(buf, advertise_1234, DOTNET_IPC_ADVERTISE_SIZE);
+        memcpy(buf, "DOTNET_I", 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+        memcpy(buf, "ADVR_V2", 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+        memcpy(buf, "ADVR_V1", 8);
+        buf[7] = ' ';
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+        memcpy(buf, "advr_v1", 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+
+        /* reserved must be zero, either byte */
+        memcpy(buf, advertise_1234, DOTNET_IPC_ADVERTISE_SIZE);
+        buf[32] = 1;
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+        buf[32] = 0;
+        buf[33] = 0x80;
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+
+        /* pid 0, pid INT32_MAX + 1, pids that only the high half makes too large */
+        memcpy(buf, advertise_1234, DOTNET_IPC_ADVERTISE_SIZE);
+        memset(buf + 24, 0, 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+        memcpy(buf + 24, (uint8_t[]){ 0x00, 0x00, 0x00, 0x80, 0, 0, 0, 0 }, 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+        memcpy(buf + 24, (uint8_t[]){ 0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0 }, 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == 0);
+        memcpy(buf + 24, (uint8_t[]){ 0xD2, 0x04, 0x00, 0x00, 0x01, 0, 0, 0 }, 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+        memset(buf + 24, 0xFF, 8);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == -EBADMSG);
+
+        /* exactly 34 bytes: every shorter size, and one more */
+        memcpy(buf, advertise_1234, DOTNET_IPC_ADVERTISE_SIZE);
+        buf[DOTNET_IPC_ADVERTISE_SIZE] = 0;
+        for (size_t size = 0; size < DOTNET_IPC_ADVERTISE_SIZE; size++)
+                check(advertise_decode_untouched(buf, size) == -EINVAL);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE + 1) == -EINVAL);
+        check(advertise_decode_untouched(buf, SIZE_MAX) == -EINVAL);
+        check(advertise_decode_untouched(buf, DOTNET_IPC_ADVERTISE_SIZE) == 0);
+}
+
+static void test_advertise_encode_rejects(void) {
+        DotnetIpcAdvertise a = { .pid = 0 };
+        uint8_t buf[DOTNET_IPC_ADVERTISE_SIZE], untouched[DOTNET_IPC_ADVERTISE_SIZE];
+
+        memset(buf, 0xEE, sizeof(buf));
+        memset(untouched, 0xEE, sizeof(untouched));
+        check(dotnet_ipc_advertise_encode(&a, buf, sizeof(buf)) == -EINVAL);
+        a.pid = (uint64_t)INT32_MAX + 1;
+        check(dotnet_ipc_advertise_encode(&a, buf, sizeof(buf)) == -EINVAL);
+        a.pid = UINT64_MAX;
+        check(dotnet_ipc_advertise_encode(&a, buf, sizeof(buf)) == -EINVAL);
+        a.pid = 1234;
+        check(dotnet_ipc_advertise_encode(&a, buf, DOTNET_IPC_ADVERTISE_SIZE - 1) == -ENOBUFS);
+        check(dotnet_ipc_advertise_encode(&a, buf, 0) == -ENOBUFS);
+        check(memcmp(buf, untouched, sizeof(buf)) == 0);
+}
+
 int main(void) {
         run_test(test_process_info_request_vector);
         run_test(test_header_decode_rejects);
@@ -379,5 +524,10 @@ int main(void) {
         run_test(test_environment_decode_hostile);
         run_test(test_environment_size_decode);
         run_test(test_environment_encode);
+        run_test(test_advertise_vector);
+        run_test(test_advertise_round_trip);
+        run_test(test_advertise_cookie_matches_process_info);
+        run_test(test_advertise_decode_rejects);
+        run_test(test_advertise_encode_rejects);
         return tap_finish();
 }
