@@ -689,6 +689,8 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                 return compile_agent_count(c, e, 100000, &a->max_requests_per_second);
         if (strcmp(e->key, "max_request_burst") == 0)
                 return compile_agent_count(c, e, 1000000, &a->max_request_burst);
+        if (strcmp(e->key, "max_runtimes_per_user") == 0)
+                return compile_agent_count(c, e, 4096, &a->max_runtimes_per_user);
         if (strcmp(e->key, "max_session_duration") == 0) {
                 if (!expect_string(c, e))
                         return false;
@@ -714,7 +716,8 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                  "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_dumps_per_user, max_use, keep_free, "
                  "audit_failure, "
                  "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
-                 "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst, env_redact)",
+                 "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst, env_redact, "
+                 "max_runtimes_per_user)",
                  e->key);
         return false;
 }
@@ -830,6 +833,118 @@ static bool compile_rules(Compiler *c, const TomlEntry *e, Policy *p) {
         return ok;
 }
 
+/* A port's path: where the agent binds, so absolute, plain, and short enough for sun_path. */
+static bool compile_port_path(Compiler *c, const TomlEntry *e, PolicyPort *port) {
+        const char *s = e->value->string.data;
+
+        if (!expect_string(c, e))
+                return false;
+        if (s[0] != '/' || strlen(s) > POLICY_PORT_PATH_MAX - 1 || strstr(s, "//") || strstr(s, "/./") ||
+            strstr(s, "/../") || s[strlen(s) - 1] == '/' || strcmp(s + strlen(s) - 2, "/.") == 0 ||
+            (strlen(s) >= 3 && strcmp(s + strlen(s) - 3, "/..") == 0)) {
+                error_at(c, e->value->line, e->value->column,
+                         "'path' must be an absolute path to a socket, without '.', '..' or '//', at most %d bytes",
+                         POLICY_PORT_PATH_MAX - 1);
+                return false;
+        }
+        port->path = strdup(s);
+        if (!port->path)
+                c->oom = -ENOMEM;
+        return true;
+}
+
+static bool compile_port_entry(Compiler *c, const TomlEntry *e, PolicyPort *port) {
+        const TomlValue *v = e->value;
+
+        if (strcmp(e->key, "path") == 0)
+                return compile_port_path(c, e, port);
+        if (strcmp(e->key, "users") == 0)
+                return compile_id_list(c, e, false, &port->users);
+        if (strcmp(e->key, "groups") == 0)
+                return compile_id_list(c, e, true, &port->groups);
+        if (strcmp(e->key, "suspend_timeout") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (strcmp(v->string.data, "0") == 0) {
+                        port->suspend_timeout_usec = 0; /* wait: a duration is never 0 */
+                        return true;
+                }
+                if (policy_parse_duration(v->string.data, &port->suspend_timeout_usec) < 0 ||
+                    port->suspend_timeout_usec > POLICY_SUSPEND_TIMEOUT_MAX_USEC) {
+                        error_at(c, v->line, v->column, "bad duration \"%s\" for 'suspend_timeout' (like \"30s\", "
+                                 "at most \"1h\"; \"0\" waits for a resume however long it takes)", v->string.data);
+                        return false;
+                }
+                return true;
+        }
+        error_at(c, e->line, e->column, "unknown key '%s' in [[port]] (path, users, groups, suspend_timeout)", e->key);
+        return false;
+}
+
+static bool check_port(Compiler *c, const Policy *p, const PolicyPort *port, const TomlValue *table) {
+        if (!port->path) {
+                error_at(c, table->line, table->column, "[[port]] needs a 'path'");
+                return false;
+        }
+        if (port->users.n == 0 && port->groups.n == 0) {
+                error_at(c, table->line, table->column, "[[port]] needs 'users' or 'groups': whose runtimes connect in");
+                return false;
+        }
+        for (size_t i = 0; i < p->n_ports; i++)
+                if (p->ports[i].path && strcmp(p->ports[i].path, port->path) == 0) {
+                        error_at(c, table->line, table->column, "port '%s' is already defined at %s:%u", port->path,
+                                 p->ports[i].file, p->ports[i].line);
+                        return false;
+                }
+        return true;
+}
+
+static bool compile_port(Compiler *c, const Policy *p, const TomlValue *table, PolicyPort *port) {
+        bool ok = true;
+
+        port->suspend_timeout_usec = POLICY_SUSPEND_TIMEOUT_DEFAULT_USEC;
+        port->line = table->line;
+        port->file = strdup(c->source->path);
+        if (!port->file)
+                c->oom = -ENOMEM;
+        for (size_t i = 0; i < table->table.n_entries; i++)
+                ok = compile_port_entry(c, &table->table.entries[i], port) && ok;
+        return ok && check_port(c, p, port, table);
+}
+
+/* [[port]]: in the main file and in policy.d alike. */
+static bool compile_ports(Compiler *c, const TomlEntry *e, Policy *p) {
+        PolicyPort *grown;
+        bool ok = true;
+
+        if (!expect_type(c, e, TOML_ARRAY))
+                return false;
+        if (p->n_ports + e->value->array.n_items > POLICY_PORTS_MAX) {
+                error_at(c, e->line, e->column, "at most %d [[port]]s", POLICY_PORTS_MAX);
+                return false;
+        }
+        grown = realloc(p->ports, (p->n_ports + e->value->array.n_items) * sizeof(PolicyPort));
+        if (!grown) {
+                c->oom = -ENOMEM;
+                return false;
+        }
+        p->ports = grown;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *table = e->value->array.items[i];
+                PolicyPort *port = &p->ports[p->n_ports];
+
+                *port = (PolicyPort){};
+                if (table->type != TOML_TABLE) {
+                        error_at(c, table->line, table->column, "'port' must be an array of tables: [[port]]");
+                        ok = false;
+                        continue;
+                }
+                ok = compile_port(c, p, table, port) && ok;
+                p->n_ports++;
+        }
+        return ok;
+}
+
 static bool compile_source(Compiler *c, Policy *p) {
         const TomlValue *root = c->source->root;
         bool ok = true;
@@ -841,8 +956,11 @@ static bool compile_source(Compiler *c, Policy *p) {
                         ok = compile_agent(c, e, &p->agent) && ok;
                 else if (strcmp(e->key, "rule") == 0)
                         ok = compile_rules(c, e, p) && ok;
+                else if (strcmp(e->key, "port") == 0)
+                        ok = compile_ports(c, e, p) && ok;
                 else {
-                        error_at(c, e->line, e->column, "unknown key '%s' (a policy has [agent] and [[rule]])", e->key);
+                        error_at(c, e->line, e->column, "unknown key '%s' (a policy has [agent], [[rule]] and [[port]])",
+                                 e->key);
                         ok = false;
                 }
         }

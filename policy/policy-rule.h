@@ -11,3 +11,4 @@
 
 void policy_rule_done(PolicyRule *r);
 void policy_string_list_done(PolicyStringList *l);
+void policy_port_done(PolicyPort *port);

@@ -100,6 +100,7 @@ Policy *policy_new_builtin(void) {
         p->agent.max_trace_buffer_mb = 256;
         p->agent.max_requests_per_second = 100;
         p->agent.max_request_burst = 1000;
+        p->agent.max_runtimes_per_user = POLICY_RUNTIMES_PER_USER_DEFAULT;
         if (!p->agent.dump_dir)
                 return policy_unref(p);
         p->agent.env_redact.items = calloc(ELEMENTSOF(policy_env_redact_default), sizeof(char *));
@@ -133,6 +134,9 @@ Policy *policy_unref(Policy *p) {
         for (size_t i = 0; i < p->n_rules; i++)
                 policy_rule_done(&p->rules[i]);
         free(p->rules);
+        for (size_t i = 0; i < p->n_ports; i++)
+                policy_port_done(&p->ports[i]);
+        free(p->ports);
         free(p->agent.dump_dir);
         free(p->agent.pam_service);
         policy_string_list_done(&p->agent.env_redact);
@@ -206,6 +210,23 @@ static bool string_list_contains(const PolicyStringList *l, const char *s) {
                 return false;
         for (size_t i = 0; i < l->n; i++)
                 if (strcmp(l->items[i], s) == 0)
+                        return true;
+        return false;
+}
+
+void policy_port_done(PolicyPort *port) {
+        free(port->path);
+        free(port->file);
+        free(port->users.ids);
+        free(port->groups.ids);
+        *port = (PolicyPort){};
+}
+
+bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids) {
+        if (id_list_contains(&port->users, uid))
+                return true;
+        for (size_t i = 0; i < n_gids; i++)
+                if (id_list_contains(&port->groups, gids[i]))
                         return true;
         return false;
 }

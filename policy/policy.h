@@ -87,6 +87,26 @@ typedef struct PolicyRule {
         bool env_reveal;        /* env: values of names env_redact matches are shown too */
 } PolicyRule;
 
+/*
+ * A socket the agent listens on for runtimes that connect in
+ * (DOTNET_DiagnosticPorts=PATH,connect): whose runtimes may, and how long one
+ * suspended at startup may wait to be resumed before the agent resumes it.
+ */
+typedef struct PolicyPort {
+        char *path;             /* absolute, at most POLICY_PORT_PATH_MAX bytes */
+        char *file;
+        unsigned line;
+        PolicyIdList users;     /* runtimes of these uids ... */
+        PolicyIdList groups;    /* ... or of any of these gids (primary or supplementary) may connect in */
+        uint64_t suspend_timeout_usec; /* 0: wait for a resume however long it takes */
+} PolicyPort;
+
+#define POLICY_PORTS_MAX 16
+#define POLICY_PORT_PATH_MAX 107 /* sun_path, with its NUL */
+#define POLICY_SUSPEND_TIMEOUT_DEFAULT_USEC (30 * 1000000ULL)
+#define POLICY_SUSPEND_TIMEOUT_MAX_USEC (3600 * 1000000ULL)
+#define POLICY_RUNTIMES_PER_USER_DEFAULT 64
+
 /* A size limit on the dump directory's file system: bytes, or a share of the file system. */
 typedef struct PolicySize {
         uint64_t bytes;
@@ -115,6 +135,8 @@ typedef struct PolicyAgentSettings {
         /* env: globs on variable names whose values are withheld unless the verdict reveals them
          * (policy_env_value_hidden()); the built-in list until the policy sets its own */
         PolicyStringList env_redact;
+        /* runtimes of one user that connected in on a [[port]] and are registered at once */
+        unsigned max_runtimes_per_user;
 } PolicyAgentSettings;
 
 /* Immutable once compiled and shared by reference: a reload swaps the pointer,
@@ -124,6 +146,8 @@ typedef struct Policy {
         PolicyAgentSettings agent;
         PolicyRule *rules;
         size_t n_rules;
+        PolicyPort *ports;
+        size_t n_ports;
         size_t n_files;
 } Policy;
 
@@ -212,6 +236,9 @@ Policy *policy_unref(Policy *p);
  * about one that does not exist: it must not tell users about processes
  * they may not act on.
  */
+/* May a runtime of @uid, in groups @gids (primary and supplementary), connect in on @port? */
+bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids);
+
 bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target);
 
 /**
