@@ -27,7 +27,7 @@ static int add_entry(acl_t *acl, acl_tag_t tag, const void *qualifier, bool read
 }
 
 /* The whole ACL, written out: nothing of an inherited one survives. */
-static int build_exact(acl_t *ret, bool owner_write, const AclGrant *readers) {
+static int build_exact(acl_t *ret, bool owner_write, const AclGrant *readers, bool named_write) {
         _cleanup_acl_ acl_t acl = acl_init((int)(4 + readers->n_users + readers->n_groups));
         bool named = readers->n_users + readers->n_groups > 0;
         int r;
@@ -36,14 +36,14 @@ static int build_exact(acl_t *ret, bool owner_write, const AclGrant *readers) {
                 return -errno;
         r = add_entry(&acl, ACL_USER_OBJ, NULL, true, owner_write, false);
         for (size_t i = 0; r == 0 && i < readers->n_users; i++)
-                r = add_entry(&acl, ACL_USER, &readers->users[i], true, false, false);
+                r = add_entry(&acl, ACL_USER, &readers->users[i], true, named_write, false);
         for (size_t i = 0; r == 0 && i < readers->n_groups; i++)
-                r = add_entry(&acl, ACL_GROUP, &readers->groups[i], true, false, false);
+                r = add_entry(&acl, ACL_GROUP, &readers->groups[i], true, named_write, false);
         if (r == 0)
                 r = add_entry(&acl, ACL_GROUP_OBJ, NULL, false, false, false);
-        /* the mask is written, not computed: it must be r-- exactly, never the union */
+        /* the mask is written, not computed: it must be exactly the named entries', never the union */
         if (r == 0 && named)
-                r = add_entry(&acl, ACL_MASK, NULL, true, false, false);
+                r = add_entry(&acl, ACL_MASK, NULL, true, named_write, false);
         if (r == 0)
                 r = add_entry(&acl, ACL_OTHER, NULL, false, false, false);
         if (r < 0)
@@ -68,7 +68,7 @@ int acl_set_exact_fd(int fd, bool owner_write, const AclGrant *readers) {
         _cleanup_acl_ acl_t want = NULL, got = NULL;
         int r;
 
-        r = build_exact(&want, owner_write, readers);
+        r = build_exact(&want, owner_write, readers, false);
         if (r < 0)
                 return r;
         if (acl_set_fd(fd, want) < 0)
@@ -188,4 +188,33 @@ int acl_fd_allows_read(int fd, uid_t uid, const gid_t *groups, size_t n_groups, 
                 return -errno;
         *ret = group_matched ? group_reads && mask_reads : other_reads;
         return 0;
+}
+
+/**
+ * acl_set_exact_path_rw() - give the file at @path exactly: owner rw-, each
+ * named user and group of @grant rw-, group ---, mask rw-, other ---
+ *
+ * For a socket file (connecting needs write access), which no fd can reach.
+ * @path must name a file in a directory only the agent may write (the
+ * caller's "/proc/self/fd/DIR/NAME"): a path is looked up, an fd is not.
+ * Read back and compared, as acl_set_exact_fd().
+ *
+ * Return: 0, -EBADMSG when the read-back differs, or a negative errno.
+ */
+int acl_set_exact_path_rw(const char *path, const AclGrant *grant) {
+        _cleanup_acl_ acl_t want = NULL, got = NULL;
+        int r;
+
+        r = build_exact(&want, true, grant, true);
+        if (r < 0)
+                return r;
+        if (acl_set_file(path, ACL_TYPE_ACCESS, want) < 0)
+                return -errno;
+        got = acl_get_file(path, ACL_TYPE_ACCESS);
+        if (!got)
+                return -errno;
+        r = acl_cmp(want, got);
+        if (r < 0)
+                return -errno;
+        return r == 0 ? 0 : -EBADMSG;
 }

@@ -16,4 +16,5 @@ typedef struct AclGrant {
 
 int acl_set_exact_fd(int fd, bool owner_write, const AclGrant *readers);
 int acl_set_exact_user_fd(int fd, unsigned owner_perms, uid_t uid, unsigned user_perms);
+int acl_set_exact_path_rw(const char *path, const AclGrant *grant);
 int acl_fd_allows_read(int fd, uid_t uid, const gid_t *groups, size_t n_groups, bool *ret);

@@ -464,6 +464,21 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
                 audit_fields_addf(f, "ERRNO=%d", r->error_errno); /* journald's own field for it */
 }
 
+/* Whole records only: a short write is retried, never interleaved with
+ * anything else this single-threaded process writes. */
+static int audit_write_line(int fd, const char *line, size_t size) {
+        for (size_t done = 0; done < size;) {
+                ssize_t n = write(fd, line + done, size - done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                done += (size_t)n;
+        }
+        return 0;
+}
+
 /*
  * One line per record. The values were escaped when the fields were built;
  * double quotes are escaped here so a value cannot end its own quoting.
@@ -702,5 +717,43 @@ int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count) {
         audit_fields_add_client_text(&f, uid);
         audit_fields_addf(&f, "DSAGENT_SUPPRESSED=%" PRIu64, count);
         audit_fields_addf(&f, "DSAGENT_SUPPRESSED_TEXT=%" PRIu64 " %s", count, plural(count, "request", "requests"));
+        return audit_send(sink, &f);
+}
+
+/**
+ * audit_log_port() - record what became of a runtime that connected in on a port
+ *
+ * Return: 0, or a negative errno when the record could not be written anywhere.
+ */
+int audit_log_port(AuditSink sink, const AuditPortEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        char who[AUDIT_NAME_MAX + 32], limit[48];
+        bool refused = strcmp(e->event, "refused") == 0 || strcmp(e->event, "resume-failed") == 0;
+
+        format_user(who, sizeof(who), e->uid);
+        format_duration(limit, sizeof(limit), e->suspend_timeout_usec);
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_PORT);
+        audit_fields_addf(&f, "PRIORITY=%d", refused ? LOG_WARNING : LOG_INFO);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_add_textf(&f, "MESSAGE", "runtime of pid %d (%s) on port %s: %s: %s", (int)e->pid, who, e->path,
+                               e->event, e->reason ? e->reason : "");
+        audit_fields_add_text(&f, "DSAGENT_PORT_EVENT", e->event);
+        audit_fields_add_text(&f, "DSAGENT_PORT_PATH", e->path);
+        audit_fields_add_text(&f, "DSAGENT_REASON", e->reason);
+        audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->pid);
+        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->uid);
+        audit_fields_addf(&f, "DSAGENT_TARGET_GID=%u", (unsigned)e->gid);
+        if (e->pidfd_id != 0)
+                audit_fields_addf(&f, "DSAGENT_TARGET_PIDFD_ID=%" PRIu64, e->pidfd_id);
+        audit_fields_add_names(&f, (uid_t)-1, NULL, e->uid);
+        audit_fields_add_target_text(&f, "DSAGENT_TARGET_TEXT", "", e->pid, e->uid, NULL, NULL);
+        if (e->advertised_pid != 0)
+                audit_fields_addf(&f, "DSAGENT_ADVERTISED_PID=%" PRIu64, e->advertised_pid);
+        audit_fields_add_text(&f, "DSAGENT_RUNTIME_COOKIE", e->cookie);
+        if (strcmp(e->event, "registered") == 0) {
+                audit_fields_addf(&f, "DSAGENT_SUSPENDED=%s", e->suspended ? "yes" : "no");
+                audit_fields_addf(&f, "DSAGENT_SUSPEND_TIMEOUT_USEC=%" PRIu64, e->suspend_timeout_usec);
+                audit_fields_addf(&f, "DSAGENT_SUSPEND_TIMEOUT_TEXT=%s", e->suspend_timeout_usec ? limit : "none");
+        }
         return audit_send(sink, &f);
 }

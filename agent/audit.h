@@ -110,6 +110,25 @@ typedef struct AuditSessionEvent {
 } AuditSessionEvent;
 
 /*
+ * A runtime that connected in on a port (ports.h): registered, refused, resumed
+ * by the agent after suspend_timeout, or gone. Its identity is the kernel's
+ * (SO_PEERCRED, SO_PEERPIDFD); the advertised pid and cookie are the runtime's.
+ */
+typedef struct AuditPortEvent {
+        const char *event;        /* registered, refused, auto-resumed, resume-failed, gone */
+        const char *path;         /* the port */
+        pid_t pid;                /* the peer, in the agent's pid namespace */
+        uid_t uid;
+        gid_t gid;
+        uint64_t pidfd_id;        /* its pidfs inode, 0 when unknown */
+        uint64_t advertised_pid;  /* 0: no advertise was read */
+        const char *cookie;       /* the advertised cookie, hex; NULL when none was read */
+        bool suspended;           /* registered suspended at startup */
+        uint64_t suspend_timeout_usec;
+        const char *reason;
+} AuditPortEvent;
+
+/*
  * Names beside ids: records carry DSAGENT_CLIENT_USER=, DSAGENT_CLIENT_GROUP=
  * and DSAGENT_TARGET_USER= next to the uids and gid. A lookup goes through
  * NSS, which may block (sssd, LDAP), so the loop never makes one: a worker
@@ -141,3 +160,4 @@ int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);
 int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);
 int audit_log_session(AuditSink sink, const AuditSessionEvent *e);
 int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count);
+int audit_log_port(AuditSink sink, const AuditPortEvent *e);

@@ -13,6 +13,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "broker.h"
+#include "ports.h"
 #include "cleanup.h"
 #include "connection.h"
 #include "dump-stage.h"
@@ -222,6 +223,7 @@ Broker *broker_free(Broker *b) {
         free(b->policy_problem);
         rate_limiter_free(b->rate_limiter);
         admission_free(b->admission);
+        ports_free(b->ports);
         worker_pool_free(b->workers);
         dump_slots_free(b->dump_slots);
         pam_checker_free(b->pam);
@@ -264,8 +266,10 @@ int broker_load_policy(Broker *b) {
                         worker_pool_recycle(b->workers);
         }
         (void)audit_log_policy(b->config.audit_sink, &e);
-        if (r == 0)
+        if (r == 0) {
+                (void)ports_apply(b->ports, b->policy);
                 return 0;
+        }
         if (starting)
                 broker_print_problems(b, &d);
         if (e.had_policy)
@@ -281,6 +285,7 @@ int broker_load_policy(Broker *b) {
                 b->policy = policy_new_fallback();
                 if (!b->policy || !b->policy_problem)
                         return -ENOMEM;
+                (void)ports_apply(b->ports, b->policy); /* ports the socket unit passed refuse, not hang */
         }
         return POLICY_LOAD_E_INVALID;
 }
@@ -391,11 +396,14 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         r = pam_checker_start(event, &b->pam);
         if (r < 0)
                 return r;
-        if (mkdir(b->config.runtime_dir, 0700) < 0 && errno != EEXIST)
+        if (mkdir(b->config.runtime_dir, 0711) < 0 && errno != EEXIST)
                 return -errno;
         b->dump_slots = dump_slots_new();
         if (!b->dump_slots)
                 return -ENOMEM;
+        r = ports_new(b, &b->ports);
+        if (r < 0)
+                return r;
         jobs_set_broker(b);
 
         r = sd_event_add_io(event, &b->listen_source, listen_fd, EPOLLIN, broker_on_listen, b);

@@ -66,6 +66,7 @@ typedef struct Broker {
         Admission *admission;          /* dumps and sessions running now */
         struct WorkerPool *workers;    /* where what can block runs (jobs.h) */
         struct DumpSlots *dump_slots;  /* dumps' bytes so far, shared with the workers */
+        struct Ports *ports;           /* runtimes that connect in, and the sockets they connect to (ports.h) */
         uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
 } Broker;
 

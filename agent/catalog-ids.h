@@ -19,3 +19,6 @@
 
 /* requests of one user refused for coming faster than the agent records them */
 #define DSAGENT_MESSAGE_SUPPRESSED "dba026f157524dc5bd31f98f0e8e84b9"
+
+/* a runtime that connected in on a port: registered, refused, resumed by the agent, gone */
+#define DSAGENT_MESSAGE_PORT "92ba7a9ad3f54f1995e1add7dea5ceee"

@@ -14,6 +14,7 @@
 #include "dump.h"
 #include "env.h"
 #include "jobs.h"
+#include "ports.h"
 #include "pam-check.h"
 #include "policy.h"
 #include "proxy.h"
@@ -27,6 +28,8 @@
 #define PS_PROBE_TIMEOUT_USEC (2 * 1000000ULL)
 /* Past this much queued for a client, a listing waits until the client has read some. */
 #define PS_QUEUE_HIGH (64 * 1024)
+/* Runtimes that connected in and that a listing adds: as many as the agent registers (ports.h). */
+#define PS_PORT_RUNTIMES_MAX PORTS_RUNTIMES_MAX
 
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         char buf[WIRE_STRING_MAX + 1];
@@ -210,9 +213,49 @@ void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Req
 
 /* ---- reaching the runtime ---- */
 
+static void port_connected(int fd, int error, void *userdata) {
+        Request *req = userdata;
+
+        req->port_waiter = NULL;
+        if (fd < 0) {
+                if (error == -ETIMEDOUT)
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                            "the runtime did not connect to its diagnostic port again in time");
+                else
+                        request_reply_target_error(req, TARGET_E_GONE, NULL);
+                return;
+        }
+        req->on_runtime(req, fd);
+}
+
+/* Through the port the runtime connected in on, if it did. Return: whether it did (the request goes on there). */
+static bool connect_through_port(Request *req) {
+        PortRuntime *rt = ports_find(req->broker->ports, req->target);
+        int fd = -EBADF, r;
+
+        if (!rt)
+                return false;
+        r = ports_connect(rt, port_connected, req, &fd, &req->port_waiter);
+        if (r == 0)
+                req->on_runtime(req, fd);
+        else if (r < 0)
+                request_reply_errno(req, r, "cannot wait for the runtime's connection");
+        return true;
+}
+
+bool commands_port_serves(Request *req, int r) {
+        if (r != 0 && (r < 0 || r >= JOBS_E_TIMEOUT || r == TARGET_E_GONE))
+                return false;
+        return ports_find(req->broker->ports, req->target) != NULL;
+}
+
 static void socket_found(Request *req, int r, const char *why) {
         int fd;
 
+        if (commands_port_serves(req, r)) {
+                (void)connect_through_port(req);
+                return;
+        }
         if (r != 0) {
                 reply_job_error(req, r, why);
                 return;
@@ -232,6 +275,31 @@ void commands_connect_runtime(Request *req, void (*connected)(Request *req, int 
         r = jobs_find_socket(req, socket_found);
         if (r != 0)
                 reply_job_error(req, r, NULL);
+}
+
+void commands_connect_again(Request *req, void (*connected)(Request *req, int fd)) {
+        const char *why = NULL;
+        int fd, r;
+
+        req->on_runtime = connected;
+        if (connect_through_port(req))
+                return;
+        r = target_connect(req->target, &fd, &why);
+        if (r != 0) {
+                request_reply_target_error(req, r, why);
+                return;
+        }
+        connected(req, fd);
+}
+
+void commands_put_port_fields(WireWriter *w, Request *req) {
+        PortRuntime *rt = ports_find(req->broker->ports, req->target);
+
+        if (!rt)
+                return;
+        wire_writer_put_string(w, WIRE_TAG_PORT, port_runtime_path(rt));
+        if (port_runtime_waits(rt))
+                wire_writer_put_u32(w, WIRE_TAG_SUSPENDED, 1);
 }
 
 void commands_call_runtime(Request *req, int fd, DotnetIpcCommand command, RuntimeCallDone done, void *userdata,
@@ -287,6 +355,7 @@ static void info_reply(Request *req, const DotnetProcessInfo *info) {
         commands_put_untrusted_string(w, WIRE_TAG_ENTRY_ASSEMBLY, info->entry_assembly);
         commands_put_untrusted_string(w, WIRE_TAG_RUNTIME_VERSION, info->runtime_version);
         commands_put_untrusted_string(w, WIRE_TAG_RUNTIME_ID, info->runtime_identifier);
+        commands_put_port_fields(w, req);
         r = connection_queue_frame(req->connection, w);
         if (r < 0) {
                 request_reply_errno(req, r, "cannot queue the reply");
@@ -311,7 +380,6 @@ static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
         InfoWork *work = userdata;
         Request *req = work->request;
         DotnetIpcCommand older;
-        int fd;
 
         if (error != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
@@ -320,16 +388,9 @@ static void info_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
         }
         older = process_info_fallback(work->command);
         if (!reply->ok && reply->hresult == DOTNET_IPC_HR_UNKNOWN_COMMAND && older != 0) {
-                const char *why = NULL;
-                int r;
-
                 work->call = runtime_call_free(work->call);
                 work->command = older;
-                r = target_connect(req->target, &fd, &why);
-                if (r != 0)
-                        request_reply_target_error(req, r, why);
-                else
-                        info_connected(req, fd);
+                commands_connect_again(req, info_connected);
                 return;
         }
         if (!reply->ok) {
@@ -492,12 +553,13 @@ static void ps_emit(Request *req) {
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
         commands_put_target_fields(w, req->target);
         commands_put_untrusted_string(w, WIRE_TAG_NAME, req->target->name);
+        commands_put_port_fields(w, req);
         if (connection_queue_frame(req->connection, w) == 0)
                 work->count++;
 }
 
 static void ps_socket_found(Request *req, int r, const char *why) {
-        if (r == 0)
+        if (r == 0 || commands_port_serves(req, r))
                 ps_emit(req);
         ps_next(req);
 }
@@ -545,6 +607,22 @@ static void ps_next(Request *req) {
         request_reply_done(req, NULL, "listed the processes the requester may act on");
 }
 
+/* Runtimes that connected in on a port may have no socket the candidates' search finds: they are added. */
+static size_t ps_add_port_runtimes(Request *req, pid_t *pids, size_t n, size_t max) {
+        pid_t port_pids[PS_PORT_RUNTIMES_MAX];
+        size_t n_port = ports_list_pids(req->broker->ports, port_pids, PS_PORT_RUNTIMES_MAX);
+
+        for (size_t i = 0; i < n_port && n < max; i++) {
+                bool listed = false;
+
+                for (size_t j = 0; j < n && !listed; j++)
+                        listed = pids[j] == port_pids[i];
+                if (!listed)
+                        pids[n++] = port_pids[i];
+        }
+        return n;
+}
+
 static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n) {
         PsWork *work = req->work;
 
@@ -552,14 +630,14 @@ static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n
                 reply_job_error(req, r, NULL);
                 return;
         }
-        work->pids = n > 0 ? malloc(n * sizeof(pid_t)) : NULL;
-        if (n > 0 && !work->pids) {
+        work->pids = malloc((n + PS_PORT_RUNTIMES_MAX) * sizeof(pid_t));
+        if (!work->pids) {
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         if (n > 0)
                 memcpy(work->pids, pids, n * sizeof(pid_t));
-        work->n = n;
+        work->n = ps_add_port_runtimes(req, work->pids, n, n + PS_PORT_RUNTIMES_MAX);
         req->job_timeout_usec = PS_PROBE_TIMEOUT_USEC;
         ps_next(req);
 }

@@ -22,6 +22,22 @@ void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Req
 void commands_connect_runtime(Request *req, void (*connected)(Request *req, int fd));
 
 /*
+ * A connection carries one command: a step after the first needs another.
+ * Through the port the runtime connected in on (waiting for its next
+ * connection, under --runtime-timeout), else to the socket found before.
+ * @connected gets it; every failure is answered here.
+ */
+void commands_connect_again(Request *req, void (*connected)(Request *req, int fd));
+
+/*
+ * Whether the runtime of req->target connected in on a port (ports.h) and the
+ * answer @r of the socket lookup (jobs_find_socket()) leaves it usable: any
+ * but a process that is gone or a lookup that did not finish. A runtime that
+ * connects in may have no socket of its own the agent can reach.
+ */
+bool commands_port_serves(Request *req, int r);
+
+/*
  * Sends @command, which has no payload, on @fd (the call takes it) and waits for its reply
  * under --runtime-timeout (runtime_call_start()), the call in *@ret_call; a failure to start
  * is answered here.
@@ -41,6 +57,9 @@ void commands_report_progress(Request *req, uint64_t bytes);
 
 /* A process's PID, UID (effective), UNIT and EXE, as every reply about one carries them. */
 void commands_put_target_fields(WireWriter *w, const Target *t);
+
+/* For a runtime that connected in on a port: the port, and whether it waits to be resumed. */
+void commands_put_port_fields(WireWriter *w, Request *req);
 
 /* A string from a target, as a wire string: cut to the longest valid UTF-8 prefix that fits. */
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s);

@@ -26,6 +26,7 @@
 #include "dump-stage.h"
 #include "dump-writer.h"
 #include "dump.h"
+#include "ports.h"
 #include "jobs.h"
 #include "runtime-call.h"
 #include "startup.h"
@@ -417,14 +418,54 @@ static int dump_on_first_byte_timeout(sd_event_source *source, uint64_t usec, vo
 
 static void dump_call(DumpWork *work, int fd);
 
+static void dump_port_connected(int fd, int error, void *userdata) {
+        DumpWork *work = userdata;
+        Request *req = work->request;
+
+        req->port_waiter = NULL;
+        if (fd < 0) {
+                dump_stop(work);
+                if (error == -ETIMEDOUT)
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
+                                            "the runtime did not connect to its diagnostic port again in time");
+                else
+                        request_reply_target_error(req, TARGET_E_GONE, NULL);
+                return;
+        }
+        dump_call(work, fd);
+}
+
+/* A connection for the dump's command: through the port the runtime connected in on, else its own socket. */
+static void dump_connect(DumpWork *work) {
+        Request *req = work->request;
+        PortRuntime *rt = ports_find(req->broker->ports, req->target);
+        const char *why = NULL;
+        int fd = -EBADF, r;
+
+        if (rt)
+                r = ports_connect(rt, dump_port_connected, work, &fd, &req->port_waiter);
+        else
+                r = target_connect(req->target, &fd, &why);
+        if (r == PORTS_WAITING && rt)
+                return;
+        if (r < 0) {
+                dump_fail_errno(work, r, "cannot connect to the runtime");
+                return;
+        }
+        if (r != 0) {
+                dump_stop(work);
+                request_reply_target_error(req, r, why);
+                return;
+        }
+        dump_call(work, fd);
+}
+
 static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         DumpWork *work = userdata;
         Request *req = work->request;
         _cleanup_free_ char *message = NULL, *reason = NULL;
         DotnetIpcCommand older;
-        const char *why = NULL;
         size_t used;
-        int fd, r;
 
         if (error != 0) {
                 char late[128];
@@ -442,13 +483,7 @@ static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
         if (!reply->ok && reply->hresult == DOTNET_IPC_HR_UNKNOWN_COMMAND && older != 0) {
                 work->call = runtime_call_free(work->call);
                 work->command = older;
-                r = target_connect(req->target, &fd, &why);
-                if (r != 0) {
-                        dump_stop(work);
-                        request_reply_target_error(req, r, why);
-                        return;
-                }
-                dump_call(work, fd);
+                dump_connect(work);
                 return;
         }
         if (!reply->ok) {
@@ -558,7 +593,6 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
         _cleanup_close_ int control_theirs = -EBADF, fifo = -EBADF;
         uint64_t now = 0;
         const char *reason = NULL;
-        int fd;
 
         if (r != 0) {
                 dump_fail_mapped(work, stage_error(r), r,
@@ -588,13 +622,7 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
                 dump_fail_errno(work, r, "cannot set the dump's deadlines");
                 return;
         }
-        r = target_connect(req->target, &fd, &why);
-        if (r != 0) {
-                dump_stop(work);
-                request_reply_target_error(req, r, why);
-                return;
-        }
-        dump_call(work, fd);
+        dump_connect(work);
 }
 
 static void dump_stage(Request *req) {
@@ -625,7 +653,7 @@ static void dump_probed(Request *req, StartupState state) {
 static void dump_socket_found(Request *req, int r, const char *why) {
         DumpWork *work = req->work;
 
-        if (r != 0) {
+        if (r != 0 && !commands_port_serves(req, r)) {
                 if (r == JOBS_E_TIMEOUT || r == JOBS_E_WORKER)
                         dump_fail(work, r == JOBS_E_TIMEOUT ? WIRE_ERROR_RUNTIME_UNREACHABLE : WIRE_ERROR_BUSY,
                                   "looking at the process did not finish in time");

@@ -18,6 +18,7 @@
 
 #include "broker.h"
 #include "policy-load.h"
+#include "ports.h"
 #include "sandbox.h"
 #include "cleanup.h"
 #include "duration.h"
@@ -189,28 +190,62 @@ static int listen_on_path(const char *path, int *ret_fd) {
         return 0;
 }
 
-static int listen_fd_from_systemd(int *ret_fd) {
-        int n, fd = SD_LISTEN_FDS_START;
+/* The sockets systemd passes for [[port]]s carry this name (FileDescriptorName= of dsagent-ports.socket). */
+#define PORT_FD_NAME "port"
+#define PORT_FDS_MAX 16
 
-        n = sd_listen_fds(true);
+typedef struct SystemdFds {
+        int listen_fd;
+        int port_fds[PORT_FDS_MAX];
+        size_t n_port_fds;
+} SystemdFds;
+
+/*
+ * One socket for clients, and any number named PORT_FD_NAME for runtimes that
+ * connect in (ports.h); anything else is closed, not leaked.
+ */
+static int fds_from_systemd(SystemdFds *ret) {
+        char **names = NULL;
+        SystemdFds fds = { .listen_fd = -EBADF };
+        int n;
+
+        n = sd_listen_fds_with_names(true, &names);
         if (n < 0)
                 return n;
         if (n == 0)
                 return -ENOENT;
-        /* exactly one socket is expected; anything extra is closed, not leaked */
-        for (int i = 1; i < n; i++)
-                safe_close(SD_LISTEN_FDS_START + i);
-        if (n != 1 || sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) <= 0) {
-                safe_close(fd);
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                bool port = names && names[i] && strcmp(names[i], PORT_FD_NAME) == 0;
+
+                if (names)
+                        free(names[i]);
+
+                if (sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) <= 0 || (!port && fds.listen_fd >= 0) ||
+                    (port && fds.n_port_fds == PORT_FDS_MAX))
+                        safe_close(fd);
+                else if (port)
+                        fds.port_fds[fds.n_port_fds++] = fd;
+                else
+                        fds.listen_fd = fd;
+        }
+        free(names);
+        if (fds.listen_fd < 0) {
+                for (size_t i = 0; i < fds.n_port_fds; i++)
+                        safe_close(fds.port_fds[i]);
                 return -EBADF;
         }
         /* systemd passes the listener blocking unless told otherwise; one accept
          * too many would then stall the whole loop */
-        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-                safe_close(fd);
-                return -errno;
+        if (fcntl(fds.listen_fd, F_SETFL, fcntl(fds.listen_fd, F_GETFL) | O_NONBLOCK) < 0) {
+                int r = -errno;
+
+                safe_close(fds.listen_fd);
+                for (size_t i = 0; i < fds.n_port_fds; i++)
+                        safe_close(fds.port_fds[i]);
+                return r;
         }
-        *ret_fd = fd;
+        *ret = fds;
         return 0;
 }
 
@@ -293,7 +328,7 @@ static void test_hook_forbidden_syscall(void) {
 }
 #endif
 
-static int run(const Options *o, int listen_fd) {
+static int run(const Options *o, SystemdFds *fds) {
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         Broker *broker = NULL;
         int r;
@@ -304,13 +339,18 @@ static int run(const Options *o, int listen_fd) {
         if (r >= 0)
                 r = sd_event_add_signal(event, NULL, SIGINT, on_exit_signal, NULL);
         if (r < 0) {
-                safe_close(listen_fd);
+                safe_close(fds->listen_fd);
                 return r;
         }
 
-        r = broker_new(event, listen_fd, &o->broker, &broker);
+        r = broker_new(event, fds->listen_fd, &o->broker, &broker);
         if (r < 0)
                 return r;
+        for (size_t i = 0; i < fds->n_port_fds; i++) {
+                r = ports_adopt_fd(broker->ports, fds->port_fds[i]);
+                if (r < 0)
+                        fprintf(stderr, "dsagent: a port socket from systemd is not usable: %s\n", strerror(-r));
+        }
         /* A policy that does not load leaves the agent broken, not stopped: it listens, serves root, and
          * answers everyone else why not. Exiting would have systemd start it again for every client
          * until the start limit fails the socket, and /run/dsagent.sock would be gone for everyone. */
@@ -351,7 +391,7 @@ static int run(const Options *o, int listen_fd) {
 
 int main(int argc, char **argv) {
         Options o = { .broker = BROKER_CONFIG_DEFAULT };
-        int listen_fd = -EBADF;
+        SystemdFds fds = { .listen_fd = -EBADF };
         sigset_t mask;
         int r;
 
@@ -379,22 +419,22 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
 
         if (o.listen_path) {
-                r = listen_on_path(o.listen_path, &listen_fd);
+                r = listen_on_path(o.listen_path, &fds.listen_fd);
                 if (r < 0) {
                         fprintf(stderr, "dsagent: cannot listen on %s: %s\n", o.listen_path, strerror(-r));
                         return EXIT_FAILURE;
                 }
         } else {
-                r = listen_fd_from_systemd(&listen_fd);
+                r = fds_from_systemd(&fds);
                 if (r < 0) {
                         fprintf(stderr, "dsagent: %s\n",
                                 r == -ENOENT ? "no socket from systemd; use --listen PATH"
-                                             : "systemd must pass exactly one AF_UNIX stream socket");
+                                             : "systemd must pass one AF_UNIX stream socket for clients");
                         return EXIT_FAILURE;
                 }
         }
 
-        r = run(&o, listen_fd);
+        r = run(&o, &fds);
         if (r < 0) {
                 fprintf(stderr, "dsagent: %s\n", strerror(-r));
                 return EXIT_FAILURE;

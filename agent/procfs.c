@@ -10,6 +10,7 @@
 
 #include "cleanup.h"
 #include "procfs.h"
+#include "text.h"
 #include "wire.h"
 
 /*
@@ -138,6 +139,44 @@ int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret) {
                 return PROCFS_E_MALFORMED;
         *ret = st;
         return 0;
+}
+
+/*
+ * procfs_parse_pidfd_fdinfo() - the NSpid line of a pidfd's /proc/self/fdinfo entry
+ *
+ * Only ret->nspid and ret->n_nspid are set (outermost first; the last is the
+ * process's pid in its own namespace). A pidfd of a process that exited
+ * says "Pid: -1" and has no NSpid line.
+ *
+ * Return: 0, or PROCFS_E_MALFORMED (also for an exited process).
+ */
+int procfs_parse_pidfd_fdinfo(const char *buf, size_t n, ProcStatus *ret) {
+        const char *end = buf + n;
+
+        for (const char *line = buf; line < end;) {
+                const char *line_end = memchr(line, '\n', (size_t)(end - line));
+                uint64_t ids[PROCFS_NSPID_MAX];
+                ProcStatus st = {};
+                int k;
+
+                if (!line_end)
+                        line_end = end;
+                if (line_end - line > 6 && memcmp(line, "NSpid:", 6) == 0) {
+                        k = parse_id_list(line + 6, line_end, ids, PROCFS_NSPID_MAX);
+                        if (k < 1)
+                                return PROCFS_E_MALFORMED;
+                        for (int i = 0; i < k; i++) {
+                                if (ids[i] == 0 || ids[i] > INT_MAX)
+                                        return PROCFS_E_MALFORMED;
+                                st.nspid[i] = (pid_t)ids[i];
+                        }
+                        st.n_nspid = (size_t)k;
+                        *ret = st;
+                        return 0;
+                }
+                line = line_end + 1;
+        }
+        return PROCFS_E_MALFORMED;
 }
 
 /*

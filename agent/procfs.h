@@ -24,6 +24,7 @@ typedef struct ProcStatus {
 
 int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret);
 int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret);
+int procfs_parse_pidfd_fdinfo(const char *buf, size_t n, ProcStatus *ret);
 int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 
 /* How a runtime's environment pauses it at startup (procfs_environ_startup_suspend()). */

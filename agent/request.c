@@ -9,6 +9,7 @@
 #include "connection.h"
 #include "dotnet-ipc.h"
 #include "pam-check.h"
+#include "ports.h"
 #include "request.h"
 #include "startup.h"
 #include "worker-pool.h"
@@ -24,6 +25,7 @@ void request_cancel_work(Request *req) {
         worker_job_cancel(req->job);
         req->job = NULL;
         req->startup = startup_probe_free(req->startup);
+        req->port_waiter = ports_waiter_cancel(req->port_waiter);
         if (req->work_free)
                 req->work_free(req->work);
         req->work = NULL;

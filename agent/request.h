@@ -23,6 +23,7 @@ typedef struct PamQuery PamQuery;
 typedef struct WorkerJob WorkerJob;
 typedef struct Request Request;
 typedef struct StartupProbe StartupProbe;
+typedef struct PortWaiter PortWaiter;
 
 /* What a process that does not exist is answered with; an invisible one gets the very same. */
 #define REQUEST_NO_SUCH_PROCESS "no such process"
@@ -49,6 +50,7 @@ struct Request {
         /* the step a worker's answer continues with (commands.c) */
         void (*on_target)(Request *req);
         void (*on_runtime)(Request *req, int fd);
+        PortWaiter *port_waiter; /* waits for the runtime's next connection to its port (ports.h) */
         char *unit;             /* the unit the request named, for its answer */
         StartupProbe *startup;  /* asking the runtime whether it is suspended at startup (startup.h) */
         void *work;             /* the command's own state */

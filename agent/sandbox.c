@@ -61,6 +61,10 @@ static const int agent_syscalls[] = {
         SCMP_SYS(pidfd_send_signal), SCMP_SYS(getppid), SCMP_SYS(dup2), SCMP_SYS(dup3), SCMP_SYS(close_range),
         /* glibc's qsort() asks how much memory there is (listings sort their candidates) */
         SCMP_SYS(sysinfo),
+        /* [[port]]s a reload adds: bound under a temporary name, given their ACL by path (a socket
+         * file has no fd to set it on), renamed into place, watched for removal */
+        SCMP_SYS(bind), SCMP_SYS(listen), SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(setxattr),
+        SCMP_SYS(getxattr), SCMP_SYS(inotify_init1), SCMP_SYS(inotify_add_watch), SCMP_SYS(inotify_rm_watch),
 };
 
 /* Asked for by libraries that cope with a refusal: answered, not punished. */

@@ -20,6 +20,7 @@
 #include "monitor-config.h"
 #include "runtime-call.h"
 #include "session-config.h"
+#include "ports.h"
 #include "session.h"
 #include "startup.h"
 #include "test-hooks.h"
@@ -58,6 +59,7 @@ typedef struct Session {
         uint64_t size_limit;
 
         RuntimeCall *start_call, *stop_call;
+        PortWaiter *stop_waiter;      /* StopTracing waits for the runtime's next connection to its port */
         uint64_t runtime_session_id; /* never leaves the agent */
         bool started;
         int stream_fd;
@@ -91,6 +93,25 @@ static void session_release_slot(Session *s) {
 static void session_finish(Session *s);
 static void session_pump(Session *s);
 
+/*
+ * A connection to the runtime right now, for a StopTracing sent without
+ * waiting: its socket, or the connection its port holds idle (none waits
+ * for the next one here). Return: 0, or non-zero when there is none.
+ */
+static int session_connect_now(Session *s, int *ret_fd, const char **ret_why) {
+        Request *req = s->request;
+        PortRuntime *rt = ports_find(req->broker->ports, req->target);
+        PortWaiter *w = NULL;
+        int r;
+
+        if (!rt)
+                return target_connect(req->target, ret_fd, ret_why);
+        r = ports_connect(rt, NULL, NULL, ret_fd, &w);
+        if (r == PORTS_WAITING)
+                ports_waiter_cancel(w);
+        return r;
+}
+
 /* Stops a session nobody will see the end of (the agent is shutting down):
  * without its reader the runtime's next write fails, and the StopTracing
  * sent without waiting ends it even when nothing more is written. */
@@ -101,7 +122,7 @@ static void session_abandon(Session *s) {
         int fd;
 
         s->stream_fd = safe_close(s->stream_fd);
-        if (!s->request->target || target_connect(s->request->target, &fd, &why) != 0)
+        if (!s->request->target || session_connect_now(s, &fd, &why) != 0)
                 return;
         if (dotnet_ipc_stop_tracing_encode(s->runtime_session_id, request, sizeof(request), &size) == 0)
                 (void)send(fd, request, size, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -118,6 +139,7 @@ static void session_free(void *p) {
         session_release_slot(s);
         runtime_call_free(s->start_call);
         runtime_call_free(s->stop_call);
+        ports_waiter_cancel(s->stop_waiter);
         sd_event_source_disable_unref(s->stream_source);
         sd_event_source_disable_unref(s->pipe_source);
         sd_event_source_disable_unref(s->timer);
@@ -192,22 +214,12 @@ static void session_stop_done(RuntimeCall *call, int error, const DotnetIpcRespo
  * then writes its rundown and the end of the stream before it answers, so
  * the relay keeps draining meanwhile; the grace timer bounds the wait.
  */
-static void session_stop(Session *s, const char *how) {
+static void session_send_stop(Session *s, int fd) {
         Request *req = s->request;
         uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
-        const char *why;
         size_t size;
-        int fd, r;
+        int r;
 
-        if (s->stopping)
-                return;
-        s->stopping = true;
-        s->how = how;
-        session_arm_timer(s, SESSION_STOP_GRACE_USEC);
-        if (!s->client_gone && sd_event_source_get_enabled(s->stall_timer, NULL) > 0)
-                session_arm_stall(s, true); /* the runtime now blocks on the client: shorten the wait */
-        if (target_connect(req->target, &fd, &why) != 0)
-                return; /* the process is going away, and the stream with it */
         r = dotnet_ipc_stop_tracing_encode(s->runtime_session_id, request, sizeof(request), &size);
         if (r == 0)
                 r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.runtime_timeout_usec,
@@ -216,6 +228,38 @@ static void session_stop(Session *s, const char *how) {
                 safe_close(fd);
         if (r != 0)
                 s->stop_call = NULL;
+}
+
+/* The runtime's next connection to its port, for StopTracing; none: the grace timer ends the session. */
+static void session_stop_port_connected(int fd, int error, void *userdata) {
+        Session *s = userdata;
+
+        s->stop_waiter = NULL;
+        if (fd >= 0)
+                session_send_stop(s, fd);
+}
+
+static void session_stop(Session *s, const char *how) {
+        Request *req = s->request;
+        PortRuntime *rt;
+        const char *why;
+        int fd = -EBADF, r;
+
+        if (s->stopping)
+                return;
+        s->stopping = true;
+        s->how = how;
+        session_arm_timer(s, SESSION_STOP_GRACE_USEC);
+        if (!s->client_gone && sd_event_source_get_enabled(s->stall_timer, NULL) > 0)
+                session_arm_stall(s, true); /* the runtime now blocks on the client: shorten the wait */
+        rt = ports_find(req->broker->ports, req->target);
+        if (rt)
+                r = ports_connect(rt, session_stop_port_connected, s, &fd, &s->stop_waiter);
+        else
+                r = target_connect(req->target, &fd, &why);
+        if (r != 0)
+                return; /* waiting for the port's next connection, or the process is going away */
+        session_send_stop(s, fd);
 }
 
 static void session_end_stream(Session *s) {

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "broker.h"
 #include "cleanup.h"
 #include "commands.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
+#include "ports.h"
 #include "procfs.h"
 #include "runtime-call.h"
 #include "startup.h"
@@ -20,7 +22,7 @@
  * One request's question to a runtime about its startup: the ProcessInfo
  * call, and where the answer goes. startup_probe() hands over the state;
  * startup_connect() the state and, when the runtime was not asked, the
- * socket it found (else -EBADF: connect_again()).
+ * socket it found (else -EBADF: commands_connect_again()).
  */
 struct StartupProbe {
         RuntimeCall *call;      /* ProcessInfo; then resume's ResumeRuntime */
@@ -57,10 +59,15 @@ static bool command_line_is_exe(const char *command_line, const char *exe) {
         return strlen(command_line) == n && memcmp(command_line, exe, n) == 0;
 }
 
-static StartupState state_of(const Target *t, const DotnetProcessInfo *info) {
+/* A runtime that connected in on a port of the agent's waits for a resume dsctl resume sends there. */
+static StartupState state_of(Request *req, const DotnetProcessInfo *info) {
+        const Target *t = req->target;
+
         if (!command_line_is_exe(info->command_line, t->exe))
                 return STARTUP_STARTED;
-        return (t->startup_suspend & PROCFS_SUSPEND_DEFAULT_PORT) ? STARTUP_SUSPENDED : STARTUP_SUSPENDED_PORTS;
+        if ((t->startup_suspend & PROCFS_SUSPEND_DEFAULT_PORT) || ports_find(req->broker->ports, t))
+                return STARTUP_SUSPENDED;
+        return STARTUP_SUSPENDED_PORTS;
 }
 
 static void probe_answered(Request *req, StartupState state) {
@@ -71,19 +78,6 @@ static void probe_answered(Request *req, StartupState state) {
                 p->ready(req, state, -EBADF);
         else
                 p->probed(req, state);
-}
-
-/* One request per connection: a step after the question needs a new one. Return: 0, or -1 when answered. */
-static int connect_again(Request *req, int *ret_fd) {
-        const char *why = NULL;
-        int r;
-
-        r = target_connect(req->target, ret_fd, &why);
-        if (r != 0) {
-                request_reply_target_error(req, r, why);
-                return -1;
-        }
-        return 0;
 }
 
 /* Answers a call that got no reply (@error), or whose reply is the runtime's refusal. Return: whether it did. */
@@ -114,7 +108,7 @@ static void probe_done(RuntimeCall *call, int error, const DotnetIpcResponse *re
                 return;
         }
         p->call = runtime_call_free(call);
-        probe_answered(req, state_of(req->target, &info));
+        probe_answered(req, state_of(req, &info));
 }
 
 /* Asks the runtime on @fd (taken); a runtime whose environment pauses nothing is not asked, and @fd is ready's. */
@@ -129,10 +123,28 @@ static void probe_on(Request *req, int fd) {
         commands_call_runtime(req, fd, DOTNET_IPC_PROCESS_INFO, probe_done, req, &p->call);
 }
 
+/*
+ * A runtime that connected in on a port told the agent at once, on its first
+ * connection: it waits until ResumeRuntime comes through that port. Return:
+ * whether it did, with its state.
+ */
+static bool port_state(Request *req, StartupState *ret) {
+        PortRuntime *rt = ports_find(req->broker->ports, req->target);
+
+        if (!rt || !port_runtime_settled(rt))
+                return false; /* the probe below tells, as for any runtime */
+        *ret = port_runtime_waits(rt) ? STARTUP_SUSPENDED : STARTUP_STARTED;
+        return true;
+}
+
 void startup_probe(Request *req, void (*probed)(Request *req, StartupState state)) {
         StartupProbe *p;
-        int fd;
+        StartupState state;
 
+        if (port_state(req, &state)) {
+                probed(req, state);
+                return;
+        }
         if (!req->target->startup_suspend) {
                 probed(req, STARTUP_STARTED);
                 return;
@@ -143,8 +155,7 @@ void startup_probe(Request *req, void (*probed)(Request *req, StartupState state
                 return;
         }
         *p = (StartupProbe){ .probed = probed };
-        if (connect_again(req, &fd) == 0)
-                probe_on(req, fd);
+        commands_connect_again(req, probe_on);
 }
 
 /*
@@ -160,6 +171,10 @@ static void startup_connect(Request *req, void (*ready)(Request *req, StartupSta
                 return;
         }
         p->ready = ready;
+        if (port_state(req, &p->state)) {
+                ready(req, p->state, -EBADF);
+                return;
+        }
         commands_connect_runtime(req, probe_on);
 }
 
@@ -183,9 +198,10 @@ static void connect_ready(Request *req, StartupState state, int fd) {
                 startup_reply_suspended(req, state, p->what);
                 return;
         }
-        if (fd < 0 && connect_again(req, &fd) < 0)
-                return;
-        p->connected(req, fd);
+        if (fd < 0)
+                commands_connect_again(req, p->connected);
+        else
+                p->connected(req, fd);
 }
 
 void startup_connect_runtime(Request *req, const char *what, void (*connected)(Request *req, int fd)) {
@@ -227,16 +243,30 @@ static void resume_call_done(RuntimeCall *call, int error, const DotnetIpcRespon
         Request *req = userdata;
         StartupProbe *p = req->startup;
 
+        PortRuntime *rt;
+        char what[160];
+
         if (reply_call_failed(req, error, reply, "the runtime refused ResumeRuntime"))
                 return;
         p->call = runtime_call_free(call);
-        if (p->state == STARTUP_STARTED)
+        rt = ports_find(req->broker->ports, req->target);
+        if (rt && (port_runtime_waits(rt) || p->state == STARTUP_SUSPENDED)) {
+                port_runtime_resumed(rt);
+                snprintf(what, sizeof(what), "resumed through its diagnostic port %s: it was suspended at startup "
+                         "and starts its managed code now", port_runtime_path(rt));
+                resume_reply(req, what);
+        } else if (p->state == STARTUP_STARTED)
                 resume_reply(req, "not suspended at startup: nothing to resume (the runtime ignores ResumeRuntime)");
         else if (req->target->startup_suspend & PROCFS_SUSPEND_PORTS)
                 resume_reply(req, "resumed on its own socket; it starts once the tools of DOTNET_DiagnosticPorts "
                                   "resume it too");
         else
                 resume_reply(req, "resumed: it was suspended at startup and starts its managed code now");
+}
+
+/* The probe's call is done: its slot carries this one. Through the port that waits, if one does. */
+static void resume_send(Request *req, int fd) {
+        commands_call_runtime(req, fd, DOTNET_IPC_RESUME_RUNTIME, resume_call_done, req, &req->startup->call);
 }
 
 /*
@@ -254,10 +284,10 @@ static void resume_ready(Request *req, StartupState state, int fd) {
                                     "dsctl resume does not serve those ports");
                 return;
         }
-        if (fd < 0 && connect_again(req, &fd) < 0)
-                return;
-        /* the probe's call is done: its slot carries this one */
-        commands_call_runtime(req, fd, DOTNET_IPC_RESUME_RUNTIME, resume_call_done, req, &req->startup->call);
+        if (fd < 0)
+                commands_connect_again(req, resume_send);
+        else
+                resume_send(req, fd);
 }
 
 static void resume_decided(Request *req) {

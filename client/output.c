@@ -18,6 +18,8 @@ typedef struct ProcessRow {
         bool have_runtime_pid;
         char *unit, *name, *exe, *command_line, *os, *arch, *runtime_version, *entry_assembly, *runtime_id;
         char *message; /* resume: what it did */
+        char *port;    /* the diagnostic port it connected in on */
+        uint32_t suspended;
         char cookie[33];
 } ProcessRow;
 
@@ -32,6 +34,7 @@ static void process_row_done(ProcessRow *r) {
         free(r->entry_assembly);
         free(r->runtime_id);
         free(r->message);
+        free(r->port);
 }
 
 static void process_row_read(ProcessRow *r, const WireMessage *m) {
@@ -51,6 +54,8 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_ENTRY_ASSEMBLY, &r->entry_assembly);
         (void)wire_message_get_string(m, WIRE_TAG_RUNTIME_ID, &r->runtime_id);
         (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &r->message);
+        (void)wire_message_get_string(m, WIRE_TAG_PORT, &r->port);
+        (void)wire_message_get_u32(m, WIRE_TAG_SUSPENDED, &r->suspended);
         if (wire_message_get_bytes(m, WIRE_TAG_COOKIE, &cookie, &cookie_size) == 0 && cookie_size == 16)
                 for (size_t i = 0; i < 16; i++)
                         sprintf(r->cookie + 2 * i, "%02x", cookie[i]);
@@ -135,6 +140,9 @@ static void output_process_json(Output *o, const ProcessRow *r) {
                 json_member_uint(o->stream, &first, "runtime_pid", r->runtime_pid);
         json_member_string(o->stream, &first, "cookie", r->cookie[0] ? r->cookie : NULL);
         json_member_string(o->stream, &first, "message", r->message);
+        json_member_string(o->stream, &first, "port", r->port);
+        if (r->port || r->suspended)
+                fprintf(o->stream, ",\"suspended\":%s", r->suspended ? "true" : "false");
         fputc('}', o->stream);
 }
 
@@ -167,6 +175,9 @@ static void output_info_text(Output *o, const ProcessRow *r) {
         text_line(o->stream, "Runtime version:", r->runtime_version);
         text_line(o->stream, "Entry assembly:", r->entry_assembly);
         text_line(o->stream, "Runtime ID:", r->runtime_id);
+        text_line(o->stream, "Connected in on:", r->port);
+        if (r->suspended)
+                text_line(o->stream, "Startup:", "suspended, waiting for dsctl resume");
 }
 
 /* resume: "1234 (name): what the resume did" */
@@ -191,7 +202,9 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
         }
         unit = r->unit ? text_escape(r->unit, strlen(r->unit)) : NULL;
         name = r->name ? text_escape(r->name, strlen(r->name)) : NULL;
-        fprintf(o->stream, "%-8u %-16s %-32s %s\n", r->pid, user, unit ? unit : "-", name ? name : "-");
+        /* a runtime that connected in says so after its name, and whether it waits to be resumed */
+        fprintf(o->stream, "%-8u %-16s %-32s %s%s\n", r->pid, user, unit ? unit : "-", name ? name : "-",
+                r->suspended ? " [suspended]" : r->port ? " [port]" : "");
 }
 
 void output_format_size(uint64_t size, char *buf, size_t n) {

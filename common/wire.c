@@ -50,6 +50,8 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_REDACTED] = WIRE_KIND_U32,
         [WIRE_TAG_LOG_LEVEL] = WIRE_KIND_STRING,
         [WIRE_TAG_LOG_CATEGORY] = WIRE_KIND_STRING,
+        [WIRE_TAG_PORT] = WIRE_KIND_STRING,
+        [WIRE_TAG_SUSPENDED] = WIRE_KIND_U32,
 };
 
 const char *wire_error_to_string(WireError error) {

@@ -105,6 +105,8 @@ typedef enum WireTag {
         WIRE_TAG_REDACTED = 40,         /* u32: 1 when the value is withheld under env_redact */
         WIRE_TAG_LOG_LEVEL = 41,        /* string: the lowest ILogger level asked for (logs) */
         WIRE_TAG_LOG_CATEGORY = 42,     /* string: a category prefix (logs) */
+        WIRE_TAG_PORT = 43,             /* string: the diagnostic port a runtime connected in on */
+        WIRE_TAG_SUSPENDED = 44,        /* u32: 1 when the runtime waits, suspended at startup, for a resume */
         _WIRE_TAG_MAX,
 } WireTag;
 

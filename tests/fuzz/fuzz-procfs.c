@@ -27,6 +27,7 @@
 
 #include "fuzz.h"
 #include "procfs.h"
+#include "text.h"
 
 /* A copy with two NULs appended, so that string functions stop inside it. */
 static char *terminated_copy(const char *buf, size_t n) {
@@ -73,6 +74,14 @@ static void fuzz_stat(const char *buf, size_t n) {
 static void fuzz_status(const char *buf, size_t n) {
         ProcStatus st;
         int r;
+
+        r = procfs_parse_pidfd_fdinfo(buf, n, &st);
+        if (r == 0) {
+                fuzz_assert(st.n_nspid >= 1 && st.n_nspid <= PROCFS_NSPID_MAX);
+                for (size_t i = 0; i < st.n_nspid; i++)
+                        fuzz_assert(st.nspid[i] > 0);
+        } else
+                fuzz_assert(r == PROCFS_E_MALFORMED);
 
         r = procfs_parse_status(buf, n, &st);
         if (r != 0) {

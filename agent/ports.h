@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Runtimes that connect in: the policy's [[port]]s, the sockets the agent
+ * listens on for runtimes started with DOTNET_DiagnosticPorts=PATH,connect,
+ * and the runtimes registered through them.
+ *
+ * A runtime connects, sends the 34-byte advertise (cookie, its pid in its own
+ * pid namespace) and waits for one command on that connection; after each
+ * command it connects again. The agent believes nothing of the advertise
+ * that the kernel does not confirm: the peer's uid and pidfd come from the
+ * socket (SO_PEERCRED, SO_PEERPIDFD), the advertised pid must be the peer's
+ * innermost pid (the last NSpid of its pidfd), and the first connection of
+ * every runtime is spent on ProcessInfo, whose cookie and pid must be the
+ * advertised ones. Only then is the runtime registered; its later
+ * connections are kept, one idle at a time, for requests about it.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "policy.h"
+#include "target.h"
+
+typedef struct Broker Broker;
+typedef struct Ports Ports;
+typedef struct PortRuntime PortRuntime;
+typedef struct PortWaiter PortWaiter;
+
+/* Runtimes registered at once, of all users (each user's share is max_runtimes_per_user). */
+#define PORTS_RUNTIMES_MAX 4096
+
+int ports_new(Broker *b, Ports **ret);
+Ports *ports_free(Ports *p);
+
+/*
+ * ports_adopt_fd() - take a listening socket systemd passed for a port
+ *
+ * It is served under the [[port]] of the same path once ports_apply() puts
+ * one in force; until then, and when none names it, every runtime that
+ * connects through it is refused (and recorded), never left waiting unseen.
+ * The agent never unlinks or replaces such a socket: the socket unit owns it.
+ *
+ * Return: 0, -ENOTSOCK / -EINVAL for a socket that is not a listening unix
+ * stream socket bound to a path, or a negative errno.
+ */
+int ports_adopt_fd(Ports *p, int fd);
+
+/*
+ * ports_apply() - put @policy's [[port]]s in force
+ *
+ * Listens on each new path (a socket file of mode 0600 and owner root, with
+ * one ACL entry per user and group the port admits, made under a temporary
+ * name and renamed into place), binds again a path whose file was removed or
+ * replaced, and closes the ports the policy no longer has, with the runtimes
+ * registered through them. A port that cannot be bound is reported on
+ * stderr and skipped.
+ *
+ * Return: 0, or a negative errno when nothing could be done (out of memory).
+ */
+int ports_apply(Ports *p, Policy *policy);
+
+/*
+ * The verified runtime of the process @t pins: of its registrations (one per
+ * port it connected in on), the first that waits for ResumeRuntime
+ * (port_runtime_waits()), else the first; NULL when it has none. A resume
+ * then goes through the port that waits for it.
+ */
+PortRuntime *ports_find(Ports *p, const Target *t);
+
+/*
+ * Whether the runtime is suspended at startup and no one has resumed it
+ * through its port yet. Known once port_runtime_settled(): a runtime connects
+ * in before it runs its entry assembly, suspended or not, and the agent asks
+ * it again for a few seconds before it says it waits.
+ */
+bool port_runtime_waits(const PortRuntime *rt);
+bool port_runtime_settled(const PortRuntime *rt);
+/* The port the runtime connected through. */
+const char *port_runtime_path(const PortRuntime *rt);
+
+/*
+ * @fd is a connection to the runtime, which the callee takes; or @fd is
+ * negative and @error says why there is none: -ETIMEDOUT (no connection
+ * within --runtime-timeout), -ESRCH (the process exited or its port closed).
+ */
+typedef void (*PortConnected)(int fd, int error, void *userdata);
+
+/*
+ * ports_connect() - a connection to @rt for one command
+ *
+ * Return: 0 with *@ret_fd, a connection held idle until now; PORTS_WAITING
+ * when there is none: @connected gets the runtime's next one, or the reason
+ * there is none, and *@ret_waiter cancels the wait (ports_waiter_cancel());
+ * or a negative errno.
+ */
+#define PORTS_WAITING 1
+int ports_connect(PortRuntime *rt, PortConnected connected, void *userdata, int *ret_fd, PortWaiter **ret_waiter);
+
+/* Gives up a wait: its callback is not called. NULL is fine. Return: NULL. */
+PortWaiter *ports_waiter_cancel(PortWaiter *w);
+
+/* ResumeRuntime went through @rt's port and the runtime took it: its suspend_timeout stops. */
+void port_runtime_resumed(PortRuntime *rt);
+
+/* The host pids of the verified runtimes, for ps: at most @max into @pids. Return: how many. */
+size_t ports_list_pids(const Ports *p, pid_t *pids, size_t max);

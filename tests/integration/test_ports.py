@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Runtimes that connect in (DOTNET_DiagnosticPorts=PATH,connect): the policy's [[port]]s, real runtimes."""
+import json
+import os
+import select
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import uuid
+
+import harness
+from harness import (ALICE, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, as_user, dsctl,
+                     make_dir, request_id_of, run_tests, scope, target_app, test, uid_of, wait_for)
+
+PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
+EXIT_SUSPENDED = 15
+
+
+def port_dir():
+    """A directory for ports outside /tmp (a target with a /tmp of its own still sees it), root's, 0755."""
+    d = tempfile.mkdtemp(prefix="dst-ports-", dir="/run")
+    os.chmod(d, 0o755)
+    scope.callback(shutil.rmtree, d, ignore_errors=True)
+    return d
+
+
+def policy(port_path, suspend_timeout="30s", port_users=(SVC,), extra=""):
+    users = ", ".join(f'"{u}"' for u in port_users)
+    return (f'[agent]\ndump_dir = "@DUMP_DIR@"\n\n[[port]]\npath = "{port_path}"\nusers = [{users}]\n'
+            f'suspend_timeout = "{suspend_timeout}"\n\n'
+            f'[[rule]]\nname = "ops"\ngroups = ["{OPS}"]\n'
+            f'commands = ["ps", "info", "dump", "trace", "counters", "resume", "env"]\n'
+            f'targets.users = ["{SVC}"]\ndump_types = ["mini", "heap"]\ntrace_profiles = ["cpu-sampling"]\n'
+            f'\n[[rule]]\nname = "mallory-looks"\nusers = ["{MALLORY}"]\ncommands = ["info"]\n'
+            f'targets.users = ["{SVC}"]\n' + extra)
+
+
+def port_records(agent, event=None):
+    return [r for r in agent.records(message_id=PORT_MESSAGE_ID) if event is None or r["DSAGENT_PORT_EVENT"] == event]
+
+
+def wait_registered(agent, pid, timeout=60):
+    def found():
+        return [r for r in port_records(agent, "registered") if r["DSAGENT_TARGET_PID"] == str(pid)]
+    return wait_for(found, timeout=timeout, what=f"pid {pid} registered on the port")[-1]
+
+
+def connecting_target(port_path, mode="nosuspend", user=SVC, **kwargs):
+    env = dict(kwargs.pop("environment", {}), DOTNET_DiagnosticPorts=f"{port_path},connect,{mode}")
+    return Target(user, environment=env, wait_ready=(mode == "nosuspend"), **kwargs)
+
+
+def printed(target, wait=0.0):
+    fd = target.process.proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    out = b""
+    while select.select([fd], [], [], wait)[0]:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        out += chunk
+        wait = 0
+    return out.decode(errors="replace")
+
+
+@test
+def a_runtime_that_connects_in_is_registered_listed_and_served_through_its_port():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path))
+    st = os.lstat(path)
+    assert st.st_uid == 0 and oct(st.st_mode & 0o777) == "0o660", oct(st.st_mode)  # mode shows the ACL mask
+    acl = subprocess.run(["getfacl", "-cn", path], stdout=subprocess.PIPE, text=True, check=True).stdout
+    assert f"user:{uid_of(SVC)}:rw-" in acl and "other::---" in acl, acl
+
+    target = connecting_target(path)
+    rec = wait_registered(agent, target.pid)
+    assert rec["DSAGENT_SUSPENDED"] == "no" and rec["DSAGENT_ADVERTISED_PID"] == str(target.ns_pid), rec
+    assert rec["DSAGENT_TARGET_UID"] == str(uid_of(SVC)), rec
+
+    watch = AcceptWatch(target.pid)  # the runtime's own socket: nothing may reach it
+    r = dsctl(agent, ALICE, "--json", "ps")
+    assert r.returncode == 0, r
+    mine = [p for p in json.loads(r.stdout) if p["pid"] == target.pid]
+    assert mine and mine[0]["port"] == path and mine[0]["suspended"] is False, r.stdout
+    r = dsctl(agent, ALICE, "ps")
+    assert any(line.startswith(str(target.pid)) and line.endswith("[port]") for line in r.stdout.splitlines()), r
+    for _ in range(3):  # each command takes a connection; the runtime makes the next one
+        r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+        assert r.returncode == 0, r
+        info = json.loads(r.stdout)
+        assert info["runtime_pid"] == target.ns_pid and info["port"] == path, info
+    r = dsctl(agent, ALICE, "env", str(target.pid))
+    assert r.returncode == 0 and "DOTNET_DiagnosticPorts" in r.stdout, r
+    out = make_dir(ALICE, 0o700)
+    r = dsctl(agent, ALICE, "trace", str(target.pid), "--profile", "cpu-sampling", "--duration", "2",
+              "-o", os.path.join(out, "t.nettrace"), timeout=120)
+    assert r.returncode == 0, r
+    with open(os.path.join(out, "t.nettrace"), "rb") as f:
+        assert f.read(8) == b"Nettrace", "not a nettrace"
+    r = dsctl(agent, ALICE, "counters", str(target.pid), "--duration", "2", timeout=120)
+    assert r.returncode == 0 and "System.Runtime" in r.stdout, r
+    assert watch.accepts() == 0, "a request went to the runtime's own socket, not through its port"
+    watch.stop()  # createdump must ptrace the process: nothing else may
+
+    # without its own socket at all, the runtime is still served through its port: a dump too
+    os.unlink(target.socket_path)
+    r = dsctl(agent, ALICE, "dump", str(target.pid), "-o", os.path.join(out, "mini.core"), timeout=300)
+    assert r.returncode == 0, r
+    with open(os.path.join(out, "mini.core"), "rb") as f:
+        assert f.read(4) == b"\x7fELF"
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == path, r
+    assert len(port_records(agent, "registered")) == 1, "the runtime's reconnections were registered anew"
+
+
+@test
+def a_suspended_runtime_waits_for_a_granted_resume_through_its_port():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0"))
+    target = connecting_target(path, mode="suspend")
+    rec = wait_registered(agent, target.pid)
+    assert rec["DSAGENT_SUSPENDED"] == "yes" and rec["DSAGENT_SUSPEND_TIMEOUT_TEXT"] == "none", rec
+    assert "ready" not in printed(target, wait=1.0), "the app ran before it was resumed"
+
+    r = dsctl(agent, ALICE, "ps")
+    assert any(line.startswith(str(target.pid)) and line.endswith("[suspended]") for line in r.stdout.splitlines()), r
+    r = dsctl(agent, ALICE, "trace", str(target.pid), "--profile", "cpu-sampling", "--duration", "2",
+              "-o", os.path.join(make_dir(ALICE, 0o700), "t.nettrace"))
+    assert r.returncode == EXIT_SUSPENDED and f"dsctl resume {target.pid}" in r.stderr, r
+    r = dsctl(agent, MALLORY, "resume", str(target.pid))
+    assert r.returncode == EXIT_DENIED, r
+    assert "ready" not in printed(target, wait=0.5), "a denied resume let the app run"
+
+    r = dsctl(agent, ALICE, "resume", str(target.pid))
+    assert r.returncode == 0 and f"resumed through its diagnostic port {path}" in r.stdout, r
+    target.process.read_line("ready pid=", timeout=30)
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and json.loads(r.stdout).get("suspended", False) is False, r
+    assert not port_records(agent, "auto-resumed"), "suspend_timeout 0 means wait"
+
+
+@test
+def the_agent_resumes_a_runtime_nobody_resumed_within_suspend_timeout():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="2s"))
+    started = time.monotonic()
+    target = connecting_target(path, mode="suspend")
+    target.process.read_line("ready pid=", timeout=30)
+    waited = time.monotonic() - started
+    assert waited >= 2, f"resumed after {waited:.1f} s, before suspend_timeout"
+    rec = wait_for(lambda: port_records(agent, "auto-resumed"), what="the auto-resume record")[0]
+    assert rec["DSAGENT_TARGET_PID"] == str(target.pid) and "suspend_timeout (2 s)" in rec["DSAGENT_REASON"], rec
+
+
+# A process that is no runtime: it connects to a port, advertises @pid ("own": its own) and @cookie,
+# and answers the agent's question with a ProcessInfo whose cookie is another (or not at all).
+IMPOSTOR = r"""
+import os, socket, struct, sys, time, uuid
+path, pid_mode, cookie_hex, answer = sys.argv[1:5]
+pid = os.getpid() if pid_mode == "own" else int(pid_mode)
+
+
+def string(text):
+    data = (text + "\0").encode("utf-16-le")
+    return struct.pack("<I", len(data) // 2) + data
+
+
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(path)
+s.sendall(b"ADVR_V1\0" + bytes.fromhex(cookie_hex) + struct.pack("<QH", pid, 0))
+s.settimeout(10)
+try:
+    request = s.recv(64)
+    print("asked", request[:14] == b"DOTNET_IPC_V1\0", flush=True)
+    if answer == "wrong-cookie":
+        payload = struct.pack("<Q", pid) + uuid.uuid4().bytes + string("/usr/bin/impostor") + string("Linux") + \
+            string("x64")
+        s.sendall(b"DOTNET_IPC_V1\0" + struct.pack("<HBBH", 20 + len(payload), 0xFF, 0x00, 0) + payload)
+    time.sleep(5)
+except OSError as e:
+    print("closed", e, flush=True)
+"""
+
+
+def impostor(path, pid_mode, cookie, answer="none", user=SVC):
+    script = os.path.join(make_dir(None, 0o755), "impostor.py")
+    with open(script, "w") as f:
+        f.write(IMPOSTOR)
+    os.chmod(script, 0o644)
+    return Process(as_user(user, [harness.PYTHON, script, path, pid_mode, cookie.hex(), answer]))
+
+
+def refusals(agent):
+    return port_records(agent, "refused")
+
+
+@test
+def impostors_are_refused_and_recorded():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, port_users=(SVC, MALLORY)))
+    cookie = uuid.uuid4().bytes
+
+    # another process's pid: the kernel says otherwise, and it is refused before anything is asked
+    victim = Target(SVC)
+    p = impostor(path, str(victim.pid), cookie)
+    rec = wait_for(lambda: refusals(agent), what="a refusal")[-1]
+    assert f"it advertised pid {victim.pid}" in rec["DSAGENT_REASON"], rec
+    assert rec["DSAGENT_TARGET_PID"] == str(p.proc.pid), rec
+    p.proc.wait(timeout=30)
+    assert "asked True" not in p.proc.stdout.read(), "the agent asked a process that lied about its pid"
+
+    # its own pid, but no runtime behind it: the ProcessInfo it is asked goes unanswered
+    p = impostor(path, "own", cookie)
+    wait_for(lambda: len(refusals(agent)) >= 2, timeout=30, what="a second refusal")
+    rec = refusals(agent)[-1]
+    assert rec["DSAGENT_TARGET_PID"] == str(p.proc.pid) and rec["DSAGENT_ADVERTISED_PID"] == str(p.proc.pid), rec
+    assert "asked True" in p.read_line("asked", timeout=10)
+
+    # its own pid, and a ProcessInfo answer with another cookie than it advertised
+    p = impostor(path, "own", cookie, answer="wrong-cookie")
+    wait_for(lambda: any("another runtime instance cookie" in r["DSAGENT_REASON"] for r in refusals(agent)),
+             timeout=30, what="the cookie refusal")
+
+    # a user the port no longer admits, through a socket file opened to all (a socket unit's SocketMode=0666):
+    # the kernel's word on the peer decides, not the file's mode
+    agent.write_policy(policy(path))
+    agent.reload()
+    os.chmod(path, 0o666)
+    before = len(refusals(agent))
+    p = impostor(path, "own", cookie, user=MALLORY)
+    wait_for(lambda: len(refusals(agent)) > before, timeout=30, what="the refusal of mallory")
+    rec = refusals(agent)[-1]
+    assert "does not admit" in rec["DSAGENT_REASON"] and rec["DSAGENT_TARGET_UID"] == str(uid_of(MALLORY)), rec
+    assert not port_records(agent, "registered"), "an impostor was registered"
+    r = dsctl(agent, "root", "--json", "ps")
+    assert r.returncode == 0 and all(p.get("port") is None for p in json.loads(r.stdout)), r.stdout
+
+
+@test
+def fifty_runtimes_connect_in_at_once():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path))
+    procs = []
+    env = ["env", "-i", "PATH=/usr/bin:/bin", "DOTNET_CLI_TELEMETRY_OPTOUT=1",
+           f"DOTNET_DiagnosticPorts={path},connect,suspend"]
+    for _ in range(50):
+        procs.append(Process(as_user(SVC, env + [target_app()])))
+    pids = {p.proc.pid for p in procs}
+    wait_for(lambda: {int(r["DSAGENT_TARGET_PID"]) for r in port_records(agent, "registered")} >= pids,
+             timeout=240, what="all 50 registered")
+    r = dsctl(agent, ALICE, "--json", "ps", timeout=120)
+    listed = {p["pid"] for p in json.loads(r.stdout) if p.get("suspended")}
+    assert listed >= pids, f"{len(pids - listed)} not listed as suspended"
+    for p in procs:
+        r = dsctl(agent, ALICE, "resume", str(p.proc.pid))
+        assert r.returncode == 0, r
+    for p in procs:
+        p.read_line("ready pid=", timeout=120)
+    assert not port_records(agent, "refused"), port_records(agent, "refused")
+
+
+@test
+def runtimes_come_back_after_an_agent_restart_and_a_removed_socket_is_bound_again():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path))
+    target = connecting_target(path)
+    wait_registered(agent, target.pid)
+    agent.stop()
+
+    agent = Agent(policy=policy(path))
+    wait_registered(agent, target.pid, timeout=30)
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == path, r
+
+    # removed by someone (root) on disk: bound again, and a new runtime connects through it
+    ino = os.lstat(path).st_ino
+    os.unlink(path)
+    wait_for(lambda: os.path.exists(path) and os.lstat(path).st_ino != ino, timeout=10, what="the port bound again")
+    # replaced by a regular file: the same
+    os.unlink(path)
+    wait_for(lambda: os.path.exists(path), timeout=10, what="the port bound again")
+    tmp = path + ".planted"
+    with open(tmp, "w") as f:
+        f.write("x")
+    os.rename(tmp, path)
+    wait_for(lambda: os.path.exists(path) and not os.path.isfile(path), timeout=10, what="the planted file replaced")
+    second = connecting_target(path)
+    wait_registered(agent, second.pid)
+    r = dsctl(agent, ALICE, "--json", "info", str(second.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == path, r
+
+
+@test
+def ports_follow_reloads():
+    d = port_dir()
+    first, second = os.path.join(d, "one.sock"), os.path.join(d, "two.sock")
+    agent = Agent(policy=policy(first))
+    assert os.path.exists(first) and not os.path.exists(second)
+    agent.write_policy(policy(second))
+    rec = agent.reload()
+    assert rec["DSAGENT_POLICY_OUTCOME"].startswith("loaded"), rec
+    assert os.path.exists(second) and not os.path.exists(first), os.listdir(d)
+    target = connecting_target(second)
+    wait_registered(agent, target.pid)
+
+
+@test
+def a_target_in_its_own_pid_and_mount_namespace_is_reached_through_a_bind_mounted_port():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path))
+    inner = "/tmp/diag"  # in the target's own tmpfs: nothing of it is on the host
+    # its own /tmp (nothing shared), its own pid namespace, and the port directory bind-mounted in, read-only
+    script = (f"mount -t tmpfs -o mode=1777 tmpfs /tmp && mkdir -p {inner} && mount --bind {d} {inner} && "
+              f"mount -o remount,bind,ro {inner} && " 'exec "$@"')
+    env = ["env", "-i", "PATH=/usr/bin:/bin", "DOTNET_CLI_TELEMETRY_OPTOUT=1",
+           f"DOTNET_DiagnosticPorts={inner}/app.sock,connect,suspend"]
+    proc = Process(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "--mount", "--propagation",
+                    "private", "--", "sh", "-c", script, "sh"] + as_user(SVC, env + [target_app()]))
+    rec = wait_for(lambda: port_records(agent, "registered"), timeout=60, what="the runtime registered")[-1]
+    host_pid, ns_pid = int(rec["DSAGENT_TARGET_PID"]), int(rec["DSAGENT_ADVERTISED_PID"])
+    assert host_pid != ns_pid, "the target is not in a pid namespace of its own"
+    assert os.stat(f"/proc/{host_pid}/root/tmp").st_dev != os.stat("/tmp").st_dev, "the target shares /tmp"
+    r = dsctl(agent, ALICE, "resume", str(host_pid))
+    assert r.returncode == 0 and "diagnostic port" in r.stdout, r
+    line = proc.read_line("ready pid=", timeout=30)
+    assert line.startswith(f"ready pid={ns_pid}"), line
+    r = dsctl(agent, ALICE, "--json", "info", str(host_pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["runtime_pid"] == ns_pid, r
+
+
+if __name__ == "__main__":
+    run_tests()
