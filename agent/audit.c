@@ -343,6 +343,13 @@ static void audit_fields_add_target_text(AuditFields *f, const char *key, const 
                                unit ? unit : "", exe ? ", executable " : "", exe ? exe : "");
 }
 
+/* The target's container, pod and cgroup (procfs_cgroup_container()), those it has. */
+static void audit_fields_add_container(AuditFields *f, const char *id, const char *pod_uid, const char *cgroup) {
+        audit_fields_add_text(f, "DSAGENT_TARGET_CONTAINER_ID", id);
+        audit_fields_add_text(f, "DSAGENT_TARGET_POD_UID", pod_uid);
+        audit_fields_add_text(f, "DSAGENT_TARGET_CGROUP", cgroup);
+}
+
 /* What decided, in words: a rule's name is one the policy's syntax allows. */
 static void audit_fields_add_rule_text(AuditFields *f, const char *rule, AuditDecision d) {
         if (rule && strcmp(rule, POLICY_RULE_ROOT) == 0)
@@ -376,6 +383,8 @@ int audit_sink_from_string(const char *s, AuditSink *ret) {
                 *ret = AUDIT_SINK_JOURNAL;
         else if (strcmp(s, "stderr") == 0)
                 *ret = AUDIT_SINK_STDERR;
+        else if (strcmp(s, "json") == 0)
+                *ret = AUDIT_SINK_JSON;
         else
                 return -EINVAL;
         return 0;
@@ -442,6 +451,7 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
                         audit_fields_addf(f, "DSAGENT_TARGET_UID=%u", (unsigned)r->target_uid);
                 audit_fields_add_text(f, "DSAGENT_TARGET_UNIT", r->target_unit);
                 audit_fields_add_text(f, "DSAGENT_TARGET_EXE", r->target_exe);
+                audit_fields_add_container(f, r->target_container_id, r->target_pod_uid, r->target_cgroup);
         }
         audit_fields_add_request_text(f, r);
         audit_fields_addf(f, "DSAGENT_DECISION=%s", audit_decision_to_string(r->decision));
@@ -505,19 +515,86 @@ static int audit_write_stderr(const AuditFields *f) {
         fputc('\n', out);
         if (fclose(out) != 0)
                 return -ENOMEM;
+        return audit_write_line(STDERR_FILENO, line, size);
+}
 
-        /* whole records only: a short write is retried, never interleaved with
-         * anything else this single-threaded process writes */
-        for (size_t done = 0; done < size;) {
-                ssize_t n = write(STDERR_FILENO, line + done, size - done);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
+/* The key of a KEY=VALUE field, and its length; false for a field without '='. */
+static bool field_key(const struct iovec *field, size_t *ret_len) {
+        const char *eq = memchr(field->iov_base, '=', field->iov_len);
+
+        if (!eq)
+                return false;
+        *ret_len = (size_t)(eq - (const char *)field->iov_base);
+        return true;
+}
+
+static bool field_has_key(const struct iovec *field, const char *key, size_t key_len) {
+        size_t len;
+
+        return field_key(field, &len) && len == key_len && memcmp(field->iov_base, key, len) == 0;
+}
+
+static void json_field_value(FILE *out, const struct iovec *field, size_t key_len) {
+        text_json_string(out, (const char *)field->iov_base + key_len + 1, field->iov_len - key_len - 1);
+}
+
+int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *line = NULL;
+        size_t size = 0;
+        bool first = true;
+        FILE *out;
+
+        out = open_memstream(&line, &size);
+        if (!out)
+                return -ENOMEM;
+        fputc('{', out);
+        for (size_t i = 0; i < n; i++) {
+                const char *key = fields[i].iov_base;
+                size_t key_len, count = 0;
+                bool seen = false;
+
+                if (!field_key(&fields[i], &key_len))
+                        continue;
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = field_has_key(&fields[j], key, key_len);
+                if (seen)
+                        continue; /* in the array of its first */
+                for (size_t j = i; j < n; j++)
+                        count += field_has_key(&fields[j], key, key_len);
+                fputs(first ? "" : ",", out);
+                first = false;
+                text_json_string(out, key, key_len);
+                fputc(':', out);
+                if (count == 1) {
+                        json_field_value(out, &fields[i], key_len);
+                        continue;
                 }
-                done += (size_t)n;
+                fputc('[', out);
+                for (size_t j = i, k = 0; j < n; j++)
+                        if (field_has_key(&fields[j], key, key_len)) {
+                                fputs(k++ > 0 ? "," : "", out);
+                                json_field_value(out, &fields[j], key_len);
+                        }
+                fputc(']', out);
         }
+        fputs("}\n", out);
+        if (fclose(out) != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(line);
+        *ret_size = size;
         return 0;
+}
+
+/* One JSON object a line on stdout, written whole with one write(): nothing to flush. */
+static int audit_write_json(const AuditFields *f) {
+        _cleanup_free_ char *line = NULL;
+        size_t size;
+        int r;
+
+        r = audit_json_format(f->iov, f->n, &line, &size);
+        if (r < 0)
+                return r;
+        return audit_write_line(STDOUT_FILENO, line, size);
 }
 
 /*
@@ -535,6 +612,8 @@ static int audit_send(AuditSink sink, const AuditFields *f) {
 
         if (f->error != 0)
                 return f->error;
+        if (sink == AUDIT_SINK_JSON)
+                return audit_write_json(f);
         journal = sink != AUDIT_SINK_STDERR && journal_is_reachable();
         /* a journal asked for and not there fails closed: the record would vanish */
         if (sink == AUDIT_SINK_JOURNAL && !journal)
@@ -640,6 +719,7 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
                                (int)e->target_pid, size, who, e->path, took);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
+        audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup);
         audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE_TEXT=%s", size);
@@ -676,6 +756,7 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
                                        (int)e->target_pid, who, limit);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
+        audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup);
         audit_fields_add_text(&f, "DSAGENT_SESSION_KIND", e->kind);
         audit_fields_add_text(&f, "DSAGENT_TRACE_PROFILE", e->profile);
         audit_fields_add_text(&f, "DSAGENT_PROVIDERS", e->providers ? e->providers : "none");

@@ -10,6 +10,7 @@ typedef enum AuditSink {
         AUDIT_SINK_AUTO,    /* the journal if reachable, else stderr */
         AUDIT_SINK_JOURNAL,
         AUDIT_SINK_STDERR,
+        AUDIT_SINK_JSON,    /* one JSON object a line on stdout (audit_json_format()), for log collectors */
 } AuditSink;
 
 typedef enum AuditDecision {
@@ -50,6 +51,9 @@ typedef struct AuditRecord {
         uid_t target_uid;       /* (uid_t) -1 when unknown */
         const char *target_unit;
         const char *target_exe;
+        const char *target_container_id; /* from its cgroup (procfs_cgroup_container()); NULL when none */
+        const char *target_pod_uid;
+        const char *target_cgroup;
 
         AuditDecision decision;
         const char *rule;
@@ -76,6 +80,9 @@ typedef struct AuditDumpEvent {
         uid_t target_uid;
         const char *target_unit;
         const char *target_exe;
+        const char *target_container_id; /* NULL when none, as the two below */
+        const char *target_pod_uid;
+        const char *target_cgroup;
         const char *rule;
         const char *path;
         uint64_t size;
@@ -93,6 +100,9 @@ typedef struct AuditSessionEvent {
         uid_t target_uid;
         const char *target_unit;
         const char *target_exe;
+        const char *target_container_id; /* NULL when none, as the two below */
+        const char *target_pod_uid;
+        const char *target_cgroup;
         const char *rule;
         const char *kind;       /* "trace" or "counters" */
         const char *profile;    /* NULL when providers were named */
@@ -150,6 +160,22 @@ typedef struct AuditNames {
 void audit_names_resolve(AuditNames *ret, uid_t client_uid, gid_t client_gid, uid_t target_uid);
 /* In the loop: keep what a worker resolved, for the records to come. */
 void audit_names_remember(const AuditNames *n);
+
+/*
+ * audit_json_format() - one record as one line of JSON: {"KEY":"VALUE",...} and a newline
+ *
+ * @fields are the record's KEY=VALUE fields, as journald takes them; keys are
+ * the journal's field names, values strings (text_json_string(): escaped, never
+ * a raw control character or newline, valid UTF-8 whatever the bytes were). A
+ * key that comes more than once (DSAGENT_POLICY_ERROR) has an array of its
+ * values, in order, as "journalctl -o json" shows it; a field without '=' is
+ * left out. Pure.
+ *
+ * Return: 0 with the line in *@ret (NUL-terminated; *@ret_size bytes, the
+ * newline included), or -ENOMEM.
+ */
+struct iovec;
+int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *ret_size);
 
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);

@@ -104,6 +104,10 @@ void commands_put_target_fields(WireWriter *w, const Target *t) {
         wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
         wire_writer_put_string(w, WIRE_TAG_UNIT, t->unit);
         wire_writer_put_string(w, WIRE_TAG_EXE, t->exe);
+        /* each only when known: the worker leaves them NULL rather than empty */
+        wire_writer_put_string(w, WIRE_TAG_CONTAINER, t->container_id);
+        wire_writer_put_string(w, WIRE_TAG_POD_UID, t->pod_uid);
+        commands_put_untrusted_string(w, WIRE_TAG_CGROUP, t->cgroup);
 }
 
 /* May the requester learn that @t exists? (policy_target_visible()) */

@@ -42,7 +42,7 @@ static void usage(FILE *out) {
                 "                       [" POLICY_DEFAULT_PATH "]\n"
                 "  --check-policy [FILE]\n"
                 "                       check the policy and exit: 0 valid, 1 not\n"
-                "  --audit WHERE        auto (journal, else stderr), journal or stderr [auto]\n"
+                "  --audit WHERE        auto (journal, else stderr), journal, stderr or json [auto]\n"
                 "  --idle-exit SECONDS  exit after SECONDS without clients (a socket-activated\n"
                 "                       agent starts again with the next one); 0 never [0]\n"
                 "  --runtime-timeout SECONDS\n"
@@ -90,7 +90,7 @@ static int parse_argv(int argc, char **argv, Options *o) {
                         break;
                 case ARG_AUDIT:
                         if (audit_sink_from_string(optarg, &o->broker.audit_sink) < 0) {
-                                fprintf(stderr, "dsagent: --audit takes auto, journal or stderr\n");
+                                fprintf(stderr, "dsagent: --audit takes auto, journal, stderr or json\n");
                                 return -EINVAL;
                         }
                         break;

@@ -409,6 +409,192 @@ int procfs_cgroup_unit(const char *buf, size_t n, char **ret) {
         return r;
 }
 
+static bool is_lower_hex(char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+/* Exactly PROC_CONTAINER_ID_LEN lowercase hex characters. */
+static bool is_container_id(const char *s, size_t len) {
+        if (len != PROC_CONTAINER_ID_LEN)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!is_lower_hex(s[i]))
+                        return false;
+        return true;
+}
+
+/* A canonical lowercase UUID, with @sep where it has its dashes ('-', or '_' in a systemd slice name). */
+static bool is_uuid(const char *s, size_t len, char sep) {
+        if (len != PROC_POD_UID_LEN)
+                return false;
+        for (size_t i = 0; i < len; i++) {
+                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+                if (dash ? s[i] != sep : !is_lower_hex(s[i]))
+                        return false;
+        }
+        return true;
+}
+
+/* A container id in one component: <id>, or ENGINE-<id> with or without ".scope". */
+static bool component_container_id(const char *c, size_t len, char id[static PROC_CONTAINER_ID_LEN + 1]) {
+        static const char *const prefixes[] = { "libpod-", "docker-", "crio-", "cri-containerd-" };
+
+        if (!is_container_id(c, len)) {
+                size_t plen = 0;
+
+                if (has_suffix(c, len, ".scope"))
+                        len -= strlen(".scope");
+                for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]) && plen == 0; i++)
+                        if (len > strlen(prefixes[i]) && memcmp(c, prefixes[i], strlen(prefixes[i])) == 0)
+                                plen = strlen(prefixes[i]);
+                if (plen == 0 || !is_container_id(c + plen, len - plen))
+                        return false;
+                c += plen;
+                len -= plen;
+        }
+        memcpy(id, c, len);
+        id[len] = '\0';
+        return true;
+}
+
+/* A Kubernetes pod in one component: kubepods[-QOS]-pod<uid with '_'>.slice, or pod<uid>. */
+static bool component_pod_uid(const char *c, size_t len, char uid[static PROC_POD_UID_LEN + 1]) {
+        const char *u = NULL;
+
+        if (len == 3 + PROC_POD_UID_LEN && memcmp(c, "pod", 3) == 0 && is_uuid(c + 3, PROC_POD_UID_LEN, '-'))
+                u = c + 3;
+        else if (len >= strlen("kubepods-pod") + PROC_POD_UID_LEN + strlen(".slice") &&
+                 memcmp(c, "kubepods-", strlen("kubepods-")) == 0 && has_suffix(c, len, ".slice")) {
+                const char *tail = c + len - strlen(".slice") - PROC_POD_UID_LEN;
+                if (memcmp(tail - 4, "-pod", 4) == 0 && is_uuid(tail, PROC_POD_UID_LEN, '_'))
+                        u = tail;
+        }
+        if (!u)
+                return false;
+        for (size_t i = 0; i < PROC_POD_UID_LEN; i++)
+                uid[i] = u[i] == '_' ? '-' : u[i];
+        uid[PROC_POD_UID_LEN] = '\0';
+        return true;
+}
+
+/* Walks @path's components outermost first: the first container or pod decides (procfs.h). */
+static void container_of_path(const char *path, size_t len, ProcContainer *c) {
+        const char *p = path, *end = path + len;
+
+        while (p < end) {
+                const char *slash = memchr(p, '/', (size_t)(end - p));
+                size_t clen = slash ? (size_t)(slash - p) : (size_t)(end - p);
+
+                if (component_container_id(p, clen, c->id))
+                        return; /* a container: below a pod, or on its own */
+                if (!c->pod_uid[0])
+                        (void)component_pod_uid(p, clen, c->pod_uid);
+                p += clen + 1;
+        }
+}
+
+/* One line of /proc/PID/cgroup: "ID:CONTROLLERS:PATH". Return: false when it is not one. */
+static bool cgroup_line_split(const char *line, size_t len, const char **ret_controllers, size_t *ret_controllers_len,
+                              const char **ret_path, size_t *ret_path_len, bool *ret_unified) {
+        const char *end = line + len, *c1 = memchr(line, ':', len), *c2;
+
+        if (!c1 || c1 == line)
+                return false;
+        for (const char *d = line; d < c1; d++)
+                if (*d < '0' || *d > '9')
+                        return false;
+        c2 = memchr(c1 + 1, ':', (size_t)(end - c1 - 1));
+        if (!c2 || c2 + 1 >= end || c2[1] != '/')
+                return false;
+        *ret_controllers = c1 + 1;
+        *ret_controllers_len = (size_t)(c2 - c1 - 1);
+        *ret_path = c2 + 1;
+        *ret_path_len = (size_t)(end - c2 - 1);
+        *ret_unified = c1 - line == 1 && line[0] == '0' && c2 == c1 + 1;
+        return true;
+}
+
+/* Is "name=systemd" one of the comma-separated @controllers? */
+static bool controllers_have_systemd(const char *controllers, size_t len) {
+        const char *end = controllers + len;
+
+        for (const char *p = controllers; p <= end;) {
+                const char *comma = memchr(p, ',', (size_t)(end - p));
+                size_t n = comma ? (size_t)(comma - p) : (size_t)(end - p);
+
+                if (n == strlen("name=systemd") && memcmp(p, "name=systemd", n) == 0)
+                        return true;
+                p += n + 1;
+        }
+        return false;
+}
+
+int procfs_cgroup_container(const char *buf, size_t n, ProcContainer *ret) {
+        const char *end = buf + n, *unified = NULL, *systemd = NULL, *other = NULL, *first = NULL, *path;
+        size_t unified_len = 0, systemd_len = 0, other_len = 0, first_len = 0, path_len;
+
+        if (n == 0 || memchr(buf, '\0', n))
+                return PROCFS_E_MALFORMED;
+        for (const char *line = buf; line < end;) {
+                const char *line_end = memchr(line, '\n', (size_t)(end - line)), *controllers, *lpath;
+                size_t controllers_len, lpath_len;
+                bool is_unified;
+
+                if (!line_end)
+                        line_end = end;
+                if (line_end == line) { /* the kernel writes none; tolerated */
+                        line = line_end + 1;
+                        continue;
+                }
+                if (!cgroup_line_split(line, (size_t)(line_end - line), &controllers, &controllers_len, &lpath,
+                                       &lpath_len, &is_unified))
+                        return PROCFS_E_MALFORMED;
+                if (!first) {
+                        first = lpath;
+                        first_len = lpath_len;
+                }
+                if (is_unified) {
+                        if (unified)
+                                return PROCFS_E_MALFORMED;
+                        unified = lpath;
+                        unified_len = lpath_len;
+                } else if (controllers_have_systemd(controllers, controllers_len)) {
+                        if (systemd)
+                                return PROCFS_E_MALFORMED;
+                        systemd = lpath;
+                        systemd_len = lpath_len;
+                } else if (!other && lpath_len > 1) {
+                        other = lpath;
+                        other_len = lpath_len;
+                }
+                line = line_end + 1;
+        }
+        if (!first)
+                return PROCFS_E_MALFORMED;
+
+        /* legacy hosts list "0::/" for every process: there the unified path says nothing */
+        if (unified && unified_len > 1)
+                path = unified, path_len = unified_len;
+        else if (systemd && systemd_len > 1)
+                path = systemd, path_len = systemd_len;
+        else if (!systemd && other) /* where systemd runs, it places processes; elsewhere any controller */
+                path = other, path_len = other_len;
+        else if (unified)
+                path = unified, path_len = unified_len;
+        else if (systemd)
+                path = systemd, path_len = systemd_len;
+        else
+                path = first, path_len = first_len;
+
+        *ret = (ProcContainer){};
+        if (path_len <= PROC_CGROUP_PATH_MAX && utf8_is_valid(path, path_len)) {
+                memcpy(ret->cgroup, path, path_len);
+                ret->cgroup[path_len] = '\0';
+        }
+        container_of_path(path, path_len, ret);
+        return 0;
+}
+
 /*
  * procfs_auxv_secure() - AT_SECURE of /proc/PID/auxv: did the kernel start the
  * process in secure-execution mode (setuid, setgid, file capabilities)?

@@ -33,6 +33,55 @@ int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 int procfs_environ_startup_suspend(const char *buf, size_t n);
 int procfs_cmdline_name(const char *buf, size_t n, char **ret);
 int procfs_cgroup_unit(const char *buf, size_t n, char **ret);
+
+/* The longest cgroup path kept in ProcContainer.cgroup; a longer one is left out, not cut. */
+#define PROC_CGROUP_PATH_MAX 512
+#define PROC_CONTAINER_ID_LEN 64 /* [0-9a-f]{64}: docker, podman, cri-o and containerd ids */
+#define PROC_POD_UID_LEN 36      /* a canonical UUID, lowercase: 8-4-4-4-12 */
+
+/* The container a process runs in, as its cgroup names it (procfs_cgroup_container()). */
+typedef struct ProcContainer {
+        char id[PROC_CONTAINER_ID_LEN + 1];         /* "" when none */
+        char pod_uid[PROC_POD_UID_LEN + 1];         /* Kubernetes pod, "" when none */
+        char cgroup[PROC_CGROUP_PATH_MAX + 1];      /* the path it was read from, "" when too long or not UTF-8 */
+} ProcContainer;
+
+/**
+ * procfs_cgroup_container() - the container and Kubernetes pod of a process, from /proc/PID/cgroup
+ *
+ * The path is the kernel's: it is the cgroup the process is in, which the
+ * process cannot choose unless someone delegated cgroups to it. Its
+ * components were named by whoever made those cgroups (a container engine,
+ * the kubelet, or a user with a delegated subtree), so what they say is only
+ * a claim: ids are taken only as exactly 64 lowercase hex characters, pod
+ * uids only as canonical lowercase UUIDs, nothing else is copied but the path.
+ *
+ * The path read: the unified hierarchy's ("0::/..."), unless that is the
+ * root (legacy hosts show "0::/" for every process): then that of systemd's
+ * named v1 hierarchy ("N:name=systemd:/..."), or on a host without one, the
+ * first v1 line that is not the root. It goes to ->cgroup when it fits
+ * PROC_CGROUP_PATH_MAX and is valid UTF-8, else ->cgroup is "" (a cut path
+ * could match a rule the whole one does not).
+ *
+ * Components, outermost first; the first that names a container or a pod decides:
+ *   id:  <id>, libpod-<id>, docker-<id>, crio-<id>, cri-containerd-<id>, each
+ *        also with ".scope" but the bare <id> (podman and docker under systemd
+ *        or cgroupfs, cri-o, containerd, /docker/<id>, /kubepods/.../<id>);
+ *   pod: kubepods[-QOS]-pod<uid, '_' for '-'>.slice (the kubelet's systemd
+ *        driver) or pod<uid> (its cgroupfs driver); the container id is then
+ *        the first component after it that names one.
+ * The outermost one is the container as the host's engine knows it; one
+ * nested below it (a container engine inside a container, or sub-cgroups a
+ * container made itself) cannot override it. "/container" and other
+ * sub-cgroups below a scope are ignored.
+ *
+ * Return: 0 with *@ret filled (id, pod_uid "" when none), or
+ * PROCFS_E_MALFORMED: empty, a NUL byte, a line that is not
+ * "ID:CONTROLLERS:/PATH", or two unified or two name=systemd lines (a v1
+ * rename on kernels without the 2020 fix could put a newline in a cgroup's
+ * name, and so forge a line: which one is real is not known).
+ */
+int procfs_cgroup_container(const char *buf, size_t n, ProcContainer *ret);
 int procfs_auxv_secure(const char *buf, size_t n, bool *ret);
 
 /* A runtime's diagnostic socket as its name tells: the runtime's own pid and its start time. */

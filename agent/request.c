@@ -64,6 +64,9 @@ static int request_audit(Request *req) {
                 a->target_uid = target_euid(req->target);
                 a->target_unit = req->target->unit;
                 a->target_exe = req->target->exe;
+                a->target_container_id = req->target->container_id;
+                a->target_pod_uid = req->target->pod_uid;
+                a->target_cgroup = req->target->cgroup;
         }
         return audit_log_request(req->broker->config.audit_sink, a);
 }

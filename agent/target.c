@@ -40,6 +40,9 @@ Target *target_free(Target *t) {
         free(t->exe);
         free(t->unit);
         free(t->name);
+        free(t->container_id);
+        free(t->pod_uid);
+        free(t->cgroup);
         free(t);
         return NULL;
 }
@@ -144,6 +147,9 @@ void target_facts_of(const Target *t, TargetFacts *ret) {
         copy_detail(ret->unit, sizeof(ret->unit), t->unit);
         copy_detail(ret->exe, sizeof(ret->exe), t->exe);
         copy_detail(ret->tmpdir, sizeof(ret->tmpdir), t->tmpdir);
+        copy_detail(ret->container_id, sizeof(ret->container_id), t->container_id);
+        copy_detail(ret->pod_uid, sizeof(ret->pod_uid), t->pod_uid);
+        copy_detail(ret->cgroup, sizeof(ret->cgroup), t->cgroup);
 }
 
 static int dup_detail(const char *buf, size_t size, char **ret) {
@@ -177,6 +183,12 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
                 r = dup_detail(f->exe, sizeof(f->exe), &t->exe);
         if (r == 0)
                 r = dup_detail(f->tmpdir, sizeof(f->tmpdir), &t->tmpdir);
+        if (r == 0)
+                r = dup_detail(f->container_id, sizeof(f->container_id), &t->container_id);
+        if (r == 0)
+                r = dup_detail(f->pod_uid, sizeof(f->pod_uid), &t->pod_uid);
+        if (r == 0)
+                r = dup_detail(f->cgroup, sizeof(f->cgroup), &t->cgroup);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(t);
@@ -184,7 +196,7 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
 }
 
 /**
- * target_read_details() - executable, unit and display name
+ * target_read_details() - executable, unit, display name and container
  *
  * What the policy decides on, besides the ids: all of it is cheap and none
  * of it needs the target's memory. Missing details stay NULL; only the loss
@@ -194,6 +206,7 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
  */
 int target_read_details(Target *t) {
         _cleanup_free_ char *cmdline = NULL, *cgroup = NULL, *exe = NULL;
+        ProcContainer container;
         size_t size;
         ssize_t n;
         int r;
@@ -214,6 +227,16 @@ int target_read_details(Target *t) {
         r = read_proc_whole_at(t->proc_fd, "cgroup", PROC_SMALL_FILE_MAX, &cgroup, &size);
         if (r == 0 && procfs_cgroup_unit(cgroup, size, &t->unit) < 0)
                 return -ENOMEM;
+        /* a file that does not parse names no container: the details stay NULL */
+        if (r == 0 && procfs_cgroup_container(cgroup, size, &container) == 0) {
+                r = dup_detail(container.id, sizeof(container.id), &t->container_id);
+                if (r == 0)
+                        r = dup_detail(container.pod_uid, sizeof(container.pod_uid), &t->pod_uid);
+                if (r == 0)
+                        r = dup_detail(container.cgroup, sizeof(container.cgroup), &t->cgroup);
+                if (r < 0)
+                        return r;
+        }
 
         return target_is_alive(t) ? 0 : TARGET_E_GONE;
 }

@@ -34,6 +34,10 @@ typedef struct Target {
         char *exe;
         char *unit;
         char *name;
+        /* from its cgroup (procfs_cgroup_container()): the path is the kernel's, the names the engine's */
+        char *container_id;
+        char *pod_uid;
+        char *cgroup;
 
         /* filled by target_read_environment() */
         bool environment_read;
@@ -64,6 +68,9 @@ typedef struct TargetFacts {
         char unit[TARGET_UNIT_MAX + 1];
         char exe[TARGET_PATH_MAX + 1];
         char tmpdir[TARGET_PATH_MAX + 1];
+        char container_id[PROC_CONTAINER_ID_LEN + 1];
+        char pod_uid[PROC_POD_UID_LEN + 1];
+        char cgroup[PROC_CGROUP_PATH_MAX + 1];
 } TargetFacts;
 
 /* The process's own pid, which the runtime uses in its socket name. */

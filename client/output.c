@@ -20,6 +20,7 @@ typedef struct ProcessRow {
         char *message; /* resume: what it did */
         char *port;    /* the diagnostic port it connected in on */
         uint32_t suspended;
+        char *container_id, *pod_uid, *cgroup; /* from its cgroup, when it names them */
         char cookie[33];
 } ProcessRow;
 
@@ -35,6 +36,9 @@ static void process_row_done(ProcessRow *r) {
         free(r->runtime_id);
         free(r->message);
         free(r->port);
+        free(r->container_id);
+        free(r->pod_uid);
+        free(r->cgroup);
 }
 
 static void process_row_read(ProcessRow *r, const WireMessage *m) {
@@ -56,32 +60,17 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &r->message);
         (void)wire_message_get_string(m, WIRE_TAG_PORT, &r->port);
         (void)wire_message_get_u32(m, WIRE_TAG_SUSPENDED, &r->suspended);
+        (void)wire_message_get_string(m, WIRE_TAG_CONTAINER, &r->container_id);
+        (void)wire_message_get_string(m, WIRE_TAG_POD_UID, &r->pod_uid);
+        (void)wire_message_get_string(m, WIRE_TAG_CGROUP, &r->cgroup);
         if (wire_message_get_bytes(m, WIRE_TAG_COOKIE, &cookie, &cookie_size) == 0 && cookie_size == 16)
                 for (size_t i = 0; i < 16; i++)
                         sprintf(r->cookie + 2 * i, "%02x", cookie[i]);
 }
 
 void output_json_string(FILE *f, const char *s) {
-        size_t n = strlen(s);
-
-        fputc('"', f);
-        while (n > 0) {
-                uint32_t cp = 0;
-                size_t len = utf8_decode(s, n, &cp);
-
-                if (len == 0)
-                        len = 1, cp = (unsigned char)*s; /* the wire carries only valid UTF-8; be safe anyway */
-                if (cp == '"' || cp == '\\')
-                        fprintf(f, "\\%c", (char)cp);
-                else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || unicode_is_format_control(cp))
-                        /* controls, and what would reorder or hide text where the JSON is shown */
-                        fprintf(f, "\\u%04x", (unsigned)cp);
-                else
-                        fwrite(s, 1, len, f);
-                s += len;
-                n -= len;
-        }
-        fputc('"', f);
+        /* the wire carries only valid UTF-8; bytes that are not would be replaced */
+        text_json_string(f, s, strlen(s));
 }
 
 static void json_member_string(FILE *f, bool *first, const char *key, const char *value) {
@@ -128,6 +117,9 @@ static void output_process_json(Output *o, const ProcessRow *r) {
                 json_member_string(o->stream, &first, "user", user_name(r->uid));
         }
         json_member_string(o->stream, &first, "unit", r->unit);
+        json_member_string(o->stream, &first, "container_id", r->container_id);
+        json_member_string(o->stream, &first, "pod_uid", r->pod_uid);
+        json_member_string(o->stream, &first, "cgroup", r->cgroup);
         json_member_string(o->stream, &first, "name", r->name);
         json_member_string(o->stream, &first, "exe", r->exe);
         json_member_string(o->stream, &first, "command_line", r->command_line);
@@ -167,6 +159,13 @@ static void output_info_text(Output *o, const ProcessRow *r) {
                 text_line(o->stream, "User:", buf);
         }
         text_line(o->stream, "Unit:", r->unit);
+        if (r->container_id) {
+                /* the short id, as docker ps and podman ps show it; --json has it whole */
+                snprintf(buf, sizeof(buf), "%.12s", r->container_id);
+                text_line(o->stream, "Container:", buf);
+        }
+        text_line(o->stream, "Pod UID:", r->pod_uid);
+        text_line(o->stream, "Cgroup:", r->cgroup);
         text_line(o->stream, "Name:", r->name);
         text_line(o->stream, "Executable:", r->exe);
         text_line(o->stream, "Command line:", r->command_line);
@@ -190,9 +189,9 @@ static void output_resume_text(Output *o, const ProcessRow *r) {
 }
 
 static void output_ps_text(Output *o, const ProcessRow *r) {
-        _cleanup_free_ char *unit = NULL, *name = NULL;
+        _cleanup_free_ char *unit = NULL, *name = NULL, *ctr = NULL;
         const char *user = r->have_uid ? user_name(r->uid) : NULL;
-        char uid_buf[16];
+        char uid_buf[16], ctr_mark[32] = "";
 
         if (o->count == 0)
                 fprintf(o->stream, "%-8s %-16s %-32s %s\n", "PID", "USER", "UNIT", "NAME");
@@ -202,8 +201,12 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
         }
         unit = r->unit ? text_escape(r->unit, strlen(r->unit)) : NULL;
         name = r->name ? text_escape(r->name, strlen(r->name)) : NULL;
+        /* one in a container says which after its name, by the short id docker ps shows */
+        ctr = r->container_id ? text_escape(r->container_id, strnlen(r->container_id, 12)) : NULL;
+        if (ctr)
+                snprintf(ctr_mark, sizeof(ctr_mark), " [ctr:%.12s]", ctr);
         /* a runtime that connected in says so after its name, and whether it waits to be resumed */
-        fprintf(o->stream, "%-8u %-16s %-32s %s%s\n", r->pid, user, unit ? unit : "-", name ? name : "-",
+        fprintf(o->stream, "%-8u %-16s %-32s %s%s%s\n", r->pid, user, unit ? unit : "-", name ? name : "-", ctr_mark,
                 r->suspended ? " [suspended]" : r->port ? " [port]" : "");
 }
 

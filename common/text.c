@@ -199,6 +199,28 @@ char *text_escape(const char *s, size_t n) {
         return out;
 }
 
+void text_json_string(FILE *f, const char *s, size_t n) {
+        fputc('"', f);
+        while (n > 0) {
+                uint32_t cp = 0;
+                size_t len = utf8_sequence_decode((const unsigned char *)s, n, &cp);
+
+                if (len == 0)
+                        len = 1, cp = 0xFFFD; /* not UTF-8: replaced, one byte at a time */
+                if (cp == '"' || cp == '\\')
+                        fprintf(f, "\\%c", (char)cp);
+                else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || unicode_is_format_control(cp) ||
+                         cp == 0xFFFD)
+                        /* controls, and what would reorder or hide text where the JSON is shown */
+                        fprintf(f, "\\u%04x", (unsigned)cp);
+                else
+                        fwrite(s, 1, len, f);
+                s += len;
+                n -= len;
+        }
+        fputc('"', f);
+}
+
 int parse_u64(const char *s, uint64_t *ret) {
         uint64_t v = 0;
 

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
@@ -60,6 +61,17 @@ int utf16le_to_utf8(const uint8_t *p, size_t n_units, char **ret_utf8);
  * terminal, nor reorder what is shown. Returns NULL only on allocation failure.
  */
 char *text_escape(const char *s, size_t n);
+
+/*
+ * text_json_string() - @n bytes at @s as one JSON string, quotes included, written to @f
+ *
+ * '"' and '\\' are escaped with a backslash; C0 controls (NUL too: @n counts),
+ * C1 controls, DEL and format characters (unicode_is_format_control()) as
+ * \uNNNN, so that the JSON holds no control character and reads on a screen as
+ * it is; a byte that starts no valid UTF-8 sequence becomes U+FFFD, as \ufffd.
+ * Whatever @s holds, the output is a valid JSON string of valid UTF-8.
+ */
+void text_json_string(FILE *f, const char *s, size_t n);
 
 /* Strict decimal parsers: no sign, no spaces, no trailing bytes, no overflow.
  * Return 0, or -EINVAL / -ERANGE. */

@@ -52,6 +52,9 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_LOG_CATEGORY] = WIRE_KIND_STRING,
         [WIRE_TAG_PORT] = WIRE_KIND_STRING,
         [WIRE_TAG_SUSPENDED] = WIRE_KIND_U32,
+        [WIRE_TAG_CONTAINER] = WIRE_KIND_STRING,
+        [WIRE_TAG_POD_UID] = WIRE_KIND_STRING,
+        [WIRE_TAG_CGROUP] = WIRE_KIND_STRING,
 };
 
 const char *wire_error_to_string(WireError error) {

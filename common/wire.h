@@ -107,6 +107,9 @@ typedef enum WireTag {
         WIRE_TAG_LOG_CATEGORY = 42,     /* string: a category prefix (logs) */
         WIRE_TAG_PORT = 43,             /* string: the diagnostic port a runtime connected in on */
         WIRE_TAG_SUSPENDED = 44,        /* u32: 1 when the runtime waits, suspended at startup, for a resume */
+        WIRE_TAG_CONTAINER = 45,        /* string: the target's container id, 64 lowercase hex (its cgroup's name) */
+        WIRE_TAG_POD_UID = 46,          /* string: the target's Kubernetes pod uid (its cgroup's name) */
+        WIRE_TAG_CGROUP = 47,           /* string: the target's cgroup path, as the kernel tells it */
         _WIRE_TAG_MAX,
 } WireTag;
 

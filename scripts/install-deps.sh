@@ -21,6 +21,9 @@ packages=(
         # tests under a booted systemd, and of the packages, the SELinux
         # module and the man pages
         git dpkg-dev debhelper lintian rpm rpmlint bzip2 selinux-policy-dev man-db groff-base
+        # targets in real containers, rootful and rootless (tests/containers): runc named, since
+        # podman would take crun, which the test machines' sandbox refuses
+        podman runc uidmap
         # promtool, which checks dsctl counters --format prometheus (Debian has it in prometheus;
         # its server is kept from starting, below)
         prometheus

@@ -7,10 +7,12 @@
  * Input: one selector byte, then the file's contents. Seeds start with an
  * ASCII digit so that they stay readable:
  *   selector % 4 == 0 ('0'): /proc/PID/stat      -> procfs_parse_stat_start_time()
- *   selector % 4 == 1 ('1'): /proc/PID/status    -> procfs_parse_status()
+ *   selector % 4 == 1 ('1'): /proc/PID/status    -> procfs_parse_status(), and the same bytes as a
+ *                            pidfd's fdinfo -> procfs_parse_pidfd_fdinfo()
  *   selector % 4 == 2 ('2'): /proc/PID/environ   -> procfs_environ_get(), procfs_environ_startup_suspend()
  *   selector % 4 == 3 ('3'): /proc/PID/cmdline   -> procfs_cmdline_name()
- *   selector % 8 == 4 ('4'): /proc/PID/cgroup    -> procfs_cgroup_unit() (takes precedence)
+ *   selector % 8 == 4 ('4'): /proc/PID/cgroup    -> procfs_cgroup_unit(), procfs_cgroup_container()
+ *                            (takes precedence)
  *   selector % 8 == 5 ('5'): /proc/PID/net/unix  -> procfs_unix_diagnostic_listeners() (so does it)
  *
  * The parsers get a buffer of exactly the file's size, not NUL-terminated, as
@@ -182,6 +184,52 @@ static void fuzz_cgroup(const char *buf, size_t n) {
         free(unit);
 }
 
+static bool all_lower_hex(const char *s, size_t len) {
+        for (size_t i = 0; i < len; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+/* A container id is 64 lowercase hex, a pod uid a canonical UUID, the path one of the input's, all terminated. */
+static void fuzz_cgroup_container(const char *buf, size_t n) {
+        ProcContainer c;
+        char underscored[PROC_POD_UID_LEN + 1];
+        size_t len;
+        int r;
+
+        memset(&c, 'x', sizeof(c));
+        r = procfs_cgroup_container(buf, n, &c);
+        fuzz_assert(r == 0 || r == PROCFS_E_MALFORMED);
+        if (r != 0)
+                return;
+        fuzz_assert(n > 0 && !memchr(buf, '\0', n)); /* a NUL is never read as the end of a line */
+
+        fuzz_assert(memchr(c.id, '\0', sizeof(c.id)));
+        len = strlen(c.id);
+        fuzz_assert(len == 0 || (len == PROC_CONTAINER_ID_LEN && all_lower_hex(c.id, len)));
+        fuzz_assert(len == 0 || memmem(buf, n, c.id, len));
+
+        fuzz_assert(memchr(c.pod_uid, '\0', sizeof(c.pod_uid)));
+        len = strlen(c.pod_uid);
+        fuzz_assert(len == 0 || len == PROC_POD_UID_LEN);
+        for (size_t i = 0; i < len; i++) {
+                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+                fuzz_assert(dash ? c.pod_uid[i] == '-' : all_lower_hex(c.pod_uid + i, 1));
+                underscored[i] = dash ? '_' : c.pod_uid[i];
+        }
+        underscored[len] = '\0';
+        fuzz_assert(len == 0 || memmem(buf, n, c.pod_uid, len) || memmem(buf, n, underscored, len));
+
+        fuzz_assert(memchr(c.cgroup, '\0', sizeof(c.cgroup)));
+        len = strlen(c.cgroup);
+        fuzz_assert(len <= PROC_CGROUP_PATH_MAX);
+        fuzz_assert(len == 0 || (c.cgroup[0] == '/' && !strchr(c.cgroup, '\n') && utf8_is_valid(c.cgroup, len)));
+        fuzz_assert(len == 0 || memmem(buf, n, c.cgroup, len));
+        /* a container or pod is read from the path that is kept, when it is kept */
+        fuzz_assert(len == 0 || !c.id[0] || strstr(c.cgroup, c.id));
+}
+
 /* Every name found is in the input, as dotnet-diagnostic-PID-KEY-socket; the count does not depend on room. */
 static void fuzz_unix(const char *buf, size_t n) {
         ProcDiagnosticName names[16];
@@ -209,6 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         if (data[0] % 8 == 4) {
                 fuzz_cgroup(buf, n);
+                fuzz_cgroup_container(buf, n);
                 return 0;
         }
         if (data[0] % 8 == 5) {

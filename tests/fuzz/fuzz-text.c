@@ -3,14 +3,16 @@
  * Fuzzes the text helpers of common/text.h that see hostile bytes: text_escape()
  * (process names, units, runtime messages on their way to logs and terminals),
  * utf8_is_valid() (every string field of both protocols), utf16le_to_utf8() (every
- * string a runtime sends) and the strict number parsers (/proc directory names,
- * command-line arguments).
+ * string a runtime sends), text_json_string() (dsctl's --json, dsagent --audit json)
+ * and the strict number parsers (/proc directory names, command-line arguments).
  *
  * Input: any bytes.
  *
  * Invariants: text_escape() output has no C0 control, no DEL, no C1 control,
  * no format character (bidi overrides and the like) and is valid UTF-8, and
  * unescaping it gives back the input exactly;
+ * text_json_string() output is one JSON string of valid UTF-8 without a raw control
+ * byte, and decodes to the input, U+FFFD for each byte that starts no UTF-8 sequence;
  * utf8_is_valid() agrees with a table-driven reference (Unicode 15, table 3-7);
  * utf16le_to_utf8() of the input's units is valid UTF-8 without NUL, at most 3 bytes a
  * unit, and walks back to the input: pairs joined, and U+FFFD exactly for NUL, lone
@@ -21,6 +23,8 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
@@ -145,6 +149,68 @@ static void fuzz_escape(const uint8_t *data, size_t size) {
         free(out);
 }
 
+/* text_json_string(): a JSON string of valid UTF-8 with no raw control byte, which decodes to the input, each
+ * byte that was not UTF-8 as U+FFFD */
+static void fuzz_json(const uint8_t *data, size_t size) {
+        char *out = NULL;
+        uint8_t *back, *expected;
+        size_t len = 0, b = 0, e = 0;
+        FILE *f = open_memstream(&out, &len);
+
+        fuzz_assert(f);
+        text_json_string(f, (const char *)data, size);
+        fuzz_assert(fclose(f) == 0);
+        fuzz_assert(len >= 2 && out[0] == '"' && out[len - 1] == '"');
+        fuzz_assert(utf8_is_valid(out, len));
+
+        back = malloc(3 * size + 1);
+        expected = malloc(3 * size + 1);
+        fuzz_assert(back && expected);
+        for (size_t i = 1; i < len - 1;) {
+                uint8_t c = (uint8_t)out[i];
+                uint32_t cp = 0;
+
+                fuzz_assert(c >= 0x20 && c != 0x7F && c != '"');
+                if (c != '\\') {
+                        back[b++] = c;
+                        i++;
+                        continue;
+                }
+                fuzz_assert(i + 1 < len - 1);
+                if (out[i + 1] == '"' || out[i + 1] == '\\') {
+                        back[b++] = (uint8_t)out[i + 1];
+                        i += 2;
+                        continue;
+                }
+                fuzz_assert(out[i + 1] == 'u' && i + 5 < len - 1);
+                for (size_t k = 2; k < 6; k++) {
+                        fuzz_assert(hex_value(out[i + k]) >= 0);
+                        cp = cp << 4 | (uint32_t)hex_value(out[i + k]);
+                }
+                fuzz_assert(cp < 0xD800 || cp > 0xDFFF); /* no surrogate halves to pair up */
+                b += utf8_encode(cp, (char *)back + b);
+                i += 6;
+        }
+        for (size_t i = 0; i < size;) {
+                uint32_t cp;
+                size_t k = utf8_decode((const char *)data + i, size - i, &cp);
+
+                if (k == 0) {
+                        memcpy(expected + e, "\xef\xbf\xbd", 3);
+                        e += 3;
+                        i++;
+                } else {
+                        memcpy(expected + e, data + i, k);
+                        e += k;
+                        i += k;
+                }
+        }
+        fuzz_assert(b == e && (e == 0 || memcmp(back, expected, e) == 0));
+        free(back);
+        free(expected);
+        free(out);
+}
+
 static uint16_t unit_at(const uint8_t *data, size_t i) {
         return (uint16_t)(data[2 * i] | data[2 * i + 1] << 8);
 }
@@ -223,6 +289,7 @@ static void fuzz_numbers(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_assert(utf8_is_valid((const char *)data, size) == reference_utf8_is_valid(data, size));
         fuzz_escape(data, size);
+        fuzz_json(data, size);
         fuzz_utf16(data, size);
         fuzz_numbers(data, size);
         return 0;

@@ -592,6 +592,30 @@ def procfs():
           "0000000000000000: 00000002 00000000 00010000 0001 01 5 /tmp/dotnet-diagnostic-1-2-socket\ninjected\n")
     write(t, "unix-no-header", "5" + "0000000000000000: 00000002 00000000 00010000 0001 01 1 /x\n")
 
+    # /proc/PID/cgroup (selector '4'): the unit (procfs_cgroup_unit()) and the container
+    # (procfs_cgroup_container()); container ids are 64 lowercase hex, pod uids canonical UUIDs
+    cid = "fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376"
+    pod = "8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a"
+    write(t, "cgroup-v2", "4" + "0::/system.slice/orders.service\n")
+    write(t, "cgroup-v1-user", "4" + "12:pids:/\n9:name=systemd:/user.slice/user-1000.slice/user@1000.service/"
+          "app.slice/x.service\n0::/\n")
+    write(t, "cgroup-slices-only", "4" + "0::/system.slice/a.slice/\n")
+    # podman --cgroup-manager cgroupfs as the test machines run it (tests/containers/podman.py): hybrid
+    write(t, "cgroup-podman-cgroupfs", "4" + "".join(
+        f"{n}:{c}:/libpod_parent/libpod-{cid}\n" for n, c in (
+            (9, "name=systemd"), (8, "pids"), (7, "blkio"), (6, "freezer"), (5, "devices"), (4, "memory"),
+            (3, "cpuset"), (2, "cpuacct"), (1, "cpu"), (0, ""))))
+    write(t, "cgroup-podman-systemd", "4" + f"0::/machine.slice/libpod-{cid}.scope/container\n")
+    write(t, "cgroup-docker-legacy", "4" + f"12:memory:/docker/{cid}\n2:cpu,cpuacct:/docker/{cid}\n"
+          f"1:name=systemd:/docker/{cid}\n0::/\n")
+    write(t, "cgroup-kubepods-systemd", "4" + "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"
+          f"{pod.replace('-', '_')}.slice/cri-containerd-{cid}.scope\n")
+    write(t, "cgroup-kubepods-cgroupfs", "4" + f"0::/kubepods/besteffort/pod{pod}/crio-{cid}\n")
+    write(t, "cgroup-nested", "4" + f"0::/docker/{cid}/kubepods/pod{pod}/{cid[::-1]}\n")
+    write(t, "cgroup-forged-line", "4" + f"5:pids:/x\n0::/docker/{cid}\n0::/system.slice/a.service\n")
+    write(t, "cgroup-hostile-ids", "4" + f"0::/docker/{cid.upper()}/docker-{cid[1:]}.scope/kubepods-pod"
+          f"{pod.upper()}.slice/crio-{cid}x.scope/../{cid}.scope")
+
 
 # --- text helpers (common/text.h) ----------------------------------------------
 

@@ -257,9 +257,11 @@ class Agent:
     policy: TOML text written to a root-owned file the agent is started with;
     the default means the built-in rules only (root, and each process's own user).
     "@DUMP_DIR@" in it stands for the agent's own dump directory (self.dumps).
+    audit: "stderr" (dsagent-audit: lines) or "json" (one JSON object a line on stdout); records() reads either.
     """
 
-    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=()):
+    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=(), audit="stderr"):
+        self.audit = audit
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
         self.log_path = os.path.join(self.dir, "agent.log")
@@ -271,7 +273,7 @@ class Agent:
         self.write_policy(policy)
         # DSAGENT_TEST_WRAPPER runs the agent under a tool, e.g. "valgrind -q" or "strace -f -o FILE"
         wrapper = list(wrapper) + os.environ.get("DSAGENT_TEST_WRAPPER", "").split()
-        self.proc = subprocess.Popen(wrapper + [DSAGENT, "--listen", self.socket, "--audit", "stderr",
+        self.proc = subprocess.Popen(wrapper + [DSAGENT, "--listen", self.socket, "--audit", audit,
                                                 "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
                                                 *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
@@ -314,10 +316,14 @@ class Agent:
         """Audit records written so far (of one kind), one dict per line."""
         out = []
         for line in open(self.log_path):
-            if line.startswith("dsagent-audit:"):
+            if self.audit == "json" and line.startswith("{"):
+                fields = json.loads(line)
+            elif line.startswith("dsagent-audit:"):
                 fields = dict(re.findall(r' ([A-Z_]+)="((?:[^"\\]|\\.)*)"', line))
-                if fields.get("MESSAGE_ID") == message_id:
-                    out.append(fields)
+            else:
+                continue
+            if fields.get("MESSAGE_ID") == message_id:
+                out.append(fields)
         return out
 
     def record_for(self, request_id):

@@ -4,7 +4,9 @@
 import json
 import os
 import re
+import shutil
 
+import harness
 from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
                      AcceptWatch, Agent, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
                      make_dir, place_in_unit, test, uid_of, wait_for)
@@ -229,6 +231,39 @@ def a_process_the_caller_may_not_act_on_is_answered_as_one_that_does_not_exist()
     assert dsctl(agent, SVC, "info", str(secret.pid)).returncode == 0
     r = dsctl(agent, None, "dump", "dst-secret.service")
     assert r.returncode == 1 and "runs several" in r.stderr, r
+
+
+@test
+def audit_json_is_one_json_object_a_line_whatever_a_value_holds():
+    """--audit json, for log collectors where there is no journald (a Kubernetes pod): each record one line of
+    JSON on stdout, the journal's field names as keys, its values as strings. The target's owner chooses its
+    executable's path: a newline, quotes, a backslash and the start of a forged line stay inside one value."""
+    # no ':' in it: the runtime takes a path with one apart as a list of paths, and does not start
+    forged = '{"MESSAGE_ID" "%s", "DSAGENT_DECISION" "allowed"}' % harness.REQUEST_MESSAGE_ID
+    evil_dir = os.path.join(make_dir(None, 0o755), f'x\n{forged}\\"')
+    shutil.copytree(os.path.dirname(harness.target_app()), evil_dir)
+    target = Process(as_user(SVC, ["env", "-i", f"TMPDIR={make_dir(SVC)}", "DOTNET_CLI_TELEMETRY_OPTOUT=1",
+                                   "./DsTestTarget"]), cwd=evil_dir)
+    pid = int(target.read_line("ready pid=").split()[1].split("=")[1])
+    agent = Agent(audit="json")
+
+    r = dsctl(agent, SVC, "--json", "info", str(pid))
+    assert r.returncode == 0, r
+    lines = open(agent.log_path).read().splitlines()
+    # every line is a record, and every record one JSON object of strings (arrays only for repeated fields)
+    records = [json.loads(line) for line in lines]
+    assert all(isinstance(rec, dict) and all(isinstance(v, (str, list)) for v in rec.values()) for rec in records)
+    requests = [rec for rec in records if rec["MESSAGE_ID"] == harness.REQUEST_MESSAGE_ID]
+    assert len(requests) == 1 and agent.records() == requests, lines
+    record = requests[0]
+    assert all(isinstance(v, str) for v in record.values()), record
+    assert record["SYSLOG_IDENTIFIER"] == "dsagent" and record["PRIORITY"] == "6", record
+    assert record["DSAGENT_COMMAND"] == "info" and record["DSAGENT_DECISION"] == "allowed", record
+    assert record["DSAGENT_RULE"] == "owner-access", record
+    assert record["DSAGENT_TARGET_PID"] == str(pid) and record["DSAGENT_CLIENT_UID"] == str(uid_of(SVC)), record
+    assert re.fullmatch(r"[0-9a-f]{16}", record["DSAGENT_REQUEST_ID"]), record
+    # the journal's value: the newline escaped as in every value a target controls, the rest as it was
+    assert record["DSAGENT_TARGET_EXE"].endswith("x\\x0a" + forged + '\\\\"/DsTestTarget'), record
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ from booted import Machine, REQUEST_MESSAGE_ID, start_target, target_app, wait_f
 work = tempfile.mkdtemp(prefix="dsagent-deb-", dir="/var/tmp")
 deb = {}
 # what README's readers, and the shipped policy's, are pointed to
-DOCS = ["README.md", "SECURITY.md", "docs/policy.md", "docs/protocol.md", "docs/proxy.md", "docs/counters.md", "docs/dotnet-monitor.md"]
+DOCS = ["README.md", "SECURITY.md", "docs/policy.md", "docs/protocol.md", "docs/proxy.md", "docs/counters.md", "docs/dotnet-monitor.md", "docs/ports.md",
+        "docs/containers.md"]
 
 
 @test

@@ -189,6 +189,206 @@ static void test_cgroup_unit(void) {
         unit_is("0::/system.slice/or\xff" "ders.service\n", NULL);
 }
 
+#define ID_A "fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376"
+#define ID_B "3e1f0a2b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7"
+#define POD "8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a"
+#define POD_ "8d2a4c1e_5b3f_4e6a_9c7d_0f1e2d3c4b5a"
+
+/* @id, @pod: "" for none; @path: the cgroup kept, "" for none. */
+static void container_is(const char *buf, size_t n, const char *id, const char *pod, const char *path) {
+        ProcContainer c;
+        int r;
+
+        memset(&c, 'x', sizeof(c));
+        r = procfs_cgroup_container(buf, n, &c);
+        check(r == 0);
+        if (r != 0)
+                return;
+        check(strcmp(c.id, id) == 0 && strcmp(c.pod_uid, pod) == 0 && strcmp(c.cgroup, path) == 0);
+        if (strcmp(c.id, id) != 0 || strcmp(c.pod_uid, pod) != 0 || strcmp(c.cgroup, path) != 0)
+                printf("# got id '%s' pod '%s' cgroup '%s'\n", c.id, c.pod_uid, c.cgroup);
+}
+
+static void container_in(const char *cgroup, const char *id, const char *pod, const char *path) {
+        container_is(cgroup, strlen(cgroup), id, pod, path);
+}
+
+static void test_cgroup_container_layouts(void) {
+        /* podman --cgroup-manager cgroupfs on this project's test machines (tests/containers/podman.py), as the
+         * host read it: every v1 controller and the unified hierarchy in libpod_parent */
+        container_in("9:name=systemd:/libpod_parent/libpod-" ID_A "\n8:pids:/libpod_parent/libpod-" ID_A "\n"
+                     "7:blkio:/libpod_parent/libpod-" ID_A "\n6:freezer:/libpod_parent/libpod-" ID_A "\n"
+                     "5:devices:/libpod_parent/libpod-" ID_A "\n4:memory:/libpod_parent/libpod-" ID_A "\n"
+                     "3:cpuset:/libpod_parent/libpod-" ID_A "\n2:cpuacct:/libpod_parent/libpod-" ID_A "\n"
+                     "1:cpu:/libpod_parent/libpod-" ID_A "\n0::/libpod_parent/libpod-" ID_A "\n",
+                     ID_A, "", "/libpod_parent/libpod-" ID_A);
+        /* and a host process there: the machine's own memory cgroup is no container */
+        container_in("9:name=systemd:/\n8:pids:/\n4:memory:/process_api/c198b1e3540a9ec2dbf6e6efba67a9dc\n1:cpu:/\n"
+                     "0::/\n", "", "", "/");
+        /* podman and docker under systemd, with and without podman's "container" sub-cgroup */
+        container_in("0::/machine.slice/libpod-" ID_A ".scope/container\n", ID_A, "",
+                     "/machine.slice/libpod-" ID_A ".scope/container");
+        container_in("0::/machine.slice/libpod-" ID_A ".scope\n", ID_A, "", "/machine.slice/libpod-" ID_A ".scope");
+        container_in("0::/system.slice/docker-" ID_A ".scope\n", ID_A, "", "/system.slice/docker-" ID_A ".scope");
+        container_in("0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" ID_A ".scope/container\n",
+                     ID_A, "", "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" ID_A ".scope/container");
+        /* a podman pod's container: the pod's slice names no Kubernetes pod */
+        container_in("0::/machine.slice/machine-libpod_pod_" ID_B ".slice/libpod-" ID_A ".scope/container\n", ID_A, "",
+                     "/machine.slice/machine-libpod_pod_" ID_B ".slice/libpod-" ID_A ".scope/container");
+        /* podman's conmon is beside the container, not in it */
+        container_in("0::/machine.slice/libpod-conmon-" ID_A ".scope\n", "", "",
+                     "/machine.slice/libpod-conmon-" ID_A ".scope");
+        /* cgroupfs layouts */
+        container_in("0::/libpod_parent/libpod-" ID_A "\n", ID_A, "", "/libpod_parent/libpod-" ID_A);
+        container_in("0::/docker/" ID_A "\n", ID_A, "", "/docker/" ID_A);
+        container_in("0::/machine.slice/libpod-" ID_A ".scope/container\n", ID_A, "",
+                     "/machine.slice/libpod-" ID_A ".scope/container");
+        /* legacy hosts: "0::/" for everyone; systemd's hierarchy, or without systemd any controller */
+        container_in("12:memory:/docker/" ID_A "\n2:cpu,cpuacct:/docker/" ID_A "\n1:name=systemd:/docker/" ID_A "\n0::/\n",
+                     ID_A, "", "/docker/" ID_A);
+        container_in("12:memory:/docker/" ID_A "\n2:cpu,cpuacct:/docker/" ID_A "\n0::/\n", ID_A, "", "/docker/" ID_A);
+        container_in("12:memory:/docker/" ID_A "\n1:name=systemd:/docker/" ID_A "\n", ID_A, "", "/docker/" ID_A);
+        /* systemd's hierarchy placed, a controller elsewhere: systemd's word */
+        container_in("4:memory:/docker/" ID_A "\n1:name=systemd:/system.slice/x.service\n0::/\n", "", "",
+                     "/system.slice/x.service");
+        container_in("0::/system.slice/orders.service\n", "", "", "/system.slice/orders.service");
+
+        /* Kubernetes, the kubelet's systemd driver: pod uid with '_', QoS classes, containerd, cri-o, docker */
+        container_in("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" POD_ ".slice/"
+                     "cri-containerd-" ID_A ".scope\n", ID_A, POD,
+                     "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" POD_ ".slice/cri-containerd-" ID_A
+                     ".scope");
+        container_in("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" POD_ ".slice/crio-" ID_A
+                     ".scope/container\n", ID_A, POD,
+                     "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" POD_ ".slice/crio-" ID_A
+                     ".scope/container");
+        container_in("0::/kubepods.slice/kubepods-pod" POD_ ".slice/docker-" ID_A ".scope\n", ID_A, POD,
+                     "/kubepods.slice/kubepods-pod" POD_ ".slice/docker-" ID_A ".scope");
+        /* the cgroupfs driver */
+        container_in("0::/kubepods/burstable/pod" POD "/" ID_A "\n", ID_A, POD, "/kubepods/burstable/pod" POD "/" ID_A);
+        container_in("0::/kubepods/pod" POD "/" ID_A "\n", ID_A, POD, "/kubepods/pod" POD "/" ID_A);
+        container_in("0::/kubepods/besteffort/pod" POD "/crio-" ID_A "\n", ID_A, POD,
+                     "/kubepods/besteffort/pod" POD "/crio-" ID_A);
+        container_in("11:memory:/kubepods/burstable/pod" POD "/" ID_A "\n1:name=systemd:/kubepods/burstable/pod" POD
+                     "/" ID_A "\n0::/\n", ID_A, POD, "/kubepods/burstable/pod" POD "/" ID_A);
+        /* a pod's own cgroup, no container in it */
+        container_in("0::/kubepods/burstable/pod" POD "\n", "", POD, "/kubepods/burstable/pod" POD);
+        /* read from an agent in a cgroup namespace of its own (a DaemonSet): relative to it */
+        container_in("0::/../../kubepods-besteffort-pod" POD_ ".slice/cri-containerd-" ID_A ".scope\n", ID_A, POD,
+                     "/../../kubepods-besteffort-pod" POD_ ".slice/cri-containerd-" ID_A ".scope");
+        /* no newline at the end */
+        container_in("0::/docker/" ID_A, ID_A, "", "/docker/" ID_A);
+}
+
+static void test_cgroup_container_outermost(void) {
+        /* an engine inside a container, or sub-cgroups a container made itself: the outer one is the host's */
+        container_in("0::/machine.slice/libpod-" ID_A ".scope/container/docker-" ID_B ".scope\n", ID_A, "",
+                     "/machine.slice/libpod-" ID_A ".scope/container/docker-" ID_B ".scope");
+        container_in("0::/docker/" ID_A "/kubepods/burstable/pod" POD "/" ID_B "\n", ID_A, "",
+                     "/docker/" ID_A "/kubepods/burstable/pod" POD "/" ID_B);
+        container_in("0::/kubepods/pod" POD "/" ID_A "/kubepods-pod8d2a4c1e_0000_4e6a_9c7d_0f1e2d3c4b5a.slice/" ID_B "\n",
+                     ID_A, POD, "/kubepods/pod" POD "/" ID_A "/kubepods-pod8d2a4c1e_0000_4e6a_9c7d_0f1e2d3c4b5a.slice/" ID_B);
+        /* the first pod decides, and the first container after it */
+        container_in("0::/kubepods/pod" POD "/pod00000000-0000-0000-0000-000000000000/" ID_A "/" ID_B "\n", ID_A, POD,
+                     "/kubepods/pod" POD "/pod00000000-0000-0000-0000-000000000000/" ID_A "/" ID_B);
+}
+
+static void test_cgroup_container_hostile(void) {
+        static const char nul[] = "0::/docker/" ID_A "\0\n";
+        static const char nul_before[] = "0::/sys\0/docker/" ID_A "\n";
+        char long_path[2048], long_component[8192];
+        ProcContainer c;
+
+        /* not quite an id: uppercase, 63 and 65 characters, a non-hex letter, more after it */
+        container_in("0::/docker/FCFE79830DC51FA91EB457B37217629989435997564DD17D8D75EEE0753CC376\n", "", "",
+                     "/docker/FCFE79830DC51FA91EB457B37217629989435997564DD17D8D75EEE0753CC376");
+        container_in("0::/docker/Fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376\n", "", "",
+                     "/docker/Fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376");
+        container_in("0::/docker/" ID_A "0\n", "", "", "/docker/" ID_A "0");
+        container_in("0::/docker/cfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376\n", "", "",
+                     "/docker/cfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376");
+        container_in("0::/docker/gcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376\n", "", "",
+                     "/docker/gcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376");
+        container_in("0::/system.slice/docker-" ID_A ".scope.bak\n", "", "", "/system.slice/docker-" ID_A ".scope.bak");
+        container_in("0::/system.slice/docker-" ID_A "x.scope\n", "", "", "/system.slice/docker-" ID_A "x.scope");
+        container_in("0::/system.slice/Docker-" ID_A ".scope\n", "", "", "/system.slice/Docker-" ID_A ".scope");
+        container_in("0::/system.slice/" ID_A ".scope\n", "", "", "/system.slice/" ID_A ".scope");
+        container_in("0::/system.slice/podman-" ID_A ".scope\n", "", "", "/system.slice/podman-" ID_A ".scope");
+        /* not quite a pod uid: uppercase, the other separator, a dash out of place, one short */
+        container_in("0::/kubepods/pod8D2A4C1E-5B3F-4E6A-9C7D-0F1E2D3C4B5A/" ID_A "\n", ID_A, "",
+                     "/kubepods/pod8D2A4C1E-5B3F-4E6A-9C7D-0F1E2D3C4B5A/" ID_A);
+        container_in("0::/kubepods/pod" POD_ "/" ID_A "\n", ID_A, "", "/kubepods/pod" POD_ "/" ID_A);
+        container_in("0::/kubepods.slice/kubepods-pod" POD ".slice/" ID_A "\n", ID_A, "",
+                     "/kubepods.slice/kubepods-pod" POD ".slice/" ID_A);
+        container_in("0::/kubepods/pod8d2a4c1e5-b3f-4e6a-9c7d-0f1e2d3c4b5a/" ID_A "\n", ID_A, "",
+                     "/kubepods/pod8d2a4c1e5-b3f-4e6a-9c7d-0f1e2d3c4b5a/" ID_A);
+        container_in("0::/kubepods/pod8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5/" ID_A "\n", ID_A, "",
+                     "/kubepods/pod8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5/" ID_A);
+        container_in("0::/kubepods.slice/kubepods-burstable-xpod" POD_ ".slice/" ID_A "\n", ID_A, "",
+                     "/kubepods.slice/kubepods-burstable-xpod" POD_ ".slice/" ID_A);
+        container_in("0::/kubepods.slice/pods-pod" POD_ ".slice/" ID_A "\n", ID_A, "",
+                     "/kubepods.slice/pods-pod" POD_ ".slice/" ID_A);
+        /* path-traversal-like names: components are split at '/', never joined or resolved */
+        container_in("0::/docker-../../" ID_A ".scope\n", "", "", "/docker-../../" ID_A ".scope");
+        container_in("0::/docker-" ID_A ".scope/../../x\n", ID_A, "", "/docker-" ID_A ".scope/../../x");
+        container_in("0::/./docker/./" ID_A "/..\n", ID_A, "", "/./docker/./" ID_A "/..");
+        /* a control character or bytes that are not UTF-8 in the path: kept if UTF-8 (escaped when shown) */
+        container_in("0::/docker/\x1b[31m/" ID_A "\n", ID_A, "", "/docker/\x1b[31m/" ID_A);
+        container_in("0::/docker/\xff/" ID_A "\n", ID_A, "", "");
+
+        /* too long a path: left out, not cut; its container is still read */
+        memset(long_path, 0, sizeof(long_path));
+        strcpy(long_path, "0::/");
+        for (size_t i = 0; i < 60; i++)
+                strcat(long_path, "abcdefgh/");
+        strcat(long_path, "docker-" ID_A ".scope\n");
+        container_in(long_path, ID_A, "", "");
+        /* exactly PROC_CGROUP_PATH_MAX kept, one more not */
+        memset(long_path, 0, sizeof(long_path));
+        strcpy(long_path, "0::/");
+        memset(long_path + 4, 'a', PROC_CGROUP_PATH_MAX - 1);
+        container_in(long_path, "", "", long_path + 3);
+        long_path[3 + PROC_CGROUP_PATH_MAX] = 'a';
+        container_in(long_path, "", "", "");
+        /* one huge component */
+        memset(long_component, 0, sizeof(long_component));
+        strcpy(long_component, "0::/");
+        memset(long_component + 4, 'f', sizeof(long_component) - 5 - 80);
+        strcat(long_component, "/docker-" ID_A ".scope");
+        container_in(long_component, ID_A, "", "");
+
+        /* malformed: NUL anywhere, empty, no colons, no path, a relative path, a hierarchy id not a number */
+        check(procfs_cgroup_container(nul, sizeof(nul) - 1, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container(nul_before, sizeof(nul_before) - 1, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("", 0, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("\n\n", 2, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("garbage\n", 8, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("0::\n", 4, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("0::docker/x\n", 12, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("x::/a\n", 6, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container(":pids:/a\n", 9, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("0::/\n1:pids\n", 12, &c) == PROCFS_E_MALFORMED);
+        /* a second unified or systemd line: one was forged by a name with a newline in it */
+        check(procfs_cgroup_container("0::/a\n0::/docker/" ID_A "\n", 17 + 64 + 1, &c) == PROCFS_E_MALFORMED);
+        check(procfs_cgroup_container("1:name=systemd:/a\n1:name=systemd:/docker/" ID_A "\n0::/\n",
+                                      strlen("1:name=systemd:/a\n1:name=systemd:/docker/" ID_A "\n0::/\n"),
+                                      &c) == PROCFS_E_MALFORMED);
+        /* not a file of lines at all, but a buffer cut in the middle: the part there is read */
+        container_is("0::/docker/" ID_A "\n", 11 + 63, "", "", "/docker/fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc37");
+}
+
+/* This very process: whatever its cgroup, the file parses. */
+static void test_cgroup_container_self(void) {
+        char *buf = NULL;
+        size_t n;
+        ProcContainer c;
+
+        check(read_file_at(AT_FDCWD, "/proc/self/cgroup", 65536, &buf, &n) == 0);
+        check(procfs_cgroup_container(buf, n, &c) == 0);
+        check(strlen(c.cgroup) <= PROC_CGROUP_PATH_MAX && (c.cgroup[0] == '\0' || c.cgroup[0] == '/'));
+        free(buf);
+}
+
 static void test_auxv_secure(void) {
         unsigned long plain[] = { AT_PAGESZ, 4096, AT_SECURE, 0, AT_NULL, 0 };
         unsigned long secure[] = { AT_SECURE, 1, AT_UID, 1000, AT_NULL, 0 };
@@ -264,6 +464,10 @@ int main(void) {
         run_test(test_environ_startup_suspend);
         run_test(test_cmdline_name);
         run_test(test_cgroup_unit);
+        run_test(test_cgroup_container_layouts);
+        run_test(test_cgroup_container_outermost);
+        run_test(test_cgroup_container_hostile);
+        run_test(test_cgroup_container_self);
         run_test(test_auxv_secure);
         run_test(test_unix_diagnostic_listeners);
         run_test(test_unix_diagnostic_listeners_self);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* UTF-8 validation, UTF-16 decoding, escaping of untrusted text, strict number parsing */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
@@ -52,6 +54,43 @@ static void test_escape(void) {
         escape_is("\xd8\x9c", 2, "\\u061c");
         /* neighbours of the format ranges are ordinary text */
         escape_is("\xe2\x80\x94" "dash", 7, "\xe2\x80\x94" "dash");
+}
+
+static void json_is(const char *in, size_t n, const char *expected) {
+        char *out = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&out, &size);
+
+        check(f);
+        if (!f)
+                return;
+        text_json_string(f, in, n);
+        check(fclose(f) == 0);
+        check(out && strcmp(out, expected) == 0 && utf8_is_valid(out, size));
+        if (out && strcmp(out, expected) != 0)
+                printf("# got '%s', expected '%s'\n", out, expected);
+        free(out);
+}
+
+static void test_json_string(void) {
+        json_is("", 0, "\"\"");
+        json_is("Orders.Api", 10, "\"Orders.Api\"");
+        /* a value cannot end its own string, nor add a key or a line */
+        json_is("a\",\"MESSAGE\":\"forged", 20, "\"a\\\",\\\"MESSAGE\\\":\\\"forged\"");
+        json_is("back\\slash\\x41", 14, "\"back\\\\slash\\\\x41\"");
+        json_is("line\nMESSAGE=x\r\n", 16, "\"line\\u000aMESSAGE=x\\u000d\\u000a\"");
+        json_is("tab\t\x1b[2J\x7f", 9, "\"tab\\u0009\\u001b[2J\\u007f\"");
+        json_is("nul\0x", 5, "\"nul\\u0000x\"");
+        /* valid UTF-8 stays, but C1 controls and what reorders text are escaped */
+        json_is("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14, "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+        json_is("c1\xc2\x9b" "31m", 7, "\"c1\\u009b31m\"");
+        json_is("abc\xe2\x80\xae" "cba", 9, "\"abc\\u202ecba\"");
+        /* not UTF-8: each byte replaced, never passed on */
+        json_is("bad\xff\xfe", 5, "\"bad\\ufffd\\ufffd\"");
+        json_is("cut\xe2\x82", 5, "\"cut\\ufffd\\ufffd\"");
+        json_is("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");               /* overlong '/' */
+        json_is("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");     /* a surrogate */
+        json_is("\x80" "x", 2, "\"\\ufffdx\"");                     /* lone continuation */
 }
 
 static void test_parse_numbers(void) {
@@ -183,6 +222,7 @@ int main(void) {
         run_test(test_escape);
         run_test(test_utf16);
         run_test(test_utf16_sizes);
+        run_test(test_json_string);
         run_test(test_parse_numbers);
         return tap_finish();
 }

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* --audit json: each record one line of JSON whose values are the journal's, whatever a value holds */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "cleanup.h"
+#include "tap.h"
+#include "text.h"
+
+/* ---- a strict reader of what audit_json_format() may write: one object of strings or arrays of strings ---- */
+
+typedef struct JsonMember {
+        char key[64];
+        char values[4][512]; /* decoded, UTF-8 */
+        size_t n_values;
+        bool array;
+} JsonMember;
+
+static int hex_digit(char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* A JSON string at *@p, decoded into @out (@size bytes); false when it is not one, or has what a line must not. */
+static bool read_string(const char **p, char *out, size_t size) {
+        const char *s = *p;
+        size_t o = 0;
+
+        if (*s++ != '"')
+                return false;
+        while (*s != '"') {
+                uint32_t cp;
+                size_t len;
+
+                if ((unsigned char)*s < 0x20 || *s == 0x7F)
+                        return false; /* a raw control character, a newline above all */
+                if (*s == '\\') {
+                        s++;
+                        if (*s == '"' || *s == '\\' || *s == '/')
+                                cp = (unsigned char)*s++;
+                        else if (*s == 'u') {
+                                cp = 0;
+                                for (int k = 1; k <= 4; k++) {
+                                        if (hex_digit(s[k]) < 0)
+                                                return false;
+                                        cp = cp << 4 | (uint32_t)hex_digit(s[k]);
+                                }
+                                s += 5;
+                                if (cp >= 0xD800 && cp <= 0xDFFF)
+                                        return false; /* never written: no pair is ever needed */
+                        } else
+                                return false;
+                        if (o + 4 >= size)
+                                return false;
+                        o += utf8_encode(cp, out + o);
+                        continue;
+                }
+                len = utf8_decode(s, strnlen(s, 4), &cp);
+                if (len == 0 || o + len >= size)
+                        return false;
+                memcpy(out + o, s, len);
+                o += len;
+                s += len;
+        }
+        out[o] = '\0';
+        *p = s + 1;
+        return true;
+}
+
+/* The whole line: {...} and one newline, nothing after. Return: members read, or -1. */
+static int read_object(const char *line, JsonMember *m, size_t max) {
+        const char *p = line;
+        size_t n = 0;
+
+        if (*p++ != '{')
+                return -1;
+        while (*p != '}') {
+                if (n == max || (n > 0 && *p++ != ','))
+                        return -1;
+                m[n] = (JsonMember){};
+                if (!read_string(&p, m[n].key, sizeof(m[n].key)) || *p++ != ':')
+                        return -1;
+                if (*p == '[') {
+                        m[n].array = true;
+                        p++;
+                        do {
+                                if (m[n].n_values == 4 ||
+                                    !read_string(&p, m[n].values[m[n].n_values++], sizeof(m[n].values[0])))
+                                        return -1;
+                        } while (*p == ',' && p++);
+                        if (*p++ != ']')
+                                return -1;
+                } else if (!read_string(&p, m[n].values[m[n].n_values++], sizeof(m[n].values[0])))
+                        return -1;
+                n++;
+        }
+        return strcmp(p, "}\n") == 0 ? (int)n : -1;
+}
+
+static const JsonMember *member(const JsonMember *m, int n, const char *key) {
+        for (int i = 0; i < n; i++)
+                if (strcmp(m[i].key, key) == 0)
+                        return &m[i];
+        return NULL;
+}
+
+static int format(const char *const *fields, size_t n, char **line) {
+        struct iovec iov[16];
+        size_t size = 0;
+        int r;
+
+        for (size_t i = 0; i < n; i++)
+                iov[i] = (struct iovec){ .iov_base = (char *)fields[i], .iov_len = strlen(fields[i]) };
+        r = audit_json_format(iov, n, line, &size);
+        if (r == 0)
+                check(size == strlen(*line) && utf8_is_valid(*line, size) && strchr(*line, '\n') == *line + size - 1);
+        return r;
+}
+
+static void test_json_format(void) {
+        static const char *const fields[] = {
+                "MESSAGE_ID=27ade2ec85a54471a176f947b0ec018e",
+                "PRIORITY=6",
+                "MESSAGE=alice info pid 42: allowed (ok)",
+                /* what a value may hold: quotes, backslashes, a newline, controls, an '=' */
+                "DSAGENT_REASON=say \"hi\" \\ \\x0a\nDSAGENT_DECISION=allowed\r\t\x1b[2J=x",
+                /* bytes that are not UTF-8, and what would reorder text */
+                "DSAGENT_TARGET_EXE=/srv/\xff\xfe/app\xe2\x80\xae" "exe",
+                "DSAGENT_TARGET_CGROUP=/caf\xc3\xa9/\xe2\x82\xac",
+                "DSAGENT_EMPTY=",
+                "NOT A FIELD",
+        };
+        _cleanup_free_ char *line = NULL;
+        JsonMember m[16];
+        const JsonMember *v;
+        int n;
+
+        check(format(fields, sizeof(fields) / sizeof(fields[0]), &line) == 0);
+        n = read_object(line, m, 16);
+        check(n == 7);
+        if (n != 7) {
+                printf("# %s", line);
+                return;
+        }
+        /* in order, keys as the journal names them, values decoded back to the journal's bytes */
+        check(strcmp(m[0].key, "MESSAGE_ID") == 0 && strcmp(m[0].values[0], "27ade2ec85a54471a176f947b0ec018e") == 0);
+        check(strcmp(m[1].key, "PRIORITY") == 0 && strcmp(m[1].values[0], "6") == 0 && !m[1].array);
+        v = member(m, n, "DSAGENT_REASON");
+        check(v && strcmp(v->values[0], "say \"hi\" \\ \\x0a\nDSAGENT_DECISION=allowed\r\t\x1b[2J=x") == 0);
+        check(!member(m, n, "DSAGENT_DECISION")); /* a newline in a value forges no field */
+        v = member(m, n, "DSAGENT_TARGET_EXE");
+        check(v && strcmp(v->values[0], "/srv/\xef\xbf\xbd\xef\xbf\xbd/app\xe2\x80\xae" "exe") == 0);
+        check(strstr(line, "\\ufffd\\ufffd") && strstr(line, "\\u202e") && strstr(line, "\\u001b[2J"));
+        v = member(m, n, "DSAGENT_TARGET_CGROUP");
+        check(v && strcmp(v->values[0], "/caf\xc3\xa9/\xe2\x82\xac") == 0);
+        check(strstr(line, "\"/caf\xc3\xa9/\xe2\x82\xac\"")); /* valid UTF-8 stays as it is */
+        v = member(m, n, "DSAGENT_EMPTY");
+        check(v && v->values[0][0] == '\0');
+        check(!strstr(line, "NOT A FIELD"));
+}
+
+static void test_json_format_repeated(void) {
+        static const char *const fields[] = {
+                "MESSAGE_ID=29cd34f17b474bad9ed538319addd224",
+                "DSAGENT_POLICY_ERROR=a.toml:1:1: first",
+                "DSAGENT_POLICY_LOADED=no",
+                "DSAGENT_POLICY_ERROR=a.toml:2:3: \"second\"",
+        };
+        _cleanup_free_ char *line = NULL;
+        JsonMember m[8];
+        const JsonMember *v;
+        int n;
+
+        check(format(fields, 4, &line) == 0);
+        n = read_object(line, m, 8);
+        check(n == 3);
+        /* as journalctl -o json shows a field a record has more than once: one key, its values in order */
+        v = member(m, n, "DSAGENT_POLICY_ERROR");
+        check(v && v->array && v->n_values == 2 && strcmp(v->values[0], "a.toml:1:1: first") == 0 &&
+              strcmp(v->values[1], "a.toml:2:3: \"second\"") == 0);
+        check(n == 3 && strcmp(m[1].key, "DSAGENT_POLICY_ERROR") == 0 && strcmp(m[2].key, "DSAGENT_POLICY_LOADED") == 0);
+
+        free(line);
+        line = NULL;
+        check(format(fields, 0, &line) == 0 && strcmp(line, "{}\n") == 0);
+}
+
+/* A whole request record through the json sink: one line on stdout, with the target's container. */
+static void test_json_sink(void) {
+        char path[] = "/tmp/test-audit-XXXXXX", buf[16384];
+        AuditRecord r = {
+                .request_id = 0x1234, .client_uid = 1001, .client_gid = 1001, .client_pid = 77, .command = "info",
+                .have_target = true, .target_pid = 4242, .target_uid = 998,
+                .target_unit = "orders.service", .target_exe = "/srv/orders/Orders\n\"x\"",
+                .target_container_id = "fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376",
+                .target_pod_uid = "8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a",
+                .target_cgroup = "/kubepods/pod8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a/\x1b]0;x\x07",
+                .decision = AUDIT_DECISION_ALLOWED, .rule = "ops", .reason = "process info read",
+        };
+        AuditSink sink;
+        JsonMember m[48];
+        const JsonMember *v;
+        int fd, saved, n, k;
+        ssize_t size;
+
+        check(audit_sink_from_string("json", &sink) == 0 && sink == AUDIT_SINK_JSON);
+        check(audit_sink_check(sink) == 0);
+        fd = mkstemp(path);
+        check(fd >= 0);
+        if (fd < 0)
+                return;
+        fflush(stdout);
+        saved = dup(STDOUT_FILENO);
+        check(saved >= 0 && dup2(fd, STDOUT_FILENO) == STDOUT_FILENO);
+        k = audit_log_request(sink, &r);
+        check(dup2(saved, STDOUT_FILENO) == STDOUT_FILENO);
+        close(saved);
+        check(k == 0);
+        size = pread(fd, buf, sizeof(buf) - 1, 0);
+        close(fd);
+        unlink(path);
+        check(size > 0);
+        if (size <= 0)
+                return;
+        buf[size] = '\0';
+        check(strchr(buf, '\n') == buf + size - 1); /* one line */
+        n = read_object(buf, m, 48);
+        check(n > 10);
+        if (n <= 10) {
+                printf("# %s", buf);
+                return;
+        }
+        check((v = member(m, n, "MESSAGE_ID")) && strcmp(v->values[0], "27ade2ec85a54471a176f947b0ec018e") == 0);
+        check((v = member(m, n, "DSAGENT_TARGET_CONTAINER_ID")) && strcmp(v->values[0], r.target_container_id) == 0);
+        check((v = member(m, n, "DSAGENT_TARGET_POD_UID")) && strcmp(v->values[0], r.target_pod_uid) == 0);
+        /* the values are the journal's: what a target controls was escaped before (text_escape()) */
+        check((v = member(m, n, "DSAGENT_TARGET_CGROUP")) &&
+              strcmp(v->values[0], "/kubepods/pod8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a/\\x1b]0;x\\x07") == 0);
+        check((v = member(m, n, "DSAGENT_TARGET_EXE")) && strcmp(v->values[0], "/srv/orders/Orders\\x0a\"x\"") == 0);
+        check((v = member(m, n, "DSAGENT_DECISION")) && strcmp(v->values[0], "allowed") == 0);
+        check((v = member(m, n, "PRIORITY")) && strcmp(v->values[0], "6") == 0);
+}
+
+int main(void) {
+        run_test(test_json_format);
+        run_test(test_json_format_repeated);
+        run_test(test_json_sink);
+        return tap_finish();
+}
