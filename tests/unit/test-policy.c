@@ -635,6 +635,50 @@ static void test_env_redact_setting(void) {
                       NULL, 6, 24, "must be a boolean");
 }
 
+/* [[port]]: what a port needs, what it defaults to, whose runtimes it admits */
+static void test_ports(void) {
+        Policy *p = compile_ok("[[port]]\npath = \"/run/dsagent/ports/a.sock\"\nusers = [\"svc-orders\"]\n"
+                               "[[port]]\npath = \"/run/dsagent/ports/b.sock\"\ngroups = [\"ops\"]\n"
+                               "suspend_timeout = \"0\"\n"
+                               "[[port]]\npath = \"/run/dsagent/ports/c.sock\"\nusers = [\"uid:4242\"]\n"
+                               "suspend_timeout = \"2m\"\n");
+        const gid_t ops[] = { 100, 3001 };
+
+        check(p && p->n_ports == 3);
+        if (!p)
+                return;
+        check(p->agent.max_runtimes_per_user == POLICY_RUNTIMES_PER_USER_DEFAULT);
+        check(strcmp(p->ports[0].path, "/run/dsagent/ports/a.sock") == 0);
+        check(p->ports[0].suspend_timeout_usec == POLICY_SUSPEND_TIMEOUT_DEFAULT_USEC);
+        check(p->ports[1].suspend_timeout_usec == 0);
+        check(p->ports[2].suspend_timeout_usec == 120 * 1000000ULL);
+        check(policy_port_admits(&p->ports[0], 2001, (const gid_t[]){ 2001 }, 1));
+        check(!policy_port_admits(&p->ports[0], 2002, (const gid_t[]){ 3001 }, 1));
+        check(policy_port_admits(&p->ports[1], 1001, ops, 2));  /* a supplementary group */
+        check(!policy_port_admits(&p->ports[1], 1001, ops, 1));
+        check(policy_port_admits(&p->ports[2], 4242, (const gid_t[]){ 4242 }, 1));
+        policy_unref(p);
+
+        p = compile_ok("[agent]\nmax_runtimes_per_user = 3\n");
+        check(p && p->agent.max_runtimes_per_user == 3);
+        policy_unref(p);
+
+        compile_fails("[[port]]\npath = \"run/a.sock\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/run/../a.sock\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/run/a/\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/run/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                      "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"\nusers = [\"bob\"]\n", NULL, 2, 8, "at most 106 bytes");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\n", NULL, 1, 1, "needs 'users' or 'groups'");
+        compile_fails("[[port]]\nusers = [\"bob\"]\n", NULL, 1, 1, "needs a 'path'");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\nsuspend_timeout = \"2h\"\n", NULL,
+                      4, 19, "suspend_timeout");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\nmode = \"0666\"\n", NULL, 4, 1,
+                      "unknown key 'mode' in [[port]]");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\n",
+                      "[[port]]\npath = \"/run/a.sock\"\ngroups = [\"ops\"]\n", 1, 1, "already defined at");
+        compile_fails("[agent]\nmax_runtimes_per_user = 0\n", NULL, 2, 25, "must be 1 to 4096");
+}
+
 int main(void) {
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
@@ -654,5 +698,6 @@ int main(void) {
         run_test(test_env_redact_defaults);
         run_test(test_env_reveal);
         run_test(test_env_redact_setting);
+        run_test(test_ports);
         return tap_finish();
 }
