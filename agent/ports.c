@@ -26,6 +26,7 @@
 #include "procfs.h"
 #include "runtime-call.h"
 #include "sockopt.h"
+#include "startup.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
@@ -37,8 +38,6 @@
 #define PENDING_MAX 256
 #define PENDING_PER_UID_MAX 64
 #define PORT_LISTEN_BACKLOG 255
-/* What readlink() of /proc/PID/exe appends when the file was replaced since the process started. */
-#define EXE_DELETED_SUFFIX " (deleted)"
 
 typedef struct PortListener PortListener;
 typedef struct Pending Pending;
@@ -373,18 +372,6 @@ static int runtime_ask(PortRuntime *rt, DotnetIpcCommand command, PortConnected 
         return r < 0 ? r : 0;
 }
 
-/* Does the runtime report its executable's path alone as its command line: no entry assembly run yet? */
-static bool command_line_is_exe(const char *command_line, const char *exe) {
-        size_t n;
-
-        if (!command_line || !exe)
-                return false;
-        n = strlen(exe);
-        if (n > strlen(EXE_DELETED_SUFFIX) && strcmp(exe + n - strlen(EXE_DELETED_SUFFIX), EXE_DELETED_SUFFIX) == 0)
-                n -= strlen(EXE_DELETED_SUFFIX);
-        return strlen(command_line) == n && memcmp(command_line, exe, n) == 0;
-}
-
 /* Decodes a ProcessInfo reply. Return: whether the runtime still runs no entry assembly, or -EBADMSG. */
 static int reply_not_started(PortRuntime *rt, int error, const DotnetIpcResponse *reply) {
         _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
@@ -392,7 +379,7 @@ static int reply_not_started(PortRuntime *rt, int error, const DotnetIpcResponse
         if (error != 0 || !reply->ok ||
             dotnet_process_info_decode(DOTNET_IPC_PROCESS_INFO, reply->payload, reply->payload_size, &info) != 0)
                 return -EBADMSG;
-        return command_line_is_exe(info.command_line, rt->exe);
+        return startup_command_line_is_exe(info.command_line, rt->exe);
 }
 
 /* ---- the agent's own resume, once suspend_timeout has passed ---- */
@@ -542,7 +529,7 @@ static void runtime_verified(PortRuntime *rt, const DotnetProcessInfo *info) {
 
         rt->verified = true;
         (void)sd_event_now(rt->ports->broker->event, CLOCK_MONOTONIC, &rt->registered_usec);
-        if (!command_line_is_exe(info->command_line, rt->exe)) {
+        if (!startup_command_line_is_exe(info->command_line, rt->exe)) {
                 runtime_settle(rt, false);
                 return;
         }
@@ -621,7 +608,7 @@ static int pidfd_ns_pid(int pidfd, pid_t *ret) {
         return 0;
 }
 
-/* The executable, to tell a runtime suspended at startup (see command_line_is_exe()). readlink() of the
+/* The executable, to tell a runtime suspended at startup (see startup_command_line_is_exe()). readlink() of the
  * exe link only formats the path the kernel holds: no lookup, nothing the peer can make wait. */
 static char *exe_of(pid_t pid) {
         char path[64], buf[PATH_MAX];

@@ -47,8 +47,7 @@ static StartupProbe *probe_of(Request *req) {
         return req->startup;
 }
 
-/* Does the runtime report its executable's path alone as its command line: no entry assembly run yet? */
-static bool command_line_is_exe(const char *command_line, const char *exe) {
+bool startup_command_line_is_exe(const char *command_line, const char *exe) {
         size_t n;
 
         if (!command_line || !exe)
@@ -63,7 +62,7 @@ static bool command_line_is_exe(const char *command_line, const char *exe) {
 static StartupState state_of(Request *req, const DotnetProcessInfo *info) {
         const Target *t = req->target;
 
-        if (!command_line_is_exe(info->command_line, t->exe))
+        if (!startup_command_line_is_exe(info->command_line, t->exe))
                 return STARTUP_STARTED;
         if ((t->startup_suspend & PROCFS_SUSPEND_DEFAULT_PORT) || ports_find(req->broker->ports, t))
                 return STARTUP_SUSPENDED;

@@ -171,6 +171,21 @@ class Process:
         raise AssertionError(f"no {prefix!r} line in time")
 
 
+def printed(target, wait=0.0):
+    """What @target's app printed so far (or within @wait seconds), without waiting for more."""
+    import select
+    fd = target.process.proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    out = b""
+    while select.select([fd], [], [], wait)[0]:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        out += chunk
+        wait = 0
+    return out.decode(errors="replace")
+
+
 class Target:
     """The real .NET test app running as @user.
 

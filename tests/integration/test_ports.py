@@ -3,7 +3,6 @@
 """Runtimes that connect in (DOTNET_DiagnosticPorts=PATH,connect): the policy's [[port]]s, real runtimes."""
 import json
 import os
-import select
 import shutil
 import socket
 import struct
@@ -14,7 +13,7 @@ import uuid
 
 import harness
 from harness import (ALICE, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, as_user, dsctl,
-                     make_dir, request_id_of, run_tests, scope, target_app, test, uid_of, wait_for)
+                     make_dir, printed, request_id_of, run_tests, scope, target_app, test, uid_of, wait_for)
 
 PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
 EXIT_SUSPENDED = 15
@@ -52,19 +51,6 @@ def wait_registered(agent, pid, timeout=60):
 def connecting_target(port_path, mode="nosuspend", user=SVC, **kwargs):
     env = dict(kwargs.pop("environment", {}), DOTNET_DiagnosticPorts=f"{port_path},connect,{mode}")
     return Target(user, environment=env, wait_ready=(mode == "nosuspend"), **kwargs)
-
-
-def printed(target, wait=0.0):
-    fd = target.process.proc.stdout.fileno()
-    os.set_blocking(fd, False)
-    out = b""
-    while select.select([fd], [], [], wait)[0]:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        out += chunk
-        wait = 0
-    return out.decode(errors="replace")
 
 
 @test

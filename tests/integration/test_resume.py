@@ -3,11 +3,10 @@
 """dsctl resume against real runtimes suspended at startup: who may, what the runtime sees, what else says so."""
 import json
 import os
-import select
 
 import harness
 from harness import (ALICE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, MALLORY, OPS, SVC, AcceptWatch, Agent, Target, dsctl,
-                     make_dir, request_id_of, run_tests, test)
+                     make_dir, printed, request_id_of, run_tests, test)
 
 EXIT_SUSPENDED = 15
 SUSPEND = {"DOTNET_DefaultDiagnosticPortSuspend": "1"}
@@ -25,20 +24,6 @@ def rule(name, who, commands, extra=""):
 
 def suspended_target(**kwargs):
     return Target(SVC, environment=dict(SUSPEND, **kwargs.pop("environment", {})), wait_ready=False, **kwargs)
-
-
-def printed(target, wait=0.0):
-    """What the app printed so far (or within @wait seconds), without waiting for more."""
-    fd = target.process.proc.stdout.fileno()
-    os.set_blocking(fd, False)
-    out = b""
-    while select.select([fd], [], [], wait)[0]:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        out += chunk
-        wait = 0
-    return out.decode(errors="replace")
 
 
 def record(agent, result):
