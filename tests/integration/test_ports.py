@@ -231,6 +231,32 @@ def impostors_are_refused_and_recorded():
 
 
 @test
+def a_pid_reused_after_registration_gets_nothing_of_the_registration():
+    from test_pidreuse import claim_pid
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path))
+    target = connecting_target(path)
+    rec = wait_registered(agent, target.pid)
+    pid, cookie = target.pid, bytes.fromhex(rec["DSAGENT_RUNTIME_COOKIE"])
+    target.process.stop()
+
+    # the same user's process takes the pid and replays the runtime's advertise, cookie and all
+    script = os.path.join(make_dir(None, 0o755), "impostor.py")
+    with open(script, "w") as f:
+        f.write(IMPOSTOR)
+    os.chmod(script, 0o644)
+    substitute = claim_pid(pid, as_user(SVC, [harness.PYTHON, script, path, "own", cookie.hex(), "none"]))
+    assert substitute is not None, f"could not hand pid {pid} to the substitute"
+    refused = wait_for(lambda: [r for r in refusals(agent) if r["DSAGENT_TARGET_PID"] == str(pid)], timeout=30,
+                       what="the substitute refused")[-1]
+    assert refused["DSAGENT_RUNTIME_COOKIE"] == cookie.hex(), refused  # the attack really replayed the cookie
+    assert len(port_records(agent, "registered")) == 1, "the substitute was registered"
+    r = dsctl(agent, ALICE, "--json", "info", str(pid))
+    assert r.returncode != 0 and "port" not in r.stdout, r
+
+
+@test
 def fifty_runtimes_connect_in_at_once():
     d = port_dir()
     path = os.path.join(d, "app.sock")
