@@ -268,6 +268,10 @@ int broker_load_policy(Broker *b) {
         (void)audit_log_policy(b->config.audit_sink, &e);
         if (r == 0) {
                 (void)ports_apply(b->ports, b->policy);
+                if (p->n_on_start > 0)
+                        fprintf(stderr, "dsagent: the policy's %zu [[on_start]] table%s loaded but not carried out: "
+                                        "this agent takes no startup traces yet\n",
+                                p->n_on_start, p->n_on_start == 1 ? " is" : "s are");
                 return 0;
         }
         if (starting)

@@ -252,8 +252,8 @@ static bool compile_id_list(Compiler *c, const TomlEntry *e, bool group, PolicyI
         return ok;
 }
 
-/* Readers are "user", "uid:N", "group:NAME" or "gid:N". */
-static bool compile_readers(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+/* Readers are "user", "uid:N", "group:NAME" or "gid:N"; of a [[rule]] or an [[on_start]]. */
+static bool compile_readers(Compiler *c, const TomlEntry *e, PolicyIdList *users, PolicyIdList *groups) {
         if (!expect_string_list(c, e))
                 return false;
         for (size_t i = 0; i < e->value->array.n_items; i++) {
@@ -267,7 +267,7 @@ static bool compile_readers(Compiler *c, const TomlEntry *e, PolicyRule *r) {
                 }
                 if (!resolve_id(c, &v, e->key, group, &id))
                         return false;
-                if (id_list_append(group ? &r->reader_groups : &r->reader_users, id) < 0)
+                if (id_list_append(group ? groups : users, id) < 0)
                         c->oom = -ENOMEM;
         }
         return true;
@@ -321,19 +321,19 @@ static bool compile_trace_profiles(Compiler *c, const TomlEntry *e, PolicyRule *
         return true;
 }
 
-/* "Name" (every keyword) or "Name:0xMASK" (keywords within the mask). */
-static bool compile_trace_providers(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+/* "Name" (every keyword) or "Name:0xMASK" (keywords within the mask); of a [[rule]] or an [[on_start]]. */
+static bool compile_trace_providers(Compiler *c, const TomlEntry *e, PolicyProviderGrant **grants, size_t *n) {
         if (!expect_string_list(c, e))
                 return false;
-        r->trace_providers = calloc(e->value->array.n_items, sizeof(PolicyProviderGrant));
-        if (!r->trace_providers) {
+        *grants = calloc(e->value->array.n_items, sizeof(PolicyProviderGrant));
+        if (!*grants) {
                 c->oom = -ENOMEM;
                 return true;
         }
         for (size_t i = 0; i < e->value->array.n_items; i++) {
                 const TomlValue *v = e->value->array.items[i];
                 const char *colon = strchr(v->string.data, ':');
-                PolicyProviderGrant *g = &r->trace_providers[r->n_trace_providers];
+                PolicyProviderGrant *g = &(*grants)[*n];
                 char *end;
 
                 g->keywords = UINT64_MAX;
@@ -352,7 +352,7 @@ static bool compile_trace_providers(Compiler *c, const TomlEntry *e, PolicyRule 
                         c->oom = -ENOMEM;
                         return true;
                 }
-                r->n_trace_providers++;
+                (*n)++;
                 if (!eventpipe_provider_name_is_valid(g->name)) {
                         error_at(c, v->line, v->column, "bad provider name \"%s\" (letters, digits, . - _)", g->name);
                         return false;
@@ -377,7 +377,9 @@ static bool compile_counter_providers(Compiler *c, const TomlEntry *e, PolicyRul
         return true;
 }
 
-static bool compile_targets(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+/* targets.*: the same selectors for a [[rule]] and an [[on_start]], matched the same way. */
+static bool compile_targets(Compiler *c, const TomlEntry *e, bool *any_target, PolicyIdList *users,
+                            PolicyStringList *units, PolicyStringList *names) {
         bool ok = true, any_selector = false;
         const TomlEntry *any = NULL;
 
@@ -387,13 +389,12 @@ static bool compile_targets(Compiler *c, const TomlEntry *e, PolicyRule *r) {
                 const TomlEntry *t = &e->value->table.entries[i];
 
                 if (strcmp(t->key, "users") == 0) {
-                        ok = compile_id_list(c, t, false, &r->target_users) && ok;
+                        ok = compile_id_list(c, t, false, users) && ok;
                         any_selector = true;
                 } else if (strcmp(t->key, "units") == 0 || strcmp(t->key, "names") == 0) {
                         if (!expect_string_list(c, t))
                                 ok = false;
-                        else if (string_list_take(strcmp(t->key, "units") == 0 ? &r->target_units : &r->target_names,
-                                                  t->value) < 0)
+                        else if (string_list_take(strcmp(t->key, "units") == 0 ? units : names, t->value) < 0)
                                 c->oom = -ENOMEM;
                         any_selector = true;
                 } else if (strcmp(t->key, "any") == 0) {
@@ -404,7 +405,7 @@ static bool compile_targets(Compiler *c, const TomlEntry *e, PolicyRule *r) {
                                 error_at(c, t->line, t->column, "'targets.any = false' means nothing; leave it out");
                                 ok = false;
                         } else
-                                r->targets_any = true;
+                                *any_target = true;
                 } else {
                         error_at(c, t->line, t->column, "unknown key 'targets.%s' (users, units, names, any)",
                                  t->key);
@@ -484,7 +485,7 @@ static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *
         if (k->trace_profiles)
                 ok = compile_trace_profiles(c, k->trace_profiles, r) && ok;
         if (k->trace_providers)
-                ok = compile_trace_providers(c, k->trace_providers, r) && ok;
+                ok = compile_trace_providers(c, k->trace_providers, &r->trace_providers, &r->n_trace_providers) && ok;
         if (k->counter_providers)
                 ok = compile_counter_providers(c, k->counter_providers, r) && ok;
         if (k->max_duration && expect_string(c, k->max_duration) &&
@@ -504,7 +505,7 @@ static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *
                         r->has_rate_limit = true;
         }
         if (k->readers)
-                ok = compile_readers(c, k->readers, r) && ok;
+                ok = compile_readers(c, k->readers, &r->reader_users, &r->reader_groups) && ok;
         /* a flag of the wrong type refuses the policy, as every error does */
         if (k->allow_code_injection) {
                 if (expect_type(c, k->allow_code_injection, TOML_BOOLEAN))
@@ -623,7 +624,8 @@ static bool compile_rule(Compiler *c, const TomlValue *table, PolicyRule *r) {
                          "rule needs targets (users, units or names), or targets.any = true");
                 ok = false;
         } else
-                ok = compile_targets(c, k.targets, r) && ok;
+                ok = compile_targets(c, k.targets, &r->targets_any, &r->target_users, &r->target_units,
+                                     &r->target_names) && ok;
 
         ok = compile_rule_parameters(c, &k, r) && ok;
         if (ok && k.commands)
@@ -863,10 +865,13 @@ static bool compile_port_entry(Compiler *c, const TomlEntry *e, PolicyPort *port
         if (strcmp(e->key, "groups") == 0)
                 return compile_id_list(c, e, true, &port->groups);
         if (strcmp(e->key, "suspend_timeout") == 0) {
+                uint64_t usec;
+
                 if (!expect_string(c, e))
                         return false;
-                if (strcmp(v->string.data, "0") == 0) {
-                        port->suspend_timeout_usec = 0; /* wait: a duration is never 0 */
+                /* "0", "0s": wait; policy_parse_duration() takes no zero */
+                if (duration_parse(v->string.data, &usec) == 0 && usec == 0) {
+                        port->suspend_timeout_usec = 0;
                         return true;
                 }
                 if (policy_parse_duration(v->string.data, &port->suspend_timeout_usec) < 0 ||
@@ -945,21 +950,210 @@ static bool compile_ports(Compiler *c, const TomlEntry *e, Policy *p) {
         return ok;
 }
 
-static bool compile_source(Compiler *c, Policy *p) {
-        const TomlValue *root = c->source->root;
+/* [[on_start]]'s duration: a session's, so within what [agent] lets any session last. */
+static bool compile_on_start_duration(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a,
+                                      PolicyOnStart *o) {
+        const TomlValue *v = e->value;
+
+        if (!expect_string(c, e))
+                return false;
+        if (policy_parse_duration(v->string.data, &o->duration_usec) < 0) {
+                error_at(c, v->line, v->column, "bad duration \"%s\" (like \"90s\", \"5m\", \"1h30m\")",
+                         v->string.data);
+                return false;
+        }
+        if (o->duration_usec > a->max_session_duration_usec) {
+                error_at(c, v->line, v->column, "'duration' may be at most max_session_duration (%llus), not %llus",
+                         (unsigned long long)(a->max_session_duration_usec / USEC_PER_SEC),
+                         (unsigned long long)(o->duration_usec / USEC_PER_SEC));
+                return false;
+        }
+        return true;
+}
+
+/* [[on_start]]'s max_size: bytes, as max_trace_size, and no more than it. */
+static bool compile_on_start_max_size(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a,
+                                      PolicyOnStart *o) {
+        const TomlValue *v = e->value;
+        PolicySize size;
+
+        if (!expect_string(c, e))
+                return false;
+        if (policy_parse_size(v->string.data, &size) < 0 || size.bytes == 0) {
+                error_at(c, v->line, v->column, "bad size \"%s\" for 'max_size' (like \"1G\", \"500M\")",
+                         v->string.data);
+                return false;
+        }
+        if (size.bytes > a->max_trace_size) {
+                error_at(c, v->line, v->column, "'max_size' may be at most max_trace_size (%llu bytes), not %llu",
+                         (unsigned long long)a->max_trace_size, (unsigned long long)size.bytes);
+                return false;
+        }
+        o->max_size = size.bytes;
+        return true;
+}
+
+static bool compile_on_start_entry(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a,
+                                   PolicyOnStart *o) {
+        const TomlValue *v = e->value;
+
+        if (strcmp(e->key, "name") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (!valid_rule_name(v->string.data)) {
+                        error_at(c, v->line, v->column, "on_start name must be 1-64 of A-Z a-z 0-9 . _ -");
+                        return false;
+                }
+                o->name = strdup(v->string.data);
+                if (!o->name)
+                        c->oom = -ENOMEM;
+                return true;
+        }
+        if (strcmp(e->key, "targets") == 0)
+                return compile_targets(c, e, &o->targets_any, &o->target_users, &o->target_units,
+                                       &o->target_names);
+        if (strcmp(e->key, "trace_profile") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (!policy_trace_profile_is_known(v->string.data)) {
+                        error_at(c, v->line, v->column, "unknown trace profile \"%s\"", v->string.data);
+                        return false;
+                }
+                o->trace_profile = strdup(v->string.data);
+                if (!o->trace_profile)
+                        c->oom = -ENOMEM;
+                return true;
+        }
+        if (strcmp(e->key, "trace_providers") == 0)
+                return compile_trace_providers(c, e, &o->trace_providers, &o->n_trace_providers);
+        if (strcmp(e->key, "duration") == 0)
+                return compile_on_start_duration(c, e, a, o);
+        if (strcmp(e->key, "max_size") == 0)
+                return compile_on_start_max_size(c, e, a, o);
+        if (strcmp(e->key, "readers") == 0) {
+                /* unlike a rule's: [] says outright that root alone reads the file */
+                if (!expect_type(c, e, TOML_ARRAY))
+                        return false;
+                return v->array.n_items == 0 || compile_readers(c, e, &o->reader_users, &o->reader_groups);
+        }
+        error_at(c, e->line, e->column,
+                 "unknown key '%s' in [[on_start]] (name, targets, trace_profile, trace_providers, duration, max_size, "
+                 "readers)",
+                 e->key);
+        return false;
+}
+
+/* What no single key can say: the keys an [[on_start]] must have, and the two it must not both have. */
+static bool check_on_start(Compiler *c, const TomlValue *table) {
+        const TomlEntry *profile = toml_table_find(table, "trace_profile"),
+                        *providers = toml_table_find(table, "trace_providers");
         bool ok = true;
 
+        if (!toml_table_find(table, "name")) {
+                error_at(c, table->line, table->column, "[[on_start]] needs a name");
+                ok = false;
+        }
+        if (!toml_table_find(table, "targets")) {
+                error_at(c, table->line, table->column,
+                         "[[on_start]] needs targets (users, units or names), or targets.any = true");
+                ok = false;
+        }
+        if (profile && providers) {
+                error_at(c, providers->line, providers->column,
+                         "[[on_start]] takes trace_profile or trace_providers, not both");
+                ok = false;
+        } else if (!profile && !providers) {
+                error_at(c, table->line, table->column,
+                         "[[on_start]] needs a trace_profile or trace_providers: what to trace");
+                ok = false;
+        }
+        if (!toml_table_find(table, "duration")) {
+                error_at(c, table->line, table->column, "[[on_start]] needs a duration: how long to trace");
+                ok = false;
+        }
+        return ok;
+}
+
+static bool check_unique_on_start_name(Compiler *c, const Policy *p, const PolicyOnStart *o, const TomlValue *table) {
+        for (size_t i = 0; i < p->n_on_start; i++)
+                if (p->on_start[i].name && o->name && strcmp(p->on_start[i].name, o->name) == 0) {
+                        error_at(c, table->line, table->column, "on_start name '%s' is already used at %s:%u",
+                                 o->name, p->on_start[i].file, p->on_start[i].line);
+                        return false;
+                }
+        return true;
+}
+
+static bool compile_on_start(Compiler *c, const Policy *p, const TomlValue *table, PolicyOnStart *o) {
+        bool ok = true;
+
+        o->max_size = p->agent.max_trace_size;
+        o->line = table->line;
+        o->file = strdup(c->source->path);
+        if (!o->file)
+                c->oom = -ENOMEM;
+        for (size_t i = 0; i < table->table.n_entries; i++)
+                ok = compile_on_start_entry(c, &table->table.entries[i], &p->agent, o) && ok;
+        return check_on_start(c, table) && ok;
+}
+
+/* [[on_start]]: in the main file and in policy.d alike, after [agent], whose limits bound them. */
+static bool compile_on_starts(Compiler *c, const TomlEntry *e, Policy *p) {
+        PolicyOnStart *grown;
+        bool ok = true;
+
+        if (!expect_type(c, e, TOML_ARRAY))
+                return false;
+        if (p->n_on_start + e->value->array.n_items > POLICY_ON_START_MAX) {
+                error_at(c, e->line, e->column, "at most %d [[on_start]]s", POLICY_ON_START_MAX);
+                return false;
+        }
+        grown = realloc(p->on_start, (p->n_on_start + e->value->array.n_items) * sizeof(PolicyOnStart));
+        if (!grown) {
+                c->oom = -ENOMEM;
+                return false;
+        }
+        p->on_start = grown;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *table = e->value->array.items[i];
+                PolicyOnStart *o = &p->on_start[p->n_on_start];
+
+                *o = (PolicyOnStart){};
+                if (table->type != TOML_TABLE) {
+                        error_at(c, table->line, table->column, "'on_start' must be an array of tables: [[on_start]]");
+                        ok = false;
+                        continue;
+                }
+                /* both, so that one run reports a broken table's duplicate name too */
+                ok = compile_on_start(c, p, table, o) && ok;
+                ok = check_unique_on_start_name(c, p, o, table) && ok;
+                p->n_on_start++;
+        }
+        return ok;
+}
+
+static bool compile_source(Compiler *c, Policy *p) {
+        const TomlValue *root = c->source->root;
+        const TomlEntry *agent = toml_table_find(root, "agent");
+        bool ok = true;
+
+        /* first, wherever it stands in the file: [[on_start]] is held to the [agent] limits */
+        if (agent)
+                ok = compile_agent(c, agent, &p->agent);
         for (size_t i = 0; i < root->table.n_entries; i++) {
                 const TomlEntry *e = &root->table.entries[i];
 
-                if (strcmp(e->key, "agent") == 0)
-                        ok = compile_agent(c, e, &p->agent) && ok;
-                else if (strcmp(e->key, "rule") == 0)
+                if (e == agent)
+                        continue;
+                if (strcmp(e->key, "rule") == 0)
                         ok = compile_rules(c, e, p) && ok;
                 else if (strcmp(e->key, "port") == 0)
                         ok = compile_ports(c, e, p) && ok;
+                else if (strcmp(e->key, "on_start") == 0)
+                        ok = compile_on_starts(c, e, p) && ok;
                 else {
-                        error_at(c, e->line, e->column, "unknown key '%s' (a policy has [agent], [[rule]] and [[port]])",
+                        error_at(c, e->line, e->column,
+                                 "unknown key '%s' (a policy has [agent], [[rule]], [[port]] and [[on_start]])",
                                  e->key);
                         ok = false;
                 }
@@ -971,8 +1165,8 @@ static bool compile_source(Compiler *c, Policy *p) {
  * policy_compile() - check documents against the schema and build a Policy
  *
  * All documents are checked even after an error, so that one run reports
- * every problem. Rules keep their order: main file first, then policy.d in
- * the order given.
+ * every problem. Rules and [[on_start]]s keep their order: main file first,
+ * then policy.d in the order given.
  *
  * Return: 0; POLICY_E_INVALID with the problems in @diagnostics; -ENOMEM.
  */

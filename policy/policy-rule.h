@@ -12,3 +12,4 @@
 void policy_rule_done(PolicyRule *r);
 void policy_string_list_done(PolicyStringList *l);
 void policy_port_done(PolicyPort *port);
+void policy_on_start_done(PolicyOnStart *o);

@@ -137,6 +137,9 @@ Policy *policy_unref(Policy *p) {
         for (size_t i = 0; i < p->n_ports; i++)
                 policy_port_done(&p->ports[i]);
         free(p->ports);
+        for (size_t i = 0; i < p->n_on_start; i++)
+                policy_on_start_done(&p->on_start[i]);
+        free(p->on_start);
         free(p->agent.dump_dir);
         free(p->agent.pam_service);
         policy_string_list_done(&p->agent.env_redact);
@@ -222,6 +225,21 @@ void policy_port_done(PolicyPort *port) {
         *port = (PolicyPort){};
 }
 
+void policy_on_start_done(PolicyOnStart *o) {
+        free(o->name);
+        free(o->file);
+        free(o->target_users.ids);
+        policy_string_list_done(&o->target_units);
+        policy_string_list_done(&o->target_names);
+        free(o->trace_profile);
+        for (size_t i = 0; i < o->n_trace_providers; i++)
+                free(o->trace_providers[i].name);
+        free(o->trace_providers);
+        free(o->reader_users.ids);
+        free(o->reader_groups.ids);
+        *o = (PolicyOnStart){};
+}
+
 bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids) {
         if (id_list_contains(&port->users, uid))
                 return true;
@@ -240,16 +258,36 @@ static bool rule_matches_requester(const PolicyRule *r, const PolicyRequester *w
         return false;
 }
 
-/* Return: NULL when every selector the rule gives matches, else what did not. */
-static const char *rule_target_mismatch(const PolicyRule *r, const PolicyTarget *t) {
-        if (r->targets_any)
+/*
+ * The one matcher of targets, for [[rule]] and [[on_start]] alike: every selector given must
+ * match, a selector not given matches anything.
+ *
+ * Return: NULL when they all match, else what did not.
+ */
+static const char *targets_mismatch(bool any, const PolicyIdList *users, const PolicyStringList *units,
+                                    const PolicyStringList *names, const PolicyTarget *t) {
+        if (any)
                 return NULL;
-        if (r->target_users.n > 0 && !id_list_contains(&r->target_users, t->uid[1]))
+        if (users->n > 0 && !id_list_contains(users, t->uid[1]))
                 return "the target's user";
-        if (r->target_units.n > 0 && !string_list_contains(&r->target_units, t->unit))
+        if (units->n > 0 && !string_list_contains(units, t->unit))
                 return "the target's unit";
-        if (r->target_names.n > 0 && !string_list_contains(&r->target_names, t->name))
+        if (names->n > 0 && !string_list_contains(names, t->name))
                 return "the target's name";
+        return NULL;
+}
+
+static const char *rule_target_mismatch(const PolicyRule *r, const PolicyTarget *t) {
+        return targets_mismatch(r->targets_any, &r->target_users, &r->target_units, &r->target_names, t);
+}
+
+const PolicyOnStart *policy_on_start_match(const Policy *p, const PolicyTarget *target) {
+        for (size_t i = 0; i < p->n_on_start; i++) {
+                const PolicyOnStart *o = &p->on_start[i];
+
+                if (!targets_mismatch(o->targets_any, &o->target_users, &o->target_units, &o->target_names, target))
+                        return o;
+        }
         return NULL;
 }
 

@@ -107,6 +107,32 @@ typedef struct PolicyPort {
 #define POLICY_SUSPEND_TIMEOUT_MAX_USEC (3600 * 1000000ULL)
 #define POLICY_RUNTIMES_PER_USER_DEFAULT 64
 
+/*
+ * Collection from a runtime's first instruction (dotnet-monitor's Startup trigger): a runtime
+ * that connects in on a [[port]] and matches the targets gets this EventPipe trace started
+ * before the agent resumes it. The file goes to dump_dir, readable by the readers.
+ */
+typedef struct PolicyOnStart {
+        char *name;
+        char *file;
+        unsigned line;
+
+        bool targets_any;       /* as a rule's targets */
+        PolicyIdList target_users;
+        PolicyStringList target_units;
+        PolicyStringList target_names;
+
+        char *trace_profile;    /* NULL when it names providers */
+        PolicyProviderGrant *trace_providers; /* keywords UINT64_MAX when the provider named none */
+        size_t n_trace_providers;
+        uint64_t duration_usec; /* more than 0, at most the agent's max_session_duration */
+        uint64_t max_size;      /* bytes; at most the agent's max_trace_size, which is the default */
+        PolicyIdList reader_users;
+        PolicyIdList reader_groups;
+} PolicyOnStart;
+
+#define POLICY_ON_START_MAX 64
+
 /* A size limit on the dump directory's file system: bytes, or a share of the file system. */
 typedef struct PolicySize {
         uint64_t bytes;
@@ -148,6 +174,8 @@ typedef struct Policy {
         size_t n_rules;
         PolicyPort *ports;
         size_t n_ports;
+        PolicyOnStart *on_start;
+        size_t n_on_start;
         size_t n_files;
 } Policy;
 
@@ -236,9 +264,6 @@ Policy *policy_unref(Policy *p);
  * about one that does not exist: it must not tell users about processes
  * they may not act on.
  */
-/* May a runtime of @uid, in groups @gids (primary and supplementary), connect in on @port? */
-bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids);
-
 bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target);
 
 /**
@@ -254,3 +279,14 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
 
 void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
                   const PolicyRequest *request, PolicyVerdict *ret);
+
+/* May a runtime of @uid, in groups @gids (primary and supplementary), connect in on @port? */
+bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids);
+
+/**
+ * policy_on_start_match() - which [[on_start]] trace does a runtime that connected in get?
+ *
+ * The first [[on_start]] in file order (main file, then policy.d) whose targets cover @target,
+ * matched as a rule's targets are; NULL when none does. The answer points into @p.
+ */
+const PolicyOnStart *policy_on_start_match(const Policy *p, const PolicyTarget *target);

@@ -679,6 +679,267 @@ static void test_ports(void) {
         compile_fails("[agent]\nmax_runtimes_per_user = 0\n", NULL, 2, 25, "must be 1 to 4096");
 }
 
+/* The compile must fail with @expected somewhere, wherever it is reported. */
+static void compile_fails_anywhere(const char *text, const char *expected) {
+        PolicyDiagnostics d = {};
+        Policy *p = compile2(text, NULL, &d);
+        bool found = false;
+
+        for (size_t i = 0; i < d.n; i++)
+                if (strstr(d.messages[i], expected))
+                        found = true;
+        check(p == NULL);
+        check(found);
+        if (!found)
+                printf("# wanted %s, got %zu messages\n", expected, d.n);
+        policy_unref(p);
+        policy_diagnostics_done(&d);
+}
+
+/* [[port]], the edges: paths at and past sun_path, every spelling of zero, policy.d, the limits */
+static void test_port_limits(void) {
+        char path[POLICY_PORT_PATH_MAX + 1], text[16384];
+        PolicyDiagnostics d = {};
+        Policy *p, *builtin = policy_new_builtin();
+        size_t n = 0;
+
+        check(builtin && builtin->agent.max_runtimes_per_user == 64 && builtin->n_ports == 0);
+        policy_unref(builtin);
+
+        /* 106 bytes and the NUL fill sun_path exactly */
+        memset(path, 'x', POLICY_PORT_PATH_MAX - 1);
+        memcpy(path, "/run/", 5);
+        path[POLICY_PORT_PATH_MAX - 1] = '\0';
+        snprintf(text, sizeof(text), "[[port]]\npath = \"%s\"\nusers = [\"bob\"]\nsuspend_timeout = \"0s\"\n", path);
+        p = compile_ok(text);
+        check(p && strlen(p->ports[0].path) == 106 && p->ports[0].suspend_timeout_usec == 0);
+        policy_unref(p);
+        p = compile_ok("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\nsuspend_timeout = \"1h\"\n");
+        check(p && p->ports[0].suspend_timeout_usec == POLICY_SUSPEND_TIMEOUT_MAX_USEC);
+        policy_unref(p);
+
+        /* in policy.d too, and named there in messages */
+        p = compile2("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\n",
+                     "\n[[port]]\npath = \"/run/b.sock\"\ngroups = [\"gid:3001\"]\n", &d);
+        check(p && p->n_ports == 2);
+        check(p && strcmp(p->ports[1].file, "policy.d/10-extra.toml") == 0 && p->ports[1].line == 2);
+        check(p && policy_port_admits(&p->ports[1], 1001, alice_groups, 2));
+        check(p && !policy_port_admits(&p->ports[1], 3001, (const gid_t[]){ 1001 }, 1)); /* a gid, not a uid */
+        policy_unref(p);
+        policy_diagnostics_done(&d);
+
+        compile_fails("[[port]]\npath = \"/run/./a.sock\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/run//a.sock\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/run/..\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/run/.\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = []\n", NULL, 3, 9, "must not be an empty list");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = [\"mallory\"]\n", NULL, 3, 10,
+                      "unknown user \"mallory\"");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\nsuspend_timeout = \"soon\"\n", NULL,
+                      4, 19, "bad duration \"soon\" for 'suspend_timeout'");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\nsuspend_timeout = \"1h1s\"\n", NULL,
+                      4, 19, "at most \"1h\"");
+        compile_fails("[[port]]\npath = \"/run/a.sock\"\nusers = [\"bob\"]\nsuspend_timeout = 30\n", NULL, 4, 19,
+                      "must be a string");
+        compile_fails("[agent]\nmax_runtimes_per_user = 4097\n", NULL, 2, 25, "must be 1 to 4096");
+        p = compile_ok("[agent]\nmax_runtimes_per_user = 4096\n");
+        check(p && p->agent.max_runtimes_per_user == 4096);
+        policy_unref(p);
+
+        text[0] = '\0';
+        for (int i = 0; i <= POLICY_PORTS_MAX; i++)
+                n += (size_t)snprintf(text + n, sizeof(text) - n,
+                                      "[[port]]\npath = \"/run/%d.sock\"\nusers = [\"bob\"]\n", i);
+        compile_fails_anywhere(text, "at most 16 [[port]]s");
+}
+
+/* ---- [[on_start]] ---- */
+
+static const char on_start_policy[] =
+        "[[on_start]]\n"
+        "name = \"orders-cpu\"\n"
+        "targets.users = [\"svc-orders\"]\n"
+        "targets.units = [\"orders.service\"]\n"
+        "trace_profile = \"cpu-sampling\"\n"
+        "duration = \"30s\"\n"
+        "\n"
+        "[[on_start]]\n"
+        "name = \"billing-gc\"\n"
+        "targets.names = [\"Billing.Api\"]\n"
+        "trace_providers = [\"Microsoft-Windows-DotNETRuntime:0x1\", \"My-Source\"]\n"
+        "duration = \"1m\"\n"
+        "max_size = \"100M\"\n"
+        "readers = [\"bob\", \"group:ops\", \"uid:4242\"]\n"
+        "\n"
+        "[[on_start]]\n"
+        "name = \"everything\"\n"
+        "targets.any = true\n"
+        "trace_profile = \"gc-collect\"\n"
+        "duration = \"5s\"\n"
+        "readers = []\n";
+
+static void test_on_start(void) {
+        Policy *p = compile_ok(on_start_policy);
+        const PolicyOnStart *o;
+
+        check(p && p->n_on_start == 3);
+        if (!p || p->n_on_start != 3)
+                return;
+        o = &p->on_start[0];
+        check(strcmp(o->name, "orders-cpu") == 0 && strcmp(o->file, "policy.toml") == 0 && o->line == 1);
+        check(!o->targets_any && o->target_users.n == 1 && o->target_users.ids[0] == 2001);
+        check(o->target_units.n == 1 && o->target_names.n == 0);
+        check(strcmp(o->trace_profile, "cpu-sampling") == 0 && o->n_trace_providers == 0);
+        check(o->duration_usec == 30000000ULL);
+        check(o->max_size == p->agent.max_trace_size); /* the default: the agent's own limit */
+        check(o->reader_users.n == 0 && o->reader_groups.n == 0);
+
+        o = &p->on_start[1];
+        check(o->line == 8 && !o->trace_profile && o->n_trace_providers == 2);
+        check(strcmp(o->trace_providers[0].name, "Microsoft-Windows-DotNETRuntime") == 0 &&
+              o->trace_providers[0].keywords == 0x1);
+        check(strcmp(o->trace_providers[1].name, "My-Source") == 0 && o->trace_providers[1].keywords == UINT64_MAX);
+        check(o->duration_usec == 60000000ULL && o->max_size == 100ULL << 20);
+        check(o->reader_users.n == 2 && o->reader_users.ids[0] == 1002 && o->reader_users.ids[1] == 4242);
+        check(o->reader_groups.n == 1 && o->reader_groups.ids[0] == 3001);
+
+        o = &p->on_start[2];
+        check(o->targets_any && strcmp(o->trace_profile, "gc-collect") == 0);
+        check(o->reader_users.n == 0 && o->reader_groups.n == 0); /* readers = []: root alone */
+        policy_unref(p);
+}
+
+/* [[on_start]] is held to the [agent] limits, wherever [agent] stands, and may live in policy.d */
+#define AGENT_LIMITS "[agent]\nmax_session_duration = \"10m\"\nmax_trace_size = \"200M\"\n"
+
+static void test_on_start_agent_limits(void) {
+        PolicyDiagnostics d = {};
+        Policy *p;
+
+        p = compile_ok(AGENT_LIMITS "[[on_start]]\nname = \"s\"\ntargets.any = true\ntrace_profile = \"cpu-sampling\"\n"
+                       "duration = \"10m\"\n");
+        check(p && p->on_start[0].duration_usec == 600000000ULL && p->on_start[0].max_size == 200ULL << 20);
+        policy_unref(p);
+
+        /* [agent] after the tables that depend on it */
+        p = compile_ok("[[on_start]]\nname = \"s\"\ntargets.any = true\ntrace_profile = \"cpu-sampling\"\n"
+                       "duration = \"2h\"\nmax_size = \"2G\"\n"
+                       "[agent]\nmax_session_duration = \"3h\"\nmax_trace_size = \"4G\"\n");
+        check(p && p->on_start[0].duration_usec == 7200000000ULL && p->on_start[0].max_size == 2ULL << 30);
+        policy_unref(p);
+
+        p = compile2(AGENT_LIMITS, "[[on_start]]\nname = \"s\"\ntargets.units = [\"a.service\"]\n"
+                                   "trace_providers = [\"My-Source\"]\nduration = \"1m\"\n", &d);
+        check(p && p->n_on_start == 1 && strcmp(p->on_start[0].file, "policy.d/10-extra.toml") == 0);
+        check(p && p->on_start[0].max_size == 200ULL << 20);
+        policy_unref(p);
+        policy_diagnostics_done(&d);
+
+        compile_fails(AGENT_LIMITS,
+                      "[[on_start]]\nname = \"s\"\ntargets.any = true\ntrace_profile = \"cpu-sampling\"\n"
+                      "duration = \"11m\"\n", 5, 12, "at most max_session_duration (600s), not 660s");
+        compile_fails(AGENT_LIMITS,
+                      "[[on_start]]\nname = \"s\"\ntargets.any = true\ntrace_profile = \"cpu-sampling\"\n"
+                      "duration = \"1m\"\nmax_size = \"201M\"\n", 6, 12, "at most max_trace_size");
+}
+
+#define ON_START_HEAD "[[on_start]]\nname = \"s\"\ntargets.users = [\"svc-orders\"]\n"
+#define ON_START_OK ON_START_HEAD "trace_profile = \"cpu-sampling\"\nduration = \"5s\"\n"
+
+static void test_on_start_errors(void) {
+        char text[16384];
+        size_t n = 0;
+
+        compile_fails(ON_START_HEAD "trace_profile = \"cpu-sampling\"\ntrace_providers = [\"A\"]\nduration = \"5s\"\n",
+                      NULL, 5, 1, "trace_profile or trace_providers, not both");
+        compile_fails(ON_START_HEAD "duration = \"5s\"\n", NULL, 1, 1, "needs a trace_profile or trace_providers");
+        compile_fails(ON_START_HEAD "trace_profile = \"cpu\"\nduration = \"5s\"\n", NULL, 4, 17,
+                      "unknown trace profile \"cpu\"");
+        compile_fails(ON_START_HEAD "trace_profile = [\"cpu-sampling\"]\nduration = \"5s\"\n", NULL, 4, 17,
+                      "must be a string");
+        compile_fails(ON_START_HEAD "trace_providers = [\"A:12\"]\nduration = \"5s\"\n", NULL, 4, 20,
+                      "bad provider \"A:12\"");
+        compile_fails(ON_START_HEAD "trace_profile = \"cpu-sampling\"\n", NULL, 1, 1, "needs a duration");
+        compile_fails(ON_START_HEAD "trace_profile = \"cpu-sampling\"\nduration = \"2h\"\n", NULL, 5, 12,
+                      "at most max_session_duration (3600s)");
+        compile_fails(ON_START_HEAD "trace_profile = \"cpu-sampling\"\nduration = \"0s\"\n", NULL, 5, 12,
+                      "bad duration \"0s\"");
+        compile_fails(ON_START_OK "max_size = \"2G\"\n", NULL, 6, 12, "at most max_trace_size (1073741824 bytes)");
+        compile_fails(ON_START_OK "max_size = \"10%\"\n", NULL, 6, 12, "bad size \"10%\" for 'max_size'");
+        compile_fails(ON_START_OK ON_START_OK, NULL, 6, 1, "on_start name 's' is already used at policy.toml:1");
+        compile_fails(ON_START_OK, ON_START_OK, 1, 1, "on_start name 's' is already used at policy.toml:1");
+        /* a rule may have the same name: they are different things */
+        policy_unref(compile_ok(ON_START_OK "[[rule]]\nname = \"s\"\nusers = [\"bob\"]\ncommands = [\"info\"]\n"
+                                            "targets.any = true\n"));
+        compile_fails("[[on_start]]\ntargets.any = true\ntrace_profile = \"cpu-sampling\"\nduration = \"5s\"\n", NULL,
+                      1, 1, "[[on_start]] needs a name");
+        compile_fails("[[on_start]]\nname = \"x y\"\ntargets.any = true\ntrace_profile = \"cpu-sampling\"\n"
+                      "duration = \"5s\"\n", NULL, 2, 8, "on_start name must be 1-64");
+        compile_fails("[[on_start]]\nname = \"s\"\ntrace_profile = \"cpu-sampling\"\nduration = \"5s\"\n", NULL, 1, 1,
+                      "[[on_start]] needs targets");
+        compile_fails("[[on_start]]\nname = \"s\"\ntargets.users = [\"mallory\"]\ntrace_profile = \"cpu-sampling\"\n"
+                      "duration = \"5s\"\n", NULL, 3, 18, "unknown user \"mallory\"");
+        compile_fails("[[on_start]]\nname = \"s\"\ntargets.any = true\ntargets.names = [\"A\"]\n"
+                      "trace_profile = \"cpu-sampling\"\nduration = \"5s\"\n", NULL, 3, 9, "cannot be combined");
+        compile_fails("[[on_start]]\nname = \"s\"\ntargets.hosts = [\"x\"]\ntrace_profile = \"cpu-sampling\"\n"
+                      "duration = \"5s\"\n", NULL, 3, 9, "unknown key 'targets.hosts'");
+        compile_fails(ON_START_OK "readers = [\"group:wheel\"]\n", NULL, 6, 12, "unknown group \"wheel\"");
+        compile_fails(ON_START_OK "readers = \"bob\"\n", NULL, 6, 11, "must be a list");
+        compile_fails(ON_START_OK "commands = [\"trace\"]\n", NULL, 6, 1, "unknown key 'commands' in [[on_start]]");
+        compile_fails("on_start = 1\n", NULL, 1, 12, "'on_start' must be a list");
+
+        text[0] = '\0';
+        for (int i = 0; i <= POLICY_ON_START_MAX; i++)
+                n += (size_t)snprintf(text + n, sizeof(text) - n,
+                                      "[[on_start]]\nname = \"s%d\"\ntargets.any = true\n"
+                                      "trace_profile = \"cpu-sampling\"\nduration = \"5s\"\n", i);
+        check(n < sizeof(text));
+        compile_fails_anywhere(text, "at most 64 [[on_start]]s");
+}
+
+static void test_on_start_match(void) {
+        Policy *p = compile_ok(on_start_policy), *q;
+        PolicyTarget t;
+        const PolicyOnStart *o;
+
+        if (!p)
+                return;
+        /* user and unit: the first */
+        t = target(2001, "orders.service", "Orders.Api");
+        o = policy_on_start_match(p, &t);
+        check(o && strcmp(o->name, "orders-cpu") == 0);
+        /* the first match wins, though "billing-gc" and "everything" cover it too */
+        t = target(2001, "orders.service", "Billing.Api");
+        check(policy_on_start_match(p, &t) == &p->on_start[0]);
+        /* the wrong unit, or none, and the next one that matches */
+        t = target(2001, "billing.service", "Billing.Api");
+        check(policy_on_start_match(p, &t) == &p->on_start[1]);
+        t = target(2001, NULL, "Billing.Api");
+        check(policy_on_start_match(p, &t) == &p->on_start[1]);
+        /* the wrong user, the wrong name: only targets.any */
+        t = target(2002, "orders.service", "Orders.Api");
+        check(policy_on_start_match(p, &t) == &p->on_start[2]);
+        /* by the effective uid, as a rule's targets.users */
+        t = (PolicyTarget){ .uid = { 2002, 2001, 2001, 2001 }, .unit = "orders.service" };
+        check(policy_on_start_match(p, &t) == &p->on_start[0]);
+        policy_unref(p);
+
+        /* without targets.any: nothing for what no table covers */
+        q = compile_ok("[[on_start]]\nname = \"n\"\ntargets.names = [\"Billing.Api\"]\n"
+                       "trace_profile = \"gc-collect\"\nduration = \"5s\"\n");
+        t = target(2001, "orders.service", "Orders.Api");
+        check(q && !policy_on_start_match(q, &t));
+        t = target(2001, NULL, NULL);
+        check(q && !policy_on_start_match(q, &t));
+        policy_unref(q);
+
+        q = policy_new_builtin();
+        t = target(2001, "orders.service", "Orders.Api");
+        check(q && q->n_on_start == 0 && !policy_on_start_match(q, &t));
+        policy_unref(q);
+}
+
 int main(void) {
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
@@ -699,5 +960,10 @@ int main(void) {
         run_test(test_env_reveal);
         run_test(test_env_redact_setting);
         run_test(test_ports);
+        run_test(test_port_limits);
+        run_test(test_on_start);
+        run_test(test_on_start_agent_limits);
+        run_test(test_on_start_errors);
+        run_test(test_on_start_match);
         return tap_finish();
 }
