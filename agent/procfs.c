@@ -350,6 +350,14 @@ int procfs_cmdline_name(const char *buf, size_t n, char **ret) {
 }
 
 /* The unit in a cgroup path: the first component below the slices. */
+/* Is everything of @path before @component "/.." components? */
+static bool leading_dotdots(const char *path, const char *component) {
+        for (const char *c = path; c < component; c++)
+                if (*c != '/' && *c != '.')
+                        return false;
+        return true;
+}
+
 static int unit_of_cgroup_path(const char *path, size_t len, char **ret) {
         const char *p = path, *end = path + len;
 
@@ -365,6 +373,10 @@ static int unit_of_cgroup_path(const char *path, size_t len, char **ret) {
                 p = component + clen;
                 if (clen == 0)
                         break;
+                /* read from a cgroup namespace of its own (the agent in a container), the kernel shows
+                 * the host's path relative to ours: "/../../system.slice/x.service"; only leading ones */
+                if (clen == 2 && memcmp(component, "..", 2) == 0 && leading_dotdots(path, component))
+                        continue;
                 if (has_suffix(component, clen, ".slice"))
                         continue;
                 if (!wire_unit_name_is_valid(component, clen))

@@ -182,6 +182,10 @@ static void test_cgroup_unit(void) {
         unit_is("0::/init.scope\n", "init.scope");
         unit_is("0::/system.slice\n", NULL);
         unit_is("0::/docker/abc123\n", NULL);
+        /* read from a cgroup namespace of its own (the agent in a container): leading ".." only */
+        unit_is("0::/../../system.slice/orders.service\n", "orders.service");
+        unit_is("0::/..\n", NULL);
+        unit_is("0::/system.slice/../orders.service\n", NULL);
         unit_is("", NULL);
         /* a NUL or a byte outside the unit alphabet: not a unit, not a shortened one */
         check(procfs_cgroup_unit("0::/sys\0x.service\n", 18, &(char *){ NULL }) == PROCFS_E_NOT_FOUND);
