@@ -24,6 +24,10 @@ packages=(
         # targets in real containers, rootful and rootless (tests/containers): runc named, since
         # podman would take crun, which the test machines' sandbox refuses
         podman runc uidmap
+        # the container image (packaging/container: its Debian base made with debootstrap) and its
+        # DaemonSet's pod under podman kube play (catatonit: podman's pod infra container), read
+        # from deploy/kubernetes with python3-yaml
+        debootstrap catatonit python3-yaml
         # promtool, which checks dsctl counters --format prometheus (Debian has it in prometheus;
         # its server is kept from starting, below)
         prometheus
