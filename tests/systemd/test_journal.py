@@ -226,6 +226,43 @@ def a_policy_loaded_and_refused_is_explained(m):
     m.run(["systemctl", "restart", "dsagent.socket", "dsagent.service"], check=False)
 
 
+PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
+PORT_TARGET_UNIT = "dst-journal-port-target.service"
+
+
+@test
+def a_runtime_that_connects_in_through_the_socket_unit_is_explained(m):
+    """dsagent-port.socket holds /run/dsagent/ports/default.sock; the agent serves it under the [[port]]."""
+    port = "/run/dsagent/ports/default.sock"
+    m.write(f"{policy_dir()}/policy.d/70-port.toml", f'[[port]]\npath = "{port}"\nusers = ["{SVC}"]\n')
+    # systemd starts no socket unit whose service runs already, and passes its fd at the service's start
+    m.run(["systemctl", "stop", "dsagent.service"])
+    m.run(["systemctl", "start", "dsagent-port.socket"])
+    m.run(["systemctl", "start", "dsagent.service"])
+    acl = m.run(["getfacl", "-cn", port]).stdout
+    assert f"user:{m.uid_of(SVC)}:rw-" in acl and "other::---" in acl, acl
+    m.write(f"/etc/systemd/system/{PORT_TARGET_UNIT}", f"""[Unit]
+Description=dsagent test target that connects in
+
+[Service]
+User={SVC}
+PrivateTmp=yes
+Environment=DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_DiagnosticPorts={port},connect,nosuspend
+ExecStart={target_app()}
+""")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "start", PORT_TARGET_UNIT])
+    pid = m.show(PORT_TARGET_UNIT, "MainPID")["MainPID"]
+    record = last_record(m, PORT_MESSAGE_ID, "DSAGENT_PORT_EVENT=registered", f"DSAGENT_TARGET_PID={pid}")
+    uid = m.uid_of(SVC)
+    check_explained(m, record, re.compile(rf"dsagent port {re.escape(port)}: registered a runtime of process {pid} "
+                                          rf"of (?:{SVC} \(uid {uid}\)|uid {uid})"),
+                    f"DOTNET_DiagnosticPorts={port},connect", "(running)")
+    m.run(["systemctl", "stop", PORT_TARGET_UNIT, "dsagent.service", "dsagent-port.socket"])
+    m.run(["rm", f"{policy_dir()}/policy.d/70-port.toml"])
+    m.run(["systemctl", "start", "dsagent.service"])
+
+
 @test
 def every_message_id_was_explained(m):
     assert message_ids() == set(catalog_entries()), "catalog-ids.h and the catalog disagree"
