@@ -49,6 +49,7 @@ struct PortListener {
         int fd;
         sd_event_source *source;
         sd_event_source *watch;   /* the directory: a removed or replaced file is bound again */
+        sd_event_source *rest_timer; /* the agent ran out of fds: accepting again a second later */
         bool from_systemd;        /* the socket unit's: never unlinked, never bound again here */
         dev_t dev;                /* the socket file as bound here */
         ino_t ino;
@@ -87,6 +88,8 @@ struct PortRuntime {
         sd_event_source *exit_source;
         uid_t uid;
         gid_t gid;
+        gid_t *groups;            /* primary first, as the kernel gave them for its first connection */
+        size_t n_groups;
         uint64_t ns_pid;          /* as advertised, and checked */
         uint8_t cookie[16];
         char *exe;
@@ -214,6 +217,7 @@ static PortRuntime *runtime_free(PortRuntime *rt) {
         sd_event_source_disable_unref(rt->exit_source);
         safe_close(rt->pidfd);
         free(rt->exe);
+        free(rt->groups);
         free(rt);
         return NULL;
 }
@@ -303,8 +307,21 @@ void port_runtime_resumed(PortRuntime *rt) {
 }
 
 /* Is this registration the process @t pins? Both pidfds name it; the pidfs inode is never reused. */
+/*
+ * The process may have run exec since it registered (a setuid program, say)
+ * while another process it forked keeps answering on the connections it
+ * made: the registration serves it only while it still runs the executable
+ * it registered with, under the uid the kernel gave for its connection.
+ */
+static bool runtime_unchanged(const PortRuntime *rt, const Target *t) {
+        for (size_t i = 0; i < 3; i++)
+                if (t->status.uid[i] != rt->uid || t->status.gid[i] != rt->gid)
+                        return false;
+        return rt->exe && t->exe && strcmp(rt->exe, t->exe) == 0;
+}
+
 static bool runtime_is_target(const PortRuntime *rt, const Target *t) {
-        if (!rt->verified || rt->pid != t->pid)
+        if (!rt->verified || rt->pid != t->pid || !runtime_unchanged(rt, t))
                 return false;
         if (t->pidfd_on_pidfs && rt->pidfd_ino != 0)
                 return (uint64_t)t->pidfd_ino == rt->pidfd_ino;
@@ -409,6 +426,10 @@ static void auto_resume_connected(int fd, int error, void *userdata) {
                         record_runtime(rt, "resume-failed", "the runtime did not connect again to be resumed");
                 return;
         }
+        if (!port_runtime_waits(rt)) {
+                safe_close(fd); /* someone resumed it while the agent waited */
+                return;
+        }
         if (runtime_send(rt, fd, DOTNET_IPC_RESUME_RUNTIME, auto_resume_done) < 0)
                 record_runtime(rt, "resume-failed", "the agent could not send ResumeRuntime");
 }
@@ -419,9 +440,9 @@ static void resume_probe_done(RuntimeCall *call, int error, const DotnetIpcRespo
         int waits = reply_not_started(rt, error, reply);
 
         rt->call = runtime_call_free(rt->call);
-        if (waits == 0) {
-                rt->suspended = false;
-                return;
+        if (waits == 0 || !port_runtime_waits(rt)) {
+                rt->suspended = rt->suspended && waits != 0;
+                return; /* started meanwhile, or resumed by someone: nothing for the agent to do */
         }
         if (runtime_ask(rt, DOTNET_IPC_RESUME_RUNTIME, auto_resume_connected, auto_resume_done) < 0)
                 record_runtime(rt, "resume-failed", "the agent could not send ResumeRuntime");
@@ -660,6 +681,9 @@ static void pending_register(Pending *pe, const DotnetIpcAdvertise *adv) {
                              .pidfd_ino = pe->peer.pidfd_id, .uid = pe->peer.uid, .gid = pe->peer.gid,
                              .ns_pid = adv->pid, .idle_fd = -EBADF };
         memcpy(rt->cookie, adv->cookie, sizeof(rt->cookie));
+        rt->groups = TAKE_PTR(pe->peer.groups);
+        rt->n_groups = pe->peer.n_groups;
+        pe->peer.n_groups = 0;
         rt->next = p->runtimes;
         p->runtimes = rt;
         p->n_runtimes++;
@@ -763,6 +787,7 @@ static int peer_pidfd(int fd, int *ret) {
 static void listener_accept_one(PortListener *l, int fd) {
         Ports *p = l->ports;
         _cleanup_free_ Pending *pe = calloc(1, sizeof(*pe));
+        struct stat st;
         int r;
 
         if (!pe) {
@@ -791,10 +816,15 @@ static void listener_accept_one(PortListener *l, int fd) {
                 pending_refuse(TAKE_PTR(pe), 0, NULL, "too many connections wait to advertise");
                 return;
         }
-        if (peer_pidfd(fd, &pe->pidfd) < 0) {
-                pending_refuse(TAKE_PTR(pe), 0, NULL, "the process exited before it could be checked");
+        r = peer_pidfd(fd, &pe->pidfd);
+        if (r < 0) {
+                pending_refuse(TAKE_PTR(pe), 0, NULL, r == -EMFILE || r == -ENFILE ?
+                               "the agent is out of file descriptors" : "the process exited before it could be checked");
                 return;
         }
+        /* the identity that outlives pid reuse: from this pidfd, whatever SO_PEERPIDFD gave before */
+        if (pidfd_identity(pe->pidfd, &st) == 0)
+                pe->peer.pidfd_id = (uint64_t)st.st_ino;
         r = sd_event_add_io(p->broker->event, &pe->io, fd, EPOLLIN, pending_on_io, pe);
         if (r >= 0)
                 r = sd_event_add_time_relative(p->broker->event, &pe->timer, CLOCK_MONOTONIC, ADVERTISE_TIMEOUT_USEC,
@@ -807,6 +837,22 @@ static void listener_accept_one(PortListener *l, int fd) {
         (void)pending_on_io(NULL, fd, EPOLLIN, TAKE_PTR(pe));
 }
 
+static int listener_on_rested(sd_event_source *s, uint64_t usec, void *userdata) {
+        PortListener *l = userdata;
+
+        (void)sd_event_source_set_enabled(l->source, SD_EVENT_ON);
+        return 0;
+}
+
+/* Out of fds: the pending connection stays readable, so the listener rests a second rather than spin. */
+static void listener_rest(PortListener *l) {
+        (void)sd_event_source_set_enabled(l->source, SD_EVENT_OFF);
+        l->rest_timer = sd_event_source_disable_unref(l->rest_timer);
+        if (sd_event_add_time_relative(l->ports->broker->event, &l->rest_timer, CLOCK_MONOTONIC, 1000000, 0,
+                                       listener_on_rested, l) < 0)
+                (void)sd_event_source_set_enabled(l->source, SD_EVENT_ON);
+}
+
 static int listener_on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         PortListener *l = userdata;
 
@@ -814,8 +860,11 @@ static int listener_on_accept(sd_event_source *s, int fd, uint32_t revents, void
         for (int i = 0; i < 16; i++) {
                 int c = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-                if (c < 0)
+                if (c < 0) {
+                        if (errno == EMFILE || errno == ENFILE)
+                                listener_rest(l);
                         break;
+                }
                 listener_accept_one(l, c);
         }
         return 0;
@@ -844,6 +893,7 @@ static PortListener *listener_free(PortListener *l) {
         listener_drop_runtimes(l);
         sd_event_source_disable_unref(l->source);
         sd_event_source_disable_unref(l->watch);
+        sd_event_source_disable_unref(l->rest_timer);
         safe_close(l->fd);
         free(l->path);
         free(l);
@@ -855,6 +905,7 @@ static int open_parent(const char *path, int *ret_dir_fd, const char **ret_name)
         _cleanup_free_ char *dir = NULL;
         const char *slash = strrchr(path, '/');
         struct stat st;
+        bool made;
         int fd;
 
         if (!slash || slash[1] == '\0')
@@ -863,11 +914,18 @@ static int open_parent(const char *path, int *ret_dir_fd, const char **ret_name)
         if (!dir)
                 return -ENOMEM;
         /* the packaged default directory is made on first use; others must exist */
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        made = mkdir(dir, 0755) == 0;
+        if (!made && errno != EEXIST)
                 return -errno;
-        fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
+        /* the unit's UMask=0077 would leave it 0700: no runtime could reach its sockets */
+        if (made && fchmod(fd, 0755) < 0) {
+                int r = -errno;
+                safe_close(fd);
+                return r;
+        }
         /* whoever may write the directory may swap the socket for their own: only root may */
         if (fstat(fd, &st) < 0 || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
                 safe_close(fd);
@@ -1012,7 +1070,7 @@ static int listener_new(Ports *p, const char *path, PortListener **ret) {
         return 0;
 }
 
-int ports_adopt_fd(Ports *p, int fd) {
+static int adopt_fd(Ports *p, int fd) {
         struct sockaddr_un sa = {};
         socklen_t len = sizeof(sa);
         int type = 0, listening = 0;
@@ -1030,14 +1088,28 @@ int ports_adopt_fd(Ports *p, int fd) {
         if (type != SOCK_STREAM || !listening)
                 return -EINVAL;
         sa.sun_path[sizeof(sa.sun_path) - 1] = '\0';
+        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+                return -errno;
         r = listener_new(p, sa.sun_path, &l);
         if (r < 0)
                 return r;
         l->from_systemd = true;
+        r = sd_event_add_io(p->broker->event, &l->source, fd, EPOLLIN, listener_on_accept, l);
+        if (r < 0) {
+                p->listeners = l->next;
+                listener_free(l);
+                return r;
+        }
         l->fd = fd;
-        if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
-                return -errno;
-        return sd_event_add_io(p->broker->event, &l->source, fd, EPOLLIN, listener_on_accept, l);
+        return 0;
+}
+
+int ports_adopt_fd(Ports *p, int fd) {
+        int r = adopt_fd(p, fd);
+
+        if (r < 0)
+                safe_close(fd); /* never a socket whose backlog nobody reads: its runtimes would wait forever */
+        return r;
 }
 
 /* Puts one [[port]] in force: the listener of its path, adopted, kept or new. */
@@ -1084,6 +1156,25 @@ static void ports_close_one(Ports *p, PortListener *l) {
         listener_free(l);
 }
 
+/* Registrations and connections whose user the port's new table no longer admits end now. */
+static void listener_drop_unadmitted(PortListener *l) {
+        Ports *p = l->ports;
+
+        for (Pending *pe = p->pending, *next; pe; pe = next) {
+                next = pe->next;
+                if (pe->listener == l && !policy_port_admits(l->config, pe->peer.uid, pe->peer.groups,
+                                                             pe->peer.n_groups))
+                        pending_free(pe);
+        }
+        for (PortRuntime *rt = p->runtimes, *next; rt; rt = next) {
+                next = rt->next;
+                if (rt->listener == l && !policy_port_admits(l->config, rt->uid, rt->groups, rt->n_groups)) {
+                        record_runtime(rt, "gone", "the port no longer admits runtimes of this user");
+                        runtime_free(rt);
+                }
+        }
+}
+
 int ports_apply(Ports *p, Policy *policy) {
         Policy *old = p->policy;
 
@@ -1094,6 +1185,8 @@ int ports_apply(Ports *p, Policy *policy) {
                 ports_apply_one(p, &policy->ports[i]);
         for (PortListener *l = p->listeners, *next; l; l = next) {
                 next = l->next;
+                if (l->config)
+                        listener_drop_unadmitted(l);
                 if (!l->config && !l->from_systemd)
                         ports_close_one(p, l);
                 else if (!l->config)

@@ -65,6 +65,8 @@ static const int agent_syscalls[] = {
          * file has no fd to set it on), renamed into place, watched for removal */
         SCMP_SYS(bind), SCMP_SYS(listen), SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(setxattr),
         SCMP_SYS(getxattr), SCMP_SYS(inotify_init1), SCMP_SYS(inotify_add_watch), SCMP_SYS(inotify_rm_watch),
+        /* and the default directory made for them, mode 0755 whatever the unit's UMask */
+        SCMP_SYS(fchmod),
 };
 
 /* Asked for by libraries that cope with a refusal: answered, not punished. */

@@ -256,6 +256,74 @@ def a_pid_reused_after_registration_gets_nothing_of_the_registration():
     assert r.returncode != 0 and "port" not in r.stdout, r
 
 
+# A process that speaks the protocol well enough to register (its own pid and cookie, a ProcessInfo with
+# them), connects again, then forks a child that keeps that connection and runs exec itself.
+EXEC_AFTER_REGISTERING = r"""
+import os, socket, struct, sys, time
+path, program = sys.argv[1:3]
+cookie, me = os.urandom(16), os.getpid()
+
+
+def string(text):
+    data = (text + "\0").encode("utf-16-le")
+    return struct.pack("<I", len(data) // 2) + data
+
+
+def connect():
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(path)
+    c.sendall(b"ADVR_V1\0" + cookie + struct.pack("<QH", me, 0))
+    return c
+
+
+def serve(c, who):
+    head = c.recv(20)
+    if len(head) < 20:
+        return False
+    payload = struct.pack("<Q", me) + cookie + string("/fake/answered-by-" + who) + string("Linux") + string("x64")
+    c.sendall(b"DOTNET_IPC_V1\0" + struct.pack("<HBBH", 20 + len(payload), 0xFF, 0, 0) + payload)
+    print("served by", who, flush=True)
+    return True
+
+
+c = connect()
+serve(c, "self")
+c.close()
+c = connect()  # the agent holds it idle
+time.sleep(1)
+if os.fork() == 0:
+    serve(c, "child")
+    os._exit(0)
+print("exec", flush=True)
+os.execv(program, [program, "60"])
+"""
+
+
+@test
+def a_registration_does_not_outlive_an_exec_of_its_process():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path))
+    script = os.path.join(make_dir(None, 0o755), "exec_after.py")
+    with open(script, "w") as f:
+        f.write(EXEC_AFTER_REGISTERING)
+    os.chmod(script, 0o644)
+    proc = Process(as_user(SVC, [harness.PYTHON, script, path, "/usr/bin/sleep"]))
+    proc.read_line("served by self", timeout=30)
+    proc.read_line("exec", timeout=30)
+    wait_for(lambda: open(f"/proc/{proc.proc.pid}/comm").read().strip() == "sleep", what="the exec")
+    assert port_records(agent, "registered"), "the fake never registered: the attack did not happen"
+    r = dsctl(agent, "root", "--json", "info", str(proc.proc.pid))
+    assert "answered-by" not in r.stdout and '"port"' not in r.stdout, r
+    assert "served by child" not in printed(proc_target(proc), wait=1.0), "the child answered for the exec'd process"
+
+
+def proc_target(proc):
+    class T:
+        process = proc
+    return T
+
+
 @test
 def fifty_runtimes_connect_in_at_once():
     d = port_dir()
@@ -324,6 +392,14 @@ def ports_follow_reloads():
     assert os.path.exists(second) and not os.path.exists(first), os.listdir(d)
     target = connecting_target(second)
     wait_registered(agent, target.pid)
+
+    # a reload that no longer admits the runtime's user ends its registration
+    agent.write_policy(policy(second, port_users=(MALLORY,)))
+    agent.reload()
+    gone = wait_for(lambda: port_records(agent, "gone"), what="the registration ended")[-1]
+    assert gone["DSAGENT_TARGET_PID"] == str(target.pid) and "no longer admits" in gone["DSAGENT_REASON"], gone
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and "port" not in json.loads(r.stdout), r  # served on its own socket again
 
 
 @test
