@@ -30,6 +30,7 @@
 #define PS_QUEUE_HIGH (64 * 1024)
 /* Runtimes that connected in and that a listing adds: as many as the agent registers (ports.h). */
 #define PS_PORT_RUNTIMES_MAX PORTS_RUNTIMES_MAX
+#define PS_VISIBLE_UIDS_MAX 256
 
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         char buf[WIRE_STRING_MAX + 1];
@@ -612,9 +613,16 @@ static void ps_next(Request *req) {
 }
 
 /* Runtimes that connected in on a port may have no socket the candidates' search finds: they are added. */
+/* Only those of users the requester could see at all: each costs a worker's look. */
 static size_t ps_add_port_runtimes(Request *req, pid_t *pids, size_t n, size_t max) {
+        PolicyRequester who = requester_of(req);
         pid_t port_pids[PS_PORT_RUNTIMES_MAX];
-        size_t n_port = ports_list_pids(req->broker->ports, port_pids, PS_PORT_RUNTIMES_MAX);
+        uid_t uids[PS_VISIBLE_UIDS_MAX];
+        size_t n_uids = 0, n_port;
+        bool anybody;
+
+        anybody = policy_visible_uids(req->policy, &who, uids, PS_VISIBLE_UIDS_MAX, &n_uids);
+        n_port = ports_list_pids(req->broker->ports, anybody ? NULL : uids, n_uids, port_pids, PS_PORT_RUNTIMES_MAX);
 
         for (size_t i = 0; i < n_port && n < max; i++) {
                 bool listed = false;

@@ -140,8 +140,9 @@ static void record(Ports *p, const char *event, const PortListener *l, const Pee
                         snprintf(hex + 2 * i, 3, "%02x", cookie[i]);
                 e.cookie = hex;
         }
-        /* a flood of connections from one user takes from its budget of records, like its requests */
-        if (broker_admit_request(p->broker, peer->uid))
+        /* a flood of refused connections from one user takes from its budget of records, like its
+         * requests; what happened to a registered runtime is always recorded (at most a few per runtime) */
+        if (strcmp(event, "refused") != 0 || broker_admit_request(p->broker, peer->uid))
                 (void)audit_log_port(p->broker->config.audit_sink, &e);
 }
 
@@ -344,17 +345,19 @@ PortRuntime *ports_find(Ports *p, const Target *t) {
         return first;
 }
 
-size_t ports_list_pids(const Ports *p, pid_t *pids, size_t max) {
+size_t ports_list_pids(const Ports *p, const uid_t *uids, size_t n_uids, pid_t *pids, size_t max) {
         size_t n = 0;
 
         for (const PortRuntime *rt = p->runtimes; rt && n < max; rt = rt->next) {
-                bool seen = false;
+                bool seen = false, wanted = !uids;
 
                 if (!rt->verified)
                         continue;
+                for (size_t i = 0; i < n_uids && !wanted; i++)
+                        wanted = uids[i] == rt->uid;
                 for (size_t i = 0; i < n && !seen; i++)
                         seen = pids[i] == rt->pid;
-                if (!seen)
+                if (wanted && !seen)
                         pids[n++] = rt->pid;
         }
         return n;

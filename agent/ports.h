@@ -104,5 +104,8 @@ PortWaiter *ports_waiter_cancel(PortWaiter *w);
 /* ResumeRuntime went through @rt's port and the runtime took it: its suspend_timeout stops. */
 void port_runtime_resumed(PortRuntime *rt);
 
-/* The host pids of the verified runtimes, for ps: at most @max into @pids. Return: how many. */
-size_t ports_list_pids(const Ports *p, pid_t *pids, size_t max);
+/*
+ * The host pids of the verified runtimes, for ps: those registered under one of
+ * @uids (NULL: all), at most @max into @pids. Return: how many.
+ */
+size_t ports_list_pids(const Ports *p, const uid_t *uids, size_t n_uids, pid_t *pids, size_t max);
