@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -903,6 +905,15 @@ static PortListener *listener_free(PortListener *l) {
         return NULL;
 }
 
+/* No component of a port's directory may be a symbolic link: the path is the policy's, not a user's. */
+static int open_dir_no_symlinks(const char *dir) {
+        struct open_how how = { .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+                                .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+        int fd = (int)syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof(how));
+
+        return fd < 0 ? -errno : fd;
+}
+
 /* Splits @path into its directory, opened, and its last component. */
 static int open_parent(const char *path, int *ret_dir_fd, const char **ret_name) {
         _cleanup_free_ char *dir = NULL;
@@ -917,12 +928,12 @@ static int open_parent(const char *path, int *ret_dir_fd, const char **ret_name)
         if (!dir)
                 return -ENOMEM;
         /* the packaged default directory is made on first use; others must exist */
-        made = mkdir(dir, 0755) == 0;
-        if (!made && errno != EEXIST)
-                return -errno;
-        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open_dir_no_symlinks(dir);
+        made = fd == -ENOENT && mkdir(dir, 0755) == 0;
+        if (made)
+                fd = open_dir_no_symlinks(dir);
         if (fd < 0)
-                return -errno;
+                return fd;
         /* the unit's UMask=0077 would leave it 0700: no runtime could reach its sockets */
         if (made && fchmod(fd, 0755) < 0) {
                 int r = -errno;

@@ -325,6 +325,25 @@ def proc_target(proc):
 
 
 @test
+def a_port_directory_is_made_reachable_and_never_reached_through_a_symlink():
+    d = port_dir()
+    made = os.path.join(d, "made-here")
+    # the unit's UMask=0077: the directory the agent makes must still let runtimes through
+    agent = Agent(policy=policy(os.path.join(made, "app.sock")), wrapper=("sh", "-c", 'umask 077; exec "$@"', "sh"))
+    assert oct(os.stat(made).st_mode & 0o777) == "0o755", oct(os.stat(made).st_mode)
+    target = connecting_target(os.path.join(made, "app.sock"))
+    wait_registered(agent, target.pid)
+    agent.stop()
+
+    # a directory reached through a symbolic link is refused, even one root made
+    elsewhere = port_dir()
+    os.symlink(elsewhere, os.path.join(d, "link"))
+    agent = Agent(policy=policy(os.path.join(d, "link", "app.sock")))
+    wait_for(lambda: "cannot listen on port" in open(agent.log_path).read(), what="the refusal")
+    assert os.listdir(elsewhere) == [], "the agent bound a socket through a symbolic link"
+
+
+@test
 def fifty_runtimes_connect_in_at_once():
     d = port_dir()
     path = os.path.join(d, "app.sock")
