@@ -186,6 +186,26 @@ def printed(target, wait=0.0):
     return out.decode(errors="replace")
 
 
+ELF_CORE = 4  # e_type of a core file
+
+
+def is_elf_core(path):
+    with open(path, "rb") as f:
+        header = f.read(18)
+    return header[:4] == b"\x7fELF" and int.from_bytes(header[16:18], "little") == ELF_CORE
+
+
+def acl_of(path):
+    out = subprocess.run(["getfacl", "--omit-header", "--absolute-names", "--numeric", path], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return [line for line in out.splitlines() if line]
+
+
+def can_read(user, path):
+    return subprocess.run(as_user(user, ["head", "-c", "4", path]), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
 class Target:
     """The real .NET test app running as @user.
 

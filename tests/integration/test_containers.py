@@ -11,15 +11,14 @@ import subprocess
 import sys
 
 import harness
-from harness import (ALICE, BUILD, EXIT_NO_SUCH_PROCESS, MALLORY, SVC, Agent, Target, as_user, dsctl, info_json,
-                     make_dir, request_id_of, run_tests, test, uid_of)
+from harness import (ALICE, BUILD, EXIT_NO_SUCH_PROCESS, MALLORY, SVC, Agent, Target, acl_of, as_user, can_read,
+                     dsctl, info_json, is_elf_core, make_dir, request_id_of, run_tests, test, uid_of)
 
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "containers"))
 import podman  # noqa: E402  (tests/containers, beside this directory)
 from podman import NO_HOST_UID  # noqa: E402
 
 EXIT_NO_STAGING = 13
-ELF_CORE = 4  # e_type of a core file
 NETTRACE_DUMP = os.path.join(BUILD, "tests", "tools", "nettrace-dump")
 PROVIDER = "Dsagent-TestTarget"
 METER = "Dsagent.TestTarget"
@@ -53,23 +52,6 @@ def ps(agent, user):
     r = dsctl(agent, user, "--json", "ps")
     assert r.returncode == 0, r
     return {p["pid"]: p for p in json.loads(r.stdout)}
-
-
-def is_elf_core(path):
-    with open(path, "rb") as f:
-        header = f.read(18)
-    return header[:4] == b"\x7fELF" and int.from_bytes(header[16:18], "little") == ELF_CORE
-
-
-def acl_of(path):
-    out = subprocess.run(["getfacl", "--omit-header", "--absolute-names", "--numeric", path], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout
-    return [line for line in out.splitlines() if line]
-
-
-def can_read(user, path):
-    return subprocess.run(as_user(user, ["head", "-c", "4", path]), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
 
 
 def tmp_state(c):

@@ -10,34 +10,16 @@ import threading
 import time
 
 import harness
-from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, EXIT_RUNTIME_UNREACHABLE, MALLORY, OPS, SOURCE, SVC, AcceptWatch, Agent,
-                     FakeRuntime, Process, Target,
-                     as_user, dsctl, make_dir, run_tests, test, uid_of, wait_for)
+from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, EXIT_RUNTIME_UNREACHABLE, MALLORY, OPS, SOURCE, SVC,
+                     AcceptWatch, Agent, FakeRuntime, Process, Target, acl_of, as_user, can_read, dsctl, is_elf_core,
+                     make_dir, run_tests, test, uid_of, wait_for)
 
 EXIT_NO_SPACE = 11
-ELF_CORE = 4  # e_type of a core file
 
 
 def dump(agent, user, target, *args):
     r = dsctl(agent, user, "--json", "dump", str(target), *args, timeout=300)
     return r, (json.loads(r.stdout) if r.returncode == 0 else None)
-
-
-def is_elf_core(path):
-    with open(path, "rb") as f:
-        header = f.read(18)
-    return header[:4] == b"\x7fELF" and int.from_bytes(header[16:18], "little") == ELF_CORE
-
-
-def acl_of(path):
-    out = subprocess.run(["getfacl", "--omit-header", "--absolute-names", "--numeric", path], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout
-    return [line for line in out.splitlines() if line]
-
-
-def can_read(user, path):
-    return subprocess.run(as_user(user, ["head", "-c", "4", path]), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
 
 
 def staging_dirs(target):
