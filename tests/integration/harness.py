@@ -189,6 +189,18 @@ def printed(target, wait=0.0):
 ELF_CORE = 4  # e_type of a core file
 
 
+def claim_pid(pid, argv):
+    """Start @argv so that it gets @pid, if nothing else takes it first; None when that failed."""
+    for _ in range(20):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        proc = Process(argv)
+        if proc.proc.pid == pid:
+            return proc
+        proc.stop()
+    return None
+
+
 def is_elf_core(path):
     with open(path, "rb") as f:
         header = f.read(18)

@@ -20,22 +20,10 @@ import subprocess
 import time
 
 import harness
-from harness import (DSCTL, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, Process, Target, as_user, run_tests,
-                     start_time_of, test, wait_for)
+from harness import (DSCTL, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, Process, Target, as_user, claim_pid,
+                     run_tests, start_time_of, test, wait_for)
 
 ROUNDS = 5
-
-
-def claim_pid(pid, argv):
-    """Start @argv so that it gets @pid, if nothing else takes it first; None when that failed."""
-    for _ in range(20):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
-        proc = Process(argv)
-        if proc.proc.pid == pid:
-            return proc
-        proc.stop()
-    return None
 
 
 def substitute_round(point):

@@ -12,8 +12,8 @@ import time
 import uuid
 
 import harness
-from harness import (ALICE, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, as_user, dsctl,
-                     make_dir, printed, request_id_of, run_tests, scope, target_app, test, uid_of, wait_for)
+from harness import (ALICE, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, as_user, claim_pid,
+                     dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app, test, uid_of, wait_for)
 
 PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
 EXIT_SUSPENDED = 15
@@ -232,7 +232,6 @@ def impostors_are_refused_and_recorded():
 
 @test
 def a_pid_reused_after_registration_gets_nothing_of_the_registration():
-    from test_pidreuse import claim_pid
     d = port_dir()
     path = os.path.join(d, "app.sock")
     agent = Agent(policy=policy(path))
