@@ -740,7 +740,10 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
         char who[AUDIT_NAME_MAX + 32], bytes[32], took[48], limit[48];
 
-        format_user(who, sizeof(who), e->requester);
+        if (e->origin)
+                snprintf(who, sizeof(who), "%s %s", e->origin, e->rule ? e->rule : "");
+        else
+                format_user(who, sizeof(who), e->requester);
         format_size(bytes, sizeof(bytes), e->bytes);
         format_duration(took, sizeof(took), e->duration_usec);
         format_duration(limit, sizeof(limit), e->duration_limit_usec);
@@ -758,6 +761,7 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
                                  e->target_exe, e->rule);
         audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup);
         audit_fields_add_text(&f, "DSAGENT_SESSION_KIND", e->kind);
+        audit_fields_add_text(&f, "DSAGENT_SESSION_ORIGIN", e->origin);
         audit_fields_add_text(&f, "DSAGENT_TRACE_PROFILE", e->profile);
         audit_fields_add_text(&f, "DSAGENT_PROVIDERS", e->providers ? e->providers : "none");
         audit_fields_add_text(&f, "DSAGENT_IPC_COMMAND", e->ipc_command);
@@ -809,7 +813,8 @@ int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count) {
 int audit_log_port(AuditSink sink, const AuditPortEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
         char who[AUDIT_NAME_MAX + 32], limit[48];
-        bool refused = strcmp(e->event, "refused") == 0 || strcmp(e->event, "resume-failed") == 0;
+        bool refused = strcmp(e->event, "refused") == 0 || strcmp(e->event, "resume-failed") == 0 ||
+                       strncmp(e->event, "on-start-", 9) == 0;
 
         format_user(who, sizeof(who), e->uid);
         format_duration(limit, sizeof(limit), e->suspend_timeout_usec);

@@ -94,6 +94,7 @@ typedef struct AuditDumpEvent {
 /* A trace or counters session: one record when the runtime started it, one when it ended. */
 typedef struct AuditSessionEvent {
         bool ended;
+        const char *origin;     /* NULL: a client's request; "on_start": the policy's [[on_start]] */
         uint64_t request_id;
         uid_t requester;
         pid_t target_pid;
@@ -125,7 +126,8 @@ typedef struct AuditSessionEvent {
  * (SO_PEERCRED, SO_PEERPIDFD); the advertised pid and cookie are the runtime's.
  */
 typedef struct AuditPortEvent {
-        const char *event;        /* registered, refused, auto-resumed, resume-failed, gone */
+        const char *event;        /* registered, refused, auto-resumed, resume-failed, gone, on-start-failed,
+                                   * on-start-skipped */
         const char *path;         /* the port */
         pid_t pid;                /* the peer, in the agent's pid namespace */
         uid_t uid;

@@ -13,6 +13,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "broker.h"
+#include "on-start.h"
 #include "ports.h"
 #include "cleanup.h"
 #include "connection.h"
@@ -29,7 +30,6 @@
 /* Worker processes: at most, kept ready, and running for one user at once (its other jobs wait). */
 #define BROKER_WORKERS_MAX 16
 #define BROKER_WORKERS_IDLE 2
-#define BROKER_WORKERS_PER_USER 2
 /*
  * The agent's own fds (policy, journal, listener, timers, PAM helper, the
  * dump directory) and each worker's socket and pidfd, whatever clients do;
@@ -223,6 +223,7 @@ Broker *broker_free(Broker *b) {
         free(b->policy_problem);
         rate_limiter_free(b->rate_limiter);
         admission_free(b->admission);
+        startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
         ports_free(b->ports);
         worker_pool_free(b->workers);
         dump_slots_free(b->dump_slots);
@@ -268,10 +269,6 @@ int broker_load_policy(Broker *b) {
         (void)audit_log_policy(b->config.audit_sink, &e);
         if (r == 0) {
                 (void)ports_apply(b->ports, b->policy);
-                if (p->n_on_start > 0)
-                        fprintf(stderr, "dsagent: the policy's %zu [[on_start]] table%s loaded but not carried out: "
-                                        "this agent takes no startup traces yet\n",
-                                p->n_on_start, p->n_on_start == 1 ? " is" : "s are");
                 return 0;
         }
         if (starting)
@@ -406,6 +403,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         if (!b->dump_slots)
                 return -ENOMEM;
         r = ports_new(b, &b->ports);
+        if (r < 0)
+                return r;
+        r = startup_traces_new(b, &b->startup_traces);
         if (r < 0)
                 return r;
         jobs_set_broker(b);

@@ -15,6 +15,9 @@
 
 typedef struct Connection Connection;
 
+/* Worker jobs one owner (a user, or the agent's startup traces) may have running at once. */
+#define BROKER_WORKERS_PER_USER 2
+
 typedef struct BrokerConfig {
         AuditSink audit_sink;
         const char *policy_path;
@@ -67,6 +70,7 @@ typedef struct Broker {
         struct WorkerPool *workers;    /* where what can block runs (jobs.h) */
         struct DumpSlots *dump_slots;  /* dumps' bytes so far, shared with the workers */
         struct Ports *ports;           /* runtimes that connect in, and the sockets they connect to (ports.h) */
+        struct StartupTraces *startup_traces; /* [[on_start]] traces running (on-start.h) */
         uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
 } Broker;
 

@@ -134,6 +134,19 @@ static int link_fd(int fd, int dir_fd, const char *name) {
         return linkat(AT_FDCWD, proc_path, dir_fd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
+void dump_name_part(const char *src, char *buf, size_t size) {
+        size_t n = 0;
+
+        for (; src && *src && n + 1 < size; src++)
+                if ((*src >= 'a' && *src <= 'z') || (*src >= 'A' && *src <= 'Z') || (*src >= '0' && *src <= '9') ||
+                    *src == '-' || *src == '_' || (*src == '.' && n > 0))
+                        buf[n++] = *src;
+        if (n == 0)
+                snprintf(buf, size, "process");
+        else
+                buf[n] = '\0';
+}
+
 int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *name) {
         int r;
 

@@ -26,6 +26,13 @@ typedef struct DumpAttributes {
         uint64_t request_id;
 } DumpAttributes;
 
+/*
+ * The part of a published file's name that comes from the process's name (@src, NULL when
+ * unknown): its letters, digits, '-', '_' and inner '.', at most @size - 1 of them; "process"
+ * when none is left. Nothing else of a target reaches a name in dump_dir.
+ */
+void dump_name_part(const char *src, char *buf, size_t size);
+
 /**
  * dump_dir_open() - open dump_dir, making it (0711, root's) if it is missing
  *

@@ -120,18 +120,11 @@ static DotnetIpcCommand dump_fallback(DotnetIpcCommand command) {
 
 /* The name is the agent's: nothing of it is taken from a client, and the target's part is sanitized. */
 static void dump_file_name(const Request *req, char *buf, size_t size) {
-        char name[33] = "process", stamp[32];
-        const char *src = req->target->name;
+        char name[33], stamp[32];
         struct tm tm;
         time_t now = time(NULL);
-        size_t n = 0;
 
-        for (; src && *src && n < sizeof(name) - 1; src++)
-                if ((*src >= 'a' && *src <= 'z') || (*src >= 'A' && *src <= 'Z') || (*src >= '0' && *src <= '9') ||
-                    *src == '-' || *src == '_' || (*src == '.' && n > 0))
-                        name[n++] = *src;
-        if (n > 0)
-                name[n] = '\0';
+        dump_name_part(req->target->name, name, sizeof(name));
         gmtime_r(&now, &tm);
         strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
         snprintf(buf, size, "dump.%s.%d.%s.%s.%016" PRIx64, name, (int)req->target->pid,
@@ -800,7 +793,8 @@ static void put_labels(WireWriter *w, const DumpLabels *l) {
         pid_t pid;
         uint32_t uid;
 
-        if (l->type && policy_dump_type_from_string(l->type) != _POLICY_DUMP_INVALID)
+        /* a dump's type, or "trace" for an [[on_start]] trace (on-start.h) */
+        if (l->type && (policy_dump_type_from_string(l->type) != _POLICY_DUMP_INVALID || strcmp(l->type, "trace") == 0))
                 wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, l->type);
         if (l->pid && parse_pid(l->pid, &pid) == 0)
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)pid);

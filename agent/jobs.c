@@ -26,6 +26,8 @@
 /* A dump stream reports its progress this often, and once its first byte is in. */
 #define STREAM_PROGRESS_USEC 1000000
 #define STREAM_PUMP_BUDGET (64ULL << 20)
+/* A trace's bytes pass through a pipe this large: a whole runtime block and more in one splice. */
+#define STREAM_PIPE_SIZE (1 << 20)
 
 typedef enum JobType {
         JOB_OPEN = 1,
@@ -35,6 +37,7 @@ typedef enum JobType {
         JOB_CANDIDATES,
         JOB_STREAM,
         JOB_CLEAN,
+        JOB_TRACE,
 } JobType;
 
 typedef struct JobRequester {
@@ -67,6 +70,11 @@ typedef struct JobRequest {
                         uint32_t slot;
                 } stream;                       /* STREAM (fds: FIFO, file, dump_dir, control) */
                 char runtime_dir[PATH_MAX];     /* CLEAN */
+                struct {
+                        DumpLimits limits;
+                        uint32_t slot;
+                        uint64_t max_bytes;
+                } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir) */
         };
 } JobRequest;
 
@@ -94,6 +102,10 @@ typedef struct JobReply {
                         int32_t pids[DISCOVER_CANDIDATES_MAX];
                 } candidates;                   /* CANDIDATES */
                 uint64_t bytes;                 /* STREAM */
+                struct {
+                        uint64_t bytes;
+                        uint8_t ended;          /* the runtime ended the stream (else: max_bytes) */
+                } trace;                        /* TRACE */
         };
 } JobReply;
 
@@ -315,6 +327,58 @@ static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobRe
         return REPLY_HEAD + sizeof(a->bytes);
 }
 
+/*
+ * A trace's stream, from the runtime's socket into the unnamed file, until
+ * the runtime ends it or max_bytes is in. A socket cannot be spliced into a
+ * file: its bytes go through a pipe, never through this process's memory.
+ */
+static size_t handle_trace(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        _cleanup_close_ int pipe_read = -EBADF, pipe_write = -EBADF;
+        const char *why = NULL;
+        DumpWriter w = {};
+        int fds[2], stream;
+
+        if (msg->n_fds != 3 || q->trace.slot >= DUMP_SLOTS_MAX) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        stream = msg->fds[0];
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+                a->r = -errno;
+                return REPLY_HEAD;
+        }
+        pipe_read = fds[0];
+        pipe_write = fds[1];
+        (void)fcntl(pipe_write, F_SETPIPE_SZ, STREAM_PIPE_SIZE);
+        a->r = dump_writer_init(&w, msg->fds[2], msg->fds[1], pipe_read, &q->trace.limits, broker->dump_slots,
+                                q->trace.slot, &why);
+        while (a->r == 0 && w.bytes < q->trace.max_bytes) {
+                uint64_t left = q->trace.max_bytes - w.bytes;
+                struct pollfd p = { .fd = stream, .events = POLLIN };
+                ssize_t n = splice(stream, NULL, pipe_write, NULL, STREAM_PIPE_SIZE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+                if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+                        a->trace.ended = true; /* stopped, or the process is gone: what arrived stays */
+                        break;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                                a->r = -errno;
+                        continue;
+                }
+                if (n < 0) {
+                        a->r = -errno;
+                        break;
+                }
+                a->r = dump_writer_pump(&w, (uint64_t)n < left ? (uint64_t)n : left, &why);
+        }
+        reply_why(a, why);
+        a->trace.bytes = w.bytes;
+        return REPLY_HEAD + sizeof(a->trace);
+}
+
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         static JobRequest q;
         JobReply *a = (JobReply *)reply->data;
@@ -342,6 +406,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_STREAM:
                 reply->size = handle_stream(&q, msg, a);
+                break;
+        case JOB_TRACE:
+                reply->size = handle_trace(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -413,6 +480,22 @@ static uint64_t lookup_timeout(const Request *req) {
         return req->job_timeout_usec > 0 ? req->job_timeout_usec : req->broker->config.runtime_timeout_usec;
 }
 
+/* The target a JOB_OPEN's reply describes, rebuilt on the fds it carries. Return: as reply_of(), or -EBADMSG. */
+static int target_of_open_reply(int error, WorkerMessage *reply, const JobReply **ret_reply, Target **ret) {
+        const JobReply *a = NULL;
+        int r;
+
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->open), &a);
+        *ret_reply = a;
+        if (r == 0 && reply->n_fds != 2)
+                r = -EBADMSG;
+        if (r == 0) {
+                r = target_from_facts(&a->open.facts, reply->fds[0], reply->fds[1], ret);
+                reply->n_fds = 0; /* taken */
+        }
+        return r;
+}
+
 static void open_done(int error, WorkerMessage *reply, void *userdata) {
         Request *req = userdata;
         JobDone done = req->job_callback;
@@ -421,17 +504,11 @@ static void open_done(int error, WorkerMessage *reply, void *userdata) {
         int r;
 
         req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->open), &a);
+        r = target_of_open_reply(error, reply, &a, &t);
         if (a && reply->size >= REPLY_HEAD + sizeof(a->open))
                 audit_names_remember(&a->open.names);
-        if (r == 0 && reply->n_fds != 2)
-                r = -EBADMSG;
-        if (r == 0) {
-                r = target_from_facts(&a->open.facts, reply->fds[0], reply->fds[1], &t);
-                reply->n_fds = 0; /* taken */
-                if (r == 0)
-                        request_set_target(req, t);
-        }
+        if (r == 0)
+                request_set_target(req, t);
         done(req, r, why_of(a));
 }
 
@@ -606,6 +683,68 @@ int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int con
         return submit(req, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
                       req->broker->config.dump_timeout_usec + req->broker->config.runtime_timeout_usec, stream_done,
                       done);
+}
+
+/* Hands @q (and @fds, duplicated) to a worker for the agent itself; @trampoline gets @call. */
+static int submit_own(Broker *b, uint32_t owner, JobRequest *q, size_t size, const int *fds, size_t n_fds,
+                      uint64_t timeout_usec, WorkerJobDone trampoline, void *callback, void *userdata, JobCall *call) {
+        WorkerMessage m = { .data = q, .size = size, .n_fds = n_fds };
+        int r;
+
+        if (n_fds > 0)
+                memcpy(m.fds, fds, n_fds * sizeof(int));
+        *call = (JobCall){ .callback = callback, .userdata = userdata };
+        r = worker_pool_submit(b->workers, owner, &m, timeout_usec, trampoline, call, &call->job);
+        free(q);
+        return r == WORKER_E_FULL ? JOBS_E_WORKER : r;
+}
+
+static void process_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobProcessDone done = call->callback;
+        const JobReply *a;
+        Target *t = NULL;
+        int r;
+
+        call->job = NULL;
+        r = target_of_open_reply(error, reply, &a, &t);
+        done(call->userdata, r, r == 0 ? t : NULL);
+}
+
+int jobs_open_process(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_OPEN);
+
+        if (!q)
+                return -ENOMEM;
+        q->open.pid = pid;
+        return submit_own(b, owner, q, offsetof(JobRequest, open) + sizeof(q->open), NULL, 0,
+                          b->config.runtime_timeout_usec, process_done, done, userdata, call);
+}
+
+static void trace_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobTraceDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->trace), &a);
+        done(call->userdata, r, a && reply->size >= REPLY_HEAD + sizeof(a->trace) && a->trace.ended, why_of(a));
+}
+
+int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, const DumpLimits *limits,
+                      unsigned slot, uint64_t max_bytes, uint64_t timeout_usec, JobTraceDone done, void *userdata,
+                      JobCall *call) {
+        JobRequest *q = request_new(JOB_TRACE);
+        int fds[3] = { stream_fd, file_fd, dir_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->trace.limits = *limits;
+        q->trace.slot = slot;
+        q->trace.max_bytes = max_bytes;
+        return submit_own(b, owner, q, offsetof(JobRequest, trace) + sizeof(q->trace), fds, 3, timeout_usec,
+                          trace_done, done, userdata, call);
 }
 
 static void clean_done(int error, WorkerMessage *reply, void *userdata) {

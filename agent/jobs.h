@@ -86,5 +86,38 @@ int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int con
 /* What a dump stream is told on its control socket. */
 #define JOBS_STREAM_FINISH 'F'
 
+/*
+ * Jobs the agent runs for itself, with no request behind them (on-start.h).
+ * The caller's JobCall holds the callback while the job runs; cancelling
+ * it (worker_job_cancel(call->job)) means the callback is never called.
+ */
+typedef struct JobCall {
+        WorkerJob *job;      /* NULL once done */
+        void *callback;
+        void *userdata;
+} JobCall;
+
+/* @t is the process, pinned, with its details (target_read_details()); NULL with @r non-zero. */
+typedef void (*JobProcessDone)(void *userdata, int r, Target *t);
+/* Pins @pid and reads its details, as jobs_open_target() does for a request. @owner: whose job (a uid). */
+int jobs_open_process(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done, void *userdata, JobCall *call);
+
+/*
+ * @r is 0, a DUMP_WRITER_E_* code (the guards) with @why, a JOBS_E_* code or a negative errno;
+ * @ended: the runtime ended the stream (else it was cut at max_bytes). The file's size says
+ * what was written, whatever @r is.
+ */
+typedef void (*JobTraceDone)(void *userdata, int r, bool ended, const char *why);
+/*
+ * jobs_record_trace() - move a trace's stream into @file_fd, an unnamed file of @dir_fd
+ *
+ * From @stream_fd (the runtime's connection, after its CollectTracing reply) until the runtime
+ * ends the stream, @max_bytes are written, or dump_dir's @limits would break (counted in
+ * @slot, dump-writer.h); at most @timeout_usec. The worker holds its own copies of the fds.
+ */
+int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, const DumpLimits *limits,
+                      unsigned slot, uint64_t max_bytes, uint64_t timeout_usec, JobTraceDone done, void *userdata,
+                      JobCall *call);
+
 /* Removes the staging of an agent that died (dump_stage_clean_stale()), in the background. */
 int jobs_clean_stale(Broker *b);

@@ -24,6 +24,7 @@
 #include "cleanup.h"
 #include "dotnet-ipc.h"
 #include "fileio.h"
+#include "on-start.h"
 #include "ports.h"
 #include "procfs.h"
 #include "runtime-call.h"
@@ -83,6 +84,7 @@ struct PortWaiter {
 struct PortRuntime {
         Ports *ports;
         PortRuntime *next;
+        uint64_t id;              /* port_runtime_id() */
         PortListener *listener;
         pid_t pid;                /* in the agent's pid namespace */
         int pidfd;
@@ -105,6 +107,7 @@ struct PortRuntime {
         sd_event_source *settle_timer;  /* asks again until it is clear whether it waits */
         unsigned settle_probes;
         bool settled;
+        bool starting;            /* an [[on_start]] trace is being started (on-start.h) */
         uint64_t registered_usec;
         PortWaiter *waiters;      /* in arrival order */
 };
@@ -117,6 +120,7 @@ struct Ports {
         unsigned n_runtimes;
         Pending *pending;
         unsigned n_pending;
+        uint64_t last_runtime_id;
 };
 
 /* ---- records ---- */
@@ -148,7 +152,7 @@ static void record(Ports *p, const char *event, const PortListener *l, const Pee
                 (void)audit_log_port(p->broker->config.audit_sink, &e);
 }
 
-static void record_runtime(PortRuntime *rt, const char *event, const char *reason) {
+void port_runtime_record(PortRuntime *rt, const char *event, const char *reason) {
         PeerCreds peer = { .pid = rt->pid, .uid = rt->uid, .gid = rt->gid, .pidfd_id = rt->pidfd_ino };
 
         record(rt->ports, event, rt->listener, &peer, rt->ns_pid, rt->cookie, rt->suspended, reason);
@@ -309,6 +313,25 @@ void port_runtime_resumed(PortRuntime *rt) {
         rt->suspend_timer = sd_event_source_disable_unref(rt->suspend_timer);
 }
 
+uint64_t port_runtime_id(const PortRuntime *rt) {
+        return rt->id;
+}
+
+PortRuntime *ports_runtime_by_id(Ports *p, uint64_t id) {
+        for (PortRuntime *rt = p->runtimes; rt; rt = rt->next)
+                if (rt->id == id)
+                        return rt;
+        return NULL;
+}
+
+pid_t port_runtime_pid(const PortRuntime *rt) {
+        return rt->pid;
+}
+
+uid_t port_runtime_uid(const PortRuntime *rt) {
+        return rt->uid;
+}
+
 /* Is this registration the process @t pins? Both pidfds name it; the pidfs inode is never reused. */
 /*
  * The process may have run exec since it registered (a setuid program, say)
@@ -323,7 +346,7 @@ static bool runtime_unchanged(const PortRuntime *rt, const Target *t) {
         return rt->exe && t->exe && strcmp(rt->exe, t->exe) == 0;
 }
 
-static bool runtime_is_target(const PortRuntime *rt, const Target *t) {
+bool port_runtime_is_target(const PortRuntime *rt, const Target *t) {
         if (!rt->verified || rt->pid != t->pid || !runtime_unchanged(rt, t))
                 return false;
         if (t->pidfd_on_pidfs && rt->pidfd_ino != 0)
@@ -337,7 +360,7 @@ PortRuntime *ports_find(Ports *p, const Target *t) {
         PortRuntime *first = NULL;
 
         for (PortRuntime *rt = p->runtimes; rt; rt = rt->next) {
-                if (!runtime_is_target(rt, t))
+                if (!port_runtime_is_target(rt, t))
                         continue;
                 if (port_runtime_waits(rt))
                         return rt;
@@ -414,13 +437,13 @@ static void auto_resume_done(RuntimeCall *call, int error, const DotnetIpcRespon
         if (error != 0 || !reply->ok) {
                 snprintf(why, sizeof(why), "the runtime did not take the agent's ResumeRuntime: %s",
                          error != 0 ? runtime_call_error_text(error) : "it refused the command");
-                record_runtime(rt, "resume-failed", why);
+                port_runtime_record(rt, "resume-failed", why);
                 return;
         }
         port_runtime_resumed(rt);
         snprintf(why, sizeof(why), "no one resumed it within suspend_timeout (%" PRIu64 " s): the agent did",
                  rt->listener->config ? rt->listener->config->suspend_timeout_usec / 1000000 : 0);
-        record_runtime(rt, "auto-resumed", why);
+        port_runtime_record(rt, "auto-resumed", why);
 }
 
 static void auto_resume_connected(int fd, int error, void *userdata) {
@@ -428,7 +451,7 @@ static void auto_resume_connected(int fd, int error, void *userdata) {
 
         if (fd < 0) {
                 if (error != -ESRCH) /* -ESRCH: @rt is being freed; the process or its port went away */
-                        record_runtime(rt, "resume-failed", "the runtime did not connect again to be resumed");
+                        port_runtime_record(rt, "resume-failed", "the runtime did not connect again to be resumed");
                 return;
         }
         if (!port_runtime_waits(rt)) {
@@ -436,7 +459,7 @@ static void auto_resume_connected(int fd, int error, void *userdata) {
                 return;
         }
         if (runtime_send(rt, fd, DOTNET_IPC_RESUME_RUNTIME, auto_resume_done) < 0)
-                record_runtime(rt, "resume-failed", "the agent could not send ResumeRuntime");
+                port_runtime_record(rt, "resume-failed", "the agent could not send ResumeRuntime");
 }
 
 /* Asked once more before the resume: an app that started meanwhile (another tool resumed it) is left alone. */
@@ -450,7 +473,7 @@ static void resume_probe_done(RuntimeCall *call, int error, const DotnetIpcRespo
                 return; /* started meanwhile, or resumed by someone: nothing for the agent to do */
         }
         if (runtime_ask(rt, DOTNET_IPC_RESUME_RUNTIME, auto_resume_connected, auto_resume_done) < 0)
-                record_runtime(rt, "resume-failed", "the agent could not send ResumeRuntime");
+                port_runtime_record(rt, "resume-failed", "the agent could not send ResumeRuntime");
 }
 
 static void resume_probe_connected(int fd, int error, void *userdata) {
@@ -458,11 +481,11 @@ static void resume_probe_connected(int fd, int error, void *userdata) {
 
         if (fd < 0) {
                 if (error != -ESRCH)
-                        record_runtime(rt, "resume-failed", "the runtime did not connect again to be resumed");
+                        port_runtime_record(rt, "resume-failed", "the runtime did not connect again to be resumed");
                 return;
         }
         if (runtime_send(rt, fd, DOTNET_IPC_PROCESS_INFO, resume_probe_done) < 0)
-                record_runtime(rt, "resume-failed", "the agent could not ask the runtime");
+                port_runtime_record(rt, "resume-failed", "the agent could not ask the runtime");
 }
 
 static int runtime_on_suspend_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -472,7 +495,7 @@ static int runtime_on_suspend_timeout(sd_event_source *s, uint64_t usec, void *u
         if (!port_runtime_waits(rt) || rt->call)
                 return 0;
         if (runtime_ask(rt, DOTNET_IPC_PROCESS_INFO, resume_probe_connected, resume_probe_done) < 0)
-                record_runtime(rt, "resume-failed", "the agent could not wait for the runtime's connection");
+                port_runtime_record(rt, "resume-failed", "the agent could not wait for the runtime's connection");
         return 0;
 }
 
@@ -486,14 +509,14 @@ static int runtime_on_suspend_timeout(sd_event_source *s, uint64_t usec, void *u
  */
 static const uint64_t settle_delays_usec[] = { 250000, 500000, 1000000, 2000000 };
 
-static void runtime_settle(PortRuntime *rt, bool suspended) {
+static void runtime_settle_because(PortRuntime *rt, bool suspended, const char *reason) {
         uint64_t timeout = rt->listener->config ? rt->listener->config->suspend_timeout_usec : 0;
         int r;
 
         rt->settled = true;
         rt->suspended = suspended;
         rt->settle_timer = sd_event_source_disable_unref(rt->settle_timer);
-        record_runtime(rt, "registered", suspended ? "suspended at startup, waiting for ResumeRuntime" : "running");
+        port_runtime_record(rt, "registered", reason);
         if (!suspended || timeout == 0)
                 return;
         /* from its registration: the time spent telling counts */
@@ -502,6 +525,10 @@ static void runtime_settle(PortRuntime *rt, bool suspended) {
         if (r < 0)
                 /* never hang an app because of the agent: resume it now rather than maybe never */
                 runtime_on_suspend_timeout(NULL, 0, rt);
+}
+
+static void runtime_settle(PortRuntime *rt, bool suspended) {
+        runtime_settle_because(rt, suspended, suspended ? "suspended at startup, waiting for ResumeRuntime" : "running");
 }
 
 static int runtime_on_settle_timer(sd_event_source *s, uint64_t usec, void *userdata);
@@ -546,8 +573,28 @@ static int runtime_on_settle_timer(sd_event_source *s, uint64_t usec, void *user
 }
 
 static void runtime_refuse(PortRuntime *rt, const char *reason) {
-        record_runtime(rt, "refused", reason);
+        port_runtime_record(rt, "refused", reason);
         runtime_free(rt);
+}
+
+/* Asks again, for a while, whether the runtime waits (settle_delays_usec). */
+static void runtime_begin_settle(PortRuntime *rt) {
+        int r;
+
+        r = sd_event_add_time_relative(rt->ports->broker->event, &rt->settle_timer, CLOCK_MONOTONIC,
+                                       settle_delays_usec[0], 0, runtime_on_settle_timer, rt);
+        if (r < 0)
+                runtime_settle(rt, true);
+}
+
+void port_runtime_startup_done(PortRuntime *rt, bool resumed, const char *reason) {
+        if (!rt->starting)
+                return;
+        rt->starting = false;
+        if (resumed)
+                runtime_settle_because(rt, false, reason);
+        else
+                runtime_begin_settle(rt);
 }
 
 static void runtime_verified(PortRuntime *rt, const DotnetProcessInfo *info) {
@@ -559,10 +606,15 @@ static void runtime_verified(PortRuntime *rt, const DotnetProcessInfo *info) {
                 runtime_settle(rt, false);
                 return;
         }
-        r = sd_event_add_time_relative(rt->ports->broker->event, &rt->settle_timer, CLOCK_MONOTONIC,
-                                       settle_delays_usec[0], 0, runtime_on_settle_timer, rt);
+        /* not in its entry assembly yet: an [[on_start]] trace can begin before it runs */
+        rt->starting = true;
+        r = startup_trace_begin(rt->ports->broker->startup_traces, rt);
+        if (r == 0)
+                return;
+        rt->starting = false;
         if (r < 0)
-                runtime_settle(rt, true);
+                port_runtime_record(rt, "on-start-failed", "the agent could not look at the process for [[on_start]]");
+        runtime_begin_settle(rt);
 }
 
 static void verify_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
@@ -682,7 +734,7 @@ static void pending_register(Pending *pe, const DotnetIpcAdvertise *adv) {
                 pending_refuse(pe, adv->pid, adv->cookie, "out of memory");
                 return;
         }
-        *rt = (PortRuntime){ .ports = p, .listener = pe->listener, .pid = pe->peer.pid, .pidfd = TAKE_FD(pe->pidfd),
+        *rt = (PortRuntime){ .ports = p, .id = ++p->last_runtime_id, .listener = pe->listener, .pid = pe->peer.pid, .pidfd = TAKE_FD(pe->pidfd),
                              .pidfd_ino = pe->peer.pidfd_id, .uid = pe->peer.uid, .gid = pe->peer.gid,
                              .ns_pid = adv->pid, .idle_fd = -EBADF };
         memcpy(rt->cookie, adv->cookie, sizeof(rt->cookie));
@@ -740,7 +792,7 @@ static void pending_advertised(Pending *pe) {
         }
         if (rt) {
                 /* the same process, another runtime instance (it ran exec): the old registration is over */
-                record_runtime(rt, "gone", "the process advertised another runtime instance");
+                port_runtime_record(rt, "gone", "the process advertised another runtime instance");
                 runtime_free(rt);
         }
         pending_register(pe, &adv);
@@ -1183,7 +1235,7 @@ static void listener_drop_unadmitted(PortListener *l) {
         for (PortRuntime *rt = p->runtimes, *next; rt; rt = next) {
                 next = rt->next;
                 if (rt->listener == l && !policy_port_admits(l->config, rt->uid, rt->groups, rt->n_groups)) {
-                        record_runtime(rt, "gone", "the port no longer admits runtimes of this user");
+                        port_runtime_record(rt, "gone", "the port no longer admits runtimes of this user");
                         runtime_free(rt);
                 }
         }

@@ -104,6 +104,26 @@ PortWaiter *ports_waiter_cancel(PortWaiter *w);
 /* ResumeRuntime went through @rt's port and the runtime took it: its suspend_timeout stops. */
 void port_runtime_resumed(PortRuntime *rt);
 
+/* A registration's id, never reused while the agent runs: who keeps it finds the registration
+ * again (or learns it is gone) with ports_runtime_by_id(), and never holds a dangling pointer. */
+uint64_t port_runtime_id(const PortRuntime *rt);
+PortRuntime *ports_runtime_by_id(Ports *p, uint64_t id);
+/* The process, in the agent's pid namespace, and its uid, as the kernel gave them. */
+pid_t port_runtime_pid(const PortRuntime *rt);
+uid_t port_runtime_uid(const PortRuntime *rt);
+/* Is the process @t pins the one registered, still running what it registered with (ports_find())? */
+bool port_runtime_is_target(const PortRuntime *rt, const Target *t);
+/* A port record of @rt: @event (on-start-failed, on-start-skipped, resume-failed, ...) and why. */
+void port_runtime_record(PortRuntime *rt, const char *event, const char *reason);
+/*
+ * port_runtime_startup_done() - what startup_trace_begin() did for @rt
+ *
+ * @resumed: the agent resumed it once its [[on_start]] trace ran, and it is recorded as
+ * registered and running, with @reason; else it is treated as a runtime no [[on_start]]
+ * covers (told suspended or not, resumed after suspend_timeout).
+ */
+void port_runtime_startup_done(PortRuntime *rt, bool resumed, const char *reason);
+
 /*
  * The host pids of the verified runtimes, for ps: those registered under one of
  * @uids (NULL: all), at most @max into @pids. Return: how many.

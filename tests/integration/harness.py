@@ -218,6 +218,28 @@ def can_read(user, path):
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
+# The tools tests build once per run (tests/tools/*/build.sh): the path each prints.
+_tools = {}
+
+
+def tool(name, script):
+    """Builds (once per run) the tool @script makes and returns the path it prints."""
+    if name not in _tools:
+        built = subprocess.run([os.path.join(SOURCE, script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        assert built.returncode == 0, built.stderr
+        _tools[name] = built.stdout.strip()
+    return _tools[name]
+
+
+def traceevent(path):
+    """What TraceEvent reads in the nettrace file @path (tests/tools/traceevent-check)."""
+    dll = tool("traceevent-check", "tests/tools/traceevent-check/build.sh")
+    r = subprocess.run(["dotnet", dll, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 0, f"TraceEvent cannot read {path}: {r.stderr}"
+    return json.loads(r.stdout)
+
+
 class Target:
     """The real .NET test app running as @user.
 

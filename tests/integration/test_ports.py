@@ -12,10 +12,14 @@ import time
 import uuid
 
 import harness
-from harness import (ALICE, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, as_user, claim_pid,
-                     dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app, test, uid_of, wait_for)
+from harness import (ALICE, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, acl_of, as_user,
+                     can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app, test,
+                     traceevent, uid_of, wait_for)
 
 PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
+SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
+SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
+DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 EXIT_SUSPENDED = 15
 
 
@@ -129,6 +133,71 @@ def a_suspended_runtime_waits_for_a_granted_resume_through_its_port():
     r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
     assert r.returncode == 0 and json.loads(r.stdout).get("suspended", False) is False, r
     assert not port_records(agent, "auto-resumed"), "suspend_timeout 0 means wait"
+
+
+def on_start(name="startup", users=(SVC,), providers=("Dsagent-TestTarget",), duration="3s", readers=(ALICE,)):
+    quoted = lambda items: ", ".join(f'"{i}"' for i in items)
+    return (f'\n[[on_start]]\nname = "{name}"\ntargets.users = [{quoted(users)}]\n'
+            f'trace_providers = [{quoted(providers)}]\nduration = "{duration}"\nreaders = [{quoted(readers)}]\n')
+
+
+@test
+def an_on_start_trace_holds_the_apps_first_event_and_only_its_readers_read_it():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0", extra=on_start()))
+    # suspend_timeout 0: only the agent's on_start resume lets this app run
+    target = connecting_target(path, mode="suspend", args=("--startup-marker",))
+    target.process.read_line("ready pid=", timeout=60)
+    rec = wait_registered(agent, target.pid)
+    assert rec["DSAGENT_SUSPENDED"] == "no" and "[[on_start]] startup" in rec["DSAGENT_REASON"], rec
+    started = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert len(started) == 1 and started[0]["DSAGENT_SESSION_ORIGIN"] == "on_start", started
+    assert started[0]["DSAGENT_RULE"] == "startup" and "Dsagent-TestTarget" in started[0]["DSAGENT_PROVIDERS"], started
+
+    def published():
+        return [r for r in agent.records(message_id=DUMP_MESSAGE_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    dump = wait_for(published, timeout=90, what="the on_start trace published")[0]
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert ended and ended[0]["DSAGENT_SESSION_END"] == "duration" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
+    trace = dump["DSAGENT_DUMP_PATH"]
+    assert os.path.dirname(trace) == agent.dumps and dump["DSAGENT_DUMP_TYPE"] == "trace", dump
+    assert int(ended[0]["DSAGENT_SESSION_BYTES"]) == os.path.getsize(trace), (ended, os.path.getsize(trace))
+
+    seen = traceevent(trace)  # Microsoft's reader: the app's very first statement is in it
+    assert seen["markers"] >= 1 and seen["first_marker"]["sequence"] == -1, seen
+
+    st = os.stat(trace)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(trace)
+    assert f"user:{uid_of(ALICE)}:r--" in acl and not [e for e in acl if e.startswith("user:") and
+                                                       e not in ("user::rw-", f"user:{uid_of(ALICE)}:r--")], acl
+    assert can_read(ALICE, trace), "the rule's reader cannot read the trace"
+    for other in (MALLORY, SVC):  # the app's own user is not a reader unless the rule says so
+        assert not can_read(other, trace), f"{other} can read the on_start trace"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    assert r.returncode == 0, r
+    listed = [x for x in json.loads(r.stdout) if x["path"] == trace]
+    assert listed and listed[0].get("dump_type", listed[0].get("type")) == "trace", r.stdout
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and trace not in r.stdout, r
+    r = dsctl(agent, ALICE, "dumps", "--remove", trace)
+    assert r.returncode != 0 and os.path.exists(trace), "a reader removed what the agent asked for"
+
+
+@test
+def a_runtime_no_on_start_covers_is_not_traced_and_waits_as_before():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0", extra=on_start(users=(ALICE,))))
+    target = connecting_target(path, mode="suspend", args=("--startup-marker",))
+    rec = wait_registered(agent, target.pid)
+    assert rec["DSAGENT_SUSPENDED"] == "yes", rec
+    assert "ready" not in printed(target, wait=1.0), "the app ran before it was resumed"
+    assert not agent.records(message_id=SESSION_START_ID), "a runtime no [[on_start]] covers was traced"
+    r = dsctl(agent, ALICE, "resume", str(target.pid))
+    assert r.returncode == 0, r
+    target.process.read_line("ready pid=", timeout=30)
 
 
 @test

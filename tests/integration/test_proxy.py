@@ -23,7 +23,7 @@ import time
 
 import harness
 from harness import (ALICE, DSAGENT, DSCTL, HERE, MALLORY, PYTHON, SOURCE, SVC, AcceptWatch, Agent, Process,
-                     Target, as_user, make_dir, place_in_unit, run_tests, test, uid_of, wait_for)
+                     Target, as_user, make_dir, place_in_unit, run_tests, test, tool, traceevent, uid_of, wait_for)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
@@ -63,18 +63,6 @@ targets.users = ["{SVC}"]
 
 # --- the stock tools, built or installed once per run ---
 
-_tools = {}
-
-
-def tool(name, script):
-    if name not in _tools:
-        built = subprocess.run([os.path.join(SOURCE, script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-        assert built.returncode == 0, built.stderr
-        _tools[name] = built.stdout.strip()
-    return _tools[name]
-
-
 def ipc_client(user, *args, cwd=None, timeout=300):
     """The client library's program as @user: (exit status, its one JSON object, stderr)."""
     dll = tool("ipc-client", "tests/tools/ipc-client/build.sh")
@@ -93,13 +81,6 @@ def dotnet_trace_argv(user, port, out, *args):
 def dotnet_trace(user, port, out, *args, timeout=180):
     return subprocess.run(dotnet_trace_argv(user, port, out, *args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout)
-
-
-def traceevent(path):
-    dll = tool("traceevent-check", "tests/tools/traceevent-check/build.sh")
-    r = subprocess.run(["dotnet", dll, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
-    assert r.returncode == 0, f"TraceEvent cannot read {path}: {r.stderr}"
-    return json.loads(r.stdout)
 
 
 def assert_markers(path, *providers):

@@ -8,8 +8,14 @@
 // --meter-value V publishes V as the gauge "test-gauge" of the Meter "Dsagent.TestTarget" and as
 //   the polling EventCounter "test-counter" of the EventSource, so that counters have a known value.
 // --park-thread, --throw-exceptions N, --log-warnings N: what dsctl stacks, exceptions and logs look for (Diagnostics.cs).
+// --startup-marker writes one Marker event with sequence -1 before anything else in Main, so that a
+//   trace started before the runtime was resumed ([[on_start]]) shows it caught the first instruction.
 using System.Diagnostics.Metrics;
 using System.Diagnostics.Tracing;
+
+if (Array.IndexOf(args, "--startup-marker") >= 0)
+    TestTargetSource.Log.Marker(TestTargetSource.MarkerInt, TestTargetSource.MarkerLong, TestTargetSource.MarkerText,
+                                TestTargetSource.MarkerDouble, -1);
 
 var allocateIndex = Array.IndexOf(args, "--allocate-mb");
 var held = new List<byte[]>();
