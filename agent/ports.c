@@ -715,6 +715,20 @@ static PortRuntime *runtime_of_peer(Ports *p, const PortListener *l, const PeerC
         return NULL;
 }
 
+/* The registrations of the process @peer pins whose runtime instance is not @cookie's: each is recorded and dropped. */
+static void runtimes_drop_other_instance(Ports *p, const PeerCreds *peer, const uint8_t *cookie) {
+        PortRuntime *next;
+
+        for (PortRuntime *rt = p->runtimes; rt; rt = next) {
+                next = rt->next;
+                if (rt->pid != peer->pid || rt->pidfd_ino != peer->pidfd_id ||
+                    memcmp(rt->cookie, cookie, sizeof(rt->cookie)) == 0)
+                        continue;
+                port_runtime_record(rt, "gone", "the process advertised another runtime instance");
+                runtime_free(rt);
+        }
+}
+
 /* A new runtime: registered unverified, and its first connection spent on ProcessInfo. */
 static void pending_register(Pending *pe, const DotnetIpcAdvertise *adv) {
         Ports *p = pe->ports;
@@ -790,11 +804,9 @@ static void pending_advertised(Pending *pe) {
                 pending_free(pe);
                 return;
         }
-        if (rt) {
-                /* the same process, another runtime instance (it ran exec): the old registration is over */
-                port_runtime_record(rt, "gone", "the process advertised another runtime instance");
-                runtime_free(rt);
-        }
+        /* the same process, another runtime instance (it ran exec): its registrations on every port are
+         * over, whichever port the new runtime connects to */
+        runtimes_drop_other_instance(pe->ports, &pe->peer, adv.cookie);
         pending_register(pe, &adv);
 }
 

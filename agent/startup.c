@@ -32,6 +32,9 @@ struct StartupProbe {
         /* startup_connect_runtime(): the caller's next step, and what it wants */
         void (*connected)(Request *req, int fd);
         const char *what;
+        /* resume: the ports it went through so far, for the answer ("" until one) */
+        char resumed_ports[512];
+        unsigned n_resumed_ports;
 };
 
 StartupProbe *startup_probe_free(StartupProbe *p) {
@@ -238,12 +241,21 @@ static void resume_reply(Request *req, const char *what) {
         request_reply_done(req, req->verdict.rule_name, what);
 }
 
+static void resume_send(Request *req, int fd);
+
+static void resume_note_port(StartupProbe *p, const char *path) {
+        size_t n = strlen(p->resumed_ports);
+
+        snprintf(p->resumed_ports + n, sizeof(p->resumed_ports) - n, "%s%s", n > 0 ? ", " : "", path);
+        p->n_resumed_ports++;
+}
+
 static void resume_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         Request *req = userdata;
         StartupProbe *p = req->startup;
 
         PortRuntime *rt;
-        char what[160];
+        char what[700];
 
         if (reply_call_failed(req, error, reply, "the runtime refused ResumeRuntime"))
                 return;
@@ -251,8 +263,16 @@ static void resume_call_done(RuntimeCall *call, int error, const DotnetIpcRespon
         rt = ports_find(req->broker->ports, req->target);
         if (rt && (port_runtime_waits(rt) || p->state == STARTUP_SUSPENDED)) {
                 port_runtime_resumed(rt);
-                snprintf(what, sizeof(what), "resumed through its diagnostic port %s: it was suspended at startup "
-                         "and starts its managed code now", port_runtime_path(rt));
+                resume_note_port(p, port_runtime_path(rt));
+                /* a runtime suspended on several ports starts only once each has resumed it */
+                rt = ports_find(req->broker->ports, req->target);
+                if (rt && port_runtime_waits(rt)) {
+                        commands_connect_again(req, resume_send);
+                        return;
+                }
+                snprintf(what, sizeof(what), "resumed through its diagnostic port%s %s: it was suspended at startup "
+                         "and starts its managed code now", p->n_resumed_ports > 1 ? "s" : "",
+                         p->resumed_ports);
                 resume_reply(req, what);
         } else if (p->state == STARTUP_STARTED)
                 resume_reply(req, "not suspended at startup: nothing to resume (the runtime ignores ResumeRuntime)");

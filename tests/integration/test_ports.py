@@ -200,6 +200,47 @@ def a_runtime_no_on_start_covers_is_not_traced_and_waits_as_before():
     target.process.read_line("ready pid=", timeout=30)
 
 
+def second_port(path, suspend_timeout="0"):
+    return f'\n[[port]]\npath = "{path}"\nusers = ["{SVC}"]\nsuspend_timeout = "{suspend_timeout}"\n'
+
+
+@test
+def a_runtime_suspended_on_two_ports_is_resumed_through_both():
+    d = port_dir()
+    a, b = os.path.join(d, "a.sock"), os.path.join(d, "b.sock")
+    agent = Agent(policy=policy(a, suspend_timeout="0", extra=second_port(b)))
+    target = connecting_target(f"{a},connect,suspend;{b}", mode="suspend")
+    for path in (a, b):
+        wait_for(lambda: [r for r in port_records(agent, "registered") if r["DSAGENT_PORT_PATH"] == path and
+                          r["DSAGENT_TARGET_PID"] == str(target.pid) and r["DSAGENT_SUSPENDED"] == "yes"],
+                 timeout=60, what=f"registered suspended on {path}")
+    r = dsctl(agent, ALICE, "resume", str(target.pid))
+    assert r.returncode == 0 and (f"diagnostic ports {a}, {b}" in r.stdout or f"diagnostic ports {b}, {a}" in r.stdout), r
+    target.process.read_line("ready pid=", timeout=30)  # the runtime waited for both: one resume was not enough
+
+
+@test
+def a_runtime_exec_d_onto_another_port_leaves_no_registration_on_the_first():
+    d = port_dir()
+    a, b = os.path.join(d, "a.sock"), os.path.join(d, "b.sock")
+    agent = Agent(policy=policy(a, extra=second_port(b, "30s")))
+    trigger = os.path.join(make_dir(None, 0o755), "exec-now")
+    target = connecting_target(a, args=("--exec-when", trigger, f"{b},connect,nosuspend"))
+    first = wait_registered(agent, target.pid)
+    assert first["DSAGENT_PORT_PATH"] == a, first
+    open(trigger, "w").close()
+    target.process.read_line("ready pid=", timeout=60)  # the same process, its second runtime
+    wait_for(lambda: [r for r in port_records(agent, "registered") if r["DSAGENT_PORT_PATH"] == b],
+             timeout=60, what="the new runtime registered on the second port")
+    gone = [r for r in port_records(agent, "gone") if r["DSAGENT_PORT_PATH"] == a]
+    assert gone and gone[0]["DSAGENT_TARGET_PID"] == str(target.pid) and \
+        gone[0]["DSAGENT_RUNTIME_COOKIE"] == first["DSAGENT_RUNTIME_COOKIE"], port_records(agent)
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == b, r
+    listed = [p for p in json.loads(dsctl(agent, ALICE, "--json", "ps").stdout) if p["pid"] == target.pid]
+    assert len(listed) == 1 and listed[0]["port"] == b, listed
+
+
 @test
 def the_agent_resumes_a_runtime_nobody_resumed_within_suspend_timeout():
     d = port_dir()

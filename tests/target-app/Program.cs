@@ -8,6 +8,8 @@
 // --meter-value V publishes V as the gauge "test-gauge" of the Meter "Dsagent.TestTarget" and as
 //   the polling EventCounter "test-counter" of the EventSource, so that counters have a known value.
 // --park-thread, --throw-exceptions N, --log-warnings N: what dsctl stacks, exceptions and logs look for (Diagnostics.cs).
+// --exec-when FILE PORTS: once FILE exists, the process runs exec of itself with DOTNET_DiagnosticPorts=PORTS
+//   (and without this option), so that one process carries two runtimes, one after the other.
 // --startup-marker writes one Marker event with sequence -1 before anything else in Main, so that a
 //   trace started before the runtime was resumed ([[on_start]]) shows it caught the first instruction.
 using System.Diagnostics.Metrics;
@@ -50,6 +52,9 @@ DsTestTarget.DsagentProbe.Start(args); // stacks, exceptions, logs: see Diagnost
 if (args.Contains("--tagged-meter")) TaggedMeter.Start(); // TaggedMeter.cs
 Console.WriteLine($"ready pid={Environment.ProcessId} args={string.Join(' ', args)}");
 Console.Out.Flush();
+var execIndex = Array.IndexOf(args, "--exec-when");
+if (execIndex >= 0 && execIndex + 2 < args.Length)
+    SelfExec.WhenFileAppears(args, execIndex);
 Thread.Sleep(Timeout.Infinite);
 GC.KeepAlive(held);
 GC.KeepAlive(meter);
@@ -99,5 +104,26 @@ sealed class TestTargetSource : EventSource
             if (perSecond > 0)
                 Thread.Sleep(1000 / perSecond);
         }
+    }
+}
+
+// exec(2) of this same program: the pid, its pidfd and its executable stay, the runtime is a new one.
+static class SelfExec
+{
+    [System.Runtime.InteropServices.DllImport("libc", SetLastError = true)]
+    private static extern int execve(string path, string?[] argv, string?[] envp);
+
+    public static void WhenFileAppears(string[] args, int index)
+    {
+        var (trigger, ports) = (args[index + 1], args[index + 2]);
+        while (!File.Exists(trigger))
+            Thread.Sleep(50);
+        var self = Environment.ProcessPath!;
+        var argv = new[] { self }.Concat(args.Where((_, i) => i < index || i > index + 2)).Append(null).ToArray();
+        var envp = Environment.GetEnvironmentVariables().Cast<System.Collections.DictionaryEntry>()
+            .Where(e => (string)e.Key != "DOTNET_DiagnosticPorts").Select(e => $"{e.Key}={e.Value}")
+            .Append($"DOTNET_DiagnosticPorts={ports}").Append(null).ToArray();
+        execve(self, argv, envp);
+        Console.WriteLine($"exec failed: errno {System.Runtime.InteropServices.Marshal.GetLastWin32Error()}");
     }
 }
