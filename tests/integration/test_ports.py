@@ -242,6 +242,29 @@ def a_runtime_exec_d_onto_another_port_leaves_no_registration_on_the_first():
 
 
 @test
+def a_runtime_root_in_its_own_user_namespace_is_its_host_user_on_a_port():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path))
+    target = connecting_target(path, userns="")  # unshare -Urm: uid 0 inside, as any user can make
+    uid_map = open(f"/proc/{target.pid}/uid_map").read().split()
+    assert uid_map[:2] == ["0", str(uid_of(SVC))], uid_map  # it really is "root" where it runs
+    rec = wait_registered(agent, target.pid)
+    assert rec["DSAGENT_TARGET_UID"] == str(uid_of(SVC)), rec
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == path, r
+
+    # "root" of a namespace of a user the port does not admit is that user to the kernel: the socket's
+    # ACL keeps it out (it runs, unregistered), and nothing of it reaches the agent
+    intruder = connecting_target(path, user=MALLORY, userns="")
+    assert open(f"/proc/{intruder.pid}/uid_map").read().split()[:2] == ["0", str(uid_of(MALLORY))]
+    time.sleep(3)  # the runtime tries to connect in at startup, and again every second
+    assert not [r for r in port_records(agent) if r["DSAGENT_TARGET_PID"] == str(intruder.pid)], port_records(agent)
+    r = dsctl(agent, "root", "--json", "info", str(intruder.pid))
+    assert r.returncode == 0 and "port" not in json.loads(r.stdout), r
+
+
+@test
 def the_agent_resumes_a_runtime_nobody_resumed_within_suspend_timeout():
     d = port_dir()
     path = os.path.join(d, "app.sock")
