@@ -340,13 +340,20 @@ static bool broker_allow_renice(void) {
         return setrlimit(RLIMIT_NICE, &rl) == 0;
 }
 
+/*
+ * Then the ports (ports.h): connections still to advertise and registered
+ * runtimes hold fds too. They get what the connections leave: clients first,
+ * since a runtime refused a registration still runs, and says so in a record.
+ */
 static void broker_fit_fd_limit(Broker *b) {
-        uint64_t need = BROKER_FDS_BASE + (uint64_t)b->config.max_connections * BROKER_FDS_PER_CONNECTION;
+        uint64_t need = BROKER_FDS_BASE + (uint64_t)b->config.max_connections * BROKER_FDS_PER_CONNECTION +
+                        PORTS_FDS_MAX;
         struct rlimit rl;
         unsigned fit;
 
         if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
                 return;
+        b->fds_for_ports = PORTS_FDS_MAX;
         if (rl.rlim_cur < need && rl.rlim_max > rl.rlim_cur) {
                 rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
                 (void)setrlimit(RLIMIT_NOFILE, &rl); /* on failure the old limit stays, and is fitted to below */
@@ -354,6 +361,16 @@ static void broker_fit_fd_limit(Broker *b) {
         }
         if (rl.rlim_cur >= need)
                 return;
+        need -= PORTS_FDS_MAX;
+        if (rl.rlim_cur >= need) {
+                b->fds_for_ports = rl.rlim_cur - need;
+                fprintf(stderr, "dsagent: the open files limit (%llu) leaves room for %u registered runtimes on "
+                                "ports, not %u (LimitNOFILE= of at least %llu lifts this)\n",
+                        (unsigned long long)rl.rlim_cur, ports_runtimes_for_fds(b->fds_for_ports),
+                        PORTS_RUNTIMES_MAX, (unsigned long long)(need + PORTS_FDS_MAX));
+                return;
+        }
+        b->fds_for_ports = 0;
         fit = rl.rlim_cur > BROKER_FDS_BASE + BROKER_FDS_PER_CONNECTION
                       ? (unsigned)((rl.rlim_cur - BROKER_FDS_BASE) / BROKER_FDS_PER_CONNECTION)
                       : 1;
@@ -405,6 +422,7 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         r = ports_new(b, &b->ports);
         if (r < 0)
                 return r;
+        ports_set_fd_budget(b->ports, b->fds_for_ports);
         r = startup_traces_new(b, &b->startup_traces);
         if (r < 0)
                 return r;

@@ -37,9 +37,6 @@
 
 /* The reference tool gives the advertise 250 ms; a loaded host gets more, a silent peer no more than this. */
 #define ADVERTISE_TIMEOUT_USEC (2 * 1000000ULL)
-/* Connections that have not advertised yet: in all, and per uid (each costs two fds and a timer). */
-#define PENDING_MAX 256
-#define PENDING_PER_UID_MAX 64
 #define PORT_LISTEN_BACKLOG 255
 
 typedef struct PortListener PortListener;
@@ -121,6 +118,7 @@ struct Ports {
         Pending *pending;
         unsigned n_pending;
         uint64_t last_runtime_id;
+        unsigned max_runtimes;    /* PORTS_RUNTIMES_MAX, or fewer when the open files limit is short */
 };
 
 /* ---- records ---- */
@@ -737,10 +735,17 @@ static void pending_register(Pending *pe, const DotnetIpcAdvertise *adv) {
         size_t size;
         int r;
 
-        if (runtimes_of_uid(p, pe->peer.uid) >= p->policy->agent.max_runtimes_per_user ||
-            p->n_runtimes >= PORTS_RUNTIMES_MAX) {
+        char why[160];
+
+        if (runtimes_of_uid(p, pe->peer.uid) >= p->policy->agent.max_runtimes_per_user) {
                 pending_refuse(pe, adv->pid, adv->cookie, "too many runtimes of this user are registered "
                                                           "(max_runtimes_per_user)");
+                return;
+        }
+        if (p->n_runtimes >= p->max_runtimes) {
+                snprintf(why, sizeof(why), "the agent holds as many runtimes as it may (%u: %s)", p->max_runtimes,
+                         p->max_runtimes < PORTS_RUNTIMES_MAX ? "its open files limit" : "PORTS_RUNTIMES_MAX");
+                pending_refuse(pe, adv->pid, adv->cookie, why);
                 return;
         }
         rt = calloc(1, sizeof(*rt));
@@ -881,7 +886,7 @@ static void listener_accept_one(PortListener *l, int fd) {
                 pending_refuse(TAKE_PTR(pe), 0, NULL, "the port does not admit runtimes of this user");
                 return;
         }
-        if (p->n_pending > PENDING_MAX || pending_of_uid(p, pe->peer.uid) > PENDING_PER_UID_MAX) {
+        if (p->n_pending > PORTS_PENDING_MAX || pending_of_uid(p, pe->peer.uid) > PORTS_PENDING_PER_UID_MAX) {
                 pending_refuse(TAKE_PTR(pe), 0, NULL, "too many connections wait to advertise");
                 return;
         }
@@ -1274,12 +1279,24 @@ int ports_apply(Ports *p, Policy *policy) {
         return 0;
 }
 
+unsigned ports_runtimes_for_fds(uint64_t fds) {
+        uint64_t fixed = 2 * PORTS_PENDING_MAX + PORTS_LISTENERS_FDS;
+        uint64_t runtimes = fds > fixed ? (fds - fixed) / 2 : 0;
+
+        return runtimes < PORTS_RUNTIMES_MAX ? (unsigned)runtimes : PORTS_RUNTIMES_MAX;
+}
+
+void ports_set_fd_budget(Ports *p, uint64_t fds) {
+        p->max_runtimes = ports_runtimes_for_fds(fds);
+}
+
 int ports_new(Broker *b, Ports **ret) {
         Ports *p = calloc(1, sizeof(*p));
 
         if (!p)
                 return -ENOMEM;
         p->broker = b;
+        p->max_runtimes = PORTS_RUNTIMES_MAX;
         *ret = p;
         return 0;
 }

@@ -30,8 +30,26 @@ typedef struct PortWaiter PortWaiter;
 
 /* Runtimes registered at once, of all users (each user's share is max_runtimes_per_user). */
 #define PORTS_RUNTIMES_MAX 4096
+/* Connections that have not advertised yet: in all, and per uid (each costs two fds and a timer). */
+#define PORTS_PENDING_MAX 256
+#define PORTS_PENDING_PER_UID_MAX 64
+/* Listening sockets, with their directory watches (POLICY_PORTS_MAX, and as many systemd may pass). */
+#define PORTS_LISTENERS_FDS (4 * POLICY_PORTS_MAX)
+/* The fds the ports hold at most: a registered runtime holds its pidfd and one idle connection, an
+ * unadvertised one its connection and pidfd, and a startup trace's start a connection more. */
+#define PORTS_FDS_MAX (2 * PORTS_RUNTIMES_MAX + 2 * PORTS_PENDING_MAX + PORTS_LISTENERS_FDS)
 
 int ports_new(Broker *b, Ports **ret);
+/*
+ * ports_set_fd_budget() - the open files the ports may hold (broker_fit_fd_limit())
+ *
+ * Registrations past what @fds allows (after the connections still to
+ * advertise and the listeners) are refused, and recorded, as past
+ * PORTS_RUNTIMES_MAX: never an fd taken from the clients.
+ */
+void ports_set_fd_budget(Ports *p, uint64_t fds);
+/* How many runtimes @fds let the ports register. */
+unsigned ports_runtimes_for_fds(uint64_t fds);
 Ports *ports_free(Ports *p);
 
 /*

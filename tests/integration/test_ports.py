@@ -264,6 +264,35 @@ def a_runtime_root_in_its_own_user_namespace_is_its_host_user_on_a_port():
     assert r.returncode == 0 and "port" not in json.loads(r.stdout), r
 
 
+# What the agent reserves for its clients (docs/architecture.md: 64 + 512 x 6) and for the ports besides
+# registrations (256 unadvertised connections at 2 fds, 4 per possible listener): an open files limit
+# of these plus 4 leaves room for two registered runtimes.
+CLIENT_FDS = 64 + 512 * 6
+PORT_FIXED_FDS = 2 * 256 + 4 * 16
+
+
+@test
+def registrations_stop_where_the_open_files_limit_does_and_clients_keep_theirs():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    limit = CLIENT_FDS + PORT_FIXED_FDS + 2 * 2
+    agent = Agent(policy=policy(path), wrapper=["prlimit", f"--nofile={limit}:{limit}", "--"])
+    said = wait_for(lambda: [line for line in open(agent.log_path) if "leaves room for" in line],
+                    what="the agent's word on the fd limit")[0]
+    assert f"open files limit ({limit}) leaves room for 2 registered runtimes" in said, said
+    first, second = connecting_target(path), connecting_target(path)
+    for t in (first, second):
+        wait_registered(agent, t.pid)
+    third = connecting_target(path)
+    rec = wait_for(lambda: [r for r in port_records(agent, "refused") if r["DSAGENT_TARGET_PID"] == str(third.pid)],
+                   timeout=30, what="the third runtime refused")[0]
+    assert "open files limit" in rec["DSAGENT_REASON"], rec
+    r = dsctl(agent, ALICE, "--json", "info", str(third.pid))  # it runs on, served through its own socket
+    assert r.returncode == 0 and "port" not in json.loads(r.stdout), r
+    r = dsctl(agent, ALICE, "--json", "info", str(first.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == path, r
+
+
 @test
 def the_agent_resumes_a_runtime_nobody_resumed_within_suspend_timeout():
     d = port_dir()
