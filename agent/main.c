@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@
 
 typedef struct Options {
         const char *listen_path;
+        mode_t listen_mode;     /* of the socket --listen makes: 0666 unless --listen-mode */
+        gid_t listen_gid;       /* its group: (gid_t) -1 keeps root's, unless --listen-group */
         BrokerConfig broker;
         bool check_policy;
 } Options;
@@ -38,6 +41,9 @@ static void usage(FILE *out) {
                 "       dsagent --check-policy [FILE]\n"
                 "Broker .NET diagnostics for unprivileged users under policy.\n\n"
                 "  --listen PATH        listen on PATH instead of a socket passed by systemd\n"
+                "  --listen-mode MODE   that socket's mode, of 0666 at most, e.g. 0660 [0666]\n"
+                "  --listen-group GROUP its group (a name or a number), for a mode that leaves\n"
+                "                       others out [root]\n"
                 "  --policy FILE        the policy file, with FILE's policy.d/*.toml\n"
                 "                       [" POLICY_DEFAULT_PATH "]\n"
                 "  --check-policy [FILE]\n"
@@ -56,12 +62,42 @@ static void usage(FILE *out) {
                 "  --version            show the version\n");
 }
 
+/* An octal mode for the socket: read and write bits only (connecting needs w; x and the rest mean nothing). */
+static int parse_socket_mode(const char *s, mode_t *ret) {
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(s, &end, 8);
+        if (errno != 0 || end == s || *end != '\0' || (v & ~0666UL) != 0)
+                return -EINVAL;
+        *ret = (mode_t)v;
+        return 0;
+}
+
+/* A group by name, else by number. Here, before the sandbox: NSS may be asked once, at start. */
+static int parse_group(const char *s, gid_t *ret) {
+        struct group *gr = getgrnam(s);
+        uint64_t v;
+
+        if (gr) {
+                *ret = gr->gr_gid;
+                return 0;
+        }
+        if (parse_u64(s, &v) < 0 || v >= (gid_t)-1)
+                return -EINVAL;
+        *ret = (gid_t)v;
+        return 0;
+}
+
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Options *o) {
-        enum { ARG_LISTEN = 0x100, ARG_POLICY, ARG_CHECK_POLICY, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT,
+        enum { ARG_LISTEN = 0x100, ARG_LISTEN_MODE, ARG_LISTEN_GROUP, ARG_POLICY, ARG_CHECK_POLICY, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT,
                ARG_DUMP_TIMEOUT, ARG_DUMP_START_TIMEOUT, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION };
         static const struct option options[] = {
                 { "listen", required_argument, NULL, ARG_LISTEN },
+                { "listen-mode", required_argument, NULL, ARG_LISTEN_MODE },
+                { "listen-group", required_argument, NULL, ARG_LISTEN_GROUP },
                 { "policy", required_argument, NULL, ARG_POLICY },
                 { "check-policy", no_argument, NULL, ARG_CHECK_POLICY },
                 { "audit", required_argument, NULL, ARG_AUDIT },
@@ -80,6 +116,18 @@ static int parse_argv(int argc, char **argv, Options *o) {
                 switch (c) {
                 case ARG_LISTEN:
                         o->listen_path = optarg;
+                        break;
+                case ARG_LISTEN_MODE:
+                        if (parse_socket_mode(optarg, &o->listen_mode) < 0) {
+                                fprintf(stderr, "dsagent: --listen-mode takes an octal mode within 0666, e.g. 0660\n");
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_LISTEN_GROUP:
+                        if (parse_group(optarg, &o->listen_gid) < 0) {
+                                fprintf(stderr, "dsagent: --listen-group: no group '%s'\n", optarg);
+                                return -EINVAL;
+                        }
                         break;
                 case ARG_POLICY:
                         o->broker.policy_path = optarg;
@@ -152,13 +200,16 @@ static int parse_argv(int argc, char **argv, Options *o) {
 }
 
 /*
- * For development and tests. Anyone may connect: who may do what is the
- * policy's business, decided from the kernel's credentials, not from the
- * socket's mode. The socket is bound under a temporary name and renamed into
- * place once it listens, so no client ever finds it refusing connections. A
- * stale socket is replaced, anything else at the path is not.
+ * Without systemd (development, tests, a container). By default anyone may
+ * connect: who may do what is the policy's business, decided from the
+ * kernel's credentials, not from the socket's mode; @mode and @gid make the
+ * socket a gate of its own, as the socket unit's SocketMode= and
+ * SocketGroup= do. The socket is bound under a temporary name, given its
+ * mode and group, and renamed into place once it listens, so no client ever
+ * finds it refusing connections or open wider than asked. A stale socket is
+ * replaced, anything else at the path is not.
  */
-static int listen_on_path(const char *path, int *ret_fd) {
+static int listen_on_path(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
@@ -175,12 +226,13 @@ static int listen_on_path(const char *path, int *ret_fd) {
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
-        old_umask = umask(0111);
+        old_umask = umask(0777 & ~mode);
         r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
         umask(old_umask);
         if (r < 0)
                 return -errno;
-        if (listen(fd, DSAGENT_LISTEN_BACKLOG) < 0 || rename(sa.sun_path, path) < 0) {
+        if ((gid != (gid_t)-1 && lchown(sa.sun_path, (uid_t)-1, gid) < 0) ||
+            listen(fd, DSAGENT_LISTEN_BACKLOG) < 0 || rename(sa.sun_path, path) < 0) {
                 r = -errno;
                 (void)unlink(sa.sun_path);
                 return r;
@@ -390,7 +442,7 @@ static int run(const Options *o, SystemdFds *fds) {
 }
 
 int main(int argc, char **argv) {
-        Options o = { .broker = BROKER_CONFIG_DEFAULT };
+        Options o = { .broker = BROKER_CONFIG_DEFAULT, .listen_mode = 0666, .listen_gid = (gid_t)-1 };
         SystemdFds fds = { .listen_fd = -EBADF };
         sigset_t mask;
         int r;
@@ -419,7 +471,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
 
         if (o.listen_path) {
-                r = listen_on_path(o.listen_path, &fds.listen_fd);
+                r = listen_on_path(o.listen_path, o.listen_mode, o.listen_gid, &fds.listen_fd);
                 if (r < 0) {
                         fprintf(stderr, "dsagent: cannot listen on %s: %s\n", o.listen_path, strerror(-r));
                         return EXIT_FAILURE;

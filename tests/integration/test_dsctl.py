@@ -74,6 +74,29 @@ def without_ids(text):
 
 
 @test
+def listen_mode_and_group_make_the_agents_socket_a_gate_of_its_own():
+    default = Agent()
+    assert oct(os.stat(default.socket).st_mode & 0o777) == "0o666", "without options anyone may connect"
+    r = dsctl(default, MALLORY, "ps")
+    assert r.returncode == 0, r
+
+    agent = Agent("--listen-mode", "0660", "--listen-group", OPS)
+    st = os.stat(agent.socket)
+    assert st.st_uid == 0 and st.st_gid == grp.getgrnam(OPS).gr_gid and oct(st.st_mode & 0o777) == "0o660", st
+    r = dsctl(agent, ALICE, "ps")  # in the group
+    assert r.returncode == 0, r
+    r = dsctl(agent, MALLORY, "ps")  # not: the kernel refuses the connect, the agent never hears of it
+    assert r.returncode == EXIT_AGENT_UNREACHABLE and "ermission denied" in r.stderr, r
+    assert not [x for x in agent.records() if x.get("DSAGENT_CLIENT_UID") == str(uid_of(MALLORY))]
+
+    for bad in (["--listen-mode", "0777"], ["--listen-mode", "4660"], ["--listen-mode", "rw"],
+                ["--listen-group", "no-such-group-here"]):
+        r = subprocess.run([harness.DSAGENT, "--listen", "/nonexistent/x.sock", *bad], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        assert r.returncode != 0 and bad[0] in r.stderr, (bad, r)
+
+
+@test
 def help_of_a_command_sends_nothing():
     agent = Agent()
     for args in (["dump", "--help"], ["help", "dump"], ["dump", "4242", "-h"], ["--help", "trace"],
