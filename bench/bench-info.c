@@ -43,6 +43,7 @@ typedef struct Args {
         const char *agent_socket;
         const char *runtime_socket;
         pid_t pid;
+        pid_t runtime_pid; /* the pid the runtime reports: its own, in its pid namespace; 0: pid */
         unsigned iterations;
         unsigned warmup;
 } Args;
@@ -66,12 +67,13 @@ typedef struct Failure {
 static void usage(FILE *out) {
         fprintf(out,
                 "Usage: bench-info --agent-socket PATH --runtime-socket PATH --pid PID\n"
-                "                  [--iterations N] [--warmup N]\n"
+                "                  [--runtime-pid PID] [--iterations N] [--warmup N]\n"
                 "Compare ProcessInfo3 through dsagent with the same request sent straight\n"
                 "to the runtime's diagnostic socket. Run as root, with the agent running.\n\n"
                 "  --agent-socket PATH    dsagent's socket\n"
                 "  --runtime-socket PATH  the target's dotnet-diagnostic-PID-STARTTIME-socket\n"
                 "  --pid PID              the target's process id\n"
+                "  --runtime-pid PID      the pid its runtime reports, when it runs in a pid namespace\n"
                 "  --iterations N         measured requests per path [%d]\n"
                 "  --warmup N             unmeasured requests per path first [%d]\n"
                 "  --help                 show this help\n",
@@ -89,11 +91,12 @@ static int parse_unsigned(const char *s, unsigned *ret) {
 
 /* Return: 0 to run, 1 to exit successfully (help), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Args *a) {
-        enum { ARG_AGENT = 0x100, ARG_RUNTIME, ARG_PID, ARG_ITERATIONS, ARG_WARMUP, ARG_HELP };
+        enum { ARG_AGENT = 0x100, ARG_RUNTIME, ARG_PID, ARG_RUNTIME_PID, ARG_ITERATIONS, ARG_WARMUP, ARG_HELP };
         static const struct option options[] = {
                 { "agent-socket", required_argument, NULL, ARG_AGENT },
                 { "runtime-socket", required_argument, NULL, ARG_RUNTIME },
                 { "pid", required_argument, NULL, ARG_PID },
+                { "runtime-pid", required_argument, NULL, ARG_RUNTIME_PID },
                 { "iterations", required_argument, NULL, ARG_ITERATIONS },
                 { "warmup", required_argument, NULL, ARG_WARMUP },
                 { "help", no_argument, NULL, ARG_HELP },
@@ -113,6 +116,12 @@ static int parse_argv(int argc, char **argv, Args *a) {
                 case ARG_PID:
                         if (parse_pid(optarg, &a->pid) < 0) {
                                 fprintf(stderr, "bench-info: --pid takes a process id\n");
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_RUNTIME_PID:
+                        if (parse_pid(optarg, &a->runtime_pid) < 0) {
+                                fprintf(stderr, "bench-info: --runtime-pid takes a process id\n");
                                 return -EINVAL;
                         }
                         break;
@@ -306,9 +315,9 @@ static int direct_exchange(const Args *a, const uint8_t *request, size_t request
                 return -1;
         }
         /* the runner starts the target in our pid namespace, so its own pid is ours */
-        if (info.pid != (uint64_t)a->pid) {
+        if (info.pid != (uint64_t)(a->runtime_pid > 0 ? a->runtime_pid : a->pid)) {
                 snprintf(f->what, sizeof(f->what), "runtime reports pid %" PRIu64 ", not %d", info.pid,
-                         (int)a->pid);
+                         (int)(a->runtime_pid > 0 ? a->runtime_pid : a->pid));
                 return -1;
         }
         *ret_nsec = end - start;
