@@ -111,7 +111,7 @@ class Container:
         stop(self.name, self.env, self.user)
 
 
-def run_target(name, rootfs, user_uid=NO_HOST_UID, extra_args=(), tmp_size="8m", rootless_user=None):
+def run_target(name, rootfs, user_uid=NO_HOST_UID, extra_args=(), tmp_size="8m", rootless_user=None, options=()):
     """The test app in a detached container of its own, once it is ready: a Container.
 
     Its own pid, mount, network (loopback only: no network is needed, and none is set up here), uts
@@ -119,7 +119,7 @@ def run_target(name, rootfs, user_uid=NO_HOST_UID, extra_args=(), tmp_size="8m",
     tmpfs on /tmp, of @tmp_size: small, so that a dump that passed through it could not fit. It runs as
     @user_uid (its group the same number): NO_HOST_UID, a host user's uid, or None for the container's
     root. Rootful, unless @rootless_user: then that user's own podman runs it, in a user namespace
-    (the container's root is that user on the host).
+    (the container's root is that user on the host). @options: more of podman run's (volumes, -e).
 
     The root is mounted with an overlay (":O"): podman's writes go to the overlay, never into the
     shared directory, which every test's containers use at once.
@@ -133,6 +133,7 @@ def run_target(name, rootfs, user_uid=NO_HOST_UID, extra_args=(), tmp_size="8m",
             "--log-driver", "k8s-file", "--log-opt", f"path={log}"]
     if user_uid is not None:
         args += ["--user", f"{user_uid}:{user_uid}"]
+    args += list(options)
     started = time.monotonic()
     r = podman(env, *args, f"{rootfs}:O", APP, *extra_args, user=rootless_user, check=False)
     # registered even when run failed: podman may have created the container all the same

@@ -7,6 +7,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -605,6 +606,30 @@ def a_target_in_its_own_pid_and_mount_namespace_is_reached_through_a_bind_mounte
     assert line.startswith(f"ready pid={ns_pid}"), line
     r = dsctl(agent, ALICE, "--json", "info", str(host_pid))
     assert r.returncode == 0 and json.loads(r.stdout)["runtime_pid"] == ns_pid, r
+
+
+@test
+def a_runtime_in_a_podman_container_connects_out_to_a_port_mounted_into_it():
+    sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "containers"))
+    import podman
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    uid = f"uid:{podman.NO_HOST_UID}"
+    agent = Agent(policy=policy(path, port_users=(uid,), extra=f'\n[[rule]]\nname = "containers"\nusers = ["{ALICE}"]\n'
+                                f'commands = ["info", "dump"]\ntargets.users = ["{uid}"]\ndump_types = ["mini"]\n'))
+    # no shared /tmp, no shared pid namespace: only the port directory, read-only
+    c = podman.run_target("port", podman.rootfs(), options=(
+        "-v", f"{d}:/run/dsagent-ports:ro", "-e", "DOTNET_DiagnosticPorts=/run/dsagent-ports/app.sock,connect,nosuspend"))
+    assert c.ns_pid != c.pid and os.stat(f"/proc/{c.pid}/root/tmp").st_dev != os.stat("/tmp").st_dev
+    rec = wait_registered(agent, c.pid)
+    assert rec["DSAGENT_ADVERTISED_PID"] == str(c.ns_pid) and rec["DSAGENT_TARGET_UID"] == str(podman.NO_HOST_UID), rec
+    os.unlink(c.tmp + "/" + [n for n in os.listdir(c.tmp) if n.startswith("dotnet-diagnostic-")][0])
+    r = dsctl(agent, ALICE, "--json", "info", str(c.pid))  # its own socket is gone: only the port is left
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == path, r
+    assert json.loads(r.stdout)["runtime_pid"] == c.ns_pid, r
+    out = os.path.join(make_dir(ALICE, 0o700), "c.core")
+    r = dsctl(agent, ALICE, "dump", str(c.pid), "--type", "mini", "-o", out, timeout=300)
+    assert r.returncode == 0 and harness.is_elf_core(out), r
 
 
 if __name__ == "__main__":
