@@ -17,7 +17,12 @@ PolicyRequester requester_of(const Request *req) {
 }
 
 PolicyTarget policy_target_of(const Target *t) {
-        PolicyTarget pt = { .unit = t->unit, .name = t->name };
+        PolicyTarget pt = {
+                .unit = t->unit,
+                .name = t->name,
+                .cgroup = t->cgroup,
+                .container_id = t->container_id,
+        };
 
         memcpy(pt.uid, t->status.uid, sizeof(pt.uid));
         memcpy(pt.gid, t->status.gid, sizeof(pt.gid));

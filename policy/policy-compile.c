@@ -378,8 +378,58 @@ static bool compile_counter_providers(Compiler *c, const TomlEntry *e, PolicyRul
 }
 
 /* targets.*: the same selectors for a [[rule]] and an [[on_start]], matched the same way. */
-static bool compile_targets(Compiler *c, const TomlEntry *e, bool *any_target, PolicyIdList *users,
-                            PolicyStringList *units, PolicyStringList *names) {
+/* targets.cgroups and targets.containers: lists whose every entry @valid accepts, at most @max. */
+static bool compile_target_patterns(Compiler *c, const TomlEntry *e, size_t max, bool (*valid)(const char *),
+                                    const char *what, PolicyStringList *ret) {
+        const TomlValue *v = e->value;
+
+        if (!expect_string_list(c, e))
+                return false;
+        if (v->array.n_items > max) {
+                error_at(c, v->line, v->column, "'targets.%s' takes at most %zu entries", e->key, max);
+                return false;
+        }
+        for (size_t i = 0; i < v->array.n_items; i++) {
+                const TomlValue *item = v->array.items[i];
+
+                if (!valid(item->string.data)) {
+                        error_at(c, item->line, item->column, "bad entry \"%s\" in 'targets.%s' (%s)",
+                                 item->string.data, e->key, what);
+                        return false;
+                }
+        }
+        if (string_list_take(ret, v) < 0)
+                c->oom = -ENOMEM;
+        return true;
+}
+
+static bool compile_target_selector(Compiler *c, const TomlEntry *t, PolicyTargets *ret) {
+        if (strcmp(t->key, "users") == 0)
+                return compile_id_list(c, t, false, &ret->users);
+        if (strcmp(t->key, "units") == 0 || strcmp(t->key, "names") == 0) {
+                if (!expect_string_list(c, t))
+                        return false;
+                if (string_list_take(strcmp(t->key, "units") == 0 ? &ret->units : &ret->names, t->value) < 0)
+                        c->oom = -ENOMEM;
+                return true;
+        }
+        if (strcmp(t->key, "cgroups") == 0)
+                return compile_target_patterns(c, t, POLICY_CGROUP_PATTERNS_MAX, policy_cgroup_pattern_is_valid,
+                                               "an absolute cgroup path like \"/machine.slice/libpod-*.scope\": "
+                                               "'*' and '?' within a component, \"**\" for any components, "
+                                               "no empty, '.' or '..' component, no '[', ']' or backslash",
+                                               &ret->cgroups);
+        if (strcmp(t->key, "containers") == 0)
+                return compile_target_patterns(c, t, POLICY_CONTAINERS_MAX, policy_container_selector_is_valid,
+                                               "a container id: 12 to 64 lowercase hexadecimal digits",
+                                               &ret->containers);
+        error_at(c, t->line, t->column,
+                 "unknown key 'targets.%s' (users, units, names, cgroups, containers, any)", t->key);
+        return false;
+}
+
+/* targets.*: the same selectors for a [[rule]] and an [[on_start]], matched the same way. */
+static bool compile_targets(Compiler *c, const TomlEntry *e, PolicyTargets *ret) {
         bool ok = true, any_selector = false;
         const TomlEntry *any = NULL;
 
@@ -388,16 +438,7 @@ static bool compile_targets(Compiler *c, const TomlEntry *e, bool *any_target, P
         for (size_t i = 0; i < e->value->table.n_entries; i++) {
                 const TomlEntry *t = &e->value->table.entries[i];
 
-                if (strcmp(t->key, "users") == 0) {
-                        ok = compile_id_list(c, t, false, users) && ok;
-                        any_selector = true;
-                } else if (strcmp(t->key, "units") == 0 || strcmp(t->key, "names") == 0) {
-                        if (!expect_string_list(c, t))
-                                ok = false;
-                        else if (string_list_take(strcmp(t->key, "units") == 0 ? units : names, t->value) < 0)
-                                c->oom = -ENOMEM;
-                        any_selector = true;
-                } else if (strcmp(t->key, "any") == 0) {
+                if (strcmp(t->key, "any") == 0) {
                         any = t;
                         if (!expect_type(c, t, TOML_BOOLEAN))
                                 ok = false;
@@ -405,11 +446,10 @@ static bool compile_targets(Compiler *c, const TomlEntry *e, bool *any_target, P
                                 error_at(c, t->line, t->column, "'targets.any = false' means nothing; leave it out");
                                 ok = false;
                         } else
-                                *any_target = true;
+                                ret->any = true;
                 } else {
-                        error_at(c, t->line, t->column, "unknown key 'targets.%s' (users, units, names, any)",
-                                 t->key);
-                        ok = false;
+                        ok = compile_target_selector(c, t, ret) && ok;
+                        any_selector = true;
                 }
         }
         if (any && any_selector) {
@@ -417,7 +457,8 @@ static bool compile_targets(Compiler *c, const TomlEntry *e, bool *any_target, P
                 ok = false;
         }
         if (!any && !any_selector) {
-                error_at(c, e->line, e->column, "'targets' selects nothing: give users, units or names, or any = true");
+                error_at(c, e->line, e->column,
+                         "'targets' selects nothing: give users, units, names, cgroups or containers, or any = true");
                 ok = false;
         }
         return ok;
@@ -621,11 +662,10 @@ static bool compile_rule(Compiler *c, const TomlValue *table, PolicyRule *r) {
                 ok = compile_commands(c, k.commands, r) && ok;
         if (!k.targets) {
                 error_at(c, table->line, table->column,
-                         "rule needs targets (users, units or names), or targets.any = true");
+                         "rule needs targets (users, units, names, cgroups or containers), or targets.any = true");
                 ok = false;
         } else
-                ok = compile_targets(c, k.targets, &r->targets_any, &r->target_users, &r->target_units,
-                                     &r->target_names) && ok;
+                ok = compile_targets(c, k.targets, &r->targets) && ok;
 
         ok = compile_rule_parameters(c, &k, r) && ok;
         if (ok && k.commands)
@@ -1010,8 +1050,7 @@ static bool compile_on_start_entry(Compiler *c, const TomlEntry *e, const Policy
                 return true;
         }
         if (strcmp(e->key, "targets") == 0)
-                return compile_targets(c, e, &o->targets_any, &o->target_users, &o->target_units,
-                                       &o->target_names);
+                return compile_targets(c, e, &o->targets);
         if (strcmp(e->key, "trace_profile") == 0) {
                 if (!expect_string(c, e))
                         return false;
@@ -1055,7 +1094,7 @@ static bool check_on_start(Compiler *c, const TomlValue *table) {
         }
         if (!toml_table_find(table, "targets")) {
                 error_at(c, table->line, table->column,
-                         "[[on_start]] needs targets (users, units or names), or targets.any = true");
+                         "[[on_start]] needs targets (users, units, names, cgroups or containers), or targets.any = true");
                 ok = false;
         }
         if (profile && providers) {
@@ -1196,13 +1235,13 @@ int policy_compile(const PolicySource *sources, size_t n_sources, const PolicyRe
 }
 
 void policy_rule_done(PolicyRule *r) {
-        PolicyStringList *lists[] = { &r->target_units, &r->target_names, &r->trace_profiles, &r->counter_providers };
+        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers };
 
         free(r->name);
         free(r->file);
         free(r->users.ids);
         free(r->groups.ids);
-        free(r->target_users.ids);
+        policy_targets_done(&r->targets);
         free(r->reader_users.ids);
         free(r->reader_groups.ids);
         for (size_t i = 0; i < r->n_trace_providers; i++)

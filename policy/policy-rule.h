@@ -11,5 +11,6 @@
 
 void policy_rule_done(PolicyRule *r);
 void policy_string_list_done(PolicyStringList *l);
+void policy_targets_done(PolicyTargets *t);
 void policy_port_done(PolicyPort *port);
 void policy_on_start_done(PolicyOnStart *o);

@@ -162,34 +162,123 @@ static char ascii_upper(char c) {
         return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
 }
 
-bool policy_env_pattern_match(const char *pattern, const char *name) {
-        const char *star = NULL, *resume = NULL;
+/* The bytes of the character at @s, of the @n left: never past them. */
+static size_t char_length_within(const char *s, size_t n) {
+        size_t len = utf8_char_length(s);
 
-        /*
-         * Greedy, with one place to go back to: after the latest '*' only, since a match of
-         * what follows an earlier one can always be pushed right. Each '*' thus costs at
-         * most one pass over @name per character of the pattern after it.
-         */
-        while (*name) {
-                if (*pattern == '*') {
-                        star = ++pattern;
-                        resume = name;
-                } else if (*pattern == '?') {
-                        pattern++;
-                        name += utf8_char_length(name);
-                } else if (*pattern && ascii_upper(*pattern) == ascii_upper(*name)) {
-                        pattern++;
-                        name++;
-                } else if (star) {
-                        pattern = star;
-                        resume += utf8_char_length(resume);
-                        name = resume;
+        return len < n ? len : n;
+}
+
+/*
+ * Does name[0..@n) match pattern[0..@m)? '*' stands for any run of characters, none included,
+ * '?' for one character; anything else for itself, ASCII letters in either case when
+ * @fold_case. Greedy, with one place to go back to: after the latest '*' only, since a match
+ * of what follows an earlier one can always be pushed right. Each '*' thus costs at most one
+ * pass over the name per character of the pattern after it.
+ */
+static bool glob_match(const char *pattern, size_t m, const char *name, size_t n, bool fold_case) {
+        size_t p = 0, s = 0, star = SIZE_MAX, resume = 0;
+
+        while (s < n) {
+                if (p < m && pattern[p] == '*') {
+                        star = ++p;
+                        resume = s;
+                } else if (p < m && pattern[p] == '?') {
+                        p++;
+                        s += char_length_within(name + s, n - s);
+                } else if (p < m && (fold_case ? ascii_upper(pattern[p]) == ascii_upper(name[s])
+                                               : pattern[p] == name[s])) {
+                        p++;
+                        s++;
+                } else if (star != SIZE_MAX) {
+                        p = star;
+                        resume += char_length_within(name + resume, n - resume);
+                        s = resume;
                 } else
                         return false;
         }
-        while (*pattern == '*')
-                pattern++;
-        return *pattern == '\0';
+        while (p < m && pattern[p] == '*')
+                p++;
+        return p == m;
+}
+
+bool policy_env_pattern_match(const char *pattern, const char *name) {
+        return glob_match(pattern, strlen(pattern), name, strlen(name), true);
+}
+
+/* The component of a path at *@cursor, past its '/'; *@cursor moves after it. False at the end. */
+static bool next_component(const char **cursor, const char **ret_start, size_t *ret_len) {
+        const char *s = *cursor;
+
+        while (*s == '/')
+                s++;
+        if (*s == '\0')
+                return false;
+        *ret_start = s;
+        *ret_len = strcspn(s, "/");
+        *cursor = s + *ret_len;
+        return true;
+}
+
+bool policy_cgroup_pattern_is_valid(const char *pattern) {
+        const char *cursor = pattern, *c;
+        size_t n = strlen(pattern), len;
+
+        if (n < 2 || n > POLICY_CGROUP_PATTERN_MAX || pattern[0] != '/' || pattern[n - 1] == '/' ||
+            strstr(pattern, "//") || !utf8_is_valid(pattern, n))
+                return false;
+        for (c = pattern; *c; c++)
+                if ((unsigned char)*c < ' ' || *c == 0x7F || strchr("[]\\", *c))
+                        return false;
+        while (next_component(&cursor, &c, &len)) {
+                if ((len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                if (len != 2 && memmem(c, len, "**", 2))
+                        return false;
+        }
+        return true;
+}
+
+bool policy_cgroup_pattern_match(const char *pattern, const char *path) {
+        const char *star = NULL, *resume = NULL, *p, *q;
+        size_t p_len, q_len;
+
+        /*
+         * Greedy over components as glob_match() is over characters, "**" in the role of '*':
+         * a later "**" takes over from an earlier one. The end of the pattern is an unwritten
+         * trailing "**": what is left of the path are the cgroups below a match.
+         */
+        for (;;) {
+                const char *at_pattern = pattern;
+
+                if (!next_component(&pattern, &p, &p_len))
+                        return true;
+                if (p_len == 2 && p[0] == '*' && p[1] == '*') {
+                        star = pattern;
+                        resume = path;
+                        continue;
+                }
+                if (!next_component(&path, &q, &q_len)) {
+                        /* the path ends here: only "**" may be left of the pattern */
+                        while (next_component(&at_pattern, &p, &p_len))
+                                if (p_len != 2 || p[0] != '*' || p[1] != '*')
+                                        return false;
+                        return true;
+                }
+                if (glob_match(p, p_len, q, q_len, false))
+                        continue;
+                if (!star || !next_component(&resume, &q, &q_len))
+                        return false;
+                pattern = star;
+                path = resume;
+        }
+}
+
+bool policy_container_selector_is_valid(const char *selector) {
+        size_t n = strlen(selector);
+
+        return n >= POLICY_CONTAINER_PREFIX_MIN && n <= POLICY_CONTAINER_ID_LEN &&
+               strspn(selector, "0123456789abcdef") == n;
 }
 
 bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name) {
@@ -217,6 +306,15 @@ static bool string_list_contains(const PolicyStringList *l, const char *s) {
         return false;
 }
 
+void policy_targets_done(PolicyTargets *t) {
+        free(t->users.ids);
+        policy_string_list_done(&t->units);
+        policy_string_list_done(&t->names);
+        policy_string_list_done(&t->cgroups);
+        policy_string_list_done(&t->containers);
+        *t = (PolicyTargets){};
+}
+
 void policy_port_done(PolicyPort *port) {
         free(port->path);
         free(port->file);
@@ -228,9 +326,7 @@ void policy_port_done(PolicyPort *port) {
 void policy_on_start_done(PolicyOnStart *o) {
         free(o->name);
         free(o->file);
-        free(o->target_users.ids);
-        policy_string_list_done(&o->target_units);
-        policy_string_list_done(&o->target_names);
+        policy_targets_done(&o->targets);
         free(o->trace_profile);
         for (size_t i = 0; i < o->n_trace_providers; i++)
                 free(o->trace_providers[i].name);
@@ -258,36 +354,54 @@ static bool rule_matches_requester(const PolicyRule *r, const PolicyRequester *w
         return false;
 }
 
+static bool cgroup_patterns_match(const PolicyStringList *patterns, const char *path) {
+        if (!path)
+                return false;
+        for (size_t i = 0; i < patterns->n; i++)
+                if (policy_cgroup_pattern_match(patterns->items[i], path))
+                        return true;
+        return false;
+}
+
+static bool container_selectors_match(const PolicyStringList *selectors, const char *id) {
+        if (!id)
+                return false;
+        for (size_t i = 0; i < selectors->n; i++)
+                if (strncmp(id, selectors->items[i], strlen(selectors->items[i])) == 0)
+                        return true;
+        return false;
+}
+
 /*
  * The one matcher of targets, for [[rule]] and [[on_start]] alike: every selector given must
  * match, a selector not given matches anything.
  *
  * Return: NULL when they all match, else what did not.
  */
-static const char *targets_mismatch(bool any, const PolicyIdList *users, const PolicyStringList *units,
-                                    const PolicyStringList *names, const PolicyTarget *t) {
-        if (any)
+static const char *targets_mismatch(const PolicyTargets *s, const PolicyTarget *t) {
+        if (s->any)
                 return NULL;
-        if (users->n > 0 && !id_list_contains(users, t->uid[1]))
+        if (s->users.n > 0 && !id_list_contains(&s->users, t->uid[1]))
                 return "the target's user";
-        if (units->n > 0 && !string_list_contains(units, t->unit))
+        if (s->units.n > 0 && !string_list_contains(&s->units, t->unit))
                 return "the target's unit";
-        if (names->n > 0 && !string_list_contains(names, t->name))
+        if (s->names.n > 0 && !string_list_contains(&s->names, t->name))
                 return "the target's name";
+        if (s->cgroups.n > 0 && !cgroup_patterns_match(&s->cgroups, t->cgroup))
+                return "the target's cgroup";
+        if (s->containers.n > 0 && !container_selectors_match(&s->containers, t->container_id))
+                return "the target's container";
         return NULL;
 }
 
 static const char *rule_target_mismatch(const PolicyRule *r, const PolicyTarget *t) {
-        return targets_mismatch(r->targets_any, &r->target_users, &r->target_units, &r->target_names, t);
+        return targets_mismatch(&r->targets, t);
 }
 
 const PolicyOnStart *policy_on_start_match(const Policy *p, const PolicyTarget *target) {
-        for (size_t i = 0; i < p->n_on_start; i++) {
-                const PolicyOnStart *o = &p->on_start[i];
-
-                if (!targets_mismatch(o->targets_any, &o->target_users, &o->target_units, &o->target_names, target))
-                        return o;
-        }
+        for (size_t i = 0; i < p->n_on_start; i++)
+                if (!targets_mismatch(&p->on_start[i].targets, target))
+                        return &p->on_start[i];
         return NULL;
 }
 
@@ -420,12 +534,12 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
 
                 if (!rule_matches_requester(r, who) || r->commands == 0)
                         continue;
-                if (r->targets_any || r->target_users.n == 0)
-                        return true; /* units or names alone: a process of anybody's */
-                for (size_t k = 0; k < r->target_users.n; k++) {
+                if (r->targets.any || r->targets.users.n == 0)
+                        return true; /* units, names, cgroups or containers alone: a process of anybody's */
+                for (size_t k = 0; k < r->targets.users.n; k++) {
                         if (n == max)
                                 return true;
-                        out[n++] = (uid_t)r->target_users.ids[k];
+                        out[n++] = (uid_t)r->targets.users.ids[k];
                 }
         }
         *ret_n = n;

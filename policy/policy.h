@@ -59,6 +59,19 @@ typedef struct PolicyProviderGrant {
         uint64_t keywords;
 } PolicyProviderGrant;
 
+/*
+ * Which processes a [[rule]] or an [[on_start]] is about: every selector given must match, one
+ * not given matches anything (policy_targets_mismatch() in policy.c is the one matcher).
+ */
+typedef struct PolicyTargets {
+        bool any;
+        PolicyIdList users;          /* effective uid */
+        PolicyStringList units;      /* the systemd unit, exactly */
+        PolicyStringList names;      /* the process name, exactly */
+        PolicyStringList cgroups;    /* globs on the cgroup path (policy_cgroup_pattern_match()) */
+        PolicyStringList containers; /* container ids or prefixes of them: 12 to 64 lowercase hex digits */
+} PolicyTargets;
+
 typedef struct PolicyRule {
         char *name;
         char *file;
@@ -68,10 +81,7 @@ typedef struct PolicyRule {
         PolicyIdList groups;    /* ... or by any of their gids */
         uint32_t commands;      /* bit per PolicyCommand */
 
-        bool targets_any;
-        PolicyIdList target_users;
-        PolicyStringList target_units;
-        PolicyStringList target_names;
+        PolicyTargets targets;
 
         uint32_t dump_types;    /* bit per PolicyDumpType */
         PolicyStringList trace_profiles;
@@ -117,10 +127,7 @@ typedef struct PolicyOnStart {
         char *file;
         unsigned line;
 
-        bool targets_any;       /* as a rule's targets */
-        PolicyIdList target_users;
-        PolicyStringList target_units;
-        PolicyStringList target_names;
+        PolicyTargets targets;  /* as a rule's */
 
         char *trace_profile;    /* NULL when it names providers */
         PolicyProviderGrant *trace_providers; /* keywords UINT64_MAX when the provider named none */
@@ -191,6 +198,8 @@ typedef struct PolicyTarget {
         gid_t gid[4];
         const char *unit; /* NULL when not in a unit */
         const char *name; /* process name: entry assembly for "dotnet X.dll", else executable name */
+        const char *cgroup;       /* its cgroup path, as the kernel shows it; NULL when unknown */
+        const char *container_id; /* 64 lowercase hex digits, from that path; NULL when none */
 } PolicyTarget;
 
 /* A provider a trace or counters session asks for. Keywords 0 enable every
@@ -248,6 +257,33 @@ bool policy_env_pattern_is_valid(const char *pattern);
  * strlen(@name) x strlen(@pattern) steps, without recursion.
  */
 bool policy_env_pattern_match(const char *pattern, const char *name);
+/* targets.cgroups: at most this many patterns, each of at most this many bytes (the longest path kept) */
+#define POLICY_CGROUP_PATTERNS_MAX 64
+#define POLICY_CGROUP_PATTERN_MAX 512
+/* targets.containers: at most this many; a prefix of at least this many digits, as `podman ps` shows */
+#define POLICY_CONTAINERS_MAX 256
+#define POLICY_CONTAINER_PREFIX_MIN 12
+#define POLICY_CONTAINER_ID_LEN 64
+
+/*
+ * A pattern of targets.cgroups: valid UTF-8, an absolute path of at most
+ * POLICY_CGROUP_PATTERN_MAX bytes whose components are not empty, "." or "..";
+ * "**" only as a whole component; no control character and none of '[', ']',
+ * '\' (kept for a richer glob syntax).
+ */
+bool policy_cgroup_pattern_is_valid(const char *pattern);
+/*
+ * Does the cgroup @path, or one of its ancestors, match @pattern? Component by component:
+ * "**" stands for any number of components, none included; in a component '*' stands for any
+ * run of characters and '?' for one, neither ever for '/'; anything else for itself, case
+ * counting. A pattern thus selects the cgroups it matches and everything below them. At most
+ * about (components of @path) x (bytes of @pattern) x (bytes of a component) steps, without
+ * recursion.
+ */
+bool policy_cgroup_pattern_match(const char *pattern, const char *path);
+/* An entry of targets.containers: POLICY_CONTAINER_PREFIX_MIN to POLICY_CONTAINER_ID_LEN lowercase hex digits. */
+bool policy_container_selector_is_valid(const char *selector);
+
 /* Is the value of the variable @name withheld from the requester of @v (env_redact, env_reveal)? */
 bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name);
 
@@ -271,7 +307,8 @@ bool policy_target_visible(const Policy *p, const PolicyRequester *who, const Po
  *
  * A cheap first cut for listings, before any process is looked at closely:
  * true when they may be anybody's (root; a rule naming @who whose targets
- * are any, or given by unit or name alone; more users than @max); else
+ * are any, or given without users: by unit, name, cgroup or container; more
+ * users than @max); else
  * false, with the users in @out (its own uid under owner_access, and the
  * target users of the rules naming @who), in *@ret_n of them.
  */

@@ -155,6 +155,26 @@ def dotnet_ipc():
 
 
 
+# --- targets.cgroups patterns against cgroup paths (fuzz-cgroup-pattern.c): a pattern, NUL, a path ---
+
+def cgroup_pattern():
+    t = "cgroup-pattern"
+    podman = b"/machine.slice/libpod-" + b"3f9a" * 16 + b".scope/container"
+    write(t, "podman-scope", b"/machine.slice/libpod-*.scope\0" + podman)
+    write(t, "parent", b"/machine.slice\0" + podman)
+    write(t, "no-match", b"/system.slice/*.service\0" + podman)
+    write(t, "double-star", b"/**/libpod-*.scope\0" + podman)
+    write(t, "kubepods", b"/kubepods.slice/**/cri-containerd-*.scope\0/kubepods.slice/kubepods-burstable.slice/"
+          b"kubepods-burstable-pod0f1e2d3c_4b5a_6978_8796_a5b4c3d2e1f0.slice/cri-containerd-" + b"ab" * 32 + b".scope")
+    write(t, "backtrack", b"/**/a/b\0/a/a/a/a/b")
+    write(t, "question-multibyte", "/?\0/\u00e4".encode())
+    write(t, "many-stars", b"/**/**/*a*a*a*a*b\0" + b"/aaaa" * 100)
+    write(t, "root", b"/**\0/")
+    write(t, "invalid-pattern", b"/a/../b\0/a/b")
+    write(t, "invalid-path", b"/*\0/\xff\xfe")
+    write(t, "no-nul", b"/machine.slice")
+
+
 # --- the advertise message (ipc-protocol.md 4.3, fuzz-advertise.c) -----------------------
 #
 # A runtime started with DOTNET_DiagnosticPorts=PATH,connect writes it first on every
@@ -877,7 +897,7 @@ def elf_core_seeds():
 
 def main():
     for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace,
-               environment, advertise):
+               environment, advertise, cgroup_pattern):
         fn()
     return 0
 

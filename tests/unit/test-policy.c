@@ -788,8 +788,8 @@ static void test_on_start(void) {
                 return;
         o = &p->on_start[0];
         check(strcmp(o->name, "orders-cpu") == 0 && strcmp(o->file, "policy.toml") == 0 && o->line == 1);
-        check(!o->targets_any && o->target_users.n == 1 && o->target_users.ids[0] == 2001);
-        check(o->target_units.n == 1 && o->target_names.n == 0);
+        check(!o->targets.any && o->targets.users.n == 1 && o->targets.users.ids[0] == 2001);
+        check(o->targets.units.n == 1 && o->targets.names.n == 0);
         check(strcmp(o->trace_profile, "cpu-sampling") == 0 && o->n_trace_providers == 0);
         check(o->duration_usec == 30000000ULL);
         check(o->max_size == p->agent.max_trace_size); /* the default: the agent's own limit */
@@ -805,7 +805,7 @@ static void test_on_start(void) {
         check(o->reader_groups.n == 1 && o->reader_groups.ids[0] == 3001);
 
         o = &p->on_start[2];
-        check(o->targets_any && strcmp(o->trace_profile, "gc-collect") == 0);
+        check(o->targets.any && strcmp(o->trace_profile, "gc-collect") == 0);
         check(o->reader_users.n == 0 && o->reader_groups.n == 0); /* readers = []: root alone */
         policy_unref(p);
 }
@@ -940,6 +940,171 @@ static void test_on_start_match(void) {
         policy_unref(q);
 }
 
+static void test_cgroup_pattern_match(void) {
+        const char *podman = "/machine.slice/libpod-3f9a0c1e.scope/container";
+
+        /* a pattern selects what it matches and everything below it */
+        check(policy_cgroup_pattern_match("/machine.slice/libpod-*.scope", podman));
+        check(policy_cgroup_pattern_match("/machine.slice", podman));
+        check(policy_cgroup_pattern_match("/machine.slice/libpod-3f9a0c1e.scope/container", podman));
+        check(!policy_cgroup_pattern_match("/machine.slice/libpod-3f9a0c1e.scope/container/x", podman));
+        /* whole components only: a prefix of a name is not its parent */
+        check(!policy_cgroup_pattern_match("/machine", podman));
+        check(!policy_cgroup_pattern_match("/machine.slice/libpod-3f9a", podman));
+        /* '*' and '?' never stand for '/' */
+        check(!policy_cgroup_pattern_match("/*", "/") && policy_cgroup_pattern_match("/*", podman));
+        check(policy_cgroup_pattern_match("/machine.slice*", podman)); /* "*" may stand for nothing */
+        check(!policy_cgroup_pattern_match("/machine.slice?libpod-*.scope", podman));
+        check(!policy_cgroup_pattern_match("/*.scope", podman));
+        check(policy_cgroup_pattern_match("/*/*.scope", podman));
+        check(policy_cgroup_pattern_match("/machine.slice/libpod-3f9a0c1?.scope", podman));
+        check(!policy_cgroup_pattern_match("/machine.slice/libpod-3f9a0c1?.scope", "/machine.slice/libpod-3f9a0c1.scope"));
+        /* "**": any number of components, none included */
+        check(policy_cgroup_pattern_match("/**/libpod-*.scope", podman));
+        check(policy_cgroup_pattern_match("/**/container", podman));
+        check(policy_cgroup_pattern_match("/machine.slice/**/libpod-*.scope", podman));
+        check(policy_cgroup_pattern_match("/**/**/container", podman));
+        check(!policy_cgroup_pattern_match("/**/docker-*.scope", podman));
+        check(policy_cgroup_pattern_match("/kubepods.slice/**/cri-containerd-*.scope",
+                                          "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1_2.slice/"
+                                          "cri-containerd-ab.scope"));
+        check(!policy_cgroup_pattern_match("/kubepods.slice/**/cri-containerd-*.scope",
+                                           "/system.slice/kubepods.slice/cri-containerd-ab.scope"));
+        /* backtracking: the first component that fits is not always the one */
+        check(policy_cgroup_pattern_match("/**/a/b", "/a/a/a/b"));
+        check(!policy_cgroup_pattern_match("/**/a/b", "/a/a/a/c"));
+        check(policy_cgroup_pattern_match("/x/**", "/x") && !policy_cgroup_pattern_match("/x/**/y", "/x"));
+        /* case counts; the root cgroup is below nothing but "**" */
+        check(!policy_cgroup_pattern_match("/Machine.slice", podman));
+        check(policy_cgroup_pattern_match("/**", "/") && !policy_cgroup_pattern_match("/machine.slice", "/"));
+        /* a long path against many stars ends without blowing up */
+        {
+                char path[513] = "";
+                for (int i = 0; i < 128; i++)
+                        strcat(path, "/aaa");
+                check(policy_cgroup_pattern_match("/**/**/**/**/aaa", path));
+                check(!policy_cgroup_pattern_match("/**/**/**/**/*a*a*a*a*b", path));
+        }
+}
+
+static void test_cgroup_and_container_validation(void) {
+        check(policy_cgroup_pattern_is_valid("/machine.slice/libpod-*.scope"));
+        check(policy_cgroup_pattern_is_valid("/**/x y") && policy_cgroup_pattern_is_valid("/x/**"));
+        check(!policy_cgroup_pattern_is_valid("/") && !policy_cgroup_pattern_is_valid(""));
+        check(!policy_cgroup_pattern_is_valid("machine.slice"));
+        check(!policy_cgroup_pattern_is_valid("/a//b") && !policy_cgroup_pattern_is_valid("/a/"));
+        check(!policy_cgroup_pattern_is_valid("/a/../b") && !policy_cgroup_pattern_is_valid("/./b"));
+        check(policy_cgroup_pattern_is_valid("/a/.../b") && policy_cgroup_pattern_is_valid("/.hidden"));
+        check(!policy_cgroup_pattern_is_valid("/a**") && !policy_cgroup_pattern_is_valid("/***"));
+        check(!policy_cgroup_pattern_is_valid("/a[0-9]") && !policy_cgroup_pattern_is_valid("/a\\b"));
+        check(!policy_cgroup_pattern_is_valid("/a\nb") && !policy_cgroup_pattern_is_valid("/\xff"));
+        {
+                char longest[POLICY_CGROUP_PATTERN_MAX + 2];
+                memset(longest, 'a', sizeof(longest));
+                longest[0] = '/';
+                longest[POLICY_CGROUP_PATTERN_MAX] = '\0';
+                check(policy_cgroup_pattern_is_valid(longest));
+                longest[POLICY_CGROUP_PATTERN_MAX] = 'a';
+                longest[POLICY_CGROUP_PATTERN_MAX + 1] = '\0';
+                check(!policy_cgroup_pattern_is_valid(longest));
+        }
+        check(policy_container_selector_is_valid("3f9a0c1e5b7d"));
+        check(policy_container_selector_is_valid("3f9a0c1e5b7d3f9a0c1e5b7d3f9a0c1e5b7d3f9a0c1e5b7d3f9a0c1e5b7d3f9a"));
+        check(!policy_container_selector_is_valid("3f9a0c1e5b7"));  /* 11: too short to mean one container */
+        check(!policy_container_selector_is_valid("3F9A0C1E5B7D")); /* ids are lowercase */
+        check(!policy_container_selector_is_valid("3f9a0c1e5b7d3f9a0c1e5b7d3f9a0c1e5b7d3f9a0c1e5b7d3f9a0c1e5b7d3f9a0"));
+        check(!policy_container_selector_is_valid("libpod-3f9a0c1e5b7d"));
+}
+
+#define CONTAINER_A "3f9a0c1e5b7d11112222333344445555666677778888999900001111aaaabbbb"
+#define CONTAINER_B "3f9a0c1e5b7e11112222333344445555666677778888999900001111aaaabbbb"
+
+static const char *const container_policy =
+        "[[rule]]\nname = \"in-pods\"\nusers = [\"bob\"]\ncommands = [\"info\"]\n"
+        "targets.cgroups = [\"/kubepods.slice/**/cri-containerd-*.scope\", \"/machine.slice/libpod-*.scope\"]\n"
+        "[[rule]]\nname = \"one-container\"\nusers = [\"carol\"]\ncommands = [\"info\"]\n"
+        "targets.containers = [\"3f9a0c1e5b7d\"]\n"
+        "[[rule]]\nname = \"orders-in-a-container\"\nusers = [\"alice\"]\ncommands = [\"info\"]\n"
+        "targets.users = [\"svc-orders\"]\ntargets.containers = [\"" CONTAINER_B "\"]\n";
+
+static PolicyTarget in_container(uid_t uid, const char *cgroup, const char *id) {
+        PolicyTarget t = target(uid, NULL, "App");
+
+        t.cgroup = cgroup;
+        t.container_id = id;
+        return t;
+}
+
+static void test_container_selectors(void) {
+        Policy *p = compile_ok(container_policy);
+        PolicyTarget a = in_container(2002, "/machine.slice/libpod-" CONTAINER_A ".scope", CONTAINER_A),
+                     b = in_container(2001, "/machine.slice/libpod-" CONTAINER_B ".scope", CONTAINER_B),
+                     host = in_container(2002, "/system.slice/app.service", NULL), unknown = target(2002, NULL, "App");
+        PolicyVerdict v;
+        uid_t uids[8];
+        size_t n;
+
+        if (!p)
+                return;
+        check(p->rules[0].targets.cgroups.n == 2 && p->rules[1].targets.containers.n == 1);
+        /* by cgroup: both containers, not the host's service, not a process whose cgroup is unknown */
+        check(decide(p, &bob, a, CMD(POLICY_COMMAND_INFO)).allowed);
+        check(decide(p, &bob, b, CMD(POLICY_COMMAND_INFO)).allowed);
+        v = decide(p, &bob, host, CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && strstr(v.reason, "target's cgroup"));
+        check(!decide(p, &bob, unknown, CMD(POLICY_COMMAND_INFO)).allowed);
+        /* by id prefix: A only; a process in no container is not in every one */
+        check(decide(p, &carol, a, CMD(POLICY_COMMAND_INFO)).allowed);
+        v = decide(p, &carol, b, CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && strstr(v.reason, "target's container"));
+        check(!decide(p, &carol, host, CMD(POLICY_COMMAND_INFO)).allowed);
+        /* with users, both must match */
+        check(decide(p, &alice, b, CMD(POLICY_COMMAND_INFO)).allowed);
+        b.uid[1] = 2002;
+        v = decide(p, &alice, b, CMD(POLICY_COMMAND_INFO));
+        check(!v.allowed && strstr(v.reason, "target's user"));
+        /* visibility follows: carol learns of A, not of B */
+        check(policy_target_visible(p, &carol, &a) && !policy_target_visible(p, &carol, &b));
+        /* a container may hold anybody's processes: listings must look at every one */
+        check(policy_visible_uids(p, &bob, uids, 8, &n) && policy_visible_uids(p, &carol, uids, 8, &n));
+        check(!policy_visible_uids(p, &alice, uids, 8, &n) && n == 2 && uids[1] == 2001);
+        policy_unref(p);
+
+        /* [[on_start]] takes the same selectors */
+        p = compile_ok("[[on_start]]\nname = \"s\"\ntargets.cgroups = [\"/machine.slice\"]\n"
+                       "trace_profile = \"gc-collect\"\nduration = \"5s\"\n");
+        check(p && policy_on_start_match(p, &a) && !policy_on_start_match(p, &host));
+        policy_unref(p);
+}
+
+static void test_container_selector_errors(void) {
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.cgroups = [\"machine.slice\"]\n", NULL, 5, 20,
+                      "bad entry \"machine.slice\" in 'targets.cgroups' (an absolute cgroup path");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.cgroups = [\"/a\", \"/b/../c\"]\n", NULL, 5, 26,
+                      "bad entry \"/b/../c\"");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.cgroups = []\n", NULL, 5, 19,
+                      "must not be an empty list");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.cgroups = \"/a\"\n", NULL, 5, 19, "must be a list");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.containers = [\"3F9A0C1E5B7D\"]\n", NULL, 5, 23,
+                      "bad entry \"3F9A0C1E5B7D\" in 'targets.containers' (a container id: 12 to 64 lowercase");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.containers = [\"3f9a\"]\n", NULL, 5, 23,
+                      "12 to 64 lowercase hexadecimal digits");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\ntargets.containers = [\"3f9a0c1e5b7d\"]\n",
+                      NULL, 5, 9, "cannot be combined");
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.pods = [\"x\"]\n", NULL, 5, 9,
+                      "unknown key 'targets.pods' (users, units, names, cgroups, containers, any)");
+        compile_fails("[[on_start]]\nname = \"s\"\ntargets.cgroups = [\"/a/\"]\ntrace_profile = \"gc-collect\"\n"
+                      "duration = \"5s\"\n",
+                      NULL, 3, 20, "bad entry \"/a/\" in 'targets.cgroups'");
+        {
+                char text[8192] = RULE_HEAD "commands = [\"info\"]\ntargets.cgroups = [";
+                for (int i = 0; i <= POLICY_CGROUP_PATTERNS_MAX; i++)
+                        snprintf(text + strlen(text), sizeof(text) - strlen(text), "%s\"/c%d\"", i ? "," : "", i);
+                strcat(text, "]\n");
+                compile_fails(text, NULL, 5, 19, "'targets.cgroups' takes at most 64 entries");
+        }
+}
+
 int main(void) {
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
@@ -965,5 +1130,9 @@ int main(void) {
         run_test(test_on_start_agent_limits);
         run_test(test_on_start_errors);
         run_test(test_on_start_match);
+        run_test(test_cgroup_pattern_match);
+        run_test(test_cgroup_and_container_validation);
+        run_test(test_container_selectors);
+        run_test(test_container_selector_errors);
         return tap_finish();
 }
