@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pwd
+import re
 import subprocess
 import sys
 
@@ -301,6 +302,67 @@ def a_process_outside_any_container_names_none():
     assert "[ctr:" not in line, line
     for record in agent.records():
         assert "DSAGENT_TARGET_CONTAINER_ID" not in record and "DSAGENT_TARGET_POD_UID" not in record, record
+
+
+def without_request_id(text):
+    return re.sub(r"\(request [0-9a-f]+\)", "(request)", text)
+
+
+def own_cgroup(pid):
+    """The process's cgroup in the unified hierarchy, as the kernel shows it."""
+    return next(line.split(":", 2)[2] for line in open(f"/proc/{pid}/cgroup").read().splitlines()
+                if line.startswith("0::"))
+
+
+@test
+def a_rule_on_one_container_covers_it_and_hides_its_neighbour():
+    """Two containers of the same image, the same uid, the same name: only where they run tells them apart.
+    MALLORY's rule names container A by the 12-digit id podman ps shows; ALICE's names podman's scopes by a
+    cgroup glob, which a process of the host in a unit matches not. What a rule does not cover is answered
+    for as for a process that does not exist."""
+    a, b = container("select-a"), container("select-b")
+    host = Target(SVC)
+    a_cgroup, b_cgroup = own_cgroup(a.pid), own_cgroup(b.pid)
+    parent = os.path.dirname(a_cgroup)
+    # the kernel's paths: podman's cgroupfs manager puts each container in libpod-<id> under one parent
+    assert a_cgroup == f"{parent}/libpod-{a.id}" and b_cgroup == f"{parent}/libpod-{b.id}", (a_cgroup, b_cgroup)
+    assert not own_cgroup(host.pid).startswith(parent + "/"), own_cgroup(host.pid)
+    print(f"# containers in {parent}/libpod-*", flush=True)
+    agent = Agent(policy=f"""
+[[rule]]
+name = "container-a"
+users = ["{MALLORY}"]
+commands = ["ps", "info"]
+targets.containers = ["{a.id[:12]}"]
+
+[[rule]]
+name = "podman-scopes"
+users = ["{ALICE}"]
+commands = ["ps", "info"]
+targets.cgroups = ["{parent}/libpod-*"]
+""")
+    listed = ps(agent, MALLORY)
+    assert a.pid in listed and b.pid not in listed and host.pid not in listed, listed
+    assert info_json(agent, MALLORY, a.pid)["container_id"] == a.id
+    gone = dsctl(agent, MALLORY, "info", "999999")
+    for hidden in (b.pid, host.pid):
+        denied = dsctl(agent, MALLORY, "info", str(hidden))
+        assert denied.returncode == EXIT_NO_SUCH_PROCESS and denied.stdout == "", denied
+        assert without_request_id(denied.stderr) == without_request_id(gone.stderr), (denied, gone)
+
+    listed = ps(agent, ALICE)
+    assert a.pid in listed and b.pid in listed and host.pid not in listed, listed
+    assert {listed[a.pid]["cgroup"], listed[b.pid]["cgroup"]} == {a_cgroup, b_cgroup}, listed
+    assert info_json(agent, ALICE, b.pid)["container_id"] == b.id
+    denied = dsctl(agent, ALICE, "info", str(host.pid))
+    assert denied.returncode == EXIT_NO_SUCH_PROCESS, denied
+
+    allowed = {r["DSAGENT_CLIENT_USER"]: r for r in agent.records()
+               if r.get("DSAGENT_COMMAND") == "info" and r.get("DSAGENT_DECISION") == "allowed"}
+    assert allowed[MALLORY]["DSAGENT_RULE"] == "container-a", allowed
+    assert allowed[MALLORY]["DSAGENT_TARGET_CONTAINER_ID"] == a.id, allowed
+    assert allowed[ALICE]["DSAGENT_RULE"] == "podman-scopes", allowed
+    assert allowed[ALICE]["DSAGENT_TARGET_CGROUP"] == b_cgroup, allowed
 
 
 run_tests()
