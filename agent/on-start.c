@@ -29,13 +29,25 @@
  * requests, and at most BROKER_WORKERS_PER_USER of them run at once. (uid_t) -2 is nobody's. */
 #define STARTUP_TRACES_OWNER ((uint32_t)-2)
 _Static_assert(STARTUP_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every startup trace has a worker at once");
+/* Processes traced lately, each traced once: a runtime registered on two ports, re-advertised with a
+ * new cookie, or exec'd (the same process) gets no second trace while it is remembered here. */
+#define STARTUP_TRACED_REMEMBERED 256
+/* Names tried when a trace's file name is taken (the same pid, rule and second) */
+#define STARTUP_NAME_TRIES 10
 
 typedef struct StartupTrace StartupTrace;
+
+typedef struct TracedProcess {
+        pid_t pid;
+        uint64_t start_time; /* with the pid, one process for the whole boot */
+} TracedProcess;
 
 struct StartupTraces {
         Broker *broker;
         StartupTrace *traces;
-        unsigned n_recording;
+        unsigned n_admitted;  /* traces past the limits, from the match to their end */
+        TracedProcess traced[STARTUP_TRACED_REMEMBERED];
+        size_t n_traced, next_traced;
 };
 
 struct StartupTrace {
@@ -55,7 +67,8 @@ struct StartupTrace {
         uint64_t session_id;
         int stream_fd, dir_fd, file_fd;
         unsigned slot;
-        bool have_slot, recording, stop_sent;
+        bool have_slot, admitted, recording, stop_sent;
+        bool resume_only;         /* the process is traced through another registration: only resume this one */
         sd_event_source *stop_timer;
         uint64_t started_usec;
 };
@@ -76,8 +89,8 @@ static void trace_free(StartupTrace *t) {
                         *i = t->next;
                         break;
                 }
-        if (t->recording)
-                t->set->n_recording--;
+        if (t->admitted)
+                t->set->n_admitted--;
         if (t->job.job)
                 worker_job_cancel(t->job.job);
         ports_waiter_cancel(t->waiter);
@@ -149,15 +162,19 @@ static void record_session(StartupTrace *t, bool ended, uint64_t bytes, const ch
 
 /* ---- the end: the file is published, or dropped ---- */
 
-static void file_name(const StartupTrace *t, char *buf, size_t size) {
-        char name[33], stamp[32];
+/* The @try-th name for the file: the first has no number, the next ".2", ".3" before the suffix. */
+static void file_name(const StartupTrace *t, unsigned try, char *buf, size_t size) {
+        char name[33], stamp[32], number[16] = "";
         time_t now = time(NULL);
         struct tm tm;
 
         dump_name_part(t->target->name, name, sizeof(name));
         gmtime_r(&now, &tm);
         strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-        snprintf(buf, size, "trace.%s.%d.on_start-%s.%s.nettrace", name, (int)t->pid, t->rule->name, stamp);
+        if (try > 0)
+                snprintf(number, sizeof(number), ".%u", try + 1);
+        snprintf(buf, size, "trace.%s.%d.on_start-%s.%s%s.nettrace", name, (int)t->pid, t->rule->name, stamp,
+                 number);
 }
 
 /* Root's, exactly the rule's readers, labelled as a trace of the process; the agent asked for it. */
@@ -175,10 +192,13 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .dump_type = "trace",
         };
         char name[256];
-        int r;
+        int r = -EEXIST;
 
-        file_name(t, name, sizeof(name));
-        r = dump_publish_fd(t->dir_fd, t->file_fd, &readers, &attrs, name);
+        /* an existing file is never replaced: another name, as a second dump of the same second gets */
+        for (unsigned try = 0; try < STARTUP_NAME_TRIES && r == -EEXIST; try++) {
+                file_name(t, try, name, sizeof(name));
+                r = dump_publish_fd(t->dir_fd, t->file_fd, &readers, &attrs, name);
+        }
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
@@ -210,20 +230,22 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
         char path[PATH_MAX] = "";
         struct stat st;
         uint64_t size;
-        int p;
+        int p = 0;
 
+        t->recording = false;
         size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-        record_session(t, true, size, how, r == 0 && ended && t->stop_sent);
-        if (size == 0) {
+        if (size == 0)
                 fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d is empty (%s)%s%s\n", t->rule->name,
                         (int)t->pid, how, why ? ": " : "", why ? why : "");
-                trace_free(t);
-                return;
-        }
-        p = publish(t, size, path, sizeof(path));
-        if (p != 0)
-                fprintf(stderr, "dsagent: [[on_start]] %s: cannot publish the trace of pid %d: %s\n", t->rule->name,
+        else
+                p = publish(t, size, path, sizeof(path));
+        if (p != 0) {
+                /* the end record says the bytes were lost, not how the session ended */
+                fprintf(stderr, "dsagent: [[on_start]] %s: cannot store the trace of pid %d: %s\n", t->rule->name,
                         (int)t->pid, p > 0 ? "no space in dump_dir" : strerror(-p));
+                how = "not-stored";
+        }
+        record_session(t, true, size, how, p == 0 && r == 0 && ended && t->stop_sent);
         trace_free(t);
 }
 
@@ -279,19 +301,24 @@ static void resume_done(RuntimeCall *call, int error, const DotnetIpcResponse *r
         char why[160];
 
         t->call = runtime_call_free(t->call);
-        if (!rt)
+        if (!rt) {
+                if (t->resume_only)
+                        trace_free(t);
                 return;
+        }
         if (error != 0 || !reply->ok) {
                 snprintf(why, sizeof(why), "[[on_start]] %s: the runtime did not take the agent's ResumeRuntime: %s",
                          t->rule->name, error != 0 ? runtime_call_error_text(error) : "it refused the command");
                 port_runtime_record(rt, "resume-failed", why);
                 port_runtime_startup_done(rt, false, NULL);
-                return;
+        } else {
+                port_runtime_resumed(rt);
+                snprintf(why, sizeof(why), "running: resumed by the agent once [[on_start]] %s had started its trace",
+                         t->rule->name);
+                port_runtime_startup_done(rt, true, why);
         }
-        port_runtime_resumed(rt);
-        snprintf(why, sizeof(why), "running: resumed by the agent once [[on_start]] %s had started its trace",
-                 t->rule->name);
-        port_runtime_startup_done(rt, true, why);
+        if (t->resume_only)
+                trace_free(t);
 }
 
 static void resume_connected(int fd, int error, void *userdata) {
@@ -303,6 +330,8 @@ static void resume_connected(int fd, int error, void *userdata) {
         if (fd < 0) {
                 if (error != -ESRCH)
                         startup_done(t, false, NULL); /* the port's own suspend_timeout takes over */
+                if (t->resume_only)
+                        trace_free(t);
                 return;
         }
         if (dotnet_ipc_request_encode(DOTNET_IPC_RESUME_RUNTIME, NULL, 0, request, sizeof(request), &size) != 0 ||
@@ -310,20 +339,29 @@ static void resume_connected(int fd, int error, void *userdata) {
                                resume_done, t, &t->call) != 0) {
                 safe_close(fd);
                 startup_done(t, false, NULL);
+                if (t->resume_only)
+                        trace_free(t);
         }
 }
 
+/* Resumes the runtime through @t's registration; a @t that only resumes is freed once that is done. */
 static void resume(StartupTrace *t) {
         PortRuntime *rt = runtime_of(t);
         int fd = -EBADF, r;
 
-        if (!rt)
+        if (!rt) {
+                if (t->resume_only)
+                        trace_free(t);
                 return;
+        }
         r = ports_connect(rt, resume_connected, t, &fd, &t->waiter);
         if (r == 0)
                 resume_connected(fd, 0, t);
-        else if (r < 0)
+        else if (r < 0) {
                 port_runtime_startup_done(rt, false, NULL);
+                if (t->resume_only)
+                        trace_free(t);
+        }
 }
 
 /* ---- the session's start ---- */
@@ -352,7 +390,6 @@ static int start_recording(StartupTrace *t, const char **ret_why) {
         /* the worker holds the stream now: when it stops reading, the runtime ends the session */
         t->stream_fd = safe_close(t->stream_fd);
         t->recording = true;
-        t->set->n_recording++;
         return sd_event_add_time_relative(b->event, &t->stop_timer, CLOCK_MONOTONIC, t->rule->duration_usec, 0,
                                           on_duration_over, t);
 }
@@ -454,6 +491,44 @@ static void start(StartupTrace *t, PortRuntime *rt) {
                 startup_give_up(t, "on-start-failed", "the agent could not wait for the runtime's connection");
 }
 
+static bool traced_before(const StartupTraces *s, const Target *target) {
+        for (size_t i = 0; i < s->n_traced; i++)
+                if (s->traced[i].pid == target->pid && s->traced[i].start_time == target->start_time)
+                        return true;
+        return false;
+}
+
+static void remember_traced(StartupTraces *s, const Target *target) {
+        s->traced[s->next_traced] = (TracedProcess){ .pid = target->pid, .start_time = target->start_time };
+        s->next_traced = (s->next_traced + 1) % STARTUP_TRACED_REMEMBERED;
+        if (s->n_traced < STARTUP_TRACED_REMEMBERED)
+                s->n_traced++;
+}
+
+/*
+ * The limits, counted from here to the trace's end (not from the runtime's answer, which a runtime
+ * may delay): STARTUP_TRACES_MAX at once, one of each user's at a time, one per process.
+ */
+static bool admit(StartupTrace *t, char *why, size_t why_size) {
+        StartupTraces *s = t->set;
+
+        if (s->n_admitted >= STARTUP_TRACES_MAX) {
+                snprintf(why, why_size, "[[on_start]] %s: not traced, %d startup traces run already", t->rule->name,
+                         STARTUP_TRACES_MAX);
+                return false;
+        }
+        for (const StartupTrace *o = s->traces; o; o = o->next)
+                if (o->admitted && o->uid == t->uid) {
+                        snprintf(why, why_size, "[[on_start]] %s: not traced, a startup trace of this user runs already",
+                                 t->rule->name);
+                        return false;
+                }
+        t->admitted = true;
+        s->n_admitted++;
+        remember_traced(s, t->target);
+        return true;
+}
+
 /* The process, pinned: is it the registered runtime, and which [[on_start]] covers it? */
 static void opened(void *userdata, int r, Target *target) {
         StartupTrace *t = userdata;
@@ -478,9 +553,17 @@ static void opened(void *userdata, int r, Target *target) {
                 port_runtime_startup_done(rt, false, NULL);
                 return;
         }
-        if (t->set->n_recording >= STARTUP_TRACES_MAX) {
-                snprintf(why, sizeof(why), "[[on_start]] %s: not traced, %d startup traces run already", t->rule->name,
-                         STARTUP_TRACES_MAX);
+        if (traced_before(t->set, target)) {
+                /* on two ports, or advertised again: its one trace started before any resume, and the
+                 * runtime waits for every port it is suspended on, so this one resumes it as well */
+                snprintf(why, sizeof(why), "[[on_start]] %s: not traced again, the process was traced at its start "
+                         "already", t->rule->name);
+                port_runtime_record(rt, "on-start-skipped", why);
+                t->resume_only = true;
+                resume(t);
+                return;
+        }
+        if (!admit(t, why, sizeof(why))) {
                 startup_give_up(t, "on-start-skipped", why);
                 return;
         }
@@ -524,8 +607,16 @@ int startup_traces_new(Broker *b, StartupTraces **ret) {
 StartupTraces *startup_traces_free(StartupTraces *s) {
         if (!s)
                 return NULL;
-        while (s->traces)
-                trace_free(s->traces);
+        while (s->traces) {
+                StartupTrace *t = s->traces;
+                struct stat st;
+
+                /* its start was recorded: so is its end, though the bytes go unnamed with the agent */
+                if (t->recording)
+                        record_session(t, true, fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0,
+                                       "agent-stopped", false);
+                trace_free(t);
+        }
         free(s);
         return NULL;
 }

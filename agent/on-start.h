@@ -19,9 +19,14 @@
  * `dsctl dumps` lists it. Every step is recorded: the session's start and
  * end (as any trace), the file (as any dump), and refusals as port records.
  *
- * At most STARTUP_TRACES_MAX run at once, host-wide: each holds a worker
- * for its duration. A runtime that arrives while they all run is resumed
- * untraced, with a record saying so.
+ * At most STARTUP_TRACES_MAX run at once, host-wide, and one of each
+ * user's at a time: each holds a worker for its duration. They are counted
+ * from the moment a trace is decided, not from the runtime's answer, which
+ * a runtime can delay. A runtime that arrives while they run is left to its
+ * port untraced, with a record saying so: told suspended, resumed by a user
+ * or after suspend_timeout. A process is traced once: registered again (a
+ * second port, another advertise, an exec), it is resumed through that
+ * registration too, untraced, with a record.
  */
 #pragma once
 

@@ -308,6 +308,110 @@ def the_agent_resumes_a_runtime_nobody_resumed_within_suspend_timeout():
     assert rec["DSAGENT_TARGET_PID"] == str(target.pid) and "suspend_timeout (2 s)" in rec["DSAGENT_REASON"], rec
 
 
+@test
+def a_process_gets_one_startup_trace_however_many_ports_it_registers_on():
+    """A runtime suspended on two ports registers twice; an [[on_start]] covers both registrations, but the
+    process is traced once: the second is skipped with a record, and both resume it. (Two traces used to run,
+    and the second file, named alike in the same second, was lost without a record.)"""
+    d = port_dir()
+    a, b = os.path.join(d, "a.sock"), os.path.join(d, "b.sock")
+    agent = Agent(policy=policy(a, suspend_timeout="0", extra=second_port(b) + on_start(duration="2s")))
+    target = connecting_target(f"{a},connect,suspend;{b}", mode="suspend", args=("--startup-marker",))
+    for path in (a, b):  # the attack's premise: two registrations of the one process
+        wait_for(lambda: [r for r in port_records(agent, "registered") if r["DSAGENT_PORT_PATH"] == path and
+                          r["DSAGENT_TARGET_PID"] == str(target.pid)], timeout=60, what=f"registered on {path}")
+    target.process.read_line("ready pid=", timeout=60)
+    skipped = wait_for(lambda: port_records(agent, "on-start-skipped"), timeout=30, what="the second skipped")
+    assert len(skipped) == 1 and "traced at its start already" in skipped[0]["DSAGENT_REASON"], skipped
+    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90, what="the trace stored")
+    assert len(mine(agent.records(message_id=SESSION_START_ID))) == 1, agent.records(message_id=SESSION_START_ID)
+    ended = mine(agent.records(message_id=SESSION_END_ID))
+    assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
+    assert len(dump) == 1 and os.path.getsize(dump[0]["DSAGENT_DUMP_PATH"]) == int(ended[0]["DSAGENT_SESSION_BYTES"])
+
+
+# A fake runtime of the port's user that registers, then answers CollectTracing only after DELAY seconds
+# (a runtime chooses when it answers), keeps the stream open, and answers everything else at once.
+SLOW_TO_START = r"""
+import os, socket, struct, sys, time
+path, delay = sys.argv[1], float(sys.argv[2])
+cookie, me, streams = os.urandom(16), os.getpid(), []
+
+
+def string(text):
+    data = (text + "\0").encode("utf-16-le")
+    return struct.pack("<I", len(data) // 2) + data
+
+
+def reply(c, payload=b""):
+    c.sendall(b"DOTNET_IPC_V1\0" + struct.pack("<HBBH", 20 + len(payload), 0xFF, 0, 0) + payload)
+
+
+def read(c, n):
+    data = b""
+    while len(data) < n:
+        more = c.recv(n - len(data))
+        if not more:
+            return None
+        data += more
+    return data
+
+
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(path)
+    c.sendall(b"ADVR_V1\0" + cookie + struct.pack("<QH", me, 0))
+    head = read(c, 20)
+    if head is None:
+        time.sleep(0.2)
+        continue
+    size, command_set, command = struct.unpack("<HBB", head[14:18])
+    read(c, size - 20)
+    if (command_set, command) == (4, 0):
+        # its command line only the executable, as a runtime's before its entry assembly: not started yet
+        reply(c, struct.pack("<Q", me) + cookie + string(os.readlink("/proc/self/exe")) + string("Linux") +
+              string("x64"))
+    elif command_set == 2 and command >= 2:
+        print("asked to trace", flush=True)
+        time.sleep(delay)
+        reply(c, struct.pack("<Q", 0x1234))
+        c.sendall(b"Nettrace")
+        streams.append(c)
+        continue
+    else:
+        reply(c)
+    c.close()
+"""
+
+
+@test
+def one_user_has_one_startup_trace_at_a_time_counted_before_its_runtime_answers():
+    """Three fake runtimes of one user connect in at once and each holds its answer to CollectTracing for 3 s.
+    The limits are counted when a trace is decided, not when the runtime answers: one trace starts, the other
+    two are skipped with records. (Counting at the answer let all three, or twelve, start.)"""
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, extra=on_start(duration="20s")))
+    script = os.path.join(make_dir(None, 0o755), "slow_to_start.py")
+    with open(script, "w") as f:
+        f.write(SLOW_TO_START)
+    os.chmod(script, 0o644)
+    fakes = [Process(as_user(SVC, [harness.PYTHON, script, path, "3"])) for _ in range(3)]
+    for fake in fakes:
+        wait_registered(agent, fake.proc.pid)
+    skipped = wait_for(lambda: len(port_records(agent, "on-start-skipped")) >= 2 and port_records(agent, "on-start-skipped"),
+                       timeout=30, what=f"two traces skipped: {[(r['DSAGENT_PORT_EVENT'], r.get('DSAGENT_REASON')) for r in port_records(agent)]}")
+    assert all("a startup trace of this user runs already" in r["DSAGENT_REASON"] for r in skipped), skipped
+    asked = [f for f in fakes if "asked to trace" in printed(proc_target(f), wait=4.0)]
+    assert len(asked) == 1, "the agent asked more than one of the user's runtimes for a startup trace"
+    started = wait_for(lambda: agent.records(message_id=SESSION_START_ID), timeout=30, what="the one trace started")
+    time.sleep(1)
+    assert len(agent.records(message_id=SESSION_START_ID)) == 1, started
+    assert len(port_records(agent, "on-start-skipped")) == 2
+
+
 # A process that is no runtime: it connects to a port, advertises @pid ("own": its own) and @cookie,
 # and answers the agent's question with a ProcessInfo whose cookie is another (or not at all).
 IMPOSTOR = r"""
