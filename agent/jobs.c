@@ -53,7 +53,8 @@ typedef struct JobRequest {
                 struct {
                         int32_t pid;
                         uint8_t names;          /* also resolve the names for the record */
-                        uint32_t uid, gid;      /* the requester's */
+                        uint8_t find_socket;    /* also find the runtime's socket, if @who may see the target */
+                        JobRequester who;       /* the requester */
                 } open;                         /* OPEN */
                 TargetFacts facts;              /* SOCKET (fds: pidfd, /proc fd) */
                 struct {
@@ -86,7 +87,7 @@ typedef struct JobReply {
                 struct {
                         TargetFacts facts;
                         AuditNames names;       /* ids (uint32_t) -1 when not asked */
-                } open;                         /* OPEN (fds: pidfd, /proc fd) */
+                } open;                         /* OPEN (fds: pidfd, /proc fd, and the socket when found) */
                 struct {
                         uint32_t n;             /* how many; the first JOBS_UNIT_PIDS_MAX are listed */
                         int32_t pids[JOBS_UNIT_PIDS_MAX];
@@ -145,6 +146,21 @@ static int target_of_request(const TargetFacts *f, WorkerMessage *q, Target **re
         return target_from_facts(f, pidfd, proc_fd, ret);
 }
 
+/*
+ * The runtime's socket too, in the same job, for a target the requester may see at all (so may act
+ * on in some way): one worker round trip less per request. The agent decides afterwards as before;
+ * a lookup that fails here is left to jobs_find_socket(), which says why.
+ */
+static void open_find_socket(const JobRequest *q, Target *t) {
+        gid_t groups[JOBS_GROUPS_MAX];
+        PolicyRequester who = requester_from(&q->open.who, groups);
+        PolicyTarget pt = policy_target_of(t);
+        const char *why;
+
+        if (policy_target_visible(broker->policy, &who, &pt) && target_find_socket(t, &why) != 0)
+                t->socket_path_fd = safe_close(t->socket_path_fd);
+}
+
 static size_t handle_open(const JobRequest *q, JobReply *a, WorkerMessage *reply) {
         _cleanup_(target_freep) Target *t = NULL;
 
@@ -154,15 +170,20 @@ static size_t handle_open(const JobRequest *q, JobReply *a, WorkerMessage *reply
         /* NSS may block here: that costs this request its deadline, never the loop (AuditNames).
          * The requester's names come back even when the target could not be opened. */
         if (q->open.names)
-                audit_names_resolve(&a->open.names, q->open.uid, q->open.gid, a->r == 0 ? target_euid(t) : (uid_t)-1);
+                audit_names_resolve(&a->open.names, q->open.who.uid, q->open.who.gid,
+                                    a->r == 0 ? target_euid(t) : (uid_t)-1);
         else
                 a->open.names = (AuditNames){ .client_uid = -1, .client_gid = -1, .target_uid = -1 };
         if (a->r != 0)
                 return REPLY_HEAD + sizeof(a->open);
+        if (q->open.find_socket)
+                open_find_socket(q, t);
         target_facts_of(t, &a->open.facts);
         reply->fds[0] = TAKE_FD(t->pidfd);
         reply->fds[1] = TAKE_FD(t->proc_fd);
         reply->n_fds = 2;
+        if (t->socket_path_fd >= 0)
+                reply->fds[reply->n_fds++] = TAKE_FD(t->socket_path_fd);
         return REPLY_HEAD + sizeof(a->open);
 }
 
@@ -480,19 +501,26 @@ static uint64_t lookup_timeout(const Request *req) {
         return req->job_timeout_usec > 0 ? req->job_timeout_usec : req->broker->config.runtime_timeout_usec;
 }
 
-/* The target a JOB_OPEN's reply describes, rebuilt on the fds it carries. Return: as reply_of(), or -EBADMSG. */
+/*
+ * The target a JOB_OPEN's reply describes, rebuilt on the fds it carries, with its runtime's socket
+ * when the worker found it. Return: as reply_of(), or -EBADMSG.
+ */
 static int target_of_open_reply(int error, WorkerMessage *reply, const JobReply **ret_reply, Target **ret) {
         const JobReply *a = NULL;
+        _cleanup_close_ int socket_fd = -EBADF;
         int r;
 
         r = reply_of(error, reply, REPLY_HEAD + sizeof(a->open), &a);
         *ret_reply = a;
-        if (r == 0 && reply->n_fds != 2)
+        if (r == 0 && reply->n_fds != 2 && reply->n_fds != 3)
                 r = -EBADMSG;
         if (r == 0) {
+                socket_fd = reply->n_fds == 3 ? TAKE_FD(reply->fds[2]) : -EBADF;
                 r = target_from_facts(&a->open.facts, reply->fds[0], reply->fds[1], ret);
                 reply->n_fds = 0; /* taken */
         }
+        if (r == 0)
+                (*ret)->socket_path_fd = TAKE_FD(socket_fd);
         return r;
 }
 
@@ -519,10 +547,11 @@ int jobs_open_target(Request *req, pid_t pid, bool with_names, JobDone done) {
                 return -ENOMEM;
         q->open.pid = pid;
         q->open.names = with_names;
-        q->open.uid = req->peer->uid;
-        q->open.gid = req->peer->gid;
-        return submit(req, q, offsetof(JobRequest, open) + sizeof(q->open), NULL, 0, lookup_timeout(req), open_done,
-                      done);
+        q->open.find_socket = with_names;
+        requester_to(req, &q->open.who);
+        /* the groups the requester has, not the room for JOBS_GROUPS_MAX: the worker zeroes the rest */
+        return submit(req, q, offsetof(JobRequest, open.who.groups) + q->open.who.n_groups * sizeof(uint32_t), NULL,
+                      0, lookup_timeout(req), open_done, done);
 }
 
 static void socket_done(int error, WorkerMessage *reply, void *userdata) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +442,9 @@ static int run(const Options *o, SystemdFds *fds) {
         return r;
 }
 
+/* Free memory at the heap's top the agent keeps rather than returns (mallopt(M_TRIM_THRESHOLD)) */
+#define AGENT_HEAP_KEEP (1 << 20)
+
 int main(int argc, char **argv) {
         Options o = { .broker = BROKER_CONFIG_DEFAULT, .listen_mode = 0666, .listen_gid = (gid_t)-1 };
         SystemdFds fds = { .listen_fd = -EBADF };
@@ -469,6 +473,10 @@ int main(int argc, char **argv) {
         }
         /* a client or journald going away must cost a write, never the agent */
         signal(SIGPIPE, SIG_IGN);
+        /* each request's messages (a worker's reply is up to 64 KiB) grow the heap's top and free it
+         * again: without this, glibc gives it back with brk() and takes it anew, three system calls a
+         * request. What stays is bounded by the threshold. */
+        (void)mallopt(M_TRIM_THRESHOLD, AGENT_HEAP_KEEP);
 
         if (o.listen_path) {
                 r = listen_on_path(o.listen_path, o.listen_mode, o.listen_gid, &fds.listen_fd);
