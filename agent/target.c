@@ -517,7 +517,13 @@ int target_connect(Target *t, int *ret_fd, const char **ret_why) {
         if (fd < 0)
                 return -errno;
         if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-                switch (errno) {
+                int error = errno;
+
+                /* the socket was found earlier, in the job that pinned the process: if the process is
+                 * gone since, that is the answer, whatever its socket does now */
+                if (!target_is_alive(t))
+                        return TARGET_E_GONE;
+                switch (error) {
                 case ECONNREFUSED:
                         *ret_why = "nothing listens on the diagnostic socket";
                         return TARGET_E_UNREACHABLE;
@@ -525,7 +531,7 @@ int target_connect(Target *t, int *ret_fd, const char **ret_why) {
                         *ret_why = "the runtime's connection backlog is full";
                         return TARGET_E_UNREACHABLE;
                 default:
-                        return -errno;
+                        return -error;
                 }
         }
 
