@@ -43,6 +43,11 @@ def policy(port_path, suspend_timeout="30s", port_users=(SVC,), extra=""):
             f'targets.users = ["{SVC}"]\n' + extra)
 
 
+def wait_port(path):
+    """The agent's socket is there before it loads the policy; its ports follow a moment later."""
+    wait_for(lambda: os.path.lexists(path), timeout=30, what=f"the port {path}")
+
+
 def port_records(agent, event=None):
     return [r for r in agent.records(message_id=PORT_MESSAGE_ID) if event is None or r["DSAGENT_PORT_EVENT"] == event]
 
@@ -63,6 +68,7 @@ def a_runtime_that_connects_in_is_registered_listed_and_served_through_its_port(
     d = port_dir()
     path = os.path.join(d, "app.sock")
     agent = Agent(policy=policy(path))
+    wait_port(path)
     st = os.lstat(path)
     assert st.st_uid == 0 and oct(st.st_mode & 0o777) == "0o660", oct(st.st_mode)  # mode shows the ACL mask
     acl = subprocess.run(["getfacl", "-cn", path], stdout=subprocess.PIPE, text=True, check=True).stdout
@@ -159,7 +165,9 @@ def an_on_start_trace_holds_the_apps_first_event_and_only_its_readers_read_it():
     def published():
         return [r for r in agent.records(message_id=DUMP_MESSAGE_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
     dump = wait_for(published, timeout=90, what="the on_start trace published")[0]
-    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    # the end record follows the file's (it says whether the file was stored)
+    ended = wait_for(lambda: [r for r in agent.records(message_id=SESSION_END_ID)
+                              if r["DSAGENT_TARGET_PID"] == str(target.pid)], timeout=30, what="the session's end")
     assert ended and ended[0]["DSAGENT_SESSION_END"] == "duration" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
     trace = dump["DSAGENT_DUMP_PATH"]
     assert os.path.dirname(trace) == agent.dumps and dump["DSAGENT_DUMP_TYPE"] == "trace", dump
@@ -326,7 +334,7 @@ def a_process_gets_one_startup_trace_however_many_ports_it_registers_on():
     mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
     dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90, what="the trace stored")
     assert len(mine(agent.records(message_id=SESSION_START_ID))) == 1, agent.records(message_id=SESSION_START_ID)
-    ended = mine(agent.records(message_id=SESSION_END_ID))
+    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
     assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
     assert len(dump) == 1 and os.path.getsize(dump[0]["DSAGENT_DUMP_PATH"]) == int(ended[0]["DSAGENT_SESSION_BYTES"])
 
@@ -596,6 +604,7 @@ def a_port_directory_is_made_reachable_and_never_reached_through_a_symlink():
     made = os.path.join(d, "made-here")
     # the unit's UMask=0077: the directory the agent makes must still let runtimes through
     agent = Agent(policy=policy(os.path.join(made, "app.sock")), wrapper=("sh", "-c", 'umask 077; exec "$@"', "sh"))
+    wait_port(os.path.join(made, "app.sock"))
     assert oct(os.stat(made).st_mode & 0o777) == "0o755", oct(os.stat(made).st_mode)
     target = connecting_target(os.path.join(made, "app.sock"))
     wait_registered(agent, target.pid)
