@@ -254,6 +254,11 @@ void audit_names_remember(const AuditNames *n) {
                 audit_name_remember(AUDIT_NAME_USER, n->target_uid, n->target_user);
 }
 
+bool audit_names_known(uid_t client_uid, gid_t client_gid, uid_t target_uid) {
+        return audit_name_known(AUDIT_NAME_USER, client_uid) && audit_name_known(AUDIT_NAME_GROUP, client_gid) &&
+               audit_name_known(AUDIT_NAME_USER, target_uid);
+}
+
 /* ---- words for people: the catalog's text uses these fields, which every record of its kind has ---- */
 
 static const char *plural(uint64_t n, const char *one, const char *many) {
@@ -452,6 +457,9 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
                 audit_fields_add_text(f, "DSAGENT_TARGET_UNIT", r->target_unit);
                 audit_fields_add_text(f, "DSAGENT_TARGET_EXE", r->target_exe);
                 audit_fields_add_container(f, r->target_container_id, r->target_pod_uid, r->target_cgroup);
+                if (r->target_facts_reused)
+                        audit_fields_addf(f, "DSAGENT_TARGET_FACTS_AGE_MS=%" PRIu64,
+                                          r->target_facts_age_usec / 1000);
         }
         audit_fields_add_request_text(f, r);
         audit_fields_addf(f, "DSAGENT_DECISION=%s", audit_decision_to_string(r->decision));

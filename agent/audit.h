@@ -54,6 +54,8 @@ typedef struct AuditRecord {
         const char *target_container_id; /* from its cgroup (procfs_cgroup_container()); NULL when none */
         const char *target_pod_uid;
         const char *target_cgroup;
+        bool target_facts_reused; /* decided on facts read for an earlier request (target-cache.h) */
+        uint64_t target_facts_age_usec; /* how long before this request they were read */
 
         AuditDecision decision;
         const char *rule;
@@ -162,6 +164,8 @@ typedef struct AuditNames {
 void audit_names_resolve(AuditNames *ret, uid_t client_uid, gid_t client_gid, uid_t target_uid);
 /* In the loop: keep what a worker resolved, for the records to come. */
 void audit_names_remember(const AuditNames *n);
+/* In the loop: whether a record about these ids would carry all three names, as a worker's job gives them. */
+bool audit_names_known(uid_t client_uid, gid_t client_gid, uid_t target_uid);
 
 /*
  * audit_json_format() - one record as one line of JSON: {"KEY":"VALUE",...} and a newline

@@ -23,6 +23,7 @@
 #include "worker-pool.h"
 #include "pam-check.h"
 #include "policy-load.h"
+#include "target-cache.h"
 
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
  * the connections already being served. */
@@ -37,7 +38,7 @@
  * /proc and socket directory fds, and a runtime connection or a session's
  * stream and pipe.
  */
-#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX)
+#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS)
 #define BROKER_FDS_PER_CONNECTION 6
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)
@@ -225,6 +226,7 @@ Broker *broker_free(Broker *b) {
         admission_free(b->admission);
         startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
         ports_free(b->ports);
+        target_cache_free(b->targets);
         worker_pool_free(b->workers);
         dump_slots_free(b->dump_slots);
         pam_checker_free(b->pam);
@@ -262,6 +264,7 @@ int broker_load_policy(Broker *b) {
                 b->policy = p;
                 free(b->policy_problem);
                 b->policy_problem = NULL;
+                target_cache_clear(b->targets); /* facts are kept as long as the policy in force says */
                 /* the workers hold the policy they were forked with: new ones from now on */
                 if (b->workers)
                         worker_pool_recycle(b->workers);
@@ -405,7 +408,8 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();
         b->admission = admission_new();
-        if (!b->rate_limiter || !b->request_budget || !b->admission)
+        b->targets = target_cache_new();
+        if (!b->rate_limiter || !b->request_budget || !b->admission || !b->targets)
                 return -ENOMEM;
         r = sd_event_add_time(event, &b->suppressed_timer, CLOCK_MONOTONIC, 0, 0, broker_on_suppressed_timer, b);
         if (r < 0)

@@ -21,6 +21,7 @@
 #include "runtime-call.h"
 #include "session.h"
 #include "startup.h"
+#include "target-cache.h"
 #include "test-hooks.h"
 #include "text.h"
 
@@ -147,13 +148,51 @@ static void target_opened(Request *req, int r, const char *why) {
         req->on_target(req);
 }
 
+static uint64_t loop_now(const Request *req) {
+        uint64_t now = 0;
+
+        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
+        return now;
+}
+
+/* A worker's reading of the process, kept for the requests about it that follow shortly. */
+static void target_read(Request *req, int r, const char *why) {
+        if (r == 0)
+                target_cache_put(req->broker->targets, req->target, loop_now(req));
+        target_opened(req, r, why);
+}
+
+/*
+ * The process as a worker read it moments ago, when that still holds (target-cache.h) and the
+ * record would name everyone just as a worker's job does. Return: whether @req got it.
+ */
+static bool reuse_target(Request *req, pid_t pid) {
+        uint64_t ttl = (uint64_t)req->policy->agent.target_cache_ms * 1000, age;
+        Target *t;
+
+        if (ttl == 0 || target_cache_get(req->broker->targets, pid, loop_now(req), ttl, &t, &age) != 0)
+                return false;
+        if (!audit_names_known(req->peer->uid, req->peer->gid, target_euid(t))) {
+                target_unref(t);
+                return false;
+        }
+        request_set_target(req, t);
+        req->audit.target_facts_reused = true;
+        req->audit.target_facts_age_usec = age;
+        return true;
+}
+
 static void open_pid(Request *req, pid_t pid) {
         int r;
 
         req->audit.have_target = true;
         req->audit.target_pid = pid;
         req->audit.target_uid = (uid_t)-1;
-        r = jobs_open_target(req, pid, true, target_opened);
+        if (reuse_target(req, pid)) {
+                target_opened(req, 0, NULL);
+                return;
+        }
+        r = jobs_open_target(req, pid, true, target_read);
         if (r != 0)
                 reply_job_error(req, r, NULL);
 }

@@ -269,7 +269,7 @@ DumpStage *dump_stage_free(DumpStage *s) {
 
 /* A note left by an agent that died mid-dump: remove its staging directory if its process lives. */
 static void clean_one(const char *runtime_dir, const char *name) {
-        _cleanup_(target_freep) Target *t = NULL;
+        _cleanup_(target_unrefp) Target *t = NULL;
         _cleanup_close_ int tmp_fd = -EBADF, dir_fd = -EBADF;
         _cleanup_free_ char *path = NULL;
         unsigned long long start_time;

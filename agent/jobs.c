@@ -162,7 +162,7 @@ static void open_find_socket(const JobRequest *q, Target *t) {
 }
 
 static size_t handle_open(const JobRequest *q, JobReply *a, WorkerMessage *reply) {
-        _cleanup_(target_freep) Target *t = NULL;
+        _cleanup_(target_unrefp) Target *t = NULL;
 
         a->r = target_open(q->open.pid, &t);
         if (a->r == 0)
@@ -188,7 +188,7 @@ static size_t handle_open(const JobRequest *q, JobReply *a, WorkerMessage *reply
 }
 
 static size_t handle_socket(const JobRequest *q, WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
-        _cleanup_(target_freep) Target *t = NULL;
+        _cleanup_(target_unrefp) Target *t = NULL;
         const char *why = NULL;
 
         a->r = target_of_request(&q->facts, msg, &t);
@@ -216,7 +216,7 @@ static size_t handle_unit(const JobRequest *q, JobReply *a) {
 
         a->unit.n = 0;
         while (proc && (de = readdir(proc))) {
-                _cleanup_(target_freep) Target *t = NULL;
+                _cleanup_(target_unrefp) Target *t = NULL;
                 const char *why;
                 PolicyTarget pt;
                 pid_t pid;
@@ -238,7 +238,7 @@ static size_t handle_unit(const JobRequest *q, JobReply *a) {
 }
 
 static size_t handle_stage(const JobRequest *q, WorkerMessage *msg, JobReply *a, WorkerMessage *reply) {
-        _cleanup_(target_freep) Target *t = NULL;
+        _cleanup_(target_unrefp) Target *t = NULL;
         DumpStage *s = NULL;
         const char *why = NULL;
 

@@ -103,7 +103,7 @@ static void trace_free(StartupTrace *t) {
         safe_close(t->dir_fd);
         eventpipe_config_done(&t->config);
         free(t->providers_text);
-        target_free(t->target);
+        target_unref(t->target);
         policy_unref(t->policy);
         free(t);
 }

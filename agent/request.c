@@ -12,6 +12,7 @@
 #include "ports.h"
 #include "request.h"
 #include "startup.h"
+#include "target-cache.h"
 #include "worker-pool.h"
 
 void request_init(Request *req, Connection *c, uint64_t id) {
@@ -37,11 +38,11 @@ void request_done(Request *req) {
         policy_unref(req->policy);
         free(req->trace_profile);
         free(req->unit);
-        target_free(req->target);
+        target_unref(req->target);
 }
 
 void request_set_target(Request *req, Target *t) {
-        target_free(req->target);
+        target_unref(req->target);
         req->target = t;
 }
 
@@ -184,6 +185,9 @@ void request_reply_runtime_error(Request *req, uint32_t hresult, const char *rea
 }
 
 void request_reply_target_error(Request *req, int r, const char *why) {
+        /* whatever went wrong with this process, the next request reads it afresh */
+        if (req->target)
+                target_cache_forget(req->broker->targets, req->target->pid);
         if (!why)
                 why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
 

@@ -30,8 +30,13 @@
  * TMPDIR further out than this is treated as unset. */
 #define PROC_ENVIRON_MAX (1024 * 1024)
 
-Target *target_free(Target *t) {
-        if (!t)
+Target *target_ref(Target *t) {
+        t->n_ref++;
+        return t;
+}
+
+Target *target_unref(Target *t) {
+        if (!t || --t->n_ref > 0)
                 return NULL;
         safe_close(t->pidfd);
         safe_close(t->proc_fd);
@@ -98,7 +103,7 @@ static int target_read_identity(Target *t) {
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
 int target_open(pid_t pid, Target **ret) {
-        _cleanup_(target_freep) Target *t = NULL;
+        _cleanup_(target_unrefp) Target *t = NULL;
         char path[32];
         int r;
 
@@ -108,6 +113,7 @@ int target_open(pid_t pid, Target **ret) {
         t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
+        t->n_ref = 1;
         t->pid = pid;
         t->proc_fd = -EBADF;
         t->socket_path_fd = -EBADF;
@@ -161,7 +167,7 @@ static int dup_detail(const char *buf, size_t size, char **ret) {
 }
 
 int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret) {
-        _cleanup_(target_freep) Target *t = calloc(1, sizeof(Target));
+        _cleanup_(target_unrefp) Target *t = calloc(1, sizeof(Target));
         int r = 0;
 
         if (!t) {
@@ -169,7 +175,7 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
                 safe_close(proc_fd);
                 return -ENOMEM;
         }
-        *t = (Target){ .pid = f->pid, .pidfd = pidfd, .proc_fd = proc_fd, .socket_path_fd = -EBADF,
+        *t = (Target){ .n_ref = 1, .pid = f->pid, .pidfd = pidfd, .proc_fd = proc_fd, .socket_path_fd = -EBADF,
                        .status = f->status, .start_time = f->start_time,
                        .environment_read = f->environment_read, .secure_exec = f->secure_exec,
                        .startup_suspend = f->startup_suspend };

@@ -19,7 +19,15 @@ enum {
         TARGET_E_UNSAFE_FS,        /* its TMPDIR lies on a user-space or network file system */
 };
 
+/*
+ * A process, pinned. Shared by reference: target-cache.h keeps one for the
+ * requests that follow, which use it as it is. Whatever fills in a Target
+ * (a worker's job, target_read_*(), target_find_socket()) does so before it
+ * is shared; what changes afterwards is only what every holder would compute
+ * alike (the pidfd's identity).
+ */
 typedef struct Target {
+        unsigned n_ref;
         pid_t pid;      /* in the agent's pid namespace */
         int pidfd;      /* pins the process: every check is against this */
         /* the pidfd's pidfs inode, once known: a process's identity for its life (6.9+) */
@@ -93,5 +101,6 @@ bool target_is_alive(const Target *t);
 int target_changed_credentials(Target *t, bool *ret);
 int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why);
 int target_connect(Target *t, int *ret_fd, const char **ret_why);
-Target *target_free(Target *t);
-DEFINE_TRIVIAL_CLEANUP_FUNC(Target *, target_free);
+Target *target_ref(Target *t);
+Target *target_unref(Target *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Target *, target_unref);

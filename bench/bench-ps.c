@@ -170,7 +170,7 @@ static int direct_ps(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, Be
                 return -1;
         }
         for (size_t i = 0; i < n; i++) {
-                _cleanup_(target_freep) Target *t = NULL;
+                _cleanup_(target_unrefp) Target *t = NULL;
                 const char *why;
 
                 if (target_open(pids[i], &t) != 0 || target_read_details(t) != 0)

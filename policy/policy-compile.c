@@ -733,6 +733,17 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                 return compile_agent_count(c, e, 1000000, &a->max_request_burst);
         if (strcmp(e->key, "max_runtimes_per_user") == 0)
                 return compile_agent_count(c, e, 4096, &a->max_runtimes_per_user);
+        if (strcmp(e->key, "target_cache_ms") == 0) {
+                if (!expect_type(c, e, TOML_INTEGER))
+                        return false;
+                if (v->integer < 0 || v->integer > POLICY_TARGET_CACHE_MS_MAX) {
+                        error_at(c, v->line, v->column, "'target_cache_ms' must be 0 to %d",
+                                 POLICY_TARGET_CACHE_MS_MAX);
+                        return false;
+                }
+                a->target_cache_ms = (unsigned)v->integer;
+                return true;
+        }
         if (strcmp(e->key, "max_session_duration") == 0) {
                 if (!expect_string(c, e))
                         return false;
@@ -759,7 +770,7 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                  "audit_failure, "
                  "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
                  "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst, env_redact, "
-                 "max_runtimes_per_user)",
+                 "max_runtimes_per_user, target_cache_ms)",
                  e->key);
         return false;
 }

@@ -101,6 +101,7 @@ Policy *policy_new_builtin(void) {
         p->agent.max_requests_per_second = 100;
         p->agent.max_request_burst = 1000;
         p->agent.max_runtimes_per_user = POLICY_RUNTIMES_PER_USER_DEFAULT;
+        p->agent.target_cache_ms = POLICY_TARGET_CACHE_MS_DEFAULT;
         if (!p->agent.dump_dir)
                 return policy_unref(p);
         p->agent.env_redact.items = calloc(ELEMENTSOF(policy_env_redact_default), sizeof(char *));

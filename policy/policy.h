@@ -116,6 +116,9 @@ typedef struct PolicyPort {
 #define POLICY_SUSPEND_TIMEOUT_DEFAULT_USEC (30 * 1000000ULL)
 #define POLICY_SUSPEND_TIMEOUT_MAX_USEC (3600 * 1000000ULL)
 #define POLICY_RUNTIMES_PER_USER_DEFAULT 64
+/* [agent] target_cache_ms: long enough for a burst of requests, short next to anyone's reaction */
+#define POLICY_TARGET_CACHE_MS_DEFAULT 1000
+#define POLICY_TARGET_CACHE_MS_MAX 10000
 
 /*
  * Collection from a runtime's first instruction (dotnet-monitor's Startup trigger): a runtime
@@ -170,6 +173,9 @@ typedef struct PolicyAgentSettings {
         PolicyStringList env_redact;
         /* runtimes of one user that connected in on a [[port]] and are registered at once */
         unsigned max_runtimes_per_user;
+        /* how long the facts a worker read about a process serve further requests about it
+         * (agent/target-cache.h); 0: every request has the process read afresh */
+        unsigned target_cache_ms;
 } PolicyAgentSettings;
 
 /* Immutable once compiled and shared by reference: a reload swaps the pointer,

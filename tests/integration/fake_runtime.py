@@ -7,7 +7,8 @@ are not a reply), close (accepts and hangs up), env:short, env:stall, env:count,
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing). Everything received is
+StopTracing), regain:UID:GID (runs as UID with root as its saved uid and takes root
+back on SIGUSR1; answers "not implemented"). Everything received is
 appended to LOG so tests can check what reached the "runtime".
 
 mounter:ATTACK:VICTIM runs in a user and mount namespace of its own (unshare
@@ -21,6 +22,7 @@ one JSON object, so tests can prove the attack was in place.
 import ctypes
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -30,6 +32,26 @@ CORE = (b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 4, 62,
         + struct.pack("<IIQQQQQQ", 1, 4, 120, 0, 0, 4000, 4000, 1) + bytes(4000))
 
 mode, log = sys.argv[1], sys.argv[2]
+MS_BIND = 4096
+libc = ctypes.CDLL(None, use_errno=True)
+
+if mode.startswith("regain:"):
+    # started as root, it runs as UID:GID with root kept as its saved ids, and dumpable, so that
+    # /proc shows UID; on SIGUSR1 it takes root back as its effective uid, as a service that
+    # dropped privileges only for a while may
+    _, uid, gid = mode.split(":")
+    os.setgroups([])
+    os.setresgid(int(gid), int(gid), 0)
+    os.setresuid(int(uid), int(uid), 0)
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+
+    def regain(signum, frame):
+        os.seteuid(0)
+        with open(log + ".regained", "w") as f:
+            f.write(open("/proc/self/status").read())
+
+    signal.signal(signal.SIGUSR1, regain)
+
 stat = open("/proc/self/stat").read()
 start = int(stat[stat.rindex(")") + 2:].split()[19])
 path = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"dotnet-diagnostic-{os.getpid()}-{start}-socket")
@@ -39,9 +61,6 @@ listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(path)
 listener.listen(16)
 print(f"listening pid={os.getpid()}", flush=True)
-
-MS_BIND = 4096
-libc = ctypes.CDLL(None, use_errno=True)
 
 
 def bind_mount(source, target):
@@ -136,5 +155,8 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
+    elif mode.startswith("regain:"):  # whatever it is asked: not implemented (E_NOTIMPL)
+        conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
+        conn.close()
     else:
         held.append(conn)  # silent: keep it open, answer nothing

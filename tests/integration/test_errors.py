@@ -32,7 +32,8 @@ def gone_pid():
 @test
 def each_failure_has_its_own_exit_code_and_words():
     target = Target(SVC, tmpdir="shared")
-    agent = Agent("--runtime-timeout", "2", policy='[agent]\ndump_dir = "@DUMP_DIR@"\n'
+    # target_cache_ms = 0: the socket replaced below is looked up again, not the one found a moment ago
+    agent = Agent("--runtime-timeout", "2", policy='[agent]\ndump_dir = "@DUMP_DIR@"\ntarget_cache_ms = 0\n'
                   '[[rule]]\nname = "alice-looks"\nusers = ["dst-alice"]\ncommands = ["info"]\n'
                   f'targets.users = ["{SVC}"]\n')
     check(dsctl(agent, SVC, "info"), EXIT_USAGE, "takes one process id")

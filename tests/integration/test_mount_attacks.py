@@ -271,7 +271,9 @@ def a_fuse_server_that_never_answers_holds_up_nobody():
 def a_mount_made_after_the_table_was_read_is_seen_by_the_next_request():
     """Workers keep the mount tables they read; the kernel's change mark on mountinfo must retire them."""
     target = Target(SVC, tmpdir=None, mount_ns=True)
-    agent = Agent()
+    # each request to a worker: reused for a second, its first reading would answer the next ones
+    # (test_target_cache.py), and this is about what the workers keep
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\ntarget_cache_ms = 0\n')
     # every worker that may take the next requests has this namespace's table by now
     for _ in range(12):
         r = dsctl(agent, SVC, "info", str(target.pid))

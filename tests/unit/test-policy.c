@@ -661,7 +661,17 @@ static void test_ports(void) {
 
         p = compile_ok("[agent]\nmax_runtimes_per_user = 3\n");
         check(p && p->agent.max_runtimes_per_user == 3);
+        check(p && p->agent.target_cache_ms == POLICY_TARGET_CACHE_MS_DEFAULT);
         policy_unref(p);
+        p = compile_ok("[agent]\ntarget_cache_ms = 0\n");
+        check(p && p->agent.target_cache_ms == 0);
+        policy_unref(p);
+        p = compile_ok("[agent]\ntarget_cache_ms = 10000\n");
+        check(p && p->agent.target_cache_ms == 10000);
+        policy_unref(p);
+        compile_fails("[agent]\ntarget_cache_ms = 10001\n", NULL, 2, 19, "must be 0 to 10000");
+        compile_fails("[agent]\ntarget_cache_ms = -1\n", NULL, 2, 19, "must be 0 to 10000");
+        compile_fails("[agent]\ntarget_cache_ms = \"1s\"\n", NULL, 2, 19, "target_cache_ms");
 
         compile_fails("[[port]]\npath = \"run/a.sock\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");
         compile_fails("[[port]]\npath = \"/run/../a.sock\"\nusers = [\"bob\"]\n", NULL, 2, 8, "absolute path");

@@ -42,7 +42,7 @@ static int child_main(const char *mode, int ready_fd) {
                         return 1;
                 snprintf(path, sizeof(path), "%s/dotnet-diagnostic-%d-%llu-socket", getenv("TMPDIR"), getpid(),
                          (unsigned long long)self->start_time);
-                target_free(self);
+                target_unref(self);
                 if (bind_listener(path) < 0)
                         return 2;
         }
@@ -91,7 +91,7 @@ static Child spawn(const char *mode, const char *child_tmpdir) {
 static void reap(Child *c) {
         kill(c->pid, SIGKILL);
         waitpid(c->pid, NULL, 0);
-        target_free(c->target);
+        target_unref(c->target);
         unlink(c->socket_path);
 }
 
@@ -115,7 +115,7 @@ static void test_open_self_and_missing(void) {
         check(target_open(getpid(), &t) == 0);
         check(t && t->pid == getpid() && target_euid(t) == geteuid() && t->start_time > 0);
         check(t && target_ns_pid(t) == getpid() && target_is_alive(t));
-        target_free(t);
+        target_unref(t);
         t = NULL;
         check(target_open(0, &t) == TARGET_E_GONE);
         check(target_open(4194304 + 1, &t) == TARGET_E_GONE);
@@ -250,7 +250,7 @@ static void test_exited_target_gone(void) {
         waitpid(c.pid, NULL, 0);
         check(!target_is_alive(c.target));
         check(find_and_connect(c.target, &fd, &why) != 0);
-        target_free(c.target);
+        target_unref(c.target);
         unlink(c.socket_path);
 }
 
