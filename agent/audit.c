@@ -513,11 +513,16 @@ static int audit_write_stderr(const AuditFields *f) {
         for (size_t i = 0; i < f->n; i++) {
                 const char *kv = f->iov[i].iov_base, *eq = strchr(kv, '=');
                 fprintf(out, " %.*s=\"", (int)(eq - kv), kv);
-                for (const char *c = eq + 1; *c; c++)
-                        if (*c == '"')
+                for (const char *c = eq + 1; *c;) {
+                        size_t run = strcspn(c, "\"");
+
+                        fwrite(c, 1, run, out);
+                        c += run;
+                        if (*c == '"') {
                                 fputs("\\x22", out);
-                        else
-                                fputc(*c, out);
+                                c++;
+                        }
+                }
                 fputc('"', out);
         }
         fputc('\n', out);
