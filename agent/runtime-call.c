@@ -9,14 +9,22 @@
 #include "cleanup.h"
 #include "runtime-call.h"
 
+/*
+ * Most requests and replies are a few hundred bytes. Larger ones get an
+ * allocation of their own size: a call with room for the largest of each
+ * inline was 128 KiB, mapped and cleared for every request.
+ */
+#define RUNTIME_CALL_INLINE 512
+
 struct RuntimeCall {
         int fd;
         sd_event_source *io;
         sd_event_source *timer;
-        uint8_t request[DOTNET_IPC_MESSAGE_MAX];
+        uint8_t *request;       /* request_inline, or an allocation of its own */
         size_t request_size, request_sent;
-        uint8_t reply[DOTNET_IPC_MESSAGE_MAX];
+        uint8_t *reply;         /* reply_inline, until a larger reply is announced */
         size_t reply_size, reply_expected; /* expected is 0 until the header arrived */
+        bool reply_ends;        /* nothing follows the reply (dotnet_ipc_reply_ends_exchange()) */
         RuntimeCallDone done;
         void *userdata;
         uint64_t timeout_usec;
@@ -25,6 +33,8 @@ struct RuntimeCall {
         size_t block_size, block_read;
         RuntimeCallBlockDone block_done;
         void *block_userdata;
+        uint8_t request_inline[RUNTIME_CALL_INLINE];
+        uint8_t reply_inline[RUNTIME_CALL_INLINE];
 };
 
 RuntimeCall *runtime_call_free(RuntimeCall *call) {
@@ -34,6 +44,10 @@ RuntimeCall *runtime_call_free(RuntimeCall *call) {
         sd_event_source_disable_unref(call->timer);
         safe_close(call->fd);
         free(call->block);
+        if (call->request != call->request_inline)
+                free(call->request);
+        if (call->reply != call->reply_inline)
+                free(call->reply);
         free(call);
         return NULL;
 }
@@ -111,23 +125,51 @@ static int runtime_call_write(RuntimeCall *call) {
         return sd_event_source_set_io_events(call->io, EPOLLIN);
 }
 
-/* Return: 1 when a complete reply is buffered, 0 for "wait", else an error code. */
+/* The header is in: make room for the whole reply, which is never cut (nothing may follow it). */
+static int runtime_call_reply_announced(RuntimeCall *call) {
+        DotnetIpcHeader h;
+
+        if (dotnet_ipc_header_decode(call->reply, call->reply_size, &h) != 0)
+                return RUNTIME_CALL_E_MALFORMED; /* h.size is at least the header's */
+        if (call->reply_size > h.size)
+                call->reply_size = h.size; /* read past a reply that ends the exchange: nothing */
+        if (h.size > RUNTIME_CALL_INLINE) {
+                uint8_t *whole = malloc(h.size);
+                if (!whole)
+                        return -ENOMEM;
+                memcpy(whole, call->reply, call->reply_size);
+                call->reply = whole;
+        }
+        call->reply_expected = h.size;
+        return 0;
+}
+
+/*
+ * Return: 1 when a complete reply is buffered, 0 for "wait", else an error code.
+ *
+ * A reply is read to its last byte and no further, as a stream or a block may
+ * follow it, except when it ends the exchange: then one read takes a small
+ * reply whole.
+ */
 static int runtime_call_read(RuntimeCall *call) {
         for (;;) {
                 size_t want = call->reply_expected ? call->reply_expected : DOTNET_IPC_HEADER_SIZE;
-                DotnetIpcHeader h;
+                size_t room = call->reply_ends && call->reply == call->reply_inline ? RUNTIME_CALL_INLINE : want;
                 ssize_t n;
+                int r;
 
-                if (call->reply_size == want) {
-                        if (call->reply_expected)
+                if (call->reply_size >= want) {
+                        if (call->reply_expected) {
+                                call->reply_size = call->reply_expected;
                                 return 1;
-                        if (dotnet_ipc_header_decode(call->reply, call->reply_size, &h) != 0)
-                                return RUNTIME_CALL_E_MALFORMED;
-                        call->reply_expected = h.size;
+                        }
+                        r = runtime_call_reply_announced(call);
+                        if (r != 0)
+                                return r;
                         continue;
                 }
 
-                n = recv(call->fd, call->reply + call->reply_size, want - call->reply_size, MSG_DONTWAIT);
+                n = recv(call->fd, call->reply + call->reply_size, room - call->reply_size, MSG_DONTWAIT);
                 if (n < 0)
                         return errno == EAGAIN ? 0 : -errno;
                 if (n == 0)
@@ -198,10 +240,18 @@ int runtime_call_start(sd_event *event, int fd, const uint8_t *request, size_t r
                 return -ENOMEM;
         }
         call->fd = fd;
-        if (request_size > sizeof(call->request))
+        call->request = call->request_inline;
+        call->reply = call->reply_inline;
+        if (request_size > DOTNET_IPC_MESSAGE_MAX)
                 return -EMSGSIZE;
+        if (request_size > RUNTIME_CALL_INLINE) {
+                call->request = malloc(request_size);
+                if (!call->request)
+                        return -ENOMEM;
+        }
         memcpy(call->request, request, request_size);
         call->request_size = request_size;
+        call->reply_ends = dotnet_ipc_reply_ends_exchange(request, request_size);
         call->done = done;
         call->userdata = userdata;
         call->timeout_usec = timeout_usec;

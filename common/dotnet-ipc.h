@@ -120,6 +120,13 @@ const char *dotnet_ipc_hresult_name(uint32_t hresult);
 void dotnet_ipc_header_encode(uint8_t buf[DOTNET_IPC_HEADER_SIZE], uint16_t size, uint8_t command_set,
                               uint8_t command_id);
 int dotnet_ipc_header_decode(const uint8_t *buf, size_t len, DotnetIpcHeader *ret);
+/*
+ * Whether the runtime's reply to the request @buf (a whole encoded request) is
+ * the last it sends on that connection, as for ProcessInfo and ResumeRuntime:
+ * no stream and no block follows it, so a reader may read past the reply's end
+ * without taking anything from whoever reads next. False when not sure. Pure.
+ */
+bool dotnet_ipc_reply_ends_exchange(const uint8_t *buf, size_t len);
 
 /* requests */
 int dotnet_ipc_request_encode(DotnetIpcCommand command, const uint8_t *payload, size_t payload_size,

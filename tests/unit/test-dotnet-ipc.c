@@ -45,6 +45,30 @@ static void test_header_decode_rejects(void) {
         check(dotnet_ipc_header_decode(h, 20, &out) == DOTNET_IPC_E_MALFORMED);
 }
 
+/* Only replies after which the runtime sends nothing may be read past (runtime-call.c). */
+static void test_reply_ends_exchange(void) {
+        static const DotnetIpcCommand ends[] = { DOTNET_IPC_PROCESS_INFO, DOTNET_IPC_PROCESS_INFO2,
+                                                 DOTNET_IPC_PROCESS_INFO3, DOTNET_IPC_RESUME_RUNTIME };
+        static const DotnetIpcCommand followed[] = { DOTNET_IPC_PROCESS_ENVIRONMENT, DOTNET_IPC_COLLECT_TRACING,
+                                                     DOTNET_IPC_COLLECT_TRACING2, DOTNET_IPC_COLLECT_TRACING5,
+                                                     DOTNET_IPC_GENERATE_CORE_DUMP3, DOTNET_IPC_ATTACH_PROFILER };
+        uint8_t buf[20];
+        size_t size;
+
+        for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+                check(dotnet_ipc_request_encode(ends[i], NULL, 0, buf, sizeof(buf), &size) == 0);
+                check(dotnet_ipc_reply_ends_exchange(buf, size));
+                check(!dotnet_ipc_reply_ends_exchange(buf, size - 1)); /* not a whole header */
+        }
+        for (size_t i = 0; i < sizeof(followed) / sizeof(followed[0]); i++) {
+                check(dotnet_ipc_request_encode(followed[i], NULL, 0, buf, sizeof(buf), &size) == 0);
+                check(!dotnet_ipc_reply_ends_exchange(buf, size));
+        }
+        check(dotnet_ipc_request_encode(DOTNET_IPC_PROCESS_INFO, NULL, 0, buf, sizeof(buf), &size) == 0);
+        buf[0] = 'X'; /* not a request at all */
+        check(!dotnet_ipc_reply_ends_exchange(buf, size));
+}
+
 static void test_response_ok_and_error(void) {
         uint8_t ok[24], err[24];
         DotnetIpcResponse r;
@@ -514,6 +538,7 @@ static void test_advertise_encode_rejects(void) {
 int main(void) {
         run_test(test_process_info_request_vector);
         run_test(test_header_decode_rejects);
+        run_test(test_reply_ends_exchange);
         run_test(test_response_ok_and_error);
         run_test(test_string_vectors);
         run_test(test_string_decode_hostile);
