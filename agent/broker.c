@@ -151,10 +151,11 @@ static void broker_accept_one(Broker *b, int fd) {
 
         if (broker_connections_of_uid(b, c->peer.uid) > b->config.max_connections_per_uid) {
                 c->state = CONNECTION_WORKING;
-                (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
                 request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
                                     "too many connections from this user");
+                return;
         }
+        connection_start(c);
 }
 
 /* Out of fds: stop accepting for a moment (clients wait in the backlog), then try again. */

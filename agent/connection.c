@@ -36,6 +36,29 @@ Connection *connection_destroy(Connection *c) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(Connection *, connection_destroy);
 
+/* No more events of the client's socket (there are none before it is first watched). */
+static void connection_unwatch(Connection *c) {
+        if (c->io)
+                (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
+}
+
+/*
+ * Wait for @events on the client's socket. The source is made on first need:
+ * a request that is in the socket by the time it is accepted is read at once
+ * (connection_start()) and never costs adding the socket to epoll and
+ * removing it again.
+ */
+static int connection_watch(Connection *c, uint32_t events) {
+        int r;
+
+        if (!c->io)
+                return sd_event_add_io(c->broker->event, &c->io, c->fd, events, connection_on_io, c);
+        r = sd_event_source_set_io_events(c->io, events);
+        if (r < 0)
+                return r;
+        return sd_event_source_set_enabled(c->io, SD_EVENT_ON);
+}
+
 /* The one place a connection is freed: at the top of this callback, after whatever released it returned. */
 static int connection_on_release(sd_event_source *s, void *userdata) {
         connection_destroy(userdata);
@@ -47,7 +70,7 @@ void connection_release(Connection *c) {
                 return;
         c->state = CONNECTION_RELEASED;
         c->on_client_event = NULL;
-        (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
+        connection_unwatch(c);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
         (void)sd_event_source_set_enabled(c->release, SD_EVENT_ONESHOT);
 }
@@ -85,9 +108,6 @@ int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret) {
         if (r < 0)
                 return r;
 
-        r = sd_event_add_io(b->event, &c->io, fd, EPOLLIN, connection_on_io, c);
-        if (r < 0)
-                return r;
         r = sd_event_add_time(b->event, &c->timer, CLOCK_MONOTONIC, 0, 0, connection_on_timeout, c);
         if (r < 0)
                 return r;
@@ -207,16 +227,15 @@ int connection_send_frame_now(Connection *c, WireWriter *w, int fd) {
 }
 
 int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Request *req, uint32_t revents)) {
-        int r;
-
         if (c->state == CONNECTION_RELEASED)
                 return -ESHUTDOWN;
         c->on_client_event = on_event;
         c->watched = c->watched || on_event; /* the client may have sent more while watched: discard it at the end */
-        r = sd_event_source_set_io_events(c->io, events);
-        if (r < 0)
-                return r;
-        return sd_event_source_set_enabled(c->io, on_event ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (!on_event) {
+                connection_unwatch(c);
+                return 0;
+        }
+        return connection_watch(c, events);
 }
 
 /*
@@ -297,8 +316,7 @@ void connection_start_writing(Connection *c) {
                 connection_release(c);
                 return;
         }
-        if (sd_event_source_set_io_events(c->io, EPOLLOUT) < 0 || sd_event_source_set_enabled(c->io, SD_EVENT_ON) < 0 ||
-            connection_set_deadline(c, c->broker->config.reply_timeout_usec) < 0)
+        if (connection_watch(c, EPOLLOUT) < 0 || connection_set_deadline(c, c->broker->config.reply_timeout_usec) < 0)
                 connection_release(c);
 }
 
@@ -366,7 +384,7 @@ static void connection_on_request(Connection *c) {
         int r;
 
         c->state = CONNECTION_WORKING;
-        (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
+        connection_unwatch(c);
 
         if (!request_admit(req)) {
                 request_reply_too_many(req);
@@ -399,8 +417,11 @@ static void connection_on_readable(Connection *c) {
         int r;
 
         r = connection_read_frame(c);
-        if (r == 0)
+        if (r == 0) {
+                if (!c->io && connection_watch(c, EPOLLIN) < 0)
+                        connection_release(c); /* as when it could not be watched from the start */
                 return;
+        }
         if (r == 1) {
                 connection_on_request(c);
                 return;
@@ -411,7 +432,7 @@ static void connection_on_readable(Connection *c) {
                 return;
         }
         c->state = CONNECTION_WORKING;
-        (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
+        connection_unwatch(c);
         request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                             r == -EBADMSG ? "malformed request" : "incomplete request");
 }
@@ -439,6 +460,10 @@ static int connection_on_io(sd_event_source *s, int fd, uint32_t revents, void *
         return 0;
 }
 
+void connection_start(Connection *c) {
+        connection_on_readable(c);
+}
+
 static int connection_on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         Connection *c = userdata;
 
@@ -449,7 +474,7 @@ static int connection_on_timeout(sd_event_source *s, uint64_t usec, void *userda
                         break;
                 }
                 c->state = CONNECTION_WORKING;
-                (void)sd_event_source_set_enabled(c->io, SD_EVENT_OFF);
+                connection_unwatch(c);
                 request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                     "the request did not arrive in time");
                 break;

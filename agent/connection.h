@@ -72,6 +72,15 @@ struct Connection {
  */
 int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret);
 
+/*
+ * connection_start() - read the request, or wait for it
+ *
+ * Most clients have sent their request by the time the agent accepts them:
+ * it is read and dispatched at once. Otherwise the connection waits for it
+ * under the request deadline connection_new() set.
+ */
+void connection_start(Connection *c);
+
 /* Stops every event of the connection; it is freed at the top of its release source's callback. */
 void connection_release(Connection *c);
 /* Frees at once: only the release callback and the agent's shutdown call it. */
