@@ -93,7 +93,7 @@ bench_start_agent() {
         "$dsagent" --check-policy "$tmp/policy.toml" >/dev/null || bench_die "the benchmark's policy does not load"
         agent_sock="$tmp/agent.sock"
         "$dsagent" --listen "$agent_sock" --policy "$tmp/policy.toml" --runtime-dir "$tmp/run" \
-                --audit stderr 2>/dev/null &
+                --audit stderr 2>"${BENCH_AGENT_LOG:-/dev/null}" &
         agent_pid=$!
         bench_pids+=("$agent_pid")
         for _ in $(seq 50); do
