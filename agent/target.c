@@ -298,26 +298,39 @@ int target_read_environment(Target *t) {
  *
  * The tests systemd-coredump applies before it lets a user read a core
  * (CVE-2022-4415): real, effective and saved ids all equal; dumpable (the
- * kernel makes /proc/PID root's when it is not); not started in secure
+ * kernel makes the files in /proc/PID root's when it is not: target_owner());
+ * not started in secure
  * execution mode (AT_SECURE, read by target_read_details()). Checked now,
  * through the pinned /proc fd, and against the pidfd afterwards.
  *
  * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
  */
+int target_owner(const Target *t, uid_t *ret_uid, gid_t *ret_gid) {
+        struct stat st;
+
+        if (fstatat(t->proc_fd, "status", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        *ret_uid = st.st_uid;
+        *ret_gid = st.st_gid;
+        return 0;
+}
+
 int target_changed_credentials(Target *t, bool *ret) {
         const ProcStatus *s = &t->status;
-        struct stat st;
+        uid_t owner;
+        gid_t owner_gid;
         int r;
 
         r = target_read_environment(t);
         if (r != 0)
                 return r;
-        if (fstat(t->proc_fd, &st) < 0)
-                return -errno;
+        r = target_owner(t, &owner, &owner_gid);
+        if (r < 0)
+                return r;
         if (!target_is_alive(t))
                 return TARGET_E_GONE;
         *ret = s->uid[0] != s->uid[1] || s->uid[1] != s->uid[2] || s->gid[0] != s->gid[1] ||
-               s->gid[1] != s->gid[2] || st.st_uid != s->uid[1] || t->secure_exec;
+               s->gid[1] != s->gid[2] || owner != s->uid[1] || owner_gid != s->gid[1] || t->secure_exec;
         return 0;
 }
 

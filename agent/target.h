@@ -98,6 +98,14 @@ int target_find_socket(Target *t, const char **ret_why);
 int target_read_details(Target *t);
 int target_read_environment(Target *t);
 bool target_is_alive(const Target *t);
+/*
+ * Whose the process is, as the kernel shows it now: the owner of a file in its
+ * /proc directory (status) is its effective uid and gid while it is dumpable,
+ * and root's otherwise (the directory itself always shows the effective ids).
+ * A lookup through the pinned /proc/PID fd: it reads nothing of the process
+ * and waits on none of its locks. Return: 0 or a negative errno.
+ */
+int target_owner(const Target *t, uid_t *ret_uid, gid_t *ret_gid);
 int target_changed_credentials(Target *t, bool *ret);
 int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why);
 int target_connect(Target *t, int *ret_fd, const char **ret_why);

@@ -2,13 +2,15 @@
 """A process that listens where a .NET runtime would, and misbehaves on purpose.
 
 Modes: silent (accepts, reads, never answers), garbage (answers with bytes that
-are not a reply), close (accepts and hangs up), env:short, env:stall, env:count, env:huge
+are not a reply), close (accepts and hangs up), dumper:undumpable (a dumper that set
+itself not dumpable), env:short, env:stall, env:count, env:huge
 (an environment block that ends early, stops halfway, or miscounts), dumper (writes a small ELF core
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing), regain:UID:GID (runs as UID with root as its saved uid and takes root
-back on SIGUSR1; answers "not implemented"). Everything received is
+StopTracing), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
+takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
+implemented"). Everything received is
 appended to LOG so tests can check what reached the "runtime".
 
 mounter:ATTACK:VICTIM runs in a user and mount namespace of its own (unshare
@@ -39,18 +41,29 @@ if mode.startswith("regain:"):
     # started as root, it runs as UID:GID with root kept as its saved ids, and dumpable, so that
     # /proc shows UID; on SIGUSR1 it takes root back as its effective uid, as a service that
     # dropped privileges only for a while may
-    _, uid, gid = mode.split(":")
+    # (with :undumpable it stays as the id change left it, not dumpable: its /proc files are root's)
+    _, uid, gid, *rest = mode.split(":")
     os.setgroups([])
     os.setresgid(int(gid), int(gid), 0)
     os.setresuid(int(uid), int(uid), 0)
-    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+    if rest != ["undumpable"]:
+        libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
 
     def regain(signum, frame):
         os.seteuid(0)
         with open(log + ".regained", "w") as f:
             f.write(open("/proc/self/status").read())
 
+    def undumpable(signum, frame):
+        libc.prctl(4, 0, 0, 0, 0)
+        open(log + ".undumpable", "w").close()
+
     signal.signal(signal.SIGUSR1, regain)
+    signal.signal(signal.SIGUSR2, undumpable)
+
+if mode == "dumper:undumpable":
+    # a process that made itself not dumpable (PR_SET_DUMPABLE 0): its files in /proc are root's
+    libc.prctl(4, 0, 0, 0, 0)
 
 stat = open("/proc/self/stat").read()
 start = int(stat[stat.rindex(")") + 2:].split()[19])

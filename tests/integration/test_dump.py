@@ -302,6 +302,21 @@ dump_types = ["mini"]
 
 
 @test
+def only_root_reads_a_dump_of_a_process_that_made_itself_undumpable():
+    # all its ids are svc's, but it said no process of its user may read its memory (PR_SET_DUMPABLE 0);
+    # the kernel shows that on the files in its /proc directory, not on the directory itself
+    target = FakeRuntime("dumper:undumpable", user=SVC)
+    assert os.stat(f"/proc/{target.pid}").st_uid == harness.uid_of(SVC)
+    assert os.stat(f"/proc/{target.pid}/status").st_uid == 0
+    agent = Agent()
+    r, result = dump(agent, SVC, target.pid, "--type", "mini")
+    assert r.returncode == 0, r
+    assert not result["readable"], result
+    assert acl_of(result["path"]) == ["user::rw-", "group::---", "other::---"]
+    assert not can_read(SVC, result["path"])
+
+
+@test
 def max_concurrent_dumps_bounds_dumps_across_targets():
     first, second = private_target(), Target(SVC)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
