@@ -26,7 +26,10 @@
 #include "target-cache.h"
 
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
- * the connections already being served. */
+ * the connections already being served. A request already in its socket is
+ * taken up at once (connection_start()), up to where it waits: a worker's
+ * job, the runtime's answer; so a wake-up does at most this many requests'
+ * non-blocking first steps. */
 #define BROKER_ACCEPT_BURST 16
 /* Worker processes: at most, kept ready, and running for one user at once (its other jobs wait). */
 #define BROKER_WORKERS_MAX 16
@@ -409,9 +412,11 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();
         b->admission = admission_new();
-        b->targets = target_cache_new();
-        if (!b->rate_limiter || !b->request_budget || !b->admission || !b->targets)
+        if (!b->rate_limiter || !b->request_budget || !b->admission)
                 return -ENOMEM;
+        r = target_cache_new(event, &b->targets);
+        if (r < 0)
+                return r;
         r = sd_event_add_time(event, &b->suppressed_timer, CLOCK_MONOTONIC, 0, 0, broker_on_suppressed_timer, b);
         if (r < 0)
                 return r;

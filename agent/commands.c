@@ -158,7 +158,8 @@ static uint64_t loop_now(const Request *req) {
 /* A worker's reading of the process, kept for the requests about it that follow shortly. */
 static void target_read(Request *req, int r, const char *why) {
         if (r == 0)
-                target_cache_put(req->broker->targets, req->target, loop_now(req));
+                target_cache_put(req->broker->targets, req->target, loop_now(req),
+                                 (uint64_t)req->policy->agent.target_cache_ms * 1000);
         target_opened(req, r, why);
 }
 
@@ -167,12 +168,14 @@ static void target_read(Request *req, int r, const char *why) {
  * record would name everyone just as a worker's job does. Return: whether @req got it.
  */
 static bool reuse_target(Request *req, pid_t pid) {
-        uint64_t ttl = (uint64_t)req->policy->agent.target_cache_ms * 1000, age;
+        uint64_t age;
         Target *t;
 
-        if (ttl == 0 || target_cache_get(req->broker->targets, pid, loop_now(req), ttl, &t, &age) != 0)
+        if (target_cache_get(req->broker->targets, pid, loop_now(req), &t, &age) != 0)
                 return false;
-        if (!audit_names_known(req->peer->uid, req->peer->gid, target_euid(t))) {
+        /* a port's registration compares the executable afresh (ports.c), and the record wants every name */
+        if (ports_have_pid(req->broker->ports, pid) ||
+            !audit_names_known(req->peer->uid, req->peer->gid, target_euid(t))) {
                 target_unref(t);
                 return false;
         }

@@ -354,6 +354,13 @@ bool port_runtime_is_target(const PortRuntime *rt, const Target *t) {
         return target_is_alive(t);
 }
 
+bool ports_have_pid(const Ports *p, pid_t pid) {
+        for (const PortRuntime *rt = p ? p->runtimes : NULL; rt; rt = rt->next)
+                if (rt->pid == pid)
+                        return true;
+        return false;
+}
+
 PortRuntime *ports_find(Ports *p, const Target *t) {
         PortRuntime *first = NULL;
 

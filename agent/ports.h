@@ -86,6 +86,8 @@ int ports_apply(Ports *p, Policy *policy);
  * then goes through the port that waits for it.
  */
 PortRuntime *ports_find(Ports *p, const Target *t);
+/* Whether any registration, checked or not, names @pid: a request about it then wants a fresh reading. */
+bool ports_have_pid(const Ports *p, pid_t pid);
 
 /*
  * Whether the runtime is suspended at startup and no one has resumed it

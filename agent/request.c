@@ -117,6 +117,9 @@ static void request_reply_error_full(Request *req, AuditDecision decision, WireE
                                      const char *reason, const char *message) {
         if (req->finished)
                 return;
+        /* whatever went wrong but the runtime's own answer, the next request reads the process afresh */
+        if (req->target && decision == AUDIT_DECISION_FAILED && error != WIRE_ERROR_RUNTIME_FAILED)
+                target_cache_forget(req->broker->targets, req->target->pid);
         /* a partial listing must not look complete: the error replaces it */
         connection_discard_output(req->connection);
         if (!request_admit(req)) {
@@ -185,9 +188,6 @@ void request_reply_runtime_error(Request *req, uint32_t hresult, const char *rea
 }
 
 void request_reply_target_error(Request *req, int r, const char *why) {
-        /* whatever went wrong with this process, the next request reads it afresh */
-        if (req->target)
-                target_cache_forget(req->broker->targets, req->target->pid);
         if (!why)
                 why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
 

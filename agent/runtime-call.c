@@ -125,7 +125,7 @@ static int runtime_call_write(RuntimeCall *call) {
         return sd_event_source_set_io_events(call->io, EPOLLIN);
 }
 
-/* The header is in: make room for the whole reply, which is never cut (nothing may follow it). */
+/* The header is in: make room for the whole reply, and drop what was read past it (nothing may follow it). */
 static int runtime_call_reply_announced(RuntimeCall *call) {
         DotnetIpcHeader h;
 
@@ -278,7 +278,8 @@ int runtime_call_read_block(RuntimeCall *call, size_t size, RuntimeCallBlockDone
         uint64_t now;
         int r;
 
-        if (size == 0 || call->fd < 0 || !call->io || call->block_done || call->block)
+        /* after a reply read past its end there is no block to read (dotnet_ipc_reply_ends_exchange()) */
+        if (size == 0 || call->fd < 0 || !call->io || call->block_done || call->block || call->reply_ends)
                 return -EINVAL;
         call->block = malloc(size);
         if (!call->block)

@@ -1,23 +1,45 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "target-cache.h"
 
+/* What the kernel shows of a process's ids without a read of its files. */
+typedef struct TargetIds {
+        uid_t euid, owner_uid;  /* of /proc/PID: its effective ids; of /proc/PID/status: target_owner() */
+        gid_t egid, owner_gid;
+} TargetIds;
+
 typedef struct TargetCacheEntry {
         Target *target;         /* NULL: free */
-        uint64_t opened_usec;
-        uid_t proc_uid;         /* the owner of /proc/PID when it was opened */
-        gid_t proc_gid;
+        uint64_t opened_usec, expires_usec;
+        TargetIds ids;          /* when it was opened */
 } TargetCacheEntry;
 
 struct TargetCache {
+        sd_event_source *timer; /* at the earliest expiry: an entry's fds are let go on time */
         TargetCacheEntry entries[TARGET_CACHE_MAX];
 };
 
-TargetCache *target_cache_new(void) {
-        return calloc(1, sizeof(TargetCache));
+static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata);
+
+int target_cache_new(sd_event *event, TargetCache **ret) {
+        TargetCache *c = calloc(1, sizeof(TargetCache));
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        r = sd_event_add_time(event, &c->timer, CLOCK_MONOTONIC, 0, 0, on_expiry, c);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
+        if (r < 0) {
+                target_cache_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
 }
 
 static void entry_drop(TargetCacheEntry *e) {
@@ -29,12 +51,57 @@ void target_cache_clear(TargetCache *c) {
                 return;
         for (size_t i = 0; i < TARGET_CACHE_MAX; i++)
                 entry_drop(&c->entries[i]);
+        (void)sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
 }
 
 TargetCache *target_cache_free(TargetCache *c) {
+        if (!c)
+                return NULL;
         target_cache_clear(c);
+        sd_event_source_disable_unref(c->timer);
         free(c);
         return NULL;
+}
+
+/*
+ * Both, as neither alone is enough: the directory always shows the effective
+ * ids, which a process that is not dumpable hides behind root's on its files.
+ */
+static int target_ids(const Target *t, TargetIds *ret) {
+        struct stat st;
+        int r;
+
+        if (fstat(t->proc_fd, &st) < 0)
+                return -errno;
+        r = target_owner(t, &ret->owner_uid, &ret->owner_gid);
+        if (r < 0)
+                return r;
+        ret->euid = st.st_uid;
+        ret->egid = st.st_gid;
+        return 0;
+}
+
+/* Drops what is past its time, and sets the timer for what is left. */
+static void drop_expired(TargetCache *c, uint64_t now_usec) {
+        uint64_t next = UINT64_MAX;
+
+        for (size_t i = 0; i < TARGET_CACHE_MAX; i++) {
+                TargetCacheEntry *e = &c->entries[i];
+
+                if (e->target && e->expires_usec <= now_usec)
+                        entry_drop(e);
+                else if (e->target && e->expires_usec < next)
+                        next = e->expires_usec;
+        }
+        if (next == UINT64_MAX)
+                (void)sd_event_source_set_enabled(c->timer, SD_EVENT_OFF);
+        else if (sd_event_source_set_time(c->timer, next) >= 0)
+                (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+}
+
+static int on_expiry(sd_event_source *s, uint64_t usec, void *userdata) {
+        drop_expired(userdata, usec);
+        return 0;
 }
 
 static TargetCacheEntry *entry_of(TargetCache *c, pid_t pid) {
@@ -60,43 +127,34 @@ static TargetCacheEntry *slot_for(TargetCache *c, pid_t pid) {
         return slot;
 }
 
-void target_cache_put(TargetCache *c, Target *t, uint64_t now_usec) {
+void target_cache_put(TargetCache *c, Target *t, uint64_t now_usec, uint64_t ttl_usec) {
         TargetCacheEntry *slot;
-        struct stat st;
+        TargetIds ids;
 
-        if (!c || t->socket_path_fd < 0 || fstat(t->proc_fd, &st) < 0)
+        if (!c || ttl_usec == 0 || t->socket_path_fd < 0 || target_ids(t, &ids) < 0)
                 return;
         slot = slot_for(c, t->pid);
         entry_drop(slot);
-        *slot = (TargetCacheEntry){ .target = target_ref(t), .opened_usec = now_usec, .proc_uid = st.st_uid,
-                                    .proc_gid = st.st_gid };
+        *slot = (TargetCacheEntry){ .target = target_ref(t), .opened_usec = now_usec,
+                                    .expires_usec = now_usec + ttl_usec, .ids = ids };
+        drop_expired(c, now_usec);
 }
 
-/* Still the same process, with the ids it had. */
+/* Still the same process, with the ids and dumpability it had. */
 static bool entry_holds(const TargetCacheEntry *e) {
-        struct stat st;
+        TargetIds now;
 
         if (!target_is_alive(e->target))
                 return false;
-        return fstat(e->target->proc_fd, &st) == 0 && st.st_uid == e->proc_uid && st.st_gid == e->proc_gid;
+        return target_ids(e->target, &now) == 0 && memcmp(&now, &e->ids, sizeof(now)) == 0;
 }
 
-/* Entries past their time hold fds for nothing. */
-static void drop_expired(TargetCache *c, uint64_t now_usec, uint64_t ttl_usec) {
-        for (size_t i = 0; i < TARGET_CACHE_MAX; i++) {
-                TargetCacheEntry *e = &c->entries[i];
-                if (e->target && (now_usec < e->opened_usec || now_usec - e->opened_usec >= ttl_usec))
-                        entry_drop(e);
-        }
-}
-
-int target_cache_get(TargetCache *c, pid_t pid, uint64_t now_usec, uint64_t ttl_usec, Target **ret,
-                     uint64_t *ret_age_usec) {
+int target_cache_get(TargetCache *c, pid_t pid, uint64_t now_usec, Target **ret, uint64_t *ret_age_usec) {
         TargetCacheEntry *e;
 
         if (!c)
                 return -ENOENT;
-        drop_expired(c, now_usec, ttl_usec);
+        drop_expired(c, now_usec);
         e = entry_of(c, pid);
         if (!e)
                 return -ENOENT;

@@ -7,30 +7,37 @@
  * An entry keeps a reference to a Target a worker opened whole: its pidfd, its
  * /proc/PID fd, the runtime's socket it found, and the facts the policy decides
  * on. A later request for the same pid, within the policy's [agent]
- * target_cache_ms, shares it instead of running a job, once the loop has checked, without reading
- * any of the process's files, that what it can see has not moved:
+ * target_cache_ms, shares it instead of running a job, once the loop has
+ * checked, without reading anything of the process, that what it can see has
+ * not moved:
  *
  *  - the pidfd says the process still runs, so the pid still names it (a pid
  *    is given out again only after its process has been reaped);
- *  - fstat() of the pinned /proc/PID shows the owner the kernel gives that
- *    directory now: the effective ids of a dumpable process, root's for any
- *    other. A change of effective ids (setresuid(), a set-user-ID exec) or of
- *    dumpability changes it, and the entry is dropped.
+ *  - the owners of /proc/PID and of its status file are what they were: the
+ *    kernel gives the directory the process's effective uid and gid, always,
+ *    and the files in it the same while the process is dumpable and root's
+ *    otherwise, so a change of effective ids (setresuid(), a set-user-ID
+ *    exec) or of dumpability shows.
  *
  * What can change unseen within that time is the process's own to change or
  * root's: its name and command line, its cgroup (moved by root, or within a
- * subtree delegated to its owner), its executable. An exec closes the old
- * runtime's listening socket, the one the entry holds, so the next connection
- * fails and request_reply_target_error() drops the entry. SECURITY.md, "Stale
- * target facts", has the test for each check.
+ * subtree delegated to its owner), which of the ids it holds are its real and
+ * saved ones, its executable. An exec closes the old runtime's listening
+ * socket, the one the entry holds, so the next connection fails; any request
+ * about it that fails drops the entry (request.c). A runtime registered on a
+ * port is never served from here: ports.c compares its executable afresh.
+ * SECURITY.md, "Stale target facts", has the tests.
  *
  * Only the loop uses this, and nothing here blocks: poll() of a pidfd, fstat()
- * of an fd already open.
+ * of /proc/PID and a lookup in it through the fd already open. A timer lets go of each
+ * entry's fds when its time is up.
  */
 #pragma once
 
 #include <stdint.h>
 #include <sys/types.h>
+
+#include <systemd/sd-event.h>
 
 #include "target.h"
 
@@ -40,30 +47,31 @@
 
 typedef struct TargetCache TargetCache;
 
-TargetCache *target_cache_new(void);
+/* Return: 0 or a negative errno. */
+int target_cache_new(sd_event *event, TargetCache **ret);
 TargetCache *target_cache_free(TargetCache *c);
 
 /*
- * target_cache_put() - remember @t, opened at @now_usec (CLOCK_MONOTONIC)
+ * target_cache_put() - remember @t, opened at @now_usec (CLOCK_MONOTONIC), for @ttl_usec
  *
- * Only a target whose socket was found is kept, by a reference of its own. An entry for the same pid is replaced, else the oldest.
+ * Only a target whose socket was found is kept, by a reference of its own,
+ * and nothing when @ttl_usec is 0. An entry for the same pid is replaced, else the oldest.
  * Failing to remember costs nothing but a later job, so nothing is returned.
  */
-void target_cache_put(TargetCache *c, Target *t, uint64_t now_usec);
+void target_cache_put(TargetCache *c, Target *t, uint64_t now_usec, uint64_t ttl_usec);
 
 /*
  * target_cache_get() - the target last opened as @pid, if it still holds
  *
- * It holds when it was opened less than @ttl_usec before @now_usec and the
- * checks above pass; an entry that fails them is dropped.
+ * It holds until the time it was put for, while the checks above pass; an
+ * entry that fails them is dropped.
  *
  * Return: 0 with *@ret (a reference for the caller to drop) and *@ret_age_usec,
  * or -ENOENT when there is nothing to reuse: ask a worker.
  */
-int target_cache_get(TargetCache *c, pid_t pid, uint64_t now_usec, uint64_t ttl_usec, Target **ret,
-                     uint64_t *ret_age_usec);
+int target_cache_get(TargetCache *c, pid_t pid, uint64_t now_usec, Target **ret, uint64_t *ret_age_usec);
 
-/* Drops the entry for @pid, if any: its runtime did not answer as it should. */
+/* Drops the entry for @pid, if any: a request about it failed. */
 void target_cache_forget(TargetCache *c, pid_t pid);
 
 /* Drops every entry: the policy changed, and with it perhaps target_cache_ms. */

@@ -90,22 +90,6 @@ void dotnet_ipc_header_encode(uint8_t buf[DOTNET_IPC_HEADER_SIZE], uint16_t size
  *
  * Return: 0, DOTNET_IPC_E_TRUNCATED if @len < 20, DOTNET_IPC_E_MALFORMED.
  */
-bool dotnet_ipc_reply_ends_exchange(const uint8_t *buf, size_t len) {
-        DotnetIpcHeader h;
-
-        if (dotnet_ipc_header_decode(buf, len, &h) != 0)
-                return false;
-        switch ((DotnetIpcCommand)(h.command_set << 8 | h.command_id)) {
-        case DOTNET_IPC_PROCESS_INFO:
-        case DOTNET_IPC_PROCESS_INFO2:
-        case DOTNET_IPC_PROCESS_INFO3:
-        case DOTNET_IPC_RESUME_RUNTIME:
-                return true;
-        default:
-                return false;
-        }
-}
-
 int dotnet_ipc_header_decode(const uint8_t *buf, size_t len, DotnetIpcHeader *ret) {
         DotnetIpcHeader h;
 
@@ -123,6 +107,22 @@ int dotnet_ipc_header_decode(const uint8_t *buf, size_t len, DotnetIpcHeader *re
 
         *ret = h;
         return 0;
+}
+
+bool dotnet_ipc_reply_ends_exchange(const uint8_t *buf, size_t len) {
+        DotnetIpcHeader h;
+
+        if (dotnet_ipc_header_decode(buf, len, &h) != 0)
+                return false;
+        switch ((DotnetIpcCommand)(h.command_set << 8 | h.command_id)) {
+        case DOTNET_IPC_PROCESS_INFO:
+        case DOTNET_IPC_PROCESS_INFO2:
+        case DOTNET_IPC_PROCESS_INFO3:
+        case DOTNET_IPC_RESUME_RUNTIME:
+                return true;
+        default:
+                return false;
+        }
 }
 
 int dotnet_ipc_request_encode(DotnetIpcCommand command, const uint8_t *payload, size_t payload_size,

@@ -9,9 +9,12 @@ process that takes root back as its effective uid, and a pid handed to
 another process. Both were run against agents with the checks removed
 (target-cache.c entry_holds()): with neither, the first served the now-root
 process to a user whose rule covers only the service user, and the second
-answered "no such process" about a process that exists. The owner check
-alone stops both (the kernel shows root as the owner of a dead process's
-/proc/PID); the pidfd's liveness alone stops the second.
+answered "no such process" about a process that exists. The owner checks
+alone stop both (the kernel shows root as the owner of a reaped process's
+/proc files); the pidfd's liveness alone stops the second. Comparing only
+the owner of /proc/PID/status, a process that is not dumpable was served
+after taking root back; comparing only /proc/PID's, a change of dumpability
+went unseen.
 """
 import os
 import pwd
@@ -49,14 +52,16 @@ def a_burst_of_requests_reads_the_process_once():
     assert all(AGE not in r for r in info_records(agent, target.pid)[4:]), info_records(agent, target.pid)
 
 
-@test
-def a_process_that_takes_root_back_is_read_afresh():
+def take_root_back(dumpable):
     # a service started as root that runs as SVC, root kept as its saved uid (setresuid(svc, svc, 0))
     tmpdir = make_dir(SVC, 0o700)
     log = os.path.join(tmpdir, "fake.log")
-    fake = Process(["env", f"TMPDIR={tmpdir}", PYTHON, os.path.join(HERE, "fake_runtime.py"),
-                    f"regain:{uid_of(SVC)}:{pwd.getpwnam(SVC).pw_gid}", log])
+    mode = f"regain:{uid_of(SVC)}:{pwd.getpwnam(SVC).pw_gid}" + ("" if dumpable else ":undumpable")
+    fake = Process(["env", f"TMPDIR={tmpdir}", PYTHON, os.path.join(HERE, "fake_runtime.py"), mode, log])
     pid = int(fake.read_line("listening pid=").split("=")[1])
+    # what the kernel shows: the directory, its effective uid; the files in it, root's unless dumpable
+    assert os.stat(f"/proc/{pid}").st_uid == uid_of(SVC)
+    assert os.stat(f"/proc/{pid}/status").st_uid == (uid_of(SVC) if dumpable else 0)
     agent = Agent(policy=f"""[agent]
 dump_dir = "@DUMP_DIR@"
 target_cache_ms = 10000
@@ -87,6 +92,36 @@ targets.users = ["{SVC}"]
     record = agent.record_for(request_id_of(r))
     assert AGE not in record and record["DSAGENT_TARGET_UID"] == "0", record
     assert len(open(log, "rb").read()) == received, "a byte reached the process after it took root back"
+    fake.stop()
+
+
+@test
+def a_process_that_takes_root_back_is_read_afresh():
+    take_root_back(dumpable=True)
+
+
+@test
+def a_process_not_dumpable_that_takes_root_back_is_read_afresh():
+    # its /proc files are root's before and after: only the directory shows the change
+    take_root_back(dumpable=False)
+
+
+@test
+def a_process_that_stops_being_dumpable_is_read_afresh():
+    tmpdir = make_dir(SVC, 0o700)
+    log = os.path.join(tmpdir, "fake.log")
+    fake = Process(["env", f"TMPDIR={tmpdir}", PYTHON, os.path.join(HERE, "fake_runtime.py"),
+                    f"regain:{uid_of(SVC)}:{pwd.getpwnam(SVC).pw_gid}", log])
+    pid = int(fake.read_line("listening pid=").split("=")[1])
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\ntarget_cache_ms = 10000\n')
+    for _ in range(2):
+        dsctl(agent, SVC, "info", str(pid))
+    assert AGE in info_records(agent, pid)[1]
+    os.kill(pid, signal.SIGUSR2)
+    wait_for(lambda: os.path.exists(log + ".undumpable"), timeout=10, what="the process to turn undumpable")
+    assert os.stat(f"/proc/{pid}/status").st_uid == 0 and os.stat(f"/proc/{pid}").st_uid == uid_of(SVC)
+    dsctl(agent, SVC, "info", str(pid))
+    assert AGE not in info_records(agent, pid)[2], info_records(agent, pid)[2]
     fake.stop()
 
 
