@@ -679,11 +679,14 @@ def ports_follow_reloads():
     d = port_dir()
     first, second = os.path.join(d, "one.sock"), os.path.join(d, "two.sock")
     agent = Agent(policy=policy(first))
-    assert os.path.exists(first) and not os.path.exists(second)
+    wait_port(first)
+    assert not os.path.exists(second)
     agent.write_policy(policy(second))
     rec = agent.reload()
     assert rec["DSAGENT_POLICY_OUTCOME"].startswith("loaded"), rec
-    assert os.path.exists(second) and not os.path.exists(first), os.listdir(d)
+    # the reload's record comes first, then its ports (broker_load_policy())
+    wait_for(lambda: os.path.exists(second) and not os.path.exists(first), timeout=30,
+             what=f"the ports to follow the reload: {os.listdir(d)}")
     target = connecting_target(second)
     wait_registered(agent, target.pid)
 
