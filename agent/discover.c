@@ -22,7 +22,6 @@
 typedef struct Seen {
         pid_t pid;
         uint64_t netns;
-        bool own_pidns;         /* in the agent's pid namespace: its own pid is this pid */
         bool candidate;
 } Seen;
 
@@ -77,17 +76,14 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
         struct dirent *de;
         DIR *d;
         int dup_fd = fcntl(proc_fd, F_DUPFD_CLOEXEC, 3);
-        uint64_t own_pidns;
 
-        if (namespace_of(proc_fd, "self", "pid", &own_pidns) < 0)
-                return -errno;
         if (dup_fd < 0 || !(d = fdopendir(dup_fd))) {
                 safe_close(dup_fd);
                 return -errno;
         }
         while ((de = readdir(d))) {
                 struct stat st;
-                uint64_t netns, pidns;
+                uint64_t netns;
                 pid_t pid;
 
                 if (parse_pid(de->d_name, &pid) < 0)
@@ -95,8 +91,10 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
                 /* one cheap look at who owns it, before anything else is read */
                 if (!f->any_uid && (fstatat(proc_fd, de->d_name, &st, 0) < 0 || !uid_allowed(f, st.st_uid)))
                         continue;
-                if (namespace_of(proc_fd, de->d_name, "net", &netns) < 0 ||
-                    namespace_of(proc_fd, de->d_name, "pid", &pidns) < 0)
+                /* its pid namespace is not read here: most processes are in the agent's, and mark_group()
+                 * asks only when a name is left that no process claimed by its pid (a walk of /proc
+                 * pays per process for each link it reads, and this one is half of it) */
+                if (namespace_of(proc_fd, de->d_name, "net", &netns) < 0)
                         continue;
                 if (n == allocated) {
                         size_t grown = allocated ? allocated * 2 : 1024;
@@ -108,7 +106,7 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
                         seen = s;
                         allocated = grown;
                 }
-                seen[n++] = (Seen){ .pid = pid, .netns = netns, .own_pidns = pidns == own_pidns };
+                seen[n++] = (Seen){ .pid = pid, .netns = netns };
         }
         closedir(d);
         *ret = TAKE_PTR(seen);
@@ -116,8 +114,8 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
         return 0;
 }
 
-/* The runtime names its socket by its own pid (the last NSpid) and its start time. */
-static bool names_match(int proc_fd, pid_t pid, const ProcDiagnosticName *names, size_t n_names) {
+/* The index in @names of the name of @pid's runtime (its own pid, the last NSpid, and its start time), or -1. */
+static ssize_t name_of(int proc_fd, pid_t pid, const ProcDiagnosticName *names, size_t n_names) {
         _cleanup_free_ char *stat = NULL, *status = NULL;
         char path[64];
         size_t size;
@@ -127,21 +125,42 @@ static bool names_match(int proc_fd, pid_t pid, const ProcDiagnosticName *names,
         snprintf(path, sizeof(path), "%d/stat", (int)pid);
         if (read_file_at(proc_fd, path, PROC_SMALL_MAX, &stat, &size) < 0 ||
             procfs_parse_stat_start_time(stat, size, &start) != 0)
-                return false;
+                return -1;
         snprintf(path, sizeof(path), "%d/status", (int)pid);
         if (read_file_at(proc_fd, path, PROC_SMALL_MAX, &status, &size) < 0 || procfs_parse_status(status, size, &st) != 0)
-                return false;
+                return -1;
         for (size_t i = 0; i < n_names; i++)
                 if (names[i].key == start && names[i].pid == st.nspid[st.n_nspid - 1])
-                        return true;
-        return false;
+                        return (ssize_t)i;
+        return -1;
 }
 
-/* Within one network namespace (@group, @n of them): which are named in its socket table. */
-static void mark_group(int proc_fd, Seen *group, size_t n, ProcDiagnosticName *names) {
+static int compare_name_pid(const void *a, const void *b) {
+        pid_t x = ((const ProcDiagnosticName *)a)->pid, y = ((const ProcDiagnosticName *)b)->pid;
+        return x < y ? -1 : x > y;
+}
+
+/* Marks @seen a candidate if its runtime's name is in @names; and that name as claimed. */
+static void claim(int proc_fd, Seen *seen, const ProcDiagnosticName *names, size_t n_names, bool *claimed) {
+        ssize_t k = name_of(proc_fd, seen->pid, names, n_names);
+
+        if (k >= 0) {
+                seen->candidate = true;
+                claimed[k] = true;
+        }
+}
+
+/*
+ * Within one network namespace (@group, @n of them): which are named in its socket table.
+ * A runtime in the agent's pid namespace names itself by the pid /proc lists it under, so
+ * only processes whose pid is in a name are read. A name left that none of those claimed
+ * may be a runtime's in another pid namespace (its own pid is another number): then every
+ * process of the group in another pid namespace is read too.
+ */
+static void mark_group(int proc_fd, uint64_t own_pidns, Seen *group, size_t n, ProcDiagnosticName *names, bool *claimed) {
         _cleanup_free_ char *table = NULL;
         char path[64];
-        size_t size, n_names = 0;
+        size_t size, n_names = 0, n_claimed = 0;
 
         snprintf(path, sizeof(path), "%d/net/unix", (int)group[0].pid);
         if (read_file_at(proc_fd, path, UNIX_TABLE_MAX, &table, &size) < 0 ||
@@ -149,28 +168,45 @@ static void mark_group(int proc_fd, Seen *group, size_t n, ProcDiagnosticName *n
                 return;
         if (n_names > NAMES_MAX)
                 n_names = NAMES_MAX;
+        qsort(names, n_names, sizeof(*names), compare_name_pid);
+        memset(claimed, 0, n_names * sizeof(*claimed));
         for (size_t i = 0; i < n; i++) {
-                bool named = !group[i].own_pidns; /* another pid namespace: its own pid is for the status to say */
-                /* a runtime of the agent's pid namespace names itself by this very pid: nothing to read else */
-                for (size_t k = 0; k < n_names && !named; k++)
-                        named = names[k].pid == group[i].pid;
-                if (named)
-                        group[i].candidate = names_match(proc_fd, group[i].pid, names, n_names);
+                ProcDiagnosticName key = { .pid = group[i].pid };
+                if (bsearch(&key, names, n_names, sizeof(*names), compare_name_pid))
+                        claim(proc_fd, &group[i], names, n_names, claimed);
+        }
+        for (size_t k = 0; k < n_names; k++)
+                n_claimed += claimed[k];
+        if (n_claimed == n_names)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                char pid[16];
+                uint64_t pidns;
+
+                snprintf(pid, sizeof(pid), "%d", (int)group[i].pid);
+                if (!group[i].candidate && namespace_of(proc_fd, pid, "pid", &pidns) == 0 && pidns != own_pidns)
+                        claim(proc_fd, &group[i], names, n_names, claimed);
         }
 }
 
 int discover_candidates(const DiscoverFilter *f, pid_t *out, size_t max, size_t *ret_n) {
         _cleanup_free_ ProcDiagnosticName *names = NULL;
+        _cleanup_free_ bool *claimed = NULL;
         _cleanup_free_ Seen *seen = NULL;
         _cleanup_close_ int proc_fd = -EBADF;
         size_t n = 0, found = 0;
+        uint64_t own_pidns;
         int r;
 
         proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (proc_fd < 0)
                 return -errno;
+        r = namespace_of(proc_fd, "self", "pid", &own_pidns);
+        if (r < 0)
+                return r;
         names = malloc(NAMES_MAX * sizeof(*names));
-        if (!names)
+        claimed = malloc(NAMES_MAX * sizeof(*claimed));
+        if (!names || !claimed)
                 return -ENOMEM;
         r = list_processes(proc_fd, f, &seen, &n);
         if (r < 0)
@@ -180,7 +216,7 @@ int discover_candidates(const DiscoverFilter *f, pid_t *out, size_t max, size_t 
                 size_t end = start;
                 while (end < n && seen[end].netns == seen[start].netns)
                         end++;
-                mark_group(proc_fd, seen + start, end - start, names);
+                mark_group(proc_fd, own_pidns, seen + start, end - start, names, claimed);
                 start = end;
         }
         for (size_t i = 0; i < n && found < max; i++)

@@ -87,6 +87,23 @@ def target_in_own_pid_namespace():
 
 
 @test
+def ps_lists_a_runtime_in_its_own_pid_namespace_on_the_hosts_network():
+    # its socket's name carries its own pid, which no process of the host's pid namespace claims: the
+    # listing must look into the other pid namespaces of that network namespace to find it
+    target = Target(SVC, pid_ns=True, args=["--marker", "pidns"])
+    plain = Target(SVC)
+    assert target.ns_pid != target.pid
+    assert os.readlink(f"/proc/{target.pid}/ns/net") == os.readlink("/proc/self/ns/net")
+    agent = Agent()
+    for user in (SVC, None):
+        r = dsctl(agent, user, "--json", "ps")
+        assert r.returncode == 0, r
+        listed = {p["pid"] for p in json.loads(r.stdout)}
+        assert {target.pid, plain.pid} <= listed, (user, listed)
+        assert target.ns_pid not in listed or target.ns_pid == plain.pid
+
+
+@test
 def ps_lists_only_what_the_caller_may_act_on():
     mine = Target(SVC)
     theirs = Target(ALICE)
