@@ -13,6 +13,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "broker.h"
+#include "candidate-walk.h"
 #include "on-start.h"
 #include "ports.h"
 #include "cleanup.h"
@@ -231,6 +232,7 @@ Broker *broker_free(Broker *b) {
         startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
         ports_free(b->ports);
         target_cache_free(b->targets);
+        candidate_walks_free(b->walks); /* before the workers: it cancels its walk's job */
         worker_pool_free(b->workers);
         dump_slots_free(b->dump_slots);
         pam_checker_free(b->pam);
@@ -415,6 +417,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         if (!b->rate_limiter || !b->request_budget || !b->admission)
                 return -ENOMEM;
         r = target_cache_new(event, &b->targets);
+        if (r < 0)
+                return r;
+        r = candidate_walks_new(b, &b->walks);
         if (r < 0)
                 return r;
         r = sd_event_add_time(event, &b->suppressed_timer, CLOCK_MONOTONIC, 0, 0, broker_on_suppressed_timer, b);

@@ -6,6 +6,7 @@
 #include <sys/epoll.h>
 
 #include "broker.h"
+#include "candidate-walk.h"
 #include "cleanup.h"
 #include "commands.h"
 #include "connection.h"
@@ -576,6 +577,7 @@ static void explain_start(Request *req, const WireMessage *m) {
  * ends.
  */
 typedef struct PsWork {
+        CandidateWaiter *waiter; /* while it waits for a walk of /proc */
         pid_t *pids;
         size_t n, next;
         unsigned count;
@@ -584,8 +586,10 @@ typedef struct PsWork {
 static void ps_work_free(void *p) {
         PsWork *work = p;
 
-        if (work)
+        if (work) {
+                candidate_waiter_cancel(work->waiter);
                 free(work->pids);
+        }
         free(work);
 }
 
@@ -680,6 +684,7 @@ static size_t ps_add_port_runtimes(Request *req, pid_t *pids, size_t n, size_t m
 static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n) {
         PsWork *work = req->work;
 
+        work->waiter = NULL; /* freed before this callback */
         if (r != 0) {
                 reply_job_error(req, r, NULL);
                 return;
@@ -696,10 +701,37 @@ static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n
         ps_next(req);
 }
 
+static void ps_walk(Request *req) {
+        PsWork *work = req->work;
+        int r = candidate_walks_join(req->broker->walks, req, ps_candidates_found, &work->waiter);
+
+        if (r != 0)
+                reply_job_error(req, r, NULL);
+}
+
+static void ps_names_resolved(Request *req, int r, const char *why) {
+        ps_walk(req); /* without them if need be: a record leaves out a name it does not hold */
+}
+
+/*
+ * The names for the record are looked up in a job of the requester's own, not in the shared walk:
+ * NSS may wait on a directory service, and that wait is this request's alone.
+ */
+static void ps_resolve_names(Request *req) {
+        int r;
+
+        if (audit_names_known(req->peer->uid, req->peer->gid, (uid_t)-1)) {
+                ps_walk(req);
+                return;
+        }
+        r = jobs_resolve_names(req, ps_names_resolved);
+        if (r != 0)
+                reply_job_error(req, r, NULL);
+}
+
 static void ps_list(Request *req) {
         PsWork *work = calloc(1, sizeof(*work));
         char what[64];
-        int r;
 
         if (!work) {
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
@@ -711,9 +743,7 @@ static void ps_list(Request *req) {
         snprintf(what, sizeof(what), "the agent's deadline for a listing (%llu s)",
                  (unsigned long long)(req->broker->config.reply_timeout_usec / 1000000));
         (void)commands_set_deadline(req, req->broker->config.reply_timeout_usec, what);
-        r = jobs_find_candidates(req, ps_candidates_found);
-        if (r != 0)
-                reply_job_error(req, r, NULL);
+        ps_resolve_names(req);
 }
 
 static void ps_after_pam(int result, const char *message, void *userdata) {

@@ -22,10 +22,11 @@
 typedef struct Seen {
         pid_t pid;
         uint64_t netns;
+        uid_t owner;            /* (uid_t) -1: not looked at (any owner passes the filter) */
         bool candidate;
 } Seen;
 
-static bool uid_allowed(const DiscoverFilter *f, uid_t uid) {
+bool discover_filter_allows(const DiscoverFilter *f, uid_t uid) {
         if (f->any_uid || uid == 0)
                 return true;
         for (size_t i = 0; i < f->n_uids; i++)
@@ -64,8 +65,8 @@ static int compare_seen(const void *a, const void *b) {
         return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
-static int compare_pid(const void *a, const void *b) {
-        pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+static int compare_candidate(const void *a, const void *b) {
+        pid_t x = ((const DiscoverCandidate *)a)->pid, y = ((const DiscoverCandidate *)b)->pid;
         return x < y ? -1 : x > y;
 }
 
@@ -82,14 +83,14 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
                 return -errno;
         }
         while ((de = readdir(d))) {
-                struct stat st;
+                struct stat st = { .st_uid = (uid_t)-1 };
                 uint64_t netns;
                 pid_t pid;
 
                 if (parse_pid(de->d_name, &pid) < 0)
                         continue;
                 /* one cheap look at who owns it, before anything else is read */
-                if (!f->any_uid && (fstatat(proc_fd, de->d_name, &st, 0) < 0 || !uid_allowed(f, st.st_uid)))
+                if (!f->any_uid && (fstatat(proc_fd, de->d_name, &st, 0) < 0 || !discover_filter_allows(f, st.st_uid)))
                         continue;
                 /* its pid namespace is not read here: most processes are in the agent's, and mark_group()
                  * asks only when a name is left that no process claimed by its pid (a walk of /proc
@@ -106,7 +107,7 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
                         seen = s;
                         allocated = grown;
                 }
-                seen[n++] = (Seen){ .pid = pid, .netns = netns };
+                seen[n++] = (Seen){ .pid = pid, .netns = netns, .owner = st.st_uid };
         }
         closedir(d);
         *ret = TAKE_PTR(seen);
@@ -189,7 +190,21 @@ static void mark_group(int proc_fd, uint64_t own_pidns, Seen *group, size_t n, P
         }
 }
 
-int discover_candidates(const DiscoverFilter *f, pid_t *out, size_t max, size_t *ret_n) {
+/* The owner of a candidate's /proc entry, when the walk did not look (few are candidates); false: it is gone. */
+static bool owner_known(int proc_fd, Seen *s) {
+        char pid[16];
+        struct stat st;
+
+        if (s->owner != (uid_t)-1)
+                return true;
+        snprintf(pid, sizeof(pid), "%d", (int)s->pid);
+        if (fstatat(proc_fd, pid, &st, 0) < 0)
+                return false;
+        s->owner = st.st_uid;
+        return true;
+}
+
+int discover_candidates(const DiscoverFilter *f, DiscoverCandidate *out, size_t max, size_t *ret_n) {
         _cleanup_free_ ProcDiagnosticName *names = NULL;
         _cleanup_free_ bool *claimed = NULL;
         _cleanup_free_ Seen *seen = NULL;
@@ -220,9 +235,9 @@ int discover_candidates(const DiscoverFilter *f, pid_t *out, size_t max, size_t 
                 start = end;
         }
         for (size_t i = 0; i < n && found < max; i++)
-                if (seen[i].candidate)
-                        out[found++] = seen[i].pid;
-        qsort(out, found, sizeof(*out), compare_pid);
+                if (seen[i].candidate && owner_known(proc_fd, &seen[i]))
+                        out[found++] = (DiscoverCandidate){ .pid = seen[i].pid, .owner = seen[i].owner };
+        qsort(out, found, sizeof(*out), compare_candidate);
         *ret_n = found;
         return 0;
 }

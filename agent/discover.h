@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* The most candidates one listing reports; their pids must fit one worker message. */
-#define DISCOVER_CANDIDATES_MAX 8192
+/* The most candidates one walk reports; they must fit one worker message. */
+#define DISCOVER_CANDIDATES_MAX 7168
 
 typedef struct DiscoverFilter {
         /* false: only processes whose /proc entry is owned by one of @uids, or by root (a process
@@ -24,13 +24,21 @@ typedef struct DiscoverFilter {
         size_t n_uids;
 } DiscoverFilter;
 
+typedef struct DiscoverCandidate {
+        pid_t pid;
+        uid_t owner;            /* of its /proc entry when it was seen */
+} DiscoverCandidate;
+
+/* Whether a process whose /proc entry @owner owns passes @f (pure: the loop filters a shared walk's finds with it). */
+bool discover_filter_allows(const DiscoverFilter *f, uid_t owner);
+
 /**
- * discover_candidates() - pids of processes that may run a .NET runtime
+ * discover_candidates() - processes that may run a .NET runtime
  *
  * A process is a candidate when a listening socket named for its own pid
  * (the last of its NSpid) and its start time is in its network namespace's
- * table. At most @max, in pid order.
+ * table. At most @max, in pid order, each with the owner of its /proc entry.
  *
  * Return: 0 with *@ret_n, or a negative errno when /proc cannot be read.
  */
-int discover_candidates(const DiscoverFilter *f, pid_t *out, size_t max, size_t *ret_n);
+int discover_candidates(const DiscoverFilter *f, DiscoverCandidate *out, size_t max, size_t *ret_n);

@@ -18,6 +18,7 @@
 #include "discover.h"
 #include "dump-writer.h"
 #include "jobs.h"
+#include "test-hooks.h"
 #include "text.h"
 
 /* The supplementary groups a job carries for the requester; a user in more is decided without them
@@ -35,6 +36,7 @@ typedef enum JobType {
         JOB_UNIT,
         JOB_STAGE,
         JOB_CANDIDATES,
+        JOB_NAMES,
         JOB_STREAM,
         JOB_CLEAN,
         JOB_TRACE,
@@ -65,7 +67,12 @@ typedef struct JobRequest {
                         TargetFacts facts;
                         char runtime_dir[PATH_MAX];
                 } stage;                        /* STAGE (fds: pidfd, /proc fd) */
-                JobRequester who;               /* CANDIDATES */
+                struct {
+                        uint8_t any_uid;
+                        uint32_t n_uids;
+                        uint32_t uids[JOBS_WALK_UIDS_MAX];
+                } walk;                         /* CANDIDATES */
+                JobRequester who;               /* NAMES (uid and gid only) */
                 struct {
                         DumpLimits limits;
                         uint32_t slot;
@@ -98,10 +105,10 @@ typedef struct JobReply {
                         char record_path[PATH_MAX];
                 } stage;                        /* STAGE (fds: /tmp, the directory, the FIFO) */
                 struct {
-                        AuditNames names;       /* the requester's */
                         uint32_t n;
-                        int32_t pids[DISCOVER_CANDIDATES_MAX];
+                        DiscoverCandidate found[DISCOVER_CANDIDATES_MAX];
                 } candidates;                   /* CANDIDATES */
+                AuditNames names;               /* NAMES */
                 uint64_t bytes;                 /* STREAM */
                 struct {
                         uint64_t bytes;
@@ -263,27 +270,22 @@ static size_t handle_stage(const JobRequest *q, WorkerMessage *msg, JobReply *a,
 
 
 static size_t handle_candidates(const JobRequest *q, JobReply *a) {
-        gid_t groups[JOBS_GROUPS_MAX];
-        PolicyRequester who = requester_from(&q->who, groups);
-        uid_t uids[256];
-        size_t n_uids = 0, n = 0;
-        DiscoverFilter f = { .uids = uids };
-        pid_t pids[DISCOVER_CANDIDATES_MAX];
+        uid_t uids[JOBS_WALK_UIDS_MAX];
+        size_t n = 0, n_uids = q->walk.n_uids < JOBS_WALK_UIDS_MAX ? q->walk.n_uids : JOBS_WALK_UIDS_MAX;
+        DiscoverFilter f = { .any_uid = q->walk.any_uid, .uids = uids, .n_uids = n_uids };
 
-        audit_names_resolve(&a->candidates.names, q->who.uid, q->who.gid, (uid_t)-1);
-        f.any_uid = policy_visible_uids(broker->policy, &who, uids, sizeof(uids) / sizeof(uids[0]), &n_uids);
-        f.n_uids = n_uids;
+        for (size_t i = 0; i < n_uids; i++)
+                uids[i] = q->walk.uids[i];
+        test_hook_pause("candidate-walk");
         /* a walk over all of /proc: other users' short jobs go first (only if the way back is open) */
         bool niced = broker->may_renice && setpriority(PRIO_PROCESS, 0, JOBS_CANDIDATES_NICE) == 0;
-        a->r = discover_candidates(&f, pids, DISCOVER_CANDIDATES_MAX, &n);
+        a->r = discover_candidates(&f, a->candidates.found, DISCOVER_CANDIDATES_MAX, &n);
         if (niced)
                 (void)setpriority(PRIO_PROCESS, 0, 0); /* allowed: may_renice said so */
         if (a->r != 0)
                 return REPLY_HEAD;
         a->candidates.n = (uint32_t)n;
-        for (size_t i = 0; i < n; i++)
-                a->candidates.pids[i] = pids[i];
-        return REPLY_HEAD + offsetof(typeof(a->candidates), pids) + n * sizeof(int32_t);
+        return REPLY_HEAD + offsetof(typeof(a->candidates), found) + n * sizeof(DiscoverCandidate);
 }
 
 /* Tells the agent how far the dump got; a full control socket skips a report, nothing else. */
@@ -424,6 +426,10 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_CANDIDATES:
                 reply->size = handle_candidates(&q, a);
+                break;
+        case JOB_NAMES:
+                audit_names_resolve(&a->names, q.who.uid, q.who.gid, (uid_t)-1);
+                reply->size = REPLY_HEAD + sizeof(a->names);
                 break;
         case JOB_STREAM:
                 reply->size = handle_stream(&q, msg, a);
@@ -660,35 +666,6 @@ int jobs_stage_dump(Request *req, JobStageDone done) {
                       done);
 }
 
-static void candidates_done(int error, WorkerMessage *reply, void *userdata) {
-        Request *req = userdata;
-        JobCandidatesDone done = req->job_callback;
-        const JobReply *a = NULL;
-        size_t n = 0;
-        int r;
-
-        req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + offsetof(typeof(a->candidates), pids), &a);
-        if (r == 0) {
-                audit_names_remember(&a->candidates.names);
-                n = a->candidates.n;
-                if (n > DISCOVER_CANDIDATES_MAX ||
-                    reply->size < REPLY_HEAD + offsetof(typeof(a->candidates), pids) + n * sizeof(int32_t))
-                        r = -EBADMSG;
-        }
-        done(req, r, r == 0 ? (const pid_t *)a->candidates.pids : NULL, r == 0 ? n : 0);
-}
-
-int jobs_find_candidates(Request *req, JobCandidatesDone done) {
-        JobRequest *q = request_new(JOB_CANDIDATES);
-
-        if (!q)
-                return -ENOMEM;
-        requester_to(req, &q->who);
-        return submit(req, q, offsetof(JobRequest, who) + sizeof(q->who), NULL, 0, req->broker->config.reply_timeout_usec,
-                      candidates_done, done);
-}
-
 static void stream_done(int error, WorkerMessage *reply, void *userdata) {
         Request *req = userdata;
         JobStreamDone done = req->job_callback;
@@ -774,6 +751,60 @@ int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int
         q->trace.max_bytes = max_bytes;
         return submit_own(b, owner, q, offsetof(JobRequest, trace) + sizeof(q->trace), fds, 3, timeout_usec,
                           trace_done, done, userdata, call);
+}
+
+static void walk_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobWalkDone done = call->callback;
+        const JobReply *a = NULL;
+        size_t n = 0;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + offsetof(typeof(a->candidates), found), &a);
+        if (r == 0) {
+                n = a->candidates.n;
+                if (n > DISCOVER_CANDIDATES_MAX ||
+                    reply->size < REPLY_HEAD + offsetof(typeof(a->candidates), found) + n * sizeof(DiscoverCandidate))
+                        r = -EBADMSG;
+        }
+        done(call->userdata, r, r == 0 ? a->candidates.found : NULL, r == 0 ? n : 0);
+}
+
+int jobs_walk_candidates(Broker *b, const JobWalk *walk, JobWalkDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_CANDIDATES);
+
+        if (!q)
+                return -ENOMEM;
+        q->walk.any_uid = walk->any_uid;
+        q->walk.n_uids = (uint32_t)walk->n_uids;
+        for (size_t i = 0; i < walk->n_uids && i < JOBS_WALK_UIDS_MAX; i++)
+                q->walk.uids[i] = walk->uids[i];
+        return submit_own(b, JOBS_WALK_OWNER, q, offsetof(JobRequest, walk) + sizeof(q->walk), NULL, 0,
+                          b->config.reply_timeout_usec, walk_done, done, userdata, call);
+}
+
+static void names_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobDone done = req->job_callback;
+        const JobReply *a = NULL;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->names), &a);
+        if (r == 0)
+                audit_names_remember(&a->names);
+        done(req, r, NULL);
+}
+
+int jobs_resolve_names(Request *req, JobDone done) {
+        JobRequest *q = request_new(JOB_NAMES);
+
+        if (!q)
+                return -ENOMEM;
+        q->who = (JobRequester){ .uid = req->peer->uid, .gid = req->peer->gid };
+        return submit(req, q, offsetof(JobRequest, who) + offsetof(JobRequester, groups), NULL, 0,
+                      lookup_timeout(req), names_done, done);
 }
 
 static void clean_done(int error, WorkerMessage *reply, void *userdata) {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "discover.h"
 #include "dump-stage.h"
 #include "dump-writer.h"
 #include "policy.h"
@@ -49,6 +50,9 @@ enum {
  */
 int jobs_open_target(Request *req, pid_t pid, bool with_names, JobDone done);
 
+/* Looks up the names of the requester's user and group for its record (audit_names_remember()). */
+int jobs_resolve_names(Request *req, JobDone done);
+
 /* Reads req->target's environment and finds its runtime's socket (target_find_socket()). */
 int jobs_find_socket(Request *req, JobDone done);
 
@@ -64,9 +68,6 @@ int jobs_find_unit(Request *req, const char *unit, JobUnitDone done);
 typedef void (*JobStageDone)(Request *req, int r, DumpStage *stage, const char *why);
 int jobs_stage_dump(Request *req, JobStageDone done);
 
-/* The pids that may run a runtime, among the processes the requester could see (discover.h). */
-typedef void (*JobCandidatesDone)(Request *req, int r, const pid_t *pids, size_t n);
-int jobs_find_candidates(Request *req, JobCandidatesDone done);
 
 /*
  * Moves a dump's bytes from @fifo_fd into @file_fd (an unnamed file of
@@ -118,6 +119,28 @@ typedef void (*JobTraceDone)(void *userdata, int r, bool ended, const char *why)
 int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, const DumpLimits *limits,
                       unsigned slot, uint64_t max_bytes, uint64_t timeout_usec, JobTraceDone done, void *userdata,
                       JobCall *call);
+
+/* A walk's filter holds this many users at most; more, and it is anybody's. */
+#define JOBS_WALK_UIDS_MAX 256
+/* The owner (worker-pool.h) of the one shared walk: nobody's (startup traces are (uint32_t) -2). */
+#define JOBS_WALK_OWNER ((uint32_t)-3)
+
+/* What one walk of /proc looks for: the processes this filter passes (discover.h). */
+typedef struct JobWalk {
+        bool any_uid;
+        size_t n_uids;
+        uid_t uids[JOBS_WALK_UIDS_MAX];
+} JobWalk;
+
+/* @found (@n of them) are the candidates, with their /proc owners; NULL with @r non-zero (as JobDone's). */
+typedef void (*JobWalkDone)(void *userdata, int r, const DiscoverCandidate *found, size_t n);
+/*
+ * jobs_walk_candidates() - the processes that may run a runtime (discover_candidates()), in a worker
+ *
+ * Nobody's job (JOBS_WALK_OWNER), for listings of many users; at most the reply's deadline. The
+ * worker lowers its priority while it walks.
+ */
+int jobs_walk_candidates(Broker *b, const JobWalk *walk, JobWalkDone done, void *userdata, JobCall *call);
 
 /* Removes the staging of an agent that died (dump_stage_clean_stale()), in the background. */
 int jobs_clean_stale(Broker *b);

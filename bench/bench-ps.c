@@ -154,7 +154,7 @@ static unsigned count_processes(void) {
 /* ---- the direct listing: the agent's code, in this process ---- */
 
 static int direct_ps(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, BenchFailure *f) {
-        static pid_t pids[DISCOVER_CANDIDATES_MAX];
+        static DiscoverCandidate found[DISCOVER_CANDIDATES_MAX];
         uid_t uids[1];
         DiscoverFilter filter = { .any_uid = !u, .uids = uids, .n_uids = u ? 1 : 0 };
         uint64_t start = bench_now_nsec();
@@ -164,7 +164,7 @@ static int direct_ps(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, Be
 
         if (u)
                 uids[0] = u->uid;
-        r = discover_candidates(&filter, pids, DISCOVER_CANDIDATES_MAX, &n);
+        r = discover_candidates(&filter, found, DISCOVER_CANDIDATES_MAX, &n);
         if (r != 0) {
                 snprintf(f->what, sizeof(f->what), "discover_candidates: %s", strerror(r < 0 ? -r : EIO));
                 return -1;
@@ -173,7 +173,7 @@ static int direct_ps(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, Be
                 _cleanup_(target_unrefp) Target *t = NULL;
                 const char *why;
 
-                if (target_open(pids[i], &t) != 0 || target_read_details(t) != 0)
+                if (target_open(found[i].pid, &t) != 0 || target_read_details(t) != 0)
                         continue;
                 /* as the policy has it for a user without rules: its own processes (owner_access) */
                 if (u && t->status.uid[0] != u->uid && t->status.uid[1] != u->uid && t->status.uid[2] != u->uid)

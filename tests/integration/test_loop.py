@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The event loop never waits on one client: stalled readers, hung lookups, floods, fd exhaustion."""
+import json
 import os
 import socket
 import subprocess
@@ -192,6 +193,55 @@ def a_ps_flood_leaves_everyone_else_served():
     assert root_ps and all(int(r.get("DSAGENT_RESULT_COUNT", "0")) >= len(others) + 1 for r in root_ps[-10:]), \
         root_ps[-10:]
 
+
+
+@test
+def listings_that_ask_together_share_one_walk_of_proc_and_each_keeps_its_own():
+    """A walk of /proc costs what the host runs, whoever asks: listings that ask while one runs wait for the
+    next, which serves them all (before, every user had walks of their own, up to two at once each). The test
+    hook holds each walk for 1.5 s, and the agent's log counts the walks."""
+    mine, hers = Target(SVC), Target(ALICE)
+    agent = Agent(env={"DSAGENT_TEST_PAUSE": "candidate-walk:1500"})
+    users = [SVC, ALICE, MALLORY, None, SVC, ALICE]
+    started = time.monotonic()
+    clients = [subprocess.Popen(as_user(user, [DSCTL, "--socket", agent.socket, "--json", "ps"]), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for user in users]
+    outs = [c.communicate(timeout=60) for c in clients]
+    took = time.monotonic() - started
+    walks = open(agent.log_path).read().count("test-hook: paused at candidate-walk")
+    # all of them were answered, by at most two walks (one under way when the rest asked, and theirs)
+    assert all(c.returncode == 0 for c in clients), outs
+    assert 1 <= walks <= 2, (walks, took)
+    listed = [{p["pid"] for p in json.loads(out)} for out, _ in outs]
+    # each listing holds what its own user may see, whatever the others sharing its walk may
+    for user, pids in zip(users, listed):
+        expect_mine = user in (SVC, None)
+        expect_hers = user in (ALICE, None)
+        assert (mine.pid in pids) == expect_mine and (hers.pid in pids) == expect_hers, (user, pids)
+    records = [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"]
+    assert len(records) == len(users) and all(r.get("DSAGENT_CLIENT_USER") for r in records), records
+
+
+@test
+def a_listing_whose_client_leaves_while_it_waits_leaves_the_others_answered():
+    mine = Target(SVC)
+    agent = Agent(env={"DSAGENT_TEST_PAUSE": "candidate-walk:1500"})
+    first = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "--json", "ps"]), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: "paused at candidate-walk" in open(agent.log_path).read(), what="the first walk")
+    leaving = subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "ps"]), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    staying = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "--json", "ps"]), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.3)
+    leaving.kill()
+    leaving.wait()
+    for c in (first, staying):
+        out, err = c.communicate(timeout=60)
+        assert c.returncode == 0 and mine.pid in {p["pid"] for p in json.loads(out)}, (out, err)
+    # the one that left was recorded as ended, the others as answered
+    records = [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"]
+    assert len(records) == 3, records
 
 if __name__ == "__main__":
     run_tests()
