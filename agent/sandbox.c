@@ -61,6 +61,8 @@ static const int agent_syscalls[] = {
         SCMP_SYS(pidfd_send_signal), SCMP_SYS(getppid), SCMP_SYS(dup2), SCMP_SYS(dup3), SCMP_SYS(close_range),
         /* glibc's qsort() asks how much memory there is (listings sort their candidates) */
         SCMP_SYS(sysinfo),
+        /* a walk of /proc lets what waits run, every so often (discover.c) */
+        SCMP_SYS(sched_yield),
         /* [[port]]s a reload adds: bound under a temporary name, given their ACL by path (a socket
          * file has no fd to set it on), renamed into place, watched for removal */
         SCMP_SYS(bind), SCMP_SYS(listen), SCMP_SYS(renameat), SCMP_SYS(renameat2), SCMP_SYS(setxattr),
