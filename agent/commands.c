@@ -149,17 +149,10 @@ static void target_opened(Request *req, int r, const char *why) {
         req->on_target(req);
 }
 
-static uint64_t loop_now(const Request *req) {
-        uint64_t now = 0;
-
-        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
-        return now;
-}
-
 /* A worker's reading of the process, kept for the requests about it that follow shortly. */
 static void target_read(Request *req, int r, const char *why) {
         if (r == 0)
-                target_cache_put(req->broker->targets, req->target, loop_now(req),
+                target_cache_put(req->broker->targets, req->target, request_now_usec(req),
                                  (uint64_t)req->policy->agent.target_cache_ms * 1000);
         target_opened(req, r, why);
 }
@@ -172,7 +165,7 @@ static bool reuse_target(Request *req, pid_t pid) {
         uint64_t age;
         Target *t;
 
-        if (target_cache_get(req->broker->targets, pid, loop_now(req), &t, &age) != 0)
+        if (target_cache_get(req->broker->targets, pid, request_now_usec(req), &t, &age) != 0)
                 return false;
         /* a port's registration compares the executable afresh (ports.c), and the record wants every name */
         if (ports_have_pid(req->broker->ports, pid) ||

@@ -29,13 +29,6 @@ PolicyTarget policy_target_of(const Target *t) {
         return pt;
 }
 
-static uint64_t now_usec(const Request *req) {
-        uint64_t now = 0;
-
-        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
-        return now;
-}
-
 static void apply_rate_limit(Request *req) {
         PolicyVerdict *v = &req->verdict;
         uint64_t wait_usec = 0;
@@ -44,7 +37,7 @@ static void apply_rate_limit(Request *req) {
         if (!v->allowed || !v->rule || !v->rule->has_rate_limit)
                 return;
         r = rate_limiter_check(req->broker->rate_limiter, v->rule->name, req->peer->uid, &v->rule->rate_limit,
-                               now_usec(req), req->consume_rate, &wait_usec);
+                               request_now_usec(req), req->consume_rate, &wait_usec);
         if (r == 0)
                 return;
         v->allowed = false;

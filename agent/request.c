@@ -46,6 +46,13 @@ void request_set_target(Request *req, Target *t) {
         req->target = t;
 }
 
+uint64_t request_now_usec(const Request *req) {
+        uint64_t now = 0;
+
+        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
+        return now;
+}
+
 bool request_admit(Request *req) {
         if (!req->admitted)
                 req->admitted = broker_admit_request(req->broker, req->peer->uid);

@@ -69,6 +69,9 @@ void request_done(Request *req);
 
 void request_set_target(Request *req, Target *t);
 
+/* The loop's time (CLOCK_MONOTONIC, µs) as of the event being handled: one clock for every decision of a request. */
+uint64_t request_now_usec(const Request *req);
+
 /*
  * Every request, well-formed or not, first takes from its user's budget of
  * recorded decisions (broker_admit_request()). One over the budget is
