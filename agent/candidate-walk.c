@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "broker.h"
 #include "candidate-walk.h"
@@ -9,24 +10,34 @@
 #include "discover.h"
 #include "jobs.h"
 
+typedef struct WalkGroup WalkGroup;
+
 struct CandidateWaiter {
-        CandidateWalks *walks;
-        CandidateWaiter **list;         /* the list it is on: waiting, walking or being answered */
+        WalkGroup *group;
+        CandidateWaiter **list;         /* the list it is on: its group's waiting, walking or answering */
         CandidateWaiter *prev, *next;
         Request *req;
         CandidateWalkDone done;
-        bool any_uid;                   /* its own filter (discover.h) */
-        size_t n_uids;
-        uid_t uids[JOBS_WALK_UIDS_MAX];
 };
 
-struct CandidateWalks {
-        Broker *broker;
-        sd_event_source *start;         /* begins the next walk, from the loop */
+/* The listings that look for the same processes (one filter), and their walk. */
+struct WalkGroup {
+        CandidateWalks *walks;
+        WalkGroup *prev, *next;
+        bool any_uid;                   /* the filter (discover.h); uids sorted */
+        size_t n_uids;
+        uid_t uids[JOBS_WALK_UIDS_MAX];
         JobCall call;                   /* the walk under way, while call.job is set */
         CandidateWaiter *waiting;       /* for the next walk */
         CandidateWaiter *walking;       /* served by the walk under way */
         CandidateWaiter *answering;     /* taken off walking, their callbacks running */
+        bool in_answer;                 /* walk_answer() runs: the group stays, whoever leaves */
+};
+
+struct CandidateWalks {
+        Broker *broker;
+        sd_event_source *start;         /* begins the walks due, from the loop */
+        WalkGroup *groups;
 };
 
 static void waiter_unlink(CandidateWaiter *x) {
@@ -49,82 +60,100 @@ static void waiter_push(CandidateWaiter **list, CandidateWaiter *x) {
         *list = x;
 }
 
-static void walks_schedule(CandidateWalks *w) {
-        if (w->waiting && !w->call.job)
-                (void)sd_event_source_set_enabled(w->start, SD_EVENT_ONESHOT);
+static bool group_idle(const WalkGroup *g) {
+        return !g->waiting && !g->walking && !g->answering && !g->call.job && !g->in_answer;
 }
 
-/* Answers every waiter of the walk that ended: each gets what its own filter passes. */
-static void walk_answer(CandidateWalks *w, int r, const DiscoverCandidate *found, size_t n) {
+/* A group nobody waits in and with no walk goes; false while it is in use. */
+static bool group_free_if_idle(WalkGroup *g) {
+        if (!group_idle(g))
+                return false;
+        if (g->prev)
+                g->prev->next = g->next;
+        else
+                g->walks->groups = g->next;
+        if (g->next)
+                g->next->prev = g->prev;
+        free(g);
+        return true;
+}
+
+static void group_schedule(WalkGroup *g) {
+        if (g->waiting && !g->call.job)
+                (void)sd_event_source_set_enabled(g->walks->start, SD_EVENT_ONESHOT);
+}
+
+/* Answers every waiter of the walk that ended: each gets what the group's filter passes. */
+static void walk_answer(WalkGroup *g, int r, const DiscoverCandidate *found, size_t n) {
+        DiscoverFilter f = { .any_uid = g->any_uid, .uids = g->uids, .n_uids = g->n_uids };
         _cleanup_free_ pid_t *pids = n > 0 ? malloc(n * sizeof(pid_t)) : NULL;
+        size_t kept = 0;
 
         if (n > 0 && !pids && r == 0)
                 r = -ENOMEM;
+        for (size_t i = 0; r == 0 && i < n; i++)
+                if (discover_filter_allows(&f, found[i].owner))
+                        pids[kept++] = found[i].pid;
         /* answered from a list of their own: a callback may end any request, and with it its waiter */
-        while (w->walking) {
-                CandidateWaiter *x = w->walking;
+        g->in_answer = true;
+        while (g->walking) {
+                CandidateWaiter *x = g->walking;
                 waiter_unlink(x);
-                waiter_push(&w->answering, x);
+                waiter_push(&g->answering, x);
         }
-        while (w->answering) {
-                CandidateWaiter *x = w->answering;
-                DiscoverFilter f = { .any_uid = x->any_uid, .uids = x->uids, .n_uids = x->n_uids };
+        while (g->answering) {
+                CandidateWaiter *x = g->answering;
                 CandidateWalkDone done = x->done;
                 Request *req = x->req;
-                size_t kept = 0;
 
                 waiter_unlink(x);
                 free(x);
-                for (size_t i = 0; r == 0 && i < n; i++)
-                        if (discover_filter_allows(&f, found[i].owner))
-                                pids[kept++] = found[i].pid;
                 done(req, r, r == 0 ? pids : NULL, kept);
         }
-        walks_schedule(w);
+        g->in_answer = false;
+        group_schedule(g);
+        (void)group_free_if_idle(g);
 }
 
 static void walk_done(void *userdata, int r, const DiscoverCandidate *found, size_t n) {
         walk_answer(userdata, r, found, n);
 }
 
-/* Widens @walk's filter to pass what @x's passes; past JOBS_WALK_UIDS_MAX users, anybody's. */
-static void filter_add(JobWalk *walk, const CandidateWaiter *x) {
-        walk->any_uid = walk->any_uid || x->any_uid;
-        for (size_t i = 0; i < x->n_uids && !walk->any_uid; i++) {
-                bool have = false;
-                for (size_t k = 0; k < walk->n_uids && !have; k++)
-                        have = walk->uids[k] == x->uids[i];
-                if (have)
-                        continue;
-                if (walk->n_uids == JOBS_WALK_UIDS_MAX)
-                        walk->any_uid = true;
-                else
-                        walk->uids[walk->n_uids++] = x->uids[i];
+/* Starts the group's next walk, for all who wait; or answers them all, if it cannot start. */
+static void group_start(WalkGroup *g) {
+        _cleanup_free_ JobWalk *walk = calloc(1, sizeof(*walk));
+        /* the walk counts against the per-user worker limit of whoever asked first */
+        uint32_t owner = g->waiting->req->peer->uid;
+        int r = -ENOMEM;
+
+        while (g->waiting) {
+                CandidateWaiter *x = g->waiting;
+                waiter_unlink(x);
+                waiter_push(&g->walking, x);
         }
+        if (walk) {
+                *walk = (JobWalk){ .any_uid = g->any_uid, .n_uids = g->n_uids };
+                memcpy(walk->uids, g->uids, g->n_uids * sizeof(uid_t));
+                r = jobs_walk_candidates(g->walks->broker, walk, owner, walk_done, g, &g->call);
+        }
+        if (r != 0)
+                walk_answer(g, r, NULL, 0);
 }
 
+/* Every group with listings waiting and no walk under way starts one. */
 static int on_start(sd_event_source *s, void *userdata) {
         CandidateWalks *w = userdata;
-        _cleanup_free_ JobWalk *walk = calloc(1, sizeof(*walk));
-        CandidateWaiter *next;
-        int r;
 
-        if (w->call.job || !w->waiting)
-                return 0;
-        if (!walk) {
-                walks_schedule(w); /* try again next time around */
-                return 0;
+        for (;;) {
+                WalkGroup *g = w->groups;
+
+                /* from the top each time: a walk that cannot start is answered, and its group may go */
+                while (g && (!g->waiting || g->call.job))
+                        g = g->next;
+                if (!g)
+                        return 0;
+                group_start(g);
         }
-        for (CandidateWaiter *x = w->waiting; x; x = next) {
-                next = x->next;
-                filter_add(walk, x);
-                waiter_unlink(x);
-                waiter_push(&w->walking, x);
-        }
-        r = jobs_walk_candidates(w->broker, walk, walk_done, w, &w->call);
-        if (r != 0)
-                walk_answer(w, r, NULL, 0);
-        return 0;
 }
 
 int candidate_walks_new(Broker *b, CandidateWalks **ret) {
@@ -156,42 +185,79 @@ static void waiters_free(CandidateWaiter **list) {
 CandidateWalks *candidate_walks_free(CandidateWalks *w) {
         if (!w)
                 return NULL;
-        worker_job_cancel(w->call.job);
-        waiters_free(&w->waiting);
-        waiters_free(&w->walking);
-        waiters_free(&w->answering);
+        while (w->groups) {
+                WalkGroup *g = w->groups;
+                worker_job_cancel(g->call.job);
+                g->call.job = NULL;
+                waiters_free(&g->waiting);
+                waiters_free(&g->walking);
+                waiters_free(&g->answering);
+                (void)group_free_if_idle(g);
+        }
         sd_event_source_disable_unref(w->start);
         free(w);
         return NULL;
 }
 
-int candidate_walks_join(CandidateWalks *w, Request *req, CandidateWalkDone done, CandidateWaiter **ret_waiter) {
-        PolicyRequester who = requester_of(req);
-        CandidateWaiter *x = calloc(1, sizeof(*x));
+static int compare_uid(const void *a, const void *b) {
+        uid_t x = *(const uid_t *)a, y = *(const uid_t *)b;
+        return x < y ? -1 : x > y;
+}
 
-        if (!x)
+/* The group of listings with @req's filter, made if there is none yet. */
+static WalkGroup *group_for(CandidateWalks *w, const Request *req) {
+        PolicyRequester who = requester_of(req);
+        WalkGroup *g = calloc(1, sizeof(*g));
+
+        if (!g)
+                return NULL;
+        g->walks = w;
+        g->any_uid = policy_visible_uids(req->policy, &who, g->uids, JOBS_WALK_UIDS_MAX, &g->n_uids);
+        if (g->any_uid)
+                g->n_uids = 0;
+        qsort(g->uids, g->n_uids, sizeof(uid_t), compare_uid);
+        for (WalkGroup *have = w->groups; have; have = have->next)
+                if (have->any_uid == g->any_uid && have->n_uids == g->n_uids &&
+                    memcmp(have->uids, g->uids, g->n_uids * sizeof(uid_t)) == 0) {
+                        free(g);
+                        return have;
+                }
+        g->next = w->groups;
+        if (w->groups)
+                w->groups->prev = g;
+        w->groups = g;
+        return g;
+}
+
+int candidate_walks_join(CandidateWalks *w, Request *req, CandidateWalkDone done, CandidateWaiter **ret_waiter) {
+        CandidateWaiter *x = calloc(1, sizeof(*x));
+        WalkGroup *g = x ? group_for(w, req) : NULL;
+
+        if (!g) {
+                free(x);
                 return -ENOMEM;
-        *x = (CandidateWaiter){ .walks = w, .req = req, .done = done };
-        x->any_uid = policy_visible_uids(req->policy, &who, x->uids, JOBS_WALK_UIDS_MAX, &x->n_uids);
-        waiter_push(&w->waiting, x);
-        walks_schedule(w);
+        }
+        *x = (CandidateWaiter){ .group = g, .req = req, .done = done };
+        waiter_push(&g->waiting, x);
+        group_schedule(g);
         *ret_waiter = x;
         return 0;
 }
 
 CandidateWaiter *candidate_waiter_cancel(CandidateWaiter *x) {
-        CandidateWalks *w;
+        WalkGroup *g;
 
         if (!x)
                 return NULL;
-        w = x->walks;
+        g = x->group;
         waiter_unlink(x);
         free(x);
         /* nobody wants the walk under way any more: its worker goes, and the next one can begin */
-        if (!w->walking && w->call.job) {
-                worker_job_cancel(w->call.job);
-                w->call.job = NULL;
-                walks_schedule(w);
+        if (!g->walking && g->call.job) {
+                worker_job_cancel(g->call.job);
+                g->call.job = NULL;
+                group_schedule(g);
         }
+        (void)group_free_if_idle(g);
         return NULL;
 }

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * ps's walk of /proc (discover.h), shared by every listing waiting for one.
+ * ps's walk of /proc (discover.h), shared by the listings waiting for one.
  *
- * A walk costs what the host runs, whoever asks, so at most one runs at a
- * time, host-wide: listings that ask while it runs wait, and the next walk,
- * begun after all of them asked, serves them all. No listing is answered
- * from a walk that began before it asked. A walk looks for the union of its
- * listings' filters; each listing keeps what its own filter passes, by the
- * owner of each find's /proc entry. So N users looping ps cost one walk at
- * a time (before: up to two per user at once), and the CPUs stay with
- * everyone else's short requests. What a walk reads cannot be held up by
- * any user (/proc's own files of each process, and its network namespace's
- * table of sockets), so sharing one worker's walk shares no user's stall.
+ * A walk costs what the host runs, whoever asks. Listings that look for the
+ * same processes (the same filter: anybody's, as root's do, or one set of
+ * users) form a group, and a group has at most one walk at a time: listings
+ * that ask while it runs wait for the next one, which begins after all of
+ * them asked and serves them all. No listing is answered from a walk that
+ * began before it asked. So eight root ps loops cost one walk at a time, not
+ * two each. Listings with different filters never share a walk: what one
+ * user's listing makes a walk read (its own processes, namespaces and socket
+ * tables) costs only the listings that look at that user's processes anyway.
+ * A walk counts against the per-user worker limit of the first to ask.
  */
 #pragma once
 
@@ -33,7 +33,7 @@ CandidateWalks *candidate_walks_free(CandidateWalks *w);
 /**
  * candidate_walks_join() - have @req's candidates from the next walk
  *
- * @req's filter is policy_visible_uids() of its policy and requester, taken now. @done runs from
+ * @req's filter, policy_visible_uids() of its policy and requester, is taken now. @done runs from
  * the event loop (never from inside this call), once, unless candidate_waiter_cancel() comes first;
  * the waiter is freed when @done runs.
  *

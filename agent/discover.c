@@ -123,7 +123,26 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
         return 0;
 }
 
-/* The index in @names of the name of @pid's runtime (its own pid, the last NSpid, and its start time), or -1. */
+static int compare_name_pid(const void *a, const void *b) {
+        pid_t x = ((const ProcDiagnosticName *)a)->pid, y = ((const ProcDiagnosticName *)b)->pid;
+        return x < y ? -1 : x > y;
+}
+
+/* The first of @names (sorted by pid) for @pid; @n_names if none. */
+static size_t names_lower_bound(const ProcDiagnosticName *names, size_t n_names, pid_t pid) {
+        size_t lo = 0, hi = n_names;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (names[mid].pid < pid)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+/* The index in @names (sorted by pid) of the name of @pid's runtime (its own pid, the last NSpid, and its start time), or -1. */
 static ssize_t name_of(int proc_fd, pid_t pid, const ProcDiagnosticName *names, size_t n_names) {
         _cleanup_free_ char *stat = NULL, *status = NULL;
         char path[64];
@@ -138,15 +157,11 @@ static ssize_t name_of(int proc_fd, pid_t pid, const ProcDiagnosticName *names, 
         snprintf(path, sizeof(path), "%d/status", (int)pid);
         if (read_file_at(proc_fd, path, PROC_SMALL_MAX, &status, &size) < 0 || procfs_parse_status(status, size, &st) != 0)
                 return -1;
-        for (size_t i = 0; i < n_names; i++)
-                if (names[i].key == start && names[i].pid == st.nspid[st.n_nspid - 1])
+        for (size_t i = names_lower_bound(names, n_names, st.nspid[st.n_nspid - 1]);
+             i < n_names && names[i].pid == st.nspid[st.n_nspid - 1]; i++)
+                if (names[i].key == start)
                         return (ssize_t)i;
         return -1;
-}
-
-static int compare_name_pid(const void *a, const void *b) {
-        pid_t x = ((const ProcDiagnosticName *)a)->pid, y = ((const ProcDiagnosticName *)b)->pid;
-        return x < y ? -1 : x > y;
 }
 
 /* Marks @seen a candidate if its runtime's name is in @names; and that name as claimed. */
@@ -180,8 +195,10 @@ static void mark_group(int proc_fd, uint64_t own_pidns, Seen *group, size_t n, P
         qsort(names, n_names, sizeof(*names), compare_name_pid);
         memset(claimed, 0, n_names * sizeof(*claimed));
         for (size_t i = 0; i < n; i++) {
-                ProcDiagnosticName key = { .pid = group[i].pid };
-                if (bsearch(&key, names, n_names, sizeof(*names), compare_name_pid))
+                size_t k = names_lower_bound(names, n_names, group[i].pid);
+                if (i % DISCOVER_YIELD_EVERY == DISCOVER_YIELD_EVERY - 1)
+                        (void)sched_yield();
+                if (k < n_names && names[k].pid == group[i].pid)
                         claim(proc_fd, &group[i], names, n_names, claimed);
         }
         for (size_t k = 0; k < n_names; k++)
@@ -192,6 +209,8 @@ static void mark_group(int proc_fd, uint64_t own_pidns, Seen *group, size_t n, P
                 char pid[16];
                 uint64_t pidns;
 
+                if (i % DISCOVER_YIELD_EVERY == DISCOVER_YIELD_EVERY - 1)
+                        (void)sched_yield();
                 snprintf(pid, sizeof(pid), "%d", (int)group[i].pid);
                 if (!group[i].candidate && namespace_of(proc_fd, pid, "pid", &pidns) == 0 && pidns != own_pidns)
                         claim(proc_fd, &group[i], names, n_names, claimed);
@@ -212,13 +231,58 @@ static bool owner_known(int proc_fd, Seen *s) {
         return true;
 }
 
+static int compare_owner(const void *a, const void *b) {
+        const DiscoverCandidate *x = a, *y = b;
+        if (x->owner != y->owner)
+                return x->owner < y->owner ? -1 : 1;
+        return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+ssize_t discover_take_fairly(DiscoverCandidate *candidates, size_t n, DiscoverCandidate *out, size_t max) {
+        _cleanup_free_ size_t *starts = NULL, *ends = NULL;
+        size_t n_owners = 0, taken = 0;
+
+        if (n <= max) {
+                if (n > 0)
+                        memcpy(out, candidates, n * sizeof(*out));
+                return (ssize_t)n;
+        }
+        qsort(candidates, n, sizeof(*candidates), compare_owner);
+        starts = malloc(n * sizeof(*starts));
+        ends = malloc(n * sizeof(*ends));
+        if (!starts || !ends)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                if (i == 0 || candidates[i].owner != candidates[i - 1].owner) {
+                        if (n_owners > 0)
+                                ends[n_owners - 1] = i;
+                        starts[n_owners++] = i;
+                }
+        ends[n_owners - 1] = n;
+        /* n > max: the rounds end with @out full; an owner with none left drops out of them */
+        for (size_t active = n_owners; taken < max;) {
+                size_t kept = 0;
+                for (size_t k = 0; k < active && taken < max; k++) {
+                        out[taken++] = candidates[starts[k]++];
+                        if (starts[k] < ends[k]) {
+                                starts[kept] = starts[k];
+                                ends[kept++] = ends[k];
+                        }
+                }
+                active = kept;
+        }
+        return (ssize_t)taken;
+}
+
 int discover_candidates(const DiscoverFilter *f, DiscoverCandidate *out, size_t max, size_t *ret_n) {
         _cleanup_free_ ProcDiagnosticName *names = NULL;
         _cleanup_free_ bool *claimed = NULL;
         _cleanup_free_ Seen *seen = NULL;
+        _cleanup_free_ DiscoverCandidate *packed = NULL;
         _cleanup_close_ int proc_fd = -EBADF;
         size_t n = 0, found = 0;
         uint64_t own_pidns;
+        ssize_t taken;
         int r;
 
         proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -242,10 +306,16 @@ int discover_candidates(const DiscoverFilter *f, DiscoverCandidate *out, size_t 
                 mark_group(proc_fd, own_pidns, seen + start, end - start, names, claimed);
                 start = end;
         }
-        for (size_t i = 0; i < n && found < max; i++)
+        packed = malloc((n ? n : 1) * sizeof(*packed));
+        if (!packed)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
                 if (seen[i].candidate && owner_known(proc_fd, &seen[i]))
-                        out[found++] = (DiscoverCandidate){ .pid = seen[i].pid, .owner = seen[i].owner };
-        qsort(out, found, sizeof(*out), compare_candidate);
-        *ret_n = found;
+                        packed[found++] = (DiscoverCandidate){ .pid = seen[i].pid, .owner = seen[i].owner };
+        taken = discover_take_fairly(packed, found, out, max);
+        if (taken < 0)
+                return (int)taken;
+        qsort(out, (size_t)taken, sizeof(*out), compare_candidate);
+        *ret_n = (size_t)taken;
         return 0;
 }

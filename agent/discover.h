@@ -33,11 +33,23 @@ typedef struct DiscoverCandidate {
 bool discover_filter_allows(const DiscoverFilter *f, uid_t owner);
 
 /**
+ * discover_take_fairly() - at most @max of @n candidates, fairly among their owners
+ *
+ * All of them when they fit. Else each owner in turn gets one more (lowest pids first), so
+ * that one user's many (anybody may name a socket like a runtime's) cannot crowd out the
+ * others' in a walk shared by listings of several users. Reorders @candidates. Pure.
+ *
+ * Return: how many were put in @out, or -ENOMEM.
+ */
+ssize_t discover_take_fairly(DiscoverCandidate *candidates, size_t n, DiscoverCandidate *out, size_t max);
+
+/**
  * discover_candidates() - processes that may run a .NET runtime
  *
  * A process is a candidate when a listening socket named for its own pid
  * (the last of its NSpid) and its start time is in its network namespace's
- * table. At most @max, in pid order, each with the owner of its /proc entry.
+ * table. At most @max (discover_take_fairly()), in pid order, each with the owner of its
+ * /proc entry.
  *
  * Return: 0 with *@ret_n, or a negative errno when /proc cannot be read.
  */

@@ -771,7 +771,8 @@ static void walk_done(int error, WorkerMessage *reply, void *userdata) {
         done(call->userdata, r, r == 0 ? a->candidates.found : NULL, r == 0 ? n : 0);
 }
 
-int jobs_walk_candidates(Broker *b, const JobWalk *walk, JobWalkDone done, void *userdata, JobCall *call) {
+int jobs_walk_candidates(Broker *b, const JobWalk *walk, uint32_t owner, JobWalkDone done, void *userdata,
+                         JobCall *call) {
         JobRequest *q = request_new(JOB_CANDIDATES);
 
         if (!q)
@@ -780,7 +781,7 @@ int jobs_walk_candidates(Broker *b, const JobWalk *walk, JobWalkDone done, void 
         q->walk.n_uids = (uint32_t)walk->n_uids;
         for (size_t i = 0; i < walk->n_uids && i < JOBS_WALK_UIDS_MAX; i++)
                 q->walk.uids[i] = walk->uids[i];
-        return submit_own(b, JOBS_WALK_OWNER, q, offsetof(JobRequest, walk) + sizeof(q->walk), NULL, 0,
+        return submit_own(b, owner, q, offsetof(JobRequest, walk) + sizeof(q->walk), NULL, 0,
                           b->config.reply_timeout_usec, walk_done, done, userdata, call);
 }
 

@@ -122,8 +122,6 @@ int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int
 
 /* A walk's filter holds this many users at most; more, and it is anybody's. */
 #define JOBS_WALK_UIDS_MAX 256
-/* The owner (worker-pool.h) of the one shared walk: nobody's (startup traces are (uint32_t) -2). */
-#define JOBS_WALK_OWNER ((uint32_t)-3)
 
 /* What one walk of /proc looks for: the processes this filter passes (discover.h). */
 typedef struct JobWalk {
@@ -137,10 +135,11 @@ typedef void (*JobWalkDone)(void *userdata, int r, const DiscoverCandidate *foun
 /*
  * jobs_walk_candidates() - the processes that may run a runtime (discover_candidates()), in a worker
  *
- * Nobody's job (JOBS_WALK_OWNER), for listings of many users; at most the reply's deadline. The
- * worker lowers its priority while it walks.
+ * For the listings that share the walk; @owner (a uid) is whose job it counts as. At most the
+ * reply's deadline. The worker lowers its priority while it walks.
  */
-int jobs_walk_candidates(Broker *b, const JobWalk *walk, JobWalkDone done, void *userdata, JobCall *call);
+int jobs_walk_candidates(Broker *b, const JobWalk *walk, uint32_t owner, JobWalkDone done, void *userdata,
+                         JobCall *call);
 
 /* Removes the staging of an agent that died (dump_stage_clean_stale()), in the background. */
 int jobs_clean_stale(Broker *b);
