@@ -119,13 +119,31 @@ static void walk_done(void *userdata, int r, const DiscoverCandidate *found, siz
         walk_answer(userdata, r, found, n);
 }
 
+/*
+ * Submits the walk as the job of one of its listings' users, the first to ask first: a user
+ * whose worker queue is full (JOBS_E_WORKER) must not make the others' listings busy too.
+ */
+static int group_submit(WalkGroup *g, const JobWalk *walk) {
+        int r = JOBS_E_WORKER;
+
+        for (CandidateWaiter *x = g->walking; x && r == JOBS_E_WORKER; x = x->next) {
+                uid_t owner = x->req->peer->uid;
+                bool tried = false;
+
+                for (CandidateWaiter *y = g->walking; y != x && !tried; y = y->next)
+                        tried = y->req->peer->uid == owner;
+                if (!tried)
+                        r = jobs_walk_candidates(g->walks->broker, walk, owner, walk_done, g, &g->call);
+        }
+        return r;
+}
+
 /* Starts the group's next walk, for all who wait; or answers them all, if it cannot start. */
 static void group_start(WalkGroup *g) {
         _cleanup_free_ JobWalk *walk = calloc(1, sizeof(*walk));
-        /* the walk counts against the per-user worker limit of whoever asked first */
-        uint32_t owner = g->waiting->req->peer->uid;
         int r = -ENOMEM;
 
+        /* waiting has the newest first; walking gets them oldest first */
         while (g->waiting) {
                 CandidateWaiter *x = g->waiting;
                 waiter_unlink(x);
@@ -134,7 +152,7 @@ static void group_start(WalkGroup *g) {
         if (walk) {
                 *walk = (JobWalk){ .any_uid = g->any_uid, .n_uids = g->n_uids };
                 memcpy(walk->uids, g->uids, g->n_uids * sizeof(uid_t));
-                r = jobs_walk_candidates(g->walks->broker, walk, owner, walk_done, g, &g->call);
+                r = group_submit(g, walk);
         }
         if (r != 0)
                 walk_answer(g, r, NULL, 0);
@@ -192,7 +210,10 @@ CandidateWalks *candidate_walks_free(CandidateWalks *w) {
                 waiters_free(&g->waiting);
                 waiters_free(&g->walking);
                 waiters_free(&g->answering);
-                (void)group_free_if_idle(g);
+                w->groups = g->next;
+                if (w->groups)
+                        w->groups->prev = NULL;
+                free(g);
         }
         sd_event_source_disable_unref(w->start);
         free(w);

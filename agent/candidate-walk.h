@@ -11,7 +11,8 @@
  * two each. Listings with different filters never share a walk: what one
  * user's listing makes a walk read (its own processes, namespaces and socket
  * tables) costs only the listings that look at that user's processes anyway.
- * A walk counts against the per-user worker limit of the first to ask.
+ * A walk counts against the per-user worker limit of the first to ask (of
+ * the next, if that user's worker queue is full).
  */
 #pragma once
 
