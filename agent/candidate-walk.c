@@ -24,9 +24,7 @@ struct CandidateWaiter {
 struct WalkGroup {
         CandidateWalks *walks;
         WalkGroup *prev, *next;
-        bool any_uid;                   /* the filter (discover.h); uids sorted */
-        size_t n_uids;
-        uid_t uids[JOBS_WALK_UIDS_MAX];
+        JobWalk filter;                 /* what its walks look for (discover.h); uids sorted */
         JobCall call;                   /* the walk under way, while call.job is set */
         CandidateWaiter *waiting;       /* for the next walk */
         CandidateWaiter *walking;       /* served by the walk under way */
@@ -85,7 +83,7 @@ static void group_schedule(WalkGroup *g) {
 
 /* Answers every waiter of the walk that ended: each gets what the group's filter passes. */
 static void walk_answer(WalkGroup *g, int r, const DiscoverCandidate *found, size_t n) {
-        DiscoverFilter f = { .any_uid = g->any_uid, .uids = g->uids, .n_uids = g->n_uids };
+        DiscoverFilter f = { .any_uid = g->filter.any_uid, .uids = g->filter.uids, .n_uids = g->filter.n_uids };
         _cleanup_free_ pid_t *pids = n > 0 ? malloc(n * sizeof(pid_t)) : NULL;
         size_t kept = 0;
 
@@ -140,8 +138,7 @@ static int group_submit(WalkGroup *g, const JobWalk *walk) {
 
 /* Starts the group's next walk, for all who wait; or answers them all, if it cannot start. */
 static void group_start(WalkGroup *g) {
-        _cleanup_free_ JobWalk *walk = calloc(1, sizeof(*walk));
-        int r = -ENOMEM;
+        int r;
 
         /* waiting has the newest first; walking gets them oldest first */
         while (g->waiting) {
@@ -149,11 +146,7 @@ static void group_start(WalkGroup *g) {
                 waiter_unlink(x);
                 waiter_push(&g->walking, x);
         }
-        if (walk) {
-                *walk = (JobWalk){ .any_uid = g->any_uid, .n_uids = g->n_uids };
-                memcpy(walk->uids, g->uids, g->n_uids * sizeof(uid_t));
-                r = group_submit(g, walk);
-        }
+        r = group_submit(g, &g->filter);
         if (r != 0)
                 walk_answer(g, r, NULL, 0);
 }
@@ -228,22 +221,21 @@ static int compare_uid(const void *a, const void *b) {
 /* The group of listings with @req's filter, made if there is none yet. */
 static WalkGroup *group_for(CandidateWalks *w, const Request *req) {
         PolicyRequester who = requester_of(req);
-        WalkGroup *g = calloc(1, sizeof(*g));
+        JobWalk f = {};
+        WalkGroup *g;
 
+        f.any_uid = policy_visible_uids(req->policy, &who, f.uids, JOBS_WALK_UIDS_MAX, &f.n_uids);
+        if (f.any_uid)
+                f.n_uids = 0;
+        qsort(f.uids, f.n_uids, sizeof(uid_t), compare_uid);
+        for (g = w->groups; g; g = g->next)
+                if (g->filter.any_uid == f.any_uid && g->filter.n_uids == f.n_uids &&
+                    memcmp(g->filter.uids, f.uids, f.n_uids * sizeof(uid_t)) == 0)
+                        return g;
+        g = calloc(1, sizeof(*g));
         if (!g)
                 return NULL;
-        g->walks = w;
-        g->any_uid = policy_visible_uids(req->policy, &who, g->uids, JOBS_WALK_UIDS_MAX, &g->n_uids);
-        if (g->any_uid)
-                g->n_uids = 0;
-        qsort(g->uids, g->n_uids, sizeof(uid_t), compare_uid);
-        for (WalkGroup *have = w->groups; have; have = have->next)
-                if (have->any_uid == g->any_uid && have->n_uids == g->n_uids &&
-                    memcmp(have->uids, g->uids, g->n_uids * sizeof(uid_t)) == 0) {
-                        free(g);
-                        return have;
-                }
-        g->next = w->groups;
+        *g = (WalkGroup){ .walks = w, .filter = f, .next = w->groups };
         if (w->groups)
                 w->groups->prev = g;
         w->groups = g;

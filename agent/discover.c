@@ -61,6 +61,16 @@ static int namespace_of(int proc_fd, const char *pid, const char *kind, uint64_t
         return 0;
 }
 
+/*
+ * A walk is background work, and the kernel does not always interrupt it for a task that wakes
+ * up (one that has had its share of the CPU waits for the next tick, 4 ms at HZ=250): every
+ * DISCOVER_YIELD_EVERY steps of a pass, whoever waits for this CPU runs first.
+ */
+static void pace(size_t step) {
+        if (step % DISCOVER_YIELD_EVERY == DISCOVER_YIELD_EVERY - 1)
+                (void)sched_yield();
+}
+
 static int compare_seen(const void *a, const void *b) {
         const Seen *x = a, *y = b;
         if (x->netns != y->netns)
@@ -85,16 +95,12 @@ static int list_processes(int proc_fd, const DiscoverFilter *f, Seen **ret, size
                 safe_close(dup_fd);
                 return -errno;
         }
-        for (size_t entries = 1; (de = readdir(d)); entries++) {
+        for (size_t entries = 0; (de = readdir(d)); entries++) {
                 struct stat st = { .st_uid = (uid_t)-1 };
                 uint64_t netns;
                 pid_t pid;
 
-                /* A walk is background work, and the kernel does not always interrupt it for a task that
-                 * wakes up (one that has had its share of the CPU waits for the next tick, 4 ms at
-                 * HZ=250): every DISCOVER_YIELD_EVERY entries, whoever waits for this CPU runs first. */
-                if (entries % DISCOVER_YIELD_EVERY == 0)
-                        (void)sched_yield();
+                pace(entries);
                 if (parse_pid(de->d_name, &pid) < 0)
                         continue;
                 /* one cheap look at who owns it, before anything else is read */
@@ -196,8 +202,7 @@ static void mark_group(int proc_fd, uint64_t own_pidns, Seen *group, size_t n, P
         memset(claimed, 0, n_names * sizeof(*claimed));
         for (size_t i = 0; i < n; i++) {
                 size_t k = names_lower_bound(names, n_names, group[i].pid);
-                if (i % DISCOVER_YIELD_EVERY == DISCOVER_YIELD_EVERY - 1)
-                        (void)sched_yield();
+                pace(i);
                 if (k < n_names && names[k].pid == group[i].pid)
                         claim(proc_fd, &group[i], names, n_names, claimed);
         }
@@ -209,8 +214,7 @@ static void mark_group(int proc_fd, uint64_t own_pidns, Seen *group, size_t n, P
                 char pid[16];
                 uint64_t pidns;
 
-                if (i % DISCOVER_YIELD_EVERY == DISCOVER_YIELD_EVERY - 1)
-                        (void)sched_yield();
+                pace(i);
                 snprintf(pid, sizeof(pid), "%d", (int)group[i].pid);
                 if (!group[i].candidate && namespace_of(proc_fd, pid, "pid", &pidns) == 0 && pidns != own_pidns)
                         claim(proc_fd, &group[i], names, n_names, claimed);
