@@ -18,6 +18,10 @@
  *                      processes: ten processes it may see, of all there are
  *       user, direct:  the in-process listing, filtered to that user's
  *                      processes as the agent filters them
+ *       floor, readdir:        only reading /proc's directory, in this process
+ *       floor, readdir + stat: that and one fstatat() of /proc/PID per process,
+ *                      the least a walk that learns who owns each process can
+ *                      do: no listing filtered by owner can be cheaper
  *  2. times info of the target by --user, with nothing else going on (idle)
  *     and while --ps-clients clients loop ps as root (loaded), in alternating
  *     slices, and reports the ratio of the p99s;
@@ -39,6 +43,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,6 +188,37 @@ static int direct_ps(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, Be
         }
         *ret_nsec = bench_now_nsec() - start;
         *ret_n = listed;
+        return 0;
+}
+
+/*
+ * The least a walk of /proc can cost: its directory read, and with @u, one fstatat() of each
+ * entry, counting those the agent's filter for @u would keep (@u's and root's).
+ */
+static int floor_walk(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, BenchFailure *f) {
+        uint64_t start = bench_now_nsec();
+        unsigned kept = 0;
+        struct dirent *de;
+        DIR *d = opendir("/proc");
+
+        if (!d) {
+                snprintf(f->what, sizeof(f->what), "opendir /proc: %s", strerror(errno));
+                return -1;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+                pid_t pid;
+
+                if (parse_pid(de->d_name, &pid) < 0)
+                        continue;
+                if (!u)
+                        kept++;
+                else if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && (st.st_uid == u->uid || st.st_uid == 0))
+                        kept++;
+        }
+        closedir(d);
+        *ret_nsec = bench_now_nsec() - start;
+        *ret_n = kept;
         return 0;
 }
 
@@ -413,10 +449,13 @@ typedef enum Kind {
         ROOT_DIRECT,
         USER_AGENT,
         USER_DIRECT,
+        FLOOR_READDIR,
+        FLOOR_STAT,
         _KIND_MAX,
 } Kind;
 
-static const char *const kind_name[_KIND_MAX] = { "root agent", "root direct", "user agent", "user direct" };
+static const char *const kind_name[_KIND_MAX] = { "root agent", "root direct", "user agent", "user direct",
+                                                   "readdir",    "+ stat" };
 
 typedef struct LevelResult {
         unsigned level, processes;
@@ -454,8 +493,14 @@ static int time_listings(const Args *a, Helper *h, LevelResult *res) {
                         case USER_AGENT:
                                 r = helper_ps(h, &n, &nsec, &f);
                                 break;
-                        default:
+                        case USER_DIRECT:
                                 r = direct_ps(&a->user, &n, &nsec, &f);
+                                break;
+                        case FLOOR_READDIR:
+                                r = floor_walk(NULL, &n, &nsec, &f);
+                                break;
+                        default:
+                                r = floor_walk(&a->user, &n, &nsec, &f);
                                 break;
                         }
                         if (r < 0) {
@@ -564,13 +609,18 @@ static void print_level(const Args *a, const LevelResult *r) {
         printf("== %u extra processes (%u in /proc) ==\n", r->level, r->processes);
         printf("  %-12s %7s %9s %9s %9s %9s %9s %9s\n", "ps (ms)", "listed", "min", "median", "mean", "p90", "p99",
                "max");
-        for (Kind k = 0; k < _KIND_MAX; k++)
+        for (Kind k = 0; k < _KIND_MAX; k++) {
+                if (k == FLOOR_READDIR)
+                        printf("  the least a walk costs (%s's filter: entries kept):\n", a->user.name);
                 printf("  %-12s %7u %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", kind_name[k], r->listed[k],
                        r->ps[k].min / 1000, r->ps[k].median / 1000, r->ps[k].mean / 1000, r->ps[k].p90 / 1000,
                        r->ps[k].p99 / 1000, r->ps[k].max / 1000);
-        printf("  agent/direct: root median %.2f, p99 %.2f; user median %.2f, p99 %.2f\n",
+        }
+        printf("  agent/direct: root median %.2f, p99 %.2f; user median %.2f, p99 %.2f; "
+               "user agent/(readdir + stat) median %.2f\n",
                r->ps[ROOT_AGENT].median / r->ps[ROOT_DIRECT].median, r->ps[ROOT_AGENT].p99 / r->ps[ROOT_DIRECT].p99,
-               r->ps[USER_AGENT].median / r->ps[USER_DIRECT].median, r->ps[USER_AGENT].p99 / r->ps[USER_DIRECT].p99);
+               r->ps[USER_AGENT].median / r->ps[USER_DIRECT].median, r->ps[USER_AGENT].p99 / r->ps[USER_DIRECT].p99,
+               r->ps[USER_AGENT].median / r->ps[FLOOR_STAT].median);
         printf("  info by %s (us): idle     n=%zu median %.1f p90 %.1f p99 %.1f max %.1f\n", a->user.name,
                r->info_idle.n, r->info_idle.median, r->info_idle.p90, r->info_idle.p99, r->info_idle.max);
         printf("  %*s  with %u root ps loops n=%zu median %.1f p90 %.1f p99 %.1f max %.1f\n",
@@ -596,12 +646,13 @@ static void print_level(const Args *a, const LevelResult *r) {
         }
         printf("RESULT extra=%u root_agent_median_ms=%.2f root_agent_p99_ms=%.2f root_direct_median_ms=%.2f "
                "root_ratio=%.2f user_agent_median_ms=%.2f user_agent_p99_ms=%.2f user_direct_median_ms=%.2f "
-               "user_ratio=%.2f user_listed=%u info_idle_p99_us=%.1f info_loaded_p99_us=%.1f info_p99_ratio=%.2f "
+               "user_ratio=%.2f user_listed=%u floor_readdir_median_ms=%.2f floor_stat_median_ms=%.2f info_idle_p99_us=%.1f info_loaded_p99_us=%.1f info_p99_ratio=%.2f "
                "noread_agent_rss_kb=%" PRIu64 " noread_workers_rss_max_kb=%" PRIu64 "\n\n",
                r->level, r->ps[ROOT_AGENT].median / 1000, r->ps[ROOT_AGENT].p99 / 1000,
                r->ps[ROOT_DIRECT].median / 1000, r->ps[ROOT_AGENT].median / r->ps[ROOT_DIRECT].median,
                r->ps[USER_AGENT].median / 1000, r->ps[USER_AGENT].p99 / 1000, r->ps[USER_DIRECT].median / 1000,
-               r->ps[USER_AGENT].median / r->ps[USER_DIRECT].median, r->listed[USER_AGENT], r->info_idle.p99,
+               r->ps[USER_AGENT].median / r->ps[USER_DIRECT].median, r->listed[USER_AGENT],
+               r->ps[FLOOR_READDIR].median / 1000, r->ps[FLOOR_STAT].median / 1000, r->info_idle.p99,
                r->info_loaded.p99, r->info_loaded.p99 / r->info_idle.p99, r->mem_noread.agent_rss_kb,
                r->mem_noread.workers_rss_max_kb);
 }
