@@ -256,7 +256,7 @@ void audit_names_remember(const AuditNames *n) {
 
 bool audit_names_known(uid_t client_uid, gid_t client_gid, uid_t target_uid) {
         return audit_name_known(AUDIT_NAME_USER, client_uid) && audit_name_known(AUDIT_NAME_GROUP, client_gid) &&
-               audit_name_known(AUDIT_NAME_USER, target_uid);
+               (target_uid == (uid_t)-1 || audit_name_known(AUDIT_NAME_USER, target_uid));
 }
 
 /* ---- words for people: the catalog's text uses these fields, which every record of its kind has ---- */

@@ -164,7 +164,10 @@ typedef struct AuditNames {
 void audit_names_resolve(AuditNames *ret, uid_t client_uid, gid_t client_gid, uid_t target_uid);
 /* In the loop: keep what a worker resolved, for the records to come. */
 void audit_names_remember(const AuditNames *n);
-/* In the loop: whether a record about these ids would carry all three names, as a worker's job gives them. */
+/*
+ * In the loop: whether a record about these ids would carry all their names, as a worker's job
+ * gives them; @target_uid (uid_t)-1 is a record about no process (a listing), with no target's name.
+ */
 bool audit_names_known(uid_t client_uid, gid_t client_gid, uid_t target_uid);
 
 /*
