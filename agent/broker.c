@@ -25,6 +25,7 @@
 #include "pam-check.h"
 #include "policy-load.h"
 #include "target-cache.h"
+#include "test-hooks.h"
 
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
  * the connections already being served. A request already in its socket is
@@ -317,7 +318,7 @@ int broker_start_workers(Broker *b) {
                 .max_workers = BROKER_WORKERS_MAX,
                 .idle_workers = BROKER_WORKERS_IDLE,
                 .per_owner = BROKER_WORKERS_PER_USER,
-                .queue_per_owner = b->config.max_connections_per_uid,
+                .queue_per_owner = test_hook_worker_queue(b->config.max_connections_per_uid),
         };
         int r;
 

@@ -588,6 +588,25 @@ static void ps_work_free(void *p) {
 
 static void ps_next(Request *req);
 
+/* The record of a listing: about no one process, with how many it sent. */
+static void ps_count(Request *req) {
+        PsWork *work = req->work;
+
+        request_set_target(req, NULL);
+        req->audit.have_result_count = true;
+        req->audit.result_count = work->count;
+}
+
+/*
+ * A probe that answers badly leaves its process out (ps_opened()); one that cannot even be
+ * submitted (this user's worker queue is full) ends the listing with that error, since the
+ * processes still to look at would otherwise be missing from it without a word.
+ */
+static void ps_cut_short(Request *req, int r) {
+        ps_count(req);
+        reply_job_error(req, r, NULL);
+}
+
 static void ps_emit(Request *req) {
         _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
         PsWork *work = req->work;
@@ -621,8 +640,13 @@ static void ps_opened(Request *req, int r, const char *why) {
         /* listing is not rate limited: it shows what may be done, it does nothing */
         pt = policy_target_of(req->target);
         policy_check(req->policy, &who, &pt, &q, &v);
-        if (!v.allowed || jobs_find_socket(req, ps_socket_found) != 0)
+        if (!v.allowed) {
                 ps_next(req);
+                return;
+        }
+        r = jobs_find_socket(req, ps_socket_found);
+        if (r != 0)
+                ps_cut_short(req, r);
 }
 
 static void ps_on_room(Request *req, uint32_t revents) {
@@ -640,14 +664,13 @@ static void ps_next(Request *req) {
                         request_reply_errno(req, r, "cannot wait for the client");
                 return;
         }
-        while (work->next < work->n) {
-                pid_t pid = work->pids[work->next++];
-                if (jobs_open_target(req, pid, false, ps_opened) == 0)
-                        return;
+        if (work->next < work->n) {
+                int r = jobs_open_target(req, work->pids[work->next++], false, ps_opened);
+                if (r != 0)
+                        ps_cut_short(req, r);
+                return;
         }
-        request_set_target(req, NULL); /* a listing is about no one process */
-        req->audit.have_result_count = true;
-        req->audit.result_count = work->count;
+        ps_count(req);
         request_reply_done(req, NULL, "listed the processes the requester may act on");
 }
 

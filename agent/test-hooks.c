@@ -32,4 +32,10 @@ bool test_hook_fs_type_trusted(const char *fs_type) {
 
         return trusted && strcmp(trusted, fs_type) == 0;
 }
+
+unsigned test_hook_worker_queue(unsigned queue) {
+        const char *n = getenv("DSAGENT_TEST_WORKER_QUEUE");
+
+        return n ? (unsigned)strtoul(n, NULL, 10) : queue;
+}
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Test-only pause points (-Dtest_hooks=true); in any other build they compile to nothing */
+/* Test-only hooks (-Dtest_hooks=true); in any other build they compile to nothing */
 #pragma once
 
 #include <stdbool.h>
@@ -12,10 +12,19 @@ void test_hook_pause(const char *point);
  * behind it, a worker's deadline, holds a lookup that never returns.
  */
 bool test_hook_fs_type_trusted(const char *fs_type);
+/*
+ * DSAGENT_TEST_WORKER_QUEUE=N, or @queue: how many jobs of one user may wait for a
+ * worker. A test makes it small, to fill one user's queue with a few requests held in a
+ * FUSE lookup, where the real bound takes more connections than a user may hold.
+ */
+unsigned test_hook_worker_queue(unsigned queue);
 #else
 static inline void test_hook_pause(const char *point) {
 }
 static inline bool test_hook_fs_type_trusted(const char *fs_type) {
         return false;
+}
+static inline unsigned test_hook_worker_queue(unsigned queue) {
+        return queue;
 }
 #endif

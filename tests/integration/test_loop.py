@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import harness
-from harness import (ALICE, DSCTL, EXIT_RUNTIME_UNREACHABLE, MALLORY, SVC, Agent, Process, RawSession, Target,
+from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_RUNTIME_UNREACHABLE, MALLORY, SVC, Agent, Process, RawSession, Target,
                      as_user, dsctl, make_dir, run_tests, test, wait_for)
 
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
@@ -240,6 +240,76 @@ def a_listing_whose_client_leaves_while_it_waits_leaves_the_others_answered():
     # the one that left was recorded as ended, the others as answered
     records = [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"]
     assert len(records) == 3, records
+
+
+def walks_begun(agent):
+    return open(agent.log_path).read().count("test-hook: paused at candidate-walk")
+
+
+@test
+def a_user_with_a_full_worker_queue_gets_busy_and_leaves_the_others_listings_answered():
+    """A walk is the job of the first listing's user to ask; when that user's worker queue is full, the next
+    user of the group carries it, and the full user's own listing ends busy instead of leaving out, without a
+    word, the processes it could not look at.
+
+    The real queue (32 waiting jobs per user) takes more requests than a user may hold connections; a
+    test-only hook makes it one, and two of the user's lookups held by a FUSE server (with a third waiting)
+    fill it for real. Both of root's listings and the user's share one filter (any process), so one group."""
+    mountpoint = make_dir(None, 0o755)
+    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse.read_line("mounted")
+    target = Target(SVC)
+    policy = (f'[agent]\ndump_dir = "@DUMP_DIR@"\n[[rule]]\nname = "oncall"\nusers = ["{MALLORY}"]\n'
+              'commands = ["ps", "info"]\ntargets.any = true\n')
+    agent = Agent("--runtime-timeout", "30", policy=policy,
+                  env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall", "DSAGENT_TEST_WORKER_QUEUE": "1",
+                       "DSAGENT_TEST_PAUSE": "candidate-walk:3000"})
+    # her names are known to the agent from then on: a later listing needs no job to find them
+    first = dsctl(agent, MALLORY, "--json", "ps", timeout=30)
+    assert first.returncode == 0 and target.pid in {p["pid"] for p in json.loads(first.stdout)}, first
+
+    # four of her lookups at once: two wait in FUSE (all she may run at once), one waits for a worker, and the
+    # fourth, whichever comes last, is refused: her queue is full, for real
+    stalled = [Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])) for _ in range(4)]
+    asks = [subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "info", str(s.proc.pid)]), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for s in stalled]
+    refused, = wait_for(lambda: [a for a in asks if a.poll() is not None] or None, timeout=10,
+                        what="one of her four lookups refused")
+    out = refused.stdout.read()
+    assert refused.returncode == EXIT_BUSY and "no worker could look at the process now" in out, out
+    held = [a for a in asks if a is not refused]
+    wait_for(lambda: len([p for p in agent_workers(agent) if in_fuse_wait(p)]) == 2, timeout=10,
+             what="two of her lookups waiting in FUSE")
+    before = walks_begun(agent)
+    root_first = subprocess.Popen([DSCTL, "--socket", agent.socket, "--json", "ps"], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: walks_begun(agent) == before + 1, what="root's walk")
+    # while it runs, she asks first, then root again: the next walk is hers first
+    hers = subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "--json", "ps"]), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    root_second = subprocess.Popen([DSCTL, "--socket", agent.socket, "--json", "ps"], text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for c in (root_first, root_second):
+        out, err = c.communicate(timeout=60)
+        assert c.returncode == 0 and target.pid in {p["pid"] for p in json.loads(out)}, (out, err)
+    out, err = hers.communicate(timeout=60)
+    assert hers.returncode == EXIT_BUSY and "no worker could look at the process now" in out + err, (out, err)
+    # one walk each: root's first, and the one she asked first, carried by root
+    assert walks_begun(agent) == before + 2, walks_begun(agent) - before
+    # her lookups are still held: the queue stayed full throughout
+    assert all(h.poll() is None for h in held)
+    for h in held:
+        h.kill()
+        h.wait()
+    records = [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"]
+    # and the records say so: her first listing and root's two allowed, hers under a full queue failed
+    decided = [(r.get("DSAGENT_CLIENT_UID"), r.get("DSAGENT_DECISION")) for r in records]
+    mine = str(harness.uid_of(MALLORY))
+    assert sorted(decided) == [("0", "allowed"), ("0", "allowed"), (mine, "allowed"), (mine, "failed")], decided
+    # hers was decided after root's first: she waited for the walk (her names were known: no job of hers was
+    # needed to begin), and was refused only when her probes could not be submitted
+    assert decided.index((mine, "failed")) > decided.index(("0", "allowed")), decided
 
 if __name__ == "__main__":
     run_tests()
