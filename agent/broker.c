@@ -150,6 +150,7 @@ static void broker_accept_one(Broker *b, int fd) {
         Connection *c;
         int r;
 
+        test_hook_client_socket(fd);
         r = connection_new(b, fd, b->next_request_id++, &c);
         if (r < 0)
                 return; /* a client we cannot even identify gets nothing */

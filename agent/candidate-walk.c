@@ -9,6 +9,7 @@
 #include "decision.h"
 #include "discover.h"
 #include "jobs.h"
+#include "test-hooks.h"
 
 typedef struct WalkGroup WalkGroup;
 
@@ -130,8 +131,10 @@ static int group_submit(WalkGroup *g, const JobWalk *walk) {
 
                 for (CandidateWaiter *y = g->walking; y != x && !tried; y = y->next)
                         tried = y->req->peer->uid == owner;
-                if (!tried)
-                        r = jobs_walk_candidates(g->walks->broker, walk, owner, walk_done, g, &g->call);
+                if (tried)
+                        continue;
+                r = jobs_walk_candidates(g->walks->broker, walk, owner, walk_done, g, &g->call);
+                test_hook_note("walk as uid %u: %s", (unsigned)owner, r == 0 ? "started" : "not started");
         }
         return r;
 }
@@ -252,6 +255,7 @@ int candidate_walks_join(CandidateWalks *w, Request *req, CandidateWalkDone done
         }
         *x = (CandidateWaiter){ .group = g, .req = req, .done = done };
         waiter_push(&g->waiting, x);
+        test_hook_note("listing of uid %u waits for a walk", (unsigned)req->peer->uid);
         group_schedule(g);
         *ret_waiter = x;
         return 0;

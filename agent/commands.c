@@ -588,23 +588,20 @@ static void ps_work_free(void *p) {
 
 static void ps_next(Request *req);
 
-/* The record of a listing: about no one process, with how many it sent. */
-static void ps_count(Request *req) {
-        PsWork *work = req->work;
-
-        request_set_target(req, NULL);
-        req->audit.have_result_count = true;
-        req->audit.result_count = work->count;
-}
-
 /*
  * A probe that answers badly leaves its process out (ps_opened()); one that cannot even be
  * submitted (this user's worker queue is full) ends the listing with that error, since the
- * processes still to look at would otherwise be missing from it without a word.
+ * processes still to look at would otherwise be missing from it without a word. The error
+ * replaces the listing: its record, like any listing's, is about no one process, and counts
+ * none.
  */
 static void ps_cut_short(Request *req, int r) {
-        ps_count(req);
-        reply_job_error(req, r, NULL);
+        request_set_target(req, NULL);
+        if (r == JOBS_E_WORKER)
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
+                                    "no worker could look at the processes to list now; try again");
+        else
+                reply_job_error(req, r, NULL);
 }
 
 static void ps_emit(Request *req) {
@@ -657,6 +654,8 @@ static void ps_on_room(Request *req, uint32_t revents) {
 static void ps_next(Request *req) {
         PsWork *work = req->work;
 
+        /* the last probe is over: whatever ends the listing now, its record is about no one process */
+        request_set_target(req, NULL);
         /* a client that reads slowly slows the listing down; one that does not read stops it */
         if (connection_flush(req->connection) > PS_QUEUE_HIGH) {
                 int r = connection_watch_client(req->connection, EPOLLOUT, ps_on_room);
@@ -670,7 +669,8 @@ static void ps_next(Request *req) {
                         ps_cut_short(req, r);
                 return;
         }
-        ps_count(req);
+        req->audit.have_result_count = true;
+        req->audit.result_count = work->count;
         request_reply_done(req, NULL, "listed the processes the requester may act on");
 }
 

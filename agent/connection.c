@@ -10,6 +10,7 @@
 #include "cleanup.h"
 #include "commands.h"
 #include "connection.h"
+#include "test-hooks.h"
 
 /* What a client sent past its request is discarded before closing, up to this. */
 #define CONNECTION_DISCARD_MAX (256 * 1024)
@@ -168,11 +169,29 @@ int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd) {
         return 0;
 }
 
+/* The end of the frame that begins at @offset of the queue (queued frames are whole and well-formed). */
+static size_t frame_end(const Connection *c, size_t offset) {
+        size_t size;
+
+        if (wire_frame_peek(c->out + offset, c->out_size - offset, &size) != 0)
+                return c->out_size; /* not a frame of ours: nothing after it can be read as one anyway */
+        return offset + size;
+}
+
 void connection_discard_output(Connection *c) {
+        size_t keep = c->out_sent > c->out_frame ? frame_end(c, c->out_frame) : 0;
+
+        if (c->out_fd >= 0 && c->out_fd_offset >= keep)
+                c->out_fd = safe_close(c->out_fd);
+        if (keep > 0) {
+                test_hook_note("the rest of a frame begun goes out before the error: %zu of %zu bytes",
+                               keep - c->out_sent, keep - c->out_frame);
+                c->out_size = keep;
+                return;
+        }
         free(c->out);
         c->out = NULL;
-        c->out_size = 0;
-        c->out_fd = safe_close(c->out_fd);
+        c->out_size = c->out_sent = c->out_frame = 0;
 }
 
 void connection_queue_error(Connection *c, WireError error, uint32_t hresult, const char *message,
@@ -274,15 +293,21 @@ static ssize_t connection_send_some(Connection *c) {
         return n;
 }
 
-/* What was sent is dropped from the front of the queue, so that a long listing queues no more than its bound. */
+/*
+ * What was sent is dropped from the front of the queue, so that a long listing queues no more
+ * than its bound; but for the frame being sent, which stays whole (connection_discard_output()).
+ */
 static void connection_compact(Connection *c) {
-        if (c->out_sent == 0)
+        while (c->out_frame < c->out_sent && frame_end(c, c->out_frame) <= c->out_sent)
+                c->out_frame = frame_end(c, c->out_frame);
+        if (c->out_frame == 0)
                 return;
-        memmove(c->out, c->out + c->out_sent, c->out_size - c->out_sent);
-        c->out_size -= c->out_sent;
+        memmove(c->out, c->out + c->out_frame, c->out_size - c->out_frame);
+        c->out_size -= c->out_frame;
+        c->out_sent -= c->out_frame;
         if (c->out_fd >= 0)
-                c->out_fd_offset -= c->out_sent;
-        c->out_sent = 0;
+                c->out_fd_offset -= c->out_frame;
+        c->out_frame = 0;
 }
 
 /* Return: true when everything queued is out (or the client is gone), false to wait for room. */

@@ -53,6 +53,7 @@ struct Connection {
 
         uint8_t *out;
         size_t out_size, out_sent;
+        size_t out_frame;       /* where the frame out_sent is in begins: a cut never splits it */
         int out_fd;             /* sent with the frame starting at out_fd_offset, then closed */
         size_t out_fd_offset;
 
@@ -92,7 +93,10 @@ int connection_set_deadline(Connection *c, uint64_t usec_from_now);
 int connection_queue_frame(Connection *c, WireWriter *w);
 /* @fd travels with the frame (SCM_RIGHTS on its first byte); the connection owns it now. */
 int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd);
-/* What was queued is dropped: a partial listing must not look complete. */
+/*
+ * What was queued is dropped: a partial listing must not look complete. A frame the client
+ * has begun to receive is still sent whole, so that what is queued next is read as a frame.
+ */
 void connection_discard_output(Connection *c);
 void connection_queue_error(Connection *c, WireError error, uint32_t hresult, const char *message, uint64_t request_id);
 

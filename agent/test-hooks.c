@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "test-hooks.h"
@@ -35,7 +38,32 @@ bool test_hook_fs_type_trusted(const char *fs_type) {
 
 unsigned test_hook_worker_queue(unsigned queue) {
         const char *n = getenv("DSAGENT_TEST_WORKER_QUEUE");
+        unsigned long v;
+        char *end;
 
-        return n ? (unsigned)strtoul(n, NULL, 10) : queue;
+        if (!n)
+                return queue;
+        errno = 0;
+        v = strtoul(n, &end, 10);
+        /* a test's typo must not make every job busy */
+        return errno == 0 && end != n && *end == '\0' && v > 0 && v <= 1024 ? (unsigned)v : queue;
+}
+
+void test_hook_client_socket(int fd) {
+        const char *n = getenv("DSAGENT_TEST_SNDBUF");
+        int bytes = n ? atoi(n) : 0;
+
+        if (bytes > 0)
+                (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+}
+
+void test_hook_note(const char *format, ...) {
+        va_list ap;
+
+        fputs("test-hook: ", stderr);
+        va_start(ap, format);
+        vfprintf(stderr, format, ap);
+        va_end(ap);
+        fputc('\n', stderr);
 }
 #endif

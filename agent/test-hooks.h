@@ -18,6 +18,13 @@ bool test_hook_fs_type_trusted(const char *fs_type);
  * FUSE lookup, where the real bound takes more connections than a user may hold.
  */
 unsigned test_hook_worker_queue(unsigned queue);
+/*
+ * DSAGENT_TEST_SNDBUF=BYTES: the send buffer of a client's socket, as a host whose
+ * net.core.wmem_default is that small gives it (a test cannot change the host's default).
+ */
+void test_hook_client_socket(int fd);
+/* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
+void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
 static inline void test_hook_pause(const char *point) {
 }
@@ -26,5 +33,9 @@ static inline bool test_hook_fs_type_trusted(const char *fs_type) {
 }
 static inline unsigned test_hook_worker_queue(unsigned queue) {
         return queue;
+}
+static inline void test_hook_client_socket(int fd) {
+}
+static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }
 #endif

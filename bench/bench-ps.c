@@ -193,7 +193,8 @@ static int direct_ps(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, Be
 
 /*
  * The least a walk of /proc can cost: its directory read, and with @u, one fstatat() of each
- * entry, counting those the agent's filter for @u would keep (@u's and root's).
+ * entry, counting those the agent's filter for @u would keep (@u's and root's: a process that
+ * is not dumpable shows as root's, so the count is of entries, not of what direct_ps() lists).
  */
 static int floor_walk(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, BenchFailure *f) {
         uint64_t start = bench_now_nsec();
@@ -646,7 +647,8 @@ static void print_level(const Args *a, const LevelResult *r) {
         }
         printf("RESULT extra=%u root_agent_median_ms=%.2f root_agent_p99_ms=%.2f root_direct_median_ms=%.2f "
                "root_ratio=%.2f user_agent_median_ms=%.2f user_agent_p99_ms=%.2f user_direct_median_ms=%.2f "
-               "user_ratio=%.2f user_listed=%u floor_readdir_median_ms=%.2f floor_stat_median_ms=%.2f info_idle_p99_us=%.1f info_loaded_p99_us=%.1f info_p99_ratio=%.2f "
+               "user_ratio=%.2f user_listed=%u floor_readdir_median_ms=%.2f floor_stat_median_ms=%.2f "
+               "info_idle_p99_us=%.1f info_loaded_p99_us=%.1f info_p99_ratio=%.2f "
                "noread_agent_rss_kb=%" PRIu64 " noread_workers_rss_max_kb=%" PRIu64 "\n\n",
                r->level, r->ps[ROOT_AGENT].median / 1000, r->ps[ROOT_AGENT].p99 / 1000,
                r->ps[ROOT_DIRECT].median / 1000, r->ps[ROOT_AGENT].median / r->ps[ROOT_DIRECT].median,

@@ -3,16 +3,18 @@
 """The event loop never waits on one client: stalled readers, hung lookups, floods, fd exhaustion."""
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
 
 import harness
-from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_RUNTIME_UNREACHABLE, MALLORY, SVC, Agent, Process, RawSession, Target,
-                     as_user, dsctl, make_dir, run_tests, test, wait_for)
+from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_RUNTIME_UNREACHABLE, MALLORY, SVC, Agent, Process, RawSession,
+                     Target, as_user, dsctl, make_dir, run_tests, test, wait_for)
 
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 PROVIDER = "Dsagent-TestTarget"
+WIRE_PS = 0x0001
 
 
 def session_end(agent):
@@ -271,6 +273,9 @@ def a_user_with_a_full_worker_queue_gets_busy_and_leaves_the_others_listings_ans
     # four of her lookups at once: two wait in FUSE (all she may run at once), one waits for a worker, and the
     # fourth, whichever comes last, is refused: her queue is full, for real
     stalled = [Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])) for _ in range(4)]
+    # each asked about once it runs sleep with its TMPDIR (before its last exec, the lookup would find nothing)
+    for p in stalled:
+        wait_for(lambda: open(f"/proc/{p.proc.pid}/comm").read().strip() == "sleep", what="sleep to start")
     asks = [subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "info", str(s.proc.pid)]), text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for s in stalled]
     refused, = wait_for(lambda: [a for a in asks if a.poll() is not None] or None, timeout=10,
@@ -285,18 +290,25 @@ def a_user_with_a_full_worker_queue_gets_busy_and_leaves_the_others_listings_ans
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_for(lambda: walks_begun(agent) == before + 1, what="root's walk")
     # while it runs, she asks first, then root again: the next walk is hers first
+    mine = str(harness.uid_of(MALLORY))
+    waiting = f"test-hook: listing of uid {mine} waits for a walk"
     hers = subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "--json", "ps"]), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(0.5)
+    # her second listing waits, without a job of hers: the loop knows her names from her first
+    wait_for(lambda: open(agent.log_path).read().count(waiting) == 2, what="her listing to wait for the walk")
     root_second = subprocess.Popen([DSCTL, "--socket", agent.socket, "--json", "ps"], text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     for c in (root_first, root_second):
         out, err = c.communicate(timeout=60)
         assert c.returncode == 0 and target.pid in {p["pid"] for p in json.loads(out)}, (out, err)
     out, err = hers.communicate(timeout=60)
-    assert hers.returncode == EXIT_BUSY and "no worker could look at the process now" in out + err, (out, err)
-    # one walk each: root's first, and the one she asked first, carried by root
+    assert hers.returncode == EXIT_BUSY and "no worker could look at the processes to list now" in out + err, \
+        (out, err)
+    # one walk each: root's first, and the one she asked first, refused as hers and carried by root
     assert walks_begun(agent) == before + 2, walks_begun(agent) - before
+    notes = [line for line in open(agent.log_path).read().splitlines() if line.startswith("test-hook: walk as")]
+    assert notes[-3:] == ["test-hook: walk as uid 0: started", f"test-hook: walk as uid {mine}: not started",
+                          "test-hook: walk as uid 0: started"], notes
     # her lookups are still held: the queue stayed full throughout
     assert all(h.poll() is None for h in held)
     for h in held:
@@ -305,11 +317,63 @@ def a_user_with_a_full_worker_queue_gets_busy_and_leaves_the_others_listings_ans
     records = [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"]
     # and the records say so: her first listing and root's two allowed, hers under a full queue failed
     decided = [(r.get("DSAGENT_CLIENT_UID"), r.get("DSAGENT_DECISION")) for r in records]
-    mine = str(harness.uid_of(MALLORY))
     assert sorted(decided) == [("0", "allowed"), ("0", "allowed"), (mine, "allowed"), (mine, "failed")], decided
     # hers was decided after root's first: she waited for the walk (her names were known: no job of hers was
     # needed to begin), and was refused only when her probes could not be submitted
     assert decided.index((mine, "failed")) > decided.index(("0", "allowed")), decided
+    # a listing cut short is about no one process, and counts none: the error replaced it
+    failed, = [r for r in records if r.get("DSAGENT_DECISION") == "failed"]
+    assert "DSAGENT_TARGET_PID" not in failed and "DSAGENT_RESULT_COUNT" not in failed, failed
+
+
+def long_path_copy_of(program):
+    """@program copied where its path is about 3,800 bytes long, for anyone to run: every process running it
+    has a /proc/PID/exe, and a ps frame, that long."""
+    path = make_dir(None, 0o755)
+    for i in range(15):
+        path = os.path.join(path, f"{i:02d}" + "x" * 248)
+        os.mkdir(path, 0o755)
+    copy = os.path.join(path, "python3")
+    shutil.copy(os.path.realpath(program), copy)
+    os.chmod(copy, 0o755)
+    return copy
+
+
+@test
+def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
+    """A listing whose client stops reading stalls once the socket and the agent's queue are full, and its
+    deadline ends it with an error that replaces what is still queued. The client has by then received part of
+    a frame: the rest of that frame must still come before the error, or the client reads the error's bytes as
+    the end of the frame, and everything after as garbage (before, the queue was dropped from the first byte
+    not yet sent). A test hook gives the client's socket a small send buffer, as a host with a small
+    net.core.wmem_default would: with the default, the kernel took each send here whole or not at all."""
+    tmpdir = make_dir(SVC, 0o700)
+    crowd = Process(as_user(SVC, ["env", f"TMPDIR={tmpdir}", long_path_copy_of(harness.PYTHON),
+                                  os.path.join(harness.HERE, "many_listeners.py"), "150"]))
+    crowd.read_line("listening 150")
+    # as on a host with a small net.core.wmem_default: the agent's sends to the client then end where its
+    # buffer does, inside frames (with the default, one send of a frame or of the queue went whole or not at all)
+    agent = Agent(env={"DSAGENT_TEST_SNDBUF": "4096"})
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(60)
+    client.connect(agent.socket)
+    client.sendall(harness.wire_frame(WIRE_PS))
+    # the listing stalls with its queue full; one read of what the socket holds lets the agent send its queue
+    # at once, which the socket takes only in part, and the client reads no more: its deadline (30 s) ends it
+    time.sleep(2)
+    data = client.recv(65536)
+    wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"], timeout=60,
+             what="the listing's record")
+    while chunk := client.recv(65536):
+        data += chunk
+    client.close()
+    frames = harness.wire_decode(data)  # whole frames, each from its magic on
+    types = [t for t, _ in frames]
+    assert types[-1] == harness.WIRE_ERROR and set(types[:-1]) == {harness.WIRE_PROCESS}, types
+    assert b"did not finish in time" in frames[-1][1][harness.TAG_MESSAGE], frames[-1]
+    # cut short for real, while the client had part of a frame: the agent says how much of it was left
+    assert len(frames) - 1 < 150, len(frames)
+    assert "test-hook: the rest of a frame begun goes out before the error" in open(agent.log_path).read()
 
 if __name__ == "__main__":
     run_tests()
