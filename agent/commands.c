@@ -661,6 +661,8 @@ static void ps_next(Request *req) {
                 int r = connection_watch_client(req->connection, EPOLLOUT, ps_on_room);
                 if (r < 0)
                         request_reply_errno(req, r, "cannot wait for the client");
+                else
+                        test_hook_note("listing waits for its client to read");
                 return;
         }
         if (work->next < work->n) {

@@ -360,7 +360,8 @@ def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
     client.sendall(harness.wire_frame(WIRE_PS))
     # the listing stalls with its queue full; one read of what the socket holds lets the agent send its queue
     # at once, which the socket takes only in part, and the client reads no more: its deadline (30 s) ends it
-    time.sleep(2)
+    wait_for(lambda: "test-hook: listing waits for its client to read" in open(agent.log_path).read(),
+             what="the listing to wait for its client")
     data = client.recv(65536)
     wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"], timeout=60,
              what="the listing's record")
