@@ -179,19 +179,20 @@ static size_t frame_end(const Connection *c, size_t offset) {
 }
 
 void connection_discard_output(Connection *c) {
-        size_t keep = c->out_sent > c->out_frame ? frame_end(c, c->out_frame) : 0;
+        /* between sends the queue begins with a frame (connection_compact()): the one the client has begun */
+        size_t keep = c->out_sent > 0 ? frame_end(c, 0) : 0;
 
         if (c->out_fd >= 0 && c->out_fd_offset >= keep)
                 c->out_fd = safe_close(c->out_fd);
         if (keep > 0) {
                 test_hook_note("the rest of a frame begun goes out before the error: %zu of %zu bytes",
-                               keep - c->out_sent, keep - c->out_frame);
+                               keep - c->out_sent, keep);
                 c->out_size = keep;
                 return;
         }
         free(c->out);
         c->out = NULL;
-        c->out_size = c->out_sent = c->out_frame = 0;
+        c->out_size = c->out_sent = 0;
 }
 
 void connection_queue_error(Connection *c, WireError error, uint32_t hresult, const char *message,
@@ -298,16 +299,17 @@ static ssize_t connection_send_some(Connection *c) {
  * than its bound; but for the frame being sent, which stays whole (connection_discard_output()).
  */
 static void connection_compact(Connection *c) {
-        while (c->out_frame < c->out_sent && frame_end(c, c->out_frame) <= c->out_sent)
-                c->out_frame = frame_end(c, c->out_frame);
-        if (c->out_frame == 0)
+        size_t whole = 0; /* the frames sent whole */
+
+        while (whole < c->out_sent && frame_end(c, whole) <= c->out_sent)
+                whole = frame_end(c, whole);
+        if (whole == 0)
                 return;
-        memmove(c->out, c->out + c->out_frame, c->out_size - c->out_frame);
-        c->out_size -= c->out_frame;
-        c->out_sent -= c->out_frame;
+        memmove(c->out, c->out + whole, c->out_size - whole);
+        c->out_size -= whole;
+        c->out_sent -= whole;
         if (c->out_fd >= 0)
-                c->out_fd_offset -= c->out_frame;
-        c->out_frame = 0;
+                c->out_fd_offset -= whole;
 }
 
 /* Return: true when everything queued is out (or the client is gone), false to wait for room. */

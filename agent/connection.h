@@ -52,8 +52,7 @@ struct Connection {
         bool watched;           /* a command watched the client's socket (connection_watch_client) */
 
         uint8_t *out;
-        size_t out_size, out_sent;
-        size_t out_frame;       /* where the frame out_sent is in begins: a cut never splits it */
+        size_t out_size, out_sent; /* between sends, out begins with a frame: a cut never splits one */
         int out_fd;             /* sent with the frame starting at out_fd_offset, then closed */
         size_t out_fd_offset;
 

@@ -197,6 +197,8 @@ static int direct_ps(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, Be
  * is not dumpable shows as root's, so the count is of entries, not of what direct_ps() lists).
  */
 static int floor_walk(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, BenchFailure *f) {
+        uid_t uids[1] = { u ? u->uid : 0 };
+        DiscoverFilter filter = { .uids = uids, .n_uids = 1 };
         uint64_t start = bench_now_nsec();
         unsigned kept = 0;
         struct dirent *de;
@@ -214,7 +216,7 @@ static int floor_walk(const BenchUser *u, unsigned *ret_n, uint64_t *ret_nsec, B
                         continue;
                 if (!u)
                         kept++;
-                else if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && (st.st_uid == u->uid || st.st_uid == 0))
+                else if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && discover_filter_allows(&filter, st.st_uid))
                         kept++;
         }
         closedir(d);
