@@ -570,6 +570,7 @@ static void explain_start(Request *req, const WireMessage *m) {
  * ends.
  */
 typedef struct PsWork {
+        Request *request;        /* the listing; while a probe runs, its target is the process probed */
         CandidateWaiter *waiter; /* while it waits for a walk of /proc */
         pid_t *pids;
         size_t n, next;
@@ -582,6 +583,9 @@ static void ps_work_free(void *p) {
         if (work) {
                 candidate_waiter_cancel(work->waiter);
                 free(work->pids);
+                /* the work ends with its probe (at the listing's deadline, say): the process that
+                 * probe looked at is not what the listing's record is about, nor one to forget */
+                request_set_target(work->request, NULL);
         }
         free(work);
 }
@@ -755,6 +759,7 @@ static void ps_list(Request *req) {
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
+        work->request = req;
         req->work = work;
         req->work_free = ps_work_free;
         /* the whole listing gets the reply's deadline */

@@ -57,6 +57,18 @@ void test_hook_client_socket(int fd) {
                 (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
 }
 
+uint64_t test_hook_reply_timeout(uint64_t usec) {
+        const char *n = getenv("DSAGENT_TEST_REPLY_TIMEOUT_MS");
+        unsigned long ms;
+        char *end;
+
+        if (!n)
+                return usec;
+        errno = 0;
+        ms = strtoul(n, &end, 10);
+        return errno == 0 && end != n && *end == '\0' && ms > 0 ? (uint64_t)ms * 1000 : usec;
+}
+
 void test_hook_note(const char *format, ...) {
         va_list ap;
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #if DSAGENT_TEST_HOOKS
 void test_hook_pause(const char *point);
@@ -23,6 +24,12 @@ unsigned test_hook_worker_queue(unsigned queue);
  * net.core.wmem_default is that small gives it (a test cannot change the host's default).
  */
 void test_hook_client_socket(int fd);
+/*
+ * DSAGENT_TEST_REPLY_TIMEOUT_MS=N, or @usec: a listing's (and a reply's) deadline. A test
+ * makes it shorter than a probe's own timeout, to end a listing while a probe runs, where
+ * the real deadline (30 s) would take fifteen held probes.
+ */
+uint64_t test_hook_reply_timeout(uint64_t usec);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -35,6 +42,9 @@ static inline unsigned test_hook_worker_queue(unsigned queue) {
         return queue;
 }
 static inline void test_hook_client_socket(int fd) {
+}
+static inline uint64_t test_hook_reply_timeout(uint64_t usec) {
+        return usec;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

@@ -376,5 +376,46 @@ def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
     assert len(frames) - 1 < 150, len(frames)
     assert "test-hook: the rest of a frame begun goes out before the error" in open(agent.log_path).read()
 
+# a process that listens where a runtime of its pid would (so that ps probes it), its TMPDIR elsewhere
+LISTENER = """
+import os, signal, socket, sys
+me = os.getpid()
+stat = open(f"/proc/{me}/stat").read()
+start = stat[stat.rindex(")") + 2:].split()[19]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(f"{sys.argv[1]}/dotnet-diagnostic-{me}-{start}-socket")
+s.listen(1)
+print("listening", flush=True)
+signal.pause()
+"""
+
+
+@test
+def a_listing_ended_at_its_deadline_mid_probe_is_about_no_process():
+    """A listing's deadline can come while it probes one process (its socket's lookup held in a FUSE server):
+    the record of the listing that timed out names no process, as for any listing.
+
+    A probe gives up after 2 s and a listing's deadline is 30 s; a test-only hook makes the deadline 1.2 s so
+    that it comes during the first probe, where the real one would take fifteen held probes."""
+    mountpoint = make_dir(None, 0o755)
+    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse.read_line("mounted")
+    sockets = make_dir(MALLORY, 0o755)
+    held = Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", harness.PYTHON, "-c", LISTENER, sockets]))
+    held.read_line("listening")
+    policy = (f'[agent]\ndump_dir = "@DUMP_DIR@"\n[[rule]]\nname = "own"\nusers = ["{MALLORY}"]\n'
+              f'commands = ["ps"]\ntargets.users = ["{MALLORY}"]\n')
+    agent = Agent(policy=policy, env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall",
+                                      "DSAGENT_TEST_REPLY_TIMEOUT_MS": "1200"})
+    r = dsctl(agent, MALLORY, "ps", timeout=30)
+    assert r.returncode == 1 and "the request did not finish in time" in r.stderr, r
+    # the deadline came while the probe of the held process ran: the case this is about happened
+    log = open(agent.log_path).read()
+    assert "test-hook: a request's deadline came while its job ran" in log, log
+    record, = [x for x in agent.records() if x.get("DSAGENT_COMMAND") == "ps"]
+    assert record.get("DSAGENT_DECISION") == "failed", record
+    assert "DSAGENT_TARGET_PID" not in record, record
+
+
 if __name__ == "__main__":
     run_tests()
