@@ -60,6 +60,16 @@ static int connection_watch(Connection *c, uint32_t events) {
         return sd_event_source_set_enabled(c->io, SD_EVENT_ON);
 }
 
+/* While working: the events the command asked for, and room to send when the rest of a frame is owed. */
+static int connection_rewatch(Connection *c) {
+        if (!c->on_client_event && !c->owing) {
+                connection_unwatch(c);
+                return 0;
+        }
+        /* with no events asked for, a command still hears of errors and hang-ups */
+        return connection_watch(c, c->client_events | (c->owing ? EPOLLOUT : 0));
+}
+
 /* The one place a connection is freed: at the top of this callback, after whatever released it returned. */
 static int connection_on_release(sd_event_source *s, void *userdata) {
         connection_destroy(userdata);
@@ -131,15 +141,10 @@ int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret) {
         return 0;
 }
 
-int connection_queue_frame(Connection *c, WireWriter *w) {
-        const uint8_t *frame;
-        size_t size;
+/* Appends a finished frame to the queue. */
+static int connection_append(Connection *c, const uint8_t *frame, size_t size) {
         uint8_t *p;
-        int r;
 
-        r = wire_writer_finish(w, &frame, &size);
-        if (r != 0)
-                return r > 0 ? -EBADMSG : r;
         if (c->out_size + size > CONNECTION_OUT_MAX)
                 return -ENOBUFS;
         p = realloc(c->out, c->out_size + size);
@@ -149,6 +154,17 @@ int connection_queue_frame(Connection *c, WireWriter *w) {
         c->out = p;
         c->out_size += size;
         return 0;
+}
+
+int connection_queue_frame(Connection *c, WireWriter *w) {
+        const uint8_t *frame;
+        size_t size;
+        int r;
+
+        r = wire_writer_finish(w, &frame, &size);
+        if (r != 0)
+                return r > 0 ? -EBADMSG : r;
+        return connection_append(c, frame, size);
 }
 
 int connection_queue_frame_with_fd(Connection *c, WireWriter *w, int fd) {
@@ -243,19 +259,26 @@ int connection_send_frame_now(Connection *c, WireWriter *w, int fd) {
         n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0)
                 return -errno;
-        return (size_t)n == size ? 0 : -EPIPE;
+        if ((size_t)n == size)
+                return 0;
+        /* the socket took the frame's head (and the fd with it): the rest is owed, and goes out
+         * as the socket takes it while the request works on (connection_on_io()) */
+        r = connection_append(c, frame, size);
+        if (r < 0)
+                return r;
+        c->out_sent = c->out_size - size + (size_t)n;
+        c->owing = true;
+        test_hook_note("a frame went out in part: %zd of %zu bytes, the rest is owed", n, size);
+        return connection_rewatch(c);
 }
 
 int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Request *req, uint32_t revents)) {
         if (c->state == CONNECTION_RELEASED)
                 return -ESHUTDOWN;
         c->on_client_event = on_event;
+        c->client_events = on_event ? events : 0;
         c->watched = c->watched || on_event; /* the client may have sent more while watched: discard it at the end */
-        if (!on_event) {
-                connection_unwatch(c);
-                return 0;
-        }
-        return connection_watch(c, events);
+        return connection_rewatch(c);
 }
 
 /*
@@ -478,7 +501,13 @@ static int connection_on_io(sd_event_source *s, int fd, uint32_t revents, void *
                 }
                 break;
         case CONNECTION_WORKING:
-                if (c->on_client_event)
+                if (c->owing && (revents & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+                        /* done when it is out, or when the client is gone (the command learns that itself) */
+                        c->owing = !connection_write_some(c);
+                        if (!c->owing)
+                                (void)connection_rewatch(c);
+                }
+                if (c->on_client_event && (revents & (c->client_events | EPOLLERR | EPOLLHUP)))
                         c->on_client_event(&c->request, revents);
                 break;
         case CONNECTION_RELEASED:

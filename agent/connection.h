@@ -58,6 +58,8 @@ struct Connection {
 
         /* while working: events on the client's socket go to the command (a session) */
         void (*on_client_event)(Request *req, uint32_t revents);
+        uint32_t client_events; /* those it asked for */
+        bool owing;             /* the rest of a frame sent in part is queued (connection_send_frame_now()) */
 
         Request request;
 };
@@ -101,9 +103,14 @@ void connection_queue_error(Connection *c, WireError error, uint32_t hresult, co
 
 /*
  * Sends one frame at once, while the request is still being worked on (a
- * session's start, with its pipe). Nothing else was sent on the socket yet,
- * so a small frame fits its buffer; a client that does not take it is gone.
- * @fd (may be -EBADF) travels with it and stays the caller's.
+ * session's start, with its pipe). Call only when nothing is queued. When the
+ * socket takes only its head (a host with a small send buffer), the rest is
+ * queued and sent as the socket takes it while the command works on, whatever
+ * the command watches; frames queued later follow it. @fd (may be -EBADF)
+ * travels with the first byte and stays the caller's.
+ *
+ * Return: 0 (all of it sent, or its rest queued), -EAGAIN when the socket took
+ * none of it, or another negative errno (a client that is gone).
  */
 int connection_send_frame_now(Connection *c, WireWriter *w, int fd);
 

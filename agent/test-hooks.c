@@ -36,17 +36,24 @@ bool test_hook_fs_type_trusted(const char *fs_type) {
         return trusted && strcmp(trusted, fs_type) == 0;
 }
 
-unsigned test_hook_worker_queue(unsigned queue) {
-        const char *n = getenv("DSAGENT_TEST_WORKER_QUEUE");
+/* The positive number, at most @max, in environment variable @name; 0 when unset or not such a number:
+ * a test's typo must not make every job busy or every deadline instant. */
+static unsigned long env_number(const char *name, unsigned long max) {
+        const char *n = getenv(name);
         unsigned long v;
         char *end;
 
         if (!n)
-                return queue;
+                return 0;
         errno = 0;
         v = strtoul(n, &end, 10);
-        /* a test's typo must not make every job busy */
-        return errno == 0 && end != n && *end == '\0' && v > 0 && v <= 1024 ? (unsigned)v : queue;
+        return errno == 0 && end != n && *end == '\0' && v <= max ? v : 0;
+}
+
+unsigned test_hook_worker_queue(unsigned queue) {
+        unsigned long v = env_number("DSAGENT_TEST_WORKER_QUEUE", 1024);
+
+        return v > 0 ? (unsigned)v : queue;
 }
 
 void test_hook_client_socket(int fd) {
@@ -58,15 +65,9 @@ void test_hook_client_socket(int fd) {
 }
 
 uint64_t test_hook_reply_timeout(uint64_t usec) {
-        const char *n = getenv("DSAGENT_TEST_REPLY_TIMEOUT_MS");
-        unsigned long ms;
-        char *end;
+        unsigned long ms = env_number("DSAGENT_TEST_REPLY_TIMEOUT_MS", 3600 * 1000);
 
-        if (!n)
-                return usec;
-        errno = 0;
-        ms = strtoul(n, &end, 10);
-        return errno == 0 && end != n && *end == '\0' && ms > 0 ? (uint64_t)ms * 1000 : usec;
+        return ms > 0 ? (uint64_t)ms * 1000 : usec;
 }
 
 void test_hook_note(const char *format, ...) {

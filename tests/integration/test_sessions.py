@@ -73,6 +73,22 @@ def trace_holds_the_apps_marker_events_with_their_payload_values():
 
 
 @test
+def a_session_whose_start_the_socket_takes_in_part_still_runs():
+    """The frame that starts a session names its providers; with 32 long ones it is about 8 KB, and on a host
+    whose send buffers are small (net.core.wmem_default; a test-only hook sets one socket's) the socket takes
+    only its head at first. The rest goes out as the client reads, and the trace is whole."""
+    target = Target(SVC, args=("--emit-events", "200"))
+    agent = Agent(env={"DSAGENT_TEST_SNDBUF": "4096"})
+    out = os.path.join(make_dir(SVC), "long.nettrace")
+    # providers the runtime does not have are enabled all the same, and never write
+    providers = ",".join([PROVIDER] + [f"Dsagent-Absent-{i:02d}-" + "x" * 230 for i in range(31)])
+    r = trace(agent, SVC, target, out, "--providers", providers, "--duration", "2")
+    assert r.returncode == 0, r
+    assert "a frame went out in part" in open(agent.log_path).read(), "the socket took the frame whole"
+    assert len(assert_markers(out)) >= 50
+
+
+@test
 def traceevent_reads_our_trace_files():
     built = subprocess.run([os.path.join(SOURCE, "tests/tools/traceevent-check/build.sh")], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
