@@ -537,7 +537,8 @@ static int connection_on_timeout(sd_event_source *s, uint64_t usec, void *userda
         case CONNECTION_WORKING:
                 /* backstop only: commands give up on their own deadlines first */
                 if (c->request.job)
-                        test_hook_note("a request's deadline came while its job ran");
+                        test_hook_note("a request's deadline came while its job ran, about pid %d",
+                                       c->request.target ? (int)c->request.target->pid : 0);
                 request_cancel_work(&c->request);
                 request_reply_errno(&c->request, -ETIMEDOUT, "the request did not finish in time");
                 break;

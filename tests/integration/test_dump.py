@@ -180,7 +180,7 @@ def a_hostile_owner_racing_the_staging_place_can_do_nothing_in_it():
     """The target's user may search the staging directory and write its FIFO, nothing else: every
     attempt to put something there, replace the FIFO or move the directory fails, while it is there."""
     target = private_target()
-    agent = Agent("--dump-timeout", "5")
+    agent = Agent("--dump-timeout", "60")
     root_canary = os.path.join(make_dir(None, 0o755, base="/var/tmp"), "root-canary")
     with open(root_canary, "w") as f:
         f.write("root's")
@@ -347,7 +347,8 @@ def stopped_dump(agent, user, target):
 @test
 def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline():
     first, second = private_target(), Target(SVC)
-    agent = Agent("--dump-start-timeout", "3",
+    # long enough for the second request to arrive while the first holds the slot, even on a loaded machine
+    agent = Agent("--dump-start-timeout", "10",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
     pending = stopped_dump(agent, SVC, first)
     r, _ = dump(agent, SVC, second.pid)

@@ -412,8 +412,16 @@ def one_user_has_one_startup_trace_at_a_time_counted_before_its_runtime_answers(
     skipped = wait_for(lambda: len(port_records(agent, "on-start-skipped")) >= 2 and port_records(agent, "on-start-skipped"),
                        timeout=30, what=f"two traces skipped: {[(r['DSAGENT_PORT_EVENT'], r.get('DSAGENT_REASON')) for r in port_records(agent)]}")
     assert all("a startup trace of this user runs already" in r["DSAGENT_REASON"] for r in skipped), skipped
-    asked = [f for f in fakes if "asked to trace" in printed(proc_target(f), wait=4.0)]
-    assert len(asked) == 1, "the agent asked more than one of the user's runtimes for a startup trace"
+    seen = {f: "" for f in fakes}
+
+    def asked():
+        for f in fakes:
+            seen[f] += printed(proc_target(f))
+        return [f for f in fakes if "asked to trace" in seen[f]]
+
+    wait_for(asked, timeout=30, what="one runtime asked for a startup trace")
+    time.sleep(2)  # for a second one to be asked, were it to be
+    assert len(asked()) == 1, "the agent asked more than one of the user's runtimes for a startup trace"
     started = wait_for(lambda: agent.records(message_id=SESSION_START_ID), timeout=30, what="the one trace started")
     time.sleep(1)
     assert len(agent.records(message_id=SESSION_START_ID)) == 1, started
@@ -534,7 +542,7 @@ def a_pid_reused_after_registration_gets_nothing_of_the_registration():
 # them), connects again, then forks a child that keeps that connection and runs exec itself.
 EXEC_AFTER_REGISTERING = r"""
 import os, socket, struct, sys, time
-path, program = sys.argv[1:3]
+path, program, go = sys.argv[1:4]
 cookie, me = os.urandom(16), os.getpid()
 
 
@@ -564,7 +572,8 @@ c = connect()
 serve(c, "self")
 c.close()
 c = connect()  # the agent holds it idle
-time.sleep(1)
+while not os.path.exists(go):  # until the test has seen the registration
+    time.sleep(0.05)
 if os.fork() == 0:
     serve(c, "child")
     os._exit(0)
@@ -582,11 +591,15 @@ def a_registration_does_not_outlive_an_exec_of_its_process():
     with open(script, "w") as f:
         f.write(EXEC_AFTER_REGISTERING)
     os.chmod(script, 0o644)
-    proc = Process(as_user(SVC, [harness.PYTHON, script, path, "/usr/bin/sleep"]))
+    go = os.path.join(make_dir(None, 0o755), "go")
+    proc = Process(as_user(SVC, [harness.PYTHON, script, path, "/usr/bin/sleep", go]))
     proc.read_line("served by self", timeout=30)
+    # registered before it execs: the attack happens (a fixed wait let a slow agent register it late)
+    wait_registered(agent, proc.proc.pid, timeout=30)
+    time.sleep(0.5)  # for the agent to take the idle connection; were it later, the test would only prove less
+    open(go, "w").close()
     proc.read_line("exec", timeout=30)
     wait_for(lambda: open(f"/proc/{proc.proc.pid}/comm").read().strip() == "sleep", what="the exec")
-    assert port_records(agent, "registered"), "the fake never registered: the attack did not happen"
     r = dsctl(agent, "root", "--json", "info", str(proc.proc.pid))
     assert "answered-by" not in r.stdout and '"port"' not in r.stdout, r
     assert "served by child" not in printed(proc_target(proc), wait=1.0), "the child answered for the exec'd process"

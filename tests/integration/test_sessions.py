@@ -299,7 +299,7 @@ def the_runtime_session_id_never_reaches_the_client():
                               "-xx", "-s", "4096", "-o", strace_out, "-p", str(agent.proc.pid)],
                              stderr=subprocess.DEVNULL)
     harness.scope.callback(watch.kill)
-    time.sleep(1)
+    wait_for(lambda: harness.AcceptWatch._traced(agent.proc.pid), what="strace to attach")
     r = trace(agent, SVC, target, out, "--providers", PROVIDER, "--duration", "1")
     assert r.returncode == 0, r
     time.sleep(0.5)
