@@ -50,10 +50,9 @@ void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
 /*
  * A PROGRESS frame for a client that asked for them: the time left until the
  * request's deadline, which deadline that is (@what, may be NULL), and
- * @bytes (may be NULL). It is sent now when nothing else waits to go out (a
- * small frame goes whole or not at all) and is skipped when the client does
- * not read: progress is news, never owed. Behind other frames it is queued,
- * to keep the order.
+ * @bytes (may be NULL). It is sent now when nothing else waits to go out,
+ * and is skipped when the client does not read: progress is news. Behind
+ * other frames it is queued, to keep the order.
  */
 static void send_progress(Request *req, const uint64_t *bytes, const char *what) {
         _cleanup_free_ WireWriter *w = NULL;
@@ -652,6 +651,12 @@ static void ps_opened(Request *req, int r, const char *why) {
 
 static void ps_on_room(Request *req, uint32_t revents) {
         (void)connection_watch_client(req->connection, 0, NULL);
+        if (revents & (EPOLLHUP | EPOLLERR)) {
+                /* nobody will read the rest: else its socket, ready for ever, woke the loop for
+                 * nothing until the listing's deadline */
+                request_reply_errno(req, -ECONNRESET, "the client went away during the listing");
+                return;
+        }
         ps_next(req);
 }
 

@@ -17,6 +17,7 @@
 
 static int connection_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static int connection_on_timeout(sd_event_source *s, uint64_t usec, void *userdata);
+static void connection_compact(Connection *c);
 
 Connection *connection_destroy(Connection *c) {
         if (!c)
@@ -244,32 +245,41 @@ int connection_send_frame_now(Connection *c, WireWriter *w, int fd) {
         struct msghdr mh = {};
         struct iovec iov;
         const uint8_t *frame;
-        size_t size;
+        size_t size, start = c->out_size;
         ssize_t n;
         int r;
 
+        if (c->out_size > c->out_sent)
+                return -EAGAIN; /* it would overtake what is queued */
         r = wire_writer_finish(w, &frame, &size);
         if (r != 0)
                 return r > 0 ? -EBADMSG : r;
-        iov = (struct iovec){ .iov_base = (void *)frame, .iov_len = size };
+        /* queued first: once its head is out, nothing may keep its rest from following */
+        r = connection_append(c, frame, size);
+        if (r < 0)
+                return r;
+        iov = (struct iovec){ .iov_base = c->out + start, .iov_len = size };
         mh.msg_iov = &iov;
         mh.msg_iovlen = 1;
         if (fd >= 0)
                 attach_fd(&mh, control, sizeof(control), fd);
         n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0)
-                return -errno;
-        if ((size_t)n == size)
-                return 0;
-        /* the socket took the frame's head (and the fd with it): the rest is owed, and goes out
-         * as the socket takes it while the request works on (connection_on_io()) */
-        r = connection_append(c, frame, size);
-        if (r < 0)
+        if (n <= 0) {
+                r = n < 0 ? -errno : -EAGAIN;
+                c->out_size = start; /* none of it went: it is not the queue's */
                 return r;
-        c->out_sent = c->out_size - size + (size_t)n;
-        c->owing = true;
-        test_hook_note("a frame went out in part: %zd of %zu bytes, the rest is owed", n, size);
-        return connection_rewatch(c);
+        }
+        c->out_sent = start + (size_t)n;
+        if (c->out_sent < c->out_size) {
+                /* the socket took the frame's head (and the fd with it): the rest is owed, and goes
+                 * out as the socket takes it while the request works on (connection_on_io()); were
+                 * room not watched for, it would still go first when the reply is written */
+                c->owing = true;
+                test_hook_note("a frame went out in part: %zd of %zu bytes, the rest is owed", n, size);
+                (void)connection_rewatch(c);
+        }
+        connection_compact(c);
+        return 0;
 }
 
 int connection_watch_client(Connection *c, uint32_t events, void (*on_event)(Request *req, uint32_t revents)) {
@@ -504,8 +514,11 @@ static int connection_on_io(sd_event_source *s, int fd, uint32_t revents, void *
                 if (c->owing && (revents & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
                         /* done when it is out, or when the client is gone (the command learns that itself) */
                         c->owing = !connection_write_some(c);
-                        if (!c->owing)
+                        if (!c->owing) {
+                                test_hook_note(c->out_size == c->out_sent ? "what was owed went out while the request worked"
+                                                                          : "what was owed stays: the client is gone");
                                 (void)connection_rewatch(c);
+                        }
                 }
                 if (c->on_client_event && (revents & (c->client_events | EPOLLERR | EPOLLHUP)))
                         c->on_client_event(&c->request, revents);

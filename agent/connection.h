@@ -103,14 +103,16 @@ void connection_queue_error(Connection *c, WireError error, uint32_t hresult, co
 
 /*
  * Sends one frame at once, while the request is still being worked on (a
- * session's start, with its pipe). Call only when nothing is queued. When the
+ * session's start, with its pipe), when nothing is queued. When the
  * socket takes only its head (a host with a small send buffer), the rest is
  * queued and sent as the socket takes it while the command works on, whatever
  * the command watches; frames queued later follow it. @fd (may be -EBADF)
  * travels with the first byte and stays the caller's.
  *
- * Return: 0 (all of it sent, or its rest queued), -EAGAIN when the socket took
- * none of it, or another negative errno (a client that is gone).
+ * Return: 0 (all of it sent, or its rest queued); -EAGAIN when the socket took
+ * none of it or something is queued (nothing was sent: queue it instead);
+ * -EPIPE, -ECONNRESET or -ENOTCONN for a client that is gone; -EBADMSG for a
+ * frame the writer could not finish; -ENOMEM or -ENOBUFS.
  */
 int connection_send_frame_now(Connection *c, WireWriter *w, int fd);
 

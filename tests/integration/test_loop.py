@@ -343,6 +343,26 @@ def long_path_copy_of(program):
     return copy
 
 
+STALLED = "test-hook: listing waits for its client to read"
+
+
+def stalled_listing():
+    """A listing of 150 processes with 3.9 KB frames whose client has not read: it waits with its queue full.
+    As on a host with a small net.core.wmem_default, the agent's sends to the client end where the socket's
+    buffer does, inside frames (with the default, one send of a frame or of the queue went whole or not at all)."""
+    tmpdir = make_dir(SVC, 0o700)
+    crowd = Process(as_user(SVC, ["env", f"TMPDIR={tmpdir}", long_path_copy_of(harness.PYTHON),
+                                  os.path.join(harness.HERE, "many_listeners.py"), "150"]))
+    crowd.read_line("listening 150")
+    agent = Agent(env={"DSAGENT_TEST_SNDBUF": "4096"})
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    client.settimeout(60)
+    client.connect(agent.socket)
+    client.sendall(harness.wire_frame(WIRE_PS))
+    wait_for(lambda: STALLED in open(agent.log_path).read(), what="the listing to wait for its client")
+    return agent, client
+
+
 @test
 def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
     """A listing whose client stops reading stalls once the socket and the agent's queue are full, and its
@@ -351,21 +371,9 @@ def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
     the end of the frame, and everything after as garbage (before, the queue was dropped from the first byte
     not yet sent). A test hook gives the client's socket a small send buffer, as a host with a small
     net.core.wmem_default would: with the default, the kernel took each send here whole or not at all."""
-    tmpdir = make_dir(SVC, 0o700)
-    crowd = Process(as_user(SVC, ["env", f"TMPDIR={tmpdir}", long_path_copy_of(harness.PYTHON),
-                                  os.path.join(harness.HERE, "many_listeners.py"), "150"]))
-    crowd.read_line("listening 150")
-    # as on a host with a small net.core.wmem_default: the agent's sends to the client then end where its
-    # buffer does, inside frames (with the default, one send of a frame or of the queue went whole or not at all)
-    agent = Agent(env={"DSAGENT_TEST_SNDBUF": "4096"})
-    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    client.settimeout(60)
-    client.connect(agent.socket)
-    client.sendall(harness.wire_frame(WIRE_PS))
-    # the listing stalls with its queue full; one read of what the socket holds lets the agent send its queue
-    # at once, which the socket takes only in part, and the client reads no more: its deadline (30 s) ends it
-    wait_for(lambda: "test-hook: listing waits for its client to read" in open(agent.log_path).read(),
-             what="the listing to wait for its client")
+    agent, client = stalled_listing()
+    # one read of what the socket holds lets the agent send its queue at once, which the socket takes only in
+    # part, and the client reads no more: its deadline (30 s) ends it
     data = client.recv(65536)
     wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"], timeout=60,
              what="the listing's record")
@@ -379,6 +387,20 @@ def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
     # cut short for real, while the client had part of a frame: the agent says how much of it was left
     assert len(frames) - 1 < 150, len(frames)
     assert "test-hook: the rest of a frame begun goes out before the error" in open(agent.log_path).read()
+
+
+@test
+def a_listing_whose_client_leaves_while_it_stalls_ends_at_once():
+    """A listing that waits for its client to read, whose client then closes the socket, ends there with a
+    record saying so. Before, the closed socket (always ready) woke the listing again and again: the loop spun
+    on it, each time noting that the listing waits, until the listing's deadline 30 s later."""
+    agent, client = stalled_listing()
+    client.close()
+    record, = wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"], timeout=60,
+                       what="the listing's record")
+    assert record.get("DSAGENT_DECISION") == "failed" and "went away" in record.get("MESSAGE", ""), record
+    assert open(agent.log_path).read().count(STALLED) == 1, "the listing woke again for a client that was gone"
+
 
 # a process that listens where a runtime of its pid would (so that ps probes it), its TMPDIR elsewhere
 LISTENER = """
