@@ -515,8 +515,9 @@ static int connection_on_io(sd_event_source *s, int fd, uint32_t revents, void *
                         /* done when it is out, or when the client is gone (the command learns that itself) */
                         c->owing = !connection_write_some(c);
                         if (!c->owing) {
-                                test_hook_note(c->out_size == c->out_sent ? "what was owed went out while the request worked"
-                                                                          : "what was owed stays: the client is gone");
+                                test_hook_note("what was owed %s", c->out_size == c->out_sent
+                                                                            ? "went out while the request worked"
+                                                                            : "stays: the client is gone");
                                 (void)connection_rewatch(c);
                         }
                 }

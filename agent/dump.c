@@ -182,11 +182,9 @@ static int dump_hand_over(DumpWork *work, WireWriter *w, const char *name, bool 
                 if (fd < 0)
                         return -errno;
         }
-        if (c->out_size == c->out_sent) {
-                r = connection_send_frame_now(c, w, fd);
-                if (r != -EAGAIN)
-                        return r;
-        }
+        r = connection_send_frame_now(c, w, fd); /* -EAGAIN: not now, behind what is queued or for room */
+        if (r != -EAGAIN)
+                return r;
         return fd >= 0 ? connection_queue_frame_with_fd(c, w, TAKE_FD(fd)) : connection_queue_frame(c, w);
 }
 
