@@ -15,6 +15,11 @@ alone stop both (the kernel shows root as the owner of a reaped process's
 the owner of /proc/PID/status, a process that is not dumpable was served
 after taking root back; comparing only /proc/PID's, a change of dumpability
 went unseen.
+
+What a process changes without an exec, its name (command line) and its
+cgroup, is read again through the pinned fd when a rule selects on it, and for
+a dump: a process renamed or moved out of a rule's cover between two requests
+is answered as it is now (before that check, it was served on the old reading).
 """
 import json
 import os
