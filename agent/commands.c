@@ -178,17 +178,53 @@ static bool reuse_target(Request *req, pid_t pid) {
         return true;
 }
 
+/*
+ * Must a reused reading's details be read again before they are used? When a rule selects
+ * processes by them: a process rewrites its command line, or is moved to another cgroup, without
+ * an exec, out of a rule's cover as well as into one. And for a dump, whose file and record are
+ * named after the process. Otherwise nothing decides on them, and the record says their age.
+ */
+static bool details_must_be_fresh(const Request *req) {
+        return policy_selects_by_name_or_cgroup(req->policy) || req->ask.command == POLICY_COMMAND_DUMP;
+}
+
+static void read_pid(Request *req, pid_t pid) {
+        int r = jobs_open_target(req, pid, true, target_read);
+
+        if (r != 0)
+                reply_job_error(req, r, NULL);
+}
+
+/* A reused reading's details, read again: what changed is read whole, as if nothing had been kept. */
+static void reuse_rechecked(Request *req, int r, const char *why) {
+        pid_t pid = req->target->pid;
+
+        if (r != JOBS_E_CHANGED) {
+                target_opened(req, r, why);
+                return;
+        }
+        target_cache_forget(req->broker->targets, pid);
+        request_set_target(req, NULL);
+        req->audit.target_facts_reused = false;
+        req->audit.target_facts_age_usec = 0;
+        read_pid(req, pid);
+}
+
 static void open_pid(Request *req, pid_t pid) {
         int r;
 
         req->audit.have_target = true;
         req->audit.target_pid = pid;
         req->audit.target_uid = (uid_t)-1;
-        if (reuse_target(req, pid)) {
+        if (!reuse_target(req, pid)) {
+                read_pid(req, pid);
+                return;
+        }
+        if (!details_must_be_fresh(req)) {
                 target_opened(req, 0, NULL);
                 return;
         }
-        r = jobs_open_target(req, pid, true, target_read);
+        r = jobs_recheck_target(req, reuse_rechecked);
         if (r != 0)
                 reply_job_error(req, r, NULL);
 }

@@ -40,6 +40,7 @@ typedef enum JobType {
         JOB_STREAM,
         JOB_CLEAN,
         JOB_TRACE,
+        JOB_RECHECK,
 } JobType;
 
 typedef struct JobRequester {
@@ -58,7 +59,7 @@ typedef struct JobRequest {
                         uint8_t find_socket;    /* also find the runtime's socket, if @who may see the target */
                         JobRequester who;       /* the requester */
                 } open;                         /* OPEN */
-                TargetFacts facts;              /* SOCKET (fds: pidfd, /proc fd) */
+                TargetFacts facts;              /* SOCKET, RECHECK (fds: pidfd, /proc fd) */
                 struct {
                         char unit[TARGET_UNIT_MAX + 1];
                         JobRequester who;
@@ -114,6 +115,7 @@ typedef struct JobReply {
                         uint64_t bytes;
                         uint8_t ended;          /* the runtime ended the stream (else: max_bytes) */
                 } trace;                        /* TRACE */
+                uint8_t holds;                  /* RECHECK: the details are what the facts say */
         };
 } JobReply;
 
@@ -208,6 +210,18 @@ static size_t handle_socket(const JobRequest *q, WorkerMessage *msg, JobReply *a
         reply->fds[0] = TAKE_FD(t->socket_path_fd);
         reply->n_fds = 1;
         return REPLY_HEAD + sizeof(a->facts);
+}
+
+/* The details the agent holds of a target it read earlier, against what its /proc shows now. */
+static size_t handle_recheck(const JobRequest *q, WorkerMessage *msg, JobReply *a) {
+        _cleanup_(target_unrefp) Target *t = NULL;
+        bool holds = false;
+
+        a->r = target_of_request(&q->facts, msg, &t);
+        if (a->r == 0)
+                a->r = target_details_hold(t, &holds);
+        a->holds = holds;
+        return REPLY_HEAD + sizeof(a->holds);
 }
 
 /*
@@ -421,6 +435,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         case JOB_UNIT:
                 reply->size = handle_unit(&q, a);
                 break;
+        case JOB_RECHECK:
+                reply->size = handle_recheck(&q, msg, a);
+                break;
         case JOB_STAGE:
                 reply->size = handle_stage(&q, msg, a, reply);
                 break;
@@ -601,6 +618,30 @@ int jobs_find_socket(Request *req, JobDone done) {
         fds[1] = req->target->proc_fd;
         return submit(req, q, offsetof(JobRequest, facts) + sizeof(q->facts), fds, 2, lookup_timeout(req),
                       socket_done, done);
+}
+
+static void recheck_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobDone done = req->job_callback;
+        const JobReply *a = NULL;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->holds), &a);
+        if (r == 0 && !a->holds)
+                r = JOBS_E_CHANGED;
+        done(req, r, why_of(a));
+}
+
+int jobs_recheck_target(Request *req, JobDone done) {
+        JobRequest *q = request_new(JOB_RECHECK);
+        int fds[2] = { req->target->pidfd, req->target->proc_fd };
+
+        if (!q)
+                return -ENOMEM;
+        target_facts_of(req->target, &q->facts);
+        return submit(req, q, offsetof(JobRequest, facts) + sizeof(q->facts), fds, 2, lookup_timeout(req),
+                      recheck_done, done);
 }
 
 static void unit_done(int error, WorkerMessage *reply, void *userdata) {

@@ -41,6 +41,7 @@ typedef void (*JobDone)(Request *req, int r, const char *why);
 enum {
         JOBS_E_TIMEOUT = 1000,  /* the worker did not finish in time and was killed */
         JOBS_E_WORKER,          /* the worker died, or no worker could take the job */
+        JOBS_E_CHANGED,         /* jobs_recheck_target(): the details are no longer what req->target says */
 };
 
 /*
@@ -49,6 +50,12 @@ enum {
  * listing's probes go without.
  */
 int jobs_open_target(Request *req, pid_t pid, bool with_names, JobDone done);
+
+/*
+ * Reads again, through req->target's pinned fds, the details a worker read of it for an earlier
+ * request (target_details_hold()): @r is JOBS_E_CHANGED when they are no longer what it says.
+ */
+int jobs_recheck_target(Request *req, JobDone done);
 
 /* Looks up the names of the requester's user and group for its record (audit_names_remember()). */
 int jobs_resolve_names(Request *req, JobDone done);

@@ -22,7 +22,10 @@
  * What can change unseen within that time is the process's own to change or
  * root's: its name and command line, its cgroup (moved by root, or within a
  * subtree delegated to its owner), which of the ids it holds are its real and
- * saved ones, its executable. An exec closes the old runtime's listening
+ * saved ones, its executable. A rule may select a process by its name or its
+ * cgroup, so when one does, and for a dump, the caller has a worker read those
+ * again through the entry's pinned fds before it decides (commands.c,
+ * jobs_recheck_target()). An exec closes the old runtime's listening
  * socket, the one the entry holds, so the next connection fails; any request
  * about it that fails drops the entry (request.c). A runtime registered on a
  * port is never served from here: ports.c compares its executable afresh.

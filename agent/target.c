@@ -247,6 +247,30 @@ int target_read_details(Target *t) {
         return target_is_alive(t) ? 0 : TARGET_E_GONE;
 }
 
+/* Is @a the same detail as @b, as TargetFacts would carry them (copy_detail())? */
+static bool same_detail(const char *a, const char *b, size_t size) {
+        bool a_absent = !a || strlen(a) >= size, b_absent = !b || strlen(b) >= size;
+
+        return a_absent || b_absent ? a_absent == b_absent : strcmp(a, b) == 0;
+}
+
+int target_details_hold(Target *t, bool *ret) {
+        _cleanup_free_ char *name = TAKE_PTR(t->name), *unit = TAKE_PTR(t->unit), *exe = TAKE_PTR(t->exe),
+                            *container_id = TAKE_PTR(t->container_id), *pod_uid = TAKE_PTR(t->pod_uid),
+                            *cgroup = TAKE_PTR(t->cgroup);
+        int r;
+
+        r = target_read_details(t);
+        if (r != 0)
+                return r;
+        *ret = same_detail(name, t->name, TARGET_NAME_MAX + 1) && same_detail(unit, t->unit, TARGET_UNIT_MAX + 1) &&
+               same_detail(exe, t->exe, TARGET_PATH_MAX + 1) &&
+               same_detail(container_id, t->container_id, PROC_CONTAINER_ID_LEN + 1) &&
+               same_detail(pod_uid, t->pod_uid, PROC_POD_UID_LEN + 1) &&
+               same_detail(cgroup, t->cgroup, PROC_CGROUP_PATH_MAX + 1);
+        return 0;
+}
+
 /**
  * target_read_environment() - secure-execution mode, TMPDIR and startup suspension, once
  *

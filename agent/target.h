@@ -97,6 +97,18 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
 int target_find_socket(Target *t, const char **ret_why);
 int target_read_details(Target *t);
 int target_read_environment(Target *t);
+/*
+ * target_details_hold() - are the details a worker read of @t earlier still what its /proc shows?
+ *
+ * Reads them afresh (target_read_details()) and compares them as TargetFacts
+ * carry them: name, unit, executable, container, pod and cgroup. A process
+ * rewrites its command line, and is moved to another cgroup, without an exec.
+ * @t keeps the fresh ones. In a worker: the command line is read from the
+ * process's memory, under its mmap lock.
+ *
+ * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
+ */
+int target_details_hold(Target *t, bool *ret);
 bool target_is_alive(const Target *t);
 /*
  * Whose the process is, as the kernel shows it now: the owner of a file in its

@@ -523,6 +523,17 @@ bool policy_target_visible(const Policy *p, const PolicyRequester *who, const Po
         return false;
 }
 
+bool policy_selects_by_name_or_cgroup(const Policy *p) {
+        for (size_t i = 0; i < p->n_rules; i++) {
+                const PolicyTargets *t = &p->rules[i].targets;
+
+                if (p->rules[i].commands != 0 &&
+                    (t->units.n > 0 || t->names.n > 0 || t->cgroups.n > 0 || t->containers.n > 0))
+                        return true;
+        }
+        return false;
+}
+
 bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out, size_t max, size_t *ret_n) {
         size_t n = 0;
 

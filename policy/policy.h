@@ -323,6 +323,16 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
 void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
                   const PolicyRequest *request, PolicyVerdict *ret);
 
+/**
+ * policy_selects_by_name_or_cgroup() - does a rule tell processes apart by what they change without an exec?
+ *
+ * True when a rule (that grants any command) selects targets by name, unit,
+ * cgroup or container: a process rewrites its command line whenever it likes,
+ * and is moved to another cgroup by root, or by its owner within a subtree
+ * delegated to it, so a reading of those facts is only as good as its moment.
+ */
+bool policy_selects_by_name_or_cgroup(const Policy *p);
+
 /* May a runtime of @uid, in groups @gids (primary and supplementary), connect in on @port? */
 bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids);
 

@@ -10,7 +10,10 @@ credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
 StopTracing), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
-implemented"). Everything received is
+implemented"), renamer:NAME:OTHER (names itself NAME by rewriting its argv[0] in
+place, as setproctitle() does, and on each SIGUSR1 switches to the other name and
+prints "renamed NAME"; answers ProcessEnvironment with one variable, and
+GenerateCoreDump as dumper does). Everything received is
 appended to LOG so tests can check what reached the "runtime".
 
 mounter:ATTACK:VICTIM runs in a user and mount namespace of its own (unshare
@@ -60,6 +63,27 @@ if mode.startswith("regain:"):
 
     signal.signal(signal.SIGUSR1, regain)
     signal.signal(signal.SIGUSR2, undumpable)
+
+if mode.startswith("renamer:"):
+    # the kernel shows the bytes between arg_start and arg_end (/proc/PID/stat fields 48 and 49) as the
+    # command line; argv[0] is overwritten there, NUL-padded, and the rest left as it is
+    names = mode.split(":")[1:3]
+    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+    arg_start = int(fields[45])
+    argv0_len = open("/proc/self/cmdline", "rb").read().index(b"\0")
+    assert all(len(name) <= argv0_len for name in names), (names, argv0_len)
+
+    def rename(name):
+        ctypes.memmove(arg_start, name.encode().ljust(argv0_len, b"\0"), argv0_len)
+        assert open("/proc/self/cmdline", "rb").read().split(b"\0")[0] == name.encode()
+
+    def switch(signum, frame):
+        names.reverse()
+        rename(names[0])
+        print(f"renamed {names[0]}", flush=True)
+
+    rename(names[0])
+    signal.signal(signal.SIGUSR1, switch)
 
 if mode == "dumper:undumpable":
     # a process that made itself not dumpable (PR_SET_DUMPABLE 0): its files in /proc are root's
@@ -111,7 +135,13 @@ while True:
     data = conn.recv(65536)
     with open(log, "ab") as f:
         f.write(data)
-    if mode.split(":")[0] in ("dumper", "mounter") and len(data) > 24 and data[16] == 0x01:
+    if mode.startswith("renamer:") and len(data) >= 20 and data[16] == 0x04 and data[17] == 0x02:
+        pair = "RENAMER_VARIABLE=value".encode("utf-16-le") + b"\0\0"
+        block = struct.pack("<II", 1, len(pair) // 2) + pair
+        conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 26, 0xFF, 0, 0) + struct.pack("<IH", len(block), 0))
+        conn.sendall(block)
+        conn.close()
+    elif mode.split(":")[0] in ("dumper", "mounter", "renamer") and len(data) > 24 and data[16] == 0x01:
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
         if mode.startswith("mounter:"):
@@ -168,7 +198,7 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
-    elif mode.startswith("regain:"):  # whatever it is asked: not implemented (E_NOTIMPL)
+    elif mode.startswith(("regain:", "renamer:")):  # whatever else it is asked: not implemented (E_NOTIMPL)
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
         conn.close()
     else:

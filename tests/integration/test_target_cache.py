@@ -15,13 +15,20 @@ alone stop both (the kernel shows root as the owner of a reaped process's
 the owner of /proc/PID/status, a process that is not dumpable was served
 after taking root back; comparing only /proc/PID's, a change of dumpability
 went unseen.
+
+What a process changes without an exec, its name (command line) and its
+cgroup, is read again through the pinned fd when a rule selects on it, and for
+a dump: a process renamed or moved out of a rule's cover between two requests
+is answered as it is now (before that check, it was served on the old reading).
 """
+import json
 import os
 import pwd
 import signal
+import uuid
 
-from harness import (ALICE, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, Process, Target, as_user, claim_pid,
-                     dsctl, make_dir, request_id_of, run_tests, test, uid_of, wait_for)
+from harness import (ALICE, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, FakeRuntime, Process, Target, as_user,
+                     claim_pid, dsctl, make_dir, request_id_of, run_tests, scope, test, uid_of, wait_for)
 
 AGE = "DSAGENT_TARGET_FACTS_AGE_MS"
 
@@ -151,6 +158,170 @@ def a_reused_pid_is_read_afresh():
     record = agent.record_for(request_id_of(r))
     assert AGE not in record, record
     substitute.stop()
+
+
+def env_records(agent, pid):
+    return [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "env" and r.get("DSAGENT_TARGET_PID") == str(pid)]
+
+
+def env_as(agent, user, pid):
+    """@user's env request and its record (the agent writes it before it answers)."""
+    before = len(env_records(agent, pid))
+    r = dsctl(agent, user, "env", str(pid))
+    records = env_records(agent, pid)
+    assert len(records) == before + 1, (before, records)
+    return r, records[-1]
+
+
+def renaming_policy(selector):
+    return f"""[agent]
+dump_dir = "@DUMP_DIR@"
+target_cache_ms = 10000
+
+[[rule]]
+name = "public-api"
+users = ["{ALICE}"]
+commands = ["env", "dump"]
+dump_types = ["mini"]
+{selector}
+"""
+
+
+@test
+def a_process_that_renames_itself_is_decided_on_its_name_now():
+    """A rule lets ALICE read the environment of processes named "public-api", and dump them. Between
+    her requests, well within the cache's lifetime, the process names itself "private-api" and back
+    (its own to do: it rewrites its argv[0], as setproctitle() does). Every answer is the one its name
+    at that moment gets: served while it is "public-api", "no such process" while it is not, and its
+    dump's file is named after it. Before the fix, the first request after each rename was decided
+    on the name read up to target_cache_ms before: she read the environment of "private-api"."""
+    fake = FakeRuntime("renamer:public-api:private-api")
+    pid = fake.pid
+    agent = Agent(policy=renaming_policy('targets.names = ["public-api"]'))
+    r, first = env_as(agent, ALICE, fake.pid)
+    assert r.returncode == 0 and "RENAMER_VARIABLE=" in r.stdout, r
+    name, dumps = "public-api", 0
+    for round in range(20):
+        # the cache holds while nothing changed: the second request reuses the first one's reading
+        # (one the process was invisible to her in is not kept: its socket was never looked for)
+        r, record = env_as(agent, ALICE, pid)
+        assert (r.returncode == 0) == (name == "public-api") == (AGE in record), (round, name, r, record)
+        os.kill(pid, signal.SIGUSR1)
+        name = fake.process.read_line("renamed ").split()[1]
+        assert open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0] == name.encode()
+
+        r, record = env_as(agent, ALICE, pid)
+        if name == "public-api":
+            assert r.returncode == 0 and "RENAMER_VARIABLE=" in r.stdout, (round, r)
+            assert record["DSAGENT_DECISION"] == "allowed" and record["DSAGENT_RULE"] == "public-api", record
+        else:
+            # what her rule no longer covers she does not see, and the runtime is not asked
+            assert r.returncode == EXIT_NO_SUCH_PROCESS and r.stdout == "", (round, r)
+            assert record["DSAGENT_DECISION"] == "denied" and "absent" in record["DSAGENT_REASON"], record
+        if round % 3 == 0:
+            received = len(fake.received())
+            d = dsctl(agent, ALICE, "--json", "dump", "--type", "mini", str(pid))
+            if name == "public-api":
+                assert d.returncode == 0, (round, d)
+                assert os.path.basename(json.loads(d.stdout)["path"]).startswith(f"dump.{name}.{pid}."), d.stdout
+                dumps += 1
+            else:
+                assert d.returncode == EXIT_NO_SUCH_PROCESS, (round, d)
+                assert len(fake.received()) == received, "the runtime was asked for a dump under the old name"
+    assert dumps > 0
+
+
+@test
+def a_dump_is_named_after_the_process_as_it_is_named_now():
+    """A rule by user, which decides on no name: a reading is reused as it is, but not for a dump,
+    whose file and its label are named after the process. Before the fix, the dump after a rename,
+    within target_cache_ms, carried the name the process had before."""
+    fake = FakeRuntime("renamer:public-api:private-api")
+    agent = Agent(policy=renaming_policy(f'targets.users = ["{SVC}"]'))
+    assert env_as(agent, ALICE, fake.pid)[0].returncode == 0
+    r, record = env_as(agent, ALICE, fake.pid)
+    assert r.returncode == 0 and AGE in record, record  # the first reading is in the cache
+    for round in range(4):
+        os.kill(fake.pid, signal.SIGUSR1)
+        name = fake.process.read_line("renamed ").split()[1]
+        d = dsctl(agent, ALICE, "--json", "dump", "--type", "mini", str(fake.pid))
+        assert d.returncode == 0, d
+        path = json.loads(d.stdout)["path"]
+        assert os.path.basename(path).startswith(f"dump.{name}.{fake.pid}."), (round, name, path)
+        try:  # its label too, where the file system keeps user attributes
+            label = os.getxattr(path, "user.dsagent.target_name").decode()
+        except OSError:
+            label = name
+        assert label == name, (round, name, label)
+
+
+def cgroup_roots():
+    """The hierarchies a process's cgroup path is read from: systemd's named one and the unified one."""
+    roots = [root for root in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+             if os.path.exists(os.path.join(root, "cgroup.procs"))]
+    assert roots, "no writable cgroup hierarchy"
+    return roots
+
+
+def make_cgroups(*names):
+    """Root-owned cgroups /NAME in every hierarchy; removed (their processes sent back to the root) after."""
+    roots = cgroup_roots()
+    for root in roots:
+        for name in names:
+            os.mkdir(os.path.join(root, name))
+
+    def remove():
+        for root in roots:
+            for name in names:
+                for left in open(os.path.join(root, name, "cgroup.procs")).read().split():
+                    try:
+                        move_to(left, "")
+                    except OSError:
+                        pass  # it exited meanwhile
+                wait_for(lambda: not open(os.path.join(root, name, "cgroup.procs")).read(),
+                         what="the test cgroup to empty")
+                os.rmdir(os.path.join(root, name))
+    scope.callback(remove)
+
+
+def move_to(pid, name):
+    """Moves @pid to /NAME (the root for ""), as root may: the whole process, in every hierarchy."""
+    for root in cgroup_roots():
+        with open(os.path.join(root, name, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+
+
+@test
+def a_process_moved_to_another_cgroup_is_decided_on_its_cgroup_now():
+    """A rule lets ALICE read the environment of the processes in one cgroup. Between her requests,
+    within the cache's lifetime, root moves the real .NET app to another cgroup and back (as its owner
+    could within a subtree delegated to it). Every answer is the one its cgroup at that moment gets,
+    and each record names that cgroup. Before the fix, the first request after each move was decided
+    on the cgroup read up to target_cache_ms before."""
+    tag = uuid.uuid4().hex[:8]
+    covered, other = f"dsagent-it-{tag}-covered", f"dsagent-it-{tag}-other"
+    target = Target(SVC)
+    make_cgroups(covered, other)
+    move_to(target.pid, covered)
+    agent = Agent(policy=renaming_policy(f'targets.cgroups = ["/{covered}"]'))
+    r, record = env_as(agent, ALICE, target.pid)
+    assert r.returncode == 0 and record["DSAGENT_TARGET_CGROUP"] == f"/{covered}", (r, record)
+    where = covered
+    for round in range(20):
+        r, record = env_as(agent, ALICE, target.pid)
+        assert (r.returncode == 0) == (where == covered) == (AGE in record), (round, r, record)
+        where = other if where == covered else covered
+        move_to(target.pid, where)
+        assert f":/{where}\n" in open(f"/proc/{target.pid}/cgroup").read()
+
+        r, record = env_as(agent, ALICE, target.pid)
+        assert record["DSAGENT_TARGET_CGROUP"] == f"/{where}", (round, record)
+        if where == covered:
+            assert r.returncode == 0 and "TMPDIR=" in r.stdout, (round, r)
+            assert record["DSAGENT_DECISION"] == "allowed", record
+        else:
+            assert r.returncode == EXIT_NO_SUCH_PROCESS and r.stdout == "", (round, r)
+            assert record["DSAGENT_DECISION"] == "denied" and "absent" in record["DSAGENT_REASON"], record
 
 
 if __name__ == "__main__":

@@ -1087,6 +1087,32 @@ static void test_container_selectors(void) {
         policy_unref(p);
 }
 
+/* Which policies decide on what a process changes without an exec: a reading of it must then be fresh. */
+static void test_selects_by_name_or_cgroup(void) {
+        static const char *const by[] = { "targets.names = [\"App\"]\n", "targets.units = [\"app.service\"]\n",
+                                          "targets.cgroups = [\"/machine.slice\"]\n",
+                                          "targets.containers = [\"3f9a0c1e5b7d\"]\n",
+                                          "targets.users = [\"uid:2001\"]\ntargets.names = [\"App\"]\n" };
+        Policy *p;
+
+        for (size_t i = 0; i < sizeof(by) / sizeof(by[0]); i++) {
+                char text[512];
+
+                snprintf(text, sizeof(text), RULE_HEAD "commands = [\"env\"]\n%s", by[i]);
+                p = compile_ok(text);
+                check(p && policy_selects_by_name_or_cgroup(p));
+                policy_unref(p);
+        }
+        /* by user, or any process: the effective ids, which the target cache compares each time */
+        p = compile_ok(RULE_HEAD "commands = [\"env\"]\ntargets.users = [\"uid:2001\"]\n"
+                       "[[rule]]\nname = \"all\"\nusers = [\"root\"]\ncommands = [\"info\"]\ntargets.any = true\n");
+        check(p && !policy_selects_by_name_or_cgroup(p));
+        policy_unref(p);
+        p = policy_new_builtin();
+        check(p && !policy_selects_by_name_or_cgroup(p));
+        policy_unref(p);
+}
+
 static void test_container_selector_errors(void) {
         compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.cgroups = [\"machine.slice\"]\n", NULL, 5, 20,
                       "bad entry \"machine.slice\" in 'targets.cgroups' (an absolute cgroup path");
@@ -1144,5 +1170,6 @@ int main(void) {
         run_test(test_cgroup_and_container_validation);
         run_test(test_container_selectors);
         run_test(test_container_selector_errors);
+        run_test(test_selects_by_name_or_cgroup);
         return tap_finish();
 }

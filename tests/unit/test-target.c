@@ -33,9 +33,23 @@ static int bind_listener(const char *path) {
         return fd;
 }
 
+static char *child_argv0;
+
+/* What setproctitle() does: argv[0] rewritten in place, NUL-padded; no exec. */
+static void rename_self(int sig) {
+        static const char name[] = "renamed";
+        size_t len = strlen(child_argv0);
+
+        memset(child_argv0, 0, len);
+        memcpy(child_argv0, name, sizeof(name) - 1 < len ? sizeof(name) - 1 : len);
+}
+
 static int child_main(const char *mode, int ready_fd) {
         char path[256];
         Target *self = NULL;
+
+        if (strcmp(mode, "rename") == 0)
+                signal(SIGUSR1, rename_self);
 
         if (strcmp(mode, "listen") == 0) {
                 if (target_open(getpid(), &self) != 0)
@@ -254,9 +268,44 @@ static void test_exited_target_gone(void) {
         unlink(c.socket_path);
 }
 
+static bool cmdline_starts_with(pid_t pid, const char *s) {
+        char path[64], buf[64] = "";
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        (void)!fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        return strcmp(buf, s) == 0;
+}
+
+/* A process renames itself without an exec: a reading of its details no longer holds. */
+static void test_details_hold_until_renamed(void) {
+        Child c = spawn("rename", tmpdir);
+        bool holds = false;
+
+        check(c.target && c.target->name && strcmp(c.target->name, "test-target") == 0);
+        check(target_details_hold(c.target, &holds) == 0 && holds);
+        kill(c.pid, SIGUSR1);
+        for (int i = 0; i < 500 && !cmdline_starts_with(c.pid, "renamed"); i++)
+                usleep(10000);
+        check(cmdline_starts_with(c.pid, "renamed"));
+        check(target_details_hold(c.target, &holds) == 0 && !holds);
+        check(c.target->name && strcmp(c.target->name, "renamed") == 0); /* it keeps the fresh ones */
+        check(target_details_hold(c.target, &holds) == 0 && holds);
+        kill(c.pid, SIGKILL);
+        waitpid(c.pid, NULL, 0);
+        check(target_details_hold(c.target, &holds) == TARGET_E_GONE);
+        target_unref(c.target);
+}
+
 int main(int argc, char **argv) {
-        if (argc == 4 && strcmp(argv[1], "--child") == 0)
+        if (argc == 4 && strcmp(argv[1], "--child") == 0) {
+                child_argv0 = argv[0];
                 return child_main(argv[2], atoi(argv[3]));
+        }
 
         if (geteuid() != 0) {
                 printf("1..0 # SKIP needs root\n");
@@ -276,6 +325,7 @@ int main(int argc, char **argv) {
         run_test(test_impostor_listener_refused);
         run_test(test_stale_socket_unreachable);
         run_test(test_exited_target_gone);
+        run_test(test_details_hold_until_renamed);
 
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
