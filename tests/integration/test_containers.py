@@ -264,6 +264,9 @@ def ps_info_and_the_audit_record_name_the_container_podman_ran():
         assert row["container_id"] == c.id and "pod_uid" not in row, row
         info = info_json(agent, user, c.pid)
         assert info["container_id"] == c.id and "pod_uid" not in info, info
+        # root made every cgroup on its path: nothing of it is unverified
+        for shown in (row, info):
+            assert not {"unverified_container_id", "cgroup_unverified"} & shown.keys(), shown
         # the kernel's path, with the id podman named it by
         assert info["cgroup"] == row["cgroup"] and info["cgroup"] in cgroup_paths(c.pid) and c.id in info["cgroup"], info
     text = dsctl(agent, ALICE, "info", str(c.pid))
@@ -278,7 +281,7 @@ def ps_info_and_the_audit_record_name_the_container_podman_ran():
     assert [r["DSAGENT_COMMAND"] for r in records] == ["info", "info", "info"], records
     for r in records:
         assert r["DSAGENT_TARGET_CONTAINER_ID"] == c.id and r["DSAGENT_TARGET_CGROUP"] == info["cgroup"], r
-        assert "DSAGENT_TARGET_POD_UID" not in r, r
+        assert "DSAGENT_TARGET_POD_UID" not in r and "DSAGENT_TARGET_CGROUP_UNVERIFIED" not in r, r
     # a denied request's record names the container too: what was asked of which, whoever asked
     denied = dsctl(agent, MALLORY, "info", str(c.pid))
     assert denied.returncode == EXIT_NO_SUCH_PROCESS, denied
