@@ -207,8 +207,8 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
  *
  * What the policy decides on, besides the ids: all of it is cheap and none
  * of it needs the target's memory. Whether root vouches for the cgroup is
- * looked up in cgroupfs (cgroupfs_root_vouches()): a worker's job. Missing details stay NULL; only the loss
- * of the target is an error.
+ * looked up in cgroupfs (cgroupfs_root_vouches()): a worker's job. Missing
+ * details stay NULL; only the loss of the target is an error.
  *
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
