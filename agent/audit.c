@@ -348,11 +348,19 @@ static void audit_fields_add_target_text(AuditFields *f, const char *key, const 
                                unit ? unit : "", exe ? ", executable " : "", exe ? exe : "");
 }
 
-/* The target's container, pod and cgroup (procfs_cgroup_container()), those it has. */
-static void audit_fields_add_container(AuditFields *f, const char *id, const char *pod_uid, const char *cgroup) {
-        audit_fields_add_text(f, "DSAGENT_TARGET_CONTAINER_ID", id);
-        audit_fields_add_text(f, "DSAGENT_TARGET_POD_UID", pod_uid);
+/*
+ * The target's container, pod and cgroup (procfs_cgroup_container()), those it has. Where root does not
+ * vouch for the cgroup (cgroupfs.h), the names are a delegated subtree's user's claim: fields of their own,
+ * so that nothing reading the record takes them for the container.
+ */
+static void audit_fields_add_container(AuditFields *f, const char *id, const char *pod_uid, const char *cgroup,
+                                       bool vouched) {
+        audit_fields_add_text(f, vouched ? "DSAGENT_TARGET_CONTAINER_ID" : "DSAGENT_TARGET_UNVERIFIED_CONTAINER_ID",
+                              id);
+        audit_fields_add_text(f, vouched ? "DSAGENT_TARGET_POD_UID" : "DSAGENT_TARGET_UNVERIFIED_POD_UID", pod_uid);
         audit_fields_add_text(f, "DSAGENT_TARGET_CGROUP", cgroup);
+        if (cgroup && !vouched)
+                audit_fields_addf(f, "DSAGENT_TARGET_CGROUP_UNVERIFIED=yes");
 }
 
 /* What decided, in words: a rule's name is one the policy's syntax allows. */
@@ -456,7 +464,8 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
                         audit_fields_addf(f, "DSAGENT_TARGET_UID=%u", (unsigned)r->target_uid);
                 audit_fields_add_text(f, "DSAGENT_TARGET_UNIT", r->target_unit);
                 audit_fields_add_text(f, "DSAGENT_TARGET_EXE", r->target_exe);
-                audit_fields_add_container(f, r->target_container_id, r->target_pod_uid, r->target_cgroup);
+                audit_fields_add_container(f, r->target_container_id, r->target_pod_uid, r->target_cgroup,
+                                           r->target_cgroup_vouched);
                 if (r->target_facts_reused)
                         audit_fields_addf(f, "DSAGENT_TARGET_FACTS_AGE_MS=%" PRIu64,
                                           r->target_facts_age_usec / 1000);
@@ -732,7 +741,8 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
                                (int)e->target_pid, size, who, e->path, took);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
-        audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup);
+        audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup,
+                                   e->target_cgroup_vouched);
         audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE_TEXT=%s", size);
@@ -772,7 +782,8 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
                                        (int)e->target_pid, who, limit);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
-        audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup);
+        audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup,
+                                   e->target_cgroup_vouched);
         audit_fields_add_text(&f, "DSAGENT_SESSION_KIND", e->kind);
         audit_fields_add_text(&f, "DSAGENT_SESSION_ORIGIN", e->origin);
         audit_fields_add_text(&f, "DSAGENT_TRACE_PROFILE", e->profile);

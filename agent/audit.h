@@ -54,6 +54,8 @@ typedef struct AuditRecord {
         const char *target_container_id; /* from its cgroup (procfs_cgroup_container()); NULL when none */
         const char *target_pod_uid;
         const char *target_cgroup;
+        /* root vouches for that cgroup (Target.cgroup_vouched): else the two names are recorded as unverified */
+        bool target_cgroup_vouched;
         bool target_facts_reused; /* decided on facts read for an earlier request (target-cache.h) */
         uint64_t target_facts_age_usec; /* how long before this request they were read */
 
@@ -85,6 +87,7 @@ typedef struct AuditDumpEvent {
         const char *target_container_id; /* NULL when none, as the two below */
         const char *target_pod_uid;
         const char *target_cgroup;
+        bool target_cgroup_vouched; /* as AuditRecord's */
         const char *rule;
         const char *path;
         uint64_t size;
@@ -106,6 +109,7 @@ typedef struct AuditSessionEvent {
         const char *target_container_id; /* NULL when none, as the two below */
         const char *target_pod_uid;
         const char *target_cgroup;
+        bool target_cgroup_vouched; /* as AuditRecord's */
         const char *rule;
         const char *kind;       /* "trace" or "counters" */
         const char *profile;    /* NULL when providers were named */

@@ -106,10 +106,14 @@ void commands_put_target_fields(WireWriter *w, const Target *t) {
         wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
         wire_writer_put_string(w, WIRE_TAG_UNIT, t->unit);
         wire_writer_put_string(w, WIRE_TAG_EXE, t->exe);
-        /* each only when known: the worker leaves them NULL rather than empty */
-        wire_writer_put_string(w, WIRE_TAG_CONTAINER, t->container_id);
-        wire_writer_put_string(w, WIRE_TAG_POD_UID, t->pod_uid);
+        /* each only when known: the worker leaves them NULL rather than empty; the names of a cgroup root
+         * does not vouch for are shown apart, as claims, never as the container */
+        wire_writer_put_string(w, t->cgroup_vouched ? WIRE_TAG_CONTAINER : WIRE_TAG_UNVERIFIED_CONTAINER,
+                               t->container_id);
+        wire_writer_put_string(w, t->cgroup_vouched ? WIRE_TAG_POD_UID : WIRE_TAG_UNVERIFIED_POD_UID, t->pod_uid);
         commands_put_untrusted_string(w, WIRE_TAG_CGROUP, t->cgroup);
+        if (t->cgroup && !t->cgroup_vouched)
+                wire_writer_put_u32(w, WIRE_TAG_CGROUP_UNVERIFIED, 1);
 }
 
 /* May the requester learn that @t exists? (policy_target_visible()) */

@@ -17,11 +17,12 @@ PolicyRequester requester_of(const Request *req) {
 }
 
 PolicyTarget policy_target_of(const Target *t) {
+        /* a cgroup root does not vouch for is named by whoever it was delegated to: no selector matches it */
         PolicyTarget pt = {
                 .unit = t->unit,
                 .name = t->name,
-                .cgroup = t->cgroup,
-                .container_id = t->container_id,
+                .cgroup = t->cgroup_vouched ? t->cgroup : NULL,
+                .container_id = t->cgroup_vouched ? t->container_id : NULL,
         };
 
         memcpy(pt.uid, t->status.uid, sizeof(pt.uid));

@@ -222,7 +222,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                 .request_id = req->id, .requester = req->peer->uid, .target_pid = req->target->pid,
                 .target_uid = target_euid(req->target), .target_unit = req->target->unit, .target_exe = req->target->exe,
                 .target_container_id = req->target->container_id, .target_pod_uid = req->target->pod_uid,
-                .target_cgroup = req->target->cgroup,
+                .target_cgroup = req->target->cgroup, .target_cgroup_vouched = req->target->cgroup_vouched,
                 .rule = req->verdict.rule_name, .path = path, .size = size, .dump_type = type, .readable = readable,
                 .duration_usec = monotonic_usec(req) - work->started_usec,
         };

@@ -143,6 +143,7 @@ static void record_session(StartupTrace *t, bool ended, uint64_t bytes, const ch
                 .target_container_id = t->target->container_id,
                 .target_pod_uid = t->target->pod_uid,
                 .target_cgroup = t->target->cgroup,
+                .target_cgroup_vouched = t->target->cgroup_vouched,
                 .rule = t->rule->name,
                 .kind = "trace",
                 .profile = t->rule->trace_profile,
@@ -206,7 +207,8 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
-                .target_cgroup = t->target->cgroup, .rule = t->rule->name, .path = ret_path, .size = size,
+                .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
+                .rule = t->rule->name, .path = ret_path, .size = size,
                 .dump_type = "trace", .readable = readers.n_users + readers.n_groups > 0,
                 .duration_usec = 0 });
         return 0;

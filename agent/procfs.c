@@ -387,40 +387,6 @@ static int unit_of_cgroup_path(const char *path, size_t len, char **ret) {
         return PROCFS_E_NOT_FOUND;
 }
 
-/*
- * procfs_cgroup_unit() - the systemd unit a process runs in, from /proc/PID/cgroup
- *
- * Reads the unified hierarchy ("0::/system.slice/x.service") and, on hybrid
- * and legacy hosts, systemd's named hierarchy ("N:name=systemd:/..."), the
- * way systemd names a process's unit: the first path component below the
- * slices. A user's own units are inside user@UID.service, which is what is
- * returned for them, as sd_pid_get_unit() does.
- *
- * Return: 0, PROCFS_E_NOT_FOUND, -ENOMEM.
- */
-int procfs_cgroup_unit(const char *buf, size_t n, char **ret) {
-        const char *end = buf + n;
-        int r = PROCFS_E_NOT_FOUND;
-
-        for (const char *line = buf; line < end && r == PROCFS_E_NOT_FOUND;) {
-                const char *line_end = memchr(line, '\n', (size_t)(end - line));
-                size_t len;
-
-                if (!line_end)
-                        line_end = end;
-                len = (size_t)(line_end - line);
-                if (len > 3 && memcmp(line, "0::", 3) == 0)
-                        r = unit_of_cgroup_path(line + 3, len - 3, ret);
-                else {
-                        const char *tag = memchr(line, ':', len);
-                        if (tag && (size_t)(line_end - tag) > 14 && memcmp(tag, ":name=systemd:", 14) == 0)
-                                r = unit_of_cgroup_path(tag + 14, (size_t)(line_end - tag - 14), ret);
-                }
-                line = line_end + 1;
-        }
-        return r;
-}
-
 static bool is_lower_hex(char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
@@ -541,9 +507,22 @@ static bool controllers_have_systemd(const char *controllers, size_t len) {
         return false;
 }
 
-int procfs_cgroup_container(const char *buf, size_t n, ProcContainer *ret) {
-        const char *end = buf + n, *unified = NULL, *systemd = NULL, *other = NULL, *first = NULL, *path;
-        size_t unified_len = 0, systemd_len = 0, other_len = 0, first_len = 0, path_len;
+/* The lines of /proc/PID/cgroup that say where a process is (cgroup_lines_scan()). */
+typedef struct CgroupLines {
+        const char *unified, *systemd, *other, *first;
+        size_t unified_len, systemd_len, other_len, first_len;
+        const char *other_controllers, *first_controllers;
+        size_t other_controllers_len, first_controllers_len;
+} CgroupLines;
+
+/*
+ * Splits /proc/PID/cgroup into its unified line, systemd's named v1 line, the
+ * first other v1 line that is not the root, and the first line. Return: 0, or
+ * PROCFS_E_MALFORMED for what procfs_cgroup_container() documents as such.
+ */
+static int cgroup_lines_scan(const char *buf, size_t n, CgroupLines *ret) {
+        const char *end = buf + n;
+        CgroupLines l = {};
 
         if (n == 0 || memchr(buf, '\0', n))
                 return PROCFS_E_MALFORMED;
@@ -561,48 +540,105 @@ int procfs_cgroup_container(const char *buf, size_t n, ProcContainer *ret) {
                 if (!cgroup_line_split(line, (size_t)(line_end - line), &controllers, &controllers_len, &lpath,
                                        &lpath_len, &is_unified))
                         return PROCFS_E_MALFORMED;
-                if (!first) {
-                        first = lpath;
-                        first_len = lpath_len;
+                if (!l.first) {
+                        l.first = lpath, l.first_len = lpath_len;
+                        l.first_controllers = controllers, l.first_controllers_len = controllers_len;
                 }
                 if (is_unified) {
-                        if (unified)
+                        if (l.unified)
                                 return PROCFS_E_MALFORMED;
-                        unified = lpath;
-                        unified_len = lpath_len;
+                        l.unified = lpath, l.unified_len = lpath_len;
                 } else if (controllers_have_systemd(controllers, controllers_len)) {
-                        if (systemd)
+                        if (l.systemd)
                                 return PROCFS_E_MALFORMED;
-                        systemd = lpath;
-                        systemd_len = lpath_len;
-                } else if (!other && lpath_len > 1) {
-                        other = lpath;
-                        other_len = lpath_len;
+                        l.systemd = lpath, l.systemd_len = lpath_len;
+                } else if (!l.other && lpath_len > 1) {
+                        l.other = lpath, l.other_len = lpath_len;
+                        l.other_controllers = controllers, l.other_controllers_len = controllers_len;
                 }
                 line = line_end + 1;
         }
-        if (!first)
+        if (!l.first)
+                return PROCFS_E_MALFORMED;
+        *ret = l;
+        return 0;
+}
+
+/*
+ * procfs_cgroup_unit() - the systemd unit a process runs in, from /proc/PID/cgroup
+ *
+ * Reads the unified hierarchy ("0::/system.slice/x.service") and, on hybrid
+ * and legacy hosts, systemd's named hierarchy ("N:name=systemd:/..."), the
+ * way systemd names a process's unit: the first path component below the
+ * slices. A user's own units are inside user@UID.service, which is what is
+ * returned for them, as sd_pid_get_unit() does. The file is read as strictly
+ * as procfs_cgroup_container() reads it: two unified lines, or two of systemd's,
+ * name no unit, since which one is the kernel's is not known.
+ *
+ * Return: 0, PROCFS_E_NOT_FOUND, PROCFS_E_MALFORMED, -ENOMEM.
+ */
+int procfs_cgroup_unit(const char *buf, size_t n, char **ret) {
+        CgroupLines l;
+        int r = PROCFS_E_NOT_FOUND;
+
+        if (cgroup_lines_scan(buf, n, &l) != 0)
+                return PROCFS_E_MALFORMED;
+        if (l.unified)
+                r = unit_of_cgroup_path(l.unified, l.unified_len, ret);
+        if (r == PROCFS_E_NOT_FOUND && l.systemd)
+                r = unit_of_cgroup_path(l.systemd, l.systemd_len, ret);
+        return r;
+}
+
+/* Which hierarchy a v1 line's @controllers name: "name=systemd" -> "systemd", others as they are. */
+static void hierarchy_of(const char *controllers, size_t len, ProcContainer *c) {
+        if (len > strlen("name=") && memcmp(controllers, "name=", strlen("name=")) == 0)
+                controllers += strlen("name="), len -= strlen("name=");
+        if (len == 0 || len > PROC_CGROUP_HIERARCHY_MAX)
+                return; /* left "": no directory to look in, so the path stays unverified */
+        for (size_t i = 0; i < len; i++) {
+                char ch = controllers[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == ','))
+                        return;
+        }
+        memcpy(c->hierarchy, controllers, len);
+        c->hierarchy[len] = '\0';
+}
+
+int procfs_cgroup_container(const char *buf, size_t n, ProcContainer *ret) {
+        CgroupLines l;
+        const char *path, *controllers = NULL;
+        size_t path_len, controllers_len = 0;
+        bool unified = false;
+
+        if (cgroup_lines_scan(buf, n, &l) != 0)
                 return PROCFS_E_MALFORMED;
 
         /* legacy hosts list "0::/" for every process: there the unified path says nothing */
-        if (unified && unified_len > 1)
-                path = unified, path_len = unified_len;
-        else if (systemd && systemd_len > 1)
-                path = systemd, path_len = systemd_len;
-        else if (!systemd && other) /* where systemd runs, it places processes; elsewhere any controller */
-                path = other, path_len = other_len;
-        else if (unified)
-                path = unified, path_len = unified_len;
-        else if (systemd)
-                path = systemd, path_len = systemd_len;
+        if (l.unified && l.unified_len > 1)
+                path = l.unified, path_len = l.unified_len, unified = true;
+        else if (l.systemd && l.systemd_len > 1)
+                path = l.systemd, path_len = l.systemd_len, controllers = "name=systemd",
+                controllers_len = strlen("name=systemd");
+        else if (!l.systemd && l.other) /* where systemd runs, it places processes; elsewhere any controller */
+                path = l.other, path_len = l.other_len, controllers = l.other_controllers,
+                controllers_len = l.other_controllers_len;
+        else if (l.unified)
+                path = l.unified, path_len = l.unified_len, unified = true;
+        else if (l.systemd)
+                path = l.systemd, path_len = l.systemd_len, controllers = "name=systemd",
+                controllers_len = strlen("name=systemd");
         else
-                path = first, path_len = first_len;
+                path = l.first, path_len = l.first_len, controllers = l.first_controllers,
+                controllers_len = l.first_controllers_len;
 
-        *ret = (ProcContainer){};
+        *ret = (ProcContainer){ .unified = unified };
         if (path_len <= PROC_CGROUP_PATH_MAX && utf8_is_valid(path, path_len)) {
                 memcpy(ret->cgroup, path, path_len);
                 ret->cgroup[path_len] = '\0';
         }
+        if (!unified && controllers)
+                hierarchy_of(controllers, controllers_len, ret);
         container_of_path(path, path_len, ret);
         return 0;
 }

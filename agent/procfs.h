@@ -32,18 +32,26 @@ int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 #define PROCFS_SUSPEND_PORTS 2        /* DOTNET_DiagnosticPorts: until the tools of its ports resume it */
 int procfs_environ_startup_suspend(const char *buf, size_t n);
 int procfs_cmdline_name(const char *buf, size_t n, char **ret);
+/* The unit, from /proc/PID/cgroup. Return: 0, PROCFS_E_NOT_FOUND, PROCFS_E_MALFORMED (as
+ * procfs_cgroup_container() has it: two unified lines, or two name=systemd ones), -ENOMEM. */
 int procfs_cgroup_unit(const char *buf, size_t n, char **ret);
 
 /* The longest cgroup path kept in ProcContainer.cgroup; a longer one is left out, not cut. */
 #define PROC_CGROUP_PATH_MAX 512
 #define PROC_CONTAINER_ID_LEN 64 /* [0-9a-f]{64}: docker, podman, cri-o and containerd ids */
 #define PROC_POD_UID_LEN 36      /* a canonical UUID, lowercase: 8-4-4-4-12 */
+#define PROC_CGROUP_HIERARCHY_MAX 64 /* the longest v1 hierarchy name kept ("cpu,cpuacct", "systemd") */
 
 /* The container a process runs in, as its cgroup names it (procfs_cgroup_container()). */
 typedef struct ProcContainer {
         char id[PROC_CONTAINER_ID_LEN + 1];         /* "" when none */
         char pod_uid[PROC_POD_UID_LEN + 1];         /* Kubernetes pod, "" when none */
         char cgroup[PROC_CGROUP_PATH_MAX + 1];      /* the path it was read from, "" when too long or not UTF-8 */
+        /* the hierarchy ->cgroup is in: the unified one, or a v1 one by the directory name cgroupfs gives
+         * it under /sys/fs/cgroup ("systemd" for name=systemd, else the controllers, [a-z0-9_,]; "" when
+         * none is usable) */
+        bool unified;
+        char hierarchy[PROC_CGROUP_HIERARCHY_MAX + 1];
 } ProcContainer;
 
 /**
@@ -61,7 +69,9 @@ typedef struct ProcContainer {
  * named v1 hierarchy ("N:name=systemd:/..."), or on a host without one, the
  * first v1 line that is not the root. It goes to ->cgroup when it fits
  * PROC_CGROUP_PATH_MAX and is valid UTF-8, else ->cgroup is "" (a cut path
- * could match a rule the whole one does not).
+ * could match a rule the whole one does not); ->unified and ->hierarchy say
+ * which hierarchy it is in, for a caller that looks at its directories (who
+ * owns them: cgroupfs.h).
  *
  * Components, outermost first; the first that names a container or a pod decides:
  *   id:  <id>, libpod-<id>, docker-<id>, crio-<id>, cri-containerd-<id>, each

@@ -75,6 +75,7 @@ static int request_audit(Request *req) {
                 a->target_container_id = req->target->container_id;
                 a->target_pod_uid = req->target->pod_uid;
                 a->target_cgroup = req->target->cgroup;
+                a->target_cgroup_vouched = req->target->cgroup_vouched;
         }
         return audit_log_request(req->broker->config.audit_sink, a);
 }

@@ -457,6 +457,7 @@ static int session_audit(Session *s, bool ended) {
                 .target_container_id = req->target->container_id,
                 .target_pod_uid = req->target->pod_uid,
                 .target_cgroup = req->target->cgroup,
+                .target_cgroup_vouched = req->target->cgroup_vouched,
                 .rule = req->verdict.rule_name,
                 .kind = s->kind,
                 .profile = s->profile,

@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cgroupfs.h"
 #include "cleanup.h"
 #include "fileio.h"
 #include "procfs.h"
@@ -148,7 +149,7 @@ static void copy_detail(char *buf, size_t size, const char *s) {
 void target_facts_of(const Target *t, TargetFacts *ret) {
         *ret = (TargetFacts){ .pid = t->pid, .start_time = t->start_time, .status = t->status,
                               .environment_read = t->environment_read, .secure_exec = t->secure_exec,
-                              .startup_suspend = t->startup_suspend };
+                              .startup_suspend = t->startup_suspend, .cgroup_vouched = t->cgroup_vouched };
         copy_detail(ret->name, sizeof(ret->name), t->name);
         copy_detail(ret->unit, sizeof(ret->unit), t->unit);
         copy_detail(ret->exe, sizeof(ret->exe), t->exe);
@@ -178,7 +179,7 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
         *t = (Target){ .n_ref = 1, .pid = f->pid, .pidfd = pidfd, .proc_fd = proc_fd, .socket_path_fd = -EBADF,
                        .status = f->status, .start_time = f->start_time,
                        .environment_read = f->environment_read, .secure_exec = f->secure_exec,
-                       .startup_suspend = f->startup_suspend };
+                       .startup_suspend = f->startup_suspend, .cgroup_vouched = f->cgroup_vouched };
         if (t->status.n_nspid < 1 || t->status.n_nspid > PROCFS_NSPID_MAX)
                 return -EBADMSG;
         if (r == 0)
@@ -205,8 +206,9 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
  * target_read_details() - executable, unit, display name and container
  *
  * What the policy decides on, besides the ids: all of it is cheap and none
- * of it needs the target's memory. Missing details stay NULL; only the loss
- * of the target is an error.
+ * of it needs the target's memory. Whether root vouches for the cgroup is
+ * looked up in cgroupfs (cgroupfs_root_vouches()): a worker's job. Missing
+ * details stay NULL; only the loss of the target is an error.
  *
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
@@ -242,6 +244,8 @@ int target_read_details(Target *t) {
                         r = dup_detail(container.cgroup, sizeof(container.cgroup), &t->cgroup);
                 if (r < 0)
                         return r;
+                /* after the read: the process could since have moved only where its user may move it */
+                t->cgroup_vouched = t->cgroup && cgroupfs_root_vouches(&container);
         }
 
         return target_is_alive(t) ? 0 : TARGET_E_GONE;

@@ -46,6 +46,9 @@ typedef struct Target {
         char *container_id;
         char *pod_uid;
         char *cgroup;
+        /* root alone made and fills every cgroup on that path (cgroupfs_root_vouches()): else the names
+         * on it are anybody's with a delegated subtree, shown as unverified and matched by no rule */
+        bool cgroup_vouched;
 
         /* filled by target_read_environment() */
         bool environment_read;
@@ -71,7 +74,7 @@ typedef struct TargetFacts {
         int32_t pid;
         uint64_t start_time;
         ProcStatus status;
-        uint8_t environment_read, secure_exec, startup_suspend;
+        uint8_t environment_read, secure_exec, startup_suspend, cgroup_vouched;
         char name[TARGET_NAME_MAX + 1];
         char unit[TARGET_UNIT_MAX + 1];
         char exe[TARGET_PATH_MAX + 1];

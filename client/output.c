@@ -21,6 +21,9 @@ typedef struct ProcessRow {
         char *port;    /* the diagnostic port it connected in on */
         uint32_t suspended;
         char *container_id, *pod_uid, *cgroup; /* from its cgroup, when it names them */
+        /* the names of a cgroup root does not vouch for: a delegated subtree's user chose them */
+        char *unverified_container_id, *unverified_pod_uid;
+        uint32_t cgroup_unverified;
         char cookie[33];
 } ProcessRow;
 
@@ -39,6 +42,8 @@ static void process_row_done(ProcessRow *r) {
         free(r->container_id);
         free(r->pod_uid);
         free(r->cgroup);
+        free(r->unverified_container_id);
+        free(r->unverified_pod_uid);
 }
 
 static void process_row_read(ProcessRow *r, const WireMessage *m) {
@@ -63,6 +68,9 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_CONTAINER, &r->container_id);
         (void)wire_message_get_string(m, WIRE_TAG_POD_UID, &r->pod_uid);
         (void)wire_message_get_string(m, WIRE_TAG_CGROUP, &r->cgroup);
+        (void)wire_message_get_string(m, WIRE_TAG_UNVERIFIED_CONTAINER, &r->unverified_container_id);
+        (void)wire_message_get_string(m, WIRE_TAG_UNVERIFIED_POD_UID, &r->unverified_pod_uid);
+        (void)wire_message_get_u32(m, WIRE_TAG_CGROUP_UNVERIFIED, &r->cgroup_unverified);
         if (wire_message_get_bytes(m, WIRE_TAG_COOKIE, &cookie, &cookie_size) == 0 && cookie_size == 16)
                 for (size_t i = 0; i < 16; i++)
                         sprintf(r->cookie + 2 * i, "%02x", cookie[i]);
@@ -120,6 +128,10 @@ static void output_process_json(Output *o, const ProcessRow *r) {
         json_member_string(o->stream, &first, "container_id", r->container_id);
         json_member_string(o->stream, &first, "pod_uid", r->pod_uid);
         json_member_string(o->stream, &first, "cgroup", r->cgroup);
+        json_member_string(o->stream, &first, "unverified_container_id", r->unverified_container_id);
+        json_member_string(o->stream, &first, "unverified_pod_uid", r->unverified_pod_uid);
+        if (r->cgroup_unverified)
+                fprintf(o->stream, ",\"cgroup_unverified\":true");
         json_member_string(o->stream, &first, "name", r->name);
         json_member_string(o->stream, &first, "exe", r->exe);
         json_member_string(o->stream, &first, "command_line", r->command_line);
@@ -164,8 +176,19 @@ static void output_info_text(Output *o, const ProcessRow *r) {
                 snprintf(buf, sizeof(buf), "%.12s", r->container_id);
                 text_line(o->stream, "Container:", buf);
         }
+        if (r->unverified_container_id) {
+                snprintf(buf, sizeof(buf), "%.12s (unverified: a cgroup not root's names it)",
+                         r->unverified_container_id);
+                text_line(o->stream, "Container:", buf);
+        }
         text_line(o->stream, "Pod UID:", r->pod_uid);
+        if (r->unverified_pod_uid) {
+                snprintf(buf, sizeof(buf), "%.36s (unverified)", r->unverified_pod_uid);
+                text_line(o->stream, "Pod UID:", buf);
+        }
         text_line(o->stream, "Cgroup:", r->cgroup);
+        if (r->cgroup && r->cgroup_unverified)
+                text_line(o->stream, "Cgroup owner:", "not root alone (delegated): no rule selects it by cgroup or container");
         text_line(o->stream, "Name:", r->name);
         text_line(o->stream, "Executable:", r->exe);
         text_line(o->stream, "Command line:", r->command_line);
@@ -191,7 +214,7 @@ static void output_resume_text(Output *o, const ProcessRow *r) {
 static void output_ps_text(Output *o, const ProcessRow *r) {
         _cleanup_free_ char *unit = NULL, *name = NULL, *ctr = NULL;
         const char *user = r->have_uid ? user_name(r->uid) : NULL;
-        char uid_buf[16], ctr_mark[32] = "";
+        char uid_buf[16], ctr_mark[48] = "";
 
         if (o->count == 0)
                 fprintf(o->stream, "%-8s %-16s %-32s %s\n", "PID", "USER", "UNIT", "NAME");
@@ -205,6 +228,11 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
         ctr = r->container_id ? text_escape(r->container_id, strnlen(r->container_id, 12)) : NULL;
         if (ctr)
                 snprintf(ctr_mark, sizeof(ctr_mark), " [ctr:%.12s]", ctr);
+        else if (r->unverified_container_id) {
+                ctr = text_escape(r->unverified_container_id, strnlen(r->unverified_container_id, 12));
+                if (ctr)
+                        snprintf(ctr_mark, sizeof(ctr_mark), " [unverified ctr:%.12s]", ctr);
+        }
         /* a runtime that connected in says so after its name, and whether it waits to be resumed */
         fprintf(o->stream, "%-8u %-16s %-32s %s%s%s\n", r->pid, user, unit ? unit : "-", name ? name : "-", ctr_mark,
                 r->suspended ? " [suspended]" : r->port ? " [port]" : "");

@@ -55,6 +55,9 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_CONTAINER] = WIRE_KIND_STRING,
         [WIRE_TAG_POD_UID] = WIRE_KIND_STRING,
         [WIRE_TAG_CGROUP] = WIRE_KIND_STRING,
+        [WIRE_TAG_UNVERIFIED_CONTAINER] = WIRE_KIND_STRING,
+        [WIRE_TAG_UNVERIFIED_POD_UID] = WIRE_KIND_STRING,
+        [WIRE_TAG_CGROUP_UNVERIFIED] = WIRE_KIND_U32,
 };
 
 const char *wire_error_to_string(WireError error) {

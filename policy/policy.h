@@ -204,8 +204,10 @@ typedef struct PolicyTarget {
         gid_t gid[4];
         const char *unit; /* NULL when not in a unit */
         const char *name; /* process name: entry assembly for "dotnet X.dll", else executable name */
-        const char *cgroup;       /* its cgroup path, as the kernel shows it; NULL when unknown */
-        const char *container_id; /* 64 lowercase hex digits, from that path; NULL when none */
+        /* its cgroup path, as the kernel shows it, and the container id it names (64 lowercase hex digits):
+         * each NULL when none, or when root does not vouch for the path (a delegated subtree's) */
+        const char *cgroup;
+        const char *container_id;
 } PolicyTarget;
 
 /* A provider a trace or counters session asks for. Keywords 0 enable every

@@ -171,9 +171,13 @@ static void fuzz_cmdline(const char *buf, size_t n) {
 /* A unit found is a whole path component of the input, and looks like a unit. */
 static void fuzz_cgroup(const char *buf, size_t n) {
         char *unit = NULL;
+        ProcContainer c;
         int r = procfs_cgroup_unit(buf, n, &unit);
 
-        fuzz_assert(r == 0 || r == PROCFS_E_NOT_FOUND || r == -ENOMEM);
+        fuzz_assert(r == 0 || r == PROCFS_E_NOT_FOUND || r == PROCFS_E_MALFORMED || r == -ENOMEM);
+        /* read as strictly as the container parser: malformed for one is malformed for the other */
+        if (r != -ENOMEM)
+                fuzz_assert((r == PROCFS_E_MALFORMED) == (procfs_cgroup_container(buf, n, &c) == PROCFS_E_MALFORMED));
         if (r != 0) {
                 fuzz_assert(unit == NULL);
                 return;
@@ -228,6 +232,13 @@ static void fuzz_cgroup_container(const char *buf, size_t n) {
         fuzz_assert(len == 0 || memmem(buf, n, c.cgroup, len));
         /* a container or pod is read from the path that is kept, when it is kept */
         fuzz_assert(len == 0 || !c.id[0] || strstr(c.cgroup, c.id));
+
+        /* the hierarchy: a plain directory name under /sys/fs/cgroup, or none, never both kinds */
+        fuzz_assert(memchr(c.hierarchy, '\0', sizeof(c.hierarchy)));
+        len = strlen(c.hierarchy);
+        fuzz_assert(!c.unified || len == 0);
+        for (size_t i = 0; i < len; i++)
+                fuzz_assert(strchr("abcdefghijklmnopqrstuvwxyz0123456789_,", c.hierarchy[i]));
 }
 
 /* Every name found is in the input, as dotnet-diagnostic-PID-KEY-socket; the count does not depend on room. */

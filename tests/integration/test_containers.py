@@ -3,6 +3,7 @@
 """dsagent against the real runtime in real podman containers: ps, info, dump, trace and counters by host pid,
 for a container user no host account has, a host user's, and a rootless user's container."""
 import csv
+import hashlib
 import io
 import json
 import os
@@ -13,7 +14,7 @@ import sys
 
 import harness
 from harness import (ALICE, BUILD, EXIT_NO_SUCH_PROCESS, MALLORY, SVC, Agent, Target, acl_of, as_user, can_read,
-                     dsctl, info_json, is_elf_core, make_dir, request_id_of, run_tests, test, uid_of)
+                     dsctl, info_json, is_elf_core, make_dir, request_id_of, run_tests, test, uid_of, wait_for)
 
 sys.path.insert(0, os.path.join(harness.SOURCE, "tests", "containers"))
 import podman  # noqa: E402  (tests/containers, beside this directory)
@@ -263,6 +264,9 @@ def ps_info_and_the_audit_record_name_the_container_podman_ran():
         assert row["container_id"] == c.id and "pod_uid" not in row, row
         info = info_json(agent, user, c.pid)
         assert info["container_id"] == c.id and "pod_uid" not in info, info
+        # root made every cgroup on its path: nothing of it is unverified
+        for shown in (row, info):
+            assert not {"unverified_container_id", "cgroup_unverified"} & shown.keys(), shown
         # the kernel's path, with the id podman named it by
         assert info["cgroup"] == row["cgroup"] and info["cgroup"] in cgroup_paths(c.pid) and c.id in info["cgroup"], info
     text = dsctl(agent, ALICE, "info", str(c.pid))
@@ -277,7 +281,7 @@ def ps_info_and_the_audit_record_name_the_container_podman_ran():
     assert [r["DSAGENT_COMMAND"] for r in records] == ["info", "info", "info"], records
     for r in records:
         assert r["DSAGENT_TARGET_CONTAINER_ID"] == c.id and r["DSAGENT_TARGET_CGROUP"] == info["cgroup"], r
-        assert "DSAGENT_TARGET_POD_UID" not in r, r
+        assert "DSAGENT_TARGET_POD_UID" not in r and "DSAGENT_TARGET_CGROUP_UNVERIFIED" not in r, r
     # a denied request's record names the container too: what was asked of which, whoever asked
     denied = dsctl(agent, MALLORY, "info", str(c.pid))
     assert denied.returncode == EXIT_NO_SUCH_PROCESS, denied
@@ -363,6 +367,158 @@ targets.cgroups = ["{parent}/libpod-*"]
     assert allowed[MALLORY]["DSAGENT_TARGET_CONTAINER_ID"] == a.id, allowed
     assert allowed[ALICE]["DSAGENT_RULE"] == "podman-scopes", allowed
     assert allowed[ALICE]["DSAGENT_TARGET_CGROUP"] == b_cgroup, allowed
+
+
+def fs_type(path):
+    return subprocess.run(["stat", "-f", "-c", "%T", path], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+
+
+def hierarchy_root(kind):
+    """Where a hierarchy is mounted: "unified" (/sys/fs/cgroup on a v2 host, /sys/fs/cgroup/unified on a hybrid
+    one) or "systemd" (systemd's named v1 hierarchy of a hybrid or legacy host); None when this host has none."""
+    candidates = {"unified": [("/sys/fs/cgroup", "cgroup2fs"), ("/sys/fs/cgroup/unified", "cgroup2fs")],
+                  "systemd": [("/sys/fs/cgroup/systemd", "cgroupfs")]}[kind]
+    return next((root for root, fs in candidates if os.path.isdir(root) and fs_type(root) == fs), None)
+
+
+def delegated_cgroup(root, user):
+    """A cgroup below @root delegated to @user as systemd's Delegate=yes does: the directory, and the files that
+    move processes and shape the subtree, chowned to the user. Removed at the end, children first, with any
+    process still in it put back into @root."""
+    path = os.path.join(root, f"dst-delegated-{os.getpid()}")
+    os.mkdir(path)
+    uid, gid = uid_of(user), pwd.getpwnam(user).pw_gid
+    for name in ("", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads", "tasks"):
+        if name == "" or os.path.exists(os.path.join(path, name)):
+            os.chown(os.path.join(path, name), uid, gid)
+
+    def remove():
+        for below, dirs, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
+            for left in open(os.path.join(below, "cgroup.procs")).read().split():
+                try:
+                    with open(os.path.join(root, "cgroup.procs"), "w") as f:
+                        f.write(left)
+                except OSError:
+                    pass  # it exited meanwhile
+            wait_for(lambda: not open(os.path.join(below, "cgroup.procs")).read(), what="a test cgroup to empty")
+            os.rmdir(below)
+    harness.scope.callback(remove)
+    return path
+
+
+def move_into(pid, cgroup_dir, user=None):
+    """@pid into the cgroup @cgroup_dir, written by @user as the kernel lets them (root when None)."""
+    r = subprocess.run(as_user(user, ["sh", "-c", 'echo "$1" > "$2/cgroup.procs"', "sh", str(pid), cgroup_dir]),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout
+
+
+def hierarchy_path(pid, controllers):
+    """@pid's cgroup in one hierarchy ("" for the unified one, "name=systemd"), as the kernel shows it."""
+    return next(line.split(":", 2)[2] for line in open(f"/proc/{pid}/cgroup").read().splitlines()
+                if line.split(":", 2)[1] == controllers)
+
+
+def impostor_policy(cgroup_pattern, container_id):
+    """ALICE may look at the container by its id, SVC at the cgroups the pattern matches: neither owns it."""
+    return f"""
+[[rule]]
+name = "by-container"
+users = ["{ALICE}"]
+commands = ["ps", "info"]
+targets.containers = ["{container_id[:12]}"]
+
+[[rule]]
+name = "by-cgroup"
+users = ["{SVC}"]
+commands = ["ps", "info"]
+targets.cgroups = ["{cgroup_pattern}"]
+"""
+
+
+def assert_impostor_unverified(agent, target, fake_id, cgroup):
+    """No rule on containers or cgroups covers @target: ALICE and SVC are answered as for a process that does not
+    exist. Its owner, MALLORY, sees the id she chose only as unverified, in ps, info (--json and text) and on
+    the audit records, whoever asked."""
+    gone = dsctl(agent, ALICE, "info", "999999")
+    for user in (ALICE, SVC):
+        assert target.pid not in ps(agent, user), user
+        denied = dsctl(agent, user, "info", str(target.pid))
+        assert denied.returncode == EXIT_NO_SUCH_PROCESS and denied.stdout == "", denied
+        assert without_request_id(denied.stderr) == without_request_id(gone.stderr), (denied, gone)
+        record = agent.record_for(request_id_of(denied))
+        assert record["DSAGENT_DECISION"] == "denied", record
+        assert record["DSAGENT_TARGET_UNVERIFIED_CONTAINER_ID"] == fake_id, record
+        assert "DSAGENT_TARGET_CONTAINER_ID" not in record and record["DSAGENT_TARGET_CGROUP_UNVERIFIED"] == "yes"
+
+    row = ps(agent, MALLORY)[target.pid]
+    info = info_json(agent, MALLORY, target.pid)
+    for shown in (row, info):
+        assert "container_id" not in shown and shown["unverified_container_id"] == fake_id, shown
+        assert shown["cgroup"] == cgroup and shown["cgroup_unverified"] is True, shown
+    text = dsctl(agent, MALLORY, "info", str(target.pid))
+    assert text.returncode == 0, text
+    assert f"Container:        {fake_id[:12]} (unverified" in text.stdout, text.stdout
+    listing = dsctl(agent, MALLORY, "ps")
+    line = next(line for line in listing.stdout.splitlines() if line.split()[0] == str(target.pid))
+    assert f"[unverified ctr:{fake_id[:12]}]" in line and "[ctr:" not in line, line
+    records = [r for r in agent.records() if r.get("DSAGENT_TARGET_PID") == str(target.pid)
+               and r.get("DSAGENT_DECISION") == "allowed"]
+    assert records and all(r["DSAGENT_TARGET_UNVERIFIED_CONTAINER_ID"] == fake_id for r in records), records
+    assert all("DSAGENT_TARGET_CONTAINER_ID" not in r and r["DSAGENT_TARGET_CGROUP"] == cgroup for r in records)
+
+
+@test
+def a_delegated_cgroup_named_like_a_container_is_no_container():
+    """MALLORY owns a delegated cgroup subtree (Delegate=yes), makes libpod-<64 hex>.scope in it, as podman names
+    a container's scope, and moves her own app there. The kernel shows that path, but root made none of it:
+    no targets.containers rule with that id, nor a targets.cgroups pattern matching it, lets ALICE or SVC at
+    her process, and ps, info and the records call the id unverified. (A real container still matches:
+    a_rule_on_one_container_covers_it_and_hides_its_neighbour.)"""
+    root = hierarchy_root("unified")
+    assert root, "no unified cgroup hierarchy on this host"
+    fake_id = hashlib.sha256(f"impostor-{os.getpid()}".encode()).hexdigest()
+    delegated = delegated_cgroup(root, MALLORY)
+    target = Target(MALLORY)
+    move_into(target.pid, delegated)  # where systemd starts a Delegate=yes unit's process
+    scope_dir = os.path.join(delegated, f"libpod-{fake_id}.scope")
+    r = subprocess.run(as_user(MALLORY, ["mkdir", scope_dir]), stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    move_into(target.pid, scope_dir, MALLORY)
+    # the attack happened: the kernel puts her process in the cgroup she made and named
+    cgroup = "/" + os.path.relpath(scope_dir, root)
+    assert hierarchy_path(target.pid, "") == cgroup, open(f"/proc/{target.pid}/cgroup").read()
+    assert os.stat(scope_dir).st_uid == uid_of(MALLORY)
+    agent = Agent(policy=impostor_policy(f"{os.path.dirname(cgroup)}/libpod-*", fake_id))
+    assert_impostor_unverified(agent, target, fake_id, cgroup)
+
+
+@test
+def a_cgroup_root_made_but_renamed_in_a_delegated_subtree_is_no_container():
+    """Root made the cgroup MALLORY's app runs in, inside her delegated subtree of systemd's v1 hierarchy, and
+    filled it; but its parent is hers, and a v1 cgroup may be renamed by whoever may write its parent: she
+    names it libpod-<64 hex>.scope. That the cgroup itself is root's vouches for nothing while an ancestor is
+    not: still no container, and no rule on containers or cgroups matches."""
+    root = hierarchy_root("systemd")
+    if not root:
+        print("# no name=systemd v1 hierarchy on this host: a v2 cgroup cannot be renamed", flush=True)
+        return
+    fake_id = hashlib.sha256(f"renamed-{os.getpid()}".encode()).hexdigest()
+    delegated = delegated_cgroup(root, MALLORY)
+    job = os.path.join(delegated, "job")
+    os.mkdir(job)  # root's, with its cgroup.procs
+    target = Target(MALLORY)
+    move_into(target.pid, job)
+    scope_dir = os.path.join(delegated, f"libpod-{fake_id}.scope")
+    r = subprocess.run(as_user(MALLORY, ["mv", "-T", job, scope_dir]), stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    cgroup = "/" + os.path.relpath(scope_dir, root)
+    # the agent reads systemd's hierarchy here: the unified one says nothing (the root)
+    assert hierarchy_path(target.pid, "name=systemd") == cgroup, open(f"/proc/{target.pid}/cgroup").read()
+    assert hierarchy_path(target.pid, "") == "/", open(f"/proc/{target.pid}/cgroup").read()
+    assert os.stat(scope_dir).st_uid == 0 and os.stat(delegated).st_uid == uid_of(MALLORY)
+    agent = Agent(policy=impostor_policy(f"{os.path.dirname(cgroup)}/libpod-*", fake_id))
+    assert_impostor_unverified(agent, target, fake_id, cgroup)
 
 
 run_tests()

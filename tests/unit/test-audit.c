@@ -189,54 +189,69 @@ static void test_json_format_repeated(void) {
         check(format(fields, 0, &line) == 0 && strcmp(line, "{}\n") == 0);
 }
 
-/* A whole request record through the json sink: one line on stdout, with the target's container. */
-static void test_json_sink(void) {
-        char path[] = "/tmp/test-audit-XXXXXX", buf[16384];
-        AuditRecord r = {
-                .request_id = 0x1234, .client_uid = 1001, .client_gid = 1001, .client_pid = 77, .command = "info",
-                .have_target = true, .target_pid = 4242, .target_uid = 998,
-                .target_unit = "orders.service", .target_exe = "/srv/orders/Orders\n\"x\"",
-                .target_container_id = "fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376",
-                .target_pod_uid = "8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a",
-                .target_cgroup = "/kubepods/pod8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a/\x1b]0;x\x07",
-                .decision = AUDIT_DECISION_ALLOWED, .rule = "ops", .reason = "process info read",
-        };
+/* @r through the json sink, on stdout: its one line in @buf, parsed into @m. Return: the members, or -1. */
+static int log_json(const AuditRecord *r, char *buf, size_t size, JsonMember *m, int max) {
+        char path[] = "/tmp/test-audit-XXXXXX";
         AuditSink sink;
-        JsonMember m[48];
-        const JsonMember *v;
         int fd, saved, n, k;
-        ssize_t size;
+        ssize_t got;
 
         check(audit_sink_from_string("json", &sink) == 0 && sink == AUDIT_SINK_JSON);
         check(audit_sink_check(sink) == 0);
         fd = mkstemp(path);
         check(fd >= 0);
         if (fd < 0)
-                return;
+                return -1;
         fflush(stdout);
         saved = dup(STDOUT_FILENO);
         check(saved >= 0 && dup2(fd, STDOUT_FILENO) == STDOUT_FILENO);
-        k = audit_log_request(sink, &r);
+        k = audit_log_request(sink, r);
         check(dup2(saved, STDOUT_FILENO) == STDOUT_FILENO);
         close(saved);
         check(k == 0);
-        size = pread(fd, buf, sizeof(buf) - 1, 0);
+        got = pread(fd, buf, size - 1, 0);
         close(fd);
         unlink(path);
-        check(size > 0);
-        if (size <= 0)
-                return;
-        buf[size] = '\0';
-        check(strchr(buf, '\n') == buf + size - 1); /* one line */
-        n = read_object(buf, m, 48);
+        check(got > 0);
+        if (got <= 0)
+                return -1;
+        buf[got] = '\0';
+        check(strchr(buf, '\n') == buf + got - 1); /* one line */
+        n = read_object(buf, m, max);
         check(n > 10);
         if (n <= 10) {
                 printf("# %s", buf);
-                return;
+                return -1;
         }
+        return n;
+}
+
+#define TEST_ID "fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376"
+#define TEST_POD "8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a"
+
+/* A whole request record through the json sink: one line on stdout, with the target's container. */
+static void test_json_sink(void) {
+        char buf[16384];
+        AuditRecord r = {
+                .request_id = 0x1234, .client_uid = 1001, .client_gid = 1001, .client_pid = 77, .command = "info",
+                .have_target = true, .target_pid = 4242, .target_uid = 998,
+                .target_unit = "orders.service", .target_exe = "/srv/orders/Orders\n\"x\"",
+                .target_container_id = TEST_ID,
+                .target_pod_uid = TEST_POD,
+                .target_cgroup = "/kubepods/pod8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a/\x1b]0;x\x07",
+                .target_cgroup_vouched = true,
+                .decision = AUDIT_DECISION_ALLOWED, .rule = "ops", .reason = "process info read",
+        };
+        JsonMember m[48];
+        const JsonMember *v;
+        int n = log_json(&r, buf, sizeof(buf), m, 48);
+
+        if (n < 0)
+                return;
         check((v = member(m, n, "MESSAGE_ID")) && strcmp(v->values[0], "27ade2ec85a54471a176f947b0ec018e") == 0);
         check((v = member(m, n, "DSAGENT_TARGET_CONTAINER_ID")) && strcmp(v->values[0], r.target_container_id) == 0);
         check((v = member(m, n, "DSAGENT_TARGET_POD_UID")) && strcmp(v->values[0], r.target_pod_uid) == 0);
+        check(!member(m, n, "DSAGENT_TARGET_UNVERIFIED_CONTAINER_ID") && !member(m, n, "DSAGENT_TARGET_CGROUP_UNVERIFIED"));
         /* the values are the journal's: what a target controls was escaped before (text_escape()) */
         check((v = member(m, n, "DSAGENT_TARGET_CGROUP")) &&
               strcmp(v->values[0], "/kubepods/pod8d2a4c1e-5b3f-4e6a-9c7d-0f1e2d3c4b5a/\\x1b]0;x\\x07") == 0);
@@ -245,9 +260,34 @@ static void test_json_sink(void) {
         check((v = member(m, n, "PRIORITY")) && strcmp(v->values[0], "6") == 0);
 }
 
+/* A cgroup root does not vouch for (a delegated subtree's): its names go in fields of their own, never as the
+ * container, and the record says the cgroup is unverified. */
+static void test_json_sink_unverified(void) {
+        char buf[16384];
+        AuditRecord r = {
+                .request_id = 0x1235, .client_uid = 1001, .client_gid = 1001, .client_pid = 77, .command = "info",
+                .have_target = true, .target_pid = 4243, .target_uid = 1002,
+                .target_container_id = TEST_ID, .target_pod_uid = TEST_POD,
+                .target_cgroup = "/dst-delegated/libpod-" TEST_ID ".scope",
+                .decision = AUDIT_DECISION_DENIED, .reason = "no rule",
+        };
+        JsonMember m[48];
+        const JsonMember *v;
+        int n = log_json(&r, buf, sizeof(buf), m, 48);
+
+        if (n < 0)
+                return;
+        check(!member(m, n, "DSAGENT_TARGET_CONTAINER_ID") && !member(m, n, "DSAGENT_TARGET_POD_UID"));
+        check((v = member(m, n, "DSAGENT_TARGET_UNVERIFIED_CONTAINER_ID")) && strcmp(v->values[0], TEST_ID) == 0);
+        check((v = member(m, n, "DSAGENT_TARGET_UNVERIFIED_POD_UID")) && strcmp(v->values[0], TEST_POD) == 0);
+        check((v = member(m, n, "DSAGENT_TARGET_CGROUP_UNVERIFIED")) && strcmp(v->values[0], "yes") == 0);
+        check((v = member(m, n, "DSAGENT_TARGET_CGROUP")) && strcmp(v->values[0], r.target_cgroup) == 0);
+}
+
 int main(void) {
         run_test(test_json_format);
         run_test(test_json_format_repeated);
         run_test(test_json_sink);
+        run_test(test_json_sink_unverified);
         return tap_finish();
 }

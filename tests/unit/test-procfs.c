@@ -171,6 +171,31 @@ static void unit_is(const char *cgroup, const char *expected) {
         free(unit);
 }
 
+static void unit_malformed(const char *cgroup, size_t n) {
+        char *unit = NULL;
+
+        check(procfs_cgroup_unit(cgroup, n, &unit) == PROCFS_E_MALFORMED && !unit);
+        free(unit);
+}
+
+/* As strict as procfs_cgroup_container(): a file with two lines of one hierarchy names no unit, since a
+ * v1 rename could have forged one of them (procfs.h), and neither does a NUL or a line of another shape. */
+static void test_cgroup_unit_strict(void) {
+        static const char two_unified[] = "0::/system.slice/forged.service\n0::/system.slice/orders.service\n";
+        static const char two_systemd[] = "1:name=systemd:/system.slice/forged.service\n"
+                                          "1:name=systemd:/system.slice/orders.service\n0::/\n";
+
+        unit_malformed(two_unified, sizeof(two_unified) - 1);
+        unit_malformed(two_systemd, sizeof(two_systemd) - 1);
+        unit_malformed("0::/sys\0x.service\n", 18);
+        unit_malformed("", 0);
+        unit_malformed("garbage\n0::/system.slice/orders.service\n", 40);
+        unit_malformed("0::/system.slice/orders.service\n1:pids\n", 39);
+        /* one of each is what a hybrid host writes */
+        unit_is("1:name=systemd:/system.slice/orders.service\n0::/system.slice/orders.service\n",
+                "orders.service");
+}
+
 static void test_cgroup_unit(void) {
         unit_is("0::/system.slice/orders.service\n", "orders.service");
         unit_is("0::/system.slice/orders.service/worker\n", "orders.service");
@@ -186,9 +211,7 @@ static void test_cgroup_unit(void) {
         unit_is("0::/../../system.slice/orders.service\n", "orders.service");
         unit_is("0::/..\n", NULL);
         unit_is("0::/system.slice/../orders.service\n", NULL);
-        unit_is("", NULL);
-        /* a NUL or a byte outside the unit alphabet: not a unit, not a shortened one */
-        check(procfs_cgroup_unit("0::/sys\0x.service\n", 18, &(char *){ NULL }) == PROCFS_E_NOT_FOUND);
+        /* a byte outside the unit alphabet: not a unit, not a shortened one */
         unit_is("0::/system.slice/or ders.service\n", NULL);
         unit_is("0::/system.slice/or\xff" "ders.service\n", NULL);
 }
@@ -282,6 +305,27 @@ static void test_cgroup_container_layouts(void) {
                      "/../../kubepods-besteffort-pod" POD_ ".slice/cri-containerd-" ID_A ".scope");
         /* no newline at the end */
         container_in("0::/docker/" ID_A, ID_A, "", "/docker/" ID_A);
+}
+
+static void hierarchy_is(const char *cgroup, bool unified, const char *hierarchy) {
+        ProcContainer c;
+
+        check(procfs_cgroup_container(cgroup, strlen(cgroup), &c) == 0 && c.unified == unified &&
+              strcmp(c.hierarchy, hierarchy) == 0);
+}
+
+/* Which hierarchy the path kept is in, for the look at who owns its directories (cgroupfs.h). */
+static void test_cgroup_container_hierarchy(void) {
+        hierarchy_is("9:name=systemd:/libpod_parent/libpod-" ID_A "\n4:memory:/libpod_parent/libpod-" ID_A "\n"
+                     "0::/libpod_parent/libpod-" ID_A "\n", true, "");
+        hierarchy_is("0::/\n", true, "");
+        hierarchy_is("12:memory:/docker/" ID_A "\n1:name=systemd:/docker/" ID_A "\n0::/\n", false, "systemd");
+        hierarchy_is("12:memory:/docker/" ID_A "\n2:cpu,cpuacct:/docker/" ID_A "\n0::/\n", false, "memory");
+        hierarchy_is("2:cpu,cpuacct:/docker/" ID_A "\n0::/\n", false, "cpu,cpuacct");
+        hierarchy_is("1:name=systemd:/\n", false, "systemd");
+        /* a name that is no plain directory name gives no directory to look in */
+        hierarchy_is("2:name=../x:/docker/" ID_A "\n", false, "");
+        hierarchy_is("2::/docker/" ID_A "\n", false, "");
 }
 
 static void test_cgroup_container_outermost(void) {
@@ -468,7 +512,9 @@ int main(void) {
         run_test(test_environ_startup_suspend);
         run_test(test_cmdline_name);
         run_test(test_cgroup_unit);
+        run_test(test_cgroup_unit_strict);
         run_test(test_cgroup_container_layouts);
+        run_test(test_cgroup_container_hierarchy);
         run_test(test_cgroup_container_outermost);
         run_test(test_cgroup_container_hostile);
         run_test(test_cgroup_container_self);
