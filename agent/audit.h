@@ -30,7 +30,7 @@ typedef struct AuditEnvNames {
         char *text;             /* NULL until a name is added */
         size_t size;
         size_t n;               /* names returned */
-        size_t n_hidden;        /* of them, with their value withheld (env_redact) */
+        size_t n_hidden;        /* of them, with their value withheld (policy_env_value_hidden()) */
         size_t n_left_out;      /* of them, not in text for want of room */
 } AuditEnvNames;
 

@@ -138,7 +138,7 @@ static void env_variables_read(Request *req, const uint8_t *block, size_t size, 
         }
         for (size_t i = 0; i < env->n; i++) {
                 const DotnetEnvVariable *v = &env->variables[i];
-                bool hidden = policy_env_value_hidden(req->policy, &req->verdict, v->name);
+                bool hidden = policy_env_value_hidden(req->policy, &req->verdict, v->name, v->value);
 
                 /* a string the protocol cannot carry whole is not cut either */
                 if (strlen(v->name) > WIRE_STRING_MAX || (!hidden && strlen(v->value) > WIRE_STRING_MAX)) {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * env: a process's environment, as its runtime answers ProcessEnvironment, one
- * WIRE_REPLY_ENV frame per variable. The values of names the policy's env_redact
- * matches are withheld unless the verdict reveals them (policy_env_value_hidden()).
+ * WIRE_REPLY_ENV frame per variable. Values are withheld unless known safe or the
+ * verdict reveals them (policy_env_value_hidden(): an allow list of names, env_redact,
+ * and names and values that look like secrets).
  * The reading of the block that follows the runtime's reply is shared with the
  * diagnostic-port proxy (agent/proxy.c), which relays it to a tool.
  */

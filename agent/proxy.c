@@ -82,7 +82,7 @@ static void proxy_relayed(Request *req) {
         request_reply_done(req, req->verdict.rule_name, "the runtime answered the tool's request");
 }
 
-/* What a tool is shown of a value env_redact withholds. */
+/* What a tool is shown of a value env withholds (policy_env_value_hidden()). */
 static char proxy_redacted_value[] = "<redacted>";
 
 /*
@@ -99,7 +99,8 @@ static void proxy_environment_read(Request *req, const uint8_t *block, size_t si
         int r = shown ? 0 : -ENOMEM;
 
         for (size_t i = 0; r == 0 && i < env->n; i++) {
-                bool hidden = policy_env_value_hidden(req->policy, &req->verdict, env->variables[i].name);
+                bool hidden = policy_env_value_hidden(req->policy, &req->verdict, env->variables[i].name,
+                                                      env->variables[i].value);
 
                 shown[i] = env->variables[i];
                 if (hidden)

@@ -70,10 +70,12 @@ static const VerbInfo verbs[_VERB_MAX] = {
         [VERB_ENV] = {
                 "env", "PID|UNIT", "the environment variables of a process, secrets redacted",
                 "Show the environment variables of a process, or of the one .NET process of a systemd\n"
-                "unit, as its runtime reports them: one NAME=VALUE per line, in the runtime's order. The\n"
-                "values of names that look like secrets (the policy's env_redact: *PASSWORD*, *TOKEN*,\n"
-                "ConnectionStrings__*, ...) are shown as <redacted>, unless the rule that allows it says\n"
-                "env_reveal = true; root and the process's own user see them. With --json, an array of\n"
+                "unit, as its runtime reports them: one NAME=VALUE per line, in the runtime's order. A\n"
+                "value is shown as <redacted> unless known safe: its name is on the allow list of harmless\n"
+                "configuration (PATH, LANG, TZ, DOTNET_*, ASPNETCORE_URLS, ...; the rule's env_show adds\n"
+                "to it), the policy's env_redact does not name it, and neither name nor value looks like a\n"
+                "secret (password=, user:pass@, JWTs, keys, ...). A rule that says env_reveal = true shows\n"
+                "every value; root and the process's own user see them all. With --json, an array of\n"
                 "{\"name\", \"value\", \"redacted\"} objects, value null when redacted.\n",
                 0, 1, 1,
         },

@@ -102,7 +102,7 @@ typedef enum WireTag {
         WIRE_TAG_IPC_MESSAGE = 37,      /* bytes: a diagnostic IPC message, at most WIRE_IPC_MESSAGE_MAX */
         WIRE_TAG_ENV_NAME = 38,         /* string: an environment variable's name */
         WIRE_TAG_ENV_VALUE = 39,        /* string: its value (absent when redacted) */
-        WIRE_TAG_REDACTED = 40,         /* u32: 1 when the value is withheld under env_redact */
+        WIRE_TAG_REDACTED = 40,         /* u32: 1 when the value is withheld (policy_env_value_hidden()) */
         WIRE_TAG_LOG_LEVEL = 41,        /* string: the lowest ILogger level asked for (logs) */
         WIRE_TAG_LOG_CATEGORY = 42,     /* string: a category prefix (logs) */
         WIRE_TAG_PORT = 43,             /* string: the diagnostic port a runtime connected in on */

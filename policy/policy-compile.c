@@ -476,10 +476,46 @@ static bool valid_rule_name(const char *s) {
         return true;
 }
 
+/*
+ * The patterns of env_redact or env_show, an array of strings: checked here, so that the engine
+ * matches only what it can match cheaply.
+ */
+static bool check_env_patterns(Compiler *c, const TomlEntry *e) {
+        const TomlValue *v = e->value;
+
+        if (v->array.n_items > POLICY_ENV_REDACT_MAX) {
+                error_at(c, v->line, v->column, "'%s' takes at most %d patterns", e->key, POLICY_ENV_REDACT_MAX);
+                return false;
+        }
+        for (size_t i = 0; i < v->array.n_items; i++) {
+                const TomlValue *item = v->array.items[i];
+
+                if (!policy_env_pattern_is_valid(item->string.data)) {
+                        error_at(c, item->line, item->column,
+                                 "bad pattern \"%s\" in '%s' (like \"%s\": at most %d bytes, "
+                                 "'*' and '?' as wildcards, no '=', space, '[', ']' or backslash)",
+                                 item->string.data, e->key,
+                                 strcmp(e->key, "env_show") == 0 ? "Logging__*" : "*PASSWORD*",
+                                 POLICY_ENV_PATTERN_MAX);
+                        return false;
+                }
+        }
+        return true;
+}
+
+/* env_show: names a rule adds to the built-in allow list of env (policy_env_value_hidden()). */
+static bool compile_env_show(Compiler *c, const TomlEntry *e, PolicyRule *r) {
+        if (!expect_string_list(c, e) || !check_env_patterns(c, e))
+                return false;
+        if (string_list_take(&r->env_show, e->value) < 0)
+                c->oom = -ENOMEM;
+        return true;
+}
+
 typedef struct RuleKeys {
         const TomlEntry *name, *users, *groups, *commands, *targets, *dump_types, *trace_profiles,
                 *trace_providers, *counter_providers, *max_duration, *rate_limit, *readers, *allow_code_injection,
-                *env_reveal;
+                *env_reveal, *env_show;
 } RuleKeys;
 
 static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) {
@@ -498,6 +534,7 @@ static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) 
                 { "readers", offsetof(RuleKeys, readers) },
                 { "allow_code_injection", offsetof(RuleKeys, allow_code_injection) },
                 { "env_reveal", offsetof(RuleKeys, env_reveal) },
+                { "env_show", offsetof(RuleKeys, env_show) },
         };
         bool ok = true;
 
@@ -560,6 +597,8 @@ static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *
                 else
                         ok = false;
         }
+        if (k->env_show)
+                ok = compile_env_show(c, k->env_show, r) && ok;
         return ok;
 }
 
@@ -597,6 +636,14 @@ static bool check_rule_coherence(Compiler *c, const TomlValue *table, const Rule
         }
         if (trace && !k->trace_profiles && !k->trace_providers) {
                 error_at(c, table->line, table->column, "rule grants 'trace': say which trace_profiles or trace_providers");
+                ok = false;
+        }
+        if (k->env_show && !(r->commands & (1u << POLICY_COMMAND_ENV))) {
+                error_at(c, k->env_show->line, k->env_show->column, "env_show given, but the rule does not grant 'env'");
+                ok = false;
+        } else if (k->env_show && r->env_reveal) {
+                error_at(c, k->env_show->line, k->env_show->column,
+                         "env_show given, but env_reveal = true shows every value already");
                 ok = false;
         }
         if (!trace && (k->trace_profiles || k->trace_providers)) {
@@ -684,10 +731,7 @@ static bool compile_agent_count(Compiler *c, const TomlEntry *e, unsigned max, u
         return true;
 }
 
-/*
- * env_redact: the globs replace the built-in list whole; an empty list withholds nothing.
- * Patterns are checked here, so that the engine matches only what it can match cheaply.
- */
+/* env_redact: the globs replace the built-in list whole; an empty list adds nothing to what the allow list hides. */
 static bool compile_env_redact(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
         const TomlValue *v = e->value;
 
@@ -695,21 +739,8 @@ static bool compile_env_redact(Compiler *c, const TomlEntry *e, PolicyAgentSetti
                 return false;
         if (v->array.n_items > 0 && !expect_string_list(c, e))
                 return false;
-        if (v->array.n_items > POLICY_ENV_REDACT_MAX) {
-                error_at(c, v->line, v->column, "'env_redact' takes at most %d patterns", POLICY_ENV_REDACT_MAX);
+        if (!check_env_patterns(c, e))
                 return false;
-        }
-        for (size_t i = 0; i < v->array.n_items; i++) {
-                const TomlValue *item = v->array.items[i];
-
-                if (!policy_env_pattern_is_valid(item->string.data)) {
-                        error_at(c, item->line, item->column,
-                                 "bad pattern \"%s\" in 'env_redact' (like \"*PASSWORD*\": at most %d bytes, "
-                                 "'*' and '?' as wildcards, no '=', space, '[', ']' or backslash)",
-                                 item->string.data, POLICY_ENV_PATTERN_MAX);
-                        return false;
-                }
-        }
         policy_string_list_done(&a->env_redact);
         if (v->array.n_items > 0 && string_list_take(&a->env_redact, v) < 0)
                 c->oom = -ENOMEM;
@@ -1246,7 +1277,7 @@ int policy_compile(const PolicySource *sources, size_t n_sources, const PolicyRe
 }
 
 void policy_rule_done(PolicyRule *r) {
-        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers };
+        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers, &r->env_show };
 
         free(r->name);
         free(r->file);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cleanup.h"
+#include "env-secret.h"
 #include "policy.h"
 #include "policy-rule.h"
 #include "session-config.h"
@@ -75,6 +76,39 @@ static const char *const policy_env_redact_default[] = {
         "*AUTH*", "*PRIVATE*", "*CERT*", "*CONNECTIONSTRING*", "*CONNECTION_STRING*", "*CONNSTR_*", "AzureWebJobs*",
         "*_DSN", "*DATABASE_URL*", "*_URL", "*_URI", "*_PROXY",
 };
+
+/*
+ * The names whose values env shows without env_reveal, unless the name or the value looks like
+ * a secret (env-secret.h) or env_redact matches the name: configuration that is harmless to
+ * read, of the runtime, of ASP.NET Core's host, of the process's locale, paths and session, of
+ * a container and of Kubernetes. A name with "__" (a section of .NET's configuration, which
+ * an application fills with anything) is never on it, DOTNET_X__Y included; a rule that means
+ * to show such names says env_show. docs/policy.md lists them; keep the two in step.
+ */
+static const char *const policy_env_show_default[] = {
+        "DOTNET_*", "COMPlus_*", "ASPNETCORE_URLS", "ASPNETCORE_ENVIRONMENT", "ASPNETCORE_HTTP_PORTS",
+        "ASPNETCORE_HTTPS_PORTS", "ASPNETCORE_CONTENTROOT", "ASPNETCORE_WEBROOT", "ASPNETCORE_APPLICATIONNAME",
+        "ASPNETCORE_DETAILEDERRORS", "ASPNETCORE_SHUTDOWNTIMEOUTSECONDS", "ASPNETCORE_FORWARDEDHEADERS_ENABLED",
+        "ASPNETCORE_PREVENTHOSTINGSTARTUP", "ASPNETCORE_HOSTINGSTARTUPASSEMBLIES",
+        "ASPNETCORE_SUPPRESSSTATUSMESSAGES", "ASPNET_VERSION", "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD",
+        "OLDPWD", "SHLVL", "TERM", "LANG", "LANGUAGE", "LC_*", "TZ", "HOSTNAME", "TMPDIR", "TEMP", "TMP",
+        "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "INVOCATION_ID", "JOURNAL_STREAM",
+        "SYSTEMD_EXEC_PID", "NUGET_PACKAGES", "NUGET_XMLDOC_MODE", "APP_UID", "container",
+        "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS", "KUBERNETES_PORT",
+        "KUBERNETES_PORT_443_TCP*",
+};
+
+static bool env_names_match(const char *const *patterns, size_t n, const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (policy_env_pattern_match(patterns[i], name))
+                        return true;
+        return false;
+}
+
+bool policy_env_name_shown_by_default(const char *name) {
+        return !strstr(name, "__") &&
+               env_names_match(policy_env_show_default, ELEMENTSOF(policy_env_show_default), name);
+}
 
 /* The profiles dsctl trace knows; a rule naming another one is a typo. */
 bool policy_trace_profile_is_known(const char *s) {
@@ -282,13 +316,20 @@ bool policy_container_selector_is_valid(const char *selector) {
                strspn(selector, "0123456789abcdef") == n;
 }
 
-bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name) {
+/* Is @name on the allow list: the built-in one, or that of the rule that granted env? */
+static bool env_name_shown(const PolicyVerdict *v, const char *name) {
+        const PolicyStringList *show = v->rule ? &v->rule->env_show : NULL;
+
+        return policy_env_name_shown_by_default(name) ||
+               (show && env_names_match((const char *const *)show->items, show->n, name));
+}
+
+bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name, const char *value) {
         if (v->env_reveal)
                 return false;
-        for (size_t i = 0; i < p->agent.env_redact.n; i++)
-                if (policy_env_pattern_match(p->agent.env_redact.items[i], name))
-                        return true;
-        return false;
+        if (env_names_match((const char *const *)p->agent.env_redact.items, p->agent.env_redact.n, name))
+                return true;
+        return !env_name_shown(v, name) || env_name_looks_secret(name) || env_value_looks_secret(value);
 }
 
 static bool id_list_contains(const PolicyIdList *l, uint32_t id) {

@@ -94,7 +94,8 @@ typedef struct PolicyRule {
         PolicyIdList reader_users;
         PolicyIdList reader_groups;
         bool allow_code_injection;
-        bool env_reveal;        /* env: values of names env_redact matches are shown too */
+        bool env_reveal;        /* env: every value is shown (policy_env_value_hidden()) */
+        PolicyStringList env_show; /* env: names added to the built-in allow list, as env_redact's globs */
 } PolicyRule;
 
 /*
@@ -239,7 +240,7 @@ typedef struct PolicyVerdict {
         bool allowed;
         const PolicyRule *rule; /* the file rule that allowed it, or NULL */
         const char *rule_name;  /* that rule's name, or a built-in one; NULL when denied */
-        bool env_reveal;        /* env: also the values env_redact matches (root, owner-access, env_reveal) */
+        bool env_reveal;        /* env: every value is shown (root, owner-access, env_reveal) */
         char reason[192];       /* for the requester and the audit log; names only rules that apply to them */
 } PolicyVerdict;
 
@@ -250,12 +251,12 @@ const char *policy_dump_type_to_string(PolicyDumpType t);
 PolicyDumpType policy_dump_type_from_string(const char *s);
 bool policy_trace_profile_is_known(const char *s);
 
-/* env_redact's patterns: at most this many, each of at most this many bytes */
+/* env_redact's and env_show's patterns: at most this many, each of at most this many bytes */
 #define POLICY_ENV_REDACT_MAX 64
 #define POLICY_ENV_PATTERN_MAX 128
 
 /*
- * A pattern of env_redact: valid UTF-8, 1 to POLICY_ENV_PATTERN_MAX bytes, no '=', no control
+ * A pattern of env_redact or env_show: valid UTF-8, 1 to POLICY_ENV_PATTERN_MAX bytes, no '=', no control
  * character or space, and none of '[', ']', '\\' (kept for a richer glob syntax).
  */
 bool policy_env_pattern_is_valid(const char *pattern);
@@ -292,8 +293,16 @@ bool policy_cgroup_pattern_match(const char *pattern, const char *path);
 /* An entry of targets.containers: POLICY_CONTAINER_PREFIX_MIN to POLICY_CONTAINER_ID_LEN lowercase hex digits. */
 bool policy_container_selector_is_valid(const char *selector);
 
-/* Is the value of the variable @name withheld from the requester of @v (env_redact, env_reveal)? */
-bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name);
+/*
+ * Is the value @value of the variable @name withheld from the requester of @v? Values are
+ * hidden unless known safe: none is withheld under env_reveal (a rule's, root's, the process
+ * owner's); else one is shown only when @name is on the allow list (the built-in one,
+ * policy_env_name_shown_by_default(), or the env_show of the rule that granted it), env_redact
+ * does not match @name, and neither @name nor @value looks like a secret (env-secret.h).
+ */
+bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name, const char *value);
+/* Is @name on the built-in allow list of harmless configuration (policy.c, docs/policy.md)? */
+bool policy_env_name_shown_by_default(const char *name);
 
 Policy *policy_new_builtin(void);
 Policy *policy_ref(Policy *p);

@@ -175,6 +175,31 @@ def cgroup_pattern():
     write(t, "no-nul", b"/machine.slice")
 
 
+# --- what env shows of a variable (fuzz-env-secret.c): a name, NUL, a value ---
+
+def env_secret():
+    t = "env-secret"
+    write(t, "plain", b"ASPNETCORE_URLS\0http://+:8080")
+    write(t, "path", b"PATH\0/usr/local/bin:/usr/bin:/bin:/usr/share/dotnet")
+    write(t, "sql-server", b"ConnectionStrings__Main\0Server=tcp:db,1433;User ID=app;Password=Pa55w0rd!;")
+    write(t, "redis", b"Redis__Configuration\0cache:6379,password=r3d1s,ssl=True")
+    write(t, "url-user", b"DOTNET_X\0amqp://guest:guest@rabbitmq:5672/")
+    write(t, "sas", b"AZURE_STORAGE_SAS\0?sv=2022-11-02&sp=r&sig=abcd%2B")
+    write(t, "jwt", b"HOSTNAME\0eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkw.c2ln")
+    write(t, "pem", b"TZ\0-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n")
+    write(t, "aws", b"LANG\0AKIAIOSFODNN7EXAMPLE")
+    write(t, "stripe", b"STRIPE_SK\0sk_live_4eC39HqLyjWDarjtT1zdp7dc")
+    write(t, "base64", b"DOTNET_K\0wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    write(t, "json", b"DOTNET_J\0{\"user\":\"a\",\"password\":\"b\"}")
+    write(t, "secret-name", b"PGPASS\0x")
+    write(t, "pwd", b"PWD\0/srv/app")
+    write(t, "many-eyj", b"DOTNET_E\0" + b"eyJ" * 200)
+    write(t, "many-prefixes", b"DOTNET_S\0" + b"sk_live_" * 100)
+    write(t, "many-equals", b"DOTNET_Q\0" + b"key =" * 100)
+    write(t, "no-nul", b"DOTNET_gcServer")
+    write(t, "not-utf8", b"LC_\xff\0\xfe\xff=")
+
+
 # --- the advertise message (ipc-protocol.md 4.3, fuzz-advertise.c) -----------------------
 #
 # A runtime started with DOTNET_DiagnosticPorts=PATH,connect writes it first on every
@@ -897,7 +922,7 @@ def elf_core_seeds():
 
 def main():
     for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace,
-               environment, advertise, cgroup_pattern):
+               environment, advertise, cgroup_pattern, env_secret):
         fn()
     return 0
 

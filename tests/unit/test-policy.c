@@ -512,10 +512,15 @@ static void test_monitor_commands(void) {
                       "none of 'trace', 'counters', 'exceptions', 'logs'");
 }
 
-/* ---- env: env_redact and env_reveal ---- */
+/* ---- env: the allow list, env_show, env_redact and env_reveal ---- */
 
+static bool hidden_value(const Policy *p, const PolicyVerdict *v, const char *name, const char *value) {
+        return policy_env_value_hidden(p, v, name, value);
+}
+
+/* A name's verdict with a value that looks like no secret. */
 static bool hidden(const Policy *p, const PolicyVerdict *v, const char *name) {
-        return policy_env_value_hidden(p, v, name);
+        return hidden_value(p, v, name, "1");
 }
 
 static void test_env_pattern_match(void) {
@@ -560,10 +565,17 @@ static void test_env_redact_defaults(void) {
                 "SQLCONNSTR_Main", "CUSTOMCONNSTR_Reports", "POSTGRESQLCONNSTR_Orders", "SERVICEBUSCONNSTR_Bus",
                 "AzureWebJobsStorage", "RABBITMQ_DEFAULT_PASS", "SMTP_PASS", "REDIS_URL", "MONGODB_URI",
                 "HTTPS_PROXY", "SSL_PRIVATE_KEY_PATH", "BASIC_AUTH",
+                /* names no deny list thought of: not on the allow list, so hidden all the same (issue 26) */
+                "PGPASS", "DBPASS", "SQL_PW", "AZURE_STORAGE_SAS", "Redis__Configuration", "JWT_SIGNING",
+                "STRIPE_SK", "ORDERS_DB", "DSAGENT_TEST_PLAIN", "Seq__ServerUrl", "Kafka__BootstrapServers",
+                /* on the allow list by its prefix, but a name that looks secret, or a configuration section */
+                "DOTNET_SIGNING_KEY", "DOTNET_ConnectionStrings__Db", "LC_PASSWORD", "DOTNET_Db__Pass",
         };
         static const char *const plain[] = {
                 "PATH", "HOME", "PWD", "OLDPWD", "LANG", "TMPDIR", "DOTNET_ROOT", "ASPNETCORE_URLS",
-                "ASPNETCORE_ENVIRONMENT", "DSAGENT_TEST_PLAIN", "HOSTNAME", "USER",
+                "ASPNETCORE_ENVIRONMENT", "HOSTNAME", "USER", "TZ", "LC_ALL", "DOTNET_gcServer",
+                "DOTNET_DiagnosticPorts", "dotnet_running_in_container", "ASPNETCORE_HTTP_PORTS",
+                "KUBERNETES_SERVICE_HOST", "container", "ASPNETCORE_HOSTINGSTARTUPASSEMBLIES",
         };
         Policy *p = policy_new_builtin();
         PolicyVerdict redacting = { .allowed = true };
@@ -578,6 +590,22 @@ static void test_env_redact_defaults(void) {
                 if (hidden(p, &redacting, plain[i]))
                         printf("# redacted by default: %s\n", plain[i]);
         }
+        policy_unref(p);
+}
+
+/* A name on the allow list shows its value only when the value does not look secret either. */
+static void test_env_value_checked(void) {
+        Policy *p = policy_new_builtin();
+        PolicyVerdict redacting = { .allowed = true }, revealing = { .allowed = true, .env_reveal = true };
+
+        check(!hidden_value(p, &redacting, "ASPNETCORE_URLS", "http://+:8080"));
+        check(hidden_value(p, &redacting, "ASPNETCORE_URLS", "http://admin:pw@+:8080"));
+        check(!hidden_value(p, &redacting, "DOTNET_DiagnosticPorts", "/run/a.sock,connect"));
+        check(hidden_value(p, &redacting, "DOTNET_STARTUP_HOOKS", "Server=db;Password=x"));
+        check(hidden_value(p, &redacting, "HOSTNAME", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.x"));
+        check(hidden_value(p, &redacting, "TZ", "AKIAIOSFODNN7EXAMPLE"));
+        check(!hidden_value(p, &revealing, "TZ", "AKIAIOSFODNN7EXAMPLE"));
+        check(!hidden_value(p, &revealing, "PGPASS", "x"));
         policy_unref(p);
 }
 
@@ -606,16 +634,17 @@ static void test_env_reveal(void) {
 }
 
 static void test_env_redact_setting(void) {
-        Policy *mine = compile_ok("[agent]\nenv_redact = [\"MY_*\", \"*_PIN\"]\n");
+        Policy *mine = compile_ok("[agent]\nenv_redact = [\"MY_*\", \"LANG\"]\n");
         Policy *none = compile_ok("[agent]\nenv_redact = []\n");
         PolicyVerdict redacting = { .allowed = true };
 
-        /* the policy's list replaces the built-in one whole */
+        /* the policy's list replaces the built-in deny list, and withholds names of the allow list */
         check(mine && mine->agent.env_redact.n == 2);
-        check(mine && hidden(mine, &redacting, "my_thing") && hidden(mine, &redacting, "CARD_PIN"));
-        check(mine && !hidden(mine, &redacting, "DB_PASSWORD"));
-        /* and an empty one withholds nothing */
-        check(none && none->agent.env_redact.n == 0 && !hidden(none, &redacting, "DB_PASSWORD"));
+        check(mine && hidden(mine, &redacting, "my_thing") && hidden(mine, &redacting, "LANG"));
+        check(mine && !hidden(mine, &redacting, "PATH") && !hidden(mine, &redacting, "TZ"));
+        /* an empty one withholds nothing more than the allow list does: a secret name stays hidden */
+        check(none && none->agent.env_redact.n == 0 && hidden(none, &redacting, "DB_PASSWORD"));
+        check(none && hidden(none, &redacting, "DOTNET_API_KEY") && !hidden(none, &redacting, "PATH"));
         policy_unref(mine);
         policy_unref(none);
 
@@ -633,6 +662,46 @@ static void test_env_redact_setting(void) {
         /* so does the other flag of a rule: the error refuses the policy, it does not merely print */
         compile_fails(RULE_HEAD "commands = [\"setenv\"]\ntargets.any = true\nallow_code_injection = \"yes\"\n",
                       NULL, 6, 24, "must be a boolean");
+}
+
+/* env_show: a rule widens the allow list for its grantees, never past what looks secret */
+static void test_env_show(void) {
+        Policy *p = compile_ok("[agent]\nenv_redact = [\"APP_INTERNAL*\"]\n"
+                               "[[rule]]\nname = \"env-wide\"\nusers = [\"bob\"]\ncommands = [\"env\"]\n"
+                               "targets.users = [\"svc-orders\"]\nenv_show = [\"Logging__*\", \"APP_*\"]\n"
+                               "[[rule]]\nname = \"env-plain\"\nusers = [\"carol\"]\ncommands = [\"env\"]\n"
+                               "targets.users = [\"svc-orders\"]\n");
+        PolicyVerdict wide, plain;
+
+        check(p && p->n_rules == 2 && p->rules[0].env_show.n == 2);
+        if (!p)
+                return;
+        wide = decide(p, &bob, target(2001, NULL, NULL), CMD(POLICY_COMMAND_ENV));
+        plain = decide(p, &carol, target(2001, NULL, NULL), CMD(POLICY_COMMAND_ENV));
+        check(wide.allowed && plain.allowed && !wide.env_reveal);
+        check(!hidden_value(p, &wide, "Logging__LogLevel__Default", "Information"));
+        check(!hidden_value(p, &wide, "app_mode", "blue"));
+        check(hidden_value(p, &plain, "Logging__LogLevel__Default", "Information"));
+        check(hidden_value(p, &plain, "APP_MODE", "blue"));
+        /* shown names still hide what looks secret, by value and by name, and what env_redact names */
+        check(hidden_value(p, &wide, "APP_REDIS", "cache:6379,password=x"));
+        check(hidden_value(p, &wide, "APP_API_KEY", "1"));
+        check(hidden_value(p, &wide, "APP_INTERNAL_URL", "http://x"));
+        check(!hidden_value(p, &wide, "PATH", "/usr/bin"));
+        policy_unref(p);
+
+        compile_fails(RULE_HEAD "commands = [\"info\"]\ntargets.any = true\nenv_show = [\"A_*\"]\n", NULL, 6, 1,
+                      "env_show given, but the rule does not grant 'env'");
+        compile_fails(RULE_HEAD "commands = [\"env\"]\ntargets.any = true\nenv_reveal = true\nenv_show = [\"A\"]\n",
+                      NULL, 7, 1, "env_reveal = true shows every value already");
+        compile_fails(RULE_HEAD "commands = [\"env\"]\ntargets.any = true\nenv_show = [\"A=B\"]\n", NULL, 6, 13,
+                      "bad pattern \"A=B\" in 'env_show'");
+        compile_fails(RULE_HEAD "commands = [\"env\"]\ntargets.any = true\nenv_show = []\n", NULL, 6, 12,
+                      "'env_show' must not be an empty list");
+        compile_fails(RULE_HEAD "commands = [\"env\"]\ntargets.any = true\nenv_show = \"A\"\n", NULL, 6, 12,
+                      "must be a list");
+        compile_fails(RULE_HEAD "commands = [\"env\"]\ntargets.any = true\nenv_show = [\"A\", \"A\"]\n", NULL, 6,
+                      18, "lists \"A\" twice");
 }
 
 /* [[port]]: what a port needs, what it defaults to, whose runtimes it admits */
@@ -1160,6 +1229,8 @@ int main(void) {
         run_test(test_env_redact_defaults);
         run_test(test_env_reveal);
         run_test(test_env_redact_setting);
+        run_test(test_env_value_checked);
+        run_test(test_env_show);
         run_test(test_ports);
         run_test(test_port_limits);
         run_test(test_on_start);

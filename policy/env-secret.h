@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Does an environment variable look like it carries a secret? Pure: no I/O, no logging, no
+ * allocation. The engine (policy_env_value_hidden()) shows a value only when the name is on an
+ * allow list and neither the name nor the value looks secret; these are the two "looks secret"
+ * halves. Both err on the side of hiding: a harmless value withheld costs a question, a secret
+ * shown cannot be taken back. Both read untrusted text (the target chooses its environment), in
+ * one pass or a few bounded ones, without recursion.
+ */
+#pragma once
+
+#include <stdbool.h>
+
+/*
+ * Does the name @name look like one of a secret? Words that name secrets anywhere in it,
+ * ASCII case ignored (PASSWORD, PASSWD, PASSPHRASE, SECRET, TOKEN, KEY, CRED, AUTH, PRIVATE,
+ * CERT, CONNSTR, CONNECTION, DSN, SALT, JWT, BEARER, COOKIE, SIGNING, SAS), a component of it
+ * (between '_', '.', '-', ':') that is PW, PIN, SIG or SAS or ends in PASS (PGPASS, DB_PASS),
+ * or, in a name of more than one component, ends in PWD (SQL_PWD; PWD and OLDPWD alone are the
+ * shell's working directories).
+ */
+bool env_name_looks_secret(const char *name);
+
+/*
+ * Does the value @value look like a secret, or hold one? True for: a key=value pair or
+ * "key": whose key ends in password, pwd, passwd, pass, secret, key, token, sig, signature,
+ * credential(s), auth or authorization (connection strings, SAS tokens, JAAS lines, JSON);
+ * a URL, or host, with a user part (scheme://user@, user:pass@host); a JWT (eyJ... . ...);
+ * a PEM block (-----BEGIN); "Bearer " and "Basic " credentials; the shapes of cloud and SaaS
+ * keys (AWS AKIA/ASIA ids, Google AIza keys, Stripe sk_/rk_/whsec_, GitHub ghp_ and kin,
+ * GitLab glpat-, Slack xox?-, SendGrid SG.); and random-looking runs of [A-Za-z0-9+=]: 16 or
+ * more characters with upper and lower case letters and digits, or 32 or more with letters
+ * and digits (hex keys); and a whole value of 20 or more of [A-Za-z0-9+/=] with upper and
+ * lower case letters and digits that is not an absolute path (base64 with its '/').
+ */
+bool env_value_looks_secret(const char *value);
