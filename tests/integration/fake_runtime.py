@@ -8,7 +8,9 @@ itself not dumpable), env:short, env:stall, env:count, env:huge
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
+StopTracing), trickle:SECONDS (a dumper that writes its core a byte at a time, SECONDS
+apart, creating LOG.trickling once the first byte is written, and never answers if the
+agent cuts it), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
 implemented"). Everything received is
 appended to LOG so tests can check what reached the "runtime".
@@ -28,6 +30,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 # A whole ELF core: the header, one program header, and the 4000 bytes of its one segment.
 CORE = (b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 4, 62, 1, 0, 64, 0, 0, 64, 56, 1, 0, 0, 0)
@@ -111,7 +114,23 @@ while True:
     data = conn.recv(65536)
     with open(log, "ab") as f:
         f.write(data)
-    if mode.split(":")[0] in ("dumper", "mounter") and len(data) > 24 and data[16] == 0x01:
+    if mode.startswith("trickle:") and len(data) > 24 and data[16] == 0x01:
+        # a runtime its user controls, slow on purpose: it meets the first-byte deadline, then trickles
+        units = int.from_bytes(data[20:24], "little")
+        path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
+        pause = float(mode.split(":", 1)[1])
+        try:
+            with open(path, "wb", buffering=0) as f:
+                for i in range(len(CORE)):
+                    f.write(CORE[i:i + 1])
+                    if i == 0:
+                        open(log + ".trickling", "w").close()
+                    time.sleep(pause)
+            conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
+        except OSError:  # the agent cut the dump: its FIFO is gone
+            pass
+        conn.close()
+    elif mode.split(":")[0] in ("dumper", "mounter") and len(data) > 24 and data[16] == 0x01:
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
         if mode.startswith("mounter:"):
