@@ -318,18 +318,31 @@ def only_root_reads_a_dump_of_a_process_that_made_itself_undumpable():
 
 @test
 def max_concurrent_dumps_bounds_dumps_across_targets():
+    # root's dumps take the host's slots (a user's of its own processes take slots of their own)
     first, second = private_target(), Target(SVC)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
     os.kill(first.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
-    pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
+    pending = subprocess.Popen([DSCTL, "--socket", agent.socket, "dump", str(first.pid)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: staging_dirs(first), what="the first dump to start")
-    r, _ = dump(agent, SVC, second.pid)
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout + r.stderr, r
     os.kill(first.pid, signal.SIGCONT)
     assert pending.wait(timeout=60) == 0
+    r, _ = dump(agent, "root", second.pid)
+    assert r.returncode == 0, r
+
+
+@test
+def max_concurrent_own_dumps_bounds_users_dumps_of_their_own_processes():
+    first, second = private_target(), Target(SVC)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_own_dumps = 1\nmax_dumps_per_user = 2\n')
+    stopped_dump(agent, SVC, first)
     r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == EXIT_BUSY and "max_concurrent_own_dumps" in r.stdout, r
+    # root's dump is not one of them: the host's slot serves it
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
 
 
@@ -350,14 +363,14 @@ def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline
     # long enough for the second request to arrive while the first holds the slot, even on a loaded machine
     agent = Agent("--dump-start-timeout", "10",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
-    pending = stopped_dump(agent, SVC, first)
-    r, _ = dump(agent, SVC, second.pid)
+    pending = stopped_dump(agent, "root", first)
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout, r
     # the target stays stopped: only the first-byte deadline can end its dump, long before the overall one
     _, err = pending.communicate(timeout=60)
     assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-start-timeout" in err, (pending.returncode, err)
     assert staging_dirs(first) == []
-    r, _ = dump(agent, SVC, second.pid)
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
 
 
@@ -366,7 +379,7 @@ def a_dump_whose_client_leaves_is_cancelled_and_frees_its_slot():
     first, second = private_target(), Target(SVC)
     agent = Agent("--dump-start-timeout", "600",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
-    pending = stopped_dump(agent, SVC, first)
+    pending = stopped_dump(agent, "root", first)
     pending.kill()
     pending.wait()
     wait_for(lambda: [rec for rec in agent.records() if "went away" in rec.get("DSAGENT_REASON", "")],
