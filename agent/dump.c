@@ -406,9 +406,12 @@ static void dump_pace_arm(DumpWork *work) {
                  window = work->window_usec + config->dump_stall_timeout_usec;
         int r;
 
-        if (work->pace_timer)
+        if (work->pace_timer) {
+                /* a time source fires once: set again, it must be enabled again */
                 r = sd_event_source_set_time(work->pace_timer, stall < window ? stall : window);
-        else
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(work->pace_timer, SD_EVENT_ONESHOT);
+        } else
                 r = sd_event_add_time(work->request->broker->event, &work->pace_timer, CLOCK_MONOTONIC,
                                       stall < window ? stall : window, 0, dump_on_pace, work);
         if (r < 0)

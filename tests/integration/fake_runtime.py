@@ -8,9 +8,9 @@ itself not dumpable), env:short, env:stall, env:count, env:huge
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing), trickle:SECONDS (a dumper that writes its core a byte at a time, SECONDS
-apart, creating LOG.trickling once the first byte is written, and never answers if the
-agent cuts it), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
+StopTracing), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
+SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
+the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
 implemented"). Everything received is
 appended to LOG so tests can check what reached the "runtime".
@@ -118,14 +118,17 @@ while True:
         # a runtime its user controls, slow on purpose: it meets the first-byte deadline, then trickles
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
-        pause = float(mode.split(":", 1)[1])
+        pause, burst = (mode.split(":")[1:] + ["0"])[:2]
         try:
             with open(path, "wb", buffering=0) as f:
-                for i in range(len(CORE)):
+                f.write(CORE[:1])
+                open(log + ".trickling", "w").close()
+                if int(burst):
+                    time.sleep(0.5)
+                    f.write(CORE[1:1 + int(burst)])
+                for i in range(1 + int(burst), len(CORE)):
+                    time.sleep(float(pause))
                     f.write(CORE[i:i + 1])
-                    if i == 0:
-                        open(log + ".trickling", "w").close()
-                    time.sleep(pause)
             conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
         except OSError:  # the agent cut the dump: its FIFO is gone
             pass

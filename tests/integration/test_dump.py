@@ -430,7 +430,7 @@ def a_trickling_dump_is_cut_at_the_minimum_rate_and_frees_its_slot():
     # 20 bytes a second against a minimum of 1000, measured over 3 s: cut some 3 s after its first
     # byte, where --dump-timeout (300 s) would have let it hold the slot for minutes
     agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "1000")
-    target, pending = trickling_dump(agent, SVC, 0.05)
+    target, pending = trickling_dump(agent, SVC, "0.05")
     other = FakeRuntime("dumper", user=SVC)
     r, _ = dump(agent, SVC, other.pid)
     assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r  # the slot is held meanwhile
@@ -440,6 +440,18 @@ def a_trickling_dump_is_cut_at_the_minimum_rate_and_frees_its_slot():
     assert staging_dirs(target) == []
     r, _ = dump(agent, SVC, other.pid)
     assert r.returncode == 0, r
+
+
+@test
+def a_dump_that_slows_down_later_is_cut_at_the_minimum_rate():
+    # 3500 bytes in its first 3 s keep up 1000 a second; the trickle after them does not, and the next
+    # stretch's check cuts it
+    agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "1000")
+    target, pending = trickling_dump(agent, SVC, "0.05:3500")
+    _, err = pending.communicate(timeout=60)
+    assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-min-rate" in err, (pending.returncode, err)
+    cut = cut_record(agent, target, "too slowly")
+    assert "in 3 s" in cut["DSAGENT_REASON"] and " 3500 bytes" not in cut["DSAGENT_REASON"], cut
 
 
 @test
