@@ -400,7 +400,8 @@ static void dump_end_stream(DumpWork *work) {
  */
 static int dump_on_pace(sd_event_source *source, uint64_t usec, void *userdata);
 
-static void dump_pace_arm(DumpWork *work) {
+/* Return: 0, or a negative errno when the dump failed for it (its request may be gone with it). */
+static int dump_pace_arm(DumpWork *work) {
         const BrokerConfig *config = &work->request->broker->config;
         uint64_t stall = work->last_news_usec + config->dump_stall_timeout_usec,
                  window = work->window_usec + config->dump_stall_timeout_usec;
@@ -414,8 +415,11 @@ static void dump_pace_arm(DumpWork *work) {
         } else
                 r = sd_event_add_time(work->request->broker->event, &work->pace_timer, CLOCK_MONOTONIC,
                                       stall < window ? stall : window, 0, dump_on_pace, work);
-        if (r < 0)
+        if (r < 0) {
                 dump_fail_errno(work, r, "cannot watch the dump's pace");
+                return r;
+        }
+        return 0;
 }
 
 /* Whether @bytes in @usec make less than @rate bytes a second. */
@@ -450,7 +454,7 @@ static int dump_on_pace(sd_event_source *source, uint64_t usec, void *userdata) 
                 work->window_usec = now;
                 work->window_bytes = work->bytes;
         }
-        dump_pace_arm(work);
+        (void)dump_pace_arm(work);
         return 0;
 }
 
@@ -477,8 +481,8 @@ static int dump_on_control(sd_event_source *source, int fd, uint32_t revents, vo
                 work->window_usec = work->last_news_usec;
                 work->window_bytes = work->bytes;
         }
-        if (first && !work->runtime_done && !work->runtime_error)
-                dump_pace_arm(work);
+        if (first && !work->runtime_done && !work->runtime_error && dump_pace_arm(work) < 0)
+                return 0;
         commands_report_progress(work->request, work->bytes);
         return 0;
 }
