@@ -27,12 +27,15 @@ Admission *admission_free(Admission *a) {
 }
 
 static const char *busy_reason(AdmissionKind kind, int which) {
-        static const char *const reasons[_ADMISSION_KIND_MAX][3] = {
+        static const char *const reasons[_ADMISSION_KIND_MAX][4] = {
                 [ADMISSION_DUMP] = { "a dump of this process is already in progress",
                                      "you have as many dumps in progress as max_dumps_per_user allows",
-                                     "as many dumps as max_concurrent_dumps allows are in progress" },
+                                     "as many dumps as max_concurrent_dumps allows are in progress",
+                                     "as many dumps of users' own processes as max_concurrent_own_dumps allows "
+                                     "are in progress" },
                 [ADMISSION_SESSION] = { "as many sessions of this process as max_sessions_per_target allows run",
                                         "as many sessions as max_sessions_per_user allows run for you",
+                                        "as many sessions as the agent allows run",
                                         "as many sessions as the agent allows run" },
         };
         return reasons[kind][which];
@@ -46,13 +49,16 @@ int admission_begin(Admission *a, AdmissionKind kind, const AdmissionKey *key, c
                 const Running *r = &a->running[i];
                 if (r->kind != kind)
                         continue;
-                in_all++;
+                in_all += r->key.own == key->own; /* the pools are apart; a process and a requester are not */
                 of_target += r->key.pid == key->pid && r->key.start_time == key->start_time;
                 of_requester += r->key.requester == key->requester;
         }
         if (of_target >= limits->per_target || of_requester >= limits->per_requester ||
             (limits->in_all > 0 && in_all >= limits->in_all)) {
-                *ret_why = busy_reason(kind, of_target >= limits->per_target ? 0 : of_requester >= limits->per_requester ? 1 : 2);
+                *ret_why = busy_reason(kind, of_target >= limits->per_target          ? 0
+                                             : of_requester >= limits->per_requester ? 1
+                                             : key->own                              ? 3
+                                                                                     : 2);
                 return ADMISSION_E_BUSY;
         }
         if (a->n == a->allocated) {
@@ -71,7 +77,7 @@ void admission_end(Admission *a, AdmissionKind kind, const AdmissionKey *key) {
         for (size_t i = 0; i < a->n; i++) {
                 Running *r = &a->running[i];
                 if (r->kind == kind && r->key.pid == key->pid && r->key.start_time == key->start_time &&
-                    r->key.requester == key->requester) {
+                    r->key.requester == key->requester && r->key.own == key->own) {
                         *r = a->running[--a->n];
                         return;
                 }

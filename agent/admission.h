@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * What runs now, counted, so that nobody takes more than a fair share: dumps
- * (one per process at a time, max_concurrent_dumps in all, and
- * max_dumps_per_user for each requester) and trace or counters sessions
- * (per process and per requester). Pure bookkeeping: the caller says what
+ * (one per process at a time, max_dumps_per_user for each requester, and in
+ * all max_concurrent_dumps, or max_concurrent_own_dumps for dumps users take
+ * of their own processes, which thus never hold the host's slots from anyone
+ * else) and trace or counters sessions (per process and per requester). Pure bookkeeping: the caller says what
  * starts and what ends.
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -23,12 +25,14 @@ typedef struct AdmissionKey {
         pid_t pid;
         uint64_t start_time;
         uid_t requester;
+        /* counted in the own pool's in_all, apart from everything else's: a user's dump of its own process */
+        bool own;
 } AdmissionKey;
 
 typedef struct AdmissionLimits {
         unsigned per_target;    /* dumps: 1; sessions: max_sessions_per_target */
         unsigned per_requester;
-        unsigned in_all;        /* 0: no bound in all */
+        unsigned in_all;        /* of @key's pool (AdmissionKey.own); 0: no bound in all */
 } AdmissionLimits;
 
 typedef enum AdmissionKind {

@@ -28,6 +28,10 @@ typedef struct BrokerConfig {
         uint64_t idle_exit_usec;       /* 0: never exit when idle */
         uint64_t dump_timeout_usec;    /* for a runtime to finish a dump */
         uint64_t dump_start_timeout_usec; /* for its first byte: a runtime that writes nothing frees the slot */
+        /* after it: a runtime that writes no byte for this long, or fewer than dump_min_rate bytes a
+         * second over any such stretch, has its dump cut (a trickle would hold its slot) */
+        uint64_t dump_stall_timeout_usec;
+        uint64_t dump_min_rate;        /* bytes per second; 0: only stalls are cut */
         const char *runtime_dir;       /* notes of staging directories in use, for clean-up after a crash */
         unsigned max_connections;
         unsigned max_connections_per_uid;
@@ -41,6 +45,8 @@ typedef struct BrokerConfig {
                 .reply_timeout_usec = 30 * 1000000ULL,          \
                 .dump_timeout_usec = 300 * 1000000ULL,          \
                 .dump_start_timeout_usec = 30 * 1000000ULL,     \
+                .dump_stall_timeout_usec = 30 * 1000000ULL,     \
+                .dump_min_rate = 1024 * 1024,                   \
                 .runtime_dir = "/run/dsagent",                  \
                 .max_connections = 512,                         \
                 .max_connections_per_uid = 32,                  \

@@ -46,7 +46,9 @@
  * as long as the dump takes); the runtime asked. When the runtime says OK,
  * the stream is told to finish, the file is checked, labelled and named.
  * The client's hang-up cancels it all; so does a runtime that sends no byte
- * within the first-byte deadline.
+ * within the first-byte deadline, and, after it, one that stalls or writes
+ * slower than the minimum rate (the pace: a trickle would hold the slot until
+ * --dump-timeout).
  */
 typedef struct DumpWork {
         Request *request;
@@ -62,8 +64,10 @@ typedef struct DumpWork {
         unsigned slot;          /* its bytes' slot (dump-writer.h) */
         bool have_slot;
         int control_fd;         /* our end of the stream's control socket */
-        sd_event_source *control_source, *first_byte_timer;
+        sd_event_source *control_source, *first_byte_timer, *pace_timer;
         uint64_t bytes;         /* as the stream last reported */
+        uint64_t last_news_usec; /* when the stream last reported more bytes */
+        uint64_t window_usec, window_bytes; /* the stretch the rate is measured over: its start, and bytes then */
         bool runtime_done, stream_done;
         uint64_t stream_bytes;
         /* the runtime failed; its words wait for the stream's end, whose own failure explains more */
@@ -79,6 +83,7 @@ static void dump_work_free(void *p) {
         runtime_call_free(work->call);
         sd_event_source_disable_unref(work->control_source);
         sd_event_source_disable_unref(work->first_byte_timer);
+        sd_event_source_disable_unref(work->pace_timer);
         safe_close(work->control_fd);
         dump_stage_free(work->stage);
         safe_close(work->file_fd);
@@ -266,6 +271,7 @@ static void dump_stop(DumpWork *work) {
         req->job = NULL;
         work->control_source = sd_event_source_disable_unref(work->control_source);
         work->first_byte_timer = sd_event_source_disable_unref(work->first_byte_timer);
+        work->pace_timer = sd_event_source_disable_unref(work->pace_timer);
         work->control_fd = safe_close(work->control_fd);
         dump_unstage(work);
 }
@@ -385,19 +391,99 @@ static void dump_end_stream(DumpWork *work) {
         (void)send(work->control_fd, &(char){ JOBS_STREAM_FINISH }, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* The stream's reports: how far it got. The first one means the runtime is writing. */
+/*
+ * The pace, once the first byte is in: a runtime that writes no byte for
+ * --dump-stall-timeout, or fewer than --dump-min-rate bytes a second over a
+ * stretch of that length, has its dump cut. The stream reports at least
+ * every second while bytes come (jobs.h), so a stall is seen within a second
+ * of its deadline.
+ */
+static int dump_on_pace(sd_event_source *source, uint64_t usec, void *userdata);
+
+/* Return: 0, or a negative errno when the dump failed for it (its request may be gone with it). */
+static int dump_pace_arm(DumpWork *work) {
+        const BrokerConfig *config = &work->request->broker->config;
+        uint64_t stall = work->last_news_usec + config->dump_stall_timeout_usec,
+                 window = work->window_usec + config->dump_stall_timeout_usec;
+        int r;
+
+        if (work->pace_timer) {
+                /* a time source fires once: set again, it must be enabled again */
+                r = sd_event_source_set_time(work->pace_timer, stall < window ? stall : window);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(work->pace_timer, SD_EVENT_ONESHOT);
+        } else
+                r = sd_event_add_time(work->request->broker->event, &work->pace_timer, CLOCK_MONOTONIC,
+                                      stall < window ? stall : window, 0, dump_on_pace, work);
+        if (r < 0) {
+                dump_fail_errno(work, r, "cannot watch the dump's pace");
+                return r;
+        }
+        return 0;
+}
+
+/* Whether @bytes in @usec make less than @rate bytes a second. */
+static bool under_rate(uint64_t bytes, uint64_t usec, uint64_t rate) {
+        return (unsigned __int128)bytes * USEC_PER_SEC < (unsigned __int128)rate * usec;
+}
+
+static int dump_on_pace(sd_event_source *source, uint64_t usec, void *userdata) {
+        DumpWork *work = userdata;
+        const BrokerConfig *config = &work->request->broker->config;
+        uint64_t now = monotonic_usec(work->request), stall = config->dump_stall_timeout_usec;
+        char why[192];
+
+        if (now >= work->last_news_usec + stall) {
+                snprintf(why, sizeof(why),
+                         "the runtime stopped writing the dump: no byte for %llu s (--dump-stall-timeout); it was cut",
+                         (unsigned long long)(stall / USEC_PER_SEC));
+                dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
+                return 0;
+        }
+        if (now >= work->window_usec + stall) {
+                if (under_rate(work->bytes - work->window_bytes, now - work->window_usec, config->dump_min_rate)) {
+                        snprintf(why, sizeof(why),
+                                 "the runtime wrote the dump too slowly: %llu bytes in %llu s, under --dump-min-rate "
+                                 "(%llu bytes a second); it was cut",
+                                 (unsigned long long)(work->bytes - work->window_bytes),
+                                 (unsigned long long)((now - work->window_usec) / USEC_PER_SEC),
+                                 (unsigned long long)config->dump_min_rate);
+                        dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
+                        return 0;
+                }
+                work->window_usec = now;
+                work->window_bytes = work->bytes;
+        }
+        (void)dump_pace_arm(work);
+        return 0;
+}
+
+/* The runtime answered: what it wrote is in the pipe, and the stream only drains it. */
+static void dump_pace_stop(DumpWork *work) {
+        work->pace_timer = sd_event_source_disable_unref(work->pace_timer);
+}
+
+/* The stream's reports: how far it got. The first one means the runtime is writing, and starts the pace. */
 static int dump_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         DumpWork *work = userdata;
         DumpProgress p;
-        bool news = false;
+        bool news = false, first = work->bytes == 0;
 
         while (recv(fd, &p, sizeof(p), MSG_DONTWAIT) == sizeof(p)) {
+                news = news || p.bytes > work->bytes;
                 work->bytes = p.bytes;
                 work->first_byte_timer = sd_event_source_disable_unref(work->first_byte_timer);
-                news = true;
         }
-        if (news)
-                commands_report_progress(work->request, work->bytes);
+        if (!news)
+                return 0;
+        work->last_news_usec = monotonic_usec(work->request);
+        if (first) {
+                work->window_usec = work->last_news_usec;
+                work->window_bytes = work->bytes;
+        }
+        if (first && !work->runtime_done && !work->runtime_error && dump_pace_arm(work) < 0)
+                return 0;
+        commands_report_progress(work->request, work->bytes);
         return 0;
 }
 
@@ -489,6 +575,7 @@ static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
                 work->runtime_error = reason ? TAKE_PTR(reason) : strdup("the runtime could not write the dump");
                 work->runtime_hresult = reply->hresult;
                 work->call = runtime_call_free(work->call);
+                dump_pace_stop(work);
                 if (!work->runtime_error || work->stream_done)
                         dump_report_runtime_error(work);
                 else
@@ -497,6 +584,7 @@ static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse
         }
         work->runtime_done = true;
         work->call = runtime_call_free(work->call);
+        dump_pace_stop(work);
         if (work->stream_done)
                 dump_finish(work);
         else
@@ -660,6 +748,18 @@ static void dump_socket_found(Request *req, int r, const char *why) {
                 startup_probe(req, dump_probed);
 }
 
+/*
+ * A user's dump of its own process, allowed as its owner (owner_access): the
+ * user controls that "runtime", which may write as slowly as it likes, so such
+ * dumps take slots of their own (max_concurrent_own_dumps, and each user's
+ * max_dumps_per_user) and never the host's max_concurrent_dumps, which the
+ * dumps rules grant and root's are left to.
+ */
+static bool dump_is_own(const Request *req) {
+        return req->peer->uid != 0 && !req->verdict.rule && req->verdict.rule_name &&
+               strcmp(req->verdict.rule_name, POLICY_RULE_OWNER) == 0;
+}
+
 static void dump_decided(Request *req) {
         DumpWork *work = req->work;
         const char *why = NULL;
@@ -671,10 +771,11 @@ static void dump_decided(Request *req) {
                 return;
         }
         work->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
-                                    .requester = req->peer->uid };
+                                    .requester = req->peer->uid, .own = dump_is_own(req) };
         r = admission_begin(req->broker->admission, ADMISSION_DUMP, &work->key,
                             &(AdmissionLimits){ .per_target = 1, .per_requester = req->policy->agent.max_dumps_per_user,
-                                                .in_all = req->policy->agent.max_concurrent_dumps },
+                                                .in_all = work->key.own ? req->policy->agent.max_concurrent_own_dumps
+                                                                        : req->policy->agent.max_concurrent_dumps },
                             &why);
         if (r == ADMISSION_E_BUSY) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, why);

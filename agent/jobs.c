@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "broker.h"
@@ -308,14 +309,24 @@ static void stream_report(int control, uint64_t bytes) {
         (void)send(control, &p, sizeof(p), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+static uint64_t stream_now_usec(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
 /*
  * The dump's bytes, from the FIFO into the unnamed file, until the agent
- * says the runtime is done (or goes away, or the guards are broken).
+ * says the runtime is done (or goes away, or the guards are broken). New
+ * bytes are reported at once when they are the first or the FIFO went quiet,
+ * and at least every STREAM_PROGRESS_USEC while they keep coming: the agent
+ * measures the runtime's pace by these reports (dump.c).
  */
 static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         const char *why = NULL;
         DumpWriter w;
-        uint64_t reported = 0;
+        uint64_t reported = 0, reported_usec = 0;
         bool fifo_open = true;
         int control;
 
@@ -354,9 +365,11 @@ static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobRe
                         }
                 }
                 if (w.bytes != reported && (reported == 0 || !fifo_open || p[1].revents == 0 ||
-                                            w.bytes - reported >= STREAM_PUMP_BUDGET)) {
+                                            w.bytes - reported >= STREAM_PUMP_BUDGET ||
+                                            stream_now_usec() - reported_usec >= STREAM_PROGRESS_USEC)) {
                         stream_report(control, w.bytes);
                         reported = w.bytes;
+                        reported_usec = stream_now_usec();
                 }
         }
         reply_why(a, why);

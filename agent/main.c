@@ -58,6 +58,12 @@ static void usage(FILE *out) {
                 "                       how long a runtime may take to write a dump [300]\n"
                 "  --dump-start-timeout SECONDS\n"
                 "                       how long it may take to write the dump's first byte [30]\n"
+                "  --dump-stall-timeout SECONDS\n"
+                "                       after it, how long it may write no byte; also the stretch\n"
+                "                       --dump-min-rate is measured over [30]\n"
+                "  --dump-min-rate BYTES\n"
+                "                       the fewest bytes a second it must write, on average over\n"
+                "                       each such stretch; 0: no minimum [1048576]\n"
                 "  --runtime-dir PATH   where the agent keeps notes of work in progress [/run/dsagent]\n"
                 "  --help               show this help\n"
                 "  --version            show the version\n");
@@ -94,7 +100,7 @@ static int parse_group(const char *s, gid_t *ret) {
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Options *o) {
         enum { ARG_LISTEN = 0x100, ARG_LISTEN_MODE, ARG_LISTEN_GROUP, ARG_POLICY, ARG_CHECK_POLICY, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT,
-               ARG_DUMP_TIMEOUT, ARG_DUMP_START_TIMEOUT, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION };
+               ARG_DUMP_TIMEOUT, ARG_DUMP_START_TIMEOUT, ARG_DUMP_STALL_TIMEOUT, ARG_DUMP_MIN_RATE, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION };
         static const struct option options[] = {
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "listen-mode", required_argument, NULL, ARG_LISTEN_MODE },
@@ -106,6 +112,8 @@ static int parse_argv(int argc, char **argv, Options *o) {
                 { "runtime-timeout", required_argument, NULL, ARG_RUNTIME_TIMEOUT },
                 { "dump-timeout", required_argument, NULL, ARG_DUMP_TIMEOUT },
                 { "dump-start-timeout", required_argument, NULL, ARG_DUMP_START_TIMEOUT },
+                { "dump-stall-timeout", required_argument, NULL, ARG_DUMP_STALL_TIMEOUT },
+                { "dump-min-rate", required_argument, NULL, ARG_DUMP_MIN_RATE },
                 { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "help", no_argument, NULL, ARG_HELP },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -167,6 +175,19 @@ static int parse_argv(int argc, char **argv, Options *o) {
                         if (duration_parse(optarg, &o->broker.dump_start_timeout_usec) < 0 ||
                             o->broker.dump_start_timeout_usec == 0) {
                                 fprintf(stderr, "dsagent: --dump-start-timeout takes a positive number of seconds\n");
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_DUMP_STALL_TIMEOUT:
+                        if (duration_parse(optarg, &o->broker.dump_stall_timeout_usec) < 0 ||
+                            o->broker.dump_stall_timeout_usec == 0) {
+                                fprintf(stderr, "dsagent: --dump-stall-timeout takes a positive number of seconds\n");
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_DUMP_MIN_RATE:
+                        if (parse_u64(optarg, &o->broker.dump_min_rate) < 0) {
+                                fprintf(stderr, "dsagent: --dump-min-rate takes a number of bytes a second\n");
                                 return -EINVAL;
                         }
                         break;

@@ -797,7 +797,8 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
                 return true;
         }
         error_at(c, e->line, e->column,
-                 "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_dumps_per_user, max_use, keep_free, "
+                 "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_dumps_per_user, "
+                 "max_concurrent_own_dumps, max_use, keep_free, "
                  "audit_failure, "
                  "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
                  "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst, env_redact, "
@@ -824,6 +825,8 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
                 return compile_agent_count(c, e, POLICY_MAX_CONCURRENT_DUMPS_MAX, &a->max_concurrent_dumps);
         } else if (strcmp(e->key, "max_dumps_per_user") == 0) {
                 return compile_agent_count(c, e, POLICY_MAX_CONCURRENT_DUMPS_MAX, &a->max_dumps_per_user);
+        } else if (strcmp(e->key, "max_concurrent_own_dumps") == 0) {
+                return compile_agent_count(c, e, POLICY_MAX_CONCURRENT_DUMPS_MAX, &a->max_concurrent_own_dumps);
         } else if (strcmp(e->key, "max_use") == 0 || strcmp(e->key, "keep_free") == 0) {
                 if (!expect_string(c, e))
                         return false;

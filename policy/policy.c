@@ -124,6 +124,7 @@ Policy *policy_new_builtin(void) {
         p->agent.dump_dir = strdup(POLICY_DEFAULT_DUMP_DIR);
         p->agent.max_concurrent_dumps = 1;
         p->agent.max_dumps_per_user = 1;
+        p->agent.max_concurrent_own_dumps = 4;
         p->agent.max_use = (PolicySize){ .percent = 10 };
         p->agent.keep_free = (PolicySize){ .percent = 15 };
         p->agent.owner_access = true;

@@ -154,6 +154,9 @@ typedef struct PolicyAgentSettings {
         char *dump_dir;
         unsigned max_concurrent_dumps;
         unsigned max_dumps_per_user;
+        /* dumps users take of their own processes under owner_access: a pool apart from
+         * max_concurrent_dumps, so that no user's own dumps keep anyone else's waiting */
+        unsigned max_concurrent_own_dumps;
         PolicySize max_use;   /* dumps may take at most this much in all (coredump.conf MaxUse=) */
         PolicySize keep_free; /* and must leave this much free (coredump.conf KeepFree=) */
         bool audit_failure_allow; /* audit_failure = "allow"; the default is deny */

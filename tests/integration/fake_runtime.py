@@ -8,7 +8,9 @@ itself not dumpable), env:short, env:stall, env:count, env:huge
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
+StopTracing), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
+SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
+the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
 implemented"), renamer:NAME:OTHER (names itself NAME by rewriting its argv[0] in
 place, as setproctitle() does, and on each SIGUSR1 switches to the other name and
@@ -31,6 +33,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 # A whole ELF core: the header, one program header, and the 4000 bytes of its one segment.
 CORE = (b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 4, 62, 1, 0, 64, 0, 0, 64, 56, 1, 0, 0, 0)
@@ -140,6 +143,25 @@ while True:
         block = struct.pack("<II", 1, len(pair) // 2) + pair
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 26, 0xFF, 0, 0) + struct.pack("<IH", len(block), 0))
         conn.sendall(block)
+        conn.close()
+    elif mode.startswith("trickle:") and len(data) > 24 and data[16] == 0x01:
+        # a runtime its user controls, slow on purpose: it meets the first-byte deadline, then trickles
+        units = int.from_bytes(data[20:24], "little")
+        path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
+        pause, burst = (mode.split(":")[1:] + ["0"])[:2]
+        try:
+            with open(path, "wb", buffering=0) as f:
+                f.write(CORE[:1])
+                open(log + ".trickling", "w").close()
+                if int(burst):
+                    time.sleep(0.5)
+                    f.write(CORE[1:1 + int(burst)])
+                for i in range(1 + int(burst), len(CORE)):
+                    time.sleep(float(pause))
+                    f.write(CORE[i:i + 1])
+            conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
+        except OSError:  # the agent cut the dump: its FIFO is gone
+            pass
         conn.close()
     elif mode.split(":")[0] in ("dumper", "mounter", "renamer") and len(data) > 24 and data[16] == 0x01:
         units = int.from_bytes(data[20:24], "little")

@@ -318,18 +318,31 @@ def only_root_reads_a_dump_of_a_process_that_made_itself_undumpable():
 
 @test
 def max_concurrent_dumps_bounds_dumps_across_targets():
+    # root's dumps take the host's slots (a user's of its own processes take slots of their own)
     first, second = private_target(), Target(SVC)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
     os.kill(first.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
-    pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
+    pending = subprocess.Popen([DSCTL, "--socket", agent.socket, "dump", str(first.pid)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: staging_dirs(first), what="the first dump to start")
-    r, _ = dump(agent, SVC, second.pid)
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout + r.stderr, r
     os.kill(first.pid, signal.SIGCONT)
     assert pending.wait(timeout=60) == 0
+    r, _ = dump(agent, "root", second.pid)
+    assert r.returncode == 0, r
+
+
+@test
+def max_concurrent_own_dumps_bounds_users_dumps_of_their_own_processes():
+    first, second = private_target(), Target(SVC)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_own_dumps = 1\nmax_dumps_per_user = 2\n')
+    stopped_dump(agent, SVC, first)
     r, _ = dump(agent, SVC, second.pid)
+    assert r.returncode == EXIT_BUSY and "max_concurrent_own_dumps" in r.stdout, r
+    # root's dump is not one of them: the host's slot serves it
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
 
 
@@ -350,14 +363,14 @@ def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline
     # long enough for the second request to arrive while the first holds the slot, even on a loaded machine
     agent = Agent("--dump-start-timeout", "10",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
-    pending = stopped_dump(agent, SVC, first)
-    r, _ = dump(agent, SVC, second.pid)
+    pending = stopped_dump(agent, "root", first)
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout, r
     # the target stays stopped: only the first-byte deadline can end its dump, long before the overall one
     _, err = pending.communicate(timeout=60)
     assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-start-timeout" in err, (pending.returncode, err)
     assert staging_dirs(first) == []
-    r, _ = dump(agent, SVC, second.pid)
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
 
 
@@ -366,7 +379,7 @@ def a_dump_whose_client_leaves_is_cancelled_and_frees_its_slot():
     first, second = private_target(), Target(SVC)
     agent = Agent("--dump-start-timeout", "600",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
-    pending = stopped_dump(agent, SVC, first)
+    pending = stopped_dump(agent, "root", first)
     pending.kill()
     pending.wait()
     wait_for(lambda: [rec for rec in agent.records() if "went away" in rec.get("DSAGENT_REASON", "")],
@@ -374,8 +387,8 @@ def a_dump_whose_client_leaves_is_cancelled_and_frees_its_slot():
     cancelled, = [rec for rec in agent.records() if "went away" in rec.get("DSAGENT_REASON", "")]
     assert cancelled["DSAGENT_DECISION"] == "failed" and cancelled["DSAGENT_TARGET_PID"] == str(first.pid), cancelled
     assert staging_dirs(first) == []
-    # the first target is still stopped, yet its slot is free
-    r, _ = dump(agent, SVC, second.pid)
+    # the first target is still stopped, yet its slot is free (root's dumps take the host's slots)
+    r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
 
 
@@ -389,6 +402,94 @@ def one_requester_takes_one_dump_slot_at_a_time_by_default():
     # another requester still gets one
     r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
+
+
+def trickling_dump(agent, user, pause):
+    """A dump by @user of @user's own fake runtime that writes its core a byte at a time, @pause seconds
+    apart, left pending once its first byte is in."""
+    target = FakeRuntime(f"trickle:{pause}", user=user)
+    pending = subprocess.Popen(as_user(user, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    harness.scope.callback(pending.kill)
+    wait_for(lambda: os.path.exists(target.log + ".trickling") or pending.poll() is not None,
+             what="the runtime's first byte")
+    assert pending.poll() is None, pending.communicate()
+    return target, pending
+
+
+def cut_record(agent, target, words):
+    wait_for(lambda: [rec for rec in agent.records() if words in rec.get("DSAGENT_REASON", "")],
+             what="the cut dump's record")
+    cut, = [rec for rec in agent.records() if words in rec.get("DSAGENT_REASON", "")]
+    assert cut["DSAGENT_DECISION"] == "failed" and cut["DSAGENT_TARGET_PID"] == str(target.pid), cut
+    return cut
+
+
+@test
+def a_trickling_dump_is_cut_at_the_minimum_rate_and_frees_its_slot():
+    # 20 bytes a second against a minimum of 1000, measured over 3 s: cut some 3 s after its first
+    # byte, where --dump-timeout (300 s) would have let it hold the slot for minutes
+    agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "1000")
+    target, pending = trickling_dump(agent, SVC, "0.05")
+    other = FakeRuntime("dumper", user=SVC)
+    r, _ = dump(agent, SVC, other.pid)
+    assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r  # the slot is held meanwhile
+    _, err = pending.communicate(timeout=60)
+    assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-min-rate" in err, (pending.returncode, err)
+    cut_record(agent, target, "too slowly")
+    assert staging_dirs(target) == []
+    r, _ = dump(agent, SVC, other.pid)
+    assert r.returncode == 0, r
+
+
+@test
+def a_dump_that_slows_down_later_is_cut_at_the_minimum_rate():
+    # 3500 bytes in its first 3 s keep up 1000 a second; the trickle after them does not, and the next
+    # stretch's check cuts it
+    agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "1000")
+    target, pending = trickling_dump(agent, SVC, "0.05:3500")
+    _, err = pending.communicate(timeout=60)
+    assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-min-rate" in err, (pending.returncode, err)
+    cut = cut_record(agent, target, "too slowly")
+    assert "in 3 s" in cut["DSAGENT_REASON"] and " 3500 bytes" not in cut["DSAGENT_REASON"], cut
+
+
+@test
+def a_dump_that_stalls_after_its_first_byte_is_cut_at_the_stall_deadline():
+    # one byte, then a minute of nothing: with no minimum rate, the stall deadline alone ends it
+    agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "0")
+    target, pending = trickling_dump(agent, SVC, 60)
+    _, err = pending.communicate(timeout=40)
+    assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-stall-timeout" in err, (pending.returncode, err)
+    cut_record(agent, target, "no byte for 3 s")
+    assert staging_dirs(target) == []
+
+
+@test
+def a_users_trickling_dumps_of_its_own_processes_keep_nobody_elses_dump_waiting():
+    # the default slots (max_concurrent_dumps = 1, max_dumps_per_user = 1); the pace is loosened so that
+    # the trickle outlives the test: fairness, not the pace, must serve the others
+    agent = Agent("--dump-min-rate", "0", "--dump-stall-timeout", "600", policy=f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+[[rule]]
+name = "oncall-dumps"
+groups = ["{OPS}"]
+commands = ["dump"]
+targets.users = ["{SVC}"]
+dump_types = ["mini"]
+""")
+    _, pending = trickling_dump(agent, SVC, 1)
+    others = [FakeRuntime("dumper", user=SVC) for _ in range(2)]
+    mallorys = FakeRuntime("dumper", user=MALLORY)
+    # root, an ops user under a rule, and another user dumping its own process: each served
+    for user, target in (("root", others[0]), (ALICE, others[1]), (MALLORY, mallorys)):
+        r, result = dump(agent, user, target.pid)
+        assert r.returncode == 0 and is_elf_core(result["path"]), (user, r)
+    assert pending.poll() is None, "the trickling dump was still running all along"
+    # and the trickling user itself is held to its own allowance
+    r, _ = dump(agent, SVC, others[0].pid)
+    assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r
 
 
 if __name__ == "__main__":

@@ -297,7 +297,12 @@ static void test_agent_settings(void) {
         check(p && strcmp(p->agent.dump_dir, "/srv/dumps") == 0 && p->agent.max_concurrent_dumps == 3);
         check(p && p->agent.audit_failure_allow && strcmp(p->agent.pam_service, "dsagent") == 0);
         check(p && p->agent.owner_access);
+        check(p && p->agent.max_concurrent_own_dumps == 4); /* the default */
         policy_unref(p);
+        p = compile_ok("[agent]\nmax_concurrent_own_dumps = 2\n");
+        check(p && p->agent.max_concurrent_own_dumps == 2 && p->agent.max_concurrent_dumps == 1);
+        policy_unref(p);
+        compile_fails("[agent]\nmax_concurrent_own_dumps = 65\n", NULL, 2, 28, "must be 1 to 64");
 }
 
 #define RULE_HEAD "[[rule]]\nname = \"r\"\nusers = [\"bob\"]\n"

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Admission: dumps per process, per requester and in all, with users' own dumps in a pool apart */
+#include <string.h>
+
+#include "admission.h"
+#include "tap.h"
+
+static const AdmissionLimits SHARED = { .per_target = 1, .per_requester = 1, .in_all = 1 };
+static const AdmissionLimits OWN = { .per_target = 1, .per_requester = 1, .in_all = 2 };
+
+#define KEY(p, r, o) (&(AdmissionKey){ .pid = (p), .start_time = 7, .requester = (r), .own = (o) })
+
+static void test_own_dumps_leave_the_shared_slots_alone(void) {
+        Admission *a = admission_new();
+        AdmissionKey mine = *KEY(100, 1001, true);
+        const char *why = NULL;
+
+        check(admission_begin(a, ADMISSION_DUMP, &mine, &OWN, &why) == 0);
+        /* root's, and a rule's, dump of another process still find the one shared slot */
+        check(admission_begin(a, ADMISSION_DUMP, KEY(200, 0, false), &SHARED, &why) == 0);
+        /* which they then hold from each other */
+        why = NULL;
+        check(admission_begin(a, ADMISSION_DUMP, KEY(300, 1002, false), &SHARED, &why) == ADMISSION_E_BUSY);
+        check(why && strstr(why, "max_concurrent_dumps"));
+        /* another user's own dump finds a slot of the own pool */
+        check(admission_begin(a, ADMISSION_DUMP, KEY(400, 1003, true), &OWN, &why) == 0);
+        /* the own pool is bounded too */
+        why = NULL;
+        check(admission_begin(a, ADMISSION_DUMP, KEY(500, 1004, true), &OWN, &why) == ADMISSION_E_BUSY);
+        check(why && strstr(why, "max_concurrent_own_dumps"));
+        admission_end(a, ADMISSION_DUMP, &mine);
+        check(admission_begin(a, ADMISSION_DUMP, KEY(500, 1004, true), &OWN, &why) == 0);
+        admission_free(a);
+}
+
+static void test_a_requester_and_a_process_count_over_both_pools(void) {
+        Admission *a = admission_new();
+        const char *why = NULL;
+
+        check(admission_begin(a, ADMISSION_DUMP, KEY(100, 1001, true), &OWN, &why) == 0);
+        /* its own dumps count against its max_dumps_per_user wherever its next one would go */
+        check(admission_begin(a, ADMISSION_DUMP, KEY(200, 1001, false), &SHARED, &why) == ADMISSION_E_BUSY);
+        check(why && strstr(why, "max_dumps_per_user"));
+        /* and a process has one dump at a time, whoever takes it */
+        check(admission_begin(a, ADMISSION_DUMP, KEY(100, 0, false), &SHARED, &why) == ADMISSION_E_BUSY);
+        check(why && strstr(why, "already in progress"));
+        /* ending one in the other pool ends nothing */
+        admission_end(a, ADMISSION_DUMP, KEY(100, 1001, false));
+        check(admission_begin(a, ADMISSION_DUMP, KEY(100, 0, false), &SHARED, &why) == ADMISSION_E_BUSY);
+        admission_free(a);
+}
+
+int main(void) {
+        run_test(test_own_dumps_leave_the_shared_slots_alone);
+        run_test(test_a_requester_and_a_process_count_over_both_pools);
+        return tap_finish();
+}
