@@ -41,7 +41,11 @@ void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         if (!s)
                 return;
         len = strnlen(s, WIRE_STRING_MAX + 1);
-        len = utf8_valid_prefix(s, len > WIRE_STRING_MAX ? WIRE_STRING_MAX : len);
+        if (len > WIRE_STRING_MAX)
+                len = WIRE_STRING_MAX;
+        /* a text field carries the bytes as they are, for the client to escape; a string is UTF-8 */
+        if (wire_tag_kind(tag) != WIRE_KIND_TEXT)
+                len = utf8_valid_prefix(s, len);
         memcpy(buf, s, len);
         buf[len] = '\0';
         wire_writer_put_string(w, tag, buf);
@@ -105,7 +109,7 @@ void commands_put_target_fields(WireWriter *w, const Target *t) {
         wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)t->pid);
         wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
         wire_writer_put_string(w, WIRE_TAG_UNIT, t->unit);
-        wire_writer_put_string(w, WIRE_TAG_EXE, t->exe);
+        commands_put_untrusted_string(w, WIRE_TAG_EXE, t->exe);
         /* each only when known: the worker leaves them NULL rather than empty */
         wire_writer_put_string(w, WIRE_TAG_CONTAINER, t->container_id);
         wire_writer_put_string(w, WIRE_TAG_POD_UID, t->pod_uid);

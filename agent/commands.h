@@ -61,5 +61,6 @@ void commands_put_target_fields(WireWriter *w, const Target *t);
 /* For a runtime that connected in on a port: the port, and whether it waits to be resumed. */
 void commands_put_port_fields(WireWriter *w, Request *req);
 
-/* A string from a target, as a wire string: cut to the longest valid UTF-8 prefix that fits. */
+/* A string from a target, for @tag: its first WIRE_STRING_MAX bytes, as they are for a text tag
+ * (WIRE_KIND_TEXT: the client escapes them), cut to the longest valid UTF-8 prefix for a string tag. */
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s);
