@@ -9,7 +9,7 @@ import shutil
 import harness
 from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
                      AcceptWatch, Agent, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
-                     make_dir, place_in_unit, test, uid_of, wait_for)
+                     make_dir, place_in_cgroup, place_in_unit, test, uid_of, wait_for)
 
 
 @test
@@ -202,9 +202,9 @@ def bidi_and_other_format_characters_from_a_runtime_come_out_escaped():
 
 @test
 def a_process_whose_path_and_name_are_not_utf8_is_listed_and_described_escaped():
-    """The owner chooses the bytes of its executable's path and of its command line: bytes that are not UTF-8
-    and control characters must neither hide the process from anyone's ps nor fail info, and come out
-    escaped in text, as U+FFFD in JSON, and escaped in the audit record."""
+    """The owner chooses the bytes of its executable's path and of its command line, and who may make cgroups
+    those of its cgroup: bytes that are not UTF-8 and control characters must neither hide the process from
+    anyone's ps nor fail info, and come out escaped in text, as U+FFFD in JSON, and escaped in the audit record."""
     base = make_dir(None, 0o755)
     plain = os.path.join(base, "app")
     shutil.copytree(os.path.dirname(harness.target_app()), plain)
@@ -218,6 +218,8 @@ def a_process_whose_path_and_name_are_not_utf8_is_listed_and_described_escaped()
     os.rename(plain.encode(), evil)
     exe = os.readlink(f"/proc/{pid}/exe".encode())
     assert exe == evil + b"/DsTestTarget", exe
+    cgroup = place_in_cgroup(pid, b"dst-esc-\xff\x1b[2J")
+    assert cgroup == b"/dst-esc-\xff\x1b[2J" and cgroup in open(f"/proc/{pid}/cgroup", "rb").read(), cgroup
     agent = Agent(audit="json")
 
     shown_exe = base + "/dir\\xff\\xfe\\x1b[2J\\xc3/DsTestTarget"
@@ -235,17 +237,20 @@ def a_process_whose_path_and_name_are_not_utf8_is_listed_and_described_escaped()
         info = dsctl(agent, user, "info", str(pid))
         assert info.returncode == 0, (user, info)
         assert f"Executable:       {shown_exe}\n" in info.stdout, info.stdout
+        assert "Cgroup:           /dst-esc-\\xff\\x1b[2J\n" in info.stdout, info.stdout
         for out in (text.stdout, info.stdout):
             assert not any(c in out for c in "\x1b\x07\ufffd"), out
         raw = dsctl(agent, user, "--json", "info", str(pid))
         assert raw.returncode == 0, (user, raw)
         described = json.loads(raw.stdout)
         assert described["exe"] == rows[pid]["exe"] and described["entry_assembly"] == "DsTestTarget", described
+        assert described["cgroup"] == rows[pid]["cgroup"] == "/dst-esc-\ufffd\u001b[2J", described
         assert "\x1b" not in raw.stdout and "\\u001b" in raw.stdout, raw.stdout
 
     records = [r for r in agent.records() if r["DSAGENT_COMMAND"] == "info"]
     assert len(records) == 4 and all(r["DSAGENT_DECISION"] == "allowed" for r in records), records
     assert all(r["DSAGENT_TARGET_EXE"] == shown_exe for r in records), records
+    assert all(r["DSAGENT_TARGET_CGROUP"] == "/dst-esc-\\xff\\x1b[2J" for r in records), records
 
 
 def without_ids(text, *words):
