@@ -8,7 +8,7 @@ import shutil
 
 import harness
 from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
-                     AcceptWatch, Agent, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
+                     AcceptWatch, Agent, FakeRuntime, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
                      make_dir, place_in_cgroup, place_in_unit, test, uid_of, wait_for)
 
 
@@ -251,6 +251,23 @@ def a_process_whose_path_and_name_are_not_utf8_is_listed_and_described_escaped()
     assert len(records) == 4 and all(r["DSAGENT_DECISION"] == "allowed" for r in records), records
     assert all(r["DSAGENT_TARGET_EXE"] == shown_exe for r in records), records
     assert all(r["DSAGENT_TARGET_CGROUP"] == "/dst-esc-\\xff\\x1b[2J" for r in records), records
+
+
+@test
+def a_runtime_with_the_longest_strings_gets_a_shorter_answer_not_an_error():
+    """A runtime's ProcessInfo may hold more text than one reply of the agent's: its strings are cut to fit, each
+    before a character, and the answer is the rest of them, for root as for the owner."""
+    fake = FakeRuntime("info:huge")
+    agent = Agent()
+    big = "\u20ac" * 10800
+    for user in (None, SVC):
+        info = info_json(agent, user, fake.pid)
+        assert info["pid"] == fake.pid and info["name"] == "ea " + big, info.keys()
+        cut = info["command_line"]
+        assert 1000 < len(cut) < len("cmd " + big) and ("cmd " + big).startswith(cut), len(cut)
+        text = dsctl(agent, user, "info", str(fake.pid))
+        assert text.returncode == 0 and f"Name:             ea {big}\n" in text.stdout, text.returncode
+    assert [r["DSAGENT_DECISION"] for r in agent.records()] == ["allowed"] * 4, agent.records()
 
 
 def without_ids(text, *words):
