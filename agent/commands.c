@@ -36,12 +36,27 @@
 
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         char buf[WIRE_STRING_MAX + 1];
-        size_t len;
+        size_t len, max = sizeof(w->buf) - w->size;
 
         if (!s)
                 return;
-        len = strnlen(s, WIRE_STRING_MAX + 1);
-        len = utf8_valid_prefix(s, len > WIRE_STRING_MAX ? WIRE_STRING_MAX : len);
+        /* what fits in the frame, the fields after it kept room for: a runtime's long strings cut, not the reply */
+        max = max > WIRE_FIELD_HEADER_SIZE + COMMANDS_FRAME_RESERVE ? max - WIRE_FIELD_HEADER_SIZE - COMMANDS_FRAME_RESERVE
+                                                                    : 0;
+        if (max > WIRE_STRING_MAX)
+                max = WIRE_STRING_MAX;
+        len = strnlen(s, max + 1);
+        if (len > max) {
+                len = max;
+                /* cut before a character rather than inside it, as far as UTF-8 says where one begins */
+                for (size_t back = 0; back < 3 && len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80; back++)
+                        len--;
+        }
+        /* a text field carries the bytes as they are, for the client to escape; a string is UTF-8 */
+        if (wire_tag_kind(tag) != WIRE_KIND_TEXT)
+                len = utf8_valid_prefix(s, len);
+        if (len == 0 && *s)
+                return; /* nothing of it fits: absent, rather than said to be empty */
         memcpy(buf, s, len);
         buf[len] = '\0';
         wire_writer_put_string(w, tag, buf);
@@ -105,7 +120,7 @@ void commands_put_target_fields(WireWriter *w, const Target *t) {
         wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)t->pid);
         wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(t));
         wire_writer_put_string(w, WIRE_TAG_UNIT, t->unit);
-        wire_writer_put_string(w, WIRE_TAG_EXE, t->exe);
+        commands_put_untrusted_string(w, WIRE_TAG_EXE, t->exe);
         /* each only when known: the worker leaves them NULL rather than empty; the names of a cgroup root
          * does not vouch for are shown apart, as claims, never as the container */
         wire_writer_put_string(w, t->cgroup_vouched ? WIRE_TAG_CONTAINER : WIRE_TAG_UNVERIFIED_CONTAINER,

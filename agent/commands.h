@@ -61,5 +61,14 @@ void commands_put_target_fields(WireWriter *w, const Target *t);
 /* For a runtime that connected in on a port: the port, and whether it waits to be resumed. */
 void commands_put_port_fields(WireWriter *w, Request *req);
 
-/* A string from a target, as a wire string: cut to the longest valid UTF-8 prefix that fits. */
+/* What a reply keeps free, after a string of a target's, for the fields that come after it (ids, a port). */
+#define COMMANDS_FRAME_RESERVE 1024u
+
+/*
+ * A string from a target, for @tag: as much of it as fits, at most WIRE_STRING_MAX bytes and no more
+ * than leaves COMMANDS_FRAME_RESERVE of the frame free, cut before a character where UTF-8 says
+ * where one begins; as it is for a text tag (WIRE_KIND_TEXT: the client escapes it), cut to its
+ * longest valid UTF-8 prefix for a string tag. Left out when nothing of it fits. So a runtime's long
+ * strings make a reply shorter, never fail it.
+ */
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s);

@@ -10,7 +10,6 @@
 
 #include "cleanup.h"
 #include "procfs.h"
-#include "text.h"
 #include "wire.h"
 
 /*
@@ -633,7 +632,8 @@ int procfs_cgroup_container(const char *buf, size_t n, ProcContainer *ret) {
                 controllers_len = l.first_controllers_len;
 
         *ret = (ProcContainer){ .unified = unified };
-        if (path_len <= PROC_CGROUP_PATH_MAX && utf8_is_valid(path, path_len)) {
+        /* not cut, but kept whatever its bytes: it is shown escaped, and a policy matches it byte by byte */
+        if (path_len <= PROC_CGROUP_PATH_MAX) {
                 memcpy(ret->cgroup, path, path_len);
                 ret->cgroup[path_len] = '\0';
         }

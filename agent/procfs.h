@@ -46,7 +46,7 @@ int procfs_cgroup_unit(const char *buf, size_t n, char **ret);
 typedef struct ProcContainer {
         char id[PROC_CONTAINER_ID_LEN + 1];         /* "" when none */
         char pod_uid[PROC_POD_UID_LEN + 1];         /* Kubernetes pod, "" when none */
-        char cgroup[PROC_CGROUP_PATH_MAX + 1];      /* the path it was read from, "" when too long or not UTF-8 */
+        char cgroup[PROC_CGROUP_PATH_MAX + 1];      /* the path it was read from, "" when too long */
         /* the hierarchy ->cgroup is in: the unified one, or a v1 one by the directory name cgroupfs gives
          * it under /sys/fs/cgroup ("systemd" for name=systemd, else the controllers, [a-z0-9_,]; "" when
          * none is usable) */
@@ -68,10 +68,11 @@ typedef struct ProcContainer {
  * root (legacy hosts show "0::/" for every process): then that of systemd's
  * named v1 hierarchy ("N:name=systemd:/..."), or on a host without one, the
  * first v1 line that is not the root. It goes to ->cgroup when it fits
- * PROC_CGROUP_PATH_MAX and is valid UTF-8, else ->cgroup is "" (a cut path
- * could match a rule the whole one does not); ->unified and ->hierarchy say
- * which hierarchy it is in, for a caller that looks at its directories (who
- * owns them: cgroupfs.h).
+ * PROC_CGROUP_PATH_MAX, else ->cgroup is "" (a cut path could match a rule
+ * the whole one does not); its bytes as they are, UTF-8 or not (whoever
+ * named a cgroup chose them: they are escaped where they are shown);
+ * ->unified and ->hierarchy say which hierarchy it is in, for a caller that
+ * looks at its directories (who owns them: cgroupfs.h).
  *
  * Components, outermost first; the first that names a container or a pod decides:
  *   id:  <id>, libpod-<id>, docker-<id>, crio-<id>, cri-containerd-<id>, each

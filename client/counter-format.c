@@ -7,6 +7,7 @@
 
 #include "cleanup.h"
 #include "counter-format.h"
+#include "text.h"
 
 /* The fewest significant digits (1..17) that read back as @v, as printf's %.*e writes them. */
 static int shortest_precision(double v, char *buf, size_t size) {
@@ -411,15 +412,45 @@ char *prometheus_label_name(const char *key) {
         return s;
 }
 
-void prometheus_write_label_text(FILE *f, const char *s) {
-        for (; *s; s++) {
-                if (*s == '\\' || *s == '"')
-                        fprintf(f, "\\%c", *s);
-                else if (*s == '\n')
-                        fputs("\\n", f);
-                else
-                        fputc(*s, f);
+/*
+ * One character of @s (@n bytes left) for HELP text or, with @label, a label value: what Prometheus
+ * escapes itself its way (backslash, newline, a label's double quote); controls, format characters
+ * and bytes that start no UTF-8 character as text_escape() shows them ("\x1b", "\u202e"), their
+ * backslash escaped for Prometheus; the rest as it is. A runtime names its counters, so nothing of
+ * it may end a line, drive a terminal, or make the exposition invalid UTF-8. Return: bytes taken.
+ */
+static size_t prometheus_write_char(FILE *f, const char *s, size_t n, bool label) {
+        const unsigned char *p = (const unsigned char *)s;
+        uint32_t cp = 0;
+        size_t len = utf8_decode(s, n, &cp);
+
+        if (len == 1 && (*p == '\\' || (label && *p == '"')))
+                fprintf(f, "\\%c", *p);
+        else if (len == 1 && *p == '\n')
+                fputs("\\n", f);
+        else if (len == 0 || cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0)) {
+                len = len ? len : 1;
+                for (size_t i = 0; i < len; i++)
+                        fprintf(f, "\\\\x%02x", p[i]);
+        } else if (unicode_is_format_control(cp))
+                fprintf(f, "\\\\u%04x", (unsigned)cp);
+        else
+                fwrite(s, 1, len, f);
+        return len;
+}
+
+static void prometheus_write_text(FILE *f, const char *s, bool label) {
+        size_t n = strlen(s);
+
+        while (n > 0) {
+                size_t len = prometheus_write_char(f, s, n, label);
+                s += len;
+                n -= len;
         }
+}
+
+void prometheus_write_label_text(FILE *f, const char *s) {
+        prometheus_write_text(f, s, true);
 }
 
 void prometheus_write_label_value(FILE *f, const char *s) {
@@ -429,14 +460,7 @@ void prometheus_write_label_value(FILE *f, const char *s) {
 }
 
 void prometheus_write_help(FILE *f, const char *s) {
-        for (; *s; s++) {
-                if (*s == '\\')
-                        fputs("\\\\", f);
-                else if (*s == '\n')
-                        fputs("\\n", f);
-                else
-                        fputc(*s, f);
-        }
+        prometheus_write_text(f, s, false);
 }
 
 void prometheus_format_value(double v, char buf[static COUNTER_FORMAT_DOUBLE_MAX]) {

@@ -106,12 +106,18 @@ PrometheusType prometheus_declared_type(const char *name, PrometheusType type);
 /* A tag's key as a label name: [a-zA-Z_][a-zA-Z0-9_]*, runs of "_" one; a leading digit gets "key_" before it. */
 char *prometheus_label_name(const char *key);
 
-/* @s as a label value between quotes: backslash, double quote and newline escaped. */
+/*
+ * @s as a label value between quotes: backslash, double quote and newline escaped as Prometheus
+ * escapes them. The runtime chose @s: other controls (C0, DEL, C1), format characters
+ * (unicode_is_format_control()) and bytes that are not UTF-8 are written as the text text_escape()
+ * makes of them, "\\x1b" or "\\u202e" (read back: \x1b, \u202e), so the exposition is valid UTF-8
+ * with no control character in it, whatever @s holds.
+ */
 void prometheus_write_label_value(FILE *f, const char *s);
 /* The same without the quotes, for values joined inside one pair. */
 void prometheus_write_label_text(FILE *f, const char *s);
 
-/* @s as HELP text: backslash and newline escaped. */
+/* @s as HELP text: backslash and newline escaped, the rest as prometheus_write_label_value() does. */
 void prometheus_write_help(FILE *f, const char *s);
 
 /* A sample value as Prometheus reads it: shortest round-trip text, "+Inf", "-Inf", "NaN". */

@@ -77,7 +77,7 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
 }
 
 void output_json_string(FILE *f, const char *s) {
-        /* the wire carries only valid UTF-8; bytes that are not would be replaced */
+        /* a process's facts come as its bytes (WIRE_KIND_TEXT): one that is not UTF-8 becomes U+FFFD */
         text_json_string(f, s, strlen(s));
 }
 

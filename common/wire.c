@@ -11,14 +11,14 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_PID] = WIRE_KIND_U32,
         [WIRE_TAG_UID] = WIRE_KIND_U32,
         [WIRE_TAG_UNIT] = WIRE_KIND_STRING,
-        [WIRE_TAG_NAME] = WIRE_KIND_STRING,
-        [WIRE_TAG_EXE] = WIRE_KIND_STRING,
-        [WIRE_TAG_COMMAND_LINE] = WIRE_KIND_STRING,
-        [WIRE_TAG_OS] = WIRE_KIND_STRING,
-        [WIRE_TAG_ARCH] = WIRE_KIND_STRING,
-        [WIRE_TAG_RUNTIME_VERSION] = WIRE_KIND_STRING,
-        [WIRE_TAG_ENTRY_ASSEMBLY] = WIRE_KIND_STRING,
-        [WIRE_TAG_RUNTIME_ID] = WIRE_KIND_STRING,
+        [WIRE_TAG_NAME] = WIRE_KIND_TEXT,
+        [WIRE_TAG_EXE] = WIRE_KIND_TEXT,
+        [WIRE_TAG_COMMAND_LINE] = WIRE_KIND_TEXT,
+        [WIRE_TAG_OS] = WIRE_KIND_TEXT,
+        [WIRE_TAG_ARCH] = WIRE_KIND_TEXT,
+        [WIRE_TAG_RUNTIME_VERSION] = WIRE_KIND_TEXT,
+        [WIRE_TAG_ENTRY_ASSEMBLY] = WIRE_KIND_TEXT,
+        [WIRE_TAG_RUNTIME_ID] = WIRE_KIND_TEXT,
         [WIRE_TAG_RUNTIME_PID] = WIRE_KIND_U64,
         [WIRE_TAG_COOKIE] = WIRE_KIND_COOKIE,
         [WIRE_TAG_ERROR] = WIRE_KIND_U32,
@@ -45,8 +45,8 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_PROGRESS] = WIRE_KIND_U32,
         [WIRE_TAG_DEADLINE] = WIRE_KIND_U64,
         [WIRE_TAG_IPC_MESSAGE] = WIRE_KIND_BYTES,
-        [WIRE_TAG_ENV_NAME] = WIRE_KIND_STRING,
-        [WIRE_TAG_ENV_VALUE] = WIRE_KIND_STRING,
+        [WIRE_TAG_ENV_NAME] = WIRE_KIND_TEXT,
+        [WIRE_TAG_ENV_VALUE] = WIRE_KIND_TEXT,
         [WIRE_TAG_REDACTED] = WIRE_KIND_U32,
         [WIRE_TAG_LOG_LEVEL] = WIRE_KIND_STRING,
         [WIRE_TAG_LOG_CATEGORY] = WIRE_KIND_STRING,
@@ -54,11 +54,15 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_SUSPENDED] = WIRE_KIND_U32,
         [WIRE_TAG_CONTAINER] = WIRE_KIND_STRING,
         [WIRE_TAG_POD_UID] = WIRE_KIND_STRING,
-        [WIRE_TAG_CGROUP] = WIRE_KIND_STRING,
+        [WIRE_TAG_CGROUP] = WIRE_KIND_TEXT,
         [WIRE_TAG_UNVERIFIED_CONTAINER] = WIRE_KIND_STRING,
         [WIRE_TAG_UNVERIFIED_POD_UID] = WIRE_KIND_STRING,
         [WIRE_TAG_CGROUP_UNVERIFIED] = WIRE_KIND_U32,
 };
+
+WireFieldKind wire_tag_kind(WireTag tag) {
+        return tag > 0 && tag < _WIRE_TAG_MAX ? wire_tag_kinds[tag] : WIRE_KIND_BYTES;
+}
 
 const char *wire_error_to_string(WireError error) {
         switch (error) {
@@ -187,6 +191,8 @@ static bool wire_field_is_valid(uint16_t tag, const uint8_t *value, uint32_t siz
         case WIRE_KIND_STRING:
                 return size <= WIRE_STRING_MAX && !memchr(value, 0, size) &&
                        utf8_is_valid((const char *)value, size);
+        case WIRE_KIND_TEXT:
+                return size <= WIRE_STRING_MAX && !memchr(value, 0, size);
         case WIRE_KIND_COOKIE:
                 return size == 16;
         case WIRE_KIND_BYTES:
@@ -275,7 +281,7 @@ int wire_message_get_string(const WireMessage *m, WireTag tag, char **ret) {
         const WireField *f = wire_message_find(m, tag);
         char *s;
 
-        if (!f || wire_tag_kinds[tag] != WIRE_KIND_STRING)
+        if (!f || (wire_tag_kinds[tag] != WIRE_KIND_STRING && wire_tag_kinds[tag] != WIRE_KIND_TEXT))
                 return WIRE_E_MISSING;
         s = strndup((const char *)f->value, f->size);
         if (!s)

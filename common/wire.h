@@ -56,6 +56,11 @@ typedef enum WireFieldKind {
         WIRE_KIND_U32,
         WIRE_KIND_U64,
         WIRE_KIND_STRING, /* UTF-8, no NUL, at most WIRE_STRING_MAX bytes */
+        /* No NUL, at most WIRE_STRING_MAX bytes, not necessarily UTF-8: a fact the agent read from a
+         * process (a path, a command line, a name), as the kernel or the runtime gave it. A process
+         * chooses these bytes: refusing them would drop the process from a reply; the reader escapes
+         * them for its output instead (text_escape(), text_json_string()). */
+        WIRE_KIND_TEXT,
         WIRE_KIND_COOKIE, /* exactly 16 bytes */
         WIRE_KIND_BYTES,  /* any bytes, as many as the frame holds */
 } WireFieldKind;
@@ -66,14 +71,14 @@ typedef enum WireTag {
         WIRE_TAG_PID = 1,               /* u32: target pid as the agent sees it */
         WIRE_TAG_UID = 2,               /* u32: target owner (effective uid) */
         WIRE_TAG_UNIT = 3,              /* string: systemd unit of the target */
-        WIRE_TAG_NAME = 4,              /* string: process or entry assembly name */
-        WIRE_TAG_EXE = 5,               /* string */
-        WIRE_TAG_COMMAND_LINE = 6,      /* string */
-        WIRE_TAG_OS = 7,                /* string */
-        WIRE_TAG_ARCH = 8,              /* string */
-        WIRE_TAG_RUNTIME_VERSION = 9,   /* string */
-        WIRE_TAG_ENTRY_ASSEMBLY = 10,   /* string */
-        WIRE_TAG_RUNTIME_ID = 11,       /* string: portable RID, e.g. linux-x64 */
+        WIRE_TAG_NAME = 4,              /* text: process or entry assembly name */
+        WIRE_TAG_EXE = 5,               /* text */
+        WIRE_TAG_COMMAND_LINE = 6,      /* text */
+        WIRE_TAG_OS = 7,                /* text */
+        WIRE_TAG_ARCH = 8,              /* text */
+        WIRE_TAG_RUNTIME_VERSION = 9,   /* text */
+        WIRE_TAG_ENTRY_ASSEMBLY = 10,   /* text */
+        WIRE_TAG_RUNTIME_ID = 11,       /* text: portable RID, e.g. linux-x64 */
         WIRE_TAG_RUNTIME_PID = 12,      /* u64: pid inside the target's pid namespace */
         WIRE_TAG_COOKIE = 13,           /* bytes[16]: runtime instance cookie */
         WIRE_TAG_ERROR = 14,            /* u32: WireError */
@@ -100,8 +105,8 @@ typedef enum WireTag {
         WIRE_TAG_PROGRESS = 35,         /* u32: 1 to get PROGRESS frames while the request runs */
         WIRE_TAG_DEADLINE = 36,         /* u64: microseconds from this frame until the agent gives up */
         WIRE_TAG_IPC_MESSAGE = 37,      /* bytes: a diagnostic IPC message, at most WIRE_IPC_MESSAGE_MAX */
-        WIRE_TAG_ENV_NAME = 38,         /* string: an environment variable's name */
-        WIRE_TAG_ENV_VALUE = 39,        /* string: its value (absent when redacted) */
+        WIRE_TAG_ENV_NAME = 38,         /* text: an environment variable's name */
+        WIRE_TAG_ENV_VALUE = 39,        /* text: its value (absent when redacted) */
         WIRE_TAG_REDACTED = 40,         /* u32: 1 when the value is withheld (policy_env_value_hidden()) */
         WIRE_TAG_LOG_LEVEL = 41,        /* string: the lowest ILogger level asked for (logs) */
         WIRE_TAG_LOG_CATEGORY = 42,     /* string: a category prefix (logs) */
@@ -109,7 +114,7 @@ typedef enum WireTag {
         WIRE_TAG_SUSPENDED = 44,        /* u32: 1 when the runtime waits, suspended at startup, for a resume */
         WIRE_TAG_CONTAINER = 45,        /* string: the target's container id, 64 lowercase hex (its cgroup's name) */
         WIRE_TAG_POD_UID = 46,          /* string: the target's Kubernetes pod uid (its cgroup's name) */
-        WIRE_TAG_CGROUP = 47,           /* string: the target's cgroup path, as the kernel tells it */
+        WIRE_TAG_CGROUP = 47,           /* text: the target's cgroup path, as the kernel tells it */
         /* where root does not vouch for that path (a delegated subtree's, agent/cgroupfs.h): the names on it
          * are anybody's, so never sent as CONTAINER or POD_UID */
         WIRE_TAG_UNVERIFIED_CONTAINER = 48, /* string: a container id such a path names */
@@ -173,6 +178,9 @@ typedef struct WireWriter {
 
 const char *wire_error_to_string(WireError error);
 
+/* The kind of @tag's values; WIRE_KIND_BYTES for a tag that is not one. */
+WireFieldKind wire_tag_kind(WireTag tag);
+
 /*
  * Whether @s (@len bytes) can name a systemd unit a process runs in: systemd's
  * alphabet, a suffix of a unit type that has processes, at most WIRE_UNIT_MAX.
@@ -187,6 +195,7 @@ int wire_message_decode(const uint8_t *frame, size_t len, WireMessage *ret);
 /* field access */
 int wire_message_get_u32(const WireMessage *m, WireTag tag, uint32_t *ret);
 int wire_message_get_u64(const WireMessage *m, WireTag tag, uint64_t *ret);
+/* STRING and TEXT fields, as a C string (neither holds a NUL); a TEXT one may not be UTF-8 */
 int wire_message_get_string(const WireMessage *m, WireTag tag, char **ret);
 /* COOKIE and BYTES fields */
 int wire_message_get_bytes(const WireMessage *m, WireTag tag, const uint8_t **ret, size_t *ret_size);

@@ -702,6 +702,25 @@ def text():
     write(t, "number-trailing", "12a")
 
 
+# --- Prometheus names and text (client/counter-format.h) --------------------------
+
+def prometheus():
+    """A type byte (% 3: gauge, counter, summary), a counter's name (also the text), a NUL, its unit."""
+    t = "prometheus"
+    write(t, "plain", b"\x00dsagent.test.temperature\x00Cel")
+    write(t, "counter-unit", b"\x01http.server.requests\x00{request}")
+    write(t, "summary-ms", b"\x02dsagent.test.latency\x00ms")
+    write(t, "no-unit", b"\x00CPU Usage (%)")
+    write(t, "empty", b"\x00")
+    write(t, "syntax", b'\x00a\\b"c\nd # HELP x y\n# TYPE x gauge\nx{a="b"} 1\x00By/s')
+    write(t, "controls", b"\x00evil\x1b[2J\r\n\x7f\t\x01\xc2\x85\xc2\x9b31m\x00\x1b")
+    write(t, "bidi", "\x00invoice\u202etxt.exe \u2066iso\u2069 \u200b\ufeff".encode())
+    write(t, "invalid-utf8", b"\x01\xff\xfe\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80ab\xe2\x82\x00\xff")
+    write(t, "leading-digit", b"\x002xx_total\x00MiBy")
+    write(t, "only-symbols", b"\x01...---...\x00%")
+    write(t, "escapes-as-text", b"\x00\\x41\\u202e\\n\\\"")
+
+
 # --- durations (common/duration.h) ----------------------------------------------
 
 def duration():
@@ -922,7 +941,7 @@ def elf_core_seeds():
 
 def main():
     for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace,
-               environment, advertise, cgroup_pattern, env_secret):
+               environment, advertise, cgroup_pattern, env_secret, prometheus):
         fn()
     return 0
 

@@ -15,7 +15,8 @@ takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
 implemented"), renamer:NAME:OTHER (names itself NAME by rewriting its argv[0] in
 place, as setproctitle() does, and on each SIGUSR1 switches to the other name and
 prints "renamed NAME"; answers ProcessEnvironment with one variable, and
-GenerateCoreDump as dumper does). Everything received is
+GenerateCoreDump as dumper does), info:huge (answers ProcessInfo, 2 and 3 with strings as long as one reply holds: a command
+line, an OS and an entry assembly of 10,800 euro signs each, 32,400 bytes of UTF-8). Everything received is
 appended to LOG so tests can check what reached the "runtime".
 
 mounter:ATTACK:VICTIM runs in a user and mount namespace of its own (unshare
@@ -220,6 +221,19 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
+    elif mode == "info:huge" and len(data) >= 20 and data[16] == 0x04 and data[17] in (0x00, 0x04, 0x08):
+        def ipc_string(text):
+            raw = (text + "\0").encode("utf-16-le")
+            return struct.pack("<I", len(raw) // 2) + raw
+        big = "\u20ac" * 10800
+        payload = (struct.pack("<I", 1) if data[17] == 0x08 else b"") + struct.pack("<Q", os.getpid()) + bytes(16)
+        payload += ipc_string("cmd " + big) + ipc_string("os " + big) + ipc_string("x64")
+        if data[17] != 0x00:
+            payload += ipc_string("ea " + big) + ipc_string("10.0.0")
+        if data[17] == 0x08:
+            payload += ipc_string("linux-x64")
+        conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 20 + len(payload), 0xFF, 0, 0) + payload)
+        conn.close()
     elif mode.startswith(("regain:", "renamer:")):  # whatever else it is asked: not implemented (E_NOTIMPL)
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
         conn.close()

@@ -422,13 +422,19 @@ def info_json(agent, user, pid):
 
 def place_in_unit(pid, unit):
     """Move @pid into a cgroup named like a systemd unit, on whichever hierarchy systemd would read."""
-    for root in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup"):
-        if os.path.exists(os.path.join(root, "cgroup.procs")):
-            path = os.path.join(root, "system.slice", unit)
+    place_in_cgroup(pid, os.path.join("system.slice", unit))
+
+
+def place_in_cgroup(pid, relative):
+    """Move @pid into the cgroup @relative (str or bytes, made if missing) below the root of whichever hierarchy
+    systemd would read; it is emptied and removed when the test ends. Return: its path as the kernel shows it."""
+    for root in (b"/sys/fs/cgroup/systemd", b"/sys/fs/cgroup"):
+        if os.path.exists(os.path.join(root, b"cgroup.procs")):
+            path = os.path.join(root, os.fsencode(relative))
+            procs = os.path.join(path, b"cgroup.procs")
             os.makedirs(path, exist_ok=True)
-            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            with open(procs, "w") as f:
                 f.write(str(pid))
-            procs = os.path.join(path, "cgroup.procs")
 
             def remove():
                 # processes still in it go back to the root; then the empty cgroup goes
@@ -436,14 +442,15 @@ def place_in_unit(pid, unit):
                     return
                 for left in open(procs).read().split():
                     try:
-                        with open(os.path.join(root, "cgroup.procs"), "w") as f:
+                        with open(os.path.join(root, b"cgroup.procs"), "w") as f:
                             f.write(left)
                     except OSError:
                         pass  # it exited meanwhile
                 wait_for(lambda: not open(procs).read(), what="the test cgroup to empty")
                 os.rmdir(path)
             scope.callback(remove)
-            return
+            shown = path[len(root):]
+            return shown if isinstance(relative, bytes) else os.fsdecode(shown)
     raise AssertionError("no writable cgroup hierarchy")
 
 

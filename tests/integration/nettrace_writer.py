@@ -155,3 +155,28 @@ def one_stack_on_every_thread(threads, depth, name):
     blobs.append(event(2, thread=1, stack=0, payload=method_payload(0x100000, 0x10000, "N", name)))
     s.events(blobs)
     return s.end()
+
+
+def event_counters_meta(mid, provider):
+    """An EventSource's "EventCounters" event, as the runtime defines it: one struct field "Payload"."""
+    fields = [(18, "Name"), (18, "DisplayName"), (14, "Mean"), (18, "Series"), (18, "CounterType"),
+              (18, "Metadata"), (18, "DisplayUnits")]
+    nested = struct.pack("<I", len(fields)) + b"".join(struct.pack("<I", t) + utf16z(n) for t, n in fields)
+    m = struct.pack("<I", mid) + utf16z(provider) + struct.pack("<I", 0) + utf16z("EventCounters")
+    m += struct.pack("<QII", 0, 0, 4)
+    return m + struct.pack("<I", 1) + struct.pack("<I", 1) + nested + utf16z("Payload")
+
+
+def event_counter_payload(name, display_name, mean, metadata="", units="", interval_sec=1):
+    return (utf16z(name) + utf16z(display_name) + struct.pack("<d", mean) + utf16z(f"Interval={interval_sec * 1000}")
+            + utf16z("Mean") + utf16z(metadata) + utf16z(units))
+
+
+def event_counters(provider, counters, intervals=4):
+    """A stream of @provider's EventCounters: each (name, display name, mean, metadata, units) of @counters once
+    a second, @intervals times, as a session of 1 s intervals gets them."""
+    stream = Stream()
+    stream.metadata(event_counters_meta(1, provider))
+    stream.events([event(metadata_id=1, thread=1, stack=0, ts=(i + 1) * 10**9, payload=event_counter_payload(*c))
+                   for i in range(intervals) for c in counters])
+    return stream.end()

@@ -13,8 +13,9 @@ import statistics
 import subprocess
 import threading
 
-from harness import (DSCTL, MALLORY, SVC, Agent, Process, Target, as_user, dsctl, make_dir, place_in_unit, run_tests,
-                     test, uid_of, wait_for)
+import nettrace_writer
+from harness import (DSCTL, MALLORY, SVC, Agent, FakeRuntime, Process, Target, as_user, dsctl, make_dir, place_in_unit,
+                     run_tests, test, uid_of, wait_for)
 
 TAGGED = "Dsagent.Tagged"
 PROVIDER = "Dsagent-TestTarget"      # the app's EventSource, with the polling counter "test-counter"
@@ -320,6 +321,63 @@ def prometheus_file_stays_in_the_directory_it_began_in():
     assert os.stat(kept).st_ino != first and os.stat(kept).st_uid == 0
     assert "# TYPE dsagent_test_temperature_celsius gauge" in open(kept).read()
     assert os.listdir(os.path.join(mallorys, "old")) == ["app.prom"]
+
+
+def has_no_control_bytes(data):
+    """@data (bytes) is UTF-8 with no control character in it but newlines, and no bidirectional override."""
+    text = data.decode("utf-8")   # strict: raises on a byte that is not UTF-8
+    return not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 or c in "\u202e\u2066" for c in text)
+
+
+def prometheus_unescape(value):
+    """A HELP text or label value as Prometheus reads it back: \\\\, \\n and (labels) \\" are its escapes."""
+    return re.sub(r'\\(.)', lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+@test
+def counter_names_units_and_tags_a_runtime_chose_come_out_escaped_in_every_format():
+    """A runtime names its counters, their units and tags: controls, a forged line and a bidirectional override
+    must not reach a file raw, nor break the Prometheus text format (promtool), CSV or JSON."""
+    evil = 'hostile\x1b[2J\r\n# HELP forged\u202e\\"q'
+    tags = 'k\x1b=v\x1b"\\\n\r,team=a\u202eb\x7f'
+    stream = nettrace_writer.event_counters("Hostile", [(evil, "Shown " + evil, 42.0, tags, "")])
+    path = os.path.join(make_dir(SVC, 0o755), "stream.nettrace")
+    with open(path, "wb") as f:
+        f.write(stream)
+    os.chmod(path, 0o644)
+    fake = FakeRuntime(f"trace:{path}")
+    agent = Agent()
+    outs = make_dir(SVC, 0o755)
+    for fmt in ("prometheus", "csv", "json"):
+        out = os.path.join(outs, f"counters.{fmt}")
+        r = dsctl(agent, SVC, "counters", str(fake.pid), "--counters", "Hostile", "--duration", "3", "--format",
+                  fmt, "-o", out, timeout=120)
+        assert r.returncode == 0, r
+        data = open(out, "rb").read()
+        assert b"hostile" in data and has_no_control_bytes(data), (fmt, data)
+
+    prom = open(os.path.join(outs, "counters.prometheus"), encoding="utf-8", newline="").read()
+    checked = promtool(prom)
+    assert checked.returncode == 0, checked.stdout + prom
+    lines = prom.splitlines()
+    assert len(lines) == 3, prom
+    # one family, its name made of the name's letters; the text read back is what text_escape() shows
+    name = "hostile_2J_HELP_forged_q"
+    help_text = lines[0][len(f"# HELP {name} "):]
+    assert lines[0].startswith(f"# HELP {name} ") and lines[1] == f"# TYPE {name} gauge", prom
+    assert prometheus_unescape(help_text) == 'Shown hostile\\x1b[2J\\x0d\n# HELP forged\\u202e\\"q', help_text
+    labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', lines[2]))
+    assert lines[2].endswith("} 42") and labels.keys() == {"otel_scope_name", "k_", "team"}, lines[2]
+    assert prometheus_unescape(labels["k_"]) == 'v\\x1b"\\\n\\x0d', labels
+    assert prometheus_unescape(labels["team"]) == "a\\u202eb\\x7f", labels
+
+    rows = list(csv.reader(io.StringIO(open(os.path.join(outs, "counters.csv"), newline="").read())))
+    assert len(rows) >= 2 and all(len(row) == 5 for row in rows), rows
+    assert rows[1][1:] == ["Hostile", 'Shown hostile\\x1b[2J\\x0d\\x0a# HELP forged\\u202e\\\\"q'
+                           '[k\\x1b=v\\x1b"\\\\\\x0a\\x0d;team=a\\u202eb\\x7f]', "Metric", "42"], rows
+
+    events = json.load(open(os.path.join(outs, "counters.json")))["Events"]
+    assert events and all(e["name"] == "Shown " + evil and e["tags"] == tags for e in events), events
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ import shutil
 
 import harness
 from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
-                     AcceptWatch, Agent, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
-                     make_dir, place_in_unit, test, uid_of, wait_for)
+                     AcceptWatch, Agent, FakeRuntime, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
+                     make_dir, place_in_cgroup, place_in_unit, test, uid_of, wait_for)
 
 
 @test
@@ -198,6 +198,76 @@ def bidi_and_other_format_characters_from_a_runtime_come_out_escaped():
     assert "invoice\u202efdp.exe\u2066x\u2069\u200b" in json.loads(raw.stdout)["command_line"]
     for out in (text.stdout, raw.stdout):
         assert not any(c in out for c in "\u202e\u2066\u2069\u200b"), out
+
+
+@test
+def a_process_whose_path_and_name_are_not_utf8_is_listed_and_described_escaped():
+    """The owner chooses the bytes of its executable's path and of its command line, and who may make cgroups
+    those of its cgroup: bytes that are not UTF-8 and control characters must neither hide the process from
+    anyone's ps nor fail info, and come out escaped in text, as U+FFFD in JSON, and escaped in the audit record."""
+    base = make_dir(None, 0o755)
+    plain = os.path.join(base, "app")
+    shutil.copytree(os.path.dirname(harness.target_app()), plain)
+    name = b"\xffev\x1b]0;il\x07\xfe"
+    # argv[0] names it in ps; the runtime finds itself through /proc/self/exe, not through argv[0]
+    target = Process(as_user(SVC, ["env", "-i", f"TMPDIR={make_dir(SVC)}", "DOTNET_CLI_TELEMETRY_OPTOUT=1",
+                                   "bash", "-c", 'exec -a "$0" ./DsTestTarget', name]), cwd=plain)
+    pid = int(target.read_line("ready pid=").split()[1].split("=")[1])
+    # the owner renames the directory under the running process: /proc/PID/exe follows
+    evil = os.path.join(base.encode(), b"dir\xff\xfe\x1b[2J\xc3")
+    os.rename(plain.encode(), evil)
+    exe = os.readlink(f"/proc/{pid}/exe".encode())
+    assert exe == evil + b"/DsTestTarget", exe
+    cgroup = place_in_cgroup(pid, b"dst-esc-\xff\x1b[2J")
+    assert cgroup == b"/dst-esc-\xff\x1b[2J" and cgroup in open(f"/proc/{pid}/cgroup", "rb").read(), cgroup
+    agent = Agent(audit="json")
+
+    shown_exe = base + "/dir\\xff\\xfe\\x1b[2J\\xc3/DsTestTarget"
+    shown_name = "\\xffev\\x1b]0;il\\x07\\xfe"
+    for user in (None, SVC):
+        listing = dsctl(agent, user, "--json", "ps")
+        assert listing.returncode == 0, listing
+        rows = {p["pid"]: p for p in json.loads(listing.stdout)}
+        assert pid in rows, (user, listing.stdout)
+        assert rows[pid]["exe"] == base + "/dir\ufffd\ufffd\u001b[2J\ufffd/DsTestTarget", rows[pid]
+        assert rows[pid]["name"] == "\ufffdev\u001b]0;il\u0007\ufffd", rows[pid]
+        text = dsctl(agent, user, "ps")
+        assert text.returncode == 0 and shown_name in text.stdout, (user, text)
+
+        info = dsctl(agent, user, "info", str(pid))
+        assert info.returncode == 0, (user, info)
+        assert f"Executable:       {shown_exe}\n" in info.stdout, info.stdout
+        assert "Cgroup:           /dst-esc-\\xff\\x1b[2J\n" in info.stdout, info.stdout
+        for out in (text.stdout, info.stdout):
+            assert not any(c in out for c in "\x1b\x07\ufffd"), out
+        raw = dsctl(agent, user, "--json", "info", str(pid))
+        assert raw.returncode == 0, (user, raw)
+        described = json.loads(raw.stdout)
+        assert described["exe"] == rows[pid]["exe"] and described["entry_assembly"] == "DsTestTarget", described
+        assert described["cgroup"] == rows[pid]["cgroup"] == "/dst-esc-\ufffd\u001b[2J", described
+        assert "\x1b" not in raw.stdout and "\\u001b" in raw.stdout, raw.stdout
+
+    records = [r for r in agent.records() if r["DSAGENT_COMMAND"] == "info"]
+    assert len(records) == 4 and all(r["DSAGENT_DECISION"] == "allowed" for r in records), records
+    assert all(r["DSAGENT_TARGET_EXE"] == shown_exe for r in records), records
+    assert all(r["DSAGENT_TARGET_CGROUP"] == "/dst-esc-\\xff\\x1b[2J" for r in records), records
+
+
+@test
+def a_runtime_with_the_longest_strings_gets_a_shorter_answer_not_an_error():
+    """A runtime's ProcessInfo may hold more text than one reply of the agent's: its strings are cut to fit, each
+    before a character, and the answer is the rest of them, for root as for the owner."""
+    fake = FakeRuntime("info:huge")
+    agent = Agent()
+    big = "\u20ac" * 10800
+    for user in (None, SVC):
+        info = info_json(agent, user, fake.pid)
+        assert info["pid"] == fake.pid and info["name"] == "ea " + big, info.keys()
+        cut = info["command_line"]
+        assert 1000 < len(cut) < len("cmd " + big) and ("cmd " + big).startswith(cut), len(cut)
+        text = dsctl(agent, user, "info", str(fake.pid))
+        assert text.returncode == 0 and f"Name:             ea {big}\n" in text.stdout, text.returncode
+    assert [r["DSAGENT_DECISION"] for r in agent.records()] == ["allowed"] * 4, agent.records()
 
 
 def without_ids(text, *words):

@@ -9,6 +9,7 @@
 
 #include "audit.h"
 #include "cleanup.h"
+#include "property.h"
 #include "tap.h"
 #include "text.h"
 
@@ -284,10 +285,115 @@ static void test_json_sink_unverified(void) {
         check((v = member(m, n, "DSAGENT_TARGET_CGROUP")) && strcmp(v->values[0], r.target_cgroup) == 0);
 }
 
+/* What audit_log_request() wrote to @fd (a file in place of stdout or stderr), read from its start. */
+static char *logged(AuditSink sink, int target_fd, int fd, const AuditRecord *r, size_t *ret_size) {
+        char *buf = malloc(65536);
+        int saved, k;
+        ssize_t n;
+
+        if (!buf || ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+                free(buf);
+                return NULL;
+        }
+        fflush(stdout);
+        saved = dup(target_fd);
+        if (saved < 0 || dup2(fd, target_fd) != target_fd) {
+                free(buf);
+                return NULL;
+        }
+        k = audit_log_request(sink, r);
+        (void)dup2(saved, target_fd);
+        close(saved);
+        n = pread(fd, buf, 65535, 0);
+        if (k != 0 || n <= 0) {
+                free(buf);
+                return NULL;
+        }
+        buf[n] = '\0';
+        *ret_size = (size_t)n;
+        return buf;
+}
+
+/* The value of KEY="..." in a dsagent-audit: line, text_escape()'s text with '"' as \x22, unescaped. */
+static bool stderr_value(const char *line, const char *key, char *out, size_t *ret_n) {
+        char head[64];
+        const char *at, *end;
+
+        snprintf(head, sizeof(head), " %s=\"", key);
+        at = strstr(line, head);
+        if (!at)
+                return false;
+        at += strlen(head);
+        end = strchr(at, '"');
+        return end && text_unescape(at, (size_t)(end - at), out, ret_n);
+}
+
+static bool logged_is(const char *value, size_t value_n, const char *want) {
+        return value_n == strlen(want) && memcmp(value, want, value_n) == 0;
+}
+
+/* Whatever bytes a target's executable, cgroup, unit and environment names hold: one line of each
+ * sink, valid UTF-8 without controls, from which the bytes read back exactly. */
+static void test_any_bytes_one_line_each_sink(void) {
+        char path[] = "/tmp/test-audit-XXXXXX";
+        Rng rng = { 26 };
+        unsigned bad = 0;
+        int fd = mkstemp(path);
+
+        check(fd >= 0);
+        if (fd < 0)
+                return;
+        unlink(path);
+        for (unsigned i = 0; i < 2000 && bad < 5; i++) {
+                char exe[200], cgroup[200], unit[100], reason[100], name[60], got[800];
+                AuditEnvNames env = {};
+                AuditRecord r = {
+                        .request_id = i, .client_uid = 1001, .client_gid = 1001, .client_pid = 77, .command = "env",
+                        .have_target = true, .target_pid = 4242, .target_uid = 1001, .target_unit = unit,
+                        .target_exe = exe, .target_cgroup = cgroup, .decision = AUDIT_DECISION_ALLOWED,
+                        .rule = "owner-access", .reason = reason, .env = &env,
+                };
+                size_t text_size = 0, json_size = 0, got_n = 0;
+                char *text, *json;
+                bool ok;
+
+                random_text(&rng, exe, sizeof(exe), true);
+                random_text(&rng, cgroup, sizeof(cgroup), true);
+                random_text(&rng, unit, sizeof(unit), true);
+                random_text(&rng, reason, sizeof(reason), true);
+                for (unsigned k = 0; k < 3; k++) {
+                        random_text(&rng, name, sizeof(name), true);
+                        (void)audit_env_names_add(&env, name, k == 1);
+                }
+                text = logged(AUDIT_SINK_STDERR, STDERR_FILENO, fd, &r, &text_size);
+                json = logged(AUDIT_SINK_JSON, STDOUT_FILENO, fd, &r, &json_size);
+                ok = text && json && text_is_clean(text, text_size, "\n") && text_is_clean(json, json_size, "\n") &&
+                     memchr(text, '\n', text_size) == text + text_size - 1 &&
+                     memchr(json, '\n', json_size) == json + json_size - 1 && strncmp(text, "dsagent-audit: ", 15) == 0 &&
+                     json_document_valid(json, json_size);
+                ok = ok && stderr_value(text, "DSAGENT_TARGET_EXE", got, &got_n) && logged_is(got, got_n, exe) &&
+                     stderr_value(text, "DSAGENT_TARGET_CGROUP", got, &got_n) && logged_is(got, got_n, cgroup) &&
+                     stderr_value(text, "DSAGENT_TARGET_UNIT", got, &got_n) && logged_is(got, got_n, unit);
+                /* the journal's values, the same escaped text, as JSON strings */
+                ok = ok && json_member_string(json, json_size, "DSAGENT_TARGET_EXE", got, &got_n) &&
+                     text_unescape(got, got_n, got, &got_n) && logged_is(got, got_n, exe) &&
+                     json_member_string(json, json_size, "DSAGENT_TARGET_CGROUP", got, &got_n) &&
+                     text_unescape(got, got_n, got, &got_n) && logged_is(got, got_n, cgroup);
+                if (!ok && ++bad)
+                        printf("# case %u: %s# %s", i, text ? text : "(null)\n", json ? json : "(null)\n");
+                free(text);
+                free(json);
+                audit_env_names_done(&env);
+        }
+        close(fd);
+        check(bad == 0);
+}
+
 int main(void) {
         run_test(test_json_format);
         run_test(test_json_format_repeated);
         run_test(test_json_sink);
         run_test(test_json_sink_unverified);
+        run_test(test_any_bytes_one_line_each_sink);
         return tap_finish();
 }

@@ -380,9 +380,9 @@ static void test_cgroup_container_hostile(void) {
         container_in("0::/docker-../../" ID_A ".scope\n", "", "", "/docker-../../" ID_A ".scope");
         container_in("0::/docker-" ID_A ".scope/../../x\n", ID_A, "", "/docker-" ID_A ".scope/../../x");
         container_in("0::/./docker/./" ID_A "/..\n", ID_A, "", "/./docker/./" ID_A "/..");
-        /* a control character or bytes that are not UTF-8 in the path: kept if UTF-8 (escaped when shown) */
+        /* a control character or bytes that are not UTF-8 in the path: kept as they are (escaped when shown) */
         container_in("0::/docker/\x1b[31m/" ID_A "\n", ID_A, "", "/docker/\x1b[31m/" ID_A);
-        container_in("0::/docker/\xff/" ID_A "\n", ID_A, "", "");
+        container_in("0::/docker/\xff/" ID_A "\n", ID_A, "", "/docker/\xff/" ID_A);
 
         /* too long a path: left out, not cut; its container is still read */
         memset(long_path, 0, sizeof(long_path));

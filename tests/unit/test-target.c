@@ -289,7 +289,7 @@ static void test_details_hold_until_renamed(void) {
         check(c.target && c.target->name && strcmp(c.target->name, "test-target") == 0);
         check(target_details_hold(c.target, &holds) == 0 && holds);
         kill(c.pid, SIGUSR1);
-        for (int i = 0; i < 500 && !cmdline_starts_with(c.pid, "renamed"); i++)
+        for (int i = 0; i < 3000 && !cmdline_starts_with(c.pid, "renamed"); i++) /* 30 s: a loaded machine */
                 usleep(10000);
         check(cmdline_starts_with(c.pid, "renamed"));
         check(target_details_hold(c.target, &holds) == 0 && !holds);

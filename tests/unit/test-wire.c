@@ -213,6 +213,39 @@ static void test_field_limit(void) {
         check(wire_message_decode(buf, size, &m) == WIRE_E_MALFORMED);
 }
 
+/* A process's facts (text fields) travel as its bytes, whatever they are but NUL; a string stays UTF-8. */
+static void test_text_fields_carry_any_bytes(void) {
+        static const char exe[] = "/tmp/dir\xff\xfe\x1b[2J\xc0\xaf\xed\xa0\x80/app";
+        const uint8_t *frame;
+        WireMessage m;
+        char *got = NULL;
+        size_t size;
+
+        wire_writer_begin(&w, WIRE_REPLY_PROCESS);
+        wire_writer_put_u32(&w, WIRE_TAG_PID, 42);
+        wire_writer_put_string(&w, WIRE_TAG_EXE, exe);
+        wire_writer_put_string(&w, WIRE_TAG_CGROUP, "/user.slice/\xff");
+        check(wire_writer_finish(&w, &frame, &size) == 0);
+        check(wire_message_decode(frame, size, &m) == 0);
+        check(wire_message_get_string(&m, WIRE_TAG_EXE, &got) == 0 && got && strcmp(got, exe) == 0);
+        free(got);
+        check(wire_tag_kind(WIRE_TAG_EXE) == WIRE_KIND_TEXT && wire_tag_kind(WIRE_TAG_UNIT) == WIRE_KIND_STRING);
+        check(wire_tag_kind((WireTag)0) == WIRE_KIND_BYTES && wire_tag_kind(_WIRE_TAG_MAX) == WIRE_KIND_BYTES);
+
+        /* a UNIT, which a request names too, is still a string: refused when it is not UTF-8 */
+        wire_writer_begin(&w, WIRE_REPLY_PROCESS);
+        wire_writer_put_string(&w, WIRE_TAG_UNIT, "a\xff.service");
+        check(wire_writer_finish(&w, &frame, &size) == WIRE_E_MALFORMED);
+
+        /* a NUL is refused in text too: the C string would end there */
+        static const uint8_t nul[] = { 5, 0, 3, 0, 0, 0, 'a', 0, 'b' };
+        uint8_t buf[64];
+        memcpy(buf, "DSAG\x01\x00\x01\x80", 8);
+        buf[8] = sizeof(nul), buf[9] = buf[10] = buf[11] = 0;
+        memcpy(buf + 12, nul, sizeof(nul));
+        check(wire_message_decode(buf, 12 + sizeof(nul), &m) == WIRE_E_MALFORMED);
+}
+
 int main(void) {
         run_test(test_info_request_vector);
         run_test(test_round_trip_all_kinds);
@@ -221,5 +254,6 @@ int main(void) {
         run_test(test_field_limit);
         run_test(test_progress_and_remove);
         run_test(test_unit_names);
+        run_test(test_text_fields_carry_any_bytes);
         return tap_finish();
 }
