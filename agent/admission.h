@@ -4,7 +4,9 @@
  * (one per process at a time, max_concurrent_dumps in all, and
  * max_dumps_per_user for each requester) and trace or counters sessions
  * (per process and per requester). Pure bookkeeping: the caller says what
- * starts and what ends.
+ * starts and what ends. The requester is the uid charged (userns.h); root
+ * (requester 0) has one more in all than anyone, so a flood of others never
+ * shuts the administrator out.
  */
 #pragma once
 

@@ -671,7 +671,7 @@ static void dump_decided(Request *req) {
                 return;
         }
         work->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
-                                    .requester = req->peer->uid };
+                                    .requester = req->peer->charged_uid };
         r = admission_begin(req->broker->admission, ADMISSION_DUMP, &work->key,
                             &(AdmissionLimits){ .per_target = 1, .per_requester = req->policy->agent.max_dumps_per_user,
                                                 .in_all = req->policy->agent.max_concurrent_dumps },
