@@ -428,6 +428,7 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->event = sd_event_ref(event);
         b->config = *config;
         b->config.reply_timeout_usec = test_hook_reply_timeout(config->reply_timeout_usec);
+        b->config.max_connections = test_hook_max_connections(config->max_connections);
         broker_fit_fd_limit(b);
         b->may_renice = broker_allow_renice();
         b->rate_limiter = rate_limiter_new();

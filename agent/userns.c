@@ -7,15 +7,9 @@
 #include <stdio.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <linux/nsfs.h>
 
 #include "cleanup.h"
 #include "userns.h"
-
-/* Debian 12's headers (Linux 6.1) have no PIDFD_GET_USER_NAMESPACE yet: the kernel's value (6.11, linux/pidfd.h) */
-#ifndef PIDFD_GET_USER_NAMESPACE
-#define PIDFD_GET_USER_NAMESPACE _IO(0xFF, 9)
-#endif
 
 /* The kernel nests user namespaces at most 32 deep; one more step would be a loop. */
 #define USERNS_DEPTH_MAX 33

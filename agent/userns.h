@@ -9,7 +9,14 @@
  */
 #pragma once
 
+#include <sys/ioctl.h>
 #include <sys/types.h>
+#include <linux/nsfs.h>
+
+/* Debian 12's headers (Linux 6.1) have no PIDFD_GET_USER_NAMESPACE yet: the kernel's value (6.11, linux/pidfd.h) */
+#ifndef PIDFD_GET_USER_NAMESPACE
+#define PIDFD_GET_USER_NAMESPACE _IO(0xFF, 9)
+#endif
 
 /* A peer whose user namespace could not be told (its process is gone, it is
  * outside the agent's namespace): all of them share this one charge. */
