@@ -290,5 +290,59 @@ def root_has_a_slot_past_the_global_cap():
     others.stop()
 
 
+@test
+def many_uids_of_one_users_namespace_share_her_budget_of_records():
+    """Each uid of her namespace had a request budget of its own: ten uids, ten bursts of records. Charged to
+    her, they share one, and the refused ones are counted in records that name her."""
+    sub = subordinate_range(MALLORY)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
+    script = """
+import os, socket, struct, sys
+request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
+children = []
+for k in range(1, 11):
+    pid = os.fork()
+    if pid == 0:
+        os.setresgid(k, k, k)
+        os.setresuid(k, k, k)
+        decided = refused = 0
+        for _ in range(30):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(sys.argv[1])
+            s.sendall(request)
+            reply = b''
+            while chunk := s.recv(65536):
+                reply += chunk
+            s.close()
+            if b'too many requests' in reply:
+                refused += 1
+            else:
+                decided += 1
+        print(f'counts={decided} {refused}', flush=True)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+    flood = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
+                                      harness.PYTHON, "-c", script, agent.socket]))
+    counts = [tuple(map(int, flood.read_line("counts=", timeout=120).split("=")[1].split())) for _ in range(10)]
+    decided, refused = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    uids = range(sub + 1, sub + 11)
+    mine = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
+    # the attack was real: ten uids asked, and each had its requests decided as its own
+    assert len({r["DSAGENT_CLIENT_UID"] for r in mine}) > 1 and len(mine) == decided, (len(mine), decided)
+    # one budget for all ten: her burst and what she earns back, not ten bursts
+    assert decided + refused == 300 and refused > 200, (decided, refused)
+    assert all(r.get("DSAGENT_CLIENT_CHARGED_UID") == str(harness.uid_of(MALLORY)) for r in mine), mine[:3]
+
+    def counted():
+        records = agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+        return records if sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) >= refused else None
+    records = wait_for(counted, timeout=10, what="the records that count the refused requests")
+    assert sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) == refused, records
+    assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
+
+
 if __name__ == "__main__":
     run_tests()
