@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sockopt.h"
+#include "userns.h"
 #include "tap.h"
 
 static void test_socketpair_is_self(void) {
@@ -172,10 +173,52 @@ static void test_charged_to_the_outermost_namespace_owner(void) {
         test_charged_to_the_namespace_owner(true);
 }
 
+/*
+ * A peer whose process is gone before the agent looks cannot be told apart
+ * from any namespace's: it is charged to the one shared unknown, never to
+ * its uid (which a namespace of anyone's could have mapped).
+ */
+static void test_a_gone_peer_is_charged_to_the_unknown(void) {
+        static const char path[] = "/run/dsagent-test-sockopt-gone.sock";
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        PeerCreds c = PEER_CREDS_NULL;
+        int listener, conn, status;
+        pid_t child;
+
+        check(geteuid() == 0);
+        strcpy(sa.sun_path, path);
+        unlink(path);
+        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        check(bind(listener, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+        check(chmod(path, 0777) == 0);
+        check(listen(listener, 1) == 0);
+
+        child = fork();
+        if (child == 0) {
+                int fd;
+                if (setresgid(4321, 4321, 4321) < 0 || setresuid(4321, 4321, 4321) < 0)
+                        _exit(1);
+                fd = socket(AF_UNIX, SOCK_STREAM, 0);
+                _exit(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? 2 : 0);
+        }
+        check(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+        conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        check(conn >= 0);
+        check(sockopt_get_peer_creds(conn, &c) == 0);
+        check(c.uid == 4321 && c.charged_uid == USERNS_CHARGE_UNKNOWN);
+
+        peer_creds_done(&c);
+        close(conn);
+        close(listener);
+        unlink(path);
+}
+
 int main(void) {
         run_test(test_socketpair_is_self);
         run_test(test_credentials_of_another_user);
         run_test(test_charged_to_the_namespace_owner_flat);
         run_test(test_charged_to_the_outermost_namespace_owner);
+        run_test(test_a_gone_peer_is_charged_to_the_unknown);
         return tap_finish();
 }
