@@ -126,28 +126,44 @@ time.sleep(30)
     assert info_json(agent, SVC, target.pid)["pid"] == target.pid
 
 
+# A client's loop of one-request connections (info about a pid that cannot exist), as fast as the agent
+# answers: ask(socket path, n) is (decided, refused as "too many requests").
+ASK_AGAIN_AND_AGAIN = """
+import socket, struct
+def ask(path, n):
+    request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
+    decided = refused = 0
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        s.sendall(request)
+        reply = b''
+        while chunk := s.recv(65536):
+            reply += chunk
+        s.close()
+        if b'too many requests' in reply:
+            refused += 1
+        else:
+            decided += 1
+    return decided, refused
+"""
+
+
+def suppression_records(agent, refused):
+    """The records that count @refused refused requests, once they are all counted."""
+    def counted():
+        records = agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+        return records if sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) >= refused else None
+    records = wait_for(counted, timeout=10, what="the records that count the refused requests")
+    assert sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) == refused, records
+    return records
+
+
 @test
 def one_users_flood_is_counted_in_a_record_a_second_and_others_are_decided_as_ever():
     target = Target(SVC)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
-    script = f"""
-import socket, struct
-decided = refused = 0
-request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
-for _ in range(300):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect({agent.socket!r})
-    s.sendall(request)
-    reply = b''
-    while chunk := s.recv(65536):
-        reply += chunk
-    s.close()
-    if b'too many requests' in reply:
-        refused += 1
-    else:
-        decided += 1
-print(f'counts={{decided}} {{refused}}', flush=True)
-"""
+    script = ASK_AGAIN_AND_AGAIN + f"print('counts=%d %d' % ask({agent.socket!r}, 300), flush=True)\n"
     flood = Process(as_user(MALLORY, [harness.PYTHON, "-c", script]))
     decided, refused = map(int, flood.read_line("counts=", timeout=120).split("=")[1].split())
     assert decided + refused == 300 and decided >= 20 and refused > 200, (decided, refused)
@@ -155,12 +171,7 @@ print(f'counts={{decided}} {{refused}}', flush=True)
     assert info_json(agent, SVC, target.pid)["pid"] == target.pid
     mine = [r for r in agent.records() if r["DSAGENT_CLIENT_UID"] == str(harness.uid_of(MALLORY))]
     assert len(mine) == decided, (len(mine), decided)
-
-    def counted():
-        records = agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
-        return records if sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) >= refused else None
-    records = wait_for(counted, timeout=10, what="the records that count the refused requests")
-    assert sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) == refused, records
+    records = suppression_records(agent, refused)
     assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
 
 
@@ -296,29 +307,15 @@ def many_uids_of_one_users_namespace_share_her_budget_of_records():
     her, they share one, and the refused ones are counted in records that name her."""
     sub = subordinate_range(MALLORY)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
-    script = """
-import os, socket, struct, sys
-request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
+    script = ASK_AGAIN_AND_AGAIN + """
+import os, sys
 children = []
 for k in range(1, 11):
     pid = os.fork()
     if pid == 0:
         os.setresgid(k, k, k)
         os.setresuid(k, k, k)
-        decided = refused = 0
-        for _ in range(30):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(sys.argv[1])
-            s.sendall(request)
-            reply = b''
-            while chunk := s.recv(65536):
-                reply += chunk
-            s.close()
-            if b'too many requests' in reply:
-                refused += 1
-            else:
-                decided += 1
-        print(f'counts={decided} {refused}', flush=True)
+        print('counts=%d %d' % ask(sys.argv[1], 30), flush=True)
         os._exit(0)
     children.append(pid)
 for pid in children:
@@ -335,12 +332,7 @@ for pid in children:
     # one budget for all ten: her burst and what she earns back, not ten bursts
     assert decided + refused == 300 and refused > 200, (decided, refused)
     assert all(r.get("DSAGENT_CLIENT_CHARGED_UID") == str(harness.uid_of(MALLORY)) for r in mine), mine[:3]
-
-    def counted():
-        records = agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
-        return records if sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) >= refused else None
-    records = wait_for(counted, timeout=10, what="the records that count the refused requests")
-    assert sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) == refused, records
+    records = suppression_records(agent, refused)
     assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
 
 

@@ -92,6 +92,20 @@ static void test_credentials_of_another_user(void) {
         unlink(path);
 }
 
+/* A socket anyone may connect to at @path (made afresh), listening; its address in *@sa. */
+static int listen_at(const char *path, struct sockaddr_un *sa) {
+        int listener;
+
+        *sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+        strcpy(sa->sun_path, path);
+        unlink(path);
+        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        check(bind(listener, (struct sockaddr *)sa, sizeof(*sa)) == 0);
+        check(chmod(path, 0777) == 0);
+        check(listen(listener, 1) == 0);
+        return listener;
+}
+
 /*
  * A process of uid 4321 makes a user namespace, root maps uids 0-9 there onto
  * 6000-6009 (as newuidmap does with a subordinate range), and the process
@@ -100,19 +114,14 @@ static void test_credentials_of_another_user(void) {
  */
 static void test_charged_to_the_namespace_owner(bool nested) {
         static const char path[] = "/run/dsagent-test-sockopt-userns.sock";
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct sockaddr_un sa;
         PeerCreds c = PEER_CREDS_NULL;
         int listener, conn, status, ready[2], go[2], map;
         char b, map_path[64];
         pid_t child;
 
         check(geteuid() == 0);
-        strcpy(sa.sun_path, path);
-        unlink(path);
-        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        check(bind(listener, (struct sockaddr *)&sa, sizeof(sa)) == 0);
-        check(chmod(path, 0777) == 0);
-        check(listen(listener, 1) == 0);
+        listener = listen_at(path, &sa);
         check(pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0);
 
         child = fork();
@@ -180,18 +189,13 @@ static void test_charged_to_the_outermost_namespace_owner(void) {
  */
 static void test_a_gone_peer_is_charged_to_the_unknown(void) {
         static const char path[] = "/run/dsagent-test-sockopt-gone.sock";
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct sockaddr_un sa;
         PeerCreds c = PEER_CREDS_NULL;
         int listener, conn, status;
         pid_t child;
 
         check(geteuid() == 0);
-        strcpy(sa.sun_path, path);
-        unlink(path);
-        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        check(bind(listener, (struct sockaddr *)&sa, sizeof(sa)) == 0);
-        check(chmod(path, 0777) == 0);
-        check(listen(listener, 1) == 0);
+        listener = listen_at(path, &sa);
 
         child = fork();
         if (child == 0) {
