@@ -175,23 +175,6 @@ def one_users_flood_is_counted_in_a_record_a_second_and_others_are_decided_as_ev
     assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
 
 
-def subordinate_range(user):
-    """The first uid of @user's range in /etc/subuid, giving @user ranges in /etc/subuid and /etc/subgid
-    for the test when it has none (both files are put back as they were after it)."""
-    first = None
-    for path in ("/etc/subuid", "/etc/subgid"):
-        text = open(path).read() if os.path.exists(path) else ""
-        mine = [line for line in text.splitlines() if line.split(":")[0] == user]
-        if not mine:
-            harness.scope.callback(lambda p=path, t=text: open(p, "w").write(t))
-            with open(path, "a") as f:
-                f.write(f"{user}:3000000:65536\n")
-            mine = [f"{user}:3000000:65536"]
-        if path == "/etc/subuid":
-            first = int(mine[0].split(":")[1])
-    return first
-
-
 # Run in a user namespace of the user's own, mapped onto her subordinate range (newuidmap), as its root:
 # each of N_UIDS children takes a uid of its own there and opens PER_UID connections that send two bytes
 # of a header and then nothing, and holds them (the agent closes them at its request deadline, 5 s).
@@ -241,7 +224,7 @@ def many_uids_of_one_users_namespace_count_as_that_one_user():
     """A user with a subordinate uid range runs processes under many uids in a user namespace of her own:
     each of them was a requester of its own, and one user held hundreds of connections (the global cap) where
     her share is 32. Charged to the namespace's owner, they hold her 32; the records name both uids."""
-    sub = subordinate_range(MALLORY)
+    sub = harness.subordinate_range(MALLORY)
     target = Target(SVC)
     own = Target(ALICE)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
@@ -281,7 +264,7 @@ def root_has_a_slot_past_the_global_cap():
     """The connections the agent serves at once all held by others: root is still let in and answered, while
     they hold theirs (his record comes before the first of theirs to time out), and the others are told
     "busy" at once instead of waiting."""
-    subordinate_range(MALLORY)
+    harness.subordinate_range(MALLORY)
     target = Target(SVC)
     agent = Agent(env={"DSAGENT_TEST_MAX_CONNECTIONS": "40"},
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
@@ -305,7 +288,7 @@ def root_has_a_slot_past_the_global_cap():
 def many_uids_of_one_users_namespace_share_her_budget_of_records():
     """Each uid of her namespace had a request budget of its own: ten uids, ten bursts of records. Charged to
     her, they share one, and the refused ones are counted in records that name her."""
-    sub = subordinate_range(MALLORY)
+    sub = harness.subordinate_range(MALLORY)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
     script = ASK_AGAIN_AND_AGAIN + """
 import os, sys
