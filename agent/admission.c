@@ -54,7 +54,7 @@ int admission_begin(Admission *a, AdmissionKind kind, const AdmissionKey *key, c
                 of_requester += r->key.requester == key->requester;
         }
         if (of_target >= limits->per_target || of_requester >= limits->per_requester ||
-            (limits->in_all > 0 && in_all >= limits->in_all)) {
+            (limits->in_all > 0 && in_all >= limits->in_all + (key->requester == 0))) {
                 *ret_why = busy_reason(kind, of_target >= limits->per_target          ? 0
                                              : of_requester >= limits->per_requester ? 1
                                              : key->own                              ? 3

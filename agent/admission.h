@@ -5,7 +5,9 @@
  * all max_concurrent_dumps, or max_concurrent_own_dumps for dumps users take
  * of their own processes, which thus never hold the host's slots from anyone
  * else) and trace or counters sessions (per process and per requester). Pure bookkeeping: the caller says what
- * starts and what ends.
+ * starts and what ends. The requester is the uid charged (userns.h); root
+ * (requester 0) has one more in all than anyone, so a flood of others never
+ * shuts the administrator out.
  */
 #pragma once
 

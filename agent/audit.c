@@ -21,6 +21,7 @@
 #include "duration.h"
 #include "policy.h"
 #include "text.h"
+#include "userns.h"
 
 #define AUDIT_FIELDS_MAX 48
 /* a refused policy lists this many of its errors; the first ones say what to fix */
@@ -443,6 +444,14 @@ static void audit_fields_add_request_text(AuditFields *f, const AuditRecord *r) 
                 audit_fields_add_text(f, "DSAGENT_REQUEST_TEXT", asked);
 }
 
+/* The uid a peer counts against (userns.h), where it is not the peer's own. */
+static void audit_fields_add_charged(AuditFields *f, const char *key, uid_t charged) {
+        if (charged == USERNS_CHARGE_UNKNOWN)
+                audit_fields_addf(f, "%s=unknown", key);
+        else
+                audit_fields_addf(f, "%s=%u", key, (unsigned)charged);
+}
+
 static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
         audit_fields_addf(f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_REQUEST);
         audit_fields_addf(f, "PRIORITY=%d", audit_priority(r->decision));
@@ -454,6 +463,8 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
         audit_fields_addf(f, "DSAGENT_CLIENT_PID=%d", (int)r->client_pid);
         if (r->client_pidfd_id != 0)
                 audit_fields_addf(f, "DSAGENT_CLIENT_PIDFD_ID=%" PRIu64, r->client_pidfd_id);
+        if (r->client_charged_other)
+                audit_fields_add_charged(f, "DSAGENT_CLIENT_CHARGED_UID", r->client_charged_uid);
         audit_fields_add_names(f, r->client_uid, &r->client_gid, r->have_target ? r->target_uid : (uid_t)-1);
         audit_fields_add_client_text(f, r->client_uid);
         audit_fields_add_text(f, "DSAGENT_COMMAND", r->command);
@@ -855,6 +866,8 @@ int audit_log_port(AuditSink sink, const AuditPortEvent *e) {
         audit_fields_addf(&f, "DSAGENT_TARGET_GID=%u", (unsigned)e->gid);
         if (e->pidfd_id != 0)
                 audit_fields_addf(&f, "DSAGENT_TARGET_PIDFD_ID=%" PRIu64, e->pidfd_id);
+        if (e->charged_uid != e->uid)
+                audit_fields_add_charged(&f, "DSAGENT_TARGET_CHARGED_UID", e->charged_uid);
         audit_fields_add_names(&f, (uid_t)-1, NULL, e->uid);
         audit_fields_add_target_text(&f, "DSAGENT_TARGET_TEXT", "", e->pid, e->uid, NULL, NULL);
         if (e->advertised_pid != 0)

@@ -43,6 +43,10 @@ typedef struct AuditRecord {
         gid_t client_gid;
         pid_t client_pid;
         uint64_t client_pidfd_id; /* 0 when unknown */
+        /* whom the client counts against (userns.h), recorded when that is not client_uid: the owner of
+         * the user namespace it runs in, or USERNS_CHARGE_UNKNOWN ("unknown") */
+        bool client_charged_other;
+        uid_t client_charged_uid;
         const char *command;    /* NULL when no valid request arrived */
         const char *ipc_command; /* a proxied request's diagnostic IPC command, e.g. "CollectTracing2"; or NULL */
 
@@ -139,6 +143,7 @@ typedef struct AuditPortEvent {
         uid_t uid;
         gid_t gid;
         uint64_t pidfd_id;        /* its pidfs inode, 0 when unknown */
+        uid_t charged_uid;        /* whom it counts against (userns.h): recorded when not uid */
         uint64_t advertised_pid;  /* 0: no advertise was read */
         const char *cookie;       /* the advertised cookie, hex; NULL when none was read */
         bool suspended;           /* registered suspended at startup */

@@ -47,12 +47,14 @@
 #define BROKER_FDS_PER_CONNECTION 6
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)
+/* Connections root may hold past max_connections: the administrator gets in while a flood holds the rest. */
+#define BROKER_ROOT_SLOTS 4
 
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
         unsigned n = 0;
 
         for (const Connection *c = b->connections; c; c = c->next)
-                if (c->peer.uid == uid)
+                if (c->peer.charged_uid == uid)
                         n++;
         return n;
 }
@@ -77,7 +79,8 @@ static void broker_update_idle(Broker *b) {
  */
 static void broker_update_accepting(Broker *b) {
         (void)sd_event_source_set_enabled(b->listen_source,
-                                          b->n_connections < b->config.max_connections && !b->out_of_fds
+                                          b->n_connections < b->config.max_connections + b->root_slots &&
+                                                          !b->out_of_fds
                                                   ? SD_EVENT_ON
                                                   : SD_EVENT_OFF);
 }
@@ -155,10 +158,18 @@ static void broker_accept_one(Broker *b, int fd) {
         if (r < 0)
                 return; /* a client we cannot even identify gets nothing */
 
-        if (broker_connections_of_uid(b, c->peer.uid) > b->config.max_connections_per_uid) {
+        if (broker_connections_of_uid(b, c->peer.charged_uid) > b->config.max_connections_per_uid) {
                 c->state = CONNECTION_WORKING;
                 request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
                                     "too many connections from this user");
+                return;
+        }
+        /* past the cap, only root's slots: anyone else is told at once, so that root is never stuck
+         * in the backlog behind them */
+        if (b->n_connections > b->config.max_connections && c->peer.charged_uid != 0) {
+                c->state = CONNECTION_WORKING;
+                request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
+                                    "the agent serves as many connections as it may; try again shortly");
                 return;
         }
         connection_start(c);
@@ -190,7 +201,8 @@ static void broker_pause_for_fds(Broker *b, int error) {
 static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Broker *b = userdata;
 
-        for (int i = 0; i < BROKER_ACCEPT_BURST && b->n_connections < b->config.max_connections; i++) {
+        for (int i = 0; i < BROKER_ACCEPT_BURST && b->n_connections < b->config.max_connections + b->root_slots;
+             i++) {
                 int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (client < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -357,7 +369,8 @@ static bool broker_allow_renice(void) {
  * since a runtime refused a registration still runs, and says so in a record.
  */
 static void broker_fit_fd_limit(Broker *b) {
-        uint64_t need = BROKER_FDS_BASE + (uint64_t)b->config.max_connections * BROKER_FDS_PER_CONNECTION +
+        uint64_t need = BROKER_FDS_BASE +
+                        (uint64_t)(b->config.max_connections + BROKER_ROOT_SLOTS) * BROKER_FDS_PER_CONNECTION +
                         PORTS_FDS_MAX;
         struct rlimit rl;
         unsigned fit;
@@ -365,6 +378,7 @@ static void broker_fit_fd_limit(Broker *b) {
         if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
                 return;
         b->fds_for_ports = PORTS_FDS_MAX;
+        b->root_slots = BROKER_ROOT_SLOTS;
         if (rl.rlim_cur < need && rl.rlim_max > rl.rlim_cur) {
                 rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
                 (void)setrlimit(RLIMIT_NOFILE, &rl); /* on failure the old limit stays, and is fitted to below */
@@ -382,6 +396,8 @@ static void broker_fit_fd_limit(Broker *b) {
                 return;
         }
         b->fds_for_ports = 0;
+        /* short of fds, everyone waits in the backlog alike: a slot past the cap would need fds it has not */
+        b->root_slots = 0;
         fit = rl.rlim_cur > BROKER_FDS_BASE + BROKER_FDS_PER_CONNECTION
                       ? (unsigned)((rl.rlim_cur - BROKER_FDS_BASE) / BROKER_FDS_PER_CONNECTION)
                       : 1;
@@ -412,6 +428,7 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->event = sd_event_ref(event);
         b->config = *config;
         b->config.reply_timeout_usec = test_hook_reply_timeout(config->reply_timeout_usec);
+        b->config.max_connections = test_hook_max_connections(config->max_connections);
         broker_fit_fd_limit(b);
         b->may_renice = broker_allow_renice();
         b->rate_limiter = rate_limiter_new();

@@ -59,6 +59,7 @@ typedef struct Broker {
         sd_event_source *idle_timer;
         sd_event_source *fds_timer;    /* the listener rests while the agent is out of fds */
         bool out_of_fds;
+        unsigned root_slots;           /* connections root may hold past max_connections (0 when fds are short) */
         bool may_renice;               /* workers may lower their priority and raise it back (RLIMIT_NICE) */
         bool fds_exhausted;            /* said so on stderr; cleared, and said, at the next accept */
         uint64_t next_request_id;

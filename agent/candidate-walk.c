@@ -126,11 +126,11 @@ static int group_submit(WalkGroup *g, const JobWalk *walk) {
         int r = JOBS_E_WORKER;
 
         for (CandidateWaiter *x = g->walking; x && r == JOBS_E_WORKER; x = x->next) {
-                uid_t owner = x->req->peer->uid;
+                uid_t owner = x->req->peer->charged_uid; /* whose worker share it costs (userns.h) */
                 bool tried = false;
 
                 for (CandidateWaiter *y = g->walking; y != x && !tried; y = y->next)
-                        tried = y->req->peer->uid == owner;
+                        tried = y->req->peer->charged_uid == owner;
                 if (tried)
                         continue;
                 r = jobs_walk_candidates(g->walks->broker, walk, owner, walk_done, g, &g->call);

@@ -37,7 +37,7 @@ static void apply_rate_limit(Request *req) {
 
         if (!v->allowed || !v->rule || !v->rule->has_rate_limit)
                 return;
-        r = rate_limiter_check(req->broker->rate_limiter, v->rule->name, req->peer->uid, &v->rule->rate_limit,
+        r = rate_limiter_check(req->broker->rate_limiter, v->rule->name, req->peer->charged_uid, &v->rule->rate_limit,
                                request_now_usec(req), req->consume_rate, &wait_usec);
         if (r == 0)
                 return;

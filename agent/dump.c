@@ -771,7 +771,7 @@ static void dump_decided(Request *req) {
                 return;
         }
         work->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
-                                    .requester = req->peer->uid, .own = dump_is_own(req) };
+                                    .requester = req->peer->charged_uid, .own = dump_is_own(req) };
         r = admission_begin(req->broker->admission, ADMISSION_DUMP, &work->key,
                             &(AdmissionLimits){ .per_target = 1, .per_requester = req->policy->agent.max_dumps_per_user,
                                                 .in_all = work->key.own ? req->policy->agent.max_concurrent_own_dumps

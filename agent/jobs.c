@@ -528,7 +528,7 @@ static int submit(Request *req, JobRequest *q, size_t size, const int *fds, size
         if (n_fds > 0)
                 memcpy(m.fds, fds, n_fds * sizeof(int));
         req->job_callback = callback;
-        r = worker_pool_submit(req->broker->workers, req->peer->uid, &m, timeout_usec, trampoline, req, &req->job);
+        r = worker_pool_submit(req->broker->workers, req->peer->charged_uid, &m, timeout_usec, trampoline, req, &req->job);
         free(q);
         return r == WORKER_E_FULL ? JOBS_E_WORKER : r;
 }

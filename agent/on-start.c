@@ -55,7 +55,7 @@ struct StartupTrace {
         StartupTrace *next;
         uint64_t runtime_id;      /* the registration (ports.h), looked up at every step: it may go */
         pid_t pid;
-        uid_t uid;
+        uid_t uid;                /* whom it counts against: the runtime's charged uid (userns.h) */
         Policy *policy;           /* a reference: the rule lives in it */
         const PolicyOnStart *rule;
         Target *target;           /* pinned by a worker: the file's labels and the records */
@@ -583,7 +583,7 @@ int startup_trace_begin(StartupTraces *s, PortRuntime *rt) {
         if (!t)
                 return -ENOMEM;
         *t = (StartupTrace){ .set = s, .runtime_id = port_runtime_id(rt), .pid = port_runtime_pid(rt),
-                             .uid = port_runtime_uid(rt), .policy = policy_ref(policy), .stream_fd = -EBADF,
+                             .uid = port_runtime_charged_uid(rt), .policy = policy_ref(policy), .stream_fd = -EBADF,
                              .dir_fd = -EBADF, .file_fd = -EBADF };
         t->next = s->traces;
         s->traces = t;

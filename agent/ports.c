@@ -88,6 +88,7 @@ struct PortRuntime {
         uint64_t pidfd_ino;       /* pidfs inode: the process, never reused */
         sd_event_source *exit_source;
         uid_t uid;
+        uid_t charged_uid; /* whom it counts against (userns.h) */
         gid_t gid;
         gid_t *groups;            /* primary first, as the kernel gave them for its first connection */
         size_t n_groups;
@@ -133,6 +134,7 @@ static void record(Ports *p, const char *event, const PortListener *l, const Pee
                 .uid = peer->uid,
                 .gid = peer->gid,
                 .pidfd_id = peer->pidfd_id,
+                .charged_uid = peer->charged_uid,
                 .advertised_pid = advertised_pid,
                 .suspended = suspended,
                 .suspend_timeout_usec = l->config ? l->config->suspend_timeout_usec : 0,
@@ -146,12 +148,13 @@ static void record(Ports *p, const char *event, const PortListener *l, const Pee
         }
         /* a flood of refused connections from one user takes from its budget of records, like its
          * requests; what happened to a registered runtime is always recorded (at most a few per runtime) */
-        if (strcmp(event, "refused") != 0 || broker_admit_request(p->broker, peer->uid))
+        if (strcmp(event, "refused") != 0 || broker_admit_request(p->broker, peer->charged_uid))
                 (void)audit_log_port(p->broker->config.audit_sink, &e);
 }
 
 void port_runtime_record(PortRuntime *rt, const char *event, const char *reason) {
-        PeerCreds peer = { .pid = rt->pid, .uid = rt->uid, .gid = rt->gid, .pidfd_id = rt->pidfd_ino };
+        PeerCreds peer = { .pid = rt->pid, .uid = rt->uid, .gid = rt->gid, .pidfd_id = rt->pidfd_ino,
+                           .charged_uid = rt->charged_uid };
 
         record(rt->ports, event, rt->listener, &peer, rt->ns_pid, rt->cookie, rt->suspended, reason);
 }
@@ -326,8 +329,8 @@ pid_t port_runtime_pid(const PortRuntime *rt) {
         return rt->pid;
 }
 
-uid_t port_runtime_uid(const PortRuntime *rt) {
-        return rt->uid;
+uid_t port_runtime_charged_uid(const PortRuntime *rt) {
+        return rt->charged_uid;
 }
 
 /* Is this registration the process @t pins? Both pidfds name it; the pidfs inode is never reused. */
@@ -709,7 +712,7 @@ static unsigned runtimes_of_uid(const Ports *p, uid_t uid) {
         unsigned n = 0;
 
         for (const PortRuntime *rt = p->runtimes; rt; rt = rt->next)
-                n += rt->uid == uid;
+                n += rt->charged_uid == uid;
         return n;
 }
 
@@ -744,7 +747,7 @@ static void pending_register(Pending *pe, const DotnetIpcAdvertise *adv) {
 
         char why[160];
 
-        if (runtimes_of_uid(p, pe->peer.uid) >= p->policy->agent.max_runtimes_per_user) {
+        if (runtimes_of_uid(p, pe->peer.charged_uid) >= p->policy->agent.max_runtimes_per_user) {
                 pending_refuse(pe, adv->pid, adv->cookie, "too many runtimes of this user are registered "
                                                           "(max_runtimes_per_user)");
                 return;
@@ -762,6 +765,7 @@ static void pending_register(Pending *pe, const DotnetIpcAdvertise *adv) {
         }
         *rt = (PortRuntime){ .ports = p, .id = ++p->last_runtime_id, .listener = pe->listener, .pid = pe->peer.pid, .pidfd = TAKE_FD(pe->pidfd),
                              .pidfd_ino = pe->peer.pidfd_id, .uid = pe->peer.uid, .gid = pe->peer.gid,
+                             .charged_uid = pe->peer.charged_uid,
                              .ns_pid = adv->pid, .idle_fd = -EBADF };
         memcpy(rt->cookie, adv->cookie, sizeof(rt->cookie));
         rt->groups = TAKE_PTR(pe->peer.groups);
@@ -850,7 +854,7 @@ static unsigned pending_of_uid(const Ports *p, uid_t uid) {
         unsigned n = 0;
 
         for (const Pending *pe = p->pending; pe; pe = pe->next)
-                n += pe->peer.uid == uid;
+                n += pe->peer.charged_uid == uid;
         return n;
 }
 
@@ -893,7 +897,7 @@ static void listener_accept_one(PortListener *l, int fd) {
                 pending_refuse(TAKE_PTR(pe), 0, NULL, "the port does not admit runtimes of this user");
                 return;
         }
-        if (p->n_pending > PORTS_PENDING_MAX || pending_of_uid(p, pe->peer.uid) > PORTS_PENDING_PER_UID_MAX) {
+        if (p->n_pending > PORTS_PENDING_MAX || pending_of_uid(p, pe->peer.charged_uid) > PORTS_PENDING_PER_UID_MAX) {
                 pending_refuse(TAKE_PTR(pe), 0, NULL, "too many connections wait to advertise");
                 return;
         }

@@ -128,9 +128,10 @@ void port_runtime_resumed(PortRuntime *rt);
  * again (or learns it is gone) with ports_runtime_by_id(), and never holds a dangling pointer. */
 uint64_t port_runtime_id(const PortRuntime *rt);
 PortRuntime *ports_runtime_by_id(Ports *p, uint64_t id);
-/* The process, in the agent's pid namespace, and its uid, as the kernel gave them. */
+/* The process, in the agent's pid namespace, as the kernel gave it. */
 pid_t port_runtime_pid(const PortRuntime *rt);
-uid_t port_runtime_uid(const PortRuntime *rt);
+/* Whom the runtime counts against for per-user bounds: its uid, or its user namespace's owner (userns.h). */
+uid_t port_runtime_charged_uid(const PortRuntime *rt);
 /* Is the process @t pins the one registered, still running what it registered with (ports_find())? */
 bool port_runtime_is_target(const PortRuntime *rt, const Target *t);
 /* A port record of @rt: @event (on-start-failed, on-start-skipped, resume-failed, ...) and why. */

@@ -55,7 +55,7 @@ uint64_t request_now_usec(const Request *req) {
 
 bool request_admit(Request *req) {
         if (!req->admitted)
-                req->admitted = broker_admit_request(req->broker, req->peer->uid);
+                req->admitted = broker_admit_request(req->broker, req->peer->charged_uid);
         return req->admitted;
 }
 
@@ -66,6 +66,8 @@ static int request_audit(Request *req) {
         a->client_gid = req->peer->gid;
         a->client_pid = req->peer->pid;
         a->client_pidfd_id = req->peer->pidfd_id;
+        a->client_charged_other = req->peer->charged_uid != req->peer->uid;
+        a->client_charged_uid = req->peer->charged_uid;
         if (req->target) {
                 a->have_target = true;
                 a->target_pid = req->target->pid;

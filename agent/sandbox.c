@@ -17,6 +17,7 @@
 
 #include "cleanup.h"
 #include "sandbox.h"
+#include "userns.h"
 
 /*
  * What the agent keeps, and why; nothing else, not even in the bounding set:
@@ -161,6 +162,8 @@ static int allow_forking_workers(scmp_filter_ctx ctx) {
         return r;
 }
 
+static const scmp_datum_t userns_ioctls[] = { PIDFD_GET_USER_NAMESPACE, NS_GET_PARENT, NS_GET_OWNER_UID };
+
 static int install_filter(SandboxProfile profile) {
         scmp_filter_ctx ctx = seccomp_init(SANDBOX_DENY);
         int r;
@@ -185,6 +188,9 @@ static int install_filter(SandboxProfile profile) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, TCGETS));
         if (r == 0 && profile == SANDBOX_AGENT)
                 r = allow_forking_workers(ctx);
+        /* whom a peer counts against: its user namespace from its pidfd, and up to the owner (userns.c) */
+        for (size_t i = 0; r == 0 && profile == SANDBOX_AGENT && i < ELEMENTSOF(userns_ioctls); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, SCMP_A1(SCMP_CMP_EQ, userns_ioctls[i]));
         /* libpam's audit logging probes for the audit socket; "no audit here" is an answer it expects */
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,

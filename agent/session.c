@@ -658,7 +658,7 @@ static void session_decided(Request *req) {
                 return;
         }
         s->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
-                                 .requester = req->peer->uid };
+                                 .requester = req->peer->charged_uid };
         /* counted from now on, so that concurrent requests see it */
         r = admission_begin(req->broker->admission, ADMISSION_SESSION, &s->key,
                             &(AdmissionLimits){ .per_target = a->max_sessions_per_target,

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 
 #include "cleanup.h"
 #include "sockopt.h"
+#include "userns.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
@@ -90,6 +92,8 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         _cleanup_free_ gid_t *groups = NULL;
         _cleanup_close_ int pidfd = -EBADF;
         uint64_t pidfd_id = 0;
+        uid_t charged = USERNS_CHARGE_UNKNOWN;
+        bool trust_pid = false;
         struct stat st;
         size_t n_groups = 0;
         int r;
@@ -110,9 +114,14 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 if (errno != ENOPROTOOPT && errno != ENODATA && errno != ESRCH && errno != EINVAL &&
                     errno != EMFILE && errno != ENFILE)
                         return -errno;
+                /* a kernel without SO_PEERPIDFD (before 6.5) leaves the pid as the only handle; where
+                 * the kernel has it, no pidfd means the process is gone and its pid may be anyone's */
+                trust_pid = errno == ENOPROTOOPT || errno == EINVAL;
         }
         if (pidfd >= 0 && pidfd_identity(pidfd, &st) == 0)
                 pidfd_id = (uint64_t)st.st_ino;
+        if (pidfd >= 0 || trust_pid || cred.uid == 0)
+                (void)userns_charged_uid(pidfd, cred.pid, cred.uid, &charged);
 
         *ret = (PeerCreds){
                 .pid = cred.pid,
@@ -121,6 +130,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 .groups = TAKE_PTR(groups),
                 .n_groups = n_groups,
                 .pidfd_id = pidfd_id,
+                .charged_uid = charged,
         };
         return 0;
 }

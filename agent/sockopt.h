@@ -18,10 +18,24 @@ typedef struct PeerCreds {
         /* the process's pidfs inode: unlike a pid, never reused while the host runs; 0 when the
          * kernel has no SO_PEERPIDFD or no pidfs. Read at accept; no fd is kept for it */
         uint64_t pidfd_id;
+        /* whom the peer counts against for every per-user bound (userns.h): uid, or the owner of the
+         * user namespace it runs in below the agent's, or USERNS_CHARGE_UNKNOWN. Policy decisions
+         * stay on uid and groups */
+        uid_t charged_uid;
 } PeerCreds;
 
 #define PEER_CREDS_NULL {}
 
+/*
+ * sockopt_get_peer_creds() - who connected to @fd, read from the kernel at accept
+ *
+ * Also works out ->charged_uid from the peer's pidfd (userns_charged_uid());
+ * when the kernel has SO_PEERPIDFD but the peer's process is gone, or its
+ * namespace cannot be read, the peer is charged USERNS_CHARGE_UNKNOWN: one
+ * shared bound for all such peers, never a uid of its own (fail closed).
+ *
+ * Return: 0 or a negative errno.
+ */
 int sockopt_get_peer_creds(int fd, PeerCreds *ret);
 
 /*

@@ -64,6 +64,12 @@ void test_hook_client_socket(int fd) {
                 (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
 }
 
+unsigned test_hook_max_connections(unsigned max) {
+        unsigned long v = env_number("DSAGENT_TEST_MAX_CONNECTIONS", 4096);
+
+        return v > 0 ? (unsigned)v : max;
+}
+
 uint64_t test_hook_reply_timeout(uint64_t usec) {
         unsigned long ms = env_number("DSAGENT_TEST_REPLY_TIMEOUT_MS", 3600 * 1000);
 

@@ -30,6 +30,12 @@ void test_hook_client_socket(int fd);
  * the real deadline (30 s) would take fifteen held probes.
  */
 uint64_t test_hook_reply_timeout(uint64_t usec);
+/*
+ * DSAGENT_TEST_MAX_CONNECTIONS=N, or @max: the connections served at once. A test makes it
+ * small, to fill it with the few users the machine has, where the real cap (512) would take
+ * sixteen users' shares.
+ */
+unsigned test_hook_max_connections(unsigned max);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -45,6 +51,9 @@ static inline void test_hook_client_socket(int fd) {
 }
 static inline uint64_t test_hook_reply_timeout(uint64_t usec) {
         return usec;
+}
+static inline unsigned test_hook_max_connections(unsigned max) {
+        return max;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

@@ -101,6 +101,24 @@ def as_user(user, argv):
     return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--reset-env"] + argv
 
 
+def subordinate_range(user):
+    """The first uid of @user's range in /etc/subuid, giving @user ranges in /etc/subuid and /etc/subgid
+    for the test when it has none (both files are put back as they were after it)."""
+    first = None
+    for path in ("/etc/subuid", "/etc/subgid"):
+        existed = os.path.exists(path)
+        text = open(path).read() if existed else ""
+        mine = [line for line in text.splitlines() if line.split(":")[0] == user]
+        if not mine:
+            scope.callback(lambda p=path, t=text, e=existed: open(p, "w").write(t) if e else os.unlink(p))
+            with open(path, "a") as f:
+                f.write(f"{user}:3000000:65536\n")
+            mine = [f"{user}:3000000:65536"]
+        if path == "/etc/subuid":
+            first = int(mine[0].split(":")[1])
+    return first
+
+
 def make_dir(owner=None, mode=0o700, base="/tmp"):
     path = tempfile.mkdtemp(prefix="dsagent-it-", dir=base)
     scope.callback(shutil.rmtree, path, ignore_errors=True)

@@ -7,8 +7,8 @@ import struct
 import time
 
 import harness
-from harness import (MALLORY, SVC, Agent, FakeRuntime, Process, Target, as_user, info_json, run_tests, test,
-                     wait_for)
+from harness import (ALICE, MALLORY, SVC, Agent, FakeRuntime, Process, Target, as_user, info_json, run_tests,
+                     test, wait_for)
 
 
 def fd_count(pid):
@@ -126,28 +126,44 @@ time.sleep(30)
     assert info_json(agent, SVC, target.pid)["pid"] == target.pid
 
 
+# A client's loop of one-request connections (info about a pid that cannot exist), as fast as the agent
+# answers: ask(socket path, n) is (decided, refused as "too many requests").
+ASK_AGAIN_AND_AGAIN = """
+import socket, struct
+def ask(path, n):
+    request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
+    decided = refused = 0
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        s.sendall(request)
+        reply = b''
+        while chunk := s.recv(65536):
+            reply += chunk
+        s.close()
+        if b'too many requests' in reply:
+            refused += 1
+        else:
+            decided += 1
+    return decided, refused
+"""
+
+
+def suppression_records(agent, refused):
+    """The records that count @refused refused requests, once they are all counted."""
+    def counted():
+        records = agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+        return records if sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) >= refused else None
+    records = wait_for(counted, timeout=10, what="the records that count the refused requests")
+    assert sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) == refused, records
+    return records
+
+
 @test
 def one_users_flood_is_counted_in_a_record_a_second_and_others_are_decided_as_ever():
     target = Target(SVC)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
-    script = f"""
-import socket, struct
-decided = refused = 0
-request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
-for _ in range(300):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect({agent.socket!r})
-    s.sendall(request)
-    reply = b''
-    while chunk := s.recv(65536):
-        reply += chunk
-    s.close()
-    if b'too many requests' in reply:
-        refused += 1
-    else:
-        decided += 1
-print(f'counts={{decided}} {{refused}}', flush=True)
-"""
+    script = ASK_AGAIN_AND_AGAIN + f"print('counts=%d %d' % ask({agent.socket!r}, 300), flush=True)\n"
     flood = Process(as_user(MALLORY, [harness.PYTHON, "-c", script]))
     decided, refused = map(int, flood.read_line("counts=", timeout=120).split("=")[1].split())
     assert decided + refused == 300 and decided >= 20 and refused > 200, (decided, refused)
@@ -155,12 +171,151 @@ print(f'counts={{decided}} {{refused}}', flush=True)
     assert info_json(agent, SVC, target.pid)["pid"] == target.pid
     mine = [r for r in agent.records() if r["DSAGENT_CLIENT_UID"] == str(harness.uid_of(MALLORY))]
     assert len(mine) == decided, (len(mine), decided)
+    records = suppression_records(agent, refused)
+    assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
 
-    def counted():
-        records = agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
-        return records if sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) >= refused else None
-    records = wait_for(counted, timeout=10, what="the records that count the refused requests")
-    assert sum(int(r["DSAGENT_SUPPRESSED"]) for r in records) == refused, records
+
+# Run in a user namespace of the user's own, mapped onto her subordinate range (newuidmap), as its root:
+# each of N_UIDS children takes a uid of its own there and opens PER_UID connections that send two bytes
+# of a header and then nothing, and holds them (the agent closes them at its request deadline, 5 s).
+NAMESPACE_FLOOD = """
+import os, socket, sys, time
+sock, n_uids, per_uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+children = []
+for k in range(1, n_uids + 1):
+    pid = os.fork()
+    if pid == 0:
+        os.setresgid(k, k, k)
+        os.setresuid(k, k, k)
+        held, sent = [], 0
+        for _ in range(per_uid):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(sock)
+            except OSError:
+                s.close()
+                continue
+            try:
+                sent += s.send(b'DS') == 2
+            except OSError:
+                pass
+            held.append(s)
+        print(f'connected={len(held)} {sent}', flush=True)
+        time.sleep(120)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
+def namespace_flood(agent, user, n_uids, per_uid):
+    """@user's flood from many uids of her subordinate range: (process, connections made, and of them
+    those that sent their two bytes (a connection that sent nothing ends without a record))."""
+    flood = Process(as_user(user, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
+                                   harness.PYTHON, "-c", NAMESPACE_FLOOD, agent.socket, str(n_uids), str(per_uid)]))
+    counts = [flood.read_line("connected=", timeout=120).split("=")[1].split() for _ in range(n_uids)]
+    return flood, sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts)
+
+
+@test
+def many_uids_of_one_users_namespace_count_as_that_one_user():
+    """A user with a subordinate uid range runs processes under many uids in a user namespace of her own:
+    each of them was a requester of its own, and one user held hundreds of connections (the global cap) where
+    her share is 32. Charged to the namespace's owner, they hold her 32; the records name both uids."""
+    sub = harness.subordinate_range(MALLORY)
+    target = Target(SVC)
+    own = Target(ALICE)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
+                         'max_request_burst = 1000000\n')
+    flood, connected, sent = namespace_flood(agent, MALLORY, 24, 40)
+    # while she holds them, root and another user are answered
+    assert info_json(agent, "root", target.pid)["pid"] == target.pid
+    assert info_json(agent, ALICE, own.pid)["pid"] == own.pid
+    # every connection she made ends in a record: held ones at the request deadline, the others at once
+    uids = range(sub + 1, sub + 25)
+
+    def all_recorded():
+        mine = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
+        return mine if len(mine) >= sent else None
+    mine = wait_for(all_recorded, timeout=120, what="a record of each of her connections")
+    time.sleep(1)  # any record of a connection that sent nothing, refused busy, is written by now
+    flood.stop()
+    mine = all_recorded()
+    assert sent <= len(mine) <= connected, (len(mine), sent, connected)
+    # the attack was real: a dozen uids and more reached the agent (a child whose every connect found the
+    # backlog full has no record)
+    assert len({r["DSAGENT_CLIENT_UID"] for r in mine}) >= 12, {r["DSAGENT_CLIENT_UID"] for r in mine}
+    # she held her share, no more: the rest were told "busy" at once
+    held = [r for r in mine if r["DSAGENT_REASON"] == "the request did not arrive in time"]
+    busy = [r for r in mine if r["DSAGENT_REASON"] == "too many connections from this user"]
+    assert len(held) + len(busy) == len(mine), {r["DSAGENT_REASON"] for r in mine}
+    assert 0 < len(held) <= 32 and len(busy) >= sent - 32, (len(held), len(busy))
+    # each of them counted against her, as the records say beside the uid that connected
+    assert all(r.get("DSAGENT_CLIENT_CHARGED_UID") == str(harness.uid_of(MALLORY)) for r in mine), mine[:3]
+    # a peer in the agent's own namespace counts against its own uid, and its record says no more
+    r = [r for r in agent.records() if r["DSAGENT_CLIENT_UID"] == "0"][0]
+    assert "DSAGENT_CLIENT_CHARGED_UID" not in r, r
+
+
+@test
+def root_has_a_slot_past_the_global_cap():
+    """The connections the agent serves at once all held by others: root is still let in and answered, while
+    they hold theirs (his record comes before the first of theirs to time out), and the others are told
+    "busy" at once instead of waiting."""
+    harness.subordinate_range(MALLORY)
+    target = Target(SVC)
+    agent = Agent(env={"DSAGENT_TEST_MAX_CONNECTIONS": "40"},
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
+                         'max_request_burst = 1000000\n')
+    flood, connected, _ = namespace_flood(agent, MALLORY, 4, 8)  # her share: 32
+    others, alice_connected, _ = namespace_flood(agent, ALICE, 1, 8)  # and 8 of alice's: the 40 are held
+    assert connected == 32 and alice_connected == 8, (connected, alice_connected)
+    assert info_json(agent, "root", target.pid)["pid"] == target.pid
+    records = agent.records()
+    timed_out = [i for i, r in enumerate(records) if r["DSAGENT_REASON"] == "the request did not arrive in time"]
+    root = [i for i, r in enumerate(records) if r["DSAGENT_CLIENT_UID"] == "0" and r.get("DSAGENT_COMMAND") == "info"]
+    assert root and (not timed_out or root[0] < timed_out[0]), (root, timed_out[:3])
+    # past the cap, another user's connection is refused at once, not left waiting
+    r = harness.dsctl(agent, SVC, "info", str(target.pid))
+    assert r.returncode == harness.EXIT_BUSY and "as many connections as it may" in r.stderr, r
+    flood.stop()
+    others.stop()
+
+
+@test
+def many_uids_of_one_users_namespace_share_her_budget_of_records():
+    """Each uid of her namespace had a request budget of its own: ten uids, ten bursts of records. Charged to
+    her, they share one, and the refused ones are counted in records that name her."""
+    sub = harness.subordinate_range(MALLORY)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
+    script = ASK_AGAIN_AND_AGAIN + """
+import os, sys
+children = []
+for k in range(1, 11):
+    pid = os.fork()
+    if pid == 0:
+        os.setresgid(k, k, k)
+        os.setresuid(k, k, k)
+        print('counts=%d %d' % ask(sys.argv[1], 30), flush=True)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+    flood = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
+                                      harness.PYTHON, "-c", script, agent.socket]))
+    counts = [tuple(map(int, flood.read_line("counts=", timeout=120).split("=")[1].split())) for _ in range(10)]
+    decided, refused = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    uids = range(sub + 1, sub + 11)
+    mine = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
+    # the attack was real: ten uids asked, and each had its requests decided as its own
+    assert len({r["DSAGENT_CLIENT_UID"] for r in mine}) > 1 and len(mine) == decided, (len(mine), decided)
+    # one budget for all ten: her burst and what she earns back, not ten bursts
+    assert decided + refused == 300 and refused > 200, (decided, refused)
+    assert all(r.get("DSAGENT_CLIENT_CHARGED_UID") == str(harness.uid_of(MALLORY)) for r in mine), mine[:3]
+    records = suppression_records(agent, refused)
     assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
 
 

@@ -273,10 +273,10 @@ def a_runtime_root_in_its_own_user_namespace_is_its_host_user_on_a_port():
     assert r.returncode == 0 and "port" not in json.loads(r.stdout), r
 
 
-# What the agent reserves for its clients (docs/architecture.md: 88 + 512 x 6) and for the ports besides
+# What the agent reserves for its clients (docs/architecture.md: 88 + (512 + 4 of root's) x 6) and for the ports besides
 # registrations (256 unadvertised connections at 2 fds, 4 per possible listener): an open files limit
 # of these plus 4 leaves room for two registered runtimes.
-CLIENT_FDS = 88 + 512 * 6
+CLIENT_FDS = 88 + (512 + 4) * 6
 PORT_FIXED_FDS = 2 * 256 + 4 * 16
 
 
@@ -759,6 +759,67 @@ def a_runtime_in_a_podman_container_connects_out_to_a_port_mounted_into_it():
     out = os.path.join(make_dir(ALICE, 0o700), "c.core")
     r = dsctl(agent, ALICE, "dump", str(c.pid), "--type", "mini", "-o", out, timeout=300)
     assert r.returncode == 0 and harness.is_elf_core(out), r
+
+
+# In a user namespace of her own, mapped onto her subordinate range, as its root: N children, each under a
+# uid of its own there (her groups kept), open M connections to a port and never advertise.
+PORT_FLOOD = """
+import os, socket, sys, time
+path, n_uids, per_uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+children = []
+for k in range(1, n_uids + 1):
+    pid = os.fork()
+    if pid == 0:
+        os.setresuid(k, k, k)
+        held = []
+        for _ in range(per_uid):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect(path)
+            except OSError:
+                s.close()
+                continue
+            held.append(s)
+        print(f'connected={len(held)}', flush=True)
+        time.sleep(60)
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+"""
+
+
+@test
+def a_users_namespaced_uids_share_her_connections_waiting_to_advertise():
+    """A port that admits her group; her subordinate uids in a namespace of her own kept the group, and each
+    had 64 connections waiting to advertise of its own, up to the 256 of all users. Charged to her, they have
+    her 64, and the records name her beside each uid."""
+    sub = harness.subordinate_range(MALLORY)
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    text = policy(path).replace(f'users = ["{SVC}"]\nsuspend', f'users = ["{SVC}"]\ngroups = ["{MALLORY}"]\nsuspend', 1)
+    agent = Agent(policy=text.replace('[agent]\n', '[agent]\nmax_requests_per_second = 100000\n'
+                                                    'max_request_burst = 1000000\n', 1))
+    wait_port(path)
+    flood = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--",
+                                      harness.PYTHON, "-c", PORT_FLOOD, path, "8", "64"]))
+    connected = sum(int(flood.read_line("connected=", timeout=120).split("=")[1]) for _ in range(8))
+    uids = range(sub + 1, sub + 9)
+
+    def all_recorded():
+        mine = [r for r in port_records(agent, "refused") if int(r["DSAGENT_TARGET_UID"]) in uids]
+        return mine if len(mine) >= connected else None
+    mine = wait_for(all_recorded, timeout=120, what="a record of each of her connections")
+    flood.stop()
+    # the attack was real: several uids reached the port, admitted by the group they kept
+    assert len({r["DSAGENT_TARGET_UID"] for r in mine}) > 1, mine[:3]
+    waited = [r for r in mine if r["DSAGENT_REASON"] == "no advertise in time"]
+    turned = [r for r in mine if r["DSAGENT_REASON"] == "too many connections wait to advertise"]
+    assert len(waited) + len(turned) == len(mine), {r["DSAGENT_REASON"] for r in mine}
+    # her share waited, no more; the rest were turned away at once
+    assert 0 < len(waited) <= 64 and turned, (len(waited), len(turned))
+    assert all(r.get("DSAGENT_TARGET_CHARGED_UID") == str(uid_of(MALLORY)) for r in mine), mine[:3]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Peer identity from the kernel, checked against processes with known credentials */
+#include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +16,7 @@
 #include <unistd.h>
 
 #include "sockopt.h"
+#include "userns.h"
 #include "tap.h"
 
 static void test_socketpair_is_self(void) {
@@ -20,6 +26,7 @@ static void test_socketpair_is_self(void) {
         check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
         check(sockopt_get_peer_creds(sv[0], &c) == 0);
         check(c.pid == getpid() && c.uid == geteuid() && c.gid == getegid());
+        check(c.charged_uid == geteuid()); /* in the agent's own user namespace: its own uid */
         check(c.n_groups >= 1 && c.groups[0] == getegid());
         peer_creds_done(&c);
         close(sv[0]);
@@ -68,7 +75,7 @@ static void test_credentials_of_another_user(void) {
         conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
         check(conn >= 0);
         check(sockopt_get_peer_creds(conn, &c) == 0);
-        check(c.pid == child && c.uid == 4321 && c.gid == 100);
+        check(c.pid == child && c.uid == 4321 && c.gid == 100 && c.charged_uid == 4321);
         check(c.n_groups == 4);
         if (c.n_groups == 4)
                 check(c.groups[0] == 100 && c.groups[1] == 10 && c.groups[2] == 30 && c.groups[3] == 50);
@@ -85,8 +92,137 @@ static void test_credentials_of_another_user(void) {
         unlink(path);
 }
 
+/* A socket anyone may connect to at @path (made afresh), listening; its address in *@sa. */
+static int listen_at(const char *path, struct sockaddr_un *sa) {
+        int listener;
+
+        *sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+        strcpy(sa->sun_path, path);
+        unlink(path);
+        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        check(bind(listener, (struct sockaddr *)sa, sizeof(*sa)) == 0);
+        check(chmod(path, 0777) == 0);
+        check(listen(listener, 1) == 0);
+        return listener;
+}
+
+/*
+ * A process of uid 4321 makes a user namespace, root maps uids 0-9 there onto
+ * 6000-6009 (as newuidmap does with a subordinate range), and the process
+ * connects as its uid 3: the peer's uid is 6003, and it is charged to 4321,
+ * the namespace's owner. A process in a namespace nested in that one too.
+ */
+static void test_charged_to_the_namespace_owner(bool nested) {
+        static const char path[] = "/run/dsagent-test-sockopt-userns.sock";
+        struct sockaddr_un sa;
+        PeerCreds c = PEER_CREDS_NULL;
+        int listener, conn, status, ready[2], go[2], map;
+        char b, map_path[64];
+        pid_t child;
+
+        check(geteuid() == 0);
+        listener = listen_at(path, &sa);
+        check(pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0);
+
+        child = fork();
+        if (child == 0) {
+                int fd;
+                if (setgroups(0, NULL) < 0 || setresgid(4321, 4321, 4321) < 0 || setresuid(4321, 4321, 4321) < 0)
+                        _exit(1);
+                if (unshare(CLONE_NEWUSER) < 0)
+                        _exit(2);
+                if (write(ready[1], "x", 1) != 1 || read(go[0], &b, 1) != 1)
+                        _exit(3);
+                if (setresgid(3, 3, 3) < 0 || setresuid(3, 3, 3) < 0)
+                        _exit(4);
+                /* one more level, its uids its own: still the outermost namespace's owner */
+                if (nested && unshare(CLONE_NEWUSER) < 0)
+                        _exit(5);
+                fd = socket(AF_UNIX, SOCK_STREAM, 0);
+                if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                        _exit(6);
+                (void)read(fd, &b, 1); /* stay alive until the parent has looked */
+                _exit(0);
+        }
+
+        check(read(ready[0], &b, 1) == 1);
+        snprintf(map_path, sizeof(map_path), "/proc/%d/uid_map", (int)child);
+        map = open(map_path, O_WRONLY | O_CLOEXEC);
+        check(map >= 0 && write(map, "0 6000 10\n", 10) == 10);
+        close(map);
+        snprintf(map_path, sizeof(map_path), "/proc/%d/gid_map", (int)child);
+        map = open(map_path, O_WRONLY | O_CLOEXEC);
+        check(map >= 0 && write(map, "0 6000 10\n", 10) == 10);
+        close(map);
+        check(write(go[1], "x", 1) == 1);
+
+        /* a child that failed never connects: fail, do not hang */
+        check(poll(&(struct pollfd){ .fd = listener, .events = POLLIN }, 1, 10000) == 1);
+        conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        check(conn >= 0);
+        check(sockopt_get_peer_creds(conn, &c) == 0);
+        check(c.pid == child && c.uid == 6003 && c.charged_uid == 4321);
+
+        peer_creds_done(&c);
+        close(conn);
+        check(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        for (int i = 0; i < 2; i++) {
+                close(ready[i]);
+                close(go[i]);
+        }
+        close(listener);
+        unlink(path);
+}
+
+static void test_charged_to_the_namespace_owner_flat(void) {
+        test_charged_to_the_namespace_owner(false);
+}
+
+static void test_charged_to_the_outermost_namespace_owner(void) {
+        test_charged_to_the_namespace_owner(true);
+}
+
+/*
+ * A peer whose process is gone before the agent looks cannot be told apart
+ * from any namespace's: it is charged to the one shared unknown, never to
+ * its uid (which a namespace of anyone's could have mapped).
+ */
+static void test_a_gone_peer_is_charged_to_the_unknown(void) {
+        static const char path[] = "/run/dsagent-test-sockopt-gone.sock";
+        struct sockaddr_un sa;
+        PeerCreds c = PEER_CREDS_NULL;
+        int listener, conn, status;
+        pid_t child;
+
+        check(geteuid() == 0);
+        listener = listen_at(path, &sa);
+
+        child = fork();
+        if (child == 0) {
+                int fd;
+                if (setresgid(4321, 4321, 4321) < 0 || setresuid(4321, 4321, 4321) < 0)
+                        _exit(1);
+                fd = socket(AF_UNIX, SOCK_STREAM, 0);
+                _exit(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? 2 : 0);
+        }
+        check(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+        conn = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        check(conn >= 0);
+        check(sockopt_get_peer_creds(conn, &c) == 0);
+        check(c.uid == 4321 && c.charged_uid == USERNS_CHARGE_UNKNOWN);
+
+        peer_creds_done(&c);
+        close(conn);
+        close(listener);
+        unlink(path);
+}
+
 int main(void) {
         run_test(test_socketpair_is_self);
         run_test(test_credentials_of_another_user);
+        run_test(test_charged_to_the_namespace_owner_flat);
+        run_test(test_charged_to_the_outermost_namespace_owner);
+        run_test(test_a_gone_peer_is_charged_to_the_unknown);
         return tap_finish();
 }
