@@ -474,7 +474,7 @@ def main():
     procs = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        agent = subprocess.Popen([dsagent, "--listen", agent_socket, "--policy", policy, "--runtime-dir",
+        agent = subprocess.Popen([dsagent, "--listen", agent_socket, "--listen-mode", "0666", "--policy", policy, "--runtime-dir",
                                   os.path.join(work, "run"), "--audit", "stderr"], stderr=subprocess.DEVNULL)
         procs.append(agent)
         for _ in range(100):

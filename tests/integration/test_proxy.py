@@ -664,8 +664,8 @@ def the_agent_restarting_mid_stream_ends_the_session_and_the_port_goes_on():
     # a new agent on the same socket: the port, still running, serves the next tool through it
     if os.path.exists(agent.socket):
         os.unlink(agent.socket)
-    again = subprocess.Popen([DSAGENT, "--listen", agent.socket, "--audit", "stderr", "--policy", agent.policy_path,
-                              "--runtime-dir", agent.runtime_dir], stdin=subprocess.DEVNULL, stdout=agent.log,
+    again = subprocess.Popen([DSAGENT, "--listen", agent.socket, "--listen-mode", "0666", "--audit", "stderr",
+                              "--policy", agent.policy_path, "--runtime-dir", agent.runtime_dir], stdin=subprocess.DEVNULL, stdout=agent.log,
                              stderr=agent.log, start_new_session=True)
     agent.proc = again
     wait_for(lambda: os.path.exists(agent.socket), what="the new agent's socket")
