@@ -423,7 +423,7 @@ def start_port(dsctl, agent_socket, pid, path, log):
     """dsctl port PID as dsbench; returns (process, the path its first line names)."""
     proc = subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups", "env", "-i",
                              "PATH=/usr/bin:/bin", dsctl, "port", str(pid), "--agent-socket", agent_socket,
-                             "--socket", path], stdout=subprocess.PIPE, stderr=log, text=True)
+                             "--port-path", path], stdout=subprocess.PIPE, stderr=log, text=True)
     line = proc.stdout.readline().strip()
     if not line.endswith(",connect"):
         raise SystemExit(f"bench-proxy: dsctl port did not start: {line!r}")

@@ -245,8 +245,8 @@ def the_diagnostic_port_redacts_what_env_redacts():
     agent = Agent(policy=env_policy())
     directory = make_dir(ALICE, 0o700)
     path = os.path.join(directory, "port.sock")
-    port = Process(as_user(ALICE, [DSCTL, "--agent-socket", agent.socket, "port", str(target.pid), "--socket",
-                                   path]))
+    port = Process(as_user(ALICE, [DSCTL, "--agent-socket", agent.socket, "port", str(target.pid),
+                                   "--port-path", path]))
     assert port.read_line(path) == f"{path},connect"
 
     def tool():
