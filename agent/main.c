@@ -232,7 +232,9 @@ static int listen_on_path(const char *path, mode_t mode, gid_t gid, int *ret_fd)
         umask(old_umask);
         if (r < 0)
                 return -errno;
-        if ((gid != (gid_t)-1 && lchown(sa.sun_path, (uid_t)-1, gid) < 0) ||
+        /* root's group unless told otherwise, also in a set-group-id directory (the DaemonSet's), whose
+         * group the socket would take from it */
+        if (lchown(sa.sun_path, (uid_t)-1, gid != (gid_t)-1 ? gid : getegid()) < 0 ||
             listen(fd, DSAGENT_LISTEN_BACKLOG) < 0 || rename(sa.sun_path, path) < 0) {
                 r = -errno;
                 (void)unlink(sa.sun_path);

@@ -173,6 +173,8 @@ def manifests_hold_together():
         sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, c["name"]
         assert sc["capabilities"]["drop"] == ["ALL"], c["name"]
+        if c not in spec["containers"]:  # the init container: chgrp of /run/dsagent, nothing more
+            assert sc["capabilities"].get("add", []) in ([], ["CHOWN"]), (c["name"], sc["capabilities"])
         assert c["resources"]["limits"]["memory"] and c["resources"]["limits"]["cpu"], c["name"]
         for mount in c["volumeMounts"]:
             assert mount["name"] in volumes, (c["name"], mount)
@@ -341,10 +343,12 @@ dump_types = ["mini"]
     assert stat.S_ISSOCK(st.st_mode) and st.st_uid == 0, st
     # the gate the manifest asks for: 0660, the node's group
     assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == grp.getgrnam(SOCKET_GROUP).gr_gid, st
-    # the init container made the node's directories as the unit and the package make them
-    for path in node.values():
+    # the init container made the node's directories as the unit and the package make them, /run/dsagent
+    # also of the socket's group and set-group-id: the socket is born in that group, the agent has no CHOWN
+    for path, mode, gid in ((node["/run/dsagent"], 0o2711, grp.getgrnam(SOCKET_GROUP).gr_gid),
+                            (node["/var/lib/dsagent"], 0o711, 0)):
         st = os.stat(path)
-        assert stat.S_IMODE(st.st_mode) == 0o711 and st.st_uid == 0, (path, oct(st.st_mode))
+        assert stat.S_IMODE(st.st_mode) == mode and st.st_uid == 0 and st.st_gid == gid, (path, oct(st.st_mode), st)
     state["agent_pid"] = int(podman("inspect", "--format", "{{.State.Pid}}", state["container"]).stdout)
     policy = harness.wait_for(lambda: audit_records(POLICY_MESSAGE_ID), what="the policy record")
     assert policy[-1]["DSAGENT_POLICY_LOADED"] == "yes" and policy[-1]["DSAGENT_POLICY_RULES"] == "1", policy
