@@ -205,10 +205,11 @@ static int parse_argv(int argc, char **argv, Options *o) {
  * Without systemd (development, tests, a container). @mode and @gid make the
  * socket a gate of its own before the policy, as the socket unit's
  * SocketMode= and SocketGroup= do: by default (0660, root's group unless
- * --listen-group) only root and that group reach the agent's parser at all. The socket is bound under a temporary name, given its
- * mode and group, and renamed into place once it listens, so no client ever
- * finds it refusing connections or open wider than asked. A stale socket is
- * replaced, anything else at the path is not.
+ * --listen-group) only root and that group reach the agent's parser at all.
+ * The socket is bound under a temporary name, given its mode and group, and
+ * renamed into place once it listens, so no client ever finds it refusing
+ * connections or open wider than asked. A stale socket is replaced, anything
+ * else at the path is not.
  */
 static int listen_on_path(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -483,7 +484,12 @@ int main(int argc, char **argv) {
         if (o.listen_path) {
                 r = listen_on_path(o.listen_path, o.listen_mode, o.listen_gid, &fds.listen_fd);
                 if (r < 0) {
-                        fprintf(stderr, "dsagent: cannot listen on %s: %s\n", o.listen_path, strerror(-r));
+                        /* without CAP_CHOWN (a container) the group can only come from the directory */
+                        fprintf(stderr, "dsagent: cannot listen on %s: %s%s\n", o.listen_path, strerror(-r),
+                                r == -EPERM && o.listen_gid != (gid_t)-1
+                                        ? " (giving it the --listen-group needs CAP_CHOWN, or a directory of "
+                                          "that group with the set-group-id bit)"
+                                        : "");
                         return EXIT_FAILURE;
                 }
         } else {
