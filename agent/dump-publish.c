@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +17,113 @@
 #include "dump-publish.h"
 #include "text.h"
 
-int dump_dir_open(const char *path, int *ret_fd, const char **ret_why) {
-        _cleanup_close_ int fd = -EBADF;
+/* Root's, and writable by root alone (@sticky: or by anyone, with the sticky bit, as /tmp is). */
+static bool dir_is_roots(const struct stat *st, bool sticky) {
+        return st->st_uid == 0 && (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (sticky && (st->st_mode & S_ISVTX)));
+}
+
+/*
+ * The deepest directory of @path that exists, opened, and in *@ret_rest the
+ * components below it that do not (a pointer into @buf, a copy of @path).
+ * The existing part is the administrator's path and is resolved as given.
+ */
+static int open_existing_prefix(const char *path, char *buf, size_t size, int *ret_fd, const char **ret_rest) {
+        size_t len = strlen(path);
+        char *cut;
+        int fd;
+
+        if (len == 0 || len >= size || path[0] != '/')
+                return -EINVAL;
+        memcpy(buf, path, len + 1);
+        for (;;) {
+                cut = strrchr(buf, '/');
+                if (cut == buf) { /* only "/" is left */
+                        fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        break;
+                }
+                *cut = '\0';
+                fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd >= 0 || errno != ENOENT)
+                        break;
+        }
+        if (fd < 0)
+                return -errno;
+        *ret_fd = fd;
+        *ret_rest = path + (cut - buf) + 1;
+        return 0;
+}
+
+/*
+ * mkdir -p for the components of @rest below @parent_fd, each root's and 0711, never through a symbolic
+ * link. Each directory made in must be root's alone (or sticky and root's, as /tmp): a user who could
+ * write there could move ours away and put theirs in its place; one a user made first (in /tmp, say) is
+ * not root's and is refused. Return: the last one's fd, or DUMP_PUBLISH_E_DIRECTORY, or a negative errno.
+ */
+static int make_missing_dirs(int parent_fd, const char *rest, int *ret_fd) {
+        _cleanup_close_ int fd = parent_fd;
+        char name[NAME_MAX + 1];
         struct stat st;
 
-        if (mkdir(path, 0711) < 0 && errno != EEXIST) {
-                *ret_why = "the dump directory cannot be created";
+        if (fstat(fd, &st) < 0)
                 return -errno;
+        if (!dir_is_roots(&st, true))
+                return DUMP_PUBLISH_E_DIRECTORY;
+        while (*rest) {
+                size_t n = strcspn(rest, "/");
+                _cleanup_close_ int child = -EBADF;
+                bool made;
+
+                if (n == 0 || n > NAME_MAX || (n == 1 && rest[0] == '.') || (n == 2 && rest[0] == '.' && rest[1] == '.'))
+                        return -EINVAL;
+                memcpy(name, rest, n);
+                name[n] = '\0';
+                rest += n + (rest[n] == '/');
+                made = mkdirat(fd, name, 0711) == 0;
+                if (!made && errno != EEXIST)
+                        return -errno;
+                child = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (child < 0 || fstat(child, &st) < 0)
+                        return -errno;
+                if (!dir_is_roots(&st, *rest != '\0'))
+                        return DUMP_PUBLISH_E_DIRECTORY;
+                /* the umask may have taken x from others, who reach their dumps through it */
+                if (made && fchmod(child, 0711) < 0)
+                        return -errno;
+                safe_close(fd);
+                fd = TAKE_FD(child);
         }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int dump_dir_open(const char *path, int *ret_fd, const char **ret_why) {
+        _cleanup_close_ int fd = -EBADF;
+        char buf[PATH_MAX];
+        const char *rest = NULL;
+        struct stat st;
+        int r;
+
         fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+                int parent_fd = -EBADF;
+
+                r = open_existing_prefix(path, buf, sizeof(buf), &parent_fd, &rest);
+                if (r == 0)
+                        r = make_missing_dirs(parent_fd, rest, &fd);
+                if (r == DUMP_PUBLISH_E_DIRECTORY) {
+                        *ret_why = "the dump directory would be made where others may write";
+                        return r;
+                }
+                if (r < 0) {
+                        *ret_why = "the dump directory cannot be created";
+                        return r;
+                }
+        }
         if (fd < 0 || fstat(fd, &st) < 0) {
                 *ret_why = "the dump directory cannot be opened";
                 return -errno;
         }
-        if (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        if (!dir_is_roots(&st, false)) {
                 *ret_why = "the dump directory is not root's alone";
                 return DUMP_PUBLISH_E_DIRECTORY;
         }

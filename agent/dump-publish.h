@@ -34,13 +34,17 @@ typedef struct DumpAttributes {
 void dump_name_part(const char *src, char *buf, size_t size);
 
 /**
- * dump_dir_open() - open dump_dir, making it (0711, root's) if it is missing
+ * dump_dir_open() - open dump_dir, making it and its missing parents (0711, root's) as needed
  *
  * Users reach their dumps by name (x) but cannot list the directory (no r).
- * A directory anybody but root could write to is refused.
+ * A directory anybody but root could write to is refused. Missing parents
+ * are made as mkdir -p would, but never through a symbolic link, and only
+ * in a directory root's alone (or root's and sticky, as /tmp): a directory
+ * of that path someone else made or may write is refused.
  *
- * Return: 0, DUMP_PUBLISH_E_DIRECTORY with *@ret_why (it is not root's
- * alone), or a negative errno with *@ret_why saying which step failed.
+ * Return: 0, DUMP_PUBLISH_E_DIRECTORY with *@ret_why (it, or where it would
+ * be made, is not root's alone), or a negative errno with *@ret_why saying
+ * which step failed.
  */
 int dump_dir_open(const char *path, int *ret_fd, const char **ret_why);
 

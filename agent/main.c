@@ -30,7 +30,7 @@
 
 typedef struct Options {
         const char *listen_path;
-        mode_t listen_mode;     /* of the socket --listen makes: 0666 unless --listen-mode */
+        mode_t listen_mode;     /* of the socket --listen makes: 0660 unless --listen-mode */
         gid_t listen_gid;       /* its group: (gid_t) -1 keeps root's, unless --listen-group */
         BrokerConfig broker;
         bool check_policy;
@@ -42,9 +42,10 @@ static void usage(FILE *out) {
                 "       dsagent --check-policy [FILE]\n"
                 "Broker .NET diagnostics for unprivileged users under policy.\n\n"
                 "  --listen PATH        listen on PATH instead of a socket passed by systemd\n"
-                "  --listen-mode MODE   that socket's mode, of 0666 at most, e.g. 0660 [0666]\n"
-                "  --listen-group GROUP its group (a name or a number), for a mode that leaves\n"
-                "                       others out [root]\n"
+                "  --listen-mode MODE   that socket's mode, of 0666 at most [0660: root and\n"
+                "                       the --listen-group only; 0666 lets every user connect]\n"
+                "  --listen-group GROUP its group (a name or a number), whose members may\n"
+                "                       connect under the default mode [root]\n"
                 "  --policy FILE        the policy file, with FILE's policy.d/*.toml\n"
                 "                       [" POLICY_DEFAULT_PATH "]\n"
                 "  --check-policy [FILE]\n"
@@ -222,14 +223,14 @@ static int parse_argv(int argc, char **argv, Options *o) {
 }
 
 /*
- * Without systemd (development, tests, a container). By default anyone may
- * connect: who may do what is the policy's business, decided from the
- * kernel's credentials, not from the socket's mode; @mode and @gid make the
- * socket a gate of its own, as the socket unit's SocketMode= and
- * SocketGroup= do. The socket is bound under a temporary name, given its
- * mode and group, and renamed into place once it listens, so no client ever
- * finds it refusing connections or open wider than asked. A stale socket is
- * replaced, anything else at the path is not.
+ * Without systemd (development, tests, a container). @mode and @gid make the
+ * socket a gate of its own before the policy, as the socket unit's
+ * SocketMode= and SocketGroup= do: by default (0660, root's group unless
+ * --listen-group) only root and that group reach the agent's parser at all.
+ * The socket is bound under a temporary name, given its mode and group, and
+ * renamed into place once it listens, so no client ever finds it refusing
+ * connections or open wider than asked. A stale socket is replaced, anything
+ * else at the path is not.
  */
 static int listen_on_path(const char *path, mode_t mode, gid_t gid, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -253,7 +254,9 @@ static int listen_on_path(const char *path, mode_t mode, gid_t gid, int *ret_fd)
         umask(old_umask);
         if (r < 0)
                 return -errno;
-        if ((gid != (gid_t)-1 && lchown(sa.sun_path, (uid_t)-1, gid) < 0) ||
+        /* root's group unless told otherwise, also in a set-group-id directory (the DaemonSet's), whose
+         * group the socket would take from it */
+        if (lchown(sa.sun_path, (uid_t)-1, gid != (gid_t)-1 ? gid : getegid()) < 0 ||
             listen(fd, DSAGENT_LISTEN_BACKLOG) < 0 || rename(sa.sun_path, path) < 0) {
                 r = -errno;
                 (void)unlink(sa.sun_path);
@@ -467,7 +470,7 @@ static int run(const Options *o, SystemdFds *fds) {
 #define AGENT_HEAP_KEEP (1 << 20)
 
 int main(int argc, char **argv) {
-        Options o = { .broker = BROKER_CONFIG_DEFAULT, .listen_mode = 0666, .listen_gid = (gid_t)-1 };
+        Options o = { .broker = BROKER_CONFIG_DEFAULT, .listen_mode = 0660, .listen_gid = (gid_t)-1 };
         SystemdFds fds = { .listen_fd = -EBADF };
         sigset_t mask;
         int r;
@@ -502,7 +505,12 @@ int main(int argc, char **argv) {
         if (o.listen_path) {
                 r = listen_on_path(o.listen_path, o.listen_mode, o.listen_gid, &fds.listen_fd);
                 if (r < 0) {
-                        fprintf(stderr, "dsagent: cannot listen on %s: %s\n", o.listen_path, strerror(-r));
+                        /* without CAP_CHOWN (a container) the group can only come from the directory */
+                        fprintf(stderr, "dsagent: cannot listen on %s: %s%s\n", o.listen_path, strerror(-r),
+                                r == -EPERM && o.listen_gid != (gid_t)-1
+                                        ? " (giving it the --listen-group needs CAP_CHOWN, or a directory of "
+                                          "that group with the set-group-id bit)"
+                                        : "");
                         return EXIT_FAILURE;
                 }
         } else {

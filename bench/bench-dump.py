@@ -102,7 +102,7 @@ def main():
     target = agent = None
     try:
         target = start_target(os.path.join(app_dir, "DsTestTarget"), tmpdir, args.allocate_mb)
-        agent = subprocess.Popen([os.path.join(args.build, "agent/dsagent"), "--listen", agent_socket, "--policy",
+        agent = subprocess.Popen([os.path.join(args.build, "agent/dsagent"), "--listen", agent_socket, "--listen-mode", "0666", "--policy",
                                   policy, "--runtime-dir", os.path.join(work, "run"), "--audit", "stderr"],
                                  stderr=subprocess.DEVNULL)
         while not os.path.exists(agent_socket):

@@ -92,7 +92,7 @@ bench_start_agent() {
         printf '%s\n' "$1" >"$tmp/policy.toml"
         "$dsagent" --check-policy "$tmp/policy.toml" >/dev/null || bench_die "the benchmark's policy does not load"
         agent_sock="$tmp/agent.sock"
-        "$dsagent" --listen "$agent_sock" --policy "$tmp/policy.toml" --runtime-dir "$tmp/run" \
+        "$dsagent" --listen "$agent_sock" --listen-mode 0666 --policy "$tmp/policy.toml" --runtime-dir "$tmp/run" \
                 --audit stderr 2>"${BENCH_AGENT_LOG:-/dev/null}" &
         agent_pid=$!
         bench_pids+=("$agent_pid")

@@ -423,7 +423,7 @@ def start_port(dsctl, agent_socket, pid, path, log):
     """dsctl port PID as dsbench; returns (process, the path its first line names)."""
     proc = subprocess.Popen(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups", "env", "-i",
                              "PATH=/usr/bin:/bin", dsctl, "port", str(pid), "--agent-socket", agent_socket,
-                             "--socket", path], stdout=subprocess.PIPE, stderr=log, text=True)
+                             "--port-path", path], stdout=subprocess.PIPE, stderr=log, text=True)
     line = proc.stdout.readline().strip()
     if not line.endswith(",connect"):
         raise SystemExit(f"bench-proxy: dsctl port did not start: {line!r}")
@@ -474,7 +474,7 @@ def main():
     procs = []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        agent = subprocess.Popen([dsagent, "--listen", agent_socket, "--policy", policy, "--runtime-dir",
+        agent = subprocess.Popen([dsagent, "--listen", agent_socket, "--listen-mode", "0666", "--policy", policy, "--runtime-dir",
                                   os.path.join(work, "run"), "--audit", "stderr"], stderr=subprocess.DEVNULL)
         procs.append(agent)
         for _ in range(100):

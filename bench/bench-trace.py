@@ -168,7 +168,7 @@ def main():
         policy = os.path.join(work, "policy.toml")
         open(policy, "w").write("")
         agent_socket = os.path.join(work, "dsagent.sock")
-        agent = subprocess.Popen([os.path.join(opts.build, "agent", "dsagent"), "--listen", agent_socket,
+        agent = subprocess.Popen([os.path.join(opts.build, "agent", "dsagent"), "--listen", agent_socket, "--listen-mode", "0666",
                                   "--audit", "stderr", "--policy", policy, "--runtime-dir", os.path.join(work, "run")],
                                  stderr=subprocess.DEVNULL)
         while not os.path.exists(agent_socket):

@@ -87,7 +87,7 @@ done
 # root included) would refuse most of the run; this one never binds. The
 # agent's notes of work in progress stay in $tmp, apart from any other agent's.
 printf '%s\n' '[agent]' 'max_requests_per_second = 100000' 'max_request_burst = 1000000' >"$tmp/policy.toml"
-"$dsagent" --listen "$tmp/agent.sock" --policy "$tmp/policy.toml" --runtime-dir "$tmp/run" \
+"$dsagent" --listen "$tmp/agent.sock" --listen-mode 0666 --policy "$tmp/policy.toml" --runtime-dir "$tmp/run" \
         --audit stderr 2>/dev/null &
 agent_pid=$!
 for _ in $(seq 50); do

@@ -38,6 +38,7 @@ typedef enum Opt {
         OPT_AGENT_SOCKET,
         OPT_LEVEL,
         OPT_CATEGORY,
+        OPT_PORT_PATH,
         _OPT_MAX,
 } Opt;
 
@@ -193,7 +194,7 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 0, 1, 1,
         },
         [VERB_PORT] = {
-                "port", "PID|UNIT [--socket PATH] [--once]",
+                "port", "PID|UNIT [--port-path PATH] [--once]",
                 "a diagnostic port for stock .NET tools (dotnet-trace --diagnostic-port)",
                 "Serve a diagnostic port for a process: a socket of yours (mode 0600) that stock tools\n"
                 "reach with --diagnostic-port PATH,connect (dotnet-trace, dotnet-dump, the client\n"
@@ -201,11 +202,11 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "output is that value. The agent decides each command a tool sends as the policy\n"
                 "command it maps to (docs/proxy.md) and records it; a dump a tool asks for is written\n"
                 "where it asks, by dsctl, as you. Only your own processes may connect. Ctrl-C ends it.\n\n"
-                "  --socket PATH        the port's socket, which must not exist [$XDG_RUNTIME_DIR/...,\n"
-                "                       else a private directory in $TMPDIR]; here the agent's socket\n"
-                "                       is named with --agent-socket\n"
+                "  --port-path PATH     the port's socket, which must not exist [$XDG_RUNTIME_DIR/...,\n"
+                "                       else a private directory in $TMPDIR]; --socket is the agent's,\n"
+                "                       as for every command, and not taken after 'port'\n"
                 "  --once               end after the first trace session or dump a tool takes\n",
-                OPT(OPT_ONCE), 1, 1,
+                OPT(OPT_ONCE) | OPT(OPT_PORT_PATH), 1, 1,
         },
         [VERB_HELP] = {
                 "help", "[COMMAND]", "show this help, or a command's",
@@ -245,7 +246,7 @@ static void help_summary(FILE *f) {
                 "is meant. Ctrl-C ends a trace or counters session and keeps what it recorded.\n\n"
                 "Options:\n"
                 "  --socket PATH  the agent's socket [$DSAGENT_SOCKET, else " DSCTL_DEFAULT_SOCKET "];\n"
-                "                 also --agent-socket, which port takes (its --socket is the port's)\n"
+                "                 also spelled --agent-socket\n"
                 "  --json         machine-readable output; errors too, with their exit status\n"
                 "  -q, --quiet    no progress and no notes on standard error\n"
                 "  -h, --help     show this help, or with a command, its own\n"
@@ -291,6 +292,7 @@ typedef struct Given {
         char spelled[_OPT_MAX][24]; /* as typed, for messages: "-o", "--refresh-interval" */
         const char *positional[POSITIONAL_MAX];
         size_t n_positional;
+        bool socket_after_command; /* --socket came after the command word: port's old spelling of --port-path */
 } Given;
 
 __attribute__((format(printf, 2, 3)))
@@ -330,6 +332,7 @@ static const struct option long_options[] = {
         { "agent-socket", required_argument, NULL, 0x100 + OPT_AGENT_SOCKET },
         { "level", required_argument, NULL, 0x100 + OPT_LEVEL },
         { "category", required_argument, NULL, 0x100 + OPT_CATEGORY },
+        { "port-path", required_argument, NULL, 0x100 + OPT_PORT_PATH },
         {},
 };
 
@@ -377,6 +380,8 @@ static int read_command_line(int argc, char **argv, Given *g, char **ret_error) 
                         return fail(ret_error, "dsctl: unknown option '%s'; see 'dsctl --help'", argv[optind - 1]);
                 }
                 o = opt_of(c);
+                if (o == OPT_SOCKET && g->n_positional > 0)
+                        g->socket_after_command = true;
                 g->mask |= OPT(o);
                 g->value[o] = optarg;
                 if (index >= 0)
@@ -696,9 +701,13 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
                 return r;
         a->output = g->value[OPT_OUTPUT];
         a->remove = g->value[OPT_REMOVE];
-        if (verb == VERB_PORT) { /* its --socket is the port's; the agent's is --agent-socket */
-                a->port_socket = g->value[OPT_SOCKET];
-                a->socket_path = g->value[OPT_AGENT_SOCKET];
+        if (verb == VERB_PORT) {
+                /* port's --socket once named its own socket: after the command it is refused, not silently
+                 * taken as the agent's (`--socket A port PID --socket B` dropped A) */
+                if (g->socket_after_command)
+                        return fail(ret_error, "dsctl: port names its own socket with --port-path PATH; --socket "
+                                    "is the agent's, given before 'port'");
+                a->port_socket = g->value[OPT_PORT_PATH];
                 a->once = g->mask & OPT(OPT_ONCE);
         }
         switch (verb) {

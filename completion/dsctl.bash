@@ -31,7 +31,7 @@ _dsctl() {
                 [stacks]="--format"
                 [exceptions]="--duration"
                 [logs]="--level --category --duration"
-                [port]="--once"
+                [port]="--port-path --once"
         )
         local command="" socket="" nargs=0 i word
 
@@ -41,7 +41,7 @@ _dsctl() {
                 case $word in
                 --socket | --agent-socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
                 --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
-                --refresh-interval | --format | -o | --output | --remove | --level | --category) ((i++)) ;;
+                --refresh-interval | --format | -o | --output | --remove | --level | --category | --port-path) ((i++)) ;;
                 -*) ;;
                 *) if [[ -z $command ]]; then command=$word; else ((nargs++)); fi ;;
                 esac
@@ -58,7 +58,7 @@ _dsctl() {
                 elif [[ $command == stacks ]]; then COMPREPLY=($(compgen -W "text json speedscope" -- "$cur"))
                 else COMPREPLY=($(compgen -W "csv json" -- "$cur")); fi
                 return ;;
-        --socket | --agent-socket | -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --socket | --agent-socket | --port-path | -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --remove) COMPREPLY=($(compgen -W "$(_dsctl_dumps "$socket")" -- "$cur")); return ;;
         --level) COMPREPLY=($(compgen -W "Trace Debug Information Warning Error Critical" -- "$cur")); return ;;
         --providers | --duration | --buffer-mb | --counters | --interval | --refresh-interval | --category) return ;;

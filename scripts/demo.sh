@@ -73,7 +73,7 @@ sed -n '/^\[\[rule\]\]/,$p' "$work/policy.d/50-ops.toml"
 "$dsagent" --check-policy "$work/policy.toml"
 
 step "dsagent listens on $work/dsagent.sock"
-"$dsagent" --listen "$work/dsagent.sock" --policy "$work/policy.toml" --runtime-dir "$work/run" \
+"$dsagent" --listen "$work/dsagent.sock" --listen-mode 0666 --policy "$work/policy.toml" --runtime-dir "$work/run" \
         --audit stderr 2>"$work/audit.log" &
 agent_pid=$!
 

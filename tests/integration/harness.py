@@ -344,10 +344,13 @@ class Agent:
     policy: TOML text written to a root-owned file the agent is started with;
     the default means the built-in rules only (root, and each process's own user).
     "@DUMP_DIR@" in it stands for the agent's own dump directory (self.dumps).
+    listen_mode: the socket's --listen-mode; 0666 here, so that the test users reach the agent and the policy
+    alone decides (None: the agent's own default).
     audit: "stderr" (dsagent-audit: lines) or "json" (one JSON object a line on stdout); records() reads either.
     """
 
-    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=(), audit="stderr"):
+    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=(), audit="stderr",
+                 listen_mode="0666"):
         self.audit = audit
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
@@ -362,6 +365,7 @@ class Agent:
         wrapper = list(wrapper) + os.environ.get("DSAGENT_TEST_WRAPPER", "").split()
         self.proc = subprocess.Popen(wrapper + [DSAGENT, "--listen", self.socket, "--audit", audit,
                                                 "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
+                                                *(["--listen-mode", listen_mode] if listen_mode else []),
                                                 *extra_args],
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
                                      env=dict(os.environ, **(env or {})), start_new_session=True)

@@ -75,12 +75,39 @@ def without_ids(text):
 
 @test
 def listen_mode_and_group_make_the_agents_socket_a_gate_of_its_own():
-    default = Agent()
-    assert oct(os.stat(default.socket).st_mode & 0o777) == "0o666", "without options anyone may connect"
-    r = dsctl(default, MALLORY, "ps")
-    assert r.returncode == 0, r
+    # without options: 0660, root's group, so root alone connects; another user is refused by the kernel
+    default = Agent(listen_mode=None)
+    st = os.stat(default.socket)
+    assert st.st_uid == 0 and st.st_gid == 0 and oct(st.st_mode & 0o777) == "0o660", st
+    assert dsctl(default, "root", "ps").returncode == 0
+    for user in (ALICE, MALLORY):
+        r = dsctl(default, user, "ps")
+        assert r.returncode == EXIT_AGENT_UNREACHABLE and "ermission denied" in r.stderr, (user, r)
+    # ... root's group also in a set-group-id directory of another group, whose group the socket would inherit
+    setgid_dir = make_dir(None, 0o755)
+    os.chown(setgid_dir, 0, grp.getgrnam(OPS).gr_gid)
+    os.chmod(setgid_dir, 0o2755)
+    inherited = os.path.join(setgid_dir, "s.sock")
+    proc = subprocess.Popen([harness.DSAGENT, "--listen", inherited, "--policy", default.policy_path, "--runtime-dir",
+                             os.path.join(setgid_dir, "run"), "--audit", "stderr"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    harness.scope.callback(lambda: (proc.kill(), proc.wait()))
+    wait_for(lambda: os.path.exists(inherited) or proc.poll() is not None, what="the agent's socket")
+    st = os.stat(inherited)
+    assert st.st_gid == 0 and oct(st.st_mode & 0o777) == "0o660", st
+    # --listen-group alone: the default mode with that group, its members in, others out
+    grouped = Agent("--listen-group", OPS, listen_mode=None)
+    st = os.stat(grouped.socket)
+    assert st.st_gid == grp.getgrnam(OPS).gr_gid and oct(st.st_mode & 0o777) == "0o660", st
+    assert dsctl(grouped, ALICE, "ps").returncode == 0
+    r = dsctl(grouped, MALLORY, "ps")
+    assert r.returncode == EXIT_AGENT_UNREACHABLE and "ermission denied" in r.stderr, r
+    # 0666 opens it to every user: the policy alone decides
+    opened = Agent(listen_mode="0666")
+    assert oct(os.stat(opened.socket).st_mode & 0o777) == "0o666"
+    assert dsctl(opened, MALLORY, "ps").returncode == 0
 
-    agent = Agent("--listen-mode", "0660", "--listen-group", OPS)
+    agent = Agent("--listen-mode", "0660", "--listen-group", OPS, listen_mode=None)
     st = os.stat(agent.socket)
     assert st.st_uid == 0 and st.st_gid == grp.getgrnam(OPS).gr_gid and oct(st.st_mode & 0o777) == "0o660", st
     r = dsctl(agent, ALICE, "ps")  # in the group

@@ -5,6 +5,7 @@ import glob
 import json
 import os
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -235,6 +236,55 @@ def a_dump_that_does_not_fit_fails_cleanly_and_leaves_no_file():
     r, _ = dump(guarded, SVC, target.pid)
     assert r.returncode == EXIT_NO_SPACE and "max_use" in r.stdout + r.stderr, r
     assert os.listdir(small) == []
+
+
+@test
+def missing_parents_of_dump_dir_are_made_roots_and_0711():
+    """An agent run outside the package, whose dump_dir's parents do not exist, answered every dump
+    "cannot be created": it makes them now, as mkdir -p, each root's and 0711, and serves the dump."""
+    target = private_target()
+    base = make_dir(None, 0o755)
+    made = [os.path.join(base, "var"), os.path.join(base, "var", "lib"), os.path.join(base, "var", "lib", "dumps")]
+    agent = Agent(policy=f'[agent]\ndump_dir = "{made[-1]}"\n')
+    r, result = dump(agent, SVC, target.pid, "--type", "mini")
+    assert r.returncode == 0, r
+    assert os.path.dirname(result["path"]) == made[-1] and is_elf_core(result["path"]), result
+    for path in made:
+        st = os.lstat(path)
+        assert stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and st.st_gid == 0, (path, st)
+        assert stat.S_IMODE(st.st_mode) == 0o711, (path, oct(st.st_mode))
+    # entered, not listed, by the requester, who reads the dump by name
+    assert can_read(SVC, result["path"])
+
+
+@test
+def dump_dir_parents_are_never_made_where_another_user_may_write():
+    """Where dump_dir's missing parents would be made in a directory another user made or may write,
+    nothing is made: the user could move root's directory away and put one of theirs in its place."""
+    target = private_target()
+    shared = make_dir(None, 0o1777)  # as /tmp: root's, sticky, writable by all
+    mallorys = os.path.join(shared, "dsagent")
+    subprocess.run(as_user(MALLORY, ["mkdir", "-m", "0777", mallorys]), check=True)
+    elsewhere = make_dir(MALLORY, 0o777)
+    link = os.path.join(shared, "link")
+    subprocess.run(as_user(MALLORY, ["ln", "-s", elsewhere, link]), check=True)
+    alices = make_dir(ALICE, 0o755)
+    # the attacker's directories are in place before the agent looks
+    assert os.lstat(mallorys).st_uid == uid_of(MALLORY) and os.lstat(link).st_uid == uid_of(MALLORY)
+    for dump_dir, where in ((os.path.join(mallorys, "dumps"), mallorys),
+                            (os.path.join(link, "dumps"), elsewhere),
+                            (os.path.join(alices, "sub", "dumps"), alices),
+                            (os.path.join(shared, "new", "dumps"), None)):
+        agent = Agent(policy=f'[agent]\ndump_dir = "{dump_dir}"\n')
+        r, _ = dump(agent, SVC, target.pid, "--type", "mini")
+        if where is None:
+            # in a sticky directory of root's, with nobody's directory in the way: made, root's alone
+            assert r.returncode == 0, r
+            st = os.lstat(os.path.dirname(dump_dir))
+            assert st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o711, st
+            continue
+        assert r.returncode != 0 and "others may write" in r.stdout + r.stderr, (dump_dir, r)
+        assert os.listdir(where) == [], (where, os.listdir(where))
 
 
 @test

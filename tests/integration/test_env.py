@@ -248,8 +248,8 @@ def open_port(agent, target):
     """dsctl port for ALICE on @target: the path of its socket."""
     directory = make_dir(ALICE, 0o700)
     path = os.path.join(directory, "port.sock")
-    port = Process(as_user(ALICE, [DSCTL, "--agent-socket", agent.socket, "port", str(target.pid), "--socket",
-                                   path]))
+    port = Process(as_user(ALICE, [DSCTL, "--agent-socket", agent.socket, "port", str(target.pid),
+                                   "--port-path", path]))
     assert port.read_line(path) == f"{path},connect"
     return path
 

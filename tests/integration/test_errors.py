@@ -74,12 +74,14 @@ def _dump_running(target):
 
 @test
 def the_agents_own_failures_keep_their_errno():
-    # a dump directory that is not there: listing dumps fails, and says with which errno
-    agent = Agent(policy='[agent]\ndump_dir = "/nonexistent/dumps"\n')
+    # a dump directory under a file, which no directory can be: listing dumps fails, and says with which errno
+    where = make_dir(None, 0o755)
+    open(os.path.join(where, "file"), "w").close()
+    agent = Agent(policy=f'[agent]\ndump_dir = "{where}/file/dumps"\n')
     r = dsctl(agent, SVC, "dumps")
-    check(r, EXIT_FAILED, "the dump directory cannot be created: No such file or directory")
+    check(r, EXIT_FAILED, "the dump directory cannot be opened: Not a directory")
     record = agent.record_for(harness.request_id_of(r))
-    assert record["DSAGENT_DECISION"] == "failed" and record["ERRNO"] == "2", record
+    assert record["DSAGENT_DECISION"] == "failed" and record["ERRNO"] == "20", record
 
 
 @test

@@ -229,7 +229,7 @@ def a_path_that_exists_or_a_symlink_is_refused_never_replaced():
     pointing = os.path.join(mine, "pointing")
     os.symlink(existing, pointing)
     for path in (existing, dangling, pointing):
-        port = Port(agent, ALICE, target.pid, "--socket", path, expect_ready=False)
+        port = Port(agent, ALICE, target.pid, "--port-path", path, expect_ready=False)
         out = port.proc.stdout.read()
         assert port.wait(30) == 1 and out == "", (path, out, port.errors())
         assert "does not replace" in port.errors(), port.errors()
@@ -240,8 +240,38 @@ def a_path_that_exists_or_a_symlink_is_refused_never_replaced():
 
     # a path of one's own choosing works, and is the value printed
     path = os.path.join(mine, "p.sock")
-    port = Port(agent, ALICE, target.pid, "--socket", path)
+    port = Port(agent, ALICE, target.pid, "--port-path", path)
     assert port.value == f"{path},connect", port.value
+
+
+@test
+def socket_is_the_agents_and_port_takes_its_path_by_another_name():
+    """`dsctl --socket A port PID --socket B` once served B and silently dropped A: port's own socket was
+    --socket too. Now --socket is the agent's for every command, port's path is --port-path, and the old
+    spelling after 'port' is a usage error that names the new option: nothing is served, nothing asked."""
+    target = marker_target()
+    agent = Agent(policy=ALLOWED)
+    mine = make_dir(ALICE, 0o700)
+    wanted = os.path.join(mine, "old.sock")
+    for argv in (["--socket", agent.socket, "port", str(target.pid), "--socket", wanted],
+                 ["port", str(target.pid), "--socket", wanted]):
+        r = subprocess.run(as_user(ALICE, [DSCTL, *argv]), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=30)
+        assert r.returncode == 2 and r.stdout == "", (argv, r)  # a usage error
+        assert "--port-path PATH" in r.stderr and "--socket is the agent's" in r.stderr, (argv, r.stderr)
+        assert not os.path.exists(wanted), argv
+    assert agent.records() == [], "a refused command line asked the agent something"
+
+    # --socket before 'port' is the agent's, --port-path the port's: both are used
+    path = os.path.join(mine, "new.sock")
+    argv = as_user(ALICE, [DSCTL, "--socket", agent.socket, "port", str(target.pid), "--port-path", path])
+    port = Process(argv)
+    value = port.read_line(path)
+    assert value == f"{path},connect", value
+    status, info, _ = ipc_client(ALICE, "info", value)
+    assert status == 0 and info["ProcessId"] == target.ns_pid, info
+    records = proxy_records(agent, DSAGENT_COMMAND="info")
+    assert [r["DSAGENT_CLIENT_UID"] for r in records] == [str(uid_of(ALICE))], records
 
 
 @test
@@ -664,8 +694,8 @@ def the_agent_restarting_mid_stream_ends_the_session_and_the_port_goes_on():
     # a new agent on the same socket: the port, still running, serves the next tool through it
     if os.path.exists(agent.socket):
         os.unlink(agent.socket)
-    again = subprocess.Popen([DSAGENT, "--listen", agent.socket, "--audit", "stderr", "--policy", agent.policy_path,
-                              "--runtime-dir", agent.runtime_dir], stdin=subprocess.DEVNULL, stdout=agent.log,
+    again = subprocess.Popen([DSAGENT, "--listen", agent.socket, "--listen-mode", "0666", "--audit", "stderr",
+                              "--policy", agent.policy_path, "--runtime-dir", agent.runtime_dir], stdin=subprocess.DEVNULL, stdout=agent.log,
                              stderr=agent.log, start_new_session=True)
     agent.proc = again
     wait_for(lambda: os.path.exists(agent.socket), what="the new agent's socket")

@@ -23,8 +23,10 @@ storage until the .deb or the Containerfile changes); the pod is removed at the 
 """
 import copy
 import glob
+import grp
 import json
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -54,6 +56,7 @@ BUILD_IMAGE = os.path.join(SOURCE, "packaging/container/build-image.sh")
 UNIT = os.path.join(SOURCE, "units/dsagent.service.in")
 DSAGENT = os.path.join(BUILD, "agent", "dsagent")
 DSCTL = os.path.join(BUILD, "client", "dsctl")
+SOCKET_GROUP = "dsagent"  # the node group the DaemonSet's --listen-group names
 REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
 POLICY_MESSAGE_ID = "29cd34f17b474bad9ed538319addd224"
 # linux/capability.h
@@ -160,12 +163,18 @@ def manifests_hold_together():
     assert spec["automountServiceAccountToken"] is False
     assert spec["serviceAccountName"] == m["ServiceAccount"]["metadata"]["name"]
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["priorityClassName"] == "system-node-critical"
+    # AppArmor said explicitly, not left to the node: the runtime's default for the init container, and
+    # the agent unconfined (the default profile forbids reading other profiles' /proc/PID: the manifest says why)
+    assert spec["securityContext"]["appArmorProfile"] == {"type": "RuntimeDefault"}
     volumes = {v["name"]: v for v in spec["volumes"]}
     (agent,) = spec["containers"]
     for c in spec["containers"] + spec.get("initContainers", []):
         sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, c["name"]
         assert sc["capabilities"]["drop"] == ["ALL"], c["name"]
+        if c not in spec["containers"]:  # the init container: chgrp of /run/dsagent, nothing more
+            assert sc["capabilities"].get("add", []) in ([], ["CHOWN"]), (c["name"], sc["capabilities"])
         assert c["resources"]["limits"]["memory"] and c["resources"]["limits"]["cpu"], c["name"]
         for mount in c["volumeMounts"]:
             assert mount["name"] in volumes, (c["name"], mount)
@@ -175,10 +184,17 @@ def manifests_hold_together():
     sc = agent["securityContext"]
     assert sc["runAsUser"] == 0 and sc.get("privileged", False) is False
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert sc["appArmorProfile"] == {"type": "Unconfined"}
     # the capabilities of the unit, no more and no fewer
     unit = re.search(r"^CapabilityBoundingSet=(.*)$", open(UNIT).read(), re.M).group(1).split()
     assert sorted("CAP_" + c for c in sc["capabilities"]["add"]) == sorted(unit), (sc["capabilities"], unit)
-    assert "command" not in agent and "args" not in agent, "the image's entry point is what runs"
+    assert "command" not in agent, "the image's entry point is what runs"
+    # the socket is a gate of its own: 0660, the node's group SOCKET_GROUP
+    assert agent["args"] == ["--listen-mode", "0660", "--listen-group", SOCKET_GROUP], agent["args"]
+    # both probes ask the agent itself, with dsctl as root in its container
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert agent[probe]["exec"]["command"] == ["/usr/bin/dsctl", "dumps"], agent[probe]
+        assert agent[probe]["timeoutSeconds"] >= 5 and agent[probe]["periodSeconds"] >= 10, agent[probe]
 
     # the image's entry point and the pod agree on the paths
     argv = entrypoint()
@@ -279,6 +295,19 @@ def the_pod_template_runs_under_podman_kube_play():
     for user in (SVC, ALICE, MALLORY):
         harness.ensure_user(user)
     harness.ensure_group(OPS, [ALICE])
+    # The node's socket group: ALICE and MALLORY in it (the policy decides for them), SVC not (the socket's
+    # mode keeps it out). Made here when the node has none, and undone at the end.
+    try:
+        grp.getgrnam(SOCKET_GROUP)
+    except KeyError:
+        subprocess.run(["groupadd", "--system", SOCKET_GROUP], check=True)
+        state["made_group"] = True
+    for user in (ALICE, MALLORY):
+        if user not in grp.getgrnam(SOCKET_GROUP).gr_mem:
+            subprocess.run(["gpasswd", "--add", user, SOCKET_GROUP], check=True, stdout=subprocess.DEVNULL)
+            state.setdefault("added_members", []).append(user)
+    assert SVC not in grp.getgrnam(SOCKET_GROUP).gr_mem and grp.getgrnam(SOCKET_GROUP).gr_gid != \
+        pwd.getpwnam(SVC).pw_gid, "the test needs a user outside the socket's group"
     state["extra_policy"] = f"""
 [[rule]]
 name = "kube-test"
@@ -312,10 +341,14 @@ dump_types = ["mini"]
     print(f"# the pod served after {time.monotonic() - started:.1f} s")
     st = os.stat(state["socket"])
     assert stat.S_ISSOCK(st.st_mode) and st.st_uid == 0, st
-    # the init container made the node's directories as the unit and the package make them
-    for path in node.values():
+    # the gate the manifest asks for: 0660, the node's group
+    assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == grp.getgrnam(SOCKET_GROUP).gr_gid, st
+    # the init container made the node's directories as the unit and the package make them, /run/dsagent
+    # also of the socket's group and set-group-id: the socket is born in that group, the agent has no CHOWN
+    for path, mode, gid in ((node["/run/dsagent"], 0o2711, grp.getgrnam(SOCKET_GROUP).gr_gid),
+                            (node["/var/lib/dsagent"], 0o711, 0)):
         st = os.stat(path)
-        assert stat.S_IMODE(st.st_mode) == 0o711 and st.st_uid == 0, (path, oct(st.st_mode))
+        assert stat.S_IMODE(st.st_mode) == mode and st.st_uid == 0 and st.st_gid == gid, (path, oct(st.st_mode), st)
     state["agent_pid"] = int(podman("inspect", "--format", "{{.State.Pid}}", state["container"]).stdout)
     policy = harness.wait_for(lambda: audit_records(POLICY_MESSAGE_ID), what="the policy record")
     assert policy[-1]["DSAGENT_POLICY_LOADED"] == "yes" and policy[-1]["DSAGENT_POLICY_RULES"] == "1", policy
@@ -324,11 +357,11 @@ dump_types = ["mini"]
 @test
 def the_agent_runs_as_the_manifest_asks():
     pid = state["agent_pid"]
+    (agent,) = manifests()["DaemonSet"]["spec"]["template"]["spec"]["containers"]
     argv = open(f"/proc/{pid}/cmdline").read().split("\0")[:-1]
-    assert argv == entrypoint(), argv
+    assert argv == entrypoint() + agent["args"], argv
     # the node's pid namespace: hostPID
     assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
-    (agent,) = manifests()["DaemonSet"]["spec"]["template"]["spec"]["containers"]
     want = cap_mask(agent["securityContext"]["capabilities"]["add"])
     # the agent and its workers: exactly those, effective and bounding, and root
     workers = [int(c) for t in os.listdir(f"/proc/{pid}/task")
@@ -376,6 +409,9 @@ def dsctl_on_the_node_reaches_a_dotnet_app_on_the_node():
     state["alice_ps_pid"] = alice_pid
     r, _ = dsctl(ALICE, "info", str(target.pid))
     assert r.returncode == 0 and "DsTestTarget" in r.stdout, r
+    # SVC, outside the socket's group: the kernel refuses the connect, the agent's parser never sees it
+    r, _ = dsctl(SVC, "ps")
+    assert r.returncode == harness.EXIT_AGENT_UNREACHABLE and "ermission denied" in r.stderr, r
     # MALLORY: nothing, not even that the process exists
     r, _ = dsctl(MALLORY, "--json", "ps")
     assert r.returncode == 0 and json.loads(r.stdout) == [], r
@@ -391,6 +427,20 @@ def dsctl_on_the_node_reaches_a_dotnet_app_on_the_node():
     read = lambda user: subprocess.run(as_user(user, ["head", "-c", "4", on_node]), stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL).returncode == 0
     assert read(ALICE) and not read(MALLORY), on_node
+
+
+@test
+def the_probes_pass_against_the_running_agent():
+    (agent,) = manifests()["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        # as the kubelet runs an exec probe: the command in the container, exit 0 is healthy
+        r = podman("exec", state["container"], *agent[probe]["exec"]["command"], check=False,
+                   timeout=agent[probe]["timeoutSeconds"] + 30)
+        assert r.returncode == 0, (probe, r.returncode, r.stdout, r.stderr)
+        # and it fails where the agent does not answer: the same command at a socket nobody serves
+        r = podman("exec", "--env", "DSAGENT_SOCKET=/run/dsagent/none.sock", state["container"],
+                   *agent[probe]["exec"]["command"], check=False)
+        assert r.returncode != 0, (probe, r.stdout)
 
 
 @test
@@ -416,10 +466,18 @@ def audit_records_are_json_lines_in_the_pods_log():
     assert [r["DSAGENT_DECISION"] for r in by[("root", "info")]] == ["allowed"], by[("root", "info")]
     # root's ps from the node and from inside the container (kubectl exec)
     assert [r["DSAGENT_CLIENT_UID"] for r in by[("root", "ps")]] == ["0", "0"], by[("root", "ps")]
+    # the probes' requests: root's dumps, answered
+    assert by[("root", "dumps")] and all(r["DSAGENT_DECISION"] == "allowed" for r in by[("root", "dumps")])
+    # SVC was refused by the socket's mode: the agent never heard of it
+    assert not [r for r in records if r.get("DSAGENT_CLIENT_UID") == str(uid_of(SVC))]
 
 
 def cleanup():
     harness.scope.close()  # the target app
+    for user in state.get("added_members", []):
+        subprocess.run(["gpasswd", "--delete", user, SOCKET_GROUP], stdout=subprocess.DEVNULL, check=False)
+    if state.get("made_group"):
+        subprocess.run(["groupdel", SOCKET_GROUP], check=False)
     if "pod" in state:
         podman("pod", "rm", "--force", "--time", "0", "--ignore", state["pod"], check=False)
     shutil.rmtree(work, ignore_errors=True)

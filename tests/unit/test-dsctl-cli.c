@@ -212,6 +212,24 @@ static void test_outputs(void) {
         free(error);
 }
 
+/* --socket is the agent's for every command; port names its own with --port-path, and its old spelling of
+ * that, --socket after the command, is refused rather than taken as the agent's (it used to drop the first) */
+static void test_port_socket_and_path(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        check(parse(&a, &error, "--socket", "/agent", "port", "7", "--port-path", "/port", NULL) == 0);
+        check(a.verb == VERB_PORT && strcmp(a.socket_path, "/agent") == 0 && strcmp(a.port_socket, "/port") == 0);
+        check(parse(&a, &error, "--agent-socket", "/agent", "port", "7", NULL) == 0);
+        check(strcmp(a.socket_path, "/agent") == 0 && !a.port_socket);
+        refused(parse(&a, &error, "--socket", "/agent", "port", "7", "--socket", "/port", NULL), &error,
+                "port names its own socket with --port-path PATH");
+        refused(parse(&a, &error, "port", "7", "--socket", "/port", NULL), &error, "--port-path");
+        refused(parse(&a, &error, "ps", "--port-path", "/port", NULL), &error, "ps takes no --port-path");
+        args_done(&a);
+        free(error);
+}
+
 int main(void) {
         run_test(test_options_before_and_after_the_command);
         run_test(test_help_asks_for_nothing);
@@ -221,5 +239,6 @@ int main(void) {
         run_test(test_options_a_command_does_not_take);
         run_test(test_monitor_commands);
         run_test(test_outputs);
+        run_test(test_port_socket_and_path);
         return tap_finish();
 }
