@@ -61,8 +61,8 @@ static int child_main(const char *mode, int ready_fd) {
                         return 2;
         }
         (void)write(ready_fd, "x", 1);
-        pause();
-        return 0;
+        for (;;) /* until killed: a handled signal (rename) ends pause() */
+                pause();
 }
 
 /* --- the parent --- */
