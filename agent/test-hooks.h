@@ -30,6 +30,12 @@ void test_hook_client_socket(int fd);
  * the real deadline (30 s) would take fifteen held probes.
  */
 uint64_t test_hook_reply_timeout(uint64_t usec);
+/*
+ * DSAGENT_TEST_AUDIT_QUEUE=N, or @records: how many audit records may wait for an output
+ * that does not take them, for decisions. A test makes it small, to fill the queue with a
+ * few requests where the real bound takes a thousand.
+ */
+unsigned test_hook_audit_queue(unsigned records);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -45,6 +51,9 @@ static inline void test_hook_client_socket(int fd) {
 }
 static inline uint64_t test_hook_reply_timeout(uint64_t usec) {
         return usec;
+}
+static inline unsigned test_hook_audit_queue(unsigned records) {
+        return records;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

@@ -327,9 +327,11 @@ class Agent:
     the default means the built-in rules only (root, and each process's own user).
     "@DUMP_DIR@" in it stands for the agent's own dump directory (self.dumps).
     audit: "stderr" (dsagent-audit: lines) or "json" (one JSON object a line on stdout); records() reads either.
+    audit_fd: where the audit stream (stdout for json, else stderr) goes instead of the log, e.g. a pipe a test holds.
     """
 
-    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=(), audit="stderr"):
+    def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=(), audit="stderr",
+                 audit_fd=None):
         self.audit = audit
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
@@ -345,7 +347,9 @@ class Agent:
         self.proc = subprocess.Popen(wrapper + [DSAGENT, "--listen", self.socket, "--audit", audit,
                                                 "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
                                                 *extra_args],
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                     stdin=subprocess.DEVNULL,
+                                     stdout=audit_fd if audit_fd is not None and audit == "json" else self.log,
+                                     stderr=audit_fd if audit_fd is not None and audit != "json" else self.log,
                                      env=dict(os.environ, **(env or {})), start_new_session=True)
         scope.callback(self.stop)
         wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
