@@ -873,7 +873,8 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "DSAGENT_DUMP_READABLE=%s", e->readable ? "yes" : "no");
         audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
         audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
-        return audit_send_class(sink, &f, AUDIT_QUEUE_DECISION); /* the dump is removed and refused without it */
+        /* a client's dump is removed and refused without it; a startup trace is there already */
+        return audit_send_class(sink, &f, e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION);
 }
 
 /**
@@ -925,8 +926,9 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
                 audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
                 audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
         }
-        /* a session is not started without its start record; its end has happened whatever becomes of the record */
-        return audit_send_class(sink, &f, e->ended ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION);
+        /* a client's session is not started without its start record; its end, and an [[on_start]]
+         * trace, have happened whatever becomes of the record */
+        return audit_send_class(sink, &f, e->ended || e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION);
 }
 
 /**

@@ -78,6 +78,7 @@ typedef struct AuditPolicyEvent {
 } AuditPolicyEvent;
 
 typedef struct AuditDumpEvent {
+        const char *origin;     /* NULL: a client's request, refused without its record; "on_start": stored already */
         uint64_t request_id;
         uid_t requester;
         pid_t target_pid;
