@@ -261,6 +261,11 @@ int audit_queue_push(AuditQueue *q, AuditQueueClass class, char *data, size_t si
         if (!e)
                 return -ENOMEM;
         *e = (AuditEntry){ .data = TAKE_PTR(d), .size = size };
+        if (q->head && !q->event) {
+                /* no loop sends the queue on: what waits goes first, now, as far as the output takes it */
+                bool progress = false;
+                (void)audit_queue_drain(q, &progress);
+        }
         if (!q->head) {
                 /* nothing waits: straight out, as far as the output takes it */
                 r = audit_queue_send_entry(q, e);

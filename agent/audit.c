@@ -673,7 +673,8 @@ int audit_open(sd_event *event, AuditSink sink) {
         if (sink != AUDIT_SINK_JOURNAL) {
                 r = audit_queue_open_stream(event, sink == AUDIT_SINK_JSON ? STDOUT_FILENO : STDERR_FILENO, max,
                                             audit_on_progress, NULL, &audit_output.out);
-                if (r < 0) {
+                /* auto with journald does without its fallback */
+                if (r < 0 && !audit_output.journal) {
                         audit_output.journal = audit_queue_free(audit_output.journal);
                         return r;
                 }
