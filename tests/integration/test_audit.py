@@ -75,8 +75,10 @@ def stall_and_resume(agent, reader, stalled_sign):
     are refused; then the reader reads again, and more clients. Checks records = decisions, in order."""
     answers = []  # (exit status, request id), in the order the agent decided them
     refused = 0
+    slowest = 0.0
     for i in range(400):
         status, request_id, took = ask(agent, "root" if i % 2 == 0 else ALICE)
+        slowest = max(slowest, took)
         answers.append((status, request_id))
         refused += status == EXIT_AUDIT_UNAVAILABLE
         if refused >= 6:
@@ -86,6 +88,8 @@ def stall_and_resume(agent, reader, stalled_sign):
     # they were served only while the queue had room: the first QUEUE records at most past what the output took
     assert answers[-1][0] == EXIT_AUDIT_UNAVAILABLE
     stalled_sign()
+    print(f"# {len(answers)} requests while the reader read nothing, {refused} refused; "
+          f"the slowest answered in {slowest:.3f} s", flush=True)
 
     reader.start()
     # the refused get a record that counts them once the queue has room; later requests are recorded again

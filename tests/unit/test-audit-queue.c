@@ -26,20 +26,18 @@ static char *record(unsigned i) {
         return r;
 }
 
-/* A pipe nobody reads: the queue takes what the pipe does not, then refuses decisions, then
- * everything comes out in order once it is read. */
-static void test_stalled_pipe(void) {
-        _cleanup_close_ int rfd = -EBADF, wfd = -EBADF;
-        int fds[2], flags, r;
+/*
+ * A stream nobody reads (@rfd, @wfd: a pipe, or a stream socket as journald's stdout stream is):
+ * the queue takes what the stream does not, then refuses decisions, then everything comes out
+ * in order once it is read.
+ */
+static void stalled_stream(int rfd, int wfd, unsigned min_pushed) {
+        int flags, r;
         AuditQueue *q = NULL;
         unsigned pushed = 0, next = 0, refused = 0;
         char buf[RECORD];
         size_t have = 0;
 
-        check(pipe2(fds, O_CLOEXEC) == 0);
-        rfd = fds[0];
-        wfd = fds[1];
-        check(fcntl(wfd, F_SETPIPE_SZ, 4096) >= 0);
         check(audit_queue_open_stream(NULL, wfd, 4, NULL, NULL, &q) == 0);
         if (!q)
                 return;
@@ -52,7 +50,7 @@ static void test_stalled_pipe(void) {
                 else
                         refused++;
         }
-        check(pushed >= 4 && pushed <= 9 && refused == 20 - pushed);
+        check(pushed >= min_pushed && refused > 0 && refused == 20 - pushed);
         /* what happened already still has the reserve */
         check(audit_queue_push(q, AUDIT_QUEUE_EVENT, record(pushed), RECORD) == 0);
         pushed++;
@@ -80,6 +78,29 @@ static void test_stalled_pipe(void) {
         check(next == pushed);
         check(audit_queue_flush(q, 0) == 0);
         audit_queue_free(q);
+}
+
+static void test_stalled_pipe(void) {
+        _cleanup_close_ int rfd = -EBADF, wfd = -EBADF;
+        int fds[2];
+
+        check(pipe2(fds, O_CLOEXEC) == 0);
+        rfd = fds[0];
+        wfd = fds[1];
+        check(fcntl(wfd, F_SETPIPE_SZ, 4096) >= 0);
+        stalled_stream(rfd, wfd, 4);
+}
+
+static void test_stalled_stream_socket(void) {
+        _cleanup_close_ int rfd = -EBADF, wfd = -EBADF;
+        int fds[2], size = 4096;
+
+        check(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+        rfd = fds[0];
+        wfd = fds[1];
+        check(setsockopt(wfd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) == 0);
+        check(setsockopt(rfd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) == 0);
+        stalled_stream(rfd, wfd, 1);
 }
 
 /* A datagram socket nobody reads (journald stopped): refused past the bound, then delivered in order. */
@@ -134,6 +155,7 @@ static void test_datagram_without_listener(void) {
 
 int main(void) {
         run_test(test_stalled_pipe);
+        run_test(test_stalled_stream_socket);
         run_test(test_stalled_datagram);
         run_test(test_datagram_without_listener);
         return tap_finish();
