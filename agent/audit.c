@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #include "audit-queue.h"
 #include "audit.h"
 #include "catalog-ids.h"
@@ -28,6 +27,8 @@
 /* a refused policy lists this many of its errors; the first ones say what to fix */
 #define AUDIT_POLICY_ERRORS_MAX 16
 #define JOURNAL_SOCKET_PATH "/run/systemd/journal/socket"
+/* The room a decision's record takes, about: the count of the refused waits until the queue has it again. */
+#define AUDIT_GAP_ROOM 4096
 /* Names remembered, users and groups together; the oldest goes first. */
 #define AUDIT_NAMES_CACHED 128
 /* A worker looks a name up again after this long, so that a renamed user shows up in time; the
@@ -674,10 +675,8 @@ int audit_open(sd_event *event, AuditSink sink) {
                 r = audit_queue_open_stream(event, sink == AUDIT_SINK_JSON ? STDOUT_FILENO : STDERR_FILENO, max,
                                             audit_on_progress, NULL, &audit_output.out);
                 /* auto with journald does without its fallback */
-                if (r < 0 && !audit_output.journal) {
-                        audit_output.journal = audit_queue_free(audit_output.journal);
+                if (r < 0 && !audit_output.journal)
                         return r;
-                }
         }
         audit_output.opened = true;
         audit_output.sink = sink;
@@ -732,7 +731,7 @@ static void audit_send_gap(void) {
         AuditQueue *q = audit_first_queue();
         uint64_t refused = audit_output.n_refused, lost = audit_output.n_lost;
 
-        if ((refused == 0 && lost == 0) || !q || !audit_queue_has_room(q, AUDIT_QUEUE_DECISION, 4096))
+        if ((refused == 0 && lost == 0) || !q || !audit_queue_has_room(q, AUDIT_QUEUE_DECISION, AUDIT_GAP_ROOM))
                 return;
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_AUDIT_GAP);
         audit_fields_addf(&f, "PRIORITY=%d", LOG_WARNING);
