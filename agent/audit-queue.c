@@ -60,6 +60,27 @@ static int audit_queue_new(sd_event *event, AuditOutputKind kind, int fd, unsign
 }
 
 /*
+ * The last resort for a pipe or terminal that cannot be opened anew (an agent that is not
+ * root, given a pipe of root's, 0600): O_NONBLOCK on the description it shares with others,
+ * who then see EAGAIN where they waited. Blocking the loop is not an option; this is said once.
+ */
+static int share_nonblocking(int fd, int open_error) {
+        int own = fcntl(fd, F_DUPFD_CLOEXEC, 3), flags;
+
+        if (own < 0)
+                return -errno;
+        flags = fcntl(own, F_GETFL);
+        if (flags < 0 || fcntl(own, F_SETFL, flags | O_NONBLOCK) < 0) {
+                int r = -errno;
+                safe_close(own);
+                return r;
+        }
+        fprintf(stderr, "dsagent: cannot open fd %d anew for audit records (%s): made it non-blocking for every "
+                        "process that shares it\n", fd, strerror(open_error));
+        return own;
+}
+
+/*
  * A description of the agent's own for @fd, O_NONBLOCK: a pipe, FIFO or terminal is
  * opened anew through /proc/self/fd; a socket and a regular file are duplicated (a
  * socket is sent to with MSG_DONTWAIT, and a file does not wait for a reader).
@@ -74,6 +95,8 @@ static int open_own_nonblocking(int fd, bool *ret_socket) {
         if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
                 snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
                 own = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+                if (own < 0)
+                        return share_nonblocking(fd, errno);
         } else
                 own = fcntl(fd, F_DUPFD_CLOEXEC, 3);
         if (own < 0)

@@ -11,7 +11,9 @@
  * /proc/self/fd (a file description of the agent's own, made O_NONBLOCK,
  * where setting O_NONBLOCK on the inherited one would change it for every
  * process that shares it, the container runtime's included); a socket is
- * sent to with MSG_DONTWAIT; a regular file never waits for a reader.
+ * sent to with MSG_DONTWAIT; a regular file never waits for a reader. Only a
+ * pipe the agent may not open anew (it is not root, and the pipe is not its
+ * user's) has O_NONBLOCK set on the shared description, and says so on stderr.
  */
 #pragma once
 
