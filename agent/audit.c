@@ -659,7 +659,7 @@ static void audit_on_progress(void *userdata) {
         audit_send_gap();
 }
 
-int audit_open(sd_event *event, AuditSink sink) {
+int audit_sink_open(sd_event *event, AuditSink sink) {
         unsigned max = test_hook_audit_queue(AUDIT_QUEUE_RECORDS);
         int r = 0;
 
@@ -683,7 +683,7 @@ int audit_open(sd_event *event, AuditSink sink) {
         return 0;
 }
 
-void audit_close(void) {
+void audit_sink_close(void) {
         if (audit_output.journal)
                 (void)audit_queue_flush(audit_output.journal, AUDIT_QUEUE_EXIT_FLUSH_USEC);
         if (audit_output.out)
@@ -753,7 +753,7 @@ static int audit_send_class(AuditSink sink, const AuditFields *f, AuditQueueClas
 
         if (f->error != 0)
                 return f->error;
-        r = audit_open(NULL, sink); /* the agent opens it with its loop; a test may not */
+        r = audit_sink_open(NULL, sink); /* the agent opens it with its loop; a test may not */
         if (r < 0)
                 return r;
         audit_send_gap();

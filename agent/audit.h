@@ -190,7 +190,7 @@ struct iovec;
 int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *ret_size);
 
 /*
- * audit_open() - open @sink's output, to be drained by @event's loop
+ * audit_sink_open() - open @sink's output, to be drained by @event's loop
  *
  * Records are never waited for: each goes out at once when the output takes
  * it, and otherwise waits, in order, in a bounded queue (audit-queue.h) that
@@ -201,15 +201,15 @@ int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *
  * lost, is counted in one record (DSAGENT_MESSAGE_AUDIT_GAP:
  * DSAGENT_AUDIT_REFUSED=, DSAGENT_AUDIT_LOST=) once decisions are taken
  * again. auto takes the journal when journald is there at the start, and
- * stderr when journald then fails outright. Without audit_open(), the first
+ * stderr when journald then fails outright. Without audit_sink_open(), the first
  * record opens it without a loop (a queued record then goes out only with a
- * later one, or at audit_close()).
+ * later one, or at audit_sink_close()).
  *
  * Return: 0; -ENOTCONN for the journal without journald; another negative errno.
  */
-int audit_open(sd_event *event, AuditSink sink);
+int audit_sink_open(sd_event *event, AuditSink sink);
 /* At exit: what is queued goes out if the output takes it within AUDIT_QUEUE_EXIT_FLUSH_USEC (this waits). */
-void audit_close(void);
+void audit_sink_close(void);
 
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
