@@ -134,6 +134,10 @@ def stream_sink(audit):
         assert n[0] >= 2048, f"only {n[0]} bytes wait in the pipe"
 
     stall_and_resume(agent, Lines(reading, parse_audit_line), pipe_is_full)
+    # the description the agent was handed, and shares with whoever else writes to it, still blocks
+    fd = 1 if audit == "json" else 2
+    flags = int(re.search(r"^flags:\s+([0-7]+)", open(f"/proc/{agent.proc.pid}/fdinfo/{fd}").read(), re.M).group(1), 8)
+    assert not flags & os.O_NONBLOCK, oct(flags)
 
 
 @test
