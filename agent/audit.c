@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include <endian.h>
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -13,13 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <systemd/sd-journal.h>
-
+#include "audit-queue.h"
 #include "audit.h"
 #include "catalog-ids.h"
 #include "cleanup.h"
 #include "duration.h"
 #include "policy.h"
+#include "test-hooks.h"
 #include "text.h"
 #include "userns.h"
 
@@ -27,6 +28,8 @@
 /* a refused policy lists this many of its errors; the first ones say what to fix */
 #define AUDIT_POLICY_ERRORS_MAX 16
 #define JOURNAL_SOCKET_PATH "/run/systemd/journal/socket"
+/* The room a decision's record takes, about: the count of the refused waits until the queue has it again. */
+#define AUDIT_GAP_ROOM 4096
 /* Names remembered, users and groups together; the oldest goes first. */
 #define AUDIT_NAMES_CACHED 128
 /* A worker looks a name up again after this long, so that a renamed user shows up in time; the
@@ -502,26 +505,11 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
                 audit_fields_addf(f, "ERRNO=%d", r->error_errno); /* journald's own field for it */
 }
 
-/* Whole records only: a short write is retried, never interleaved with
- * anything else this single-threaded process writes. */
-static int audit_write_line(int fd, const char *line, size_t size) {
-        for (size_t done = 0; done < size;) {
-                ssize_t n = write(fd, line + done, size - done);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                done += (size_t)n;
-        }
-        return 0;
-}
-
 /*
  * One line per record. The values were escaped when the fields were built;
  * double quotes are escaped here so a value cannot end its own quoting.
  */
-static int audit_write_stderr(const AuditFields *f) {
+static int audit_format_stderr(const AuditFields *f, char **ret, size_t *ret_size) {
         _cleanup_free_ char *line = NULL;
         size_t size = 0;
         FILE *out;
@@ -548,7 +536,9 @@ static int audit_write_stderr(const AuditFields *f) {
         fputc('\n', out);
         if (fclose(out) != 0)
                 return -ENOMEM;
-        return audit_write_line(STDERR_FILENO, line, size);
+        *ret = TAKE_PTR(line);
+        *ret_size = size;
+        return 0;
 }
 
 /* The key of a KEY=VALUE field, and its length; false for a field without '='. */
@@ -618,16 +608,43 @@ int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *
         return 0;
 }
 
-/* One JSON object a line on stdout, written whole with one write(): nothing to flush. */
-static int audit_write_json(const AuditFields *f) {
-        _cleanup_free_ char *line = NULL;
-        size_t size;
-        int r;
+/*
+ * journald's native protocol, as sd_journal_sendv() sends it: KEY=VALUE and a
+ * newline a field, or, for a value that holds a newline, KEY, a newline, the
+ * value's length (64 bits, little-endian), the value and a newline.
+ */
+static int audit_format_journal(const AuditFields *f, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t size = 0;
+        FILE *out;
 
-        r = audit_json_format(f->iov, f->n, &line, &size);
-        if (r < 0)
-                return r;
-        return audit_write_line(STDOUT_FILENO, line, size);
+        out = open_memstream(&buf, &size);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < f->n; i++) {
+                const char *kv = f->iov[i].iov_base;
+                size_t len = f->iov[i].iov_len, key_len;
+                uint64_t value_len;
+
+                if (!field_key(&f->iov[i], &key_len))
+                        continue;
+                if (!memchr(kv + key_len, '\n', len - key_len)) {
+                        fwrite(kv, 1, len, out);
+                        fputc('\n', out);
+                        continue;
+                }
+                value_len = htole64(len - key_len - 1);
+                fwrite(kv, 1, key_len, out);
+                fputc('\n', out);
+                fwrite(&value_len, 1, sizeof(value_len), out);
+                fwrite(kv + key_len + 1, 1, len - key_len - 1, out);
+                fputc('\n', out);
+        }
+        if (fclose(out) != 0)
+                return -ENOMEM;
+        *ret = TAKE_PTR(buf);
+        *ret_size = size;
+        return 0;
 }
 
 /*
@@ -639,24 +656,136 @@ static bool journal_is_reachable(void) {
         return stat(JOURNAL_SOCKET_PATH, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-static int audit_send(AuditSink sink, const AuditFields *f) {
-        bool journal;
-        int k;
+/*
+ * ---- where records go: queues that never wait for their reader (audit-queue.h) ----
+ *
+ * Records that do not fit any more refuse their decisions (-ENOBUFS); each such
+ * request, and each record of an event that was lost, is counted, and the count
+ * goes out in one record (DSAGENT_MESSAGE_AUDIT_GAP) as soon as decisions are
+ * taken again, so that no decision goes unaccounted for.
+ */
+static struct {
+        bool opened;
+        AuditSink sink;
+        AuditQueue *journal;    /* journal, or auto with journald there at the start */
+        AuditQueue *out;        /* stdout for json; stderr for stderr, and auto's fallback */
+        uint64_t n_refused;     /* requests refused for their record, not yet told */
+        uint64_t n_lost;        /* records of events that could not go out, not yet told */
+} audit_output;
+
+static void audit_send_gap(void);
+
+static void audit_on_progress(void *userdata) {
+        audit_send_gap();
+}
+
+int audit_sink_open(sd_event *event, AuditSink sink) {
+        unsigned max = test_hook_audit_queue(AUDIT_QUEUE_RECORDS);
+        int r = 0;
+
+        if (audit_output.opened)
+                return 0;
+        if (sink == AUDIT_SINK_JOURNAL || sink == AUDIT_SINK_AUTO) {
+                r = audit_queue_open_datagram(event, JOURNAL_SOCKET_PATH, max,
+                                              audit_on_progress, NULL, &audit_output.journal);
+                if (r < 0 && sink == AUDIT_SINK_JOURNAL)
+                        return -ENOTCONN;
+        }
+        if (sink != AUDIT_SINK_JOURNAL) {
+                r = audit_queue_open_stream(event, sink == AUDIT_SINK_JSON ? STDOUT_FILENO : STDERR_FILENO, max,
+                                            audit_on_progress, NULL, &audit_output.out);
+                /* auto with journald does without its fallback */
+                if (r < 0 && !audit_output.journal)
+                        return r;
+        }
+        audit_output.opened = true;
+        audit_output.sink = sink;
+        return 0;
+}
+
+void audit_sink_close(void) {
+        if (audit_output.journal)
+                (void)audit_queue_flush(audit_output.journal, AUDIT_QUEUE_EXIT_FLUSH_USEC);
+        if (audit_output.out)
+                (void)audit_queue_flush(audit_output.out, AUDIT_QUEUE_EXIT_FLUSH_USEC);
+        audit_output.journal = audit_queue_free(audit_output.journal);
+        audit_output.out = audit_queue_free(audit_output.out);
+        audit_output.opened = false;
+}
+
+/* The record in the output's format: a journal datagram, a JSON line, or a dsagent-audit: line. */
+static int audit_push_to(AuditQueue *q, bool journal, const AuditFields *f, AuditQueueClass class) {
+        char *data;
+        size_t size;
+        int r;
+
+        r = journal ? audit_format_journal(f, &data, &size)
+            : audit_output.sink == AUDIT_SINK_JSON ? audit_json_format(f->iov, f->n, &data, &size)
+                                                   : audit_format_stderr(f, &data, &size);
+        if (r < 0)
+                return r;
+        return audit_queue_push(q, class, data, size);
+}
+
+static int audit_push(const AuditFields *f, AuditQueueClass class) {
+        int r;
+
+        if (audit_output.journal) {
+                r = audit_push_to(audit_output.journal, true, f, class);
+                /* auto: journald failing outright leaves stderr; a full queue refuses, as it keeps the order */
+                if (r >= 0 || r == -ENOBUFS || !audit_output.out)
+                        return r;
+        }
+        if (!audit_output.out)
+                return -ENOTCONN;
+        return audit_push_to(audit_output.out, false, f, class);
+}
+
+static AuditQueue *audit_first_queue(void) {
+        return audit_output.journal ? audit_output.journal : audit_output.out;
+}
+
+/* The count of what went unrecorded, once decisions are taken again: it goes before them. */
+static void audit_send_gap(void) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        AuditQueue *q = audit_first_queue();
+        uint64_t refused = audit_output.n_refused, lost = audit_output.n_lost;
+
+        if ((refused == 0 && lost == 0) || !q || !audit_queue_has_room(q, AUDIT_QUEUE_DECISION, AUDIT_GAP_ROOM))
+                return;
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_AUDIT_GAP);
+        audit_fields_addf(&f, "PRIORITY=%d", LOG_WARNING);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_addf(&f, "MESSAGE=the audit output did not take records: %" PRIu64 " %s refused as \"audit "
+                          "unavailable\", %" PRIu64 " other %s lost",
+                          refused, plural(refused, "request", "requests"), lost, plural(lost, "record", "records"));
+        audit_fields_addf(&f, "DSAGENT_AUDIT_REFUSED=%" PRIu64, refused);
+        audit_fields_addf(&f, "DSAGENT_AUDIT_LOST=%" PRIu64, lost);
+        if (f.error == 0 && audit_push(&f, AUDIT_QUEUE_EVENT) == 0) {
+                audit_output.n_refused -= refused;
+                audit_output.n_lost -= lost;
+        }
+}
+
+/* Return: 0 when the record went out or waits in order to; -ENOBUFS when the queue is full; another error. */
+static int audit_send_class(AuditSink sink, const AuditFields *f, AuditQueueClass class) {
+        int r;
 
         if (f->error != 0)
                 return f->error;
-        if (sink == AUDIT_SINK_JSON)
-                return audit_write_json(f);
-        journal = sink != AUDIT_SINK_STDERR && journal_is_reachable();
-        /* a journal asked for and not there fails closed: the record would vanish */
-        if (sink == AUDIT_SINK_JOURNAL && !journal)
-                return -ENOTCONN;
-        if (journal && sink != AUDIT_SINK_STDERR) {
-                k = sd_journal_sendv(f->iov, (int)f->n);
-                if (k >= 0 || sink == AUDIT_SINK_JOURNAL)
-                        return k;
-        }
-        return audit_write_stderr(f);
+        r = audit_sink_open(NULL, sink); /* the agent opens it with its loop; a test may not */
+        if (r < 0)
+                return r;
+        audit_send_gap();
+        r = audit_push(f, class);
+        if (r < 0 && class == AUDIT_QUEUE_EVENT)
+                audit_output.n_lost++;
+        return r;
+}
+
+/* A record of something that happened already and cannot be refused any more: it may use the reserve. */
+static int audit_send(AuditSink sink, const AuditFields *f) {
+        return audit_send_class(sink, f, AUDIT_QUEUE_EVENT);
 }
 
 int audit_sink_check(AuditSink sink) {
@@ -671,9 +800,13 @@ int audit_sink_check(AuditSink sink) {
  */
 int audit_log_request(AuditSink sink, const AuditRecord *r) {
         _cleanup_(audit_fields_done) AuditFields f = {};
+        int k;
 
         audit_fields_build(&f, r);
-        return audit_send(sink, &f);
+        k = audit_send_class(sink, &f, AUDIT_QUEUE_DECISION);
+        if (k < 0)
+                audit_output.n_refused++; /* the request is refused: the gap record counts it */
+        return k;
 }
 
 /**
@@ -761,7 +894,8 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "DSAGENT_DUMP_READABLE=%s", e->readable ? "yes" : "no");
         audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
         audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
-        return audit_send(sink, &f);
+        /* a client's dump is removed and refused without it; a startup trace is there already */
+        return audit_send_class(sink, &f, e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION);
 }
 
 /**
@@ -814,7 +948,9 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
                 audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
                 audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
         }
-        return audit_send(sink, &f);
+        /* a client's session is not started without its start record; its end, and an [[on_start]]
+         * trace, have happened whatever becomes of the record */
+        return audit_send_class(sink, &f, e->ended || e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION);
 }
 
 /**

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <systemd/sd-event.h>
+
 typedef enum AuditSink {
         AUDIT_SINK_AUTO,    /* the journal if reachable, else stderr */
         AUDIT_SINK_JOURNAL,
@@ -82,6 +84,7 @@ typedef struct AuditPolicyEvent {
 } AuditPolicyEvent;
 
 typedef struct AuditDumpEvent {
+        const char *origin;     /* NULL: a client's request, refused without its record; "on_start": stored already */
         uint64_t request_id;
         uid_t requester;
         pid_t target_pid;
@@ -195,10 +198,33 @@ bool audit_names_known(uid_t client_uid, gid_t client_gid, uid_t target_uid);
 struct iovec;
 int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *ret_size);
 
+/*
+ * audit_sink_open() - open @sink's output, to be drained by @event's loop
+ *
+ * Records are never waited for: each goes out at once when the output takes
+ * it, and otherwise waits, in order, in a bounded queue (audit-queue.h) that
+ * the loop sends on when the output is writable again. A decision whose record
+ * does not fit is refused: audit_log_request(), audit_log_dump() and a
+ * session's start record return -ENOBUFS, and the request is answered "audit
+ * unavailable". Each request so refused, and each record of an event that was
+ * lost, is counted in one record (DSAGENT_MESSAGE_AUDIT_GAP:
+ * DSAGENT_AUDIT_REFUSED=, DSAGENT_AUDIT_LOST=) once decisions are taken
+ * again. auto takes the journal when journald is there at the start, and
+ * stderr when journald then fails outright. Without audit_sink_open(), the first
+ * record opens it without a loop (a queued record then goes out only with a
+ * later one, or at audit_sink_close()).
+ *
+ * Return: 0; -ENOTCONN for the journal without journald; another negative errno.
+ */
+int audit_sink_open(sd_event *event, AuditSink sink);
+/* At exit: what is queued goes out if the output takes it within AUDIT_QUEUE_EXIT_FLUSH_USEC (this waits). */
+void audit_sink_close(void);
+
 const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
 /* 0 when @sink can take records now; -ENOTCONN for the journal without journald. */
 int audit_sink_check(AuditSink sink);
+/* Each returns 0 when the record went out or waits in order to go out, or a negative errno (-ENOBUFS: no room). */
 int audit_log_request(AuditSink sink, const AuditRecord *r);
 int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);
 int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);

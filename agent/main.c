@@ -419,6 +419,13 @@ static int run(const Options *o, SystemdFds *fds) {
                 safe_close(fds->listen_fd);
                 return r;
         }
+        /* before the first record (the policy's): no record ever waits for the output's reader */
+        r = audit_sink_open(event, o->broker.audit_sink);
+        if (r < 0) {
+                fprintf(stderr, "dsagent: cannot open the audit output without blocking: %s\n", strerror(-r));
+                safe_close(fds->listen_fd);
+                return r;
+        }
 
         r = broker_new(event, fds->listen_fd, &o->broker, &broker);
         if (r < 0)
@@ -463,6 +470,7 @@ static int run(const Options *o, SystemdFds *fds) {
         r = sd_event_loop(event);
         (void)sd_notify(false, "STOPPING=1");
         broker_free(broker);
+        audit_sink_close();
         return r;
 }
 

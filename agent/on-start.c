@@ -204,7 +204,7 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
         (void)audit_log_dump(b->config.audit_sink, &(AuditDumpEvent){
-                .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
+                .origin = "on_start", .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
                 .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,

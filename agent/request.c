@@ -82,10 +82,15 @@ static int request_audit(Request *req) {
         return audit_log_request(req->broker->config.audit_sink, a);
 }
 
-/* A decision nobody can audit is not carried out: the client gets an error instead. */
+/*
+ * A decision nobody can audit is not carried out: the client gets "audit unavailable" instead, at
+ * once (the record's output never holds the loop: audit.h), and the record that counts such
+ * requests (DSAGENT_AUDIT_REFUSED=) counts it.
+ */
 static void request_fail_unaudited(Request *req) {
         connection_discard_output(req->connection);
-        connection_queue_error(req->connection, WIRE_ERROR_INTERNAL, 0, "the audit record could not be written",
+        connection_queue_error(req->connection, WIRE_ERROR_AUDIT_UNAVAILABLE, 0,
+                               "audit unavailable: the decision could not be recorded, so it was not carried out",
                                req->id);
 }
 

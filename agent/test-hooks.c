@@ -56,6 +56,12 @@ unsigned test_hook_worker_queue(unsigned queue) {
         return v > 0 ? (unsigned)v : queue;
 }
 
+unsigned test_hook_audit_queue(unsigned records) {
+        unsigned long v = env_number("DSAGENT_TEST_AUDIT_QUEUE", 1024);
+
+        return v > 0 ? (unsigned)v : records;
+}
+
 void test_hook_client_socket(int fd) {
         const char *n = getenv("DSAGENT_TEST_SNDBUF");
         int bytes = n ? atoi(n) : 0;

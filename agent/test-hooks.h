@@ -36,6 +36,12 @@ uint64_t test_hook_reply_timeout(uint64_t usec);
  * sixteen users' shares.
  */
 unsigned test_hook_max_connections(unsigned max);
+/*
+ * DSAGENT_TEST_AUDIT_QUEUE=N, or @records: how many audit records may wait for an output
+ * that does not take them, for decisions. A test makes it small, to fill the queue with a
+ * few requests where the real bound takes a thousand.
+ */
+unsigned test_hook_audit_queue(unsigned records);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -54,6 +60,9 @@ static inline uint64_t test_hook_reply_timeout(uint64_t usec) {
 }
 static inline unsigned test_hook_max_connections(unsigned max) {
         return max;
+}
+static inline unsigned test_hook_audit_queue(unsigned records) {
+        return records;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

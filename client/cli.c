@@ -256,6 +256,7 @@ static void help_summary(FILE *f) {
                 "9 diagnostic socket failed verification, 10 agent busy, 11 no space for the dump,\n"
                 "12 unsafe file system, 13 no safe place for the dump,\n"
                 "14 the agent's policy is broken (only root is served), 15 suspended at startup,\n"
+                "16 audit unavailable (the agent could not record the decision, so it refused it),\n"
                 "130 a second Ctrl-C left a session without waiting for its end.\n"
                 "explain exits 0 when the command would be allowed and 4 when it would be denied.\n");
 }

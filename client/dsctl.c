@@ -44,6 +44,7 @@ static int exit_code_of(uint32_t error) {
         case WIRE_ERROR_NO_STAGING: return EXIT_NO_STAGING;
         case WIRE_ERROR_POLICY_BROKEN: return EXIT_POLICY_BROKEN;
         case WIRE_ERROR_SUSPENDED: return EXIT_SUSPENDED;
+        case WIRE_ERROR_AUDIT_UNAVAILABLE: return EXIT_AUDIT_UNAVAILABLE;
         default: return EXIT_ERROR;
         }
 }

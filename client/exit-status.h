@@ -19,6 +19,7 @@ enum {
         EXIT_NO_STAGING = 13,
         EXIT_POLICY_BROKEN = 14,
         EXIT_SUSPENDED = 15,    /* the runtime is suspended at startup: dsctl resume first */
+        EXIT_AUDIT_UNAVAILABLE = 16, /* the agent could not record the decision, so it refused it */
         EXIT_INTERRUPTED = 130, /* a second Ctrl-C: left without waiting for the session's end */
 };
 

@@ -81,6 +81,7 @@ const char *wire_error_to_string(WireError error) {
         case WIRE_ERROR_NO_STAGING: return "no safe place for the dump in the process's view";
         case WIRE_ERROR_POLICY_BROKEN: return "policy broken";
         case WIRE_ERROR_SUSPENDED: return "suspended at startup";
+        case WIRE_ERROR_AUDIT_UNAVAILABLE: return "audit unavailable";
         default: return "unknown error";
         }
 }

@@ -139,6 +139,7 @@ typedef enum WireError {
         WIRE_ERROR_NO_STAGING = 13,             /* no safe place for a dump's pipe in the target's view */
         WIRE_ERROR_POLICY_BROKEN = 14,          /* no policy file has loaded: only root is served */
         WIRE_ERROR_SUSPENDED = 15,              /* the runtime is suspended at startup: it must be resumed first */
+        WIRE_ERROR_AUDIT_UNAVAILABLE = 16,      /* the decision's record could not be written, so it was not carried out */
         _WIRE_ERROR_MAX,
 } WireError;
 

@@ -347,10 +347,11 @@ class Agent:
     listen_mode: the socket's --listen-mode; 0666 here, so that the test users reach the agent and the policy
     alone decides (None: the agent's own default).
     audit: "stderr" (dsagent-audit: lines) or "json" (one JSON object a line on stdout); records() reads either.
+    audit_fd: where the audit stream (stdout for json, else stderr) goes instead of the log, e.g. a pipe a test holds.
     """
 
     def __init__(self, *extra_args, policy='[agent]\ndump_dir = "@DUMP_DIR@"\n', env=None, wrapper=(), audit="stderr",
-                 listen_mode="0666"):
+                 listen_mode="0666", audit_fd=None):
         self.audit = audit
         self.dir = make_dir(None, 0o755)
         self.socket = os.path.join(self.dir, "dsagent.sock")
@@ -367,7 +368,9 @@ class Agent:
                                                 "--policy", self.policy_path, "--runtime-dir", self.runtime_dir,
                                                 *(["--listen-mode", listen_mode] if listen_mode else []),
                                                 *extra_args],
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log,
+                                     stdin=subprocess.DEVNULL,
+                                     stdout=audit_fd if audit_fd is not None and audit == "json" else self.log,
+                                     stderr=audit_fd if audit_fd is not None and audit != "json" else self.log,
                                      env=dict(os.environ, **(env or {})), start_new_session=True)
         scope.callback(self.stop)
         wait_for(lambda: os.path.exists(self.socket) or self.proc.poll() is not None, what="agent socket")
