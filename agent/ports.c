@@ -68,6 +68,7 @@ struct Pending {
         sd_event_source *timer;
         uint8_t buf[DOTNET_IPC_ADVERTISE_SIZE];
         size_t got;
+        uint64_t accepted_usec;   /* CLOCK_MONOTONIC: a runtime's suspend_timeout counts from here */
 };
 
 struct PortWaiter {
@@ -106,7 +107,8 @@ struct PortRuntime {
         unsigned settle_probes;
         bool settled;
         bool starting;            /* an [[on_start]] trace is being started (on-start.h) */
-        uint64_t registered_usec;
+        bool resume_due;          /* suspend_timeout passed before it was told: resumed once it is */
+        uint64_t registered_usec; /* when its first connection was accepted */
         PortWaiter *waiters;      /* in arrival order */
 };
 
@@ -311,6 +313,7 @@ const char *port_runtime_path(const PortRuntime *rt) {
 
 void port_runtime_resumed(PortRuntime *rt) {
         rt->resumed = true;
+        rt->resume_due = false;
         rt->suspend_timer = sd_event_source_disable_unref(rt->suspend_timer);
 }
 
@@ -470,6 +473,12 @@ static void auto_resume_connected(int fd, int error, void *userdata) {
                 port_runtime_record(rt, "resume-failed", "the agent could not send ResumeRuntime");
 }
 
+/* The answer just given says it waits: ResumeRuntime on its next connection, no question before. */
+static void runtime_auto_resume(PortRuntime *rt) {
+        if (runtime_ask(rt, DOTNET_IPC_RESUME_RUNTIME, auto_resume_connected, auto_resume_done) < 0)
+                port_runtime_record(rt, "resume-failed", "the agent could not send ResumeRuntime");
+}
+
 /* Asked once more before the resume: an app that started meanwhile (another tool resumed it) is left alone. */
 static void resume_probe_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         PortRuntime *rt = userdata;
@@ -480,8 +489,7 @@ static void resume_probe_done(RuntimeCall *call, int error, const DotnetIpcRespo
                 rt->suspended = rt->suspended && waits != 0;
                 return; /* started meanwhile, or resumed by someone: nothing for the agent to do */
         }
-        if (runtime_ask(rt, DOTNET_IPC_RESUME_RUNTIME, auto_resume_connected, auto_resume_done) < 0)
-                port_runtime_record(rt, "resume-failed", "the agent could not send ResumeRuntime");
+        runtime_auto_resume(rt);
 }
 
 static void resume_probe_connected(int fd, int error, void *userdata) {
@@ -496,10 +504,19 @@ static void resume_probe_connected(int fd, int error, void *userdata) {
                 port_runtime_record(rt, "resume-failed", "the agent could not ask the runtime");
 }
 
+static void runtime_settle_now(PortRuntime *rt);
+
 static int runtime_on_suspend_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         PortRuntime *rt = userdata;
 
         rt->suspend_timer = sd_event_source_disable_unref(rt->suspend_timer);
+        if (!rt->settled && !rt->resumed) {
+                /* the deadline is the runtime's, not the end of the agent's pauses in telling it: the
+                 * next answer decides, asked now (settle_done(), port_runtime_startup_done()) */
+                rt->resume_due = true;
+                runtime_settle_now(rt);
+                return 0;
+        }
         if (!port_runtime_waits(rt) || rt->call)
                 return 0;
         if (runtime_ask(rt, DOTNET_IPC_PROCESS_INFO, resume_probe_connected, resume_probe_done) < 0)
@@ -517,22 +534,32 @@ static int runtime_on_suspend_timeout(sd_event_source *s, uint64_t usec, void *u
  */
 static const uint64_t settle_delays_usec[] = { 250000, 500000, 1000000, 2000000 };
 
-static void runtime_settle_because(PortRuntime *rt, bool suspended, const char *reason) {
+/* suspend_timeout from the runtime's first connection, armed as soon as it is known not started. */
+static void runtime_arm_suspend_timeout(PortRuntime *rt) {
         uint64_t timeout = rt->listener->config ? rt->listener->config->suspend_timeout_usec : 0;
-        int r;
 
+        if (timeout == 0 || rt->suspend_timer)
+                return;
+        if (sd_event_add_time(rt->ports->broker->event, &rt->suspend_timer, CLOCK_MONOTONIC,
+                              rt->registered_usec + timeout, 0, runtime_on_suspend_timeout, rt) < 0)
+                /* never hang an app because of the agent: resume it once told rather than maybe never */
+                rt->resume_due = true;
+}
+
+static void runtime_settle_because(PortRuntime *rt, bool suspended, const char *reason) {
         rt->settled = true;
         rt->suspended = suspended;
         rt->settle_timer = sd_event_source_disable_unref(rt->settle_timer);
         port_runtime_record(rt, "registered", reason);
-        if (!suspended || timeout == 0)
+        if (!suspended) {
+                rt->suspend_timer = sd_event_source_disable_unref(rt->suspend_timer);
+                rt->resume_due = false;
                 return;
-        /* from its registration: the time spent telling counts */
-        r = sd_event_add_time(rt->ports->broker->event, &rt->suspend_timer, CLOCK_MONOTONIC,
-                              rt->registered_usec + timeout, 0, runtime_on_suspend_timeout, rt);
-        if (r < 0)
-                /* never hang an app because of the agent: resume it now rather than maybe never */
-                runtime_on_suspend_timeout(NULL, 0, rt);
+        }
+        if (rt->resume_due && !rt->resumed && !rt->call) {
+                rt->resume_due = false;
+                runtime_auto_resume(rt);
+        }
 }
 
 static void runtime_settle(PortRuntime *rt, bool suspended) {
@@ -547,7 +574,7 @@ static void settle_done(RuntimeCall *call, int error, const DotnetIpcResponse *r
         int r;
 
         rt->call = runtime_call_free(rt->call);
-        if (waits <= 0 || rt->settle_probes >= ELEMENTSOF(settle_delays_usec)) {
+        if (waits <= 0 || rt->settle_probes >= ELEMENTSOF(settle_delays_usec) || rt->resume_due) {
                 /* a runtime that stops answering is taken as suspended: the agent's resume then says so */
                 runtime_settle(rt, waits != 0);
                 return;
@@ -585,13 +612,26 @@ static void runtime_refuse(PortRuntime *rt, const char *reason) {
         runtime_free(rt);
 }
 
-/* Asks again, for a while, whether the runtime waits (settle_delays_usec). */
+/* Asks again, for a while, whether the runtime waits (settle_delays_usec); at once when its suspend_timeout
+ * is over. */
 static void runtime_begin_settle(PortRuntime *rt) {
         int r;
 
         r = sd_event_add_time_relative(rt->ports->broker->event, &rt->settle_timer, CLOCK_MONOTONIC,
-                                       settle_delays_usec[0], 0, runtime_on_settle_timer, rt);
+                                       rt->resume_due ? 0 : settle_delays_usec[0], 0, runtime_on_settle_timer, rt);
         if (r < 0)
+                runtime_settle(rt, true);
+}
+
+/* The pause before the next question ends now; a question already out (or an [[on_start]] trace being
+ * started) finishes first, and its end looks at resume_due. */
+static void runtime_settle_now(PortRuntime *rt) {
+        int enabled = SD_EVENT_OFF;
+
+        if (!rt->settle_timer || sd_event_source_get_enabled(rt->settle_timer, &enabled) < 0 ||
+            enabled == SD_EVENT_OFF)
+                return;
+        if (sd_event_source_set_time_relative(rt->settle_timer, 0) < 0)
                 runtime_settle(rt, true);
 }
 
@@ -609,11 +649,12 @@ static void runtime_verified(PortRuntime *rt, const DotnetProcessInfo *info) {
         int r;
 
         rt->verified = true;
-        (void)sd_event_now(rt->ports->broker->event, CLOCK_MONOTONIC, &rt->registered_usec);
         if (!startup_command_line_is_exe(info->command_line, rt->exe)) {
                 runtime_settle(rt, false);
                 return;
         }
+        /* from its first connection: the time spent verifying and telling it counts */
+        runtime_arm_suspend_timeout(rt);
         /* not in its entry assembly yet: an [[on_start]] trace can begin before it runs */
         rt->starting = true;
         r = startup_trace_begin(rt->ports->broker->startup_traces, rt);
@@ -768,6 +809,7 @@ static void pending_register(Pending *pe, const DotnetIpcAdvertise *adv) {
                              .charged_uid = pe->peer.charged_uid,
                              .ns_pid = adv->pid, .idle_fd = -EBADF };
         memcpy(rt->cookie, adv->cookie, sizeof(rt->cookie));
+        rt->registered_usec = pe->accepted_usec;
         rt->groups = TAKE_PTR(pe->peer.groups);
         rt->n_groups = pe->peer.n_groups;
         pe->peer.n_groups = 0;
@@ -880,6 +922,7 @@ static void listener_accept_one(PortListener *l, int fd) {
                 return;
         }
         *pe = (Pending){ .ports = p, .listener = l, .fd = fd, .pidfd = -EBADF, .peer = PEER_CREDS_NULL };
+        (void)sd_event_now(p->broker->event, CLOCK_MONOTONIC, &pe->accepted_usec);
         r = sockopt_get_peer_creds(fd, &pe->peer);
         if (r < 0 || pe->peer.pid <= 0) {
                 safe_close(fd); /* a peer in a pid namespace the agent cannot see has no pid to check */
