@@ -366,21 +366,40 @@ def only_root_reads_a_dump_of_a_process_that_made_itself_undumpable():
     assert not can_read(SVC, result["path"])
 
 
+# The host's one dump slot, taken by a requester a rule grants (not root, who has one slot more than anyone,
+# nor a user dumping its own processes, whose dumps take a pool of their own)
+HOST_SLOT_POLICY = f"""[agent]
+dump_dir = "@DUMP_DIR@"
+max_concurrent_dumps = 1
+max_dumps_per_user = 2
+
+[[rule]]
+name = "host-slot"
+users = ["{ALICE}"]
+commands = ["dump"]
+targets.users = ["{SVC}"]
+dump_types = ["mini"]
+"""
+
+
 @test
 def max_concurrent_dumps_bounds_dumps_across_targets():
-    # root's dumps take the host's slots (a user's of its own processes take slots of their own)
+    # a rule's grantee's dumps take the host's slots (a user's of its own processes take slots of their own)
     first, second = private_target(), Target(SVC)
-    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
+    agent = Agent(policy=HOST_SLOT_POLICY)
     os.kill(first.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
-    pending = subprocess.Popen([DSCTL, "--socket", agent.socket, "dump", str(first.pid)],
+    pending = subprocess.Popen(as_user(ALICE, [DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: staging_dirs(first), what="the first dump to start")
-    r, _ = dump(agent, "root", second.pid)
+    r, _ = dump(agent, ALICE, second.pid)
     assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout + r.stderr, r
+    # root has one slot more than anyone: others' dumps never shut the administrator out
+    r, _ = dump(agent, "root", second.pid)
+    assert r.returncode == 0, r
     os.kill(first.pid, signal.SIGCONT)
     assert pending.wait(timeout=60) == 0
-    r, _ = dump(agent, "root", second.pid)
+    r, _ = dump(agent, ALICE, second.pid)
     assert r.returncode == 0, r
 
 
@@ -412,15 +431,15 @@ def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline
     first, second = private_target(), Target(SVC)
     # long enough for the second request to arrive while the first holds the slot, even on a loaded machine
     agent = Agent("--dump-start-timeout", "10",
-                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
-    pending = stopped_dump(agent, "root", first)
-    r, _ = dump(agent, "root", second.pid)
+                  policy=HOST_SLOT_POLICY)
+    pending = stopped_dump(agent, ALICE, first)
+    r, _ = dump(agent, ALICE, second.pid)
     assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout, r
     # the target stays stopped: only the first-byte deadline can end its dump, long before the overall one
     _, err = pending.communicate(timeout=60)
     assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-start-timeout" in err, (pending.returncode, err)
     assert staging_dirs(first) == []
-    r, _ = dump(agent, "root", second.pid)
+    r, _ = dump(agent, ALICE, second.pid)
     assert r.returncode == 0, r
 
 
@@ -428,8 +447,8 @@ def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline
 def a_dump_whose_client_leaves_is_cancelled_and_frees_its_slot():
     first, second = private_target(), Target(SVC)
     agent = Agent("--dump-start-timeout", "600",
-                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\nmax_dumps_per_user = 2\n')
-    pending = stopped_dump(agent, "root", first)
+                  policy=HOST_SLOT_POLICY)
+    pending = stopped_dump(agent, ALICE, first)
     pending.kill()
     pending.wait()
     wait_for(lambda: [rec for rec in agent.records() if "went away" in rec.get("DSAGENT_REASON", "")],
@@ -437,8 +456,8 @@ def a_dump_whose_client_leaves_is_cancelled_and_frees_its_slot():
     cancelled, = [rec for rec in agent.records() if "went away" in rec.get("DSAGENT_REASON", "")]
     assert cancelled["DSAGENT_DECISION"] == "failed" and cancelled["DSAGENT_TARGET_PID"] == str(first.pid), cancelled
     assert staging_dirs(first) == []
-    # the first target is still stopped, yet its slot is free (root's dumps take the host's slots)
-    r, _ = dump(agent, "root", second.pid)
+    # the first target is still stopped, yet its slot is free (a grantee's dumps take the host's slots)
+    r, _ = dump(agent, ALICE, second.pid)
     assert r.returncode == 0, r
 
 
