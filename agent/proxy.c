@@ -14,6 +14,7 @@
 #include "proxy.h"
 #include "runtime-call.h"
 #include "session.h"
+#include "startup.h"
 #include "unaligned.h"
 
 /*
@@ -204,6 +205,46 @@ static void proxy_opened(Request *req) {
         decide(req, req->target, true, proxy_decided);
 }
 
+/* ---- ResumeRuntime ---- */
+
+/*
+ * dotnet-trace and dotnet-counters send ResumeRuntime after every session they start, whether
+ * the runtime waits or not. To a runtime that runs it changes nothing (the runtime ignores it),
+ * so it is answered OK without a grant of resume, and recorded as that no-op; the runtime is
+ * not asked. A runtime suspended at startup, or one the agent cannot tell, still needs the grant.
+ */
+static void proxy_resume_probed(Request *req, StartupState state) {
+        static const uint8_t hresult_ok[4] = {};
+        DotnetIpcResponse ok = { .ok = true, .payload = hresult_ok, .payload_size = sizeof(hresult_ok) };
+        int r;
+
+        if (state != STARTUP_STARTED) {
+                request_reply_error_hresult(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, DOTNET_IPC_HR_ACCESS_DENIED,
+                                            req->verdict.reason);
+                return;
+        }
+        r = proxy_queue_ok(req, &ok);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
+                return;
+        }
+        request_reply_done(req, NULL, "the runtime is not suspended at startup: ResumeRuntime is a no-op, "
+                                      "answered OK without asking the runtime or a grant of resume");
+}
+
+static void proxy_resume_decided(Request *req) {
+        if (req->verdict.allowed) {
+                proxy_decided(req);
+                return;
+        }
+        req->audit.rule = req->verdict.rule_name;
+        startup_probe(req, proxy_resume_probed);
+}
+
+static void proxy_resume_opened(Request *req) {
+        decide(req, req->target, true, proxy_resume_decided);
+}
+
 /* A command that is one call and one answer: ProcessInfo, environment, resume, perf maps, code injection. */
 static void proxy_start_call(Request *req, const WireMessage *m, const IpcRequest *ipc) {
         ProxyWork *work = calloc(1, sizeof(*work));
@@ -226,7 +267,7 @@ static void proxy_start_call(Request *req, const WireMessage *m, const IpcReques
                                             ipc_request_error_hresult(r), "the tool's request cannot be encoded");
                 return;
         }
-        commands_open_target(req, m, proxy_opened);
+        commands_open_target(req, m, ipc->command == DOTNET_IPC_RESUME_RUNTIME ? proxy_resume_opened : proxy_opened);
 }
 
 static const char *proxy_decode_error(int r) {
