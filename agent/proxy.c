@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,8 @@ typedef struct ProxyWork {
         uint8_t message[DOTNET_IPC_MESSAGE_MAX];
         size_t message_size;
         RuntimeCall *call;
+        bool withhold_command_line; /* ProcessInfo under a grant of counters, not of info */
+        char info_denied[sizeof(((PolicyVerdict *)0)->reason)]; /* why info was refused */
         /* ProcessEnvironment: the block that follows the OK reply, and the names it returned */
         EnvReader env;
         AuditEnvNames env_names;
@@ -142,6 +145,36 @@ static bool proxy_info_is_of_target(ProxyWork *work, const DotnetIpcResponse *re
                info.pid == (uint64_t)target_ns_pid(work->request->target);
 }
 
+/*
+ * ProcessInfo's answer with an empty command line in place of the runtime's (which may carry
+ * secrets), the rest as the runtime sent it: the command line is the first string, after the
+ * pid (u64) and the cookie (16 bytes). The reply was decoded whole before (proxy_info_is_of_target()).
+ */
+static void proxy_queue_info_without_command_line(Request *req, const DotnetIpcResponse *reply) {
+        static const uint8_t empty[6] = { 1, 0, 0, 0, 0, 0 }; /* one UTF-16 unit: the NUL */
+        uint8_t payload[DOTNET_IPC_MESSAGE_MAX];
+        DotnetIpcResponse shown = { .ok = true, .payload = payload };
+        size_t rest;
+        int r = -EBADMSG;
+
+        if (reply->payload_size >= 28) {
+                rest = 28 + 2 * (size_t)unaligned_read_le32(reply->payload + 24);
+                if (rest <= reply->payload_size && rest >= 28) {
+                        memcpy(payload, reply->payload, 24);
+                        memcpy(payload + 24, empty, sizeof(empty));
+                        memcpy(payload + 24 + sizeof(empty), reply->payload + rest, reply->payload_size - rest);
+                        shown.payload_size = 24 + sizeof(empty) + reply->payload_size - rest;
+                        r = proxy_queue_ok(req, &shown);
+                }
+        }
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
+                return;
+        }
+        request_reply_done(req, req->verdict.rule_name,
+                           "the runtime answered ProcessInfo, relayed without its command line under a grant of counters");
+}
+
 static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         ProxyWork *work = userdata;
         Request *req = work->request;
@@ -172,6 +205,10 @@ static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcRespons
                 break;
         default:
                 break;
+        }
+        if (work->withhold_command_line) {
+                proxy_queue_info_without_command_line(req, reply);
+                return;
         }
         r = proxy_queue_ok(req, reply);
         if (r < 0) {
@@ -245,6 +282,42 @@ static void proxy_resume_opened(Request *req) {
         decide(req, req->target, true, proxy_resume_decided);
 }
 
+/* ---- ProcessInfo ---- */
+
+/*
+ * dotnet-counters monitor asks ProcessInfo before its session (for the runtime's version). Under
+ * a grant of info it is relayed whole; else under a grant of counters it is relayed with the
+ * command line withheld, so that the tool works under the grant of its own command alone.
+ */
+static void proxy_info_counters_decided(Request *req) {
+        ProxyWork *work = req->work;
+
+        if (!req->verdict.allowed) {
+                req->audit.rule = NULL;
+                request_reply_error_hresult(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, DOTNET_IPC_HR_ACCESS_DENIED,
+                                            work->info_denied);
+                return;
+        }
+        work->withhold_command_line = true;
+        proxy_decided(req);
+}
+
+static void proxy_info_decided(Request *req) {
+        ProxyWork *work = req->work;
+
+        if (req->verdict.allowed) {
+                proxy_decided(req);
+                return;
+        }
+        snprintf(work->info_denied, sizeof(work->info_denied), "%s", req->verdict.reason);
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .dump_type = POLICY_DUMP_NONE };
+        decide(req, req->target, false, proxy_info_counters_decided);
+}
+
+static void proxy_info_opened(Request *req) {
+        decide(req, req->target, true, proxy_info_decided);
+}
+
 /* A command that is one call and one answer: ProcessInfo, environment, resume, perf maps, code injection. */
 static void proxy_start_call(Request *req, const WireMessage *m, const IpcRequest *ipc) {
         ProxyWork *work = calloc(1, sizeof(*work));
@@ -267,7 +340,19 @@ static void proxy_start_call(Request *req, const WireMessage *m, const IpcReques
                                             ipc_request_error_hresult(r), "the tool's request cannot be encoded");
                 return;
         }
-        commands_open_target(req, m, ipc->command == DOTNET_IPC_RESUME_RUNTIME ? proxy_resume_opened : proxy_opened);
+        switch (ipc->command) {
+        case DOTNET_IPC_RESUME_RUNTIME:
+                commands_open_target(req, m, proxy_resume_opened);
+                break;
+        case DOTNET_IPC_PROCESS_INFO:
+        case DOTNET_IPC_PROCESS_INFO2:
+        case DOTNET_IPC_PROCESS_INFO3:
+                commands_open_target(req, m, proxy_info_opened);
+                break;
+        default:
+                commands_open_target(req, m, proxy_opened);
+                break;
+        }
 }
 
 static const char *proxy_decode_error(int r) {
