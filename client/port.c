@@ -146,8 +146,9 @@ static void answer_agent_error(ToolConnection *t, const WireMessage *m) {
         note(t->port, "%s: %s%s%s (HRESULT 0x%08x to the tool)", command_name(t), wire_error_to_string(error),
              message ? ": " : "", message ? message : "", hresult);
         if (error == WIRE_ERROR_DENIED && t->decoded && t->ipc.command == DOTNET_IPC_RESUME_RUNTIME)
-                note(t->port, "dotnet-trace sends ResumeRuntime after every CollectTracing; without a grant of "
-                     "'resume', run it with --resume-runtime:false");
+                note(t->port, "the runtime waits to be resumed, which needs a grant of 'resume'; dotnet-trace "
+                     "and dotnet-counters send ResumeRuntime after every session: to leave it waiting, run "
+                     "them with --resume-runtime:false");
         answer_error(t, hresult, message);
 }
 

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """dsctl port: stock .NET tools through the agent, each IPC command decided, recorded and re-encoded.
 
-The tools are the real ones, pinned: dotnet-trace 10.0.750501 (tests/tools/dotnet-trace/install.sh) and
+The tools are the real ones, pinned: dotnet-counters, -dump, -gcdump, -stack and -trace 10.0.750501
+(tests/tools/dotnet-tools/install.sh), and
 a program on Microsoft.Diagnostics.NETCore.Client 0.2.750501 (tests/tools/ipc-client). The files they
 write are read by TraceEvent (tests/tools/traceevent-check). Hostile clients are written by hand
 (port_client.py), as the caller and as other users. All against the real agent and the real runtime.
