@@ -147,23 +147,25 @@ static bool proxy_info_is_of_target(ProxyWork *work, const DotnetIpcResponse *re
 
 /*
  * ProcessInfo's answer with an empty command line in place of the runtime's (which may carry
- * secrets), the rest as the runtime sent it: the command line is the first string, after the
- * pid (u64) and the cookie (16 bytes). The reply was decoded whole before (proxy_info_is_of_target()).
+ * secrets), the rest as the runtime sent it: the command line is the first string, after
+ * ProcessInfo3's version (u32), the pid (u64) and the cookie (16 bytes). The reply was decoded
+ * whole before (proxy_info_is_of_target()).
  */
-static void proxy_queue_info_without_command_line(Request *req, const DotnetIpcResponse *reply) {
+static void proxy_queue_info_without_command_line(Request *req, DotnetIpcCommand command,
+                                                  const DotnetIpcResponse *reply) {
         static const uint8_t empty[6] = { 1, 0, 0, 0, 0, 0 }; /* one UTF-16 unit: the NUL */
+        size_t at = (command == DOTNET_IPC_PROCESS_INFO3 ? 4 : 0) + 8 + 16, rest;
         uint8_t payload[DOTNET_IPC_MESSAGE_MAX];
         DotnetIpcResponse shown = { .ok = true, .payload = payload };
-        size_t rest;
         int r = -EBADMSG;
 
-        if (reply->payload_size >= 28) {
-                rest = 28 + 2 * (size_t)unaligned_read_le32(reply->payload + 24);
-                if (rest <= reply->payload_size && rest >= 28) {
-                        memcpy(payload, reply->payload, 24);
-                        memcpy(payload + 24, empty, sizeof(empty));
-                        memcpy(payload + 24 + sizeof(empty), reply->payload + rest, reply->payload_size - rest);
-                        shown.payload_size = 24 + sizeof(empty) + reply->payload_size - rest;
+        if (reply->payload_size >= at + 4 && reply->payload_size + 2 <= sizeof(payload)) {
+                rest = at + 4 + 2 * (size_t)unaligned_read_le32(reply->payload + at);
+                if (rest <= reply->payload_size) {
+                        memcpy(payload, reply->payload, at);
+                        memcpy(payload + at, empty, sizeof(empty));
+                        memcpy(payload + at + sizeof(empty), reply->payload + rest, reply->payload_size - rest);
+                        shown.payload_size = at + sizeof(empty) + reply->payload_size - rest;
                         r = proxy_queue_ok(req, &shown);
                 }
         }
@@ -207,7 +209,7 @@ static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcRespons
                 break;
         }
         if (work->withhold_command_line) {
-                proxy_queue_info_without_command_line(req, reply);
+                proxy_queue_info_without_command_line(req, work->command, reply);
                 return;
         }
         r = proxy_queue_ok(req, reply);
