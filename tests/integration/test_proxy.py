@@ -861,6 +861,57 @@ def dotnet_dump_collects_under_a_dump_grant_alone():
     assert denied["DSAGENT_COMMAND"] == "dump", denied
 
 
+# --- dsctl exec: tools that find a process by -p PID ---
+
+
+def dsctl_exec(agent, user, pid, *command, timeout=240):
+    """`dsctl exec PID -- COMMAND...` as @user: its status, standard output and standard error."""
+    r = subprocess.run(as_user(user, [DSCTL, "--agent-socket", agent.socket, "exec", str(pid), "--", *command]),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+@test
+def dsctl_exec_serves_tools_by_their_pid_under_the_grant_of_their_command():
+    target = marker_target()
+    agent = Agent(policy=granting("stacks", "gcdump", "counters"))
+    mine = make_dir(ALICE, 0o755)
+
+    # dotnet-stack 10 has no --diagnostic-port: -p PID finds the port in the TMPDIR exec gives it
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-stack"), "report", "-p", str(target.pid))
+    assert status == 0 and "Thread (0x" in out and "System.Private.CoreLib!" in out, (status, out, err)
+    out_gcdump = os.path.join(mine, "exec.gcdump")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-gcdump"), "collect", "-p",
+                                  str(target.pid), "-o", out_gcdump)
+    assert status == 0 and gcdump_objects(out_gcdump) > 100, (status, out, err)
+    csv = os.path.join(mine, "exec.csv")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-counters"), "collect", "-p",
+                                  str(target.pid), "-o", csv, "--duration", "00:00:00:03")
+    assert status == 0 and ",System.Runtime,dotnet." in open(csv).read(), (status, out, err)
+    commands = [r["DSAGENT_COMMAND"] for r in proxy_records(agent, DSAGENT_DECISION="allowed")
+                if r.get("DSAGENT_IPC_COMMAND", "").startswith("CollectTracing")]
+    assert commands == ["stacks", "gcdump", "gcdump", "counters"], commands
+
+    # the command's status is dsctl's; the port and its private directory end with it
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, "sh", "-c",
+                                  'echo "$TMPDIR"; ls "$TMPDIR"; exit 7')
+    tmpdir, name = out.split()
+    assert status == 7 and name == f"dotnet-diagnostic-{target.pid}-1-socket", (status, out, err)
+    assert not os.path.exists(tmpdir), "the private directory outlived the command"
+
+
+@test
+def dsctl_exec_says_why_the_agent_refused():
+    target = marker_target()
+    agent = Agent(policy=granting("gcdump"))
+    watch = AcceptWatch(target.pid)
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-stack"), "report", "-p", str(target.pid))
+    assert status != 0 and "Thread (0x" not in out, (status, out, err)
+    assert "no rule grants you 'stacks'" in err, err
+    assert watch.accepts() == 0
+
+
 # --- hostile clients ---
 
 
