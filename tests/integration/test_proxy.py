@@ -783,6 +783,22 @@ def dotnet_stack_reports_under_a_stacks_grant_alone():
 
 
 @test
+def a_stacks_grant_is_no_cpu_profile():
+    target = marker_target()
+    agent = Agent(policy=granting("stacks"))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    # dotnet-trace asking for what dotnet-stack asks, for a minute: a stacks session, which the agent ends at 10 s
+    started = time.monotonic()
+    r = dotnet_trace(ALICE, port.value, os.path.join(mine, "samples.nettrace"), "--providers",
+                     "Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4", "--duration", "00:00:01:00")
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    assert time.monotonic() - started < 45, "the session ran as long as asked"
+    end, = agent.records(message_id=SESSION_END_ID)
+    assert end["DSAGENT_SESSION_KIND"] == "stacks" and end["DSAGENT_SESSION_END"] == "duration-limit", end
+
+
+@test
 def dotnet_stack_is_refused_under_a_rule_without_stacks():
     target = marker_target()
     agent = Agent(policy=granting("gcdump", "counters"))
