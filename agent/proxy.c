@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include "proxy.h"
 #include "runtime-call.h"
 #include "session.h"
+#include "startup.h"
 #include "unaligned.h"
 
 /*
@@ -30,6 +32,8 @@ typedef struct ProxyWork {
         uint8_t message[DOTNET_IPC_MESSAGE_MAX];
         size_t message_size;
         RuntimeCall *call;
+        bool withhold_command_line; /* ProcessInfo under a grant of counters, not of info */
+        char info_denied[sizeof(((PolicyVerdict *)0)->reason)]; /* why info was refused */
         /* ProcessEnvironment: the block that follows the OK reply, and the names it returned */
         EnvReader env;
         AuditEnvNames env_names;
@@ -141,6 +145,38 @@ static bool proxy_info_is_of_target(ProxyWork *work, const DotnetIpcResponse *re
                info.pid == (uint64_t)target_ns_pid(work->request->target);
 }
 
+/*
+ * ProcessInfo's answer with an empty command line in place of the runtime's (which may carry
+ * secrets), the rest as the runtime sent it: the command line is the first string, after
+ * ProcessInfo3's version (u32), the pid (u64) and the cookie (16 bytes). The reply was decoded
+ * whole before (proxy_info_is_of_target()).
+ */
+static void proxy_queue_info_without_command_line(Request *req, DotnetIpcCommand command,
+                                                  const DotnetIpcResponse *reply) {
+        static const uint8_t empty[6] = { 1, 0, 0, 0, 0, 0 }; /* one UTF-16 unit: the NUL */
+        size_t at = (command == DOTNET_IPC_PROCESS_INFO3 ? 4 : 0) + 8 + 16, rest;
+        uint8_t payload[DOTNET_IPC_MESSAGE_MAX];
+        DotnetIpcResponse shown = { .ok = true, .payload = payload };
+        int r = -EBADMSG;
+
+        if (reply->payload_size >= at + 4 && reply->payload_size + 2 <= sizeof(payload)) {
+                rest = at + 4 + 2 * (size_t)unaligned_read_le32(reply->payload + at);
+                if (rest <= reply->payload_size) {
+                        memcpy(payload, reply->payload, at);
+                        memcpy(payload + at, empty, sizeof(empty));
+                        memcpy(payload + at + sizeof(empty), reply->payload + rest, reply->payload_size - rest);
+                        shown.payload_size = at + sizeof(empty) + reply->payload_size - rest;
+                        r = proxy_queue_ok(req, &shown);
+                }
+        }
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
+                return;
+        }
+        request_reply_done(req, req->verdict.rule_name,
+                           "the runtime answered ProcessInfo, relayed without its command line under a grant of counters");
+}
+
 static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         ProxyWork *work = userdata;
         Request *req = work->request;
@@ -171,6 +207,10 @@ static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcRespons
                 break;
         default:
                 break;
+        }
+        if (work->withhold_command_line) {
+                proxy_queue_info_without_command_line(req, work->command, reply);
+                return;
         }
         r = proxy_queue_ok(req, reply);
         if (r < 0) {
@@ -204,6 +244,82 @@ static void proxy_opened(Request *req) {
         decide(req, req->target, true, proxy_decided);
 }
 
+/* ---- ResumeRuntime ---- */
+
+/*
+ * dotnet-trace and dotnet-counters send ResumeRuntime after every session they start, whether
+ * the runtime waits or not. To a runtime that runs it changes nothing (the runtime ignores it),
+ * so it is answered OK without a grant of resume, and recorded as that no-op; the runtime is
+ * not asked. A runtime suspended at startup, or one the agent cannot tell, still needs the grant.
+ */
+static void proxy_resume_probed(Request *req, StartupState state) {
+        static const uint8_t hresult_ok[4] = {};
+        DotnetIpcResponse ok = { .ok = true, .payload = hresult_ok, .payload_size = sizeof(hresult_ok) };
+        int r;
+
+        if (state != STARTUP_STARTED) {
+                request_reply_error_hresult(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, DOTNET_IPC_HR_ACCESS_DENIED,
+                                            req->verdict.reason);
+                return;
+        }
+        r = proxy_queue_ok(req, &ok);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot queue the reply");
+                return;
+        }
+        request_reply_done(req, NULL, "the runtime is not suspended at startup: ResumeRuntime is a no-op, "
+                                      "answered OK without asking the runtime or a grant of resume");
+}
+
+static void proxy_resume_decided(Request *req) {
+        if (req->verdict.allowed) {
+                proxy_decided(req);
+                return;
+        }
+        req->audit.rule = req->verdict.rule_name;
+        startup_probe(req, proxy_resume_probed);
+}
+
+static void proxy_resume_opened(Request *req) {
+        decide(req, req->target, true, proxy_resume_decided);
+}
+
+/* ---- ProcessInfo ---- */
+
+/*
+ * dotnet-counters monitor asks ProcessInfo before its session (for the runtime's version). Under
+ * a grant of info it is relayed whole; else under a grant of counters it is relayed with the
+ * command line withheld, so that the tool works under the grant of its own command alone.
+ */
+static void proxy_info_counters_decided(Request *req) {
+        ProxyWork *work = req->work;
+
+        if (!req->verdict.allowed) {
+                req->audit.rule = NULL;
+                request_reply_error_hresult(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, DOTNET_IPC_HR_ACCESS_DENIED,
+                                            work->info_denied);
+                return;
+        }
+        work->withhold_command_line = true;
+        proxy_decided(req);
+}
+
+static void proxy_info_decided(Request *req) {
+        ProxyWork *work = req->work;
+
+        if (req->verdict.allowed) {
+                proxy_decided(req);
+                return;
+        }
+        snprintf(work->info_denied, sizeof(work->info_denied), "%s", req->verdict.reason);
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .dump_type = POLICY_DUMP_NONE };
+        decide(req, req->target, false, proxy_info_counters_decided);
+}
+
+static void proxy_info_opened(Request *req) {
+        decide(req, req->target, true, proxy_info_decided);
+}
+
 /* A command that is one call and one answer: ProcessInfo, environment, resume, perf maps, code injection. */
 static void proxy_start_call(Request *req, const WireMessage *m, const IpcRequest *ipc) {
         ProxyWork *work = calloc(1, sizeof(*work));
@@ -226,7 +342,19 @@ static void proxy_start_call(Request *req, const WireMessage *m, const IpcReques
                                             ipc_request_error_hresult(r), "the tool's request cannot be encoded");
                 return;
         }
-        commands_open_target(req, m, proxy_opened);
+        switch (ipc->command) {
+        case DOTNET_IPC_RESUME_RUNTIME:
+                commands_open_target(req, m, proxy_resume_opened);
+                break;
+        case DOTNET_IPC_PROCESS_INFO:
+        case DOTNET_IPC_PROCESS_INFO2:
+        case DOTNET_IPC_PROCESS_INFO3:
+                commands_open_target(req, m, proxy_info_opened);
+                break;
+        default:
+                commands_open_target(req, m, proxy_opened);
+                break;
+        }
 }
 
 static const char *proxy_decode_error(int r) {

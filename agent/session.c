@@ -990,20 +990,33 @@ void session_start_logs(Request *req, const WireMessage *m) {
         monitor_start(s, m, POLICY_COMMAND_LOGS, monitor_logs_config(l, category, &s->config));
 }
 
+/* How long a tool's stacks-shaped session may run: dotnet-stack and dotnet-gcdump stop theirs
+ * at the first samples, and a grant of stacks or gcdump is not one of a CPU profile. */
+#define SESSION_PROXY_SNAPSHOT_USEC (10 * USEC_PER_SEC)
+
 /*
- * A tool's CollectTracing (dsctl port): decided as trace on its providers and
- * buffer, run and relayed like any trace session. The runtime gets the bytes
+ * A tool's CollectTracing (dsctl port): decided as the command of its shape
+ * (ipc_request_tracing_shape(): counters, gcdump, stacks, else trace) on its
+ * providers and buffer, run and relayed like any trace session. The runtime gets the bytes
  * ipc_request_encode() makes of the decoded values; the tool is told an id of
  * the agent's own, never the runtime's.
  */
 void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         const PolicyAgentSettings *a = &req->policy->agent;
+        IpcTracingShape shape = ipc_request_tracing_shape(&ipc->tracing);
+        PolicyCommand command = ipc_request_tracing_shape_command(shape);
+        uint32_t buffer_asked_mb = ipc->tracing.buffer_mb;
         PolicyRequest ask;
-        Session *s = session_new(req, "trace");
+        Session *s = session_new(req, policy_command_to_string(command));
         int r;
 
         if (!s)
                 return;
+        req->audit.command = s->kind;
+        /* dotnet-gcdump asks for 1024 MB whatever the heap; the runtime's buffer is a bound, not an
+         * allocation, so its sessions get the agent's bound instead of a refusal */
+        if (command == POLICY_COMMAND_GCDUMP && ipc->tracing.buffer_mb > a->max_trace_buffer_mb)
+                ipc->tracing.buffer_mb = a->max_trace_buffer_mb;
         s->proxied = true;
         s->collect = malloc(DOTNET_IPC_MESSAGE_MAX);
         s->policy_providers = calloc(IPC_REQUEST_PROVIDERS_MAX, sizeof(PolicyProvider));
@@ -1032,16 +1045,21 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
                 return;
         }
         s->ipc_command = dotnet_ipc_command_lookup((uint8_t)(ipc->command >> 8), (uint8_t)ipc->command)->name;
-        if (asprintf(&s->ipc_options, "rundown keywords 0x%" PRIx64 ", stacks %s, format %s, event filters %zu",
+        if (asprintf(&s->ipc_options, "rundown keywords 0x%" PRIx64 ", stacks %s, format %s, event filters %zu, "
+                     "buffer asked %" PRIu32 " MB",
                      ipc->tracing.rundown_keyword, ipc->tracing.stackwalk ? "on" : "off",
                      ipc->tracing.format == DOTNET_IPC_FORMAT_NETTRACE ? "nettrace" : "netperf",
-                     ipc->tracing.n_filters) < 0) {
+                     ipc->tracing.n_filters, buffer_asked_mb) < 0) {
                 s->ipc_options = NULL;
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
         s->buffer_asked_mb = s->buffer_mb = ipc->tracing.buffer_mb;
         s->duration_limit_usec = a->max_session_duration_usec;
+        /* stacks and gcdump's type-table flush are a moment's samples: not a profile of their own */
+        if ((shape == IPC_TRACING_SHAPE_STACKS || shape == IPC_TRACING_SHAPE_GCDUMP_TYPES) &&
+            SESSION_PROXY_SNAPSHOT_USEC < s->duration_limit_usec)
+                s->duration_limit_usec = SESSION_PROXY_SNAPSHOT_USEC;
         s->size_limit = a->max_trace_size;
-        session_decide(s, m, POLICY_COMMAND_TRACE, ask.n_providers);
+        session_decide(s, m, command, ask.n_providers);
 }

@@ -208,6 +208,18 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "  --once               end after the first trace session or dump a tool takes\n",
                 OPT(OPT_ONCE) | OPT(OPT_PORT_PATH), 1, 1,
         },
+        [VERB_EXEC] = {
+                "exec", "PID -- COMMAND [ARGS...]",
+                "run a stock .NET tool that takes -p PID through a port of its own",
+                "Run COMMAND with TMPDIR set to a private directory of yours where the process's port\n"
+                "(as 'dsctl port' serves it) has the runtime's own socket name, dotnet-diagnostic-PID-1-socket,\n"
+                "so that tools that find a process by -p PID use it unchanged: dotnet-stack report -p PID,\n"
+                "dotnet-counters monitor -p PID, dotnet-gcdump collect -p PID, dotnet-dump collect -p PID,\n"
+                "dotnet-trace collect -p PID. The port lives as long as COMMAND, and dsctl exits with its\n"
+                "status (128+N when a signal N ended it). What the agent refuses is said on standard\n"
+                "error with its reason. Ctrl-C goes to COMMAND, which ends its sessions itself.\n",
+                0, 1, 1,
+        },
         [VERB_HELP] = {
                 "help", "[COMMAND]", "show this help, or a command's",
                 "Show the summary of all commands, or the help of COMMAND. Nothing is sent to the agent.\n",
@@ -711,6 +723,11 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
                 a->port_socket = g->value[OPT_PORT_PATH];
                 a->once = g->mask & OPT(OPT_ONCE);
         }
+        if (verb == VERB_EXEC && (!a->exec_argv || !a->exec_argv[0]))
+                return fail(ret_error, "dsctl: exec takes a command after '--', e.g. "
+                            "'exec 1234 -- dotnet-stack report -p 1234'");
+        if (verb == VERB_EXEC && a->unit)
+                return fail(ret_error, "dsctl: exec takes a process id: the tool names the process by -p PID");
         switch (verb) {
         case VERB_EXPLAIN: return check_explain(g, a, ret_error);
         case VERB_DUMP: return check_dump_type(g, a, ret_error);
@@ -731,13 +748,30 @@ static bool asks_for_json(int argc, char **argv) {
         return false;
 }
 
+/* exec's COMMAND is everything after the first "--", options included: dsctl reads only what comes before. */
+static int exec_split(int argc, char **argv, char ***ret_command) {
+        for (int i = 1; i < argc; i++)
+                if (strcmp(argv[i], "--") == 0) {
+                        *ret_command = argv + i + 1;
+                        return i;
+                }
+        *ret_command = NULL;
+        return argc;
+}
+
 int cli_parse(int argc, char **argv, Args *a, char **ret_error) {
         Given g = {};
-        int r;
+        char **command;
+        int r, before = exec_split(argc, argv, &command);
 
         *ret_error = NULL;
         a->json = asks_for_json(argc, argv);
-        r = read_command_line(argc, argv, &g, ret_error);
+        r = read_command_line(before, argv, &g, ret_error);
+        if (r == 0 && (g.n_positional == 0 || strcmp(g.positional[0], verbs[VERB_EXEC].name) != 0)) {
+                g = (Given){}; /* not exec: what follows "--" is dsctl's own arguments */
+                r = read_command_line(argc, argv, &g, ret_error);
+        } else if (r == 0)
+                a->exec_argv = command;
         if (r < 0)
                 return r;
         a->json = g.mask & OPT(OPT_JSON);

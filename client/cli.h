@@ -23,6 +23,7 @@ typedef enum Verb {
         VERB_LOGS,
         VERB_RESUME,
         VERB_PORT,
+        VERB_EXEC,
         VERB_HELP,
         _VERB_MAX,
         _VERB_NONE = -1, /* no command given (help and --version need none) */
@@ -61,6 +62,8 @@ typedef struct Args {
         /* port */
         const char *port_socket; /* NULL: the default place */
         bool once;
+        /* exec: the command and its arguments, argv's after "--", NULL-terminated */
+        char **exec_argv;
         /* trace, counters: how the stream is shown (output, kind, filters, watch) */
         SessionOptions session;
 } Args;

@@ -379,7 +379,8 @@ static const char *agent_socket_of(const Args *a) {
 
 static int run_port(const Args *a) {
         PortOptions o = { .agent_socket = agent_socket_of(a), .pid = a->pid, .unit = a->unit,
-                          .path = a->port_socket, .once = a->once, .quiet = a->quiet };
+                          .path = a->port_socket, .once = a->once, .quiet = a->quiet,
+                          .exec_argv = a->verb == VERB_EXEC ? a->exec_argv : NULL };
         return port_run(&o);
 }
 
@@ -389,7 +390,7 @@ static int run(Args *a) {
         const char *socket_path = agent_socket_of(a);
         int r;
 
-        if (a->verb == VERB_PORT)
+        if (a->verb == VERB_PORT || a->verb == VERB_EXEC)
                 return run_port(a);
         r = prepare_outputs(a, &outputs);
         if (r != 0)

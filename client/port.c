@@ -12,7 +12,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent-client.h"
@@ -146,8 +148,9 @@ static void answer_agent_error(ToolConnection *t, const WireMessage *m) {
         note(t->port, "%s: %s%s%s (HRESULT 0x%08x to the tool)", command_name(t), wire_error_to_string(error),
              message ? ": " : "", message ? message : "", hresult);
         if (error == WIRE_ERROR_DENIED && t->decoded && t->ipc.command == DOTNET_IPC_RESUME_RUNTIME)
-                note(t->port, "dotnet-trace sends ResumeRuntime after every CollectTracing; without a grant of "
-                     "'resume', run it with --resume-runtime:false");
+                note(t->port, "the runtime waits to be resumed, which needs a grant of 'resume'; dotnet-trace "
+                     "and dotnet-counters send ResumeRuntime after every session: to leave it waiting, run "
+                     "them with --resume-runtime:false");
         answer_error(t, hresult, message);
 }
 
@@ -465,6 +468,64 @@ static int default_path(const PortOptions *o, char **ret_path, char **ret_dir) {
         return 0;
 }
 
+/* dsctl exec: a new private directory, and in it the socket under the runtime's own name for the pid. */
+static int exec_path(const PortOptions *o, char **ret_path, char **ret_dir) {
+        const char *tmp = getenv("TMPDIR");
+        _cleanup_free_ char *dir = NULL;
+
+        if (asprintf(&dir, "%s/dsctl-exec-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp") < 0)
+                return -ENOMEM;
+        if (!mkdtemp(dir))
+                return -errno;
+        if (asprintf(ret_path, "%s/dotnet-diagnostic-%d-1-socket", dir, (int)o->pid) < 0) {
+                (void)rmdir(dir);
+                return -ENOMEM;
+        }
+        *ret_dir = TAKE_PTR(dir);
+        return 0;
+}
+
+/*
+ * Starts exec_argv with TMPDIR=@dir and no signal blocked (the port blocks the ones it reads).
+ * Return: 0 and a pidfd of it in *@ret_pidfd (and its pid), or a negative errno.
+ */
+static int exec_start(const PortOptions *o, const char *dir, pid_t *ret_pid, int *ret_pidfd) {
+        pid_t pid = fork();
+        int fd;
+
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                sigset_t none;
+
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                if (setenv("TMPDIR", dir, 1) == 0)
+                        execvp(o->exec_argv[0], o->exec_argv);
+                fprintf(stderr, "dsctl: exec: cannot run %s: %s\n", o->exec_argv[0], strerror(errno));
+                _exit(127);
+        }
+        fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd < 0) {
+                int r = -errno;
+                (void)kill(pid, SIGKILL);
+                (void)waitpid(pid, NULL, 0);
+                return r;
+        }
+        *ret_pid = pid;
+        *ret_pidfd = fd;
+        return 0;
+}
+
+/* The command's exit status as a shell gives it. */
+static int exec_status(pid_t pid) {
+        int status;
+
+        if (waitpid(pid, &status, 0) < 0)
+                return EXIT_ERROR;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 /* bind() makes the name, never replacing one, with the umask's mode: 0600. */
 static int listen_at(const char *path, int *ret_fd) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -552,21 +613,35 @@ static bool has_room(Port *p) {
         return room;
 }
 
-static int serve(Port *p, int listen_fd, int signal_fd) {
-        struct pollfd fds[3] = {
+/* A signal to dsctl exec: SIGINT is the command's (the terminal sent it there too), SIGTERM is passed on. */
+static void exec_on_signal(int signal_fd, pid_t child) {
+        struct signalfd_siginfo si;
+
+        if (read(signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si) && si.ssi_signo == SIGTERM)
+                (void)kill(child, SIGTERM);
+}
+
+/* Serves until a signal, or with exec until the command (@child, @child_fd) exits. */
+static int serve(Port *p, int listen_fd, int signal_fd, pid_t child, int child_fd) {
+        struct pollfd fds[4] = {
                 { .fd = listen_fd, .events = POLLIN },
                 { .fd = signal_fd, .events = POLLIN },
                 { .fd = p->wake_fd, .events = POLLIN },
+                { .fd = child_fd, .events = POLLIN }, /* -EBADF without exec: poll() skips it */
         };
 
         while (!should_end(p)) {
                 fds[0].events = has_room(p) ? POLLIN : 0; /* at the cap, new tools wait in the backlog */
-                if (poll(fds, 3, -1) < 0) {
+                if (poll(fds, 4, -1) < 0) {
                         if (errno == EINTR)
                                 continue;
                         return -errno;
                 }
-                if (fds[1].revents & POLLIN)
+                if (fds[3].revents & POLLIN)
+                        return 0;
+                if ((fds[1].revents & POLLIN) && child_fd >= 0)
+                        exec_on_signal(signal_fd, child);
+                else if (fds[1].revents & POLLIN)
                         return 0;
                 if (fds[2].revents & POLLIN) {
                         uint64_t n;
@@ -587,7 +662,12 @@ int port_run(const PortOptions *o) {
         sigset_t mask;
         int r;
 
-        if (o->path)
+        if (o->exec_argv && (r = exec_path(o, &path, &dir)) < 0) {
+                fprintf(stderr, "dsctl: exec: cannot make a private directory for the socket: %s\n", strerror(-r));
+                return EXIT_ERROR;
+        } else if (o->exec_argv)
+                ;
+        else if (o->path)
                 path = strdup(o->path);
         else if ((r = default_path(o, &path, &dir)) < 0) {
                 fprintf(stderr, "dsctl: port: cannot make a private directory for the socket: %s\n", strerror(-r));
@@ -618,6 +698,22 @@ int port_run(const PortOptions *o) {
                 (void)unlink(path);
                 return EXIT_ERROR;
         }
+        if (o->exec_argv) {
+                pid_t child = 0;
+                _cleanup_close_ int child_fd = -EBADF;
+
+                r = exec_start(o, dir, &child, &child_fd);
+                if (r < 0) {
+                        fprintf(stderr, "dsctl: exec: cannot start %s: %s\n", o->exec_argv[0], strerror(-r));
+                        r = EXIT_ERROR;
+                } else {
+                        (void)serve(&p, listen_fd, signal_fd, child, child_fd);
+                        r = exec_status(child);
+                }
+                (void)unlink(path);
+                (void)rmdir(dir); /* left when the command left files of its own there */
+                return r;
+        }
         printf("%s,connect\n", path);
         fflush(stdout);
         if (o->unit)
@@ -625,7 +721,7 @@ int port_run(const PortOptions *o) {
         else
                 note(&p, "serving process %d at %s; use --diagnostic-port %s,connect; Ctrl-C ends", (int)o->pid, path,
                      path);
-        r = serve(&p, listen_fd, signal_fd);
+        r = serve(&p, listen_fd, signal_fd, 0, -EBADF);
         (void)unlink(path);
         if (dir)
                 (void)rmdir(dir);

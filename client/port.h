@@ -17,6 +17,7 @@ typedef struct PortOptions {
         const char *path;         /* the port's socket; NULL: a default place (port_run()) */
         bool once;                /* end after the first trace session or dump */
         bool quiet;               /* no notes on standard error */
+        char *const *exec_argv;   /* dsctl exec: run this command against the port (port_run()) */
 } PortOptions;
 
 /**
@@ -30,6 +31,14 @@ typedef struct PortOptions {
  * caller's is closed before a byte is read. The socket (and a directory
  * made for it) is removed on the way out.
  *
- * Return: an exit status (exit-status.h); EXIT_OK after a signal.
+ * With exec_argv (dsctl exec, a pid target), the socket is instead
+ * dotnet-diagnostic-PID-1-socket, the name a runtime gives its own, in a new
+ * private directory in $TMPDIR (or /tmp), and nothing is printed on standard
+ * output: exec_argv runs with TMPDIR set to that directory, so tools find the
+ * port by -p PID. The port serves until it exits; SIGINT is left to it (the
+ * terminal sends it there too) and SIGTERM passed on to it.
+ *
+ * Return: an exit status (exit-status.h); EXIT_OK after a signal; with exec_argv, the
+ * command's exit status, 128+N when signal N ended it, 127 when it cannot be run.
  */
 int port_run(const PortOptions *o);

@@ -157,8 +157,8 @@ int ipc_request_encode(const IpcRequest *r, uint8_t *buf, size_t buf_size, size_
 /**
  * ipc_request_policy_command() - the policy command a request is decided as
  *
- * ProcessInfo 1-3: info; ProcessEnvironment: env; CollectTracing 1-5 and StopTracing: trace;
- * GenerateCoreDump 1-3: dump; ResumeRuntime: resume; EnablePerfMap, DisablePerfMap: perfmap;
+ * ProcessInfo 1-3: info; ProcessEnvironment: env; CollectTracing 1-5 and StopTracing: trace (a
+ * CollectTracing is then decided by its shape, see ipc_request_policy_request()); GenerateCoreDump 1-3: dump; ResumeRuntime: resume; EnablePerfMap, DisablePerfMap: perfmap;
  * SetEnvironmentVariable: setenv; ApplyStartupHook: startup-hook; AttachProfiler and
  * StartupProfiler: profiler (the last three run the requester's code in the target, see
  * policy_command_runs_code()).
@@ -176,12 +176,43 @@ PolicyCommand ipc_request_policy_command(DotnetIpcCommand command);
  */
 PolicyDumpType ipc_request_policy_dump_type(uint32_t dump_type);
 
+/*
+ * What a CollectTracing is, by its shape: the providers, keywords, levels, arguments and rundown
+ * a stock tool sends for it, so that the tool works under a grant of the dsctl command that does
+ * the same (docs/proxy.md).
+ */
+typedef enum IpcTracingShape {
+        IPC_TRACING_SHAPE_TRACE,        /* anything else */
+        /* dotnet-counters: providers with keywords 0, Informational at most, and only
+         * "EventCounterIntervalSec=SECONDS"; and maybe System.Diagnostics.Metrics with keywords 0x2
+         * and SessionId=ID;Metrics=METER[\INSTRUMENT],...[;RefreshInterval=SECONDS][;MaxTimeSeries=N]
+         * [;MaxHistograms=N][;ClientId=ID], each meter also one of the EventCounters providers; no rundown */
+        IPC_TRACING_SHAPE_COUNTERS,
+        /* dotnet-gcdump's heap session: Microsoft-Windows-DotNETRuntime alone, keywords 0x1980001
+         * (GC, Type, GCHeapDump, GCHeapCollect, GCHeapAndTypeNames), Verbose, no arguments */
+        IPC_TRACING_SHAPE_GCDUMP,
+        /* dotnet-gcdump's first session, which flushes the type table: the sample profiler alone,
+         * keywords 0xf00000000000, Informational, no arguments, no rundown */
+        IPC_TRACING_SHAPE_GCDUMP_TYPES,
+        /* dotnet-stack and dsctl stacks: the same as GCDUMP_TYPES, with a rundown to name the methods */
+        IPC_TRACING_SHAPE_STACKS,
+} IpcTracingShape;
+
+/* The shape of @t, one of IpcTracingShape (IPC_TRACING_SHAPE_TRACE when it has none other). */
+IpcTracingShape ipc_request_tracing_shape(const IpcRequestTracing *t);
+
+/* The policy command a shape is decided as: trace, counters, gcdump (both of gcdump's) or stacks. */
+PolicyCommand ipc_request_tracing_shape_command(IpcTracingShape shape);
+
 /**
  * ipc_request_policy_request() - what policy_check() is to decide for @r
  * @providers: room for @n_providers PolicyProvider entries; IPC_REQUEST_PROVIDERS_MAX always suffices
  *
  * Sets the command, the dump type for dumps, and for CollectTracing the providers (names
- * pointing into @r, which must outlive *@ret) and the buffer. A provider has arguments only
+ * pointing into @r, which must outlive *@ret) and the buffer. A CollectTracing is decided as
+ * the command of its shape (ipc_request_tracing_shape()): trace and counters with their
+ * providers (counters: the EventCounters providers, not System.Diagnostics.Metrics), gcdump and
+ * stacks with none, as dsctl's own are decided. A provider has arguments only
  * when they are non-empty: the .NET client sends "" for none. No trace profile and no
  * duration: the protocol has neither, so the agent enforces the rule's max_duration itself.
  *

@@ -4,7 +4,8 @@
 # The .NET SDK is not a Debian package; it must already be on PATH (it is on
 # the project's machines). The tests use it to build their target app and
 # their .NET tools (tests/tools/*/build.sh), and to install the stock
-# dotnet-trace (tests/tools/dotnet-trace/install.sh); those fetch their
+# dotnet-counters, -dump, -gcdump, -stack and -trace
+# (tests/tools/dotnet-tools/install.sh); those fetch their
 # packages from NuGet themselves, into $DSAGENT_TEST_CACHE or
 # /var/cache/dsagent-tests.
 set -euo pipefail

@@ -79,13 +79,22 @@ static void check_accepted(const IpcRequest *req, const uint8_t *msg, size_t len
         fuzz_assert(dotnet_ipc_command_lookup(msg[16], msg[17]) != NULL);
         fuzz_assert(command != _POLICY_COMMAND_INVALID);
         fuzz_assert(ipc_request_policy_request(req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
-        fuzz_assert(q.command == command);
+        if (req->command >= DOTNET_IPC_COLLECT_TRACING && req->command <= DOTNET_IPC_COLLECT_TRACING5)
+                fuzz_assert(q.command == ipc_request_tracing_shape_command(ipc_request_tracing_shape(&req->tracing)));
+        else
+                fuzz_assert(q.command == command);
         if (command == POLICY_COMMAND_DUMP) {
                 fuzz_assert(q.dump_type != _POLICY_DUMP_INVALID && q.dump_type != POLICY_DUMP_NONE);
                 fuzz_assert(string_ok(req->dump.path, IPC_REQUEST_STRING_MAX, true));
         }
         if (req->command >= DOTNET_IPC_COLLECT_TRACING && req->command <= DOTNET_IPC_COLLECT_TRACING5) {
-                fuzz_assert(q.n_providers == req->tracing.config.n_providers);
+                /* trace: every provider decided; counters: all but System.Diagnostics.Metrics; else none */
+                if (q.command == POLICY_COMMAND_TRACE)
+                        fuzz_assert(q.n_providers == req->tracing.config.n_providers);
+                else if (q.command == POLICY_COMMAND_COUNTERS)
+                        fuzz_assert(q.n_providers > 0 && q.n_providers + 1 >= req->tracing.config.n_providers);
+                else
+                        fuzz_assert(q.n_providers == 0);
                 check_tracing(req, msg, len, buf);
         } else
                 fuzz_assert(q.n_providers == 0 && req->tracing.config.providers == NULL);

@@ -343,6 +343,20 @@ def ipc_request():
         2, provider("System.Runtime", 0, 4, "EventCounterIntervalSec=5"), rundown=False))
     # dotnet-gcdump's heap session (Drop mode: the client's fallback from CollectTracing6)
     write(t, "collect-tracing2-gcdump", R_EXACT + collect_tracing(2, provider(CLR, 0x1980001, 5), mb=1024))
+    # the shapes decided as counters, gcdump and stacks (ipc_request_tracing_shape()), as 10.0.750501 sends them
+    write(t, "collect-tracing2-dotnet-counters", R_EXACT + collect_tracing(
+        2, provider("System.Runtime", 0, 4, "EventCounterIntervalSec=1"),
+        provider("Microsoft.AspNetCore.Hosting", 0, 4, "EventCounterIntervalSec=3"),
+        provider("System.Diagnostics.Metrics", 0x2, 4, metrics.replace(
+            "Metrics=System.Runtime", "Metrics=System.Runtime,Microsoft.AspNetCore.Hosting\\http.server")),
+        rundown=False))
+    write(t, "collect-tracing2-counters-monitor", R_EXACT + collect_tracing(
+        2, provider("System.Runtime", 0, 4, "EventCounterIntervalSec=1"),
+        provider("System.Diagnostics.Metrics", 0x2, 4, "SessionId=SHARED;Metrics=System.Runtime;RefreshInterval=1"),
+        rundown=False))
+    write(t, "collect-tracing2-gcdump-types", R_EXACT + collect_tracing(2, provider(SAMPLER, 0xF00000000000, 4),
+                                                                          mb=1024, rundown=False))
+    write(t, "collect-tracing2-dotnet-stack", R_EXACT + collect_tracing(2, provider(SAMPLER, 0xF00000000000, 4)))
     write(t, "collect-tracing1-netperf", R_EXACT + collect_tracing(1, provider(CLR, 0x1, 4, None), mb=16, fmt=0))
     write(t, "collect-tracing3-no-stacks", R_CUT + collect_tracing(
         3, provider(CLR, 0x1, 4), rundown=False, stackwalk=False))

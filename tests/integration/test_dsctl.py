@@ -573,7 +573,7 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
 
     assert complete("du") == ["dump", "dumps"]
     assert complete("help", "") == sorted(["ps", "info", "env", "explain", "dump", "dumps", "trace", "counters", "stacks",
-                                           "exceptions", "logs", "resume", "port", "help"])
+                                           "exceptions", "logs", "resume", "port", "exec", "help"])
     assert complete("res") == ["resume"] and complete("resume", "1", "--") == sorted(
         ["--socket", "--agent-socket", "--json", "--quiet", "--help", "--version"])
     assert complete("stacks", "1", "--format", "") == ["json", "speedscope", "text"]

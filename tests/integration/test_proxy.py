@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """dsctl port: stock .NET tools through the agent, each IPC command decided, recorded and re-encoded.
 
-The tools are the real ones, pinned: dotnet-trace 10.0.750501 (tests/tools/dotnet-trace/install.sh) and
+The tools are the real ones, pinned: dotnet-counters, -dump, -gcdump, -stack and -trace 10.0.750501
+(tests/tools/dotnet-tools/install.sh), and
 a program on Microsoft.Diagnostics.NETCore.Client 0.2.750501 (tests/tools/ipc-client). The files they
 write are read by TraceEvent (tests/tools/traceevent-check). Hostile clients are written by hand
 (port_client.py), as the caller and as other users. All against the real agent and the real runtime.
@@ -23,7 +24,8 @@ import time
 
 import harness
 from harness import (ALICE, DSAGENT, DSCTL, HERE, MALLORY, PYTHON, SOURCE, SVC, AcceptWatch, Agent, Process,
-                     Target, as_user, make_dir, place_in_unit, run_tests, test, tool, traceevent, uid_of, wait_for)
+                     Target, as_user, make_dir, place_in_unit, printed, run_tests, test, tool, traceevent, uid_of,
+                     wait_for)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
@@ -49,15 +51,16 @@ dump_types = ["mini", "heap", "triage", "full"]
 trace_providers = ["{PROVIDER}", "Microsoft-Windows-DotNETRuntime", "Microsoft-DotNETCore-SampleProfiler"]
 """
 
-# The same user and target, a rule that lets her see the process and use none of the proxied commands.
+# The same user and target, a rule that lets her see the process and use none of the proxied commands
+# (not counters, under which ProcessInfo is answered without the command line).
 LACKING = f"""
 [agent]
 dump_dir = "@DUMP_DIR@"
 
 [[rule]]
-name = "alice-counters-only"
+name = "alice-gcdump-only"
 users = ["{ALICE}"]
-commands = ["counters"]
+commands = ["gcdump"]
 targets.users = ["{SVC}"]
 """
 
@@ -560,7 +563,9 @@ def each_command_the_rule_lacks_is_refused_with_access_denied():
         assert not os.path.exists(path), "a refused dump left a file"
     assert_denied(ipc_client(ALICE, "trace", port.value, "1", os.path.join(mine, "t.nettrace"), MARKERS), "trace")
     assert not os.path.exists(os.path.join(mine, "t.nettrace"))
-    assert_denied(ipc_client(ALICE, "resume", port.value), "resume")
+    # ResumeRuntime to a runtime that runs is a no-op, answered OK without a grant, the runtime not asked
+    status, out, _ = ipc_client(ALICE, "resume", port.value)
+    assert status == 0, out
     assert_denied(ipc_client(ALICE, "perfmap", port.value, "on"), "perfmap")
     r = dotnet_trace(ALICE, port.value, os.path.join(mine, "dt.nettrace"), "--providers", MARKERS,
                      "--duration", "00:00:00:01")
@@ -571,9 +576,12 @@ def each_command_the_rule_lacks_is_refused_with_access_denied():
     denied = [r for r in agent.records() if r["DSAGENT_DECISION"] == "denied"]
     assert [r["DSAGENT_IPC_COMMAND"] for r in denied] == [
         "ProcessInfo3", "ProcessEnvironment", "GenerateCoreDump3", "GenerateCoreDump3", "CollectTracing2",
-        "ResumeRuntime", "EnablePerfMap", "CollectTracing2"], denied
-    assert [r["DSAGENT_COMMAND"] for r in denied] == ["info", "env", "dump", "dump", "trace", "resume", "perfmap",
+        "EnablePerfMap", "CollectTracing2"], denied
+    assert [r["DSAGENT_COMMAND"] for r in denied] == ["info", "env", "dump", "dump", "trace", "perfmap",
                                                       "trace"], denied
+    resumes = proxy_records(agent, DSAGENT_IPC_COMMAND="ResumeRuntime")
+    assert resumes and all(r["DSAGENT_DECISION"] == "allowed" for r in resumes), resumes
+    assert all("no-op" in r["DSAGENT_REASON"] for r in resumes), resumes
 
 
 @test
@@ -621,6 +629,333 @@ def once_ends_the_port_after_the_first_session():
     assert port.wait(30) == 0, port.errors()
     assert not os.path.exists(port.path)
     assert_markers(out)
+
+
+# --- the five stock tools, each under a grant of its own command alone ---
+
+
+def granting(*commands, extra=""):
+    """A policy whose one rule grants alice @commands on dst-svc's processes, and nothing else."""
+    listed = ", ".join(f'"{c}"' for c in commands)
+    return f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+
+[[rule]]
+name = "alice-tool"
+users = ["{ALICE}"]
+commands = [{listed}]
+targets.users = ["{SVC}"]
+{extra}
+"""
+
+
+def stock(name):
+    """The stock tool @name 10.0.750501, installed from NuGet with the others (tests/tools/dotnet-tools)."""
+    return os.path.join(tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), name)
+
+
+def run_stock(user, name, *args, env=(), timeout=180):
+    """The stock tool @name as @user (a clean environment, and @env): its status and everything it printed."""
+    r = subprocess.run(as_user(user, ["env", *env, stock(name), *args]), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    return r.returncode, r.stdout
+
+
+def runtime_named_port(agent, user, target):
+    """dsctl port serving @target under the runtime's own socket name in a private $TMPDIR of @user's, where
+    the tools that take only -p PID look (dotnet-stack 10 has no --diagnostic-port): that TMPDIR."""
+    tmpdir = make_dir(user, 0o700)
+    Port(agent, user, target.pid, "--socket", os.path.join(tmpdir, f"dotnet-diagnostic-{target.pid}-1-socket"))
+    return tmpdir
+
+
+def gcdump_objects(path):
+    """The heap's object count, as `dotnet-gcdump report` reads it in the .gcdump at @path."""
+    status, out = run_stock("root", "dotnet-gcdump", "report", path, timeout=120)
+    assert status == 0, out
+    for line in out.splitlines():
+        if line.strip().endswith("GC Heap objects"):
+            return int(line.split()[0].replace(",", ""))
+    raise AssertionError(f"no object count in the report of {path}: {out}")
+
+
+@test
+def dotnet_counters_collects_under_a_counters_grant_alone():
+    target = marker_target()
+    agent = Agent(policy=granting("counters"))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    out = os.path.join(mine, "counters.csv")
+    status, said = run_stock(ALICE, "dotnet-counters", "collect", "--diagnostic-port", port.value, "-o", out,
+                                "--duration", "00:00:00:04")
+    assert status == 0, said
+    rows = open(out).read()
+    assert ",System.Runtime,dotnet.gc." in rows, rows[:2000]
+    session = proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")
+    assert [(r["DSAGENT_COMMAND"], r["DSAGENT_DECISION"]) for r in session] == [("counters", "allowed")], session
+    start, = trace_start_records(agent)
+    assert "EventCounterIntervalSec=1" in start["DSAGENT_PROVIDERS"] and "SessionId=" in start["DSAGENT_PROVIDERS"]
+    # its ResumeRuntime after the session: a no-op to a runtime that runs, without a grant of resume
+    resume, = proxy_records(agent, DSAGENT_IPC_COMMAND="ResumeRuntime")
+    assert resume["DSAGENT_DECISION"] == "allowed" and "no-op" in resume["DSAGENT_REASON"], resume
+
+    # monitor asks ProcessInfo first (the runtime's version): under counters alone, without the command line
+    monitor = Process(as_user(ALICE, [stock("dotnet-counters"), "monitor", "--diagnostic-port", port.value]))
+    wait_for(lambda: len(trace_start_records(agent)) == 2, what="monitor's session")
+    time.sleep(3)
+    os.killpg(monitor.proc.pid, signal.SIGINT)
+    monitor.proc.wait(timeout=60)
+    shown = monitor.proc.stdout.read()
+    assert "[System.Runtime]" in shown and "dotnet.gc" in shown, shown[-2000:]
+    assert proxy_records(agent, DSAGENT_DECISION="denied") == []
+    info, = proxy_records(agent, DSAGENT_IPC_COMMAND="ProcessInfo3")
+    assert info["DSAGENT_DECISION"] == "allowed" and "without its command line" in info["DSAGENT_REASON"], info
+    status, shown, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0 and shown["ProcessId"] == target.ns_pid and shown["CommandLine"] == "", shown
+    assert shown["ManagedEntrypointAssemblyName"] == "DsTestTarget", shown
+
+    # a provider counter_providers does not name (the default: System.Runtime alone) is refused as counters
+    status, said = run_stock(ALICE, "dotnet-counters", "collect", "--diagnostic-port", port.value, "-o", out,
+                                "--counters", "System.Runtime,Microsoft.AspNetCore.Hosting",
+                                "--duration", "00:00:00:02")
+    denied, = proxy_records(agent, DSAGENT_DECISION="denied", DSAGENT_IPC_COMMAND="CollectTracing2")
+    assert status != 0 and denied["DSAGENT_COMMAND"] == "counters", (said, denied)
+    assert "Microsoft.AspNetCore.Hosting" in denied["DSAGENT_REASON"], denied
+
+
+@test
+def dotnet_counters_is_refused_under_a_rule_without_counters():
+    target = marker_target()
+    # trace with System.Runtime allowed is not counters: the arguments make it counters' shape, and no trace rule
+    # allows provider arguments
+    agent = Agent(policy=granting("trace", "resume", extra='trace_providers = ["System.Runtime", '
+                                                            '"System.Diagnostics.Metrics"]'))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    watch = AcceptWatch(target.pid)
+    status, said = run_stock(ALICE, "dotnet-counters", "collect", "--diagnostic-port", port.value, "-o",
+                                os.path.join(mine, "c.csv"), "--duration", "00:00:00:02")
+    denied = proxy_records(agent, DSAGENT_DECISION="denied")
+    assert status != 0 and [r["DSAGENT_COMMAND"] for r in denied] == ["counters"], (said, denied)
+    assert watch.accepts() == 0, "a refused session reached the runtime"
+    # nor is ProcessInfo answered, under neither info nor counters
+    status, out, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 1 and E_ACCESSDENIED in json.dumps(out).lower(), out
+    assert watch.accepts() == 0
+
+
+@test
+def dotnet_gcdump_collects_a_complete_heap_under_a_gcdump_grant_with_default_settings():
+    target = Target(SVC)  # quiet: nothing allocates between the two collections
+    # the agent's settings as shipped: max_trace_buffer_mb 256, while dotnet-gcdump asks for 1024 MB
+    agent = Agent(policy=granting("gcdump"))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    through = os.path.join(mine, "through.gcdump")
+    status, said = run_stock(ALICE, "dotnet-gcdump", "collect", "--diagnostic-port", port.value, "-o", through)
+    assert status == 0 and os.path.exists(through), said
+    sessions = proxy_records(agent, DSAGENT_COMMAND="gcdump", DSAGENT_DECISION="allowed")
+    # the type-table flush, then the heap: both as gcdump, and the heap's buffer the agent's bound
+    assert len(sessions) == 2, agent.records()
+    starts = trace_start_records(agent)
+    assert any("0x1980001:5" in r["DSAGENT_PROVIDERS"] for r in starts), starts
+    assert all(r.get("DSAGENT_BUFFER_MB", "256") == "256" for r in starts), starts
+    assert proxy_records(agent, DSAGENT_DECISION="denied") == []
+
+    # complete: the same objects as dotnet-gcdump's own collection of the same process, straight from its socket.
+    # The first collections of a process change its heap (the runtime's EventSource machinery is set up then),
+    # so the heap is taken as settled when direct collections before and after the one through the agent agree.
+    def direct():
+        path = os.path.join(make_dir(None, 0o755), "direct.gcdump")
+        status, said = run_stock("root", "dotnet-gcdump", "collect", "-p", str(target.pid), "-o", path,
+                                 env=[f"TMPDIR={target.tmpdir}"])
+        assert status == 0, said
+        return gcdump_objects(path)
+
+    seen = []
+    for attempt in range(4):
+        before = direct()
+        status, said = run_stock(ALICE, "dotnet-gcdump", "collect", "--diagnostic-port", port.value, "-o",
+                                 os.path.join(mine, f"through-{attempt}.gcdump"))
+        assert status == 0, said
+        seen.append((before, gcdump_objects(os.path.join(mine, f"through-{attempt}.gcdump")), direct()))
+        if seen[-1][0] == seen[-1][2]:
+            break
+    before, agents, after = seen[-1]
+    assert before == after and agents == before and before > 1000, seen
+
+
+@test
+def dotnet_gcdump_is_refused_under_a_rule_without_gcdump():
+    target = Target(SVC)
+    agent = Agent(policy=granting("trace", "stacks", extra='trace_providers = ["Microsoft-Windows-DotNETRuntime", '
+                                                           '"Microsoft-DotNETCore-SampleProfiler"]'))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    out = os.path.join(mine, "refused.gcdump")
+    status, said = run_stock(ALICE, "dotnet-gcdump", "collect", "--diagnostic-port", port.value, "-o", out)
+    assert status != 0 and not os.path.exists(out), said
+    denied = proxy_records(agent, DSAGENT_DECISION="denied")
+    assert denied and all(r["DSAGENT_COMMAND"] == "gcdump" for r in denied), denied
+    assert trace_start_records(agent) == []
+
+
+@test
+def dotnet_stack_reports_under_a_stacks_grant_alone():
+    target = marker_target()
+    agent = Agent(policy=granting("stacks"))
+    tmpdir = runtime_named_port(agent, ALICE, target)
+    status, said = run_stock(ALICE, "dotnet-stack", "report", "-p", str(target.pid), env=[f"TMPDIR={tmpdir}"])
+    assert status == 0 and "Thread (0x" in said and "System.Private.CoreLib!" in said, said
+    session, = proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")
+    assert (session["DSAGENT_COMMAND"], session["DSAGENT_DECISION"]) == ("stacks", "allowed"), session
+
+
+@test
+def a_stacks_grant_is_no_cpu_profile():
+    target = marker_target()
+    agent = Agent(policy=granting("stacks"))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    # dotnet-trace asking for what dotnet-stack asks, for a minute: a stacks session, which the agent ends at 10 s
+    started = time.monotonic()
+    r = dotnet_trace(ALICE, port.value, os.path.join(mine, "samples.nettrace"), "--providers",
+                     "Microsoft-DotNETCore-SampleProfiler:0xF00000000000:4", "--duration", "00:00:01:00")
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    assert time.monotonic() - started < 45, "the session ran as long as asked"
+    end, = agent.records(message_id=SESSION_END_ID)
+    assert end["DSAGENT_SESSION_KIND"] == "stacks" and end["DSAGENT_SESSION_END"] == "duration-limit", end
+
+
+@test
+def dotnet_stack_is_refused_under_a_rule_without_stacks():
+    target = marker_target()
+    agent = Agent(policy=granting("gcdump", "counters"))
+    tmpdir = runtime_named_port(agent, ALICE, target)
+    status, said = run_stock(ALICE, "dotnet-stack", "report", "-p", str(target.pid), env=[f"TMPDIR={tmpdir}"])
+    assert status != 0 and "Thread (0x" not in said, said
+    denied = proxy_records(agent, DSAGENT_DECISION="denied")
+    assert [r["DSAGENT_COMMAND"] for r in denied] == ["stacks"], denied
+
+
+@test
+def dotnet_trace_collects_under_a_trace_grant_without_resume():
+    target = marker_target()
+    agent = Agent(policy=granting("trace", extra=f'trace_providers = ["{PROVIDER}"]'))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    out = os.path.join(mine, "no-resume.nettrace")
+    r = dotnet_trace(ALICE, port.value, out, "--providers", MARKERS, "--duration", "00:00:00:02")
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    assert_markers(out)
+    resume, = proxy_records(agent, DSAGENT_IPC_COMMAND="ResumeRuntime")
+    assert resume["DSAGENT_DECISION"] == "allowed" and resume["DSAGENT_COMMAND"] == "resume", resume
+    assert "no-op" in resume["DSAGENT_REASON"] and "DSAGENT_RULE" not in resume, resume
+
+    # under a rule without trace it is refused
+    agent.write_policy(granting("counters", "resume"))
+    agent.reload()
+    out = os.path.join(mine, "refused.nettrace")
+    r = dotnet_trace(ALICE, port.value, out, "--providers", MARKERS, "--duration", "00:00:00:01")
+    assert r.returncode != 0 and E_ACCESSDENIED in r.stdout.lower(), r.stdout
+    denied, = proxy_records(agent, DSAGENT_DECISION="denied")
+    assert denied["DSAGENT_COMMAND"] == "trace", denied
+
+
+@test
+def resuming_a_suspended_runtime_through_the_port_still_needs_resume():
+    target = Target(SVC, environment={"DOTNET_DefaultDiagnosticPortSuspend": "1"}, wait_ready=False)
+    agent = Agent(policy=granting("info"))
+    port = Port(agent, ALICE, target.pid)
+    got = raw(ALICE, port.path, ipc_message(0x04, 0x01))
+    assert ipc_error_hresult(got["reply"]) == int(E_ACCESSDENIED, 16), got
+    denied, = proxy_records(agent, DSAGENT_IPC_COMMAND="ResumeRuntime")
+    assert denied["DSAGENT_DECISION"] == "denied", denied
+    time.sleep(1)
+    assert printed(target) == "", "the runtime was resumed without a grant of resume"
+
+    agent.write_policy(granting("info", "resume"))
+    agent.reload()
+    got = raw(ALICE, port.path, ipc_message(0x04, 0x01))
+    assert got["reply"][16:18] == b"\xff\x00", got
+    target.process.read_line("ready")
+
+
+@test
+def dotnet_dump_collects_under_a_dump_grant_alone():
+    target = marker_target()
+    agent = Agent(policy=granting("dump", extra='dump_types = ["mini"]'))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    out = os.path.join(mine, "app.dmp")
+    status, said = run_stock(ALICE, "dotnet-dump", "collect", "--diagnostic-port", port.value, "--type", "Mini",
+                                "-o", out, timeout=300)
+    assert status == 0 and "Complete" in said, said
+    assert os.stat(out).st_uid == uid_of(ALICE) and open(out, "rb").read(4) == b"\x7fELF", out
+    record, = proxy_records(agent, DSAGENT_COMMAND="dump")
+    assert record["DSAGENT_DECISION"] == "allowed", record
+
+    # a rule without dump: refused, and no file
+    agent.write_policy(granting("info", "counters", "gcdump", "stacks"))
+    agent.reload()
+    refused = os.path.join(mine, "refused.dmp")
+    status, said = run_stock(ALICE, "dotnet-dump", "collect", "--diagnostic-port", port.value, "--type", "Mini",
+                                "-o", refused, timeout=300)
+    assert status != 0 and not os.path.exists(refused), said
+    denied, = proxy_records(agent, DSAGENT_DECISION="denied")
+    assert denied["DSAGENT_COMMAND"] == "dump", denied
+
+
+# --- dsctl exec: tools that find a process by -p PID ---
+
+
+def dsctl_exec(agent, user, pid, *command, timeout=240):
+    """`dsctl exec PID -- COMMAND...` as @user: its status, standard output and standard error."""
+    r = subprocess.run(as_user(user, [DSCTL, "--agent-socket", agent.socket, "exec", str(pid), "--", *command]),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+@test
+def dsctl_exec_serves_tools_by_their_pid_under_the_grant_of_their_command():
+    target = marker_target()
+    agent = Agent(policy=granting("stacks", "gcdump", "counters"))
+    mine = make_dir(ALICE, 0o755)
+
+    # dotnet-stack 10 has no --diagnostic-port: -p PID finds the port in the TMPDIR exec gives it
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-stack"), "report", "-p", str(target.pid))
+    assert status == 0 and "Thread (0x" in out and "System.Private.CoreLib!" in out, (status, out, err)
+    out_gcdump = os.path.join(mine, "exec.gcdump")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-gcdump"), "collect", "-p",
+                                  str(target.pid), "-o", out_gcdump)
+    assert status == 0 and gcdump_objects(out_gcdump) > 100, (status, out, err)
+    csv = os.path.join(mine, "exec.csv")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-counters"), "collect", "-p",
+                                  str(target.pid), "-o", csv, "--duration", "00:00:00:03")
+    assert status == 0 and ",System.Runtime,dotnet." in open(csv).read(), (status, out, err)
+    commands = [r["DSAGENT_COMMAND"] for r in proxy_records(agent, DSAGENT_DECISION="allowed")
+                if r.get("DSAGENT_IPC_COMMAND", "").startswith("CollectTracing")]
+    assert commands == ["stacks", "gcdump", "gcdump", "counters"], commands
+
+    # the command's status is dsctl's; the port and its private directory end with it
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, "sh", "-c",
+                                  'echo "$TMPDIR"; ls "$TMPDIR"; exit 7')
+    tmpdir, name = out.split()
+    assert status == 7 and name == f"dotnet-diagnostic-{target.pid}-1-socket", (status, out, err)
+    assert not os.path.exists(tmpdir), "the private directory outlived the command"
+
+
+@test
+def dsctl_exec_says_why_the_agent_refused():
+    target = marker_target()
+    agent = Agent(policy=granting("gcdump"))
+    watch = AcceptWatch(target.pid)
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-stack"), "report", "-p", str(target.pid))
+    assert status != 0 and "Thread (0x" not in out, (status, out, err)
+    assert "no rule grants you 'stacks'" in err, err
+    assert watch.accepts() == 0
 
 
 # --- hostile clients ---

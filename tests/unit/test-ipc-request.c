@@ -968,6 +968,115 @@ static void test_encode_rules(void) {
         check(ipc_request_policy_request(&req, NULL, 0, &(PolicyRequest){}) == -EINVAL);
 }
 
+/* A CollectTracing of @n providers, to be classified by its shape (nothing is encoded). */
+static IpcRequestTracing shaped(EventPipeProvider *p, size_t n, uint64_t rundown_keyword) {
+        return (IpcRequestTracing){ .buffer_mb = 256, .format = DOTNET_IPC_FORMAT_NETTRACE,
+                                    .rundown_keyword = rundown_keyword, .stackwalk = true,
+                                    .config = { .providers = p, .n_providers = n, .rundown = rundown_keyword != 0 } };
+}
+
+#define COUNTERS_METRICS "SessionId=9fc49c65-592a-4916-bad1-3ff9d2b28cce;Metrics=System.Runtime,Foo.Bar;" \
+        "RefreshInterval=1;MaxTimeSeries=1000;MaxHistograms=10;ClientId=a0748ade-29a3-490d-9f8f-8a291271d8e2"
+
+static IpcTracingShape counters_shape(const char *runtime_args, uint64_t keywords, uint32_t level,
+                                      const char *metrics_args, uint64_t rundown) {
+        EventPipeProvider p[] = {
+                { (char *)"System.Runtime", keywords, level, (char *)runtime_args },
+                { (char *)"Foo.Bar", 0, 4, (char *)"EventCounterIntervalSec=1" },
+                { (char *)"System.Diagnostics.Metrics", 0x2, 4, (char *)metrics_args },
+        };
+        IpcRequestTracing t = shaped(p, metrics_args ? 3 : 2, rundown);
+
+        return ipc_request_tracing_shape(&t);
+}
+
+/* What each stock tool sends (recorded from 10.0.750501) is decided as its dsctl command; a step off the shape is trace. */
+static void test_tracing_shapes(void) {
+        EventPipeProvider gc[] = { { (char *)CLR, 0x1980001, 5, (char *)"" } };
+        EventPipeProvider sampler[] = { { (char *)SAMPLER, 0xF00000000000ULL, 4, (char *)"" } };
+        EventPipeProvider trace[] = { { (char *)CLR, 0x100003801dULL, 4, (char *)"" },
+                                      { (char *)SAMPLER, 0xF00000000000ULL, 4, (char *)"" } };
+        EventPipeProvider p[3];
+        PolicyProvider providers[IPC_REQUEST_PROVIDERS_MAX];
+        IpcRequest req = { .command = DOTNET_IPC_COLLECT_TRACING2 };
+        IpcRequestTracing t;
+        PolicyRequest q;
+
+        /* dotnet-counters collect and monitor (SessionId=SHARED), with a refresh interval and an instrument */
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, COUNTERS_METRICS, 0) == IPC_TRACING_SHAPE_COUNTERS);
+        check(counters_shape("EventCounterIntervalSec=2.5", 0, 4,
+                             "SessionId=SHARED;Metrics=System.Runtime\\dotnet.gc.pause.time;RefreshInterval=2.5",
+                             0) == IPC_TRACING_SHAPE_COUNTERS);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, NULL, 0) == IPC_TRACING_SHAPE_COUNTERS);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=x;Metrics=", 0) == IPC_TRACING_SHAPE_COUNTERS);
+        /* off the shape: other arguments, keywords, a higher level, a rundown, a meter not also asked for */
+        check(counters_shape("EventCounterIntervalSec=1;Key=Value", 0, 4, NULL, 0) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=", 0, 4, NULL, 0) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1e3", 0, 4, NULL, 0) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0x1, 4, NULL, 0) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 5, NULL, 0) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, NULL, 1) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=x;Metrics=Other.Meter", 0) ==
+              IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "Metrics=System.Runtime", 0) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=x;Metrics=System.Runtime;SessionId=y", 0) ==
+              IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=x;Metrics=System.Runtime;", 0) ==
+              IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=x;Metrics=System.Runtime;Filter=*", 0) ==
+              IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=x;Metrics=System.Runtime;MaxTimeSeries=1000000",
+                             0) == IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=a b;Metrics=System.Runtime", 0) ==
+              IPC_TRACING_SHAPE_TRACE);
+        check(counters_shape("EventCounterIntervalSec=1", 0, 4, "SessionId=x;Metrics=System.Runtime\\", 0) ==
+              IPC_TRACING_SHAPE_TRACE);
+        /* the Metrics provider alone is not counters: its meters are decided through the EventCounters names */
+        p[0] = (EventPipeProvider){ (char *)"System.Diagnostics.Metrics", 0x2, 4, (char *)"SessionId=x;Metrics=" };
+        t = shaped(p, 1, 0);
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_TRACE);
+
+        /* dotnet-gcdump: the heap session, and the type-table flush before it */
+        t = shaped(gc, 1, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_GCDUMP);
+        gc[0].keywords |= 0x8000; /* exceptions besides: a trace */
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_TRACE);
+        gc[0].keywords = 0x1980001;
+        gc[0].level = 4;
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_TRACE);
+        gc[0].level = 5;
+        gc[0].arguments = (char *)"Key=Value";
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_TRACE);
+        gc[0].arguments = (char *)"";
+        t = shaped(sampler, 1, 0);
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_GCDUMP_TYPES);
+        /* dotnet-stack: the same with a rundown */
+        t = shaped(sampler, 1, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_STACKS);
+        /* dotnet-trace's default: trace */
+        t = shaped(trace, 2, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
+        check(ipc_request_tracing_shape(&t) == IPC_TRACING_SHAPE_TRACE);
+        check(ipc_request_tracing_shape_command(IPC_TRACING_SHAPE_GCDUMP_TYPES) == POLICY_COMMAND_GCDUMP);
+
+        /* the policy is asked for the shape's command: counters with the EventCounters names */
+        p[0] = (EventPipeProvider){ (char *)"System.Runtime", 0, 4, (char *)"EventCounterIntervalSec=1" };
+        p[1] = (EventPipeProvider){ (char *)"System.Diagnostics.Metrics", 0x2, 4,
+                                    (char *)"SessionId=x;Metrics=System.Runtime" };
+        req.tracing = shaped(p, 2, 0);
+        check(ipc_request_policy_request(&req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
+        check(q.command == POLICY_COMMAND_COUNTERS && q.n_providers == 1 && strcmp(q.providers[0].name, "System.Runtime") == 0);
+        req.tracing = shaped(sampler, 1, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
+        check(ipc_request_policy_request(&req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
+        check(q.command == POLICY_COMMAND_STACKS && q.n_providers == 0 && q.buffer_mb == 256);
+        req.tracing = shaped(gc, 1, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
+        req.tracing.buffer_mb = 1024;
+        check(ipc_request_policy_request(&req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
+        check(q.command == POLICY_COMMAND_GCDUMP && q.n_providers == 0 && q.buffer_mb == 1024);
+        req.tracing = shaped(trace, 2, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
+        check(ipc_request_policy_request(&req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
+        check(q.command == POLICY_COMMAND_TRACE && q.n_providers == 2);
+}
+
 int main(void) {
         run_test(test_empty_payload_commands);
         run_test(test_enable_perf_map);
@@ -976,6 +1085,7 @@ int main(void) {
         run_test(test_collect_tracing_versions);
         run_test(test_collect_tracing_encoders);
         run_test(test_collect_tracing_rejects);
+        run_test(test_tracing_shapes);
         run_test(test_generate_core_dump3);
         run_test(test_dump_paths);
         run_test(test_code_injection_commands);
