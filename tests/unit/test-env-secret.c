@@ -115,7 +115,8 @@ static void test_secret_names(void) {
 
 /* Untrusted values, long and repetitive: answered, in a pass or a few (a hang fails the suite). */
 static void test_long_values(void) {
-        static const char *const units[] = { "eyJ", "sk_live_", "a=", "x://", ":@", "AKIA", "aB1", "Bearer" };
+        static const char *const units[] = { "eyJ", "sk_live_", "a=", "x://", ":@", "AKIA", "aB1", "Bearer",
+                                             "\"  :", " \t=", "Pw_" };
         size_t n = 1u << 20;
         char *s = malloc(n + 1);
 
