@@ -749,15 +749,14 @@ static void dump_socket_found(Request *req, int r, const char *why) {
 }
 
 /*
- * A user's dump of its own process, allowed as its owner (owner_access): the
- * user controls that "runtime", which may write as slowly as it likes, so such
- * dumps take slots of their own (max_concurrent_own_dumps, and each user's
- * max_dumps_per_user) and never the host's max_concurrent_dumps, which the
- * dumps rules grant and root's are left to.
+ * A user's dump of its own process, whether owner_access or a rule allows it:
+ * the user controls that "runtime", which may write as slowly as it likes, so
+ * such dumps take slots of their own (max_concurrent_own_dumps, and each
+ * user's max_dumps_per_user) and never the host's max_concurrent_dumps, which
+ * root's dumps and the rules' of other users' processes are left to.
  */
 static bool dump_is_own(const Request *req) {
-        return req->peer->uid != 0 && !req->verdict.rule && req->verdict.rule_name &&
-               strcmp(req->verdict.rule_name, POLICY_RULE_OWNER) == 0;
+        return req->peer->uid != 0 && target_euid(req->target) == req->peer->uid;
 }
 
 static void dump_decided(Request *req) {

@@ -297,12 +297,20 @@ static bool is_wanted(const SessionOptions *o, const NettraceCounter *c) {
 
 /* ---- rows ---- */
 
+/*
+ * A field as CSV quotes it. One that begins with =, +, - or @ a spreadsheet takes for a formula
+ * (=HYPERLINK() sends the sheet's cells away): a quote before it makes it text, as OWASP advises.
+ */
 static void csv_field(FILE *f, const char *s) {
-        if (!strpbrk(s, ",\"\n")) {
+        bool formula = *s && strchr("=+-@", *s);
+
+        if (!formula && !strpbrk(s, ",\"\n")) {
                 fputs(s, f);
                 return;
         }
         fputc('"', f);
+        if (formula)
+                fputc('\'', f);
         for (; *s; s++) {
                 if (*s == '"')
                         fputc('"', f);

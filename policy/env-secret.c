@@ -54,12 +54,14 @@ static const char *const secret_name_words[] = {
 
 /* A component of a name, s[0..@n), that names a secret on its own; @alone when it is the whole name. */
 static bool secret_name_component(const char *s, size_t n, bool alone) {
-        static const char *const whole[] = { "PW", "PIN", "SIG", "SAS" };
+        static const char *const whole[] = { "SIG", "SAS" };
 
         for (size_t i = 0; i < ELEMENTSOF(whole); i++)
                 if (n == strlen(whole[i]) && has_prefix_ci(s, whole[i]))
                         return true;
-        return has_suffix_ci(s, n, "PASS") || (!alone && has_suffix_ci(s, n, "PWD"));
+        /* ends: a camel-cased compound (SmtpPw, DbPin) names its secret in its last word */
+        return has_suffix_ci(s, n, "PASS") || has_suffix_ci(s, n, "PW") || has_suffix_ci(s, n, "PIN") ||
+               (!alone && has_suffix_ci(s, n, "PWD"));
 }
 
 bool env_name_looks_secret(const char *name) {
@@ -89,17 +91,26 @@ static bool is_key_char(char c) {
         return is_alnum(c) || c == '_' || c == '-' || c == '.';
 }
 
-/* The word before value[@at] ('=' or ':') names a secret: "Password=", "AccountKey =", "\"token\":". */
+static bool is_blank(char c) {
+        return c == ' ' || c == '\t';
+}
+
+/*
+ * The word before value[@at] ('=' or ':') names a secret: "Password=", "AccountKey =",
+ * "\"token\":", "\"token\" :" (Jackson's pretty printer). Blanks before '=' or the quote are skipped.
+ */
 static bool secret_key_before(const char *value, size_t at) {
         size_t end = at, start;
 
         if (value[at] == ':') {
+                while (end > 0 && is_blank(value[end - 1]))
+                        end--;
                 /* only a quoted key: "host:port" and "scheme:" are not keys */
                 if (end == 0 || (value[end - 1] != '"' && value[end - 1] != '\''))
                         return false;
                 end--;
         }
-        while (end > 0 && value[end - 1] == ' ')
+        while (end > 0 && is_blank(value[end - 1]))
                 end--;
         for (start = end; start > 0 && is_key_char(value[start - 1]); start--)
                 ;

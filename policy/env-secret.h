@@ -15,15 +15,16 @@
  * Does the name @name look like one of a secret? Words that name secrets anywhere in it,
  * ASCII case ignored (PASSWORD, PASSWD, PASSPHRASE, SECRET, TOKEN, KEY, CRED, AUTH, PRIVATE,
  * CERT, CONNSTR, CONNECTION, DSN, SALT, JWT, BEARER, COOKIE, SIGNING, SAS), a component of it
- * (between '_', '.', '-', ':') that is PW, PIN, SIG or SAS or ends in PASS (PGPASS, DB_PASS),
- * or, in a name of more than one component, ends in PWD (SQL_PWD; PWD and OLDPWD alone are the
- * shell's working directories).
+ * (between '_', '.', '-', ':') that is SIG or SAS or ends in PASS, PW or PIN (PGPASS, DB_PASS,
+ * SMTPPW, DOTNET_SmtpPw, DbPin: a camel-cased compound names its secret last), or, in a name
+ * of more than one component, ends in PWD (SQL_PWD; PWD and OLDPWD alone are the shell's
+ * working directories).
  */
 bool env_name_looks_secret(const char *name);
 
 /*
  * Does the value @value look like a secret, or hold one? True for: a key=value pair or
- * "key": whose key ends in password, pwd, passwd, pass, secret, key, token, sig, signature,
+ * "key": (blanks allowed before '=' and ':') whose key ends in password, pwd, passwd, pass, secret, key, token, sig, signature,
  * credential(s), auth or authorization (connection strings, SAS tokens, JAAS lines, JSON);
  * a URL, or host, with a user part (scheme://user@, user:pass@host); a JWT (eyJ... . ...);
  * a PEM block (-----BEGIN); "Bearer " and "Basic " credentials; the shapes of cloud and SaaS

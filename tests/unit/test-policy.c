@@ -575,6 +575,8 @@ static void test_env_redact_defaults(void) {
                 "STRIPE_SK", "ORDERS_DB", "DSAGENT_TEST_PLAIN", "Seq__ServerUrl", "Kafka__BootstrapServers",
                 /* on the allow list by its prefix, but a name that looks secret, or a configuration section */
                 "DOTNET_SIGNING_KEY", "DOTNET_ConnectionStrings__Db", "LC_PASSWORD", "DOTNET_Db__Pass",
+                /* ... or a camel-cased compound that names its secret last (issue 26 item 11) */
+                "DOTNET_SmtpPw", "DOTNET_SMTPPW", "DOTNET_DbPin",
         };
         static const char *const plain[] = {
                 "PATH", "HOME", "PWD", "OLDPWD", "LANG", "TMPDIR", "DOTNET_ROOT", "ASPNETCORE_URLS",
@@ -607,6 +609,8 @@ static void test_env_value_checked(void) {
         check(hidden_value(p, &redacting, "ASPNETCORE_URLS", "http://admin:pw@+:8080"));
         check(!hidden_value(p, &redacting, "DOTNET_DiagnosticPorts", "/run/a.sock,connect"));
         check(hidden_value(p, &redacting, "DOTNET_STARTUP_HOOKS", "Server=db;Password=x"));
+        /* JSON as Jackson's pretty printer writes it: a blank before the ':' (issue 26 item 11) */
+        check(hidden_value(p, &redacting, "DOTNET_STARTUP_HOOKS", "{\"user\" : \"a\", \"password\" : \"hunter2\"}"));
         check(hidden_value(p, &redacting, "HOSTNAME", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.x"));
         check(hidden_value(p, &redacting, "TZ", "AKIAIOSFODNN7EXAMPLE"));
         check(!hidden_value(p, &revealing, "TZ", "AKIAIOSFODNN7EXAMPLE"));
