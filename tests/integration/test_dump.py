@@ -154,13 +154,17 @@ dump_types = ["mini"]
 
 
 def hostile_owner(target, action, stop, tally):
-    """As the target's own user, keep doing @action to every staging directory that appears. When @stop
-    appears, @tally gets "SEEN DONE": how often it found a staging directory, and how often @action worked."""
+    """As the target's own user, keep doing @action to every staging directory that appears. @stop + ".ready"
+    appears once it looks, @stop + ".seen" once it found one. When @stop appears, @tally gets "SEEN DONE": how
+    often it found a staging directory, and how often @action worked."""
     script = f"""
 import glob, os, time
-deadline, seen, done = time.time() + 60, 0, 0
+deadline, seen, done = time.time() + 120, 0, 0
+open({stop!r} + '.ready', 'w').close()
 while time.time() < deadline and not os.path.exists({stop!r}):
     for d in glob.glob('/tmp/.dsagent-dump-*'):
+        if not seen:
+            open({stop!r} + '.seen', 'w').close()
         seen += 1
         p = os.path.join(d, 'dump')
         try:
@@ -201,16 +205,21 @@ def a_hostile_owner_racing_the_staging_place_can_do_nothing_in_it():
     }
     for name, action in actions.items():
         racer = hostile_owner(target, action, stop, tally)
-        for _ in range(2):
+        wait_for(lambda: os.path.exists(stop + ".ready"), what="the racer to look")
+        # two dumps at least, and more until the racer caught a staging directory (a loaded machine)
+        for n in range(12):
             r, result = dump(agent, SVC, target.pid)
             assert r.returncode == 0, (name, r)
             assert is_elf_core(result["path"]) and os.stat(result["path"]).st_size == result["size"]
+            if n >= 1 and os.path.exists(stop + ".seen"):
+                break
         open(stop, "w").close()
         wait_for(lambda: os.path.exists(tally), what="the racer's tally")
         racer.stop()
         seen, done = map(int, open(tally).read().split())
-        os.unlink(stop)
-        os.unlink(tally)
+        for leftover in (stop, tally, stop + ".ready", stop + ".seen"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
         # the racer was there while the directory was, and never got anything done
         assert seen > 0 and done == 0, (name, seen, done)
         assert open(root_canary).read() == "root's" and os.lstat(root_canary).st_nlink == 1
