@@ -666,7 +666,7 @@ def runtime_named_port(agent, user, target):
     """dsctl port serving @target under the runtime's own socket name in a private $TMPDIR of @user's, where
     the tools that take only -p PID look (dotnet-stack 10 has no --diagnostic-port): that TMPDIR."""
     tmpdir = make_dir(user, 0o700)
-    Port(agent, user, target.pid, "--socket", os.path.join(tmpdir, f"dotnet-diagnostic-{target.pid}-1-socket"))
+    Port(agent, user, target.pid, "--port-path", os.path.join(tmpdir, f"dotnet-diagnostic-{target.pid}-1-socket"))
     return tmpdir
 
 
