@@ -5,20 +5,37 @@
 TAP tests count one case per ok / not ok line; a TAP test that crashed or
 timed out without reporting a plan counts as one more failure; a test
 without TAP output counts once, by its result.
+
+Before that last line (CI reads it) come the ten slowest test programs:
+seconds, suite/phase and name, where the phase is the log's: "plain" for
+meson's default testlog, "sanitize" for test.sh's sanitize-*.json.
 """
 import json
+import os
 import re
 import sys
 
+SLOWEST = 10
+
 passed = failed = skipped = 0
 entries = []
+timings = []  # (seconds, suite/phase, name) of every test program, from every log
 for path in sys.argv[1:]:
     try:
-        entries += [json.loads(line) for line in open(path)]
+        logged = [json.loads(line) for line in open(path)]
+        entries += logged
     except OSError:
         # a pass that did not run at all (its build failed) is a failure, not silence
         print(f"FAILED: no test log at {path}", flush=True)
         failed += 1
+        continue
+    base = os.path.basename(path).removesuffix(".json")
+    phase = "plain" if base == "testlog" else base.split("-")[0]
+    for entry in logged:
+        # meson names a test "project:suite / name" when the project has more than one suite
+        suite, sep, name = entry["name"].rpartition(" / ")
+        suite = suite.rpartition(":")[2] if sep else "-"
+        timings.append((entry.get("duration") or 0.0, f"{suite}/{phase}", name))
 for entry in entries:
     result, stdout = entry["result"], entry.get("stdout") or ""
     skips = len(re.findall(r"^ok \d+.*# SKIP", stdout, re.M))  # TAP's skip: counted apart, never as a pass
@@ -39,6 +56,13 @@ for entry in entries:
         failed += 1
     if result not in ("OK", "SKIP", "EXPECTEDFAIL"):
         print(f"FAILED: {entry['name']} ({result})", flush=True)
+
+slowest = sorted(timings, key=lambda t: -t[0])[:SLOWEST]
+if slowest:
+    print(f"The {len(slowest)} slowest tests (seconds, suite/phase, test):")
+    width = max(len(where) for _, where, _ in slowest)
+    for seconds, where, name in slowest:
+        print(f"  {seconds:8.1f} s  {where:<{width}}  {name}")
 
 summary = f"{passed} passed, {failed} failed"
 if skipped:
