@@ -761,6 +761,10 @@ static void audit_send_gap(void) {
                           refused, plural(refused, "request", "requests"), lost, plural(lost, "record", "records"));
         audit_fields_addf(&f, "DSAGENT_AUDIT_REFUSED=%" PRIu64, refused);
         audit_fields_addf(&f, "DSAGENT_AUDIT_LOST=%" PRIu64, lost);
+        /* as people read them, for the catalog's text: "1 request", "2 records" */
+        audit_fields_addf(&f, "DSAGENT_AUDIT_REFUSED_TEXT=%" PRIu64 " %s", refused,
+                          plural(refused, "request", "requests"));
+        audit_fields_addf(&f, "DSAGENT_AUDIT_LOST_TEXT=%" PRIu64 " %s", lost, plural(lost, "record", "records"));
         if (f.error == 0 && audit_push(&f, AUDIT_QUEUE_EVENT) == 0) {
                 audit_output.n_refused -= refused;
                 audit_output.n_lost -= lost;

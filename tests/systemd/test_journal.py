@@ -25,6 +25,8 @@ DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 SESSION_START_MESSAGE_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_MESSAGE_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 SUPPRESSED_MESSAGE_ID = "dba026f157524dc5bd31f98f0e8e84b9"
+AUDIT_GAP_MESSAGE_ID = "e7a3a2ffe6c543d2a42572e8d2074d1b"
+EXIT_AUDIT_UNAVAILABLE = 16
 
 SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
 TARGET_UNIT = "dst-journal-target.service"
@@ -261,6 +263,37 @@ ExecStart={target_app()}
     m.run(["systemctl", "stop", PORT_TARGET_UNIT, "dsagent.service", "dsagent-port.socket"])
     m.run(["rm", f"{policy_dir()}/policy.d/70-port.toml"])
     m.run(["systemctl", "start", "dsagent.service"])
+
+
+@test
+def a_journald_that_stops_reading_holds_no_one_and_its_gap_is_explained(m):
+    """journald itself stopped (SIGSTOP): the agent never waits for it. Once journald's socket and the agent's
+    queue (made 8 records by a test hook) are full, each request is refused "audit unavailable" at once; when
+    journald reads again, the records that waited come, then one that counts the refused."""
+    drop_in = "/etc/systemd/system/dsagent.service.d/50-test-audit-queue.conf"
+    m.write(drop_in, "[Service]\nEnvironment=DSAGENT_TEST_AUDIT_QUEUE=8\n")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "restart", "dsagent.service"])
+    dsctl(m, ALICE, "info", state["pid"])
+    journald = m.show("systemd-journald.service", "MainPID")["MainPID"]
+    m.run(["kill", "-STOP", journald])
+    try:
+        # each dsctl bounded by timeout(1): a request the agent held would show as 124
+        r = m.run(["sh", "-c", f"for i in $(seq 3000); do timeout 20 dsctl info {NO_SUCH_PID} >/dev/null 2>&1; "
+                               f"s=$?; echo $s; [ $s = {EXIT_AUDIT_UNAVAILABLE} ] && break; done; true"],
+                  user=ALICE, timeout=900)
+    finally:
+        m.run(["kill", "-CONT", journald])
+    statuses = r.stdout.split()
+    assert statuses[-1] == str(EXIT_AUDIT_UNAVAILABLE) and "124" not in statuses, statuses[-20:]
+    record = last_record(m, AUDIT_GAP_MESSAGE_ID)
+    assert int(record["DSAGENT_AUDIT_REFUSED"]) >= 1, record
+    check_explained(m, record, "dsagent's audit output did not take records",
+                    re.compile(r"it refused \d+ requests?"))
+    m.run(["rm", drop_in])
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "restart", "dsagent.service"])
+    dsctl(m, ALICE, "info", state["pid"])
 
 
 @test
