@@ -150,9 +150,12 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "stacks", "PID|UNIT [--format text|json|speedscope]",
                 "the managed stack of every thread, now",
                 "Show the managed call stack of every thread of a process, as dotnet-stack report takes\n"
-                "them: the runtime samples each thread's stack once, and the methods are named by the\n"
-                "runtime's rundown. Each thread's frames are shown innermost first, as\n"
-                "Module!Namespace.Type.Method; frames the rundown does not name are [Native Frames].\n\n"
+                "them: the runtime samples each thread's stack, and the methods are named by the\n"
+                "runtime's rundown. The text is dotnet-stack report's, line for line: \"Thread (0xTID):\",\n"
+                "\"[Native Frames]\" when the thread waits outside managed code, then its frames innermost\n"
+                "first as Module!Namespace.Type.Method(parameters) (\"?!?\": code the rundown does not\n"
+                "name), and an empty line; a thread never seen outside managed code, which dotnet-stack\n"
+                "leaves out, is shown too.\n\n"
                 "  --format text|json|speedscope  text (json with --json): {\"threads\": [{\"threadId\",\n"
                 "                     \"frames\": [{\"methodName\", \"className\", \"moduleName\"}]}]}, as\n"
                 "                     dotnet-monitor's /stacks; speedscope: speedscope's file format, one\n"

@@ -3,6 +3,7 @@
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/param.h>
 #include <time.h>
 
@@ -22,6 +23,7 @@ typedef struct Stack {
         uint64_t *frames;
         size_t depth;
         size_t lost;               /* frames past MONITOR_VIEW_FRAMES_MAX, not kept */
+        bool external;             /* stacks: taken outside managed code (monitor_sample_is_external()) */
 } Stack;
 
 /* stacks: where a thread's stack is in MonitorView.threads, in a tree by thread id */
@@ -183,10 +185,26 @@ static int thread_compare(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-/* stacks: the sample profiler's first (earliest) sample of each thread. */
+/*
+ * Whether the sample @e (@external: monitor_sample_is_external()) is the one to show of its thread rather
+ * than @t. JSON and speedscope show the thread's earliest sample. Text shows what dotnet-stack report shows:
+ * TraceEvent's thread-time computer (SampleProfilerThreadTimeComputer), which dotnet-stack reads, makes
+ * the first sample of a thread from its first stack taken outside managed code, headed "[Native Frames]"
+ * (stacks taken in managed code count only once the thread was seen outside it), and dotnet-stack shows
+ * each thread's first; a thread never seen outside managed code, which dotnet-stack leaves out, is shown
+ * by its earliest sample.
+ */
+static bool sample_precedes(const MonitorView *v, const NettraceEvent *e, bool external, const Stack *t) {
+        if (v->format == MONITOR_VIEW_TEXT && external != t->external)
+                return external;
+        return e->timestamp < t->timestamp;
+}
+
+/* stacks: of each thread, the one sample of the sample profiler to show (sample_precedes()). */
 static int on_sample(MonitorView *v, const NettraceEvent *e) {
         ThreadIndex key = { .thread_id = e->thread_id }, *index;
         size_t bytes = sizeof(Stack) + sizeof(ThreadIndex) + 4 * sizeof(void *) + kept_depth(e) * sizeof(uint64_t);
+        bool external = monitor_sample_is_external(e);
         void *found;
         int r;
 
@@ -197,9 +215,9 @@ static int on_sample(MonitorView *v, const NettraceEvent *e) {
                 Stack *t = &v->threads[(*(ThreadIndex **)found)->index];
                 size_t had = t->depth * sizeof(uint64_t);
 
-                if (t->timestamp <= e->timestamp)
+                if (!sample_precedes(v, e, external, t))
                         return 0;
-                /* an earlier sample of the thread, after a later one: it takes its place */
+                /* a sample that comes later but is shown: it takes the kept one's place */
                 v->kept_bytes -= had;
                 if (!may_keep(v, kept_depth(e) * sizeof(uint64_t))) {
                         v->kept_bytes += had;
@@ -207,6 +225,7 @@ static int on_sample(MonitorView *v, const NettraceEvent *e) {
                 }
                 free(t->frames);
                 r = stack_copy(e, t);
+                t->external = external;
                 v->kept_bytes += t->depth * sizeof(uint64_t);
                 return r;
         }
@@ -233,6 +252,7 @@ static int on_sample(MonitorView *v, const NettraceEvent *e) {
                 free(index);
                 return r;
         }
+        v->threads[v->n_threads].external = external;
         v->n_threads++;
         v->kept_bytes += bytes;
         return 0;
@@ -612,6 +632,61 @@ static void stacks_speedscope(MonitorView *v, Frame *frames) {
         v->shown = n_threads;
 }
 
+/*
+ * A frame as dotnet-stack report names it (TraceEvent's frame name): "Module!Namespace.Type.Method(parameters)",
+ * the module's file name without ".dll" or ".exe", "?" for a module not named, "?!?" for code no method holds,
+ * and "." before a method of no type (TraceEvent joins the two with "." however empty the type is).
+ */
+static void dotnet_stack_frame(FILE *f, MonitorView *v, uint64_t ip) {
+        const MonitorMethod *m = monitor_symbols_lookup(v->symbols, ip);
+        _cleanup_free_ char *module = NULL, *method = NULL;
+        const char *file;
+        size_t n;
+
+        if (!m) {
+                fputs("?!?", f);
+                return;
+        }
+        file = monitor_symbols_module(v->symbols, m->module_id);
+        n = file ? strlen(file) : 0;
+        if (n > 4 && (strcasecmp(file + n - 4, ".dll") == 0 || strcasecmp(file + n - 4, ".exe") == 0))
+                n -= 4;
+        module = file ? strndup(file, n) : NULL;
+        if (asprintf(&method, "%s%s%s", m->method_at == 0 ? "." : "", m->name, m->parameters) < 0)
+                method = NULL;
+        put_text(f, module ? module : "?", MONITOR_VIEW_NAME_MAX);
+        fputc('!', f);
+        put_text(f, method ? method : "?", MONITOR_VIEW_NAME_MAX);
+}
+
+/*
+ * dotnet-stack report's text: "Thread (0xTID):", "[Native Frames]" when the stack was taken outside managed
+ * code, the frames innermost first, each line indented by two spaces, and an empty line after each thread.
+ */
+static void stacks_text(MonitorView *v) {
+        FILE *f = v->out;
+        size_t t;
+
+        for (t = 0; t < v->n_threads && !output_full(v, 0); t++) {
+                const Stack *s = &v->threads[t];
+                size_t left_out, shown = frames_shown(s->depth, s->lost, &left_out);
+
+                fprintf(f, "Thread (0x%llX):\n", (unsigned long long)s->thread_id);
+                if (s->external)
+                        fputs("  [Native Frames]\n", f);
+                for (size_t i = 0; i < shown; i++) {
+                        fputs("  ", f);
+                        dotnet_stack_frame(f, v, s->frames[i]);
+                        fputc('\n', f);
+                }
+                if (left_out > 0)
+                        fprintf(f, "  [%zu frames left out]\n", left_out);
+                fputc('\n', f);
+        }
+        v->not_shown = v->n_threads - t;
+        v->shown = t;
+}
+
 static void stacks_show(MonitorView *v, Frame *frames) {
         FILE *f = v->out;
         size_t t;
@@ -620,30 +695,19 @@ static void stacks_show(MonitorView *v, Frame *frames) {
                 stacks_speedscope(v, frames);
                 return;
         }
-        if (v->format == MONITOR_VIEW_JSON)
-                fputs("{\"threads\":[", f);
-        for (t = 0; t < v->n_threads && !output_full(v, 0); t++) {
-                size_t n = frames_of(v, &v->threads[t], frames), left_out, shown;
-
-                if (v->format == MONITOR_VIEW_JSON) {
-                        if (t > 0)
-                                fputc(',', f);
-                        call_stack_json(f, frames, n, v->threads[t].lost, v->threads[t].thread_id);
-                        continue;
-                }
-                fprintf(f, "%sThread %llu (0x%llX):\n", t > 0 ? "\n" : "", (unsigned long long)v->threads[t].thread_id,
-                        (unsigned long long)v->threads[t].thread_id);
-                shown = frames_shown(n, v->threads[t].lost, &left_out);
-                for (size_t i = 0; i < shown; i++) {
-                        fputs("  ", f);
-                        frame_text(f, &frames[i], true);
-                        fputc('\n', f);
-                }
-                if (left_out > 0)
-                        fprintf(f, "  [%zu frames left out]\n", left_out);
+        if (v->format == MONITOR_VIEW_TEXT) {
+                stacks_text(v);
+                return;
         }
-        if (v->format == MONITOR_VIEW_JSON)
-                fputs("]}\n", f);
+        fputs("{\"threads\":[", f);
+        for (t = 0; t < v->n_threads && !output_full(v, 0); t++) {
+                size_t n = frames_of(v, &v->threads[t], frames);
+
+                if (t > 0)
+                        fputc(',', f);
+                call_stack_json(f, frames, n, v->threads[t].lost, v->threads[t].thread_id);
+        }
+        fputs("]}\n", f);
         v->not_shown = v->n_threads - t;
         v->shown = t;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * dsctl stacks, exceptions and logs: what the stream of their session says,
- * as dotnet-monitor's /stacks, /exceptions and /logs show it. Logs are shown
+ * as dotnet-monitor's /stacks, /exceptions and /logs show it, and stacks'
+ * text as dotnet-stack report prints it (monitor-view.c). Logs are shown
  * as they come; stacks and exceptions at the end, once the rundown has named
  * the methods of their frames.
  */

@@ -309,6 +309,18 @@ size_t monitor_scopes_of(const MonitorScopes *s, const NettraceEvent *e, const M
         return n;
 }
 
+/* ---- samples ---- */
+
+#define SAMPLE_TYPE_EXTERNAL 1u /* SampleProfilerSampleType of the runtime: Error 0, External 1, Managed 2 */
+
+bool monitor_sample_is_external(const NettraceEvent *e) {
+        Cursor c = { e->payload, e->payload_size };
+        uint32_t type;
+
+        return e->metadata && strcmp(e->metadata->provider, MONITOR_SAMPLE_PROFILER) == 0 && take_u32(&c, &type) &&
+               type == SAMPLE_TYPE_EXTERNAL;
+}
+
 /* ---- symbols ---- */
 
 typedef struct Module {
@@ -333,8 +345,10 @@ int monitor_symbols_new(MonitorSymbols **ret) {
 MonitorSymbols *monitor_symbols_free(MonitorSymbols *s) {
         if (!s)
                 return NULL;
-        for (size_t i = 0; i < s->n_methods; i++)
+        for (size_t i = 0; i < s->n_methods; i++) {
                 free(s->methods[i].name);
+                free(s->methods[i].parameters);
+        }
         for (size_t i = 0; i < s->n_modules; i++)
                 free(s->modules[i].name);
         free(s->methods);
@@ -364,12 +378,15 @@ static bool is_module_event(const NettraceEvent *e) {
 /*
  * MethodID, ModuleID, MethodStartAddress (u64 each), MethodSize, MethodToken,
  * MethodFlags (u32 each), MethodNamespace, MethodName, MethodSignature; the
- * rest (ClrInstanceID, ReJITID) is not needed.
+ * rest (ClrInstanceID, ReJITID) is not needed. Of the signature, the
+ * parameters are kept as TraceEvent keeps them (from the first '('), which
+ * dotnet-stack report shows after the name.
  */
 static int add_method(MonitorSymbols *s, Cursor *c) {
-        _cleanup_free_ char *type = NULL, *name = NULL, *full = NULL;
+        _cleanup_free_ char *type = NULL, *name = NULL, *signature = NULL, *full = NULL, *parameters = NULL;
         uint64_t method_id, module_id, start;
         uint32_t size, token, flags;
+        const char *open;
         int r;
 
         if (!take_u64(c, &method_id) || !take_u64(c, &module_id) || !take_u64(c, &start) || !take_u32(c, &size) ||
@@ -378,20 +395,27 @@ static int add_method(MonitorSymbols *s, Cursor *c) {
         r = take_string(c, &type);
         if (r == 0)
                 r = take_string(c, &name);
+        if (r == 0)
+                r = take_string(c, &signature);
         if (r != 0)
                 return r;
         if (size == 0 || start + size < start)
                 return 0; /* nothing a frame could be in */
+        open = strchr(signature, '(');
         if (asprintf(&full, "%s%s%s", type, *type ? "." : "", name) < 0)
                 return -ENOMEM;
-        if (s->n_methods >= MONITOR_METHODS_MAX || strlen(full) > MONITOR_SYMBOL_BYTES_MAX - s->bytes)
+        parameters = strdup(open ? open : "");
+        if (!parameters)
+                return -ENOMEM;
+        if (s->n_methods >= MONITOR_METHODS_MAX ||
+            strlen(full) + strlen(parameters) > MONITOR_SYMBOL_BYTES_MAX - s->bytes)
                 return 0;
         if (array_reserve((void **)&s->methods, &s->cap_methods, s->n_methods, sizeof(MonitorMethod)) < 0)
                 return -ENOMEM;
-        s->bytes += strlen(full);
+        s->bytes += strlen(full) + strlen(parameters);
         s->methods[s->n_methods++] = (MonitorMethod){ .start = start, .size = size, .module_id = module_id,
                                                       .method_at = *type ? strlen(type) + 1 : 0,
-                                                      .name = TAKE_PTR(full) };
+                                                      .name = TAKE_PTR(full), .parameters = TAKE_PTR(parameters) };
         s->sorted = false;
         return 0;
 }

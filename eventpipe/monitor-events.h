@@ -84,6 +84,14 @@ void monitor_scopes_stop(MonitorScopes *s, const NettraceEvent *e);
 /* The scopes around @e, innermost first, each once (a cycle of parents ends the chain); at most @max. */
 size_t monitor_scopes_of(const MonitorScopes *s, const NettraceEvent *e, const MonitorScope **ret, size_t max);
 
+/*
+ * Whether a sample of the sample profiler (ThreadSample, whose payload is
+ * its Type, u32) was taken while its thread ran outside managed code
+ * (External: waiting, or in native code) rather than in it (Managed).
+ * Anything else, a payload too short included, is not External.
+ */
+bool monitor_sample_is_external(const NettraceEvent *e);
+
 /* A method's code, as MethodLoadVerbose or the rundown's MethodDC*Verbose describe it. */
 typedef struct MonitorMethod {
         uint64_t start;
@@ -91,6 +99,7 @@ typedef struct MonitorMethod {
         uint64_t module_id;
         char *name;              /* Namespace.Type.Method */
         size_t method_at;        /* where Method starts in name (0: no type) */
+        char *parameters;        /* MethodSignature from its first '(': "(int32,class System.String)"; or "" */
 } MonitorMethod;
 
 typedef struct MonitorSymbols MonitorSymbols;

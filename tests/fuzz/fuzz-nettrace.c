@@ -172,6 +172,8 @@ static void monitor(const NettraceEvent *e, Seen *s) {
                 if (m) {
                         fuzz_assert(e->stack[i] - m->start <= m->size);
                         check_utf8(m->name);
+                        check_utf8(m->parameters);
+                        fuzz_assert(m->parameters[0] == '\0' || m->parameters[0] == '(');
                         mix(s, m->start);
                 }
         }

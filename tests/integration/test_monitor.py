@@ -9,7 +9,7 @@ import subprocess
 import harness
 import nettrace_writer
 from harness import (ALICE, EXIT_DENIED, SOURCE, SVC, AcceptWatch, Agent, FakeRuntime, Target, dsctl, make_dir,
-                     run_tests, test)
+                     run_tests, test, tool)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 PARKED = "DsTestTarget.DsagentProbe.ParkedInDsagentStacksProbe"
@@ -25,13 +25,44 @@ def text_stacks(out):
     """{thread id: [frames]} from dsctl stacks' text."""
     threads, current = {}, None
     for line in out.splitlines():
-        m = re.match(r"Thread (\d+) \(0x([0-9A-F]+)\):$", line)
+        m = re.match(r"Thread \(0x([0-9A-F]+)\):$", line)
         if m:
-            assert int(m.group(1)) == int(m.group(2), 16), line
-            current = threads.setdefault(int(m.group(1)), [])
+            current = threads.setdefault(int(m.group(1), 16), [])
         elif line.startswith("  "):
             current.append(line.strip())
     return threads
+
+
+def report_blocks(out):
+    """dotnet-stack report's text (or dsctl stacks'), as a sorted list of its threads' blocks: each the thread's
+    lines, from its "Thread (0x...):" to the empty line that ends it. Every line is in one block."""
+    lines = out.split("\n")
+    assert lines[-1] == "", f"the text does not end in a newline: {out!r}"
+    blocks, current = [], None
+    for line in lines[:-1]:
+        if current is None:
+            assert re.match(r"Thread \(0x[0-9A-F]+\):$", line), f"a line outside a thread's block: {line!r}"
+            current = [line]
+        else:
+            current.append(line)
+            if line == "":
+                blocks.append(tuple(current))
+                current = None
+    assert current is None, f"a thread's block not ended by an empty line: {current}"
+    return sorted(blocks)
+
+
+def dotnet_stack_report(target):
+    """What the stock dotnet-stack report (10.0.750501, tests/tools/dotnet-tools) prints of @target, run as root
+    where the target's runtime has its socket."""
+    path = os.path.join(tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), "dotnet-stack")
+    r = subprocess.run(["env", f"TMPDIR={target.tmpdir}", "DOTNET_CLI_TELEMETRY_OPTOUT=1", path, "report", "-p",
+                        str(target.pid)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r
+    # its note when the rundown took over 5 s on a loaded machine is no thread's
+    return "".join(line for line in r.stdout.splitlines(keepends=True)
+                   if not line.startswith("# Sufficiently large applications"))
 
 
 @test
@@ -42,13 +73,14 @@ def stacks_show_the_parked_method_on_its_thread():
     r = dsctl(agent, SVC, "stacks", str(target.pid))
     assert r.returncode == 0, r
     threads = text_stacks(r.stdout)
-    parked = [tid for tid, frames in threads.items() if f"DsTestTarget.dll!{PARKED}" in frames]
+    parked = [tid for tid, frames in threads.items() if f"DsTestTarget!{PARKED}()" in frames]
     assert len(parked) == 1, r.stdout
     assert thread_name(target, parked[0]) == "dsagent-parked"
     frames = threads[parked[0]]
     # innermost first: the wait the method is parked in comes before it, its caller after it
-    assert any("ManualResetEventSlim.Wait" in f for f in frames[:frames.index(f"DsTestTarget.dll!{PARKED}")]), frames
-    assert frames[-1].endswith("System.Threading.Thread.StartCallback"), frames
+    assert frames[0] == "[Native Frames]", frames
+    assert any("ManualResetEventSlim.Wait(" in f for f in frames[:frames.index(f"DsTestTarget!{PARKED}()")]), frames
+    assert frames[-1] == "System.Private.CoreLib!System.Threading.Thread.StartCallback()", frames
     assert re.search(r"dsctl: \d+ threads \(ended: duration-limit\)", r.stderr), r.stderr
 
     r = dsctl(agent, SVC, "stacks", str(target.pid), "--json")
@@ -61,6 +93,28 @@ def stacks_show_the_parked_method_on_its_thread():
     start = agent.records(message_id=SESSION_START_ID)[-1]
     assert start["DSAGENT_SESSION_KIND"] == "stacks" and start["DSAGENT_RULE"] == "owner-access", start
     assert start["DSAGENT_PROVIDERS"] == "Microsoft-DotNETCore-SampleProfiler:0xf00000000000:4", start
+
+
+@test
+def stacks_text_is_dotnet_stack_report():
+    """dsctl stacks' text is dotnet-stack report's of the same quiet process, line for line, thread order aside."""
+    target = Target(SVC, args=("--park-thread",))
+    agent = Agent()
+    for attempt in range(4):
+        r = dsctl(agent, SVC, "stacks", str(target.pid))
+        assert r.returncode == 0, r
+        ours, theirs = report_blocks(r.stdout), report_blocks(dotnet_stack_report(target))
+        if ours == theirs:
+            break
+        # a thread that moved between the two snapshots: another pair; the threads here are parked, so
+        # the same difference each time is a difference of the texts
+        print(f"attempt {attempt}: the texts differ, again", flush=True)
+    assert ours == theirs, f"dsctl stacks:\n{r.stdout}\ndotnet-stack report:\n{''.join(map(''.join, theirs))}"
+    # threads of managed frames, the parked one among them, both parameters and "[Native Frames]" shown
+    parked = [b for b in ours if f"  DsTestTarget!{PARKED}()" in b]
+    assert len(ours) >= 2 and len(parked) == 1, ours
+    assert parked[0][1] == "  [Native Frames]", parked
+    assert "  DsTestTarget!Program.<Main>$(class System.String[])" in [line for b in ours for line in b], ours
 
 
 @test
@@ -309,11 +363,11 @@ def a_hostile_runtime_neither_forges_log_lines_nor_floods_roots_terminal():
                   r"limit of 64 MiB$", r.stderr, re.M)
     assert m and int(m.group(1)) + int(m.group(2)) == 270 and int(m.group(2)) > 0, r.stderr
     threads = r.stdout.split("\n\n")
-    assert len(threads) == int(m.group(1))
+    assert threads[-1] == "" and len(threads) - 1 == int(m.group(1))
     frames = threads[0].splitlines()
-    assert frames[0] == "Thread 1 (0x1):" and len(frames) == 258, frames[:3]
-    assert set(frames[1:257]) == {"  N." + "M" * 1022 + "\u2026[2978 bytes left out]"}, frames[1][-40:]
-    assert frames[257] == "  [256 frames left out]", frames[257]
+    assert frames[:2] == ["Thread (0x1):", "  [Native Frames]"] and len(frames) == 259, frames[:3]
+    assert set(frames[2:258]) == {"  ?!N." + "M" * 1022 + "\u2026[2978 bytes left out]"}, frames[2][-40:]
+    assert frames[258] == "  [256 frames left out]", frames[258]
 
 
 if __name__ == "__main__":

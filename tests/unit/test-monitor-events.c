@@ -51,7 +51,7 @@ static uint8_t *load(const char *name, size_t *ret_size) {
 typedef struct Stacks {
         unsigned pointer_size;
         MonitorSymbols *symbols;
-        unsigned samples, with_frames, frames;
+        unsigned samples, with_frames, frames, external;
         uint64_t frame_sum;
         uint64_t *kept[256];
         size_t depth[256];
@@ -121,6 +121,7 @@ static int on_event(const NettraceEvent *e, void *userdata) {
                 return 0;
         if (e->metadata && strcmp(e->metadata->provider, MONITOR_SAMPLE_PROFILER) == 0) {
                 s->samples++;
+                s->external += monitor_sample_is_external(e);
                 if (e->stack_depth > 0) {
                         s->with_frames++;
                         s->frames += (unsigned)e->stack_depth;
@@ -181,6 +182,8 @@ static void test_stacks_are_named_by_the_rundown(void) {
 
         check(parse("stacks.nettrace", true, SIZE_MAX, &s) == 0);
         check(s.samples > 0 && s.with_frames == s.samples);
+        /* the app's threads wait (Sleep, a ManualResetEventSlim): outside managed code at every sample */
+        check(s.external == s.samples);
         check(monitor_symbols_methods(s.symbols) > 1000);
         for (unsigned i = 0; i < s.n_kept; i++)
                 for (size_t k = 0; k < s.depth[i]; k++) {
@@ -191,6 +194,8 @@ static void test_stacks_are_named_by_the_rundown(void) {
                                 continue;
                         parked = true;
                         check(strcmp(m->name + m->method_at, "ParkedInDsagentStacksProbe") == 0);
+                        /* the parameters of its signature, as dotnet-stack report shows them */
+                        check(strcmp(m->parameters, "()") == 0);
                         module = monitor_symbols_module(s.symbols, m->module_id);
                         module_named = module && strcmp(module, "DsTestTarget.dll") == 0;
                 }
@@ -279,7 +284,7 @@ static void test_symbols(void) {
         check(monitor_symbols_methods(s) == 2);
 
         m = monitor_symbols_lookup(s, 0x1000);
-        check(m && strcmp(m->name, "A.B.First") == 0 && m->method_at == 4);
+        check(m && strcmp(m->name, "A.B.First") == 0 && m->method_at == 4 && strcmp(m->parameters, "") == 0);
         m = monitor_symbols_lookup(s, 0x1100); /* a return address just past the last call */
         check(m && strcmp(m->name, "A.B.First") == 0);
         check(!monitor_symbols_lookup(s, 0x1101));

@@ -260,6 +260,8 @@ static NettraceMetadata sampler = { .id = 1, .provider = (char *)MONITOR_SAMPLE_
                                     .event_name = (char *)"ThreadSample" };
 static NettraceMetadata method_dc = { .id = 2, .provider = (char *)MONITOR_RUNDOWN_PROVIDER, .event_id = 144,
                                       .event_name = (char *)"MethodDCEndVerbose", .version = 1 };
+static NettraceMetadata module_dc = { .id = 6, .provider = (char *)MONITOR_RUNDOWN_PROVIDER, .event_id = 154,
+                                      .event_name = (char *)"ModuleDCEnd", .version = 1 };
 static NettraceMetadata thrown = { .id = 3, .provider = (char *)MONITOR_RUNTIME_PROVIDER, .event_id = 80,
                                    .event_name = (char *)"ExceptionThrown_V1", .version = 1 };
 
@@ -303,6 +305,46 @@ static void name_method(MonitorView *v, uint64_t start, uint32_t size, const cha
         put_utf16z(&b, type);
         put_utf16z(&b, name);
         put_utf16z(&b, "sig");
+        e.payload = b.data;
+        e.payload_size = b.size;
+        check(monitor_view_event(v, &e) == 0);
+        free(b.data);
+}
+
+/* The rundown's method of @module at [start, start + size), with its signature, as the runtime writes it. */
+static void name_method_of(MonitorView *v, uint64_t module, uint64_t start, uint32_t size, const char *type,
+                           const char *name, const char *signature) {
+        Buf b = {};
+        NettraceEvent e = { .metadata = &method_dc };
+
+        put_u64(&b, 1);
+        put_u64(&b, module);
+        put_u64(&b, start);
+        put_u32(&b, size);
+        put_u32(&b, 0x06000001);
+        put_u32(&b, 0);
+        put_utf16z(&b, type);
+        put_utf16z(&b, name);
+        put_utf16z(&b, signature);
+        put_u16(&b, 0);
+        put_u64(&b, 0);
+        e.payload = b.data;
+        e.payload_size = b.size;
+        check(monitor_view_event(v, &e) == 0);
+        free(b.data);
+}
+
+/* The rundown's module @id, loaded from @path. */
+static void name_module(MonitorView *v, uint64_t id, const char *path) {
+        Buf b = {};
+        NettraceEvent e = { .metadata = &module_dc };
+
+        put_u64(&b, id);
+        put_u64(&b, 1);
+        put_u32(&b, 0);
+        put_u32(&b, 0);
+        put_utf16z(&b, path);
+        put_utf16z(&b, "");
         e.payload = b.data;
         e.payload_size = b.size;
         check(monitor_view_event(v, &e) == 0);
@@ -462,15 +504,15 @@ static void test_names_are_cut(void) {
         monitor_view_free(v);
         fclose(f);
 
-        /* "N." and 1022 of the Ms; 1023 bytes of euros are 341 of them */
+        /* of no module ("?!"): "N." and 1022 of the Ms; "." (no type) and 1023 bytes of euros, 341 of them */
         first = repeat("M", 1022);
         second = repeat("\xe2\x82\xac", 341);
-        line = strstr(c.data, "\n  N.");
-        check(line && strncmp(line + 5, first, 1022) == 0 &&
-              starts(line + 5 + 1022, "\xe2\x80\xa6[2978 bytes left out]\n"));
-        line = strstr(c.data, "\n  \xe2\x82\xac");
-        check(line && strncmp(line + 3, second, strlen(second)) == 0 &&
-              starts(line + 3 + strlen(second), "\xe2\x80\xa6[7977 bytes left out]\n"));
+        line = strstr(c.data, "\n  ?!N.");
+        check(line && strncmp(line + 7, first, 1022) == 0 &&
+              starts(line + 7 + 1022, "\xe2\x80\xa6[2978 bytes left out]\n"));
+        line = strstr(c.data, "\n  ?!.\xe2\x82\xac");
+        check(line && strncmp(line + 6, second, strlen(second)) == 0 &&
+              starts(line + 6 + strlen(second), "\xe2\x80\xa6[7977 bytes left out]\n"));
         check(no_controls(c.data));
         free(c.data);
 }
@@ -500,11 +542,11 @@ static void test_one_deep_stack_on_every_thread(void) {
                         continue;
                 if (formats[k] == MONITOR_VIEW_TEXT) {
                         /* 256 frames and a line for the other 256 */
-                        const char *second = strstr(c.data, "\nThread 2 (0x2):\n");
+                        const char *second = strstr(c.data, "\nThread (0x2):\n");
 
-                        check(starts(c.data, "Thread 1 (0x1):\n  N.MMM"));
+                        check(starts(c.data, "Thread (0x1):\n  ?!N.MMM"));
                         check(second && count(c.data, "\xe2\x80\xa6[2978 bytes left out]\n") == 256 * shown);
-                        check(strstr(c.data, "\n  [256 frames left out]\n\nThread 2 (0x2):\n") != NULL);
+                        check(strstr(c.data, "\n  [256 frames left out]\n\nThread (0x2):\n") != NULL);
                         check(count(c.data, "\nThread ") == shown - 1);
                 } else {
                         check(json_is_one_value(c.data, c.size));
@@ -660,12 +702,86 @@ static void test_earliest_sample_of_many_threads(void) {
         check(monitor_view_finish(v) == threads);
         monitor_view_free(v);
         fclose(f);
-        check(count(c.data, "\n  Early.M\n") == threads && !strstr(c.data, "Late"));
-        snprintf(expect, sizeof(expect), "Thread %llu (", 1000003ULL);
+        check(count(c.data, "\n  ?!Early.M\n") == threads && !strstr(c.data, "Late"));
+        snprintf(expect, sizeof(expect), "Thread (0x%llX):", 1000003ULL);
         check(strncmp(c.data, expect, strlen(expect)) == 0);
-        snprintf(expect, sizeof(expect), "\nThread %llu (", 1000003ULL * threads);
+        snprintf(expect, sizeof(expect), "\nThread (0x%llX):", 1000003ULL * threads);
         check(strstr(c.data, expect) && !strstr(strstr(c.data, expect) + 1, "\nThread "));
         free(c.data);
+}
+
+/*
+ * Text is dotnet-stack report's: of each thread the first stack taken outside managed code, "[Native Frames]"
+ * above it, frames named Module!Type.Method(parameters) as TraceEvent names them, an empty line after each
+ * thread; JSON still shows each thread's earliest sample, named as dotnet-monitor names frames.
+ */
+static void test_text_is_dotnet_stack_report(void) {
+        static const char expected[] =
+                "Thread (0x10):\n"
+                "  [Native Frames]\n"
+                "  .dll!N.G.M()\n"
+                "  System.Private.CoreLib!System.Threading.Monitor.Wait(class System.Object,int32)\n"
+                "  App!.Main(class System.String[])\n"
+                "\n"
+                "Thread (0x20):\n"
+                "  ?!?\n"
+                "  ?!?\n"
+                "  ?!N.D.Run(value class S)\n"
+                "\n"
+                "Thread (0x30):\n"
+                "  App!.Main(class System.String[])\n"
+                "\n";
+        const uint64_t waiting[] = { 0x3000, 0x1000, 0x2000 }, running[] = { 0x1000, 0x2000 },
+                       unnamed[] = { 0x9999, 0x9998, 0x4000 }, main_only[] = { 0x2000 };
+        const uint8_t managed[] = { 2, 0, 0, 0 }, external[] = { 1, 0, 0, 0 }, short_external[] = { 1, 0 };
+        struct {
+                uint64_t thread, timestamp;
+                const uint64_t *stack;
+                size_t depth;
+                const uint8_t *type;
+                size_t type_size;
+        } samples[] = {
+                { 0x10, 10, running, 2, managed, 4 },          /* earliest, in managed code: JSON's */
+                { 0x20, 15, unnamed, 3, managed, 4 },          /* never outside managed code: its earliest */
+                { 0x10, 30, running, 2, external, 4 },
+                { 0x10, 20, waiting, 3, external, 4 },         /* the first outside managed code, come late */
+                { 0x30, 25, main_only, 1, short_external, 2 }, /* a Type cut short is not External */
+        };
+
+        for (int json = 0; json <= 1; json++) {
+                Capture c;
+                FILE *f = capture_open(&c);
+                MonitorView *v = view(MONITOR_VIEW_STACKS, json ? MONITOR_VIEW_JSON : MONITOR_VIEW_TEXT, f);
+
+                for (size_t i = 0; i < ELEMENTSOF(samples); i++) {
+                        NettraceEvent e = sample(samples[i].thread, samples[i].timestamp, samples[i].stack,
+                                                 samples[i].depth);
+
+                        e.payload = samples[i].type;
+                        e.payload_size = samples[i].type_size;
+                        check(monitor_view_event(v, &e) == 0);
+                }
+                name_module(v, 1, "/usr/share/dotnet/shared/Microsoft.NETCore.App/10.0.0/System.Private.CoreLib.dll");
+                name_module(v, 2, "/app/App.EXE");
+                name_module(v, 3, "/app/.dll");
+                name_method_of(v, 1, 0x1000, 0x100, "System.Threading.Monitor", "Wait",
+                               "bool  (class System.Object,int32)");
+                name_method_of(v, 2, 0x2000, 0x100, "", "Main", "void  (class System.String[])");
+                name_method_of(v, 3, 0x3000, 0x100, "N.G", "M", "instance void  ()");
+                name_method_of(v, 99, 0x4000, 0x100, "N.D", "Run", "void  (value class S)");
+                check(monitor_view_finish(v) == 3);
+                monitor_view_free(v);
+                fclose(f);
+                if (json)
+                        check(c.data && strstr(c.data, "{\"threadId\":16,\"threadName\":null,\"frames\":["
+                                                       "{\"methodName\":\"Wait\",\"className\":\"System.Threading.Monitor\","
+                                                       "\"moduleName\":\"System.Private.CoreLib.dll\"},"
+                                                       "{\"methodName\":\"Main\",\"className\":\"\","
+                                                       "\"moduleName\":\"App.EXE\"}]}"));
+                else
+                        check(c.data && strcmp(c.data, expected) == 0);
+                free(c.data);
+        }
 }
 
 int main(void) {
@@ -677,5 +793,6 @@ int main(void) {
         run_test(test_scope_of_its_own_around_every_message);
         run_test(test_scopes_in_a_cycle);
         run_test(test_earliest_sample_of_many_threads);
+        run_test(test_text_is_dotnet_stack_report);
         return tap_finish();
 }
