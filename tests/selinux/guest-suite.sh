@@ -31,7 +31,8 @@ echo "uname: $(uname -r)"; echo "getenforce: $(getenforce)"; id -Z
 semodule -l | grep -w dsagent
 
 # 1. Install
-cp -a $P/stage/. /
+# /lib is a symlink to usr/lib on Debian 12: kept, not replaced by the staged directory
+tar -C $P/stage -cf - . | tar -C / -xf - --keep-directory-symlink
 mkdir -p /usr/lib/dotnet /opt/dstest /opt/dotnet-trace
 cp -a $P/dotnet/. /usr/lib/dotnet/
 cp -a $P/app/. /opt/dstest/

@@ -95,12 +95,18 @@ def root_image(base, base_key, modules):
         root = os.path.join(work, "root")
         os.mkdir(root)
         sh(["tar", "--numeric-owner", "--xattrs", "-C", root, "-xf", os.path.join(base, "root.tar")])
+        os.makedirs(os.path.join(root, "lost+found"), exist_ok=True)
         sh(["semodule", "-n", "-p", root, "-s", "default", *[a for m in modules for a in ("-i", m)]])
         sh(["setfiles", "-F", "-r", root, os.path.join(root, "etc/selinux/default/contexts/files/file_contexts"),
             root])
         tmp = path + ".new"
         sh(["truncate", "-s", "4G", tmp])
         sh(["mkfs.ext4", "-q", "-F", "-L", "root", "-d", root, tmp])
+        # mkfs.ext4 -d copies the tree's contents, not the labels of the file system's own root
+        # and lost+found, which it makes itself: unlabelled, every domain would be kept off /
+        for d in ("/", "/lost+found"):
+            label = os.getxattr(root + d, "security.selinux").rstrip(b"\0").decode()
+            sh(["debugfs", "-w", "-R", f"ea_set {d} security.selinux {label}", tmp])
         os.rename(tmp, path)
     # roots of earlier modules on this base are not kept
     for old in glob.glob(os.path.join(CACHE, f"root-{base_key}-*.img")):
@@ -167,7 +173,7 @@ def boot(base, root, payload, results_dir, work):
             "-serial", f"file:{console}",
             "-kernel", os.path.join(base, "vmlinuz"), "-initrd", os.path.join(base, "initrd.img"),
             "-append", "root=/dev/vda rw console=ttyS0 selinux=1 security=selinux enforcing=1 "
-                       "systemd.show_status=0 quiet",
+                       "systemd.show_status=0",
             "-drive", f"file={overlay},if=virtio,format=qcow2",
             "-drive", f"file={payload},if=virtio,format=raw,readonly=on",
             "-drive", f"file={results},if=virtio,format=raw"]
