@@ -116,6 +116,41 @@ step port-app-stop systemctl stop dstest-port.service
 step app-stop systemctl stop dstest.service
 ls -lZ /var/lib/dsagent/dumps >$R/dumps-ls.txt 2>&1
 getfacl -R /var/lib/dsagent/dumps >$R/dumps-acl.txt 2>&1
+
+# 5. MAC: a user mapped to the confined SELinux user user_u runs a .NET app of their own, whose
+# socket's file modes let them in; in user_t they are kept off it, while dsctl through the agent
+# serves them. dst-mal logs in as user_u (semanage login); runcon gives their commands the
+# context such a login gets.
+useradd -m -s /bin/bash -G dsagent dst-mal
+step mac-semanage-login semanage login -a -s user_u dst-mal
+semanage login -l >$R/semanage-login.txt 2>&1
+printf '[Service]\nUser=dst-mal\nEnvironment=DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1\nExecStart=%s %s\n' \
+        "$DOTNET" "$APP" >/etc/systemd/system/dstest-mal.service
+systemctl daemon-reload
+step mac-app-start systemctl start dstest-mal.service
+sleep 8
+MPID=$(systemctl show -P MainPID dstest-mal.service)
+ls -lZ /tmp/dotnet-diagnostic-$MPID-* >$R/mac-socket.txt 2>&1
+cp $P/connect.py /usr/local/bin/connect.py
+chmod 755 /usr/local/bin/connect.py
+restorecon /usr/local/bin/connect.py
+as_mal() { runuser -u dst-mal -- runcon user_u:user_r:user_t:s0 env -i PATH=/usr/bin:/bin HOME=/home/dst-mal "$@"; }
+as_mal id -Z >$R/mac-id.txt 2>&1
+step mac-user_t-id grep -q user_t $R/mac-id.txt
+# file modes let dst-mal in: unconfined, the same user connects
+step mac-unconfined-connects runuser -u dst-mal -- python3 /usr/local/bin/connect.py "$MPID"
+# ... and in user_t, MAC keeps them off
+if as_mal python3 /usr/local/bin/connect.py "$MPID" >$R/mac-user_t-refused.out 2>&1; then
+        echo "not ok mac-user_t-refused (connected)" >>$R/steps
+elif grep -q "Permission denied" $R/mac-user_t-refused.out; then
+        echo "ok mac-user_t-refused" >>$R/steps
+else
+        echo "not ok mac-user_t-refused (not by permission)" >>$R/steps
+fi
+step mac-dsctl-info as_mal dsctl info "$MPID"
+step mac-dsctl-stacks as_mal dsctl stacks "$MPID"
+step mac-app-stop systemctl stop dstest-mal.service
+
 step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service
 journalctl -u dsagent.service --no-pager >$R/dsagent-journal.txt 2>&1
 exit 0

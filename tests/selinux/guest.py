@@ -19,6 +19,7 @@ Run by hand: python3 tests/selinux/guest.py [RESULTS_DIR]; it prints where the r
 """
 import glob
 import hashlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -87,7 +88,8 @@ def build_modules(work):
 
 def root_image(base, base_key, modules):
     """The base with @modules loaded and everything labelled, as a raw ext4 image (cached)."""
-    key = hashlib.sha256("".join(sha(m) for m in modules).encode()).hexdigest()[:16]
+    recipe = inspect.getsource(root_image)
+    key = hashlib.sha256((recipe + "".join(sha(m) for m in modules)).encode()).hexdigest()[:16]
     path = os.path.join(CACHE, f"root-{base_key}-{key}.img")
     if os.path.exists(path):
         return path
@@ -139,6 +141,7 @@ def payload_image(work):
     os.makedirs(p)
     shutil.copy(os.path.join(HERE, "guest-suite.sh"), os.path.join(p, "run.sh"))
     shutil.copy(os.path.join(HERE, "guest-policy.toml"), os.path.join(p, "policy.toml"))
+    shutil.copy(os.path.join(HERE, "connect.py"), os.path.join(p, "connect.py"))
     shutil.move(guest_build(work), os.path.join(p, "stage"))
     # the runtime alone, not the SDK: dotnet, its host resolver and Microsoft.NETCore.App
     root = dotnet_root()
