@@ -54,6 +54,18 @@ def every_step_of_the_job_succeeds():
 
 
 @test
+def mac_keeps_a_confined_user_off_a_runtime_socket_dsctl_serves_them():
+    """dst-mal (user_u) owns the runtime, so file modes let them in; in user_t the kernel refuses by MAC."""
+    assert ":user_r:user_t:" in results("mac-id.txt"), results("mac-id.txt")
+    assert results("mac-connect.out").startswith("refused"), results("mac-connect.out")
+    denied = [d for d in guest.avc_denials(RESULTS)
+              if "scontext=user_u:user_r:user_t" in d and "dotnet-diagnostic-" in d and "denied" in d]
+    assert denied, "no AVC record shows MAC refusing user_t the runtime's socket"
+    for command in ("info", "stacks"):
+        assert results(f"{command}.rc").strip() == "0", results(f"mac-{command}.out")
+
+
+@test
 def no_avc_denial_for_dsagent():
     denials = [d for d in guest.avc_denials(RESULTS) if "dsagent" in d]
     assert not denials, "".join(denials)
