@@ -64,7 +64,7 @@ ExecStart=$DOTNET $APP --startup-marker --emit-events 50
 EOF
 systemctl daemon-reload
 step agent-start systemctl start dsagent.socket
-sleep 2
+for i in $(seq 60); do systemctl -q is-active dsagent.service && break; sleep 1; done
 step agent-active systemctl is-active dsagent.service
 ps -eZ | grep -E 'dsagent|dotnet' >$R/ps-Z.txt
 step agent-in-dsagent_t grep -q 'dsagent_t.*dsagent$' $R/ps-Z.txt
@@ -134,16 +134,29 @@ cp $P/connect.py /usr/local/bin/connect.py
 chmod 755 /usr/local/bin/connect.py
 restorecon /usr/local/bin/connect.py
 restorecon -R /home/dst-mal
-# dst-mal's commands run in a real login: login(1) on a pseudo-terminal, whose pam_selinux gives
-# the session the context semanage login maps dst-mal to. Their output goes to /tmp/mal.
+# dst-mal's commands run in a real login: getty on tty2 logs them in (agetty --autologin), and
+# login(1)'s pam_selinux gives the session the context semanage login maps dst-mal to. Their
+# .bash_profile does the work once and writes its output to /tmp/mal.
 mkdir -m 1777 /tmp/mal
-mal_login() {
-        { sleep 5; printf '%s\nexit\n' "$1"; sleep 40; } | timeout 120 script -qec "login -f dst-mal" /dev/null
-}
-mal_login "id -Z >/tmp/mal/id.txt 2>&1
-python3 /usr/local/bin/connect.py $MPID >/tmp/mal/connect.out 2>&1; echo \$? >/tmp/mal/connect.rc
-dsctl info $MPID >/tmp/mal/info.out 2>&1; echo \$? >/tmp/mal/info.rc
-dsctl stacks $MPID >/tmp/mal/stacks.out 2>&1; echo \$? >/tmp/mal/stacks.rc" >$R/mac-login.txt 2>&1
+cat >/home/dst-mal/.bash_profile <<EOF
+if [ ! -e /tmp/mal/done ]; then
+        id -Z >/tmp/mal/id.txt 2>&1
+        python3 /usr/local/bin/connect.py $MPID >/tmp/mal/connect.out 2>&1; echo \$? >/tmp/mal/connect.rc
+        dsctl info $MPID >/tmp/mal/info.out 2>&1; echo \$? >/tmp/mal/info.rc
+        dsctl stacks $MPID >/tmp/mal/stacks.out 2>&1; echo \$? >/tmp/mal/stacks.rc
+        touch /tmp/mal/done
+fi
+exit
+EOF
+chown dst-mal: /home/dst-mal/.bash_profile
+restorecon -R /home/dst-mal
+mkdir -p /etc/systemd/system/getty@tty2.service.d
+printf '[Service]\nExecStart=\nExecStart=-/sbin/agetty --autologin dst-mal --noclear %%I linux\n' \
+        >/etc/systemd/system/getty@tty2.service.d/autologin.conf
+systemctl daemon-reload
+systemctl start getty@tty2.service
+for i in $(seq 120); do [ -e /tmp/mal/done ] && break; sleep 1; done
+systemctl stop getty@tty2.service
 for f in id.txt connect.out info.out stacks.out; do cp /tmp/mal/$f $R/mac-$f 2>/dev/null; done
 cp /tmp/mal/*.rc $R/ 2>/dev/null
 step mac-user_t-id grep -q ':user_r:user_t:' /tmp/mal/id.txt

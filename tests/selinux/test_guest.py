@@ -72,4 +72,4 @@ def no_avc_denial_for_dsagent():
 
 
 if __name__ == "__main__":
-    run_tests(needs_root=True, chained=True)
+    run_tests(needs_root=True)
