@@ -86,6 +86,10 @@ done
 step dumps as_ops dsctl dumps
 ls -lZ /var/lib/dsagent/dumps >$R/dumps-ls.txt 2>&1
 getfacl -R /var/lib/dsagent/dumps >$R/dumps-acl.txt 2>&1
+# every dump: dsagent_dump_t, the rule's readers in its ACL, readable by the ops user (an ELF core)
+step dumps-labelled sh -c '[ "$(ls -Z /var/lib/dsagent/dumps | grep -c dsagent_dump_t)" -eq 4 ]'
+step dumps-acl-readers sh -c '[ "$(grep -c "^group:dst-ops:r--" '$R'/dumps-acl.txt)" -eq 4 ]'
+step dumps-read-by-ops as_ops sh -c 'for f in /var/lib/dsagent/dumps/dump.*; do head -c 4 "$f" | grep -q ELF || exit 1; done'
 step trace as_ops sh -c "cd /tmp && dsctl trace $PID --duration 3 -o /tmp/t.nettrace && test -s /tmp/t.nettrace"
 step counters as_ops dsctl counters "$PID" --duration 3 --interval 1
 step stacks as_ops dsctl stacks "$PID"
@@ -136,18 +140,21 @@ restorecon /usr/local/bin/connect.py
 restorecon -R /home/dst-mal
 # dst-mal's commands run in a real login: getty on tty2 logs them in (agetty --autologin), and
 # login(1)'s pam_selinux gives the session the context semanage login maps dst-mal to. Their
-# .bash_profile does the work once and writes its output to /tmp/mal.
-mkdir -m 1777 /tmp/mal
+# .bash_profile does the work once and writes its output to ~/mal.
+M=/home/dst-mal/mal
+mkdir -p $M
 cat >/home/dst-mal/.bash_profile <<EOF
-if [ ! -e /tmp/mal/done ]; then
-        id -Z >/tmp/mal/id.txt 2>&1
-        python3 /usr/local/bin/connect.py $MPID >/tmp/mal/connect.out 2>&1; echo \$? >/tmp/mal/connect.rc
-        dsctl info $MPID >/tmp/mal/info.out 2>&1; echo \$? >/tmp/mal/info.rc
-        dsctl stacks $MPID >/tmp/mal/stacks.out 2>&1; echo \$? >/tmp/mal/stacks.rc
-        touch /tmp/mal/done
+if [ ! -e $M/done ]; then
+        exec 2>$M/profile.log
+        id -Z >$M/id.txt
+        python3 /usr/local/bin/connect.py $MPID >$M/connect.out 2>&1; echo \$? >$M/connect.rc
+        dsctl info $MPID >$M/info.out 2>&1; echo \$? >$M/info.rc
+        dsctl stacks $MPID >$M/stacks.out 2>&1; echo \$? >$M/stacks.rc
+        touch $M/done
 fi
 exit
 EOF
+chown -R dst-mal: $M
 chown dst-mal: /home/dst-mal/.bash_profile
 restorecon -R /home/dst-mal
 mkdir -p /etc/systemd/system/getty@tty2.service.d
@@ -155,17 +162,18 @@ printf '[Service]\nExecStart=\nExecStart=-/sbin/agetty --autologin dst-mal --noc
         >/etc/systemd/system/getty@tty2.service.d/autologin.conf
 systemctl daemon-reload
 systemctl start getty@tty2.service
-for i in $(seq 120); do [ -e /tmp/mal/done ] && break; sleep 1; done
+for i in $(seq 120); do [ -e $M/done ] && break; sleep 1; done
 systemctl stop getty@tty2.service
-for f in id.txt connect.out info.out stacks.out; do cp /tmp/mal/$f $R/mac-$f 2>/dev/null; done
-cp /tmp/mal/*.rc $R/ 2>/dev/null
-step mac-user_t-id grep -q ':user_r:user_t:' /tmp/mal/id.txt
+ls -laZ /home/dst-mal $M >$R/mac-home.txt 2>&1
+for f in id.txt connect.out info.out stacks.out profile.log; do cp $M/$f $R/mac-$f 2>/dev/null; done
+cp $M/*.rc $R/ 2>/dev/null
+step mac-user_t-id grep -q ':user_r:user_t:' $M/id.txt
 # file modes let dst-mal in: unconfined, the same user connects
 step mac-unconfined-connects runuser -u dst-mal -- python3 /usr/local/bin/connect.py "$MPID"
 # ... and in user_t, MAC keeps them off: refused by the kernel with EACCES (the AVC is judged on the host)
-step mac-user_t-refused grep -q '^refused .*Permission denied' /tmp/mal/connect.out
-step mac-dsctl-info grep -qx 0 /tmp/mal/info.rc
-step mac-dsctl-stacks grep -qx 0 /tmp/mal/stacks.rc
+step mac-user_t-refused grep -q '^refused .*Permission denied' $M/connect.out
+step mac-dsctl-info grep -qx 0 $M/info.rc
+step mac-dsctl-stacks grep -qx 0 $M/stacks.rc
 step mac-app-stop systemctl stop dstest-mal.service
 
 step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service
