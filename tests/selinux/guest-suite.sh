@@ -89,7 +89,9 @@ getfacl -R /var/lib/dsagent/dumps >$R/dumps-acl.txt 2>&1
 # every dump: dsagent_dump_t, the rule's readers in its ACL, readable by the ops user (an ELF core)
 step dumps-labelled sh -c '[ "$(ls -Z /var/lib/dsagent/dumps | grep -c dsagent_dump_t)" -eq 4 ]'
 step dumps-acl-readers sh -c '[ "$(grep -c "^group:dst-ops:r--" '$R'/dumps-acl.txt)" -eq 4 ]'
-step dumps-read-by-ops as_ops sh -c 'for f in /var/lib/dsagent/dumps/dump.*; do head -c 4 "$f" | grep -q ELF || exit 1; done'
+# (dumps/ is 0711: root lists it, the ops user opens each by name)
+read_dumps() { for f in $(ls /var/lib/dsagent/dumps); do as_ops head -c 4 "/var/lib/dsagent/dumps/$f" | grep -q ELF || return 1; done; }
+step dumps-read-by-ops read_dumps
 step trace as_ops sh -c "cd /tmp && dsctl trace $PID --duration 3 -o /tmp/t.nettrace && test -s /tmp/t.nettrace"
 step counters as_ops dsctl counters "$PID" --duration 3 --interval 1
 step stacks as_ops dsctl stacks "$PID"
