@@ -1,0 +1,183 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# Runs inside the SELinux guest (tests/selinux/guest.py puts it on the payload disk as run.sh),
+# as unconfined root, in an enforcing system with dsagent's module loaded:
+#   1. installs the project's build as its package does (the staged `meson install`, then
+#      sysusers, tmpfiles, restorecon) with the host's .NET runtime and the test app;
+#   2. starts dsagent.socket through systemd, and the test app as a service of its own
+#      user with PrivateTmp=yes;
+#   3. has an ops user run dsctl: ps, info, env, every dump type, trace, counters, stacks,
+#      exceptions, logs, a runtime connecting in on a [[port]] suspended and resumed, an
+#      [[on_start]] trace, and dsctl port with the stock dotnet-trace;
+#   4. confirms the agent ran in dsagent_t.
+# Each step is a line "ok NAME" or "not ok NAME" in /results/steps; its output is in
+# /results/NAME.out. The AVC records are judged on the host, from the audit log.
+set -u
+P=/payload
+R=/results
+mkdir -p $R
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+DOTNET=/usr/lib/dotnet/dotnet
+APP=/opt/dstest/DsTestTarget.dll
+
+step() { # NAME CMD...: run CMD, record its status under NAME
+        local name=$1; shift
+        if "$@" >"$R/$name.out" 2>&1; then echo "ok $name" >>$R/steps; else echo "not ok $name (exit $?)" >>$R/steps; fi
+}
+as_ops() { runuser -u dst-ops -- env -i PATH=/usr/bin:/bin HOME=/tmp "$@"; }
+has() { grep -q -- "$2" "$R/$1.out"; } # NAME PATTERN: the step's output holds PATTERN
+
+echo "uname: $(uname -r)"; echo "getenforce: $(getenforce)"; id -Z
+semodule -l | grep -w dsagent
+
+# 1. Install
+# /lib is a symlink to usr/lib on Debian 12: kept, not replaced by the staged directory
+tar -C $P/stage -cf - . | tar -C / -xf - --keep-directory-symlink
+mkdir -p /usr/lib/dotnet /opt/dstest /opt/dotnet-trace
+cp -a $P/dotnet/. /usr/lib/dotnet/
+cp -a $P/app/. /opt/dstest/
+cp -a $P/dotnet-trace/. /opt/dotnet-trace/ 2>/dev/null
+cp $P/policy.toml /etc/dsagent/policy.toml
+systemd-sysusers
+systemd-tmpfiles --create /usr/lib/tmpfiles.d/dsagent.conf
+restorecon -R /usr/sbin/dsagent /usr/bin/dsctl /etc/dsagent /var/lib/dsagent /usr/lib/dotnet /opt /lib/systemd/system
+ls -Z /usr/sbin/dsagent /usr/bin/dsctl /etc/dsagent/policy.toml
+ls -dZ /var/lib/dsagent /var/lib/dsagent/dumps
+useradd -r -M -d / -s /usr/sbin/nologin dst-svc
+useradd -m -s /bin/bash -G dsagent dst-ops
+systemctl daemon-reload
+
+# 2. The agent and the app
+cat >/etc/systemd/system/dstest.service <<EOF
+[Service]
+User=dst-svc
+PrivateTmp=yes
+Environment=DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 DOTNET_gcServer=0
+ExecStart=$DOTNET $APP --park-thread --throw-exceptions 20 --log-warnings 20 --emit-events 50 --meter-value 42
+EOF
+cat >/etc/systemd/system/dstest-port.service <<EOF
+[Service]
+User=dst-svc
+PrivateTmp=yes
+Environment=DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 DOTNET_DiagnosticPorts=/run/dsagent/ports/default.sock,connect,suspend
+ExecStart=$DOTNET $APP --startup-marker --emit-events 50
+EOF
+systemctl daemon-reload
+step agent-start systemctl start dsagent.socket
+for i in $(seq 60); do systemctl -q is-active dsagent.service && break; sleep 1; done
+step agent-active systemctl is-active dsagent.service
+ps -eZ | grep -E 'dsagent|dotnet' >$R/ps-Z.txt
+step agent-in-dsagent_t grep -q 'dsagent_t.*dsagent$' $R/ps-Z.txt
+step app-start systemctl start dstest.service
+sleep 8
+PID=$(systemctl show -P MainPID dstest.service)
+echo "app pid $PID"
+ps -eZ | grep -E 'dsagent|dotnet' >$R/ps-Z.txt
+
+# 3. The job, as the ops user
+step ps as_ops dsctl ps
+has ps "$PID" || echo "not ok ps-lists-app" >>$R/steps
+step info as_ops dsctl info "$PID"
+step info-unit as_ops dsctl info dstest.service
+step env as_ops dsctl env "$PID"
+for t in mini triage heap full; do
+        step dump-$t as_ops dsctl dump "$PID" --type $t
+done
+step dumps as_ops dsctl dumps
+ls -lZ /var/lib/dsagent/dumps >$R/dumps-ls.txt 2>&1
+getfacl -R /var/lib/dsagent/dumps >$R/dumps-acl.txt 2>&1
+# every dump: dsagent_dump_t, the rule's readers in its ACL, readable by the ops user (an ELF core)
+step dumps-labelled sh -c '[ "$(ls -Z /var/lib/dsagent/dumps | grep -c dsagent_dump_t)" -eq 4 ]'
+step dumps-acl-readers sh -c '[ "$(grep -c "^group:dst-ops:r--" '$R'/dumps-acl.txt)" -eq 4 ]'
+# (dumps/ is 0711: root lists it, the ops user opens each by name)
+read_dumps() { for f in $(ls /var/lib/dsagent/dumps); do as_ops head -c 4 "/var/lib/dsagent/dumps/$f" | grep -q ELF || return 1; done; }
+step dumps-read-by-ops read_dumps
+step trace as_ops sh -c "cd /tmp && dsctl trace $PID --duration 3 -o /tmp/t.nettrace && test -s /tmp/t.nettrace"
+step counters as_ops dsctl counters "$PID" --duration 3 --interval 1
+step stacks as_ops dsctl stacks "$PID"
+has stacks ParkedInDsagentStacksProbe || echo "not ok stacks-show-parked-thread" >>$R/steps
+step exceptions as_ops dsctl exceptions "$PID" --duration 3
+step logs as_ops dsctl logs "$PID" --duration 3
+# dsctl port and the stock dotnet-trace through it
+if [ -x /opt/dotnet-trace/dotnet-trace ]; then
+        as_ops sh -c "dsctl port $PID --socket /tmp/port.sock >/tmp/port.out 2>/tmp/port.err & echo \$! >/tmp/port.pid"
+        sleep 3
+        step port-dotnet-trace as_ops env DOTNET_ROOT=/usr/lib/dotnet DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 \
+                timeout 120 /opt/dotnet-trace/dotnet-trace collect --diagnostic-port /tmp/port.sock,connect \
+                -o /tmp/port.nettrace --duration 00:00:00:03 --providers Dsagent-TestTarget
+        as_ops sh -c 'kill $(cat /tmp/port.pid)' 2>/dev/null
+        cp /home/dst-ops/port.* /tmp/port.* $R/ 2>/dev/null
+else
+        echo "not ok port-dotnet-trace (no dotnet-trace on the payload)" >>$R/steps
+fi
+# a runtime connecting in on the [[port]], suspended: the [[on_start]] trace, then resume
+step port-app-start systemctl start dstest-port.service
+sleep 10
+PPID2=$(systemctl show -P MainPID dstest-port.service)
+step port-ps as_ops dsctl ps
+step port-resume as_ops dsctl resume "$PPID2"
+sleep 8
+step on-start-trace sh -c 'ls /var/lib/dsagent/dumps | grep on_start'
+step port-app-stop systemctl stop dstest-port.service
+step app-stop systemctl stop dstest.service
+ls -lZ /var/lib/dsagent/dumps >$R/dumps-ls.txt 2>&1
+getfacl -R /var/lib/dsagent/dumps >$R/dumps-acl.txt 2>&1
+
+# 5. MAC: a user mapped to the confined SELinux user user_u runs a .NET app of their own, whose
+# socket's file modes let them in; in user_t they are kept off it, while dsctl through the agent
+# serves them. dst-mal is mapped to user_u (semanage login) and logs in through login(1).
+useradd -m -s /bin/bash -G dsagent dst-mal
+step mac-semanage-login semanage login -a -s user_u dst-mal
+semanage login -l >$R/semanage-login.txt 2>&1
+printf '[Service]\nUser=dst-mal\nEnvironment=DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1\nExecStart=%s %s\n' \
+        "$DOTNET" "$APP" >/etc/systemd/system/dstest-mal.service
+systemctl daemon-reload
+step mac-app-start systemctl start dstest-mal.service
+sleep 8
+MPID=$(systemctl show -P MainPID dstest-mal.service)
+ls -lZ /tmp/dotnet-diagnostic-$MPID-* >$R/mac-socket.txt 2>&1
+cp $P/connect.py /usr/local/bin/connect.py
+chmod 755 /usr/local/bin/connect.py
+restorecon /usr/local/bin/connect.py
+restorecon -R /home/dst-mal
+# dst-mal's commands run in a real login: getty on tty2 logs them in (agetty --autologin), and
+# login(1)'s pam_selinux gives the session the context semanage login maps dst-mal to. Their
+# .bash_profile does the work once and writes its output to ~/mal.
+M=/home/dst-mal/mal
+mkdir -p $M
+cat >/home/dst-mal/.bash_profile <<EOF
+if [ ! -e $M/done ]; then
+        exec 2>$M/profile.log
+        id -Z >$M/id.txt
+        python3 /usr/local/bin/connect.py $MPID >$M/connect.out 2>&1; echo \$? >$M/connect.rc
+        dsctl info $MPID >$M/info.out 2>&1; echo \$? >$M/info.rc
+        dsctl stacks $MPID >$M/stacks.out 2>&1; echo \$? >$M/stacks.rc
+        touch $M/done
+fi
+exit
+EOF
+chown -R dst-mal: $M
+chown dst-mal: /home/dst-mal/.bash_profile
+restorecon -R /home/dst-mal
+mkdir -p /etc/systemd/system/getty@tty2.service.d
+printf '[Service]\nExecStart=\nExecStart=-/sbin/agetty --autologin dst-mal --noclear %%I linux\n' \
+        >/etc/systemd/system/getty@tty2.service.d/autologin.conf
+systemctl daemon-reload
+systemctl start getty@tty2.service
+for i in $(seq 120); do [ -e $M/done ] && break; sleep 1; done
+systemctl stop getty@tty2.service
+ls -laZ /home/dst-mal $M >$R/mac-home.txt 2>&1
+for f in id.txt connect.out info.out stacks.out profile.log; do cp $M/$f $R/mac-$f 2>/dev/null; done
+cp $M/*.rc $R/ 2>/dev/null
+step mac-user_t-id grep -q ':user_r:user_t:' $M/id.txt
+# file modes let dst-mal in: unconfined, the same user connects
+step mac-unconfined-connects runuser -u dst-mal -- python3 /usr/local/bin/connect.py "$MPID"
+# ... and in user_t, MAC keeps them off: refused by the kernel with EACCES (the AVC is judged on the host)
+step mac-user_t-refused grep -q '^refused .*Permission denied' $M/connect.out
+step mac-dsctl-info grep -qx 0 $M/info.rc
+step mac-dsctl-stacks grep -qx 0 $M/stacks.rc
+step mac-app-stop systemctl stop dstest-mal.service
+
+step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service
+journalctl -u dsagent.service --no-pager >$R/dsagent-journal.txt 2>&1
+exit 0

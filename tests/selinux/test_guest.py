@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""dsagent under SELinux enforcing, for real: a Debian 12 guest booted enforcing with the module.
+
+guest.py builds (once, cached) and boots the guest; guest-suite.sh runs inside it and does the
+agent's whole job as an ops user. Here the results are judged: the guest booted enforcing, every
+step of the job succeeded, the agent ran in dsagent_t, and the audit log holds no AVC denial of
+dsagent_t or of anything acting on dsagent's types. A guest that cannot be built or booted fails
+the first test with the reason; nothing is skipped.
+"""
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../packaging"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import guest  # noqa: E402
+from tap import run_tests, test  # noqa: E402
+
+RESULTS = os.environ.get("DSAGENT_GUEST_RESULTS") or tempfile.mkdtemp(prefix="dsagent-selinux-results.")
+
+
+def results(name):
+    with open(os.path.join(RESULTS, name), errors="replace") as f:
+        return f.read()
+
+
+@test
+def guest_boots_enforcing_with_the_module():
+    try:
+        times = guest.run(RESULTS)
+    except guest.GuestError as e:
+        raise AssertionError(f"the SELinux guest cannot run here: {e}") from None
+    print(f"# timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) + f"; results in {RESULTS}")
+    log = results("run.log")
+    assert "getenforce: Enforcing" in log, log[:2000]
+    assert re.search(r"^dsagent\b", log, re.M), "the module is not loaded:\n" + log[:2000]
+
+
+@test
+def the_agent_runs_in_dsagent_t():
+    ps = results("ps-Z.txt")
+    assert re.search(r":dsagent_t:\S+\s+\d+\s+\S+\s+\S+\s+dsagent$", ps, re.M), ps
+
+
+@test
+def every_step_of_the_job_succeeds():
+    steps = results("steps")
+    failed = [line for line in steps.splitlines() if line.startswith("not ok")]
+    detail = "".join(f"\n--- {s}\n" + results(s.split()[2] + ".out")[-1500:]
+                     for s in failed if os.path.exists(os.path.join(RESULTS, s.split()[2] + ".out")))
+    assert steps.count("\nok ") + steps.startswith("ok ") >= 20 and not failed, steps + detail
+
+
+@test
+def mac_keeps_a_confined_user_off_a_runtime_socket_dsctl_serves_them():
+    """dst-mal (user_u) owns the runtime, so file modes let them in; in user_t the kernel refuses by MAC."""
+    assert ":user_r:user_t:" in results("mac-id.txt"), results("mac-id.txt")
+    assert results("mac-connect.out").startswith("refused"), results("mac-connect.out")
+    denied = [d for d in guest.avc_denials(RESULTS)
+              if "scontext=user_u:user_r:user_t" in d and "dotnet-diagnostic-" in d and "denied" in d]
+    assert denied, "no AVC record shows MAC refusing user_t the runtime's socket"
+    for command in ("info", "stacks"):
+        assert results(f"{command}.rc").strip() == "0", results(f"mac-{command}.out")
+
+
+@test
+def no_avc_denial_for_dsagent():
+    denials = [d for d in guest.avc_denials(RESULTS) if "dsagent" in d]
+    assert not denials, "".join(denials)
+
+
+if __name__ == "__main__":
+    run_tests(needs_root=True)
