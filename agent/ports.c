@@ -29,11 +29,9 @@
 #include "procfs.h"
 #include "runtime-call.h"
 #include "sockopt.h"
+#include "test-hooks.h"
 #include "startup.h"
 
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77
-#endif
 
 /* The reference tool gives the advertise 250 ms; a loaded host gets more, a silent peer no more than this. */
 #define ADVERTISE_TIMEOUT_USEC (2 * 1000000ULL)
@@ -900,16 +898,6 @@ static unsigned pending_of_uid(const Ports *p, uid_t uid) {
         return n;
 }
 
-static int peer_pidfd(int fd, int *ret) {
-        socklen_t len = sizeof(int);
-        int pidfd;
-
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
-                return -errno;
-        *ret = pidfd;
-        return 0;
-}
-
 /* Who connected, from the kernel; refused at once when the port does not admit its user. */
 static void listener_accept_one(PortListener *l, int fd) {
         Ports *p = l->ports;
@@ -923,6 +911,7 @@ static void listener_accept_one(PortListener *l, int fd) {
         }
         *pe = (Pending){ .ports = p, .listener = l, .fd = fd, .pidfd = -EBADF, .peer = PEER_CREDS_NULL };
         (void)sd_event_now(p->broker->event, CLOCK_MONOTONIC, &pe->accepted_usec);
+        test_hook_pause("port-accept");
         r = sockopt_get_peer_creds(fd, &pe->peer);
         if (r < 0 || pe->peer.pid <= 0) {
                 safe_close(fd); /* a peer in a pid namespace the agent cannot see has no pid to check */
@@ -944,7 +933,7 @@ static void listener_accept_one(PortListener *l, int fd) {
                 pending_refuse(TAKE_PTR(pe), 0, NULL, "too many connections wait to advertise");
                 return;
         }
-        r = peer_pidfd(fd, &pe->pidfd);
+        r = sockopt_get_peer_pidfd(fd, pe->peer.pid, pe->peer.uid, &pe->pidfd);
         if (r < 0) {
                 pending_refuse(TAKE_PTR(pe), 0, NULL, r == -EMFILE || r == -ENFILE ?
                                "the agent is out of file descriptors" : "the process exited before it could be checked");

@@ -1,14 +1,22 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "cleanup.h"
+#include "fileio.h"
+#include "procfs.h"
 #include "sockopt.h"
+#include "test-hooks.h"
 #include "userns.h"
 
 #ifndef SO_PEERPIDFD
@@ -77,6 +85,62 @@ int pidfd_identity(int pidfd, struct stat *ret) {
         return fstat(pidfd, ret) < 0 ? -errno : 0;
 }
 
+bool pidfd_is_alive(int pidfd) {
+        struct pollfd p = { .fd = pidfd, .events = POLLIN };
+        int r;
+
+        do
+                r = poll(&p, 1, 0);
+        while (r < 0 && errno == EINTR);
+        return r == 0;
+}
+
+/* /proc/PID/status is a few hundred bytes; a bound keeps a malformed one from costing more. */
+#define PROC_STATUS_MAX (64 * 1024)
+
+/* Before Linux 6.5: a pidfd by pid, proved to pin a process of @uid by a check the pidfd outlives. */
+static int peer_pidfd_by_pid(pid_t pid, uid_t uid, int *ret_pidfd) {
+        _cleanup_close_ int pidfd = -EBADF;
+        _cleanup_free_ char *status = NULL;
+        char path[64];
+        size_t size;
+        ProcStatus st;
+        int r;
+
+        if (pid <= 0)
+                return -ESRCH;
+        pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0)
+                return -errno;
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        r = read_file_at(AT_FDCWD, path, PROC_STATUS_MAX, &status, &size);
+        if (r < 0)
+                return r == -ENOENT ? -ESRCH : r;
+        if (procfs_parse_status(status, size, &st) != 0)
+                return -EIO;
+        /* alive after the read: the status read was of the process the pidfd pins, not of a pid's next owner */
+        if (!pidfd_is_alive(pidfd) || st.uid[1] != uid)
+                return -ESRCH;
+        *ret_pidfd = TAKE_FD(pidfd);
+        return 0;
+}
+
+int sockopt_get_peer_pidfd(int fd, pid_t pid, uid_t uid, int *ret_pidfd) {
+        socklen_t len = sizeof(int);
+        int pidfd;
+
+        if (!test_hook_kernel_has_peer_pidfd())
+                return peer_pidfd_by_pid(pid, uid, ret_pidfd);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
+                /* ENOPROTOOPT: a kernel before 6.5 */
+                if (errno == ENOPROTOOPT)
+                        return peer_pidfd_by_pid(pid, uid, ret_pidfd);
+                return -errno;
+        }
+        *ret_pidfd = pidfd;
+        return 0;
+}
+
 /**
  * sockopt_get_peer_creds() - read the peer's identity, once, from the kernel
  *
@@ -93,7 +157,6 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         _cleanup_close_ int pidfd = -EBADF;
         uint64_t pidfd_id = 0;
         uid_t charged = USERNS_CHARGE_UNKNOWN;
-        bool trust_pid = false;
         struct stat st;
         size_t n_groups = 0;
         int r;
@@ -107,20 +170,12 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         if (r < 0)
                 return r;
 
-        len = sizeof(pidfd);
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0) {
-                pidfd = -EBADF;
-                /* the id only adds to the audit record: out of fds, the record goes without it */
-                if (errno != ENOPROTOOPT && errno != ENODATA && errno != ESRCH && errno != EINVAL &&
-                    errno != EMFILE && errno != ENFILE)
-                        return -errno;
-                /* a kernel without SO_PEERPIDFD (before 6.5) leaves the pid as the only handle; where
-                 * the kernel has it, no pidfd means the process is gone and its pid may be anyone's */
-                trust_pid = errno == ENOPROTOOPT || errno == EINVAL;
-        }
+        /* the pidfd only adds to the record and the charge: without it (the process is gone, out of fds)
+         * the record goes without its id and the peer is charged as unknown (fail closed) */
+        (void)sockopt_get_peer_pidfd(fd, cred.pid, cred.uid, &pidfd);
         if (pidfd >= 0 && pidfd_identity(pidfd, &st) == 0)
                 pidfd_id = (uint64_t)st.st_ino;
-        if (pidfd >= 0 || trust_pid || cred.uid == 0)
+        if (pidfd >= 0 || cred.uid == 0)
                 (void)userns_charged_uid(pidfd, cred.pid, cred.uid, &charged);
 
         *ret = (PeerCreds){

@@ -2,6 +2,7 @@
 /* Kernel-verified identity of a socket peer: SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -47,4 +48,23 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret);
  * Return: 0, -EOPNOTSUPP before pidfs (all pidfds share one inode), or a negative errno.
  */
 int pidfd_identity(int pidfd, struct stat *ret);
+
+/* pidfd_is_alive() - whether the process @pidfd pins has not exited (a poll that does not wait). */
+bool pidfd_is_alive(int pidfd);
+
+/**
+ * sockopt_get_peer_pidfd() - a pidfd of the process that connected to @fd
+ * @pid, @uid: the peer's pid and uid from SO_PEERCRED (sockopt_get_peer_creds())
+ *
+ * The kernel's own (SO_PEERPIDFD) where it has one (Linux 6.5+). Before 6.5 a
+ * pidfd opened by @pid, kept only when the process it pins still has @uid as
+ * its effective uid after the check (so the pid was not handed to a process
+ * of another user meanwhile). What that cannot tell apart is a pid reused by
+ * another process of the same user between connect() and the open; see
+ * SECURITY.md.
+ *
+ * Return: 0 with *@ret_pidfd (CLOEXEC), -ESRCH when the process is gone or is
+ * not @uid's, or another negative errno.
+ */
+int sockopt_get_peer_pidfd(int fd, pid_t pid, uid_t uid, int *ret_pidfd);
 void peer_creds_done(PeerCreds *c);

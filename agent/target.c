@@ -22,9 +22,6 @@
 #include "sockopt.h"
 #include "target.h"
 
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77
-#endif
 
 #define PROC_SMALL_FILE_MAX (64 * 1024)
 /* The kernel caps argv plus environment at a quarter of the stack rlimit;
@@ -58,16 +55,6 @@ Target *target_unref(Target *t) {
  * stricter than "the pid is still taken", which is what we want: a zombie's
  * socket has no listener left anyway.
  */
-static bool pidfd_is_alive(int pidfd) {
-        struct pollfd p = { .fd = pidfd, .events = POLLIN };
-        int r;
-
-        do
-                r = poll(&p, 1, 0);
-        while (r < 0 && errno == EINTR);
-        return r == 0;
-}
-
 bool target_is_alive(const Target *t) {
         return pidfd_is_alive(t->pidfd);
 }
@@ -491,10 +478,10 @@ static int listener_matches_target(Target *t, int sock_fd, const char **ret_why)
                 return TARGET_E_IMPOSTOR;
         }
 
-        len = sizeof(peer_pidfd);
-        if (getsockopt(sock_fd, SOL_SOCKET, SO_PEERPIDFD, &peer_pidfd, &len) < 0) {
-                if (errno == ENOPROTOOPT)
-                        return 0; /* kernel before 6.5: the pid check above is all there is */
+        r = sockopt_get_peer_pidfd(sock_fd, cred.pid, cred.uid, &peer_pidfd);
+        if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
+                return r;
+        if (r < 0) {
                 /* the process that called listen() is gone: not our live target */
                 *ret_why = "the process that created the diagnostic socket has exited";
                 return TARGET_E_IMPOSTOR;

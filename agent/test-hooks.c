@@ -62,6 +62,10 @@ unsigned test_hook_audit_queue(unsigned records) {
         return v > 0 ? (unsigned)v : records;
 }
 
+bool test_hook_kernel_has_peer_pidfd(void) {
+        return !getenv("DSAGENT_TEST_NO_PEERPIDFD");
+}
+
 void test_hook_client_socket(int fd) {
         const char *n = getenv("DSAGENT_TEST_SNDBUF");
         int bytes = n ? atoi(n) : 0;

@@ -42,6 +42,12 @@ unsigned test_hook_max_connections(unsigned max);
  * few requests where the real bound takes a thousand.
  */
 unsigned test_hook_audit_queue(unsigned records);
+/*
+ * False when DSAGENT_TEST_NO_PEERPIDFD is set: the agent then finds a peer's pidfd as on a
+ * kernel before 6.5 (Debian 12's 6.1), which has no SO_PEERPIDFD, where the test machine's has.
+ * The SELinux guest boots that very kernel and proves the same path there.
+ */
+bool test_hook_kernel_has_peer_pidfd(void);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -63,6 +69,9 @@ static inline unsigned test_hook_max_connections(unsigned max) {
 }
 static inline unsigned test_hook_audit_queue(unsigned records) {
         return records;
+}
+static inline bool test_hook_kernel_has_peer_pidfd(void) {
+        return true;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

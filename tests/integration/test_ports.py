@@ -670,6 +670,95 @@ def a_pid_reused_after_registration_gets_nothing_of_the_registration():
     assert r.returncode != 0 and "port" not in r.stdout, r
 
 
+# Before Linux 6.5 (Debian 12 runs 6.1) the kernel has no SO_PEERPIDFD: the agent opens the peer's pidfd by
+# the pid SO_PEERCRED gave, and checks whose process that pid now is.
+OLD_KERNEL = {"DSAGENT_TEST_NO_PEERPIDFD": "1"}
+
+
+@test
+def on_a_kernel_without_so_peerpidfd_a_runtime_registers_waits_and_is_resumed():
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0"), env=OLD_KERNEL)
+    target = connecting_target(path, mode="suspend")
+    rec = wait_registered(agent, target.pid)
+    assert rec["DSAGENT_SUSPENDED"] == "yes", rec
+    assert "ready" not in printed(target, wait=0.5), "the app ran before it was resumed"
+    r = dsctl(agent, ALICE, "resume", str(target.pid))
+    assert r.returncode == 0 and f"resumed through its diagnostic port {path}" in r.stdout, r
+    target.process.read_line("ready pid=", timeout=30)
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["port"] == path, r
+    assert not refusals(agent), refusals(agent)
+
+
+# Connects to a port and hands the connection to a child, which advertises the parent's pid once the parent
+# has exited and its pid is someone else's, and answers the agent's ProcessInfo with that pid and its cookie.
+HAND_OFF = r"""
+import os, socket, struct, sys, time, uuid
+path = sys.argv[1]
+cookie, me = os.urandom(16), os.getpid()
+
+
+def string(text):
+    data = (text + "\0").encode("utf-16-le")
+    return struct.pack("<I", len(data) // 2) + data
+
+
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(path)
+if os.fork():
+    print("connected pid=%d" % me, flush=True)
+    os._exit(0)
+os.setsid()  # the parent's pid, its session's and group's id too, is free for another process once it exits
+while os.getppid() == me:
+    time.sleep(0.05)
+time.sleep(float(sys.argv[2]))
+s.sendall(b"ADVR_V1\0" + cookie + struct.pack("<QH", me, 0))
+s.settimeout(30)
+try:
+    if s.recv(64)[:14] == b"DOTNET_IPC_V1\0":
+        payload = struct.pack("<Q", me) + cookie + string("/usr/bin/dotnet") + string("Linux") + string("x64")
+        s.sendall(b"DOTNET_IPC_V1\0" + struct.pack("<HBBH", 20 + len(payload), 0xFF, 0x00, 0) + payload)
+    time.sleep(20)
+except OSError:
+    pass
+"""
+
+
+@test
+def on_a_kernel_without_so_peerpidfd_a_pid_handed_to_another_user_between_connect_and_accept_is_refused():
+    """Without SO_PEERPIDFD the agent has only the pid the peer had at connect(). Mallory connects, passes the
+    connection to a child and exits; svc's process takes her pid before the agent looks. Taken at its word, the
+    pid would make her connection the port of svc's process: what ops ask of it would go to her."""
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    env = dict(OLD_KERNEL, DSAGENT_TEST_PAUSE="port-accept:8000")
+    agent = Agent(policy=policy(path, port_users=(SVC, MALLORY)), env=env)
+    wait_port(path)
+    script = os.path.join(make_dir(None, 0o755), "hand_off.py")
+    with open(script, "w") as f:
+        f.write(HAND_OFF)
+    os.chmod(script, 0o644)
+    hand_off = Process(as_user(MALLORY, [harness.PYTHON, script, path, "2"]))
+    pid = int(hand_off.read_line("connected pid=").split("=")[1])
+    hand_off.proc.wait(timeout=30)
+    victim = claim_pid(pid, as_user(SVC, ["sleep", "60"]))
+    assert victim is not None, f"could not hand pid {pid} to svc's process"
+    # the attack is in place: the agent looks only now, and the pid is svc's
+    wait_for(lambda: "test-hook: paused at port-accept" in open(agent.log_path).read(), what="the pause")
+    wait_for(lambda: os.stat(f"/proc/{pid}").st_uid == uid_of(SVC), timeout=5, what=f"pid {pid} svc's")
+    assert not refusals(agent) and not port_records(agent, "registered"), "the agent looked before the pid was svc's"
+    rec = wait_for(lambda: [r for r in refusals(agent) if r["DSAGENT_TARGET_PID"] == str(pid)], timeout=60,
+                   what="the refusal")[-1]
+    assert "exited before it could be checked" in rec["DSAGENT_REASON"], rec
+    assert rec["DSAGENT_TARGET_UID"] == str(uid_of(MALLORY)), rec
+    assert not port_records(agent, "registered"), "her connection was registered as svc's process"
+    r = dsctl(agent, ALICE, "--json", "info", str(pid))
+    assert "port" not in r.stdout, r
+    victim.stop()
+
+
 # A process that speaks the protocol well enough to register (its own pid and cookie, a ProcessInfo with
 # them), connects again, then forks a child that keeps that connection and runs exec itself.
 EXEC_AFTER_REGISTERING = r"""
