@@ -129,6 +129,7 @@ static int env_queue_variable(Request *req, WireWriter *w, const DotnetEnvVariab
 static void env_variables_read(Request *req, const uint8_t *block, size_t size, const DotnetEnvironment *env) {
         _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
         EnvWork *work = req->work;
+        size_t check_budget = POLICY_ENV_CHECK_BUDGET;
         char why[160];
         int r;
 
@@ -138,7 +139,7 @@ static void env_variables_read(Request *req, const uint8_t *block, size_t size, 
         }
         for (size_t i = 0; i < env->n; i++) {
                 const DotnetEnvVariable *v = &env->variables[i];
-                bool hidden = policy_env_value_hidden(req->policy, &req->verdict, v->name, v->value);
+                bool hidden = policy_env_value_hidden(req->policy, &req->verdict, v->name, v->value, &check_budget);
 
                 /* a string the protocol cannot carry whole is not cut either */
                 if (strlen(v->name) > WIRE_STRING_MAX || (!hidden && strlen(v->value) > WIRE_STRING_MAX)) {

@@ -98,13 +98,14 @@ static void proxy_environment_read(Request *req, const uint8_t *block, size_t si
         _cleanup_free_ DotnetEnvVariable *shown = calloc(env->n > 0 ? env->n : 1, sizeof(DotnetEnvVariable));
         _cleanup_free_ uint8_t *redacted = NULL;
         ProxyWork *work = req->work;
+        size_t check_budget = POLICY_ENV_CHECK_BUDGET;
         uint8_t payload[6];
         DotnetIpcResponse ok = { .ok = true, .payload = payload, .payload_size = sizeof(payload) };
         int r = shown ? 0 : -ENOMEM;
 
         for (size_t i = 0; r == 0 && i < env->n; i++) {
                 bool hidden = policy_env_value_hidden(req->policy, &req->verdict, env->variables[i].name,
-                                                      env->variables[i].value);
+                                                      env->variables[i].value, &check_budget);
 
                 shown[i] = env->variables[i];
                 if (hidden)

@@ -297,13 +297,25 @@ bool policy_cgroup_pattern_match(const char *pattern, const char *path);
 bool policy_container_selector_is_valid(const char *selector);
 
 /*
+ * How many bytes of names and values policy_env_value_hidden() checks for secrets in one
+ * environment. The checks cost up to a few hundred ns a byte on a loaded machine, and the target
+ * chooses its environment (up to 256 KiB of allow-listed names, DOTNET_*): unbounded, one env
+ * request could hold the event loop for 100 ms. Real allow-listed values (PATH, DOTNET_*, LANG)
+ * come to a few KiB; those past the budget are withheld, not vouched for.
+ */
+#define POLICY_ENV_CHECK_BUDGET (32u * 1024u)
+
+/*
  * Is the value @value of the variable @name withheld from the requester of @v? Values are
  * hidden unless known safe: none is withheld under env_reveal (a rule's, root's, the process
  * owner's); else one is shown only when @name is on the allow list (the built-in one,
  * policy_env_name_shown_by_default(), or the env_show of the rule that granted it), env_redact
- * does not match @name, and neither @name nor @value looks like a secret (env-secret.h).
+ * does not match @name, neither @name nor @value looks like a secret (env-secret.h), and both
+ * fit in what is left of *@check_budget (start it at POLICY_ENV_CHECK_BUDGET for each
+ * environment), which the check then spends.
  */
-bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name, const char *value);
+bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name, const char *value,
+                             size_t *check_budget);
 /* Is @name on the built-in allow list of harmless configuration (policy.c, docs/policy.md)? */
 bool policy_env_name_shown_by_default(const char *name);
 

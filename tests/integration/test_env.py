@@ -118,6 +118,23 @@ def env_by_unit_and_its_own_redaction_list():
 
 
 @test
+def allow_listed_values_past_the_check_budget_are_withheld_unchecked():
+    """The target chooses its environment: hundreds of KiB of allow-listed DOTNET_* values, each checked
+    for secrets on the event loop, held it for up to 100 ms a request. What one answer checks is bounded
+    (POLICY_ENV_CHECK_BUDGET, 32 KiB); harmless values past it are withheld, not vouched for."""
+    padding = {f"DOTNET_PAD_{i:02}": ("plain words " * 171)[:2047] for i in range(40)}  # 80 KiB in all
+    target = Target(SVC, environment=padding)
+    agent = Agent(policy=env_policy())
+    _, listing = env_json(agent, ALICE, target.pid)
+    seen = values_of(listing)
+    shown = [n for n in padding if not seen[n]["redacted"]]
+    # the environment's first 32 KiB of them are checked and shown, the rest withheld
+    assert 10 <= len(shown) <= 16 and shown == sorted(shown)[:len(shown)], shown
+    assert all(seen[n]["value"] == padding[n] for n in shown)
+    assert sum(seen[n]["redacted"] for n in padding) == 40 - len(shown)
+
+
+@test
 def a_stranger_gets_no_such_process_and_the_runtime_sees_nothing():
     target = Target(SVC, environment=ENVIRONMENT)
     agent = Agent(policy=env_policy())

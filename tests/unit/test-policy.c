@@ -520,7 +520,9 @@ static void test_monitor_commands(void) {
 /* ---- env: the allow list, env_show, env_redact and env_reveal ---- */
 
 static bool hidden_value(const Policy *p, const PolicyVerdict *v, const char *name, const char *value) {
-        return policy_env_value_hidden(p, v, name, value);
+        size_t budget = POLICY_ENV_CHECK_BUDGET;
+
+        return policy_env_value_hidden(p, v, name, value, &budget);
 }
 
 /* A name's verdict with a value that looks like no secret. */
@@ -556,6 +558,32 @@ static void test_env_pattern_match(void) {
         check(!policy_env_pattern_is_valid("[A]*") && !policy_env_pattern_is_valid("A\\*"));
         check(!policy_env_pattern_is_valid("A B") && !policy_env_pattern_is_valid("A\tB"));
         check(!policy_env_pattern_is_valid("\xC3(")); /* not UTF-8 */
+}
+
+/* What one environment's checks may cost: allow-listed values past POLICY_ENV_CHECK_BUDGET are withheld unchecked. */
+static void test_env_check_budget(void) {
+        Policy *p = policy_new_builtin();
+        PolicyVerdict redacting = { .allowed = true }, revealing = { .allowed = true, .env_reveal = true };
+        size_t budget = POLICY_ENV_CHECK_BUDGET, name = strlen("DOTNET_A");
+        char *value = malloc(POLICY_ENV_CHECK_BUDGET + 1);
+
+        check(p && value);
+        memset(value, 'x', POLICY_ENV_CHECK_BUDGET);
+        /* one value larger than the whole budget: withheld, and the budget left for the next */
+        value[POLICY_ENV_CHECK_BUDGET] = '\0';
+        check(policy_env_value_hidden(p, &redacting, "DOTNET_A", value, &budget));
+        check(budget == POLICY_ENV_CHECK_BUDGET);
+        /* a value that just fits is checked (and shown), and spends the budget */
+        value[POLICY_ENV_CHECK_BUDGET - name] = '\0';
+        check(!policy_env_value_hidden(p, &redacting, "DOTNET_A", value, &budget));
+        check(budget == 0);
+        /* past it, a harmless value is not vouched for; names off the allow list cost nothing */
+        check(policy_env_value_hidden(p, &redacting, "DOTNET_B", "1", &budget));
+        check(policy_env_value_hidden(p, &redacting, "OTHER", "1", &budget) && budget == 0);
+        /* a reveal checks nothing, so needs no budget */
+        check(!policy_env_value_hidden(p, &revealing, "DOTNET_B", "1", &budget));
+        free(value);
+        policy_unref(p);
 }
 
 static void test_env_redact_defaults(void) {
@@ -1235,6 +1263,7 @@ int main(void) {
         run_test(test_providers_and_session_limits);
         run_test(test_monitor_commands);
         run_test(test_env_pattern_match);
+        run_test(test_env_check_budget);
         run_test(test_env_redact_defaults);
         run_test(test_env_reveal);
         run_test(test_env_redact_setting);
