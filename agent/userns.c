@@ -2,13 +2,13 @@
 /* The owner of the outermost user namespace below the agent's, for a peer process (userns.h) */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
 #include "cleanup.h"
+#include "sockopt.h"
 #include "userns.h"
 
 /* The kernel nests user namespaces at most 32 deep; one more step would be a loop. */
@@ -33,13 +33,6 @@ static int own_userns(struct stat *ret) {
         return 0;
 }
 
-/* A pidfd is readable once its process has exited. */
-static bool pidfd_alive(int pidfd) {
-        struct pollfd p = { .fd = pidfd, .events = POLLIN };
-
-        return poll(&p, 1, 0) == 0;
-}
-
 static int open_userns(int pidfd, pid_t pid) {
         char path[sizeof("/proc//ns/user") + 3 * sizeof(pid_t)];
         int fd;
@@ -51,14 +44,14 @@ static int open_userns(int pidfd, pid_t pid) {
                 if (errno != ENOTTY && errno != EINVAL && errno != EOPNOTSUPP)
                         return -errno; /* ESRCH: it has exited */
         }
-        if (pid <= 0)
-                return -ESRCH;
+        if (pidfd < 0 || pid <= 0)
+                return -ESRCH; /* without a pidfd, nothing says the pid is still the peer's */
         snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return errno == ENOENT ? -ESRCH : -errno;
         /* alive after the open: the pid still named the peer's process when its namespace was taken */
-        if (pidfd >= 0 && !pidfd_alive(pidfd)) {
+        if (!pidfd_is_alive(pidfd)) {
                 close(fd);
                 return -ESRCH;
         }

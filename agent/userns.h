@@ -35,8 +35,9 @@
  * up. The namespace is read from the pidfd (PIDFD_GET_USER_NAMESPACE, Linux
  * 6.11), else from /proc/PID/ns/user, trusted only when the pidfd says the
  * process still lives after the open (so the pid was not reused); without a
- * pidfd at all (before Linux 6.5) the pid is trusted as it is. Only nsfs and
- * pidfs ioctls: nothing here blocks.
+ * pidfd (sockopt_get_peer_pidfd() gives one on every kernel while the process
+ * lives) the process counts as gone. Only nsfs and pidfs ioctls: nothing here
+ * blocks.
  *
  * Return: 0 with *@ret, or a negative errno (-ESRCH: the process is gone;
  * -EPERM: its namespace is not below the agent's): the caller charges

@@ -322,16 +322,20 @@ for k in range(1, 11):
 for pid in children:
     os.waitpid(pid, 0)
 """
+    started = time.monotonic()
     flood = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
                                       harness.PYTHON, "-c", script, agent.socket]))
     counts = [tuple(map(int, flood.read_line("counts=", timeout=120).split("=")[1].split())) for _ in range(10)]
+    took = time.monotonic() - started
     decided, refused = sum(c[0] for c in counts), sum(c[1] for c in counts)
     uids = range(sub + 1, sub + 11)
     mine = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
     # the attack was real: ten uids asked, and each had its requests decided as its own
     assert len({r["DSAGENT_CLIENT_UID"] for r in mine}) > 1 and len(mine) == decided, (len(mine), decided)
-    # one budget for all ten: her burst and what she earns back, not ten bursts
-    assert decided + refused == 300 and refused > 200, (decided, refused)
+    # one budget for all ten: her burst (20) and what she earned back while the flood ran (5 a second), not
+    # ten bursts (200 at once, and 50 a second); on a slow machine the flood takes longer and earns more back
+    assert decided + refused == 300 and decided <= 20 + 5 * took + 5, (decided, refused, took)
+    assert 20 + 5 * took + 5 < 200, f"the flood took {took:.0f} s: too long to tell one budget from ten"
     assert all(r.get("DSAGENT_CLIENT_CHARGED_UID") == str(harness.uid_of(MALLORY)) for r in mine), mine[:3]
     records = suppression_records(agent, refused)
     assert {r["DSAGENT_CLIENT_UID"] for r in records} == {str(harness.uid_of(MALLORY))}, records
