@@ -34,6 +34,7 @@ def builds_with_dpkg_buildpackage():
     shutil.copytree(os.path.join(SOURCE, "packaging/deb/debian"), os.path.join(tree, "debian"))
     run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=tree)
     deb["path"], = glob.glob(os.path.join(work, "dsagent_*_*.deb"))
+    deb["selinux"], = glob.glob(os.path.join(work, "dsagent-selinux_*_all.deb"))
     deb["changes"], = glob.glob(os.path.join(work, "dsagent_*.changes"))
 
 
@@ -114,6 +115,23 @@ def installs_starts_and_answers_under_systemd():
         assert m.run(["test", "-e", "/etc/dsagent/policy.toml"], check=False).returncode != 0
         assert m.run(["test", "-e", "/var/lib/dsagent"], check=False).returncode != 0, "purge left the dumps"
 
+
+@test
+def the_selinux_package_loads_the_module_and_takes_it_out_again():
+    files = run(["dpkg-deb", "--contents", deb["selinux"]]).stdout
+    for path in ["./usr/share/selinux/default/dsagent.pp.bz2", "./usr/share/selinux/devel/include/services/dsagent.if"]:
+        assert f" {path}\n" in files, f"{path} not in the package:\n{files}"
+    with Machine(name="dsagent-deb-selinux", binds=[work]) as m:
+        m.run(["rm", "-f", "/usr/sbin/policy-rc.d"])
+        assert "dsagent" not in m.run(["semodule", "-l"]).stdout.split()
+        m.run(["dpkg", "--install", deb["path"], deb["selinux"]])
+        # in the policy store, with its file contexts: the agent's binary is labelled by them
+        assert "dsagent" in m.run(["semodule", "-l"]).stdout.split()
+        r = m.run(["matchpathcon", "/usr/sbin/dsagent", "/var/lib/dsagent/dumps"])
+        assert ":dsagent_exec_t:" in r.stdout and ":dsagent_dump_t:" in r.stdout, r.stdout
+        m.run(["dpkg", "--purge", "dsagent-selinux"])
+        assert "dsagent" not in m.run(["semodule", "-l"]).stdout.split()
+        assert ":dsagent_exec_t:" not in m.run(["matchpathcon", "/usr/sbin/dsagent"], check=False).stdout
 
 if __name__ == "__main__":
     try:
