@@ -14,6 +14,7 @@
 
 #include "cleanup.h"
 #include "fileio.h"
+#include "pidfd.h"
 #include "procfs.h"
 #include "sockopt.h"
 #include "test-hooks.h"
@@ -21,9 +22,6 @@
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
-#endif
-#ifndef PID_FS_MAGIC
-#define PID_FS_MAGIC 0x50494446
 #endif
 
 static int compare_gid(const void *a, const void *b) {
@@ -67,32 +65,6 @@ static int sockopt_get_peer_groups(int fd, gid_t primary, gid_t **ret, size_t *r
         *ret = TAKE_PTR(groups);
         *ret_n = out;
         return 0;
-}
-
-/* Whether pidfds live on pidfs: a property of the running kernel, so asked once. */
-static int pidfs_known = -1;
-
-int pidfd_identity(int pidfd, struct stat *ret) {
-        struct statfs sfs;
-
-        if (pidfs_known < 0) {
-                if (fstatfs(pidfd, &sfs) < 0)
-                        return -errno;
-                pidfs_known = sfs.f_type == PID_FS_MAGIC;
-        }
-        if (!pidfs_known)
-                return -EOPNOTSUPP;
-        return fstat(pidfd, ret) < 0 ? -errno : 0;
-}
-
-bool pidfd_is_alive(int pidfd) {
-        struct pollfd p = { .fd = pidfd, .events = POLLIN };
-        int r;
-
-        do
-                r = poll(&p, 1, 0);
-        while (r < 0 && errno == EINTR);
-        return r == 0;
 }
 
 /* /proc/PID/status is a few hundred bytes; a bound keeps a malformed one from costing more. */

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "pidfd.h"
+
 #define PEER_GROUPS_MAX 65536
 
 typedef struct PeerCreds {
@@ -38,19 +40,6 @@ typedef struct PeerCreds {
  * Return: 0 or a negative errno.
  */
 int sockopt_get_peer_creds(int fd, PeerCreds *ret);
-
-/*
- * pidfd_identity() - fstat() of a pidfd on pidfs (Linux 6.9+), where each
- * process has one inode for its whole life: two pidfds name the same process
- * exactly when st_dev and st_ino match. Whether the kernel has pidfs is asked
- * of the first pidfd only.
- *
- * Return: 0, -EOPNOTSUPP before pidfs (all pidfds share one inode), or a negative errno.
- */
-int pidfd_identity(int pidfd, struct stat *ret);
-
-/* pidfd_is_alive() - whether the process @pidfd pins has not exited (a poll that does not wait). */
-bool pidfd_is_alive(int pidfd);
 
 /**
  * sockopt_get_peer_pidfd() - a pidfd of the process that connected to @fd

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "cleanup.h"
-#include "sockopt.h"
+#include "pidfd.h"
 #include "userns.h"
 
 /* The kernel nests user namespaces at most 32 deep; one more step would be a loop. */
