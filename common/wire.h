@@ -115,7 +115,7 @@ typedef enum WireTag {
         WIRE_TAG_CONTAINER = 45,        /* string: the target's container id, 64 lowercase hex (its cgroup's name) */
         WIRE_TAG_POD_UID = 46,          /* string: the target's Kubernetes pod uid (its cgroup's name) */
         WIRE_TAG_CGROUP = 47,           /* text: the target's cgroup path, as the kernel tells it */
-        /* where root does not vouch for that path (a delegated subtree's, agent/cgroupfs.h): the names on it
+        /* where root does not vouch for that path (a delegated subtree's, agent/targets/cgroupfs.h): the names on it
          * are anybody's, so never sent as CONTAINER or POD_UID */
         WIRE_TAG_UNVERIFIED_CONTAINER = 48, /* string: a container id such a path names */
         WIRE_TAG_UNVERIFIED_POD_UID = 49,   /* string: a pod uid such a path names */

@@ -178,7 +178,7 @@ typedef struct PolicyAgentSettings {
         /* runtimes of one user that connected in on a [[port]] and are registered at once */
         unsigned max_runtimes_per_user;
         /* how long the facts a worker read about a process serve further requests about it
-         * (agent/target-cache.h); 0: every request has the process read afresh */
+         * (agent/targets/target-cache.h); 0: every request has the process read afresh */
         unsigned target_cache_ms;
 } PolicyAgentSettings;
 

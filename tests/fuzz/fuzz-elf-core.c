@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Fuzzes the ELF core check (agent/elf-core.h). createdump runs as the
+ * Fuzzes the ELF core check (agent/dumps/elf-core.h). createdump runs as the
  * target's user, and any process of that user may write into the dump's
  * pipe: every byte of the file the check reads is the target's to choose.
  *

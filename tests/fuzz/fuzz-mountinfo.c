@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Fuzzes the mountinfo parser (agent/mountinfo.h). A target's mount table is
+ * Fuzzes the mountinfo parser (agent/targets/mountinfo.h). A target's mount table is
  * its owner's to shape: in a user and mount namespace of its own a user
  * mounts what it likes, where it likes, under names it chooses (escaped by
  * the kernel, but only for space, tab, newline and backslash).

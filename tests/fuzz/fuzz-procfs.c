@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Fuzzes the /proc/PID parsers (agent/procfs.h). Every byte of these files that
+ * Fuzzes the /proc/PID parsers (agent/targets/procfs.h). Every byte of these files that
  * matters is chosen by the target process: its name (comm, in stat and status),
  * its environment and its command line.
  *

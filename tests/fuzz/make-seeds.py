@@ -506,7 +506,7 @@ def wire():
     write(t, "reply-ipc-empty", frame(0x8009, field(37, b"")))
 
 
-# --- /proc files (agent/procfs.h); the first byte picks the parser -------------
+# --- /proc files (agent/targets/procfs.h); the first byte picks the parser -------------
 
 # A real /proc/self/stat and the lines of a real /proc/self/status (Debian 12, 6.x kernel)
 STAT = ("6670 (cat) R 6667 6667 3739 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 45737 3133440 359 "

@@ -12,7 +12,7 @@ right after the pidfd stays bound to the dead process, the pidfd's liveness
 is checked after every step, and the listener's SO_PEERPIDFD is compared with
 the pinned one. Removing all three (by-number /proc lookups, no liveness, no
 peer pidfd) lets the request reach the substitute and fails these tests; that
-was checked by mutating agent/target.c.
+was checked by mutating agent/targets/target.c.
 """
 import os
 import signal

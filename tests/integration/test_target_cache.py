@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Requests that reuse what a worker read about a process moments ago (agent/target-cache.h).
+"""Requests that reuse what a worker read about a process moments ago (agent/targets/target-cache.h).
 
 A burst of requests about one process has it read once; its records say how
 old the facts they were decided on are (DSAGENT_TARGET_FACTS_AGE_MS). Each

@@ -69,11 +69,11 @@ def man_pages_format_without_warnings():
 @test
 def catalog_explains_every_message_id():
     ids = re.findall(r'#define (DSAGENT_MESSAGE_\w+) "([0-9a-f]{32})"',
-                     open(os.path.join(SOURCE, "agent/catalog-ids.h")).read())
+                     open(os.path.join(SOURCE, "agent/audit/catalog-ids.h")).read())
     assert len(ids) >= 2, ids
     catalog = open(os.path.join(SOURCE, "units/dsagent.catalog")).read()
     entries = dict(re.findall(r"^-- ([0-9a-f]{32})\n(.*?)(?=^-- |\Z)", catalog, re.M | re.S))
-    audit = open(os.path.join(SOURCE, "agent/audit.c")).read()
+    audit = open(os.path.join(SOURCE, "agent/audit/audit.c")).read()
     page = man_text("dsagent.8")
     for name, message_id in ids:
         assert message_id in entries, f"no catalog entry for {name} {message_id}"

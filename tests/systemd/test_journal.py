@@ -41,7 +41,7 @@ def catalog_entries():
 
 
 def message_ids():
-    header = open(os.path.join(SOURCE, "agent/catalog-ids.h")).read()
+    header = open(os.path.join(SOURCE, "agent/audit/catalog-ids.h")).read()
     return set(re.findall(r'#define DSAGENT_MESSAGE_\w+ "([0-9a-f]{32})"', header))
 
 

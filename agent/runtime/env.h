@@ -5,7 +5,7 @@
  * verdict reveals them (policy_env_value_hidden(): an allow list of names, env_redact,
  * and names and values that look like secrets).
  * The reading of the block that follows the runtime's reply is shared with the
- * diagnostic-port proxy (agent/proxy.c), which relays it to a tool.
+ * diagnostic-port proxy (agent/runtime/proxy.c), which relays it to a tool.
  */
 #pragma once
 
