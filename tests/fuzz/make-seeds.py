@@ -756,7 +756,7 @@ def duration():
     write(t, "digits-overflow-then-junk", "99999999999999999999999999x")
 
 
-# --- nettrace streams (agent/nettrace.h); the first byte picks the chunking ---
+# --- nettrace streams (eventpipe/nettrace.h); the first byte picks the chunking ---
 
 DATA = os.path.join(HERE, "..", "data", "nettrace")
 
