@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The agent's loop (broker.h): owns the listening socket, the connections, the worker pool, the
+ * caches and the policy in force; main.c runs it.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

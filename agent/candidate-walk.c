@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * ps's shared walks of /proc (candidate-walk.h): owns the walk groups and their waiters; the ps
+ * command joins one, the broker owns them all.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The commands a client asks for (commands.h): the dispatcher, the pipeline that opens a target and
+ * calls its runtime, and ps, info and explain; connection.c calls it.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

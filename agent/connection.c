@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One client connection (connection.h): reads its one request frame, hands it to the commands,
+ * writes the reply frames out; the broker makes and frees them.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Deciding one request (decision.h): the policy's verdict, the PAM account check and the rule's
+ * rate limit, in that order; every command calls it before it acts.
+ */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The dump command (dump.h): stages, asks the runtime, writes and publishes a core dump for exactly
+ * its readers; commands.c and proxy.c start it.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

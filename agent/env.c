@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The env command (env.h): asks the runtime for ProcessEnvironment and sends each variable,
+ * redacted unless revealed; commands.c and proxy.c call it.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The jobs the worker processes do for the loop (jobs.h): their requests and replies on the wire
+ * between agent and worker, and the callbacks that take each answer.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

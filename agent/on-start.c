@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Collection from a runtime's first instruction (on-start.h): owns the startup traces of the
+ * policy's [[on_start]]; ports.c calls it as a runtime connects in.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

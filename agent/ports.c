@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Runtimes that connect in (ports.h): owns the [[port]] listeners and the runtimes registered
+ * through them; the broker applies the policy's ports, commands reach a registered runtime.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Parsers of /proc/PID files (procfs.h): pure functions over bytes the caller read, used by target,
+ * discover, sockopt, ports and startup.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The diagnostic-port proxy's agent side (proxy.h): decodes one IPC request of a stock tool,
+ * decides it as its command and answers in the runtime's encoding; commands.c dispatches to it.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

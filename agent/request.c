@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One client request and the helpers that end it (request.h): each writes the one audit record of
+ * its decision and queues the last frame.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Trace, counters, stacks, exceptions and logs sessions (session.h): owns each session's runtime
+ * connection and relay pipe; commands.c and proxy.c start them.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Runtimes suspended at startup (startup.h): telling one, what the agent answers for it, and the
+ * resume command; commands, ports and sessions call it.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

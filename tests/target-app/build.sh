@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Build the test target app once per source change and print the folder holding it.
 # The cache is keyed by a hash of the sources, so tests reuse a build until the app changes.
 set -euo pipefail

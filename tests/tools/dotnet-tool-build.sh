@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Build a .NET test tool of tests/tools once per source change and print the path of its dll:
 #   dotnet-tool-build.sh DIR ASSEMBLY PACKAGE
 # DIR holds ASSEMBLY.csproj and its *.cs; PACKAGE names what it restores from NuGet, for the

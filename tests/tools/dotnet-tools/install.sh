@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Install the stock .NET diagnostic tools (a pinned version, from NuGet) once each, and print the
 # directory that holds their executables (dotnet-counters, dotnet-dump, dotnet-gcdump, dotnet-stack,
 # dotnet-trace). The tests of `dsctl port` run them as shipped.
