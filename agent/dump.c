@@ -22,7 +22,7 @@
 #include "acl.h"
 #include "broker.h"
 #include "cleanup.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "connection.h"
 #include "decision.h"
 #include "dotnet-ipc.h"

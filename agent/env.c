@@ -11,7 +11,7 @@
 
 #include "broker.h"
 #include "cleanup.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "decision.h"
 #include "env.h"
 

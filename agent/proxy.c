@@ -10,7 +10,7 @@
 
 #include "broker.h"
 #include "cleanup.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "dump.h"

@@ -17,7 +17,7 @@
 
 #include "cleanup.h"
 #include "broker.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "ipc-request.h"
