@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "candidate-walk.h"
 #include "cleanup.h"
 #include "decision.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "candidate-walk.h"
 #include "cleanup.h"
 #include "command-steps.h"

@@ -10,7 +10,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "commands.h"
 #include "connection.h"
@@ -27,7 +27,8 @@ Connection *connection_destroy(Connection *c) {
         if (!c)
                 return NULL;
         request_done(&c->request);
-        broker_connection_closed(c->broker, c);
+        if (c->broker)
+                c->broker->connection_closed(c->broker, c);
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
         sd_event_source_disable_unref(c->release);
@@ -137,7 +138,7 @@ int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret) {
         if (r < 0)
                 return r;
 
-        broker_connection_opened(b, c);
+        b->connection_opened(b, c);
         r = connection_set_deadline(c, b->config.request_timeout_usec);
         if (r < 0)
                 return r;

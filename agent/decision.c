@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "decision.h"
 #include "pam-check.h"
 #include "ratelimit.h"

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "acl.h"
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "command-steps.h"
 #include "connection.h"

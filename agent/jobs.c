@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "decision.h"
 #include "discover.h"

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "decision.h"
 #include "dotnet-ipc.h"

@@ -23,7 +23,7 @@
 
 #include "acl.h"
 #include "audit.h"
-#include "broker.h"
+#include "broker-state.h"
 #include "array.h"
 #include "cleanup.h"
 #include "dotnet-ipc.h"

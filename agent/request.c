@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "connection.h"
 #include "dotnet-ipc.h"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "broker.h"
+#include "broker-state.h"
 #include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
