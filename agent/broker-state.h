@@ -18,6 +18,8 @@
 #include "request-budget.h"
 
 typedef struct Connection Connection;
+typedef struct Request Request;
+typedef struct WireMessage WireMessage;
 
 /* Worker jobs one owner (a user, or the agent's startup traces) may have running at once. */
 #define BROKER_WORKERS_PER_USER 2
@@ -90,6 +92,8 @@ typedef struct Broker {
          * loop keeps the list of connections and accepts, or rests, by their number. */
         void (*connection_opened)(struct Broker *b, Connection *c);
         void (*connection_closed)(struct Broker *b, Connection *c);
+        /* What carries out a connection's request (commands_dispatch()), set by the loop. */
+        void (*dispatch)(Request *req, const WireMessage *m);
 } Broker;
 
 /*

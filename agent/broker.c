@@ -21,6 +21,7 @@
 #include "on-start.h"
 #include "ports.h"
 #include "cleanup.h"
+#include "commands.h"
 #include "connection.h"
 #include "dump-stage.h"
 #include "dump-writer.h"
@@ -406,6 +407,7 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->config = *config;
         b->connection_opened = broker_connection_opened;
         b->connection_closed = broker_connection_closed;
+        b->dispatch = commands_dispatch;
         b->config.reply_timeout_usec = test_hook_reply_timeout(config->reply_timeout_usec);
         b->config.max_connections = test_hook_max_connections(config->max_connections);
         broker_fit_fd_limit(b);

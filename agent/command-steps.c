@@ -316,6 +316,7 @@ static bool connect_through_port(Request *req) {
 
         if (!rt)
                 return false;
+        req->port_waiter_cancel = ports_waiter_cancel;
         r = ports_connect(rt, port_connected, req, &fd, &req->port_waiter);
         if (r == 0)
                 req->on_runtime(req, fd);

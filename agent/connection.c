@@ -12,7 +12,6 @@
 
 #include "broker-state.h"
 #include "cleanup.h"
-#include "commands.h"
 #include "connection.h"
 #include "test-hooks.h"
 
@@ -475,7 +474,7 @@ static void connection_on_request(Connection *c) {
                 request_reply_errno(req, r, "cannot set the request's deadline");
                 return;
         }
-        commands_dispatch(req, &m);
+        c->broker->dispatch(req, &m);
 }
 
 static void connection_on_readable(Connection *c) {

@@ -525,10 +525,12 @@ static void dump_connect(DumpWork *work) {
         const char *why = NULL;
         int fd = -EBADF, r;
 
-        if (rt)
+        if (rt) {
+                req->port_waiter_cancel = ports_waiter_cancel;
                 r = ports_connect(rt, dump_port_connected, work, &fd, &req->port_waiter);
-        else
+        } else {
                 r = target_connect(req->target, &fd, &why);
+        }
         if (r == PORTS_WAITING && rt)
                 return;
         if (r < 0) {

@@ -13,9 +13,7 @@
 #include "connection.h"
 #include "dotnet-ipc.h"
 #include "pam-check.h"
-#include "ports.h"
 #include "request.h"
-#include "startup.h"
 #include "target-cache.h"
 #include "worker-pool.h"
 
@@ -29,8 +27,11 @@ void request_cancel_work(Request *req) {
         req->pam_query = NULL;
         worker_job_cancel(req->job);
         req->job = NULL;
-        req->startup = startup_probe_free(req->startup);
-        req->port_waiter = ports_waiter_cancel(req->port_waiter);
+        /* through the hooks their modules set: those modules call this one, not the other way round */
+        if (req->startup)
+                req->startup = req->startup_free(req->startup);
+        if (req->port_waiter)
+                req->port_waiter = req->port_waiter_cancel(req->port_waiter);
         if (req->work_free)
                 req->work_free(req->work);
         req->work = NULL;

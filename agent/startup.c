@@ -19,9 +19,6 @@
 #include "startup.h"
 #include "test-hooks.h"
 
-/* What readlink() of /proc/PID/exe appends when the file was replaced since the process started. */
-#define EXE_DELETED_SUFFIX " (deleted)"
-
 /*
  * One request's question to a runtime about its startup: the ProcessInfo
  * call, and where the answer goes. startup_probe() hands over the state;
@@ -49,27 +46,18 @@ StartupProbe *startup_probe_free(StartupProbe *p) {
 }
 
 static StartupProbe *probe_of(Request *req) {
-        if (!req->startup)
+        if (!req->startup) {
                 req->startup = calloc(1, sizeof(StartupProbe));
+                req->startup_free = startup_probe_free;
+        }
         return req->startup;
-}
-
-bool startup_command_line_is_exe(const char *command_line, const char *exe) {
-        size_t n;
-
-        if (!command_line || !exe)
-                return false;
-        n = strlen(exe);
-        if (n > strlen(EXE_DELETED_SUFFIX) && strcmp(exe + n - strlen(EXE_DELETED_SUFFIX), EXE_DELETED_SUFFIX) == 0)
-                n -= strlen(EXE_DELETED_SUFFIX);
-        return strlen(command_line) == n && memcmp(command_line, exe, n) == 0;
 }
 
 /* A runtime that connected in on a port of the agent's waits for a resume dsctl resume sends there. */
 static StartupState state_of(Request *req, const DotnetProcessInfo *info) {
         const Target *t = req->target;
 
-        if (!startup_command_line_is_exe(info->command_line, t->exe))
+        if (!procfs_command_line_is_exe(info->command_line, t->exe))
                 return STARTUP_STARTED;
         if ((t->startup_suspend & PROCFS_SUSPEND_DEFAULT_PORT) || ports_find(req->broker->ports, t))
                 return STARTUP_SUSPENDED;
