@@ -219,7 +219,7 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
 }
 
 static const char *end_of(const StartupTrace *t, int r, bool ended) {
-        if (r == DUMP_WRITER_E_NO_SPACE)
+        if (r == JOBS_E_NO_SPACE)
                 return "no-space";
         if (r == JOBS_E_TIMEOUT)
                 return "timeout";
