@@ -303,7 +303,8 @@ static void port_connected(int fd, int error, void *userdata) {
                         request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                             "the runtime did not connect to its diagnostic port again in time");
                 else
-                        request_reply_target_error(req, TARGET_E_GONE, NULL);
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS,
+                                            REQUEST_NO_SUCH_PROCESS);
                 return;
         }
         req->on_runtime(req, fd);

@@ -3,6 +3,7 @@
  * One client connection (connection.h): reads its one request frame, hands it to the commands,
  * writes the reply frames out; the broker makes and frees them.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -480,6 +481,8 @@ static void connection_on_request(Connection *c) {
 static void connection_on_readable(Connection *c) {
         int r;
 
+        /* only a connection that still reads its request reads: connection_start() and connection_on_io() */
+        assert(c->state == CONNECTION_READING);
         r = connection_read_frame(c);
         if (r == 0) {
                 if (!c->io && connection_watch(c, EPOLLIN) < 0)

@@ -3,6 +3,7 @@
  * One client request and the helpers that end it (request.h): each writes the one audit record of
  * its decision and queues the last frame.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,8 @@ static void request_fail_unaudited(Request *req) {
 }
 
 static void request_finish(Request *req) {
+        /* a request finishes once: every reply helper but the first one's is turned away above */
+        assert(!req->finished);
         req->finished = true;
         connection_start_writing(req->connection);
 }
