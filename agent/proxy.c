@@ -141,7 +141,7 @@ static void proxy_environment_read(Request *req, const uint8_t *block, size_t si
         proxy_relayed(req);
 }
 
-/* ProcessInfo's answer must be of the pinned process, as for info (commands.c). */
+/* ProcessInfo's answer must be of the pinned process, as for info (info.c). */
 static bool proxy_info_is_of_target(ProxyWork *work, const DotnetIpcResponse *reply) {
         _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
 

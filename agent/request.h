@@ -47,7 +47,7 @@ struct Request {
         WorkerJob *job;         /* a worker is doing something for this request */
         void *job_callback;     /* what to call when it is done (jobs.h) */
         uint64_t job_timeout_usec; /* 0: the job's own default */
-        /* the step a worker's answer continues with (commands.c) */
+        /* the step a worker's answer continues with (command-steps.c) */
         void (*on_target)(Request *req);
         void (*on_runtime)(Request *req, int fd);
         PortWaiter *port_waiter; /* waits for the runtime's next connection to its port (ports.h) */
