@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What bench-load and bench-ps share (bench-common.h): timed exchanges, samples in shared memory,
+ * statistics, the agent's memory and CPU.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dsctl's side of the dsagent protocol (agent-client.h): connect, send one request, read its reply
+ * frames; dsctl.c and port.c call it.
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dsctl's command line parsed into a request (cli.h), each value checked as the agent checks it;
+ * dsctl.c calls it.
+ */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>

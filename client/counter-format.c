@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The words and numbers of dsctl counters' rows and Prometheus names (counter-format.h): pure; the
+ * sink and the view call it.
+ */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>

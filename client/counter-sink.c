@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dsctl counters' samples turned into what dotnet-counters shows (counter-sink.h): CSV, JSON,
+ * Prometheus or the view.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>

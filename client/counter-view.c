@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsctl counters --watch (counter-view.h): the latest value of each counter, redrawn in place. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Exit codes: stable, documented in docs/dsctl.md, one per kind of failure. */
 #pragma once
 
-/* Exit codes: stable, documented in docs/dsctl.md, one per kind of failure. */
 enum {
         EXIT_OK = 0,
         EXIT_ERROR = 1,

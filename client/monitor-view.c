@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What dsctl stacks, exceptions and logs print of their session's events (monitor-view.h); session-
+ * client.c feeds it.
+ */
 #include <errno.h>
 #include <search.h>
 #include <stdlib.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A file dsctl writes for the caller (-o) (out-file.h): made before the agent is asked, renamed
+ * into place when whole.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>

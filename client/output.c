@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsctl's output (output.h): aligned text for people, JSON for scripts. */
 #include <errno.h>
 #include <pwd.h>
 #include <stdarg.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dsctl port (port.h): the caller's socket for stock .NET tools, each connection one IPC request
+ * carried to the agent.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

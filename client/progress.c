@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The progress line on standard error (progress.h), redrawn in place while work goes on. */
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>

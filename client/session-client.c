@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dsctl trace, counters, stacks, exceptions and logs (session-client.h): reads a session's stream
+ * from the agent's pipe, stops it on Ctrl-C.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

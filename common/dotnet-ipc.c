@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The .NET diagnostic IPC codec (dotnet-ipc.h): pure encode and decode over bounded buffers, shared
+ * by agent and client.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Durations as people write them, parsed and printed (duration.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>

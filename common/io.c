@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Whole reads and writes on blocking sockets (io.h), for the client side. */
 #include <errno.h>
 #include <stdbool.h>
 #include <sys/sendfile.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One request of the .NET diagnostic IPC protocol decoded strictly and encoded again (ipc-
+ * request.h): pure; the proxy and dsctl port use it.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

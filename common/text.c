@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Text helpers shared by agent and client (text.h): UTF-8, escaping, numbers. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The dsctl <-> dsagent frames (wire.h): versioned, bounded, typed fields, encoded and decoded. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The providers of the sessions behind dsctl stacks, exceptions and logs (monitor-config.h): pure.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The events dsctl stacks, exceptions and logs read from a nettrace stream (monitor-events.h):
+ * pure.
+ */
 #include <errno.h>
 #include <search.h>
 #include <stdio.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The nettrace stream parser (nettrace.h): pure and incremental; every size checked against the
+ * bytes present.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

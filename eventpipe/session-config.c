@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What an EventPipe session asks a runtime for (session-config.h): providers, profiles and counters
+ * sessions; pure.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

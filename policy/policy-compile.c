@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Parsed TOML documents compiled into an immutable Policy (policy.h): pure; policy-load.c calls it.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The policy engine (policy.h): who may do what to which process; pure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Audit records: the fields of a decision, checked and escaped, sent to the journal through the
+ * audit queue or to stderr (audit.h); requests, ports and the broker call it.
+ */
 #include <endian.h>
 #include <errno.h>
 #include <grp.h>

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Deciding one request (decision.h): the policy's verdict, the PAM account check and the rule's
+ * rate limit, in that order; every command calls it before it acts.
+ */
 #include <stdio.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "decision.h"
 #include "pam-check.h"
 #include "ratelimit.h"

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * PAM account checks in a helper process forked at start-up (pam-check.h); decision.c asks, the
+ * broker owns the checker.
+ */
 #include <errno.h>
 #include <pwd.h>
 #include <security/pam_appl.h>

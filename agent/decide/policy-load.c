@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Reading and compiling the policy files (policy-load.h): root's own files only, names resolved
+ * here once; main.c and the broker's reload call it.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

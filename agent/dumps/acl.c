@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Exact POSIX ACLs set and checked through libacl on an fd (acl.h); dump staging, dump publishing
+ * and ports call it.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dump_dir's guards and the naming and labelling of a finished dump (dump-publish.h); the dump
+ * writer and the dump command call it.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The staging FIFO of a dump in the target's own /tmp (dump-stage.h): made in a worker, through
+ * target-view.h; dump.c asks for it through jobs.h.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Moving a dump's bytes from the staging FIFO into an unnamed file of dump_dir (dump-writer.h);
+ * runs in a worker, asked by dump.c and on-start.c through jobs.h.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

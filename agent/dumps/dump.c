@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The dump command (dump.h): stages, asks the runtime, writes and publishes a core dump for exactly
+ * its readers; commands.c and proxy.c start it.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,9 +20,9 @@
 #include <unistd.h>
 
 #include "acl.h"
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "connection.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
@@ -295,11 +299,22 @@ static void dump_fail_mapped(DumpWork *work, WireError error, int r, const char 
                 dump_fail(work, error, why);
 }
 
+/* What dump_file_check_core()'s codes mean to the client. */
 static WireError writer_error(int r) {
         switch (r) {
         case DUMP_WRITER_E_NO_SPACE: return WIRE_ERROR_NO_SPACE;
         case DUMP_WRITER_E_EMPTY:
         case DUMP_WRITER_E_NOT_CORE: return WIRE_ERROR_RUNTIME_FAILED;
+        default: return WIRE_ERROR_INTERNAL;
+        }
+}
+
+/* What the end of the stream's job (jobs_stream_dump()) means to the client. */
+static WireError stream_error(int r) {
+        switch (r) {
+        case JOBS_E_NO_SPACE: return WIRE_ERROR_NO_SPACE;
+        case JOBS_E_EMPTY:
+        case JOBS_E_NOT_CORE: return WIRE_ERROR_RUNTIME_FAILED;
         case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
         case JOBS_E_WORKER: return WIRE_ERROR_BUSY;
         default: return WIRE_ERROR_INTERNAL;
@@ -372,7 +387,7 @@ static void dump_streamed(Request *req, int r, uint64_t bytes, const char *why) 
                 why = "the dump was not written in time (--dump-timeout, and the runtime's timeout)";
         if (r != 0) {
                 /* the guards are broken, or the disk is full: the stream closed the FIFO, createdump failed */
-                dump_fail_mapped(work, writer_error(r), r, why ? why : "cannot write the dump");
+                dump_fail_mapped(work, stream_error(r), r, why ? why : "cannot write the dump");
                 return;
         }
         if (work->runtime_error)
@@ -508,7 +523,8 @@ static void dump_port_connected(int fd, int error, void *userdata) {
                         request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                             "the runtime did not connect to its diagnostic port again in time");
                 else
-                        request_reply_target_error(req, TARGET_E_GONE, NULL);
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS,
+                                            REQUEST_NO_SUCH_PROCESS);
                 return;
         }
         dump_call(work, fd);
@@ -521,10 +537,12 @@ static void dump_connect(DumpWork *work) {
         const char *why = NULL;
         int fd = -EBADF, r;
 
-        if (rt)
+        if (rt) {
+                req->port_waiter_cancel = ports_waiter_cancel;
                 r = ports_connect(rt, dump_port_connected, work, &fd, &req->port_waiter);
-        else
+        } else {
                 r = target_connect(req->target, &fd, &why);
+        }
         if (r == PORTS_WAITING && rt)
                 return;
         if (r < 0) {
@@ -622,12 +640,12 @@ static void dump_on_client(Request *req, uint32_t revents) {
         dump_fail(work, WIRE_ERROR_INTERNAL, "the client went away; the dump was cancelled");
 }
 
-/* What the staging module's codes mean to the client. */
+/* What a staging job's end (jobs_stage_dump(), jobs.h's codes) means to the client. */
 static WireError stage_error(int r) {
         switch (r) {
-        case DUMP_STAGE_E_UNSAFE_FS: return WIRE_ERROR_UNSAFE_FS;
-        case DUMP_STAGE_E_UNUSABLE: return WIRE_ERROR_NO_STAGING;
-        case DUMP_STAGE_E_GONE: return WIRE_ERROR_NO_SUCH_PROCESS;
+        case JOBS_E_UNSAFE_FS: return WIRE_ERROR_UNSAFE_FS;
+        case JOBS_E_NO_STAGING: return WIRE_ERROR_NO_STAGING;
+        case JOBS_E_GONE: return WIRE_ERROR_NO_SUCH_PROCESS;
         case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
         case JOBS_E_WORKER: return WIRE_ERROR_BUSY;
         default: return WIRE_ERROR_INTERNAL;
@@ -677,7 +695,7 @@ static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) 
 
         if (r != 0) {
                 dump_fail_mapped(work, stage_error(r), r,
-                                 why ? why : r == DUMP_STAGE_E_GONE ? REQUEST_NO_SUCH_PROCESS : "cannot prepare the dump");
+                                 why ? why : r == JOBS_E_GONE ? REQUEST_NO_SUCH_PROCESS : "cannot prepare the dump");
                 return;
         }
         work->stage = stage;

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The check that a dump is a whole ELF core (elf-core.h): pure, over bytes the caller reads; the
+ * dump writer calls it.
+ */
 #include <elf.h>
 #include <stdbool.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The bookkeeping of running dumps and sessions per process, per requester and in all
+ * (admission.h); the broker owns one Admission.
+ */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The agent's loop (broker.h): owns the listening socket, the connections, the worker pool, the
+ * caches and the policy in force; main.c runs it.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +21,7 @@
 #include "on-start.h"
 #include "ports.h"
 #include "cleanup.h"
+#include "commands.h"
 #include "connection.h"
 #include "dump-stage.h"
 #include "dump-writer.h"
@@ -85,7 +90,7 @@ static void broker_update_accepting(Broker *b) {
                                                   : SD_EVENT_OFF);
 }
 
-void broker_connection_opened(Broker *b, Connection *c) {
+static void broker_connection_opened(Broker *b, Connection *c) {
         c->next = b->connections;
         if (b->connections)
                 b->connections->prev = c;
@@ -95,7 +100,7 @@ void broker_connection_opened(Broker *b, Connection *c) {
         broker_update_idle(b);
 }
 
-void broker_connection_closed(Broker *b, Connection *c) {
+static void broker_connection_closed(Broker *b, Connection *c) {
         if (!b)
                 return;
         if (c->prev)
@@ -124,29 +129,6 @@ static int broker_on_suppressed_timer(sd_event_source *s, uint64_t usec, void *u
 
         request_budget_flush(b->request_budget, broker_report_suppressed, b);
         return 0;
-}
-
-/**
- * broker_admit_request() - may @uid have one more request decided and recorded now?
- *
- * The [agent] request budget, for everyone. A refused request gets no
- * record of its own: the refusals of each user are counted and recorded
- * once a second.
- */
-bool broker_admit_request(Broker *b, uid_t uid) {
-        const PolicyAgentSettings *a = &b->policy->agent;
-        uint64_t now = 0;
-        int enabled = SD_EVENT_OFF;
-
-        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
-        if (request_budget_take(b->request_budget, uid, a->max_requests_per_second, a->max_request_burst, now))
-                return true;
-        (void)sd_event_source_get_enabled(b->suppressed_timer, &enabled);
-        if (enabled == SD_EVENT_OFF) {
-                (void)sd_event_source_set_time(b->suppressed_timer, now + 1000000);
-                (void)sd_event_source_set_enabled(b->suppressed_timer, SD_EVENT_ONESHOT);
-        }
-        return false;
 }
 
 static void broker_accept_one(Broker *b, int fd) {
@@ -314,10 +296,6 @@ int broker_load_policy(Broker *b) {
         return POLICY_LOAD_E_INVALID;
 }
 
-bool broker_policy_refuses(const Broker *b, uid_t uid) {
-        return b->policy_problem && uid != 0;
-}
-
 /**
  * broker_start_workers() - fork the worker processes, and have one clean up after an agent that died
  *
@@ -427,6 +405,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->listen_fd = listen_fd;
         b->event = sd_event_ref(event);
         b->config = *config;
+        b->connection_opened = broker_connection_opened;
+        b->connection_closed = broker_connection_closed;
+        b->dispatch = commands_dispatch;
         b->config.reply_timeout_usec = test_hook_reply_timeout(config->reply_timeout_usec);
         b->config.max_connections = test_hook_max_connections(config->max_connections);
         broker_fit_fd_limit(b);

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One client connection (connection.h): reads its one request frame, hands it to the commands,
+ * writes the reply frames out; the broker makes and frees them.
+ */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,9 +11,8 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
-#include "commands.h"
 #include "connection.h"
 #include "test-hooks.h"
 
@@ -23,7 +27,8 @@ Connection *connection_destroy(Connection *c) {
         if (!c)
                 return NULL;
         request_done(&c->request);
-        broker_connection_closed(c->broker, c);
+        if (c->broker)
+                c->broker->connection_closed(c->broker, c);
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
         sd_event_source_disable_unref(c->release);
@@ -133,7 +138,7 @@ int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret) {
         if (r < 0)
                 return r;
 
-        broker_connection_opened(b, c);
+        b->connection_opened(b, c);
         r = connection_set_deadline(c, b->config.request_timeout_usec);
         if (r < 0)
                 return r;
@@ -470,12 +475,14 @@ static void connection_on_request(Connection *c) {
                 request_reply_errno(req, r, "cannot set the request's deadline");
                 return;
         }
-        commands_dispatch(req, &m);
+        c->broker->dispatch(req, &m);
 }
 
 static void connection_on_readable(Connection *c) {
         int r;
 
+        /* only a connection that still reads its request reads: connection_start() and connection_on_io() */
+        assert(c->state == CONNECTION_READING);
         r = connection_read_frame(c);
         if (r == 0) {
                 if (!c->io && connection_watch(c, EPOLLIN) < 0)

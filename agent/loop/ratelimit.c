@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The rate limits of policy rules (ratelimit.h): the times of the last allowed requests,
+ * per requester and rule; decision.c asks it.
+ */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>

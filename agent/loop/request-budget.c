@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * How many requests of each uid the agent decides (request-budget.h): a token bucket per uid, pure;
+ * the broker owns it.
+ */
 #include <stdlib.h>
 
 #include "request-budget.h"

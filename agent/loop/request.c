@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One client request and the helpers that end it (request.h): each writes the one audit record of
+ * its decision and queues the last frame.
+ */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "connection.h"
 #include "dotnet-ipc.h"
 #include "pam-check.h"
-#include "ports.h"
 #include "request.h"
-#include "startup.h"
 #include "target-cache.h"
 #include "worker-pool.h"
 
@@ -25,8 +28,11 @@ void request_cancel_work(Request *req) {
         req->pam_query = NULL;
         worker_job_cancel(req->job);
         req->job = NULL;
-        req->startup = startup_probe_free(req->startup);
-        req->port_waiter = ports_waiter_cancel(req->port_waiter);
+        /* through the hooks their modules set: those modules call this one, not the other way round */
+        if (req->startup)
+                req->startup = req->startup_free(req->startup);
+        if (req->port_waiter)
+                req->port_waiter = req->port_waiter_cancel(req->port_waiter);
         if (req->work_free)
                 req->work_free(req->work);
         req->work = NULL;
@@ -95,6 +101,8 @@ static void request_fail_unaudited(Request *req) {
 }
 
 static void request_finish(Request *req) {
+        /* a request finishes once: every reply helper but the first one's is turned away above */
+        assert(!req->finished);
         req->finished = true;
         connection_start_writing(req->connection);
 }

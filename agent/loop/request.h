@@ -47,12 +47,14 @@ struct Request {
         WorkerJob *job;         /* a worker is doing something for this request */
         void *job_callback;     /* what to call when it is done (jobs.h) */
         uint64_t job_timeout_usec; /* 0: the job's own default */
-        /* the step a worker's answer continues with (commands.c) */
+        /* the step a worker's answer continues with (command-steps.c) */
         void (*on_target)(Request *req);
         void (*on_runtime)(Request *req, int fd);
         PortWaiter *port_waiter; /* waits for the runtime's next connection to its port (ports.h) */
+        PortWaiter *(*port_waiter_cancel)(PortWaiter *w); /* ports_waiter_cancel(), set with port_waiter */
         char *unit;             /* the unit the request named, for its answer */
         StartupProbe *startup;  /* asking the runtime whether it is suspended at startup (startup.h) */
+        StartupProbe *(*startup_free)(StartupProbe *p); /* startup_probe_free(), set with startup */
         void *work;             /* the command's own state */
         void (*work_free)(void *work);
         bool holds_session;     /* a trace or counters session of its target runs for it */

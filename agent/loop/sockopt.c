@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A socket peer's identity as the kernel vouches for it (sockopt.h): SO_PEERCRED, SO_PEERGROUPS,
+ * SO_PEERPIDFD; connections and ports call it.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Collection from a runtime's first instruction (on-start.h): owns the startup traces of the
+ * policy's [[on_start]]; ports.c calls it as a runtime connects in.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -10,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
@@ -215,7 +219,7 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
 }
 
 static const char *end_of(const StartupTrace *t, int r, bool ended) {
-        if (r == DUMP_WRITER_E_NO_SPACE)
+        if (r == JOBS_E_NO_SPACE)
                 return "no-space";
         if (r == JOBS_E_TIMEOUT)
                 return "timeout";

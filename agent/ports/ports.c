@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Runtimes that connect in (ports.h): owns the [[port]] listeners and the runtimes registered
+ * through them; the broker applies the policy's ports, commands reach a registered runtime.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -19,7 +23,7 @@
 
 #include "acl.h"
 #include "audit.h"
-#include "broker.h"
+#include "broker-state.h"
 #include "array.h"
 #include "cleanup.h"
 #include "dotnet-ipc.h"
@@ -30,7 +34,6 @@
 #include "runtime-call.h"
 #include "sockopt.h"
 #include "test-hooks.h"
-#include "startup.h"
 
 
 /* The reference tool gives the advertise 250 ms; a loaded host gets more, a silent peer no more than this. */
@@ -433,7 +436,7 @@ static int reply_not_started(PortRuntime *rt, int error, const DotnetIpcResponse
         if (error != 0 || !reply->ok ||
             dotnet_process_info_decode(DOTNET_IPC_PROCESS_INFO, reply->payload, reply->payload_size, &info) != 0)
                 return -EBADMSG;
-        return startup_command_line_is_exe(info.command_line, rt->exe);
+        return procfs_command_line_is_exe(info.command_line, rt->exe);
 }
 
 /* ---- the agent's own resume, once suspend_timeout has passed ---- */
@@ -647,7 +650,7 @@ static void runtime_verified(PortRuntime *rt, const DotnetProcessInfo *info) {
         int r;
 
         rt->verified = true;
-        if (!startup_command_line_is_exe(info->command_line, rt->exe)) {
+        if (!procfs_command_line_is_exe(info->command_line, rt->exe)) {
                 runtime_settle(rt, false);
                 return;
         }
@@ -733,7 +736,7 @@ static int pidfd_ns_pid(int pidfd, pid_t *ret) {
         return 0;
 }
 
-/* The executable, to tell a runtime suspended at startup (see startup_command_line_is_exe()). readlink() of the
+/* The executable, to tell a runtime suspended at startup (see procfs_command_line_is_exe()). readlink() of the
  * exe link only formats the path the kernel holds: no lookup, nothing the peer can make wait. */
 static char *exe_of(pid_t pid) {
         char path[64], buf[PATH_MAX];

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Runtimes suspended at startup (startup.h): telling one, what the agent answers for it, and the
+ * resume command; commands, ports and sessions call it.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "ports.h"
@@ -14,9 +18,6 @@
 #include "runtime-call.h"
 #include "startup.h"
 #include "test-hooks.h"
-
-/* What readlink() of /proc/PID/exe appends when the file was replaced since the process started. */
-#define EXE_DELETED_SUFFIX " (deleted)"
 
 /*
  * One request's question to a runtime about its startup: the ProcessInfo
@@ -45,27 +46,18 @@ StartupProbe *startup_probe_free(StartupProbe *p) {
 }
 
 static StartupProbe *probe_of(Request *req) {
-        if (!req->startup)
+        if (!req->startup) {
                 req->startup = calloc(1, sizeof(StartupProbe));
+                req->startup_free = startup_probe_free;
+        }
         return req->startup;
-}
-
-bool startup_command_line_is_exe(const char *command_line, const char *exe) {
-        size_t n;
-
-        if (!command_line || !exe)
-                return false;
-        n = strlen(exe);
-        if (n > strlen(EXE_DELETED_SUFFIX) && strcmp(exe + n - strlen(EXE_DELETED_SUFFIX), EXE_DELETED_SUFFIX) == 0)
-                n -= strlen(EXE_DELETED_SUFFIX);
-        return strlen(command_line) == n && memcmp(command_line, exe, n) == 0;
 }
 
 /* A runtime that connected in on a port of the agent's waits for a resume dsctl resume sends there. */
 static StartupState state_of(Request *req, const DotnetProcessInfo *info) {
         const Target *t = req->target;
 
-        if (!startup_command_line_is_exe(info->command_line, t->exe))
+        if (!procfs_command_line_is_exe(info->command_line, t->exe))
                 return STARTUP_STARTED;
         if ((t->startup_suspend & PROCFS_SUSPEND_DEFAULT_PORT) || ports_find(req->broker->ports, t))
                 return STARTUP_SUSPENDED;

@@ -31,13 +31,6 @@ typedef enum StartupState {
 
 typedef struct StartupProbe StartupProbe;
 
-/*
- * Does a runtime that reports @command_line (ProcessInfo) run no entry
- * assembly yet: is it its executable @exe alone (readlink() of /proc/PID/exe,
- * " (deleted)" allowed)? NULL for either: false.
- */
-bool startup_command_line_is_exe(const char *command_line, const char *exe);
-
 /* Frees a request's probe (request_cancel_work()); NULL is fine. Return: NULL. */
 StartupProbe *startup_probe_free(StartupProbe *p);
 

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The env command (env.h): asks the runtime for ProcessEnvironment and sends each variable,
+ * redacted unless revealed; commands.c and proxy.c call it.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "decision.h"
 #include "env.h"
 

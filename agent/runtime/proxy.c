@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The diagnostic-port proxy's agent side (proxy.h): decodes one IPC request of a stock tool,
+ * decides it as its command and answers in the runtime's encoding; commands.c dispatches to it.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
-#include "commands.h"
+#include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "dump.h"
@@ -138,7 +142,7 @@ static void proxy_environment_read(Request *req, const uint8_t *block, size_t si
         proxy_relayed(req);
 }
 
-/* ProcessInfo's answer must be of the pinned process, as for info (commands.c). */
+/* ProcessInfo's answer must be of the pinned process, as for info (info.c). */
 static bool proxy_info_is_of_target(ProxyWork *work, const DotnetIpcResponse *reply) {
         _cleanup_(dotnet_process_info_done) DotnetProcessInfo info = DOTNET_PROCESS_INFO_NULL;
 

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * One request to a .NET runtime and its one reply on sd-event, with a deadline (runtime-call.h);
+ * every command that talks to a runtime uses it.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Trace, counters, stacks, exceptions and logs sessions (session.h): owns each session's runtime
+ * connection and relay pipe; commands.c and proxy.c start them.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -12,8 +16,8 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "broker.h"
-#include "commands.h"
+#include "broker-state.h"
+#include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "ipc-request.h"

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Bounded reads of small files relative to a directory fd (fileio.h), for the /proc and policy
+ * readers.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>

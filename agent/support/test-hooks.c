@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Test-only hooks read from the environment (test-hooks.h), compiled only with -Dtest_hooks=true.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

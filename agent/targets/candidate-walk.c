@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * ps's shared walks of /proc (candidate-walk.h): owns the walk groups and their waiters; the ps
+ * command joins one, the broker owns them all.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "candidate-walk.h"
 #include "cleanup.h"
 #include "decision.h"

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Finding the processes that may have a .NET runtime, from the Unix sockets each network namespace
+ * lists (discover.h); runs in a worker for ps's walks.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The mount table parser and the questions asked of a table (mountinfo.h): pure; target-view.c asks
+ * them.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

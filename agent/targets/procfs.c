@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Parsers of /proc/PID files (procfs.h): pure functions over bytes the caller read, used by target,
+ * discover, sockopt, ports and startup.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -346,6 +350,20 @@ int procfs_cmdline_name(const char *buf, size_t n, char **ret) {
                 return -ENOMEM;
         *ret = s;
         return 0;
+}
+
+/* What readlink() of /proc/PID/exe appends when the file was replaced since the process started. */
+#define EXE_DELETED_SUFFIX " (deleted)"
+
+bool procfs_command_line_is_exe(const char *command_line, const char *exe) {
+        size_t n;
+
+        if (!command_line || !exe)
+                return false;
+        n = strlen(exe);
+        if (n > strlen(EXE_DELETED_SUFFIX) && strcmp(exe + n - strlen(EXE_DELETED_SUFFIX), EXE_DELETED_SUFFIX) == 0)
+                n -= strlen(EXE_DELETED_SUFFIX);
+        return strlen(command_line) == n && memcmp(command_line, exe, n) == 0;
 }
 
 /* The unit in a cgroup path: the first component below the slices. */

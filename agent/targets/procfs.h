@@ -32,6 +32,12 @@ int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 #define PROCFS_SUSPEND_PORTS 2        /* DOTNET_DiagnosticPorts: until the tools of its ports resume it */
 int procfs_environ_startup_suspend(const char *buf, size_t n);
 int procfs_cmdline_name(const char *buf, size_t n, char **ret);
+/*
+ * Does a runtime that reports @command_line (ProcessInfo) run no entry
+ * assembly yet: is it its executable @exe alone (readlink() of /proc/PID/exe,
+ * " (deleted)" allowed)? NULL for either: false.
+ */
+bool procfs_command_line_is_exe(const char *command_line, const char *exe);
 /* The unit, from /proc/PID/cgroup. Return: 0, PROCFS_E_NOT_FOUND, PROCFS_E_MALFORMED (as
  * procfs_cgroup_container() has it: two unified lines, or two name=systemd ones), -ENOMEM. */
 int procfs_cgroup_unit(const char *buf, size_t n, char **ret);

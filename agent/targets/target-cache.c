@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Targets opened lately, shared by a burst of requests for one process (target-cache.h); the broker
+ * owns the cache, the command pipeline asks it.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Lookups in a target's view of the file system that never cross an unexpected mount (target-
+ * view.h); run in workers, for target.c and dump-stage.c.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * A target process pinned by pidfd, its identity read and its runtime's socket reached (target.h);
+ * runs in a worker, asked through jobs.h.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

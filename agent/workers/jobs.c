@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The jobs the worker processes do for the loop (jobs.h): their requests and replies on the wire
+ * between agent and worker, and the callbacks that take each answer.
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "broker-state.h"
 #include "cleanup.h"
 #include "decision.h"
 #include "discover.h"
@@ -513,6 +517,26 @@ static int reply_of(int error, const WorkerMessage *reply, size_t need, const Jo
         return a->r;
 }
 
+/* What dump-stage.h's codes, which a staging job ends with, are to the callers of jobs.h. */
+static int stage_code(int r) {
+        switch (r) {
+        case DUMP_STAGE_E_GONE: return JOBS_E_GONE;
+        case DUMP_STAGE_E_UNSAFE_FS: return JOBS_E_UNSAFE_FS;
+        case DUMP_STAGE_E_UNUSABLE: return JOBS_E_NO_STAGING;
+        default: return r;
+        }
+}
+
+/* What dump-writer.h's codes, which a dump's or a trace's stream ends with, are to the callers of jobs.h. */
+static int writer_code(int r) {
+        switch (r) {
+        case DUMP_WRITER_E_NO_SPACE: return JOBS_E_NO_SPACE;
+        case DUMP_WRITER_E_EMPTY: return JOBS_E_EMPTY;
+        case DUMP_WRITER_E_NOT_CORE: return JOBS_E_NOT_CORE;
+        default: return r;
+        }
+}
+
 static const char *why_of(const JobReply *a) {
         return a && a->why[0] ? a->why : NULL;
 }
@@ -705,7 +729,7 @@ static void stage_done(int error, WorkerMessage *reply, void *userdata) {
                                      reply->fds[1], reply->fds[2], &s);
                 reply->n_fds = 0;
         }
-        done(req, r, s, why_of(a));
+        done(req, stage_code(r), s, why_of(a));
 }
 
 int jobs_stage_dump(Request *req, JobStageDone done) {
@@ -728,7 +752,7 @@ static void stream_done(int error, WorkerMessage *reply, void *userdata) {
 
         req->job = NULL;
         r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
-        done(req, r, a && reply->size >= REPLY_HEAD + sizeof(a->bytes) ? a->bytes : 0, why_of(a));
+        done(req, writer_code(r), a && reply->size >= REPLY_HEAD + sizeof(a->bytes) ? a->bytes : 0, why_of(a));
 }
 
 int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int control_fd, const DumpLimits *limits,
@@ -789,7 +813,8 @@ static void trace_done(int error, WorkerMessage *reply, void *userdata) {
 
         call->job = NULL;
         r = reply_of(error, reply, REPLY_HEAD + sizeof(a->trace), &a);
-        done(call->userdata, r, a && reply->size >= REPLY_HEAD + sizeof(a->trace) && a->trace.ended, why_of(a));
+        done(call->userdata, writer_code(r), a && reply->size >= REPLY_HEAD + sizeof(a->trace) && a->trace.ended,
+             why_of(a));
 }
 
 int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, const DumpLimits *limits,

@@ -34,14 +34,23 @@ int jobs_handle(WorkerMessage *request, WorkerMessage *reply);
  */
 void jobs_set_broker(const Broker *b);
 
-/* A job's end: @r is 0, a module code (TARGET_E_*, DUMP_STAGE_E_*), a WORKER_E_* code turned
- * into JOBS_E_*, or a negative errno; @why explains positive codes (NULL otherwise). */
+/* A job's end: @r is 0, a target code (TARGET_E_*), a JOBS_E_* code (a worker's failure, or what
+ * dump-stage.h's and dump-writer.h's codes mean, translated here), or a negative errno; @why
+ * explains positive codes (NULL otherwise). */
 typedef void (*JobDone)(Request *req, int r, const char *why);
 
 enum {
         JOBS_E_TIMEOUT = 1000,  /* the worker did not finish in time and was killed */
         JOBS_E_WORKER,          /* the worker died, or no worker could take the job */
         JOBS_E_CHANGED,         /* jobs_recheck_target(): the details are no longer what req->target says */
+        /* the staging's codes (dump-stage.h), jobs.c being their direct caller */
+        JOBS_E_GONE,            /* the process is gone */
+        JOBS_E_UNSAFE_FS,       /* its /tmp is on a file system the agent does not look into */
+        JOBS_E_NO_STAGING,      /* no staging directory can be made in its view */
+        /* the dump writer's (dump-writer.h) */
+        JOBS_E_NO_SPACE,        /* dump_dir's guards would break, or its file system is full */
+        JOBS_E_EMPTY,           /* the runtime wrote nothing */
+        JOBS_E_NOT_CORE,        /* what it wrote is no whole core */
 };
 
 /*
@@ -111,7 +120,7 @@ typedef void (*JobProcessDone)(void *userdata, int r, Target *t);
 int jobs_open_process(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done, void *userdata, JobCall *call);
 
 /*
- * @r is 0, a DUMP_WRITER_E_* code (the guards) with @why, a JOBS_E_* code or a negative errno;
+ * @r is 0, a JOBS_E_* code (JOBS_E_NO_SPACE: the guards, with @why) or a negative errno;
  * @ended: the runtime ended the stream (else it was cut at max_bytes). The file's size says
  * what was written, whatever @r is.
  */

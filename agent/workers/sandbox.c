@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The agent's own confinement (sandbox.h): no new privileges, its capabilities, not dumpable, the
+ * seccomp allowlist; main.c and the PAM helper apply it.
+ */
 #include <errno.h>
 #include <linux/capability.h>
 #include <sched.h>

@@ -1,4 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The worker processes (worker-pool.h): forked from the agent, one job at a time each, killed at
+ * their deadline; jobs.c hands them work, the broker owns the pool.
+ */
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Build a .NET test tool of tests/tools once per source change and print the path of its dll:
 #   dotnet-tool-build.sh DIR ASSEMBLY PACKAGE
 # DIR holds ASSEMBLY.csproj and its *.cs; PACKAGE names what it restores from NuGet, for the
@@ -16,6 +17,10 @@ cache_root=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}
 hash=$(cat "$here"/*.cs "$here"/*.csproj | sha256sum | cut -c1-16)
 out="$cache_root/$name-$hash"
 
+# integration files that run side by side may both find it missing: one builds, the others wait for it
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.$name.lock"
+flock 9
 if [ ! -f "$out/$assembly.dll" ]; then
         export DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_SKIP_FIRST_TIME_EXPERIENCE=1
         work=$(mktemp -d)

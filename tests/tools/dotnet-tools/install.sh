@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Install the stock .NET diagnostic tools (a pinned version, from NuGet) once each, and print the
 # directory that holds their executables (dotnet-counters, dotnet-dump, dotnet-gcdump, dotnet-stack,
 # dotnet-trace). The tests of `dsctl port` run them as shipped.
@@ -12,6 +13,10 @@ tools="dotnet-counters dotnet-dump dotnet-gcdump dotnet-stack dotnet-trace"
 cache_root=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}
 out="$cache_root/dotnet-tools-$version"
 
+# integration files that run side by side may both find them missing: one installs, the others wait for it
+mkdir -p "$cache_root"
+exec 9>"$cache_root/.dotnet-tools.lock"
+flock 9
 missing=0
 for tool in $tools; do
         [ -x "$out/$tool" ] || missing=1

@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* ps: the .NET processes the caller may act on */
+#pragma once
+
+#include "request.h"
+#include "wire.h"
+
+/* Lists the processes the requester may act on, one frame each, as they are probed (ps.c says how). */
+void ps_start(Request *req);
