@@ -943,6 +943,16 @@ def elf_core(n_segments=2, cls=64, big_endian=False, e_type=4, cut=0, xnum=False
     return whole[:len(whole) - cut]
 
 
+def gcdump():
+    """dsctl gcdump's heap session (eventpipe/gcdump-heap.h): the real one, whole and cut short."""
+    t = "gcdump"
+    with open(os.path.join(DATA, "gcdump.nettrace"), "rb") as f:
+        data = f.read()
+    write(t, "heap-session", data)
+    write(t, "heap-session-two-thirds", data[: len(data) * 2 // 3])
+    write(t, "heap-session-third", data[: len(data) // 3])
+
+
 def elf_core_seeds():
     t = "elf-core"
     write(t, "core64", elf_core())
@@ -954,7 +964,7 @@ def elf_core_seeds():
 
 
 def main():
-    for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace,
+    for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace, gcdump,
                environment, advertise, cgroup_pattern, env_secret, prometheus):
         fn()
     return 0

@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * dsctl gcdump's type table (eventpipe/gcdump-heap.c): on a heap session
+ * captured from the real runtime, the text must be what the stock
+ * dotnet-gcdump convert + report printed for the same bytes
+ * (tests/data/nettrace/gcdump.report); on made-up events, the reader's rules
+ * one by one (the dump's GC only, names, big objects, unknown types, roots,
+ * references that do not add up, payloads cut short).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gcdump-heap.h"
+#include "gcdump-view.h"
+#include "nettrace.h"
+#include "tap.h"
+
+static char *load(const char *name, size_t *ret_size) {
+        char path[4096];
+        char *data = NULL;
+        size_t size = 0, cap = 0, n;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", NETTRACE_DATA_DIR, name);
+        f = fopen(path, "re");
+        if (!f)
+                return NULL;
+        do {
+                if (size + 1 >= cap) {
+                        cap = cap ? cap * 2 : 65536;
+                        data = realloc(data, cap);
+                        if (!data)
+                                break;
+                }
+                n = fread(data + size, 1, cap - size - 1, f);
+                size += n;
+        } while (n > 0);
+        fclose(f);
+        if (data)
+                data[size] = 0;
+        *ret_size = size;
+        return data;
+}
+
+typedef struct Capture {
+        GcdumpHeap *heap;
+        unsigned errors, taken;
+} Capture;
+
+static int on_header(const NettraceHeader *h, void *userdata) {
+        gcdump_heap_set_pointer_size(((Capture *)userdata)->heap, h->pointer_size);
+        return 0;
+}
+
+static int on_event(const NettraceEvent *e, void *userdata) {
+        Capture *c = userdata;
+        int r = gcdump_heap_add(c->heap, e);
+
+        if (r == 0)
+                c->taken++;
+        else if (r != GCDUMP_E_OTHER)
+                c->errors++;
+        return 0;
+}
+
+static char *report_text(const GcdumpReport *r) {
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+
+        if (!f)
+                return NULL;
+        check(gcdump_report_print(f, r) == 0);
+        fclose(f);
+        return text;
+}
+
+/* The real runtime's heap session, and what the stock tools made of it. */
+static void test_real_capture_reports_as_the_stock_tool(void) {
+        NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
+        _cleanup_free_ char *stream = NULL, *expected = NULL, *text = NULL;
+        _cleanup_(nettrace_parser_freep) NettraceParser *p = NULL;
+        Capture c = {};
+        GcdumpReport r = {};
+        size_t size, expected_size;
+
+        stream = load("gcdump.nettrace", &size);
+        expected = load("gcdump.report", &expected_size);
+        check(stream && expected);
+        if (!stream || !expected)
+                return;
+        check(gcdump_heap_new(&c.heap) == 0);
+        check(nettrace_parser_new(&callbacks, &c, &p) == 0);
+        check(nettrace_feed(p, stream, size) == 0);
+        check(nettrace_finish(p) == 0);
+        check(c.errors == 0);
+        check(c.taken > 20);
+        printf("# %u events taken, %u errors\n", c.taken, c.errors);
+        check(gcdump_heap_dumped(c.heap));
+        check(gcdump_heap_report(c.heap, &r) == 0);
+        check(r.n_types > 50 && !r.truncated);
+        text = report_text(&r);
+        check(text && strcmp(text, expected) == 0);
+        if (text && strcmp(text, expected) != 0)
+                printf("# got:\n%s", text);
+        gcdump_report_done(&r);
+        gcdump_heap_free(c.heap);
+}
+
+/* ---- made-up events ---- */
+
+typedef struct Payload {
+        uint8_t bytes[4096];
+        size_t n;
+} Payload;
+
+static void put(Payload *p, uint64_t v, unsigned size) {
+        for (unsigned i = 0; i < size; i++)
+                p->bytes[p->n++] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_name(Payload *p, const char *s) {
+        for (; *s; s++)
+                put(p, (uint8_t)*s, 2);
+        put(p, 0, 2);
+}
+
+static int add(GcdumpHeap *h, uint32_t event_id, const Payload *p) {
+        NettraceMetadata m = { .provider = (char *)"Microsoft-Windows-DotNETRuntime", .event_id = event_id };
+        NettraceEvent e = { .metadata = &m, .payload = p->bytes, .payload_size = p->n };
+
+        return gcdump_heap_add(h, &e);
+}
+
+static int gc(GcdumpHeap *h, uint32_t event_id, uint32_t count, uint32_t depth, uint32_t reason, uint32_t type) {
+        Payload p = {};
+
+        put(&p, count, 4);
+        put(&p, depth, 4);
+        put(&p, reason, 4);
+        put(&p, type, 4);
+        put(&p, 0, 2);
+        return add(h, event_id, &p);
+}
+
+static void type_value(Payload *p, uint64_t id, uint64_t module, uint32_t flags, const char *name) {
+        put(p, id, 8);
+        put(p, module, 8);
+        put(p, 0x20, 4);     /* TypeNameID */
+        put(p, flags, 4);
+        put(p, 0x12, 1);     /* CorElementType */
+        put_name(p, name);
+        put(p, 1, 4);        /* a type parameter */
+        put(p, 0x9999, 8);
+}
+
+static void node_value(Payload *p, uint64_t address, uint64_t size, uint64_t type, uint64_t edges) {
+        put(p, address, 8);
+        put(p, size, 8);
+        put(p, type, 8);
+        put(p, edges, 8);
+}
+
+static void block_header(Payload *p, uint32_t count) {
+        put(p, 0, 4);        /* Index */
+        put(p, count, 4);
+        put(p, 0, 2);        /* ClrInstanceID */
+}
+
+static int module(GcdumpHeap *h, uint64_t id, uint32_t flags, const char *path) {
+        Payload p = {};
+
+        put(&p, id, 8);
+        put(&p, 0x77, 8);
+        put(&p, flags, 4);
+        put(&p, 0, 4);
+        put_name(&p, path);
+        put_name(&p, "");
+        return add(h, 152, &p);
+}
+
+/* Types 0x100 (List`1[System.Int32]), 0x200 (Byte[]); nodes: 0x1000 List (32 B, 2 references),
+ * 0x2000 and 0x3000 arrays (24 B, and 5000 B: a big one), 0x4000 of a type never defined (16 B);
+ * one stack root, one weak one. */
+static int heap_of_four(GcdumpHeap *h, unsigned edges) {
+        Payload types = {}, nodes = {}, refs = {}, roots = {};
+        int r;
+
+        put(&types, 2, 4);
+        put(&types, 0, 2);
+        type_value(&types, 0x100, 0xa0, 0, "System.Collections.Generic.List`1[System.Int32]");
+        type_value(&types, 0x200, 0xa0, 0x8, "System.Byte[]");
+        block_header(&nodes, 4);
+        node_value(&nodes, 0x1000, 32, 0x100, 2);
+        node_value(&nodes, 0x2000, 24, 0x200, 0);
+        node_value(&nodes, 0x3000, 5000, 0x200, 0);
+        node_value(&nodes, 0x4000, 16, 0x999, 0);
+        block_header(&refs, edges);
+        for (unsigned i = 0; i < edges; i++) {
+                put(&refs, i == 1 ? 0x5000 : 0x2000, 8); /* 0x5000: an object no node describes */
+                put(&refs, 0, 4);
+        }
+        block_header(&roots, 2);
+        put(&roots, 0x1000, 8);
+        put(&roots, 0, 1);   /* Stack */
+        put(&roots, 0, 4);
+        put(&roots, 0, 8);
+        put(&roots, 0x4000, 8);
+        put(&roots, 2, 1);   /* Handle */
+        put(&roots, 0x2, 4); /* WeakRef: not a root */
+        put(&roots, 0, 8);
+
+        if ((r = add(h, 15, &types)) != 0 || (r = add(h, 18, &nodes)) != 0 || (r = add(h, 19, &refs)) != 0 ||
+            (r = add(h, 16, &roots)) != 0)
+                return r;
+        return 0;
+}
+
+static void test_made_up_heap(void) {
+        _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+        _cleanup_free_ char *text = NULL;
+        GcdumpReport r = {};
+
+        check(gcdump_heap_new(&h) == 0);
+        check(module(h, 0xa0, 0, "/usr/share/dotnet/System.Private.CoreLib.dll") == 0);
+        /* a background GC and a GC not induced are not the dump; nodes before its start are left out */
+        check(gc(h, 1, 7, 2, 1, 1) == 0);
+        check(gc(h, 1, 8, 2, 0, 0) == 0);
+        check(heap_of_four(h, 2) == 0);
+        check(!gcdump_heap_dumped(h));
+        check(gcdump_heap_report(h, &r) == GCDUMP_E_NO_DUMP);
+        check(gc(h, 1, 9, 2, 1, 0) == 0);
+        check(!gcdump_heap_dumped(h));
+        check(heap_of_four(h, 2) == 0);
+        check(gc(h, 2, 8, 2, 0, 0) == 0);  /* another GC's end */
+        check(!gcdump_heap_dumped(h));
+        check(gc(h, 2, 9, 2, 0, 0) == 0);
+        check(gcdump_heap_dumped(h));
+        check(gcdump_heap_report(h, &r) == 0);
+        check(r.references == 6); /* 2 references, 3 groups under the root, 1 stack root */
+        text = report_text(&r);
+        check(text && strcmp(text,
+                "          5,072  GC Heap bytes\n"
+                /* 0x1000..0x5000, and [.NET Roots], [static vars], [local vars], [COM/WinRT Objects] */
+                "              9  GC Heap objects\n"
+                "\n"
+                "   Object Bytes     Count  Type\n"
+                "          5,000         1  System.Byte[] (Bytes > 1K)  [System.Private.CoreLib.dll]\n"
+                "             32         1  System.Collections.Generic.List<System.Int32>  [System.Private.CoreLib.dll]\n"
+                "             24         1  System.Byte[]  [System.Private.CoreLib.dll]\n"
+                "             16         1  UNKNOWN 0x999\n") == 0);
+        gcdump_report_done(&r);
+}
+
+/* A node asks for more references than came, or fewer than a block holds: the dump is broken. */
+static void test_references_must_add_up(void) {
+        for (unsigned edges = 1; edges <= 3; edges += 2) {
+                _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+                GcdumpReport r = {};
+
+                check(gcdump_heap_new(&h) == 0);
+                check(gc(h, 1, 3, 2, 1, 0) == 0);
+                check(heap_of_four(h, edges) == 0);
+                check(gc(h, 2, 3, 2, 0, 0) == 0);
+                check(gcdump_heap_report(h, &r) == GCDUMP_E_BROKEN);
+        }
+}
+
+/* A GC that reported nothing is not the dump: the next induced one may be. */
+static void test_empty_gc_is_not_the_dump(void) {
+        _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+        GcdumpReport r = {};
+
+        check(gcdump_heap_new(&h) == 0);
+        check(gc(h, 1, 3, 2, 1, 0) == 0);
+        check(gc(h, 2, 3, 2, 0, 0) == 0);
+        check(!gcdump_heap_dumped(h));
+        check(gc(h, 1, 4, 2, 1, 0) == 0);
+        check(heap_of_four(h, 2) == 0);
+        check(gc(h, 2, 4, 2, 0, 0) == 0);
+        check(gcdump_heap_dumped(h));
+        check(gcdump_heap_report(h, &r) == 0 && r.n_types == 4);
+        gcdump_report_done(&r);
+}
+
+/* Every payload cut short is malformed, never read past its end. */
+static void test_cut_payloads_are_malformed(void) {
+        static const uint32_t ids[] = { 15, 16, 18, 19 };
+        Payload full = {};
+
+        for (size_t k = 0; k < sizeof(ids) / sizeof(ids[0]); k++) {
+                full.n = 0;
+                if (ids[k] == 15) {
+                        put(&full, 1, 4);
+                        put(&full, 0, 2);
+                        type_value(&full, 0x100, 0xa0, 0, "T");
+                } else {
+                        block_header(&full, 1);
+                        node_value(&full, 0x1000, 32, 0x100, 0); /* long enough for any of them */
+                }
+                for (size_t cut = 0; cut + (ids[k] == 15 ? 0 : 11) < full.n; cut++) {
+                        _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+                        Payload p = full;
+                        int r;
+
+                        p.n = cut;
+                        check(gcdump_heap_new(&h) == 0);
+                        check(gc(h, 1, 3, 2, 1, 0) == 0);
+                        r = add(h, ids[k], &p);
+                        if (ids[k] == 15 || cut < 10 + (ids[k] == 18 ? 32 : ids[k] == 19 ? 12 : 21))
+                                check(r == GCDUMP_E_MALFORMED);
+                }
+        }
+}
+
+int main(void) {
+        run_test(test_real_capture_reports_as_the_stock_tool);
+        run_test(test_made_up_heap);
+        run_test(test_references_must_add_up);
+        run_test(test_empty_gc_is_not_the_dump);
+        run_test(test_cut_payloads_are_malformed);
+        return tap_finish();
+}
