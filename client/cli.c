@@ -165,19 +165,22 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 OPT(OPT_FORMAT), 1, 1,
         },
         [VERB_GCDUMP] = {
-                "gcdump", "PID|UNIT [--report] [--nettrace FILE] [--duration S]",
+                "gcdump", "PID|UNIT [-o FILE] [--report] [--nettrace FILE] [--duration S]",
                 "a GC heap dump: its type table, as dotnet-gcdump report prints it",
                 "Take a GC heap dump of a process, as dotnet-gcdump collect takes it: the runtime runs a\n"
                 "full blocking GC and reports every object, reference, root and type; dsctl reads them\n"
                 "itself (no .NET needed here) and prints the type table dotnet-gcdump report prints of\n"
                 "the same dump: the heap's bytes and objects, then per type the size of its first object\n"
                 "(\"Object Bytes\", as dotnet-gcdump shows it), the number of objects and the module,\n"
-                "biggest first. The GC pauses the process for as long as the heap takes to walk.\n\n"
-                "  --report           print the type table (what is printed today)\n"
+                "biggest first. With -o, dsctl writes the dump as a .gcdump file, as dotnet-gcdump\n"
+                "writes it (dotnet-gcdump report, PerfView and Visual Studio read it). The GC pauses the\n"
+                "process for as long as the heap takes to walk.\n\n"
+                "  -o, --output FILE  write the dump to FILE (.gcdump), which must not exist\n"
+                "  --report           print the type table (the default without -o)\n"
                 "  --nettrace FILE    also keep the session's stream in FILE, which must not exist\n"
                 "                     (dotnet-gcdump convert FILE makes a .gcdump of it)\n"
                 "  --duration S       how long the dump may take to come (30 s)\n",
-                OPT(OPT_REPORT) | OPT(OPT_NETTRACE) | OPT(OPT_DURATION), 1, 1,
+                OPT(OPT_OUTPUT) | OPT(OPT_REPORT) | OPT(OPT_NETTRACE) | OPT(OPT_DURATION), 1, 1,
         },
         [VERB_EXCEPTIONS] = {
                 "exceptions", "PID|UNIT [--duration S]",
@@ -706,10 +709,15 @@ static int check_gcdump(const Given *g, Args *a, char **ret_error) {
 
         if (g->value[OPT_DURATION] && (r = parse_duration_option(g, a, ret_error)) < 0)
                 return r;
-        a->report = true; /* the only output yet */
         a->nettrace = g->value[OPT_NETTRACE];
+        if (a->nettrace && a->output && strcmp(a->nettrace, a->output) == 0)
+                return fail(ret_error, "dsctl: gcdump writes the dump and the stream into two files, not one");
+        /* without a file, the table is what is asked for */
+        a->report = (g->mask & OPT(OPT_REPORT)) || !a->output;
         a->session.kind = SESSION_OUTPUT_GCDUMP;
         a->session.output = a->nettrace;
+        a->session.gcdump_output = a->output;
+        a->session.gcdump_report = a->report;
         return 0;
 }
 

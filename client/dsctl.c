@@ -205,13 +205,15 @@ static int send_request(const Args *a, AgentClient *client) {
 /* ---- what dsctl writes for the caller: made before anything is asked ---- */
 
 typedef struct Outputs {
-        OutFile file;           /* dump -o, trace; counters --format prometheus -o: its directory, pinned */
+        OutFile file;           /* dump -o, trace, gcdump --nettrace; counters --format prometheus -o: its directory, pinned */
+        OutFile gcdump;         /* gcdump -o */
         FILE *rows;             /* counters: standard output, or -o */
         bool rows_made;         /* dsctl created the rows file */
 } Outputs;
 
 static void outputs_done(Outputs *o) {
         out_file_done(&o->file);
+        out_file_done(&o->gcdump);
         if (o->rows && o->rows != stdout)
                 fclose(o->rows);
 }
@@ -249,6 +251,9 @@ static int prepare_outputs(const Args *a, Outputs *o) {
                                            a->output, strerror(-r));
                 return 0;
         }
+        if (a->verb == VERB_GCDUMP && a->output && (r = out_file_open(&o->gcdump, a->output)) < 0)
+                return output_fail(a->json, EXIT_ERROR, "cannot create %s: %s%s; nothing was asked of the agent",
+                                   a->output, strerror(-r), r == -EEXIST ? " (dsctl does not overwrite files)" : "");
         if (!path || (a->verb != VERB_DUMP && a->verb != VERB_TRACE && a->verb != VERB_GCDUMP && a->verb != VERB_COUNTERS))
                 return 0;
         if (a->verb == VERB_COUNTERS) {
@@ -349,6 +354,7 @@ static int run_session(Args *a, AgentClient *client, Outputs *outputs) {
 
         a->session.trace_file = a->verb == VERB_TRACE || (a->verb == VERB_GCDUMP && a->nettrace) ? &outputs->file : NULL;
         a->session.rows = outputs->rows;
+        a->session.gcdump_file = a->verb == VERB_GCDUMP && a->output ? &outputs->gcdump : NULL;
         a->session.prometheus_file = outputs->file.dir_fd >= 0 && a->verb == VERB_COUNTERS ? &outputs->file : NULL;
         a->session.target_pid = a->pid;
         a->session.progress = progress_wanted(a->quiet);
@@ -388,7 +394,7 @@ static int run_port(const Args *a) {
 
 static int run(Args *a) {
         _cleanup_(agent_client_freep) AgentClient *client = NULL;
-        _cleanup_(outputs_done) Outputs outputs = { .file = OUT_FILE_NULL };
+        _cleanup_(outputs_done) Outputs outputs = { .file = OUT_FILE_NULL, .gcdump = OUT_FILE_NULL };
         const char *socket_path = agent_socket_of(a);
         int r;
 

@@ -350,7 +350,29 @@ static int gcdump_failed(SessionClient *s, int r) {
                            s->ended ? s->ended : "unknown");
 }
 
-/* gcdump: the stream kept when asked, then the type table of the heap it held. */
+static int write_gcdump_bytes(const void *data, size_t size, void *userdata) {
+        return out_file_write(userdata, data, size);
+}
+
+/* gcdump -o: the .gcdump, named once whole. */
+static int save_gcdump(SessionClient *s) {
+        const SessionOptions *o = s->options;
+        int r;
+
+        r = gcdump_heap_write(s->heap, "dsctl", write_gcdump_bytes, o->gcdump_file);
+        if (r > 0)
+                return gcdump_failed(s, r);
+        if (r == 0)
+                r = out_file_commit(o->gcdump_file, o->gcdump_output);
+        if (r < 0)
+                return output_fail(o->json, EXIT_ERROR, "gcdump: cannot write %s: %s%s", o->gcdump_output, strerror(-r),
+                                   r == -EEXIST ? " (it appeared meanwhile; dsctl does not overwrite files)" : "");
+        if (!o->quiet)
+                fprintf(stderr, "dsctl: gcdump: wrote %s\n", o->gcdump_output);
+        return EXIT_OK;
+}
+
+/* gcdump: the stream kept when asked, then the dump's file and its type table, as asked. */
 static int finish_gcdump(SessionClient *s, int status) {
         _cleanup_(gcdump_report_done) GcdumpReport report = {};
         const SessionOptions *o = s->options;
@@ -371,7 +393,9 @@ static int finish_gcdump(SessionClient *s, int status) {
         if (report.truncated && !o->quiet)
                 fprintf(stderr, "dsctl: gcdump: the heap has more than %u objects; the rest is left out, as "
                         "dotnet-gcdump does\n", GCDUMP_NODES_MAX);
-        if (gcdump_report_print(stdout, &report) < 0)
+        if (o->gcdump_file && (status = save_gcdump(s)) != EXIT_OK)
+                return status;
+        if (o->gcdump_report && gcdump_report_print(stdout, &report) < 0)
                 return output_fail(o->json, EXIT_ERROR, "gcdump: cannot write the report: %s", strerror(EIO));
         return EXIT_OK;
 }

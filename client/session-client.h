@@ -39,6 +39,10 @@ typedef struct SessionOptions {
         bool progress;              /* trace: bytes and time on standard error, in place */
         bool json;                  /* trace: its summary as JSON on standard output */
         const char *title;          /* counters --watch: the line above the view */
+        /* gcdump */
+        const char *gcdump_output;  /* -o: the .gcdump's name; NULL: none */
+        OutFile *gcdump_file;       /* made before the request (out_file_open()), named gcdump_output when whole */
+        bool gcdump_report;         /* the type table on standard output */
 } SessionOptions;
 
 typedef int (*SessionErrorReporter)(const WireMessage *m, void *userdata);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/param.h>
 
 #include "array.h"
 #include "cursor.h"
@@ -46,6 +47,23 @@
 #define MODULE_FLAG_NATIVE 0x2
 /* objects bigger than this get a type of their own, named by their size's decade */
 #define BIG_OBJECT 1000
+
+/* Room for element @n of *@array, the elements added zeroed. */
+static int array_reserve_zeroed(uint32_t **array, size_t *cap, size_t n) {
+        size_t old = *cap;
+
+        if (array_reserve((void **)array, cap, n, sizeof(uint32_t)) < 0)
+                return -ENOMEM;
+        if (*cap > old)
+                memset(*array + old, 0, (*cap - old) * sizeof(uint32_t));
+        return 0;
+}
+
+static uint32_t *memdup_u32(const uint32_t *p, size_t n) {
+        uint32_t *copy = malloc(n * sizeof(uint32_t));
+
+        return copy ? memcpy(copy, p, n * sizeof(uint32_t)) : NULL;
+}
 
 /* ---- hash maps: addresses and ids to indexes, names to indexes ---- */
 
@@ -232,6 +250,27 @@ typedef struct Builder {
         char *name;
 } Builder;
 
+typedef struct GraphType {
+        char *name;       /* NULL: a type without one (the report leaves it out) */
+        char *module;     /* the module's path, or NULL */
+        int32_t size;     /* of its first node; -1 before */
+        uint32_t count;
+} GraphType;
+
+typedef struct Graph {
+        GraphType *types;
+        size_t n_types, cap_types;
+        StrMap interned;  /* "MODULE!NAME" or "NAME" -> type */
+        StrMap big;       /* "NAME (Bytes > 1K)" -> type */
+        U64Map by_id;     /* TypeID -> type */
+} Graph;
+
+/* A root's reference: pseudo-node @builder references the object at @address. */
+typedef struct RootRef {
+        uint32_t builder;
+        uint64_t address;
+} RootRef;
+
 struct GcdumpHeap {
         unsigned pointer_size;
         /* the reader's state: which GC is the dump, and whether its events are being taken */
@@ -262,8 +301,23 @@ struct GcdumpHeap {
         Builder *builders;
         size_t n_builders, cap_builders;
         StrMap builder_names;    /* "PARENT NAME" -> builder */
+        RootRef *root_refs;
+        size_t n_root_refs, cap_root_refs;
         uint64_t references;
+
+        /* the graph, built once from all of the above (graph_build()) */
+        bool built;
+        int build_error;
+        Graph graph;
+        uint8_t *blob;           /* the nodes' definitions, as the .gcdump keeps them */
+        size_t n_blob, cap_blob;
+        uint32_t *labels;        /* node index -> offset of its definition in the blob (0: undefined) */
+        size_t cap_labels;
+        int64_t total_size;
+        bool truncated;
 };
+
+static void graph_done(Graph *g);
 
 int gcdump_heap_new(GcdumpHeap **ret) {
         GcdumpHeap *h = calloc(1, sizeof(*h));
@@ -296,6 +350,10 @@ GcdumpHeap *gcdump_heap_free(GcdumpHeap *h) {
                 free(h->builders[i].name);
         free(h->builders);
         strmap_done(&h->builder_names);
+        free(h->root_refs);
+        graph_done(&h->graph);
+        free(h->blob);
+        free(h->labels);
         free(h);
         return NULL;
 }
@@ -337,11 +395,20 @@ static int take_name(GcdumpHeap *h, Cursor *c, char **ret) {
         return 0;
 }
 
-/* A node of the graph for @address, made the first time it is seen. */
-static int see_address(GcdumpHeap *h, uint64_t address) {
-        int r = u64map_put(&h->addresses, address, 0, false);
+/* MemoryGraph.GetNodeIndex(): the node of @address, made the first time it is seen (its index, in order). */
+static int see_address(GcdumpHeap *h, uint64_t address, uint32_t *ret) {
+        uint32_t index = u64map_get(&h->addresses, address);
+        int r;
 
-        return r < 0 ? r : 0;
+        if (index == UINT32_MAX) {
+                index = (uint32_t)h->addresses.n;
+                r = u64map_put(&h->addresses, address, index, false);
+                if (r < 0)
+                        return r;
+        }
+        if (ret)
+                *ret = index;
+        return 0;
 }
 
 /* MemoryNodeBuilder.FindOrCreateChild(): the pseudo-node @name under @parent (UINT32_MAX: the root). */
@@ -398,9 +465,12 @@ static int add_root(GcdumpHeap *h, uint32_t parent, const char *name, uint64_t a
         r = builder(h, parent, name, &b);
         if (r != 0)
                 return r;
-        r = see_address(h, address);
+        r = see_address(h, address, NULL);
         if (r < 0)
                 return r;
+        if (array_reserve((void **)&h->root_refs, &h->cap_root_refs, h->n_root_refs, sizeof(RootRef)) < 0)
+                return -ENOMEM;
+        h->root_refs[h->n_root_refs++] = (RootRef){ .builder = b, .address = address };
         h->roots++;
         h->references++;
         return 0;
@@ -492,8 +562,9 @@ static int on_bulk_node(GcdumpHeap *h, Cursor *c) {
                 Node n;
                 uint64_t edges;
 
-                (void)(take_pointer(h, c, &n.address) && take_u64(c, &n.size) && take_u64(c, &n.type_id) &&
-                       take_u64(c, &edges));
+                if (!take_pointer(h, c, &n.address) || !take_u64(c, &n.size) || !take_u64(c, &n.type_id) ||
+                    !take_u64(c, &edges))
+                        return GCDUMP_E_MALFORMED; /* not reached: the count was checked against the bytes */
                 if (edges > GCDUMP_EDGES_MAX)
                         return GCDUMP_E_LIMIT;
                 n.edges = (uint32_t)edges;
@@ -526,7 +597,8 @@ static int on_bulk_edge(GcdumpHeap *h, Cursor *c) {
         for (uint32_t i = 0; i < count; i++) {
                 uint64_t target;
 
-                (void)(take_pointer(h, c, &target) && take_u32(c, &field));
+                if (!take_pointer(h, c, &target) || !take_u32(c, &field))
+                        return GCDUMP_E_MALFORMED;
                 if (array_reserve((void **)&h->edges, &h->cap_edges, h->n_edges, sizeof(uint64_t)) < 0)
                         return -ENOMEM;
                 h->edges[h->n_edges++] = target;
@@ -562,8 +634,9 @@ static int on_bulk_root_edge(GcdumpHeap *h, Cursor *c) {
                 uint64_t address, id;
                 uint8_t kind;
 
-                (void)(take_pointer(h, c, &address) && take_u8(c, &kind) && take_u32(c, &flags) &&
-                       take_pointer(h, c, &id));
+                if (!take_pointer(h, c, &address) || !take_u8(c, &kind) || !take_u32(c, &flags) ||
+                    !take_pointer(h, c, &id))
+                        return GCDUMP_E_MALFORMED;
                 if (flags & ROOT_FLAG_WEAK)
                         continue;
                 if (kind == ROOT_KIND_STACK)
@@ -594,7 +667,8 @@ static int on_bulk_root_cwt(GcdumpHeap *h, Cursor *c) {
         for (uint32_t i = 0; r == 0 && i < count; i++) {
                 uint64_t key, value, id;
 
-                (void)(take_pointer(h, c, &key) && take_pointer(h, c, &value) && take_pointer(h, c, &id));
+                if (!take_pointer(h, c, &key) || !take_pointer(h, c, &value) || !take_pointer(h, c, &id))
+                        return GCDUMP_E_MALFORMED;
                 if (key != 0)
                         r = add_root(h, other, "[Dependent Handles]", value);
         }
@@ -723,21 +797,6 @@ int gcdump_heap_add(GcdumpHeap *h, const NettraceEvent *e) {
 }
 
 /* ---- the graph's types, and the table ---- */
-
-typedef struct GraphType {
-        char *name;       /* NULL: a type without one (the report leaves it out) */
-        char *module;     /* the module's path, or NULL */
-        int32_t size;     /* of its first node; -1 before */
-        uint32_t count;
-} GraphType;
-
-typedef struct Graph {
-        GraphType *types;
-        size_t n_types, cap_types;
-        StrMap interned;  /* "MODULE!NAME" or "NAME" -> type */
-        StrMap big;       /* "NAME (Bytes > 1K)" -> type */
-        U64Map by_id;     /* TypeID -> type */
-} Graph;
 
 static void graph_done(Graph *g) {
         for (size_t i = 0; i < g->n_types; i++) {
@@ -959,38 +1018,91 @@ static int next_edge(const GcdumpHeap *h, EdgeReader *e, uint64_t *ret) {
         return 0;
 }
 
+/* ---- the blob: each node's definition, as Graph.SetNode() writes it ---- */
+
+static int blob_byte(GcdumpHeap *h, uint8_t b) {
+        if (h->n_blob >= INT32_MAX)
+                return GCDUMP_E_LIMIT; /* the file says its size in an int32 */
+        if (array_reserve((void **)&h->blob, &h->cap_blob, h->n_blob, 1) < 0)
+                return -ENOMEM;
+        h->blob[h->n_blob++] = b;
+        return 0;
+}
+
+/* Node.WriteCompressedInt(): 7 bits a byte, most significant first, 0x80 on all but the last; signed. */
+static int blob_int(GcdumpHeap *h, int32_t value) {
+        int bytes = 5, r = 0;
+
+        for (int n = 1; n < 5; n++)
+                if ((int32_t)((uint32_t)value << (32 - 7 * n)) >> (32 - 7 * n) == value) {
+                        bytes = n;
+                        break;
+                }
+        for (int k = bytes - 1; r == 0 && k > 0; k--)
+                r = blob_byte(h, (uint8_t)(((uint32_t)value >> (7 * k)) | 0x80));
+        return r == 0 ? blob_byte(h, (uint8_t)(value & 0x7f)) : r;
+}
+
+/* SetNode(): the node's type, its size unless its type's size says it, its children. */
+static int define_node(GcdumpHeap *h, uint32_t index, uint32_t type, int32_t size, const uint32_t *children,
+                       size_t n_children) {
+        GraphType *t = &h->graph.types[type];
+        int r;
+
+        if (array_reserve_zeroed(&h->labels, &h->cap_labels, index) < 0)
+                return -ENOMEM;
+        h->labels[index] = (uint32_t)h->n_blob;
+        if (size < 0)
+                size = INT32_MAX;
+        if (t->size < 0)
+                t->size = size;
+        t->count++;
+        h->total_size += size;
+        r = blob_int(h, (int32_t)(type << 1 | (t->size != size)));
+        if (r == 0 && t->size != size)
+                r = blob_int(h, size);
+        if (r == 0)
+                r = blob_int(h, (int32_t)n_children);
+        for (size_t i = 0; r == 0 && i < n_children; i++)
+                r = blob_int(h, (int32_t)(children[i] - index));
+        return r;
+}
+
 /* Each node's type and size, its references taken in order from the edges. */
-static int graph_add_nodes(Graph *g, GcdumpHeap *h, GcdumpReport *report) {
+static int graph_add_nodes(GcdumpHeap *h) {
+        _cleanup_free_ uint32_t *children = NULL;
+        size_t cap_children = 0;
         EdgeReader edges = {};
         int r;
 
         for (size_t i = 0; i < h->n_nodes; i++) {
                 const Node *n = &h->nodes[i];
-                int32_t size = (int32_t)n->size;
-                uint32_t t;
+                uint32_t t, index;
 
-                r = graph_node_type(g, n->type_id, size, &t);
-                if (r != 0)
-                        return r;
-                r = see_address(h, n->address);
+                r = graph_node_type(&h->graph, n->type_id, (int32_t)n->size, &t);
+                if (r == 0)
+                        r = see_address(h, n->address, &index);
+                if (r == 0 && n->edges > cap_children) {
+                        free(children);
+                        cap_children = n->edges;
+                        children = malloc(cap_children * sizeof(uint32_t));
+                        if (!children)
+                                return -ENOMEM;
+                }
                 for (uint32_t k = 0; r == 0 && k < n->edges; k++) {
                         uint64_t target;
                         r = next_edge(h, &edges, &target);
                         if (r == 0)
-                                r = see_address(h, target);
+                                r = see_address(h, target, &children[k]);
                 }
+                if (r == 0)
+                        r = define_node(h, index, t, (int32_t)n->size, children, n->edges);
                 if (r != 0)
                         return r;
-                if (size < 0)
-                        size = INT32_MAX;
-                if (g->types[t].size < 0)
-                        g->types[t].size = size;
-                g->types[t].count++;
-                report->total_size += size;
                 h->references += n->edges;
                 if (h->addresses.n + h->n_builders >= GCDUMP_NODES_MAX) {
                         /* dotnet-gcdump stops here, and checks nothing more */
-                        report->truncated = true;
+                        h->truncated = true;
                         return 0;
                 }
         }
@@ -998,6 +1110,130 @@ static int graph_add_nodes(Graph *g, GcdumpHeap *h, GcdumpReport *report) {
         if (edges.in_block && edges.edge != edges.block_end)
                 return GCDUMP_E_BROKEN;
         return 0;
+}
+
+/*
+ * MemoryNodeBuilder.Build() of "[.NET Roots]": each pseudo-node, parents
+ * first, children in the order they were made, gets a type per name and
+ * references its groups and its objects. Its node index follows the
+ * objects'.
+ */
+static int graph_add_builders(GcdumpHeap *h) {
+        size_t n = h->n_builders, base = h->addresses.n;
+        _cleanup_free_ uint32_t *first = calloc(n + 1, sizeof(uint32_t)), *next = calloc(n + 1, sizeof(uint32_t)),
+                                *order = calloc(n + 1, sizeof(uint32_t)), *types = calloc(n + 1, sizeof(uint32_t)),
+                                *ref_start = calloc(n + 2, sizeof(uint32_t)), *refs = NULL, *children = NULL,
+                                *stack = calloc(n + 1, sizeof(uint32_t));
+        _cleanup_(strmap_done) StrMap names = {};
+        size_t n_order = 0, depth = 0, n_children;
+        int r;
+
+        if (!first || !next || !order || !types || !ref_start || !stack)
+                return -ENOMEM;
+        /* each builder's children, in the order they were made (UINT32_MAX: none) */
+        for (size_t i = 0; i < n; i++)
+                first[i] = next[i] = UINT32_MAX;
+        for (size_t i = n; i-- > 1;) {
+                next[i] = first[h->builders[i].parent];
+                first[h->builders[i].parent] = (uint32_t)i;
+        }
+        /* each builder's objects, grouped by builder in the order they were added */
+        for (size_t i = 0; i < h->n_root_refs; i++)
+                ref_start[h->root_refs[i].builder + 1]++;
+        for (size_t i = 0; i < n; i++)
+                ref_start[i + 1] += ref_start[i];
+        refs = malloc((h->n_root_refs + 1) * sizeof(uint32_t));
+        children = malloc((n + h->n_root_refs + 1) * sizeof(uint32_t));
+        if (!refs || !children)
+                return -ENOMEM;
+        {
+                _cleanup_free_ uint32_t *fill = memdup_u32(ref_start, n + 1);
+                if (!fill)
+                        return -ENOMEM;
+                for (size_t i = 0; i < h->n_root_refs; i++) {
+                        r = see_address(h, h->root_refs[i].address, &refs[fill[h->root_refs[i].builder]++]);
+                        if (r != 0)
+                                return r;
+                }
+        }
+        /* depth first from the root, as AllocateTypeIndexes() and Build() go: the first child on top */
+        stack[depth++] = 0;
+        while (depth > 0) {
+                uint32_t b = stack[--depth];
+                size_t count = 0;
+
+                order[n_order++] = b;
+                for (uint32_t c = first[b]; c != UINT32_MAX; c = next[c])
+                        count++;
+                depth += count;
+                for (uint32_t c = first[b]; c != UINT32_MAX; c = next[c])
+                        stack[depth - count--] = c;
+        }
+        for (size_t i = 0; i < n_order; i++) {
+                const Builder *b = &h->builders[order[i]];
+                uint32_t t = strmap_get(&names, b->name);
+
+                if (t == UINT32_MAX) {
+                        char *name = strdup(b->name);
+                        if (!name)
+                                return -ENOMEM;
+                        r = graph_new_type(&h->graph, name, NULL, &t);
+                        if (r == 0)
+                                r = strmap_put(&names, b->name, t);
+                        if (r < 0)
+                                return r;
+                }
+                types[order[i]] = t;
+        }
+        for (size_t i = 0; i < n_order; i++) {
+                uint32_t b = order[i];
+
+                n_children = 0;
+                for (uint32_t c = first[b]; c != UINT32_MAX; c = next[c])
+                        children[n_children++] = (uint32_t)(base + c);
+                for (uint32_t k = ref_start[b]; k < ref_start[b + 1]; k++)
+                        children[n_children++] = refs[k];
+                r = define_node(h, (uint32_t)(base + b), types[b], 0, children, n_children);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+/*
+ * What the stock reader's ConvertHeapDataToGraph() builds, in its order (the
+ * graph's type order breaks the report's ties): the types of every
+ * GCBulkType, the static variables' roots, each node with its references,
+ * then the roots' pseudo-nodes. Once; its result is kept.
+ */
+static int graph_build(GcdumpHeap *h) {
+        uint32_t undefined;
+        int r;
+
+        if (h->built)
+                return h->build_error;
+        if (!h->seen_start || h->taking)
+                return GCDUMP_E_NO_DUMP; /* not yet: events may still come */
+        h->built = true;
+        /* the graph's first type, of its undefined nodes, whose one definition is the blob's first */
+        r = graph_new_type(&h->graph, strdup("UNDEFINED"), NULL, &undefined);
+        if (r == 0 && !h->graph.types[0].name)
+                r = -ENOMEM;
+        if (r == 0) {
+                h->graph.types[0].size = 0;
+                r = blob_int(h, 0);
+        }
+        if (r == 0)
+                r = blob_int(h, 0);
+        if (r == 0)
+                r = graph_add_types(&h->graph, h);
+        if (r == 0)
+                r = graph_add_statics(&h->graph, h);
+        if (r == 0)
+                r = graph_add_nodes(h);
+        if (r == 0)
+                r = graph_add_builders(h);
+        return h->build_error = r;
 }
 
 static int compare_rows(const void *a, const void *b) {
@@ -1038,8 +1274,8 @@ static int graph_rows(Graph *g, GcdumpReport *report) {
                         continue;
                 base = t->module ? strrchr(t->module, '/') : NULL;
                 base = base ? base + 1 : t->module;
-                rows[n] = (Row){ .t = { .name = TAKE_PTR(t->name), .size = t->size, .count = t->count }, .index = i };
-                if (base && *base && !(rows[n].t.module = strdup(base))) {
+                rows[n] = (Row){ .t = { .name = strdup(t->name), .size = t->size, .count = t->count }, .index = i };
+                if (!rows[n].t.name || (base && *base && !(rows[n].t.module = strdup(base)))) {
                         free(rows[n].t.name);
                         goto fail;
                 }
@@ -1063,36 +1299,18 @@ fail:
 
 /**
  * gcdump_heap_report() - the type table of the heap, as dotnet-gcdump report prints it
- *
- * Builds what the stock reader's ConvertHeapDataToGraph() builds, in its
- * order (the graph's type order breaks the report's ties): the types of
- * every GCBulkType, the static variables' roots, then each node with its
- * references. Call once.
  */
 int gcdump_heap_report(GcdumpHeap *h, GcdumpReport *ret) {
-        _cleanup_(graph_done) Graph g = {};
         GcdumpReport report = {};
-        uint32_t undefined;
         int r;
 
-        if (!h->seen_start || h->taking)
-                return GCDUMP_E_NO_DUMP;
-        /* the graph's first type: its undefined nodes' */
-        r = graph_new_type(&g, strdup("UNDEFINED"), NULL, &undefined);
+        r = graph_build(h);
+        if (r == 0)
+                r = graph_rows(&h->graph, &report);
         if (r != 0)
                 return r;
-        if (!g.types[0].name)
-                return -ENOMEM;
-        g.types[0].size = 0;
-        r = graph_add_types(&g, h);
-        if (r == 0)
-                r = graph_add_statics(&g, h);
-        if (r == 0)
-                r = graph_add_nodes(&g, h, &report);
-        if (r == 0)
-                r = graph_rows(&g, &report);
-        if (r != 0)
-                return r;
+        report.total_size = h->total_size;
+        report.truncated = h->truncated;
         /* every node: the objects, those only referenced, and the roots' pseudo-nodes */
         report.objects = h->addresses.n + h->n_builders;
         report.references = h->references;
@@ -1107,4 +1325,227 @@ void gcdump_report_done(GcdumpReport *r) {
         }
         free(r->types);
         *r = (GcdumpReport){};
+}
+
+/* ---- the .gcdump file (docs/gcdump.md): a FastSerialization stream of one GCHeapDump ---- */
+
+#define FS_NULL_REFERENCE 1
+#define FS_BEGIN_OBJECT 4
+#define FS_END_OBJECT 6
+#define FS_TAG_BYTE 8
+#define FS_SKIP_REGION 12
+#define FS_TAG_STRING 13
+
+typedef struct Out {
+        GcdumpWrite write;
+        void *userdata;
+        uint64_t offset;         /* of the next byte, in the file */
+        size_t n;
+        int error;
+        uint8_t buf[65536];
+} Out;
+
+static void out_flush(Out *o) {
+        if (o->n > 0 && o->error == 0)
+                o->error = o->write(o->buf, o->n, o->userdata);
+        o->n = 0;
+}
+
+static void out_bytes(Out *o, const void *data, size_t size) {
+        const uint8_t *p = data;
+
+        o->offset += size;
+        while (size > 0 && o->error == 0) {
+                size_t k = MIN(size, sizeof(o->buf) - o->n);
+                memcpy(o->buf + o->n, p, k);
+                o->n += k;
+                p += k;
+                size -= k;
+                if (o->n == sizeof(o->buf))
+                        out_flush(o);
+        }
+}
+
+static void out_le(Out *o, uint64_t v, unsigned size) {
+        uint8_t b[8];
+
+        for (unsigned i = 0; i < size; i++)
+                b[i] = (uint8_t)(v >> (8 * i));
+        out_bytes(o, b, size);
+}
+
+static void out_u8(Out *o, uint8_t v) {
+        out_le(o, v, 1);
+}
+
+static void out_i32(Out *o, int32_t v) {
+        out_le(o, (uint32_t)v, 4);
+}
+
+static void out_i64(Out *o, int64_t v) {
+        out_le(o, (uint64_t)v, 8);
+}
+
+/* A UTF-8 sequence's code point and length; a broken one is U+FFFD of one byte. */
+static uint32_t utf8_next(const uint8_t *s, size_t *ret_len) {
+        uint32_t cp;
+        size_t n;
+
+        if (s[0] < 0x80)
+                n = 1, cp = s[0];
+        else if ((s[0] & 0xe0) == 0xc0 && (s[1] & 0xc0) == 0x80)
+                n = 2, cp = (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
+        else if ((s[0] & 0xf0) == 0xe0 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80)
+                n = 3, cp = (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+        else if ((s[0] & 0xf8) == 0xf0 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80)
+                n = 4, cp = (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 |
+                       (s[3] & 0x3f);
+        else
+                n = 1, cp = 0xfffd;
+        *ret_len = n;
+        return cp;
+}
+
+/* One UTF-16 unit as the writer encodes it: 1 to 3 bytes, surrogates each on their own. */
+static void out_unit(Out *o, uint32_t u) {
+        uint8_t b[3];
+
+        if (u < 0x80) {
+                out_u8(o, (uint8_t)u);
+                return;
+        }
+        if (u < 0x800) {
+                b[0] = (uint8_t)(0xc0 | u >> 6);
+                b[1] = (uint8_t)(0x80 | (u & 0x3f));
+                out_bytes(o, b, 2);
+                return;
+        }
+        b[0] = (uint8_t)(0xe0 | (u >> 12 & 0xf));
+        b[1] = (uint8_t)(0x80 | (u >> 6 & 0x3f));
+        b[2] = (uint8_t)(0x80 | (u & 0x3f));
+        out_bytes(o, b, 3);
+}
+
+/* A string: its length in UTF-16 units (-1: NULL), then each unit. */
+static void out_string(Out *o, const char *s) {
+        const uint8_t *p = (const uint8_t *)s;
+        int32_t units = 0;
+        size_t n;
+
+        if (!s) {
+                out_i32(o, -1);
+                return;
+        }
+        for (size_t i = 0; p[i]; i += n)
+                units += utf8_next(p + i, &n) > 0xffff ? 2 : 1;
+        out_i32(o, units);
+        for (size_t i = 0; p[i]; i += n) {
+                uint32_t cp = utf8_next(p + i, &n);
+                if (cp > 0xffff) {
+                        out_unit(o, 0xd800 + ((cp - 0x10000) >> 10));
+                        out_unit(o, 0xdc00 + ((cp - 0x10000) & 0x3ff));
+                } else
+                        out_unit(o, cp);
+        }
+}
+
+/* An object's beginning: its tag and its type (a SerializationType, whose own type is null). */
+static void out_begin_object(Out *o, int32_t version, int32_t minimum_reader_version, const char *type) {
+        out_u8(o, FS_BEGIN_OBJECT);
+        out_u8(o, FS_BEGIN_OBJECT);
+        out_u8(o, FS_NULL_REFERENCE);
+        out_i32(o, version);
+        out_i32(o, minimum_reader_version);
+        out_string(o, type);
+        out_u8(o, FS_END_OBJECT);
+}
+
+/* Graph.ToStream() and MemoryGraph's: types, each node's definition's offset, the blob, the addresses. */
+static int out_graph(Out *o, const GcdumpHeap *h) {
+        size_t n_nodes = h->addresses.n + h->n_builders;
+        _cleanup_free_ uint64_t *addresses = calloc(n_nodes ? n_nodes : 1, sizeof(uint64_t));
+
+        if (!addresses)
+                return -ENOMEM;
+        for (size_t i = 0; i < h->addresses.cap; i++)
+                if (h->addresses.values[i] != 0)
+                        addresses[h->addresses.values[i] - 1] = h->addresses.keys[i];
+        out_begin_object(o, 1, 0, "Graphs.MemoryGraph");
+        out_i64(o, h->total_size);
+        out_i32(o, (int32_t)h->addresses.n); /* the root, "[.NET Roots]": the first pseudo-node */
+        out_i32(o, (int32_t)h->graph.n_types);
+        for (size_t i = 0; i < h->graph.n_types; i++) {
+                out_string(o, h->graph.types[i].name);
+                out_i32(o, h->graph.types[i].size);
+                out_string(o, h->graph.types[i].module);
+        }
+        out_i32(o, (int32_t)n_nodes);
+        for (size_t i = 0; i < n_nodes; i++)
+                out_i32(o, (int32_t)(i < h->cap_labels ? h->labels[i] : 0));
+        out_i32(o, (int32_t)h->n_blob);
+        out_bytes(o, h->blob, h->n_blob);
+        out_i32(o, (int32_t)n_nodes);
+        for (size_t i = 0; i < n_nodes; i++)
+                out_i64(o, (int64_t)addresses[i]);
+        out_u8(o, FS_TAG_BYTE);
+        out_u8(o, h->pointer_size == 8);
+        out_u8(o, FS_END_OBJECT);
+        return 0;
+}
+
+/**
+ * gcdump_heap_write() - the heap as a .gcdump file
+ *
+ * What dotnet-gcdump convert writes of the same graph (GCHeapDump version
+ * 10, MemoryGraph version 1), with @tool as its CreationTool; the bytes go
+ * to @write in order.
+ */
+int gcdump_heap_write(GcdumpHeap *h, const char *tool, GcdumpWrite write, void *userdata) {
+        _cleanup_free_ Out *o = calloc(1, sizeof(Out));
+        uint64_t skip_end, table, trailer;
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        r = graph_build(h);
+        if (r != 0)
+                return r;
+        *o = (Out){ .write = write, .userdata = userdata };
+        out_i32(o, 20);
+        out_bytes(o, "!FastSerialization.1", 20);
+        out_begin_object(o, 10, 8, "GCHeapDump");
+        r = out_graph(o, h);
+        if (r != 0)
+                return r;
+        out_u8(o, h->pointer_size == 8);    /* Is64Bit, again */
+        out_i32(o, 0x3f800000);             /* AverageCountMultiplier, AverageSizeMultiplier: 1.0f */
+        out_i32(o, 0x3f800000);
+        out_u8(o, FS_NULL_REFERENCE);       /* JSHeapInfo */
+        out_u8(o, FS_NULL_REFERENCE);       /* DotNetHeapInfo */
+        out_string(o, NULL);                /* CollectionLog */
+        out_i64(o, 0);                      /* TimeCollected */
+        out_string(o, NULL);                /* MachineName */
+        out_string(o, NULL);                /* ProcessName */
+        out_i32(o, 0);                      /* ProcessID */
+        out_i64(o, 0);                      /* TotalProcessCommit */
+        out_i64(o, 0);                      /* TotalProcessWorkingSet */
+        out_i32(o, 0);                      /* CountMultipliersByType */
+        out_u8(o, FS_SKIP_REGION);          /* the interop information: none */
+        out_i32(o, 0);                      /* ... skipped to forward reference 0 */
+        out_u8(o, FS_NULL_REFERENCE);
+        skip_end = o->offset;
+        out_u8(o, FS_TAG_STRING);
+        out_string(o, tool);
+        out_u8(o, FS_END_OBJECT);           /* GCHeapDump */
+        out_u8(o, FS_END_OBJECT);           /* the stream */
+        table = o->offset;
+        out_i32(o, 1);                      /* the forward references: where each is defined */
+        out_i32(o, (int32_t)skip_end);
+        trailer = o->offset;
+        out_i32(o, (int32_t)table);
+        out_i32(o, (int32_t)trailer);
+        out_flush(o);
+        if (o->error != 0)
+                return o->error;
+        return o->offset > INT32_MAX ? GCDUMP_E_LIMIT : 0;
 }

@@ -75,9 +75,22 @@ bool gcdump_heap_dumped(const GcdumpHeap *h);
 /*
  * The type table of everything added. Return: 0, GCDUMP_E_NO_DUMP,
  * GCDUMP_E_BROKEN, GCDUMP_E_LIMIT, -ENOMEM. @ret is the caller's
- * (gcdump_report_done()).
+ * (gcdump_report_done()). The first of gcdump_heap_report() and
+ * gcdump_heap_write() to find the dump complete builds its graph; events
+ * added after that change nothing of it.
  */
 int gcdump_heap_report(GcdumpHeap *h, GcdumpReport *ret);
 void gcdump_report_done(GcdumpReport *r);
+
+/* Takes @size bytes of the file; return 0, or a negative errno that ends the writing. */
+typedef int (*GcdumpWrite)(const void *data, size_t size, void *userdata);
+
+/*
+ * The heap as a .gcdump file, as dotnet-gcdump convert writes it, which
+ * dotnet-gcdump report (and PerfView) read; @tool names its writer. Return:
+ * 0, GCDUMP_E_NO_DUMP, GCDUMP_E_BROKEN, GCDUMP_E_LIMIT (the file would pass
+ * 2 GiB), -ENOMEM, or @write's error.
+ */
+int gcdump_heap_write(GcdumpHeap *h, const char *tool, GcdumpWrite write, void *userdata);
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(GcdumpHeap *, gcdump_heap_free);

@@ -3,13 +3,16 @@
  * Fuzzes what dsctl gcdump reads of a heap session (eventpipe/gcdump-heap.h):
  * the nettrace stream of the target, whose GCBulkType, GCBulkNode,
  * GCBulkEdge, root, GC and module events the heap is built from, then the
- * type table made of it (gcdump_heap_report()) and printed.
+ * type table made of it (gcdump_heap_report()) and the .gcdump file
+ * (gcdump_heap_write()).
  *
  * Input: the stream (as fuzz-nettrace's, without its chunking byte).
  * Invariants: gcdump_heap_add() and gcdump_heap_report() return only their
  * documented codes; a table has at most as many rows as objects counted, its
  * rows in report order (size, then count, descending), every name valid
- * UTF-8, every count > 0; no read past a payload (ASan).
+ * UTF-8, every count > 0; the file, when the table was made, is made too
+ * and ends with the offset of its trailer, inside it; no read past a
+ * payload (ASan).
  */
 #include <errno.h>
 #include <string.h>
@@ -28,6 +31,23 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         int r = gcdump_heap_add(userdata, e);
 
         fuzz_assert(r == 0 || r == GCDUMP_E_OTHER || r == GCDUMP_E_MALFORMED || r == GCDUMP_E_LIMIT || r == -ENOMEM);
+        return 0;
+}
+
+typedef struct File {
+        uint64_t size;
+        uint8_t last[4];
+} File;
+
+static int take_bytes(const void *data, size_t size, void *userdata) {
+        File *f = userdata;
+        const uint8_t *p = data;
+
+        for (size_t i = 0; i < size; i++) {
+                memmove(f->last, f->last + 1, 3);
+                f->last[3] = p[i];
+        }
+        f->size += size;
         return 0;
 }
 
@@ -59,8 +79,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         nettrace_parser_free(p);
         r = gcdump_heap_report(heap, &report);
         fuzz_assert(r == 0 || r == GCDUMP_E_NO_DUMP || r == GCDUMP_E_BROKEN || r == GCDUMP_E_LIMIT || r == -ENOMEM);
-        if (r == 0)
+        if (r == 0) {
+                File file = {};
+                uint32_t trailer;
+
                 check_report(&report);
+                r = gcdump_heap_write(heap, "fuzz", take_bytes, &file);
+                fuzz_assert(r == 0 || r == GCDUMP_E_LIMIT || r == -ENOMEM);
+                trailer = (uint32_t)file.last[0] | (uint32_t)file.last[1] << 8 | (uint32_t)file.last[2] << 16 |
+                          (uint32_t)file.last[3] << 24;
+                fuzz_assert(r != 0 || (file.size > 64 && trailer + 8 == file.size));
+        }
         gcdump_report_done(&report);
         return 0;
 }

@@ -19,14 +19,19 @@ def stock_gcdump(*args):
     return r
 
 
-def stock_report_of(nettrace):
-    """dotnet-gcdump convert of the stream @nettrace, then dotnet-gcdump report of the .gcdump it made."""
-    gcdump = nettrace + ".gcdump"
-    r = stock_gcdump("convert", nettrace, "-o", gcdump)
-    assert r.returncode == 0 and os.path.exists(gcdump), r
+def stock_report(gcdump):
+    """What dotnet-gcdump report prints of the .gcdump file @gcdump."""
     r = stock_gcdump("report", gcdump)
     assert r.returncode == 0 and r.stderr == "", r
     return r.stdout
+
+
+def stock_report_of(nettrace):
+    """dotnet-gcdump convert of the stream @nettrace, then dotnet-gcdump report of the .gcdump it made."""
+    gcdump = nettrace + ".stock.gcdump"
+    r = stock_gcdump("convert", nettrace, "-o", gcdump)
+    assert r.returncode == 0 and os.path.exists(gcdump), r
+    return stock_report(gcdump)
 
 
 def rows(report):
@@ -35,10 +40,10 @@ def rows(report):
     return [(int(size.replace(",", "")), int(count.replace(",", "")), what) for size, count, what in found]
 
 
-def take(agent, user, target, directory, name):
+def take(agent, user, target, directory, name, *more):
     """dsctl gcdump --report of @target as @user, keeping the stream in @directory/@name: the result, the path."""
     path = os.path.join(directory, name)
-    r = dsctl(agent, user, "gcdump", str(target.pid), "--report", "--nettrace", path, timeout=180)
+    r = dsctl(agent, user, "gcdump", str(target.pid), "--report", "--nettrace", path, *more, timeout=180)
     assert r.returncode == 0, r
     assert os.stat(path).st_uid == os.stat(directory).st_uid, "the stream is not the caller's own file"
     return r, path
@@ -46,15 +51,21 @@ def take(agent, user, target, directory, name):
 
 @test
 def gcdump_report_is_the_stock_report_of_the_same_session():
-    """Differential: dsctl's table of a session, and the stock tools' of the stream dsctl kept, are equal:
-    the totals, every type, count and size, in the same order. Twice: a second dump names its types too."""
+    """Differential: dsctl's table of a session, the stock tools' of the stream dsctl kept, and the stock
+    report of the .gcdump dsctl wrote, are equal: the totals, every type, count and size, in the same order.
+    Twice: a second dump names its types too."""
     target = Target(SVC)
     agent = Agent()
     mine = make_dir(SVC, 0o755)
     for attempt in ("first", "second"):
-        r, path = take(agent, SVC, target, mine, f"{attempt}.nettrace")
+        gcdump = os.path.join(mine, f"{attempt}.gcdump")
+        r, path = take(agent, SVC, target, mine, f"{attempt}.nettrace", "-o", gcdump)
         theirs = stock_report_of(path)
         assert r.stdout == theirs, f"dsctl gcdump:\n{r.stdout}\ndotnet-gcdump convert + report:\n{theirs}"
+        assert os.stat(gcdump).st_uid == os.stat(mine).st_uid, "the .gcdump is not the caller's own file"
+        of_ours = stock_report(gcdump)
+        assert of_ours == theirs, f"dotnet-gcdump report of dsctl's .gcdump:\n{of_ours}\nof its own:\n{theirs}"
+        assert f"wrote {gcdump}" in r.stderr, r.stderr
         table = rows(r.stdout)
         assert len(table) > 20, r.stdout
         assert any(what.startswith("System.String  [System.Private.CoreLib.dll]") for _, _, what in table), table
@@ -121,6 +132,8 @@ def gcdump_options_are_checked_before_anything_is_sent():
         (["--format", "json"], "gcdump takes no --format"),
         (["--duration", "0"], "--duration takes whole seconds"),
         (["--nettrace", existing], "dsctl does not overwrite files"),
+        (["-o", existing], "dsctl does not overwrite files"),
+        (["-o", "same", "--nettrace", "same"], "two files, not one"),
     ]:
         r = dsctl(agent, SVC, "gcdump", str(target.pid), *args)
         assert r.returncode != 0 and why in r.stderr, (args, r)

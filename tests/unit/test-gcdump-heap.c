@@ -5,7 +5,9 @@
  * dotnet-gcdump convert + report printed for the same bytes
  * (tests/data/nettrace/gcdump.report); on made-up events, the reader's rules
  * one by one (the dump's GC only, names, big objects, unknown types, roots,
- * references that do not add up, payloads cut short).
+ * references that do not add up, payloads cut short); and the .gcdump
+ * written of the capture, read back: its framing, and the same objects per
+ * type as the table (the integration test has the stock report read it).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +66,10 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         return 0;
 }
 
+static uint32_t get_le32(const uint8_t *p) {
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 static char *report_text(const GcdumpReport *r) {
         char *text = NULL;
         size_t size = 0;
@@ -105,6 +111,162 @@ static void test_real_capture_reports_as_the_stock_tool(void) {
         if (text && strcmp(text, expected) != 0)
                 printf("# got:\n%s", text);
         gcdump_report_done(&r);
+        gcdump_heap_free(c.heap);
+}
+
+/* ---- the .gcdump, read back ---- */
+
+typedef struct Bytes {
+        uint8_t *p;
+        size_t n, cap;
+} Bytes;
+
+static int collect(const void *data, size_t size, void *userdata) {
+        Bytes *b = userdata;
+
+        if (b->n + size > b->cap) {
+                b->cap = (b->n + size) * 2;
+                b->p = realloc(b->p, b->cap);
+                if (!b->p)
+                        return -ENOMEM;
+        }
+        memcpy(b->p + b->n, data, size);
+        b->n += size;
+        return 0;
+}
+
+typedef struct Reader {
+        const uint8_t *p;
+        size_t n, at;
+        bool bad;
+} Reader;
+
+static uint64_t rd(Reader *r, unsigned size) {
+        uint64_t v = 0;
+
+        if (r->at + size > r->n) {
+                r->bad = true;
+                return 0;
+        }
+        for (unsigned i = 0; i < size; i++)
+                v |= (uint64_t)r->p[r->at + i] << (8 * i);
+        r->at += size;
+        return v;
+}
+
+/* A string as the writer wrote it (a count of UTF-16 units, each 1 to 3 bytes); kept when ASCII. */
+static char *rd_string(Reader *r) {
+        int32_t units = (int32_t)rd(r, 4);
+        char *s;
+
+        if (units < 0 || r->bad)
+                return NULL;
+        s = calloc((size_t)units + 1, 1);
+        for (int32_t i = 0; s && i < units && !r->bad; i++) {
+                uint8_t b = (uint8_t)rd(r, 1);
+                s[i] = (char)b;
+                if (b >= 0xe0)
+                        rd(r, 2);
+                else if (b >= 0xc0)
+                        rd(r, 1);
+        }
+        return s;
+}
+
+static bool rd_expect(Reader *r, const char *bytes, size_t n) {
+        bool ok = r->at + n <= r->n && memcmp(r->p + r->at, bytes, n) == 0;
+
+        r->at += n;
+        return ok;
+}
+
+static int32_t rd_compressed(const uint8_t *p, size_t n, size_t at) {
+        uint32_t v = 0;
+
+        for (int k = 0; k < 5 && at + k < n; k++) {
+                v = v << 7 | (p[at + k] & 0x7f);
+                if (!(p[at + k] & 0x80))
+                        return (int32_t)(v << (32 - 7 * (k + 1))) >> (32 - 7 * (k + 1));
+        }
+        return -1;
+}
+
+static void test_written_file_reads_back(void) {
+        NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
+        _cleanup_free_ char *stream = NULL;
+        _cleanup_(nettrace_parser_freep) NettraceParser *p = NULL;
+        Capture c = {};
+        GcdumpReport report = {};
+        Bytes file = {};
+        Reader r;
+        size_t size;
+        int32_t n_types, n_nodes, blob_size, root;
+        char **names = NULL;
+        uint32_t *counts = NULL, trailer, table;
+        const uint8_t *blob;
+
+        stream = load("gcdump.nettrace", &size);
+        check(stream && gcdump_heap_new(&c.heap) == 0 && nettrace_parser_new(&callbacks, &c, &p) == 0);
+        if (!stream)
+                return;
+        check(nettrace_feed(p, stream, size) == 0);
+        check(gcdump_heap_write(c.heap, "dsctl", collect, &file) == 0);
+        check(gcdump_heap_report(c.heap, &report) == 0);
+        r = (Reader){ .p = file.p, .n = file.n };
+        check(rd_expect(&r, "\x14\0\0\0!FastSerialization.1", 24));
+        check(rd_expect(&r, "\x04\x04\x01\x0a\0\0\0\x08\0\0\0\x0a\0\0\0GCHeapDump\x06", 26));
+        check(rd_expect(&r, "\x04\x04\x01\x01\0\0\0\0\0\0\0\x12\0\0\0Graphs.MemoryGraph\x06", 34));
+        check((int64_t)rd(&r, 8) == report.total_size);
+        root = (int32_t)rd(&r, 4);
+        n_types = (int32_t)rd(&r, 4);
+        check(n_types > 100 && n_types < 100000);
+        names = calloc((size_t)n_types, sizeof(char *));
+        counts = calloc((size_t)n_types, sizeof(uint32_t));
+        for (int32_t i = 0; names && i < n_types && !r.bad; i++) {
+                names[i] = rd_string(&r);
+                rd(&r, 4);
+                free(rd_string(&r));
+        }
+        check(names && names[0] && strcmp(names[0], "UNDEFINED") == 0);
+        n_nodes = (int32_t)rd(&r, 4);
+        check(n_nodes == (int32_t)report.objects && root >= 0 && root < n_nodes);
+        size_t labels_at = r.at;
+        r.at += 4 * (size_t)n_nodes;
+        blob_size = (int32_t)rd(&r, 4);
+        blob = r.p + r.at;
+        check(!r.bad && blob_size > 0 && r.at + (size_t)blob_size < r.n);
+        r.at += (size_t)blob_size;
+        /* every node's definition: its type, counted */
+        for (int32_t i = 0; counts && i < n_nodes && !r.bad; i++) {
+                Reader l = { .p = file.p, .n = file.n, .at = labels_at + 4 * (size_t)i };
+                uint32_t label = (uint32_t)rd(&l, 4);
+                int32_t type = label < (uint32_t)blob_size ? rd_compressed(blob, (size_t)blob_size, label) >> 1 : -1;
+                check(type >= 0 && type < n_types);
+                if (type >= 0 && type < n_types)
+                        counts[type]++;
+        }
+        /* the table's rows are types of the file with as many nodes */
+        for (size_t i = 0; names && counts && i < report.n_types; i++) {
+                bool found = false;
+                for (int32_t t = 0; t < n_types && !found; t++)
+                        found = names[t] && strcmp(names[t], report.types[i].name) == 0 && counts[t] == report.types[i].count;
+                check(found);
+        }
+        check((int32_t)rd(&r, 4) == n_nodes);
+        r.at += 8 * (size_t)n_nodes;
+        check(rd_expect(&r, "\x08\x01\x06", 3));
+        /* the trailer: the last 4 bytes say where it is; it says where the forward references are */
+        trailer = get_le32(file.p + file.n - 4);
+        check(trailer + 8 == file.n);
+        table = get_le32(file.p + trailer);
+        check(table + 8 == trailer && get_le32(file.p + table) == 1);
+        check(file.p[get_le32(file.p + table + 4)] == 0x0d); /* the skip region ends at CreationTool's tag */
+        for (int32_t i = 0; names && i < n_types; i++)
+                free(names[i]);
+        free(names);
+        free(counts);
+        free(file.p);
+        gcdump_report_done(&report);
         gcdump_heap_free(c.heap);
 }
 
@@ -316,6 +478,7 @@ static void test_cut_payloads_are_malformed(void) {
 
 int main(void) {
         run_test(test_real_capture_reports_as_the_stock_tool);
+        run_test(test_written_file_reads_back);
         run_test(test_made_up_heap);
         run_test(test_references_must_add_up);
         run_test(test_empty_gc_is_not_the_dump);
