@@ -275,6 +275,7 @@ struct GcdumpHeap {
         unsigned pointer_size;
         /* the reader's state: which GC is the dump, and whether its events are being taken */
         bool seen_start, taking;
+        bool process_known;      /* a GCStart came: the stock reader takes types and modules only after one */
         uint32_t gc_id;
         uint64_t node_blocks, edge_blocks, type_blocks;
 
@@ -486,6 +487,9 @@ static int root_group(GcdumpHeap *h, const char *name, uint32_t *ret) {
 static int on_gc_start(GcdumpHeap *h, Cursor *c) {
         uint32_t count, depth, reason, type;
 
+        /* dotnet-gcdump convert learns the process from the first GCStart of all, and until then takes
+         * no event of it (it matches events to a process id that is still 0) */
+        h->process_known = true;
         if (!take_u32(c, &count) || !take_u32(c, &depth) || !take_u32(c, &reason) || !take_u32(c, &type))
                 return GCDUMP_E_MALFORMED;
         if (depth < 2 || type != GC_TYPE_NON_CONCURRENT || reason != GC_REASON_INDUCED || h->seen_start)
@@ -738,9 +742,10 @@ static bool event_is(const NettraceEvent *e, const char *provider, uint32_t id) 
 /**
  * gcdump_heap_add() - take one event of a gcdump session
  *
- * As dotnet-gcdump's reader: the types whenever they come; nodes, references
- * and roots only between the start and the end of the first induced,
- * blocking gen-2 GC; module names whenever they come (the rundown at the end).
+ * As dotnet-gcdump's reader: the types and module names (the rundown at the
+ * end) whenever they come after the first GCStart; nodes, references and
+ * roots only between the start and the end of the first induced, blocking
+ * gen-2 GC.
  */
 int gcdump_heap_add(GcdumpHeap *h, const NettraceEvent *e) {
         Cursor c = { e->payload, e->payload_size };
@@ -749,7 +754,7 @@ int gcdump_heap_add(GcdumpHeap *h, const NettraceEvent *e) {
                 return GCDUMP_E_OTHER;
         if (event_is(e, RUNDOWN_PROVIDER, EV_RUNDOWN_MODULE_DC_START) ||
             event_is(e, RUNDOWN_PROVIDER, EV_RUNDOWN_MODULE_DC_END))
-                return on_module(h, &c);
+                return h->process_known ? on_module(h, &c) : 0;
         if (strcmp(e->metadata->provider, RUNTIME_PROVIDER) != 0)
                 return GCDUMP_E_OTHER;
         switch (e->metadata->event_id) {
@@ -764,12 +769,12 @@ int gcdump_heap_add(GcdumpHeap *h, const NettraceEvent *e) {
                 end_dump(h);
                 return 0;
         case EV_BULK_TYPE:
-                return on_bulk_type(h, &c);
+                return h->process_known ? on_bulk_type(h, &c) : 0;
         case EV_MODULE_DC_START_V2:
         case EV_MODULE_DC_END_V2:
         case EV_MODULE_LOAD:
         case EV_MODULE_UNLOAD:
-                return on_module(h, &c);
+                return h->process_known ? on_module(h, &c) : 0;
         default:
                 break;
         }
