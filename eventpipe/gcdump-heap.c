@@ -117,6 +117,14 @@ static int u64map_grow(U64Map *m) {
         return 0;
 }
 
+/* Room for @n keys without growing: the map's one copy made while it is small, not at its largest. */
+static int u64map_reserve(U64Map *m, size_t n) {
+        while (2 * n > m->cap)
+                if (u64map_grow(m) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
 /* The value of @key, or UINT32_MAX. */
 static uint32_t u64map_get(const U64Map *m, uint64_t key) {
         uint32_t v;
@@ -234,7 +242,7 @@ typedef struct TypeDef {
 
 typedef struct Node {
         uint64_t address, type_id;
-        uint64_t size;
+        int32_t size;            /* as the reader takes it: the low 32 bits, signed */
         uint32_t edges;
 } Node;
 
@@ -564,11 +572,12 @@ static int on_bulk_node(GcdumpHeap *h, Cursor *c) {
         h->node_blocks++;
         for (uint32_t i = 0; i < count; i++) {
                 Node n;
-                uint64_t edges;
+                uint64_t edges, size;
 
-                if (!take_pointer(h, c, &n.address) || !take_u64(c, &n.size) || !take_u64(c, &n.type_id) ||
+                if (!take_pointer(h, c, &n.address) || !take_u64(c, &size) || !take_u64(c, &n.type_id) ||
                     !take_u64(c, &edges))
                         return GCDUMP_E_MALFORMED; /* not reached: the count was checked against the bytes */
+                n.size = (int32_t)size;
                 if (edges > GCDUMP_EDGES_MAX)
                         return GCDUMP_E_LIMIT;
                 n.edges = (uint32_t)edges;
@@ -1080,11 +1089,14 @@ static int graph_add_nodes(GcdumpHeap *h) {
         EdgeReader edges = {};
         int r;
 
+        /* a label for each node, most of them objects: room made at once, not by doublings */
+        if (array_reserve_zeroed(&h->labels, &h->cap_labels, h->addresses.n + h->n_nodes + h->n_builders) < 0)
+                return -ENOMEM;
         for (size_t i = 0; i < h->n_nodes; i++) {
                 const Node *n = &h->nodes[i];
                 uint32_t t, index;
 
-                r = graph_node_type(&h->graph, n->type_id, (int32_t)n->size, &t);
+                r = graph_node_type(&h->graph, n->type_id, n->size, &t);
                 if (r == 0)
                         r = see_address(h, n->address, &index);
                 if (r == 0 && n->edges > cap_children) {
@@ -1101,7 +1113,7 @@ static int graph_add_nodes(GcdumpHeap *h) {
                                 r = see_address(h, target, &children[k]);
                 }
                 if (r == 0)
-                        r = define_node(h, index, t, (int32_t)n->size, children, n->edges);
+                        r = define_node(h, index, t, n->size, children, n->edges);
                 if (r != 0)
                         return r;
                 h->references += n->edges;
@@ -1230,6 +1242,9 @@ static int graph_build(GcdumpHeap *h) {
         }
         if (r == 0)
                 r = blob_int(h, 0);
+        /* every node's address will be in the map: its room made at once */
+        if (r == 0)
+                r = u64map_reserve(&h->addresses, h->addresses.n + h->n_nodes);
         if (r == 0)
                 r = graph_add_types(&h->graph, h);
         if (r == 0)
