@@ -9,6 +9,7 @@ import subprocess
 from harness import (ALICE, EXIT_DENIED, SVC, AcceptWatch, Agent, Target, dsctl, make_dir, run_tests, test, tool)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
+SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 
 
 def stock_gcdump(*args):
@@ -74,6 +75,10 @@ def gcdump_report_is_the_stock_report_of_the_same_session():
         assert objects > 100, r.stdout
     start = agent.records(message_id=SESSION_START_ID)[-1]
     assert start["DSAGENT_SESSION_KIND"] == "gcdump" and start["DSAGENT_RULE"] == "owner-access", start
+    # dsctl stopped each session itself once the dump's GC had ended, not the agent's 30 s window, and the
+    # rundown that names the modules came whole
+    ends = agent.records(message_id=SESSION_END_ID)
+    assert [(e["DSAGENT_SESSION_END"], e["DSAGENT_SESSION_COMPLETE"]) for e in ends] == [("stopped", "yes")] * 2, ends
     decided = [rec for rec in agent.records() if rec.get("DSAGENT_COMMAND") == "gcdump"]
     assert len(decided) == 2 and all(rec["DSAGENT_DECISION"] == "allowed" for rec in decided), decided
     assert start["DSAGENT_PROVIDERS"] == "Microsoft-Windows-DotNETRuntime:0x1980001:5", start
