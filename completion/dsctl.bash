@@ -29,7 +29,7 @@ _dsctl() {
                 [trace]="--profile --providers --duration --buffer-mb --output"
                 [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
                 [stacks]="--format"
-                [gcdump]="--report --nettrace --duration"
+                [gcdump]="--output --report --nettrace --duration"
                 [exceptions]="--duration"
                 [logs]="--level --category --duration"
                 [port]="--port-path --once"
