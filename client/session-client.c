@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/param.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -472,8 +473,15 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
         *ret_started = false;
         if (is_monitor(o) && monitor_begin(&s, &callbacks) < 0)
                 return EXIT_ERROR;
-        if (o->kind == SESSION_OUTPUT_GCDUMP && gcdump_heap_new(&s.heap) < 0)
-                return EXIT_ERROR;
+        if (o->kind == SESSION_OUTPUT_GCDUMP) {
+                uint64_t seed = 0;
+
+                if (gcdump_heap_new(&s.heap) < 0)
+                        return EXIT_ERROR;
+                /* the target must not know how its addresses hash; without getrandom() they hash unseeded */
+                (void)getrandom(&seed, sizeof(seed), GRND_NONBLOCK);
+                gcdump_heap_set_seed(s.heap, seed);
+        }
         if (nettrace_parser_new(&callbacks, &s, &s.parser) < 0) {
                 gcdump_heap_free(s.heap);
                 monitor_view_free(s.monitor);

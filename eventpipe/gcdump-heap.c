@@ -67,11 +67,13 @@ static uint32_t *memdup_u32(const uint32_t *p, size_t n) {
 
 /* ---- hash maps: addresses and ids to indexes, names to indexes ---- */
 
-/* Open addressing; a slot's value 0 is empty, so values are stored plus one. */
+/* Open addressing; a slot's value 0 is empty, so values are stored plus one. The keys (addresses, ids)
+ * are the target's choice: hashed with a seed it does not know, so it cannot make them collide. */
 typedef struct U64Map {
         uint64_t *keys;
         uint32_t *values;
         size_t n, cap; /* cap: a power of two */
+        uint64_t seed;
 } U64Map;
 
 static uint64_t mix64(uint64_t x) {
@@ -85,11 +87,11 @@ static uint64_t mix64(uint64_t x) {
 static void u64map_done(U64Map *m) {
         free(m->keys);
         free(m->values);
-        *m = (U64Map){};
+        *m = (U64Map){ .seed = m->seed };
 }
 
 static uint32_t *u64map_slot(const U64Map *m, uint64_t key) {
-        size_t i = mix64(key) & (m->cap - 1);
+        size_t i = mix64(key ^ m->seed) & (m->cap - 1);
 
         while (m->values[i] != 0 && m->keys[i] != key)
                 i = (i + 1) & (m->cap - 1);
@@ -97,7 +99,7 @@ static uint32_t *u64map_slot(const U64Map *m, uint64_t key) {
 }
 
 static int u64map_grow(U64Map *m) {
-        U64Map g = { .cap = m->cap ? m->cap * 2 : 1024 };
+        U64Map g = { .cap = m->cap ? m->cap * 2 : 1024, .seed = m->seed };
 
         g.keys = calloc(g.cap, sizeof(uint64_t));
         g.values = calloc(g.cap, sizeof(uint32_t));
@@ -157,14 +159,15 @@ typedef struct StrMap {
         char **keys;
         uint32_t *values;
         size_t n, cap;
+        uint64_t seed;
 } StrMap;
 
-static uint64_t hash_str(const char *s) {
-        uint64_t h = 0xcbf29ce484222325ULL;
+static uint64_t hash_str(const char *s, uint64_t seed) {
+        uint64_t h = 0xcbf29ce484222325ULL ^ seed;
 
         for (; *s; s++)
                 h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
-        return h;
+        return mix64(h);
 }
 
 static void strmap_done(StrMap *m) {
@@ -172,11 +175,11 @@ static void strmap_done(StrMap *m) {
                 free(m->keys[i]);
         free(m->keys);
         free(m->values);
-        *m = (StrMap){};
+        *m = (StrMap){ .seed = m->seed };
 }
 
 static size_t strmap_index(const StrMap *m, const char *key) {
-        size_t i = hash_str(key) & (m->cap - 1);
+        size_t i = hash_str(key, m->seed) & (m->cap - 1);
 
         while (m->keys[i] && strcmp(m->keys[i], key) != 0)
                 i = (i + 1) & (m->cap - 1);
@@ -184,7 +187,7 @@ static size_t strmap_index(const StrMap *m, const char *key) {
 }
 
 static int strmap_grow(StrMap *m) {
-        StrMap g = { .cap = m->cap ? m->cap * 2 : 256 };
+        StrMap g = { .cap = m->cap ? m->cap * 2 : 256, .seed = m->seed };
 
         g.keys = calloc(g.cap, sizeof(char *));
         g.values = calloc(g.cap, sizeof(uint32_t));
@@ -281,6 +284,7 @@ typedef struct RootRef {
 
 struct GcdumpHeap {
         unsigned pointer_size;
+        uint64_t seed;           /* of every hash table (gcdump_heap_set_seed()) */
         /* the reader's state: which GC is the dump, and whether its events are being taken */
         bool seen_start, taking;
         bool process_known;      /* a GCStart came: the stock reader takes types and modules only after one */
@@ -365,6 +369,11 @@ GcdumpHeap *gcdump_heap_free(GcdumpHeap *h) {
         free(h->labels);
         free(h);
         return NULL;
+}
+
+void gcdump_heap_set_seed(GcdumpHeap *h, uint64_t seed) {
+        h->seed = h->modules.seed = h->addresses.seed = h->builder_names.seed = seed;
+        h->graph.interned.seed = h->graph.big.seed = h->graph.by_id.seed = seed;
 }
 
 void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size) {
@@ -1141,7 +1150,7 @@ static int graph_add_builders(GcdumpHeap *h) {
                                 *order = calloc(n + 1, sizeof(uint32_t)), *types = calloc(n + 1, sizeof(uint32_t)),
                                 *ref_start = calloc(n + 2, sizeof(uint32_t)), *refs = NULL, *children = NULL,
                                 *stack = calloc(n + 1, sizeof(uint32_t));
-        _cleanup_(strmap_done) StrMap names = {};
+        _cleanup_(strmap_done) StrMap names = { .seed = h->seed };
         size_t n_order = 0, depth = 0, n_children;
         int r;
 

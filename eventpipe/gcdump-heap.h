@@ -60,6 +60,9 @@ typedef struct GcdumpHeap GcdumpHeap;
 
 int gcdump_heap_new(GcdumpHeap **ret);
 GcdumpHeap *gcdump_heap_free(GcdumpHeap *h);
+/* A random seed for its hash tables, drawn by the caller before the first event: the target chooses the
+ * addresses, ids and names they hold, and must not be able to make them collide (0 until told). */
+void gcdump_heap_set_seed(GcdumpHeap *h, uint64_t seed);
 /* The trace's pointer size (4 or 8), which the payloads' addresses have; 8 until told. */
 void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size);
 
