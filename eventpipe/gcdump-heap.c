@@ -74,6 +74,7 @@ typedef struct U64Map {
         uint32_t *values;
         size_t n, cap; /* cap: a power of two */
         uint64_t seed;
+        uint64_t probes; /* slots looked at past the first, for tests (gcdump_heap_address_probes()) */
 } U64Map;
 
 static uint64_t mix64(uint64_t x) {
@@ -90,11 +91,13 @@ static void u64map_done(U64Map *m) {
         *m = (U64Map){ .seed = m->seed };
 }
 
-static uint32_t *u64map_slot(const U64Map *m, uint64_t key) {
+static uint32_t *u64map_slot(U64Map *m, uint64_t key) {
         size_t i = mix64(key ^ m->seed) & (m->cap - 1);
 
-        while (m->values[i] != 0 && m->keys[i] != key)
+        while (m->values[i] != 0 && m->keys[i] != key) {
                 i = (i + 1) & (m->cap - 1);
+                m->probes++;
+        }
         return &m->values[i];
 }
 
@@ -128,7 +131,7 @@ static int u64map_reserve(U64Map *m, size_t n) {
 }
 
 /* The value of @key, or UINT32_MAX. */
-static uint32_t u64map_get(const U64Map *m, uint64_t key) {
+static uint32_t u64map_get(U64Map *m, uint64_t key) {
         uint32_t v;
 
         if (m->cap == 0)
@@ -379,6 +382,10 @@ void gcdump_heap_set_seed(GcdumpHeap *h, uint64_t seed) {
 void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size) {
         if (pointer_size == 4 || pointer_size == 8)
                 h->pointer_size = pointer_size;
+}
+
+uint64_t gcdump_heap_address_probes(const GcdumpHeap *h) {
+        return h->addresses.probes;
 }
 
 bool gcdump_heap_dumped(const GcdumpHeap *h) {
@@ -902,14 +909,14 @@ static char *pretty_type_name(const char *raw) {
         return out;
 }
 
-static const char *module_path(const GcdumpHeap *h, uint64_t id) {
+static const char *module_path(GcdumpHeap *h, uint64_t id) {
         uint32_t i = u64map_get(&h->modules, id);
 
         return i == UINT32_MAX ? NULL : h->module_paths[i];
 }
 
 /* The types of the GCBulkType events, in their order, each TypeID to its type (the last word stays). */
-static int graph_add_types(Graph *g, const GcdumpHeap *h) {
+static int graph_add_types(Graph *g, GcdumpHeap *h) {
         int r;
 
         for (size_t i = 0; i < h->n_types; i++) {

@@ -493,6 +493,62 @@ static void test_cut_payloads_are_malformed(void) {
         }
 }
 
+/* ---- addresses chosen to collide ---- */
+
+/* The inverse of gcdump-heap.c's mix64(): an address whose unseeded hash is @h. */
+static uint64_t inverse_odd(uint64_t c) {
+        uint64_t inv = c;
+
+        for (int i = 0; i < 6; i++)
+                inv *= 2 - c * inv;
+        return inv;
+}
+
+static uint64_t unmix64(uint64_t x) {
+        x ^= x >> 33;
+        x *= inverse_odd(0xc4ceb9fe1a85ec53ULL);
+        x ^= x >> 33;
+        x *= inverse_odd(0xff51afd7ed558ccdULL);
+        return x ^ (x >> 33);
+}
+
+/* N nodes whose addresses all hash, unseeded, to slot 0 of any table up to 2^20 slots. */
+static uint64_t probes_for_colliding_nodes(uint64_t seed, unsigned n) {
+        _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+        GcdumpReport r = {};
+        uint64_t probes;
+
+        check(gcdump_heap_new(&h) == 0);
+        gcdump_heap_set_seed(h, seed);
+        check(gc(h, 1, 3, 2, 1, 0) == 0);
+        for (unsigned done = 0; done < n;) {
+                Payload nodes = {};
+                unsigned k = n - done < 100 ? n - done : 100;
+
+                block_header(&nodes, k);
+                for (unsigned i = 0; i < k; i++, done++)
+                        node_value(&nodes, unmix64((uint64_t)(done + 1) << 20), 24, 0x100, 0);
+                check(add(h, 18, &nodes) == 0);
+        }
+        check(gc(h, 2, 3, 2, 0, 0) == 0);
+        check(gcdump_heap_report(h, &r) == 0 && r.objects == n + 3); /* and [.NET Roots] with its two groups */
+        probes = gcdump_heap_address_probes(h);
+        gcdump_report_done(&r);
+        return probes;
+}
+
+/* A target that knows the hash makes every address probe the whole table; with the seed dsctl draws,
+ * the same addresses spread. The count of slots looked at, not time, says which. */
+static void test_chosen_addresses_do_not_collide_under_a_seed(void) {
+        const unsigned n = 3000;
+        uint64_t unseeded = probes_for_colliding_nodes(0, n), seeded = probes_for_colliding_nodes(0x5eed5eed1234ULL, n);
+
+        printf("# %u colliding addresses: %llu probes unseeded, %llu seeded\n", n, (unsigned long long)unseeded,
+               (unsigned long long)seeded);
+        check(unseeded > (uint64_t)n * n / 4); /* the attack is real */
+        check(seeded < (uint64_t)n * 4);
+}
+
 int main(void) {
         run_test(test_real_capture_reports_as_the_stock_tool);
         run_test(test_made_up_session_reports_as_the_stock_tool);
@@ -501,5 +557,6 @@ int main(void) {
         run_test(test_references_must_add_up);
         run_test(test_empty_gc_is_not_the_dump);
         run_test(test_cut_payloads_are_malformed);
+        run_test(test_chosen_addresses_do_not_collide_under_a_seed);
         return tap_finish();
 }
