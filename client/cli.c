@@ -43,6 +43,8 @@ typedef enum Opt {
         OPT_LEVEL,
         OPT_CATEGORY,
         OPT_PORT_PATH,
+        OPT_REPORT,
+        OPT_NETTRACE,
         _OPT_MAX,
 } Opt;
 
@@ -165,6 +167,24 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "                     dotnet-monitor's /stacks; speedscope: speedscope's file format, one\n"
                 "                     profile per thread, as dotnet-trace convert writes it\n",
                 OPT(OPT_FORMAT), 1, 1,
+        },
+        [VERB_GCDUMP] = {
+                "gcdump", "PID|UNIT [-o FILE] [--report] [--nettrace FILE] [--duration S]",
+                "a GC heap dump: its type table, as dotnet-gcdump report prints it",
+                "Take a GC heap dump of a process, as dotnet-gcdump collect takes it: the runtime runs a\n"
+                "full blocking GC and reports every object, reference, root and type; dsctl reads them\n"
+                "itself (no .NET needed here) and prints the type table dotnet-gcdump report prints of\n"
+                "the same dump: the heap's bytes and objects, then per type the size of its first object\n"
+                "(\"Object Bytes\", as dotnet-gcdump shows it), the number of objects and the module,\n"
+                "biggest first. With -o, dsctl writes the dump as a .gcdump file, as dotnet-gcdump\n"
+                "writes it (dotnet-gcdump report reads it). The GC pauses the process for as long as the\n"
+                "heap takes to walk.\n\n"
+                "  -o, --output FILE  write the dump to FILE (.gcdump), which must not exist\n"
+                "  --report           print the type table (the default without -o)\n"
+                "  --nettrace FILE    also keep the session's stream in FILE, which must not exist\n"
+                "                     (dotnet-gcdump convert FILE makes a .gcdump of it)\n"
+                "  --duration S       how long the dump may take to come (30 s)\n",
+                OPT(OPT_OUTPUT) | OPT(OPT_REPORT) | OPT(OPT_NETTRACE) | OPT(OPT_DURATION), 1, 1,
         },
         [VERB_EXCEPTIONS] = {
                 "exceptions", "PID|UNIT [--duration S]",
@@ -353,6 +373,8 @@ static const struct option long_options[] = {
         { "level", required_argument, NULL, 0x100 + OPT_LEVEL },
         { "category", required_argument, NULL, 0x100 + OPT_CATEGORY },
         { "port-path", required_argument, NULL, 0x100 + OPT_PORT_PATH },
+        { "report", no_argument, NULL, 0x100 + OPT_REPORT },
+        { "nettrace", required_argument, NULL, 0x100 + OPT_NETTRACE },
         {},
 };
 
@@ -686,6 +708,23 @@ static int check_monitor(const Given *g, Verb verb, Args *a, char **ret_error) {
         return 0;
 }
 
+static int check_gcdump(const Given *g, Args *a, char **ret_error) {
+        int r;
+
+        if (g->value[OPT_DURATION] && (r = parse_duration_option(g, a, ret_error)) < 0)
+                return r;
+        a->nettrace = g->value[OPT_NETTRACE];
+        if (a->nettrace && a->output && strcmp(a->nettrace, a->output) == 0)
+                return fail(ret_error, "dsctl: gcdump writes the dump and the stream into two files, not one");
+        /* without a file, the table is what is asked for */
+        a->report = (g->mask & OPT(OPT_REPORT)) || !a->output;
+        a->session.kind = SESSION_OUTPUT_GCDUMP;
+        a->session.output = a->nettrace;
+        a->session.gcdump_output = a->output;
+        a->session.gcdump_report = a->report;
+        return 0;
+}
+
 /* Options that the command does not take are refused by name, not ignored. */
 static int check_options_taken(const Given *g, Verb verb, char **ret_error) {
         unsigned extra = g->mask & ~(OPTS_COMMON | verbs[verb].options);
@@ -739,6 +778,7 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
         case VERB_EXPLAIN: return check_explain(g, a, ret_error);
         case VERB_DUMP: return check_dump_type(g, a, ret_error);
         case VERB_TRACE: return check_trace(g, a, ret_error);
+        case VERB_GCDUMP: return check_gcdump(g, a, ret_error);
         case VERB_COUNTERS: return check_counters(g, a, ret_error);
         case VERB_STACKS:
         case VERB_EXCEPTIONS:

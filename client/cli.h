@@ -19,6 +19,7 @@ typedef enum Verb {
         VERB_TRACE,
         VERB_COUNTERS,
         VERB_STACKS,
+        VERB_GCDUMP,
         VERB_EXCEPTIONS,
         VERB_LOGS,
         VERB_RESUME,
@@ -55,8 +56,11 @@ typedef struct Args {
         /* logs: the lowest level and a category prefix; NULL: as the app configured its logging */
         const char *log_level;
         const char *log_category;
-        /* dump, trace, counters */
+        /* dump, trace, counters, gcdump */
         const char *output;
+        /* gcdump: the type table on standard output; the session's stream kept in a file too */
+        bool report;
+        const char *nettrace;
         /* dumps */
         const char *remove;
         /* port */

@@ -137,6 +137,7 @@ static const WireType request_types[_VERB_MAX] = {
         [VERB_EXPLAIN] = WIRE_REQUEST_EXPLAIN, [VERB_DUMP] = WIRE_REQUEST_DUMP,
         [VERB_DUMPS] = WIRE_REQUEST_DUMPS,   [VERB_TRACE] = WIRE_REQUEST_TRACE,
         [VERB_COUNTERS] = WIRE_REQUEST_COUNTERS, [VERB_STACKS] = WIRE_REQUEST_STACKS,
+        [VERB_GCDUMP] = WIRE_REQUEST_GCDUMP,
         [VERB_EXCEPTIONS] = WIRE_REQUEST_EXCEPTIONS, [VERB_LOGS] = WIRE_REQUEST_LOGS,
         [VERB_RESUME] = WIRE_REQUEST_RESUME,
 };
@@ -174,6 +175,7 @@ static void put_request(WireWriter *w, const Args *a) {
                 put_session_request(w, a);
                 break;
         case VERB_STACKS:
+        case VERB_GCDUMP:
         case VERB_EXCEPTIONS:
         case VERB_LOGS: /* the agent chooses the providers */
                 put_target(w, a);
@@ -203,13 +205,15 @@ static int send_request(const Args *a, AgentClient *client) {
 /* ---- what dsctl writes for the caller: made before anything is asked ---- */
 
 typedef struct Outputs {
-        OutFile file;           /* dump -o, trace; counters --format prometheus -o: its directory, pinned */
+        OutFile file;           /* dump -o, trace, gcdump --nettrace; counters --format prometheus -o: its directory, pinned */
+        OutFile gcdump;         /* gcdump -o */
         FILE *rows;             /* counters: standard output, or -o */
         bool rows_made;         /* dsctl created the rows file */
 } Outputs;
 
 static void outputs_done(Outputs *o) {
         out_file_done(&o->file);
+        out_file_done(&o->gcdump);
         if (o->rows && o->rows != stdout)
                 fclose(o->rows);
 }
@@ -232,7 +236,7 @@ static int open_rows(const char *path, FILE **ret) {
  * sent: a path that cannot be written costs no dump, trace or rate limit.
  */
 static int prepare_outputs(const Args *a, Outputs *o) {
-        const char *path = a->verb == VERB_TRACE ? a->session.output : a->output;
+        const char *path = a->verb == VERB_TRACE || a->verb == VERB_GCDUMP ? a->session.output : a->output;
         int r = 0;
 
         if (a->verb == VERB_COUNTERS && !a->output) {
@@ -247,7 +251,10 @@ static int prepare_outputs(const Args *a, Outputs *o) {
                                            a->output, strerror(-r));
                 return 0;
         }
-        if (!path || (a->verb != VERB_DUMP && a->verb != VERB_TRACE && a->verb != VERB_COUNTERS))
+        if (a->verb == VERB_GCDUMP && a->output && (r = out_file_open(&o->gcdump, a->output)) < 0)
+                return output_fail(a->json, EXIT_ERROR, "cannot create %s: %s%s; nothing was asked of the agent",
+                                   a->output, strerror(-r), r == -EEXIST ? " (dsctl does not overwrite files)" : "");
+        if (!path || (a->verb != VERB_DUMP && a->verb != VERB_TRACE && a->verb != VERB_GCDUMP && a->verb != VERB_COUNTERS))
                 return 0;
         if (a->verb == VERB_COUNTERS) {
                 r = open_rows(path, &o->rows);
@@ -345,8 +352,9 @@ static int run_session(Args *a, AgentClient *client, Outputs *outputs) {
         bool started;
         int status;
 
-        a->session.trace_file = a->verb == VERB_TRACE ? &outputs->file : NULL;
+        a->session.trace_file = a->verb == VERB_TRACE || (a->verb == VERB_GCDUMP && a->nettrace) ? &outputs->file : NULL;
         a->session.rows = outputs->rows;
+        a->session.gcdump_file = a->verb == VERB_GCDUMP && a->output ? &outputs->gcdump : NULL;
         a->session.prometheus_file = outputs->file.dir_fd >= 0 && a->verb == VERB_COUNTERS ? &outputs->file : NULL;
         a->session.target_pid = a->pid;
         a->session.progress = progress_wanted(a->quiet);
@@ -386,7 +394,7 @@ static int run_port(const Args *a) {
 
 static int run(Args *a) {
         _cleanup_(agent_client_freep) AgentClient *client = NULL;
-        _cleanup_(outputs_done) Outputs outputs = { .file = OUT_FILE_NULL };
+        _cleanup_(outputs_done) Outputs outputs = { .file = OUT_FILE_NULL, .gcdump = OUT_FILE_NULL };
         const char *socket_path = agent_socket_of(a);
         int r;
 
@@ -403,7 +411,7 @@ static int run(Args *a) {
                 return output_fail(a->json, EXIT_AGENT_UNREACHABLE, "cannot send the request to dsagent at %s: %s", socket_path,
                             strerror(-r));
         if (a->verb == VERB_TRACE || a->verb == VERB_COUNTERS || a->verb == VERB_STACKS || a->verb == VERB_EXCEPTIONS ||
-            a->verb == VERB_LOGS)
+            a->verb == VERB_LOGS || a->verb == VERB_GCDUMP)
                 return run_session(a, client, &outputs);
         return run_replies(a, client, &outputs);
 }

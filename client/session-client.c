@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/param.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -20,6 +21,8 @@
 #include "counter-sink.h"
 #include "counter-view.h"
 #include "exit-status.h"
+#include "gcdump-heap.h"
+#include "gcdump-view.h"
 #include "monitor-view.h"
 #include "nettrace.h"
 #include "output.h"
@@ -49,6 +52,9 @@ typedef struct SessionClient {
         uint32_t target_pid;    /* the agent's word, when it gives it */
         /* stacks, exceptions, logs */
         MonitorView *monitor;
+        /* gcdump: the heap the events describe; the first error of its events */
+        GcdumpHeap *heap;
+        int heap_error;
         /* the agent's word */
         uint64_t request_id;
         uint64_t bytes;
@@ -69,6 +75,8 @@ static int on_header(const NettraceHeader *h, void *userdata) {
         s->have_header = true;
         if (s->monitor)
                 monitor_view_header(s->monitor, h);
+        if (s->heap)
+                gcdump_heap_set_pointer_size(s->heap, h->pointer_size);
         return 0;
 }
 
@@ -84,6 +92,8 @@ static int64_t now_nsec(void) {
         return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static int heap_event(SessionClient *s, const NettraceEvent *e);
+
 static int on_event(const NettraceEvent *e, void *userdata) {
         SessionClient *s = userdata;
         NettraceCounter c = {};
@@ -91,11 +101,27 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         s->events++;
         if (s->monitor)
                 return monitor_view_event(s->monitor, e);
+        if (s->heap)
+                return heap_event(s, e);
         if (s->options->kind == SESSION_OUTPUT_NETTRACE)
                 return 0;
         if (nettrace_counter_extract(e, &c) == 0)
                 counter_sink_add(s->sink, &c, event_time(s, e->timestamp), now_nsec());
         nettrace_counter_done(&c);
+        return 0;
+}
+
+/* gcdump: an event of the heap; what the runtime got wrong is told at the end, not here. */
+static int heap_event(SessionClient *s, const NettraceEvent *e) {
+        int r;
+
+        if (s->heap_error != 0)
+                return 0;
+        r = gcdump_heap_add(s->heap, e);
+        if (r < 0)
+                return r;
+        if (r == GCDUMP_E_MALFORMED || r == GCDUMP_E_LIMIT)
+                s->heap_error = r;
         return 0;
 }
 
@@ -183,6 +209,11 @@ static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
                 r = consume(s, buf, (size_t)n);
                 if (r < 0)
                         return r;
+                /* gcdump: once the dump's GC has ended, only the rundown is still wanted */
+                if (s->heap && !stop_sent && gcdump_heap_dumped(s->heap)) {
+                        (void)shutdown(client->fd, SHUT_WR);
+                        stop_sent = true;
+                }
                 show(s);
         }
 }
@@ -312,6 +343,68 @@ static int finish_monitor(SessionClient *s, int status) {
         return EXIT_OK;
 }
 
+static int gcdump_failed(SessionClient *s, int r) {
+        const char *why = r == GCDUMP_E_NO_DUMP ? "the runtime sent no complete heap dump"
+                        : r == GCDUMP_E_BROKEN  ? "the dump's objects ask for other references than the runtime sent "
+                                                   "(events lost?)"
+                        : r == GCDUMP_E_LIMIT   ? "the heap is beyond dsctl's limits"
+                        : r == GCDUMP_E_MALFORMED ? "the runtime's heap events are malformed"
+                                                  : strerror(-r);
+
+        return output_fail(s->options->json, r < 0 ? EXIT_ERROR : EXIT_RUNTIME_FAILED, "gcdump: %s (ended: %s)", why,
+                           s->ended ? s->ended : "unknown");
+}
+
+static int write_gcdump_bytes(const void *data, size_t size, void *userdata) {
+        return out_file_write(userdata, data, size);
+}
+
+/* gcdump -o: the .gcdump, named once whole. */
+static int save_gcdump(SessionClient *s) {
+        const SessionOptions *o = s->options;
+        int r;
+
+        r = gcdump_heap_write(s->heap, "dsctl", write_gcdump_bytes, o->gcdump_file);
+        if (r > 0)
+                return gcdump_failed(s, r);
+        if (r == 0)
+                r = out_file_commit(o->gcdump_file, o->gcdump_output);
+        if (r < 0)
+                return output_fail(o->json, EXIT_ERROR, "gcdump: cannot write %s: %s%s", o->gcdump_output, strerror(-r),
+                                   r == -EEXIST ? " (it appeared meanwhile; dsctl does not overwrite files)" : "");
+        if (!o->quiet)
+                fprintf(stderr, "dsctl: gcdump: wrote %s\n", o->gcdump_output);
+        return EXIT_OK;
+}
+
+/* gcdump: the stream kept when asked, then the dump's file and its type table, as asked. */
+static int finish_gcdump(SessionClient *s, int status) {
+        _cleanup_(gcdump_report_done) GcdumpReport report = {};
+        const SessionOptions *o = s->options;
+        int r;
+
+        if (status != EXIT_OK)
+                return status;
+        if (o->trace_file) {
+                status = finish_trace(s, s->parse_error != 0 ? s->parse_error : nettrace_finish(s->parser));
+                if (status != EXIT_OK)
+                        return status;
+        }
+        if (s->heap_error != 0)
+                return gcdump_failed(s, s->heap_error);
+        r = gcdump_heap_report(s->heap, &report);
+        if (r != 0)
+                return gcdump_failed(s, r);
+        if (report.truncated && !o->quiet)
+                fprintf(stderr, "dsctl: gcdump: the heap has more than %u objects; the rest is left out, as "
+                        "dotnet-gcdump does\n", GCDUMP_NODES_MAX);
+        if (o->gcdump_file && (status = save_gcdump(s)) != EXIT_OK)
+                return status;
+        if (o->gcdump_report && gcdump_report_print(stdout, &report) < 0)
+                return output_fail(o->json, EXIT_ERROR, "gcdump: cannot write the report: %s", strerror(EIO));
+        return EXIT_OK;
+}
+
 static bool is_monitor(const SessionOptions *o) {
         return o->kind == SESSION_OUTPUT_STACKS || o->kind == SESSION_OUTPUT_EXCEPTIONS || o->kind == SESSION_OUTPUT_LOGS;
 }
@@ -366,6 +459,8 @@ static int session_client_stream(SessionClient *s, AgentClient *client, SessionE
         status = read_ending(s, client, report_error, userdata);
         if (s->monitor)
                 return finish_monitor(s, status);
+        if (s->heap)
+                return finish_gcdump(s, status);
         if (o->kind != SESSION_OUTPUT_NETTRACE || status != EXIT_OK)
                 return status;
         return finish_trace(s, s->parse_error != 0 ? s->parse_error : nettrace_finish(s->parser));
@@ -382,12 +477,24 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
         *ret_started = false;
         if (is_monitor(o) && monitor_begin(&s, &callbacks) < 0)
                 return EXIT_ERROR;
+        if (o->kind == SESSION_OUTPUT_GCDUMP) {
+                uint64_t seed = 0;
+
+                if (gcdump_heap_new(&s.heap) < 0)
+                        return EXIT_ERROR;
+                /* the target must not know how its addresses hash; without getrandom() they hash unseeded */
+                (void)getrandom(&seed, sizeof(seed), GRND_NONBLOCK);
+                gcdump_heap_set_seed(s.heap, seed);
+        }
         if (nettrace_parser_new(&callbacks, &s, &s.parser) < 0) {
+                gcdump_heap_free(s.heap);
                 monitor_view_free(s.monitor);
                 return EXIT_ERROR;
         }
         if ((o->watch && !(s.view = counter_view_new(o->rows, o->title ? o->title : "dsctl: counters"))) ||
-            (o->kind != SESSION_OUTPUT_NETTRACE && !is_monitor(o) && counter_sink_new(o, s.view, &s.sink) < 0)) {
+            (o->kind != SESSION_OUTPUT_NETTRACE && o->kind != SESSION_OUTPUT_GCDUMP && !is_monitor(o) &&
+             counter_sink_new(o, s.view, &s.sink) < 0)) {
+                gcdump_heap_free(s.heap);
                 counter_view_free(s.view);
                 monitor_view_free(s.monitor);
                 nettrace_parser_free(s.parser);
@@ -406,6 +513,7 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
         counter_sink_free(s.sink);
         counter_view_free(s.view);
         monitor_view_free(s.monitor);
+        gcdump_heap_free(s.heap);
         nettrace_parser_free(s.parser);
         free(s.providers);
         free(s.ended);

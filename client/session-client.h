@@ -17,6 +17,7 @@ typedef enum SessionOutputKind {
         SESSION_OUTPUT_EXCEPTIONS,
         SESSION_OUTPUT_LOGS,
         SESSION_OUTPUT_PROMETHEUS, /* counters: the text exposition format, the latest values each interval */
+        SESSION_OUTPUT_GCDUMP,     /* gcdump: the heap's type table; the stream also into a file when asked */
 } SessionOutputKind;
 
 typedef struct SessionOptions {
@@ -29,7 +30,8 @@ typedef struct SessionOptions {
         bool watch;                 /* counters: redraw the latest values in place (on a terminal) */
         bool speedscope;            /* stacks: speedscope's file format */
         /* set by the caller before the request is sent */
-        OutFile *trace_file;        /* trace: made before the request (out_file_open()), named output when whole */
+        OutFile *trace_file;        /* trace (gcdump --nettrace): made before the request (out_file_open()), named
+                                     * output when whole */
         FILE *rows;                 /* counters: where rows go, standard output or output made before the request;
                                      * NULL for prometheus with output: that file is replaced whole each time */
         OutFile *prometheus_file;   /* prometheus with output: its directory, pinned (counter_sink_check_file()) */
@@ -37,6 +39,10 @@ typedef struct SessionOptions {
         bool progress;              /* trace: bytes and time on standard error, in place */
         bool json;                  /* trace: its summary as JSON on standard output */
         const char *title;          /* counters --watch: the line above the view */
+        /* gcdump */
+        const char *gcdump_output;  /* -o: the .gcdump's name; NULL: none */
+        OutFile *gcdump_file;       /* made before the request (out_file_open()), named gcdump_output when whole */
+        bool gcdump_report;         /* the type table on standard output */
 } SessionOptions;
 
 typedef int (*SessionErrorReporter)(const WireMessage *m, void *userdata);

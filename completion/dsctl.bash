@@ -18,7 +18,7 @@ _dsctl_dumps() {
 
 _dsctl() {
         local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-        local commands="ps info env explain dump dumps trace counters stacks exceptions logs resume port exec help"
+        local commands="ps info env explain dump dumps trace counters stacks gcdump exceptions logs resume port exec help"
         local common="--socket --agent-socket --json --quiet --help --version"
         local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler"
         local -A options=(
@@ -29,6 +29,7 @@ _dsctl() {
                 [trace]="--profile --providers --duration --buffer-mb --output"
                 [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
                 [stacks]="--format"
+                [gcdump]="--output --report --nettrace --duration"
                 [exceptions]="--duration"
                 [logs]="--level --category --duration"
                 [port]="--port-path --once"
@@ -41,7 +42,7 @@ _dsctl() {
                 case $word in
                 --socket | --agent-socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
                 --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
-                --refresh-interval | --format | -o | --output | --remove | --level | --category | --port-path) ((i++)) ;;
+                --refresh-interval | --format | -o | --output | --remove | --level | --category | --port-path | --nettrace) ((i++)) ;;
                 -*) ;;
                 *) if [[ -z $command ]]; then command=$word; else ((nargs++)); fi ;;
                 esac
@@ -58,7 +59,7 @@ _dsctl() {
                 elif [[ $command == stacks ]]; then COMPREPLY=($(compgen -W "text json speedscope" -- "$cur"))
                 else COMPREPLY=($(compgen -W "csv json" -- "$cur")); fi
                 return ;;
-        --socket | --agent-socket | --port-path | -o | --output) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        --socket | --agent-socket | --port-path | -o | --output | --nettrace) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --remove) COMPREPLY=($(compgen -W "$(_dsctl_dumps "$socket")" -- "$cur")); return ;;
         --level) COMPREPLY=($(compgen -W "Trace Debug Information Warning Error Critical" -- "$cur")); return ;;
         --providers | --duration | --buffer-mb | --counters | --interval | --refresh-interval | --category) return ;;
@@ -80,7 +81,7 @@ _dsctl() {
                 elif ((nargs == 1)); then
                         COMPREPLY=($(compgen -W "$policy_commands" -- "$cur"))
                 fi ;;
-        info | env | dump | trace | counters | stacks | exceptions | logs | resume | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
+        info | env | dump | trace | counters | stacks | gcdump | exceptions | logs | resume | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
         esac
         return 0
 }

@@ -17,6 +17,7 @@
 #define TPL_PROVIDER "System.Threading.Tasks.TplEventSource"
 
 #define CLR_KEYWORD_EXCEPTION 0x8000ULL
+#define CLR_KEYWORDS_GCDUMP 0x1980001ULL /* as gcdump-heap.h's GCDUMP_KEYWORDS */
 #define SAMPLE_PROFILER_KEYWORDS 0xf00000000000ULL
 /* LoggingEventSource.Keywords.FormattedMessage: the message as the app formats it, and scopes */
 #define LOGGING_KEYWORD_FORMATTED_MESSAGE 0x4ULL
@@ -90,6 +91,15 @@ static int one_provider(const char *name, uint64_t keywords, uint32_t level, boo
  */
 int monitor_stacks_config(EventPipeConfig *ret) {
         return one_provider(SAMPLE_PROFILER, SAMPLE_PROFILER_KEYWORDS, 4, true, ret);
+}
+
+/*
+ * gcdump: dotnet-gcdump's heap session. GC, GCHeapDump, Type, GCHeapCollect
+ * (the runtime induces the GC when the session starts) and GCHeapAndTypeNames,
+ * at Verbose, where the bulk events are; the rundown names the modules.
+ */
+int monitor_gcdump_config(EventPipeConfig *ret) {
+        return one_provider(CLR_PROVIDER, CLR_KEYWORDS_GCDUMP, 5, true, ret);
 }
 
 /*

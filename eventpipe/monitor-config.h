@@ -37,5 +37,6 @@ MonitorLogLevel monitor_log_level_from_string(const char *s);
 bool monitor_category_is_valid(const char *s);
 
 int monitor_stacks_config(EventPipeConfig *ret);
+int monitor_gcdump_config(EventPipeConfig *ret);
 int monitor_exceptions_config(EventPipeConfig *ret);
 int monitor_logs_config(MonitorLogLevel level, const char *category, EventPipeConfig *ret);

@@ -28,6 +28,7 @@ static const char *command_name(uint16_t type) {
         case WIRE_REQUEST_TRACE: return policy_command_to_string(POLICY_COMMAND_TRACE);
         case WIRE_REQUEST_COUNTERS: return policy_command_to_string(POLICY_COMMAND_COUNTERS);
         case WIRE_REQUEST_STACKS: return policy_command_to_string(POLICY_COMMAND_STACKS);
+        case WIRE_REQUEST_GCDUMP: return policy_command_to_string(POLICY_COMMAND_GCDUMP);
         case WIRE_REQUEST_EXCEPTIONS: return policy_command_to_string(POLICY_COMMAND_EXCEPTIONS);
         case WIRE_REQUEST_LOGS: return policy_command_to_string(POLICY_COMMAND_LOGS);
         case WIRE_REQUEST_RESUME: return policy_command_to_string(POLICY_COMMAND_RESUME);
@@ -72,6 +73,9 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_STACKS:
                 session_start_stacks(req, m);
+                break;
+        case WIRE_REQUEST_GCDUMP:
+                session_start_gcdump(req, m);
                 break;
         case WIRE_REQUEST_EXCEPTIONS:
                 session_start_exceptions(req, m);

@@ -646,6 +646,7 @@ static const char *session_what(const Session *s) {
         switch (s->command) {
         case POLICY_COMMAND_TRACE: return "a trace";
         case POLICY_COMMAND_STACKS: return "the stacks";
+        case POLICY_COMMAND_GCDUMP: return "the heap dump";
         default: return s->kind; /* counters, exceptions, logs */
         }
 }
@@ -902,6 +903,8 @@ void session_start_counters(Request *req, const WireMessage *m) {
 /* How long exceptions and logs watch when no duration was asked for, as dotnet-monitor's routes do. */
 #define SESSION_EXCEPTIONS_DEFAULT_USEC (10 * USEC_PER_SEC)
 #define SESSION_LOGS_DEFAULT_USEC (30 * USEC_PER_SEC)
+/* How long a heap dump may take to come when no duration was asked for: dotnet-gcdump's own timeout. */
+#define SESSION_GCDUMP_DEFAULT_USEC (30 * USEC_PER_SEC)
 
 /* Limits as for every session, but no buffer size from the requester; and a window of its own
  * when no duration was asked (still within max_session_duration and, once decided, the rule's). */
@@ -954,6 +957,21 @@ void session_start_stacks(Request *req, const WireMessage *m) {
         if (!monitor_read_limits(s, m, MONITOR_STACKS_SAMPLE_USEC))
                 return;
         monitor_start(s, m, POLICY_COMMAND_STACKS, monitor_stacks_config(&s->config));
+}
+
+/*
+ * gcdump: the runtime's GC heap dump, as dotnet-gcdump collects it: the
+ * heap-dump keywords make the runtime induce a blocking gen-2 GC and report
+ * every object, reference, root and type during it; the rundown at the end
+ * names the types' modules. dsctl stops the session once the dump's GC has
+ * ended; the window (30 s unless asked) only bounds a dump that never comes.
+ */
+void session_start_gcdump(Request *req, const WireMessage *m) {
+        Session *s = session_new(req, "gcdump");
+
+        if (!s || !monitor_read_limits(s, m, SESSION_GCDUMP_DEFAULT_USEC))
+                return;
+        monitor_start(s, m, POLICY_COMMAND_GCDUMP, monitor_gcdump_config(&s->config));
 }
 
 /* exceptions: the runtime's first-chance exception events for a while, and a rundown to name the throwers. */

@@ -15,6 +15,7 @@ void session_start_trace(Request *req, const WireMessage *m);
 void session_start_counters(Request *req, const WireMessage *m);
 /* stacks, exceptions, logs: the agent chooses the providers (monitor-config.h); dsctl reads the stream */
 void session_start_stacks(Request *req, const WireMessage *m);
+void session_start_gcdump(Request *req, const WireMessage *m);
 void session_start_exceptions(Request *req, const WireMessage *m);
 void session_start_logs(Request *req, const WireMessage *m);
 /* A tool's CollectTracing through dsctl port; takes @ipc's providers. */

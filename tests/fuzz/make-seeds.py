@@ -943,6 +943,50 @@ def elf_core(n_segments=2, cls=64, big_endian=False, e_type=4, cut=0, xnum=False
     return whole[:len(whole) - cut]
 
 
+def small_heap_session():
+    """A made-up heap session of every event gcdump-heap reads, a few values each: small, so the fuzzer
+    mutates the events rather than the real capture's hundreds of KiB."""
+    sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+    import nettrace_writer as nw
+
+    ids = {"start": 1, "end": 2, "type": 15, "root": 16, "cwt": 17, "node": 18, "edge": 19, "static": 38,
+           "module": 152}
+    metas = [nw.metadata(i + 1, nw.RUNTIME, event_id, name) for i, (name, event_id) in enumerate(ids.items())]
+    mid = {name: i + 1 for i, name in enumerate(ids)}
+    head = struct.pack("<IIH", 0, 2, 0)  # Index, Count 2, ClrInstanceID
+    module = struct.pack("<QQII", 0xA0, 0x77, 0, 0)
+    payloads = [
+        # before any GCStart: not taken (dotnet-gcdump convert does not know the process yet)
+        ("module", module + nw.utf16z("/early/Wrong.dll") + nw.utf16z("")),
+        ("start", struct.pack("<IIIIH", 9, 2, 1, 0, 0)),
+        ("module", module + nw.utf16z("/x/System.Private.CoreLib.dll") + nw.utf16z("")),
+        ("type", struct.pack("<IH", 2, 0) +
+         struct.pack("<QQIIB", 0x100, 0xA0, 1, 0, 0x12) + nw.utf16z("List`1[System.Int32]") + struct.pack("<IQ", 1, 8) +
+         struct.pack("<QQIIB", 0x200, 0xA0, 2, 8, 0x1D) + nw.utf16z("") + struct.pack("<I", 0)),
+        ("node", head + struct.pack("<QQQQ", 0x1000, 32, 0x100, 2) + struct.pack("<QQQQ", 0x2000, 5000, 0x999, 0)),
+        ("edge", head + struct.pack("<QI", 0x2000, 1) + struct.pack("<QI", 0x3000, 2)),
+        ("root", head + struct.pack("<QBIQ", 0x1000, 0, 0, 0) + struct.pack("<QBIQ", 0x2000, 2, 1, 0)),
+        ("cwt", head + struct.pack("<QQQ", 0x1000, 0x2000, 0) + struct.pack("<QQQ", 0, 0x3000, 0)),
+        ("static", struct.pack("<IQH", 1, 1, 0) + struct.pack("<QQQI", 0x10, 0x1000, 0x100, 1) + nw.utf16z("Cache")),
+        ("end", struct.pack("<IIH", 9, 2, 0)),
+    ]
+    stream = nw.Stream()
+    stream.metadata(*metas)
+    stream.events([nw.event(metadata_id=mid[name], thread=1, payload=p) for name, p in payloads])
+    return stream.end()
+
+
+def gcdump():
+    """dsctl gcdump's heap session (eventpipe/gcdump-heap.h): the real one, whole and cut short, and a small one."""
+    t = "gcdump"
+    with open(os.path.join(DATA, "gcdump.nettrace"), "rb") as f:
+        data = f.read()
+    write(t, "heap-session", data)
+    write(t, "heap-session-two-thirds", data[: len(data) * 2 // 3])
+    write(t, "heap-session-third", data[: len(data) // 3])
+    write(t, "small-heap-session", small_heap_session())
+
+
 def elf_core_seeds():
     t = "elf-core"
     write(t, "core64", elf_core())
@@ -954,7 +998,7 @@ def elf_core_seeds():
 
 
 def main():
-    for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace,
+    for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace, gcdump,
                environment, advertise, cgroup_pattern, env_secret, prometheus):
         fn()
     return 0

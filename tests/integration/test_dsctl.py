@@ -573,7 +573,8 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
 
     assert complete("du") == ["dump", "dumps"]
     assert complete("help", "") == sorted(["ps", "info", "env", "explain", "dump", "dumps", "trace", "counters", "stacks",
-                                           "exceptions", "logs", "resume", "port", "exec", "help"])
+                                           "gcdump", "exceptions", "logs", "resume", "port", "exec", "help"])
+    assert complete("gcdump", "1", "--r") == ["--report"]
     assert complete("res") == ["resume"] and complete("resume", "1", "--") == sorted(
         ["--socket", "--agent-socket", "--json", "--quiet", "--help", "--version"])
     assert complete("stacks", "1", "--format", "") == ["json", "speedscope", "text"]
@@ -595,7 +596,7 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
     for line, wanted in (("dsctl du", ["dump", "dumps"]), ("dsctl dump 1 --type ", ["full", "heap", "mini", "triage"]),
                          ("dsctl counters 1 --w", ["--watch"]), ("dsctl trace 1 --profile gc-c", ["gc-collect"]),
                          ("dsctl dumps --r", ["--remove"]), ("dsctl stacks 1 --format s", ["speedscope"]),
-                         ("dsctl logs 1 --level Cr", ["Critical"])):
+                         ("dsctl logs 1 --level Cr", ["Critical"]), ("dsctl gcdump 1 --n", ["--nettrace"])):
         assert zsh_complete(os.path.dirname(zsh), line) == wanted, (line, zsh_complete(os.path.dirname(zsh), line))
 
 

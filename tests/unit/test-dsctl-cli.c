@@ -173,6 +173,13 @@ static void test_monitor_commands(void) {
         refused(parse(&a, &error, "stacks", "12", "--duration", "5", NULL), &error, "stacks takes no --duration");
         refused(parse(&a, &error, "stacks", "12", "--format", "csv", NULL), &error, "text, json or speedscope");
         refused(parse(&a, &error, "exceptions", "12", "--category", "X", NULL), &error, "exceptions takes no --category");
+        /* gcdump: the table, the stream kept when asked, a window */
+        check(parse(&a, &error, "gcdump", "12", "--report", "--nettrace", "heap.nettrace", "--duration", "90", NULL) == 0);
+        check(a.verb == VERB_GCDUMP && a.session.kind == SESSION_OUTPUT_GCDUMP && a.report);
+        check(strcmp(a.session.output, "heap.nettrace") == 0 && a.duration_sec == 90);
+        check(parse(&a, &error, "gcdump", "orders.service", NULL) == 0 && a.report && !a.session.output);
+        refused(parse(&a, &error, "gcdump", "12", "--format", "json", NULL), &error, "gcdump takes no --format");
+        refused(parse(&a, &error, "gcdump", "12", "--nettrace", NULL), &error, "--nettrace takes a value");
         refused(parse(&a, &error, "logs", NULL), &error, "logs takes one process id or unit");
         args_done(&a);
         free(error);

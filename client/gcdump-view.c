@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsctl gcdump --report: prints a heap's type table (gcdump_heap_report()) as dotnet-gcdump report does */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "gcdump-view.h"
+
+/* .NET's {value,WIDTH:N0}: digits grouped by commas, right-aligned in @width. */
+static void put_grouped(FILE *f, int64_t value, int width) {
+        char digits[32], grouped[48];
+        uint64_t v = value < 0 ? -(uint64_t)value : (uint64_t)value;
+        int n = snprintf(digits, sizeof(digits), "%" PRIu64, v), j = 0;
+
+        if (value < 0)
+                grouped[j++] = '-';
+        for (int i = 0; i < n; i++) {
+                if (i > 0 && (n - i) % 3 == 0)
+                        grouped[j++] = ',';
+                grouped[j++] = digits[i];
+        }
+        grouped[j] = 0;
+        fprintf(f, "%*s", width, grouped);
+}
+
+static void summary_row(FILE *f, int64_t value, const char *what) {
+        put_grouped(f, value, 15);
+        fprintf(f, "  %s\n", what);
+}
+
+int gcdump_report_print(FILE *f, const GcdumpReport *r) {
+        summary_row(f, r->total_size, "GC Heap bytes");
+        summary_row(f, (int64_t)r->objects, "GC Heap objects");
+        /* no "Total references": a .gcdump file does not keep the count, so the report of one never says it */
+        fprintf(f, "\n%15s  %8s  Type\n", "Object Bytes", "Count");
+        for (size_t i = 0; i < r->n_types; i++) {
+                const GcdumpType *t = &r->types[i];
+
+                put_grouped(f, t->size, 15);
+                fputs("  ", f);
+                put_grouped(f, t->count, 8);
+                fprintf(f, "  %s", t->name);
+                if (t->module)
+                        fprintf(f, "  [%s]", t->module);
+                fputc('\n', f);
+        }
+        return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+}

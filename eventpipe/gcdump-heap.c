@@ -1,0 +1,1589 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The GC heap of a gcdump session, built from the runtime's bulk events as dotnet-gcdump builds it;
+ * its type table and its .gcdump file (gcdump-heap.h). Pure: dsctl reads the stream and writes the file */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/param.h>
+
+#include "array.h"
+#include "cursor.h"
+#include "gcdump-heap.h"
+
+#define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
+#define RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"
+
+/* Event ids of the runtime's provider (ClrEtwAll.man) */
+#define EV_GC_START 1
+#define EV_GC_END 2
+#define EV_BULK_TYPE 15
+#define EV_BULK_ROOT_EDGE 16
+#define EV_BULK_ROOT_CWT 17
+#define EV_BULK_NODE 18
+#define EV_BULK_EDGE 19
+#define EV_BULK_ROOT_STATIC_VAR 38
+#define EV_MODULE_DC_START_V2 149
+#define EV_MODULE_DC_END_V2 150
+#define EV_MODULE_LOAD 152
+#define EV_MODULE_UNLOAD 153
+#define EV_GEN_AWARE_BEGIN 206
+#define EV_GEN_AWARE_END 207
+/* and of its rundown provider */
+#define EV_RUNDOWN_MODULE_DC_START 153
+#define EV_RUNDOWN_MODULE_DC_END 154
+
+#define GC_REASON_INDUCED 1
+#define GC_TYPE_NON_CONCURRENT 0
+#define TYPE_FLAG_COM_OBJECT 0x4
+#define TYPE_FLAG_ARRAY 0x8
+#define TYPE_FLAG_MODULE_BASE_ADDRESS 0x10
+#define ROOT_KIND_STACK 0
+#define ROOT_KIND_FINALIZER 1
+#define ROOT_KIND_HANDLE 2
+#define ROOT_FLAG_PINNING 0x1
+#define ROOT_FLAG_WEAK 0x2
+#define ROOT_FLAG_REF_COUNTED 0x8
+#define STATIC_FLAG_THREAD_LOCAL 0x1
+#define MODULE_FLAG_NATIVE 0x2
+/* objects bigger than this get a type of their own, named by their size's decade */
+#define BIG_OBJECT 1000
+
+/* Room for element @n of *@array, the elements added zeroed. */
+static int array_reserve_zeroed(uint32_t **array, size_t *cap, size_t n) {
+        size_t old = *cap;
+
+        if (array_reserve((void **)array, cap, n, sizeof(uint32_t)) < 0)
+                return -ENOMEM;
+        if (*cap > old)
+                memset(*array + old, 0, (*cap - old) * sizeof(uint32_t));
+        return 0;
+}
+
+static uint32_t *memdup_u32(const uint32_t *p, size_t n) {
+        uint32_t *copy = malloc(n * sizeof(uint32_t));
+
+        return copy ? memcpy(copy, p, n * sizeof(uint32_t)) : NULL;
+}
+
+/* ---- hash maps: addresses and ids to indexes, names to indexes ---- */
+
+/* Open addressing; a slot's value 0 is empty, so values are stored plus one. The keys (addresses, ids)
+ * are the target's choice: hashed with a seed it does not know, so it cannot make them collide. */
+typedef struct U64Map {
+        uint64_t *keys;
+        uint32_t *values;
+        size_t n, cap; /* cap: a power of two */
+        uint64_t seed;
+        uint64_t probes; /* slots looked at past the first, for tests (gcdump_heap_address_probes()) */
+} U64Map;
+
+static uint64_t mix64(uint64_t x) {
+        x ^= x >> 33;
+        x *= 0xff51afd7ed558ccdULL;
+        x ^= x >> 33;
+        x *= 0xc4ceb9fe1a85ec53ULL;
+        return x ^ (x >> 33);
+}
+
+static void u64map_done(U64Map *m) {
+        free(m->keys);
+        free(m->values);
+        *m = (U64Map){ .seed = m->seed };
+}
+
+static uint32_t *u64map_slot(U64Map *m, uint64_t key) {
+        size_t i = mix64(key ^ m->seed) & (m->cap - 1);
+
+        while (m->values[i] != 0 && m->keys[i] != key) {
+                i = (i + 1) & (m->cap - 1);
+                m->probes++;
+        }
+        return &m->values[i];
+}
+
+static int u64map_grow(U64Map *m) {
+        U64Map g = { .cap = m->cap ? m->cap * 2 : 1024, .seed = m->seed };
+
+        g.keys = calloc(g.cap, sizeof(uint64_t));
+        g.values = calloc(g.cap, sizeof(uint32_t));
+        if (!g.keys || !g.values) {
+                u64map_done(&g);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+                if (m->values[i] != 0) {
+                        uint32_t *v = u64map_slot(&g, m->keys[i]);
+                        g.keys[v - g.values] = m->keys[i];
+                        *v = m->values[i];
+                }
+        g.n = m->n;
+        u64map_done(m);
+        *m = g;
+        return 0;
+}
+
+/* Room for @n keys without growing: the map's one copy made while it is small, not at its largest. */
+static int u64map_reserve(U64Map *m, size_t n) {
+        while (2 * n > m->cap)
+                if (u64map_grow(m) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
+/* The value of @key, or UINT32_MAX. */
+static uint32_t u64map_get(U64Map *m, uint64_t key) {
+        uint32_t v;
+
+        if (m->cap == 0)
+                return UINT32_MAX;
+        v = *u64map_slot(m, key);
+        return v == 0 ? UINT32_MAX : v - 1;
+}
+
+/* Sets @key to @value (< UINT32_MAX). Return: 1 if it was new, 0 if replaced, -ENOMEM. */
+static int u64map_put(U64Map *m, uint64_t key, uint32_t value, bool replace) {
+        uint32_t *v;
+
+        if (2 * (m->n + 1) > m->cap && u64map_grow(m) < 0)
+                return -ENOMEM;
+        v = u64map_slot(m, key);
+        if (*v != 0) {
+                if (replace)
+                        *v = value + 1;
+                return 0;
+        }
+        m->keys[v - m->values] = key;
+        *v = value + 1;
+        m->n++;
+        return 1;
+}
+
+typedef struct StrMap {
+        char **keys;
+        uint32_t *values;
+        size_t n, cap;
+        uint64_t seed;
+} StrMap;
+
+static uint64_t hash_str(const char *s, uint64_t seed) {
+        uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+
+        for (; *s; s++)
+                h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+        return mix64(h);
+}
+
+static void strmap_done(StrMap *m) {
+        for (size_t i = 0; i < m->cap; i++)
+                free(m->keys[i]);
+        free(m->keys);
+        free(m->values);
+        *m = (StrMap){ .seed = m->seed };
+}
+
+static size_t strmap_index(const StrMap *m, const char *key) {
+        size_t i = hash_str(key, m->seed) & (m->cap - 1);
+
+        while (m->keys[i] && strcmp(m->keys[i], key) != 0)
+                i = (i + 1) & (m->cap - 1);
+        return i;
+}
+
+static int strmap_grow(StrMap *m) {
+        StrMap g = { .cap = m->cap ? m->cap * 2 : 256, .seed = m->seed };
+
+        g.keys = calloc(g.cap, sizeof(char *));
+        g.values = calloc(g.cap, sizeof(uint32_t));
+        if (!g.keys || !g.values) {
+                free(g.keys);
+                free(g.values);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+                if (m->keys[i]) {
+                        size_t j = strmap_index(&g, m->keys[i]);
+                        g.keys[j] = m->keys[i];
+                        g.values[j] = m->values[i];
+                }
+        g.n = m->n;
+        free(m->keys);
+        free(m->values);
+        *m = g;
+        return 0;
+}
+
+static uint32_t strmap_get(const StrMap *m, const char *key) {
+        size_t i;
+
+        if (m->cap == 0)
+                return UINT32_MAX;
+        i = strmap_index(m, key);
+        return m->keys[i] ? m->values[i] : UINT32_MAX;
+}
+
+/* Adds @key (copied) unless it is there. */
+static int strmap_put(StrMap *m, const char *key, uint32_t value) {
+        size_t i;
+
+        if (2 * (m->n + 1) > m->cap && strmap_grow(m) < 0)
+                return -ENOMEM;
+        i = strmap_index(m, key);
+        if (m->keys[i])
+                return 0;
+        m->keys[i] = strdup(key);
+        if (!m->keys[i])
+                return -ENOMEM;
+        m->values[i] = value;
+        m->n++;
+        return 1;
+}
+
+/* ---- what the events say, kept until the end ---- */
+
+typedef struct TypeDef {
+        uint64_t id, module_id;
+        uint32_t name_id, flags;
+        char *name;              /* as the runtime names it */
+} TypeDef;
+
+typedef struct Node {
+        uint64_t address, type_id;
+        int32_t size;            /* as the reader takes it: the low 32 bits, signed */
+        uint32_t edges;
+} Node;
+
+typedef struct StaticVar {
+        uint64_t object, type_id;
+        uint32_t flags;
+        char *field;
+} StaticVar;
+
+/* dotnet-gcdump's pseudo-nodes for the roots: "[.NET Roots]" and the groups under it */
+typedef struct Builder {
+        uint32_t parent;         /* UINT32_MAX: the root */
+        char *name;
+} Builder;
+
+typedef struct GraphType {
+        char *name;       /* NULL: a type without one (the report leaves it out) */
+        char *module;     /* the module's path, or NULL */
+        int32_t size;     /* of its first node; -1 before */
+        uint32_t count;
+} GraphType;
+
+typedef struct Graph {
+        GraphType *types;
+        size_t n_types, cap_types;
+        StrMap interned;  /* "MODULE!NAME" or "NAME" -> type */
+        StrMap big;       /* "NAME (Bytes > 1K)" -> type */
+        U64Map by_id;     /* TypeID -> type */
+} Graph;
+
+/* A root's reference: pseudo-node @builder references the object at @address. */
+typedef struct RootRef {
+        uint32_t builder;
+        uint64_t address;
+} RootRef;
+
+struct GcdumpHeap {
+        unsigned pointer_size;
+        uint64_t seed;           /* of every hash table (gcdump_heap_set_seed()) */
+        /* the reader's state: which GC is the dump, and whether its events are being taken */
+        bool seen_start, taking;
+        bool process_known;      /* a GCStart came: the stock reader takes types and modules only after one */
+        uint32_t gc_id;
+        uint64_t node_blocks, edge_blocks, type_blocks;
+
+        TypeDef *types;
+        size_t n_types, cap_types;
+        Node *nodes;
+        size_t n_nodes, cap_nodes;
+        bool nodes_cut;          /* nodes past GCDUMP_NODES_MAX: never looked at */
+        uint64_t *edges;
+        size_t n_edges, cap_edges;
+        uint32_t *edge_block_sizes;
+        size_t n_edge_block_sizes, cap_edge_block_sizes;
+        StaticVar *statics;
+        size_t n_statics, cap_statics;
+        size_t roots;            /* root references kept, for GCDUMP_ROOTS_MAX */
+        size_t name_bytes;
+
+        U64Map modules;          /* module id -> index in module_paths */
+        char **module_paths;
+        size_t n_module_paths, cap_module_paths;
+
+        /* the graph's nodes: every address seen, and the roots' pseudo-nodes */
+        U64Map addresses;
+        Builder *builders;
+        size_t n_builders, cap_builders;
+        StrMap builder_names;    /* "PARENT NAME" -> builder */
+        RootRef *root_refs;
+        size_t n_root_refs, cap_root_refs;
+        uint64_t references;
+
+        /* the graph, built once from all of the above (graph_build()) */
+        bool built;
+        int build_error;
+        Graph graph;
+        uint8_t *blob;           /* the nodes' definitions, as the .gcdump keeps them */
+        size_t n_blob, cap_blob;
+        uint32_t *labels;        /* node index -> offset of its definition in the blob (0: undefined) */
+        size_t cap_labels;
+        int64_t total_size;
+        bool truncated;
+};
+
+static void graph_done(Graph *g);
+
+int gcdump_heap_new(GcdumpHeap **ret) {
+        GcdumpHeap *h = calloc(1, sizeof(*h));
+
+        if (!h)
+                return -ENOMEM;
+        h->pointer_size = 8;
+        *ret = h;
+        return 0;
+}
+
+GcdumpHeap *gcdump_heap_free(GcdumpHeap *h) {
+        if (!h)
+                return NULL;
+        for (size_t i = 0; i < h->n_types; i++)
+                free(h->types[i].name);
+        free(h->types);
+        free(h->nodes);
+        free(h->edges);
+        free(h->edge_block_sizes);
+        for (size_t i = 0; i < h->n_statics; i++)
+                free(h->statics[i].field);
+        free(h->statics);
+        for (size_t i = 0; i < h->n_module_paths; i++)
+                free(h->module_paths[i]);
+        free(h->module_paths);
+        u64map_done(&h->modules);
+        u64map_done(&h->addresses);
+        for (size_t i = 0; i < h->n_builders; i++)
+                free(h->builders[i].name);
+        free(h->builders);
+        strmap_done(&h->builder_names);
+        free(h->root_refs);
+        graph_done(&h->graph);
+        free(h->blob);
+        free(h->labels);
+        free(h);
+        return NULL;
+}
+
+void gcdump_heap_set_seed(GcdumpHeap *h, uint64_t seed) {
+        h->seed = h->modules.seed = h->addresses.seed = h->builder_names.seed = seed;
+        h->graph.interned.seed = h->graph.big.seed = h->graph.by_id.seed = seed;
+}
+
+void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size) {
+        if (pointer_size == 4 || pointer_size == 8)
+                h->pointer_size = pointer_size;
+}
+
+uint64_t gcdump_heap_address_probes(const GcdumpHeap *h) {
+        return h->addresses.probes;
+}
+
+bool gcdump_heap_dumped(const GcdumpHeap *h) {
+        return h->seen_start && !h->taking;
+}
+
+static bool take_pointer(const GcdumpHeap *h, Cursor *c, uint64_t *ret) {
+        uint32_t v;
+
+        if (h->pointer_size == 8)
+                return take_u64(c, ret);
+        if (!take_u32(c, &v))
+                return false;
+        *ret = v;
+        return true;
+}
+
+static int take_name(GcdumpHeap *h, Cursor *c, char **ret) {
+        char *s;
+        int r = take_utf16z(c, &s);
+
+        if (r == NETTRACE_E_LIMIT)
+                return GCDUMP_E_LIMIT;
+        if (r != 0)
+                return r < 0 ? r : GCDUMP_E_MALFORMED;
+        if (strlen(s) > GCDUMP_NAME_BYTES_MAX - h->name_bytes) {
+                free(s);
+                return GCDUMP_E_LIMIT;
+        }
+        h->name_bytes += strlen(s);
+        *ret = s;
+        return 0;
+}
+
+/* MemoryGraph.GetNodeIndex(): the node of @address, made the first time it is seen (its index, in order). */
+static int see_address(GcdumpHeap *h, uint64_t address, uint32_t *ret) {
+        uint32_t index = u64map_get(&h->addresses, address);
+        int r;
+
+        if (index == UINT32_MAX) {
+                index = (uint32_t)h->addresses.n;
+                r = u64map_put(&h->addresses, address, index, false);
+                if (r < 0)
+                        return r;
+        }
+        if (ret)
+                *ret = index;
+        return 0;
+}
+
+/* MemoryNodeBuilder.FindOrCreateChild(): the pseudo-node @name under @parent (UINT32_MAX: the root). */
+static int builder(GcdumpHeap *h, uint32_t parent, const char *name, uint32_t *ret) {
+        _cleanup_free_ char *key = NULL;
+        uint32_t found;
+        int r;
+
+        if (h->n_builders == 0) {
+                /* "[.NET Roots]" itself, made with the graph */
+                if (array_reserve((void **)&h->builders, &h->cap_builders, 0, sizeof(Builder)) < 0 ||
+                    !(h->builders[0].name = strdup("[.NET Roots]")))
+                        return -ENOMEM;
+                h->builders[0].parent = UINT32_MAX;
+                h->n_builders = 1;
+        }
+        if (parent == UINT32_MAX) {
+                *ret = 0;
+                if (!name)
+                        return 0;
+                parent = 0;
+        }
+        if (asprintf(&key, "%" PRIu32 " %s", parent, name) < 0)
+                return -ENOMEM;
+        found = strmap_get(&h->builder_names, key);
+        if (found != UINT32_MAX) {
+                *ret = found;
+                return 0;
+        }
+        if (h->n_builders >= GCDUMP_ROOTS_MAX)
+                return GCDUMP_E_LIMIT;
+        if (array_reserve((void **)&h->builders, &h->cap_builders, h->n_builders, sizeof(Builder)) < 0)
+                return -ENOMEM;
+        h->builders[h->n_builders] = (Builder){ .parent = parent, .name = strdup(name) };
+        if (!h->builders[h->n_builders].name)
+                return -ENOMEM;
+        r = strmap_put(&h->builder_names, key, (uint32_t)h->n_builders);
+        if (r < 0) {
+                free(h->builders[h->n_builders].name);
+                return r;
+        }
+        *ret = (uint32_t)h->n_builders++;
+        h->references++; /* the parent's reference to it */
+        return 0;
+}
+
+/* A root's reference to the object at @address, under the pseudo-node @parent/@name. */
+static int add_root(GcdumpHeap *h, uint32_t parent, const char *name, uint64_t address) {
+        uint32_t b;
+        int r;
+
+        if (h->roots >= GCDUMP_ROOTS_MAX)
+                return GCDUMP_E_LIMIT;
+        r = builder(h, parent, name, &b);
+        if (r != 0)
+                return r;
+        r = see_address(h, address, NULL);
+        if (r < 0)
+                return r;
+        if (array_reserve((void **)&h->root_refs, &h->cap_root_refs, h->n_root_refs, sizeof(RootRef)) < 0)
+                return -ENOMEM;
+        h->root_refs[h->n_root_refs++] = (RootRef){ .builder = b, .address = address };
+        h->roots++;
+        h->references++;
+        return 0;
+}
+
+static int root_group(GcdumpHeap *h, const char *name, uint32_t *ret) {
+        return builder(h, UINT32_MAX, name, ret);
+}
+
+/* ---- the events ---- */
+
+/* Count, Depth, Reason, Type (u32 each), ... */
+static int on_gc_start(GcdumpHeap *h, Cursor *c) {
+        uint32_t count, depth, reason, type;
+
+        /* dotnet-gcdump convert learns the process from the first GCStart of all, and until then takes
+         * no event of it (it matches events to a process id that is still 0) */
+        h->process_known = true;
+        if (!take_u32(c, &count) || !take_u32(c, &depth) || !take_u32(c, &reason) || !take_u32(c, &type))
+                return GCDUMP_E_MALFORMED;
+        if (depth < 2 || type != GC_TYPE_NON_CONCURRENT || reason != GC_REASON_INDUCED || h->seen_start)
+                return 0;
+        h->gc_id = count;
+        h->seen_start = h->taking = true;
+        return 0;
+}
+
+/* The dump ends with its GC; a GC that reported nothing is not it, and the next one may be. */
+static void end_dump(GcdumpHeap *h) {
+        h->taking = false;
+        if (h->node_blocks == 0 && h->type_blocks == 0 && h->edge_blocks == 0)
+                h->seen_start = false;
+}
+
+/* Count, Depth (u32 each), ... */
+static int on_gc_end(GcdumpHeap *h, Cursor *c) {
+        uint32_t count;
+
+        if (!take_u32(c, &count))
+                return GCDUMP_E_MALFORMED;
+        if (h->taking && count == h->gc_id)
+                end_dump(h);
+        return 0;
+}
+
+/* Count (u32), ClrInstanceID (u16), then each: TypeID, ModuleID (u64), TypeNameID, Flags (u32),
+ * CorElementType (u8), TypeName, TypeParameterCount (u32), that many u64. Taken at any time. */
+static int on_bulk_type(GcdumpHeap *h, Cursor *c) {
+        uint32_t count, params;
+        uint16_t instance;
+        uint8_t element;
+        int r;
+
+        if (!take_u32(c, &count) || !take_u16(c, &instance))
+                return GCDUMP_E_MALFORMED;
+        h->type_blocks++;
+        for (uint32_t i = 0; i < count; i++) {
+                TypeDef t = {};
+                const uint8_t *skip;
+
+                if (h->n_types >= GCDUMP_TYPES_MAX)
+                        return GCDUMP_E_LIMIT;
+                if (!take_u64(c, &t.id) || !take_u64(c, &t.module_id) || !take_u32(c, &t.name_id) ||
+                    !take_u32(c, &t.flags) || !take_u8(c, &element))
+                        return GCDUMP_E_MALFORMED;
+                r = take_name(h, c, &t.name);
+                if (r != 0)
+                        return r;
+                if (!take_u32(c, &params) || params > c->left / 8 || !take(c, (size_t)params * 8, &skip)) {
+                        free(t.name);
+                        return GCDUMP_E_MALFORMED;
+                }
+                if (array_reserve((void **)&h->types, &h->cap_types, h->n_types, sizeof(TypeDef)) < 0) {
+                        free(t.name);
+                        return -ENOMEM;
+                }
+                h->types[h->n_types++] = t;
+        }
+        return 0;
+}
+
+/* Index, Count (u32), ClrInstanceID (u16), then each: Address (pointer), Size, TypeID, EdgeCount (u64). */
+static int on_bulk_node(GcdumpHeap *h, Cursor *c) {
+        uint32_t index, count;
+        uint16_t instance;
+
+        if (!take_u32(c, &index) || !take_u32(c, &count) || !take_u16(c, &instance) ||
+            count > c->left / (h->pointer_size + 24))
+                return GCDUMP_E_MALFORMED;
+        h->node_blocks++;
+        for (uint32_t i = 0; i < count; i++) {
+                Node n;
+                uint64_t edges, size;
+
+                if (!take_pointer(h, c, &n.address) || !take_u64(c, &size) || !take_u64(c, &n.type_id) ||
+                    !take_u64(c, &edges))
+                        return GCDUMP_E_MALFORMED; /* not reached: the count was checked against the bytes */
+                n.size = (int32_t)size;
+                if (edges > GCDUMP_EDGES_MAX)
+                        return GCDUMP_E_LIMIT;
+                n.edges = (uint32_t)edges;
+                if (h->n_nodes >= GCDUMP_NODES_MAX) {
+                        h->nodes_cut = true;
+                        continue;
+                }
+                if (array_reserve((void **)&h->nodes, &h->cap_nodes, h->n_nodes, sizeof(Node)) < 0)
+                        return -ENOMEM;
+                h->nodes[h->n_nodes++] = n;
+        }
+        return 0;
+}
+
+/* Index, Count (u32), ClrInstanceID (u16), then each: Value (pointer), ReferencingFieldID (u32). */
+static int on_bulk_edge(GcdumpHeap *h, Cursor *c) {
+        uint32_t index, count, field;
+        uint16_t instance;
+
+        if (!take_u32(c, &index) || !take_u32(c, &count) || !take_u16(c, &instance) ||
+            count > c->left / (h->pointer_size + 4))
+                return GCDUMP_E_MALFORMED;
+        if (count > GCDUMP_EDGES_MAX - h->n_edges)
+                return GCDUMP_E_LIMIT;
+        h->edge_blocks++;
+        if (array_reserve((void **)&h->edge_block_sizes, &h->cap_edge_block_sizes, h->n_edge_block_sizes,
+                          sizeof(uint32_t)) < 0)
+                return -ENOMEM;
+        h->edge_block_sizes[h->n_edge_block_sizes++] = count;
+        for (uint32_t i = 0; i < count; i++) {
+                uint64_t target;
+
+                if (!take_pointer(h, c, &target) || !take_u32(c, &field))
+                        return GCDUMP_E_MALFORMED;
+                if (array_reserve((void **)&h->edges, &h->cap_edges, h->n_edges, sizeof(uint64_t)) < 0)
+                        return -ENOMEM;
+                h->edges[h->n_edges++] = target;
+        }
+        return 0;
+}
+
+/* The group a root is counted under, as dotnet-gcdump names them. */
+static const char *root_name(uint8_t kind, uint32_t flags) {
+        if (flags & ROOT_FLAG_REF_COUNTED)
+                return "[COM/WinRT Objects]";
+        if (kind == ROOT_KIND_FINALIZER)
+                return "[finalizer Handles]";
+        if (kind == ROOT_KIND_HANDLE)
+                return flags == ROOT_FLAG_PINNING ? "[pinning Handles]" : "[strong Handles]";
+        return "[other Handles]";
+}
+
+/* Index, Count (u32), ClrInstanceID (u16), then each: RootedNodeAddress (pointer), GCRootKind (u8),
+ * GCRootFlag (u32), GCRootID (pointer). Weak references are no roots. */
+static int on_bulk_root_edge(GcdumpHeap *h, Cursor *c) {
+        uint32_t index, count, flags, other, group;
+        uint16_t instance;
+        int r;
+
+        if (!take_u32(c, &index) || !take_u32(c, &count) || !take_u16(c, &instance) ||
+            count > c->left / (2 * h->pointer_size + 5))
+                return GCDUMP_E_MALFORMED;
+        r = root_group(h, "[static vars]", &group);
+        if (r != 0)
+                return r;
+        for (uint32_t i = 0; i < count; i++) {
+                uint64_t address, id;
+                uint8_t kind;
+
+                if (!take_pointer(h, c, &address) || !take_u8(c, &kind) || !take_u32(c, &flags) ||
+                    !take_pointer(h, c, &id))
+                        return GCDUMP_E_MALFORMED;
+                if (flags & ROOT_FLAG_WEAK)
+                        continue;
+                if (kind == ROOT_KIND_STACK)
+                        r = add_root(h, UINT32_MAX, "[local vars]", address);
+                else {
+                        r = root_group(h, "[other roots]", &other);
+                        if (r == 0)
+                                r = add_root(h, other, root_name(kind, flags), address);
+                }
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Index, Count (u32), ClrInstanceID (u16), then each: GCKeyNodeID, GCValueNodeID, GCRootID (pointers). */
+static int on_bulk_root_cwt(GcdumpHeap *h, Cursor *c) {
+        uint32_t index, count, other, dependent;
+        uint16_t instance;
+        int r;
+
+        if (!take_u32(c, &index) || !take_u32(c, &count) || !take_u16(c, &instance) ||
+            count > c->left / (3 * h->pointer_size))
+                return GCDUMP_E_MALFORMED;
+        r = root_group(h, "[other roots]", &other);
+        if (r == 0)
+                r = builder(h, other, "[Dependent Handles]", &dependent);
+        for (uint32_t i = 0; r == 0 && i < count; i++) {
+                uint64_t key, value, id;
+
+                if (!take_pointer(h, c, &key) || !take_pointer(h, c, &value) || !take_pointer(h, c, &id))
+                        return GCDUMP_E_MALFORMED;
+                if (key != 0)
+                        r = add_root(h, other, "[Dependent Handles]", value);
+        }
+        return r;
+}
+
+/* Count (u32), AppDomainID (u64), ClrInstanceID (u16), then each: GCRootID, ObjectID, TypeID (u64),
+ * Flags (u32), FieldName. Kept: their names need the types, which may come later. */
+static int on_bulk_static_var(GcdumpHeap *h, Cursor *c) {
+        uint64_t domain;
+        uint32_t count;
+        uint16_t instance;
+        int r;
+
+        if (!take_u32(c, &count) || !take_u64(c, &domain) || !take_u16(c, &instance))
+                return GCDUMP_E_MALFORMED;
+        for (uint32_t i = 0; i < count; i++) {
+                StaticVar v = {};
+                uint64_t id;
+
+                if (h->n_statics >= GCDUMP_ROOTS_MAX)
+                        return GCDUMP_E_LIMIT;
+                if (!take_u64(c, &id) || !take_u64(c, &v.object) || !take_u64(c, &v.type_id) || !take_u32(c, &v.flags))
+                        return GCDUMP_E_MALFORMED;
+                r = take_name(h, c, &v.field);
+                if (r != 0)
+                        return r;
+                if (array_reserve((void **)&h->statics, &h->cap_statics, h->n_statics, sizeof(StaticVar)) < 0) {
+                        free(v.field);
+                        return -ENOMEM;
+                }
+                h->statics[h->n_statics++] = v;
+        }
+        return 0;
+}
+
+/* ModuleID, AssemblyID (u64), ModuleFlags, Reserved1 (u32), ModuleILPath, ... The first name of an id stays;
+ * native images name no types. */
+static int on_module(GcdumpHeap *h, Cursor *c) {
+        _cleanup_free_ char *path = NULL;
+        uint64_t id, assembly;
+        uint32_t flags, reserved;
+        int r;
+
+        if (!take_u64(c, &id) || !take_u64(c, &assembly) || !take_u32(c, &flags) || !take_u32(c, &reserved))
+                return GCDUMP_E_MALFORMED;
+        r = take_name(h, c, &path);
+        if (r != 0)
+                return r;
+        if ((flags & MODULE_FLAG_NATIVE) || u64map_get(&h->modules, id) != UINT32_MAX)
+                return 0;
+        if (h->n_module_paths >= GCDUMP_TYPES_MAX)
+                return GCDUMP_E_LIMIT;
+        if (array_reserve((void **)&h->module_paths, &h->cap_module_paths, h->n_module_paths, sizeof(char *)) < 0)
+                return -ENOMEM;
+        r = u64map_put(&h->modules, id, (uint32_t)h->n_module_paths, false);
+        if (r < 0)
+                return r;
+        h->module_paths[h->n_module_paths++] = TAKE_PTR(path);
+        return 0;
+}
+
+static bool event_is(const NettraceEvent *e, const char *provider, uint32_t id) {
+        return e->metadata->event_id == id && strcmp(e->metadata->provider, provider) == 0;
+}
+
+/**
+ * gcdump_heap_add() - take one event of a gcdump session
+ *
+ * As dotnet-gcdump's reader: the types and module names (the rundown at the
+ * end) whenever they come after the first GCStart; nodes, references and
+ * roots only between the start and the end of the first induced, blocking
+ * gen-2 GC.
+ */
+int gcdump_heap_add(GcdumpHeap *h, const NettraceEvent *e) {
+        Cursor c = { e->payload, e->payload_size };
+
+        if (!e->metadata)
+                return GCDUMP_E_OTHER;
+        if (event_is(e, RUNDOWN_PROVIDER, EV_RUNDOWN_MODULE_DC_START) ||
+            event_is(e, RUNDOWN_PROVIDER, EV_RUNDOWN_MODULE_DC_END))
+                return h->process_known ? on_module(h, &c) : 0;
+        if (strcmp(e->metadata->provider, RUNTIME_PROVIDER) != 0)
+                return GCDUMP_E_OTHER;
+        switch (e->metadata->event_id) {
+        case EV_GC_START:
+                return on_gc_start(h, &c);
+        case EV_GC_END:
+                return on_gc_end(h, &c);
+        case EV_GEN_AWARE_BEGIN:
+                h->seen_start = h->taking = true;
+                return 0;
+        case EV_GEN_AWARE_END:
+                end_dump(h);
+                return 0;
+        case EV_BULK_TYPE:
+                return h->process_known ? on_bulk_type(h, &c) : 0;
+        case EV_MODULE_DC_START_V2:
+        case EV_MODULE_DC_END_V2:
+        case EV_MODULE_LOAD:
+        case EV_MODULE_UNLOAD:
+                return h->process_known ? on_module(h, &c) : 0;
+        default:
+                break;
+        }
+        if (!h->taking)
+                return e->metadata->event_id == EV_BULK_NODE || e->metadata->event_id == EV_BULK_EDGE ||
+                                       e->metadata->event_id == EV_BULK_ROOT_EDGE ||
+                                       e->metadata->event_id == EV_BULK_ROOT_CWT ||
+                                       e->metadata->event_id == EV_BULK_ROOT_STATIC_VAR
+                               ? 0
+                               : GCDUMP_E_OTHER;
+        switch (e->metadata->event_id) {
+        case EV_BULK_NODE:
+                return on_bulk_node(h, &c);
+        case EV_BULK_EDGE:
+                return on_bulk_edge(h, &c);
+        case EV_BULK_ROOT_EDGE:
+                return on_bulk_root_edge(h, &c);
+        case EV_BULK_ROOT_CWT:
+                return on_bulk_root_cwt(h, &c);
+        case EV_BULK_ROOT_STATIC_VAR:
+                return on_bulk_static_var(h, &c);
+        default:
+                return GCDUMP_E_OTHER;
+        }
+}
+
+/* ---- the graph's types, and the table ---- */
+
+static void graph_done(Graph *g) {
+        for (size_t i = 0; i < g->n_types; i++) {
+                free(g->types[i].name);
+                free(g->types[i].module);
+        }
+        free(g->types);
+        strmap_done(&g->interned);
+        strmap_done(&g->big);
+        u64map_done(&g->by_id);
+}
+
+/* Graph.CreateType(): a new type, of no size yet. Takes @name and @module. */
+static int graph_new_type(Graph *g, char *name, char *module, uint32_t *ret) {
+        if (g->n_types >= GCDUMP_TYPES_MAX * 2) {
+                free(name);
+                free(module);
+                return GCDUMP_E_LIMIT;
+        }
+        if (array_reserve((void **)&g->types, &g->cap_types, g->n_types, sizeof(GraphType)) < 0) {
+                free(name);
+                free(module);
+                return -ENOMEM;
+        }
+        g->types[g->n_types] = (GraphType){ .name = name, .module = module, .size = -1 };
+        *ret = (uint32_t)g->n_types++;
+        return 0;
+}
+
+/* The reader's CreateType(): one type per "MODULE!NAME" (or NAME without a module). */
+static int graph_intern(Graph *g, const char *name, const char *module, uint32_t *ret) {
+        _cleanup_free_ char *key = NULL;
+        char *n, *m = NULL;
+        uint32_t found;
+        int r;
+
+        if (module ? asprintf(&key, "%s!%s", module, name) < 0 : !(key = strdup(name)))
+                return -ENOMEM;
+        found = strmap_get(&g->interned, key);
+        if (found != UINT32_MAX) {
+                *ret = found;
+                return 0;
+        }
+        n = strdup(name);
+        if (!n || (module && !(m = strdup(module)))) {
+                free(n);
+                return -ENOMEM;
+        }
+        r = graph_new_type(g, n, m, &found);
+        if (r != 0)
+                return r;
+        r = strmap_put(&g->interned, key, found);
+        if (r < 0)
+                return r;
+        *ret = found;
+        return 0;
+}
+
+/* A name as the reader shows it: no generic arity (`1), <> for generics' brackets, [] for arrays. */
+static char *pretty_type_name(const char *raw) {
+        size_t n = strlen(raw);
+        char *s = malloc(n + 1), *out;
+        size_t j = 0;
+
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                if (raw[i] == '`' && raw[i + 1] >= '0' && raw[i + 1] <= '9') {
+                        while (raw[i + 1] >= '0' && raw[i + 1] <= '9')
+                                i++;
+                        continue;
+                }
+                s[j++] = raw[i] == '[' ? '<' : raw[i] == ']' ? '>' : raw[i];
+        }
+        s[j] = 0;
+        /* "<>" (an array's brackets, turned) back to "[]" */
+        out = s;
+        for (char *p = strstr(out, "<>"); p; p = strstr(p + 2, "<>"))
+                memcpy(p, "[]", 2);
+        return out;
+}
+
+static const char *module_path(GcdumpHeap *h, uint64_t id) {
+        uint32_t i = u64map_get(&h->modules, id);
+
+        return i == UINT32_MAX ? NULL : h->module_paths[i];
+}
+
+/* The types of the GCBulkType events, in their order, each TypeID to its type (the last word stays). */
+static int graph_add_types(Graph *g, GcdumpHeap *h) {
+        int r;
+
+        for (size_t i = 0; i < h->n_types; i++) {
+                const TypeDef *t = &h->types[i];
+                _cleanup_free_ char *name = NULL, *unknown_module = NULL;
+                const char *module;
+                uint32_t index;
+
+                if (t->flags & TYPE_FLAG_MODULE_BASE_ADDRESS) {
+                        /* a native image's type, named only by an id: a type without a name */
+                        r = graph_new_type(g, NULL, NULL, &index);
+                } else {
+                        if (*t->name)
+                                name = pretty_type_name(t->name);
+                        else if (asprintf(&name, "%s(0x%" PRIx32 ")", t->flags & TYPE_FLAG_ARRAY ? "ArrayType" : "Type",
+                                          t->name_id) < 0)
+                                name = NULL;
+                        if (name && (t->flags & TYPE_FLAG_COM_OBJECT)) {
+                                char *rcw = NULL;
+                                if (asprintf(&rcw, "[RCW %s]", name) < 0)
+                                        rcw = NULL;
+                                free(name);
+                                name = rcw;
+                        }
+                        if (!name)
+                                return -ENOMEM;
+                        module = module_path(h, t->module_id);
+                        if (!module && asprintf(&unknown_module, "Module(0x%" PRIx64 ")", t->module_id) < 0)
+                                return -ENOMEM;
+                        r = graph_intern(g, name, module ? module : unknown_module, &index);
+                }
+                if (r != 0)
+                        return r;
+                r = u64map_put(&g->by_id, t->id, index, true);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static const char *size_decade(int32_t size) {
+        return size < 10000 ? "1K" : size < 100000 ? "10K" : size < 1000000 ? "100K" : size < 10000000 ? "1M"
+             : size < 100000000 ? "10M" : "100M";
+}
+
+/* GetTypeIndex(): the node's type, "UNKNOWN 0x..." for an id never defined, and a type of its own
+ * per name and size decade for objects over 1000 bytes. */
+static int graph_node_type(Graph *g, uint64_t type_id, int32_t size, uint32_t *ret) {
+        _cleanup_free_ char *name = NULL, *module = NULL;
+        uint32_t t = u64map_get(&g->by_id, type_id), big;
+        int r;
+
+        if (t == UINT32_MAX) {
+                if (asprintf(&name, "UNKNOWN 0x%" PRIx64, type_id) < 0)
+                        return -ENOMEM;
+                r = graph_intern(g, name, NULL, &t);
+                if (r == 0)
+                        r = u64map_put(&g->by_id, type_id, t, true);
+                if (r < 0)
+                        return r;
+                free(TAKE_PTR(name));
+        }
+        if (size <= BIG_OBJECT) {
+                *ret = t;
+                return 0;
+        }
+        if (asprintf(&name, "%s (Bytes > %s)", g->types[t].name ? g->types[t].name : "", size_decade(size)) < 0)
+                return -ENOMEM;
+        big = strmap_get(&g->big, name);
+        if (big == UINT32_MAX) {
+                if (g->types[t].module && !(module = strdup(g->types[t].module)))
+                        return -ENOMEM;
+                r = graph_intern(g, name, module, &big);
+                if (r == 0)
+                        r = strmap_put(&g->big, name, big);
+                if (r < 0)
+                        return r;
+        }
+        *ret = big;
+        return 0;
+}
+
+/* The static variables' roots: "[static vars]" (or "[thread static vars]"), then one per variable. */
+static int graph_add_statics(Graph *g, GcdumpHeap *h) {
+        uint32_t statics, thread_statics, group;
+        int r;
+
+        r = root_group(h, "[COM/WinRT Objects]", &group);
+        if (r == 0)
+                r = root_group(h, "[static vars]", &statics);
+        for (size_t i = 0; r == 0 && i < h->n_statics; i++) {
+                const StaticVar *v = &h->statics[i];
+                _cleanup_free_ char *name = NULL, *type = NULL;
+                uint32_t t = u64map_get(&g->by_id, v->type_id);
+
+                if (t != UINT32_MAX && g->types[t].name)
+                        type = strdup(g->types[t].name);
+                else if (t == UINT32_MAX && asprintf(&type, "Type(0x%" PRIx64 ")", v->type_id) < 0)
+                        type = NULL;
+                else if (t != UINT32_MAX)
+                        type = strdup("");
+                if (!type || asprintf(&name, "[static var %s.%s]", type, v->field) < 0)
+                        return -ENOMEM;
+                group = statics;
+                if (v->flags & STATIC_FLAG_THREAD_LOCAL) {
+                        r = root_group(h, "[thread static vars]", &thread_statics);
+                        group = thread_statics;
+                }
+                if (r == 0)
+                        r = add_root(h, group, name, v->object);
+        }
+        return r;
+}
+
+/* The reader's GetNextEdge(): the edges in order, block by block; running out breaks the dump. */
+typedef struct EdgeReader {
+        size_t edge, block, block_end;
+        bool in_block;
+} EdgeReader;
+
+static int next_edge(const GcdumpHeap *h, EdgeReader *e, uint64_t *ret) {
+        while (!e->in_block || e->edge == e->block_end) {
+                if (e->block >= h->n_edge_block_sizes)
+                        return GCDUMP_E_BROKEN; /* "not enough edge data" */
+                e->block_end = e->edge + h->edge_block_sizes[e->block++];
+                e->in_block = true;
+        }
+        *ret = h->edges[e->edge++];
+        return 0;
+}
+
+/* ---- the blob: each node's definition, as Graph.SetNode() writes it ---- */
+
+static int blob_byte(GcdumpHeap *h, uint8_t b) {
+        if (h->n_blob >= INT32_MAX)
+                return GCDUMP_E_LIMIT; /* the file says its size in an int32 */
+        if (array_reserve((void **)&h->blob, &h->cap_blob, h->n_blob, 1) < 0)
+                return -ENOMEM;
+        h->blob[h->n_blob++] = b;
+        return 0;
+}
+
+/* Node.WriteCompressedInt(): 7 bits a byte, most significant first, 0x80 on all but the last; signed. */
+static int blob_int(GcdumpHeap *h, int32_t value) {
+        int bytes = 5, r = 0;
+
+        for (int n = 1; n < 5; n++)
+                if ((int32_t)((uint32_t)value << (32 - 7 * n)) >> (32 - 7 * n) == value) {
+                        bytes = n;
+                        break;
+                }
+        for (int k = bytes - 1; r == 0 && k > 0; k--)
+                r = blob_byte(h, (uint8_t)(((uint32_t)value >> (7 * k)) | 0x80));
+        return r == 0 ? blob_byte(h, (uint8_t)(value & 0x7f)) : r;
+}
+
+/* SetNode(): the node's type, its size unless its type's size says it, its children. */
+static int define_node(GcdumpHeap *h, uint32_t index, uint32_t type, int32_t size, const uint32_t *children,
+                       size_t n_children) {
+        GraphType *t = &h->graph.types[type];
+        int r;
+
+        if (array_reserve_zeroed(&h->labels, &h->cap_labels, index) < 0)
+                return -ENOMEM;
+        h->labels[index] = (uint32_t)h->n_blob;
+        if (size < 0)
+                size = INT32_MAX;
+        if (t->size < 0)
+                t->size = size;
+        t->count++;
+        h->total_size += size;
+        r = blob_int(h, (int32_t)(type << 1 | (t->size != size)));
+        if (r == 0 && t->size != size)
+                r = blob_int(h, size);
+        if (r == 0)
+                r = blob_int(h, (int32_t)n_children);
+        for (size_t i = 0; r == 0 && i < n_children; i++)
+                r = blob_int(h, (int32_t)(children[i] - index));
+        return r;
+}
+
+/* Each node's type and size, its references taken in order from the edges. */
+static int graph_add_nodes(GcdumpHeap *h) {
+        _cleanup_free_ uint32_t *children = NULL;
+        size_t cap_children = 0;
+        EdgeReader edges = {};
+        int r;
+
+        /* a label for each node, most of them objects: room made at once, not by doublings */
+        if (array_reserve_zeroed(&h->labels, &h->cap_labels, h->addresses.n + h->n_nodes + h->n_builders) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < h->n_nodes; i++) {
+                const Node *n = &h->nodes[i];
+                uint32_t t, index;
+
+                r = graph_node_type(&h->graph, n->type_id, n->size, &t);
+                if (r == 0)
+                        r = see_address(h, n->address, &index);
+                if (r == 0 && n->edges > cap_children) {
+                        free(children);
+                        cap_children = n->edges;
+                        children = malloc(cap_children * sizeof(uint32_t));
+                        if (!children)
+                                return -ENOMEM;
+                }
+                for (uint32_t k = 0; r == 0 && k < n->edges; k++) {
+                        uint64_t target;
+                        r = next_edge(h, &edges, &target);
+                        if (r == 0)
+                                r = see_address(h, target, &children[k]);
+                }
+                if (r == 0)
+                        r = define_node(h, index, t, n->size, children, n->edges);
+                if (r != 0)
+                        return r;
+                h->references += n->edges;
+                if (h->addresses.n + h->n_builders >= GCDUMP_NODES_MAX) {
+                        /* dotnet-gcdump stops here, and checks nothing more */
+                        h->truncated = true;
+                        return 0;
+                }
+        }
+        /* the block of the last edge taken must have been taken whole ("extra edge data") */
+        if (edges.in_block && edges.edge != edges.block_end)
+                return GCDUMP_E_BROKEN;
+        return 0;
+}
+
+/*
+ * MemoryNodeBuilder.Build() of "[.NET Roots]": each pseudo-node, parents
+ * first, children in the order they were made, gets a type per name and
+ * references its groups and its objects. Its node index follows the
+ * objects'.
+ */
+static int graph_add_builders(GcdumpHeap *h) {
+        size_t n = h->n_builders, base = h->addresses.n;
+        _cleanup_free_ uint32_t *first = calloc(n + 1, sizeof(uint32_t)), *next = calloc(n + 1, sizeof(uint32_t)),
+                                *order = calloc(n + 1, sizeof(uint32_t)), *types = calloc(n + 1, sizeof(uint32_t)),
+                                *ref_start = calloc(n + 2, sizeof(uint32_t)), *refs = NULL, *children = NULL,
+                                *stack = calloc(n + 1, sizeof(uint32_t));
+        _cleanup_(strmap_done) StrMap names = { .seed = h->seed };
+        size_t n_order = 0, depth = 0, n_children;
+        int r;
+
+        if (!first || !next || !order || !types || !ref_start || !stack)
+                return -ENOMEM;
+        /* each builder's children, in the order they were made (UINT32_MAX: none) */
+        for (size_t i = 0; i < n; i++)
+                first[i] = next[i] = UINT32_MAX;
+        for (size_t i = n; i-- > 1;) {
+                next[i] = first[h->builders[i].parent];
+                first[h->builders[i].parent] = (uint32_t)i;
+        }
+        /* each builder's objects, grouped by builder in the order they were added */
+        for (size_t i = 0; i < h->n_root_refs; i++)
+                ref_start[h->root_refs[i].builder + 1]++;
+        for (size_t i = 0; i < n; i++)
+                ref_start[i + 1] += ref_start[i];
+        refs = malloc((h->n_root_refs + 1) * sizeof(uint32_t));
+        children = malloc((n + h->n_root_refs + 1) * sizeof(uint32_t));
+        if (!refs || !children)
+                return -ENOMEM;
+        {
+                _cleanup_free_ uint32_t *fill = memdup_u32(ref_start, n + 1);
+                if (!fill)
+                        return -ENOMEM;
+                for (size_t i = 0; i < h->n_root_refs; i++) {
+                        r = see_address(h, h->root_refs[i].address, &refs[fill[h->root_refs[i].builder]++]);
+                        if (r != 0)
+                                return r;
+                }
+        }
+        /* depth first from the root, as AllocateTypeIndexes() and Build() go: the first child on top */
+        stack[depth++] = 0;
+        while (depth > 0) {
+                uint32_t b = stack[--depth];
+                size_t count = 0;
+
+                order[n_order++] = b;
+                for (uint32_t c = first[b]; c != UINT32_MAX; c = next[c])
+                        count++;
+                depth += count;
+                for (uint32_t c = first[b]; c != UINT32_MAX; c = next[c])
+                        stack[depth - count--] = c;
+        }
+        for (size_t i = 0; i < n_order; i++) {
+                const Builder *b = &h->builders[order[i]];
+                uint32_t t = strmap_get(&names, b->name);
+
+                if (t == UINT32_MAX) {
+                        char *name = strdup(b->name);
+                        if (!name)
+                                return -ENOMEM;
+                        r = graph_new_type(&h->graph, name, NULL, &t);
+                        if (r == 0)
+                                r = strmap_put(&names, b->name, t);
+                        if (r < 0)
+                                return r;
+                }
+                types[order[i]] = t;
+        }
+        for (size_t i = 0; i < n_order; i++) {
+                uint32_t b = order[i];
+
+                n_children = 0;
+                for (uint32_t c = first[b]; c != UINT32_MAX; c = next[c])
+                        children[n_children++] = (uint32_t)(base + c);
+                for (uint32_t k = ref_start[b]; k < ref_start[b + 1]; k++)
+                        children[n_children++] = refs[k];
+                r = define_node(h, (uint32_t)(base + b), types[b], 0, children, n_children);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+/*
+ * What the stock reader's ConvertHeapDataToGraph() builds, in its order (the
+ * graph's type order breaks the report's ties): the types of every
+ * GCBulkType, the static variables' roots, each node with its references,
+ * then the roots' pseudo-nodes. Once; its result is kept.
+ */
+static int graph_build(GcdumpHeap *h) {
+        uint32_t undefined;
+        int r;
+
+        if (h->built)
+                return h->build_error;
+        if (!h->seen_start || h->taking)
+                return GCDUMP_E_NO_DUMP; /* not yet: events may still come */
+        h->built = true;
+        /* the graph's first type, of its undefined nodes, whose one definition is the blob's first */
+        r = graph_new_type(&h->graph, strdup("UNDEFINED"), NULL, &undefined);
+        if (r == 0 && !h->graph.types[0].name)
+                r = -ENOMEM;
+        if (r == 0) {
+                h->graph.types[0].size = 0;
+                r = blob_int(h, 0);
+        }
+        if (r == 0)
+                r = blob_int(h, 0);
+        /* every node's address will be in the map: its room made at once */
+        if (r == 0)
+                r = u64map_reserve(&h->addresses, h->addresses.n + h->n_nodes);
+        if (r == 0)
+                r = graph_add_types(&h->graph, h);
+        if (r == 0)
+                r = graph_add_statics(&h->graph, h);
+        if (r == 0)
+                r = graph_add_nodes(h);
+        if (r == 0)
+                r = graph_add_builders(h);
+        return h->build_error = r;
+}
+
+static int compare_rows(const void *a, const void *b) {
+        const GcdumpType *x = a, *y = b;
+
+        if (x->size != y->size)
+                return x->size < y->size ? 1 : -1;
+        if (x->count != y->count)
+                return x->count < y->count ? 1 : -1;
+        return 0;
+}
+
+/* The report's rows: types with a name, a size and objects, by size and count; ties as in the graph
+ * (qsort is not stable: each row's graph index breaks the tie). */
+typedef struct Row {
+        GcdumpType t;
+        size_t index;
+} Row;
+
+static int compare_indexed_rows(const void *a, const void *b) {
+        const Row *x = a, *y = b;
+        int c = compare_rows(&x->t, &y->t);
+
+        return c != 0 ? c : x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int graph_rows(Graph *g, GcdumpReport *report) {
+        _cleanup_free_ Row *rows = calloc(g->n_types ? g->n_types : 1, sizeof(Row));
+        size_t n = 0;
+
+        if (!rows)
+                return -ENOMEM;
+        for (size_t i = 0; i < g->n_types; i++) {
+                GraphType *t = &g->types[i];
+                const char *base;
+
+                if (!t->name || !*t->name || t->size == 0 || t->count == 0)
+                        continue;
+                base = t->module ? strrchr(t->module, '/') : NULL;
+                base = base ? base + 1 : t->module;
+                rows[n] = (Row){ .t = { .name = strdup(t->name), .size = t->size, .count = t->count }, .index = i };
+                if (!rows[n].t.name || (base && *base && !(rows[n].t.module = strdup(base)))) {
+                        free(rows[n].t.name);
+                        goto fail;
+                }
+                n++;
+        }
+        qsort(rows, n, sizeof(Row), compare_indexed_rows);
+        report->types = calloc(n ? n : 1, sizeof(GcdumpType));
+        if (!report->types)
+                goto fail;
+        for (size_t i = 0; i < n; i++)
+                report->types[i] = rows[i].t;
+        report->n_types = n;
+        return 0;
+fail:
+        for (size_t i = 0; i < n; i++) {
+                free(rows[i].t.name);
+                free(rows[i].t.module);
+        }
+        return -ENOMEM;
+}
+
+/**
+ * gcdump_heap_report() - the type table of the heap, as dotnet-gcdump report prints it
+ */
+int gcdump_heap_report(GcdumpHeap *h, GcdumpReport *ret) {
+        GcdumpReport report = {};
+        int r;
+
+        r = graph_build(h);
+        if (r == 0)
+                r = graph_rows(&h->graph, &report);
+        if (r != 0)
+                return r;
+        report.total_size = h->total_size;
+        report.truncated = h->truncated;
+        /* every node: the objects, those only referenced, and the roots' pseudo-nodes */
+        report.objects = h->addresses.n + h->n_builders;
+        report.references = h->references;
+        *ret = report;
+        return 0;
+}
+
+void gcdump_report_done(GcdumpReport *r) {
+        for (size_t i = 0; i < r->n_types; i++) {
+                free(r->types[i].name);
+                free(r->types[i].module);
+        }
+        free(r->types);
+        *r = (GcdumpReport){};
+}
+
+/* ---- the .gcdump file (docs/gcdump.md): a FastSerialization stream of one GCHeapDump ---- */
+
+#define FS_NULL_REFERENCE 1
+#define FS_BEGIN_OBJECT 4
+#define FS_END_OBJECT 6
+#define FS_TAG_BYTE 8
+#define FS_SKIP_REGION 12
+#define FS_TAG_STRING 13
+
+typedef struct Out {
+        GcdumpWrite write;
+        void *userdata;
+        uint64_t offset;         /* of the next byte, in the file */
+        size_t n;
+        int error;
+        uint8_t buf[65536];
+} Out;
+
+static void out_flush(Out *o) {
+        if (o->n > 0 && o->error == 0)
+                o->error = o->write(o->buf, o->n, o->userdata);
+        o->n = 0;
+}
+
+static void out_bytes(Out *o, const void *data, size_t size) {
+        const uint8_t *p = data;
+
+        o->offset += size;
+        while (size > 0 && o->error == 0) {
+                size_t k = MIN(size, sizeof(o->buf) - o->n);
+                memcpy(o->buf + o->n, p, k);
+                o->n += k;
+                p += k;
+                size -= k;
+                if (o->n == sizeof(o->buf))
+                        out_flush(o);
+        }
+}
+
+static void out_le(Out *o, uint64_t v, unsigned size) {
+        uint8_t b[8];
+
+        for (unsigned i = 0; i < size; i++)
+                b[i] = (uint8_t)(v >> (8 * i));
+        out_bytes(o, b, size);
+}
+
+static void out_u8(Out *o, uint8_t v) {
+        out_le(o, v, 1);
+}
+
+static void out_i32(Out *o, int32_t v) {
+        out_le(o, (uint32_t)v, 4);
+}
+
+static void out_i64(Out *o, int64_t v) {
+        out_le(o, (uint64_t)v, 8);
+}
+
+/* A UTF-8 sequence's code point and length; a broken one is U+FFFD of one byte. */
+static uint32_t utf8_next(const uint8_t *s, size_t *ret_len) {
+        uint32_t cp;
+        size_t n;
+
+        if (s[0] < 0x80)
+                n = 1, cp = s[0];
+        else if ((s[0] & 0xe0) == 0xc0 && (s[1] & 0xc0) == 0x80)
+                n = 2, cp = (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
+        else if ((s[0] & 0xf0) == 0xe0 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80)
+                n = 3, cp = (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+        else if ((s[0] & 0xf8) == 0xf0 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80)
+                n = 4, cp = (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 |
+                       (s[3] & 0x3f);
+        else
+                n = 1, cp = 0xfffd;
+        *ret_len = n;
+        return cp;
+}
+
+/* One UTF-16 unit as the writer encodes it: 1 to 3 bytes, surrogates each on their own. */
+static void out_unit(Out *o, uint32_t u) {
+        uint8_t b[3];
+
+        if (u < 0x80) {
+                out_u8(o, (uint8_t)u);
+                return;
+        }
+        if (u < 0x800) {
+                b[0] = (uint8_t)(0xc0 | u >> 6);
+                b[1] = (uint8_t)(0x80 | (u & 0x3f));
+                out_bytes(o, b, 2);
+                return;
+        }
+        b[0] = (uint8_t)(0xe0 | (u >> 12 & 0xf));
+        b[1] = (uint8_t)(0x80 | (u >> 6 & 0x3f));
+        b[2] = (uint8_t)(0x80 | (u & 0x3f));
+        out_bytes(o, b, 3);
+}
+
+/* A string: its length in UTF-16 units (-1: NULL), then each unit. */
+static void out_string(Out *o, const char *s) {
+        const uint8_t *p = (const uint8_t *)s;
+        int32_t units = 0;
+        size_t n;
+
+        if (!s) {
+                out_i32(o, -1);
+                return;
+        }
+        for (size_t i = 0; p[i]; i += n)
+                units += utf8_next(p + i, &n) > 0xffff ? 2 : 1;
+        out_i32(o, units);
+        for (size_t i = 0; p[i]; i += n) {
+                uint32_t cp = utf8_next(p + i, &n);
+                if (cp > 0xffff) {
+                        out_unit(o, 0xd800 + ((cp - 0x10000) >> 10));
+                        out_unit(o, 0xdc00 + ((cp - 0x10000) & 0x3ff));
+                } else
+                        out_unit(o, cp);
+        }
+}
+
+/* An object's beginning: its tag and its type (a SerializationType, whose own type is null). */
+static void out_begin_object(Out *o, int32_t version, int32_t minimum_reader_version, const char *type) {
+        out_u8(o, FS_BEGIN_OBJECT);
+        out_u8(o, FS_BEGIN_OBJECT);
+        out_u8(o, FS_NULL_REFERENCE);
+        out_i32(o, version);
+        out_i32(o, minimum_reader_version);
+        out_string(o, type);
+        out_u8(o, FS_END_OBJECT);
+}
+
+/* Graph.ToStream() and MemoryGraph's: types, each node's definition's offset, the blob, the addresses. */
+static int out_graph(Out *o, const GcdumpHeap *h) {
+        size_t n_nodes = h->addresses.n + h->n_builders;
+        _cleanup_free_ uint64_t *addresses = calloc(n_nodes ? n_nodes : 1, sizeof(uint64_t));
+
+        if (!addresses)
+                return -ENOMEM;
+        for (size_t i = 0; i < h->addresses.cap; i++)
+                if (h->addresses.values[i] != 0)
+                        addresses[h->addresses.values[i] - 1] = h->addresses.keys[i];
+        out_begin_object(o, 1, 0, "Graphs.MemoryGraph");
+        out_i64(o, h->total_size);
+        out_i32(o, (int32_t)h->addresses.n); /* the root, "[.NET Roots]": the first pseudo-node */
+        out_i32(o, (int32_t)h->graph.n_types);
+        for (size_t i = 0; i < h->graph.n_types; i++) {
+                out_string(o, h->graph.types[i].name);
+                out_i32(o, h->graph.types[i].size);
+                out_string(o, h->graph.types[i].module);
+        }
+        out_i32(o, (int32_t)n_nodes);
+        for (size_t i = 0; i < n_nodes; i++)
+                out_i32(o, (int32_t)(i < h->cap_labels ? h->labels[i] : 0));
+        out_i32(o, (int32_t)h->n_blob);
+        out_bytes(o, h->blob, h->n_blob);
+        out_i32(o, (int32_t)n_nodes);
+        for (size_t i = 0; i < n_nodes; i++)
+                out_i64(o, (int64_t)addresses[i]);
+        out_u8(o, FS_TAG_BYTE);
+        out_u8(o, h->pointer_size == 8);
+        out_u8(o, FS_END_OBJECT);
+        return 0;
+}
+
+/**
+ * gcdump_heap_write() - the heap as a .gcdump file
+ *
+ * What dotnet-gcdump convert writes of the same graph (GCHeapDump version
+ * 10, MemoryGraph version 1), with @tool as its CreationTool; the bytes go
+ * to @write in order.
+ */
+int gcdump_heap_write(GcdumpHeap *h, const char *tool, GcdumpWrite write, void *userdata) {
+        _cleanup_free_ Out *o = calloc(1, sizeof(Out));
+        uint64_t skip_end, table, trailer;
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        r = graph_build(h);
+        if (r != 0)
+                return r;
+        *o = (Out){ .write = write, .userdata = userdata };
+        out_i32(o, 20);
+        out_bytes(o, "!FastSerialization.1", 20);
+        out_begin_object(o, 10, 8, "GCHeapDump");
+        r = out_graph(o, h);
+        if (r != 0)
+                return r;
+        out_u8(o, h->pointer_size == 8);    /* Is64Bit, again */
+        out_i32(o, 0x3f800000);             /* AverageCountMultiplier, AverageSizeMultiplier: 1.0f */
+        out_i32(o, 0x3f800000);
+        out_u8(o, FS_NULL_REFERENCE);       /* JSHeapInfo */
+        out_u8(o, FS_NULL_REFERENCE);       /* DotNetHeapInfo */
+        out_string(o, NULL);                /* CollectionLog */
+        out_i64(o, 0);                      /* TimeCollected */
+        out_string(o, NULL);                /* MachineName */
+        out_string(o, NULL);                /* ProcessName */
+        out_i32(o, 0);                      /* ProcessID */
+        out_i64(o, 0);                      /* TotalProcessCommit */
+        out_i64(o, 0);                      /* TotalProcessWorkingSet */
+        out_i32(o, 0);                      /* CountMultipliersByType */
+        out_u8(o, FS_SKIP_REGION);          /* the interop information: none */
+        out_i32(o, 0);                      /* ... skipped to forward reference 0 */
+        out_u8(o, FS_NULL_REFERENCE);
+        skip_end = o->offset;
+        out_u8(o, FS_TAG_STRING);
+        out_string(o, tool);
+        out_u8(o, FS_END_OBJECT);           /* GCHeapDump */
+        out_u8(o, FS_END_OBJECT);           /* the stream */
+        table = o->offset;
+        out_i32(o, 1);                      /* the forward references: where each is defined */
+        out_i32(o, (int32_t)skip_end);
+        trailer = o->offset;
+        out_i32(o, (int32_t)table);
+        out_i32(o, (int32_t)trailer);
+        out_flush(o);
+        if (o->error != 0)
+                return o->error;
+        return o->offset > INT32_MAX ? GCDUMP_E_LIMIT : 0;
+}
