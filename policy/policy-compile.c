@@ -1583,9 +1583,10 @@ static bool compile_collect_entry(Compiler *c, const TomlEntry *e, const PolicyA
         if (strcmp(e->key, "limit") == 0) {
                 if (!expect_string(c, e))
                         return false;
-                if (policy_parse_rate(v->string.data, &col->limit) < 0) {
-                        error_at(c, v->line, v->column, "bad limit \"%s\" (like \"1/1h\": count/duration, per process)",
-                                 v->string.data);
+                if (policy_parse_rate(v->string.data, &col->limit) < 0 || col->limit.count > POLICY_COLLECT_LIMIT_MAX) {
+                        error_at(c, v->line, v->column,
+                                 "bad limit \"%s\" (like \"1/1h\": count/duration, per process; at most %d a period)",
+                                 v->string.data, POLICY_COLLECT_LIMIT_MAX);
                         return false;
                 }
                 return true;

@@ -203,7 +203,8 @@ typedef struct PolicyCollect {
 
 #define POLICY_COLLECT_MAX 64
 #define POLICY_COLLECT_TAGS_MAX 8
-#define POLICY_COLLECT_COUNT_MAX 10000 /* when.count */
+#define POLICY_COLLECT_COUNT_MAX 1000  /* when.count: a watcher keeps that many times per process */
+#define POLICY_COLLECT_LIMIT_MAX 100   /* limit's count: artifacts per process and period */
 #define POLICY_COLLECT_TEXT_MAX 256    /* bytes of when.counter and of when.exception */
 
 /* A size limit on the dump directory's file system: bytes, or a share of the file system. */

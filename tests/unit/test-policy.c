@@ -1147,9 +1147,9 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.within = \"1s\"\nthen.stacks = true\n", NULL, 5, 6,
                       "'when.within' needs 'when.count' above 1");
         compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.count = 0\nwhen.within = \"1s\"\nthen.stacks = true\n",
-                      NULL, 5, 14, "'when.count' must be 1 to 10000");
-        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.count = 10001\nwhen.within = \"1s\"\n"
-                      "then.stacks = true\n", NULL, 5, 14, "'when.count' must be 1 to 10000");
+                      NULL, 5, 14, "'when.count' must be 1 to 1000");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.count = 1001\nwhen.within = \"1s\"\n"
+                      "then.stacks = true\n", NULL, 5, 14, "'when.count' must be 1 to 1000");
         /* actions: one, with its own keys only */
         compile_fails(COLLECT_OK "then.stacks = true\n", NULL, 7, 6, "'then.dump' and 'then.stacks': one action");
         compile_fails(COLLECT_COUNTER "when.above = 90\nthen.dump = \"tiny\"\n", NULL, 6, 13, "unknown dump type \"tiny\"");
@@ -1169,6 +1169,8 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_OK "limit = \"1\"\n", NULL, 7, 9, "bad limit \"1\"");
         compile_fails(COLLECT_OK "limit = \"0/1h\"\n", NULL, 7, 9, "bad limit \"0/1h\"");
         compile_fails(COLLECT_OK "limit = 1\n", NULL, 7, 9, "must be a string");
+        compile_fails(COLLECT_OK "limit = \"101/1h\"\n", NULL, 7, 9, "bad limit \"101/1h\"");
+        policy_unref(compile_ok(COLLECT_OK "limit = \"100/1m\"\n"));
         compile_fails("[[collect]]\nname = \"a b\"\ntargets.any = true\nwhen.exception = \"E\"\nthen.stacks = true\n",
                       NULL, 2, 8, "collect name must be 1-64");
         compile_fails(COLLECT_OK COLLECT_OK, NULL, 7, 1, "collect name 'c' is already used at policy.toml:1");
