@@ -103,7 +103,8 @@ CollectVerdict collect_trigger_counter(CollectTrigger *t, const NettraceCounter 
 
         if (!policy_collect_counter_matches(table, c->provider, c->name, c->tags) || !sample_value(c, &value))
                 return COLLECT_QUIET;
-        beyond = table->above ? value > (double)table->threshold : value < (double)table->threshold;
+        beyond = (!table->has_above || value > (double)table->above) &&
+                 (!table->has_below || value < (double)table->below);
         if (!beyond) {
                 t->beyond = false;
                 return COLLECT_QUIET;

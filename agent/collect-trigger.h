@@ -48,7 +48,7 @@ void collect_trigger_done(CollectTrigger *t);
  * collect_trigger_counter() - a counter sample of the process, arrived at @now_usec
  *
  * A sample of another instrument, or without the tags the table names, is QUIET and changes
- * nothing. One of the table's: beyond the line (strictly above or below) starts a run, or
+ * nothing. One of the table's: beyond the line (strictly above, below, or between the two) starts a run, or
  * continues it; the table fires when a run has lasted when.for (at once when it is 0), and a run
  * that fired starts over, so that a condition that holds fires again only a whole when.for later.
  * A sample back within the line ends the run. The value compared is the mean of an EventCounter,

@@ -1370,8 +1370,16 @@ static bool refuse_when_keys(Compiler *c, const TomlEntry *const *keys, size_t n
         return ok;
 }
 
+/* when.above, when.below: integers (the TOML reader takes no floats) */
+static bool compile_collect_line(Compiler *c, const TomlEntry *e, bool *ret_has, int64_t *ret) {
+        if (!expect_type(c, e, TOML_INTEGER))
+                return false;
+        *ret_has = true;
+        *ret = e->value->integer;
+        return true;
+}
+
 static bool compile_collect_counter(Compiler *c, const CollectWhenKeys *k, PolicyCollect *col) {
-        const TomlEntry *line = k->above ? k->above : k->below;
         const TomlEntry *others[] = { k->count, k->within };
         bool ok = refuse_when_keys(c, others, ELEMENTSOF(others), "counter");
         int r;
@@ -1390,18 +1398,22 @@ static bool compile_collect_counter(Compiler *c, const CollectWhenKeys *k, Polic
                 }
         } else
                 ok = false;
-        if (k->above && k->below) {
-                error_at(c, k->below->line, k->below->column, "'when.above' or 'when.below', not both");
-                ok = false;
-        } else if (!line) {
+        if (!k->above && !k->below) {
                 error_at(c, k->counter->line, k->counter->column,
-                         "'when.counter' needs 'when.above' or 'when.below': the line to cross");
+                         "'when.counter' needs 'when.above' or 'when.below' (or both: between): the line to cross");
                 ok = false;
-        } else if (expect_type(c, line, TOML_INTEGER)) {
-                col->above = line == k->above;
-                col->threshold = line->value->integer;
-        } else
+        }
+        if (k->above)
+                ok = compile_collect_line(c, k->above, &col->has_above, &col->above) && ok;
+        if (k->below)
+                ok = compile_collect_line(c, k->below, &col->has_below, &col->below) && ok;
+        if (col->has_above && col->has_below && col->above >= col->below) {
+                /* between: nothing is above 10 and below 5 */
+                error_at(c, k->below->line, k->below->column,
+                         "'when.below' must be more than 'when.above' (between the two), not %lld <= %lld",
+                         (long long)col->below, (long long)col->above);
                 ok = false;
+        }
         if (k->for_)
                 ok = compile_collect_duration(c, k->for_, &col->for_usec) && ok;
         return ok;

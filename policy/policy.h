@@ -183,8 +183,9 @@ typedef struct PolicyCollect {
         char *counter_name;
         PolicyCounterTag *counter_tags;
         size_t n_counter_tags;
-        bool above;             /* above the threshold, else below it */
-        int64_t threshold;
+        bool has_above, has_below; /* one or both: above, below, or between the two (above < below) */
+        int64_t above;          /* beyond the line: strictly greater than above ... */
+        int64_t below;          /* ... strictly less than below */
         uint64_t for_usec;      /* 0: the first sample beyond the line fires */
         /* POLICY_COLLECT_WHEN_EXCEPTION */
         char *exception_type;   /* a full name ("System.InvalidOperationException") or a short one */

@@ -11,7 +11,8 @@
  *
  * Invariants: the result is 0 or POLICY_E_INVALID; a refused document has at least one message,
  * each "policy.toml:LINE:COLUMN: text" with LINE and COLUMN from 1; a compiled policy's [[collect]]
- * tables are whole (a name, a file, the keys of their trigger and action, a limit of at least one);
+ * tables are whole (a name, a file, the keys of their trigger and action, a line to cross that some value
+ * can, a limit of at least one);
  * a counter table matches its own provider and name with its own tags, an exception table its own
  * type, and neither matches the other's kind.
  */
@@ -53,6 +54,8 @@ static void check_collect(const PolicyCollect *c) {
         case POLICY_COLLECT_WHEN_COUNTER:
                 fuzz_assert(c->counter_provider && c->counter_name && !c->exception_type);
                 fuzz_assert(c->n_counter_tags <= POLICY_COLLECT_TAGS_MAX);
+                fuzz_assert(c->has_above || c->has_below);
+                fuzz_assert(!(c->has_above && c->has_below) || c->above < c->below);
                 for (size_t i = 0; i < c->n_counter_tags; i++)
                         n += (size_t)snprintf(tags + n, sizeof(tags) - n, "%s%s=%s", i ? "," : "",
                                               c->counter_tags[i].key, c->counter_tags[i].value);

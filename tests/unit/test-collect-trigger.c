@@ -190,7 +190,27 @@ static void test_exception_window(void) {
         policy_unref(p);
 }
 
+/* both lines: strictly between them */
+static void test_counter_between(void) {
+        Policy *p = compile("[[collect]]\nname = \"b\"\ntargets.any = true\n"
+                            "when.counter = \"Bars.Target:bars-queue-depth\"\nwhen.above = 10\nwhen.below = 20\n"
+                            "then.stacks = true\nlimit = \"100/1s\"\n");
+        CollectTrigger t;
+
+        if (!p)
+                return;
+        collect_trigger_init(&t, &p->collect[0]);
+        check(feed(&t, NULL, 10, 0) == COLLECT_QUIET);
+        check(feed(&t, NULL, 11, 1) == COLLECT_FIRE);
+        check(feed(&t, NULL, 19.5, 2) == COLLECT_FIRE);
+        check(feed(&t, NULL, 20, 3) == COLLECT_QUIET);
+        check(feed(&t, NULL, 1e9, 4) == COLLECT_QUIET);
+        collect_trigger_done(&t);
+        policy_unref(p);
+}
+
 int main(void) {
+        run_test(test_counter_between);
         run_test(test_counter_for);
         run_test(test_counter_limit);
         run_test(test_counter_below_and_kinds);

@@ -1033,7 +1033,7 @@ static void test_collect(void) {
         check(c->n_counter_tags == 2 && strcmp(c->counter_tags[0].key, "queue") == 0 &&
               strcmp(c->counter_tags[0].value, "bars-q2") == 0 && strcmp(c->counter_tags[1].key, "region") == 0 &&
               strcmp(c->counter_tags[1].value, "eu") == 0);
-        check(c->above && c->threshold == 300 && c->for_usec == 2000000ULL);
+        check(c->has_above && !c->has_below && c->above == 300 && c->for_usec == 2000000ULL);
         check(c->then == POLICY_COLLECT_THEN_DUMP && c->dump_type == POLICY_DUMP_MINI);
         check(c->reader_groups.n == 1 && c->reader_groups.ids[0] == 3001 && c->reader_users.n == 1 &&
               c->reader_users.ids[0] == 1002);
@@ -1049,7 +1049,7 @@ static void test_collect(void) {
         check(c->limit.count == 1 && c->limit.period_usec == 3600000000ULL);
 
         c = &p->collect[2];
-        check(!c->above && c->threshold == 2 && c->for_usec == 0 && c->n_counter_tags == 0);
+        check(!c->has_above && c->has_below && c->below == 2 && c->for_usec == 0 && c->n_counter_tags == 0);
         check(c->then == POLICY_COLLECT_THEN_TRACE && strcmp(c->trace_profile, "cpu-sampling") == 0 &&
               c->duration_usec == 30000000ULL);
         policy_unref(p);
@@ -1103,8 +1103,15 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_COUNTER "when.exception = \"E\"\nwhen.above = 1\nthen.stacks = true\n", NULL, 5, 6,
                       "'when.counter' or 'when.exception', not both");
         compile_fails(COLLECT_COUNTER "then.stacks = true\n", NULL, 4, 6, "needs 'when.above' or 'when.below'");
-        compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.below = 0\nthen.stacks = true\n", NULL, 6, 6,
-                      "'when.above' or 'when.below', not both");
+        compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.below = 1\nthen.stacks = true\n", NULL, 6, 6,
+                      "'when.below' must be more than 'when.above' (between the two), not 1 <= 1");
+        compile_fails(COLLECT_COUNTER "when.below = \"1\"\nthen.stacks = true\n", NULL, 5, 14, "must be a integer");
+        {
+                Policy *p = compile_ok(COLLECT_COUNTER "when.above = -5\nwhen.below = 10\nthen.stacks = true\n");
+                check(p && p->collect[0].has_above && p->collect[0].above == -5 && p->collect[0].has_below &&
+                      p->collect[0].below == 10);
+                policy_unref(p);
+        }
         compile_fails(COLLECT_COUNTER "when.above = \"90\"\nthen.stacks = true\n", NULL, 5, 14, "must be a integer");
         compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.count = 2\nthen.stacks = true\n", NULL, 6, 6,
                       "'when.count' does not go with 'when.counter'");
