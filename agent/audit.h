@@ -155,6 +155,25 @@ typedef struct AuditPortEvent {
 } AuditPortEvent;
 
 /*
+ * A policy [[collect]] table (collect.h) fired on a process it covers: its condition was met and
+ * its limit let the action run; with the value seen, and what came of the action.
+ */
+typedef struct AuditCollectEvent {
+        const char *event;      /* "fired" */
+        const char *table;
+        const char *trigger;    /* "counter" or "exception" */
+        const char *what;       /* the counter ("Provider:name") or the exception type the table watches */
+        pid_t pid;
+        uid_t uid;
+        const char *unit;       /* NULL when none */
+        bool has_value;
+        double value;           /* fired on a counter: the sample's value */
+        const char *action;     /* dump, stacks, trace */
+        const char *result;     /* what came of the action, or why the watch failed */
+        uint64_t limited;       /* times the condition was met past the limit since the last record */
+} AuditCollectEvent;
+
+/*
  * Names beside ids: records carry DSAGENT_CLIENT_USER=, DSAGENT_CLIENT_GROUP=
  * and DSAGENT_TARGET_USER= next to the uids and gid. A lookup goes through
  * NSS, which may block (sssd, LDAP), so the loop never makes one: a worker
@@ -231,3 +250,4 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);
 int audit_log_session(AuditSink sink, const AuditSessionEvent *e);
 int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count);
 int audit_log_port(AuditSink sink, const AuditPortEvent *e);
+int audit_log_collect(AuditSink sink, const AuditCollectEvent *e);

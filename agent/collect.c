@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The [[collect]] watcher: covered processes, one counters session each, triggers (collect.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "broker.h"
+#include "cleanup.h"
+#include "collect-trigger.h"
+#include "collect.h"
+#include "decision.h"
+#include "dotnet-ipc.h"
+#include "jobs.h"
+#include "nettrace.h"
+#include "runtime-call.h"
+#include "session-config.h"
+#include "target.h"
+#include "worker-pool.h"
+
+/* The worker pool counts jobs by owner: the watcher's are its own, apart from every user's and from
+ * the startup traces' ((uid_t) -2). */
+#define COLLECT_OWNER ((uint32_t)-3)
+#define COLLECT_PROVIDERS_MAX 16
+#define COLLECT_BUFFER_MB 16
+
+typedef enum WatchState {
+        WATCH_OPENING,  /* a worker pins the process and finds its socket */
+        WATCH_STARTING, /* CollectTracing sent */
+        WATCH_WATCHING, /* the stream is read */
+        WATCH_IDLE,     /* nothing to do until retry_usec (UINT64_MAX: until the policy changes) */
+} WatchState;
+
+typedef struct Watch Watch;
+
+struct Collector {
+        Broker *broker;
+        Policy *policy;            /* the one the watches were set up under */
+        sd_event_source *timer;
+        JobCall walk;
+        Watch *watches;
+        unsigned n_watches;
+};
+
+struct Watch {
+        Collector *collector;
+        Watch *next;
+        pid_t pid;
+        bool seen;                 /* in the last walk */
+        WatchState state;
+        uint64_t retry_usec;
+        JobCall open;
+        Target *target;
+        CollectTrigger *triggers;  /* one per counter table covering it */
+        size_t n_triggers;
+        RuntimeCall *call;
+        int stream_fd;
+        sd_event_source *io;
+        NettraceParser *parser;
+        uint64_t budget_start_usec, budget_bytes;
+};
+
+static uint64_t now_usec(const Collector *c) {
+        uint64_t now = 0;
+
+        (void)sd_event_now(c->broker->event, CLOCK_MONOTONIC, &now);
+        return now;
+}
+
+/* Ends whatever the watch does; it stays in the list as IDLE, or goes with watch_free(). */
+static void watch_stop(Watch *w) {
+        if (w->open.job) {
+                worker_job_cancel(w->open.job);
+                w->open.job = NULL;
+        }
+        w->call = runtime_call_free(w->call);
+        w->io = sd_event_source_disable_unref(w->io);
+        w->stream_fd = safe_close(w->stream_fd);
+        if (w->parser)
+                w->parser = nettrace_parser_free(w->parser);
+        for (size_t i = 0; i < w->n_triggers; i++)
+                collect_trigger_done(&w->triggers[i]);
+        free(w->triggers);
+        w->triggers = NULL;
+        w->n_triggers = 0;
+        w->target = target_unref(w->target);
+}
+
+static void watch_idle(Watch *w, uint64_t retry_after_usec) {
+        watch_stop(w);
+        w->state = WATCH_IDLE;
+        w->retry_usec = retry_after_usec == UINT64_MAX ? UINT64_MAX : now_usec(w->collector) + retry_after_usec;
+}
+
+static void watch_free(Watch *w) {
+        Collector *c = w->collector;
+
+        watch_stop(w);
+        for (Watch **p = &c->watches; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        break;
+                }
+        c->n_watches--;
+        free(w);
+}
+
+static void record(const Watch *w, const CollectTrigger *t, const char *event, bool has_value, double value,
+                   const char *result) {
+        const PolicyCollect *table = t->table;
+        char what[2 * POLICY_COLLECT_TEXT_MAX];
+        static const char *const actions[] = {
+                [POLICY_COLLECT_THEN_DUMP] = "dump",
+                [POLICY_COLLECT_THEN_STACKS] = "stacks",
+                [POLICY_COLLECT_THEN_TRACE] = "trace",
+        };
+
+        snprintf(what, sizeof(what), "%s:%s", table->counter_provider, table->counter_name);
+        (void)audit_log_collect(w->collector->broker->config.audit_sink,
+                                &(AuditCollectEvent){ .event = event,
+                                                      .table = table->name,
+                                                      .trigger = "counter",
+                                                      .what = what,
+                                                      .pid = w->pid,
+                                                      .uid = w->target ? target_euid(w->target) : (uid_t)-1,
+                                                      .unit = w->target ? w->target->unit : NULL,
+                                                      .has_value = has_value,
+                                                      .value = value,
+                                                      .action = actions[table->then],
+                                                      .result = result,
+                                                      .limited = t->n_limited });
+}
+
+static void watch_sample(Watch *w, const NettraceCounter *counter) {
+        uint64_t now = now_usec(w->collector);
+
+        for (size_t i = 0; i < w->n_triggers; i++) {
+                CollectTrigger *t = &w->triggers[i];
+                double value = 0;
+
+                if (collect_trigger_counter(t, counter, now, &value) != COLLECT_FIRE)
+                        continue;
+                record(w, t, "fired", true, value, "the action is not built yet: nothing was collected");
+                t->n_limited = 0; /* told in this record */
+        }
+}
+
+static int on_event(const NettraceEvent *event, void *userdata) {
+        _cleanup_(nettrace_counter_done) NettraceCounter counter = {};
+        Watch *w = userdata;
+
+        /* an event that is no counter, or does not decode as one, is the runtime's business */
+        if (nettrace_counter_extract(event, &counter) == 0)
+                watch_sample(w, &counter);
+        return 0;
+}
+
+/* Within COLLECT_BYTES_PER_SEC? Counted by the loop's clock in windows of a second. */
+static bool within_budget(Watch *w, size_t n) {
+        uint64_t now = now_usec(w->collector);
+
+        if (now - w->budget_start_usec >= 1000000ULL) {
+                w->budget_start_usec = now;
+                w->budget_bytes = 0;
+        }
+        w->budget_bytes += n;
+        return w->budget_bytes <= COLLECT_BYTES_PER_SEC;
+}
+
+static int on_stream(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Watch *w = userdata;
+        static uint8_t buf[COLLECT_READ_MAX]; /* the loop is one thread, and the parser copies what it keeps */
+        ssize_t n;
+
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0) {
+                watch_idle(w, COLLECT_RETRY_USEC); /* the runtime ended the stream, or the process exited */
+                return 0;
+        }
+        if (!within_budget(w, (size_t)n)) {
+                watch_idle(w, COLLECT_RETRY_USEC);
+                return 0;
+        }
+        if (nettrace_feed(w->parser, buf, (size_t)n) != 0)
+                watch_idle(w, COLLECT_RETRY_USEC); /* not a stream the agent can read: not watched */
+        return 0;
+}
+
+static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        static const NettraceCallbacks callbacks = { .event = on_event };
+        Watch *w = userdata;
+        uint64_t session_id;
+
+        if (error != 0 || !reply->ok || dotnet_ipc_session_id_decode(reply, &session_id) != 0) {
+                watch_idle(w, COLLECT_RETRY_USEC);
+                return;
+        }
+        w->stream_fd = runtime_call_take_fd(call);
+        w->call = runtime_call_free(call);
+        if (nettrace_parser_new(&callbacks, w, &w->parser) < 0 ||
+            sd_event_add_io(w->collector->broker->event, &w->io, w->stream_fd, EPOLLIN, on_stream, w) < 0) {
+                watch_idle(w, COLLECT_RETRY_USEC);
+                return;
+        }
+        w->state = WATCH_WATCHING;
+}
+
+static int random_session_id(char ret[33]) {
+        uint8_t bytes[16];
+
+        if (getrandom(bytes, sizeof(bytes), GRND_NONBLOCK) != sizeof(bytes))
+                return -EIO;
+        for (size_t i = 0; i < sizeof(bytes); i++)
+                snprintf(ret + 2 * i, 3, "%02x", bytes[i]);
+        return 0;
+}
+
+/* The distinct counter providers of @w's tables, as the counters session asks for them. */
+static int config_of(const Watch *w, EventPipeConfig *ret) {
+        const char *names[COLLECT_PROVIDERS_MAX];
+        char session_id[33];
+        size_t n = 0;
+        int r;
+
+        for (size_t i = 0; i < w->n_triggers && n < COLLECT_PROVIDERS_MAX; i++) {
+                const char *p = w->triggers[i].table->counter_provider;
+                bool known = false;
+
+                for (size_t j = 0; j < n; j++)
+                        known = known || strcmp(names[j], p) == 0;
+                if (!known)
+                        names[n++] = p;
+        }
+        r = random_session_id(session_id);
+        if (r < 0)
+                return r;
+        r = eventpipe_counters_config(names, n, 1, session_id, ret);
+        return r > 0 ? -EINVAL : r;
+}
+
+static void start(Watch *w) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
+        _cleanup_free_ uint8_t *collect = malloc(DOTNET_IPC_MESSAGE_MAX);
+        const char *why = NULL;
+        size_t size;
+        int fd, r;
+
+        r = !collect ? -ENOMEM : config_of(w, &config);
+        if (r == 0)
+                r = dotnet_ipc_collect_tracing_encode(&config, COLLECT_BUFFER_MB, collect, DOTNET_IPC_MESSAGE_MAX, &size);
+        if (r == 0)
+                r = target_connect(w->target, &fd, &why);
+        if (r == 0)
+                r = runtime_call_start(w->collector->broker->event, fd, collect, size,
+                                       w->collector->broker->config.runtime_timeout_usec, started, w, &w->call);
+        if (r != 0) {
+                watch_idle(w, COLLECT_RETRY_USEC);
+                return;
+        }
+        w->state = WATCH_STARTING;
+}
+
+/* The counter tables whose targets cover the pinned process, a trigger each. */
+static int triggers_of(Watch *w, const Policy *p) {
+        PolicyTarget pt = policy_target_of(w->target);
+
+        for (size_t i = 0; i < p->n_collect; i++) {
+                const PolicyCollect *table = &p->collect[i];
+                CollectTrigger *grown;
+
+                if (table->when != POLICY_COLLECT_WHEN_COUNTER || !policy_collect_covers(table, &pt))
+                        continue;
+                grown = realloc(w->triggers, (w->n_triggers + 1) * sizeof(CollectTrigger));
+                if (!grown)
+                        return -ENOMEM;
+                w->triggers = grown;
+                collect_trigger_init(&w->triggers[w->n_triggers++], table);
+        }
+        return 0;
+}
+
+static void opened(void *userdata, int r, Target *target) {
+        Watch *w = userdata;
+
+        w->target = target;
+        if (r != 0) {
+                watch_idle(w, COLLECT_RETRY_USEC); /* gone, or not ours to read: the next walk tells */
+                return;
+        }
+        if (triggers_of(w, w->collector->policy) < 0) {
+                watch_idle(w, COLLECT_RETRY_USEC);
+                return;
+        }
+        if (w->n_triggers == 0) {
+                watch_idle(w, UINT64_MAX); /* no table covers it: nothing until the policy changes */
+                return;
+        }
+        if (target->socket_path_fd < 0) {
+                watch_idle(w, COLLECT_RETRY_USEC);
+                return;
+        }
+        start(w);
+}
+
+static void watch_open(Watch *w) {
+        w->state = WATCH_OPENING;
+        w->seen = true;
+        if (jobs_open_runtime(w->collector->broker, w->pid, COLLECT_OWNER, opened, w, &w->open) != 0)
+                watch_free(w); /* the watcher's workers are busy: the next walk tries again */
+}
+
+static Watch *watch_find(const Collector *c, pid_t pid) {
+        for (Watch *w = c->watches; w; w = w->next)
+                if (w->pid == pid)
+                        return w;
+        return NULL;
+}
+
+static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t n) {
+        Collector *c = userdata;
+        uint64_t now = now_usec(c);
+        Watch *next;
+
+        if (r != 0)
+                return;
+        for (Watch *w = c->watches; w; w = w->next)
+                w->seen = false;
+        for (size_t i = 0; i < n; i++) {
+                Watch *w = watch_find(c, found[i].pid);
+
+                if (w) {
+                        w->seen = true;
+                        if (w->state == WATCH_IDLE && now >= w->retry_usec)
+                                watch_open(w);
+                        continue;
+                }
+                if (c->n_watches >= COLLECT_WATCHES_MAX)
+                        continue;
+                w = calloc(1, sizeof(Watch));
+                if (!w)
+                        return;
+                *w = (Watch){ .collector = c, .pid = found[i].pid, .stream_fd = -EBADF, .next = c->watches };
+                c->watches = w;
+                c->n_watches++;
+                watch_open(w);
+        }
+        /* a process no longer listed has exited (or closed its socket): its watch goes */
+        for (Watch *w = c->watches; w; w = next) {
+                next = w->next;
+                if (!w->seen)
+                        watch_free(w);
+        }
+}
+
+static bool has_counter_tables(const Policy *p) {
+        for (size_t i = 0; p && i < p->n_collect; i++)
+                if (p->collect[i].when == POLICY_COLLECT_WHEN_COUNTER)
+                        return true;
+        return false;
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Collector *c = userdata;
+        JobWalk walk = { .any_uid = true };
+
+        (void)sd_event_source_set_time(s, usec + COLLECT_WALK_USEC);
+        (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        if (!c->broker->workers || c->walk.job || !has_counter_tables(c->policy))
+                return 0;
+        (void)jobs_walk_candidates(c->broker, &walk, COLLECT_OWNER, walked, c, &c->walk);
+        return 0;
+}
+
+int collector_new(Broker *b, Collector **ret) {
+        _cleanup_free_ Collector *c = calloc(1, sizeof(Collector));
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        c->broker = b;
+        r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, COLLECT_WALK_USEC, 0, on_timer, c);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+static void drop_watches(Collector *c) {
+        while (c->watches)
+                watch_free(c->watches);
+        if (c->walk.job) {
+                worker_job_cancel(c->walk.job);
+                c->walk.job = NULL;
+        }
+}
+
+Collector *collector_free(Collector *c) {
+        if (!c)
+                return NULL;
+        drop_watches(c);
+        sd_event_source_disable_unref(c->timer);
+        policy_unref(c->policy);
+        free(c);
+        return NULL;
+}
+
+void collector_apply(Collector *c) {
+        drop_watches(c);
+        policy_unref(c->policy);
+        c->policy = policy_ref(c->broker->policy);
+        (void)sd_event_source_set_time_relative(c->timer, 0);
+        (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+}

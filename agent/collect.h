@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The watcher of the policy's [[collect]] tables (docs/collect.md): finds the processes they
+ * cover and watches each with one EventPipe counters session for all the tables that cover it.
+ *
+ * Every COLLECT_WALK_USEC, while the policy in force has counter tables, a worker walks /proc for
+ * candidates (jobs_walk_candidates(), the walk ps uses); a candidate not watched yet is pinned and
+ * its socket found by another job (jobs_open_runtime()), and the tables whose targets cover it
+ * (judged on the pinned process, as a rule's targets are) give its triggers (collect-trigger.h).
+ * The session asks for the union of their counter providers, every second; its stream is read in
+ * the loop without waiting, at most COLLECT_READ_MAX bytes a wake-up and COLLECT_BYTES_PER_SEC a
+ * second (a runtime that sends more has its session cut, and is watched again only after
+ * COLLECT_RETRY_USEC), and parsed by the fuzzed nettrace parser. Each counter sample goes to every
+ * trigger of the process, timed by the loop's clock.
+ *
+ * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value).
+ * Its action is not built yet: the record says so. A process that exits, or whose runtime ends the
+ * stream, is dropped (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that
+ * cannot be opened or reached is tried again after COLLECT_RETRY_USEC. A reload drops every watch:
+ * the next walk, at once, watches under the new tables.
+ */
+#pragma once
+
+#include <stdint.h>
+
+typedef struct Broker Broker;
+typedef struct Collector Collector;
+
+#define COLLECT_WALK_USEC (2 * 1000000ULL)
+#define COLLECT_RETRY_USEC (30 * 1000000ULL)
+#define COLLECT_WATCHES_MAX 1024
+#define COLLECT_READ_MAX (64 * 1024)
+#define COLLECT_BYTES_PER_SEC (1024 * 1024)
+
+int collector_new(Broker *b, Collector **ret);
+/* Every session is closed (the runtime ends it at its next write) and every job cancelled. */
+Collector *collector_free(Collector *c);
+/* The policy in force changed: drop every watch and walk again now. */
+void collector_apply(Collector *c);
