@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "broker.h"
 #include "cleanup.h"
+#include "collect-trace.h"
 #include "collect-trigger.h"
 #include "collect.h"
 #include "decision.h"
@@ -31,7 +32,7 @@ typedef enum WatchState {
         WATCH_OPENING,  /* a worker pins the process and finds its socket */
         WATCH_STARTING, /* CollectTracing sent */
         WATCH_WATCHING, /* the stream is read */
-        WATCH_IDLE,     /* nothing to do until retry_usec (UINT64_MAX: until the policy changes) */
+        WATCH_IDLE,     /* nothing to do until retry_usec */
 } WatchState;
 
 typedef struct Watch Watch;
@@ -43,6 +44,7 @@ struct Collector {
         JobCall walk;
         Watch *watches;
         unsigned n_watches;
+        CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
 };
 
 struct Watch {
@@ -51,7 +53,7 @@ struct Watch {
         pid_t pid;
         bool seen;                 /* in the last walk */
         WatchState state;
-        uint64_t retry_usec;
+        uint64_t retry_usec;       /* IDLE until then */
         JobCall open;
         Target *target;
         CollectTrigger *triggers;  /* one per counter table covering it */
@@ -92,7 +94,7 @@ static void watch_stop(Watch *w) {
 static void watch_idle(Watch *w, uint64_t retry_after_usec) {
         watch_stop(w);
         w->state = WATCH_IDLE;
-        w->retry_usec = retry_after_usec == UINT64_MAX ? UINT64_MAX : now_usec(w->collector) + retry_after_usec;
+        w->retry_usec = now_usec(w->collector) + retry_after_usec;
 }
 
 static void watch_free(Watch *w) {
@@ -134,6 +136,20 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                                                       .limited = t->n_limited });
 }
 
+/* The table's action: the trace starts (its end is recorded then), or the record says why not. */
+static void act(Watch *w, CollectTrigger *t, double value) {
+        Collector *c = w->collector;
+        char why[256];
+
+        if (t->table->then != POLICY_COLLECT_THEN_TRACE) {
+                record(w, t, "fired", true, value, "the action is not built yet: nothing was collected");
+                return;
+        }
+        if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
+        record(w, t, "fired", true, value, why);
+}
+
 static void watch_sample(Watch *w, const NettraceCounter *counter) {
         uint64_t now = now_usec(w->collector);
 
@@ -143,8 +159,8 @@ static void watch_sample(Watch *w, const NettraceCounter *counter) {
 
                 if (collect_trigger_counter(t, counter, now, &value) != COLLECT_FIRE)
                         continue;
-                record(w, t, "fired", true, value, "the action is not built yet: nothing was collected");
-                t->n_limited = 0; /* told in this record */
+                act(w, t, value);
+                t->n_limited = 0; /* told in that record */
         }
 }
 
@@ -297,7 +313,8 @@ static void opened(void *userdata, int r, Target *target) {
                 return;
         }
         if (w->n_triggers == 0) {
-                watch_idle(w, UINT64_MAX); /* no table covers it: nothing until the policy changes */
+                /* no table covers it now; its name, unit or cgroup may change, so it is judged again */
+                watch_idle(w, COLLECT_RETRY_USEC);
                 return;
         }
         if (target->socket_path_fd < 0) {
@@ -383,9 +400,14 @@ int collector_new(Broker *b, Collector **ret) {
         if (!c)
                 return -ENOMEM;
         c->broker = b;
+        c->traces = collect_traces_new(b);
+        if (!c->traces)
+                return -ENOMEM;
         r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, COLLECT_WALK_USEC, 0, on_timer, c);
-        if (r < 0)
+        if (r < 0) {
+                collect_traces_free(c->traces);
                 return r;
+        }
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -403,6 +425,7 @@ Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
         drop_watches(c);
+        collect_traces_free(c->traces);
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c);

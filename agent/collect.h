@@ -13,11 +13,13 @@
  * COLLECT_RETRY_USEC), and parsed by the fuzzed nettrace parser. Each counter sample goes to every
  * trigger of the process, timed by the loop's clock.
  *
- * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value).
- * Its action is not built yet: the record says so. A process that exits, or whose runtime ends the
- * stream, is dropped (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that
- * cannot be opened or reached is tried again after COLLECT_RETRY_USEC. A reload drops every watch:
- * the next walk, at once, watches under the new tables.
+ * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value),
+ * and its action runs: then.trace_profile through collect-trace.h; the other actions are not built
+ * yet, and the record says so. A process that exits, or whose runtime ends the stream, is dropped
+ * (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that cannot be opened or
+ * reached, or that no table covers (its name, unit or cgroup may change), is judged again after
+ * COLLECT_RETRY_USEC. A reload drops every watch: the next walk, at once, watches under the new
+ * tables; actions running go on under the policy they started with.
  */
 #pragma once
 

@@ -2,18 +2,33 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The policy's [[collect]] tables against the real runtime: which processes are watched, when a table
 fires, its limit per process, its records (docs/collect.md)."""
+import grp
+import json
+import os
 import time
+import uuid
 
 import harness
-from harness import ALICE, SVC, Agent, Target, run_tests, test, wait_for
+from harness import (ALICE, MALLORY, OPS, SVC, Agent, Target, acl_of, can_read, dsctl, place_in_unit, run_tests,
+                     test, wait_for)
 
 COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
 
 
-def table(name, counter, line="when.above = 300", extra="", users=(SVC,)):
-    quoted = ", ".join(f'"{u}"' for u in users)
-    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = [{quoted}]\nwhen.counter = "{counter}"\n{line}\n'
-            f'then.dump = "mini"\nreaders = ["{ALICE}"]\n{extra}\n')
+def table(name, counter, unit, line="when.above = 300", extra="", then='then.dump = "mini"', readers=(ALICE,)):
+    """A table for processes of SVC in @unit: the host's other tests run SVC's processes too, and no table here
+    may watch them."""
+    quoted = lambda items: ", ".join(f'"{i}"' for i in items)
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{SVC}"]\ntargets.units = ["{unit}"]\n'
+            f'when.counter = "{counter}"\n{line}\n{then}\nreaders = [{quoted(readers)}]\n{extra}\n')
+
+
+def target_in_unit(user=SVC, value="500", unit=None):
+    """A target publishing @value, in a unit of its own (before the agent starts, whose first walk judges it)."""
+    unit = unit or f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    target = Target(user=user, args=("--meter-value", value))
+    place_in_unit(target.pid, unit)
+    return target, unit
 
 
 def agent_with(*tables):
@@ -28,17 +43,17 @@ def fired(agent, pid=None, name=None):
 
 @test
 def a_counter_table_fires_on_the_process_it_covers_once_held_for_its_time():
+    high, unit = target_in_unit()
+    calm, _ = target_in_unit(value="100", unit=unit)
+    other, _ = target_in_unit(user=ALICE, unit=unit)  # no table covers alice's processes, in the unit or not
     agent = agent_with(
         # a Meter gauge and an EventCounter, each beyond its line for 2 s: one session watches both
-        table("gauge-high", "Dsagent.TestTarget:test-gauge", extra='when.for = "2s"'),
-        table("counter-high", "Dsagent-TestTarget:test-counter", extra='when.for = "2s"'),
+        table("gauge-high", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "2s"'),
+        table("counter-high", "Dsagent-TestTarget:test-counter", unit, extra='when.for = "2s"'),
         # beyond the line too, but not for an hour yet
-        table("held-long", "Dsagent.TestTarget:test-gauge", extra='when.for = "1h"'),
+        table("held-long", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "1h"'),
         # below the line: never beyond it
-        table("low", "Dsagent.TestTarget:test-gauge", line="when.below = 10"))
-    high = Target(user=SVC, args=("--meter-value", "500"))
-    calm = Target(user=SVC, args=("--meter-value", "100"))
-    other = Target(user=ALICE, args=("--meter-value", "500"))  # no table covers alice's processes
+        table("low", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"))
 
     for name in ("gauge-high", "counter-high"):
         rec = wait_for(lambda: fired(agent, high.pid, name), timeout=90, what=f"{name} fired")[0]
@@ -56,21 +71,64 @@ def a_counter_table_fires_on_the_process_it_covers_once_held_for_its_time():
 @test
 def a_table_fires_at_most_its_limit_however_many_samples_cross_the_line():
     # no when.for: every sample (one a second) beyond the line meets the condition
-    agent = agent_with(table("every-sample", "Dsagent.TestTarget:test-gauge", extra='limit = "2/1h"'))
-    high = Target(user=SVC, args=("--meter-value", "500"))
+    high, unit = target_in_unit()
+    agent = agent_with(table("every-sample", "Dsagent.TestTarget:test-gauge", unit, extra='limit = "2/1h"'))
     wait_for(lambda: len(fired(agent, high.pid)) >= 2, timeout=90, what="two firings")
     time.sleep(6)
     assert len(fired(agent, high.pid)) == 2, fired(agent, high.pid)
     assert int(fired(agent, high.pid)[-1].get("DSAGENT_COLLECT_LIMITED", "0")) == 0, fired(agent, high.pid)
 
 
+def collect_records(agent, pid, event):
+    return [r for r in agent.records(message_id=COLLECT_MESSAGE_ID)
+            if r.get("DSAGENT_COLLECT_EVENT") == event and r["DSAGENT_TARGET_PID"] == str(pid)]
+
+
+@test
+def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit()
+    agent = agent_with(table("slow-trace", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "3s"'))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the trace collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "slow-trace" and rec["DSAGENT_COLLECT_ACTION"] == "trace", rec
+    assert os.path.dirname(path) == agent.dumps and f".{high.pid}.collect-slow-trace." in path, path
+    assert path.endswith(".nettrace"), path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and "a trace of profile gc-collect begins" in fire[0]["DSAGENT_COLLECT_RESULT"], fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "slow-trace", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"Nettrace", "not a nettrace"
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    assert not [e for e in acl if e.startswith("group:") and e not in ("group::---", f"group:{grp.getgrnam(OPS).gr_gid}:r--")], acl
+    assert can_read(ALICE, path), "a reader (in the table's group) cannot read the trace"
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected trace"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    assert r.returncode == 0 and [x for x in json.loads(r.stdout) if x["path"] == path], r.stdout
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout, r
+
+    time.sleep(6)  # the gauge stays beyond the line: the default limit, 1/1h, takes no second trace
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
 @test
 def a_reload_applies_new_tables_without_restarting_the_agent():
+    high, unit = target_in_unit()
     agent = agent_with()
-    high = Target(user=SVC, args=("--meter-value", "500"))
     time.sleep(4)  # walks happen: nothing to watch for
     assert not agent.records(message_id=COLLECT_MESSAGE_ID)
-    agent.write_policy('[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("added", "Dsagent.TestTarget:test-gauge"))
+    agent.write_policy('[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("added", "Dsagent.TestTarget:test-gauge", unit))
     assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
     wait_for(lambda: fired(agent, high.pid, "added"), timeout=90, what="the new table fired")
 
