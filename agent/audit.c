@@ -1029,7 +1029,7 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         if (e->has_value)
                 snprintf(value, sizeof(value), " at %.17g", e->value);
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_COLLECT);
-        audit_fields_addf(&f, "PRIORITY=%d", strcmp(e->event, "fired") == 0 ? LOG_NOTICE : LOG_WARNING);
+        audit_fields_addf(&f, "PRIORITY=%d", strcmp(e->event, "failed") == 0 ? LOG_WARNING : LOG_NOTICE);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
         audit_fields_add_textf(&f, "MESSAGE", "[[collect]] %s, pid %d (%s): %s on %s%s: %s", e->table, (int)e->pid, who,
                                e->event, e->what, value, e->result ? e->result : "");

@@ -155,11 +155,12 @@ typedef struct AuditPortEvent {
 } AuditPortEvent;
 
 /*
- * A policy [[collect]] table (collect.h) fired on a process it covers: its condition was met and
- * its limit let the action run; with the value seen, and what came of the action.
+ * A policy [[collect]] table (collect.h) and a process it covers: "fired" when its condition was
+ * met and its limit let the action run (with the value seen, and how the action began); then,
+ * for an action that ends later (a trace), "collected" or "failed".
  */
 typedef struct AuditCollectEvent {
-        const char *event;      /* "fired" */
+        const char *event;      /* fired, collected, failed */
         const char *table;
         const char *trigger;    /* "counter" or "exception" */
         const char *what;       /* the counter ("Provider:name") or the exception type the table watches */

@@ -8,8 +8,8 @@
  * most max_trace_size; when then.duration is over the agent sends StopTracing. What arrived is then
  * root's, readable by exactly the table's readers, labelled like a dump (dsctl dumps lists it for
  * its readers, type trace) and named trace.NAME.PID.collect-TABLE.TIME.nettrace. The file gets a
- * dump record (DSAGENT_DUMP_ORIGIN... origin "collect") and the table a collect record with the
- * result ("collected" or "failed"). At most COLLECT_TRACES_MAX run at once, host-wide: each holds
+ * dump record (the table as its rule) and the table a collect record of the result ("collected",
+ * with the path, or "failed", with why). At most COLLECT_TRACES_MAX run at once, host-wide: each holds
  * a worker for its duration.
  */
 #pragma once
