@@ -1039,6 +1039,7 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         audit_fields_add_text(&f, "DSAGENT_COLLECT_WHAT", e->what);
         if (e->has_value)
                 audit_fields_addf(&f, "DSAGENT_COLLECT_VALUE=%.17g", e->value);
+        audit_fields_add_text(&f, "DSAGENT_COLLECT_EXCEPTION", e->exception);
         audit_fields_add_text(&f, "DSAGENT_COLLECT_ACTION", e->action);
         audit_fields_add_text(&f, "DSAGENT_COLLECT_RESULT", e->result);
         if (e->limited > 0)

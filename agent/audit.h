@@ -169,6 +169,7 @@ typedef struct AuditCollectEvent {
         const char *unit;       /* NULL when none */
         bool has_value;
         double value;           /* fired on a counter: the sample's value */
+        const char *exception;  /* fired on an exception: the type seen (its full name); else NULL */
         const char *action;     /* dump, stacks, trace */
         const char *result;     /* what came of the action, or why the watch failed */
         uint64_t limited;       /* times the condition was met past the limit since the last record */

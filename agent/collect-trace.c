@@ -15,6 +15,7 @@
 #include "broker.h"
 #include "cleanup.h"
 #include "collect-trace.h"
+#include "collect-trigger.h"
 #include "dotnet-ipc.h"
 #include "dump-publish.h"
 #include "dump-writer.h"
@@ -85,9 +86,11 @@ static void trace_free(CollectTrace *t) {
 static void record_result(const CollectTrace *t, const char *event, const char *result) {
         char what[2 * POLICY_COLLECT_TEXT_MAX];
 
-        snprintf(what, sizeof(what), "%s:%s", t->table->counter_provider, t->table->counter_name);
+        collect_table_what(t->table, what, sizeof(what));
         (void)audit_log_collect(broker_of(t)->config.audit_sink,
-                                &(AuditCollectEvent){ .event = event, .table = t->table->name, .trigger = "counter",
+                                &(AuditCollectEvent){ .event = event, .table = t->table->name,
+                                                      .trigger = t->table->when == POLICY_COLLECT_WHEN_COUNTER
+                                                                         ? "counter" : "exception",
                                                       .what = what, .pid = t->target->pid,
                                                       .uid = target_euid(t->target), .unit = t->target->unit,
                                                       .action = "trace", .result = result });

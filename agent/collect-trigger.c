@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* When a [[collect]] table fires on one process: the conditions, the limit (collect-trigger.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "collect-trigger.h"
@@ -46,6 +47,13 @@ static int stamps_push(CollectStamps *s, uint64_t usec) {
         s->usec[(s->head + s->n) % s->capacity] = usec;
         s->n++;
         return 0;
+}
+
+void collect_table_what(const PolicyCollect *table, char *buf, size_t size) {
+        if (table->when == POLICY_COLLECT_WHEN_COUNTER)
+                snprintf(buf, size, "%s:%s", table->counter_provider, table->counter_name);
+        else
+                snprintf(buf, size, "%s", table->exception_type);
 }
 
 void collect_trigger_init(CollectTrigger *t, const PolicyCollect *table) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nettrace.h"
@@ -39,6 +40,9 @@ typedef struct CollectTrigger {
         CollectStamps fired;        /* the last limit.count times it fired */
         uint64_t n_fired, n_limited;
 } CollectTrigger;
+
+/* What @table watches, for records: "Provider:name" of its counter, or its exception type. */
+void collect_table_what(const PolicyCollect *table, char *buf, size_t size);
 
 /* For @table, on a process just found. */
 void collect_trigger_init(CollectTrigger *t, const PolicyCollect *table);

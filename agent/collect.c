@@ -16,6 +16,8 @@
 #include "decision.h"
 #include "dotnet-ipc.h"
 #include "jobs.h"
+#include "monitor-config.h"
+#include "monitor-events.h"
 #include "nettrace.h"
 #include "runtime-call.h"
 #include "session-config.h"
@@ -56,8 +58,9 @@ struct Watch {
         uint64_t retry_usec;       /* IDLE until then */
         JobCall open;
         Target *target;
-        CollectTrigger *triggers;  /* one per counter table covering it */
+        CollectTrigger *triggers;  /* one per table covering it */
         size_t n_triggers;
+        unsigned pointer_size;     /* the stream's, for exception events */
         RuntimeCall *call;
         int stream_fd;
         sd_event_source *io;
@@ -111,7 +114,7 @@ static void watch_free(Watch *w) {
 }
 
 static void record(const Watch *w, const CollectTrigger *t, const char *event, bool has_value, double value,
-                   const char *result) {
+                   const char *exception, const char *result) {
         const PolicyCollect *table = t->table;
         char what[2 * POLICY_COLLECT_TEXT_MAX];
         static const char *const actions[] = {
@@ -120,34 +123,37 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                 [POLICY_COLLECT_THEN_TRACE] = "trace",
         };
 
-        snprintf(what, sizeof(what), "%s:%s", table->counter_provider, table->counter_name);
+        collect_table_what(table, what, sizeof(what));
         (void)audit_log_collect(w->collector->broker->config.audit_sink,
                                 &(AuditCollectEvent){ .event = event,
                                                       .table = table->name,
-                                                      .trigger = "counter",
+                                                      .trigger = table->when == POLICY_COLLECT_WHEN_COUNTER ? "counter"
+                                                                                                            : "exception",
                                                       .what = what,
                                                       .pid = w->pid,
                                                       .uid = w->target ? target_euid(w->target) : (uid_t)-1,
                                                       .unit = w->target ? w->target->unit : NULL,
                                                       .has_value = has_value,
                                                       .value = value,
+                                                      .exception = exception,
                                                       .action = actions[table->then],
                                                       .result = result,
                                                       .limited = t->n_limited });
 }
 
 /* The table's action: the trace starts (its end is recorded then), or the record says why not. */
-static void act(Watch *w, CollectTrigger *t, double value) {
+static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const char *exception) {
         Collector *c = w->collector;
         char why[256];
 
         if (t->table->then != POLICY_COLLECT_THEN_TRACE) {
-                record(w, t, "fired", true, value, "the action is not built yet: nothing was collected");
+                record(w, t, "fired", has_value, value, exception, "the action is not built yet: nothing was collected");
                 return;
         }
         if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
                 snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
-        record(w, t, "fired", true, value, why);
+        record(w, t, "fired", has_value, value, exception, why);
+        t->n_limited = 0; /* told in that record */
 }
 
 static void watch_sample(Watch *w, const NettraceCounter *counter) {
@@ -157,20 +163,37 @@ static void watch_sample(Watch *w, const NettraceCounter *counter) {
                 CollectTrigger *t = &w->triggers[i];
                 double value = 0;
 
-                if (collect_trigger_counter(t, counter, now, &value) != COLLECT_FIRE)
-                        continue;
-                act(w, t, value);
-                t->n_limited = 0; /* told in that record */
+                if (collect_trigger_counter(t, counter, now, &value) == COLLECT_FIRE)
+                        act(w, t, true, value, NULL);
         }
+}
+
+static void watch_exception(Watch *w, const char *type) {
+        uint64_t now = now_usec(w->collector);
+
+        for (size_t i = 0; i < w->n_triggers; i++)
+                if (collect_trigger_exception(&w->triggers[i], type, now) == COLLECT_FIRE)
+                        act(w, &w->triggers[i], false, 0, type);
+}
+
+static int on_header(const NettraceHeader *header, void *userdata) {
+        Watch *w = userdata;
+
+        w->pointer_size = header->pointer_size;
+        return 0;
 }
 
 static int on_event(const NettraceEvent *event, void *userdata) {
         _cleanup_(nettrace_counter_done) NettraceCounter counter = {};
+        _cleanup_(monitor_exception_done) MonitorException exception = {};
         Watch *w = userdata;
 
-        /* an event that is no counter, or does not decode as one, is the runtime's business */
+        /* an event that is neither, or does not decode as one, is the runtime's business */
         if (nettrace_counter_extract(event, &counter) == 0)
                 watch_sample(w, &counter);
+        else if (w->pointer_size && monitor_exception_extract(event, w->pointer_size, &exception) == 0 &&
+                 exception.type)
+                watch_exception(w, exception.type);
         return 0;
 }
 
@@ -208,7 +231,7 @@ static int on_stream(sd_event_source *s, int fd, uint32_t revents, void *userdat
 }
 
 static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
-        static const NettraceCallbacks callbacks = { .event = on_event };
+        static const NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
         Watch *w = userdata;
         uint64_t session_id;
 
@@ -236,27 +259,66 @@ static int random_session_id(char ret[33]) {
         return 0;
 }
 
-/* The distinct counter providers of @w's tables, as the counters session asks for them. */
+/* Moves @more's providers to the end of @c's. */
+static int config_append(EventPipeConfig *c, EventPipeConfig *more) {
+        EventPipeProvider *grown = realloc(c->providers, (c->n_providers + more->n_providers) * sizeof(EventPipeProvider));
+
+        if (!grown)
+                return -ENOMEM;
+        c->providers = grown;
+        memcpy(grown + c->n_providers, more->providers, more->n_providers * sizeof(EventPipeProvider));
+        c->n_providers += more->n_providers;
+        free(more->providers);
+        more->providers = NULL;
+        more->n_providers = 0;
+        return 0;
+}
+
+/*
+ * One session for all of @w's tables: the distinct counter providers of its counter tables, every
+ * second, and the runtime's exception events (as dsctl exceptions asks, without the rundown) when
+ * an exception table covers it.
+ */
 static int config_of(const Watch *w, EventPipeConfig *ret) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig c = EVENTPIPE_CONFIG_NULL, exceptions = EVENTPIPE_CONFIG_NULL;
         const char *names[COLLECT_PROVIDERS_MAX];
+        bool want_exceptions = false;
         char session_id[33];
         size_t n = 0;
         int r;
 
-        for (size_t i = 0; i < w->n_triggers && n < COLLECT_PROVIDERS_MAX; i++) {
-                const char *p = w->triggers[i].table->counter_provider;
+        for (size_t i = 0; i < w->n_triggers; i++) {
+                const PolicyCollect *table = w->triggers[i].table;
                 bool known = false;
 
+                if (table->when == POLICY_COLLECT_WHEN_EXCEPTION) {
+                        want_exceptions = true;
+                        continue;
+                }
                 for (size_t j = 0; j < n; j++)
-                        known = known || strcmp(names[j], p) == 0;
-                if (!known)
-                        names[n++] = p;
+                        known = known || strcmp(names[j], table->counter_provider) == 0;
+                if (!known && n < COLLECT_PROVIDERS_MAX)
+                        names[n++] = table->counter_provider;
         }
-        r = random_session_id(session_id);
-        if (r < 0)
-                return r;
-        r = eventpipe_counters_config(names, n, 1, session_id, ret);
-        return r > 0 ? -EINVAL : r;
+        if (n > 0) {
+                r = random_session_id(session_id);
+                if (r < 0)
+                        return r;
+                r = eventpipe_counters_config(names, n, 1, session_id, &c);
+                if (r != 0)
+                        return r > 0 ? -EINVAL : r;
+        }
+        if (want_exceptions) {
+                r = monitor_exceptions_config(&exceptions);
+                if (r == 0)
+                        r = config_append(&c, &exceptions);
+                if (r != 0)
+                        return r > 0 ? -EINVAL : r;
+        }
+        c.rundown = false; /* a watch ends when the process does, or at a reload: no one reads a rundown */
+        *ret = c;
+        c = (EventPipeConfig)EVENTPIPE_CONFIG_NULL;
+        return 0;
 }
 
 static void start(Watch *w) {
@@ -281,7 +343,7 @@ static void start(Watch *w) {
         w->state = WATCH_STARTING;
 }
 
-/* The counter tables whose targets cover the pinned process, a trigger each. */
+/* The tables whose targets cover the pinned process, a trigger each. */
 static int triggers_of(Watch *w, const Policy *p) {
         PolicyTarget pt = policy_target_of(w->target);
 
@@ -289,7 +351,7 @@ static int triggers_of(Watch *w, const Policy *p) {
                 const PolicyCollect *table = &p->collect[i];
                 CollectTrigger *grown;
 
-                if (table->when != POLICY_COLLECT_WHEN_COUNTER || !policy_collect_covers(table, &pt))
+                if (!policy_collect_covers(table, &pt))
                         continue;
                 grown = realloc(w->triggers, (w->n_triggers + 1) * sizeof(CollectTrigger));
                 if (!grown)
@@ -374,12 +436,6 @@ static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t
         }
 }
 
-static bool has_counter_tables(const Policy *p) {
-        for (size_t i = 0; p && i < p->n_collect; i++)
-                if (p->collect[i].when == POLICY_COLLECT_WHEN_COUNTER)
-                        return true;
-        return false;
-}
 
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Collector *c = userdata;
@@ -387,7 +443,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void)sd_event_source_set_time(s, usec + COLLECT_WALK_USEC);
         (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        if (!c->broker->workers || c->walk.job || !has_counter_tables(c->policy))
+        if (!c->broker->workers || c->walk.job || !c->policy || c->policy->n_collect == 0)
                 return 0;
         (void)jobs_walk_candidates(c->broker, &walk, COLLECT_OWNER, walked, c, &c->walk);
         return 0;

@@ -23,10 +23,17 @@ def table(name, counter, unit, line="when.above = 300", extra="", then='then.dum
             f'when.counter = "{counter}"\n{line}\n{then}\nreaders = [{quoted(readers)}]\n{extra}\n')
 
 
-def target_in_unit(user=SVC, value="500", unit=None):
+def exception_table(name, exception, unit, count=1, within=None, then='then.dump = "mini"', readers=(ALICE,)):
+    quoted = lambda items: ", ".join(f'"{i}"' for i in items)
+    window = f'when.count = {count}\nwhen.within = "{within}"\n' if within else ""
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{SVC}"]\ntargets.units = ["{unit}"]\n'
+            f'when.exception = "{exception}"\n{window}{then}\nreaders = [{quoted(readers)}]\n')
+
+
+def target_in_unit(user=SVC, value="500", unit=None, args=()):
     """A target publishing @value, in a unit of its own (before the agent starts, whose first walk judges it)."""
     unit = unit or f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    target = Target(user=user, args=("--meter-value", value))
+    target = Target(user=user, args=("--meter-value", value, *args))
     place_in_unit(target.pid, unit)
     return target, unit
 
@@ -120,6 +127,38 @@ def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
     assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
     assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
         os.listdir(agent.dumps)
+
+
+@test
+def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
+    thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
+    quiet, _ = target_in_unit(unit=unit)
+    agent = agent_with(
+        # the short name, and three within 10 s: the process throws five a second; the action: a trace
+        exception_table("probe-thrown", "DsagentProbeException", unit, count=3, within="10s",
+                        then='then.trace_profile = "gc-collect"\nthen.duration = "2s"'),
+        # the full name, one is enough; the action is not built yet
+        exception_table("probe-full", "DsTestTarget.DsagentProbeException", unit),
+        # more than the process throws in the window
+        exception_table("too-many", "DsagentProbeException", unit, count=1000, within="1s"),
+        # a type nobody throws; a full name in another namespace
+        exception_table("other-type", "TimeoutException", unit),
+        exception_table("other-namespace", "Other.DsagentProbeException", unit))
+
+    rec = wait_for(lambda: collect_records(agent, thrower.pid, "collected"), timeout=120,
+                   what="the exception table's trace")[0]
+    assert rec["DSAGENT_RULE"] == "probe-thrown" and rec["DSAGENT_COLLECT_TRIGGER"] == "exception", rec
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert f".{thrower.pid}.collect-probe-thrown." in path and can_read(ALICE, path), path
+    assert not can_read(MALLORY, path) and not can_read(SVC, path), path
+    fire = {r["DSAGENT_RULE"]: r for r in collect_records(agent, thrower.pid, "fired")}
+    assert fire["probe-thrown"]["DSAGENT_COLLECT_EXCEPTION"] == "DsTestTarget.DsagentProbeException", fire
+    assert fire["probe-thrown"]["DSAGENT_COLLECT_WHAT"] == "DsagentProbeException", fire
+    assert "probe-full" in fire and "nothing was collected" in fire["probe-full"]["DSAGENT_COLLECT_RESULT"], fire
+    time.sleep(4)
+    fired_now = [r["DSAGENT_RULE"] for r in collect_records(agent, thrower.pid, "fired")]
+    assert sorted(fired_now) == ["probe-full", "probe-thrown"], fired_now  # once each: the limit, 1/1h
+    assert not collect_records(agent, quiet.pid, "fired"), collect_records(agent, quiet.pid, "fired")
 
 
 @test
