@@ -9,8 +9,9 @@ import time
 import uuid
 
 import harness
-from harness import (ALICE, MALLORY, OPS, SVC, Agent, Target, acl_of, can_read, dsctl, place_in_unit, run_tests,
-                     test, wait_for)
+import nettrace_writer
+from harness import (ALICE, MALLORY, OPS, SVC, Agent, FakeRuntime, Target, acl_of, can_read, dsctl, make_dir,
+                     place_in_unit, run_tests, test, wait_for)
 
 COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
 
@@ -159,6 +160,44 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
     fired_now = [r["DSAGENT_RULE"] for r in collect_records(agent, thrower.pid, "fired")]
     assert sorted(fired_now) == ["probe-full", "probe-thrown"], fired_now  # once each: the limit, 1/1h
     assert not collect_records(agent, quiet.pid, "fired"), collect_records(agent, quiet.pid, "fired")
+
+
+def flood_stream(directory):
+    """A valid stream's head (metadata: EventCounters of a provider no table names), and an EventBlock of 1000
+    such samples whose length keeps the 4-byte alignment, so that it can follow itself forever."""
+    sample = lambda name: nettrace_writer.event(metadata_id=1, thread=1, stack=0, ts=1,
+                                                payload=nettrace_writer.event_counter_payload(name, "Flood", 1.0))
+    for extra in range(4):  # the last sample's name, a UTF-16 unit longer each time, sets the block's length
+        stream = nettrace_writer.Stream()
+        stream.metadata(nettrace_writer.event_counters_meta(1, "Hostile"))
+        head = stream.data
+        stream.events([sample("flood")] * 999 + [sample("flood" + "x" * extra)])
+        block = stream.data[len(head):]
+        if len(block) % 4 == 0:
+            break
+    assert len(block) % 4 == 0, len(block)
+    paths = os.path.join(directory, "head"), os.path.join(directory, "block")
+    for path, data in zip(paths, (head, block)):
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o644)
+    return paths
+
+
+@test
+def a_runtime_that_floods_its_watch_has_the_session_cut():
+    d = make_dir(None, 0o755)
+    head, block = flood_stream(d)
+    fake = FakeRuntime(f"flood:{head}:{block}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(table("watched", "System.Runtime:cpu-usage", unit))
+    # over 1 MiB in a second, the agent hangs up: the fake says how much it sent, and for how long
+    flood = wait_for(lambda: os.path.exists(fake.log + ".flood") and open(fake.log + ".flood").read(), timeout=60,
+                     what="the agent to cut the flooding stream")
+    sent, seconds = flood.split()
+    assert int(sent) < 64 << 20 and float(seconds) < 10, flood
+    assert agent.proc.poll() is None, "the agent died"
 
 
 @test
