@@ -437,14 +437,30 @@ static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t
 }
 
 
+/* Whose processes the walk looks at: the tables' targets.users when every table names some, else anybody's. */
+static void walk_of(const Policy *p, JobWalk *ret) {
+        *ret = (JobWalk){};
+        for (size_t i = 0; i < p->n_collect; i++) {
+                const PolicyIdList *users = &p->collect[i].targets.users;
+
+                if (users->n == 0 || ret->n_uids + users->n > JOBS_WALK_UIDS_MAX) {
+                        *ret = (JobWalk){ .any_uid = true };
+                        return;
+                }
+                for (size_t j = 0; j < users->n; j++)
+                        ret->uids[ret->n_uids++] = users->ids[j];
+        }
+}
+
 static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Collector *c = userdata;
-        JobWalk walk = { .any_uid = true };
+        JobWalk walk;
 
         (void)sd_event_source_set_time(s, usec + COLLECT_WALK_USEC);
         (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         if (!c->broker->workers || c->walk.job || !c->policy || c->policy->n_collect == 0)
                 return 0;
+        walk_of(c->policy, &walk);
         (void)jobs_walk_candidates(c->broker, &walk, COLLECT_OWNER, walked, c, &c->walk);
         return 0;
 }

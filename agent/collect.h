@@ -4,7 +4,8 @@
  * cover and watches each with one EventPipe session for all the tables that cover it.
  *
  * Every COLLECT_WALK_USEC, while the policy in force has tables, a worker walks /proc for
- * candidates (jobs_walk_candidates(), the walk ps uses); a candidate not watched yet is pinned and
+ * candidates (jobs_walk_candidates(), the walk ps uses), of the tables' targets.users when every
+ * table names some, else of anybody; a candidate not watched yet is pinned and
  * its socket found by another job (jobs_open_runtime()), and the tables whose targets cover it
  * (judged on the pinned process, as a rule's targets are) give its triggers (collect-trigger.h).
  * The session asks for the union of their counter providers, every second, and the runtime's

@@ -16,11 +16,12 @@ from harness import (ALICE, MALLORY, OPS, SVC, Agent, FakeRuntime, Target, acl_o
 COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
 
 
-def table(name, counter, unit, line="when.above = 300", extra="", then='then.dump = "mini"', readers=(ALICE,)):
-    """A table for processes of SVC in @unit: the host's other tests run SVC's processes too, and no table here
+def table(name, counter, unit, line="when.above = 300", extra="", then='then.dump = "mini"', readers=(ALICE,),
+          users=(SVC,)):
+    """A table for processes of @users in @unit: the host's other tests run SVC's processes too, and no table here
     may watch them."""
     quoted = lambda items: ", ".join(f'"{i}"' for i in items)
-    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{SVC}"]\ntargets.units = ["{unit}"]\n'
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = [{quoted(users)}]\ntargets.units = ["{unit}"]\n'
             f'when.counter = "{counter}"\n{line}\n{then}\nreaders = [{quoted(readers)}]\n{extra}\n')
 
 
@@ -61,7 +62,9 @@ def a_counter_table_fires_on_the_process_it_covers_once_held_for_its_time():
         # beyond the line too, but not for an hour yet
         table("held-long", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "1h"'),
         # below the line: never beyond it
-        table("low", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"))
+        table("low", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"),
+        # alice's processes in another unit: the walk looks at hers too, and no table may take one for another's
+        table("alice-elsewhere", "Dsagent.TestTarget:test-gauge", "dst-collect-elsewhere.service", users=(ALICE,)))
 
     for name in ("gauge-high", "counter-high"):
         rec = wait_for(lambda: fired(agent, high.pid, name), timeout=90, what=f"{name} fired")[0]
