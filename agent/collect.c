@@ -38,6 +38,14 @@ typedef enum WatchState {
 } WatchState;
 
 typedef struct Watch Watch;
+typedef struct Stopper Stopper;
+
+/* A StopTracing on its way to a runtime whose watch has ended. */
+struct Stopper {
+        Collector *collector;
+        Stopper *next;
+        RuntimeCall *call;
+};
 
 struct Collector {
         Broker *broker;
@@ -47,6 +55,7 @@ struct Collector {
         Watch *watches;
         unsigned n_watches;
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
+        Stopper *stoppers;
 };
 
 struct Watch {
@@ -62,6 +71,7 @@ struct Watch {
         size_t n_triggers;
         unsigned pointer_size;     /* the stream's, for exception events */
         RuntimeCall *call;
+        uint64_t session_id;       /* WATCHING: the runtime's, for the StopTracing at the end */
         int stream_fd;
         sd_event_source *io;
         NettraceParser *parser;
@@ -75,8 +85,54 @@ static uint64_t now_usec(const Collector *c) {
         return now;
 }
 
+static void stopper_free(Stopper *s) {
+        for (Stopper **i = &s->collector->stoppers; *i; i = &(*i)->next)
+                if (*i == s) {
+                        *i = s->next;
+                        break;
+                }
+        runtime_call_free(s->call);
+        free(s);
+}
+
+/* Whatever the reply, or none: the stream is closed as well, and the runtime ends the session at its next
+ * write at the latest. */
+static void stopped(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        stopper_free(userdata);
+}
+
+/*
+ * A session without events to write (exceptions that nobody throws) would stay in the runtime, one
+ * of its 64, after its stream closed: the watch's end tells the runtime, as dsctl's sessions do.
+ * The request goes at once, on a connection of its own; nothing waits for the answer.
+ */
+static void send_stop(Watch *w) {
+        Collector *c = w->collector;
+        uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
+        const char *why = NULL;
+        Stopper *s;
+        size_t size;
+        int fd;
+
+        if (dotnet_ipc_stop_tracing_encode(w->session_id, request, sizeof(request), &size) != 0 ||
+            target_connect(w->target, &fd, &why) != 0)
+                return; /* the process went, and its sessions with it */
+        s = calloc(1, sizeof(Stopper));
+        if (!s) {
+                safe_close(fd);
+                return;
+        }
+        *s = (Stopper){ .collector = c, .next = c->stoppers };
+        c->stoppers = s;
+        if (runtime_call_start(c->broker->event, fd, request, size, c->broker->config.runtime_timeout_usec, stopped, s,
+                               &s->call) != 0)
+                stopper_free(s);
+}
+
 /* Ends whatever the watch does; it stays in the list as IDLE, or goes with watch_free(). */
 static void watch_stop(Watch *w) {
+        if (w->state == WATCH_WATCHING && w->target)
+                send_stop(w);
         if (w->open.job) {
                 worker_job_cancel(w->open.job);
                 w->open.job = NULL;
@@ -233,9 +289,7 @@ static int on_stream(sd_event_source *s, int fd, uint32_t revents, void *userdat
 static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         static const NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
         Watch *w = userdata;
-        uint64_t session_id;
-
-        if (error != 0 || !reply->ok || dotnet_ipc_session_id_decode(reply, &session_id) != 0) {
+        if (error != 0 || !reply->ok || dotnet_ipc_session_id_decode(reply, &w->session_id) != 0) {
                 watch_idle(w, COLLECT_RETRY_USEC);
                 return;
         }
@@ -497,6 +551,8 @@ Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
         drop_watches(c);
+        while (c->stoppers)
+                stopper_free(c->stoppers);
         collect_traces_free(c->traces);
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);

@@ -204,6 +204,28 @@ def a_runtime_that_floods_its_watch_has_the_session_cut():
 
 
 @test
+def a_watch_that_ends_stops_its_session_in_the_runtime():
+    # a session of exception events has nothing to write while nothing is thrown: without a StopTracing it
+    # would stay in the runtime, one of its 64, long after the agent closed its stream
+    d = make_dir(None, 0o755)
+    head, _ = flood_stream(d)
+    fake = FakeRuntime(f"trace:{head}")  # answers CollectTracing with a valid head, then holds the stream open
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(exception_table("quiet-exceptions", "TimeoutException", unit))
+    collect_tracing = lambda data: [i for i in range(len(data) - 17) if data[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                                    and data[i + 16] == 0x02 and data[i + 17] >= 0x02]
+    stop_tracing = lambda data: [i for i in range(len(data) - 17) if data[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                                 and data[i + 16] == 0x02 and data[i + 17] == 0x01]
+    wait_for(lambda: collect_tracing(fake.received()), timeout=60, what="the watch's session")
+    time.sleep(1)
+    assert not stop_tracing(fake.received())
+    agent.write_policy('[agent]\ndump_dir = "@DUMP_DIR@"\n')  # no tables: the watch ends
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: stop_tracing(fake.received()), timeout=30, what="StopTracing for the watch's session")
+
+
+@test
 def a_reload_applies_new_tables_without_restarting_the_agent():
     high, unit = target_in_unit()
     agent = agent_with()
