@@ -226,6 +226,20 @@ def a_watch_that_ends_stops_its_session_in_the_runtime():
 
 
 @test
+def at_most_two_collection_traces_run_at_once_host_wide():
+    first, unit = target_in_unit()
+    others = [target_in_unit(unit=unit)[0] for _ in range(2)]
+    agent = agent_with(table("long-trace", "Dsagent.TestTarget:test-gauge", unit,
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "30s"'))
+    pids = [first.pid] + [t.pid for t in others]
+    fired_all = lambda: [r for p in pids for r in collect_records(agent, p, "fired")]
+    records = wait_for(lambda: len(fired_all()) == 3 and fired_all(), timeout=90, what="all three fired")
+    results = sorted(r["DSAGENT_COLLECT_RESULT"] for r in records)
+    assert results == ["a trace of profile gc-collect begins"] * 2 + ["not traced: 2 collection traces run already"], \
+        results
+
+
+@test
 def a_reload_applies_new_tables_without_restarting_the_agent():
     high, unit = target_in_unit()
     agent = agent_with()
