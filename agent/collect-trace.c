@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "audit.h"
@@ -31,7 +30,6 @@
 /* The worker pool counts jobs by owner: these traces are their own, apart from the watcher's jobs
  * ((uid_t) -3), the startup traces' (-2) and every user's. */
 #define COLLECT_TRACES_OWNER ((uint32_t)-4)
-#define COLLECT_NAME_TRIES 10
 _Static_assert(COLLECT_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every collection trace has a worker at once");
 
 typedef struct CollectTrace CollectTrace;
@@ -101,21 +99,6 @@ static void trace_fail(CollectTrace *t, const char *result) {
         trace_free(t);
 }
 
-/* The @try-th name for the file: the first has no number, the next ".2", ".3" before the suffix. */
-static void file_name(const CollectTrace *t, unsigned try, char *buf, size_t size) {
-        char name[33], stamp[32], number[16] = "";
-        time_t now = time(NULL);
-        struct tm tm;
-
-        dump_name_part(t->target->name, name, sizeof(name));
-        gmtime_r(&now, &tm);
-        strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-        if (try > 0)
-                snprintf(number, sizeof(number), ".%u", try + 1);
-        snprintf(buf, size, "trace.%s.%d.collect-%s.%s%s.nettrace", name, (int)t->target->pid, t->table->name, stamp,
-                 number);
-}
-
 /* Root's, exactly the table's readers, labelled as a trace of the process that nobody asked for. */
 static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_size) {
         AclGrant readers = { .users = t->table->reader_users.ids, .n_users = t->table->reader_users.n,
@@ -130,12 +113,9 @@ static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .dump_type = "trace",
         };
         char name[256];
-        int r = -EEXIST;
+        int r;
 
-        for (unsigned try = 0; try < COLLECT_NAME_TRIES && r == -EEXIST; try++) {
-                file_name(t, try, name, sizeof(name));
-                r = dump_publish_fd(t->dir_fd, t->file_fd, &readers, &attrs, name);
-        }
+        r = dump_publish_trace(t->dir_fd, t->file_fd, &readers, &attrs, "collect", t->table->name, name, sizeof(name));
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
