@@ -67,7 +67,9 @@ struct Watch {
         uint64_t retry_usec;       /* IDLE until then */
         JobCall open;
         Target *target;
-        CollectTrigger *triggers;  /* one per table covering it */
+        uint64_t start_time;       /* of the process the triggers are about: with the pid, one process */
+        CollectTrigger *triggers;  /* one per table covering it; kept while the watch rests, so that
+                                    * a runtime that ends its stream gets no fresh limit */
         size_t n_triggers;
         unsigned pointer_size;     /* the stream's, for exception events */
         RuntimeCall *call;
@@ -142,12 +144,15 @@ static void watch_stop(Watch *w) {
         w->stream_fd = safe_close(w->stream_fd);
         if (w->parser)
                 w->parser = nettrace_parser_free(w->parser);
+        w->target = target_unref(w->target);
+}
+
+static void watch_forget_triggers(Watch *w) {
         for (size_t i = 0; i < w->n_triggers; i++)
                 collect_trigger_done(&w->triggers[i]);
         free(w->triggers);
         w->triggers = NULL;
         w->n_triggers = 0;
-        w->target = target_unref(w->target);
 }
 
 static void watch_idle(Watch *w, uint64_t retry_after_usec) {
@@ -160,6 +165,7 @@ static void watch_free(Watch *w) {
         Collector *c = w->collector;
 
         watch_stop(w);
+        watch_forget_triggers(w);
         for (Watch **p = &c->watches; *p; p = &(*p)->next)
                 if (*p == w) {
                         *p = w->next;
@@ -202,11 +208,9 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
         Collector *c = w->collector;
         char why[256];
 
-        if (t->table->then != POLICY_COLLECT_THEN_TRACE) {
-                record(w, t, "fired", has_value, value, exception, "the action is not built yet: nothing was collected");
-                return;
-        }
-        if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+        if (t->table->then != POLICY_COLLECT_THEN_TRACE)
+                snprintf(why, sizeof(why), "the action is not built yet: nothing was collected");
+        else if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
                 snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
         record(w, t, "fired", has_value, value, exception, why);
         t->n_limited = 0; /* told in that record */
@@ -424,7 +428,12 @@ static void opened(void *userdata, int r, Target *target) {
                 watch_idle(w, COLLECT_RETRY_USEC); /* gone, or not ours to read: the next walk tells */
                 return;
         }
-        if (triggers_of(w, w->collector->policy) < 0) {
+        /* the same process again (its stream ended, its runtime could not be reached): the triggers it
+         * had, limits and all; a process that took its pid gets its own */
+        if (w->n_triggers > 0 && w->start_time != target->start_time)
+                watch_forget_triggers(w);
+        w->start_time = target->start_time;
+        if (w->n_triggers == 0 && triggers_of(w, w->collector->policy) < 0) {
                 watch_idle(w, COLLECT_RETRY_USEC);
                 return;
         }

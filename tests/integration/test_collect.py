@@ -240,6 +240,28 @@ def at_most_two_collection_traces_run_at_once_host_wide():
 
 
 @test
+def a_runtime_that_ends_its_stream_gets_no_fresh_limit():
+    # the runtime ends each session after samples beyond the line; the agent watches it again 30 s later,
+    # and the table's limit, once an hour, must still count the first firing
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
+    os.chmod(path, 0o644)
+    fake = FakeRuntime(f"stream:{path}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(table("restarted", "Hostile:depth", unit))
+    wait_for(lambda: fired(agent, fake.pid), timeout=60, what="the first firing")
+    sessions = lambda: [i for i in range(len(fake.received()) - 17) if fake.received()[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                        and fake.received()[i + 16] == 0x02 and fake.received()[i + 17] >= 0x02]
+    first = len(sessions())
+    wait_for(lambda: len(sessions()) > first, timeout=90, what="the agent to watch the runtime again")
+    time.sleep(3)  # the new session's samples, beyond the line again, have been read
+    assert len(fired(agent, fake.pid)) == 1, fired(agent, fake.pid)
+
+
+@test
 def a_reload_applies_new_tables_without_restarting_the_agent():
     high, unit = target_in_unit()
     agent = agent_with()
