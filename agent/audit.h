@@ -84,7 +84,8 @@ typedef struct AuditPolicyEvent {
 } AuditPolicyEvent;
 
 typedef struct AuditDumpEvent {
-        const char *origin;     /* NULL: a client's request, refused without its record; "on_start": stored already */
+        const char *origin;     /* NULL: a client's request, refused without its record; "on_start", "collect": stored
+                                 * already */
         uint64_t request_id;
         uid_t requester;
         pid_t target_pid;
@@ -106,7 +107,8 @@ typedef struct AuditDumpEvent {
 /* A trace or counters session: one record when the runtime started it, one when it ended. */
 typedef struct AuditSessionEvent {
         bool ended;
-        const char *origin;     /* NULL: a client's request; "on_start": the policy's [[on_start]] */
+        const char *origin;     /* NULL: a client's request; "on_start", "collect": the policy's [[on_start]],
+                                 * [[collect]] */
         uint64_t request_id;
         uid_t requester;
         pid_t target_pid;

@@ -51,8 +51,10 @@ struct CollectTrace {
         uint64_t session_id;
         int stream_fd, dir_fd, file_fd;
         unsigned slot;
-        bool have_slot, stop_sent;
+        bool have_slot, stop_sent, started;
         sd_event_source *stop_timer;
+        char *providers_text;       /* as the runtime was asked, for the session records */
+        uint64_t started_usec;
 };
 
 static Broker *broker_of(const CollectTrace *t) {
@@ -77,7 +79,43 @@ static void trace_free(CollectTrace *t) {
         safe_close(t->dir_fd);
         target_unref(t->target);
         policy_unref(t->policy);
+        free(t->providers_text);
         free(t);
+}
+
+static uint32_t buffer_mb(const Policy *p);
+
+/* The session's start and end records, as a client's trace gets, with the table for its rule. */
+static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const char *how, bool complete) {
+        Broker *b = broker_of(t);
+        uint64_t now = 0;
+        AuditSessionEvent e = {
+                .ended = ended,
+                .origin = "collect",
+                .requester = 0,
+                .target_pid = t->target->pid,
+                .target_uid = target_euid(t->target),
+                .target_unit = t->target->unit,
+                .target_exe = t->target->exe,
+                .target_container_id = t->target->container_id,
+                .target_pod_uid = t->target->pod_uid,
+                .target_cgroup = t->target->cgroup,
+                .target_cgroup_vouched = t->target->cgroup_vouched,
+                .rule = t->table->name,
+                .kind = "trace",
+                .profile = t->table->trace_profile,
+                .providers = t->providers_text,
+                .buffer_mb = buffer_mb(t->policy),
+                .duration_limit_usec = t->table->duration_usec,
+                .size_limit = t->policy->agent.max_trace_size,
+                .bytes = bytes,
+                .how = how,
+                .complete = complete,
+        };
+
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        e.duration_usec = now - t->started_usec;
+        (void)audit_log_session(b->config.audit_sink, &e);
 }
 
 /* The table's collect record of how the action ended. */
@@ -129,30 +167,46 @@ static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_s
         return 0;
 }
 
+/* How the session ended, for its end record (as on-start.c says it). */
+static const char *end_of(const CollectTrace *t, int r, bool ended) {
+        if (r == DUMP_WRITER_E_NO_SPACE)
+                return "no-space";
+        if (r == JOBS_E_TIMEOUT)
+                return "timeout";
+        if (r != 0)
+                return "agent-error";
+        if (!ended)
+                return "size-limit";
+        return t->stop_sent ? "duration" : "target-ended";
+}
+
 static void recorded(void *userdata, int r, bool ended, const char *why) {
         CollectTrace *t = userdata;
         char path[PATH_MAX] = "", result[PATH_MAX + 64];
+        const char *how = end_of(t, r, ended);
         struct stat st;
         uint64_t size;
-        int p;
+        int p = -ENODATA;
 
         size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-        if (size == 0) {
+        if (size > 0)
+                p = publish(t, size, path, sizeof(path));
+        /* the end record follows the file's, as a startup trace's does: it says whether it was stored */
+        record_session(t, true, size, p == 0 || size == 0 ? how : "not-stored", p == 0 && r == 0 && ended && t->stop_sent);
+        if (size == 0)
                 snprintf(result, sizeof(result), "the trace is empty%s%s", why ? ": " : "", why ? why : "");
-                trace_fail(t, result);
-                return;
-        }
-        p = publish(t, size, path, sizeof(path));
-        if (p != 0) {
+        else if (p != 0)
                 snprintf(result, sizeof(result), "cannot store the trace: %s",
                          p > 0 ? "no space in dump_dir" : strerror(-p));
+        else
+                snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, size,
+                         r == DUMP_WRITER_E_NO_SPACE ? ", cut: dump_dir is full"
+                         : !ended                    ? ", cut at max_trace_size"
+                                                     : "");
+        if (p != 0) {
                 trace_fail(t, result);
                 return;
         }
-        snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, size,
-                 r == DUMP_WRITER_E_NO_SPACE ? ", cut: dump_dir is full"
-                 : !ended                    ? ", cut at max_trace_size"
-                                             : "");
         record_result(t, "collected", result);
         trace_free(t);
 }
@@ -221,11 +275,14 @@ static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply
                 trace_fail(t, "the runtime sent a malformed session reply");
                 return;
         }
+        (void)sd_event_now(broker_of(t)->event, CLOCK_MONOTONIC, &t->started_usec);
         r = start_recording(t);
         if (r != 0) {
                 snprintf(text, sizeof(text), "cannot record the trace: %s", r < 0 ? strerror(-r) : "no worker free");
                 trace_fail(t, text); /* the stream closes: the session ends */
+                return;
         }
+        record_session(t, false, 0, NULL, false);
 }
 
 static uint32_t buffer_mb(const Policy *p) {
@@ -253,6 +310,7 @@ static int begin(CollectTrace *t, char *why, size_t why_size) {
                 return 1;
         }
         if (!collect || eventpipe_profile_config(t->table->trace_profile, &config) != 0 ||
+            !(t->providers_text = eventpipe_config_to_string(&config)) ||
             dotnet_ipc_collect_tracing_encode(&config, buffer_mb(t->policy), collect, DOTNET_IPC_MESSAGE_MAX, &size) != 0) {
                 snprintf(why, why_size, "cannot set up the session");
                 return 1;

@@ -14,6 +14,8 @@ from harness import (ALICE, MALLORY, OPS, SVC, Agent, FakeRuntime, Target, acl_o
                      place_in_unit, run_tests, test, wait_for)
 
 COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
+SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
+SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 
 
 def table(name, counter, unit, line="when.above = 300", extra="", then='then.dump = "mini"', readers=(ALICE,),
@@ -112,6 +114,13 @@ def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
     assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
     with open(path, "rb") as f:
         assert f.read(8) == b"Nettrace", "not a nettrace"
+    sessions = lambda mid: [r for r in agent.records(message_id=mid) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
+    started = sessions(SESSION_START_ID)
+    assert len(started) == 1 and started[0]["DSAGENT_SESSION_ORIGIN"] == "collect", started
+    assert started[0]["DSAGENT_RULE"] == "slow-trace" and started[0]["DSAGENT_TRACE_PROFILE"] == "gc-collect", started
+    ended = sessions(SESSION_END_ID)
+    assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
+    assert int(ended[0]["DSAGENT_SESSION_BYTES"]) == os.path.getsize(path), ended
 
     st = os.stat(path)
     assert st.st_uid == 0 and st.st_nlink == 1, st
