@@ -1219,12 +1219,479 @@ static bool compile_on_starts(Compiler *c, const TomlEntry *e, Policy *p) {
         return ok;
 }
 
+/* --- [[collect]]: collection rules --- */
+
+/* A key of when.counter's tag list or of its instrument name: printable ASCII without the separators. */
+static bool counter_text_char(char ch) {
+        return ch > ' ' && ch < 0x7F && !strchr(":[],=\"\\", ch);
+}
+
+static bool counter_text_valid(const char *s, size_t n) {
+        if (n == 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!counter_text_char(s[i]))
+                        return false;
+        return true;
+}
+
+/* One "key=value" of when.counter's [...], appended to @col's tags. */
+static int parse_counter_tag(const char *s, size_t n, PolicyCollect *col) {
+        const char *eq = memchr(s, '=', n);
+        PolicyCounterTag *grown;
+        char *key, *value;
+
+        if (!eq || !counter_text_valid(s, (size_t)(eq - s)) ||
+            !counter_text_valid(eq + 1, n - (size_t)(eq - s) - 1) || col->n_counter_tags >= POLICY_COLLECT_TAGS_MAX)
+                return -EINVAL;
+        grown = realloc(col->counter_tags, (col->n_counter_tags + 1) * sizeof(PolicyCounterTag));
+        if (!grown)
+                return -ENOMEM;
+        col->counter_tags = grown;
+        key = strndup(s, (size_t)(eq - s));
+        value = strndup(eq + 1, n - (size_t)(eq - s) - 1);
+        if (!key || !value) {
+                free(key);
+                free(value);
+                return -ENOMEM;
+        }
+        col->counter_tags[col->n_counter_tags++] = (PolicyCounterTag){ .key = key, .value = value };
+        return 0;
+}
+
+/* "Provider:name" or "Provider:name[key=value,...]" into @col. */
+static int parse_counter_selector(const char *s, PolicyCollect *col) {
+        const char *colon = strchr(s, ':'), *bracket, *tags;
+        size_t n = strlen(s);
+        int r;
+
+        if (!colon || n > POLICY_COLLECT_TEXT_MAX)
+                return -EINVAL;
+        col->counter_provider = strndup(s, (size_t)(colon - s));
+        if (!col->counter_provider)
+                return -ENOMEM;
+        if (!eventpipe_provider_name_is_valid(col->counter_provider))
+                return -EINVAL;
+        bracket = strchr(colon + 1, '[');
+        if (!counter_text_valid(colon + 1, bracket ? (size_t)(bracket - colon - 1) : strlen(colon + 1)))
+                return -EINVAL;
+        col->counter_name = strndup(colon + 1, bracket ? (size_t)(bracket - colon - 1) : strlen(colon + 1));
+        if (!col->counter_name)
+                return -ENOMEM;
+        if (!bracket)
+                return 0;
+        if (s[n - 1] != ']' || bracket == s + n - 2) /* "[]" says nothing */
+                return -EINVAL;
+        for (tags = bracket + 1; tags < s + n - 1;) {
+                const char *end = memchr(tags, ',', (size_t)(s + n - 1 - tags));
+                size_t len = end ? (size_t)(end - tags) : (size_t)(s + n - 1 - tags);
+
+                r = parse_counter_tag(tags, len, col);
+                if (r < 0)
+                        return r;
+                tags += len + 1;
+                if (end && tags == s + n - 1) /* a trailing comma */
+                        return -EINVAL;
+        }
+        return 0;
+}
+
+/* when.exception: a type name as the runtime reports it, full ("System.IO.IOException") or short. */
+static bool exception_type_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > POLICY_COLLECT_TEXT_MAX || s[0] == '.' || s[n - 1] == '.' || strstr(s, ".."))
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                      *p == '.' || *p == '_' || *p == '+' || *p == '`'))
+                        return false;
+        return true;
+}
+
+typedef struct CollectWhenKeys {
+        const TomlEntry *counter, *above, *below, *for_, *exception, *count, *within;
+} CollectWhenKeys;
+
+static bool collect_when_keys(Compiler *c, const TomlEntry *e, CollectWhenKeys *k) {
+        static const struct { const char *key; size_t offset; } known[] = {
+                { "counter", offsetof(CollectWhenKeys, counter) },
+                { "above", offsetof(CollectWhenKeys, above) },
+                { "below", offsetof(CollectWhenKeys, below) },
+                { "for", offsetof(CollectWhenKeys, for_) },
+                { "exception", offsetof(CollectWhenKeys, exception) },
+                { "count", offsetof(CollectWhenKeys, count) },
+                { "within", offsetof(CollectWhenKeys, within) },
+        };
+        bool ok = true;
+
+        if (!expect_type(c, e, TOML_TABLE))
+                return false;
+        for (size_t i = 0; i < e->value->table.n_entries; i++) {
+                const TomlEntry *w = &e->value->table.entries[i];
+                size_t j;
+
+                for (j = 0; j < ELEMENTSOF(known); j++)
+                        if (strcmp(w->key, known[j].key) == 0) {
+                                *(const TomlEntry **)((char *)k + known[j].offset) = w;
+                                break;
+                        }
+                if (j == ELEMENTSOF(known)) {
+                        error_at(c, w->line, w->column,
+                                 "unknown key 'when.%s' in [[collect]] (counter, above, below, for; "
+                                 "exception, count, within)", w->key);
+                        ok = false;
+                }
+        }
+        return ok;
+}
+
+/* A duration key of when: more than 0, at most 30 days. */
+static bool compile_collect_duration(Compiler *c, const TomlEntry *e, uint64_t *ret) {
+        const TomlValue *v = e->value;
+
+        if (!expect_string(c, e))
+                return false;
+        if (policy_parse_duration(v->string.data, ret) < 0) {
+                error_at(c, v->line, v->column, "bad duration \"%s\" for '%s' (like \"2s\", \"5m\"; at most 30 days)",
+                         v->string.data, e->key);
+                return false;
+        }
+        return true;
+}
+
+/* Keys of one trigger given to a table of the other, named where they stand. */
+static bool refuse_when_keys(Compiler *c, const TomlEntry *const *keys, size_t n, const char *trigger) {
+        bool ok = true;
+
+        for (size_t i = 0; i < n; i++)
+                if (keys[i]) {
+                        error_at(c, keys[i]->line, keys[i]->column, "'when.%s' does not go with 'when.%s'",
+                                 keys[i]->key, trigger);
+                        ok = false;
+                }
+        return ok;
+}
+
+/* when.above, when.below: integers (the TOML reader takes no floats) */
+static bool compile_collect_line(Compiler *c, const TomlEntry *e, bool *ret_has, int64_t *ret) {
+        if (!expect_type(c, e, TOML_INTEGER))
+                return false;
+        *ret_has = true;
+        *ret = e->value->integer;
+        return true;
+}
+
+static bool compile_collect_counter(Compiler *c, const CollectWhenKeys *k, PolicyCollect *col) {
+        const TomlEntry *others[] = { k->count, k->within };
+        bool ok = refuse_when_keys(c, others, ELEMENTSOF(others), "counter");
+        int r;
+
+        col->when = POLICY_COLLECT_WHEN_COUNTER;
+        if (expect_string(c, k->counter)) {
+                r = parse_counter_selector(k->counter->value->string.data, col);
+                if (r == -ENOMEM)
+                        c->oom = r;
+                else if (r < 0) {
+                        error_at(c, k->counter->value->line, k->counter->value->column,
+                                 "bad counter \"%s\" (like \"System.Runtime:cpu-usage\" or "
+                                 "\"Meter:instrument[key=value,...]\": at most %d tags, %d bytes)",
+                                 k->counter->value->string.data, POLICY_COLLECT_TAGS_MAX, POLICY_COLLECT_TEXT_MAX);
+                        ok = false;
+                }
+        } else
+                ok = false;
+        if (!k->above && !k->below) {
+                error_at(c, k->counter->line, k->counter->column,
+                         "'when.counter' needs 'when.above' or 'when.below' (or both: between): the line to cross");
+                ok = false;
+        }
+        if (k->above)
+                ok = compile_collect_line(c, k->above, &col->has_above, &col->above) && ok;
+        if (k->below)
+                ok = compile_collect_line(c, k->below, &col->has_below, &col->below) && ok;
+        if (col->has_above && col->has_below && col->above >= col->below) {
+                /* between: nothing is above 10 and below 5 */
+                error_at(c, k->below->line, k->below->column,
+                         "'when.below' must be more than 'when.above' (between the two), not %lld <= %lld",
+                         (long long)col->below, (long long)col->above);
+                ok = false;
+        }
+        if (k->for_)
+                ok = compile_collect_duration(c, k->for_, &col->for_usec) && ok;
+        return ok;
+}
+
+static bool compile_collect_exception(Compiler *c, const CollectWhenKeys *k, PolicyCollect *col) {
+        const TomlEntry *others[] = { k->above, k->below, k->for_ };
+        bool ok = refuse_when_keys(c, others, ELEMENTSOF(others), "exception");
+        const TomlValue *v = k->exception->value;
+
+        col->when = POLICY_COLLECT_WHEN_EXCEPTION;
+        col->exception_count = 1;
+        if (!expect_string(c, k->exception))
+                ok = false;
+        else if (!exception_type_valid(v->string.data)) {
+                error_at(c, v->line, v->column,
+                         "bad exception type \"%s\" (like \"System.TimeoutException\" or \"TimeoutException\")",
+                         v->string.data);
+                ok = false;
+        } else if (!(col->exception_type = strdup(v->string.data)))
+                c->oom = -ENOMEM;
+        if (k->count) {
+                if (!expect_type(c, k->count, TOML_INTEGER))
+                        ok = false;
+                else if (k->count->value->integer < 1 || k->count->value->integer > POLICY_COLLECT_COUNT_MAX) {
+                        error_at(c, k->count->value->line, k->count->value->column, "'when.count' must be 1 to %d",
+                                 POLICY_COLLECT_COUNT_MAX);
+                        ok = false;
+                } else
+                        col->exception_count = (unsigned)k->count->value->integer;
+        }
+        if (k->within)
+                ok = compile_collect_duration(c, k->within, &col->within_usec) && ok;
+        if (ok && col->exception_count > 1 && !k->within) {
+                error_at(c, k->count->line, k->count->column, "'when.count' above 1 needs 'when.within': in what time");
+                ok = false;
+        } else if (ok && col->exception_count == 1 && k->within) {
+                error_at(c, k->within->line, k->within->column,
+                         "'when.within' needs 'when.count' above 1: one exception is in any window");
+                ok = false;
+        }
+        return ok;
+}
+
+/* when.*: exactly one trigger, and only its own keys. */
+static bool compile_collect_when(Compiler *c, const TomlEntry *e, PolicyCollect *col) {
+        CollectWhenKeys k = {};
+
+        if (!collect_when_keys(c, e, &k))
+                return false;
+        if (k.counter && k.exception) {
+                error_at(c, k.exception->line, k.exception->column,
+                         "'when.counter' or 'when.exception', not both: one trigger a table");
+                return false;
+        }
+        if (k.counter)
+                return compile_collect_counter(c, &k, col);
+        if (k.exception)
+                return compile_collect_exception(c, &k, col);
+        error_at(c, e->line, e->column, "'when' needs a trigger: 'when.counter' or 'when.exception'");
+        return false;
+}
+
+/* then.*: exactly one action; duration with trace_profile only. */
+static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const PolicyAgentSettings *a,
+                                       PolicyCollect *col, const TomlEntry **action) {
+        const TomlValue *v = t->value;
+
+        if (strcmp(t->key, "duration") == 0) {
+                if (!compile_collect_duration(c, t, &col->duration_usec))
+                        return false;
+                if (col->duration_usec > a->max_session_duration_usec) {
+                        error_at(c, v->line, v->column,
+                                 "'then.duration' may be at most max_session_duration (%llus), not %llus",
+                                 (unsigned long long)(a->max_session_duration_usec / USEC_PER_SEC),
+                                 (unsigned long long)(col->duration_usec / USEC_PER_SEC));
+                        return false;
+                }
+                return true;
+        }
+        if (strcmp(t->key, "gcdump") == 0 || strcmp(t->key, "counters") == 0) {
+                error_at(c, t->line, t->column, "'then.%s' is not built yet (then.dump, then.stacks, "
+                         "then.trace_profile are; docs/collect.md)", t->key);
+                return false;
+        }
+        if (strcmp(t->key, "dump") != 0 && strcmp(t->key, "stacks") != 0 && strcmp(t->key, "trace_profile") != 0) {
+                error_at(c, t->line, t->column,
+                         "unknown key 'then.%s' in [[collect]] (dump, stacks, trace_profile, duration)", t->key);
+                return false;
+        }
+        if (*action) {
+                error_at(c, t->line, t->column, "'then.%s' and 'then.%s': one action a table", (*action)->key, t->key);
+                return false;
+        }
+        *action = t;
+        if (strcmp(t->key, "stacks") == 0) {
+                if (!expect_type(c, t, TOML_BOOLEAN))
+                        return false;
+                if (!v->boolean) {
+                        error_at(c, t->line, t->column, "'then.stacks = false' means nothing; leave it out");
+                        return false;
+                }
+                col->then = POLICY_COLLECT_THEN_STACKS;
+                return true;
+        }
+        if (!expect_string(c, t))
+                return false;
+        if (strcmp(t->key, "dump") == 0) {
+                col->then = POLICY_COLLECT_THEN_DUMP;
+                col->dump_type = policy_dump_type_from_string(v->string.data);
+                if (col->dump_type == _POLICY_DUMP_INVALID || col->dump_type == POLICY_DUMP_NONE) {
+                        error_at(c, v->line, v->column, "unknown dump type \"%s\" (mini, heap, triage, full)",
+                                 v->string.data);
+                        return false;
+                }
+                return true;
+        }
+        col->then = POLICY_COLLECT_THEN_TRACE;
+        if (!policy_trace_profile_is_known(v->string.data)) {
+                error_at(c, v->line, v->column, "unknown trace profile \"%s\"", v->string.data);
+                return false;
+        }
+        if (!(col->trace_profile = strdup(v->string.data)))
+                c->oom = -ENOMEM;
+        return true;
+}
+
+static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a, PolicyCollect *col) {
+        const TomlEntry *action = NULL, *duration;
+        bool ok = true;
+
+        if (!expect_type(c, e, TOML_TABLE))
+                return false;
+        for (size_t i = 0; i < e->value->table.n_entries; i++)
+                ok = compile_collect_then_entry(c, &e->value->table.entries[i], a, col, &action) && ok;
+        duration = toml_table_find(e->value, "duration");
+        if (!action && ok) {
+                error_at(c, e->line, e->column, "'then' needs an action: 'then.dump', 'then.stacks' or "
+                         "'then.trace_profile'");
+                return false;
+        }
+        if (action && strcmp(action->key, "trace_profile") == 0 && !duration) {
+                error_at(c, action->line, action->column, "'then.trace_profile' needs 'then.duration': how long to trace");
+                return false;
+        }
+        if (action && strcmp(action->key, "trace_profile") != 0 && duration) {
+                error_at(c, duration->line, duration->column, "'then.duration' goes with 'then.trace_profile' only");
+                return false;
+        }
+        return ok;
+}
+
+static bool compile_collect_entry(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a, PolicyCollect *col) {
+        const TomlValue *v = e->value;
+
+        if (strcmp(e->key, "name") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (!valid_rule_name(v->string.data)) {
+                        error_at(c, v->line, v->column, "collect name must be 1-64 of A-Z a-z 0-9 . _ -");
+                        return false;
+                }
+                if (!(col->name = strdup(v->string.data)))
+                        c->oom = -ENOMEM;
+                return true;
+        }
+        if (strcmp(e->key, "targets") == 0)
+                return compile_targets(c, e, &col->targets);
+        if (strcmp(e->key, "when") == 0)
+                return compile_collect_when(c, e, col);
+        if (strcmp(e->key, "then") == 0)
+                return compile_collect_then(c, e, a, col);
+        if (strcmp(e->key, "readers") == 0) {
+                /* as [[on_start]]'s: [] says outright that root alone reads the files */
+                if (!expect_type(c, e, TOML_ARRAY))
+                        return false;
+                return v->array.n_items == 0 || compile_readers(c, e, &col->reader_users, &col->reader_groups);
+        }
+        if (strcmp(e->key, "limit") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (policy_parse_rate(v->string.data, &col->limit) < 0 || col->limit.count > POLICY_COLLECT_LIMIT_MAX) {
+                        error_at(c, v->line, v->column,
+                                 "bad limit \"%s\" (like \"1/1h\": count/duration, per process; at most %d a period)",
+                                 v->string.data, POLICY_COLLECT_LIMIT_MAX);
+                        return false;
+                }
+                return true;
+        }
+        error_at(c, e->line, e->column, "unknown key '%s' in [[collect]] (name, targets, when, then, readers, limit)",
+                 e->key);
+        return false;
+}
+
+/* The keys a [[collect]] must have. */
+static bool check_collect(Compiler *c, const TomlValue *table) {
+        static const struct { const char *key, *message; } required[] = {
+                { "name", "[[collect]] needs a name" },
+                { "targets", "[[collect]] needs targets (users, units, names, cgroups or containers), "
+                             "or targets.any = true" },
+                { "when", "[[collect]] needs a trigger: when.counter or when.exception" },
+                { "then", "[[collect]] needs an action: then.dump, then.stacks or then.trace_profile" },
+        };
+        bool ok = true;
+
+        for (size_t i = 0; i < ELEMENTSOF(required); i++)
+                if (!toml_table_find(table, required[i].key)) {
+                        error_at(c, table->line, table->column, "%s", required[i].message);
+                        ok = false;
+                }
+        return ok;
+}
+
+static bool check_unique_collect_name(Compiler *c, const Policy *p, const PolicyCollect *col, const TomlValue *table) {
+        for (size_t i = 0; i < p->n_collect; i++)
+                if (p->collect[i].name && col->name && strcmp(p->collect[i].name, col->name) == 0) {
+                        error_at(c, table->line, table->column, "collect name '%s' is already used at %s:%u",
+                                 col->name, p->collect[i].file, p->collect[i].line);
+                        return false;
+                }
+        return true;
+}
+
+static bool compile_collect(Compiler *c, const Policy *p, const TomlValue *table, PolicyCollect *col) {
+        bool ok = true;
+
+        col->limit = (PolicyRateLimit){ .count = 1, .period_usec = 3600 * USEC_PER_SEC };
+        col->line = table->line;
+        if (!(col->file = strdup(c->source->path)))
+                c->oom = -ENOMEM;
+        for (size_t i = 0; i < table->table.n_entries; i++)
+                ok = compile_collect_entry(c, &table->table.entries[i], &p->agent, col) && ok;
+        return check_collect(c, table) && ok;
+}
+
+/* [[collect]]: in the main file and in policy.d alike, after [agent], whose limits bound them. */
+static bool compile_collects(Compiler *c, const TomlEntry *e, Policy *p) {
+        PolicyCollect *grown;
+        bool ok = true;
+
+        if (!expect_type(c, e, TOML_ARRAY))
+                return false;
+        if (p->n_collect + e->value->array.n_items > POLICY_COLLECT_MAX) {
+                error_at(c, e->line, e->column, "at most %d [[collect]]s", POLICY_COLLECT_MAX);
+                return false;
+        }
+        grown = realloc(p->collect, (p->n_collect + e->value->array.n_items) * sizeof(PolicyCollect));
+        if (!grown) {
+                c->oom = -ENOMEM;
+                return false;
+        }
+        p->collect = grown;
+        for (size_t i = 0; i < e->value->array.n_items; i++) {
+                const TomlValue *table = e->value->array.items[i];
+                PolicyCollect *col = &p->collect[p->n_collect];
+
+                *col = (PolicyCollect){};
+                if (table->type != TOML_TABLE) {
+                        error_at(c, table->line, table->column, "'collect' must be an array of tables: [[collect]]");
+                        ok = false;
+                        continue;
+                }
+                ok = compile_collect(c, p, table, col) && ok;
+                ok = check_unique_collect_name(c, p, col, table) && ok;
+                p->n_collect++;
+        }
+        return ok;
+}
+
 static bool compile_source(Compiler *c, Policy *p) {
         const TomlValue *root = c->source->root;
         const TomlEntry *agent = toml_table_find(root, "agent");
         bool ok = true;
 
-        /* first, wherever it stands in the file: [[on_start]] is held to the [agent] limits */
+        /* first, wherever it stands in the file: [[on_start]] and [[collect]] are held to the [agent] limits */
         if (agent)
                 ok = compile_agent(c, agent, &p->agent);
         for (size_t i = 0; i < root->table.n_entries; i++) {
@@ -1238,9 +1705,12 @@ static bool compile_source(Compiler *c, Policy *p) {
                         ok = compile_ports(c, e, p) && ok;
                 else if (strcmp(e->key, "on_start") == 0)
                         ok = compile_on_starts(c, e, p) && ok;
+                else if (strcmp(e->key, "collect") == 0)
+                        ok = compile_collects(c, e, p) && ok;
                 else {
                         error_at(c, e->line, e->column,
-                                 "unknown key '%s' (a policy has [agent], [[rule]], [[port]] and [[on_start]])",
+                                 "unknown key '%s' (a policy has [agent], [[rule]], [[port]], [[on_start]] "
+                                 "and [[collect]])",
                                  e->key);
                         ok = false;
                 }

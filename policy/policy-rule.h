@@ -14,3 +14,4 @@ void policy_string_list_done(PolicyStringList *l);
 void policy_targets_done(PolicyTargets *t);
 void policy_port_done(PolicyPort *port);
 void policy_on_start_done(PolicyOnStart *o);
+void policy_collect_done(PolicyCollect *c);

@@ -177,6 +177,9 @@ Policy *policy_unref(Policy *p) {
         for (size_t i = 0; i < p->n_on_start; i++)
                 policy_on_start_done(&p->on_start[i]);
         free(p->on_start);
+        for (size_t i = 0; i < p->n_collect; i++)
+                policy_collect_done(&p->collect[i]);
+        free(p->collect);
         free(p->agent.dump_dir);
         free(p->agent.pam_service);
         policy_string_list_done(&p->agent.env_redact);
@@ -389,6 +392,24 @@ void policy_on_start_done(PolicyOnStart *o) {
         *o = (PolicyOnStart){};
 }
 
+void policy_collect_done(PolicyCollect *c) {
+        free(c->name);
+        free(c->file);
+        policy_targets_done(&c->targets);
+        free(c->counter_provider);
+        free(c->counter_name);
+        for (size_t i = 0; i < c->n_counter_tags; i++) {
+                free(c->counter_tags[i].key);
+                free(c->counter_tags[i].value);
+        }
+        free(c->counter_tags);
+        free(c->exception_type);
+        free(c->trace_profile);
+        free(c->reader_users.ids);
+        free(c->reader_groups.ids);
+        *c = (PolicyCollect){};
+}
+
 bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids) {
         if (id_list_contains(&port->users, uid))
                 return true;
@@ -445,6 +466,57 @@ static const char *targets_mismatch(const PolicyTargets *s, const PolicyTarget *
         if (s->containers.n > 0 && !container_selectors_match(&s->containers, t->container_id))
                 return "the target's container";
         return NULL;
+}
+
+bool policy_collect_covers(const PolicyCollect *c, const PolicyTarget *target) {
+        return !targets_mismatch(&c->targets, target);
+}
+
+/* Is "@key=@value" (or "@key:@value", EventCounters' spelling) one of the comma-separated @tags? */
+static bool tags_contain(const char *tags, const char *key, const char *value) {
+        size_t nk = strlen(key), nv = strlen(value);
+
+        for (const char *t = tags; t && *t;) {
+                const char *end = strchr(t, ',');
+                size_t n = end ? (size_t)(end - t) : strlen(t);
+
+                while (n > 0 && *t == ' ') { /* "k:v, k2:v2" */
+                        t++;
+                        n--;
+                }
+                if (n == nk + 1 + nv && strncmp(t, key, nk) == 0 && (t[nk] == '=' || t[nk] == ':') &&
+                    strncmp(t + nk + 1, value, nv) == 0)
+                        return true;
+                t = end ? end + 1 : NULL;
+        }
+        return false;
+}
+
+bool policy_collect_counter_matches(const PolicyCollect *c, const char *provider, const char *name,
+                                    const char *tags) {
+        if (c->when != POLICY_COLLECT_WHEN_COUNTER || !provider || !name)
+                return false;
+        if (strcmp(c->counter_provider, provider) != 0 || strcmp(c->counter_name, name) != 0)
+                return false;
+        for (size_t i = 0; i < c->n_counter_tags; i++)
+                if (!tags_contain(tags, c->counter_tags[i].key, c->counter_tags[i].value))
+                        return false;
+        return true;
+}
+
+bool policy_collect_exception_matches(const PolicyCollect *c, const char *type_name) {
+        size_t n, nt;
+
+        if (c->when != POLICY_COLLECT_WHEN_EXCEPTION || !type_name)
+                return false;
+        if (strcmp(c->exception_type, type_name) == 0)
+                return true;
+        if (strchr(c->exception_type, '.'))
+                return false;
+        n = strlen(c->exception_type);
+        nt = strlen(type_name);
+        return nt > n && (type_name[nt - n - 1] == '.' || type_name[nt - n - 1] == '+') &&
+               strcmp(type_name + nt - n, c->exception_type) == 0;
 }
 
 static const char *rule_target_mismatch(const PolicyRule *r, const PolicyTarget *t) {

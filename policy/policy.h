@@ -144,6 +144,70 @@ typedef struct PolicyOnStart {
 
 #define POLICY_ON_START_MAX 64
 
+/* What wakes a [[collect]] table. */
+typedef enum PolicyCollectTrigger {
+        POLICY_COLLECT_WHEN_COUNTER,   /* an EventCounter or Meter instrument beyond a line for a time */
+        POLICY_COLLECT_WHEN_EXCEPTION, /* an exception type thrown N times within a window */
+        _POLICY_COLLECT_WHEN_MAX,
+} PolicyCollectTrigger;
+
+/* What a [[collect]] table takes when it fires. */
+typedef enum PolicyCollectAction {
+        POLICY_COLLECT_THEN_DUMP,   /* a dump of dump_type, as dsctl dump writes */
+        POLICY_COLLECT_THEN_STACKS, /* the managed stacks, as dsctl stacks prints */
+        POLICY_COLLECT_THEN_TRACE,  /* a nettrace of trace_profile for duration */
+        _POLICY_COLLECT_THEN_MAX,
+} PolicyCollectAction;
+
+/* A tag a counter sample must carry: "key=value" in when.counter's [...]. */
+typedef struct PolicyCounterTag {
+        char *key;
+        char *value;
+} PolicyCounterTag;
+
+/*
+ * A collection rule (dotnet-monitor's collection rules, for the whole host): every process its
+ * targets cover is watched, and when the trigger fires on one the action's artifact goes to
+ * dump_dir, readable by the readers, at most limit.count per process within limit.period_usec.
+ */
+typedef struct PolicyCollect {
+        char *name;
+        char *file;
+        unsigned line;
+
+        PolicyTargets targets;  /* as a rule's */
+
+        PolicyCollectTrigger when;
+        /* POLICY_COLLECT_WHEN_COUNTER: "Provider:name[key=value,...]" */
+        char *counter_provider; /* an EventSource or a Meter */
+        char *counter_name;
+        PolicyCounterTag *counter_tags;
+        size_t n_counter_tags;
+        bool has_above, has_below; /* one or both: above, below, or between the two (above < below) */
+        int64_t above;          /* beyond the line: strictly greater than above ... */
+        int64_t below;          /* ... strictly less than below */
+        uint64_t for_usec;      /* 0: the first sample beyond the line fires */
+        /* POLICY_COLLECT_WHEN_EXCEPTION */
+        char *exception_type;   /* a full name ("System.InvalidOperationException") or a short one */
+        unsigned exception_count; /* at least 1 */
+        uint64_t within_usec;   /* 0 when exception_count is 1 */
+
+        PolicyCollectAction then;
+        PolicyDumpType dump_type;   /* POLICY_COLLECT_THEN_DUMP */
+        char *trace_profile;        /* POLICY_COLLECT_THEN_TRACE */
+        uint64_t duration_usec;     /* POLICY_COLLECT_THEN_TRACE: at most max_session_duration */
+
+        PolicyIdList reader_users;
+        PolicyIdList reader_groups;
+        PolicyRateLimit limit;      /* per process; "1/1h" unless the table says */
+} PolicyCollect;
+
+#define POLICY_COLLECT_MAX 64
+#define POLICY_COLLECT_TAGS_MAX 8
+#define POLICY_COLLECT_COUNT_MAX 1000  /* when.count: a watcher keeps that many times per process */
+#define POLICY_COLLECT_LIMIT_MAX 100   /* limit's count: artifacts per process and period */
+#define POLICY_COLLECT_TEXT_MAX 256    /* bytes of when.counter and of when.exception */
+
 /* A size limit on the dump directory's file system: bytes, or a share of the file system. */
 typedef struct PolicySize {
         uint64_t bytes;
@@ -193,6 +257,8 @@ typedef struct Policy {
         size_t n_ports;
         PolicyOnStart *on_start;
         size_t n_on_start;
+        PolicyCollect *collect;
+        size_t n_collect;
         size_t n_files;
 } Policy;
 
@@ -369,3 +435,26 @@ bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, si
  * matched as a rule's targets are; NULL when none does. The answer points into @p.
  */
 const PolicyOnStart *policy_on_start_match(const Policy *p, const PolicyTarget *target);
+
+/* Do a [[collect]] table's targets cover @target? Matched as a rule's targets are. */
+bool policy_collect_covers(const PolicyCollect *c, const PolicyTarget *target);
+
+/**
+ * policy_collect_counter_matches() - is a counter sample the one a [[collect]] table watches?
+ *
+ * @provider and @name must equal the table's (case counting, as the runtime reports them), and
+ * every tag the table names must be among @tags: "k=v,k2=v2" as Meters report them, or
+ * "k:v,k2:v2" as EventCounters' Metadata does; NULL or "" when the sample has none. A table
+ * with an exception trigger matches no counter.
+ */
+bool policy_collect_counter_matches(const PolicyCollect *c, const char *provider, const char *name,
+                                    const char *tags);
+
+/**
+ * policy_collect_exception_matches() - is an exception of @type_name (its full name, as the
+ * runtime reports it) one a [[collect]] table counts?
+ *
+ * Yes when it equals when.exception, or when.exception has no '.' and is the last dotted
+ * component of @type_name (a nested type's "+" counts as a dot).
+ */
+bool policy_collect_exception_matches(const PolicyCollect *c, const char *type_name);

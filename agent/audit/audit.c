@@ -1024,3 +1024,34 @@ int audit_log_port(AuditSink sink, const AuditPortEvent *e) {
         }
         return audit_send(sink, &f);
 }
+
+int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        char who[AUDIT_NAME_MAX + 32], value[64] = "";
+
+        format_user(who, sizeof(who), e->uid);
+        if (e->has_value)
+                snprintf(value, sizeof(value), " at %.17g", e->value);
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_COLLECT);
+        audit_fields_addf(&f, "PRIORITY=%d", strcmp(e->event, "failed") == 0 ? LOG_WARNING : LOG_NOTICE);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_add_textf(&f, "MESSAGE", "[[collect]] %s, pid %d (%s): %s on %s%s: %s", e->table, (int)e->pid, who,
+                               e->event, e->what, value, e->result ? e->result : "");
+        audit_fields_add_text(&f, "DSAGENT_COLLECT_EVENT", e->event);
+        audit_fields_add_text(&f, "DSAGENT_RULE", e->table);
+        audit_fields_add_text(&f, "DSAGENT_COLLECT_TRIGGER", e->trigger);
+        audit_fields_add_text(&f, "DSAGENT_COLLECT_WHAT", e->what);
+        if (e->has_value)
+                audit_fields_addf(&f, "DSAGENT_COLLECT_VALUE=%.17g", e->value);
+        audit_fields_add_text(&f, "DSAGENT_COLLECT_EXCEPTION", e->exception);
+        audit_fields_add_text(&f, "DSAGENT_COLLECT_ACTION", e->action);
+        audit_fields_add_text(&f, "DSAGENT_COLLECT_RESULT", e->result);
+        if (e->limited > 0)
+                audit_fields_addf(&f, "DSAGENT_COLLECT_LIMITED=%" PRIu64, e->limited);
+        audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->pid);
+        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->uid);
+        audit_fields_add_text(&f, "DSAGENT_TARGET_UNIT", e->unit);
+        audit_fields_add_names(&f, (uid_t)-1, NULL, e->uid);
+        audit_fields_add_target_text(&f, "DSAGENT_TARGET_TEXT", "", e->pid, e->uid, e->unit, NULL);
+        return audit_send(sink, &f);
+}

@@ -84,7 +84,8 @@ typedef struct AuditPolicyEvent {
 } AuditPolicyEvent;
 
 typedef struct AuditDumpEvent {
-        const char *origin;     /* NULL: a client's request, refused without its record; "on_start": stored already */
+        const char *origin;     /* NULL: a client's request, refused without its record; "on_start", "collect": stored
+                                 * already */
         uint64_t request_id;
         uid_t requester;
         pid_t target_pid;
@@ -106,7 +107,8 @@ typedef struct AuditDumpEvent {
 /* A trace or counters session: one record when the runtime started it, one when it ended. */
 typedef struct AuditSessionEvent {
         bool ended;
-        const char *origin;     /* NULL: a client's request; "on_start": the policy's [[on_start]] */
+        const char *origin;     /* NULL: a client's request; "on_start", "collect": the policy's [[on_start]],
+                                 * [[collect]] */
         uint64_t request_id;
         uid_t requester;
         pid_t target_pid;
@@ -153,6 +155,27 @@ typedef struct AuditPortEvent {
         uint64_t suspend_timeout_usec;
         const char *reason;
 } AuditPortEvent;
+
+/*
+ * A policy [[collect]] table (collect.h) and a process it covers: "fired" when its condition was
+ * met and its limit let the action run (with the value seen, and how the action began); then,
+ * for an action that ends later (a trace), "collected" or "failed".
+ */
+typedef struct AuditCollectEvent {
+        const char *event;      /* fired, collected, failed */
+        const char *table;
+        const char *trigger;    /* "counter" or "exception" */
+        const char *what;       /* the counter ("Provider:name") or the exception type the table watches */
+        pid_t pid;
+        uid_t uid;
+        const char *unit;       /* NULL when none */
+        bool has_value;
+        double value;           /* fired on a counter: the sample's value */
+        const char *exception;  /* fired on an exception: the type seen (its full name); else NULL */
+        const char *action;     /* dump, stacks, trace */
+        const char *result;     /* what came of the action, or why the watch failed */
+        uint64_t limited;       /* times the condition was met past the limit since the last record */
+} AuditCollectEvent;
 
 /*
  * Names beside ids: records carry DSAGENT_CLIENT_USER=, DSAGENT_CLIENT_GROUP=
@@ -231,3 +254,4 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);
 int audit_log_session(AuditSink sink, const AuditSessionEvent *e);
 int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count);
 int audit_log_port(AuditSink sink, const AuditPortEvent *e);
+int audit_log_collect(AuditSink sink, const AuditCollectEvent *e);

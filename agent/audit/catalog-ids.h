@@ -23,5 +23,8 @@
 /* a runtime that connected in on a port: registered, refused, resumed by the agent, gone */
 #define DSAGENT_MESSAGE_PORT "92ba7a9ad3f54f1995e1add7dea5ceee"
 
+/* a policy [[collect]] table fired on a process, or its watch of a process could not start */
+#define DSAGENT_MESSAGE_COLLECT "7e4f2962cff7436e853607d2fcf710fe"
+
 /* the audit output did not take records: how many requests were refused for it, how many records were lost */
 #define DSAGENT_MESSAGE_AUDIT_GAP "e7a3a2ffe6c543d2a42572e8d2074d1b"

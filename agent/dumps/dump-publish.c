@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
@@ -253,4 +254,34 @@ int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttri
         if (r == 0)
                 r = link_fd(fd, dir_fd, name);
         return r == -ENOSPC || r == -EDQUOT ? DUMP_PUBLISH_E_NO_SPACE : r;
+}
+
+/* The @try-th name of a trace: the first has no number, the next ".2", ".3" before the suffix. */
+static void trace_name(const DumpAttributes *attrs, const char *origin, const char *table, unsigned try, char *buf,
+                       size_t size) {
+        char name[33], stamp[32], number[16] = "";
+        time_t now = time(NULL);
+        struct tm tm;
+
+        dump_name_part(attrs->target_name, name, sizeof(name));
+        gmtime_r(&now, &tm);
+        strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+        if (try > 0)
+                snprintf(number, sizeof(number), ".%u", try + 1);
+        snprintf(buf, size, "trace.%s.%d.%s-%s.%s%s.nettrace", name, (int)attrs->target_pid, origin, table, stamp,
+                 number);
+}
+
+int dump_publish_trace(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *origin,
+                       const char *table, char *ret_name, size_t name_size) {
+        char name[256];
+        int r = -EEXIST;
+
+        for (unsigned try = 0; try < DUMP_PUBLISH_NAME_TRIES && r == -EEXIST; try++) {
+                trace_name(attrs, origin, table, try, name, sizeof(name));
+                r = dump_publish_fd(dir_fd, fd, readers, attrs, name);
+        }
+        if (r == 0)
+                snprintf(ret_name, name_size, "%s", name);
+        return r;
 }

@@ -73,3 +73,18 @@ int dump_space_headroom(int dir_fd, const PolicySize *max_use, const PolicySize 
  * Return: 0, DUMP_PUBLISH_E_NO_SPACE (the disk filled up), or a negative errno.
  */
 int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *name);
+
+/* Names tried when a trace's name is taken (the same process, origin, table and second) */
+#define DUMP_PUBLISH_NAME_TRIES 10
+
+/**
+ * dump_publish_trace() - dump_publish_fd() for a trace the agent took for a policy table
+ *
+ * Named trace.NAME.PID.@origin-@table.TIME.nettrace (NAME from @attrs' target_name, through
+ * dump_name_part(); TIME in UTC, to the second); a name already taken is never replaced: ".2",
+ * ".3" come before ".nettrace", up to DUMP_PUBLISH_NAME_TRIES names.
+ *
+ * Return: as dump_publish_fd(), with the name in @ret_name.
+ */
+int dump_publish_trace(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *origin,
+                       const char *table, char *ret_name, size_t name_size);

@@ -18,6 +18,7 @@
 
 #include "broker.h"
 #include "candidate-walk.h"
+#include "collect.h"
 #include "on-start.h"
 #include "ports.h"
 #include "cleanup.h"
@@ -226,6 +227,7 @@ Broker *broker_free(Broker *b) {
         rate_limiter_free(b->rate_limiter);
         admission_free(b->admission);
         startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
+        collector_free(b->collector);           /* before the workers: it cancels its jobs */
         ports_free(b->ports);
         target_cache_free(b->targets);
         candidate_walks_free(b->walks); /* before the workers: it cancels its walk's job */
@@ -274,6 +276,8 @@ int broker_load_policy(Broker *b) {
         (void)audit_log_policy(b->config.audit_sink, &e);
         if (r == 0) {
                 (void)ports_apply(b->ports, b->policy);
+                if (b->collector)
+                        collector_apply(b->collector);
                 return 0;
         }
         if (starting)
@@ -440,6 +444,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
                 return r;
         ports_set_fd_budget(b->ports, b->fds_for_ports);
         r = startup_traces_new(b, &b->startup_traces);
+        if (r < 0)
+                return r;
+        r = collector_new(b, &b->collector);
         if (r < 0)
                 return r;
         jobs_set_broker(b);

@@ -36,8 +36,6 @@ _Static_assert(STARTUP_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every startup tra
 /* Processes traced lately, each traced once: a runtime registered on two ports, re-advertised with a
  * new cookie, or exec'd (the same process) gets no second trace while it is remembered here. */
 #define STARTUP_TRACED_REMEMBERED 256
-/* Names tried when a trace's file name is taken (the same pid, rule and second) */
-#define STARTUP_NAME_TRIES 10
 
 typedef struct StartupTrace StartupTrace;
 
@@ -167,21 +165,6 @@ static void record_session(StartupTrace *t, bool ended, uint64_t bytes, const ch
 
 /* ---- the end: the file is published, or dropped ---- */
 
-/* The @try-th name for the file: the first has no number, the next ".2", ".3" before the suffix. */
-static void file_name(const StartupTrace *t, unsigned try, char *buf, size_t size) {
-        char name[33], stamp[32], number[16] = "";
-        time_t now = time(NULL);
-        struct tm tm;
-
-        dump_name_part(t->target->name, name, sizeof(name));
-        gmtime_r(&now, &tm);
-        strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-        if (try > 0)
-                snprintf(number, sizeof(number), ".%u", try + 1);
-        snprintf(buf, size, "trace.%s.%d.on_start-%s.%s%s.nettrace", name, (int)t->pid, t->rule->name, stamp,
-                 number);
-}
-
 /* Root's, exactly the rule's readers, labelled as a trace of the process; the agent asked for it. */
 static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_size) {
         Broker *b = broker_of(t);
@@ -197,13 +180,10 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .dump_type = "trace",
         };
         char name[256];
-        int r = -EEXIST;
+        int r;
 
         /* an existing file is never replaced: another name, as a second dump of the same second gets */
-        for (unsigned try = 0; try < STARTUP_NAME_TRIES && r == -EEXIST; try++) {
-                file_name(t, try, name, sizeof(name));
-                r = dump_publish_fd(t->dir_fd, t->file_fd, &readers, &attrs, name);
-        }
+        r = dump_publish_trace(t->dir_fd, t->file_fd, &readers, &attrs, "on_start", t->rule->name, name, sizeof(name));
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);

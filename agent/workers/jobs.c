@@ -805,6 +805,17 @@ int jobs_open_process(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done,
                           b->config.runtime_timeout_usec, process_done, done, userdata, call);
 }
 
+int jobs_open_runtime(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_OPEN);
+
+        if (!q)
+                return -ENOMEM;
+        q->open.pid = pid;
+        q->open.find_socket = true; /* asked as root (who is zeroed), who sees every process */
+        return submit_own(b, owner, q, offsetof(JobRequest, open) + sizeof(q->open), NULL, 0,
+                          b->config.runtime_timeout_usec, process_done, done, userdata, call);
+}
+
 static void trace_done(int error, WorkerMessage *reply, void *userdata) {
         JobCall *call = userdata;
         JobTraceDone done = call->callback;

@@ -118,6 +118,8 @@ typedef struct JobCall {
 typedef void (*JobProcessDone)(void *userdata, int r, Target *t);
 /* Pins @pid and reads its details, as jobs_open_target() does for a request. @owner: whose job (a uid). */
 int jobs_open_process(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done, void *userdata, JobCall *call);
+/* As jobs_open_process(), and finds its runtime's socket too (Target.socket_path_fd; -1 when not found). */
+int jobs_open_runtime(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done, void *userdata, JobCall *call);
 
 /*
  * @r is 0, a JOBS_E_* code (JOBS_E_NO_SPACE: the guards, with @why) or a negative errno;

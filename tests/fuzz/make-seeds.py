@@ -997,9 +997,32 @@ def elf_core_seeds():
     write(t, "not-elf", b"#!/bin/sh\necho not a core\n")
 
 
+def policy():
+    t = "policy"
+    with open(os.path.join(HERE, "..", "..", "policy", "examples", "policy.toml"), "rb") as f:
+        write(t, "example", f.read())
+    counter = (b'[[collect]]\nname = "queue-backlog"\ntargets.users = ["svc"]\n'
+               b'when.counter = "Bars.Target:bars-queue-depth[queue=bars-q2,region=eu]"\n'
+               b'when.above = 300\nwhen.for = "2s"\nthen.dump = "mini"\nreaders = ["group:ops"]\nlimit = "1/1h"\n')
+    exception = (b'[[collect]]\nname = "marker-exceptions"\ntargets.any = true\n'
+                 b'when.exception = "BarsMarkerException"\nwhen.count = 2\nwhen.within = "10s"\n'
+                 b'then.stacks = true\nreaders = []\n')
+    trace = (b'[agent]\nmax_session_duration = "1m"\n[[collect]]\nname = "low"\ntargets.units = ["a.service"]\n'
+             b'when.counter = "System.Runtime:threadpool-thread-count"\nwhen.below = 2\n'
+             b'then.trace_profile = "cpu-sampling"\nthen.duration = "30s"\n')
+    write(t, "collect-counter", counter + b"\0Bars.Target\nbars-queue-depth\nregion:eu, queue:bars-q2\nX")
+    write(t, "collect-exception", exception + b"\0A\nb\n\nBars.Target.Outer+BarsMarkerException")
+    write(t, "collect-trace", trace)
+    write(t, "collect-both-triggers", counter.replace(b"when.above", b'when.exception = "E"\nwhen.above'))
+    write(t, "collect-bad-tags", counter.replace(b"region=eu]", b"region=eu,]"))
+    write(t, "collect-unknown-key", exception + b'then.upload = "s3"\n')
+    write(t, "collect-many", counter + exception + trace.split(b"\n", 2)[2] + counter)
+
+
 def main():
     for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace, gcdump,
-               environment, advertise, cgroup_pattern, env_secret, prometheus):
+               environment, advertise, cgroup_pattern, env_secret, prometheus,
+               policy):
         fn()
     return 0
 

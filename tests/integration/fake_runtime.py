@@ -8,7 +8,9 @@ itself not dumpable), env:short, env:stall, env:count, env:huge
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
+StopTracing), stream:FILE (as trace:FILE, but ends the stream right after the file), flood:HEAD:BLOCK (answers CollectTracing with the stream in HEAD, then
+the bytes of BLOCK again and again as fast as they are read, until the agent hangs up;
+LOG.flood then holds the bytes sent and the seconds it took), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
 SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
 the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
@@ -221,6 +223,30 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
+    elif mode.startswith("stream:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
+        conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
+        with open(mode.split(":", 1)[1], "rb") as f:
+            try:
+                conn.sendall(f.read())
+            except OSError:
+                pass
+        conn.close()
+    elif mode.startswith("flood:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
+        _, head_path, block_path = mode.split(":", 2)
+        head, block = open(head_path, "rb").read(), open(block_path, "rb").read()
+        conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
+        sent, start = 0, time.monotonic()
+        try:
+            conn.sendall(head)
+            sent += len(head)
+            while True:
+                conn.sendall(block)
+                sent += len(block)
+        except OSError:  # the agent hung up
+            pass
+        with open(log + ".flood", "w") as f:
+            f.write(f"{sent} {time.monotonic() - start:.3f}\n")
+        conn.close()
     elif mode == "info:huge" and len(data) >= 20 and data[16] == 0x04 and data[17] in (0x00, 0x04, 0x08):
         def ipc_string(text):
             raw = (text + "\0").encode("utf-16-le")

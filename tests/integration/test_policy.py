@@ -142,6 +142,56 @@ def write_root_file(directory, name, text, mode=0o644):
 
 
 @test
+def check_policy_checks_collect_tables_in_main_file_and_policy_d():
+    d = make_dir(None, 0o755)
+    main = write_root_file(d, "policy.toml", f"""[agent]
+max_session_duration = "1m"
+[[collect]]
+name = "queue-backlog"
+targets.users = ["{SVC}"]
+when.counter = "DsTest.Meter:ds-test-gauge[queue=q2]"
+when.above = 300
+when.for = "2s"
+then.dump = "mini"
+readers = ["group:{OPS}"]
+limit = "1/1h"
+""")
+    dropins = os.path.join(d, "policy.d")
+    os.mkdir(dropins, 0o755)
+    write_root_file(dropins, "10-ex.toml", """[[collect]]
+name = "marker"
+targets.any = true
+when.exception = "InvalidOperationException"
+when.count = 2
+when.within = "10s"
+then.stacks = true
+""")
+    r = check_policy(main)
+    assert r.returncode == 0 and "2 [[collect]] tables checked; of the actions only then.trace_profile takes an artifact yet" in r.stdout, r
+
+    # a broken table in policy.d: the file, the line and the column, and the main file's [agent] bounds it
+    bad = write_root_file(dropins, "20-bad.toml", """[[collect]]
+name = "queue-backlog"
+targets.users = ["no-such-user-here"]
+when.counter = "DsTest.Meter:ds-test-gauge[queue=]"
+when.above = 1
+when.count = 2
+then.trace_profile = "cpu-sampling"
+then.duration = "2m"
+then.gcdump = true
+""")
+    r = check_policy(main)
+    assert r.returncode == 1, r
+    for expected in (f'{bad}:3:18: \'users\': unknown user "no-such-user-here"',
+                     f'{bad}:4:16: bad counter "DsTest.Meter:ds-test-gauge[queue=]"',
+                     f"{bad}:6:6: 'when.count' does not go with 'when.counter'",
+                     f"{bad}:8:17: 'then.duration' may be at most max_session_duration (60s)",
+                     f"{bad}:9:6: 'then.gcdump' is not built yet",
+                     f"{bad}:1:1: collect name 'queue-backlog' is already used at {main}:3"):
+        assert expected in r.stderr, (expected, r.stderr)
+
+
+@test
 def check_policy_reports_every_error_with_its_position():
     d = make_dir(None, 0o755)
     good = write_root_file(d, "good.toml", ONCALL)

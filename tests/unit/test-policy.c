@@ -1014,6 +1014,264 @@ static void test_on_start_errors(void) {
         compile_fails_anywhere(text, "at most 64 [[on_start]]s");
 }
 
+/* ---- [[collect]] ---- */
+
+static const char collect_policy[] =
+        "[[collect]]\n"
+        "name = \"queue-backlog\"\n"
+        "targets.users = [\"svc-orders\"]\n"
+        "when.counter = \"Bars.Target:bars-queue-depth[queue=bars-q2,region=eu]\"\n"
+        "when.above = 300\n"
+        "when.for = \"2s\"\n"
+        "then.dump = \"mini\"\n"
+        "readers = [\"group:ops\", \"bob\"]\n"
+        "limit = \"2/1h\"\n"
+        "\n"
+        "[[collect]]\n"
+        "name = \"marker-exceptions\"\n"
+        "targets.any = true\n"
+        "when.exception = \"BarsMarkerException\"\n"
+        "when.count = 2\n"
+        "when.within = \"10s\"\n"
+        "then.stacks = true\n"
+        "\n"
+        "[[collect]]\n"
+        "name = \"low-threads\"\n"
+        "targets.units = [\"orders.service\"]\n"
+        "when.counter = \"System.Runtime:threadpool-thread-count\"\n"
+        "when.below = 2\n"
+        "then.trace_profile = \"cpu-sampling\"\n"
+        "then.duration = \"30s\"\n"
+        "readers = []\n";
+
+static void test_collect(void) {
+        Policy *p = compile_ok(collect_policy);
+        const PolicyCollect *c;
+
+        check(p && p->n_collect == 3);
+        if (!p || p->n_collect != 3) {
+                policy_unref(p);
+                return;
+        }
+        c = &p->collect[0];
+        check(strcmp(c->name, "queue-backlog") == 0 && strcmp(c->file, "policy.toml") == 0 && c->line == 1);
+        check(c->targets.users.n == 1 && c->targets.users.ids[0] == 2001);
+        check(c->when == POLICY_COLLECT_WHEN_COUNTER && strcmp(c->counter_provider, "Bars.Target") == 0 &&
+              strcmp(c->counter_name, "bars-queue-depth") == 0);
+        check(c->n_counter_tags == 2 && strcmp(c->counter_tags[0].key, "queue") == 0 &&
+              strcmp(c->counter_tags[0].value, "bars-q2") == 0 && strcmp(c->counter_tags[1].key, "region") == 0 &&
+              strcmp(c->counter_tags[1].value, "eu") == 0);
+        check(c->has_above && !c->has_below && c->above == 300 && c->for_usec == 2000000ULL);
+        check(c->then == POLICY_COLLECT_THEN_DUMP && c->dump_type == POLICY_DUMP_MINI);
+        check(c->reader_groups.n == 1 && c->reader_groups.ids[0] == 3001 && c->reader_users.n == 1 &&
+              c->reader_users.ids[0] == 1002);
+        check(c->limit.count == 2 && c->limit.period_usec == 3600000000ULL);
+
+        c = &p->collect[1];
+        check(c->targets.any && c->when == POLICY_COLLECT_WHEN_EXCEPTION &&
+              strcmp(c->exception_type, "BarsMarkerException") == 0 && c->exception_count == 2 &&
+              c->within_usec == 10000000ULL);
+        check(c->then == POLICY_COLLECT_THEN_STACKS);
+        /* no readers: root's alone; no limit: once an hour */
+        check(c->reader_users.n == 0 && c->reader_groups.n == 0);
+        check(c->limit.count == 1 && c->limit.period_usec == 3600000000ULL);
+
+        c = &p->collect[2];
+        check(!c->has_above && c->has_below && c->below == 2 && c->for_usec == 0 && c->n_counter_tags == 0);
+        check(c->then == POLICY_COLLECT_THEN_TRACE && strcmp(c->trace_profile, "cpu-sampling") == 0 &&
+              c->duration_usec == 30000000ULL);
+        policy_unref(p);
+}
+
+/* [[collect]] lives in policy.d too, held to [agent]'s max_session_duration wherever [agent] stands */
+static void test_collect_dropin(void) {
+        PolicyDiagnostics d = {};
+        Policy *p = compile2("[agent]\nmax_session_duration = \"1m\"\n",
+                             "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                             "then.trace_profile = \"cpu-sampling\"\nthen.duration = \"1m\"\n", &d);
+
+        check(p && p->n_collect == 1 && strcmp(p->collect[0].file, "policy.d/10-extra.toml") == 0);
+        policy_unref(p);
+        policy_diagnostics_done(&d);
+        compile_fails("[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                      "then.trace_profile = \"cpu-sampling\"\nthen.duration = \"61s\"\n[agent]\n"
+                      "max_session_duration = \"1m\"\n", NULL, 6, 17, "at most max_session_duration (60s)");
+}
+
+#define COLLECT_HEAD "[[collect]]\nname = \"c\"\ntargets.users = [\"svc-orders\"]\n"
+#define COLLECT_COUNTER COLLECT_HEAD "when.counter = \"System.Runtime:cpu-usage\"\n"
+#define COLLECT_OK COLLECT_COUNTER "when.above = 90\nthen.dump = \"mini\"\n"
+
+static void test_collect_errors(void) {
+        char text[32768];
+        size_t n = 0;
+
+        policy_unref(compile_ok(COLLECT_OK));
+        /* what a table must have */
+        compile_fails("[[collect]]\ntargets.any = true\nwhen.exception = \"E\"\nthen.stacks = true\n", NULL, 1, 1,
+                      "[[collect]] needs a name");
+        compile_fails("[[collect]]\nname = \"c\"\nwhen.exception = \"E\"\nthen.stacks = true\n", NULL, 1, 1,
+                      "[[collect]] needs targets");
+        compile_fails(COLLECT_HEAD "then.stacks = true\n", NULL, 1, 1, "[[collect]] needs a trigger");
+        compile_fails(COLLECT_COUNTER "when.above = 90\n", NULL, 1, 1, "[[collect]] needs an action");
+        compile_fails(COLLECT_HEAD "when.for = \"2s\"\nthen.stacks = true\n", NULL, 4, 1, "'when' needs a trigger");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nthen = {}\n", NULL, 5, 1, "'then' needs an action");
+        /* unknown keys, wherever they stand */
+        compile_fails(COLLECT_OK "commands = [\"dump\"]\n", NULL, 7, 1, "unknown key 'commands' in [[collect]]");
+        compile_fails(COLLECT_OK "when.every = \"1s\"\n", NULL, 7, 6, "unknown key 'when.every'");
+        compile_fails(COLLECT_OK "then.upload = \"s3\"\n", NULL, 7, 6, "unknown key 'then.upload'");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.gcdump = true\n", NULL, 6, 6,
+                      "'then.gcdump' is not built yet");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = true\n", NULL, 6, 6,
+                      "'then.counters' is not built yet");
+        compile_fails("collect = 1\n", NULL, 1, 11, "'collect' must be a list");
+        compile_fails("collect = [1]\n", NULL, 1, 12, "'collect' must be an array of tables");
+        compile_fails(COLLECT_HEAD "when = \"x\"\nthen.stacks = true\n", NULL, 4, 8, "'when' must be a table");
+        /* triggers: one, with its own keys only */
+        compile_fails(COLLECT_COUNTER "when.exception = \"E\"\nwhen.above = 1\nthen.stacks = true\n", NULL, 5, 6,
+                      "'when.counter' or 'when.exception', not both");
+        compile_fails(COLLECT_COUNTER "then.stacks = true\n", NULL, 4, 6, "needs 'when.above' or 'when.below'");
+        compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.below = 1\nthen.stacks = true\n", NULL, 6, 6,
+                      "'when.below' must be more than 'when.above' (between the two), not 1 <= 1");
+        compile_fails(COLLECT_COUNTER "when.below = \"1\"\nthen.stacks = true\n", NULL, 5, 14, "must be a integer");
+        {
+                Policy *p = compile_ok(COLLECT_COUNTER "when.above = -5\nwhen.below = 10\nthen.stacks = true\n");
+                check(p && p->collect[0].has_above && p->collect[0].above == -5 && p->collect[0].has_below &&
+                      p->collect[0].below == 10);
+                policy_unref(p);
+        }
+        compile_fails(COLLECT_COUNTER "when.above = \"90\"\nthen.stacks = true\n", NULL, 5, 14, "must be a integer");
+        compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.count = 2\nthen.stacks = true\n", NULL, 6, 6,
+                      "'when.count' does not go with 'when.counter'");
+        compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.within = \"1s\"\nthen.stacks = true\n", NULL, 6, 6,
+                      "'when.within' does not go with 'when.counter'");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.above = 1\nthen.stacks = true\n", NULL, 5, 6,
+                      "'when.above' does not go with 'when.exception'");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.for = \"1s\"\nthen.stacks = true\n", NULL, 5, 6,
+                      "'when.for' does not go with 'when.exception'");
+        compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.for = \"0s\"\nthen.stacks = true\n", NULL, 6, 12,
+                      "bad duration \"0s\" for 'for'");
+        compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.for = \"31d\"\nthen.stacks = true\n", NULL, 6, 12,
+                      "bad duration \"31d\" for 'for'");
+        /* counters: Provider:name[k=v,...] */
+        {
+                static const char *const bad[] = {
+                        "cpu-usage", ":cpu-usage", "System.Runtime:", "System Runtime:cpu", "System.Runtime:cpu usage",
+                        "A:b[]", "A:b[k]", "A:b[k=]", "A:b[=v]", "A:b[k=v", "A:b[k=v,]", "A:b[k=v]x", "A:b[k=v][k=w]",
+                        "A:b:c", "A:b[k=v=w]", "A:b[k=v,k2=v 2]", "A:b[a=1,b=2,c=3,d=4,e=5,f=6,g=7,h=8,i=9]",
+                };
+                for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                        char doc[512];
+                        snprintf(doc, sizeof(doc), COLLECT_HEAD "when.counter = \"%s\"\nwhen.above = 1\n"
+                                 "then.stacks = true\n", bad[i]);
+                        compile_fails(doc, NULL, 4, 16, "bad counter");
+                }
+        }
+        n = (size_t)snprintf(text, sizeof(text), COLLECT_HEAD "when.counter = \"A:");
+        for (int i = 0; i < POLICY_COLLECT_TEXT_MAX; i++)
+                text[n++] = 'x';
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "\"\nwhen.above = 1\nthen.stacks = true\n");
+        compile_fails(text, NULL, 4, 16, "bad counter");
+        /* exceptions */
+        compile_fails(COLLECT_HEAD "when.exception = \"System..E\"\nthen.stacks = true\n", NULL, 4, 18,
+                      "bad exception type");
+        compile_fails(COLLECT_HEAD "when.exception = \"E x\"\nthen.stacks = true\n", NULL, 4, 18, "bad exception type");
+        compile_fails(COLLECT_HEAD "when.exception = \".E\"\nthen.stacks = true\n", NULL, 4, 18, "bad exception type");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.count = 2\nthen.stacks = true\n", NULL, 5, 6,
+                      "'when.count' above 1 needs 'when.within'");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.within = \"1s\"\nthen.stacks = true\n", NULL, 5, 6,
+                      "'when.within' needs 'when.count' above 1");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.count = 0\nwhen.within = \"1s\"\nthen.stacks = true\n",
+                      NULL, 5, 14, "'when.count' must be 1 to 1000");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nwhen.count = 1001\nwhen.within = \"1s\"\n"
+                      "then.stacks = true\n", NULL, 5, 14, "'when.count' must be 1 to 1000");
+        /* actions: one, with its own keys only */
+        compile_fails(COLLECT_OK "then.stacks = true\n", NULL, 7, 6, "'then.dump' and 'then.stacks': one action");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.dump = \"tiny\"\n", NULL, 6, 13, "unknown dump type \"tiny\"");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.dump = \"none\"\n", NULL, 6, 13, "unknown dump type");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.stacks = false\n", NULL, 6, 6, "means nothing");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.stacks = \"yes\"\n", NULL, 6, 15, "must be a boolean");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.trace_profile = \"cpu-sampling\"\n", NULL, 6, 6,
+                      "'then.trace_profile' needs 'then.duration'");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.trace_profile = \"cpu\"\nthen.duration = \"5s\"\n", NULL, 6,
+                      22, "unknown trace profile \"cpu\"");
+        compile_fails(COLLECT_OK "then.duration = \"5s\"\n", NULL, 7, 6, "'then.duration' goes with 'then.trace_profile'");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.trace_profile = \"cpu-sampling\"\nthen.duration = \"2h\"\n",
+                      NULL, 7, 17, "at most max_session_duration (3600s)");
+        /* readers, limit, name */
+        compile_fails(COLLECT_OK "readers = [\"group:wheel\"]\n", NULL, 7, 12, "unknown group \"wheel\"");
+        compile_fails(COLLECT_OK "readers = \"bob\"\n", NULL, 7, 11, "must be a list");
+        compile_fails(COLLECT_OK "limit = \"1\"\n", NULL, 7, 9, "bad limit \"1\"");
+        compile_fails(COLLECT_OK "limit = \"0/1h\"\n", NULL, 7, 9, "bad limit \"0/1h\"");
+        compile_fails(COLLECT_OK "limit = 1\n", NULL, 7, 9, "must be a string");
+        compile_fails(COLLECT_OK "limit = \"101/1h\"\n", NULL, 7, 9, "bad limit \"101/1h\"");
+        policy_unref(compile_ok(COLLECT_OK "limit = \"100/1m\"\n"));
+        compile_fails("[[collect]]\nname = \"a b\"\ntargets.any = true\nwhen.exception = \"E\"\nthen.stacks = true\n",
+                      NULL, 2, 8, "collect name must be 1-64");
+        compile_fails(COLLECT_OK COLLECT_OK, NULL, 7, 1, "collect name 'c' is already used at policy.toml:1");
+        compile_fails(COLLECT_OK, COLLECT_OK, 1, 1, "collect name 'c' is already used at policy.toml:1");
+        compile_fails(COLLECT_OK "targets.any = true\n", NULL, 7, 9, "cannot be combined");
+        /* an [[on_start]] may share a table's name: they are different things */
+        policy_unref(compile_ok(COLLECT_OK "[[on_start]]\nname = \"c\"\ntargets.any = true\n"
+                                           "trace_profile = \"cpu-sampling\"\nduration = \"5s\"\n"));
+
+        n = 0;
+        for (int i = 0; i <= POLICY_COLLECT_MAX; i++)
+                n += (size_t)snprintf(text + n, sizeof(text) - n,
+                                      "[[collect]]\nname = \"c%d\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                                      "then.stacks = true\n", i);
+        check(n < sizeof(text));
+        compile_fails_anywhere(text, "at most 64 [[collect]]s");
+}
+
+static void test_collect_match(void) {
+        Policy *p = compile_ok(collect_policy);
+        PolicyTarget t;
+
+        if (!p)
+                return;
+        const PolicyCollect *q = &p->collect[0], *e = &p->collect[1], *low = &p->collect[2];
+
+        t = target(2001, NULL, "Orders.Api");
+        check(policy_collect_covers(q, &t) && policy_collect_covers(e, &t) && !policy_collect_covers(low, &t));
+        t = target(2002, "orders.service", "Orders.Api");
+        check(!policy_collect_covers(q, &t) && policy_collect_covers(low, &t));
+
+        /* every tag named, in either spelling, among others, in any order */
+        check(policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", "queue=bars-q2,region=eu"));
+        check(policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", "region=eu,host=a,queue=bars-q2"));
+        check(policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", "region:eu, queue:bars-q2"));
+        check(!policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", "queue=bars-q2"));
+        check(!policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", "queue=bars-q22,region=eu"));
+        check(!policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", "queue=bars-q,region=eu"));
+        check(!policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", "xqueue=bars-q2,region=eu"));
+        check(!policy_collect_counter_matches(q, "Bars.Target", "bars-queue-depth", NULL));
+        check(!policy_collect_counter_matches(q, "Bars.Target", "bars-queue-length", "queue=bars-q2,region=eu"));
+        check(!policy_collect_counter_matches(q, "bars.target", "bars-queue-depth", "queue=bars-q2,region=eu"));
+        check(!policy_collect_counter_matches(e, "Bars.Target", "bars-queue-depth", "queue=bars-q2,region=eu"));
+        /* no tags named: any sample of the instrument */
+        check(policy_collect_counter_matches(low, "System.Runtime", "threadpool-thread-count", NULL));
+        check(policy_collect_counter_matches(low, "System.Runtime", "threadpool-thread-count", "a=b"));
+
+        /* a short name matches the last component, a full one only itself */
+        check(policy_collect_exception_matches(e, "BarsMarkerException"));
+        check(policy_collect_exception_matches(e, "Bars.Target.BarsMarkerException"));
+        check(policy_collect_exception_matches(e, "Bars.Target.Outer+BarsMarkerException"));
+        check(!policy_collect_exception_matches(e, "Bars.Target.XBarsMarkerException"));
+        check(!policy_collect_exception_matches(e, "BarsMarkerExceptionX"));
+        check(!policy_collect_exception_matches(q, "BarsMarkerException"));
+        policy_unref(p);
+
+        p = compile_ok("[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"System.TimeoutException\"\n"
+                       "then.stacks = true\n");
+        if (!p)
+                return;
+        check(policy_collect_exception_matches(&p->collect[0], "System.TimeoutException"));
+        check(!policy_collect_exception_matches(&p->collect[0], "My.System.TimeoutException"));
+        check(!policy_collect_exception_matches(&p->collect[0], "TimeoutException"));
+        policy_unref(p);
+}
+
 static void test_on_start_match(void) {
         Policy *p = compile_ok(on_start_policy), *q;
         PolicyTarget t;
@@ -1275,6 +1533,10 @@ int main(void) {
         run_test(test_on_start_agent_limits);
         run_test(test_on_start_errors);
         run_test(test_on_start_match);
+        run_test(test_collect);
+        run_test(test_collect_dropin);
+        run_test(test_collect_errors);
+        run_test(test_collect_match);
         run_test(test_cgroup_pattern_match);
         run_test(test_cgroup_and_container_validation);
         run_test(test_container_selectors);

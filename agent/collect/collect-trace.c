@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The trace action of a [[collect]] table (collect-trace.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "broker.h"
+#include "cleanup.h"
+#include "collect-trace.h"
+#include "collect-trigger.h"
+#include "dotnet-ipc.h"
+#include "dump-publish.h"
+#include "dump-writer.h"
+#include "jobs.h"
+#include "runtime-call.h"
+#include "session-config.h"
+#include "target.h"
+#include "worker-pool.h"
+
+#define USEC_PER_SEC 1000000ULL
+/* After StopTracing the runtime writes its rundown, then ends the stream (as on-start.c allows). */
+#define COLLECT_STOP_GRACE_USEC (60 * USEC_PER_SEC)
+/* The worker pool counts jobs by owner: these traces are their own, apart from the watcher's jobs
+ * ((uid_t) -3), the startup traces' (-2) and every user's. */
+#define COLLECT_TRACES_OWNER ((uint32_t)-4)
+_Static_assert(COLLECT_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every collection trace has a worker at once");
+
+typedef struct CollectTrace CollectTrace;
+
+struct CollectTraces {
+        Broker *broker;
+        CollectTrace *traces;
+        unsigned n;
+};
+
+struct CollectTrace {
+        CollectTraces *set;
+        CollectTrace *next;
+        Policy *policy;             /* a reference: the table lives in it */
+        const PolicyCollect *table;
+        Target *target;
+        RuntimeCall *call;
+        JobCall job;
+        uint64_t session_id;
+        int stream_fd, dir_fd, file_fd;
+        unsigned slot;
+        bool have_slot, stop_sent, started;
+        sd_event_source *stop_timer;
+        char *providers_text;       /* as the runtime was asked, for the session records */
+        uint64_t started_usec;
+};
+
+static Broker *broker_of(const CollectTrace *t) {
+        return t->set->broker;
+}
+
+static void trace_free(CollectTrace *t) {
+        for (CollectTrace **i = &t->set->traces; *i; i = &(*i)->next)
+                if (*i == t) {
+                        *i = t->next;
+                        break;
+                }
+        t->set->n--;
+        if (t->job.job)
+                worker_job_cancel(t->job.job);
+        runtime_call_free(t->call);
+        sd_event_source_disable_unref(t->stop_timer);
+        if (t->have_slot)
+                dump_slots_release(broker_of(t)->dump_slots, t->slot);
+        safe_close(t->stream_fd);
+        safe_close(t->file_fd);
+        safe_close(t->dir_fd);
+        target_unref(t->target);
+        policy_unref(t->policy);
+        free(t->providers_text);
+        free(t);
+}
+
+static uint32_t buffer_mb(const Policy *p);
+
+/* The session's start and end records, as a client's trace gets, with the table for its rule. */
+static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const char *how, bool complete) {
+        Broker *b = broker_of(t);
+        uint64_t now = 0;
+        AuditSessionEvent e = {
+                .ended = ended,
+                .origin = "collect",
+                .requester = 0,
+                .target_pid = t->target->pid,
+                .target_uid = target_euid(t->target),
+                .target_unit = t->target->unit,
+                .target_exe = t->target->exe,
+                .target_container_id = t->target->container_id,
+                .target_pod_uid = t->target->pod_uid,
+                .target_cgroup = t->target->cgroup,
+                .target_cgroup_vouched = t->target->cgroup_vouched,
+                .rule = t->table->name,
+                .kind = "trace",
+                .profile = t->table->trace_profile,
+                .providers = t->providers_text,
+                .buffer_mb = buffer_mb(t->policy),
+                .duration_limit_usec = t->table->duration_usec,
+                .size_limit = t->policy->agent.max_trace_size,
+                .bytes = bytes,
+                .how = how,
+                .complete = complete,
+        };
+
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        e.duration_usec = now - t->started_usec;
+        (void)audit_log_session(b->config.audit_sink, &e);
+}
+
+/* The table's collect record of how the action ended. */
+static void record_result(const CollectTrace *t, const char *event, const char *result) {
+        char what[2 * POLICY_COLLECT_TEXT_MAX];
+
+        collect_table_what(t->table, what, sizeof(what));
+        (void)audit_log_collect(broker_of(t)->config.audit_sink,
+                                &(AuditCollectEvent){ .event = event, .table = t->table->name,
+                                                      .trigger = t->table->when == POLICY_COLLECT_WHEN_COUNTER
+                                                                         ? "counter" : "exception",
+                                                      .what = what, .pid = t->target->pid,
+                                                      .uid = target_euid(t->target), .unit = t->target->unit,
+                                                      .action = "trace", .result = result });
+}
+
+static void trace_fail(CollectTrace *t, const char *result) {
+        record_result(t, "failed", result);
+        trace_free(t);
+}
+
+/* Root's, exactly the table's readers, labelled as a trace of the process that nobody asked for. */
+static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_size) {
+        AclGrant readers = { .users = t->table->reader_users.ids, .n_users = t->table->reader_users.n,
+                             .groups = t->table->reader_groups.ids, .n_groups = t->table->reader_groups.n };
+        DumpAttributes attrs = {
+                .requester = 0,
+                .target_pid = t->target->pid,
+                .target_uid = target_euid(t->target),
+                .target_unit = t->target->unit,
+                .target_exe = t->target->exe,
+                .target_name = t->target->name,
+                .dump_type = "trace",
+        };
+        char name[256];
+        int r;
+
+        r = dump_publish_trace(t->dir_fd, t->file_fd, &readers, &attrs, "collect", t->table->name, name, sizeof(name));
+        if (r != 0)
+                return r;
+        snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
+        (void)audit_log_dump(broker_of(t)->config.audit_sink, &(AuditDumpEvent){
+                .origin = "collect", .requester = 0, .target_pid = t->target->pid, .target_uid = attrs.target_uid,
+                .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
+                .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
+                .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
+                .rule = t->table->name, .path = ret_path, .size = size, .dump_type = "trace",
+                .readable = readers.n_users + readers.n_groups > 0 });
+        return 0;
+}
+
+/* How the session ended, for its end record (as on-start.c says it). */
+static const char *end_of(const CollectTrace *t, int r, bool ended) {
+        if (r == DUMP_WRITER_E_NO_SPACE)
+                return "no-space";
+        if (r == JOBS_E_TIMEOUT)
+                return "timeout";
+        if (r != 0)
+                return "agent-error";
+        if (!ended)
+                return "size-limit";
+        return t->stop_sent ? "duration" : "target-ended";
+}
+
+static void recorded(void *userdata, int r, bool ended, const char *why) {
+        CollectTrace *t = userdata;
+        char path[PATH_MAX] = "", result[PATH_MAX + 64];
+        const char *how = end_of(t, r, ended);
+        struct stat st;
+        uint64_t size;
+        int p = -ENODATA;
+
+        size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+        if (size > 0)
+                p = publish(t, size, path, sizeof(path));
+        /* the end record follows the file's, as a startup trace's does: it says whether it was stored */
+        record_session(t, true, size, p == 0 || size == 0 ? how : "not-stored", p == 0 && r == 0 && ended && t->stop_sent);
+        if (size == 0)
+                snprintf(result, sizeof(result), "the trace is empty%s%s", why ? ": " : "", why ? why : "");
+        else if (p != 0)
+                snprintf(result, sizeof(result), "cannot store the trace: %s",
+                         p > 0 ? "no space in dump_dir" : strerror(-p));
+        else
+                snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, size,
+                         r == DUMP_WRITER_E_NO_SPACE ? ", cut: dump_dir is full"
+                         : !ended                    ? ", cut at max_trace_size"
+                                                     : "");
+        if (p != 0) {
+                trace_fail(t, result);
+                return;
+        }
+        record_result(t, "collected", result);
+        trace_free(t);
+}
+
+/* A refused or lost StopTracing changes nothing: the stream still ends, with the process, at
+ * max_trace_size or at the worker's deadline. */
+static void stop_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        CollectTrace *t = userdata;
+
+        t->call = runtime_call_free(t->call);
+}
+
+static int on_duration_over(sd_event_source *s, uint64_t usec, void *userdata) {
+        CollectTrace *t = userdata;
+        uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
+        const char *why = NULL;
+        size_t size;
+        int fd;
+
+        t->stop_timer = sd_event_source_disable_unref(t->stop_timer);
+        if (dotnet_ipc_stop_tracing_encode(t->session_id, request, sizeof(request), &size) != 0 ||
+            target_connect(t->target, &fd, &why) != 0)
+                return 0; /* the process went: its stream ends with it */
+        if (runtime_call_start(broker_of(t)->event, fd, request, size, broker_of(t)->config.runtime_timeout_usec,
+                               stop_done, t, &t->call) == 0)
+                t->stop_sent = true;
+        return 0;
+}
+
+/* The unnamed file in dump_dir, a slot for its bytes, and the worker that writes it. */
+static int start_recording(CollectTrace *t) {
+        Broker *b = broker_of(t);
+        DumpLimits limits = { .max_use = t->policy->agent.max_use, .keep_free = t->policy->agent.keep_free };
+        uint64_t timeout = t->table->duration_usec + COLLECT_STOP_GRACE_USEC + b->config.runtime_timeout_usec;
+        int r;
+
+        r = dump_slots_claim(b->dump_slots, &t->slot);
+        if (r < 0)
+                return r;
+        t->have_slot = true;
+        r = jobs_record_trace(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, &limits, t->slot,
+                              t->policy->agent.max_trace_size, timeout, recorded, t, &t->job);
+        if (r != 0)
+                return r;
+        /* the worker holds the stream now: when it stops reading, the runtime ends the session */
+        t->stream_fd = safe_close(t->stream_fd);
+        return sd_event_add_time_relative(b->event, &t->stop_timer, CLOCK_MONOTONIC, t->table->duration_usec, 0,
+                                          on_duration_over, t);
+}
+
+static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+        CollectTrace *t = userdata;
+        char text[192];
+        int r;
+
+        if (error != 0 || !reply->ok) {
+                snprintf(text, sizeof(text), "the runtime did not start the session: %s",
+                         error != 0 ? runtime_call_error_text(error) : "it refused it");
+                trace_fail(t, text);
+                return;
+        }
+        t->stream_fd = runtime_call_take_fd(call);
+        r = dotnet_ipc_session_id_decode(reply, &t->session_id);
+        t->call = runtime_call_free(t->call);
+        if (r != 0) {
+                trace_fail(t, "the runtime sent a malformed session reply");
+                return;
+        }
+        (void)sd_event_now(broker_of(t)->event, CLOCK_MONOTONIC, &t->started_usec);
+        r = start_recording(t);
+        if (r != 0) {
+                snprintf(text, sizeof(text), "cannot record the trace: %s", r < 0 ? strerror(-r) : "no worker free");
+                trace_fail(t, text); /* the stream closes: the session ends */
+                return;
+        }
+        record_session(t, false, 0, NULL, false);
+}
+
+static uint32_t buffer_mb(const Policy *p) {
+        unsigned most = p->agent.max_trace_buffer_mb;
+
+        return most < EVENTPIPE_BUFFER_MB_DEFAULT ? most : EVENTPIPE_BUFFER_MB_DEFAULT;
+}
+
+/* dump_dir, the file, and the session's request sent. Return: 0, or a reason in @why. */
+static int begin(CollectTrace *t, char *why, size_t why_size) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
+        _cleanup_free_ uint8_t *collect = malloc(DOTNET_IPC_MESSAGE_MAX);
+        const char *detail = NULL;
+        size_t size;
+        int fd, r;
+
+        r = dump_dir_open(t->policy->agent.dump_dir, &t->dir_fd, &detail);
+        if (r == 0) {
+                t->file_fd = openat(t->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+                r = t->file_fd < 0 ? -errno : 0;
+        }
+        if (r != 0) {
+                snprintf(why, why_size, "cannot use dump_dir: %s%s%s", detail ? detail : "", detail ? ": " : "",
+                         r < 0 ? strerror(-r) : "unsafe");
+                return 1;
+        }
+        if (!collect || eventpipe_profile_config(t->table->trace_profile, &config) != 0 ||
+            !(t->providers_text = eventpipe_config_to_string(&config)) ||
+            dotnet_ipc_collect_tracing_encode(&config, buffer_mb(t->policy), collect, DOTNET_IPC_MESSAGE_MAX, &size) != 0) {
+                snprintf(why, why_size, "cannot set up the session");
+                return 1;
+        }
+        r = target_connect(t->target, &fd, &detail);
+        if (r == 0)
+                r = runtime_call_start(broker_of(t)->event, fd, collect, size, broker_of(t)->config.runtime_timeout_usec,
+                                       started, t, &t->call);
+        if (r != 0) {
+                snprintf(why, why_size, "cannot reach the runtime%s%s", detail ? ": " : "", detail ? detail : "");
+                return 1;
+        }
+        return 0;
+}
+
+int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
+                        size_t why_size) {
+        CollectTrace *t;
+
+        if (s->n >= COLLECT_TRACES_MAX) {
+                snprintf(why, why_size, "not traced: %d collection traces run already", COLLECT_TRACES_MAX);
+                return 1;
+        }
+        t = calloc(1, sizeof(CollectTrace));
+        if (!t) {
+                snprintf(why, why_size, "not traced: out of memory");
+                return 1;
+        }
+        *t = (CollectTrace){ .set = s, .next = s->traces, .policy = policy_ref(policy), .table = table,
+                             .target = target_ref(target), .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF };
+        s->traces = t;
+        s->n++;
+        if (begin(t, why, why_size) != 0) {
+                trace_free(t);
+                return 1;
+        }
+        return 0;
+}
+
+CollectTraces *collect_traces_new(Broker *b) {
+        CollectTraces *s = calloc(1, sizeof(CollectTraces));
+
+        if (s)
+                s->broker = b;
+        return s;
+}
+
+CollectTraces *collect_traces_free(CollectTraces *s) {
+        if (!s)
+                return NULL;
+        while (s->traces)
+                trace_free(s->traces);
+        free(s);
+        return NULL;
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The trace action of a [[collect]] table (then.trace_profile, then.duration): a nettrace of the
+ * process into dump_dir, as [[on_start]] traces are written (on-start.h).
+ *
+ * The agent connects to the process's runtime and starts the profile's session; a worker moves the
+ * stream into an unnamed file of dump_dir (jobs_record_trace()), under max_use and keep_free, and at
+ * most max_trace_size; when then.duration is over the agent sends StopTracing. What arrived is then
+ * root's, readable by exactly the table's readers, labelled like a dump (dsctl dumps lists it for
+ * its readers, type trace) and named trace.NAME.PID.collect-TABLE.TIME.nettrace. The file gets a
+ * dump record (the table as its rule) and the table a collect record of the result ("collected",
+ * with the path, or "failed", with why). At most COLLECT_TRACES_MAX run at once, host-wide: each holds
+ * a worker for its duration.
+ */
+#pragma once
+
+#include "policy.h"
+
+typedef struct Broker Broker;
+typedef struct Target Target;
+typedef struct CollectTraces CollectTraces;
+
+#define COLLECT_TRACES_MAX 2
+
+CollectTraces *collect_traces_new(Broker *b);
+/* At the agent's exit: the traces still running are cut; their files, never named, go with them. */
+CollectTraces *collect_traces_free(CollectTraces *s);
+
+/**
+ * collect_trace_start() - trace @target for @table of @policy, which just fired on it
+ *
+ * Takes references to @policy and @target. The result is recorded, now or when the trace ends.
+ *
+ * Return: 0 when the trace starts (its end is recorded later); else a positive reason was written
+ * into @why (COLLECT_TRACES_MAX run already, dump_dir cannot be used, the runtime cannot be
+ * reached) and nothing runs.
+ */
+int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
+                        size_t why_size);

@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The policy's [[collect]] tables against the real runtime: which processes are watched, when a table
+fires, its limit per process, its records (docs/collect.md)."""
+import grp
+import json
+import os
+import time
+import uuid
+
+import harness
+import nettrace_writer
+from harness import (ALICE, MALLORY, OPS, SVC, Agent, FakeRuntime, Target, acl_of, can_read, dsctl, make_dir,
+                     place_in_unit, run_tests, test, wait_for)
+
+COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
+SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
+SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
+
+
+def table(name, counter, unit, line="when.above = 300", extra="", then='then.dump = "mini"', readers=(ALICE,),
+          users=(SVC,)):
+    """A table for processes of @users in @unit: the host's other tests run SVC's processes too, and no table here
+    may watch them."""
+    quoted = lambda items: ", ".join(f'"{i}"' for i in items)
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = [{quoted(users)}]\ntargets.units = ["{unit}"]\n'
+            f'when.counter = "{counter}"\n{line}\n{then}\nreaders = [{quoted(readers)}]\n{extra}\n')
+
+
+def exception_table(name, exception, unit, count=1, within=None, then='then.dump = "mini"', readers=(ALICE,)):
+    quoted = lambda items: ", ".join(f'"{i}"' for i in items)
+    window = f'when.count = {count}\nwhen.within = "{within}"\n' if within else ""
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{SVC}"]\ntargets.units = ["{unit}"]\n'
+            f'when.exception = "{exception}"\n{window}{then}\nreaders = [{quoted(readers)}]\n')
+
+
+def target_in_unit(user=SVC, value="500", unit=None, args=()):
+    """A target publishing @value, in a unit of its own (before the agent starts, whose first walk judges it)."""
+    unit = unit or f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    target = Target(user=user, args=("--meter-value", value, *args))
+    place_in_unit(target.pid, unit)
+    return target, unit
+
+
+def agent_with(*tables):
+    return Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + "".join(tables))
+
+
+def fired(agent, pid=None, name=None):
+    return [r for r in agent.records(message_id=COLLECT_MESSAGE_ID)
+            if r.get("DSAGENT_COLLECT_EVENT") == "fired" and (pid is None or r["DSAGENT_TARGET_PID"] == str(pid))
+            and (name is None or r["DSAGENT_RULE"] == name)]
+
+
+@test
+def a_counter_table_fires_on_the_process_it_covers_once_held_for_its_time():
+    high, unit = target_in_unit()
+    calm, _ = target_in_unit(value="100", unit=unit)
+    other, _ = target_in_unit(user=ALICE, unit=unit)  # no table covers alice's processes, in the unit or not
+    agent = agent_with(
+        # a Meter gauge and an EventCounter, each beyond its line for 2 s: one session watches both
+        table("gauge-high", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "2s"'),
+        table("counter-high", "Dsagent-TestTarget:test-counter", unit, extra='when.for = "2s"'),
+        # beyond the line too, but not for an hour yet
+        table("held-long", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "1h"'),
+        # below the line: never beyond it
+        table("low", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"),
+        # alice's processes in another unit: the walk looks at hers too, and no table may take one for another's
+        table("alice-elsewhere", "Dsagent.TestTarget:test-gauge", "dst-collect-elsewhere.service", users=(ALICE,)))
+
+    for name in ("gauge-high", "counter-high"):
+        rec = wait_for(lambda: fired(agent, high.pid, name), timeout=90, what=f"{name} fired")[0]
+        assert rec["DSAGENT_COLLECT_TRIGGER"] == "counter" and float(rec["DSAGENT_COLLECT_VALUE"]) == 500, rec
+        assert rec["DSAGENT_TARGET_UID"] == str(high.uid) and rec["DSAGENT_COLLECT_ACTION"] == "dump", rec
+    assert rec["DSAGENT_COLLECT_WHAT"] == "Dsagent-TestTarget:test-counter", rec
+    time.sleep(5)  # more samples beyond the line: the default limit, 1/1h, takes no second
+    assert len(fired(agent, high.pid, "gauge-high")) == 1, fired(agent, high.pid)
+    assert len(fired(agent, high.pid, "counter-high")) == 1, fired(agent, high.pid)
+    assert not fired(agent, high.pid, "held-long"), "fired before its when.for was over"
+    assert not fired(agent, name="low") and not fired(agent, calm.pid) and not fired(agent, other.pid), \
+        fired(agent)
+
+
+@test
+def a_table_fires_at_most_its_limit_however_many_samples_cross_the_line():
+    # no when.for: every sample (one a second) beyond the line meets the condition
+    high, unit = target_in_unit()
+    agent = agent_with(table("every-sample", "Dsagent.TestTarget:test-gauge", unit, extra='limit = "2/1h"'))
+    wait_for(lambda: len(fired(agent, high.pid)) >= 2, timeout=90, what="two firings")
+    time.sleep(6)
+    assert len(fired(agent, high.pid)) == 2, fired(agent, high.pid)
+    assert int(fired(agent, high.pid)[-1].get("DSAGENT_COLLECT_LIMITED", "0")) == 0, fired(agent, high.pid)
+
+
+def collect_records(agent, pid, event):
+    return [r for r in agent.records(message_id=COLLECT_MESSAGE_ID)
+            if r.get("DSAGENT_COLLECT_EVENT") == event and r["DSAGENT_TARGET_PID"] == str(pid)]
+
+
+@test
+def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit()
+    agent = agent_with(table("slow-trace", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "3s"'))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the trace collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "slow-trace" and rec["DSAGENT_COLLECT_ACTION"] == "trace", rec
+    assert os.path.dirname(path) == agent.dumps and f".{high.pid}.collect-slow-trace." in path, path
+    assert path.endswith(".nettrace"), path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and "a trace of profile gc-collect begins" in fire[0]["DSAGENT_COLLECT_RESULT"], fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "slow-trace", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    with open(path, "rb") as f:
+        assert f.read(8) == b"Nettrace", "not a nettrace"
+    sessions = lambda mid: [r for r in agent.records(message_id=mid) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
+    started = sessions(SESSION_START_ID)
+    assert len(started) == 1 and started[0]["DSAGENT_SESSION_ORIGIN"] == "collect", started
+    assert started[0]["DSAGENT_RULE"] == "slow-trace" and started[0]["DSAGENT_TRACE_PROFILE"] == "gc-collect", started
+    ended = sessions(SESSION_END_ID)
+    assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
+    assert int(ended[0]["DSAGENT_SESSION_BYTES"]) == os.path.getsize(path), ended
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    assert not [e for e in acl if e.startswith("group:") and e not in ("group::---", f"group:{grp.getgrnam(OPS).gr_gid}:r--")], acl
+    assert can_read(ALICE, path), "a reader (in the table's group) cannot read the trace"
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected trace"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    assert r.returncode == 0 and [x for x in json.loads(r.stdout) if x["path"] == path], r.stdout
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout, r
+
+    time.sleep(6)  # the gauge stays beyond the line: the default limit, 1/1h, takes no second trace
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
+@test
+def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
+    thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
+    quiet, _ = target_in_unit(unit=unit)
+    agent = agent_with(
+        # the short name, and three within 10 s: the process throws five a second; the action: a trace
+        exception_table("probe-thrown", "DsagentProbeException", unit, count=3, within="10s",
+                        then='then.trace_profile = "gc-collect"\nthen.duration = "2s"'),
+        # the full name, one is enough; the action is not built yet
+        exception_table("probe-full", "DsTestTarget.DsagentProbeException", unit),
+        # more than the process throws in the window
+        exception_table("too-many", "DsagentProbeException", unit, count=1000, within="1s"),
+        # a type nobody throws; a full name in another namespace
+        exception_table("other-type", "TimeoutException", unit),
+        exception_table("other-namespace", "Other.DsagentProbeException", unit))
+
+    rec = wait_for(lambda: collect_records(agent, thrower.pid, "collected"), timeout=120,
+                   what="the exception table's trace")[0]
+    assert rec["DSAGENT_RULE"] == "probe-thrown" and rec["DSAGENT_COLLECT_TRIGGER"] == "exception", rec
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert f".{thrower.pid}.collect-probe-thrown." in path and can_read(ALICE, path), path
+    assert not can_read(MALLORY, path) and not can_read(SVC, path), path
+    fire = {r["DSAGENT_RULE"]: r for r in collect_records(agent, thrower.pid, "fired")}
+    assert fire["probe-thrown"]["DSAGENT_COLLECT_EXCEPTION"] == "DsTestTarget.DsagentProbeException", fire
+    assert fire["probe-thrown"]["DSAGENT_COLLECT_WHAT"] == "DsagentProbeException", fire
+    assert "probe-full" in fire and "nothing was collected" in fire["probe-full"]["DSAGENT_COLLECT_RESULT"], fire
+    time.sleep(4)
+    fired_now = [r["DSAGENT_RULE"] for r in collect_records(agent, thrower.pid, "fired")]
+    assert sorted(fired_now) == ["probe-full", "probe-thrown"], fired_now  # once each: the limit, 1/1h
+    assert not collect_records(agent, quiet.pid, "fired"), collect_records(agent, quiet.pid, "fired")
+
+
+def flood_stream(directory):
+    """A valid stream's head (metadata: EventCounters of a provider no table names), and an EventBlock of 1000
+    such samples whose length keeps the 4-byte alignment, so that it can follow itself forever."""
+    sample = lambda name: nettrace_writer.event(metadata_id=1, thread=1, stack=0, ts=1,
+                                                payload=nettrace_writer.event_counter_payload(name, "Flood", 1.0))
+    for extra in range(4):  # the last sample's name, a UTF-16 unit longer each time, sets the block's length
+        stream = nettrace_writer.Stream()
+        stream.metadata(nettrace_writer.event_counters_meta(1, "Hostile"))
+        head = stream.data
+        stream.events([sample("flood")] * 999 + [sample("flood" + "x" * extra)])
+        block = stream.data[len(head):]
+        if len(block) % 4 == 0:
+            break
+    assert len(block) % 4 == 0, len(block)
+    paths = os.path.join(directory, "head"), os.path.join(directory, "block")
+    for path, data in zip(paths, (head, block)):
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o644)
+    return paths
+
+
+@test
+def a_runtime_that_floods_its_watch_has_the_session_cut():
+    d = make_dir(None, 0o755)
+    head, block = flood_stream(d)
+    fake = FakeRuntime(f"flood:{head}:{block}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(table("watched", "System.Runtime:cpu-usage", unit))
+    # over 1 MiB in a second, the agent hangs up: the fake says how much it sent, and for how long
+    flood = wait_for(lambda: os.path.exists(fake.log + ".flood") and open(fake.log + ".flood").read(), timeout=60,
+                     what="the agent to cut the flooding stream")
+    sent, seconds = flood.split()
+    assert int(sent) < 64 << 20 and float(seconds) < 10, flood
+    assert agent.proc.poll() is None, "the agent died"
+
+
+@test
+def a_watch_that_ends_stops_its_session_in_the_runtime():
+    # a session of exception events has nothing to write while nothing is thrown: without a StopTracing it
+    # would stay in the runtime, one of its 64, long after the agent closed its stream
+    d = make_dir(None, 0o755)
+    head, _ = flood_stream(d)
+    fake = FakeRuntime(f"trace:{head}")  # answers CollectTracing with a valid head, then holds the stream open
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(exception_table("quiet-exceptions", "TimeoutException", unit))
+    collect_tracing = lambda data: [i for i in range(len(data) - 17) if data[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                                    and data[i + 16] == 0x02 and data[i + 17] >= 0x02]
+    stop_tracing = lambda data: [i for i in range(len(data) - 17) if data[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                                 and data[i + 16] == 0x02 and data[i + 17] == 0x01]
+    wait_for(lambda: collect_tracing(fake.received()), timeout=60, what="the watch's session")
+    time.sleep(1)
+    assert not stop_tracing(fake.received())
+    agent.write_policy('[agent]\ndump_dir = "@DUMP_DIR@"\n')  # no tables: the watch ends
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: stop_tracing(fake.received()), timeout=30, what="StopTracing for the watch's session")
+
+
+@test
+def at_most_two_collection_traces_run_at_once_host_wide():
+    first, unit = target_in_unit()
+    others = [target_in_unit(unit=unit)[0] for _ in range(2)]
+    agent = agent_with(table("long-trace", "Dsagent.TestTarget:test-gauge", unit,
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "30s"'))
+    pids = [first.pid] + [t.pid for t in others]
+    fired_all = lambda: [r for p in pids for r in collect_records(agent, p, "fired")]
+    records = wait_for(lambda: len(fired_all()) == 3 and fired_all(), timeout=90, what="all three fired")
+    results = sorted(r["DSAGENT_COLLECT_RESULT"] for r in records)
+    assert results == ["a trace of profile gc-collect begins"] * 2 + ["not traced: 2 collection traces run already"], \
+        results
+
+
+@test
+def a_runtime_that_ends_its_stream_gets_no_fresh_limit():
+    # the runtime ends each session after samples beyond the line; the agent watches it again 30 s later,
+    # and the table's limit, once an hour, must still count the first firing
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
+    os.chmod(path, 0o644)
+    fake = FakeRuntime(f"stream:{path}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(table("restarted", "Hostile:depth", unit))
+    wait_for(lambda: fired(agent, fake.pid), timeout=60, what="the first firing")
+    sessions = lambda: [i for i in range(len(fake.received()) - 17) if fake.received()[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                        and fake.received()[i + 16] == 0x02 and fake.received()[i + 17] >= 0x02]
+    first = len(sessions())
+    wait_for(lambda: len(sessions()) > first, timeout=90, what="the agent to watch the runtime again")
+    time.sleep(3)  # the new session's samples, beyond the line again, have been read
+    assert len(fired(agent, fake.pid)) == 1, fired(agent, fake.pid)
+
+
+@test
+def a_reload_applies_new_tables_without_restarting_the_agent():
+    high, unit = target_in_unit()
+    agent = agent_with()
+    time.sleep(4)  # walks happen: nothing to watch for
+    assert not agent.records(message_id=COLLECT_MESSAGE_ID)
+    agent.write_policy('[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("added", "Dsagent.TestTarget:test-gauge", unit))
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: fired(agent, high.pid, "added"), timeout=90, what="the new table fired")
+
+
+if __name__ == "__main__":
+    run_tests()

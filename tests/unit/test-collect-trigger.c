@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* When a [[collect]] table fires on one process (agent/collect/collect-trigger.h) */
+#include <string.h>
+
+#include "collect-trigger.h"
+#include "policy-compile.h"
+#include "tap.h"
+#include "toml.h"
+
+#define SEC 1000000ULL
+
+static int no_user(const char *name, uid_t *ret, void *userdata) {
+        return -ENOENT;
+}
+
+static Policy *compile(const char *text) {
+        static const PolicyResolver resolver = { .user = no_user, .group = no_user };
+        PolicyDiagnostics d = {};
+        TomlValue *root = NULL;
+        Policy *p = NULL;
+        TomlError e;
+
+        check(toml_parse(text, strlen(text), &root, &e) == 0);
+        check(policy_compile(&(PolicySource){ .path = "p.toml", .root = root, .is_main = true }, 1, &resolver, &p,
+                             &d) == 0);
+        for (size_t i = 0; i < d.n; i++)
+                printf("# %s\n", d.messages[i]);
+        policy_diagnostics_done(&d);
+        toml_value_free(root);
+        return p;
+}
+
+static NettraceCounter sample(const char *provider, const char *name, const char *tags, double value) {
+        return (NettraceCounter){ .kind = NETTRACE_COUNTER_GAUGE, .provider = (char *)provider, .name = (char *)name,
+                                  .tags = (char *)tags, .has_value = true, .value = value };
+}
+
+#define QUEUE "[[collect]]\nname = \"q\"\ntargets.any = true\n" \
+              "when.counter = \"Bars.Target:bars-queue-depth[queue=bars-q2]\"\nwhen.above = 300\n" \
+              "then.dump = \"mini\"\n"
+
+static CollectVerdict feed(CollectTrigger *t, const char *tags, double value, uint64_t now) {
+        NettraceCounter c = sample("Bars.Target", "bars-queue-depth", tags, value);
+        double seen = -1;
+        CollectVerdict v = collect_trigger_counter(t, &c, now, &seen);
+
+        if (v != COLLECT_QUIET)
+                check(seen == value);
+        return v;
+}
+
+/* The line held for when.for, by the agent's clock; a dip starts the run over */
+static void test_counter_for(void) {
+        Policy *p = compile(QUEUE "when.for = \"2s\"\nlimit = \"3/1h\"\n");
+        CollectTrigger t;
+
+        if (!p)
+                return;
+        collect_trigger_init(&t, &p->collect[0]);
+        check(feed(&t, "queue=bars-q2", 301, 0) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 500, 1 * SEC) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 300, 2 * SEC) == COLLECT_QUIET); /* at the line is not above it */
+        check(feed(&t, "queue=bars-q2", 301, 3 * SEC) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 302, 4 * SEC) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 303, 5 * SEC) == COLLECT_FIRE);
+        /* a run that fired starts over: a whole when.for again */
+        check(feed(&t, "queue=bars-q2", 304, 6 * SEC) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 305, 7 * SEC) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 306, 8 * SEC) == COLLECT_FIRE);
+        /* others' samples change nothing: another queue, another instrument, no tags, no value */
+        check(feed(&t, "queue=bars-q1", 900, 9 * SEC) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q1", 900, 20 * SEC) == COLLECT_QUIET);
+        check(feed(&t, NULL, 900, 20 * SEC) == COLLECT_QUIET);
+        {
+                NettraceCounter c = sample("Bars.Target", "bars-queue-length", "queue=bars-q2", 900);
+                NettraceCounter h = sample("Bars.Target", "bars-queue-depth", "queue=bars-q2", 900);
+                NettraceCounter none = sample("Bars.Target", "bars-queue-depth", "queue=bars-q2", 0);
+                double v;
+
+                h.kind = NETTRACE_COUNTER_HISTOGRAM;
+                none.has_value = false;
+                check(collect_trigger_counter(&t, &c, 21 * SEC, &v) == COLLECT_QUIET);
+                check(collect_trigger_counter(&t, &h, 21 * SEC, &v) == COLLECT_QUIET);
+                check(collect_trigger_counter(&t, &none, 21 * SEC, &v) == COLLECT_QUIET);
+        }
+        /* a new run begins at 30 s: fires at 32 s, not before */
+        check(feed(&t, "queue=bars-q2", 400, 30 * SEC) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 400, 32 * SEC - 1) == COLLECT_QUIET);
+        check(feed(&t, "queue=bars-q2", 400, 32 * SEC) == COLLECT_FIRE);
+        check(t.n_fired == 3 && t.n_limited == 0);
+        collect_trigger_done(&t);
+        policy_unref(p);
+}
+
+/* The limit per process: a runtime that floods samples beyond the line gets limit.count artifacts a period */
+static void test_counter_limit(void) {
+        Policy *p = compile(QUEUE "limit = \"2/1h\"\n");
+        CollectTrigger t, other;
+        unsigned fired = 0, limited = 0;
+
+        if (!p)
+                return;
+        collect_trigger_init(&t, &p->collect[0]);
+        collect_trigger_init(&other, &p->collect[0]);
+        /* no when.for: each sample beyond the line meets the condition */
+        for (unsigned i = 0; i < 100000; i++)
+                switch (feed(&t, "queue=bars-q2,host=a", 1e9, i)) {
+                case COLLECT_FIRE: fired++; break;
+                case COLLECT_LIMITED: limited++; break;
+                default: break;
+                }
+        check(fired == 2 && limited == 99998 && t.n_fired == 2 && t.n_limited == 99998);
+        /* another process has its own */
+        check(feed(&other, "queue=bars-q2", 301, 10) == COLLECT_FIRE);
+        /* the window slides: an hour after the first, one more */
+        check(feed(&t, "queue=bars-q2", 301, 3600 * SEC - 1) == COLLECT_LIMITED);
+        check(feed(&t, "queue=bars-q2", 301, 3600 * SEC) == COLLECT_FIRE);
+        check(feed(&t, "queue=bars-q2", 301, 3600 * SEC) == COLLECT_LIMITED);
+        check(feed(&t, "queue=bars-q2", 301, 3600 * SEC + 1) == COLLECT_FIRE);
+        collect_trigger_done(&t);
+        collect_trigger_done(&other);
+        policy_unref(p);
+}
+
+static void test_counter_below_and_kinds(void) {
+        Policy *p = compile("[[collect]]\nname = \"low\"\ntargets.any = true\n"
+                            "when.counter = \"System.Runtime:threadpool-thread-count\"\nwhen.below = 2\n"
+                            "then.stacks = true\nlimit = \"100/1s\"\n");
+        CollectTrigger t;
+        NettraceCounter c = sample("System.Runtime", "threadpool-thread-count", NULL, 1);
+        double v = -1;
+
+        if (!p)
+                return;
+        collect_trigger_init(&t, &p->collect[0]);
+        c.kind = NETTRACE_COUNTER_MEAN;
+        check(collect_trigger_counter(&t, &c, 0, &v) == COLLECT_FIRE && v == 1);
+        c.value = 2;
+        check(collect_trigger_counter(&t, &c, 1, &v) == COLLECT_QUIET);
+        c.kind = NETTRACE_COUNTER_SUM;
+        c.value = -5;
+        check(collect_trigger_counter(&t, &c, 2, &v) == COLLECT_FIRE && v == -5);
+        c.kind = NETTRACE_COUNTER_UP_DOWN;
+        check(collect_trigger_counter(&t, &c, 3, &v) == COLLECT_FIRE);
+        c.kind = NETTRACE_COUNTER_COUNTER;
+        check(collect_trigger_counter(&t, &c, 4, &v) == COLLECT_FIRE);
+        c.kind = NETTRACE_COUNTER_INSTRUMENT;
+        check(collect_trigger_counter(&t, &c, 5, &v) == COLLECT_QUIET);
+        c.kind = NETTRACE_COUNTER_GAUGE;
+        c.value = __builtin_nan("");
+        check(collect_trigger_counter(&t, &c, 6, &v) == COLLECT_QUIET);
+        collect_trigger_done(&t);
+        policy_unref(p);
+}
+
+/* N exceptions of the type within the window, by the agent's clock; then forgotten */
+static void test_exception_window(void) {
+        Policy *p = compile("[[collect]]\nname = \"m\"\ntargets.any = true\n"
+                            "when.exception = \"BarsMarkerException\"\nwhen.count = 3\nwhen.within = \"10s\"\n"
+                            "then.stacks = true\nlimit = \"2/1h\"\n"
+                            "[[collect]]\nname = \"one\"\ntargets.any = true\nwhen.exception = \"System.TimeoutException\"\n"
+                            "then.stacks = true\n");
+        CollectTrigger t, one;
+
+        if (!p)
+                return;
+        collect_trigger_init(&t, &p->collect[0]);
+        collect_trigger_init(&one, &p->collect[1]);
+        check(collect_trigger_exception(&t, "Bars.BarsMarkerException", 0) == COLLECT_QUIET);
+        check(collect_trigger_exception(&t, "Bars.BarsMarkerException", 5 * SEC) == COLLECT_QUIET);
+        check(collect_trigger_exception(&t, "System.TimeoutException", 6 * SEC) == COLLECT_QUIET);
+        /* the first has left the window: three within 10 s are 5, 11, 12 */
+        check(collect_trigger_exception(&t, "Bars.BarsMarkerException", 11 * SEC) == COLLECT_QUIET);
+        check(collect_trigger_exception(&t, "BarsMarkerException", 12 * SEC) == COLLECT_FIRE);
+        /* forgotten: three more */
+        check(collect_trigger_exception(&t, "BarsMarkerException", 13 * SEC) == COLLECT_QUIET);
+        check(collect_trigger_exception(&t, "BarsMarkerException", 13 * SEC) == COLLECT_QUIET);
+        check(collect_trigger_exception(&t, "BarsMarkerException", 14 * SEC) == COLLECT_FIRE);
+        for (int i = 0; i < 30; i++)
+                check(collect_trigger_exception(&t, "BarsMarkerException", 15 * SEC) ==
+                      (i % 3 == 2 ? COLLECT_LIMITED : COLLECT_QUIET));
+        check(t.n_fired == 2 && t.n_limited == 10);
+        /* a count of 1: each one, up to the default limit of one an hour */
+        check(collect_trigger_exception(&one, "System.TimeoutException", 0) == COLLECT_FIRE);
+        check(collect_trigger_exception(&one, "System.TimeoutException", 1) == COLLECT_LIMITED);
+        check(collect_trigger_exception(&one, "TimeoutException", 3600 * SEC) == COLLECT_QUIET); /* a full name */
+        check(collect_trigger_exception(&one, "System.TimeoutException", 3600 * SEC) == COLLECT_FIRE);
+        collect_trigger_done(&t);
+        collect_trigger_done(&one);
+        policy_unref(p);
+}
+
+/* both lines: strictly between them */
+static void test_counter_between(void) {
+        Policy *p = compile("[[collect]]\nname = \"b\"\ntargets.any = true\n"
+                            "when.counter = \"Bars.Target:bars-queue-depth\"\nwhen.above = 10\nwhen.below = 20\n"
+                            "then.stacks = true\nlimit = \"100/1s\"\n");
+        CollectTrigger t;
+
+        if (!p)
+                return;
+        collect_trigger_init(&t, &p->collect[0]);
+        check(feed(&t, NULL, 10, 0) == COLLECT_QUIET);
+        check(feed(&t, NULL, 11, 1) == COLLECT_FIRE);
+        check(feed(&t, NULL, 19.5, 2) == COLLECT_FIRE);
+        check(feed(&t, NULL, 20, 3) == COLLECT_QUIET);
+        check(feed(&t, NULL, 1e9, 4) == COLLECT_QUIET);
+        collect_trigger_done(&t);
+        policy_unref(p);
+}
+
+int main(void) {
+        run_test(test_counter_between);
+        run_test(test_counter_for);
+        run_test(test_counter_limit);
+        run_test(test_counter_below_and_kinds);
+        run_test(test_exception_window);
+        return tap_finish();
+}
