@@ -425,6 +425,8 @@ class Agent:
         """Audit records written so far (of one kind), one dict per line."""
         out = []
         for line in open(self.log_path):
+            if not line.endswith("\n"):
+                continue  # the agent is still writing it: its queue writes a record in as many pieces as fit
             if self.audit == "json" and line.startswith("{"):
                 fields = json.loads(line)
             elif line.startswith("dsagent-audit:"):
