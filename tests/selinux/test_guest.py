@@ -32,8 +32,10 @@ def guest_boots_enforcing_with_the_module():
         times = guest.run(RESULTS)
     except guest.GuestError as e:
         raise AssertionError(f"the SELinux guest cannot run here: {e}") from None
-    print(f"# timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) + f"; results in {RESULTS}")
     log = results("run.log")
+    virt = re.search(r"^virt: (\S+)", log, re.M)
+    print(f"# timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) +
+          f"; guest virt: {virt.group(1) if virt else '?'}; results in {RESULTS}")
     assert "getenforce: Enforcing" in log, log[:2000]
     assert re.search(r"^dsagent\b", log, re.M), "the module is not loaded:\n" + log[:2000]
 
