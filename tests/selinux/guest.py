@@ -3,7 +3,8 @@
 """The SELinux guest: Debian 12 booted enforcing under qemu, with dsagent's module loaded.
 
 No SELinux is needed in the host's kernel, nor KVM: the guest runs under KVM where KVM really runs
-it (kvm_boots), and is fully emulated (TCG) where it does not (then a run takes 5 to 11 minutes).
+it (kvm_boots), and is fully emulated (TCG) where it does not (then a run takes 6 to 14 minutes on
+a loaded 2-core host).
 
   base     tests/selinux/image.sh: debootstrap from Debian's packages, built once and cached
            under $DSAGENT_TEST_CACHE/selinux (/var/cache/dsagent-tests) by the hash of the script.
