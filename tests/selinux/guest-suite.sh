@@ -159,6 +159,8 @@ if [ ! -e $M/done ]; then
         python3 /usr/local/bin/connect.py $MPID >$M/connect.out 2>&1; echo \$? >$M/connect.rc
         dsctl info $MPID >$M/info.out 2>&1; echo \$? >$M/info.rc
         dsctl stacks $MPID >$M/stacks.out 2>&1; echo \$? >$M/stacks.rc
+        dsctl dump $MPID --type mini -o $M/own.dmp >$M/dump.out 2>&1; echo \$? >$M/dump.rc
+        head -c 4 $M/own.dmp >$M/own.dmp.head 2>&1
         touch $M/done
 fi
 exit
@@ -179,7 +181,7 @@ for i in $(seq 120); do [ -e $M/done ] && break; sleep 1; done
 setterm --dump 2 --file $R/mac-tty2.txt 2>/dev/null || cat /dev/vcs2 >$R/mac-tty2.txt 2>&1
 systemctl stop getty@tty2.service
 ls -laZ /home/dst-mal $M >$R/mac-home.txt 2>&1
-for f in id.txt connect.out info.out stacks.out profile.log; do cp $M/$f $R/mac-$f 2>/dev/null; done
+for f in id.txt connect.out info.out stacks.out dump.out profile.log; do cp $M/$f $R/mac-$f 2>/dev/null; done
 cp $M/*.rc $R/ 2>/dev/null
 step mac-user_t-id grep -q ':user_r:user_t:' $M/id.txt
 # file modes let dst-mal in: unconfined, the same user connects
@@ -188,6 +190,8 @@ step mac-unconfined-connects runuser -u dst-mal -- python3 /usr/local/bin/connec
 step mac-user_t-refused grep -q '^refused .*Permission denied' $M/connect.out
 step mac-dsctl-info grep -qx 0 $M/info.rc
 step mac-dsctl-stacks grep -qx 0 $M/stacks.rc
+# dsctl dump -o: the copy comes from the dump the agent opened for them and handed over (an ELF core)
+step mac-dsctl-dump-copy sh -c "grep -qx 0 $M/dump.rc && grep -q ELF $M/own.dmp.head"
 step mac-app-stop systemctl stop dstest-mal.service
 
 step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service

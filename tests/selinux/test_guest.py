@@ -63,7 +63,7 @@ def mac_keeps_a_confined_user_off_a_runtime_socket_dsctl_serves_them():
     denied = [d for d in guest.avc_denials(RESULTS)
               if "scontext=user_u:user_r:user_t" in d and "dotnet-diagnostic-" in d and "denied" in d]
     assert denied, "no AVC record shows MAC refusing user_t the runtime's socket"
-    for command in ("info", "stacks"):
+    for command in ("info", "stacks", "dump"):
         assert results(f"{command}.rc").strip() == "0", results(f"mac-{command}.out")
 
 
