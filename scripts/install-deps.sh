@@ -32,11 +32,12 @@ packages=(
         # promtool, which checks dsctl counters --format prometheus (Debian has it in prometheus;
         # its server is kept from starting, below)
         prometheus
-        # the SELinux guest (tests/selinux): Debian 12 booted enforcing under qemu (TCG, no KVM
-        # needed), its root made with debootstrap (above), the module installed into its policy
-        # store and its files labelled on the host (semodule -p, setfiles: no SELinux in the host's
-        # kernel needed), packed with mkfs.ext4 -d
-        qemu-system-x86 qemu-utils e2fsprogs policycoreutils semodule-utils selinux-utils
+        # the SELinux guest (tests/selinux): Debian 12 booted enforcing under qemu (KVM where it
+        # runs the guest, else TCG: no KVM needed), its root made with debootstrap (above), the
+        # module built with selinux-policy-dev's Makefile (above; make), installed into the guest's
+        # policy store and its files labelled on the host (semodule -p, setfiles: no SELinux in the
+        # host's kernel needed), packed with mkfs.ext4 -d and its root's label set with debugfs
+        qemu-system-x86 qemu-utils e2fsprogs make policycoreutils semodule-utils selinux-utils
         selinux-policy-default
 )
 

@@ -7,7 +7,7 @@
 # (scratch-users.sh).
 #
 # --quick, for development: the plain build's unit, fuzz, toml and integration
-# suites only; no sanitizer pass, no systemd or packaging suites.
+# suites only; no sanitizer pass, no systemd, packaging or selinux suites.
 set -euo pipefail
 
 quick=false
@@ -52,7 +52,15 @@ if $quick; then
         trap - EXIT
         exec python3 "$src/tests/summarize.py" "$build/meson-logs/testlog.json"
 fi
+# The SELinux guest's base image (tests/selinux/image.sh), cached: on a fresh machine some minutes of
+# debootstrap, mostly waiting on the mirror, so it is made in the background while the suites before
+# the selinux suite run. The guest's test (tests/selinux/test_guest.py) runs image.sh itself, which
+# waits on the image's lock for this one and then uses its image, or retries and fails with the reason.
+selinux_cache=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}/selinux
+"$src/tests/selinux/image.sh" "$selinux_cache" >"$build/meson-logs/selinux-image.log" 2>&1 &
+selinux_image=$!
 meson test -C "$build" --print-errorlogs --num-processes 2 || true
+wait "$selinux_image" || echo "test.sh: the SELinux guest's image failed: $build/meson-logs/selinux-image.log" >&2
 
 # The same code again under AddressSanitizer and UndefinedBehaviorSanitizer.
 # Parsers and units run with leak detection; the daemon's integration tests

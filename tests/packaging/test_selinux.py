@@ -25,9 +25,12 @@ type example_dotnet_t;
 domain_type(example_dotnet_t)
 type example_client_t;
 domain_type(example_client_t)
+type example_cli_t;
+domain_type(example_cli_t)
 dsagent_dotnet_runtime(example_dotnet_t)
 dsagent_stream_connect(example_client_t)
 dsagent_read_dumps(example_client_t)
+dsagent_client(example_cli_t)
 """
 
 
@@ -127,6 +130,14 @@ def interfaces_label_and_connect():
     assert "example_client_t" in granted(rules, "unix_stream_socket", "connectto", "dsagent_t")
     assert "example_client_t" in granted(rules, "file", "read", "dsagent_dump_t")
     assert "example_client_t" not in granted(rules, "file", "write", "dsagent_dump_t")
+    # dsctl's domain takes the agent's descriptors (a session's pipe, a dump opened for a reader),
+    # and opens no dump itself
+    assert "example_cli_t" in granted(rules, "unix_stream_socket", "connectto", "dsagent_t")
+    assert "example_cli_t" in granted(rules, "fd", "use", "dsagent_t")
+    assert "example_cli_t" in granted(rules, "fifo_file", "read", "dsagent_t")
+    assert "example_cli_t" in granted(rules, "file", "read", "dsagent_dump_t")
+    assert "example_cli_t" not in granted(rules, "file", "open", "dsagent_dump_t")
+    assert "example_cli_t" not in granted(rules, "fifo_file", "write", "dsagent_t")
 
 
 @test

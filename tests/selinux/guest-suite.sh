@@ -27,7 +27,8 @@ step() { # NAME CMD...: run CMD, record its status under NAME
 as_ops() { runuser -u dst-ops -- env -i PATH=/usr/bin:/bin HOME=/tmp "$@"; }
 has() { grep -q -- "$2" "$R/$1.out"; } # NAME PATTERN: the step's output holds PATTERN
 
-echo "uname: $(uname -r)"; echo "getenforce: $(getenforce)"; id -Z
+# virt: kvm where the host gave the guest KVM, qemu where it is emulated (TCG)
+echo "uname: $(uname -r)"; echo "virt: $(systemd-detect-virt)"; echo "getenforce: $(getenforce)"; id -Z
 semodule -l | grep -w dsagent
 
 # 1. Install
@@ -100,7 +101,8 @@ step exceptions as_ops dsctl exceptions "$PID" --duration 3
 step logs as_ops dsctl logs "$PID" --duration 3
 # dsctl port and the stock dotnet-trace through it
 if [ -x /opt/dotnet-trace/dotnet-trace ]; then
-        as_ops sh -c "dsctl port $PID --socket /tmp/port.sock >/tmp/port.out 2>/tmp/port.err & echo \$! >/tmp/port.pid"
+        rm -f /tmp/port.sock
+        as_ops sh -c "dsctl port $PID --port-path /tmp/port.sock >/tmp/port.out 2>/tmp/port.err & echo \$! >/tmp/port.pid"
         sleep 3
         step port-dotnet-trace as_ops env DOTNET_ROOT=/usr/lib/dotnet DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 \
                 timeout 120 /opt/dotnet-trace/dotnet-trace collect --diagnostic-port /tmp/port.sock,connect \
@@ -115,9 +117,14 @@ step port-app-start systemctl start dstest-port.service
 sleep 10
 PPID2=$(systemctl show -P MainPID dstest-port.service)
 step port-ps as_ops dsctl ps
+has port-ps "^$PPID2 .*\[port\]" || echo "not ok port-ps-lists-port-runtime" >>$R/steps
 step port-resume as_ops dsctl resume "$PPID2"
 sleep 8
-step on-start-trace sh -c 'ls /var/lib/dsagent/dumps | grep on_start'
+step on-start-trace sh -c 'ls /var/lib/dsagent/dumps | grep "^trace\..*\.'$PPID2'\.on_start-svc-start\."'
+# the runtime waited, suspended, until the [[on_start]] trace had started; its readers may read it
+step port-suspended-until-on-start sh -c "journalctl -u dsagent.service --no-pager | grep 'pid $PPID2 .*resumed by the agent once \[\[on_start\]\] svc-start had started its trace'"
+read_on_start() { for f in $(ls /var/lib/dsagent/dumps | grep "\.$PPID2\.on_start-"); do as_ops head -c 8 "/var/lib/dsagent/dumps/$f" | grep -q Nettrace || return 1; done; }
+step on-start-trace-read-by-ops read_on_start
 step port-app-stop systemctl stop dstest-port.service
 step app-stop systemctl stop dstest.service
 ls -lZ /var/lib/dsagent/dumps >$R/dumps-ls.txt 2>&1
@@ -128,7 +135,8 @@ getfacl -R /var/lib/dsagent/dumps >$R/dumps-acl.txt 2>&1
 # serves them. dst-mal is mapped to user_u (semanage login) and logs in through login(1).
 useradd -m -s /bin/bash -G dsagent dst-mal
 step mac-semanage-login semanage login -a -s user_u dst-mal
-semanage login -l >$R/semanage-login.txt 2>&1
+# (the mapping as login's pam_selinux reads it; `semanage login -l` would take as long again under TCG)
+cp /etc/selinux/default/seusers $R/seusers.txt
 printf '[Service]\nUser=dst-mal\nEnvironment=DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1\nExecStart=%s %s\n' \
         "$DOTNET" "$APP" >/etc/systemd/system/dstest-mal.service
 systemctl daemon-reload
@@ -139,7 +147,6 @@ ls -lZ /tmp/dotnet-diagnostic-$MPID-* >$R/mac-socket.txt 2>&1
 cp $P/connect.py /usr/local/bin/connect.py
 chmod 755 /usr/local/bin/connect.py
 restorecon /usr/local/bin/connect.py
-restorecon -R /home/dst-mal
 # dst-mal's commands run in a real login: getty on tty2 logs them in (agetty --autologin), and
 # login(1)'s pam_selinux gives the session the context semanage login maps dst-mal to. Their
 # .bash_profile does the work once and writes its output to ~/mal.
@@ -152,22 +159,29 @@ if [ ! -e $M/done ]; then
         python3 /usr/local/bin/connect.py $MPID >$M/connect.out 2>&1; echo \$? >$M/connect.rc
         dsctl info $MPID >$M/info.out 2>&1; echo \$? >$M/info.rc
         dsctl stacks $MPID >$M/stacks.out 2>&1; echo \$? >$M/stacks.rc
+        dsctl dump $MPID --type mini -o $M/own.dmp >$M/dump.out 2>&1; echo \$? >$M/dump.rc
+        head -c 4 $M/own.dmp >$M/own.dmp.head 2>&1
         touch $M/done
 fi
 exit
 EOF
 chown -R dst-mal: $M
 chown dst-mal: /home/dst-mal/.bash_profile
-restorecon -R /home/dst-mal
+# -F: the SELinux user too, user_u (semanage login remade the home's file contexts for it). useradd
+# labelled the home unconfined_u's, and the policy's UBAC constraint keeps a user_u process off
+# another SELinux user's files: without -F the login's shell cannot read its own profile
+restorecon -RF /home/dst-mal
 mkdir -p /etc/systemd/system/getty@tty2.service.d
 printf '[Service]\nExecStart=\nExecStart=-/sbin/agetty --autologin dst-mal --noclear %%I linux\n' \
         >/etc/systemd/system/getty@tty2.service.d/autologin.conf
 systemctl daemon-reload
 systemctl start getty@tty2.service
 for i in $(seq 120); do [ -e $M/done ] && break; sleep 1; done
+# what the login's terminal showed, for when it ran nothing
+setterm --dump 2 --file $R/mac-tty2.txt 2>/dev/null || cat /dev/vcs2 >$R/mac-tty2.txt 2>&1
 systemctl stop getty@tty2.service
 ls -laZ /home/dst-mal $M >$R/mac-home.txt 2>&1
-for f in id.txt connect.out info.out stacks.out profile.log; do cp $M/$f $R/mac-$f 2>/dev/null; done
+for f in id.txt connect.out info.out stacks.out dump.out profile.log; do cp $M/$f $R/mac-$f 2>/dev/null; done
 cp $M/*.rc $R/ 2>/dev/null
 step mac-user_t-id grep -q ':user_r:user_t:' $M/id.txt
 # file modes let dst-mal in: unconfined, the same user connects
@@ -176,6 +190,8 @@ step mac-unconfined-connects runuser -u dst-mal -- python3 /usr/local/bin/connec
 step mac-user_t-refused grep -q '^refused .*Permission denied' $M/connect.out
 step mac-dsctl-info grep -qx 0 $M/info.rc
 step mac-dsctl-stacks grep -qx 0 $M/stacks.rc
+# dsctl dump -o: the copy comes from the dump the agent opened for them and handed over (an ELF core)
+step mac-dsctl-dump-copy sh -c "grep -qx 0 $M/dump.rc && grep -q ELF $M/own.dmp.head"
 step mac-app-stop systemctl stop dstest-mal.service
 
 step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service

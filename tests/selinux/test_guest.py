@@ -32,8 +32,10 @@ def guest_boots_enforcing_with_the_module():
         times = guest.run(RESULTS)
     except guest.GuestError as e:
         raise AssertionError(f"the SELinux guest cannot run here: {e}") from None
-    print(f"# timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) + f"; results in {RESULTS}")
     log = results("run.log")
+    virt = re.search(r"^virt: (\S+)", log, re.M)
+    print(f"# timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in times.items()) +
+          f"; guest virt: {virt.group(1) if virt else '?'}; results in {RESULTS}")
     assert "getenforce: Enforcing" in log, log[:2000]
     assert re.search(r"^dsagent\b", log, re.M), "the module is not loaded:\n" + log[:2000]
 
@@ -61,7 +63,7 @@ def mac_keeps_a_confined_user_off_a_runtime_socket_dsctl_serves_them():
     denied = [d for d in guest.avc_denials(RESULTS)
               if "scontext=user_u:user_r:user_t" in d and "dotnet-diagnostic-" in d and "denied" in d]
     assert denied, "no AVC record shows MAC refusing user_t the runtime's socket"
-    for command in ("info", "stacks"):
+    for command in ("info", "stacks", "dump"):
         assert results(f"{command}.rc").strip() == "0", results(f"mac-{command}.out")
 
 
