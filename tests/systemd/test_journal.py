@@ -265,6 +265,33 @@ ExecStart={target_app()}
     m.run(["systemctl", "start", "dsagent.service"])
 
 
+COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
+COLLECT_TARGET_UNIT = "dst-journal-collect-target.service"
+
+
+@test
+def a_collection_rule_that_fires_is_explained(m):
+    """A [[collect]] table whose Meter gauge the app keeps beyond its line: the agent's watch sees it and
+    records the firing (docs/collect.md)."""
+    pid = start_target(m, COLLECT_TARGET_UNIT, SVC, f"{target_app()} --meter-value 500")
+    m.write(f"{policy_dir()}/policy.d/80-collect.toml", f"""
+[[collect]]
+name = "journal-gauge"
+targets.units = ["{COLLECT_TARGET_UNIT}"]
+when.counter = "Dsagent.TestTarget:test-gauge"
+when.above = 300
+then.trace_profile = "cpu-sampling"
+then.duration = "2s"
+readers = ["{ALICE}"]
+""")
+    reload_and_wait(m)
+    record = last_record(m, COLLECT_MESSAGE_ID, "DSAGENT_COLLECT_EVENT=fired", f"DSAGENT_TARGET_PID={pid}")
+    check_explained(m, record, "dsagent [[collect]] journal-gauge: fired on", "Dsagent.TestTarget:test-gauge")
+    m.run(["rm", f"{policy_dir()}/policy.d/80-collect.toml"])
+    reload_and_wait(m)
+    m.run(["systemctl", "stop", COLLECT_TARGET_UNIT])
+
+
 @test
 def a_journald_that_stops_reading_holds_no_one_and_its_gap_is_explained(m):
     """journald itself stopped (SIGSTOP): the agent never waits for it. Once journald's socket and the agent's
