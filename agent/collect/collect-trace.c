@@ -167,23 +167,10 @@ static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_s
         return 0;
 }
 
-/* How the session ended, for its end record (as on-start.c says it). */
-static const char *end_of(const CollectTrace *t, int r, bool ended) {
-        if (r == DUMP_WRITER_E_NO_SPACE)
-                return "no-space";
-        if (r == JOBS_E_TIMEOUT)
-                return "timeout";
-        if (r != 0)
-                return "agent-error";
-        if (!ended)
-                return "size-limit";
-        return t->stop_sent ? "duration" : "target-ended";
-}
-
 static void recorded(void *userdata, int r, bool ended, const char *why) {
         CollectTrace *t = userdata;
         char path[PATH_MAX] = "", result[PATH_MAX + 64];
-        const char *how = end_of(t, r, ended);
+        const char *how = jobs_trace_end(r, ended, t->stop_sent);
         struct stat st;
         uint64_t size;
         int p = -ENODATA;
@@ -200,7 +187,7 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
                          p > 0 ? "no space in dump_dir" : strerror(-p));
         else
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, size,
-                         r == DUMP_WRITER_E_NO_SPACE ? ", cut: dump_dir is full"
+                         r == JOBS_E_NO_SPACE ? ", cut: dump_dir is full"
                          : !ended                    ? ", cut at max_trace_size"
                                                      : "");
         if (p != 0) {

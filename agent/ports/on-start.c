@@ -198,21 +198,9 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
         return 0;
 }
 
-static const char *end_of(const StartupTrace *t, int r, bool ended) {
-        if (r == JOBS_E_NO_SPACE)
-                return "no-space";
-        if (r == JOBS_E_TIMEOUT)
-                return "timeout";
-        if (r != 0)
-                return "agent-error";
-        if (!ended)
-                return "size-limit";
-        return t->stop_sent ? "duration" : "target-ended";
-}
-
 static void recorded(void *userdata, int r, bool ended, const char *why) {
         StartupTrace *t = userdata;
-        const char *how = end_of(t, r, ended);
+        const char *how = jobs_trace_end(r, ended, t->stop_sent);
         char path[PATH_MAX] = "";
         struct stat st;
         uint64_t size;

@@ -916,3 +916,15 @@ int jobs_clean_stale(Broker *b) {
         free(q);
         return r;
 }
+
+const char *jobs_trace_end(int r, bool ended, bool stop_sent) {
+        if (r == JOBS_E_NO_SPACE)
+                return "no-space";
+        if (r == JOBS_E_TIMEOUT)
+                return "timeout";
+        if (r != 0)
+                return "agent-error";
+        if (!ended)
+                return "size-limit";
+        return stop_sent ? "duration" : "target-ended";
+}

@@ -128,6 +128,12 @@ int jobs_open_runtime(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done,
  */
 typedef void (*JobTraceDone)(void *userdata, int r, bool ended, const char *why);
 /*
+ * jobs_trace_end() - how a recorded trace's session ended, for its end record, from a
+ * JobTraceDone's @r and @ended and whether the agent sent StopTracing (@stop_sent): "no-space",
+ * "timeout", "agent-error", "size-limit", "duration" or "target-ended".
+ */
+const char *jobs_trace_end(int r, bool ended, bool stop_sent);
+/*
  * jobs_record_trace() - move a trace's stream into @file_fd, an unnamed file of @dir_fd
  *
  * From @stream_fd (the runtime's connection, after its CollectTracing reply) until the runtime
