@@ -13,6 +13,7 @@
 #include "agent-client.h"
 #include "cleanup.h"
 #include "cli.h"
+#include "client-test-hooks.h"
 #include "counter-sink.h"
 #include "exit-status.h"
 #include "io.h"
@@ -403,7 +404,7 @@ static int run(Args *a) {
         r = prepare_outputs(a, &outputs);
         if (r != 0)
                 return r;
-        r = agent_client_connect(socket_path, DSCTL_TIMEOUT_SEC, &client);
+        r = agent_client_connect(socket_path, client_test_hook_agent_wait(DSCTL_TIMEOUT_SEC), &client);
         if (r < 0)
                 return report_connect_error(a, socket_path, r);
         r = send_request(a, client);

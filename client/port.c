@@ -23,6 +23,7 @@
 
 #include "agent-client.h"
 #include "cleanup.h"
+#include "client-test-hooks.h"
 #include "dotnet-ipc.h"
 #include "exit-status.h"
 #include "io.h"
@@ -162,7 +163,7 @@ static void answer_agent_error(ToolConnection *t, const WireMessage *m) {
 
 /* Reads one message: its header, then as many bytes as the header says. Return: 0, or an HRESULT to answer. */
 static uint32_t read_request(ToolConnection *t) {
-        struct timeval tv = { .tv_sec = PORT_TOOL_TIMEOUT_SEC };
+        struct timeval tv = { .tv_sec = client_test_hook_tool_wait(PORT_TOOL_TIMEOUT_SEC) };
         size_t size;
 
         (void)setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -266,7 +267,7 @@ static bool relay_stream(ToolConnection *t, int pipe_fd) {
                         return true;
                 if (n < 0 && errno == EAGAIN) {
                         struct pollfd out = { .fd = t->fd, .events = POLLOUT };
-                        if (poll(&out, 1, PORT_TOOL_TIMEOUT_SEC * 1000) <= 0 || (out.revents & (POLLHUP | POLLERR)))
+                        if (poll(&out, 1, (int)client_test_hook_tool_wait(PORT_TOOL_TIMEOUT_SEC) * 1000) <= 0 || (out.revents & (POLLHUP | POLLERR)))
                                 return false;
                         continue;
                 }

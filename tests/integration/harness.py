@@ -65,9 +65,12 @@ def run_tests():
     for n, fn in enumerate(selected, 1):
         global scope
         scope = contextlib.ExitStack()
+        began = time.monotonic()
         try:
             with scope:
                 fn()
+            # the time each case took, as a TAP comment, for whoever looks for the slow ones
+            print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
             print(f"ok {n} - {fn.__name__}", flush=True)
         except Skip as why:
             print(f"ok {n} - {fn.__name__} # SKIP {why}", flush=True)

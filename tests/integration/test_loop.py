@@ -89,7 +89,7 @@ def in_fuse_wait(pid):
 
 @test
 def a_lookup_that_never_returns_costs_its_own_request_and_nobody_elses():
-    """A FUSE server holds a lookup for as long as the request's deadline (30 s) allows.
+    """A FUSE server holds a lookup for as long as the request's deadline (12 s here) allows.
 
     The agent refuses FUSE before any lookup (test_mount_attacks); a test-only hook takes that refusal away
     here so that the lookup really enters the server, to prove what stands behind it: the lookup runs in a
@@ -99,7 +99,7 @@ def a_lookup_that_never_returns_costs_its_own_request_and_nobody_elses():
     fuse.read_line("mounted")
     stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"]))
     other = Target(ALICE)
-    agent = Agent("--runtime-timeout", "30", env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall"})
+    agent = Agent("--runtime-timeout", "12", env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall"})
     held = Process(as_user(SVC, [DSCTL, "--socket", agent.socket, "info", str(stalled.proc.pid)]))
     # the lookup is in the FUSE server's hands: the agent, or one of its workers, waits in FUSE
     stuck, = wait_for(lambda: [pid for pid in [agent.proc.pid] + agent_workers(agent) if in_fuse_wait(pid)],
@@ -122,7 +122,7 @@ def a_lookup_that_never_returns_costs_its_own_request_and_nobody_elses():
     assert held.proc.returncode == EXIT_RUNTIME_UNREACHABLE and "did not finish in time" in out, (held.proc.returncode,
                                                                                                    out)
     # the worker stayed in FUSE throughout (but for the last look, which may come after its kill)
-    assert held_for > 25 and served >= 10 and still_held >= served - 1, (held_for, served, still_held)
+    assert held_for > 9 and served >= 4 and still_held >= served - 1, (held_for, served, still_held)
     # the stuck worker was killed; the server still holds its mount, and a new worker serves
     wait_for(lambda: not os.path.exists(f"/proc/{stuck}"), timeout=10, what="the stuck worker to go")
     assert fuse.proc.poll() is None
@@ -354,12 +354,15 @@ def stalled_listing():
     crowd = Process(as_user(SVC, ["env", f"TMPDIR={tmpdir}", long_path_copy_of(harness.PYTHON),
                                   os.path.join(harness.HERE, "many_listeners.py"), "150"]))
     crowd.read_line("listening 150")
-    agent = Agent(env={"DSAGENT_TEST_SNDBUF": "4096"})
+    # the listing's deadline 6 s (a test hook) instead of 30: the tests wait for it to end the listing
+    agent = Agent(env={"DSAGENT_TEST_SNDBUF": "4096", "DSAGENT_TEST_REPLY_TIMEOUT_MS": "6000"})
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     client.settimeout(60)
     client.connect(agent.socket)
     client.sendall(harness.wire_frame(WIRE_PS))
+    started = time.monotonic()
     wait_for(lambda: STALLED in open(agent.log_path).read(), what="the listing to wait for its client")
+    print(f"# the listing waited for its client {time.monotonic() - started:.1f} s after it was asked")
     return agent, client
 
 
@@ -373,7 +376,7 @@ def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
     net.core.wmem_default would: with the default, the kernel took each send here whole or not at all."""
     agent, client = stalled_listing()
     # one read of what the socket holds lets the agent send its queue at once, which the socket takes only in
-    # part, and the client reads no more: its deadline (30 s) ends it
+    # part, and the client reads no more: its deadline (6 s here) ends it
     data = client.recv(65536)
     wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"], timeout=60,
              what="the listing's record")
@@ -393,7 +396,7 @@ def a_listing_cut_short_ends_in_whole_frames_and_then_its_error():
 def a_listing_whose_client_leaves_while_it_stalls_ends_at_once():
     """A listing that waits for its client to read, whose client then closes the socket, ends there with a
     record saying so. Before, the closed socket (always ready) woke the listing again and again: the loop spun
-    on it, each time noting that the listing waits, until the listing's deadline 30 s later."""
+    on it, each time noting that the listing waits, until the listing's deadline (30 s; 6 s here) came."""
     agent, client = stalled_listing()
     client.close()
     record, = wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "ps"], timeout=60,
