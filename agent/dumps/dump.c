@@ -551,7 +551,7 @@ static void dump_connect(DumpWork *work) {
         }
         if (r != 0) {
                 dump_stop(work);
-                request_reply_target_error(req, r, why);
+                commands_reply_connect_error(req, r, why);
                 return;
         }
         dump_call(work, fd);
@@ -757,7 +757,7 @@ static void dump_socket_found(Request *req, int r, const char *why) {
                         dump_fail(work, r == JOBS_E_TIMEOUT ? WIRE_ERROR_RUNTIME_UNREACHABLE : WIRE_ERROR_BUSY,
                                   "looking at the process did not finish in time");
                 else
-                        request_reply_target_error(req, r, why);
+                        commands_reply_job_error(req, r, why);
                 return;
         }
         if (req->ask.dump_type == POLICY_DUMP_FULL)

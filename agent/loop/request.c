@@ -210,29 +210,3 @@ void request_reply_runtime_error(Request *req, uint32_t hresult, const char *rea
         request_reply_error_full(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, hresult, buf, buf);
 }
 
-void request_reply_target_error(Request *req, int r, const char *why) {
-        if (!why)
-                why = r == TARGET_E_NO_SOCKET ? "no diagnostic socket found" : "the diagnostic socket failed verification";
-
-        switch (r) {
-        case TARGET_E_GONE:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, REQUEST_NO_SUCH_PROCESS);
-                break;
-        case TARGET_E_NO_SOCKET:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NOT_DOTNET, why);
-                break;
-        case TARGET_E_SOCKET_UNTRUSTED:
-        case TARGET_E_IMPOSTOR:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_SOCKET_UNTRUSTED, why);
-                break;
-        case TARGET_E_UNREACHABLE:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
-                break;
-        case TARGET_E_UNSAFE_FS:
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_UNSAFE_FS, why);
-                break;
-        default:
-                request_reply_errno(req, r < 0 ? r : -EIO, "internal error looking at the process");
-                break;
-        }
-}

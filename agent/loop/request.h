@@ -98,8 +98,6 @@ void request_reply_error_as(Request *req, AuditDecision decision, WireError erro
  */
 void request_reply_errno(Request *req, int error, const char *what);
 void request_reply_invisible(Request *req);
-/* What a Target*() code (target.h) means to the client; @why may be NULL. */
-void request_reply_target_error(Request *req, int r, const char *why);
 /* Refused before any decision, as too many: no record of its own (see request_admit()). */
 void request_reply_too_many(Request *req);
 /*

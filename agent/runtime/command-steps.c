@@ -126,16 +126,67 @@ static bool requester_sees(const Request *req, const Target *t) {
         return policy_target_visible(req->policy, &who, &pt);
 }
 
+/* The socket's failures, whichever module found them: what the client is told. */
+static void reply_socket_error(Request *req, uint32_t wire_error, const char *why) {
+        request_reply_error(req, AUDIT_DECISION_FAILED, wire_error,
+                            why ? why : "the diagnostic socket failed verification");
+}
+
 void commands_reply_job_error(Request *req, int r, const char *why) {
-        if (r == JOBS_E_TIMEOUT)
+        switch (r) {
+        case JOBS_E_TIMEOUT:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
                                     "looking at the process did not finish in time: its files or its memory "
                                     "did not answer");
-        else if (r == JOBS_E_WORKER)
+                break;
+        case JOBS_E_WORKER:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
                                     "no worker could look at the process now; try again");
-        else
-                request_reply_target_error(req, r, why);
+                break;
+        case JOBS_E_GONE:
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, REQUEST_NO_SUCH_PROCESS);
+                break;
+        case JOBS_E_NO_SOCKET:
+                reply_socket_error(req, WIRE_ERROR_NOT_DOTNET, why ? why : "no diagnostic socket found");
+                break;
+        case JOBS_E_SOCKET_UNTRUSTED:
+        case JOBS_E_IMPOSTOR:
+                reply_socket_error(req, WIRE_ERROR_SOCKET_UNTRUSTED, why);
+                break;
+        case JOBS_E_UNREACHABLE:
+                reply_socket_error(req, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
+                break;
+        case JOBS_E_UNSAFE_FS:
+                reply_socket_error(req, WIRE_ERROR_UNSAFE_FS, why);
+                break;
+        default:
+                request_reply_errno(req, r < 0 ? r : -EIO, "internal error looking at the process");
+                break;
+        }
+}
+
+void commands_reply_connect_error(Request *req, int r, const char *why) {
+        switch (r) {
+        case TARGET_E_GONE:
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, REQUEST_NO_SUCH_PROCESS);
+                break;
+        case TARGET_E_NO_SOCKET:
+                reply_socket_error(req, WIRE_ERROR_NOT_DOTNET, why ? why : "no diagnostic socket found");
+                break;
+        case TARGET_E_SOCKET_UNTRUSTED:
+        case TARGET_E_IMPOSTOR:
+                reply_socket_error(req, WIRE_ERROR_SOCKET_UNTRUSTED, why);
+                break;
+        case TARGET_E_UNREACHABLE:
+                reply_socket_error(req, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
+                break;
+        case TARGET_E_UNSAFE_FS:
+                reply_socket_error(req, WIRE_ERROR_UNSAFE_FS, why);
+                break;
+        default:
+                request_reply_errno(req, r < 0 ? r : -EIO, "internal error looking at the process");
+                break;
+        }
 }
 
 /* ---- opening the target ---- */
@@ -327,9 +378,17 @@ static bool connect_through_port(Request *req) {
 }
 
 bool commands_port_serves(Request *req, int r) {
-        if (r != 0 && (r < 0 || r >= JOBS_E_TIMEOUT || r == TARGET_E_GONE))
-                return false;
-        return ports_find(req->broker->ports, req->target) != NULL;
+        switch (r) {
+        case 0:
+        case JOBS_E_NO_SOCKET:
+        case JOBS_E_SOCKET_UNTRUSTED:
+        case JOBS_E_IMPOSTOR:
+        case JOBS_E_UNREACHABLE:
+        case JOBS_E_UNSAFE_FS:
+                return ports_find(req->broker->ports, req->target) != NULL;
+        default:
+                return false; /* gone, a lookup that did not finish, or the agent's own failure */
+        }
 }
 
 static void socket_found(Request *req, int r, const char *why) {
@@ -345,7 +404,7 @@ static void socket_found(Request *req, int r, const char *why) {
         }
         r = target_connect(req->target, &fd, &why);
         if (r != 0) {
-                request_reply_target_error(req, r, why);
+                commands_reply_connect_error(req, r, why);
                 return;
         }
         req->on_runtime(req, fd);
@@ -369,7 +428,7 @@ void commands_connect_again(Request *req, void (*connected)(Request *req, int fd
                 return;
         r = target_connect(req->target, &fd, &why);
         if (r != 0) {
-                request_reply_target_error(req, r, why);
+                commands_reply_connect_error(req, r, why);
                 return;
         }
         connected(req, fd);

@@ -19,8 +19,10 @@
  */
 void commands_announce_first_deadline(Request *req, const WireMessage *m);
 
-/* What a job's failure (jobs.h's codes, or a target's) means to the client: answered here. */
+/* What a job's failure (jobs.h's codes, or a negative errno) means to the client: answered here; @why may be NULL. */
 void commands_reply_job_error(Request *req, int r, const char *why);
+/* What target_connect()'s failure (target.h's codes, or a negative errno) means to the client; @why may be NULL. */
+void commands_reply_connect_error(Request *req, int r, const char *why);
 
 /*
  * Pins the process the request names (its PID, or the one .NET process of

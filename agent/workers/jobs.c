@@ -517,6 +517,19 @@ static int reply_of(int error, const WorkerMessage *reply, size_t need, const Jo
         return a->r;
 }
 
+/* What target.h's codes, which the jobs that open and look at a target end with, are to the callers of jobs.h. */
+static int target_code(int r) {
+        switch (r) {
+        case TARGET_E_GONE: return JOBS_E_GONE;
+        case TARGET_E_NO_SOCKET: return JOBS_E_NO_SOCKET;
+        case TARGET_E_SOCKET_UNTRUSTED: return JOBS_E_SOCKET_UNTRUSTED;
+        case TARGET_E_IMPOSTOR: return JOBS_E_IMPOSTOR;
+        case TARGET_E_UNREACHABLE: return JOBS_E_UNREACHABLE;
+        case TARGET_E_UNSAFE_FS: return JOBS_E_UNSAFE_FS;
+        default: return r;
+        }
+}
+
 /* What dump-stage.h's codes, which a staging job ends with, are to the callers of jobs.h. */
 static int stage_code(int r) {
         switch (r) {
@@ -570,7 +583,7 @@ static int target_of_open_reply(int error, WorkerMessage *reply, const JobReply 
         _cleanup_close_ int socket_fd = -EBADF;
         int r;
 
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->open), &a);
+        r = target_code(reply_of(error, reply, REPLY_HEAD + sizeof(a->open), &a));
         *ret_reply = a;
         if (r == 0 && reply->n_fds != 2 && reply->n_fds != 3)
                 r = -EBADMSG;
@@ -622,7 +635,7 @@ static void socket_done(int error, WorkerMessage *reply, void *userdata) {
         int r;
 
         req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->facts), &a);
+        r = target_code(reply_of(error, reply, REPLY_HEAD + sizeof(a->facts), &a));
         if (r == 0 && reply->n_fds != 1)
                 r = -EBADMSG;
         if (r == 0) {
@@ -664,7 +677,7 @@ static void recheck_done(int error, WorkerMessage *reply, void *userdata) {
         int r;
 
         req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->holds), &a);
+        r = target_code(reply_of(error, reply, REPLY_HEAD + sizeof(a->holds), &a));
         if (r == 0 && !a->holds)
                 r = JOBS_E_CHANGED;
         done(req, r, why_of(a));

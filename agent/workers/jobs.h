@@ -34,18 +34,22 @@ int jobs_handle(WorkerMessage *request, WorkerMessage *reply);
  */
 void jobs_set_broker(const Broker *b);
 
-/* A job's end: @r is 0, a target code (TARGET_E_*), a JOBS_E_* code (a worker's failure, or what
- * dump-stage.h's and dump-writer.h's codes mean, translated here), or a negative errno; @why
- * explains positive codes (NULL otherwise). */
+/* A job's end: @r is 0, a JOBS_E_* code (a worker's failure, or what target.h's, dump-stage.h's
+ * and dump-writer.h's codes mean, translated here), or a negative errno; @why explains positive
+ * codes (NULL otherwise). */
 typedef void (*JobDone)(Request *req, int r, const char *why);
 
 enum {
         JOBS_E_TIMEOUT = 1000,  /* the worker did not finish in time and was killed */
         JOBS_E_WORKER,          /* the worker died, or no worker could take the job */
         JOBS_E_CHANGED,         /* jobs_recheck_target(): the details are no longer what req->target says */
-        /* the staging's codes (dump-stage.h), jobs.c being their direct caller */
+        /* the target's (target.h) and the staging's (dump-stage.h) codes, jobs.c being their direct caller */
         JOBS_E_GONE,            /* the process is gone */
         JOBS_E_UNSAFE_FS,       /* its /tmp is on a file system the agent does not look into */
+        JOBS_E_NO_SOCKET,       /* no diagnostic socket where its runtime would put one */
+        JOBS_E_SOCKET_UNTRUSTED, /* something is there, but not its runtime's socket */
+        JOBS_E_IMPOSTOR,        /* the listener behind the socket is not the process */
+        JOBS_E_UNREACHABLE,     /* the socket refuses connections */
         JOBS_E_NO_STAGING,      /* no staging directory can be made in its view */
         /* the dump writer's (dump-writer.h) */
         JOBS_E_NO_SPACE,        /* dump_dir's guards would break, or its file system is full */
