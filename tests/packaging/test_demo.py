@@ -69,10 +69,10 @@ def check_shows_the_main_job(out, ops):
 @test
 def demo_shows_the_main_job_and_leaves_nothing():
     assert not leftovers(), f"left from before: {leftovers()}"
-    out, took = demo()
+    out, _ = demo()
     check_shows_the_main_job(out, "dsdemo-ops")
-    # about a minute; the build and the app's build are not part of it
-    assert took < 120, took
+    # about a minute (printed above; a benchmark's business, not a check's): the build and the app's build
+    # are not part of it
     assert not leftovers(), f"left behind: {leftovers()}"
 
 
