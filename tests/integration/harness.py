@@ -96,8 +96,10 @@ def ensure_group(name, members):
         grp.getgrnam(name)
     except KeyError:
         subprocess.run(["groupadd", name], check=True)
+    # only what is missing: files run side by side, and usermod locks /etc/group (a second one fails)
     for member in members:
-        subprocess.run(["usermod", "--append", "--groups", name, member], check=True)
+        if member not in grp.getgrnam(name).gr_mem:
+            subprocess.run(["usermod", "--append", "--groups", name, member], check=True)
 
 
 def uid_of(name):
@@ -444,6 +446,14 @@ class Agent:
         matches = [r for r in self.records() if r.get("DSAGENT_REQUEST_ID") == request_id]
         assert len(matches) == 1, f"expected one record for {request_id}, got {matches}"
         return matches[0]
+
+
+def fuse_stall(mountpoint, seconds):
+    """fuse_stall.py serving @mountpoint for @seconds; its mount is taken away when the test ends (a server
+    killed leaves its mount behind, 'Transport endpoint is not connected', until someone unmounts it)."""
+    # registered first, so it runs after the server is stopped
+    scope.callback(subprocess.run, ["umount", "--lazy", mountpoint], stderr=subprocess.DEVNULL)
+    return Process([PYTHON, os.path.join(HERE, "fuse_stall.py"), mountpoint, str(seconds)])
 
 
 def dsctl(agent, user, *args, timeout=60):

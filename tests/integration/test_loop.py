@@ -95,7 +95,7 @@ def a_lookup_that_never_returns_costs_its_own_request_and_nobody_elses():
     here so that the lookup really enters the server, to prove what stands behind it: the lookup runs in a
     worker, which is killed at its request's deadline, and the loop serves everyone else meanwhile."""
     mountpoint = make_dir(None, 0o755)
-    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse = harness.fuse_stall(mountpoint, 300)
     fuse.read_line("mounted")
     stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"]))
     other = Target(ALICE)
@@ -262,7 +262,7 @@ def a_user_with_a_full_worker_queue_gets_busy_and_leaves_the_others_listings_ans
     test-only hook makes it one, and two of the user's lookups held by a FUSE server (with a third waiting)
     fill it for real. Both of root's listings and the user's share one filter (any process), so one group."""
     mountpoint = make_dir(None, 0o755)
-    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse = harness.fuse_stall(mountpoint, 300)
     fuse.read_line("mounted")
     target = Target(SVC)
     policy = (f'[agent]\ndump_dir = "@DUMP_DIR@"\n[[rule]]\nname = "oncall"\nusers = ["{MALLORY}"]\n'
@@ -427,7 +427,7 @@ def a_listing_ended_at_its_deadline_mid_probe_is_about_no_process():
     A probe gives up after 2 s and a listing's deadline is 30 s; a test-only hook makes the deadline 1.8 s so
     that it comes during the first probe, where the real one would take fifteen held probes."""
     mountpoint = make_dir(None, 0o755)
-    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse = harness.fuse_stall(mountpoint, 300)
     fuse.read_line("mounted")
     sockets = make_dir(MALLORY, 0o755)
     held = Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", harness.PYTHON, "-c", LISTENER, sockets]))
@@ -458,7 +458,7 @@ def a_users_subordinate_uids_share_the_users_workers():
     lookup of its own process is refused as hers would be, rather than given a third worker."""
     uid = harness.subordinate_range(MALLORY)
     mountpoint = make_dir(None, 0o755)
-    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "300"])
+    fuse = harness.fuse_stall(mountpoint, 300)
     fuse.read_line("mounted")
     agent = Agent("--runtime-timeout", "30",
                   env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall", "DSAGENT_TEST_WORKER_QUEUE": "1"})

@@ -239,7 +239,7 @@ def a_target_whose_tmp_is_too_small_for_its_dump_is_dumped_all_the_same():
 @test
 def a_fuse_server_that_never_answers_holds_up_nobody():
     mountpoint = make_dir(None, 0o755)
-    fuse = Process([harness.PYTHON, os.path.join(harness.HERE, "fuse_stall.py"), mountpoint, "120"])
+    fuse = harness.fuse_stall(mountpoint, 120)
     fuse.read_line("mounted")
     # the server really holds every lookup: a process that looks is stuck until it is killed
     looker = subprocess.Popen(["stat", os.path.join(mountpoint, "x")], stdout=subprocess.DEVNULL)
