@@ -512,7 +512,12 @@ static uint64_t unmix64(uint64_t x) {
         return x ^ (x >> 33);
 }
 
-/* N nodes whose addresses all hash, unseeded, to slot 0 of any table up to 2^20 slots. */
+/*
+ * N nodes whose addresses all hash, unseeded, to slot 0 of any table up to 2^20 slots, and one
+ * more at the first one's address: runs that overlap, so node addresses are looked up in a table.
+ * Each node references an address of that kind that no node has (those are always in a table),
+ * and the nodes' TypeIDs are such ids too.
+ */
 static uint64_t probes_for_colliding_nodes(uint64_t seed, unsigned n) {
         _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
         GcdumpReport r = {};
@@ -521,17 +526,24 @@ static uint64_t probes_for_colliding_nodes(uint64_t seed, unsigned n) {
         check(gcdump_heap_new(&h) == 0);
         gcdump_heap_set_seed(h, seed);
         check(gc(h, 1, 3, 2, 1, 0) == 0);
-        for (unsigned done = 0; done < n;) {
-                Payload nodes = {};
-                unsigned k = n - done < 100 ? n - done : 100;
+        for (unsigned done = 0; done <= n;) {
+                Payload nodes = {}, refs = {};
+                unsigned k = n + 1 - done < 100 ? n + 1 - done : 100;
 
                 block_header(&nodes, k);
-                for (unsigned i = 0; i < k; i++, done++)
-                        node_value(&nodes, unmix64((uint64_t)(done + 1) << 20), 24, 0x100, 0);
+                block_header(&refs, k);
+                for (unsigned i = 0; i < k; i++, done++) {
+                        node_value(&nodes, unmix64((uint64_t)(done < n ? done + 1 : 1) << 20), 24,
+                                   unmix64((uint64_t)(3 * n + done + 1) << 20), 1);
+                        put(&refs, unmix64((uint64_t)(n + done + 1) << 20), 8);
+                        put(&refs, 0, 4);
+                }
                 check(add(h, 18, &nodes) == 0);
+                check(add(h, 19, &refs) == 0);
         }
         check(gc(h, 2, 3, 2, 0, 0) == 0);
-        check(gcdump_heap_report(h, &r) == 0 && r.objects == n + 3); /* and [.NET Roots] with its two groups */
+        /* the n nodes, the n + 1 addresses only referenced, and [.NET Roots] with its two groups */
+        check(gcdump_heap_report(h, &r) == 0 && r.objects == 2 * n + 1 + 3);
         probes = gcdump_heap_address_probes(h);
         gcdump_report_done(&r);
         return probes;
