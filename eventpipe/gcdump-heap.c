@@ -337,6 +337,14 @@ typedef struct AddressRun {
         uint32_t first, count;   /* its nodes */
 } AddressRun;
 
+/* A run's nodes that no other run's address falls between: all of them, unless runs interleave (a
+ * run may pass over a gap that a later region fills). In address order, the pieces are disjoint. */
+typedef struct AddressPiece {
+        uint64_t low, high;      /* its first and last address */
+        uint64_t base;           /* its run's: the offsets are from it */
+        uint32_t first, count;   /* its nodes */
+} AddressPiece;
+
 typedef struct StaticVar {
         uint64_t object, type_id;
         uint32_t flags;
@@ -420,7 +428,8 @@ struct GcdumpHeap {
         /* each address seen gets the next index (MemoryGraph.GetNodeIndex()); the pseudo-nodes follow */
         size_t n_indexes;
         bool by_map;             /* the runs overlap: node addresses are looked up in `addresses` instead */
-        AddressRun *sorted_runs; /* the runs by address, when they do not overlap */
+        AddressPiece *pieces;    /* every node's address, in pieces of runs, in address order */
+        size_t n_pieces, cap_pieces;
         U64Map addresses;        /* by_map: a node's address -> the last node with it */
         uint32_t *index_of;      /* during the build, a node (the last with its address) -> its index, or UINT32_MAX */
         U64Map others;           /* an address no node has -> its place in other_addresses */
@@ -476,7 +485,7 @@ GcdumpHeap *gcdump_heap_free(GcdumpHeap *h) {
         strmap_done(&h->builder_names);
         free(h->root_refs);
         graph_done(&h->graph);
-        free(h->sorted_runs);
+        free(h->pieces);
         u64map_done(&h->addresses);
         free(h->index_of);
         u64map_done(&h->others);
@@ -1194,25 +1203,25 @@ static uint64_t node_address(const GcdumpHeap *h, uint32_t node) {
 
 /* The node at @address (the last one, when several are), or UINT32_MAX: the address is no node's. */
 static uint32_t graph_find_node(GcdumpHeap *h, uint64_t address) {
-        const AddressRun *run;
-        size_t lo = 0, hi = h->n_runs;
+        const AddressPiece *piece;
+        size_t lo = 0, hi = h->n_pieces;
         uint32_t offset;
 
         if (h->by_map)
                 return u64map_get(&h->addresses, address);
-        while (lo < hi) { /* the last run that begins at or below it */
+        while (lo < hi) { /* the last piece that begins at or below it */
                 size_t mid = lo + (hi - lo) / 2;
-                if (h->sorted_runs[mid].base <= address)
+                if (h->pieces[mid].low <= address)
                         lo = mid + 1;
                 else
                         hi = mid;
         }
-        if (lo == 0 || address > h->sorted_runs[lo - 1].last)
+        if (lo == 0 || address > h->pieces[lo - 1].high)
                 return UINT32_MAX;
-        run = &h->sorted_runs[lo - 1];
-        offset = (uint32_t)(address - run->base);
-        lo = run->first;
-        hi = (size_t)run->first + run->count;
+        piece = &h->pieces[lo - 1];
+        offset = (uint32_t)(address - piece->base);
+        lo = piece->first;
+        hi = (size_t)piece->first + piece->count;
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
                 if (h->node_offsets[mid] < offset)
@@ -1220,36 +1229,110 @@ static uint32_t graph_find_node(GcdumpHeap *h, uint64_t address) {
                 else
                         hi = mid;
         }
-        return lo < (size_t)run->first + run->count && h->node_offsets[lo] == offset ? (uint32_t)lo : UINT32_MAX;
+        return lo < (size_t)piece->first + piece->count && h->node_offsets[lo] == offset ? (uint32_t)lo : UINT32_MAX;
 }
 
-static int compare_runs(const void *a, const void *b) {
-        const AddressRun *x = a, *y = b;
+/* ---- merging the runs into address order ---- */
 
-        return x->base < y->base ? -1 : x->base > y->base;
+typedef struct RunMerge {
+        const GcdumpHeap *h;
+        uint32_t *next;          /* each run's next node */
+        uint32_t *heap;          /* runs not yet merged whole, the one with the lowest next address on top */
+        size_t n;
+} RunMerge;
+
+static uint64_t merge_address(const RunMerge *m, uint32_t run) {
+        return m->h->runs[run].base + m->h->node_offsets[m->next[run]];
+}
+
+static void merge_sift_down(RunMerge *m, size_t i) {
+        for (;;) {
+                size_t least = i, l = 2 * i + 1, r = 2 * i + 2;
+                uint32_t t;
+
+                if (l < m->n && merge_address(m, m->heap[l]) < merge_address(m, m->heap[least]))
+                        least = l;
+                if (r < m->n && merge_address(m, m->heap[r]) < merge_address(m, m->heap[least]))
+                        least = r;
+                if (least == i)
+                        return;
+                t = m->heap[i];
+                m->heap[i] = m->heap[least];
+                m->heap[least] = t;
+                i = least;
+        }
+}
+
+/* The node with the lowest address not merged yet (its run in *@ret_run); the merge moves past it. */
+static uint32_t merge_pop(RunMerge *m, uint32_t *ret_run) {
+        uint32_t run = m->heap[0], node = m->next[run]++;
+
+        if (m->next[run] == m->h->runs[run].first + m->h->runs[run].count)
+                m->heap[0] = m->heap[--m->n];
+        if (m->n > 0)
+                merge_sift_down(m, 0);
+        *ret_run = run;
+        return node;
+}
+
+/* The pieces: the runs merged by address, a new piece wherever the next address is another run's.
+ * Return: 0, 1 when two nodes have one address (they need the table), or -ENOMEM. */
+static int graph_make_pieces(GcdumpHeap *h) {
+        _cleanup_free_ uint32_t *next = malloc((h->n_runs ? h->n_runs : 1) * sizeof(uint32_t));
+        _cleanup_free_ uint32_t *heap = malloc((h->n_runs ? h->n_runs : 1) * sizeof(uint32_t));
+        RunMerge m = { .h = h, .next = next, .heap = heap, .n = h->n_runs };
+        AddressPiece *piece = NULL;
+        uint32_t previous_run = UINT32_MAX;
+
+        if (!next || !heap)
+                return -ENOMEM;
+        for (size_t i = 0; i < h->n_runs; i++) {
+                next[i] = h->runs[i].first;
+                heap[i] = (uint32_t)i;
+        }
+        for (size_t i = h->n_runs / 2; i-- > 0;)
+                merge_sift_down(&m, i);
+        while (m.n > 0) {
+                uint32_t run, node = merge_pop(&m, &run);
+                uint64_t address = h->runs[run].base + h->node_offsets[node];
+
+                if (piece && address == piece->high)
+                        return 1;
+                if (run == previous_run) {
+                        piece->high = address;
+                        piece->count++;
+                        continue;
+                }
+                if (array_reserve((void **)&h->pieces, &h->cap_pieces, h->n_pieces, sizeof(AddressPiece)) < 0)
+                        return -ENOMEM;
+                piece = &h->pieces[h->n_pieces++];
+                *piece = (AddressPiece){ .low = address, .high = address, .base = h->runs[run].base, .first = node,
+                                         .count = 1 };
+                previous_run = run;
+        }
+        return 0;
 }
 
 /*
- * How node addresses will be found. When the runs do not overlap (as a runtime sends them: each
- * region's objects in increasing order), by binary search in the runs, which costs nothing more.
- * Otherwise (two nodes of one address, regions interleaved: what a runtime might choose to send) in
- * a table of every node's address, seeded (gcdump_heap_set_seed()).
+ * How node addresses will be found: by binary search in the pieces, which cost a few bytes per
+ * region (a runtime sends each region's objects in increasing order). Two nodes of one address,
+ * which a runtime could send, have every node address put in a table instead, seeded
+ * (gcdump_heap_set_seed()).
  */
 static int graph_prepare_nodes(GcdumpHeap *h) {
         int r;
 
         h->index_of = malloc((h->n_nodes ? h->n_nodes : 1) * sizeof(uint32_t));
-        h->sorted_runs = malloc((h->n_runs ? h->n_runs : 1) * sizeof(AddressRun));
-        if (!h->index_of || !h->sorted_runs)
+        if (!h->index_of)
                 return -ENOMEM;
         memset(h->index_of, 0xff, h->n_nodes * sizeof(uint32_t));
-        if (h->n_runs > 0)
-                memcpy(h->sorted_runs, h->runs, h->n_runs * sizeof(AddressRun));
-        qsort(h->sorted_runs, h->n_runs, sizeof(AddressRun), compare_runs);
-        for (size_t i = 1; i < h->n_runs && !h->by_map; i++)
-                h->by_map = h->sorted_runs[i - 1].last >= h->sorted_runs[i].base;
-        if (!h->by_map)
-                return 0;
+        r = graph_make_pieces(h);
+        if (r <= 0)
+                return r;
+        h->by_map = true;
+        free(h->pieces);
+        h->pieces = NULL;
+        h->n_pieces = 0;
         r = u64map_reserve(&h->addresses, h->n_nodes);
         for (size_t i = 0; r >= 0 && i < h->n_nodes; i++)
                 r = u64map_put(&h->addresses, node_address(h, (uint32_t)i), (uint32_t)i, true);
@@ -1639,8 +1722,8 @@ static int graph_build(GcdumpHeap *h) {
         chunks_done(&h->edge_targets);
         u64map_done(&h->addresses);
         u64map_done(&h->others);
-        free(h->sorted_runs);
-        h->sorted_runs = NULL;
+        free(h->pieces);
+        h->pieces = NULL;
         return h->build_error = r;
 }
 

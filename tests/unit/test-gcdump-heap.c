@@ -432,6 +432,43 @@ static void test_made_up_heap(void) {
         gcdump_report_done(&r);
 }
 
+/*
+ * Regions walked out of address order: 0x1000 and 0x3000 in one increasing run, which passes over
+ * 0x2000, sent later. Each reference to a node's address is that node, whichever run holds it: no
+ * address is counted twice (as a node and as an object only referenced).
+ */
+static void test_interleaved_regions_find_every_node(void) {
+        _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+        Payload types = {}, first = {}, second = {}, refs = {};
+        GcdumpReport r = {};
+
+        check(gcdump_heap_new(&h) == 0);
+        check(gc(h, 1, 3, 2, 1, 0) == 0);
+        put(&types, 1, 4);
+        put(&types, 0, 2);
+        type_value(&types, 0x100, 0xa0, 0, "T");
+        block_header(&first, 3);
+        node_value(&first, 0x1000, 24, 0x100, 2);
+        node_value(&first, 0x3000, 24, 0x100, 1);
+        node_value(&first, 0x3100, 24, 0x100, 0);
+        block_header(&second, 2);
+        node_value(&second, 0x2000, 24, 0x100, 1);
+        node_value(&second, 0x2100, 24, 0x100, 0);
+        block_header(&refs, 4);
+        for (uint64_t target = 0x2100; target != 0; target = target == 0x2100 ? 0x3100 : target == 0x3100 ? 0x2000 :
+                                                                 target == 0x2000 ? 0x3000 : 0) {
+                put(&refs, target, 8);
+                put(&refs, 0, 4);
+        }
+        check(add(h, 15, &types) == 0 && add(h, 18, &first) == 0 && add(h, 18, &second) == 0 && add(h, 19, &refs) == 0);
+        check(gc(h, 2, 3, 2, 0, 0) == 0);
+        check(gcdump_heap_report(h, &r) == 0);
+        /* the five nodes, and [.NET Roots] with its two groups */
+        check(r.objects == 5 + 3 && r.n_types == 1 && r.types[0].count == 5);
+        check(gcdump_heap_address_probes(h) == 0); /* found in the runs, not in a table */
+        gcdump_report_done(&r);
+}
+
 /* A node asks for more references than came, or fewer than a block holds: the dump is broken. */
 static void test_references_must_add_up(void) {
         for (unsigned edges = 1; edges <= 3; edges += 2) {
@@ -566,6 +603,7 @@ int main(void) {
         run_test(test_made_up_session_reports_as_the_stock_tool);
         run_test(test_written_file_reads_back);
         run_test(test_made_up_heap);
+        run_test(test_interleaved_regions_find_every_node);
         run_test(test_references_must_add_up);
         run_test(test_empty_gc_is_not_the_dump);
         run_test(test_cut_payloads_are_malformed);
