@@ -7,7 +7,8 @@ size, both tools take a .gcdump of it, interleaved, RUNS times each: the stock
 dotnet-gcdump collect -p PID (10.0.750501, tests/tools/dotnet-tools), as root
 straight on the runtime's socket, and dsctl gcdump PID -o FILE through a
 dsagent of its own. Each is timed from its start to its exit, and its peak
-resident memory is its own (getrusage of the child: ru_maxrss); the agent
+resident memory is its own (ru_maxrss of the tool as GNU time's child, which
+starts from time's small memory, not this script's: see timed_rusage()); the agent
 only splices the stream, and its peak is printed apart. Both files are read
 by the stock dotnet-gcdump report once per size, to show they hold the same
 heap (its object count, of the last run), after one untimed dump that
@@ -38,17 +39,27 @@ def start_target(app, tmpdir, objects):
     return proc
 
 
+GNU_TIME = "/usr/bin/time"
+
+
 def timed_rusage(argv, env=None):
-    """Runs @argv to its end: (seconds, peak RSS in MiB of that process alone, from wait4)."""
-    started = time.monotonic()
-    pid = os.posix_spawn(argv[0], argv, env if env is not None else os.environ,
-                         file_actions=[(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
-                                       (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0)])
-    _, status, usage = os.wait4(pid, 0)
-    elapsed = time.monotonic() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: status {os.waitstatus_to_exitcode(status)}")
-    return elapsed, usage.ru_maxrss / 1024
+    """Runs @argv to its end: (seconds, peak RSS in MiB of that process alone).
+
+    The peak is what GNU time reads of its child with wait4, not this script's own wait4: the kernel
+    keeps, across execve, the peak of the memory the process had before it, and a child spawned from
+    here (vfork) had this Python's (some 15 MiB), which was then every small tool's "peak". time's own
+    child starts from time's small memory."""
+    with tempfile.NamedTemporaryFile(mode="r", prefix="bench-gcdump-rss-") as rss:
+        started = time.monotonic()
+        pid = os.posix_spawn(GNU_TIME, [GNU_TIME, "-f", "%M", "-o", rss.name, *argv],
+                             env if env is not None else os.environ,
+                             file_actions=[(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+                                           (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0)])
+        _, status, _ = os.wait4(pid, 0)
+        elapsed = time.monotonic() - started
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{' '.join(argv)} failed: status {os.waitstatus_to_exitcode(status)}")
+        return elapsed, int(rss.read().split()[-1]) / 1024
 
 
 def objects_in(report_tool, path):
@@ -73,6 +84,8 @@ def main():
     parser.add_argument("--objects", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    if not os.access(GNU_TIME, os.X_OK):
+        raise SystemExit(f"{GNU_TIME} (GNU time, Debian's package time) measures each tool's peak memory; install it")
     src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     app_dir = subprocess.run([os.path.join(src, "bench/heap-app/build.sh")], check=True, stdout=subprocess.PIPE,
                              text=True).stdout.strip()

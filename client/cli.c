@@ -236,15 +236,20 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 OPT(OPT_ONCE) | OPT(OPT_PORT_PATH), 1, 1,
         },
         [VERB_EXEC] = {
-                "exec", "PID -- COMMAND [ARGS...]",
+                "exec", "PID|UNIT -- COMMAND [ARGS...]",
                 "run a stock .NET tool that takes -p PID through a port of its own",
                 "Run COMMAND with TMPDIR set to a private directory of yours where the process's port\n"
                 "(as 'dsctl port' serves it) has the runtime's own socket name, dotnet-diagnostic-PID-1-socket,\n"
                 "so that tools that find a process by -p PID use it unchanged: dotnet-stack report -p PID,\n"
                 "dotnet-counters monitor -p PID, dotnet-gcdump collect -p PID, dotnet-dump collect -p PID,\n"
-                "dotnet-trace collect -p PID. The port lives as long as COMMAND, and dsctl exits with its\n"
-                "status (128+N when a signal N ended it). What the agent refuses is said on standard\n"
-                "error with its reason. Ctrl-C goes to COMMAND, which ends its sessions itself.\n",
+                "dotnet-trace collect -p PID. COMMAND gets the pid in $DSCTL_PID too. For a UNIT, the\n"
+                "agent first names its one .NET process, dsctl says which on standard error, and the port\n"
+                "serves that process only while it runs in the unit (a restarted service is another one:\n"
+                "run exec again), e.g.\n"
+                "  dsctl exec orders.service -- sh -c 'dotnet-counters monitor -p \"$DSCTL_PID\"'\n"
+                "The port lives as long as COMMAND, and dsctl exits with its status (128+N when a signal\n"
+                "N ended it). What the agent refuses is said on standard error with its reason. Ctrl-C\n"
+                "goes to COMMAND, which ends its sessions itself.\n",
                 0, 1, 1,
         },
         [VERB_HELP] = {
@@ -772,8 +777,6 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
         if (verb == VERB_EXEC && (!a->exec_argv || !a->exec_argv[0]))
                 return fail(ret_error, "dsctl: exec takes a command after '--', e.g. "
                             "'exec 1234 -- dotnet-stack report -p 1234'");
-        if (verb == VERB_EXEC && a->unit)
-                return fail(ret_error, "dsctl: exec takes a process id: the tool names the process by -p PID");
         switch (verb) {
         case VERB_EXPLAIN: return check_explain(g, a, ret_error);
         case VERB_DUMP: return check_dump_type(g, a, ret_error);

@@ -386,10 +386,70 @@ static const char *agent_socket_of(const Args *a) {
         return path;
 }
 
-static int run_port(const Args *a) {
-        PortOptions o = { .agent_socket = agent_socket_of(a), .pid = a->pid, .unit = a->unit,
-                          .path = a->port_socket, .once = a->once, .quiet = a->quiet,
-                          .exec_argv = a->verb == VERB_EXEC ? a->exec_argv : NULL };
+/*
+ * dsctl exec UNIT: the agent names the unit's one .NET process (RESOLVE), as it would for any
+ * request about the unit; the port then asks for that pid with the unit beside it, so that it is
+ * served only while it runs there. Return: EXIT_OK and the pid in *@ret_pid, or the exit status
+ * of the failure, said on standard error.
+ */
+static int resolve_unit(const Args *a, pid_t *ret_pid) {
+        _cleanup_(agent_client_freep) AgentClient *client = NULL;
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
+        const char *socket_path = agent_socket_of(a);
+        uint32_t pid = 0;
+        WireMessage m;
+        int r;
+
+        if (!w)
+                return output_fail(a->json, EXIT_ERROR, "out of memory");
+        r = agent_client_connect(socket_path, DSCTL_TIMEOUT_SEC, &client);
+        if (r < 0)
+                return report_connect_error(a, socket_path, r);
+        wire_writer_begin(w, WIRE_REQUEST_RESOLVE);
+        wire_writer_put_u32(w, WIRE_TAG_PROGRESS, 1);
+        wire_writer_put_string(w, WIRE_TAG_UNIT, a->unit);
+        r = agent_client_send(client, w);
+        if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+                return output_fail(a->json, EXIT_AGENT_UNREACHABLE, "cannot send the request to dsagent at %s: %s",
+                                   socket_path, strerror(-r));
+        for (;;) {
+                r = agent_client_next(client, &m, NULL, NULL);
+                if (r < 0)
+                        return report_transport_error(a, client, r);
+                switch (m.type) {
+                case WIRE_REPLY_PROGRESS:
+                        break;
+                case WIRE_REPLY_PROCESS:
+                        (void)wire_message_get_u32(&m, WIRE_TAG_PID, &pid);
+                        break;
+                case WIRE_REPLY_DONE:
+                        if (pid == 0 || pid > INT32_MAX)
+                                return report_transport_error(a, client, -EBADMSG);
+                        *ret_pid = (pid_t)pid;
+                        return EXIT_OK;
+                case WIRE_REPLY_ERROR:
+                        return report_error(a, &m);
+                default:
+                        return report_transport_error(a, client, -EBADMSG);
+                }
+        }
+}
+
+static int run_port(Args *a) {
+        PortOptions o;
+
+        if (a->verb == VERB_EXEC && a->unit) {
+                int status = resolve_unit(a, &a->pid);
+
+                if (status != EXIT_OK)
+                        return status;
+                if (!a->quiet)
+                        fprintf(stderr, "dsctl: exec: %s is process %d (in $DSCTL_PID); serving it while it runs "
+                                "there\n", a->unit, (int)a->pid);
+        }
+        o = (PortOptions){ .agent_socket = agent_socket_of(a), .pid = a->pid, .unit = a->unit,
+                           .path = a->port_socket, .once = a->once, .quiet = a->quiet,
+                           .exec_argv = a->verb == VERB_EXEC ? a->exec_argv : NULL };
         return port_run(&o);
 }
 

@@ -191,9 +191,10 @@ static int send_to_agent(const ToolConnection *t, AgentClient *client) {
                 return -ENOMEM;
         wire_writer_begin(w, WIRE_REQUEST_IPC);
         wire_writer_put_u32(w, WIRE_TAG_PROGRESS, 1);
+        /* both (dsctl exec UNIT): the agent serves that pid only while it runs in the unit */
         if (o->unit)
                 wire_writer_put_string(w, WIRE_TAG_UNIT, o->unit);
-        else
+        if (o->pid > 0)
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)o->pid);
         wire_writer_put_bytes(w, WIRE_TAG_IPC_MESSAGE, t->message, t->message_size);
         return agent_client_send(client, w);
@@ -491,7 +492,7 @@ static int exec_path(const PortOptions *o, char **ret_path, char **ret_dir) {
 }
 
 /*
- * Starts exec_argv with TMPDIR=@dir and no signal blocked (the port blocks the ones it reads).
+ * Starts exec_argv with TMPDIR=@dir, DSCTL_PID=the pid and no signal blocked (the port blocks the ones it reads).
  * Return: 0 and a pidfd of it in *@ret_pidfd (and its pid), or a negative errno.
  */
 static int exec_start(const PortOptions *o, const char *dir, pid_t *ret_pid, int *ret_pidfd) {
@@ -502,10 +503,12 @@ static int exec_start(const PortOptions *o, const char *dir, pid_t *ret_pid, int
                 return -errno;
         if (pid == 0) {
                 sigset_t none;
+                char pid_text[16];
 
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
-                if (setenv("TMPDIR", dir, 1) == 0)
+                snprintf(pid_text, sizeof(pid_text), "%d", (int)o->pid);
+                if (setenv("TMPDIR", dir, 1) == 0 && setenv("DSCTL_PID", pid_text, 1) == 0)
                         execvp(o->exec_argv[0], o->exec_argv);
                 fprintf(stderr, "dsctl: exec: cannot run %s: %s\n", o->exec_argv[0], strerror(errno));
                 _exit(127);

@@ -13,7 +13,7 @@
 typedef struct PortOptions {
         const char *agent_socket; /* the agent's socket */
         pid_t pid;                /* the target: a pid, */
-        const char *unit;         /* or a unit's one .NET process */
+        const char *unit;         /* or a unit's one .NET process; with a pid too (exec), that pid while in the unit */
         const char *path;         /* the port's socket; NULL: a default place (port_run()) */
         bool once;                /* end after the first trace session or dump */
         bool quiet;               /* no notes on standard error */
@@ -31,11 +31,11 @@ typedef struct PortOptions {
  * caller's is closed before a byte is read. The socket (and a directory
  * made for it) is removed on the way out.
  *
- * With exec_argv (dsctl exec, a pid target), the socket is instead
- * dotnet-diagnostic-PID-1-socket, the name a runtime gives its own, in a new
- * private directory in $TMPDIR (or /tmp), and nothing is printed on standard
- * output: exec_argv runs with TMPDIR set to that directory, so tools find the
- * port by -p PID. The port serves until it exits; SIGINT is left to it (the
+ * With exec_argv (dsctl exec: a pid, and the unit it was resolved from if
+ * any), the socket is instead dotnet-diagnostic-PID-1-socket, the name a
+ * runtime gives its own, in a new private directory in $TMPDIR (or /tmp), and
+ * nothing is printed on standard output: exec_argv runs with TMPDIR set to
+ * that directory and DSCTL_PID to the pid, so tools find the port by -p PID. The port serves until it exits; SIGINT is left to it (the
  * terminal sends it there too) and SIGTERM passed on to it.
  *
  * Return: an exit status (exit-status.h); EXIT_OK after a signal; with exec_argv, the

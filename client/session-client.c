@@ -390,6 +390,8 @@ static int finish_gcdump(SessionClient *s, int status) {
                 if (status != EXIT_OK)
                         return status;
         }
+        /* the stream is read: its parser's buffers go before the heap's graph is built, dsctl's peak */
+        s->parser = nettrace_parser_free(s->parser);
         if (s->heap_error != 0)
                 return gcdump_failed(s, s->heap_error);
         r = gcdump_heap_report(s->heap, &report);

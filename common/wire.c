@@ -145,6 +145,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_LOGS:
         case WIRE_REQUEST_RESUME:
         case WIRE_REQUEST_GCDUMP:
+        case WIRE_REQUEST_RESOLVE:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:

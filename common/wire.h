@@ -40,6 +40,7 @@ typedef enum WireType {
         WIRE_REQUEST_LOGS = 0x000D,        /* a session of Microsoft-Extensions-Logging's events */
         WIRE_REQUEST_RESUME = 0x000E,      /* ResumeRuntime: a runtime suspended at startup starts its code */
         WIRE_REQUEST_GCDUMP = 0x000F,      /* a session whose stream holds a GC heap dump (the runtime's heap events) */
+        WIRE_REQUEST_RESOLVE = 0x0010,     /* the pid a UNIT names for the caller (dsctl exec UNIT) */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,

@@ -67,6 +67,85 @@ static uint32_t *memdup_u32(const uint32_t *p, size_t n) {
         return copy ? memcpy(copy, p, n * sizeof(uint32_t)) : NULL;
 }
 
+/* ---- bytes in chunks of one size: streams read once, in order, and freed as they are read; the blob ---- */
+
+/* One size for all: a chunk a stream frees is the next one the blob takes, so memory does not grow
+ * with both at once (and none is big enough to be mapped apart, which malloc would not reuse). */
+#define CHUNK_SHIFT 16
+#define CHUNK_SIZE ((size_t)1 << CHUNK_SHIFT)
+
+typedef struct Chunks {
+        uint8_t **chunks;
+        size_t n_chunks, cap_chunks;
+        size_t released;         /* chunks freed from the start (chunks_release()) */
+        uint64_t size;           /* bytes put */
+} Chunks;
+
+static void chunks_done(Chunks *c) {
+        for (size_t i = 0; i < c->n_chunks; i++)
+                free(c->chunks[i]);
+        free(c->chunks);
+        *c = (Chunks){};
+}
+
+static int chunks_put(Chunks *c, uint8_t b) {
+        size_t at = (size_t)(c->size & (CHUNK_SIZE - 1));
+
+        if (at == 0) {
+                if (array_reserve((void **)&c->chunks, &c->cap_chunks, c->n_chunks, sizeof(uint8_t *)) < 0)
+                        return -ENOMEM;
+                c->chunks[c->n_chunks] = malloc(CHUNK_SIZE);
+                if (!c->chunks[c->n_chunks])
+                        return -ENOMEM;
+                c->n_chunks++;
+        }
+        c->chunks[c->size >> CHUNK_SHIFT][at] = b;
+        c->size++;
+        return 0;
+}
+
+static uint8_t chunks_at(const Chunks *c, uint64_t at) {
+        return c->chunks[at >> CHUNK_SHIFT][at & (CHUNK_SIZE - 1)];
+}
+
+/* Frees the chunks wholly before byte @at: a stream read that far needs them no more. */
+static void chunks_release(Chunks *c, uint64_t at) {
+        for (; c->released < c->n_chunks && ((uint64_t)c->released + 1) << CHUNK_SHIFT <= at; c->released++) {
+                free(c->chunks[c->released]);
+                c->chunks[c->released] = NULL;
+        }
+}
+
+/* A stream's numbers: 7 bits a byte, least significant first (what gcdump-heap.c writes, read by it alone). */
+static int chunks_put_varint(Chunks *c, uint64_t v) {
+        for (; v >= 0x80; v >>= 7)
+                if (chunks_put(c, (uint8_t)(v | 0x80)) < 0)
+                        return -ENOMEM;
+        return chunks_put(c, (uint8_t)v);
+}
+
+static uint64_t chunks_read_varint(const Chunks *c, uint64_t *at) {
+        uint64_t v = 0;
+        unsigned shift = 0;
+        uint8_t b;
+
+        do {
+                b = chunks_at(c, (*at)++);
+                if (shift < 64)
+                        v |= (uint64_t)(b & 0x7f) << shift;
+                shift += 7;
+        } while (b & 0x80);
+        return v;
+}
+
+static uint64_t zigzag(int64_t v) {
+        return (uint64_t)v << 1 ^ (uint64_t)(v >> 63);
+}
+
+static int64_t unzigzag(uint64_t v) {
+        return (int64_t)(v >> 1 ^ -(v & 1));
+}
+
 /* ---- hash maps: addresses and ids to indexes, names to indexes ---- */
 
 /* Open addressing; a slot's value 0 is empty, so values are stored plus one. The keys (addresses, ids)
@@ -248,11 +327,23 @@ typedef struct TypeDef {
         char *name;              /* as the runtime names it */
 } TypeDef;
 
-typedef struct Node {
-        uint64_t address, type_id;
-        int32_t size;            /* as the reader takes it: the low 32 bits, signed */
-        uint32_t edges;
-} Node;
+/*
+ * Nodes come by increasing address within each heap region: a run of them is kept as offsets from
+ * its first address (4 bytes a node), so that an address is found by binary search, with no table
+ * of all of them (graph_find_node()).
+ */
+typedef struct AddressRun {
+        uint64_t base, last;     /* its first and last address */
+        uint32_t first, count;   /* its nodes */
+} AddressRun;
+
+/* A run's nodes that no other run's address falls between: all of them, unless runs interleave (a
+ * run may pass over a gap that a later region fills). In address order, the pieces are disjoint. */
+typedef struct AddressPiece {
+        uint64_t low, high;      /* its first and last address */
+        uint64_t base;           /* its run's: the offsets are from it */
+        uint32_t first, count;   /* its nodes */
+} AddressPiece;
 
 typedef struct StaticVar {
         uint64_t object, type_id;
@@ -298,11 +389,19 @@ struct GcdumpHeap {
 
         TypeDef *types;
         size_t n_types, cap_types;
-        Node *nodes;
+        /* the nodes in the order they came: addresses in runs, the rest of each in node_info */
+        uint32_t *node_offsets;  /* a node's address less its run's base */
         size_t n_nodes, cap_nodes;
+        AddressRun *runs;        /* in the nodes' order */
+        size_t n_runs, cap_runs;
+        Chunks node_info;        /* each node: its TypeID's index in type_ids, its size (zigzag), its references */
+        U64Map type_ids;         /* TypeID -> index in type_id_values */
+        uint64_t *type_id_values;
+        size_t n_type_ids, cap_type_ids;
         bool nodes_cut;          /* nodes past GCDUMP_NODES_MAX: never looked at */
-        uint64_t *edges;
-        size_t n_edges, cap_edges;
+        Chunks edge_targets;     /* each reference's address less the one before it (zigzag) */
+        uint64_t last_target;
+        size_t n_edges;
         uint32_t *edge_block_sizes;
         size_t n_edge_block_sizes, cap_edge_block_sizes;
         StaticVar *statics;
@@ -314,8 +413,7 @@ struct GcdumpHeap {
         char **module_paths;
         size_t n_module_paths, cap_module_paths;
 
-        /* the graph's nodes: every address seen, and the roots' pseudo-nodes */
-        U64Map addresses;
+        /* the roots' pseudo-nodes */
         Builder *builders;
         size_t n_builders, cap_builders;
         StrMap builder_names;    /* "PARENT NAME" -> builder */
@@ -327,10 +425,24 @@ struct GcdumpHeap {
         bool built;
         int build_error;
         Graph graph;
-        uint8_t *blob;           /* the nodes' definitions, as the .gcdump keeps them */
-        size_t n_blob, cap_blob;
-        uint32_t *labels;        /* node index -> offset of its definition in the blob (0: undefined) */
+        /* each address seen gets the next index (MemoryGraph.GetNodeIndex()); the pseudo-nodes follow */
+        size_t n_indexes;
+        bool by_map;             /* the runs overlap: node addresses are looked up in `addresses` instead */
+        AddressPiece *pieces;    /* every node's address, in pieces of runs, in address order */
+        size_t n_pieces, cap_pieces;
+        U64Map addresses;        /* by_map: a node's address -> the last node with it */
+        uint32_t *index_of;      /* during the build, a node (the last with its address) -> its index, or UINT32_MAX */
+        U64Map others;           /* an address no node has -> its place in other_addresses */
+        uint64_t *other_addresses;
+        uint32_t *other_indexes;
+        size_t n_others, cap_others, cap_other_indexes;
+        uint32_t *node_at;       /* after the build, an index -> its node, or n_nodes + its place in other_addresses */
+        Chunks blob;             /* the nodes' definitions, as the .gcdump keeps them */
+        size_t n_defined;        /* nodes defined, from the first (fewer when truncated) */
+        uint32_t *definitions;   /* blob offset of node k * DEFINITION_STRIDE's definition */
+        uint32_t *labels;        /* by_map: index -> offset of its (last) definition; 0: undefined */
         size_t cap_labels;
+        uint32_t *builder_labels; /* pseudo-node -> offset of its definition */
         int64_t total_size;
         bool truncated;
 };
@@ -353,8 +465,12 @@ GcdumpHeap *gcdump_heap_free(GcdumpHeap *h) {
         for (size_t i = 0; i < h->n_types; i++)
                 free(h->types[i].name);
         free(h->types);
-        free(h->nodes);
-        free(h->edges);
+        free(h->node_offsets);
+        free(h->runs);
+        chunks_done(&h->node_info);
+        u64map_done(&h->type_ids);
+        free(h->type_id_values);
+        chunks_done(&h->edge_targets);
         free(h->edge_block_sizes);
         for (size_t i = 0; i < h->n_statics; i++)
                 free(h->statics[i].field);
@@ -363,21 +479,29 @@ GcdumpHeap *gcdump_heap_free(GcdumpHeap *h) {
                 free(h->module_paths[i]);
         free(h->module_paths);
         u64map_done(&h->modules);
-        u64map_done(&h->addresses);
         for (size_t i = 0; i < h->n_builders; i++)
                 free(h->builders[i].name);
         free(h->builders);
         strmap_done(&h->builder_names);
         free(h->root_refs);
         graph_done(&h->graph);
-        free(h->blob);
+        free(h->pieces);
+        u64map_done(&h->addresses);
+        free(h->index_of);
+        u64map_done(&h->others);
+        free(h->other_addresses);
+        free(h->other_indexes);
+        free(h->node_at);
+        chunks_done(&h->blob);
+        free(h->definitions);
         free(h->labels);
+        free(h->builder_labels);
         free(h);
         return NULL;
 }
 
 void gcdump_heap_set_seed(GcdumpHeap *h, uint64_t seed) {
-        h->seed = h->modules.seed = h->addresses.seed = h->builder_names.seed = seed;
+        h->seed = h->modules.seed = h->addresses.seed = h->others.seed = h->type_ids.seed = h->builder_names.seed = seed;
         h->graph.interned.seed = h->graph.big.seed = h->graph.by_id.seed = seed;
 }
 
@@ -387,7 +511,7 @@ void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size) {
 }
 
 uint64_t gcdump_heap_address_probes(const GcdumpHeap *h) {
-        return h->addresses.probes;
+        return h->addresses.probes + h->others.probes + h->type_ids.probes;
 }
 
 bool gcdump_heap_dumped(const GcdumpHeap *h) {
@@ -419,22 +543,6 @@ static int take_name(GcdumpHeap *h, Cursor *c, char **ret) {
         }
         h->name_bytes += strlen(s);
         *ret = s;
-        return 0;
-}
-
-/* MemoryGraph.GetNodeIndex(): the node of @address, made the first time it is seen (its index, in order). */
-static int see_address(GcdumpHeap *h, uint64_t address, uint32_t *ret) {
-        uint32_t index = u64map_get(&h->addresses, address);
-        int r;
-
-        if (index == UINT32_MAX) {
-                index = (uint32_t)h->addresses.n;
-                r = u64map_put(&h->addresses, address, index, false);
-                if (r < 0)
-                        return r;
-        }
-        if (ret)
-                *ret = index;
         return 0;
 }
 
@@ -482,7 +590,8 @@ static int builder(GcdumpHeap *h, uint32_t parent, const char *name, uint32_t *r
         return 0;
 }
 
-/* A root's reference to the object at @address, under the pseudo-node @parent/@name. */
+/* A root's reference to the object at @address, under the pseudo-node @parent/@name. Its address gets
+ * its index when the graph is built, before the nodes', in the order of the roots (graph_see_roots()). */
 static int add_root(GcdumpHeap *h, uint32_t parent, const char *name, uint64_t address) {
         uint32_t b;
         int r;
@@ -491,9 +600,6 @@ static int add_root(GcdumpHeap *h, uint32_t parent, const char *name, uint64_t a
                 return GCDUMP_E_LIMIT;
         r = builder(h, parent, name, &b);
         if (r != 0)
-                return r;
-        r = see_address(h, address, NULL);
-        if (r < 0)
                 return r;
         if (array_reserve((void **)&h->root_refs, &h->cap_root_refs, h->n_root_refs, sizeof(RootRef)) < 0)
                 return -ENOMEM;
@@ -579,33 +685,77 @@ static int on_bulk_type(GcdumpHeap *h, Cursor *c) {
         return 0;
 }
 
+/* The index of @type_id among the TypeIDs nodes named, made the first time: a node keeps that (a byte or two). */
+static int type_id_index(GcdumpHeap *h, uint64_t type_id, uint32_t *ret) {
+        uint32_t i = u64map_get(&h->type_ids, type_id);
+        int r;
+
+        if (i == UINT32_MAX) {
+                if (array_reserve((void **)&h->type_id_values, &h->cap_type_ids, h->n_type_ids, sizeof(uint64_t)) < 0)
+                        return -ENOMEM;
+                i = (uint32_t)h->n_type_ids;
+                r = u64map_put(&h->type_ids, type_id, i, false);
+                if (r < 0)
+                        return r;
+                h->type_id_values[h->n_type_ids++] = type_id;
+        }
+        *ret = i;
+        return 0;
+}
+
+/* A node, as compact as it comes: its address in a run (a new run where addresses stop increasing or
+ * leave 32 bits of the run's base), its type, size and reference count in node_info. */
+static int keep_node(GcdumpHeap *h, uint64_t address, int32_t size, uint64_t type_id, uint32_t edges) {
+        AddressRun *run = h->n_runs > 0 ? &h->runs[h->n_runs - 1] : NULL;
+        uint32_t type;
+        int r;
+
+        r = type_id_index(h, type_id, &type);
+        if (r < 0)
+                return r;
+        if (array_reserve((void **)&h->node_offsets, &h->cap_nodes, h->n_nodes, sizeof(uint32_t)) < 0)
+                return -ENOMEM;
+        if (!run || address <= run->last || address - run->base > UINT32_MAX) {
+                if (array_reserve((void **)&h->runs, &h->cap_runs, h->n_runs, sizeof(AddressRun)) < 0)
+                        return -ENOMEM;
+                run = &h->runs[h->n_runs++];
+                *run = (AddressRun){ .base = address, .first = (uint32_t)h->n_nodes };
+        }
+        if (chunks_put_varint(&h->node_info, type) < 0 || chunks_put_varint(&h->node_info, zigzag(size)) < 0 ||
+            chunks_put_varint(&h->node_info, edges) < 0)
+                return -ENOMEM;
+        h->node_offsets[h->n_nodes++] = (uint32_t)(address - run->base);
+        run->last = address;
+        run->count++;
+        return 0;
+}
+
 /* Index, Count (u32), ClrInstanceID (u16), then each: Address (pointer), Size, TypeID, EdgeCount (u64). */
 static int on_bulk_node(GcdumpHeap *h, Cursor *c) {
         uint32_t index, count;
         uint16_t instance;
+        int r;
 
         if (!take_u32(c, &index) || !take_u32(c, &count) || !take_u16(c, &instance) ||
             count > c->left / (h->pointer_size + 24))
                 return GCDUMP_E_MALFORMED;
         h->node_blocks++;
         for (uint32_t i = 0; i < count; i++) {
-                Node n;
-                uint64_t edges, size;
+                uint64_t address, edges, size, type_id;
 
-                if (!take_pointer(h, c, &n.address) || !take_u64(c, &size) || !take_u64(c, &n.type_id) ||
+                if (!take_pointer(h, c, &address) || !take_u64(c, &size) || !take_u64(c, &type_id) ||
                     !take_u64(c, &edges))
                         return GCDUMP_E_MALFORMED; /* not reached: the count was checked against the bytes */
-                n.size = (int32_t)size;
                 if (edges > GCDUMP_EDGES_MAX)
                         return GCDUMP_E_LIMIT;
-                n.edges = (uint32_t)edges;
                 if (h->n_nodes >= GCDUMP_NODES_MAX) {
                         h->nodes_cut = true;
                         continue;
                 }
-                if (array_reserve((void **)&h->nodes, &h->cap_nodes, h->n_nodes, sizeof(Node)) < 0)
-                        return -ENOMEM;
-                h->nodes[h->n_nodes++] = n;
+                /* the size as the reader takes it: the low 32 bits, signed */
+                r = keep_node(h, address, (int32_t)size, type_id, (uint32_t)edges);
+                if (r < 0)
+                        return r;
         }
         return 0;
 }
@@ -630,9 +780,11 @@ static int on_bulk_edge(GcdumpHeap *h, Cursor *c) {
 
                 if (!take_pointer(h, c, &target) || !take_u32(c, &field))
                         return GCDUMP_E_MALFORMED;
-                if (array_reserve((void **)&h->edges, &h->cap_edges, h->n_edges, sizeof(uint64_t)) < 0)
+                /* a reference is mostly near the one before it: a byte or two */
+                if (chunks_put_varint(&h->edge_targets, zigzag((int64_t)(target - h->last_target))) < 0)
                         return -ENOMEM;
-                h->edges[h->n_edges++] = target;
+                h->last_target = target;
+                h->n_edges++;
         }
         return 0;
 }
@@ -1033,10 +1185,235 @@ static int graph_add_statics(Graph *g, GcdumpHeap *h) {
         return r;
 }
 
+/* ---- addresses to indexes: the graph's nodes ---- */
+
+/* The address of node @node (< n_nodes): its run's base and its offset. */
+static uint64_t node_address(const GcdumpHeap *h, uint32_t node) {
+        size_t lo = 0, hi = h->n_runs;
+
+        while (hi - lo > 1) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (h->runs[mid].first <= node)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return h->runs[lo].base + h->node_offsets[node];
+}
+
+/* The node at @address (the last one, when several are), or UINT32_MAX: the address is no node's. */
+static uint32_t graph_find_node(GcdumpHeap *h, uint64_t address) {
+        const AddressPiece *piece;
+        size_t lo = 0, hi = h->n_pieces;
+        uint32_t offset;
+
+        if (h->by_map)
+                return u64map_get(&h->addresses, address);
+        while (lo < hi) { /* the last piece that begins at or below it */
+                size_t mid = lo + (hi - lo) / 2;
+                if (h->pieces[mid].low <= address)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (lo == 0 || address > h->pieces[lo - 1].high)
+                return UINT32_MAX;
+        piece = &h->pieces[lo - 1];
+        offset = (uint32_t)(address - piece->base);
+        lo = piece->first;
+        hi = (size_t)piece->first + piece->count;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (h->node_offsets[mid] < offset)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < (size_t)piece->first + piece->count && h->node_offsets[lo] == offset ? (uint32_t)lo : UINT32_MAX;
+}
+
+/* ---- merging the runs into address order ---- */
+
+typedef struct RunMerge {
+        const GcdumpHeap *h;
+        uint32_t *next;          /* each run's next node */
+        uint32_t *heap;          /* runs not yet merged whole, the one with the lowest next address on top */
+        size_t n;
+} RunMerge;
+
+static uint64_t merge_address(const RunMerge *m, uint32_t run) {
+        return m->h->runs[run].base + m->h->node_offsets[m->next[run]];
+}
+
+static void merge_sift_down(RunMerge *m, size_t i) {
+        for (;;) {
+                size_t least = i, l = 2 * i + 1, r = 2 * i + 2;
+                uint32_t t;
+
+                if (l < m->n && merge_address(m, m->heap[l]) < merge_address(m, m->heap[least]))
+                        least = l;
+                if (r < m->n && merge_address(m, m->heap[r]) < merge_address(m, m->heap[least]))
+                        least = r;
+                if (least == i)
+                        return;
+                t = m->heap[i];
+                m->heap[i] = m->heap[least];
+                m->heap[least] = t;
+                i = least;
+        }
+}
+
+/* The node with the lowest address not merged yet (its run in *@ret_run); the merge moves past it. */
+static uint32_t merge_pop(RunMerge *m, uint32_t *ret_run) {
+        uint32_t run = m->heap[0], node = m->next[run]++;
+
+        if (m->next[run] == m->h->runs[run].first + m->h->runs[run].count)
+                m->heap[0] = m->heap[--m->n];
+        if (m->n > 0)
+                merge_sift_down(m, 0);
+        *ret_run = run;
+        return node;
+}
+
+/* The pieces: the runs merged by address, a new piece wherever the next address is another run's.
+ * Return: 0, 1 when two nodes have one address (they need the table), or -ENOMEM. */
+static int graph_make_pieces(GcdumpHeap *h) {
+        _cleanup_free_ uint32_t *next = malloc((h->n_runs ? h->n_runs : 1) * sizeof(uint32_t));
+        _cleanup_free_ uint32_t *heap = malloc((h->n_runs ? h->n_runs : 1) * sizeof(uint32_t));
+        RunMerge m = { .h = h, .next = next, .heap = heap, .n = h->n_runs };
+        AddressPiece *piece = NULL;
+        uint32_t previous_run = UINT32_MAX;
+
+        if (!next || !heap)
+                return -ENOMEM;
+        for (size_t i = 0; i < h->n_runs; i++) {
+                next[i] = h->runs[i].first;
+                heap[i] = (uint32_t)i;
+        }
+        for (size_t i = h->n_runs / 2; i-- > 0;)
+                merge_sift_down(&m, i);
+        while (m.n > 0) {
+                uint32_t run, node = merge_pop(&m, &run);
+                uint64_t address = h->runs[run].base + h->node_offsets[node];
+
+                if (piece && address == piece->high)
+                        return 1;
+                if (run == previous_run) {
+                        piece->high = address;
+                        piece->count++;
+                        continue;
+                }
+                if (array_reserve((void **)&h->pieces, &h->cap_pieces, h->n_pieces, sizeof(AddressPiece)) < 0)
+                        return -ENOMEM;
+                piece = &h->pieces[h->n_pieces++];
+                *piece = (AddressPiece){ .low = address, .high = address, .base = h->runs[run].base, .first = node,
+                                         .count = 1 };
+                previous_run = run;
+        }
+        return 0;
+}
+
+/*
+ * How node addresses will be found: by binary search in the pieces, which cost a few bytes per
+ * region (a runtime sends each region's objects in increasing order). Two nodes of one address,
+ * which a runtime could send, have every node address put in a table instead, seeded
+ * (gcdump_heap_set_seed()).
+ */
+static int graph_prepare_nodes(GcdumpHeap *h) {
+        int r;
+
+        h->index_of = malloc((h->n_nodes ? h->n_nodes : 1) * sizeof(uint32_t));
+        if (!h->index_of)
+                return -ENOMEM;
+        memset(h->index_of, 0xff, h->n_nodes * sizeof(uint32_t));
+        r = graph_make_pieces(h);
+        if (r <= 0)
+                return r;
+        h->by_map = true;
+        free(h->pieces);
+        h->pieces = NULL;
+        h->n_pieces = 0;
+        r = u64map_reserve(&h->addresses, h->n_nodes);
+        for (size_t i = 0; r >= 0 && i < h->n_nodes; i++)
+                r = u64map_put(&h->addresses, node_address(h, (uint32_t)i), (uint32_t)i, true);
+        return r < 0 ? r : 0;
+}
+
+/* MemoryGraph.GetNodeIndex(): the index of @node (the last with its address), made the first time it is seen. */
+static uint32_t see_node(GcdumpHeap *h, uint32_t node) {
+        if (h->index_of[node] == UINT32_MAX)
+                h->index_of[node] = (uint32_t)h->n_indexes++;
+        return h->index_of[node];
+}
+
+/* The same for any address: a node's, or one no node has (an object only referenced). */
+static int see_address(GcdumpHeap *h, uint64_t address, uint32_t *ret) {
+        uint32_t node = graph_find_node(h, address), other;
+        int r;
+
+        if (node != UINT32_MAX) {
+                *ret = see_node(h, node);
+                return 0;
+        }
+        other = u64map_get(&h->others, address);
+        if (other == UINT32_MAX) {
+                if (array_reserve((void **)&h->other_addresses, &h->cap_others, h->n_others, sizeof(uint64_t)) < 0 ||
+                    array_reserve((void **)&h->other_indexes, &h->cap_other_indexes, h->n_others, sizeof(uint32_t)) < 0)
+                        return -ENOMEM;
+                other = (uint32_t)h->n_others;
+                r = u64map_put(&h->others, address, other, false);
+                if (r < 0)
+                        return r;
+                h->other_addresses[h->n_others] = address;
+                h->other_indexes[h->n_others++] = (uint32_t)h->n_indexes++;
+        }
+        *ret = h->other_indexes[other];
+        return 0;
+}
+
+/* The roots' addresses, first, in the order the roots came (as the reader sees them as they come). */
+static int graph_see_roots(GcdumpHeap *h) {
+        uint32_t index;
+        int r;
+
+        for (size_t i = 0; i < h->n_root_refs; i++) {
+                r = see_address(h, h->root_refs[i].address, &index);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Once every index is given: each index's node, for the file, in place of each node's index. */
+static int graph_invert_indexes(GcdumpHeap *h) {
+        h->node_at = malloc((h->n_indexes ? h->n_indexes : 1) * sizeof(uint32_t));
+        if (!h->node_at)
+                return -ENOMEM;
+        for (size_t i = 0; i < h->n_nodes; i++)
+                if (h->index_of[i] != UINT32_MAX)
+                        h->node_at[h->index_of[i]] = (uint32_t)i;
+        for (size_t i = 0; i < h->n_others; i++)
+                h->node_at[h->other_indexes[i]] = (uint32_t)(h->n_nodes + i);
+        free(h->index_of);
+        h->index_of = NULL;
+        return 0;
+}
+
+/* The address of index @i: a node's, one no node has, or 0 for a pseudo-node. */
+static uint64_t index_address(const GcdumpHeap *h, size_t i) {
+        uint32_t at;
+
+        if (i >= h->n_indexes)
+                return 0;
+        at = h->node_at[i];
+        return at < h->n_nodes ? node_address(h, at) : h->other_addresses[at - h->n_nodes];
+}
+
 /* The reader's GetNextEdge(): the edges in order, block by block; running out breaks the dump. */
 typedef struct EdgeReader {
         size_t edge, block, block_end;
         bool in_block;
+        uint64_t at, last;       /* in edge_targets */
 } EdgeReader;
 
 static int next_edge(const GcdumpHeap *h, EdgeReader *e, uint64_t *ret) {
@@ -1046,19 +1423,18 @@ static int next_edge(const GcdumpHeap *h, EdgeReader *e, uint64_t *ret) {
                 e->block_end = e->edge + h->edge_block_sizes[e->block++];
                 e->in_block = true;
         }
-        *ret = h->edges[e->edge++];
+        e->last += (uint64_t)unzigzag(chunks_read_varint(&h->edge_targets, &e->at));
+        e->edge++;
+        *ret = e->last;
         return 0;
 }
 
 /* ---- the blob: each node's definition, as Graph.SetNode() writes it ---- */
 
 static int blob_byte(GcdumpHeap *h, uint8_t b) {
-        if (h->n_blob >= INT32_MAX)
+        if (h->blob.size >= INT32_MAX)
                 return GCDUMP_E_LIMIT; /* the file says its size in an int32 */
-        if (array_reserve((void **)&h->blob, &h->cap_blob, h->n_blob, 1) < 0)
-                return -ENOMEM;
-        h->blob[h->n_blob++] = b;
-        return 0;
+        return chunks_put(&h->blob, b);
 }
 
 /* Node.WriteCompressedInt(): 7 bits a byte, most significant first, 0x80 on all but the last; signed. */
@@ -1075,15 +1451,58 @@ static int blob_int(GcdumpHeap *h, int32_t value) {
         return r == 0 ? blob_byte(h, (uint8_t)(value & 0x7f)) : r;
 }
 
+/* A compressed int of the blob at *@at, as its low 32 bits. */
+static uint32_t blob_read_int(const GcdumpHeap *h, uint64_t *at) {
+        uint32_t v = 0;
+        uint8_t b;
+
+        do {
+                b = chunks_at(&h->blob, (*at)++);
+                v = v << 7 | (b & 0x7f);
+        } while (b & 0x80);
+        return v;
+}
+
+/*
+ * Where node @node's definition begins in the blob (node < n_defined). The definitions of the nodes
+ * follow each other in their order; every DEFINITION_STRIDE-th one's offset is kept, and the rest
+ * are found by reading past the ones before: a label (4 bytes a node) is not kept for each.
+ */
+#define DEFINITION_STRIDE 16
+
+static uint32_t definition_offset(const GcdumpHeap *h, uint32_t node) {
+        uint64_t at = h->definitions[node / DEFINITION_STRIDE];
+
+        for (uint32_t k = node % DEFINITION_STRIDE; k > 0; k--) {
+                uint32_t head = blob_read_int(h, &at), children;
+
+                if (head & 1) /* a size of its own */
+                        (void)blob_read_int(h, &at);
+                children = blob_read_int(h, &at);
+                for (uint32_t c = 0; c < children; c++)
+                        (void)blob_read_int(h, &at);
+        }
+        return (uint32_t)at;
+}
+
+/* The offset of index @i's definition in the blob, as the file's table of them says; 0: undefined. */
+static uint32_t index_label(const GcdumpHeap *h, size_t i) {
+        uint32_t at;
+
+        if (i >= h->n_indexes)
+                return h->builder_labels[i - h->n_indexes];
+        if (h->by_map)
+                return i < h->cap_labels ? h->labels[i] : 0;
+        at = h->node_at[i];
+        return at < h->n_defined ? definition_offset(h, at) : 0;
+}
+
 /* SetNode(): the node's type, its size unless its type's size says it, its children. */
 static int define_node(GcdumpHeap *h, uint32_t index, uint32_t type, int32_t size, const uint32_t *children,
                        size_t n_children) {
         GraphType *t = &h->graph.types[type];
         int r;
 
-        if (array_reserve_zeroed(&h->labels, &h->cap_labels, index) < 0)
-                return -ENOMEM;
-        h->labels[index] = (uint32_t)h->n_blob;
         if (size < 0)
                 size = INT32_MAX;
         if (t->size < 0)
@@ -1100,42 +1519,64 @@ static int define_node(GcdumpHeap *h, uint32_t index, uint32_t type, int32_t siz
         return r;
 }
 
-/* Each node's type and size, its references taken in order from the edges. */
+/* Where node @node's definition is: every DEFINITION_STRIDE-th node's offset kept, or with a table by index. */
+static int note_definition(GcdumpHeap *h, uint32_t node, uint32_t index) {
+        if (node % DEFINITION_STRIDE == 0)
+                h->definitions[node / DEFINITION_STRIDE] = (uint32_t)h->blob.size;
+        if (!h->by_map)
+                return 0;
+        /* nodes of one address: the last definition is the label, as in the reader's table */
+        if (array_reserve_zeroed(&h->labels, &h->cap_labels, index) < 0)
+                return -ENOMEM;
+        h->labels[index] = (uint32_t)h->blob.size;
+        return 0;
+}
+
+/* Each node's type and size, its references taken in order from the edges. What was read of the
+ * streams is freed as the blob grows: the blob takes the chunks they leave. */
 static int graph_add_nodes(GcdumpHeap *h) {
         _cleanup_free_ uint32_t *children = NULL;
         size_t cap_children = 0;
         EdgeReader edges = {};
+        uint64_t info = 0;
         int r;
 
-        /* a label for each node, most of them objects: room made at once, not by doublings */
-        if (array_reserve_zeroed(&h->labels, &h->cap_labels, h->addresses.n + h->n_nodes + h->n_builders) < 0)
+        h->definitions = malloc((h->n_nodes / DEFINITION_STRIDE + 1) * sizeof(uint32_t));
+        if (!h->definitions)
                 return -ENOMEM;
         for (size_t i = 0; i < h->n_nodes; i++) {
-                const Node *n = &h->nodes[i];
-                uint32_t t, index;
+                uint32_t type_id = (uint32_t)chunks_read_varint(&h->node_info, &info);
+                int32_t size = (int32_t)unzigzag(chunks_read_varint(&h->node_info, &info));
+                uint32_t n_edges = (uint32_t)chunks_read_varint(&h->node_info, &info), t, index;
 
-                r = graph_node_type(&h->graph, n->type_id, n->size, &t);
-                if (r == 0)
-                        r = see_address(h, n->address, &index);
-                if (r == 0 && n->edges > cap_children) {
+                r = graph_node_type(&h->graph, h->type_id_values[type_id], size, &t);
+                if (r != 0)
+                        return r;
+                index = see_node(h, h->by_map ? graph_find_node(h, node_address(h, (uint32_t)i)) : (uint32_t)i);
+                if (n_edges > cap_children) {
                         free(children);
-                        cap_children = n->edges;
+                        cap_children = n_edges;
                         children = malloc(cap_children * sizeof(uint32_t));
                         if (!children)
                                 return -ENOMEM;
                 }
-                for (uint32_t k = 0; r == 0 && k < n->edges; k++) {
+                for (uint32_t k = 0; r == 0 && k < n_edges; k++) {
                         uint64_t target;
                         r = next_edge(h, &edges, &target);
                         if (r == 0)
                                 r = see_address(h, target, &children[k]);
                 }
                 if (r == 0)
-                        r = define_node(h, index, t, n->size, children, n->edges);
+                        r = note_definition(h, (uint32_t)i, index);
+                if (r == 0)
+                        r = define_node(h, index, t, size, children, n_edges);
                 if (r != 0)
                         return r;
-                h->references += n->edges;
-                if (h->addresses.n + h->n_builders >= GCDUMP_NODES_MAX) {
+                h->n_defined = i + 1;
+                h->references += n_edges;
+                chunks_release(&h->node_info, info);
+                chunks_release(&h->edge_targets, edges.at);
+                if (h->n_indexes + h->n_builders >= GCDUMP_NODES_MAX) {
                         /* dotnet-gcdump stops here, and checks nothing more */
                         h->truncated = true;
                         return 0;
@@ -1154,7 +1595,7 @@ static int graph_add_nodes(GcdumpHeap *h) {
  * objects'.
  */
 static int graph_add_builders(GcdumpHeap *h) {
-        size_t n = h->n_builders, base = h->addresses.n;
+        size_t n = h->n_builders, base = h->n_indexes;
         _cleanup_free_ uint32_t *first = calloc(n + 1, sizeof(uint32_t)), *next = calloc(n + 1, sizeof(uint32_t)),
                                 *order = calloc(n + 1, sizeof(uint32_t)), *types = calloc(n + 1, sizeof(uint32_t)),
                                 *ref_start = calloc(n + 2, sizeof(uint32_t)), *refs = NULL, *children = NULL,
@@ -1163,7 +1604,8 @@ static int graph_add_builders(GcdumpHeap *h) {
         size_t n_order = 0, depth = 0, n_children;
         int r;
 
-        if (!first || !next || !order || !types || !ref_start || !stack)
+        h->builder_labels = calloc(n + 1, sizeof(uint32_t));
+        if (!first || !next || !order || !types || !ref_start || !stack || !h->builder_labels)
                 return -ENOMEM;
         /* each builder's children, in the order they were made (UINT32_MAX: none) */
         for (size_t i = 0; i < n; i++)
@@ -1228,6 +1670,7 @@ static int graph_add_builders(GcdumpHeap *h) {
                         children[n_children++] = (uint32_t)(base + c);
                 for (uint32_t k = ref_start[b]; k < ref_start[b + 1]; k++)
                         children[n_children++] = refs[k];
+                h->builder_labels[b] = (uint32_t)h->blob.size;
                 r = define_node(h, (uint32_t)(base + b), types[b], 0, children, n_children);
                 if (r != 0)
                         return r;
@@ -1260,17 +1703,27 @@ static int graph_build(GcdumpHeap *h) {
         }
         if (r == 0)
                 r = blob_int(h, 0);
-        /* every node's address will be in the map: its room made at once */
         if (r == 0)
-                r = u64map_reserve(&h->addresses, h->addresses.n + h->n_nodes);
+                r = graph_prepare_nodes(h);
         if (r == 0)
                 r = graph_add_types(&h->graph, h);
         if (r == 0)
                 r = graph_add_statics(&h->graph, h);
         if (r == 0)
+                r = graph_see_roots(h);
+        if (r == 0)
                 r = graph_add_nodes(h);
         if (r == 0)
                 r = graph_add_builders(h);
+        if (r == 0)
+                r = graph_invert_indexes(h);
+        /* what only the build needed */
+        chunks_done(&h->node_info);
+        chunks_done(&h->edge_targets);
+        u64map_done(&h->addresses);
+        u64map_done(&h->others);
+        free(h->pieces);
+        h->pieces = NULL;
         return h->build_error = r;
 }
 
@@ -1350,7 +1803,7 @@ int gcdump_heap_report(GcdumpHeap *h, GcdumpReport *ret) {
         report.total_size = h->total_size;
         report.truncated = h->truncated;
         /* every node: the objects, those only referenced, and the roots' pseudo-nodes */
-        report.objects = h->addresses.n + h->n_builders;
+        report.objects = h->n_indexes + h->n_builders;
         report.references = h->references;
         *ret = report;
         return 0;
@@ -1500,17 +1953,11 @@ static void out_begin_object(Out *o, int32_t version, int32_t minimum_reader_ver
 
 /* Graph.ToStream() and MemoryGraph's: types, each node's definition's offset, the blob, the addresses. */
 static int out_graph(Out *o, const GcdumpHeap *h) {
-        size_t n_nodes = h->addresses.n + h->n_builders;
-        _cleanup_free_ uint64_t *addresses = calloc(n_nodes ? n_nodes : 1, sizeof(uint64_t));
+        size_t n_nodes = h->n_indexes + h->n_builders;
 
-        if (!addresses)
-                return -ENOMEM;
-        for (size_t i = 0; i < h->addresses.cap; i++)
-                if (h->addresses.values[i] != 0)
-                        addresses[h->addresses.values[i] - 1] = h->addresses.keys[i];
         out_begin_object(o, 1, 0, "Graphs.MemoryGraph");
         out_i64(o, h->total_size);
-        out_i32(o, (int32_t)h->addresses.n); /* the root, "[.NET Roots]": the first pseudo-node */
+        out_i32(o, (int32_t)h->n_indexes); /* the root, "[.NET Roots]": the first pseudo-node */
         out_i32(o, (int32_t)h->graph.n_types);
         for (size_t i = 0; i < h->graph.n_types; i++) {
                 out_string(o, h->graph.types[i].name);
@@ -1519,12 +1966,13 @@ static int out_graph(Out *o, const GcdumpHeap *h) {
         }
         out_i32(o, (int32_t)n_nodes);
         for (size_t i = 0; i < n_nodes; i++)
-                out_i32(o, (int32_t)(i < h->cap_labels ? h->labels[i] : 0));
-        out_i32(o, (int32_t)h->n_blob);
-        out_bytes(o, h->blob, h->n_blob);
+                out_i32(o, (int32_t)index_label(h, i));
+        out_i32(o, (int32_t)h->blob.size);
+        for (uint64_t at = 0; at < h->blob.size; at += CHUNK_SIZE)
+                out_bytes(o, h->blob.chunks[at >> CHUNK_SHIFT], (size_t)MIN((uint64_t)CHUNK_SIZE, h->blob.size - at));
         out_i32(o, (int32_t)n_nodes);
         for (size_t i = 0; i < n_nodes; i++)
-                out_i64(o, (int64_t)addresses[i]);
+                out_i64(o, (int64_t)index_address(h, i));
         out_u8(o, FS_TAG_BYTE);
         out_u8(o, h->pointer_size == 8);
         out_u8(o, FS_END_OBJECT);

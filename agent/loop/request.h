@@ -53,6 +53,7 @@ struct Request {
         PortWaiter *port_waiter; /* waits for the runtime's next connection to its port (ports.h) */
         PortWaiter *(*port_waiter_cancel)(PortWaiter *w); /* ports_waiter_cancel(), set with port_waiter */
         char *unit;             /* the unit the request named, for its answer */
+        bool unit_pinned;       /* it named a pid too: that one, while it runs in the unit */
         StartupProbe *startup;  /* asking the runtime whether it is suspended at startup (startup.h) */
         StartupProbe *(*startup_free)(StartupProbe *p); /* startup_probe_free(), set with startup */
         void *work;             /* the command's own state */

@@ -191,13 +191,37 @@ void commands_reply_connect_error(Request *req, int r, const char *why) {
 
 /* ---- opening the target ---- */
 
+/*
+ * Whether the process opened is in the unit the request named, if it named one. A unit's pid is
+ * found in one walk of /proc and opened after it: by then it may have exited and its pid gone to
+ * a process elsewhere. And a pid named with its unit (dsctl exec UNIT) is served only while it
+ * runs there: the unit's process the caller was told of, never a successor under its pid.
+ */
+static bool target_in_named_unit(const Request *req) {
+        return !req->unit || (req->target->unit && strcmp(req->target->unit, req->unit) == 0);
+}
+
 static void target_opened(Request *req, int r, const char *why) {
+        char missing[TARGET_UNIT_MAX + 64];
+
         if (r == 0 && !requester_sees(req, req->target)) {
                 request_reply_invisible(req);
                 return;
         }
         if (r != 0) {
                 commands_reply_job_error(req, r, why);
+                return;
+        }
+        if (!target_in_named_unit(req) && req->unit_pinned) {
+                /* answered as the pid's absence, the same whether the caller may see the process or not */
+                request_reply_error_as(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS,
+                                      "the process no longer runs in the unit the request named",
+                                      REQUEST_NO_SUCH_PROCESS);
+                return;
+        }
+        if (!target_in_named_unit(req)) {
+                snprintf(missing, sizeof(missing), "no .NET process runs in %s", req->unit);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS, missing);
                 return;
         }
         test_hook_pause("after-target");
@@ -241,7 +265,8 @@ static bool reuse_target(Request *req, pid_t pid) {
  * named after the process. Otherwise nothing decides on them, and the record says their age.
  */
 static bool details_must_be_fresh(const Request *req) {
-        return policy_selects_by_name_or_cgroup(req->policy) || req->ask.command == POLICY_COMMAND_DUMP;
+        return policy_selects_by_name_or_cgroup(req->policy) || req->ask.command == POLICY_COMMAND_DUMP ||
+               req->unit != NULL;
 }
 
 static void read_pid(Request *req, pid_t pid) {
@@ -319,21 +344,25 @@ static void unit_found(Request *req, int r, const pid_t *pids, size_t n_listed, 
 
 void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Request *req)) {
         uint32_t pid;
+        bool has_pid;
         int r;
 
         req->on_target = opened;
-        if (wire_message_get_u32(m, WIRE_TAG_PID, &pid) == 0 && pid > 0 && pid <= INT32_MAX) {
-                open_pid(req, (pid_t)pid);
-                return;
-        }
-        if (wire_message_get_string(m, WIRE_TAG_UNIT, &req->unit) != 0) {
+        has_pid = wire_message_get_u32(m, WIRE_TAG_PID, &pid) == 0 && pid > 0 && pid <= INT32_MAX;
+        if (wire_message_get_string(m, WIRE_TAG_UNIT, &req->unit) != 0 && !has_pid) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "a process id or a unit is needed");
                 return;
         }
         /* dsctl checks the very same (wire.h): what it sends passes */
-        if (!wire_unit_name_is_valid(req->unit, strlen(req->unit))) {
+        if (req->unit && !wire_unit_name_is_valid(req->unit, strlen(req->unit))) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                     "not a unit name (like orders.service)");
+                return;
+        }
+        /* both: that pid, only while it runs in that unit (target_in_named_unit()) */
+        if (has_pid) {
+                req->unit_pinned = req->unit != NULL;
+                open_pid(req, (pid_t)pid);
                 return;
         }
         r = jobs_find_unit(req, req->unit, unit_found);

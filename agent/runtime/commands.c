@@ -13,6 +13,7 @@
 #include "policy.h"
 #include "proxy.h"
 #include "ps.h"
+#include "resolve.h"
 #include "session.h"
 #include "startup.h"
 
@@ -34,6 +35,7 @@ static const char *command_name(uint16_t type) {
         case WIRE_REQUEST_RESUME: return policy_command_to_string(POLICY_COMMAND_RESUME);
         case WIRE_REQUEST_REMOVE_DUMP: return "remove-dump";
         case WIRE_REQUEST_IPC: return "proxy"; /* until its IPC command is known */
+        case WIRE_REQUEST_RESOLVE: return "resolve";
         default: return NULL;
         }
 }
@@ -91,6 +93,9 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_RESUME:
                 resume_start(req, m);
+                break;
+        case WIRE_REQUEST_RESOLVE:
+                resolve_start(req, m);
                 break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

@@ -15,6 +15,7 @@ StopTracing on a third; the client library sends ProcessInfo3 for GetProcessInfo
 WriteDump and falls back to 2 and 1 on "unknown command"."""
 import json
 import os
+import re
 import select
 import signal
 import stat
@@ -956,6 +957,100 @@ def dsctl_exec_says_why_the_agent_refused():
     assert status != 0 and "Thread (0x" not in out, (status, out, err)
     assert "no rule grants you 'stacks'" in err, err
     assert watch.accepts() == 0
+
+
+def without_ids(text, *words):
+    """@text with request ids and @words (which differ between two questions) blanked out."""
+    text = re.sub(r"[0-9a-f]{16}", "<request>", text)
+    for w in words:
+        text = text.replace(str(w), "<asked>")
+    return text
+
+
+def dsctl_exec_unit(agent, user, unit, *command, json=False, timeout=240):
+    """`dsctl exec UNIT -- COMMAND...` as @user: its status, standard output and standard error."""
+    r = subprocess.run(as_user(user, [DSCTL, "--agent-socket", agent.socket, *(["--json"] if json else []), "exec",
+                                      unit, "--", *command]),
+                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+@test
+def dsctl_exec_names_a_units_process_to_the_tool_in_dsctl_pid():
+    """dsctl exec UNIT: the agent names the unit's one .NET process, dsctl says which and hands it to the command
+    as $DSCTL_PID, and a stock tool given -p "$DSCTL_PID" works under the grant of its own command alone."""
+    target = marker_target()
+    place_in_unit(target.pid, "dst-proxy-exec.service")
+    agent = Agent(policy=granting("stacks"))
+    status, out, err = dsctl_exec_unit(agent, ALICE, "dst-proxy-exec.service", "sh", "-c",
+                                       f'exec {stock("dotnet-stack")} report -p "$DSCTL_PID"')
+    assert status == 0 and "Thread (0x" in out and "System.Private.CoreLib!" in out, (status, out, err)
+    assert f"dst-proxy-exec.service is process {target.pid} (in $DSCTL_PID)" in err, err
+    resolved, = proxy_records(agent, DSAGENT_COMMAND="resolve")
+    assert resolved["DSAGENT_DECISION"] == "allowed" and resolved["DSAGENT_TARGET_PID"] == str(target.pid), resolved
+    served = [r for r in proxy_records(agent, DSAGENT_DECISION="allowed") if r.get("DSAGENT_IPC_COMMAND")]
+    assert served and all(r["DSAGENT_TARGET_PID"] == str(target.pid) for r in served), served
+    assert [r["DSAGENT_COMMAND"] for r in served if r["DSAGENT_IPC_COMMAND"].startswith("CollectTracing")] == \
+        ["stacks"], served
+
+
+@test
+def dsctl_exec_serves_a_units_process_only_while_it_runs_there():
+    """The pid exec named is the one the port serves, and only while it is the unit's: a process that left the
+    unit (a restarted service's pid now someone else's) is answered as gone, though the caller may still act
+    on it by its pid."""
+    target = marker_target()
+    place_in_unit(target.pid, "dst-proxy-pinned.service")
+    agent = Agent(policy=granting("stacks"))
+    flag = os.path.join(make_dir(ALICE, 0o755), "moved")
+    stack = stock("dotnet-stack")
+    script = (f'{stack} report -p "$DSCTL_PID" >/dev/null && echo first-served; '
+              f'while [ ! -e {flag} ]; do sleep 0.1; done; '
+              f'{stack} report -p "$DSCTL_PID" >/dev/null 2>&1; echo "second=$?"')
+    p = subprocess.Popen(as_user(ALICE, [DSCTL, "--agent-socket", agent.socket, "exec", "dst-proxy-pinned.service",
+                                         "--", "sh", "-c", script]),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "first-served", p.stderr.read()
+        # the process leaves the unit while dsctl exec still serves the pid it named
+        place_in_unit(target.pid, "dst-proxy-elsewhere.service")
+        open(flag, "w").close()
+        out, err = p.communicate(timeout=240)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert out.strip() != "second=0" and out.strip().startswith("second="), (out, err)
+    assert "no such process" in err, err
+    refused = [r for r in agent.records() if r.get("DSAGENT_IPC_COMMAND") and r["DSAGENT_DECISION"] != "allowed"]
+    assert refused and refused[-1]["DSAGENT_TARGET_PID"] == str(target.pid), refused
+    assert "no longer runs in the unit" in refused[-1]["DSAGENT_REASON"], refused[-1]
+    # by its pid the same process is still served: what refused it was the unit alone
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, stack, "report", "-p", str(target.pid))
+    assert status == 0 and "Thread (0x" in out, (status, out, err)
+
+
+@test
+def dsctl_exec_of_a_unit_the_caller_may_not_see_is_answered_as_a_unit_without_one():
+    """A unit whose process the caller may not see: dsctl exec says what it says of a unit that runs none, runs
+    nothing, and the process is never asked."""
+    hidden = Target(MALLORY)
+    place_in_unit(hidden.pid, "dst-proxy-hidden.service")
+    agent = Agent(policy=granting("stacks", "info", "gcdump"))
+    watch = AcceptWatch(hidden.pid)
+    for json in (False, True):
+        a = dsctl_exec_unit(agent, ALICE, "dst-proxy-hidden.service", "echo", "ran", json=json)
+        b = dsctl_exec_unit(agent, ALICE, "dst-proxy-none.service", "echo", "ran", json=json)
+        assert a[0] == b[0] == harness.EXIT_NO_SUCH_PROCESS, (a, b)
+        assert "ran" not in a[1] + b[1], (a, b)
+        for x, y in ((a[1], b[1]), (a[2], b[2])):
+            assert without_ids(x, "dst-proxy-hidden.service") == without_ids(y, "dst-proxy-none.service"), (x, y)
+        for text in a[1:]:
+            assert str(hidden.pid) not in text and MALLORY not in text, text
+    assert watch.accepts() == 0
+    # its owner is told the process, and the command runs
+    status, out, err = dsctl_exec_unit(agent, MALLORY, "dst-proxy-hidden.service", "sh", "-c", 'echo "$DSCTL_PID"')
+    assert status == 0 and out.strip() == str(hidden.pid), (status, out, err)
 
 
 # --- hostile clients ---

@@ -432,6 +432,43 @@ static void test_made_up_heap(void) {
         gcdump_report_done(&r);
 }
 
+/*
+ * Regions walked out of address order: 0x1000 and 0x3000 in one increasing run, which passes over
+ * 0x2000, sent later. Each reference to a node's address is that node, whichever run holds it: no
+ * address is counted twice (as a node and as an object only referenced).
+ */
+static void test_interleaved_regions_find_every_node(void) {
+        _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+        Payload types = {}, first = {}, second = {}, refs = {};
+        GcdumpReport r = {};
+
+        check(gcdump_heap_new(&h) == 0);
+        check(gc(h, 1, 3, 2, 1, 0) == 0);
+        put(&types, 1, 4);
+        put(&types, 0, 2);
+        type_value(&types, 0x100, 0xa0, 0, "T");
+        block_header(&first, 3);
+        node_value(&first, 0x1000, 24, 0x100, 2);
+        node_value(&first, 0x3000, 24, 0x100, 1);
+        node_value(&first, 0x3100, 24, 0x100, 0);
+        block_header(&second, 2);
+        node_value(&second, 0x2000, 24, 0x100, 1);
+        node_value(&second, 0x2100, 24, 0x100, 0);
+        block_header(&refs, 4);
+        for (uint64_t target = 0x2100; target != 0; target = target == 0x2100 ? 0x3100 : target == 0x3100 ? 0x2000 :
+                                                                 target == 0x2000 ? 0x3000 : 0) {
+                put(&refs, target, 8);
+                put(&refs, 0, 4);
+        }
+        check(add(h, 15, &types) == 0 && add(h, 18, &first) == 0 && add(h, 18, &second) == 0 && add(h, 19, &refs) == 0);
+        check(gc(h, 2, 3, 2, 0, 0) == 0);
+        check(gcdump_heap_report(h, &r) == 0);
+        /* the five nodes, and [.NET Roots] with its two groups */
+        check(r.objects == 5 + 3 && r.n_types == 1 && r.types[0].count == 5);
+        check(gcdump_heap_address_probes(h) == 0); /* found in the runs, not in a table */
+        gcdump_report_done(&r);
+}
+
 /* A node asks for more references than came, or fewer than a block holds: the dump is broken. */
 static void test_references_must_add_up(void) {
         for (unsigned edges = 1; edges <= 3; edges += 2) {
@@ -512,7 +549,12 @@ static uint64_t unmix64(uint64_t x) {
         return x ^ (x >> 33);
 }
 
-/* N nodes whose addresses all hash, unseeded, to slot 0 of any table up to 2^20 slots. */
+/*
+ * N nodes whose addresses all hash, unseeded, to slot 0 of any table up to 2^20 slots, and one
+ * more at the first one's address: runs that overlap, so node addresses are looked up in a table.
+ * Each node references an address of that kind that no node has (those are always in a table),
+ * and the nodes' TypeIDs are such ids too.
+ */
 static uint64_t probes_for_colliding_nodes(uint64_t seed, unsigned n) {
         _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
         GcdumpReport r = {};
@@ -521,17 +563,24 @@ static uint64_t probes_for_colliding_nodes(uint64_t seed, unsigned n) {
         check(gcdump_heap_new(&h) == 0);
         gcdump_heap_set_seed(h, seed);
         check(gc(h, 1, 3, 2, 1, 0) == 0);
-        for (unsigned done = 0; done < n;) {
-                Payload nodes = {};
-                unsigned k = n - done < 100 ? n - done : 100;
+        for (unsigned done = 0; done <= n;) {
+                Payload nodes = {}, refs = {};
+                unsigned k = n + 1 - done < 100 ? n + 1 - done : 100;
 
                 block_header(&nodes, k);
-                for (unsigned i = 0; i < k; i++, done++)
-                        node_value(&nodes, unmix64((uint64_t)(done + 1) << 20), 24, 0x100, 0);
+                block_header(&refs, k);
+                for (unsigned i = 0; i < k; i++, done++) {
+                        node_value(&nodes, unmix64((uint64_t)(done < n ? done + 1 : 1) << 20), 24,
+                                   unmix64((uint64_t)(3 * n + done + 1) << 20), 1);
+                        put(&refs, unmix64((uint64_t)(n + done + 1) << 20), 8);
+                        put(&refs, 0, 4);
+                }
                 check(add(h, 18, &nodes) == 0);
+                check(add(h, 19, &refs) == 0);
         }
         check(gc(h, 2, 3, 2, 0, 0) == 0);
-        check(gcdump_heap_report(h, &r) == 0 && r.objects == n + 3); /* and [.NET Roots] with its two groups */
+        /* the n nodes, the n + 1 addresses only referenced, and [.NET Roots] with its two groups */
+        check(gcdump_heap_report(h, &r) == 0 && r.objects == 2 * n + 1 + 3);
         probes = gcdump_heap_address_probes(h);
         gcdump_report_done(&r);
         return probes;
@@ -554,6 +603,7 @@ int main(void) {
         run_test(test_made_up_session_reports_as_the_stock_tool);
         run_test(test_written_file_reads_back);
         run_test(test_made_up_heap);
+        run_test(test_interleaved_regions_find_every_node);
         run_test(test_references_must_add_up);
         run_test(test_empty_gc_is_not_the_dump);
         run_test(test_cut_payloads_are_malformed);
