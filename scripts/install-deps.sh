@@ -39,6 +39,8 @@ packages=(
         # host's kernel needed), packed with mkfs.ext4 -d and its root's label set with debugfs
         qemu-system-x86 qemu-utils e2fsprogs make policycoreutils semodule-utils selinux-utils
         selinux-policy-default
+        # bench/: GNU time reads each tool's peak memory as its own child's (bench-gcdump.py)
+        time
 )
 
 missing=()
