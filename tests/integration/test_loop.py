@@ -137,9 +137,10 @@ def with_few_fds_clients_wait_their_turn_and_none_is_dropped():
     # 88 fds of its own (docs/architecture.md) and 6 for each of 6 connections
     agent = Agent(wrapper=["prlimit", "--nofile=124:124", "--"])
     wait_for(lambda: "allows 6 connections at a time" in open(agent.log_path).read(), what="the fd limit's note")
-    # thirty clients that connect and say nothing (until the request deadline closes them) come first
+    # twelve clients that connect and say nothing come first: each holds one of the 6 connections until the
+    # request deadline (5 s) closes it, so the others wait in the listen backlog for two rounds of them
     idle = []
-    for _ in range(30):
+    for _ in range(12):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(agent.socket)
         harness.scope.callback(s.close)
