@@ -713,62 +713,6 @@ int jobs_find_unit(Request *req, const char *unit, JobUnitDone done) {
                       done);
 }
 
-static void stage_done(int error, WorkerMessage *reply, void *userdata) {
-        Request *req = userdata;
-        JobStageDone done = req->job_callback;
-        const JobReply *a = NULL;
-        DumpStage *s = NULL;
-        int r;
-
-        req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->stage), &a);
-        if (r == 0 && reply->n_fds != 3)
-                r = -EBADMSG;
-        if (r == 0) {
-                r = dump_stage_adopt(a->stage.name, a->stage.target_path, a->stage.record_path, reply->fds[0],
-                                     reply->fds[1], reply->fds[2], &s);
-                reply->n_fds = 0;
-        }
-        done(req, stage_code(r), s, why_of(a));
-}
-
-int jobs_stage_dump(Request *req, JobStageDone done) {
-        JobRequest *q = request_new(JOB_STAGE);
-        int fds[2] = { req->target->pidfd, req->target->proc_fd };
-
-        if (!q)
-                return -ENOMEM;
-        target_facts_of(req->target, &q->stage.facts);
-        snprintf(q->stage.runtime_dir, sizeof(q->stage.runtime_dir), "%s", req->broker->config.runtime_dir);
-        return submit(req, q, offsetof(JobRequest, stage) + sizeof(q->stage), fds, 2, lookup_timeout(req), stage_done,
-                      done);
-}
-
-static void stream_done(int error, WorkerMessage *reply, void *userdata) {
-        Request *req = userdata;
-        JobStreamDone done = req->job_callback;
-        const JobReply *a = NULL;
-        int r;
-
-        req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
-        done(req, writer_code(r), a && reply->size >= REPLY_HEAD + sizeof(a->bytes) ? a->bytes : 0, why_of(a));
-}
-
-int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int control_fd, const DumpLimits *limits,
-                     unsigned slot, JobStreamDone done) {
-        JobRequest *q = request_new(JOB_STREAM);
-        int fds[4] = { fifo_fd, file_fd, dir_fd, control_fd };
-
-        if (!q)
-                return -ENOMEM;
-        q->stream.limits = *limits;
-        q->stream.slot = slot;
-        return submit(req, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
-                      req->broker->config.dump_timeout_usec + req->broker->config.runtime_timeout_usec, stream_done,
-                      done);
-}
-
 /* Hands @q (and @fds, duplicated) to a worker for the agent itself; @trampoline gets @call. */
 static int submit_own(Broker *b, uint32_t owner, JobRequest *q, size_t size, const int *fds, size_t n_fds,
                       uint64_t timeout_usec, WorkerJobDone trampoline, void *callback, void *userdata, JobCall *call) {
@@ -781,6 +725,64 @@ static int submit_own(Broker *b, uint32_t owner, JobRequest *q, size_t size, con
         r = worker_pool_submit(b->workers, owner, &m, timeout_usec, trampoline, call, &call->job);
         free(q);
         return r == WORKER_E_FULL ? JOBS_E_WORKER : r;
+}
+
+static void stage_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobStageDone done = call->callback;
+        const JobReply *a = NULL;
+        DumpStage *s = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->stage), &a);
+        if (r == 0 && reply->n_fds != 3)
+                r = -EBADMSG;
+        if (r == 0) {
+                r = dump_stage_adopt(a->stage.name, a->stage.target_path, a->stage.record_path, reply->fds[0],
+                                     reply->fds[1], reply->fds[2], &s);
+                reply->n_fds = 0;
+        }
+        done(call->userdata, stage_code(r), s, why_of(a));
+}
+
+int jobs_stage_dump(Broker *b, const Target *t, uint32_t owner, uint64_t timeout_usec, JobStageDone done,
+                    void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_STAGE);
+        int fds[2] = { t->pidfd, t->proc_fd };
+
+        if (!q)
+                return -ENOMEM;
+        target_facts_of(t, &q->stage.facts);
+        snprintf(q->stage.runtime_dir, sizeof(q->stage.runtime_dir), "%s", b->config.runtime_dir);
+        return submit_own(b, owner, q, offsetof(JobRequest, stage) + sizeof(q->stage), fds, 2, timeout_usec,
+                          stage_done, done, userdata, call);
+}
+
+static void stream_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobStreamDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
+        done(call->userdata, writer_code(r), a && reply->size >= REPLY_HEAD + sizeof(a->bytes) ? a->bytes : 0,
+             why_of(a));
+}
+
+int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int dir_fd, int control_fd,
+                     const DumpLimits *limits, unsigned slot, JobStreamDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_STREAM);
+        int fds[4] = { fifo_fd, file_fd, dir_fd, control_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->stream.limits = *limits;
+        q->stream.slot = slot;
+        return submit_own(b, owner, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
+                          b->config.dump_timeout_usec + b->config.runtime_timeout_usec, stream_done, done, userdata,
+                          call);
 }
 
 static void process_done(int error, WorkerMessage *reply, void *userdata) {
