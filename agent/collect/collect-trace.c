@@ -15,6 +15,7 @@
 #include "cleanup.h"
 #include "collect-trace.h"
 #include "collect-trigger.h"
+#include "collect.h"
 #include "dotnet-ipc.h"
 #include "dump-publish.h"
 #include "dump-writer.h"
@@ -120,16 +121,7 @@ static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const ch
 
 /* The table's collect record of how the action ended. */
 static void record_result(const CollectTrace *t, const char *event, const char *result) {
-        char what[2 * POLICY_COLLECT_TEXT_MAX];
-
-        collect_table_what(t->table, what, sizeof(what));
-        (void)audit_log_collect(broker_of(t)->config.audit_sink,
-                                &(AuditCollectEvent){ .event = event, .table = t->table->name,
-                                                      .trigger = t->table->when == POLICY_COLLECT_WHEN_COUNTER
-                                                                         ? "counter" : "exception",
-                                                      .what = what, .pid = t->target->pid,
-                                                      .uid = target_euid(t->target), .unit = t->target->unit,
-                                                      .action = "trace", .result = result });
+        collect_record_result(broker_of(t), t->table, t->target, "trace", event, result);
 }
 
 static void trace_fail(CollectTrace *t, const char *result) {

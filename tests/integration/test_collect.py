@@ -5,6 +5,8 @@ fires, its limit per process, its records (docs/collect.md)."""
 import grp
 import json
 import os
+import pwd
+import subprocess
 import time
 import uuid
 
@@ -142,6 +144,53 @@ def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
         os.listdir(agent.dumps)
 
 
+def is_elf_core(path):
+    with open(path, "rb") as f:
+        head = f.read(18)
+    return head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little") == 4  # ET_CORE
+
+
+@test
+def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit()
+    agent = agent_with(table("core-high", "Dsagent.TestTarget:test-gauge", unit, readers=(ALICE,),
+                             then='then.dump = "mini"'))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the dump collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "core-high" and rec["DSAGENT_COLLECT_ACTION"] == "dump", rec
+    assert os.path.dirname(path) == agent.dumps, path
+    assert os.path.basename(path).startswith("dump.") and f".{high.pid}.collect-core-high." in path, path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "core-high", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "mini" and dumps[0]["DSAGENT_DUMP_READABLE"] == "yes", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    assert is_elf_core(path), "not an ELF core"
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1 and st.st_mode & 0o007 == 0, st  # group: the ACL mask
+    acl = acl_of(path)
+    alice = pwd.getpwnam(ALICE).pw_uid
+    assert f"user:{alice}:r--" in acl, acl  # exactly the table's readers: alice, no group, not the app's user
+    assert not [e for e in acl if e.startswith("user:") and e not in ("user::rw-", f"user:{alice}:r--")], acl
+    assert not [e for e in acl if e.startswith("group:") and e != "group::---"], acl
+    r = subprocess.run(harness.as_user(ALICE, ["head", "-c", "4", path]), stdout=subprocess.PIPE)
+    assert r.returncode == 0 and r.stdout[:4] == b"\x7fELF", "the reader cannot read the core"
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected dump"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == "mini" and listed[0]["pid"] == high.pid, (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and "core-high" not in r.stdout, r
+
+    time.sleep(6)  # the gauge stays beyond the line: the default limit, 1/1h, takes no second dump
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
 @test
 def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
     thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
@@ -150,7 +199,7 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
         # the short name, and three within 10 s: the process throws five a second; the action: a trace
         exception_table("probe-thrown", "DsagentProbeException", unit, count=3, within="10s",
                         then='then.trace_profile = "gc-collect"\nthen.duration = "2s"'),
-        # the full name, one is enough; the action is not built yet
+        # the full name, one is enough; the action: a mini dump
         exception_table("probe-full", "DsTestTarget.DsagentProbeException", unit),
         # more than the process throws in the window
         exception_table("too-many", "DsagentProbeException", unit, count=1000, within="1s"),
@@ -158,8 +207,8 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
         exception_table("other-type", "TimeoutException", unit),
         exception_table("other-namespace", "Other.DsagentProbeException", unit))
 
-    rec = wait_for(lambda: collect_records(agent, thrower.pid, "collected"), timeout=120,
-                   what="the exception table's trace")[0]
+    collected = lambda name: [r for r in collect_records(agent, thrower.pid, "collected") if r["DSAGENT_RULE"] == name]
+    rec = wait_for(lambda: collected("probe-thrown"), timeout=120, what="the exception table's trace")[0]
     assert rec["DSAGENT_RULE"] == "probe-thrown" and rec["DSAGENT_COLLECT_TRIGGER"] == "exception", rec
     path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
     assert f".{thrower.pid}.collect-probe-thrown." in path and can_read(ALICE, path), path
@@ -167,7 +216,11 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
     fire = {r["DSAGENT_RULE"]: r for r in collect_records(agent, thrower.pid, "fired")}
     assert fire["probe-thrown"]["DSAGENT_COLLECT_EXCEPTION"] == "DsTestTarget.DsagentProbeException", fire
     assert fire["probe-thrown"]["DSAGENT_COLLECT_WHAT"] == "DsagentProbeException", fire
-    assert "probe-full" in fire and "nothing was collected" in fire["probe-full"]["DSAGENT_COLLECT_RESULT"], fire
+    assert "probe-full" in fire and fire["probe-full"]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fire
+    core = wait_for(lambda: collected("probe-full"), timeout=120, what="the exception table's dump")[0]
+    core = core["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert f".{thrower.pid}.collect-probe-full." in core and is_elf_core(core), core
+    assert can_read(ALICE, core) and not can_read(MALLORY, core) and not can_read(SVC, core), core
     time.sleep(4)
     fired_now = [r["DSAGENT_RULE"] for r in collect_records(agent, thrower.pid, "fired")]
     assert sorted(fired_now) == ["probe-full", "probe-thrown"], fired_now  # once each: the limit, 1/1h
