@@ -233,6 +233,10 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
                 if (collect_dump_start(c->dumps, c->policy, t->table, w->target, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a %s dump begins", policy_dump_type_to_string(t->table->dump_type));
                 break;
+        case POLICY_COLLECT_THEN_STACKS:
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                        snprintf(why, sizeof(why), "a stacks session begins");
+                break;
         default:
                 snprintf(why, sizeof(why), "the action is not built yet: nothing was collected");
                 break;

@@ -18,8 +18,8 @@
  *
  * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value or
  * the exception type seen),
- * and its action runs: then.trace_profile through collect-trace.h, then.dump through collect-dump.h;
- * then.stacks is not built yet, and the record says so. A process that exits, or whose runtime ends the stream, is dropped
+ * and its action runs: then.trace_profile and then.stacks through collect-trace.h, then.dump through
+ * collect-dump.h. A process that exits, or whose runtime ends the stream, is dropped
  * (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that cannot be opened or
  * reached, or that no table covers (its name, unit or cgroup may change), is judged again after
  * COLLECT_RETRY_USEC. A reload drops every watch: the next walk, at once, watches under the new

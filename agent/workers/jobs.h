@@ -151,6 +151,17 @@ int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int
                       unsigned slot, uint64_t max_bytes, uint64_t timeout_usec, JobTraceDone done, void *userdata,
                       JobCall *call);
 
+/* @bytes of text were written, with @r 0; else a JOBS_E_* code (JOBS_E_NO_SPACE with @why) or a negative errno. */
+typedef void (*JobStacksDone)(void *userdata, int r, uint64_t bytes, const char *why);
+/*
+ * jobs_stacks_text() - the text dsctl stacks prints of the stacks session recorded in @nettrace_fd
+ *
+ * Read from the file's start and written into @text_fd, an unnamed file of @dir_fd, by a worker
+ * (eventpipe/monitor-view.h); the text must fit within dump_dir's @limits. At most the reply's deadline.
+ */
+int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
+                     JobStacksDone done, void *userdata, JobCall *call);
+
 /* A walk's filter holds this many users at most; more, and it is anybody's. */
 #define JOBS_WALK_UIDS_MAX 256
 

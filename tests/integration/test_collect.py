@@ -191,6 +191,70 @@ def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
         os.listdir(agent.dumps)
 
 
+PARKED = "DsTestTarget!DsTestTarget.DsagentProbe.ParkedInDsagentStacksProbe()"
+
+
+def parked_frames(text):
+    """The frames of the thread parked in the test app's probe, from dsctl stacks' text."""
+    threads, current = [], None
+    for line in text.splitlines():
+        if line.startswith("Thread (0x") and line.endswith("):"):
+            current = []
+            threads.append(current)
+        elif line.startswith("  ") and current is not None:
+            current.append(line.strip())
+    parked = [frames for frames in threads if PARKED in frames]
+    assert len(parked) == 1, text
+    return parked[0]
+
+
+@test
+def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit(args=("--park-thread",))
+    agent = agent_with(table("stacks-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then="then.stacks = true"))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the stacks collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "stacks-high" and rec["DSAGENT_COLLECT_ACTION"] == "stacks", rec
+    assert os.path.dirname(path) == agent.dumps and path.endswith(".txt"), path
+    assert os.path.basename(path).startswith("stacks.") and f".{high.pid}.collect-stacks-high." in path, path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a stacks session begins", fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "stacks-high", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "stacks", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+
+    # the text dsctl stacks prints: the parked thread's frames, innermost first, are the same
+    r = subprocess.run(harness.as_user(ALICE, ["cat", path]), stdout=subprocess.PIPE, text=True)
+    assert r.returncode == 0, "a reader (in the table's group) cannot read the stacks"
+    collected = parked_frames(r.stdout)
+    live = dsctl(agent, "root", "stacks", str(high.pid))
+    assert live.returncode == 0, live
+    assert collected == parked_frames(live.stdout), (collected, live.stdout)
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    for other in (MALLORY, SVC):
+        assert not can_read(other, path), f"{other} can read the collected stacks"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == "stacks", (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and "stacks-high" not in r.stdout, r
+    sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+                and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "stacks", sessions
+
+    time.sleep(6)  # the default limit, 1/1h, takes no second
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
 @test
 def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
     thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
