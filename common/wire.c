@@ -145,6 +145,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_LOGS:
         case WIRE_REQUEST_RESUME:
         case WIRE_REQUEST_GCDUMP:
+        case WIRE_REQUEST_COLLECT:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -155,6 +156,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_PROGRESS:
         case WIRE_REPLY_IPC:
         case WIRE_REPLY_ENV:
+        case WIRE_REPLY_COLLECT:
                 return true;
         default:
                 return false;

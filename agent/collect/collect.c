@@ -608,3 +608,20 @@ void collector_apply(Collector *c) {
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
 }
+
+const Policy *collector_policy(const Collector *c) {
+        return c ? c->policy : NULL;
+}
+
+void collector_visit(const Collector *c, const PolicyCollect *table,
+                     void (*visit)(const CollectWatchView *v, void *userdata), void *userdata) {
+        for (const Watch *w = c ? c->watches : NULL; w; w = w->next) {
+                if (!w->target || (w->state != WATCH_STARTING && w->state != WATCH_WATCHING))
+                        continue;
+                for (size_t i = 0; i < w->n_triggers; i++)
+                        if (w->triggers[i].table == table)
+                                visit(&(CollectWatchView){ .target = w->target, .fired = w->triggers[i].n_fired > 0,
+                                                           .last_fired_usec = w->triggers[i].last_fired_usec },
+                                      userdata);
+        }
+}

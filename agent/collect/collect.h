@@ -55,3 +55,16 @@ void collector_apply(Collector *c);
  */
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
                            const char *event, const char *result);
+
+/* A watched process, as dsctl collect lists it under one of its tables. */
+typedef struct CollectWatchView {
+        const Target *target;       /* pinned: its pid, user, unit and name */
+        bool fired;                 /* the table fired on it (and its action ran) since it was watched */
+        uint64_t last_fired_usec;   /* then: when, by CLOCK_MONOTONIC */
+} CollectWatchView;
+
+/* The policy whose tables are watched; NULL before the first. */
+const Policy *collector_policy(const Collector *c);
+/* Calls @visit for each process whose runtime is watched now for @table (of collector_policy()). */
+void collector_visit(const Collector *c, const PolicyCollect *table,
+                     void (*visit)(const CollectWatchView *v, void *userdata), void *userdata);

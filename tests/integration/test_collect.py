@@ -256,6 +256,51 @@ def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once
 
 
 @test
+def dsctl_collect_lists_the_tables_each_reads_and_none_to_anyone_else():
+    high, unit = target_in_unit()
+    before = time.time() * 1e6
+    agent = agent_with(
+        table("alice-reads", "Dsagent.TestTarget:test-gauge", unit, readers=(ALICE,), then="then.stacks = true"),
+        table("ops-read", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10", readers=(f"group:{OPS}",)),
+        table("root-only", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10", readers=()))
+    wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="alice-reads collected")
+    after = time.time() * 1e6
+
+    def listing(user):
+        r = dsctl(agent, user, "--json", "collect")
+        assert r.returncode == 0, r
+        rows = json.loads(r.stdout)
+        tables = {x["table"]: x for x in rows if "pid" not in x}
+        watched = {(x["table"], x["pid"]): x for x in rows if "pid" in x}
+        return tables, watched, r.stdout
+
+    tables, watched, _ = listing("root")
+    assert sorted(tables) == ["alice-reads", "ops-read", "root-only"], tables
+    assert tables["alice-reads"]["action"] == "stacks" and tables["ops-read"]["action"] == "dump", tables
+    assert tables["alice-reads"]["what"] == "Dsagent.TestTarget:test-gauge", tables
+    for name in tables:
+        assert (name, high.pid) in watched and watched[(name, high.pid)]["uid"] == high.uid, (name, watched)
+    last = watched[("alice-reads", high.pid)].get("last_fired_usec")
+    assert last and before <= last <= after, (before, last, after)  # when it fired, on the wall clock
+    assert "last_fired_usec" not in watched[("ops-read", high.pid)], watched  # never beyond its line
+
+    tables, watched, _ = listing(ALICE)  # a reader of one table by name, of another through her group
+    assert sorted(tables) == ["alice-reads", "ops-read"], tables
+    assert sorted(watched) == [("alice-reads", high.pid), ("ops-read", high.pid)], watched
+    r = dsctl(agent, ALICE, "collect")
+    assert r.returncode == 0 and "alice-reads: stacks when Dsagent.TestTarget:test-gauge" in r.stdout, r
+    assert f"  {high.pid} " in r.stdout and "last fired" in r.stdout and "never fired" in r.stdout, r.stdout
+    assert "root-only" not in r.stdout + r.stderr, r
+
+    # a reader of no table sees none, as under a policy without tables: no name, no process, no count
+    tables, watched, out = listing(MALLORY)
+    assert out == "[]\n", out
+    r = dsctl(agent, MALLORY, "collect")
+    assert r.returncode == 0 and r.stdout == "", r
+    assert r.stderr == "No collection tables whose artifacts you can read.\n", r.stderr
+
+
+@test
 def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
     thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
     quiet, _ = target_in_unit(unit=unit)
