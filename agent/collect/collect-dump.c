@@ -143,7 +143,8 @@ int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *tab
         d->key = (AdmissionKey){ .pid = target->pid, .start_time = target->start_time,
                                  .requester = COLLECT_DUMPS_OWNER };
         r = admission_begin(b->admission, ADMISSION_DUMP, &d->key,
-                            &(AdmissionLimits){ .per_target = 1, .per_requester = policy->agent.max_concurrent_dumps,
+                            /* the tables are nobody's user: only the host's bound, and one per process */
+                            &(AdmissionLimits){ .per_target = 1, .per_requester = UINT_MAX,
                                                 .in_all = policy->agent.max_concurrent_dumps },
                             &busy);
         if (r != 0) {
