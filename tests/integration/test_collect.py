@@ -191,6 +191,29 @@ def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
         os.listdir(agent.dumps)
 
 
+@test
+def a_dump_table_whose_runtime_writes_nothing_records_the_failure_and_leaves_nothing():
+    # a runtime whose counter crosses the line, and that never answers GenerateCoreDump nor writes a byte
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
+    os.chmod(path, 0o644)
+    fake = FakeRuntime(f"stream:{path}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = Agent("--dump-start-timeout", "2",
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("silent-core", "Hostile:depth", unit))
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the dump's failure")[0]
+    assert rec["DSAGENT_RULE"] == "silent-core" and rec["DSAGENT_COLLECT_ACTION"] == "dump", rec
+    assert "--dump-start-timeout" in rec["DSAGENT_COLLECT_RESULT"], rec
+    assert fired(agent, fake.pid)[0]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fired(agent, fake.pid)
+    assert not collect_records(agent, fake.pid, "collected")
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f], os.listdir(agent.dumps)
+    assert not [f for f in os.listdir(fake.tmpdir) if f.startswith(".dsagent-dump-")], os.listdir(fake.tmpdir)
+    assert agent.proc.poll() is None, "the agent died"
+
+
 PARKED = "DsTestTarget!DsTestTarget.DsagentProbe.ParkedInDsagentStacksProbe()"
 
 
