@@ -32,7 +32,8 @@ typedef enum DumpTakeFailure {
         DUMP_TAKE_TARGET,  /* the process cannot be reached: @r, a target code (target.h), with @why (or NULL) */
 } DumpTakeFailure;
 
-/* How a dump ended. On DUMP_TAKE_OK the dump is in @file_fd, @bytes long, until dump_take_free(). */
+/* How a dump ended. On DUMP_TAKE_OK the dump is in @file_fd, @bytes long, until dump_take_free(); @why
+ * may be the DumpTake's own: it lasts until dump_take_free() too. */
 typedef struct DumpTakeResult {
         DumpTakeFailure failure;
         WireError error;

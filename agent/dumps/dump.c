@@ -271,7 +271,10 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
         dump_reply(work, name, res->bytes, !res->changed);
 }
 
-/* The taking's end: published, or the client told why not. */
+/*
+ * The taking's end: published, or the client told why not. Everything of it has stopped already; the
+ * reply frees it (and @res->why, which may be its own), so nothing is freed before the reply.
+ */
 static void dump_taken(void *userdata, const DumpTakeResult *res) {
         DumpWork *work = userdata;
         Request *req = work->request;
@@ -281,17 +284,15 @@ static void dump_taken(void *userdata, const DumpTakeResult *res) {
                 dump_publish(work, res);
                 break;
         case DUMP_TAKE_FAILED:
-                dump_fail(work, res->error, res->why);
+                request_reply_error(req, AUDIT_DECISION_FAILED, res->error, res->why);
                 break;
         case DUMP_TAKE_ERRNO:
-                dump_fail_errno(work, res->r, res->why);
+                request_reply_errno(req, res->r, res->why);
                 break;
         case DUMP_TAKE_RUNTIME:
-                dump_stop(work);
                 request_reply_runtime_error(req, res->hresult, res->why);
                 break;
         case DUMP_TAKE_TARGET:
-                dump_stop(work);
                 request_reply_target_error(req, res->r, res->why);
                 break;
         }
