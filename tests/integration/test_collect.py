@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The policy's [[collect]] tables against the real runtime: which processes are watched, when a table
 fires, its limit per process, its records (docs/collect.md)."""
+import glob
 import grp
 import json
 import os
 import pwd
+import signal
 import subprocess
 import time
 import uuid
@@ -189,6 +191,29 @@ def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
     assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
     assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
         os.listdir(agent.dumps)
+
+
+@test
+def a_tables_dump_is_bounded_by_max_concurrent_dumps_as_a_clients_is():
+    first = Target(SVC, tmpdir=None, mount_ns=True)  # a /tmp of its own: its staging is seen there alone
+    high, unit = target_in_unit()
+    agent = Agent(policy=f'[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\nname = "host-slot"\n'
+                         f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n'
+                         + table("bounded-core", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "12s"'))
+    # alice's dump of a stopped process holds the host's one slot: its runtime cannot answer
+    os.kill(first.pid, signal.SIGSTOP)
+    harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
+    pending = subprocess.Popen(harness.as_user(ALICE, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: glob.glob(f"/proc/{first.pid}/root/tmp/.dsagent-dump-*"), what="alice's dump to start")
+    rec = wait_for(lambda: fired(agent, high.pid), timeout=90, what="the table fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"].startswith("not dumped: ") and "max_concurrent_dumps" in \
+        rec["DSAGENT_COLLECT_RESULT"], rec
+    os.kill(first.pid, signal.SIGCONT)
+    assert pending.wait(timeout=120) == 0
+    time.sleep(3)
+    assert not collect_records(agent, high.pid, "collected"), "a dump past the host's bound"
+    assert not [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f], os.listdir(agent.dumps)
 
 
 @test
