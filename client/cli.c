@@ -117,6 +117,14 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "                 for it; any other answer is the one a dump that does not exist gets\n",
                 OPT(OPT_REMOVE), 0, 0,
         },
+        [VERB_COLLECT] = {
+                "collect", "",
+                "list the collection rules whose artifacts you can read, what they watch, when they fired",
+                "List the policy's [[collect]] tables whose artifacts you can read (root: all), each\n"
+                "with its action and what it watches, and under it the processes it watches now and\n"
+                "when it last fired on each (since the agent began watching the process).\n",
+                0, 0, 0,
+        },
         [VERB_TRACE] = {
                 "trace", "PID|UNIT [--profile NAME | --providers SPEC] [--duration S] [--buffer-mb N] [-o FILE]",
                 "record an EventPipe trace (cpu-sampling unless told) into FILE [trace.nettrace]",

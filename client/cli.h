@@ -16,6 +16,7 @@ typedef enum Verb {
         VERB_EXPLAIN,
         VERB_DUMP,
         VERB_DUMPS,
+        VERB_COLLECT,
         VERB_TRACE,
         VERB_COUNTERS,
         VERB_STACKS,

@@ -137,6 +137,7 @@ static const WireType request_types[_VERB_MAX] = {
         [VERB_ENV] = WIRE_REQUEST_ENV,
         [VERB_EXPLAIN] = WIRE_REQUEST_EXPLAIN, [VERB_DUMP] = WIRE_REQUEST_DUMP,
         [VERB_DUMPS] = WIRE_REQUEST_DUMPS,   [VERB_TRACE] = WIRE_REQUEST_TRACE,
+        [VERB_COLLECT] = WIRE_REQUEST_COLLECT,
         [VERB_COUNTERS] = WIRE_REQUEST_COUNTERS, [VERB_STACKS] = WIRE_REQUEST_STACKS,
         [VERB_GCDUMP] = WIRE_REQUEST_GCDUMP,
         [VERB_EXCEPTIONS] = WIRE_REQUEST_EXCEPTIONS, [VERB_LOGS] = WIRE_REQUEST_LOGS,
@@ -328,6 +329,9 @@ static int run_replies(const Args *a, AgentClient *client, Outputs *outputs) {
                         break;
                 case WIRE_REPLY_ENV:
                         output_env(&out, &m);
+                        break;
+                case WIRE_REPLY_COLLECT:
+                        output_collect(&out, &m);
                         break;
                 case WIRE_REPLY_DUMP:
                         if (a->verb == VERB_DUMP && a->output && (r = save_dump(a, client, &outputs->file)) != EXIT_OK)

@@ -97,7 +97,7 @@ static void json_member_uint(FILE *f, bool *first, const char *key, uint64_t val
 
 static bool output_is_list(const Output *o) {
         return strcmp(o->verb, "ps") == 0 || strcmp(o->verb, "env") == 0 ||
-               (strcmp(o->verb, "dumps") == 0 && !o->removing);
+               strcmp(o->verb, "collect") == 0 || (strcmp(o->verb, "dumps") == 0 && !o->removing);
 }
 
 /*
@@ -497,6 +497,67 @@ bool output_verdict(Output *o, const WireMessage *m) {
         return allowed;
 }
 
+/*
+ * collect: a table ("queue-backlog: dump when Provider:name"), then each process it watches
+ * ("  1234 svc app.service app, fired 2026-11-21 14:05:09", or "never fired"); with --json,
+ * one object each, the table's with "action" and "what", a process's with its pid.
+ */
+void output_collect(Output *o, const WireMessage *m) {
+        _cleanup_free_ char *table = NULL, *action = NULL, *what = NULL, *unit = NULL, *name = NULL;
+        _cleanup_free_ char *e_table = NULL, *e_what = NULL, *e_unit = NULL, *e_name = NULL;
+        uint32_t pid = 0, uid = 0;
+        uint64_t fired = 0;
+        bool have_uid, first = true;
+        const char *user;
+        char when[64], uid_buf[16];
+
+        (void)wire_message_get_string(m, WIRE_TAG_RULE, &table);
+        (void)wire_message_get_string(m, WIRE_TAG_COMMAND, &action);
+        (void)wire_message_get_string(m, WIRE_TAG_PROVIDERS, &what);
+        (void)wire_message_get_string(m, WIRE_TAG_UNIT, &unit);
+        (void)wire_message_get_string(m, WIRE_TAG_NAME, &name);
+        (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
+        (void)wire_message_get_u64(m, WIRE_TAG_TIME, &fired);
+        have_uid = wire_message_get_u32(m, WIRE_TAG_UID, &uid) == 0;
+        user = have_uid ? user_name(uid) : NULL;
+        if (o->json) {
+                json_object_begin(o);
+                json_member_string(o->stream, &first, "table", table);
+                json_member_string(o->stream, &first, "action", action);
+                json_member_string(o->stream, &first, "what", what);
+                if (pid)
+                        json_member_uint(o->stream, &first, "pid", pid);
+                if (have_uid) {
+                        json_member_uint(o->stream, &first, "uid", uid);
+                        json_member_string(o->stream, &first, "user", user);
+                }
+                json_member_string(o->stream, &first, "unit", unit);
+                json_member_string(o->stream, &first, "name", name);
+                if (fired)
+                        json_member_uint(o->stream, &first, "last_fired_usec", fired);
+                fputc('}', o->stream);
+                o->count++;
+                return;
+        }
+        e_table = table ? text_escape(table, strlen(table)) : NULL;
+        if (!pid) {
+                e_what = what ? text_escape(what, strlen(what)) : NULL;
+                fprintf(o->stream, "%s: %s when %s\n", e_table ? e_table : "?", action ? action : "?",
+                        e_what ? e_what : "?");
+                o->count++;
+                return;
+        }
+        if (!user) {
+                snprintf(uid_buf, sizeof(uid_buf), "%u", uid);
+                user = uid_buf;
+        }
+        e_unit = unit ? text_escape(unit, strlen(unit)) : NULL;
+        e_name = name ? text_escape(name, strlen(name)) : NULL;
+        format_when(fired, when, sizeof(when));
+        fprintf(o->stream, "  %-8u %-16s %-32s %s, %s%s\n", pid, user, e_unit ? e_unit : "-", e_name ? e_name : "-",
+                fired ? "last fired " : "never fired", fired ? when : "");
+}
+
 void output_end(Output *o) {
         if (strcmp(o->verb, "dumps") == 0 && !o->removing)
                 output_dump_listing(o);
@@ -508,6 +569,8 @@ void output_end(Output *o) {
                 fprintf(stderr, "No .NET processes that you may act on.\n");
         else if (strcmp(o->verb, "dumps") == 0 && o->count == 0)
                 fprintf(stderr, "No dumps that you can read.\n");
+        else if (strcmp(o->verb, "collect") == 0 && o->count == 0)
+                fprintf(stderr, "No collection tables whose artifacts you can read.\n");
 }
 
 void output_json_error(FILE *f, int exit_status, uint32_t code, const char *error, const char *message,

@@ -27,6 +27,8 @@ bool output_verdict(Output *o, const WireMessage *m);
 void output_env(Output *o, const WireMessage *m);
 /* A DUMP frame: the dump just taken (@saved_to: the caller's copy), or a row of the listing. */
 int output_dump(Output *o, const WireMessage *m, const char *saved_to);
+/* A COLLECT frame: a [[collect]] table the caller reads, or a process it watches. */
+void output_collect(Output *o, const WireMessage *m);
 /* dumps --remove: what is gone. */
 void output_removed(Output *o, const char *path);
 void output_end(Output *o);

@@ -146,6 +146,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_RESUME:
         case WIRE_REQUEST_GCDUMP:
         case WIRE_REQUEST_RESOLVE:
+        case WIRE_REQUEST_COLLECT:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -156,6 +157,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_PROGRESS:
         case WIRE_REPLY_IPC:
         case WIRE_REPLY_ENV:
+        case WIRE_REPLY_COLLECT:
                 return true;
         default:
                 return false;

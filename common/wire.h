@@ -41,6 +41,7 @@ typedef enum WireType {
         WIRE_REQUEST_RESUME = 0x000E,      /* ResumeRuntime: a runtime suspended at startup starts its code */
         WIRE_REQUEST_GCDUMP = 0x000F,      /* a session whose stream holds a GC heap dump (the runtime's heap events) */
         WIRE_REQUEST_RESOLVE = 0x0010,     /* the pid a UNIT names for the caller (dsctl exec UNIT) */
+        WIRE_REQUEST_COLLECT = 0x0011,     /* the [[collect]] tables the caller reads, and what they watch */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -52,6 +53,7 @@ typedef enum WireType {
         WIRE_REPLY_PROGRESS = 0x8008,   /* not terminal: the request's deadline, and how far a dump got */
         WIRE_REPLY_IPC = 0x8009,        /* not terminal: IPC_MESSAGE holds bytes for the tool, as they are */
         WIRE_REPLY_ENV = 0x800A,        /* one variable: ENV_NAME, ENV_VALUE or REDACTED */
+        WIRE_REPLY_COLLECT = 0x800B,    /* a [[collect]] table (RULE), or one process it watches (and PID) */
 } WireType;
 
 typedef enum WireFieldKind {

@@ -18,7 +18,7 @@ _dsctl_dumps() {
 
 _dsctl() {
         local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-        local commands="ps info env explain dump dumps trace counters stacks gcdump exceptions logs resume port exec help"
+        local commands="ps info env explain dump dumps collect trace counters stacks gcdump exceptions logs resume port exec help"
         local common="--socket --agent-socket --json --quiet --help --version"
         local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler"
         local -A options=(

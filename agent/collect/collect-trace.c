@@ -15,10 +15,12 @@
 #include "cleanup.h"
 #include "collect-trace.h"
 #include "collect-trigger.h"
+#include "collect.h"
 #include "dotnet-ipc.h"
 #include "dump-publish.h"
 #include "dump-writer.h"
 #include "jobs.h"
+#include "monitor-config.h"
 #include "runtime-call.h"
 #include "session-config.h"
 #include "target.h"
@@ -50,6 +52,7 @@ struct CollectTrace {
         JobCall job;
         uint64_t session_id;
         int stream_fd, dir_fd, file_fd;
+        int text_fd;                /* then.stacks: the text, an unnamed file of dump_dir too */
         unsigned slot;
         bool have_slot, stop_sent, started;
         sd_event_source *stop_timer;
@@ -76,6 +79,7 @@ static void trace_free(CollectTrace *t) {
                 dump_slots_release(broker_of(t)->dump_slots, t->slot);
         safe_close(t->stream_fd);
         safe_close(t->file_fd);
+        safe_close(t->text_fd);
         safe_close(t->dir_fd);
         target_unref(t->target);
         policy_unref(t->policy);
@@ -84,6 +88,20 @@ static void trace_free(CollectTrace *t) {
 }
 
 static uint32_t buffer_mb(const Policy *p);
+
+/* then.stacks: a stacks session, as dsctl stacks asks, whose nettrace becomes text (else a trace's). */
+static bool is_stacks(const CollectTrace *t) {
+        return t->table->then == POLICY_COLLECT_THEN_STACKS;
+}
+
+static const char *action_of(const CollectTrace *t) {
+        return is_stacks(t) ? "stacks" : "trace";
+}
+
+/* How long the session runs before StopTracing: stacks take a moment's samples, as dsctl stacks does. */
+static uint64_t duration_of(const CollectTrace *t) {
+        return is_stacks(t) ? MONITOR_STACKS_SAMPLE_USEC : t->table->duration_usec;
+}
 
 /* The session's start and end records, as a client's trace gets, with the table for its rule. */
 static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const char *how, bool complete) {
@@ -102,11 +120,11 @@ static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const ch
                 .target_cgroup = t->target->cgroup,
                 .target_cgroup_vouched = t->target->cgroup_vouched,
                 .rule = t->table->name,
-                .kind = "trace",
-                .profile = t->table->trace_profile,
+                .kind = action_of(t),
+                .profile = is_stacks(t) ? NULL : t->table->trace_profile,
                 .providers = t->providers_text,
                 .buffer_mb = buffer_mb(t->policy),
-                .duration_limit_usec = t->table->duration_usec,
+                .duration_limit_usec = duration_of(t),
                 .size_limit = t->policy->agent.max_trace_size,
                 .bytes = bytes,
                 .how = how,
@@ -120,16 +138,7 @@ static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const ch
 
 /* The table's collect record of how the action ended. */
 static void record_result(const CollectTrace *t, const char *event, const char *result) {
-        char what[2 * POLICY_COLLECT_TEXT_MAX];
-
-        collect_table_what(t->table, what, sizeof(what));
-        (void)audit_log_collect(broker_of(t)->config.audit_sink,
-                                &(AuditCollectEvent){ .event = event, .table = t->table->name,
-                                                      .trigger = t->table->when == POLICY_COLLECT_WHEN_COUNTER
-                                                                         ? "counter" : "exception",
-                                                      .what = what, .pid = t->target->pid,
-                                                      .uid = target_euid(t->target), .unit = t->target->unit,
-                                                      .action = "trace", .result = result });
+        collect_record_result(broker_of(t), t->table, t->target, action_of(t), event, result);
 }
 
 static void trace_fail(CollectTrace *t, const char *result) {
@@ -137,8 +146,8 @@ static void trace_fail(CollectTrace *t, const char *result) {
         trace_free(t);
 }
 
-/* Root's, exactly the table's readers, labelled as a trace of the process that nobody asked for. */
-static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_size) {
+/* Root's, exactly the table's readers, labelled as a trace (or stacks) of the process that nobody asked for. */
+static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_t path_size) {
         AclGrant readers = { .users = t->table->reader_users.ids, .n_users = t->table->reader_users.n,
                              .groups = t->table->reader_groups.ids, .n_groups = t->table->reader_groups.n };
         DumpAttributes attrs = {
@@ -148,12 +157,13 @@ static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .target_unit = t->target->unit,
                 .target_exe = t->target->exe,
                 .target_name = t->target->name,
-                .dump_type = "trace",
+                .dump_type = action_of(t),
         };
         char name[256];
         int r;
 
-        r = dump_publish_trace(t->dir_fd, t->file_fd, &readers, &attrs, "collect", t->table->name, name, sizeof(name));
+        r = dump_publish_for_table(t->dir_fd, fd, &readers, &attrs, action_of(t), "collect", t->table->name,
+                                   is_stacks(t) ? ".txt" : ".nettrace", name, sizeof(name));
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
@@ -162,9 +172,48 @@ static int publish(CollectTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
                 .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
-                .rule = t->table->name, .path = ret_path, .size = size, .dump_type = "trace",
+                .rule = t->table->name, .path = ret_path, .size = size, .dump_type = attrs.dump_type,
                 .readable = readers.n_users + readers.n_groups > 0 });
         return 0;
+}
+
+/* then.stacks: the text is written; it is published, or the record says why not. */
+static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
+        CollectTrace *t = userdata;
+        char path[PATH_MAX] = "", result[PATH_MAX + 64];
+
+        if (r == 0)
+                r = publish(t, t->text_fd, bytes, path, sizeof(path));
+        if (r == 0)
+                snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, bytes);
+        else
+                snprintf(result, sizeof(result), "cannot store the stacks: %s",
+                         r == JOBS_E_NO_SPACE || r == DUMP_PUBLISH_E_NO_SPACE ? (why ? why : "no space in dump_dir")
+                         : r < 0                                             ? strerror(-r)
+                                                                             : "the worker failed");
+        if (r != 0) {
+                trace_fail(t, result);
+                return;
+        }
+        record_result(t, "collected", result);
+        trace_free(t);
+}
+
+/* then.stacks: a worker turns the session's nettrace into the text dsctl stacks prints. */
+static void render(CollectTrace *t) {
+        DumpLimits limits = { .max_use = t->policy->agent.max_use, .keep_free = t->policy->agent.keep_free };
+        char result[128];
+        int r;
+
+        t->text_fd = openat(t->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        r = t->text_fd < 0 ? -errno
+                           : jobs_stacks_text(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
+                                              &limits, rendered, t, &t->job);
+        if (r != 0) {
+                snprintf(result, sizeof(result), "cannot write the stacks: %s",
+                         r < 0 ? strerror(-r) : "no worker free");
+                trace_fail(t, result);
+        }
 }
 
 static void recorded(void *userdata, int r, bool ended, const char *why) {
@@ -176,8 +225,14 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
         int p = -ENODATA;
 
         size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+        if (is_stacks(t) && size > 0) {
+                /* the session is over; what becomes of its bytes is the collect record's to say */
+                record_session(t, true, size, how, r == 0 && ended && t->stop_sent);
+                render(t);
+                return;
+        }
         if (size > 0)
-                p = publish(t, size, path, sizeof(path));
+                p = publish(t, t->file_fd, size, path, sizeof(path));
         /* the end record follows the file's, as a startup trace's does: it says whether it was stored */
         record_session(t, true, size, p == 0 || size == 0 ? how : "not-stored", p == 0 && r == 0 && ended && t->stop_sent);
         if (size == 0)
@@ -227,7 +282,7 @@ static int on_duration_over(sd_event_source *s, uint64_t usec, void *userdata) {
 static int start_recording(CollectTrace *t) {
         Broker *b = broker_of(t);
         DumpLimits limits = { .max_use = t->policy->agent.max_use, .keep_free = t->policy->agent.keep_free };
-        uint64_t timeout = t->table->duration_usec + COLLECT_STOP_GRACE_USEC + b->config.runtime_timeout_usec;
+        uint64_t timeout = duration_of(t) + COLLECT_STOP_GRACE_USEC + b->config.runtime_timeout_usec;
         int r;
 
         r = dump_slots_claim(b->dump_slots, &t->slot);
@@ -240,7 +295,7 @@ static int start_recording(CollectTrace *t) {
                 return r;
         /* the worker holds the stream now: when it stops reading, the runtime ends the session */
         t->stream_fd = safe_close(t->stream_fd);
-        return sd_event_add_time_relative(b->event, &t->stop_timer, CLOCK_MONOTONIC, t->table->duration_usec, 0,
+        return sd_event_add_time_relative(b->event, &t->stop_timer, CLOCK_MONOTONIC, duration_of(t), 0,
                                           on_duration_over, t);
 }
 
@@ -296,7 +351,8 @@ static int begin(CollectTrace *t, char *why, size_t why_size) {
                          r < 0 ? strerror(-r) : "unsafe");
                 return 1;
         }
-        if (!collect || eventpipe_profile_config(t->table->trace_profile, &config) != 0 ||
+        if (!collect ||
+            (is_stacks(t) ? monitor_stacks_config(&config) : eventpipe_profile_config(t->table->trace_profile, &config)) != 0 ||
             !(t->providers_text = eventpipe_config_to_string(&config)) ||
             dotnet_ipc_collect_tracing_encode(&config, buffer_mb(t->policy), collect, DOTNET_IPC_MESSAGE_MAX, &size) != 0) {
                 snprintf(why, why_size, "cannot set up the session");
@@ -327,7 +383,8 @@ int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *t
                 return 1;
         }
         *t = (CollectTrace){ .set = s, .next = s->traces, .policy = policy_ref(policy), .table = table,
-                             .target = target_ref(target), .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF };
+                             .target = target_ref(target), .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF,
+                             .text_fd = -EBADF };
         s->traces = t;
         s->n++;
         if (begin(t, why, why_size) != 0) {

@@ -11,6 +11,11 @@
  * dump record (the table as its rule) and the table a collect record of the result ("collected",
  * with the path, or "failed", with why). At most COLLECT_TRACES_MAX run at once, host-wide: each holds
  * a worker for its duration.
+ *
+ * then.stacks runs the same way, with the session dsctl stacks asks for (monitor_stacks_config(),
+ * for MONITOR_STACKS_SAMPLE_USEC, then the rundown): its nettrace, never named, becomes in a worker
+ * the text dsctl stacks prints (jobs_stacks_text(), eventpipe/monitor-view.h), which is published
+ * as stacks.NAME.PID.collect-TABLE.TIME.txt (type stacks).
  */
 #pragma once
 

@@ -82,6 +82,7 @@ static CollectVerdict limit_check(CollectTrigger *t, uint64_t now_usec) {
                 return COLLECT_LIMITED;
         }
         t->n_fired++;
+        t->last_fired_usec = now_usec;
         return COLLECT_FIRE;
 }
 

@@ -39,6 +39,7 @@ typedef struct CollectTrigger {
         CollectStamps seen;         /* exception: the last exception_count matches */
         CollectStamps fired;        /* the last limit.count times it fired */
         uint64_t n_fired, n_limited;
+        uint64_t last_fired_usec;   /* when it last fired (and its action ran); with n_fired > 0 */
 } CollectTrigger;
 
 /* What @table watches, for records: "Provider:name" of its counter, or its exception type. */

@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "broker.h"
 #include "cleanup.h"
+#include "collect-dump.h"
 #include "collect-trace.h"
 #include "collect-trigger.h"
 #include "collect.h"
@@ -55,6 +56,7 @@ struct Collector {
         Watch *watches;
         unsigned n_watches;
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
+        CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
 };
 
@@ -203,15 +205,42 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                                                       .limited = t->n_limited });
 }
 
+void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
+                           const char *event, const char *result) {
+        char what[2 * POLICY_COLLECT_TEXT_MAX];
+
+        collect_table_what(table, what, sizeof(what));
+        (void)audit_log_collect(b->config.audit_sink,
+                                &(AuditCollectEvent){ .event = event, .table = table->name,
+                                                      .trigger = table->when == POLICY_COLLECT_WHEN_COUNTER
+                                                                         ? "counter" : "exception",
+                                                      .what = what, .pid = target->pid,
+                                                      .uid = target_euid(target), .unit = target->unit,
+                                                      .action = action, .result = result });
+}
+
 /* The table's action: the trace starts (its end is recorded then), or the record says why not. */
 static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const char *exception) {
         Collector *c = w->collector;
         char why[256];
 
-        if (t->table->then != POLICY_COLLECT_THEN_TRACE)
+        switch (t->table->then) {
+        case POLICY_COLLECT_THEN_TRACE:
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                        snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
+                break;
+        case POLICY_COLLECT_THEN_DUMP:
+                if (collect_dump_start(c->dumps, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                        snprintf(why, sizeof(why), "a %s dump begins", policy_dump_type_to_string(t->table->dump_type));
+                break;
+        case POLICY_COLLECT_THEN_STACKS:
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                        snprintf(why, sizeof(why), "a stacks session begins");
+                break;
+        default:
                 snprintf(why, sizeof(why), "the action is not built yet: nothing was collected");
-        else if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
-                snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
+                break;
+        }
         record(w, t, "fired", has_value, value, exception, why);
         t->n_limited = 0; /* told in that record */
 }
@@ -536,11 +565,13 @@ int collector_new(Broker *b, Collector **ret) {
                 return -ENOMEM;
         c->broker = b;
         c->traces = collect_traces_new(b);
-        if (!c->traces)
-                return -ENOMEM;
-        r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, COLLECT_WALK_USEC, 0, on_timer, c);
+        c->dumps = collect_dumps_new(b);
+        r = c->traces && c->dumps ? 0 : -ENOMEM;
+        if (r == 0)
+                r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, COLLECT_WALK_USEC, 0, on_timer, c);
         if (r < 0) {
                 collect_traces_free(c->traces);
+                collect_dumps_free(c->dumps);
                 return r;
         }
         *ret = TAKE_PTR(c);
@@ -563,6 +594,7 @@ Collector *collector_free(Collector *c) {
         while (c->stoppers)
                 stopper_free(c->stoppers);
         collect_traces_free(c->traces);
+        collect_dumps_free(c->dumps);
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c);
@@ -575,4 +607,21 @@ void collector_apply(Collector *c) {
         c->policy = policy_ref(c->broker->policy);
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
+}
+
+const Policy *collector_policy(const Collector *c) {
+        return c ? c->policy : NULL;
+}
+
+void collector_visit(const Collector *c, const PolicyCollect *table,
+                     void (*visit)(const CollectWatchView *v, void *userdata), void *userdata) {
+        for (const Watch *w = c ? c->watches : NULL; w; w = w->next) {
+                if (!w->target || (w->state != WATCH_STARTING && w->state != WATCH_WATCHING))
+                        continue;
+                for (size_t i = 0; i < w->n_triggers; i++)
+                        if (w->triggers[i].table == table)
+                                visit(&(CollectWatchView){ .target = w->target, .fired = w->triggers[i].n_fired > 0,
+                                                           .last_fired_usec = w->triggers[i].last_fired_usec },
+                                      userdata);
+        }
 }

@@ -18,8 +18,8 @@
  *
  * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value or
  * the exception type seen),
- * and its action runs: then.trace_profile through collect-trace.h; the other actions are not built
- * yet, and the record says so. A process that exits, or whose runtime ends the stream, is dropped
+ * and its action runs: then.trace_profile and then.stacks through collect-trace.h, then.dump through
+ * collect-dump.h. A process that exits, or whose runtime ends the stream, is dropped
  * (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that cannot be opened or
  * reached, or that no table covers (its name, unit or cgroup may change), is judged again after
  * COLLECT_RETRY_USEC. A reload drops every watch: the next walk, at once, watches under the new
@@ -29,8 +29,11 @@
 
 #include <stdint.h>
 
+#include "policy.h"
+
 typedef struct Broker Broker;
 typedef struct Collector Collector;
+typedef struct Target Target;
 
 #define COLLECT_WALK_USEC (2 * 1000000ULL)
 #define COLLECT_RETRY_USEC (30 * 1000000ULL)
@@ -43,3 +46,25 @@ int collector_new(Broker *b, Collector **ret);
 Collector *collector_free(Collector *c);
 /* The policy in force changed: drop every watch and walk again now. */
 void collector_apply(Collector *c);
+
+/*
+ * collect_record_result() - the collect record of how @table's action on @target ended
+ *
+ * @action: "dump", "stacks" or "trace"; @event: "collected" (@result names the file) or "failed"
+ * (@result says why). For the actions (collect-trace.h, collect-dump.h), whose end comes later.
+ */
+void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
+                           const char *event, const char *result);
+
+/* A watched process, as dsctl collect lists it under one of its tables. */
+typedef struct CollectWatchView {
+        const Target *target;       /* pinned: its pid, user, unit and name */
+        bool fired;                 /* the table fired on it (and its action ran) since it was watched */
+        uint64_t last_fired_usec;   /* then: when, by CLOCK_MONOTONIC */
+} CollectWatchView;
+
+/* The policy whose tables are watched; NULL before the first. */
+const Policy *collector_policy(const Collector *c);
+/* Calls @visit for each process whose runtime is watched now for @table (of collector_policy()). */
+void collector_visit(const Collector *c, const PolicyCollect *table,
+                     void (*visit)(const CollectWatchView *v, void *userdata), void *userdata);

@@ -256,9 +256,9 @@ int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttri
         return r == -ENOSPC || r == -EDQUOT ? DUMP_PUBLISH_E_NO_SPACE : r;
 }
 
-/* The @try-th name of a trace: the first has no number, the next ".2", ".3" before the suffix. */
-static void trace_name(const DumpAttributes *attrs, const char *origin, const char *table, unsigned try, char *buf,
-                       size_t size) {
+/* The @try-th name of an artifact: the first has no number, the next ".2", ".3" before the suffix. */
+static void table_name(const DumpAttributes *attrs, const char *kind, const char *origin, const char *table,
+                       const char *suffix, unsigned try, char *buf, size_t size) {
         char name[33], stamp[32], number[16] = "";
         time_t now = time(NULL);
         struct tm tm;
@@ -268,20 +268,27 @@ static void trace_name(const DumpAttributes *attrs, const char *origin, const ch
         strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
         if (try > 0)
                 snprintf(number, sizeof(number), ".%u", try + 1);
-        snprintf(buf, size, "trace.%s.%d.%s-%s.%s%s.nettrace", name, (int)attrs->target_pid, origin, table, stamp,
-                 number);
+        snprintf(buf, size, "%s.%s.%d.%s-%s.%s%s%s", kind, name, (int)attrs->target_pid, origin, table, stamp,
+                 number, suffix);
 }
 
-int dump_publish_trace(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *origin,
-                       const char *table, char *ret_name, size_t name_size) {
+int dump_publish_for_table(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs,
+                           const char *kind, const char *origin, const char *table, const char *suffix,
+                           char *ret_name, size_t name_size) {
         char name[256];
         int r = -EEXIST;
 
         for (unsigned try = 0; try < DUMP_PUBLISH_NAME_TRIES && r == -EEXIST; try++) {
-                trace_name(attrs, origin, table, try, name, sizeof(name));
+                table_name(attrs, kind, origin, table, suffix, try, name, sizeof(name));
                 r = dump_publish_fd(dir_fd, fd, readers, attrs, name);
         }
         if (r == 0)
                 snprintf(ret_name, name_size, "%s", name);
         return r;
+}
+
+int dump_publish_trace(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *origin,
+                       const char *table, char *ret_name, size_t name_size) {
+        return dump_publish_for_table(dir_fd, fd, readers, attrs, "trace", origin, table, ".nettrace", ret_name,
+                                      name_size);
 }

@@ -88,3 +88,12 @@ int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttri
  */
 int dump_publish_trace(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *origin,
                        const char *table, char *ret_name, size_t name_size);
+/*
+ * dump_publish_for_table() - as dump_publish_trace(), for any artifact a policy table took
+ *
+ * Named @kind.NAME.PID.@origin-@table.TIME@suffix ("dump" and "" for a core, "stacks" and ".txt"
+ * for stacks), numbered likewise when taken.
+ */
+int dump_publish_for_table(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs,
+                           const char *kind, const char *origin, const char *table, const char *suffix,
+                           char *ret_name, size_t name_size);

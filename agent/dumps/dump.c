@@ -28,6 +28,7 @@
 #include "dotnet-ipc.h"
 #include "dump-publish.h"
 #include "dump-stage.h"
+#include "dump-take.h"
 #include "dump-writer.h"
 #include "dump.h"
 #include "ports.h"
@@ -43,40 +44,21 @@
 #define DUMP_HAND_OVER_USEC (30 * USEC_PER_SEC)
 
 /*
- * A dump, step by step: decided; the runtime's socket found (a worker); a
- * runtime suspended at startup refused, but for a full dump (startup.h); the
- * staging directory and its FIFO made in the target's /tmp (a worker); the
- * bytes moved from the FIFO into an unnamed file of dump_dir (a worker, for
- * as long as the dump takes); the runtime asked. When the runtime says OK,
- * the stream is told to finish, the file is checked, labelled and named.
- * The client's hang-up cancels it all; so does a runtime that sends no byte
- * within the first-byte deadline, and, after it, one that stalls or writes
- * slower than the minimum rate (the pace: a trickle would hold the slot until
- * --dump-timeout).
+ * A dump for a client, step by step: decided; counted (admission.h); the
+ * runtime's socket found (a worker); a runtime suspended at startup refused,
+ * but for a full dump (startup.h); then taken into an unnamed file of
+ * dump_dir (dump-take.h: staged, streamed by a worker, paced). When it is
+ * whole, it is labelled for the requester and the rule's readers, named, and
+ * handed over. The client's hang-up cancels it all.
  */
 typedef struct DumpWork {
         Request *request;
-        RuntimeCall *call;
-        DumpStage *stage;
-        DotnetIpcCommand command;
+        DumpTake *take;
         uint64_t started_usec;
         bool want_fd;
         bool claimed;           /* holds one of the dump slots (admission.h) */
         AdmissionKey key;
-        int dir_fd;             /* dump_dir */
-        int file_fd;            /* the unnamed file the bytes go to */
-        unsigned slot;          /* its bytes' slot (dump-writer.h) */
-        bool have_slot;
-        int control_fd;         /* our end of the stream's control socket */
-        sd_event_source *control_source, *first_byte_timer, *pace_timer;
-        uint64_t bytes;         /* as the stream last reported */
-        uint64_t last_news_usec; /* when the stream last reported more bytes */
-        uint64_t window_usec, window_bytes; /* the stretch the rate is measured over: its start, and bytes then */
-        bool runtime_done, stream_done;
-        uint64_t stream_bytes;
-        /* the runtime failed; its words wait for the stream's end, whose own failure explains more */
-        char *runtime_error;
-        uint32_t runtime_hresult;
+        int dir_fd;             /* dump_dir, once the dump is taken (the take's) */
 } DumpWork;
 
 static void dump_work_free(void *p) {
@@ -84,19 +66,9 @@ static void dump_work_free(void *p) {
 
         if (!work)
                 return;
-        runtime_call_free(work->call);
-        sd_event_source_disable_unref(work->control_source);
-        sd_event_source_disable_unref(work->first_byte_timer);
-        sd_event_source_disable_unref(work->pace_timer);
-        safe_close(work->control_fd);
-        dump_stage_free(work->stage);
-        safe_close(work->file_fd);
-        safe_close(work->dir_fd);
-        if (work->have_slot)
-                dump_slots_release(work->request->broker->dump_slots, work->slot);
+        dump_take_free(work->take);
         if (work->claimed)
                 admission_end(work->request->broker->admission, ADMISSION_DUMP, &work->key);
-        free(work->runtime_error);
         free(work);
 }
 
@@ -105,26 +77,6 @@ static uint64_t monotonic_usec(const Request *req) {
 
         (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
         return now;
-}
-
-/* createdump's dump types, by the runtime's numbers */
-static uint32_t runtime_dump_type(PolicyDumpType t) {
-        switch (t) {
-        case POLICY_DUMP_MINI: return 1;
-        case POLICY_DUMP_HEAP: return 2;
-        case POLICY_DUMP_TRIAGE: return 3;
-        case POLICY_DUMP_FULL: return 4;
-        default: return 0;
-        }
-}
-
-/* Older runtimes answer newer GenerateCoreDump versions with "unknown command". */
-static DotnetIpcCommand dump_fallback(DotnetIpcCommand command) {
-        switch (command) {
-        case DOTNET_IPC_GENERATE_CORE_DUMP3: return DOTNET_IPC_GENERATE_CORE_DUMP2;
-        case DOTNET_IPC_GENERATE_CORE_DUMP2: return DOTNET_IPC_GENERATE_CORE_DUMP;
-        default: return 0;
-        }
 }
 
 /* The name is the agent's: nothing of it is taken from a client, and the target's part is sanitized. */
@@ -260,24 +212,9 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                               readable ? "dump taken" : "dump taken; only root may read it: the process changed credentials");
 }
 
-/* Before any reply: when the client hears back, the target's /tmp holds nothing of ours. */
-static void dump_unstage(DumpWork *work) {
-        work->stage = dump_stage_free(work->stage);
-}
-
-/* Stops everything still going for the dump: the runtime call, the stream (its worker is killed),
- * the staging. The runtime's createdump then fails on its next write. */
+/* Stops the taking, if it still runs: the runtime's createdump then fails on its next write. */
 static void dump_stop(DumpWork *work) {
-        Request *req = work->request;
-
-        work->call = runtime_call_free(work->call);
-        worker_job_cancel(req->job);
-        req->job = NULL;
-        work->control_source = sd_event_source_disable_unref(work->control_source);
-        work->first_byte_timer = sd_event_source_disable_unref(work->first_byte_timer);
-        work->pace_timer = sd_event_source_disable_unref(work->pace_timer);
-        work->control_fd = safe_close(work->control_fd);
-        dump_unstage(work);
+        work->take = dump_take_free(work->take);
 }
 
 static void dump_fail(DumpWork *work, WireError error, const char *why) {
@@ -299,68 +236,29 @@ static void dump_fail_mapped(DumpWork *work, WireError error, int r, const char 
                 dump_fail(work, error, why);
 }
 
-/* What dump_file_check_core()'s codes mean to the client. */
-static WireError writer_error(int r) {
-        switch (r) {
-        case DUMP_WRITER_E_NO_SPACE: return WIRE_ERROR_NO_SPACE;
-        case DUMP_WRITER_E_EMPTY:
-        case DUMP_WRITER_E_NOT_CORE: return WIRE_ERROR_RUNTIME_FAILED;
-        default: return WIRE_ERROR_INTERNAL;
-        }
-}
-
-/* What the end of the stream's job (jobs_stream_dump()) means to the client. */
-static WireError stream_error(int r) {
-        switch (r) {
-        case JOBS_E_NO_SPACE: return WIRE_ERROR_NO_SPACE;
-        case JOBS_E_EMPTY:
-        case JOBS_E_NOT_CORE: return WIRE_ERROR_RUNTIME_FAILED;
-        case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
-        case JOBS_E_WORKER: return WIRE_ERROR_BUSY;
-        default: return WIRE_ERROR_INTERNAL;
-        }
-}
-
-/* Both the runtime's OK and the stream's end are in: check the file, label it, name it. */
-static void dump_finish(DumpWork *work) {
+/* The dump is whole and the process's credentials known: label it for its readers, name it, hand it over. */
+static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
         Request *req = work->request;
-        const char *why = NULL;
         uid_t users[64];
         size_t n_users;
         AclGrant readers;
         DumpAttributes attrs;
         char name[128];
-        bool changed = true;
         int r;
 
-        dump_stop(work);
-        r = dump_file_check_core(work->file_fd, work->stream_bytes, &why);
-        if (r != 0) {
-                dump_fail_mapped(work, writer_error(r), r, why ? why : "cannot write the dump");
-                return;
-        }
-        r = target_changed_credentials(req->target, &changed);
-        if (r == TARGET_E_GONE) {
-                dump_fail(work, WIRE_ERROR_NO_SUCH_PROCESS, "the process exited during the dump");
-                return;
-        }
-        if (r != 0) {
-                dump_fail_errno(work, r, "cannot read the process's credentials to publish the dump");
-                return;
-        }
         if (client_gone(req)) {
                 /* its hang-up is still on its way to dump_on_client(): publish nothing for nobody */
                 dump_fail(work, WIRE_ERROR_INTERNAL, "the client went away; the dump was cancelled");
                 return;
         }
-        dump_readers(req, !changed, users, &n_users, &readers);
+        dump_readers(req, !res->changed, users, &n_users, &readers);
         dump_file_name(req, name, sizeof(name));
         attrs = (DumpAttributes){
                 .requester = req->peer->uid, .target_pid = req->target->pid, .target_uid = target_euid(req->target),
                 .target_unit = req->target->unit, .target_exe = req->target->exe, .target_name = req->target->name,
                 .dump_type = policy_dump_type_to_string(req->ask.dump_type), .request_id = req->id,
         };
-        r = dump_publish_fd(work->dir_fd, work->file_fd, &readers, &attrs, name);
+        r = dump_publish_fd(res->dir_fd, res->file_fd, &readers, &attrs, name);
         if (r == DUMP_PUBLISH_E_NO_SPACE) {
                 dump_fail(work, WIRE_ERROR_NO_SPACE, "the dump does not fit: the dump directory's file system is full");
                 return;
@@ -369,268 +267,41 @@ static void dump_finish(DumpWork *work) {
                 dump_fail_errno(work, r, "cannot publish the dump");
                 return;
         }
-        dump_reply(work, name, work->stream_bytes, !changed);
-}
-
-static void dump_report_runtime_error(DumpWork *work) {
-        dump_stop(work);
-        request_reply_runtime_error(work->request, work->runtime_hresult,
-                                    work->runtime_error ? work->runtime_error : "the runtime could not write the dump");
-}
-
-static void dump_streamed(Request *req, int r, uint64_t bytes, const char *why) {
-        DumpWork *work = req->work;
-
-        work->stream_done = true;
-        work->stream_bytes = bytes;
-        if (r == JOBS_E_TIMEOUT)
-                why = "the dump was not written in time (--dump-timeout, and the runtime's timeout)";
-        if (r != 0) {
-                /* the guards are broken, or the disk is full: the stream closed the FIFO, createdump failed */
-                dump_fail_mapped(work, stream_error(r), r, why ? why : "cannot write the dump");
-                return;
-        }
-        if (work->runtime_error)
-                dump_report_runtime_error(work);
-        else if (work->runtime_done)
-                dump_finish(work);
+        work->dir_fd = res->dir_fd;
+        dump_reply(work, name, res->bytes, !res->changed);
 }
 
 /*
- * The runtime is done, one way or the other: the stream takes what is left
- * in the pipe and ends. A stream that is ending on its own already (it
- * closed its end) answers all the same, and one that never does meets its
- * job's deadline: either way its answer comes.
+ * The taking's end: published, or the client told why not. Everything of it has stopped already; the
+ * reply frees it (and @res->why, which may be its own), so nothing is freed before the reply.
  */
-static void dump_end_stream(DumpWork *work) {
-        (void)send(work->control_fd, &(char){ JOBS_STREAM_FINISH }, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
-/*
- * The pace, once the first byte is in: a runtime that writes no byte for
- * --dump-stall-timeout, or fewer than --dump-min-rate bytes a second over a
- * stretch of that length, has its dump cut. The stream reports at least
- * every second while bytes come (jobs.h), so a stall is seen within a second
- * of its deadline.
- */
-static int dump_on_pace(sd_event_source *source, uint64_t usec, void *userdata);
-
-/* Return: 0, or a negative errno when the dump failed for it (its request may be gone with it). */
-static int dump_pace_arm(DumpWork *work) {
-        const BrokerConfig *config = &work->request->broker->config;
-        uint64_t stall = work->last_news_usec + config->dump_stall_timeout_usec,
-                 window = work->window_usec + config->dump_stall_timeout_usec;
-        int r;
-
-        if (work->pace_timer) {
-                /* a time source fires once: set again, it must be enabled again */
-                r = sd_event_source_set_time(work->pace_timer, stall < window ? stall : window);
-                if (r >= 0)
-                        r = sd_event_source_set_enabled(work->pace_timer, SD_EVENT_ONESHOT);
-        } else
-                r = sd_event_add_time(work->request->broker->event, &work->pace_timer, CLOCK_MONOTONIC,
-                                      stall < window ? stall : window, 0, dump_on_pace, work);
-        if (r < 0) {
-                dump_fail_errno(work, r, "cannot watch the dump's pace");
-                return r;
-        }
-        return 0;
-}
-
-/* Whether @bytes in @usec make less than @rate bytes a second. */
-static bool under_rate(uint64_t bytes, uint64_t usec, uint64_t rate) {
-        return (unsigned __int128)bytes * USEC_PER_SEC < (unsigned __int128)rate * usec;
-}
-
-static int dump_on_pace(sd_event_source *source, uint64_t usec, void *userdata) {
-        DumpWork *work = userdata;
-        const BrokerConfig *config = &work->request->broker->config;
-        uint64_t now = monotonic_usec(work->request), stall = config->dump_stall_timeout_usec;
-        char why[192];
-
-        if (now >= work->last_news_usec + stall) {
-                snprintf(why, sizeof(why),
-                         "the runtime stopped writing the dump: no byte for %llu s (--dump-stall-timeout); it was cut",
-                         (unsigned long long)(stall / USEC_PER_SEC));
-                dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
-                return 0;
-        }
-        if (now >= work->window_usec + stall) {
-                if (under_rate(work->bytes - work->window_bytes, now - work->window_usec, config->dump_min_rate)) {
-                        snprintf(why, sizeof(why),
-                                 "the runtime wrote the dump too slowly: %llu bytes in %llu s, under --dump-min-rate "
-                                 "(%llu bytes a second); it was cut",
-                                 (unsigned long long)(work->bytes - work->window_bytes),
-                                 (unsigned long long)((now - work->window_usec) / USEC_PER_SEC),
-                                 (unsigned long long)config->dump_min_rate);
-                        dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE, why);
-                        return 0;
-                }
-                work->window_usec = now;
-                work->window_bytes = work->bytes;
-        }
-        (void)dump_pace_arm(work);
-        return 0;
-}
-
-/* The runtime answered: what it wrote is in the pipe, and the stream only drains it. */
-static void dump_pace_stop(DumpWork *work) {
-        work->pace_timer = sd_event_source_disable_unref(work->pace_timer);
-}
-
-/* The stream's reports: how far it got. The first one means the runtime is writing, and starts the pace. */
-static int dump_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
-        DumpWork *work = userdata;
-        DumpProgress p;
-        bool news = false, first = work->bytes == 0;
-
-        while (recv(fd, &p, sizeof(p), MSG_DONTWAIT) == sizeof(p)) {
-                news = news || p.bytes > work->bytes;
-                work->bytes = p.bytes;
-                work->first_byte_timer = sd_event_source_disable_unref(work->first_byte_timer);
-        }
-        if (!news)
-                return 0;
-        work->last_news_usec = monotonic_usec(work->request);
-        if (first) {
-                work->window_usec = work->last_news_usec;
-                work->window_bytes = work->bytes;
-        }
-        if (first && !work->runtime_done && !work->runtime_error && dump_pace_arm(work) < 0)
-                return 0;
-        commands_report_progress(work->request, work->bytes);
-        return 0;
-}
-
-static int dump_on_first_byte_timeout(sd_event_source *source, uint64_t usec, void *userdata) {
-        DumpWork *work = userdata;
-
-        dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                  "the runtime wrote nothing of the dump in time (--dump-start-timeout); it was cancelled");
-        return 0;
-}
-
-static void dump_call(DumpWork *work, int fd);
-
-static void dump_port_connected(int fd, int error, void *userdata) {
+static void dump_taken(void *userdata, const DumpTakeResult *res) {
         DumpWork *work = userdata;
         Request *req = work->request;
 
-        req->port_waiter = NULL;
-        if (fd < 0) {
-                dump_stop(work);
-                if (error == -ETIMEDOUT)
-                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                                            "the runtime did not connect to its diagnostic port again in time");
-                else
-                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_PROCESS,
-                                            REQUEST_NO_SUCH_PROCESS);
-                return;
+        switch (res->failure) {
+        case DUMP_TAKE_OK:
+                dump_publish(work, res);
+                break;
+        case DUMP_TAKE_FAILED:
+                request_reply_error(req, AUDIT_DECISION_FAILED, res->error, res->why);
+                break;
+        case DUMP_TAKE_ERRNO:
+                request_reply_errno(req, res->r, res->why);
+                break;
+        case DUMP_TAKE_RUNTIME:
+                request_reply_runtime_error(req, res->hresult, res->why);
+                break;
+        case DUMP_TAKE_TARGET:
+                commands_reply_connect_error(req, res->r, res->why);
+                break;
         }
-        dump_call(work, fd);
 }
 
-/* A connection for the dump's command: through the port the runtime connected in on, else its own socket. */
-static void dump_connect(DumpWork *work) {
-        Request *req = work->request;
-        PortRuntime *rt = ports_find(req->broker->ports, req->target);
-        const char *why = NULL;
-        int fd = -EBADF, r;
-
-        if (rt) {
-                req->port_waiter_cancel = ports_waiter_cancel;
-                r = ports_connect(rt, dump_port_connected, work, &fd, &req->port_waiter);
-        } else {
-                r = target_connect(req->target, &fd, &why);
-        }
-        if (r == PORTS_WAITING && rt)
-                return;
-        if (r < 0) {
-                dump_fail_errno(work, r, "cannot connect to the runtime");
-                return;
-        }
-        if (r != 0) {
-                dump_stop(work);
-                commands_reply_connect_error(req, r, why);
-                return;
-        }
-        dump_call(work, fd);
-}
-
-static void dump_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
+static void dump_progress(void *userdata, uint64_t bytes) {
         DumpWork *work = userdata;
-        Request *req = work->request;
-        _cleanup_free_ char *message = NULL, *reason = NULL;
-        DotnetIpcCommand older;
-        size_t used;
 
-        if (error != 0) {
-                char late[128];
-
-                if (error == RUNTIME_CALL_E_TIMEOUT)
-                        snprintf(late, sizeof(late), "the runtime did not finish the dump in time (--dump-timeout, %llu s)",
-                                 (unsigned long long)(req->broker->config.dump_timeout_usec / USEC_PER_SEC));
-                dump_fail(work, WIRE_ERROR_RUNTIME_UNREACHABLE,
-                          error == RUNTIME_CALL_E_TIMEOUT     ? late
-                          : error == RUNTIME_CALL_E_MALFORMED ? "the runtime sent a malformed reply"
-                                                              : "the runtime closed the connection");
-                return;
-        }
-        older = dump_fallback(work->command);
-        if (!reply->ok && reply->hresult == DOTNET_IPC_HR_UNKNOWN_COMMAND && older != 0) {
-                work->call = runtime_call_free(work->call);
-                work->command = older;
-                dump_connect(work);
-                return;
-        }
-        if (!reply->ok) {
-                /* GenerateCoreDump3 says why in createdump's words */
-                if (work->command == DOTNET_IPC_GENERATE_CORE_DUMP3 && reply->payload_size > 0)
-                        (void)dotnet_ipc_string_decode(reply->payload, reply->payload_size, &message, &used);
-                if (asprintf(&reason, "the runtime could not write the dump%s%s", message ? ": " : "",
-                             message ? message : "") < 0)
-                        reason = NULL;
-                work->runtime_error = reason ? TAKE_PTR(reason) : strdup("the runtime could not write the dump");
-                work->runtime_hresult = reply->hresult;
-                work->call = runtime_call_free(work->call);
-                dump_pace_stop(work);
-                if (!work->runtime_error || work->stream_done)
-                        dump_report_runtime_error(work);
-                else
-                        dump_end_stream(work); /* a full disk would explain the failure better: wait for it */
-                return;
-        }
-        work->runtime_done = true;
-        work->call = runtime_call_free(work->call);
-        dump_pace_stop(work);
-        if (work->stream_done)
-                dump_finish(work);
-        else
-                dump_end_stream(work); /* everything createdump wrote is in the pipe now */
-}
-
-static void dump_call(DumpWork *work, int fd) {
-        Request *req = work->request;
-        uint8_t payload[512], request[600];
-        size_t n = 0, size;
-        uint8_t fields[8];
-        int r;
-
-        unaligned_write_le32(fields, runtime_dump_type(req->ask.dump_type));
-        unaligned_write_le32(fields + 4, 0); /* flags: no diagnostics, no crash report */
-        r = dotnet_ipc_string_encode(work->stage->target_path, payload, sizeof(payload) - sizeof(fields), &n);
-        if (r == 0) {
-                memcpy(payload + n, fields, sizeof(fields));
-                r = dotnet_ipc_request_encode(work->command, payload, n + sizeof(fields), request, sizeof(request),
-                                              &size);
-        }
-        if (r == 0)
-                r = runtime_call_start(req->broker->event, fd, request, size, req->broker->config.dump_timeout_usec,
-                                       dump_call_done, work, &work->call);
-        else
-                safe_close(fd);
-        if (r != 0)
-                dump_fail_errno(work, r, "cannot start the dump");
+        commands_report_progress(work->request, bytes);
 }
 
 /* The client hung up: nobody will read the dump; cancel it rather than keep a slot and the target frozen. */
@@ -638,42 +309,6 @@ static void dump_on_client(Request *req, uint32_t revents) {
         DumpWork *work = req->work;
 
         dump_fail(work, WIRE_ERROR_INTERNAL, "the client went away; the dump was cancelled");
-}
-
-/* What a staging job's end (jobs_stage_dump(), jobs.h's codes) means to the client. */
-static WireError stage_error(int r) {
-        switch (r) {
-        case JOBS_E_UNSAFE_FS: return WIRE_ERROR_UNSAFE_FS;
-        case JOBS_E_NO_STAGING: return WIRE_ERROR_NO_STAGING;
-        case JOBS_E_GONE: return WIRE_ERROR_NO_SUCH_PROCESS;
-        case JOBS_E_TIMEOUT: return WIRE_ERROR_RUNTIME_UNREACHABLE;
-        case JOBS_E_WORKER: return WIRE_ERROR_BUSY;
-        default: return WIRE_ERROR_INTERNAL;
-        }
-}
-
-/* dump_dir, the unnamed file, a slot for its bytes, and the stream's control socket. */
-static int dump_prepare_file(DumpWork *work, int *ret_control_theirs, const char **ret_why) {
-        Request *req = work->request;
-        int sv[2], r;
-
-        r = dump_dir_open(req->policy->agent.dump_dir, &work->dir_fd, ret_why);
-        if (r != 0)
-                return r;
-        /* unnamed until complete: a failure or a full disk leaves nothing behind */
-        work->file_fd = openat(work->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (work->file_fd < 0)
-                return -errno;
-        r = dump_slots_claim(req->broker->dump_slots, &work->slot);
-        if (r < 0)
-                return r;
-        work->have_slot = true;
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return -errno;
-        work->control_fd = sv[0];
-        *ret_control_theirs = sv[1];
-        return sd_event_add_io(req->broker->event, &work->control_source, work->control_fd, EPOLLIN, dump_on_control,
-                               work);
 }
 
 /* The dump's own deadline: the runtime's time to write it, and 30 s to check, label and hand it over. */
@@ -686,51 +321,26 @@ static int dump_set_deadline(Request *req) {
         return commands_set_deadline(req, usec + DUMP_HAND_OVER_USEC, what);
 }
 
-static void dump_staged(Request *req, int r, DumpStage *stage, const char *why) {
+static void dump_stage(Request *req) {
+        static const DumpTakeOps ops = { .progress = dump_progress, .done = dump_taken };
         DumpWork *work = req->work;
-        DumpLimits limits = { .max_use = req->policy->agent.max_use, .keep_free = req->policy->agent.keep_free };
-        _cleanup_close_ int control_theirs = -EBADF, fifo = -EBADF;
-        uint64_t now = 0;
-        const char *reason = NULL;
+        int r;
 
-        if (r != 0) {
-                dump_fail_mapped(work, stage_error(r), r,
-                                 why ? why : r == JOBS_E_GONE ? REQUEST_NO_SUCH_PROCESS : "cannot prepare the dump");
-                return;
-        }
-        work->stage = stage;
-        r = dump_prepare_file(work, &control_theirs, &reason);
-        if (r == 0) {
-                /* the stream's worker holds the FIFO's read end from now on: when it stops, createdump does */
-                fifo = dump_stage_take_fifo(stage);
-                r = jobs_stream_dump(req, fifo, work->file_fd, work->dir_fd, control_theirs, &limits, work->slot,
-                                     dump_streamed);
-        }
-        if (r != 0) {
-                dump_fail_errno(work, r, reason ? reason : "cannot prepare the dump");
-                return;
-        }
-        (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
-        r = sd_event_add_time(req->broker->event, &work->first_byte_timer, CLOCK_MONOTONIC,
-                              now + req->broker->config.dump_start_timeout_usec, 0, dump_on_first_byte_timeout, work);
-        if (r >= 0)
-                r = dump_set_deadline(req);
+        r = dump_set_deadline(req);
         if (r >= 0)
                 r = connection_watch_client(req->connection, EPOLLRDHUP, dump_on_client);
         if (r < 0) {
                 dump_fail_errno(work, r, "cannot set the dump's deadlines");
                 return;
         }
-        dump_connect(work);
-}
-
-static void dump_stage(Request *req) {
-        DumpWork *work = req->work;
-        int r;
-
-        r = jobs_stage_dump(req, dump_staged);
+        r = dump_take_start(&(DumpTakeParams){ .broker = req->broker, .policy = req->policy, .target = req->target,
+                                               .type = req->ask.dump_type, .owner = req->peer->charged_uid,
+                                               .job_timeout_usec = req->job_timeout_usec > 0
+                                                                           ? req->job_timeout_usec
+                                                                           : req->broker->config.runtime_timeout_usec },
+                            &ops, work, &work->take);
         if (r != 0)
-                dump_fail_mapped(work, stage_error(r), r, "cannot prepare the dump");
+                dump_fail_mapped(work, dump_take_job_error(r), r, "cannot prepare the dump");
 }
 
 /*
@@ -806,7 +416,7 @@ static void dump_decided(Request *req) {
         test_hook_pause("after-decision");
         r = jobs_find_socket(req, dump_socket_found);
         if (r != 0)
-                dump_fail_mapped(work, stage_error(r), r, "cannot look for the process's socket");
+                dump_fail_mapped(work, dump_take_job_error(r), r, "cannot look for the process's socket");
 }
 
 static void dump_opened(Request *req) {
@@ -832,9 +442,8 @@ void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
-        *work = (DumpWork){ .request = req, .command = DOTNET_IPC_GENERATE_CORE_DUMP3, .want_fd = want_fd,
-                            .started_usec = monotonic_usec(req), .dir_fd = -EBADF, .file_fd = -EBADF,
-                            .control_fd = -EBADF };
+        *work = (DumpWork){ .request = req, .want_fd = want_fd, .started_usec = monotonic_usec(req),
+                            .dir_fd = -EBADF };
         req->work = work;
         req->work_free = dump_work_free;
         commands_open_target(req, m, dump_opened);
@@ -909,8 +518,9 @@ static void put_labels(WireWriter *w, const DumpLabels *l) {
         pid_t pid;
         uint32_t uid;
 
-        /* a dump's type, or "trace" for an [[on_start]] trace (on-start.h) */
-        if (l->type && (policy_dump_type_from_string(l->type) != _POLICY_DUMP_INVALID || strcmp(l->type, "trace") == 0))
+        /* a dump's type, "trace" for an [[on_start]] or [[collect]] trace, "stacks" for a [[collect]] table's text */
+        if (l->type && (policy_dump_type_from_string(l->type) != _POLICY_DUMP_INVALID || strcmp(l->type, "trace") == 0 ||
+                        strcmp(l->type, "stacks") == 0))
                 wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, l->type);
         if (l->pid && parse_pid(l->pid, &pid) == 0)
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)pid);

@@ -4,6 +4,7 @@
  * it through Broker.dispatch.
  */
 #include "broker-state.h"
+#include "collect-list.h"
 #include "command-steps.h"
 #include "commands.h"
 #include "dump.h"
@@ -26,6 +27,7 @@ static const char *command_name(uint16_t type) {
         case WIRE_REQUEST_EXPLAIN: return "explain";
         case WIRE_REQUEST_DUMP: return policy_command_to_string(POLICY_COMMAND_DUMP);
         case WIRE_REQUEST_DUMPS: return "dumps";
+        case WIRE_REQUEST_COLLECT: return "collect";
         case WIRE_REQUEST_TRACE: return policy_command_to_string(POLICY_COMMAND_TRACE);
         case WIRE_REQUEST_COUNTERS: return policy_command_to_string(POLICY_COMMAND_COUNTERS);
         case WIRE_REQUEST_STACKS: return policy_command_to_string(POLICY_COMMAND_STACKS);
@@ -96,6 +98,9 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_RESOLVE:
                 resolve_start(req, m);
+                break;
+        case WIRE_REQUEST_COLLECT:
+                collect_list(req);
                 break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

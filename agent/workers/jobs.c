@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,7 +23,10 @@
 #include "decision.h"
 #include "discover.h"
 #include "dump-writer.h"
+#include "dump-publish.h"
 #include "jobs.h"
+#include "monitor-view.h"
+#include "nettrace.h"
 #include "test-hooks.h"
 #include "text.h"
 
@@ -46,6 +50,7 @@ typedef enum JobType {
         JOB_CLEAN,
         JOB_TRACE,
         JOB_RECHECK,
+        JOB_STACKS,
 } JobType;
 
 typedef struct JobRequester {
@@ -89,6 +94,7 @@ typedef struct JobRequest {
                         uint32_t slot;
                         uint64_t max_bytes;
                 } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir) */
+                DumpLimits stacks;              /* STACKS (fds: the nettrace, the text file, dump_dir) */
         };
 } JobRequest;
 
@@ -433,6 +439,80 @@ static size_t handle_trace(const JobRequest *q, const WorkerMessage *msg, JobRep
         return REPLY_HEAD + sizeof(a->trace);
 }
 
+static int stacks_header(const NettraceHeader *h, void *userdata) {
+        monitor_view_header(userdata, h);
+        return 0;
+}
+
+static int stacks_event(const NettraceEvent *e, void *userdata) {
+        return monitor_view_event(userdata, e);
+}
+
+/* Feeds the whole nettrace in @fd, from its start, to @v. Return: 0 or a negative errno. */
+static int stacks_read(int fd, MonitorView *v) {
+        static const NettraceCallbacks callbacks = { .header = stacks_header, .event = stacks_event, .stacks = true };
+        _cleanup_free_ uint8_t *buf = malloc(STREAM_PIPE_SIZE);
+        NettraceParser *parser = NULL;
+        off_t at = 0;
+        ssize_t n;
+        int r;
+
+        if (!buf)
+                return -ENOMEM;
+        r = nettrace_parser_new(&callbacks, v, &parser);
+        if (r < 0)
+                return r;
+        /* a stream cut short (the process went) still shows what it held: the parser's verdict is not ours */
+        while ((n = pread(fd, buf, STREAM_PIPE_SIZE, at)) > 0 && nettrace_feed(parser, buf, (size_t)n) == 0)
+                at += n;
+        r = n < 0 ? -errno : 0;
+        nettrace_parser_free(parser);
+        return r;
+}
+
+/*
+ * A stacks session's nettrace (a [[collect]] table's then.stacks) as the text dsctl stacks prints,
+ * into the unnamed file: parsed here, never in the loop, and at most MONITOR_VIEW_OUTPUT_MAX bytes
+ * of text; dump_dir's guards (max_use, keep_free) must leave room for it.
+ */
+static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        MonitorView *v = NULL;
+        const char *why = NULL;
+        uint64_t headroom = 0;
+        struct stat st;
+        FILE *out;
+        int fd;
+
+        if (msg->n_fds != 3) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        fd = fcntl(msg->fds[1], F_DUPFD_CLOEXEC, 3);
+        out = fd < 0 ? NULL : fdopen(fd, "w");
+        if (!out) {
+                a->r = -errno;
+                safe_close(fd);
+                return REPLY_HEAD;
+        }
+        a->r = monitor_view_new(MONITOR_VIEW_STACKS, MONITOR_VIEW_TEXT, out, &v);
+        if (a->r == 0)
+                a->r = stacks_read(msg->fds[0], v);
+        if (a->r == 0)
+                (void)monitor_view_finish(v);
+        monitor_view_free(v);
+        if (fclose(out) != 0 && a->r == 0)
+                a->r = -errno;
+        if (a->r == 0 && fstat(msg->fds[1], &st) < 0)
+                a->r = -errno;
+        if (a->r == 0)
+                a->r = dump_space_headroom(msg->fds[2], &q->stacks.max_use, &q->stacks.keep_free, 0, &headroom, &why);
+        if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > headroom))
+                a->r = DUMP_WRITER_E_NO_SPACE;
+        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why ? why : "no room in dump_dir for the text") : NULL);
+        a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
+        return REPLY_HEAD + sizeof(a->bytes);
+}
+
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         static JobRequest q;
         JobReply *a = (JobReply *)reply->data;
@@ -470,6 +550,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_TRACE:
                 reply->size = handle_trace(&q, msg, a);
+                break;
+        case JOB_STACKS:
+                reply->size = handle_stacks(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -726,62 +809,6 @@ int jobs_find_unit(Request *req, const char *unit, JobUnitDone done) {
                       done);
 }
 
-static void stage_done(int error, WorkerMessage *reply, void *userdata) {
-        Request *req = userdata;
-        JobStageDone done = req->job_callback;
-        const JobReply *a = NULL;
-        DumpStage *s = NULL;
-        int r;
-
-        req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->stage), &a);
-        if (r == 0 && reply->n_fds != 3)
-                r = -EBADMSG;
-        if (r == 0) {
-                r = dump_stage_adopt(a->stage.name, a->stage.target_path, a->stage.record_path, reply->fds[0],
-                                     reply->fds[1], reply->fds[2], &s);
-                reply->n_fds = 0;
-        }
-        done(req, stage_code(r), s, why_of(a));
-}
-
-int jobs_stage_dump(Request *req, JobStageDone done) {
-        JobRequest *q = request_new(JOB_STAGE);
-        int fds[2] = { req->target->pidfd, req->target->proc_fd };
-
-        if (!q)
-                return -ENOMEM;
-        target_facts_of(req->target, &q->stage.facts);
-        snprintf(q->stage.runtime_dir, sizeof(q->stage.runtime_dir), "%s", req->broker->config.runtime_dir);
-        return submit(req, q, offsetof(JobRequest, stage) + sizeof(q->stage), fds, 2, lookup_timeout(req), stage_done,
-                      done);
-}
-
-static void stream_done(int error, WorkerMessage *reply, void *userdata) {
-        Request *req = userdata;
-        JobStreamDone done = req->job_callback;
-        const JobReply *a = NULL;
-        int r;
-
-        req->job = NULL;
-        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
-        done(req, writer_code(r), a && reply->size >= REPLY_HEAD + sizeof(a->bytes) ? a->bytes : 0, why_of(a));
-}
-
-int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int control_fd, const DumpLimits *limits,
-                     unsigned slot, JobStreamDone done) {
-        JobRequest *q = request_new(JOB_STREAM);
-        int fds[4] = { fifo_fd, file_fd, dir_fd, control_fd };
-
-        if (!q)
-                return -ENOMEM;
-        q->stream.limits = *limits;
-        q->stream.slot = slot;
-        return submit(req, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
-                      req->broker->config.dump_timeout_usec + req->broker->config.runtime_timeout_usec, stream_done,
-                      done);
-}
-
 /* Hands @q (and @fds, duplicated) to a worker for the agent itself; @trampoline gets @call. */
 static int submit_own(Broker *b, uint32_t owner, JobRequest *q, size_t size, const int *fds, size_t n_fds,
                       uint64_t timeout_usec, WorkerJobDone trampoline, void *callback, void *userdata, JobCall *call) {
@@ -794,6 +821,64 @@ static int submit_own(Broker *b, uint32_t owner, JobRequest *q, size_t size, con
         r = worker_pool_submit(b->workers, owner, &m, timeout_usec, trampoline, call, &call->job);
         free(q);
         return r == WORKER_E_FULL ? JOBS_E_WORKER : r;
+}
+
+static void stage_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobStageDone done = call->callback;
+        const JobReply *a = NULL;
+        DumpStage *s = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->stage), &a);
+        if (r == 0 && reply->n_fds != 3)
+                r = -EBADMSG;
+        if (r == 0) {
+                r = dump_stage_adopt(a->stage.name, a->stage.target_path, a->stage.record_path, reply->fds[0],
+                                     reply->fds[1], reply->fds[2], &s);
+                reply->n_fds = 0;
+        }
+        done(call->userdata, stage_code(r), s, why_of(a));
+}
+
+int jobs_stage_dump(Broker *b, const Target *t, uint32_t owner, uint64_t timeout_usec, JobStageDone done,
+                    void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_STAGE);
+        int fds[2] = { t->pidfd, t->proc_fd };
+
+        if (!q)
+                return -ENOMEM;
+        target_facts_of(t, &q->stage.facts);
+        snprintf(q->stage.runtime_dir, sizeof(q->stage.runtime_dir), "%s", b->config.runtime_dir);
+        return submit_own(b, owner, q, offsetof(JobRequest, stage) + sizeof(q->stage), fds, 2, timeout_usec,
+                          stage_done, done, userdata, call);
+}
+
+static void stream_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobStreamDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
+        done(call->userdata, writer_code(r), a && reply->size >= REPLY_HEAD + sizeof(a->bytes) ? a->bytes : 0,
+             why_of(a));
+}
+
+int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int dir_fd, int control_fd,
+                     const DumpLimits *limits, unsigned slot, JobStreamDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_STREAM);
+        int fds[4] = { fifo_fd, file_fd, dir_fd, control_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->stream.limits = *limits;
+        q->stream.slot = slot;
+        return submit_own(b, owner, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
+                          b->config.dump_timeout_usec + b->config.runtime_timeout_usec, stream_done, done, userdata,
+                          call);
 }
 
 static void process_done(int error, WorkerMessage *reply, void *userdata) {
@@ -854,6 +939,29 @@ int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int
         q->trace.max_bytes = max_bytes;
         return submit_own(b, owner, q, offsetof(JobRequest, trace) + sizeof(q->trace), fds, 3, timeout_usec,
                           trace_done, done, userdata, call);
+}
+
+static void stacks_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobStacksDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
+        done(call->userdata, writer_code(r), r == 0 ? a->bytes : 0, why_of(a));
+}
+
+int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
+                     JobStacksDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_STACKS);
+        int fds[3] = { nettrace_fd, text_fd, dir_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->stacks = *limits;
+        return submit_own(b, owner, q, offsetof(JobRequest, stacks) + sizeof(q->stacks), fds, 3,
+                          b->config.reply_timeout_usec, stacks_done, done, userdata, call);
 }
 
 static void walk_done(int error, WorkerMessage *reply, void *userdata) {

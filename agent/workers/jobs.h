@@ -84,31 +84,14 @@ int jobs_find_socket(Request *req, JobDone done);
 typedef void (*JobUnitDone)(Request *req, int r, const pid_t *pids, size_t n_listed, size_t n);
 int jobs_find_unit(Request *req, const char *unit, JobUnitDone done);
 
-/* Makes req->target's dump staging: @done gets it (its own), or NULL with the reason. */
-typedef void (*JobStageDone)(Request *req, int r, DumpStage *stage, const char *why);
-int jobs_stage_dump(Request *req, JobStageDone done);
 
-
-/*
- * Moves a dump's bytes from @fifo_fd into @file_fd (an unnamed file of
- * @dir_fd), keeping @limits and counting in slot @slot (dump-writer.h), until
- * JOBS_STREAM_FINISH arrives on @control_fd: then it drains the FIFO and
- * ends, with the bytes written. It sends DumpProgress messages on @control_fd
- * after the first byte and then every second; closing the agent's end of
- * @control_fd ends it (-ECANCELED).
- */
-typedef struct DumpProgress {
-        uint64_t bytes;
-} DumpProgress;
-typedef void (*JobStreamDone)(Request *req, int r, uint64_t bytes, const char *why);
-int jobs_stream_dump(Request *req, int fifo_fd, int file_fd, int dir_fd, int control_fd, const DumpLimits *limits,
-                     unsigned slot, JobStreamDone done);
 
 /* What a dump stream is told on its control socket. */
 #define JOBS_STREAM_FINISH 'F'
 
 /*
- * Jobs the agent runs for itself, with no request behind them (on-start.h).
+ * Jobs the agent runs for itself, with no request behind them (on-start.h), or for
+ * a request without binding the job to it (dump-take.h).
  * The caller's JobCall holds the callback while the job runs; cancelling
  * it (worker_job_cancel(call->job)) means the callback is never called.
  */
@@ -117,6 +100,30 @@ typedef struct JobCall {
         void *callback;
         void *userdata;
 } JobCall;
+
+/*
+ * Makes @t's dump staging (dump-stage.h): @done gets it (its own), or NULL with the reason. @owner
+ * (a uid) is whose job it counts as; at most @timeout_usec.
+ */
+typedef void (*JobStageDone)(void *userdata, int r, DumpStage *stage, const char *why);
+int jobs_stage_dump(Broker *b, const Target *t, uint32_t owner, uint64_t timeout_usec, JobStageDone done,
+                    void *userdata, JobCall *call);
+
+/*
+ * Moves a dump's bytes from @fifo_fd into @file_fd (an unnamed file of
+ * @dir_fd), keeping @limits and counting in slot @slot (dump-writer.h), until
+ * JOBS_STREAM_FINISH arrives on @control_fd: then it drains the FIFO and
+ * ends, with the bytes written (a dump-take.h's, for a client or a
+ * [[collect]] table: @owner, a uid, is whose job it counts as). It sends DumpProgress messages on @control_fd
+ * after the first byte and then every second; closing the agent's end of
+ * @control_fd ends it (-ECANCELED).
+ */
+typedef struct DumpProgress {
+        uint64_t bytes;
+} DumpProgress;
+typedef void (*JobStreamDone)(void *userdata, int r, uint64_t bytes, const char *why);
+int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int dir_fd, int control_fd,
+                     const DumpLimits *limits, unsigned slot, JobStreamDone done, void *userdata, JobCall *call);
 
 /* @t is the process, pinned, with its details (target_read_details()); NULL with @r non-zero. */
 typedef void (*JobProcessDone)(void *userdata, int r, Target *t);
@@ -147,6 +154,17 @@ const char *jobs_trace_end(int r, bool ended, bool stop_sent);
 int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, const DumpLimits *limits,
                       unsigned slot, uint64_t max_bytes, uint64_t timeout_usec, JobTraceDone done, void *userdata,
                       JobCall *call);
+
+/* @bytes of text were written, with @r 0; else a JOBS_E_* code (JOBS_E_NO_SPACE with @why) or a negative errno. */
+typedef void (*JobStacksDone)(void *userdata, int r, uint64_t bytes, const char *why);
+/*
+ * jobs_stacks_text() - the text dsctl stacks prints of the stacks session recorded in @nettrace_fd
+ *
+ * Read from the file's start and written into @text_fd, an unnamed file of @dir_fd, by a worker
+ * (eventpipe/monitor-view.h); the text must fit within dump_dir's @limits. At most the reply's deadline.
+ */
+int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
+                     JobStacksDone done, void *userdata, JobCall *call);
 
 /* A walk's filter holds this many users at most; more, and it is anybody's. */
 #define JOBS_WALK_UIDS_MAX 256

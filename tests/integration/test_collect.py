@@ -2,9 +2,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The policy's [[collect]] tables against the real runtime: which processes are watched, when a table
 fires, its limit per process, its records (docs/collect.md)."""
+import glob
 import grp
 import json
 import os
+import pwd
+import signal
+import subprocess
 import time
 import uuid
 
@@ -142,6 +146,208 @@ def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
         os.listdir(agent.dumps)
 
 
+def is_elf_core(path):
+    with open(path, "rb") as f:
+        head = f.read(18)
+    return head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little") == 4  # ET_CORE
+
+
+@test
+def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit()
+    agent = agent_with(table("core-high", "Dsagent.TestTarget:test-gauge", unit, readers=(ALICE,),
+                             then='then.dump = "mini"'))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the dump collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "core-high" and rec["DSAGENT_COLLECT_ACTION"] == "dump", rec
+    assert os.path.dirname(path) == agent.dumps, path
+    assert os.path.basename(path).startswith("dump.") and f".{high.pid}.collect-core-high." in path, path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "core-high", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "mini" and dumps[0]["DSAGENT_DUMP_READABLE"] == "yes", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    assert is_elf_core(path), "not an ELF core"
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1 and st.st_mode & 0o007 == 0, st  # group: the ACL mask
+    acl = acl_of(path)
+    alice = pwd.getpwnam(ALICE).pw_uid
+    assert f"user:{alice}:r--" in acl, acl  # exactly the table's readers: alice, no group, not the app's user
+    assert not [e for e in acl if e.startswith("user:") and e not in ("user::rw-", f"user:{alice}:r--")], acl
+    assert not [e for e in acl if e.startswith("group:") and e != "group::---"], acl
+    r = subprocess.run(harness.as_user(ALICE, ["head", "-c", "4", path]), stdout=subprocess.PIPE)
+    assert r.returncode == 0 and r.stdout[:4] == b"\x7fELF", "the reader cannot read the core"
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected dump"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == "mini" and listed[0]["pid"] == high.pid, (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and "core-high" not in r.stdout, r
+
+    time.sleep(6)  # the gauge stays beyond the line: the default limit, 1/1h, takes no second dump
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
+@test
+def a_tables_dump_is_bounded_by_max_concurrent_dumps_as_a_clients_is():
+    first = Target(SVC, tmpdir=None, mount_ns=True)  # a /tmp of its own: its staging is seen there alone
+    high, unit = target_in_unit()
+    agent = Agent(policy=f'[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\nname = "host-slot"\n'
+                         f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n'
+                         + table("bounded-core", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "12s"'))
+    # alice's dump of a stopped process holds the host's one slot: its runtime cannot answer
+    os.kill(first.pid, signal.SIGSTOP)
+    harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
+    pending = subprocess.Popen(harness.as_user(ALICE, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: glob.glob(f"/proc/{first.pid}/root/tmp/.dsagent-dump-*"), what="alice's dump to start")
+    rec = wait_for(lambda: fired(agent, high.pid), timeout=90, what="the table fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"].startswith("not dumped: ") and "max_concurrent_dumps" in \
+        rec["DSAGENT_COLLECT_RESULT"], rec
+    os.kill(first.pid, signal.SIGCONT)
+    assert pending.wait(timeout=120) == 0
+    time.sleep(3)
+    assert not collect_records(agent, high.pid, "collected"), "a dump past the host's bound"
+    assert not [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f], os.listdir(agent.dumps)
+
+
+@test
+def a_dump_table_whose_runtime_writes_nothing_records_the_failure_and_leaves_nothing():
+    # a runtime whose counter crosses the line, and that never answers GenerateCoreDump nor writes a byte
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
+    os.chmod(path, 0o644)
+    fake = FakeRuntime(f"stream:{path}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = Agent("--dump-start-timeout", "2",
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("silent-core", "Hostile:depth", unit))
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the dump's failure")[0]
+    assert rec["DSAGENT_RULE"] == "silent-core" and rec["DSAGENT_COLLECT_ACTION"] == "dump", rec
+    assert "--dump-start-timeout" in rec["DSAGENT_COLLECT_RESULT"], rec
+    assert fired(agent, fake.pid)[0]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fired(agent, fake.pid)
+    assert not collect_records(agent, fake.pid, "collected")
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f], os.listdir(agent.dumps)
+    assert not [f for f in os.listdir(fake.tmpdir) if f.startswith(".dsagent-dump-")], os.listdir(fake.tmpdir)
+    assert agent.proc.poll() is None, "the agent died"
+
+
+PARKED = "DsTestTarget!DsTestTarget.DsagentProbe.ParkedInDsagentStacksProbe()"
+
+
+def parked_frames(text):
+    """The frames of the thread parked in the test app's probe, from dsctl stacks' text."""
+    threads, current = [], None
+    for line in text.splitlines():
+        if line.startswith("Thread (0x") and line.endswith("):"):
+            current = []
+            threads.append(current)
+        elif line.startswith("  ") and current is not None:
+            current.append(line.strip())
+    parked = [frames for frames in threads if PARKED in frames]
+    assert len(parked) == 1, text
+    return parked[0]
+
+
+@test
+def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit(args=("--park-thread",))
+    agent = agent_with(table("stacks-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then="then.stacks = true"))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the stacks collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "stacks-high" and rec["DSAGENT_COLLECT_ACTION"] == "stacks", rec
+    assert os.path.dirname(path) == agent.dumps and path.endswith(".txt"), path
+    assert os.path.basename(path).startswith("stacks.") and f".{high.pid}.collect-stacks-high." in path, path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a stacks session begins", fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "stacks-high", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "stacks", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+
+    # the text dsctl stacks prints: the parked thread's frames, innermost first, are the same
+    r = subprocess.run(harness.as_user(ALICE, ["cat", path]), stdout=subprocess.PIPE, text=True)
+    assert r.returncode == 0, "a reader (in the table's group) cannot read the stacks"
+    collected = parked_frames(r.stdout)
+    live = dsctl(agent, "root", "stacks", str(high.pid))
+    assert live.returncode == 0, live
+    assert collected == parked_frames(live.stdout), (collected, live.stdout)
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    for other in (MALLORY, SVC):
+        assert not can_read(other, path), f"{other} can read the collected stacks"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == "stacks", (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and "stacks-high" not in r.stdout, r
+    sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+                and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "stacks", sessions
+
+    time.sleep(6)  # the default limit, 1/1h, takes no second
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
+@test
+def dsctl_collect_lists_the_tables_each_reads_and_none_to_anyone_else():
+    high, unit = target_in_unit()
+    before = time.time() * 1e6
+    agent = agent_with(
+        table("alice-reads", "Dsagent.TestTarget:test-gauge", unit, readers=(ALICE,), then="then.stacks = true"),
+        table("ops-read", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10", readers=(f"group:{OPS}",)),
+        table("root-only", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10", readers=()))
+    wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="alice-reads collected")
+    after = time.time() * 1e6
+
+    def listing(user):
+        r = dsctl(agent, user, "--json", "collect")
+        assert r.returncode == 0, r
+        rows = json.loads(r.stdout)
+        tables = {x["table"]: x for x in rows if "pid" not in x}
+        watched = {(x["table"], x["pid"]): x for x in rows if "pid" in x}
+        return tables, watched, r.stdout
+
+    tables, watched, _ = listing("root")
+    assert sorted(tables) == ["alice-reads", "ops-read", "root-only"], tables
+    assert tables["alice-reads"]["action"] == "stacks" and tables["ops-read"]["action"] == "dump", tables
+    assert tables["alice-reads"]["what"] == "Dsagent.TestTarget:test-gauge", tables
+    for name in tables:
+        assert (name, high.pid) in watched and watched[(name, high.pid)]["uid"] == high.uid, (name, watched)
+    last = watched[("alice-reads", high.pid)].get("last_fired_usec")
+    assert last and before <= last <= after, (before, last, after)  # when it fired, on the wall clock
+    assert "last_fired_usec" not in watched[("ops-read", high.pid)], watched  # never beyond its line
+
+    tables, watched, _ = listing(ALICE)  # a reader of one table by name, of another through her group
+    assert sorted(tables) == ["alice-reads", "ops-read"], tables
+    assert sorted(watched) == [("alice-reads", high.pid), ("ops-read", high.pid)], watched
+    r = dsctl(agent, ALICE, "collect")
+    assert r.returncode == 0 and "alice-reads: stacks when Dsagent.TestTarget:test-gauge" in r.stdout, r
+    assert f"  {high.pid} " in r.stdout and "last fired" in r.stdout and "never fired" in r.stdout, r.stdout
+    assert "root-only" not in r.stdout + r.stderr, r
+
+    # a reader of no table sees none, as under a policy without tables: no name, no process, no count
+    tables, watched, out = listing(MALLORY)
+    assert out == "[]\n", out
+    r = dsctl(agent, MALLORY, "collect")
+    assert r.returncode == 0 and r.stdout == "", r
+    assert r.stderr == "No collection tables whose artifacts you can read.\n", r.stderr
+
+
 @test
 def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
     thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
@@ -150,7 +356,7 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
         # the short name, and three within 10 s: the process throws five a second; the action: a trace
         exception_table("probe-thrown", "DsagentProbeException", unit, count=3, within="10s",
                         then='then.trace_profile = "gc-collect"\nthen.duration = "2s"'),
-        # the full name, one is enough; the action is not built yet
+        # the full name, one is enough; the action: a mini dump
         exception_table("probe-full", "DsTestTarget.DsagentProbeException", unit),
         # more than the process throws in the window
         exception_table("too-many", "DsagentProbeException", unit, count=1000, within="1s"),
@@ -158,8 +364,8 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
         exception_table("other-type", "TimeoutException", unit),
         exception_table("other-namespace", "Other.DsagentProbeException", unit))
 
-    rec = wait_for(lambda: collect_records(agent, thrower.pid, "collected"), timeout=120,
-                   what="the exception table's trace")[0]
+    collected = lambda name: [r for r in collect_records(agent, thrower.pid, "collected") if r["DSAGENT_RULE"] == name]
+    rec = wait_for(lambda: collected("probe-thrown"), timeout=120, what="the exception table's trace")[0]
     assert rec["DSAGENT_RULE"] == "probe-thrown" and rec["DSAGENT_COLLECT_TRIGGER"] == "exception", rec
     path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
     assert f".{thrower.pid}.collect-probe-thrown." in path and can_read(ALICE, path), path
@@ -167,7 +373,11 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
     fire = {r["DSAGENT_RULE"]: r for r in collect_records(agent, thrower.pid, "fired")}
     assert fire["probe-thrown"]["DSAGENT_COLLECT_EXCEPTION"] == "DsTestTarget.DsagentProbeException", fire
     assert fire["probe-thrown"]["DSAGENT_COLLECT_WHAT"] == "DsagentProbeException", fire
-    assert "probe-full" in fire and "nothing was collected" in fire["probe-full"]["DSAGENT_COLLECT_RESULT"], fire
+    assert "probe-full" in fire and fire["probe-full"]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fire
+    core = wait_for(lambda: collected("probe-full"), timeout=120, what="the exception table's dump")[0]
+    core = core["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert f".{thrower.pid}.collect-probe-full." in core and is_elf_core(core), core
+    assert can_read(ALICE, core) and not can_read(MALLORY, core) and not can_read(SVC, core), core
     time.sleep(4)
     fired_now = [r["DSAGENT_RULE"] for r in collect_records(agent, thrower.pid, "fired")]
     assert sorted(fired_now) == ["probe-full", "probe-thrown"], fired_now  # once each: the limit, 1/1h

@@ -7,6 +7,8 @@
 //   stops listening to the app's EventSource, so tests see the runtime's own view of its sessions.
 // --meter-value V publishes V as the gauge "test-gauge" of the Meter "Dsagent.TestTarget" and as
 //   the polling EventCounter "test-counter" of the EventSource, so that counters have a known value.
+// --meter-file FILE publishes the same gauge and counter with the number FILE holds whenever a session looks (0 while
+//   it holds none), so that a benchmark crosses a line at a moment it knows (bench/bench-collect.py).
 // --park-thread, --throw-exceptions N, --log-warnings N: what dsctl stacks, exceptions and logs look for (Diagnostics.cs).
 // --exec-when FILE PORTS: once FILE exists, the process runs exec of itself with DOTNET_DiagnosticPorts=PORTS
 //   (and without this option), so that one process carries two runtimes, one after the other.
@@ -41,6 +43,20 @@ if (meterIndex >= 0 && meterIndex + 1 < args.Length &&
     TestTargetSource.Log.SetCounter(meterValue);
 }
 
+var meterFileIndex = Array.IndexOf(args, "--meter-file");
+if (meter is null && meterFileIndex >= 0 && meterFileIndex + 1 < args.Length)
+{
+    var path = args[meterFileIndex + 1];
+    Func<double> read = () =>
+    {
+        try { return double.Parse(File.ReadAllText(path).Trim(), System.Globalization.CultureInfo.InvariantCulture); }
+        catch (Exception e) when (e is IOException or FormatException or UnauthorizedAccessException) { return 0; }
+    };
+    meter = new Meter("Dsagent.TestTarget", "1.0");
+    meter.CreateObservableGauge("test-gauge", read, "items", "the value in the file given by --meter-file");
+    TestTargetSource.Log.SetCounter(read);
+}
+
 var emitIndex = Array.IndexOf(args, "--emit-events");
 if (emitIndex >= 0 && emitIndex + 1 < args.Length && int.TryParse(args[emitIndex + 1], out var perSecond))
     new Thread(() => TestTargetSource.Emit(perSecond)) { IsBackground = true, Name = "emitter" }.Start();
@@ -73,8 +89,11 @@ sealed class TestTargetSource : EventSource
 
     // A polling counter reports its value every interval, so a session sees it whenever it looks.
     [NonEvent]
-    public void SetCounter(double value) =>
-        counter = new PollingCounter("test-counter", this, () => value) { DisplayName = "Test counter" };
+    public void SetCounter(double value) => SetCounter(() => value);
+
+    [NonEvent]
+    public void SetCounter(Func<double> value) =>
+        counter = new PollingCounter("test-counter", this, value) { DisplayName = "Test counter" };
 
     [Event(1, Level = EventLevel.Informational)]
     public void Marker(int number, long big, string text, double real, int sequence) =>

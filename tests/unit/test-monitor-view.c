@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * What dsctl stacks, exceptions and logs write of what a hostile runtime
- * sends (client/monitor-view.h): scope keys are JSON strings like any other,
+ * sends (eventpipe/monitor-view.h): scope keys are JSON strings like any other,
  * names and messages are cut, and a few bytes of stream cannot become
  * gigabytes of output or of memory (the streams of the review that found it:
  * one deep stack shared by every thread, every exception, and a scope that is

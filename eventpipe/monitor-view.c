@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * What dsctl stacks, exceptions and logs print of their session's events (monitor-view.h); session-
- * client.c feeds it.
+ * What dsctl stacks, exceptions and logs print of their session's events (monitor-view.h); dsctl's
+ * session-client.c feeds it, and the agent's workers for a [[collect]] table's then.stacks.
  */
 #include <errno.h>
 #include <search.h>
@@ -15,7 +15,6 @@
 #include "cleanup.h"
 #include "monitor-events.h"
 #include "monitor-view.h"
-#include "output.h"
 #include "text.h"
 
 #define SCOPES_SHOWN_MAX 16 /* nested scopes shown around one message */
@@ -263,6 +262,11 @@ static int on_sample(MonitorView *v, const NettraceEvent *e) {
 }
 
 /* @s as shown: its first @max bytes at most, cut on a character's boundary, with what was left out said. */
+/* A string as JSON; a process's facts come as its bytes: one that is not UTF-8 becomes U+FFFD. */
+static void json_text(FILE *f, const char *s) {
+        text_json_string(f, s, strlen(s));
+}
+
 static const char *cut(const char *s, size_t max, char **buf) {
         size_t n = strlen(s), k = max;
 
@@ -334,7 +338,7 @@ static void put_json(FILE *f, const char *s, size_t max) {
         _cleanup_free_ char *buf = NULL;
 
         if (s)
-                output_json_string(f, cut(s, max, &buf));
+                json_text(f, cut(s, max, &buf));
         else
                 fputs("null", f);
 }
@@ -602,7 +606,7 @@ static void stacks_speedscope(MonitorView *v, Frame *frames) {
                                 fprintf(m, "[%zu frames left out]", left_out);
                         fclose(m);
                         fprintf(f, "%s{\"name\":", n_frames_shared > 0 ? "," : "");
-                        output_json_string(f, name ? name : "?");
+                        json_text(f, name ? name : "?");
                         fputc('}', f);
                         n_frames_shared++;
                 }

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* dsctl collect: the tables the caller reads and what they watch (collect-list.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "broker-state.h"
+#include "cleanup.h"
+#include "collect-list.h"
+#include "collect-trigger.h"
+#include "collect.h"
+#include "command-steps.h"
+#include "connection.h"
+
+#define USEC_PER_SEC 1000000ULL
+
+typedef struct ListState {
+        Request *req;
+        WireWriter *w;
+        const PolicyCollect *table;
+        uint64_t mono_now, real_now; /* to tell a firing's monotonic time on the wall clock */
+        unsigned count;
+        int r;
+} ListState;
+
+static bool in_ids(const PolicyIdList *l, uint32_t id) {
+        for (size_t i = 0; i < l->n; i++)
+                if (l->ids[i] == id)
+                        return true;
+        return false;
+}
+
+/* Root, or a reader of @table: the user, or one of the groups the kernel says the caller has. */
+static bool reads_table(const PeerCreds *peer, const PolicyCollect *table) {
+        if (peer->uid == 0 || in_ids(&table->reader_users, peer->uid) || in_ids(&table->reader_groups, peer->gid))
+                return true;
+        for (size_t i = 0; i < peer->n_groups; i++)
+                if (in_ids(&table->reader_groups, peer->groups[i]))
+                        return true;
+        return false;
+}
+
+static const char *action_of(const PolicyCollect *table) {
+        switch (table->then) {
+        case POLICY_COLLECT_THEN_DUMP: return "dump";
+        case POLICY_COLLECT_THEN_STACKS: return "stacks";
+        default: return "trace";
+        }
+}
+
+static void put_process(const CollectWatchView *v, void *userdata) {
+        ListState *s = userdata;
+        WireWriter *w = s->w;
+
+        if (s->r < 0)
+                return;
+        wire_writer_begin(w, WIRE_REPLY_COLLECT);
+        wire_writer_put_string(w, WIRE_TAG_RULE, s->table->name);
+        wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)v->target->pid);
+        wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(v->target));
+        wire_writer_put_string(w, WIRE_TAG_UNIT, v->target->unit);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, v->target->name);
+        if (v->fired && v->last_fired_usec <= s->mono_now)
+                wire_writer_put_u64(w, WIRE_TAG_TIME, s->real_now - (s->mono_now - v->last_fired_usec));
+        s->r = connection_queue_frame(s->req->connection, w);
+}
+
+static int put_table(ListState *s, const Collector *c, const PolicyCollect *table) {
+        char what[2 * POLICY_COLLECT_TEXT_MAX];
+
+        collect_table_what(table, what, sizeof(what));
+        wire_writer_begin(s->w, WIRE_REPLY_COLLECT);
+        wire_writer_put_string(s->w, WIRE_TAG_RULE, table->name);
+        wire_writer_put_string(s->w, WIRE_TAG_COMMAND, action_of(table));
+        wire_writer_put_string(s->w, WIRE_TAG_PROVIDERS, what);
+        s->r = connection_queue_frame(s->req->connection, s->w);
+        s->table = table;
+        s->count++;
+        collector_visit(c, table, put_process, s);
+        return s->r;
+}
+
+void collect_list(Request *req) {
+        _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
+        const Collector *c = req->broker->collector;
+        const Policy *p = collector_policy(c);
+        ListState s = { .req = req, .w = w };
+        struct timespec now;
+
+        if (!w) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return;
+        }
+        s.mono_now = request_now_usec(req);
+        (void)clock_gettime(CLOCK_REALTIME, &now);
+        s.real_now = (uint64_t)now.tv_sec * USEC_PER_SEC + (uint64_t)now.tv_nsec / 1000;
+        for (size_t i = 0; p && i < p->n_collect && s.r >= 0; i++)
+                if (reads_table(req->peer, &p->collect[i]))
+                        (void)put_table(&s, c, &p->collect[i]);
+        if (s.r < 0) {
+                request_reply_errno(req, s.r, "cannot list the collection tables");
+                return;
+        }
+        req->audit.have_result_count = true;
+        req->audit.result_count = s.count;
+        request_reply_done(req, NULL, "listed the collection tables the requester reads");
+}
