@@ -64,18 +64,19 @@ print('counts=' + repr(dict(counts)), flush=True)
     counts = eval(run.read_line("counts=", timeout=600).split("=", 1)[1])
     assert sum(counts.values()) == 65536, counts
     assert counts.get("nothing", 0) == 0, counts
-    # the only ones not refused: listings of his own processes and dumps (none), which touch no runtime
+    # the only ones not refused: listings of his own processes, dumps and collection tables (none), which touch
+    # no runtime
     refused = {k: v for k, v in counts.items() if k.startswith("error-")}
-    assert sum(refused.values()) == 65536 - 2 and counts.get("type-0x8002") == 2, counts
+    assert sum(refused.values()) == 65536 - 3 and counts.get("type-0x8002") == 3, counts
     # every request about svc's process (info, env, explain, dump, counters, stacks, gcdump, exceptions,
     # logs, resume, resolve) is told it does not exist; a trace that names neither a profile nor providers, and a proxied
     # request without its IPC message, are bad requests before any process is looked at, like everything else
-    assert refused == {"error-2": 11, "error-6": 65536 - 2 - 11}, counts
+    assert refused == {"error-2": 11, "error-6": 65536 - 3 - 11}, counts
     assert fake.received() == b"", "bytes reached the runtime"
     records = agent.records()
     assert len(records) == 65536, len(records)
     assert {r["DSAGENT_DECISION"] for r in records} <= {"denied", "failed", "allowed"}
-    assert sum(r["DSAGENT_DECISION"] == "allowed" for r in records) == 2
+    assert sum(r["DSAGENT_DECISION"] == "allowed" for r in records) == 3
     # for the administrator, those eleven are what they are: denied by the policy
     denied = [r for r in records if r["DSAGENT_DECISION"] == "denied"]
     assert len(denied) == 11 and all(r["DSAGENT_TARGET_PID"] == str(fake.pid) for r in denied), denied
