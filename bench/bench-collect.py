@@ -25,6 +25,8 @@ Usage: bench-collect.py [--processes N] [--window SECONDS] [--rounds N] [--laten
 """
 import argparse
 import os
+import select
+import signal
 import statistics
 import sys
 import tempfile
@@ -54,7 +56,7 @@ def table(name, counter, unit, line, extra=""):
 
 WATCH = (table("bench-gauge", "Dsagent.TestTarget:test-gauge", UNIT, "when.above = 1000000") +
          table("bench-counter", "Dsagent-TestTarget:test-counter", UNIT, "when.above = 1000000"))
-LATENCY = table("bench-latency", "Dsagent.TestTarget:test-gauge", LATENCY_UNIT, "when.above = 300",
+LATENCY = table("bench-latency", "Dsagent-TestTarget:test-counter", LATENCY_UNIT, "when.above = 300",
                 'limit = "100/1h"')
 
 
@@ -103,11 +105,35 @@ def memory_kib(pid):
     return rss, pss
 
 
-def targets_listened(targets, listened):
+def said(target, want, timeout):
+    """Whether @target's app printed a line starting with @want within @timeout seconds."""
+    fd = target.process.proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    pending, deadline = getattr(target, "pending", b""), time.monotonic() + timeout
+    while True:
+        lines = pending.split(b"\n")
+        for i, line in enumerate(lines[:-1]):
+            if line.decode(errors="replace").startswith(want):
+                target.pending = b"\n".join(lines[i + 1:])
+                return True
+        pending = lines[-1]
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            target.pending = pending
+            return False
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise RuntimeError(f"pid {target.pid} exited")
+        pending += chunk
+
+
+def targets_listened(agent, targets, listened):
     """Waits until every target's runtime says its EventSource is (or is no longer) listened to."""
     want = f"eventsource-enabled {listened}"
     for t in targets:
-        t.process.read_line(want, timeout=120)
+        if not said(t, want, 120):
+            tail = open(agent.log_path).read()[-3000:]
+            raise RuntimeError(f"pid {t.pid} never said {want!r}; the agent's log ends:\n{tail}")
 
 
 def window(agent, seconds):
@@ -122,7 +148,7 @@ def switch(agent, tables, targets, listened):
     agent.write_policy(policy(tables))
     record = agent.reload()
     assert record.get("DSAGENT_POLICY_LOADED") == "yes", record
-    targets_listened(targets, listened)
+    targets_listened(agent, targets, listened)
 
 
 def watching(agent, targets, rounds, seconds):
@@ -156,7 +182,8 @@ def fired(agent):
 
 
 def published(agent):
-    return [n for n in os.listdir(agent.dumps) if "collect-bench-latency" in n]
+    names = os.listdir(agent.dumps) if os.path.isdir(agent.dumps) else []  # made at the first artifact
+    return [n for n in names if "collect-bench-latency" in n]
 
 
 def latency(agent, value_file, rounds):
@@ -224,9 +251,9 @@ def main():
             m = med[way]
             print(f"  {way:5}: agent CPU {m['cpu_percent']:.2f} % of one core, RSS {m['rss_mib']:.1f} MiB, "
                   f"PSS with workers {m['pss_mib']:.1f} MiB")
-        print(f"  watching costs {extra_cpu:.2f} % of one core and {extra_rss:.1f} MiB RSS "
-              f"({extra_cpu / a.processes * 1000:.1f} thousandths of a percent and "
-              f"{extra_rss * 1024 / a.processes:.0f} KiB per process); goal: at most 2 % and 16 MiB for 50")
+        print(f"  watching costs {extra_cpu:+.2f} % of one core and {extra_rss:+.1f} MiB RSS "
+              f"({extra_cpu / a.processes * 1000:+.1f} thousandths of a percent and "
+              f"{extra_rss * 1024 / a.processes:+.0f} KiB per process); goal: at most 2 % and 16 MiB for 50")
 
         switch(agent, WATCH + LATENCY, targets + [probe], "True")
         times = latency(agent, rising, a.latency_rounds)
@@ -239,4 +266,6 @@ def main():
 if __name__ == "__main__":
     if os.geteuid() != 0:
         sys.exit("bench-collect.py: run as root")
+    # a SIGTERM (timeout, a CI's cancel) ends it as an exception would: what it started is stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench-collect.py: terminated"))
     main()
