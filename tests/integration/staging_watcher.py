@@ -36,7 +36,12 @@ def bind_mount(source, target):
 def attack(staging):
     dump = os.path.join(staging, "dump")
     if mode == "mount-inside":
-        os.makedirs(os.path.join(staging, "evil"), exist_ok=True)
+        # mkdir, not makedirs: a staging directory the agent removed meanwhile must not be made again, the
+        # user's own, for the next run's watcher to find
+        try:
+            os.mkdir(os.path.join(staging, "evil"))
+        except FileExistsError:
+            pass
         bind_mount(arg, os.path.join(staging, "evil"))
     elif mode == "mount-over-dir":
         bind_mount(arg, staging)
