@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The [[collect]] watcher: covered processes, one counters session each, triggers (collect.h). */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +76,8 @@ struct Watch {
         size_t n_triggers;
         unsigned pointer_size;     /* the stream's, for exception events */
         RuntimeCall *call;
+        AdmissionKey key;          /* STARTING and WATCHING: counted as one of the process's sessions */
+        bool admitted;
         uint64_t session_id;       /* WATCHING: the runtime's, for the StopTracing at the end */
         int stream_fd;
         sd_event_source *io;
@@ -142,6 +145,10 @@ static void watch_stop(Watch *w) {
                 w->open.job = NULL;
         }
         w->call = runtime_call_free(w->call);
+        if (w->admitted) {
+                admission_end(w->collector->broker->admission, ADMISSION_SESSION, &w->key);
+                w->admitted = false;
+        }
         w->io = sd_event_source_disable_unref(w->io);
         w->stream_fd = safe_close(w->stream_fd);
         if (w->parser)
@@ -408,6 +415,26 @@ static int config_of(const Watch *w, EventPipeConfig *ret) {
         return 0;
 }
 
+/*
+ * A watch is one of the process's sessions, as a client's is: it counts against max_sessions_per_target
+ * (admission.h), so that clients and watches together never hold more of the runtime's sessions than
+ * the policy allows. A process whose sessions are all taken is watched once one ends (the next retry).
+ * The watch charges no user: its requester is the collector's own.
+ */
+static int admit(Watch *w) {
+        Collector *c = w->collector;
+        const char *why;
+        int r;
+
+        w->key = (AdmissionKey){ .pid = w->pid, .start_time = w->start_time, .requester = COLLECT_OWNER };
+        r = admission_begin(c->broker->admission, ADMISSION_SESSION, &w->key,
+                            &(AdmissionLimits){ .per_target = c->policy->agent.max_sessions_per_target,
+                                                .per_requester = UINT_MAX },
+                            &why);
+        w->admitted = r == 0;
+        return r;
+}
+
 static void start(Watch *w) {
         _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
         _cleanup_free_ uint8_t *collect = malloc(DOTNET_IPC_MESSAGE_MAX);
@@ -415,7 +442,9 @@ static void start(Watch *w) {
         size_t size;
         int fd, r;
 
-        r = !collect ? -ENOMEM : config_of(w, &config);
+        r = !collect ? -ENOMEM : admit(w);
+        if (r == 0)
+                r = config_of(w, &config);
         if (r == 0)
                 r = dotnet_ipc_collect_tracing_encode(&config, COLLECT_BUFFER_MB, collect, DOTNET_IPC_MESSAGE_MAX, &size);
         if (r == 0)

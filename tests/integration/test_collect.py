@@ -304,6 +304,26 @@ def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once
 
 
 @test
+def a_watch_is_one_of_the_sessions_max_sessions_per_target_allows():
+    """A process's sessions are its watch's and its users' together: with max_sessions_per_target = 1, the
+    watch holds the one, and the owner's own counters session is told so; once a reload takes the table away,
+    the owner's session runs. Before, a watch was counted nowhere, and the runtime carried one session more
+    than the policy allows."""
+    target, unit = target_in_unit(value="100", args=("--report-sessions",))
+    settings = '[agent]\ndump_dir = "@DUMP_DIR@"\nmax_sessions_per_target = 1\n'
+    agent = Agent(policy=settings + table("watch-only", "Dsagent-TestTarget:test-counter", unit,
+                                          line="when.above = 1000000"))
+    target.process.read_line("eventsource-enabled True", timeout=90)  # the watch's session runs
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--duration", "1")
+    assert r.returncode == harness.EXIT_BUSY and "max_sessions_per_target" in r.stderr, r
+    agent.write_policy(settings)
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    target.process.read_line("eventsource-enabled False", timeout=60)  # the watch ended its session
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--duration", "1")
+    assert r.returncode == 0, r
+
+
+@test
 def dsctl_collect_lists_the_tables_each_reads_and_none_to_anyone_else():
     high, unit = target_in_unit()
     before = time.time() * 1e6
