@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "collect-trigger.h"
 
@@ -142,4 +143,20 @@ CollectVerdict collect_trigger_exception(CollectTrigger *t, const char *type_nam
                 return COLLECT_QUIET;
         stamps_clear(&t->seen);
         return limit_check(t, now_usec);
+}
+
+bool collect_trigger_take_limit(CollectTrigger *to, CollectTrigger *from) {
+        CollectStamps kept = to->fired;
+
+        if (strcmp(to->table->name, from->table->name) != 0 || to->table->limit.count != from->table->limit.count ||
+            to->table->limit.period_usec != from->table->limit.period_usec)
+                return false;
+        /* the same count: the same capacity, so the stamps fit as they are */
+        to->fired = from->fired;
+        from->fired = kept;
+        to->n_fired = from->n_fired;
+        to->n_limited = from->n_limited;
+        to->last_fired_usec = from->last_fired_usec;
+        from->n_fired = from->n_limited = from->last_fired_usec = 0;
+        return true;
 }

@@ -75,3 +75,17 @@ CollectVerdict collect_trigger_counter(CollectTrigger *t, const NettraceCounter 
  * Return: COLLECT_FIRE, COLLECT_LIMITED or COLLECT_QUIET.
  */
 CollectVerdict collect_trigger_exception(CollectTrigger *t, const char *type_name, uint64_t now_usec);
+
+/**
+ * collect_trigger_take_limit() - what @from counted against its limit, taken over by @to
+ *
+ * @from is a trigger of the policy before a reload, @to one of the policy now in force, both about
+ * the same process. When they are the same table (by name) with the same limit, @to takes the
+ * firings @from counted (and when it last fired), and @from keeps none: a reload must not give a
+ * process a fresh limit, or a configuration tool that reloads every few minutes would take an
+ * artifact each time. A table whose limit changed starts afresh. Whether the condition held (a
+ * run beyond the line, exceptions seen) is not taken: the watch starts over.
+ *
+ * Return: whether @to took it.
+ */
+bool collect_trigger_take_limit(CollectTrigger *to, CollectTrigger *from);

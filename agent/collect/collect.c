@@ -56,6 +56,10 @@ struct Collector {
         JobCall walk;
         Watch *watches;
         unsigned n_watches;
+        /* the watches the last reload ended, with their triggers, until a watch of the same process
+         * under the new policy takes what they counted against their limits (take_carried_limits()) */
+        Watch *carried;
+        Policy *carried_policy;    /* theirs: their triggers borrow its tables */
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
         CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
@@ -478,6 +482,27 @@ static int triggers_of(Watch *w, const Policy *p) {
         return 0;
 }
 
+/* What the watch of this very process under the policy before the last reload counted against each
+ * table's limit, taken table by table (collect_trigger_take_limit()); that watch is then freed. */
+static void take_carried_limits(Watch *w) {
+        Collector *c = w->collector;
+
+        for (Watch **p = &c->carried; *p; p = &(*p)->next) {
+                Watch *old = *p;
+
+                if (old->pid != w->pid || old->start_time != w->start_time)
+                        continue;
+                for (size_t i = 0; i < w->n_triggers; i++)
+                        for (size_t j = 0; j < old->n_triggers; j++)
+                                if (collect_trigger_take_limit(&w->triggers[i], &old->triggers[j]))
+                                        break;
+                *p = old->next;
+                watch_forget_triggers(old);
+                free(old);
+                return;
+        }
+}
+
 static void opened(void *userdata, int r, Target *target) {
         Watch *w = userdata;
 
@@ -491,9 +516,12 @@ static void opened(void *userdata, int r, Target *target) {
         if (w->n_triggers > 0 && w->start_time != target->start_time)
                 watch_forget_triggers(w);
         w->start_time = target->start_time;
-        if (w->n_triggers == 0 && triggers_of(w, w->collector->policy) < 0) {
-                watch_idle(w, COLLECT_RETRY_USEC);
-                return;
+        if (w->n_triggers == 0) {
+                if (triggers_of(w, w->collector->policy) < 0) {
+                        watch_idle(w, COLLECT_RETRY_USEC);
+                        return;
+                }
+                take_carried_limits(w);
         }
         if (w->n_triggers == 0) {
                 /* no table covers it now; its name, unit or cgroup may change, so it is judged again */
@@ -616,10 +644,22 @@ static void drop_watches(Collector *c) {
         }
 }
 
+static void drop_carried(Collector *c) {
+        while (c->carried) {
+                Watch *w = c->carried;
+
+                c->carried = w->next;
+                watch_forget_triggers(w);
+                free(w);
+        }
+        c->carried_policy = policy_unref(c->carried_policy);
+}
+
 Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
         drop_watches(c);
+        drop_carried(c);
         while (c->stoppers)
                 stopper_free(c->stoppers);
         collect_traces_free(c->traces);
@@ -631,8 +671,15 @@ Collector *collector_free(Collector *c) {
 }
 
 void collector_apply(Collector *c) {
-        drop_watches(c);
-        policy_unref(c->policy);
+        /* every watch ends (its session stops); its triggers are carried, for what they counted against
+         * their limits, until the next reload at the latest */
+        drop_carried(c);
+        for (Watch *w = c->watches; w; w = w->next)
+                watch_stop(w);
+        c->carried = TAKE_PTR(c->watches);
+        c->n_watches = 0;
+        drop_watches(c); /* none is left: it cancels the walk */
+        c->carried_policy = TAKE_PTR(c->policy);
         c->policy = policy_ref(c->broker->policy);
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);

@@ -324,6 +324,28 @@ def a_watch_is_one_of_the_sessions_max_sessions_per_target_allows():
 
 
 @test
+def a_reload_gives_no_process_a_fresh_limit():
+    """A reload ends every watch and starts them again under the new policy: a table that is the same there (its
+    name, its limit) keeps what it counted on each process, so that a configuration tool reloading every few
+    minutes takes no artifact each time. 'probe' changes its limit at the reload (2/1h, then 1/1h), so it fires
+    afresh, once: its third record shows that the new watch saw the value beyond the line."""
+    target, unit = target_in_unit()
+    settings = '[agent]\ndump_dir = "@DUMP_DIR@"\n'
+    once = table("once", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true")  # limit 1/1h
+    probe = lambda limit: table("probe", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
+                                extra=f'limit = "{limit}"')
+    agent = Agent(policy=settings + once + probe("2/1h"))
+    wait_for(lambda: fired(agent, target.pid, "once"), timeout=90, what="once fired")
+    wait_for(lambda: len(fired(agent, target.pid, "probe")) == 2, timeout=90, what="probe fired twice")
+    agent.write_policy(settings + once + probe("1/1h"))
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: len(fired(agent, target.pid, "probe")) == 3, timeout=90, what="probe fired afresh")
+    time.sleep(3)  # three more samples beyond the line
+    assert len(fired(agent, target.pid, "once")) == 1, fired(agent, target.pid)
+    assert len(fired(agent, target.pid, "probe")) == 3, fired(agent, target.pid)
+
+
+@test
 def dsctl_collect_lists_the_tables_each_reads_and_none_to_anyone_else():
     high, unit = target_in_unit()
     before = time.time() * 1e6

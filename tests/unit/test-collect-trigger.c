@@ -209,11 +209,45 @@ static void test_counter_between(void) {
         policy_unref(p);
 }
 
+/* A reload: the same table (by name, with the same limit) in the new policy takes what the old one
+ * counted; a table whose limit changed, or another table, starts afresh */
+static void test_limit_taken_over_a_reload(void) {
+        Policy *before = compile(QUEUE "limit = \"2/1h\"\n");
+        Policy *after = compile(QUEUE "limit = \"2/1h\"\n");
+        Policy *changed = compile(QUEUE "limit = \"3/1h\"\n");
+        CollectTrigger old, same, other;
+
+        if (!before || !after || !changed)
+                return;
+        collect_trigger_init(&old, &before->collect[0]);
+        check(feed(&old, "queue=bars-q2", 301, 1) == COLLECT_FIRE);
+        check(feed(&old, "queue=bars-q2", 301, 2) == COLLECT_FIRE);
+        check(feed(&old, "queue=bars-q2", 301, 3) == COLLECT_LIMITED);
+
+        collect_trigger_init(&other, &changed->collect[0]);
+        check(!collect_trigger_take_limit(&other, &old));
+        check(feed(&other, "queue=bars-q2", 301, 4) == COLLECT_FIRE);
+
+        collect_trigger_init(&same, &after->collect[0]);
+        check(collect_trigger_take_limit(&same, &old));
+        check(same.n_fired == 2 && same.last_fired_usec == 2 && old.n_fired == 0);
+        check(feed(&same, "queue=bars-q2", 301, 5) == COLLECT_LIMITED);
+        /* the window still slides from the firings before the reload */
+        check(feed(&same, "queue=bars-q2", 301, 3600 * SEC + 1) == COLLECT_FIRE);
+        collect_trigger_done(&old);
+        collect_trigger_done(&same);
+        collect_trigger_done(&other);
+        policy_unref(before);
+        policy_unref(after);
+        policy_unref(changed);
+}
+
 int main(void) {
         run_test(test_counter_between);
         run_test(test_counter_for);
         run_test(test_counter_limit);
         run_test(test_counter_below_and_kinds);
         run_test(test_exception_window);
+        run_test(test_limit_taken_over_a_reload);
         return tap_finish();
 }
