@@ -39,9 +39,11 @@ def exception_table(name, exception, unit, count=1, within=None, then='then.dump
 
 
 def target_in_unit(user=SVC, value="500", unit=None, args=()):
-    """A target publishing @value, in a unit of its own (before the agent starts, whose first walk judges it)."""
+    """A target publishing @value, in a unit of its own (before the agent starts, whose first walk judges it), with
+    a /tmp of its own: a table's dump still staging when its test ends (and its agent with it) leaves its staging
+    directory there, where the next test's watchers do not look (test_mount_attacks counts the host's)."""
     unit = unit or f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    target = Target(user=user, args=("--meter-value", value, *args))
+    target = Target(user=user, tmpdir=None, mount_ns=True, args=("--meter-value", value, *args))
     place_in_unit(target.pid, unit)
     return target, unit
 
