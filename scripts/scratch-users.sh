@@ -65,6 +65,19 @@ scratch_user() {
         scratch_users+=("$name")
 }
 
+# scratch_subordinate_ids NAME: gives scratch user NAME 65536 subordinate uids and gids when it has
+# none (useradd gives them only where /etc/subuid existed), so that the tests that run beside each
+# other never edit /etc/subuid or /etc/subgid themselves (harness.subordinate_range); userdel takes
+# them away with the user.
+scratch_subordinate_ids() {
+        local first
+        grep -q "^$1:" /etc/subuid 2>/dev/null && grep -q "^$1:" /etc/subgid 2>/dev/null && return 0
+        # past every range either file gives anyone, and never below useradd's usual ones
+        first=$(cat /etc/subuid /etc/subgid 2>/dev/null |
+                awk -F: 'BEGIN { end = 3000000 } NF == 3 && $2 + $3 > end { end = $2 + $3 } END { print end }')
+        usermod --add-subuids "$first-$((first + 65535))" --add-subgids "$first-$((first + 65535))" "$1"
+}
+
 # scratch_group NAME: the group NAME, made now if missing, removed by scratch_cleanup.
 scratch_group() {
         if getent group "$1" >/dev/null; then

@@ -41,6 +41,7 @@ read -r -a test_users <<<"$(harness 'h.SVC, h.ALICE, h.MALLORY')"
 test_group=$(harness h.OPS)
 for user in "${test_users[@]}"; do
         scratch_user "$user"
+        scratch_subordinate_ids "$user"
 done
 scratch_group "$test_group"
 
