@@ -24,6 +24,7 @@
 #include "runtime-call.h"
 #include "session-config.h"
 #include "target.h"
+#include "test-hooks.h"
 #include "worker-pool.h"
 
 /* The worker pool counts jobs by owner: the watcher's are its own, apart from every user's and from
@@ -171,7 +172,7 @@ static void watch_forget_triggers(Watch *w) {
 static void watch_idle(Watch *w, uint64_t retry_after_usec) {
         watch_stop(w);
         w->state = WATCH_IDLE;
-        w->retry_usec = now_usec(w->collector) + retry_after_usec;
+        w->retry_usec = now_usec(w->collector) + test_hook_collect_retry(retry_after_usec);
 }
 
 static void watch_free(Watch *w) {

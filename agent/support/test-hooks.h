@@ -48,6 +48,12 @@ unsigned test_hook_audit_queue(unsigned records);
  * The SELinux guest boots that very kernel and proves the same path there.
  */
 bool test_hook_kernel_has_peer_pidfd(void);
+/*
+ * DSAGENT_TEST_COLLECT_RETRY_MS=N, or @usec: how long a [[collect]] watch whose stream ended
+ * waits before it watches its process again. A test makes it short, to see the second watch
+ * of a runtime that ends every stream, where the real wait (30 s) is most of the test.
+ */
+uint64_t test_hook_collect_retry(uint64_t usec);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -69,6 +75,9 @@ static inline unsigned test_hook_max_connections(unsigned max) {
 }
 static inline unsigned test_hook_audit_queue(unsigned records) {
         return records;
+}
+static inline uint64_t test_hook_collect_retry(uint64_t usec) {
+        return usec;
 }
 static inline bool test_hook_kernel_has_peer_pidfd(void) {
         return true;

@@ -199,15 +199,18 @@ def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
 def a_tables_dump_is_bounded_by_max_concurrent_dumps_as_a_clients_is():
     first = Target(SVC, tmpdir=None, mount_ns=True)  # a /tmp of its own: its staging is seen there alone
     high, unit = target_in_unit()
-    agent = Agent(policy=f'[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\nname = "host-slot"\n'
-                         f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n'
-                         + table("bounded-core", "Dsagent.TestTarget:test-gauge", unit, extra='when.for = "12s"'))
+    policy = (f'[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\nname = "host-slot"\n'
+              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    agent = Agent(policy=policy)
     # alice's dump of a stopped process holds the host's one slot: its runtime cannot answer
     os.kill(first.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
     pending = subprocess.Popen(harness.as_user(ALICE, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: glob.glob(f"/proc/{first.pid}/root/tmp/.dsagent-dump-*"), what="alice's dump to start")
+    # the table comes once her dump holds the slot, so its first sample over the line finds the slot taken
+    agent.write_policy(policy + table("bounded-core", "Dsagent.TestTarget:test-gauge", unit))
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
     rec = wait_for(lambda: fired(agent, high.pid), timeout=90, what="the table fired")[0]
     assert rec["DSAGENT_COLLECT_RESULT"].startswith("not dumped: ") and "max_concurrent_dumps" in \
         rec["DSAGENT_COLLECT_RESULT"], rec
@@ -504,8 +507,8 @@ def at_most_two_collection_traces_run_at_once_host_wide():
 
 @test
 def a_runtime_that_ends_its_stream_gets_no_fresh_limit():
-    # the runtime ends each session after samples beyond the line; the agent watches it again 30 s later,
-    # and the table's limit, once an hour, must still count the first firing
+    # the runtime ends each session after samples beyond the line; the agent watches it again (30 s later,
+    # 3 s under the test hook), and the table's limit, once an hour, must still count the first firing
     d = make_dir(None, 0o755)
     path = os.path.join(d, "samples.nettrace")
     with open(path, "wb") as f:
@@ -514,7 +517,8 @@ def a_runtime_that_ends_its_stream_gets_no_fresh_limit():
     fake = FakeRuntime(f"stream:{path}")
     unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
     place_in_unit(fake.pid, unit)
-    agent = agent_with(table("restarted", "Hostile:depth", unit))
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("restarted", "Hostile:depth", unit),
+                  env={"DSAGENT_TEST_COLLECT_RETRY_MS": "3000"})
     wait_for(lambda: fired(agent, fake.pid), timeout=60, what="the first firing")
     sessions = lambda: [i for i in range(len(fake.received()) - 17) if fake.received()[i:i + 14] == b"DOTNET_IPC_V1\x00"
                         and fake.received()[i + 16] == 0x02 and fake.received()[i + 17] >= 0x02]
