@@ -8,7 +8,8 @@ without TAP output counts once, by its result.
 
 Before that last line (CI reads it) come the ten slowest test programs:
 seconds, suite/phase and name, where the phase is the log's: "plain" for
-meson's default testlog, "sanitize" for test.sh's sanitize-*.json.
+meson's default testlog and test.sh's plain-*.json, "sanitize" for its
+sanitize-*.json.
 """
 import json
 import os
@@ -34,7 +35,8 @@ for path in sys.argv[1:]:
     for entry in logged:
         # meson names a test "project:suite / name" when the project has more than one suite
         suite, sep, name = entry["name"].rpartition(" / ")
-        suite = suite.rpartition(":")[2] if sep else "-"
+        # ... and "project:suite+other / name" when the test is in more than one: the first names it
+        suite = suite.rpartition(":")[2].partition("+")[0] if sep else "-"
         timings.append((entry.get("duration") or 0.0, f"{suite}/{phase}", name))
 for entry in entries:
     result, stdout = entry["result"], entry.get("stdout") or ""

@@ -69,6 +69,16 @@ def fewer_than_ten_lists_them_all():
 
 
 @test
+def a_test_in_two_suites_is_named_by_the_first_and_each_logs_phase_is_its_prefix():
+    rc, lines = summarize({"plain-alone.json": [entry("dsagent:integration+integration-alone / collect", 110.0)],
+                           "sanitize-shared.json": [entry("dsagent:integration+integration-shared / proxy", 99.0)]})
+    assert rc == 0, lines
+    assert slowest_lines(lines) == [("110.0", "integration/plain", "collect"),
+                                    ("99.0", "integration/sanitize", "proxy")], lines
+    assert lines[-1] == "2 passed, 0 failed", lines
+
+
+@test
 def counts_stay_as_they_were_and_failures_come_first():
     tap = "ok 1 - a\nok 2 - b # SKIP no v1 host\nnot ok 3 - c\n1..3\n"
     logs = {
