@@ -50,7 +50,7 @@ void collector_apply(Collector *c);
 /*
  * collect_record_result() - the collect record of how @table's action on @target ended
  *
- * @action: "dump", "stacks" or "trace"; @event: "collected" (@result names the file) or "failed"
+ * @action: "dump", "stacks", "trace" or "counters"; @event: "collected" (@result names the file) or "failed"
  * (@result says why). For the actions (collect-trace.h, collect-dump.h), whose end comes later.
  */
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
@@ -62,6 +62,9 @@ typedef struct CollectWatchView {
         bool fired;                 /* the table fired on it (and its action ran) since it was watched */
         uint64_t last_fired_usec;   /* then: when, by CLOCK_MONOTONIC */
 } CollectWatchView;
+
+/* A fresh SessionId for a counters session (the Metrics provider tells sessions apart by it). Return: 0 or -EIO. */
+int collect_session_id(char ret[33]);
 
 /* The policy whose tables are watched; NULL before the first. */
 const Policy *collector_policy(const Collector *c);
