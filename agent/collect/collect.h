@@ -18,7 +18,7 @@
  *
  * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value or
  * the exception type seen),
- * and its action runs: then.trace_profile and then.stacks through collect-trace.h, then.dump through
+ * and its action runs: then.trace_profile, then.stacks and then.counters through collect-trace.h, then.dump through
  * collect-dump.h. A process that exits, or whose runtime ends the stream, is dropped
  * (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that cannot be opened or
  * reached, or that no table covers (its name, unit or cgroup may change), is judged again after
