@@ -16,29 +16,10 @@
 
 #include "cleanup.h"
 #include "counter-format.h"
+#include "counter-rows.h"
 #include "counter-sink.h"
 #include "output.h"
 #include "text.h"
-
-/* What BeginInstrumentReporting said of an instrument. */
-typedef struct Instrument {
-        char *provider, *name;
-        int32_t id;             /* 0: none */
-        uint32_t version;       /* of the event: before 1 it had no unit dotnet-counters reads */
-        char *unit, *description, *meter_tags, *instrument_tags;
-} Instrument;
-
-/* dotnet-counters' ProviderEventState: when a provider was first seen, and whether it has Meter instruments. */
-typedef struct ProviderState {
-        char *name;
-        int64_t first_nsec;
-        bool instrument_seen;
-} ProviderState;
-
-typedef struct Held {
-        NettraceCounter c;
-        int64_t when_nsec;
-} Held;
 
 typedef struct PromSeries {
         char *labels;           /* rendered, without braces; "" for none */
@@ -75,16 +56,9 @@ struct CounterSink {
         const SessionOptions *o;
         CounterView *view;
         CounterStyle style;
-        char *session_id;       /* our MetricsEventSource session; NULL: not known, every one is taken */
-        unsigned interval_sec;  /* as asked for; 0: not known */
+        CounterRows *rows;      /* which samples are shown (counter-rows.h) */
         bool begun;
         unsigned events;        /* JSON: rows written */
-        Instrument *instruments;
-        size_t n_instruments;
-        ProviderState *providers;
-        size_t n_providers;
-        Held *held;
-        size_t n_held;
         /* prometheus */
         PromFamily *families;
         size_t n_families, n_series;
@@ -109,11 +83,21 @@ static void note(CounterSink *s, unsigned which, const char *fmt, ...) {
         va_end(ap);
 }
 
+static void emit(const NettraceCounter *c, const CounterInstrument *in, int64_t when_nsec, int64_t now_nsec,
+                 void *userdata);
+static void notice(const NettraceCounter *c, bool ours, void *userdata);
+
 int counter_sink_new(const SessionOptions *o, CounterView *view, CounterSink **ret) {
+        static const CounterRowsCallbacks callbacks = { .emit = emit, .notice = notice };
         CounterSink *s = calloc(1, sizeof(*s));
 
         if (!s)
                 return -ENOMEM;
+        if (counter_rows_new(&callbacks, s, &s->rows) < 0) {
+                free(s);
+                return -ENOMEM;
+        }
+        counter_rows_filter(s->rows, o->counter_filter_providers, o->counter_names, o->n_counter_filters);
         s->o = o;
         s->view = view;
         s->style = view ? COUNTER_STYLE_MONITOR : COUNTER_STYLE_COLLECT;
@@ -121,24 +105,10 @@ int counter_sink_new(const SessionOptions *o, CounterView *view, CounterSink **r
         return 0;
 }
 
-static void instrument_done(Instrument *in) {
-        free(in->provider);
-        free(in->name);
-        free(in->unit);
-        free(in->description);
-        free(in->meter_tags);
-        free(in->instrument_tags);
-}
-
 CounterSink *counter_sink_free(CounterSink *s) {
         if (!s)
                 return NULL;
-        for (size_t i = 0; i < s->n_instruments; i++)
-                instrument_done(&s->instruments[i]);
-        for (size_t i = 0; i < s->n_providers; i++)
-                free(s->providers[i].name);
-        for (size_t i = 0; i < s->n_held; i++)
-                nettrace_counter_done(&s->held[i].c);
+        counter_rows_free(s->rows);
         for (size_t i = 0; i < s->n_families; i++) {
                 for (size_t j = 0; j < s->families[i].n_series; j++)
                         free(s->families[i].series[j].labels);
@@ -146,31 +116,12 @@ CounterSink *counter_sink_free(CounterSink *s) {
                 free(s->families[i].name);
                 free(s->families[i].help);
         }
-        free(s->instruments);
-        free(s->providers);
-        free(s->held);
         free(s->families);
-        free(s->session_id);
         free(s);
         return NULL;
 }
 
 /* ---- what the session is ---- */
-
-/* The value of "@key=" in the providers' text, up to ';' or ','. */
-static char *argument(const char *providers, const char *key) {
-        const char *p = providers;
-        size_t n = strlen(key);
-
-        while ((p = strstr(p, key))) {
-                if (p == providers || strchr(":;", p[-1])) {
-                        p += n;
-                        return strndup(p, strcspn(p, ";,"));
-                }
-                p += n;
-        }
-        return NULL;
-}
 
 char *counter_sink_process_name(pid_t pid) {
         char path[64], comm[64] = "", cmdline[4096];
@@ -203,24 +154,16 @@ char *counter_sink_process_name(pid_t pid) {
 }
 
 void counter_sink_begin(CounterSink *s, const char *providers, pid_t pid, int64_t now_nsec) {
-        _cleanup_free_ char *interval = NULL, *name = NULL;
+        _cleanup_free_ char *name = NULL;
         char start[64];
-        uint64_t n;
         FILE *f = s->o->rows;
 
-        if (providers) {
-                s->session_id = argument(providers, "SessionId=");
-                interval = argument(providers, "EventCounterIntervalSec=");
-                if (!interval)
-                        interval = argument(providers, "RefreshInterval=");
-                if (interval && parse_u64(interval, &n) == 0 && n > 0 && n <= 86400)
-                        s->interval_sec = (unsigned)n;
-        }
+        counter_rows_begin(s->rows, providers);
         s->begun = true;
         if (s->view || !f)
                 return;
         if (s->o->kind == SESSION_OUTPUT_CSV)
-                fputs("Timestamp,Provider,Counter Name,Counter Type,Mean/Increment\n", f);
+                counter_csv_header(f);
         else if (s->o->kind == SESSION_OUTPUT_JSON) {
                 name = counter_sink_process_name(pid > 0 ? pid : s->o->target_pid);
                 counter_format_time_roundtrip(now_nsec, start, sizeof(start));
@@ -231,123 +174,7 @@ void counter_sink_begin(CounterSink *s, const char *providers, pid_t pid, int64_
         fflush(f);
 }
 
-/* ---- instruments and providers ---- */
-
-static bool is_meter(const NettraceCounter *c) {
-        return c->kind != NETTRACE_COUNTER_MEAN && c->kind != NETTRACE_COUNTER_SUM;
-}
-
-/* By id where MetricsEventSource gives one (.NET 9), else by name, as dotnet-counters looks them up. */
-static Instrument *instrument_find(CounterSink *s, const NettraceCounter *c) {
-        if (c->instrument_id > 0)
-                for (size_t i = 0; i < s->n_instruments; i++)
-                        if (s->instruments[i].id == c->instrument_id)
-                                return &s->instruments[i];
-        for (size_t i = 0; i < s->n_instruments; i++)
-                if (strcmp(s->instruments[i].provider, c->provider) == 0 && strcmp(s->instruments[i].name, c->name) == 0)
-                        return &s->instruments[i];
-        return NULL;
-}
-
-static void instrument_add(CounterSink *s, NettraceCounter *c) {
-        Instrument *in = instrument_find(s, c), *grown;
-
-        if (in && (in->id == c->instrument_id || c->instrument_id == 0))
-                return;
-        if (s->n_instruments >= COUNTER_SINK_INSTRUMENTS_MAX)
-                return;
-        grown = realloc(s->instruments, (s->n_instruments + 1) * sizeof(Instrument));
-        if (!grown)
-                return;
-        s->instruments = grown;
-        s->instruments[s->n_instruments++] = (Instrument){
-                .provider = TAKE_PTR(c->provider), .name = TAKE_PTR(c->name), .id = c->instrument_id,
-                .version = c->event_version, .unit = TAKE_PTR(c->units), .description = TAKE_PTR(c->description),
-                .meter_tags = TAKE_PTR(c->meter_tags), .instrument_tags = TAKE_PTR(c->instrument_tags),
-        };
-}
-
-static ProviderState *provider_state(CounterSink *s, const char *name, int64_t when_nsec) {
-        ProviderState *grown;
-
-        for (size_t i = 0; i < s->n_providers; i++)
-                if (strcmp(s->providers[i].name, name) == 0)
-                        return &s->providers[i];
-        if (s->n_providers >= COUNTER_SINK_PROVIDERS_MAX)
-                return NULL;
-        grown = realloc(s->providers, (s->n_providers + 1) * sizeof(ProviderState));
-        if (!grown)
-                return NULL;
-        s->providers = grown;
-        s->providers[s->n_providers] = (ProviderState){ .name = strdup(name), .first_nsec = when_nsec };
-        if (!s->providers[s->n_providers].name)
-                return NULL;
-        return &s->providers[s->n_providers++];
-}
-
-/* --counters Provider[name,...]: provider names as dotnet-counters compares them, without case. */
-static bool is_wanted(const SessionOptions *o, const NettraceCounter *c) {
-        bool provider_filtered = false;
-
-        for (size_t i = 0; i < o->n_counter_filters; i++) {
-                if (strcasecmp(o->counter_filter_providers[i], c->provider) != 0)
-                        continue;
-                provider_filtered = true;
-                if (strcmp(o->counter_names[i], c->name) == 0)
-                        return true;
-        }
-        return !provider_filtered;
-}
-
-/* ---- rows ---- */
-
-/*
- * A field as CSV quotes it. One that begins with =, +, - or @ a spreadsheet takes for a formula
- * (=HYPERLINK() sends the sheet's cells away): a quote before it makes it text, as OWASP advises.
- */
-static void csv_field(FILE *f, const char *s) {
-        bool formula = *s && strchr("=+-@", *s);
-
-        if (!formula && !strpbrk(s, ",\"\n")) {
-                fputs(s, f);
-                return;
-        }
-        fputc('"', f);
-        if (formula)
-                fputc('\'', f);
-        for (; *s; s++) {
-                if (*s == '"')
-                        fputc('"', f);
-                fputc(*s, f);
-        }
-        fputc('"', f);
-}
-
-/* CSV: the tags after the name in brackets, their commas as semicolons, as dotnet-counters writes them. */
-static void write_csv(CounterSink *s, const NettraceCounter *c, const char *display, const char *tags, bool rate,
-                      double value, int64_t when_nsec) {
-        _cleanup_free_ char *provider = text_escape(c->provider, strlen(c->provider)), *name = NULL, *escaped = NULL;
-        char when[64], number[COUNTER_FORMAT_DOUBLE_MAX];
-        FILE *f = s->o->rows;
-
-        if (!provider || asprintf(&name, *tags ? "%s[%s]" : "%s", display, tags) < 0)
-                return;
-        for (char *p = name + strlen(display); *p; p++)
-                if (*p == ',')
-                        *p = ';';
-        escaped = text_escape(name, strlen(name));
-        if (!escaped)
-                return;
-        counter_format_time_invariant(when_nsec / 1000, when, sizeof(when));
-        counter_format_double(value, number);
-        fprintf(f, "%s,", when);
-        csv_field(f, provider);
-        fputc(',', f);
-        csv_field(f, escaped);
-        fprintf(f, ",%s,%s\n", rate ? "Rate" : "Metric", number);
-}
-
-static void write_json(CounterSink *s, const NettraceCounter *c, const Instrument *in, const char *display,
+static void write_json(CounterSink *s, const NettraceCounter *c, const CounterInstrument *in, const char *display,
                        const char *value_tags, bool rate, double value, int64_t when_nsec) {
         char when[64], number[COUNTER_FORMAT_DOUBLE_MAX];
         FILE *f = s->o->rows;
@@ -369,14 +196,19 @@ static void write_json(CounterSink *s, const NettraceCounter *c, const Instrumen
         s->events++;
 }
 
-/* One row: to the view, or as CSV or JSON. @value_tags: the value's own tags (a percentile's included). */
-static void row(CounterSink *s, const NettraceCounter *c, const Instrument *in, const char *display,
-                const char *value_tags, bool rate, double value, bool ended, int64_t when_nsec) {
-        _cleanup_free_ char *tags = counter_combine_tags(in ? in->meter_tags : NULL, in ? in->instrument_tags : NULL,
-                                                         value_tags);
+/* What one emitted sample's rows need besides what counter_rows_of() gives. */
+typedef struct RowContext {
+        CounterSink *s;
+        const CounterInstrument *in;
+        int64_t when_nsec;
+} RowContext;
 
-        if (!tags)
-                return;
+/* One row: to the view, or as CSV or JSON. @value_tags: the value's own tags (a percentile's included). */
+static void row(const NettraceCounter *c, const char *display, const char *value_tags, const char *tags, bool rate,
+                double value, bool ended, void *userdata) {
+        RowContext *x = userdata;
+        CounterSink *s = x->s;
+
         if (s->view) {
                 if (ended)
                         counter_view_remove(s->view, c->provider, display, tags);
@@ -387,9 +219,9 @@ static void row(CounterSink *s, const NettraceCounter *c, const Instrument *in, 
         if (ended || !s->o->rows)
                 return;
         if (s->o->kind == SESSION_OUTPUT_CSV)
-                write_csv(s, c, display, tags, rate, value, when_nsec);
+                counter_csv_row(s->o->rows, c->provider, display, tags, rate, value, x->when_nsec);
         else
-                write_json(s, c, in, display, value_tags, rate, value, when_nsec);
+                write_json(s, c, x->in, display, value_tags, rate, value, x->when_nsec);
         fflush(s->o->rows);
 }
 
@@ -516,9 +348,9 @@ static PromSeries *prom_series(CounterSink *s, PromFamily *family, char *labels)
         return &family->series[family->n_series++];
 }
 
-static void prom_add(CounterSink *s, const NettraceCounter *c, const Instrument *in, int64_t now_nsec) {
+static void prom_add(CounterSink *s, const NettraceCounter *c, const CounterInstrument *in, int64_t now_nsec) {
         _cleanup_free_ char *name = NULL, *tags = NULL;
-        const char *unit = is_meter(c) && in && in->unit ? in->unit : c->units;
+        const char *unit = in && in->unit ? in->unit : c->units; /* in: a Meter's only */
         const char *help = in && in->description ? in->description : c->display_name ? c->display_name : c->name;
         PrometheusType type = PROMETHEUS_GAUGE;
         double scale = 1;
@@ -713,35 +545,21 @@ static void prom_publish(CounterSink *s) {
 
 /* ---- samples ---- */
 
-static void emit(CounterSink *s, const NettraceCounter *c, int64_t when_nsec, int64_t now_nsec) {
-        const Instrument *in = is_meter(c) ? instrument_find(s, c) : NULL;
-        /* dotnet-counters knows a Meter's unit from BeginInstrumentReporting (version 1 on), never from the value */
-        const char *unit = in && in->version >= 1 ? in->unit : NULL;
-        _cleanup_free_ char *display = NULL;
+static void emit(const NettraceCounter *c, const CounterInstrument *in, int64_t when_nsec, int64_t now_nsec,
+                 void *userdata) {
+        CounterSink *s = userdata;
 
         if (s->o->kind == SESSION_OUTPUT_PROMETHEUS && !s->view) {
                 prom_add(s, c, in, now_nsec);
                 return;
         }
-        display = counter_display_name(c, unit, s->interval_sec ? s->interval_sec : 1, s->style);
-        if (!display)
-                return;
-        if (c->kind != NETTRACE_COUNTER_HISTOGRAM) {
-                row(s, c, in, display, c->tags, counter_is_rate(c, s->style), counter_row_value(c, s->style),
-                    !c->has_value, when_nsec);
-                return;
-        }
-        /* a histogram: a row per percentile, as dotnet-counters splits it */
-        for (size_t i = 0; i < c->n_quantiles; i++) {
-                _cleanup_free_ char *tags = counter_percentile_tags(c->tags, c->quantiles[i].quantile);
-                if (tags)
-                        row(s, c, in, display, tags, false, c->quantiles[i].value, false, when_nsec);
-        }
+        counter_rows_of(c, in, counter_rows_interval(s->rows), s->style, row,
+                        &(RowContext){ .s = s, .in = in, .when_nsec = when_nsec });
 }
 
 /* A problem MetricsEventSource reports: about our session, or about another one in the way of ours. */
-static void notice(CounterSink *s, const NettraceCounter *c) {
-        bool ours = !s->session_id || (c->session_id && strcmp(c->session_id, s->session_id) == 0);
+static void notice(const NettraceCounter *c, bool ours, void *userdata) {
+        CounterSink *s = userdata;
         const char *message = c->description ? c->description : "";
         int line = (int)strcspn(message, "\n");
 
@@ -762,106 +580,34 @@ static void notice(CounterSink *s, const NettraceCounter *c) {
                 note(s, NOTE_HISTOGRAMS, "the process reached its limit of histograms (10); not all are shown");
 }
 
-static void hold(CounterSink *s, NettraceCounter *c, int64_t when_nsec, int64_t now_nsec) {
-        Held *grown;
-
-        if (s->n_held >= COUNTER_SINK_HELD_MAX ||
-            !(grown = realloc(s->held, (s->n_held + 1) * sizeof(Held)))) {
-                emit(s, c, when_nsec, now_nsec);
-                return;
-        }
-        s->held = grown;
-        s->held[s->n_held++] = (Held){ .c = *c, .when_nsec = when_nsec };
-        *c = (NettraceCounter){};
-}
-
 void counter_sink_add(CounterSink *s, NettraceCounter *c, int64_t when_nsec, int64_t now_nsec) {
-        ProviderState *state;
-
-        if (c->kind == NETTRACE_COUNTER_NOTICE) {
-                notice(s, c);
-                goto done;
-        }
-        if (is_meter(c)) {
-                /* another session's configuration, or an instrument not asked for */
-                if (s->session_id && (!c->session_id || strcmp(c->session_id, s->session_id) != 0))
-                        goto done;
-                if (!is_wanted(s->o, c))
-                        goto done;
-                /* a Meter of this name reports: its EventCounters are duplicates from now on */
-                state = provider_state(s, c->provider, when_nsec);
-                if (state)
-                        state->instrument_seen = true;
-                if (c->kind == NETTRACE_COUNTER_INSTRUMENT)
-                        instrument_add(s, c);
-                else
-                        emit(s, c, when_nsec, now_nsec);
-                goto done;
-        }
-        /* EventCounters: of our interval only (another session's come too), those asked for */
-        if (s->interval_sec && c->interval_ms != s->interval_sec * 1000)
-                goto done;
-        if (!is_wanted(s->o, c))
-                goto done;
-        state = provider_state(s, c->provider, when_nsec);
-        if (state && state->instrument_seen)
-                goto done;
-        /* a Meter of the same name may still come: held a moment, as dotnet-counters holds them */
-        if (state && when_nsec <= state->first_nsec + COUNTER_SINK_HOLD_NSEC) {
-                hold(s, c, when_nsec, now_nsec);
-                return;
-        }
-        emit(s, c, when_nsec, now_nsec);
-done:
-        nettrace_counter_done(c);
-}
-
-/* The held EventCounters whose wait is over: written, or dropped for the Meter that came. */
-static void release_held(CounterSink *s, int64_t now_nsec, bool all) {
-        size_t kept = 0;
-
-        for (size_t i = 0; i < s->n_held; i++) {
-                Held *h = &s->held[i];
-                ProviderState *state = provider_state(s, h->c.provider, h->when_nsec);
-
-                if (state && state->instrument_seen)
-                        nettrace_counter_done(&h->c);
-                else if (all || !state || now_nsec > state->first_nsec + COUNTER_SINK_HOLD_NSEC) {
-                        emit(s, &h->c, h->when_nsec, now_nsec);
-                        nettrace_counter_done(&h->c);
-                } else
-                        s->held[kept++] = *h;
-        }
-        s->n_held = kept;
+        counter_rows_add(s->rows, c, when_nsec, now_nsec);
 }
 
 int64_t counter_sink_next_deadline(const CounterSink *s) {
-        int64_t deadline = INT64_MAX;
+        int64_t deadline = counter_rows_next_deadline(s->rows);
+        unsigned interval = counter_rows_interval(s->rows);
 
-        for (size_t i = 0; i < s->n_held; i++)
-                for (size_t j = 0; j < s->n_providers; j++)
-                        if (strcmp(s->providers[j].name, s->held[i].c.provider) == 0)
-                                deadline = MIN(deadline, s->providers[j].first_nsec + COUNTER_SINK_HOLD_NSEC + 1);
         if (s->dirty) {
-                int64_t most = (int64_t)(s->interval_sec ? s->interval_sec : 1) * 1000000000LL;
+                int64_t most = (int64_t)(interval ? interval : 1) * 1000000000LL;
                 deadline = MIN(deadline, MIN(s->changed_nsec + COUNTER_SINK_SETTLE_NSEC, s->dirty_since_nsec + most));
         }
         return deadline;
 }
 
 void counter_sink_tick(CounterSink *s, int64_t now_nsec) {
-        if (s->n_held > 0)
-                release_held(s, now_nsec, false);
+        unsigned interval = counter_rows_interval(s->rows);
+
+        counter_rows_tick(s->rows, now_nsec);
         if (s->dirty && now_nsec >= MIN(s->changed_nsec + COUNTER_SINK_SETTLE_NSEC,
-                                        s->dirty_since_nsec + (int64_t)(s->interval_sec ? s->interval_sec : 1) *
-                                                                      1000000000LL))
+                                        s->dirty_since_nsec + (int64_t)(interval ? interval : 1) * 1000000000LL))
                 prom_publish(s);
 }
 
 int counter_sink_end(CounterSink *s) {
         if (!s->begun)
                 return 0;
-        release_held(s, INT64_MAX, true);
+        counter_rows_end(s->rows);
         if (s->dirty)
                 prom_publish(s);
         if (!s->view && s->o->rows && s->o->kind == SESSION_OUTPUT_JSON) {

@@ -16,14 +16,9 @@
 
 typedef struct CounterSink CounterSink;
 
-/* The most of each that a sink keeps: a runtime cannot grow dsctl without end. */
-#define COUNTER_SINK_INSTRUMENTS_MAX 4096u /* instruments' descriptions */
-#define COUNTER_SINK_PROVIDERS_MAX 256u    /* providers whose EventCounters may be duplicates */
-#define COUNTER_SINK_HELD_MAX 4096u        /* EventCounters held while a Meter of their name may come */
-#define COUNTER_SINK_SERIES_MAX 8192u      /* Prometheus series */
-
-/* How long EventCounters of a provider are held after its first sample, as dotnet-counters holds them. */
-#define COUNTER_SINK_HOLD_NSEC 1000000000LL
+/* The most Prometheus series a sink keeps: a runtime cannot grow dsctl without end (the samples'
+ * own bounds are counter-rows.h's). */
+#define COUNTER_SINK_SERIES_MAX 8192u
 /* Prometheus: the values are written once this long passed without a new one. */
 #define COUNTER_SINK_SETTLE_NSEC 250000000LL
 

@@ -15,7 +15,7 @@
 #define CLR_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define CLR_PRIVATE_PROVIDER "Microsoft-Windows-DotNETRuntimePrivate"
 #define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
-#define METRICS_PROVIDER "System.Diagnostics.Metrics"
+#define METRICS_PROVIDER EVENTPIPE_METRICS_PROVIDER
 
 /* Keywords of the runtime's provider (ClrEtwAll.man, TraceEvent's ClrTraceEventParser.Keywords) */
 #define CLR_KEYWORD_GC 0x1ULL

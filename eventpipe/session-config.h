@@ -54,6 +54,8 @@ int eventpipe_profile_config(const char *name, EventPipeConfig *ret);
 const EventPipeProfile *eventpipe_profiles(size_t *ret_count);
 bool eventpipe_profile_is_known(const char *name);
 bool eventpipe_provider_name_is_valid(const char *name);
+/* The provider eventpipe_counters_config() asks the Meters through: no name a counters session may give. */
+#define EVENTPIPE_METRICS_PROVIDER "System.Diagnostics.Metrics"
 int eventpipe_counters_config(const char *const *names, size_t n_names, unsigned interval_sec,
                               const char *session_id, EventPipeConfig *ret);
 char *eventpipe_config_to_string(const EventPipeConfig *c);

@@ -1480,7 +1480,55 @@ static bool compile_collect_when(Compiler *c, const TomlEntry *e, PolicyCollect 
         return false;
 }
 
-/* then.*: exactly one action; duration with trace_profile only. */
+/*
+ * then.counters: true for what dsctl counters shows unless told (System.Runtime), or the providers
+ * (EventSources and Meters) as dsctl counters --counters names them, without counter names.
+ */
+static bool compile_collect_counters(Compiler *c, const TomlEntry *t, PolicyCollect *col) {
+        static const char *const fallback[] = { "System.Runtime" };
+        const TomlValue *v = t->value;
+
+        col->then = POLICY_COLLECT_THEN_COUNTERS;
+        if (v->type == TOML_BOOLEAN) {
+                if (!v->boolean) {
+                        error_at(c, t->line, t->column, "'then.counters = false' means nothing; leave it out");
+                        return false;
+                }
+                col->counters_providers.items = calloc(1, sizeof(char *));
+                if (!col->counters_providers.items || !(col->counters_providers.items[0] = strdup(fallback[0])))
+                        c->oom = -ENOMEM;
+                else
+                        col->counters_providers.n = 1;
+                return true;
+        }
+        if (v->type != TOML_ARRAY) {
+                error_at(c, v->line, v->column, "'then.counters' is true or a list of providers "
+                         "(like [\"System.Runtime\", \"MyCompany.MyMeter\"])");
+                return false;
+        }
+        if (!expect_string_list(c, t))
+                return false;
+        if (v->array.n_items > POLICY_COLLECT_COUNTERS_MAX) {
+                error_at(c, v->line, v->column, "'then.counters' names at most %d providers", POLICY_COLLECT_COUNTERS_MAX);
+                return false;
+        }
+        for (size_t i = 0; i < v->array.n_items; i++) {
+                const TomlValue *item = v->array.items[i];
+
+                /* the Metrics provider is the one the session asks the Meters through: not a provider to name */
+                if (!eventpipe_provider_name_is_valid(item->string.data) ||
+                    strcmp(item->string.data, EVENTPIPE_METRICS_PROVIDER) == 0) {
+                        error_at(c, item->line, item->column, "bad provider name \"%s\" in 'then.counters' "
+                                 "(an EventSource or a Meter: letters, digits, . - _)", item->string.data);
+                        return false;
+                }
+        }
+        if (string_list_take(&col->counters_providers, v) < 0)
+                c->oom = -ENOMEM;
+        return true;
+}
+
+/* then.*: exactly one action; duration with trace_profile (required) and counters (optional) only. */
 static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const PolicyAgentSettings *a,
                                        PolicyCollect *col, const TomlEntry **action) {
         const TomlValue *v = t->value;
@@ -1497,14 +1545,15 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 }
                 return true;
         }
-        if (strcmp(t->key, "gcdump") == 0 || strcmp(t->key, "counters") == 0) {
+        if (strcmp(t->key, "gcdump") == 0) {
                 error_at(c, t->line, t->column, "'then.%s' is not built yet (then.dump, then.stacks, "
-                         "then.trace_profile are; docs/collect.md)", t->key);
+                         "then.trace_profile, then.counters are; docs/collect.md)", t->key);
                 return false;
         }
-        if (strcmp(t->key, "dump") != 0 && strcmp(t->key, "stacks") != 0 && strcmp(t->key, "trace_profile") != 0) {
+        if (strcmp(t->key, "dump") != 0 && strcmp(t->key, "stacks") != 0 && strcmp(t->key, "trace_profile") != 0 &&
+            strcmp(t->key, "counters") != 0) {
                 error_at(c, t->line, t->column,
-                         "unknown key 'then.%s' in [[collect]] (dump, stacks, trace_profile, duration)", t->key);
+                         "unknown key 'then.%s' in [[collect]] (dump, stacks, trace_profile, counters, duration)", t->key);
                 return false;
         }
         if (*action) {
@@ -1522,6 +1571,8 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 col->then = POLICY_COLLECT_THEN_STACKS;
                 return true;
         }
+        if (strcmp(t->key, "counters") == 0)
+                return compile_collect_counters(c, t, col);
         if (!expect_string(c, t))
                 return false;
         if (strcmp(t->key, "dump") == 0) {
@@ -1554,18 +1605,23 @@ static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAg
                 ok = compile_collect_then_entry(c, &e->value->table.entries[i], a, col, &action) && ok;
         duration = toml_table_find(e->value, "duration");
         if (!action && ok) {
-                error_at(c, e->line, e->column, "'then' needs an action: 'then.dump', 'then.stacks' or "
-                         "'then.trace_profile'");
+                error_at(c, e->line, e->column, "'then' needs an action: 'then.dump', 'then.stacks', "
+                         "'then.trace_profile' or 'then.counters'");
                 return false;
         }
         if (action && strcmp(action->key, "trace_profile") == 0 && !duration) {
                 error_at(c, action->line, action->column, "'then.trace_profile' needs 'then.duration': how long to trace");
                 return false;
         }
-        if (action && strcmp(action->key, "trace_profile") != 0 && duration) {
-                error_at(c, duration->line, duration->column, "'then.duration' goes with 'then.trace_profile' only");
+        if (action && strcmp(action->key, "trace_profile") != 0 && strcmp(action->key, "counters") != 0 && duration) {
+                error_at(c, duration->line, duration->column,
+                         "'then.duration' goes with 'then.trace_profile' or 'then.counters' only");
                 return false;
         }
+        if (ok && action && strcmp(action->key, "counters") == 0 && !duration)
+                col->duration_usec = POLICY_COLLECT_COUNTERS_DEFAULT_USEC < a->max_session_duration_usec
+                                             ? POLICY_COLLECT_COUNTERS_DEFAULT_USEC
+                                             : a->max_session_duration_usec;
         return ok;
 }
 

@@ -405,6 +405,7 @@ void policy_collect_done(PolicyCollect *c) {
         free(c->counter_tags);
         free(c->exception_type);
         free(c->trace_profile);
+        policy_string_list_done(&c->counters_providers);
         free(c->reader_users.ids);
         free(c->reader_groups.ids);
         *c = (PolicyCollect){};

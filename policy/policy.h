@@ -156,6 +156,7 @@ typedef enum PolicyCollectAction {
         POLICY_COLLECT_THEN_DUMP,   /* a dump of dump_type, as dsctl dump writes */
         POLICY_COLLECT_THEN_STACKS, /* the managed stacks, as dsctl stacks prints */
         POLICY_COLLECT_THEN_TRACE,  /* a nettrace of trace_profile for duration */
+        POLICY_COLLECT_THEN_COUNTERS, /* the counters of counters_providers for duration, as dsctl counters --format csv */
         _POLICY_COLLECT_THEN_MAX,
 } PolicyCollectAction;
 
@@ -195,7 +196,8 @@ typedef struct PolicyCollect {
         PolicyCollectAction then;
         PolicyDumpType dump_type;   /* POLICY_COLLECT_THEN_DUMP */
         char *trace_profile;        /* POLICY_COLLECT_THEN_TRACE */
-        uint64_t duration_usec;     /* POLICY_COLLECT_THEN_TRACE: at most max_session_duration */
+        uint64_t duration_usec;     /* POLICY_COLLECT_THEN_TRACE, _COUNTERS: at most max_session_duration */
+        PolicyStringList counters_providers; /* POLICY_COLLECT_THEN_COUNTERS: 1 to POLICY_COLLECT_COUNTERS_MAX */
 
         PolicyIdList reader_users;
         PolicyIdList reader_groups;
@@ -207,6 +209,9 @@ typedef struct PolicyCollect {
 #define POLICY_COLLECT_COUNT_MAX 1000  /* when.count: a watcher keeps that many times per process */
 #define POLICY_COLLECT_LIMIT_MAX 100   /* limit's count: artifacts per process and period */
 #define POLICY_COLLECT_TEXT_MAX 256    /* bytes of when.counter and of when.exception */
+#define POLICY_COLLECT_COUNTERS_MAX 16 /* then.counters' providers, as many as dsctl counters may name */
+/* then.counters without then.duration: dotnet-monitor's CollectLiveMetrics default (at most max_session_duration) */
+#define POLICY_COLLECT_COUNTERS_DEFAULT_USEC (30 * 1000000ULL)
 
 /* A size limit on the dump directory's file system: bytes, or a share of the file system. */
 typedef struct PolicySize {

@@ -94,8 +94,18 @@ static bool is_stacks(const CollectTrace *t) {
         return t->table->then == POLICY_COLLECT_THEN_STACKS;
 }
 
+/* then.counters: a counters session, as dsctl counters asks, whose nettrace becomes its CSV. */
+static bool is_counters(const CollectTrace *t) {
+        return t->table->then == POLICY_COLLECT_THEN_COUNTERS;
+}
+
+/* Its nettrace is never named: a worker renders it, and the rendering is published. */
+static bool is_rendered(const CollectTrace *t) {
+        return is_stacks(t) || is_counters(t);
+}
+
 static const char *action_of(const CollectTrace *t) {
-        return is_stacks(t) ? "stacks" : "trace";
+        return is_stacks(t) ? "stacks" : is_counters(t) ? "counters" : "trace";
 }
 
 /* How long the session runs before StopTracing: stacks take a moment's samples, as dsctl stacks does. */
@@ -121,7 +131,7 @@ static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const ch
                 .target_cgroup_vouched = t->target->cgroup_vouched,
                 .rule = t->table->name,
                 .kind = action_of(t),
-                .profile = is_stacks(t) ? NULL : t->table->trace_profile,
+                .profile = t->table->then == POLICY_COLLECT_THEN_TRACE ? t->table->trace_profile : NULL,
                 .providers = t->providers_text,
                 .buffer_mb = buffer_mb(t->policy),
                 .duration_limit_usec = duration_of(t),
@@ -163,7 +173,7 @@ static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_
         int r;
 
         r = dump_publish_for_table(t->dir_fd, fd, &readers, &attrs, action_of(t), "collect", t->table->name,
-                                   is_stacks(t) ? ".txt" : ".nettrace", name, sizeof(name));
+                                   is_stacks(t) ? ".txt" : is_counters(t) ? ".csv" : ".nettrace", name, sizeof(name));
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
@@ -177,7 +187,7 @@ static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_
         return 0;
 }
 
-/* then.stacks: the text is written; it is published, or the record says why not. */
+/* then.stacks, then.counters: the text is written; it is published, or the record says why not. */
 static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
         CollectTrace *t = userdata;
         char path[PATH_MAX] = "", result[PATH_MAX + 64];
@@ -187,7 +197,7 @@ static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
         if (r == 0)
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, bytes);
         else
-                snprintf(result, sizeof(result), "cannot store the stacks: %s",
+                snprintf(result, sizeof(result), "cannot store the %s: %s", action_of(t),
                          r == JOBS_E_NO_SPACE || r == DUMP_PUBLISH_E_NO_SPACE ? (why ? why : "no space in dump_dir")
                          : r < 0                                             ? strerror(-r)
                                                                              : "the worker failed");
@@ -199,7 +209,10 @@ static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
         trace_free(t);
 }
 
-/* then.stacks: a worker turns the session's nettrace into the text dsctl stacks prints. */
+/*
+ * then.stacks: a worker turns the session's nettrace into the text dsctl stacks prints; then.counters:
+ * into the CSV dsctl counters --format csv prints.
+ */
 static void render(CollectTrace *t) {
         DumpLimits limits = { .max_use = t->policy->agent.max_use, .keep_free = t->policy->agent.keep_free };
         char result[128];
@@ -207,10 +220,12 @@ static void render(CollectTrace *t) {
 
         t->text_fd = openat(t->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
         r = t->text_fd < 0 ? -errno
-                           : jobs_stacks_text(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
-                                              &limits, rendered, t, &t->job);
+            : is_counters(t) ? jobs_counters_csv(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
+                                                 &limits, t->providers_text, rendered, t, &t->job)
+                             : jobs_stacks_text(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
+                                                &limits, rendered, t, &t->job);
         if (r != 0) {
-                snprintf(result, sizeof(result), "cannot write the stacks: %s",
+                snprintf(result, sizeof(result), "cannot write the %s: %s", action_of(t),
                          r < 0 ? strerror(-r) : "no worker free");
                 trace_fail(t, result);
         }
@@ -225,7 +240,7 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
         int p = -ENODATA;
 
         size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-        if (is_stacks(t) && size > 0) {
+        if (is_rendered(t) && size > 0) {
                 /* the session is over; what becomes of its bytes is the collect record's to say */
                 record_session(t, true, size, how, r == 0 && ended && t->stop_sent);
                 render(t);
@@ -333,6 +348,22 @@ static uint32_t buffer_mb(const Policy *p) {
         return most < EVENTPIPE_BUFFER_MB_DEFAULT ? most : EVENTPIPE_BUFFER_MB_DEFAULT;
 }
 
+/* The session's providers: the table's profile, dsctl stacks' or dsctl counters' (every second). */
+static int config_of(const CollectTrace *t, EventPipeConfig *ret) {
+        const PolicyStringList *names = &t->table->counters_providers;
+        char session_id[33];
+        int r;
+
+        if (is_stacks(t))
+                return monitor_stacks_config(ret);
+        if (!is_counters(t))
+                return eventpipe_profile_config(t->table->trace_profile, ret);
+        r = collect_session_id(session_id);
+        if (r < 0)
+                return r;
+        return eventpipe_counters_config((const char *const *)names->items, names->n, 1, session_id, ret);
+}
+
 /* dump_dir, the file, and the session's request sent. Return: 0, or a reason in @why. */
 static int begin(CollectTrace *t, char *why, size_t why_size) {
         _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
@@ -351,8 +382,7 @@ static int begin(CollectTrace *t, char *why, size_t why_size) {
                          r < 0 ? strerror(-r) : "unsafe");
                 return 1;
         }
-        if (!collect ||
-            (is_stacks(t) ? monitor_stacks_config(&config) : eventpipe_profile_config(t->table->trace_profile, &config)) != 0 ||
+        if (!collect || config_of(t, &config) != 0 ||
             !(t->providers_text = eventpipe_config_to_string(&config)) ||
             dotnet_ipc_collect_tracing_encode(&config, buffer_mb(t->policy), collect, DOTNET_IPC_MESSAGE_MAX, &size) != 0) {
                 snprintf(why, why_size, "cannot set up the session");

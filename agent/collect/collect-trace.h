@@ -16,6 +16,12 @@
  * for MONITOR_STACKS_SAMPLE_USEC, then the rundown): its nettrace, never named, becomes in a worker
  * the text dsctl stacks prints (jobs_stacks_text(), eventpipe/monitor-view.h), which is published
  * as stacks.NAME.PID.collect-TABLE.TIME.txt (type stacks).
+ *
+ * then.counters likewise, with the session dsctl counters asks for (eventpipe_counters_config() of
+ * the table's providers, every second, a fresh SessionId) for then.duration: its nettrace becomes in
+ * a worker the CSV dsctl counters --format csv prints (jobs_counters_csv(), eventpipe/counter-rows.h),
+ * published as counters.NAME.PID.collect-TABLE.TIME.csv (type counters). Both count among the
+ * COLLECT_TRACES_MAX.
  */
 #pragma once
 

@@ -197,6 +197,7 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                 [POLICY_COLLECT_THEN_DUMP] = "dump",
                 [POLICY_COLLECT_THEN_STACKS] = "stacks",
                 [POLICY_COLLECT_THEN_TRACE] = "trace",
+                [POLICY_COLLECT_THEN_COUNTERS] = "counters",
         };
 
         collect_table_what(table, what, sizeof(what));
@@ -248,6 +249,10 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
         case POLICY_COLLECT_THEN_STACKS:
                 if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a stacks session begins");
+                break;
+        case POLICY_COLLECT_THEN_COUNTERS:
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                        snprintf(why, sizeof(why), "a counters session begins");
                 break;
         default:
                 snprintf(why, sizeof(why), "the action is not built yet: nothing was collected");
@@ -348,7 +353,7 @@ static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply
         w->state = WATCH_WATCHING;
 }
 
-static int random_session_id(char ret[33]) {
+int collect_session_id(char ret[33]) {
         uint8_t bytes[16];
 
         if (getrandom(bytes, sizeof(bytes), GRND_NONBLOCK) != sizeof(bytes))
@@ -400,7 +405,7 @@ static int config_of(const Watch *w, EventPipeConfig *ret) {
                         names[n++] = table->counter_provider;
         }
         if (n > 0) {
-                r = random_session_id(session_id);
+                r = collect_session_id(session_id);
                 if (r < 0)
                         return r;
                 r = eventpipe_counters_config(names, n, 1, session_id, &c);

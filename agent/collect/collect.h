@@ -18,7 +18,7 @@
  *
  * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value or
  * the exception type seen),
- * and its action runs: then.trace_profile and then.stacks through collect-trace.h, then.dump through
+ * and its action runs: then.trace_profile, then.stacks and then.counters through collect-trace.h, then.dump through
  * collect-dump.h. A process that exits, or whose runtime ends the stream, is dropped
  * (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that cannot be opened or
  * reached, or that no table covers (its name, unit or cgroup may change), is judged again after
@@ -50,7 +50,7 @@ void collector_apply(Collector *c);
 /*
  * collect_record_result() - the collect record of how @table's action on @target ended
  *
- * @action: "dump", "stacks" or "trace"; @event: "collected" (@result names the file) or "failed"
+ * @action: "dump", "stacks", "trace" or "counters"; @event: "collected" (@result names the file) or "failed"
  * (@result says why). For the actions (collect-trace.h, collect-dump.h), whose end comes later.
  */
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
@@ -62,6 +62,9 @@ typedef struct CollectWatchView {
         bool fired;                 /* the table fired on it (and its action ran) since it was watched */
         uint64_t last_fired_usec;   /* then: when, by CLOCK_MONOTONIC */
 } CollectWatchView;
+
+/* A fresh SessionId for a counters session (the Metrics provider tells sessions apart by it). Return: 0 or -EIO. */
+int collect_session_id(char ret[33]);
 
 /* The policy whose tables are watched; NULL before the first. */
 const Policy *collector_policy(const Collector *c);

@@ -20,6 +20,7 @@
 
 #include "broker-state.h"
 #include "cleanup.h"
+#include "counter-rows.h"
 #include "decision.h"
 #include "discover.h"
 #include "dump-writer.h"
@@ -51,6 +52,7 @@ typedef enum JobType {
         JOB_TRACE,
         JOB_RECHECK,
         JOB_STACKS,
+        JOB_COUNTERS,
 } JobType;
 
 typedef struct JobRequester {
@@ -95,6 +97,10 @@ typedef struct JobRequest {
                         uint64_t max_bytes;
                 } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir) */
                 DumpLimits stacks;              /* STACKS (fds: the nettrace, the text file, dump_dir) */
+                struct {
+                        DumpLimits limits;
+                        char providers[JOBS_COUNTERS_PROVIDERS_MAX]; /* as the runtime was asked */
+                } counters;                     /* COUNTERS (fds: the nettrace, the CSV file, dump_dir) */
         };
 } JobRequest;
 
@@ -448,9 +454,8 @@ static int stacks_event(const NettraceEvent *e, void *userdata) {
         return monitor_view_event(userdata, e);
 }
 
-/* Feeds the whole nettrace in @fd, from its start, to @v. Return: 0 or a negative errno. */
-static int stacks_read(int fd, MonitorView *v) {
-        static const NettraceCallbacks callbacks = { .header = stacks_header, .event = stacks_event, .stacks = true };
+/* Feeds the whole nettrace in @fd, from its start, to @callbacks. Return: 0 or a negative errno. */
+static int nettrace_read(int fd, const NettraceCallbacks *callbacks, void *userdata) {
         _cleanup_free_ uint8_t *buf = malloc(STREAM_PIPE_SIZE);
         NettraceParser *parser = NULL;
         off_t at = 0;
@@ -459,7 +464,7 @@ static int stacks_read(int fd, MonitorView *v) {
 
         if (!buf)
                 return -ENOMEM;
-        r = nettrace_parser_new(&callbacks, v, &parser);
+        r = nettrace_parser_new(callbacks, userdata, &parser);
         if (r < 0)
                 return r;
         /* a stream cut short (the process went) still shows what it held: the parser's verdict is not ours */
@@ -468,6 +473,12 @@ static int stacks_read(int fd, MonitorView *v) {
         r = n < 0 ? -errno : 0;
         nettrace_parser_free(parser);
         return r;
+}
+
+static int stacks_read(int fd, MonitorView *v) {
+        static const NettraceCallbacks callbacks = { .header = stacks_header, .event = stacks_event, .stacks = true };
+
+        return nettrace_read(fd, &callbacks, v);
 }
 
 /*
@@ -513,6 +524,94 @@ static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobRe
         return REPLY_HEAD + sizeof(a->bytes);
 }
 
+/* A counters session's nettrace on its way to CSV: the samples, timed by the stream's own clock. */
+typedef struct CountersCsv {
+        CounterRows *rows;
+        FILE *out;
+        NettraceHeader header;
+        bool have_header;
+        uint64_t most;          /* bytes of CSV dump_dir has room for */
+} CountersCsv;
+
+static void counters_emit(const NettraceCounter *c, const CounterInstrument *in, int64_t when_nsec, int64_t now_nsec,
+                          void *userdata) {
+        CountersCsv *x = userdata;
+
+        counter_csv_sample(x->out, c, in, counter_rows_interval(x->rows), when_nsec);
+}
+
+static int counters_header(const NettraceHeader *h, void *userdata) {
+        CountersCsv *x = userdata;
+
+        x->header = *h;
+        x->have_header = true;
+        return 0;
+}
+
+/* Each sample as dsctl counters takes it, its wall-clock time the event's; a CSV past x->most stops the parse. */
+static int counters_event(const NettraceEvent *e, void *userdata) {
+        _cleanup_(nettrace_counter_done) NettraceCounter c = {};
+        CountersCsv *x = userdata;
+        int64_t when;
+        long at;
+
+        if (nettrace_counter_extract(e, &c) != 0)
+                return 0; /* not a counter: the runtime's business */
+        when = x->have_header ? nettrace_time_nsec(&x->header, e->timestamp) : 0;
+        counter_rows_tick(x->rows, when);
+        counter_rows_add(x->rows, &c, when, when);
+        at = ftell(x->out);
+        return at < 0 || (uint64_t)at > x->most ? -EFBIG : 0;
+}
+
+/*
+ * A counters session's nettrace (a [[collect]] table's then.counters) as the CSV dsctl counters
+ * --format csv writes of it, into the unnamed file: parsed here, never in the loop, with
+ * counter-rows.h as dsctl uses it; the CSV must fit within dump_dir's guards (max_use, keep_free).
+ */
+static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        static const CounterRowsCallbacks rows_callbacks = { .emit = counters_emit };
+        static const NettraceCallbacks callbacks = { .header = counters_header, .event = counters_event };
+        CountersCsv x = {};
+        const char *why = NULL;
+        struct stat st;
+        int fd;
+
+        if (msg->n_fds != 3 || memchr(q->counters.providers, '\0', sizeof(q->counters.providers)) == NULL) {
+                a->r = -EBADMSG;
+                return REPLY_HEAD;
+        }
+        a->r = dump_space_headroom(msg->fds[2], &q->counters.limits.max_use, &q->counters.limits.keep_free, 0,
+                                   &x.most, &why);
+        if (a->r == 0) {
+                fd = fcntl(msg->fds[1], F_DUPFD_CLOEXEC, 3);
+                x.out = fd < 0 ? NULL : fdopen(fd, "w");
+                if (!x.out) {
+                        a->r = -errno;
+                        safe_close(fd);
+                        return REPLY_HEAD;
+                }
+                a->r = counter_rows_new(&rows_callbacks, &x, &x.rows);
+        }
+        if (a->r == 0) {
+                counter_rows_begin(x.rows, q->counters.providers);
+                counter_csv_header(x.out);
+                a->r = nettrace_read(msg->fds[0], &callbacks, &x);
+        }
+        if (a->r == 0)
+                counter_rows_end(x.rows);
+        counter_rows_free(x.rows);
+        if (x.out && fclose(x.out) != 0 && a->r == 0)
+                a->r = -errno;
+        if (a->r == 0 && fstat(msg->fds[1], &st) < 0)
+                a->r = -errno;
+        if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > x.most))
+                a->r = DUMP_WRITER_E_NO_SPACE;
+        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why ? why : "no room in dump_dir for the counters") : NULL);
+        a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
+        return REPLY_HEAD + sizeof(a->bytes);
+}
+
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         static JobRequest q;
         JobReply *a = (JobReply *)reply->data;
@@ -553,6 +652,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_STACKS:
                 reply->size = handle_stacks(&q, msg, a);
+                break;
+        case JOB_COUNTERS:
+                reply->size = handle_counters(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -961,6 +1063,22 @@ int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, in
                 return -ENOMEM;
         q->stacks = *limits;
         return submit_own(b, owner, q, offsetof(JobRequest, stacks) + sizeof(q->stacks), fds, 3,
+                          b->config.reply_timeout_usec, stacks_done, done, userdata, call);
+}
+
+int jobs_counters_csv(Broker *b, uint32_t owner, int nettrace_fd, int csv_fd, int dir_fd, const DumpLimits *limits,
+                      const char *providers, JobStacksDone done, void *userdata, JobCall *call) {
+        JobRequest *q;
+        int fds[3] = { nettrace_fd, csv_fd, dir_fd };
+
+        if (strlen(providers) >= sizeof(q->counters.providers))
+                return -E2BIG;
+        q = request_new(JOB_COUNTERS);
+        if (!q)
+                return -ENOMEM;
+        q->counters.limits = *limits;
+        strcpy(q->counters.providers, providers);
+        return submit_own(b, owner, q, offsetof(JobRequest, counters) + sizeof(q->counters), fds, 3,
                           b->config.reply_timeout_usec, stacks_done, done, userdata, call);
 }
 

@@ -166,6 +166,20 @@ typedef void (*JobStacksDone)(void *userdata, int r, uint64_t bytes, const char 
 int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
                      JobStacksDone done, void *userdata, JobCall *call);
 
+/* Bytes of a counters session's providers text (eventpipe_config_to_string()) a job carries. */
+#define JOBS_COUNTERS_PROVIDERS_MAX 8192
+/*
+ * jobs_counters_csv() - the CSV dsctl counters --format csv prints of the counters session recorded in @nettrace_fd
+ *
+ * @providers: the session's, as the runtime was asked (its SessionId and interval say which samples
+ * are its own). Read from the file's start and written into @csv_fd, an unnamed file of @dir_fd,
+ * by a worker (eventpipe/counter-rows.h, each sample at the time the stream gives it); the CSV must
+ * fit within dump_dir's @limits. @done as jobs_stacks_text()'s. At most the reply's deadline.
+ * Return: 0, -E2BIG (@providers longer than JOBS_COUNTERS_PROVIDERS_MAX), or as submitting any job.
+ */
+int jobs_counters_csv(Broker *b, uint32_t owner, int nettrace_fd, int csv_fd, int dir_fd, const DumpLimits *limits,
+                      const char *providers, JobStacksDone done, void *userdata, JobCall *call);
+
 /* A walk's filter holds this many users at most; more, and it is anybody's. */
 #define JOBS_WALK_UIDS_MAX 256
 

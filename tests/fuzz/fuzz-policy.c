@@ -82,6 +82,10 @@ static void check_collect(const PolicyCollect *c) {
         case POLICY_COLLECT_THEN_TRACE:
                 fuzz_assert(c->trace_profile && c->duration_usec > 0);
                 break;
+        case POLICY_COLLECT_THEN_COUNTERS:
+                fuzz_assert(!c->trace_profile && c->duration_usec > 0);
+                fuzz_assert(c->counters_providers.n >= 1 && c->counters_providers.n <= POLICY_COLLECT_COUNTERS_MAX);
+                break;
         default:
                 fuzz_assert(!"an action");
         }

@@ -2,11 +2,14 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The policy's [[collect]] tables against the real runtime: which processes are watched, when a table
 fires, its limit per process, its records (docs/collect.md)."""
+import csv
 import glob
 import grp
+import io
 import json
 import os
 import pwd
+import re
 import signal
 import subprocess
 import time
@@ -306,6 +309,101 @@ def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once
     assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
     assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
         os.listdir(agent.dumps)
+
+
+CSV_HEAD = ["Timestamp", "Provider", "Counter Name", "Counter Type", "Mean/Increment"]  # dotnet-counters collect's
+
+
+def counter_rows(text):
+    """dsctl counters' CSV: its head, then (provider, name, type) -> the values, each row's time as it writes it."""
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows and rows[0] == CSV_HEAD, text
+    found = {}
+    for row in rows[1:]:
+        assert len(row) == 5 and re.fullmatch(r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d", row[0]), row
+        found.setdefault(tuple(row[1:4]), []).append(float(row[4]))
+    return found
+
+
+@test
+def a_counters_table_writes_the_csv_dsctl_counters_prints_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit()
+    providers = "System.Runtime,Dsagent-TestTarget"  # EventCounters: the watch holds the metrics session
+    agent = agent_with(table("counters-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then='then.counters = ["System.Runtime", "Dsagent-TestTarget"]\nthen.duration = "4s"'))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the counters collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "counters-high" and rec["DSAGENT_COLLECT_ACTION"] == "counters", rec
+    assert os.path.dirname(path) == agent.dumps and path.endswith(".csv"), path
+    assert os.path.basename(path).startswith("counters.") and f".{high.pid}.collect-counters-high." in path, path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a counters session begins", fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "counters-high", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "counters", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+                and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "counters", sessions
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+             and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
+
+    # the CSV dsctl counters --format csv prints of the same counters: its head, the runtime's counters and the
+    # app's own Meter, named and typed alike
+    r = subprocess.run(harness.as_user(ALICE, ["cat", path]), stdout=subprocess.PIPE, text=True)
+    assert r.returncode == 0, "a reader (in the table's group) cannot read the counters"
+    collected = counter_rows(r.stdout)
+    live = dsctl(agent, "root", "counters", str(high.pid), "--format", "csv", "--counters", providers,
+                 "--duration", "4", timeout=120)
+    assert live.returncode == 0, live
+    printed = counter_rows(live.stdout)
+    for key in (("System.Runtime", "CPU Usage (%)", "Metric"), ("Dsagent-TestTarget", "Test counter", "Metric")):
+        assert key in collected and key in printed, (key, sorted(collected), sorted(printed))
+    assert set(collected[("Dsagent-TestTarget", "Test counter", "Metric")]) == {500.0}, collected
+    # every counter the table's file holds is one dsctl prints of the process, and most of them are
+    assert set(collected) <= set(printed) and len(collected) >= len(printed) // 2, (sorted(collected), sorted(printed))
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected counters"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == "counters", (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and "counters-high" not in r.stdout, r
+
+    time.sleep(6)  # the gauge stays beyond the line: the default limit, 1/1h, takes no second
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
+@test
+def a_counters_table_on_a_process_without_a_metrics_session_holds_its_meters():
+    """An exception table's watch asks for no Meters: the table's counters session is the process's metrics
+    session, and its CSV holds the app's own Meter as dsctl counters prints it."""
+    thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))
+    agent = agent_with(exception_table("meters-thrown", "DsagentProbeException", unit,
+                                       then='then.counters = ["Dsagent.TestTarget"]\nthen.duration = "3s"'))
+    rec = wait_for(lambda: collect_records(agent, thrower.pid, "collected"), timeout=120, what="the counters")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert f".{thrower.pid}.collect-meters-thrown." in path and path.endswith(".csv"), path
+    r = subprocess.run(harness.as_user(ALICE, ["cat", path]), stdout=subprocess.PIPE, text=True)
+    assert r.returncode == 0, "the reader cannot read the counters"
+    collected = counter_rows(r.stdout)
+    gauge = [k for k in collected if k[0] == "Dsagent.TestTarget" and k[1].startswith("test-gauge")]
+    assert gauge and set(collected[gauge[0]]) == {500.0}, collected
+    assert not [k for k in collected if k[0] != "Dsagent.TestTarget"], collected
+    live = dsctl(agent, "root", "counters", str(thrower.pid), "--format", "csv", "--counters", "Dsagent.TestTarget",
+                 "--duration", "3", timeout=120)
+    assert live.returncode == 0, live
+    assert gauge[0] in counter_rows(live.stdout), (gauge, live.stdout)
+    assert not can_read(MALLORY, path) and not can_read(SVC, path), path
 
 
 @test

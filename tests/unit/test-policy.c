@@ -1102,6 +1102,56 @@ static void test_collect_dropin(void) {
 #define COLLECT_COUNTER COLLECT_HEAD "when.counter = \"System.Runtime:cpu-usage\"\n"
 #define COLLECT_OK COLLECT_COUNTER "when.above = 90\nthen.dump = \"mini\"\n"
 
+/* then.counters: true for dsctl counters' own default, or the providers; then.duration optional */
+static void test_collect_counters(void) {
+        Policy *p = compile_ok(COLLECT_COUNTER "when.above = 90\nthen.counters = true\n"
+                               "[[collect]]\nname = \"d\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                               "then.counters = [\"System.Runtime\", \"Bars.Target\"]\nthen.duration = \"5s\"\n");
+        const PolicyCollect *c;
+
+        check(p && p->n_collect == 2);
+        if (!p || p->n_collect != 2) {
+                policy_unref(p);
+                return;
+        }
+        c = &p->collect[0];
+        /* what dsctl counters shows unless told, for as long as dotnet-monitor's CollectLiveMetrics */
+        check(c->then == POLICY_COLLECT_THEN_COUNTERS && c->counters_providers.n == 1 &&
+              strcmp(c->counters_providers.items[0], "System.Runtime") == 0 && c->duration_usec == 30000000ULL);
+        check(!c->trace_profile);
+        c = &p->collect[1];
+        check(c->then == POLICY_COLLECT_THEN_COUNTERS && c->counters_providers.n == 2 &&
+              strcmp(c->counters_providers.items[0], "System.Runtime") == 0 &&
+              strcmp(c->counters_providers.items[1], "Bars.Target") == 0 && c->duration_usec == 5000000ULL);
+        policy_unref(p);
+
+        /* the default is cut to max_session_duration, wherever [agent] stands */
+        p = compile_ok(COLLECT_COUNTER "when.above = 90\nthen.counters = true\n[agent]\nmax_session_duration = \"10s\"\n");
+        check(p && p->n_collect == 1 && p->collect[0].duration_usec == 10000000ULL);
+        policy_unref(p);
+
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = false\n", NULL, 6, 6,
+                      "'then.counters = false' means nothing");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = \"System.Runtime\"\n", NULL, 6, 17,
+                      "'then.counters' is true or a list of providers");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = []\n", NULL, 6, 17, "must not be an empty list");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = [\"A\", \"A\"]\n", NULL, 6, 23,
+                      "lists \"A\" twice");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = [\"System.Runtime[cpu-usage]\"]\n", NULL, 6, 18,
+                      "bad provider name \"System.Runtime[cpu-usage]\" in 'then.counters'");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = [\"System.Diagnostics.Metrics\"]\n", NULL, 6, 18,
+                      "bad provider name \"System.Diagnostics.Metrics\"");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = [\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\","
+                      "\"i\",\"j\",\"k\",\"l\",\"m\",\"n\",\"o\",\"p\",\"q\"]\n", NULL, 6, 17,
+                      "'then.counters' names at most 16 providers");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = true\nthen.stacks = true\n", NULL, 7, 6,
+                      "'then.counters' and 'then.stacks': one action a table");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = true\nthen.duration = \"2h\"\n", NULL, 7, 17,
+                      "at most max_session_duration (3600s)");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = true\nthen.duration = \"0s\"\n", NULL, 7, 17,
+                      "bad duration");
+}
+
 static void test_collect_errors(void) {
         char text[32768];
         size_t n = 0;
@@ -1122,8 +1172,6 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_OK "then.upload = \"s3\"\n", NULL, 7, 6, "unknown key 'then.upload'");
         compile_fails(COLLECT_COUNTER "when.above = 90\nthen.gcdump = true\n", NULL, 6, 6,
                       "'then.gcdump' is not built yet");
-        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = true\n", NULL, 6, 6,
-                      "'then.counters' is not built yet");
         compile_fails("collect = 1\n", NULL, 1, 11, "'collect' must be a list");
         compile_fails("collect = [1]\n", NULL, 1, 12, "'collect' must be an array of tables");
         compile_fails(COLLECT_HEAD "when = \"x\"\nthen.stacks = true\n", NULL, 4, 8, "'when' must be a table");
@@ -1536,6 +1584,7 @@ int main(void) {
         run_test(test_collect);
         run_test(test_collect_dropin);
         run_test(test_collect_errors);
+        run_test(test_collect_counters);
         run_test(test_collect_match);
         run_test(test_cgroup_pattern_match);
         run_test(test_cgroup_and_container_validation);
