@@ -45,9 +45,12 @@ for user in "${test_users[@]}"; do
 done
 scratch_group "$test_group"
 
-# meson's exit status is not the verdict: the summary below counts every case
+# meson's exit status is not the verdict: the summary below counts every case.
+# Integration files that share nothing run three at a time (suite integration-shared); those that
+# count or time what a neighbour's load would change run alone (integration-alone, after the rest:
+# tests/integration/meson.build says why for each).
 if $quick; then
-        meson test -C "$build" --print-errorlogs --num-processes 2 \
+        meson test -C "$build" --print-errorlogs --num-processes 3 \
                 --suite unit --suite fuzz --suite toml --suite integration || true
         scratch_cleanup
         trap - EXIT
@@ -60,40 +63,65 @@ fi
 selinux_cache=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}/selinux
 "$src/tests/selinux/image.sh" "$selinux_cache" >"$build/meson-logs/selinux-image.log" 2>&1 &
 selinux_image=$!
-meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 \
-        --no-suite systemd --no-suite packaging --no-suite selinux || true
-# The guest (one virtual CPU, about 6 min under TCG) runs beside the systemd and packaging suites,
-# which boot containers and build packages, and time nothing they check; the integration suites,
-# which do, ran alone before them. Each meson run keeps its own log (summarize.py reads both).
+
+# The same code is tested again under AddressSanitizer and UndefinedBehaviorSanitizer. Parsers and
+# units run with leak detection; the daemon's integration tests without it, because LeakSanitizer
+# stops threads with ptrace at exit, which the agent's own sandbox rightly kills.
+san="$build-sanitize"
+san_options=(-Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true)
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+sanitizer_build() {
+        if [ -d "$san" ]; then
+                meson setup --reconfigure "${san_options[@]}" "$san" "$src" >/dev/null
+        else
+                meson setup "${san_options[@]}" "$san" "$src" >/dev/null
+        fi
+        nice -n 10 ninja -C "$san" >"$build/meson-logs/sanitize-build.log" 2>&1 ||
+                { cat "$build/meson-logs/sanitize-build.log"; return 1; }
+        ASAN_OPTIONS=detect_leaks=1 nice -n 10 meson test -C "$san" --print-errorlogs --num-processes 2 \
+                --logbase sanitize-units --suite unit --suite fuzz --suite toml >"$build/meson-logs/sanitize-units.out" 2>&1
+}
+
+# The guest (one virtual CPU, 6 to 14 min under TCG by the machine's load) starts first, beside
+# everything but the files that run alone: none of those suites times what it checks.
 meson test -C "$build" --no-rebuild --print-errorlogs --suite selinux --logbase plain-selinux \
         >"$build/meson-logs/plain-selinux.out" 2>&1 &
 selinux_guest=$!
+
+# 1. The plain build's units and shared integration files, while the sanitizer build compiles (at a
+#    lower priority) and runs its units.
+sanitizer_build &
+sanitizer=$!
+meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 3 \
+        --suite unit --suite fuzz --suite toml --suite integration-shared || true
+wait "$sanitizer" || echo "test.sh: the sanitizer build failed: $build/meson-logs/sanitize-build.log" >&2
+cat "$build/meson-logs/sanitize-units.out" 2>/dev/null || true
+
+# 2. The sanitizer build's shared integration files beside the systemd and packaging suites, which
+#    boot containers and build packages. Each meson run keeps its own log (summarize.py reads them all).
 meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 --suite systemd --suite packaging \
-        --logbase plain-host || true
+        --logbase plain-host >"$build/meson-logs/plain-host.out" 2>&1 &
+host_suites=$!
+if [ -f "$san/build.ninja" ]; then
+        ASAN_OPTIONS=detect_leaks=0 meson test -C "$san" --no-rebuild --print-errorlogs --num-processes 3 \
+                --logbase sanitize-shared --suite integration-shared || true
+fi
+wait "$host_suites" || true
+cat "$build/meson-logs/plain-host.out"
 wait "$selinux_guest" || true
 cat "$build/meson-logs/plain-selinux.out"
 wait "$selinux_image" || echo "test.sh: the SELinux guest's image failed: $build/meson-logs/selinux-image.log" >&2
 
-# The same code again under AddressSanitizer and UndefinedBehaviorSanitizer.
-# Parsers and units run with leak detection; the daemon's integration tests
-# without it, because LeakSanitizer stops threads with ptrace at exit, which
-# the agent's own sandbox rightly kills.
-san="$build-sanitize"
-san_options=(-Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true)
-if [ -d "$san" ]; then
-        meson setup --reconfigure "${san_options[@]}" "$san" "$src" >/dev/null
-else
-        meson setup "${san_options[@]}" "$san" "$src" >/dev/null
+# 3. The files that run alone, each build's in turn, with nothing beside them.
+meson test -C "$build" --no-rebuild --print-errorlogs --logbase plain-alone --suite integration-alone || true
+if [ -f "$san/build.ninja" ]; then
+        ASAN_OPTIONS=detect_leaks=0 meson test -C "$san" --no-rebuild --print-errorlogs \
+                --logbase sanitize-alone --suite integration-alone || true
 fi
-ninja -C "$san"
-export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-ASAN_OPTIONS=detect_leaks=1 meson test -C "$san" --print-errorlogs --num-processes 2 --logbase sanitize-units \
-        --suite unit --suite fuzz --suite toml || true
-ASAN_OPTIONS=detect_leaks=0 meson test -C "$san" --print-errorlogs --num-processes 2 --logbase sanitize-integration \
-        --suite integration || true
 
 scratch_cleanup
 trap - EXIT
 exec python3 "$src/tests/summarize.py" "$build/meson-logs/testlog.json" "$build/meson-logs/plain-host.json" \
-        "$build/meson-logs/plain-selinux.json" \
-        "$san/meson-logs/sanitize-units.json" "$san/meson-logs/sanitize-integration.json"
+        "$build/meson-logs/plain-selinux.json" "$build/meson-logs/plain-alone.json" \
+        "$san/meson-logs/sanitize-units.json" "$san/meson-logs/sanitize-shared.json" \
+        "$san/meson-logs/sanitize-alone.json"
