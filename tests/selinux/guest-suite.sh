@@ -26,6 +26,14 @@ step() { # NAME CMD...: run CMD, record its status under NAME
 }
 as_ops() { runuser -u dst-ops -- env -i PATH=/usr/bin:/bin HOME=/tmp "$@"; }
 has() { grep -q -- "$2" "$R/$1.out"; } # NAME PATTERN: the step's output holds PATTERN
+# SECONDS CMD...: wait until CMD succeeds, at most SECONDS (a later step fails when it never did)
+wait_until() {
+        local i n=$1; shift
+        for i in $(seq $((n * 4))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.25; done
+        return 1
+}
+ready() { journalctl -u "$1" --no-pager -o cat | grep -q '^ready pid='; } # UNIT: its app said it is ready
+lists() { as_ops dsctl ps | grep -q -- "$1"; } # PATTERN: the ops user's dsctl ps shows it
 
 # virt: kvm where the host gave the guest KVM, qemu where it is emulated (TCG)
 echo "uname: $(uname -r)"; echo "virt: $(systemd-detect-virt)"; echo "getenforce: $(getenforce)"; id -Z
@@ -70,7 +78,7 @@ step agent-active systemctl is-active dsagent.service
 ps -eZ | grep -E 'dsagent|dotnet' >$R/ps-Z.txt
 step agent-in-dsagent_t grep -q 'dsagent_t.*dsagent$' $R/ps-Z.txt
 step app-start systemctl start dstest.service
-sleep 8
+wait_until 120 ready dstest.service
 PID=$(systemctl show -P MainPID dstest.service)
 echo "app pid $PID"
 ps -eZ | grep -E 'dsagent|dotnet' >$R/ps-Z.txt
@@ -103,7 +111,7 @@ step logs as_ops dsctl logs "$PID" --duration 3
 if [ -x /opt/dotnet-trace/dotnet-trace ]; then
         rm -f /tmp/port.sock
         as_ops sh -c "dsctl port $PID --port-path /tmp/port.sock >/tmp/port.out 2>/tmp/port.err & echo \$! >/tmp/port.pid"
-        sleep 3
+        wait_until 30 test -S /tmp/port.sock
         step port-dotnet-trace as_ops env DOTNET_ROOT=/usr/lib/dotnet DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 \
                 timeout 120 /opt/dotnet-trace/dotnet-trace collect --diagnostic-port /tmp/port.sock,connect \
                 -o /tmp/port.nettrace --duration 00:00:00:03 --providers Dsagent-TestTarget
@@ -114,12 +122,12 @@ else
 fi
 # a runtime connecting in on the [[port]], suspended: the [[on_start]] trace, then resume
 step port-app-start systemctl start dstest-port.service
-sleep 10
 PPID2=$(systemctl show -P MainPID dstest-port.service)
+wait_until 120 lists "^$PPID2 .*\[port\]"
 step port-ps as_ops dsctl ps
 has port-ps "^$PPID2 .*\[port\]" || echo "not ok port-ps-lists-port-runtime" >>$R/steps
 step port-resume as_ops dsctl resume "$PPID2"
-sleep 8
+wait_until 120 sh -c 'ls /var/lib/dsagent/dumps | grep -q "^trace\..*\.'$PPID2'\.on_start-svc-start\."'
 step on-start-trace sh -c 'ls /var/lib/dsagent/dumps | grep "^trace\..*\.'$PPID2'\.on_start-svc-start\."'
 # the runtime waited, suspended, until the [[on_start]] trace had started; its readers may read it
 step port-suspended-until-on-start sh -c "journalctl -u dsagent.service --no-pager | grep 'pid $PPID2 .*resumed by the agent once \[\[on_start\]\] svc-start had started its trace'"
@@ -141,7 +149,7 @@ printf '[Service]\nUser=dst-mal\nEnvironment=DOTNET_SYSTEM_GLOBALIZATION_INVARIA
         "$DOTNET" "$APP" >/etc/systemd/system/dstest-mal.service
 systemctl daemon-reload
 step mac-app-start systemctl start dstest-mal.service
-sleep 8
+wait_until 120 ready dstest-mal.service
 MPID=$(systemctl show -P MainPID dstest-mal.service)
 ls -lZ /tmp/dotnet-diagnostic-$MPID-* >$R/mac-socket.txt 2>&1
 cp $P/connect.py /usr/local/bin/connect.py
