@@ -326,6 +326,47 @@ def a_watch_is_one_of_the_sessions_max_sessions_per_target_allows():
 
 
 @test
+def a_tables_action_needs_a_session_of_its_own_under_max_sessions_per_target():
+    """A table's stacks (or trace) session is one more of the process's, beside its watch: with
+    max_sessions_per_target = 1 the watch holds the one, so the firing is recorded, not collected, and counts
+    against the limit (as a dump past max_concurrent_dumps does). Before, the action's session was counted
+    nowhere, and the process carried two sessions where the policy allows one."""
+    target, unit = target_in_unit()
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_sessions_per_target = 1\n'
+                  + table("no-seat", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
+                          extra='limit = "2/1h"'))
+    records = wait_for(lambda: len(fired(agent, target.pid)) == 2 and fired(agent, target.pid), timeout=90,
+                       what="two firings")
+    for rec in records:
+        assert rec["DSAGENT_COLLECT_RESULT"] == \
+            "not traced: as many sessions of this process as max_sessions_per_target allows run", rec
+    time.sleep(3)  # samples beyond the line still: the two refused firings took the limit, 2/1h
+    assert len(fired(agent, target.pid)) == 2, fired(agent, target.pid)
+    assert not collect_records(agent, target.pid, "collected") and not collect_records(agent, target.pid, "failed")
+    assert not [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert not os.path.exists(agent.dumps), os.listdir(agent.dumps)  # made at the first artifact: none
+
+
+@test
+def a_tables_trace_holds_a_session_of_the_process_until_it_ends():
+    """With max_sessions_per_target = 2, the watch and the table's trace hold both while the trace runs: the
+    owner's counters session is told so; once the trace is stored its seat is free, and the owner's runs.
+    Before, the owner's session ran beside them, a third where the policy allows two."""
+    target, unit = target_in_unit()
+    settings = '[agent]\ndump_dir = "@DUMP_DIR@"\nmax_sessions_per_target = 2\n'
+    agent = Agent(policy=settings + table("seated-trace", "Dsagent.TestTarget:test-gauge", unit,
+                                          then='then.trace_profile = "gc-collect"\nthen.duration = "15s"'))
+    rec = wait_for(lambda: fired(agent, target.pid), timeout=90, what="the table fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--duration", "1")
+    assert r.returncode == harness.EXIT_BUSY and "max_sessions_per_target" in r.stderr, r
+    assert not collect_records(agent, target.pid, "collected"), "the trace ended before the owner asked"
+    wait_for(lambda: collect_records(agent, target.pid, "collected"), timeout=120, what="the trace collected")
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--duration", "1", timeout=120)
+    assert r.returncode == 0, r
+
+
+@test
 def a_reload_gives_no_process_a_fresh_limit():
     """A reload ends every watch and starts them again under the new policy: a table that is the same there (its
     name, its limit) keeps what it counted on each process, so that a configuration tool reloading every few
