@@ -389,6 +389,33 @@ def a_reload_gives_no_process_a_fresh_limit():
 
 
 @test
+def two_reloads_before_the_next_walk_give_no_process_a_fresh_limit():
+    """A configuration tool may reload twice in quick succession: the second reload comes while the walk the first
+    one started still runs (each walk is held 4 s here), before any watch took what the first carried. What each
+    table counted must survive it. Before, the second reload dropped what the first carried, and 'once' (1/1h)
+    fired a second time on the same process."""
+    target, unit = target_in_unit()
+    settings = '[agent]\ndump_dir = "@DUMP_DIR@"\n'
+    once = table("once", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true")  # limit 1/1h
+    agent = Agent(policy=settings + once, env={"DSAGENT_TEST_PAUSE": "candidate-walk:4000"})
+    wait_for(lambda: fired(agent, target.pid, "once"), timeout=90, what="once fired")
+    started = time.monotonic()
+    for _ in range(2):
+        assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    # the premise: a walk started before the first reload is cancelled by it, and the one it starts is held 4 s,
+    # so no watch (none of what the first carried taken) came back before the second
+    assert time.monotonic() - started < 3.5, "the second reload came after the first one's walk"
+
+    def watched():
+        r = dsctl(agent, "root", "--json", "collect")
+        return r.returncode == 0 and [x for x in json.loads(r.stdout) if x.get("pid") == target.pid]
+    row = wait_for(watched, timeout=60, what="the process watched again")[0]
+    time.sleep(4)  # samples beyond the line, one a second
+    assert len(fired(agent, target.pid, "once")) == 1, fired(agent, target.pid)
+    assert row.get("last_fired_usec"), row  # its firing was carried across both reloads
+
+
+@test
 def dsctl_collect_lists_the_tables_each_reads_and_none_to_anyone_else():
     high, unit = target_in_unit()
     before = time.time() * 1e6
