@@ -461,6 +461,32 @@ def dsctl_collect_lists_the_tables_each_reads_and_none_to_anyone_else():
 
 
 @test
+def dsctl_collect_lists_every_table_before_any_process_is_watched():
+    """A table is listed from the policy, not from its watches: with no process covered (its unit runs nothing),
+    root and its readers see it, with no process under it; anyone else sees nothing of it."""
+    empty = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    agent = agent_with(table("nothing-yet", "Dsagent.TestTarget:test-gauge", empty, readers=(ALICE,)),
+                       table("ops-nothing", "Dsagent.TestTarget:test-gauge", empty, readers=(f"group:{OPS}",)),
+                       exception_table("root-nothing", "TimeoutException", empty, readers=()))
+    time.sleep(3)  # a walk or more: nothing to watch
+
+    def rows(user):
+        r = dsctl(agent, user, "--json", "collect")
+        assert r.returncode == 0, r
+        return json.loads(r.stdout)
+    listed = rows("root")
+    assert sorted(x["table"] for x in listed) == ["nothing-yet", "ops-nothing", "root-nothing"], listed
+    assert not [x for x in listed if "pid" in x], listed
+    assert {x["table"]: x["action"] for x in listed}["root-nothing"] == "dump", listed
+    assert sorted(x["table"] for x in rows(ALICE)) == ["nothing-yet", "ops-nothing"], rows(ALICE)
+    r = dsctl(agent, ALICE, "collect")
+    assert r.returncode == 0 and r.stdout.startswith("nothing-yet: dump when Dsagent.TestTarget:test-gauge\n"), r
+    assert rows(MALLORY) == []
+    r = dsctl(agent, MALLORY, "collect")
+    assert r.returncode == 0 and r.stdout == "" and "No collection tables" in r.stderr, r
+
+
+@test
 def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
     thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
     quiet, _ = target_in_unit(unit=unit)
