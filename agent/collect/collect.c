@@ -523,11 +523,11 @@ static void drop_carried_unseen(Collector *c) {
                         p = &(*p)->next;
 }
 
-static Watch *carried_find(const Collector *c, pid_t pid) {
+/* The walk listed @pid: what was carried for it stays (every entry: a pid taken again has two). */
+static void carried_seen(Collector *c, pid_t pid) {
         for (Watch *w = c->carried; w; w = w->next)
                 if (w->pid == pid)
-                        return w;
-        return NULL;
+                        w->seen = true;
 }
 
 static void opened(void *userdata, int r, Target *target) {
@@ -589,10 +589,8 @@ static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t
                 w->seen = false;
         for (size_t i = 0; i < n; i++) {
                 Watch *w = watch_find(c, found[i].pid);
-                Watch *carried = carried_find(c, found[i].pid);
 
-                if (carried)
-                        carried->seen = true;
+                carried_seen(c, found[i].pid);
                 if (w) {
                         w->seen = true;
                         if (w->state == WATCH_IDLE && now >= w->retry_usec)
@@ -692,6 +690,7 @@ static void drop_carried(Collector *c) {
  */
 static void carry(Collector *c, Watch *w) {
         if (w->n_triggers == 0) {
+                watch_forget_triggers(w);
                 free(w);
                 return;
         }
