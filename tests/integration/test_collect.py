@@ -367,6 +367,20 @@ def a_tables_trace_holds_a_session_of_the_process_until_it_ends():
 
 
 @test
+def the_agent_stops_cleanly_while_a_watch_and_a_tables_trace_hold_sessions():
+    """At its exit the agent ends the watch and the table's trace, and each gives its session back to the
+    admission, which must still be there. (It was freed first: under the sanitizers, as scripts/test.sh runs
+    this file, the agent died of a use after free at every exit with a watch running.)"""
+    target, unit = target_in_unit()
+    agent = agent_with(table("stopped-trace", "Dsagent.TestTarget:test-gauge", unit,
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "60s"'))
+    rec = wait_for(lambda: fired(agent, target.pid), timeout=90, what="the table fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    agent.proc.terminate()
+    assert agent.proc.wait(timeout=30) == 0, open(agent.log_path).read()[-3000:]
+
+
+@test
 def a_reload_gives_no_process_a_fresh_limit():
     """A reload ends every watch and starts them again under the new policy: a table that is the same there (its
     name, its limit) keeps what it counted on each process, so that a configuration tool reloading every few
