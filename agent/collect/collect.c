@@ -432,11 +432,8 @@ static int admit(Watch *w) {
         const char *why;
         int r;
 
-        w->key = (AdmissionKey){ .pid = w->pid, .start_time = w->start_time, .requester = COLLECT_OWNER };
-        r = admission_begin(c->broker->admission, ADMISSION_SESSION, &w->key,
-                            &(AdmissionLimits){ .per_target = c->policy->agent.max_sessions_per_target,
-                                                .per_requester = UINT_MAX },
-                            &why);
+        r = admission_begin_agent_session(c->broker->admission, w->pid, w->start_time, COLLECT_OWNER,
+                                          c->policy->agent.max_sessions_per_target, &w->key, &why);
         w->admitted = r == 0;
         return r;
 }

@@ -504,12 +504,9 @@ static bool admit(StartupTrace *t, char *why, size_t why_size) {
                                  t->rule->name);
                         return false;
                 }
-        t->key = (AdmissionKey){ .pid = t->target->pid, .start_time = t->target->start_time,
-                                 .requester = STARTUP_TRACES_OWNER };
-        r = admission_begin(broker_of(t)->admission, ADMISSION_SESSION, &t->key,
-                            &(AdmissionLimits){ .per_target = t->policy->agent.max_sessions_per_target,
-                                                .per_requester = UINT_MAX },
-                            &busy);
+        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time,
+                                          STARTUP_TRACES_OWNER, t->policy->agent.max_sessions_per_target, &t->key,
+                                          &busy);
         if (r != 0) {
                 snprintf(why, why_size, "[[on_start]] %s: not traced, %s", t->rule->name,
                          r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));

@@ -206,7 +206,7 @@ def an_on_start_trace_is_one_of_the_sessions_max_sessions_per_target_allows():
     target = connecting_target(path, mode="suspend", args=("--startup-marker",))
     target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
     mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
-    assert len(mine(agent.records(message_id=SESSION_START_ID))) == 1, agent.records(message_id=SESSION_START_ID)
+    wait_for(lambda: mine(agent.records(message_id=SESSION_START_ID)), timeout=30, what="the startup trace's start")
     r = dsctl(agent, ALICE, "counters", str(target.pid), "--duration", "1", timeout=120)
     assert r.returncode == EXIT_BUSY and "max_sessions_per_target" in r.stderr, r
     assert not mine(agent.records(message_id=SESSION_END_ID)), "the trace ended before alice asked"
