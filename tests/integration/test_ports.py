@@ -14,8 +14,8 @@ import uuid
 
 import harness
 from harness import (ALICE, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, acl_of,
-                     as_user, can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app, test,
-                     traceevent, uid_of, wait_for)
+                     as_user, can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app,
+                     test, traceevent, uid_of, wait_for)
 
 PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
