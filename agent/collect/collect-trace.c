@@ -54,7 +54,8 @@ struct CollectTrace {
         int stream_fd, dir_fd, file_fd;
         int text_fd;                /* then.stacks: the text, an unnamed file of dump_dir too */
         unsigned slot;
-        bool have_slot, stop_sent, started;
+        AdmissionKey key;           /* one of the process's sessions (max_sessions_per_target) while admitted */
+        bool admitted, have_slot, stop_sent, started;
         sd_event_source *stop_timer;
         char *providers_text;       /* as the runtime was asked, for the session records */
         uint64_t started_usec;
@@ -64,6 +65,14 @@ static Broker *broker_of(const CollectTrace *t) {
         return t->set->broker;
 }
 
+/* The session is over (its stream ended, or it never started): its seat among the process's sessions is
+ * free. Once only: then.stacks still renders its text after, and trace_free() comes at the end of every path. */
+static void release_seat(CollectTrace *t) {
+        if (t->admitted)
+                admission_end(broker_of(t)->admission, ADMISSION_SESSION, &t->key);
+        t->admitted = false;
+}
+
 static void trace_free(CollectTrace *t) {
         for (CollectTrace **i = &t->set->traces; *i; i = &(*i)->next)
                 if (*i == t) {
@@ -71,6 +80,7 @@ static void trace_free(CollectTrace *t) {
                         break;
                 }
         t->set->n--;
+        release_seat(t);
         if (t->job.job)
                 worker_job_cancel(t->job.job);
         runtime_call_free(t->call);
@@ -239,6 +249,7 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
         uint64_t size;
         int p = -ENODATA;
 
+        release_seat(t); /* the worker no longer reads the stream: the runtime has ended the session */
         size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
         if (is_rendered(t) && size > 0) {
                 /* the session is over; what becomes of its bytes is the collect record's to say */
@@ -399,6 +410,26 @@ static int begin(CollectTrace *t, char *why, size_t why_size) {
         return 0;
 }
 
+/*
+ * The session is one of the process's, as a client's and the watch's are: it counts against
+ * max_sessions_per_target, charged to the tables (no user's max_sessions_per_user, never root's).
+ * Return: 0 (admitted), or a reason in @why.
+ */
+static int admit(CollectTrace *t, char *why, size_t why_size) {
+        const char *busy = NULL;
+        int r;
+
+        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time,
+                                          COLLECT_TRACES_OWNER, t->policy->agent.max_sessions_per_target, &t->key,
+                                          &busy);
+        if (r != 0) {
+                snprintf(why, why_size, "not traced: %s", r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
+                return 1;
+        }
+        t->admitted = true;
+        return 0;
+}
+
 int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
                         size_t why_size) {
         CollectTrace *t;
@@ -417,7 +448,7 @@ int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *t
                              .text_fd = -EBADF };
         s->traces = t;
         s->n++;
-        if (begin(t, why, why_size) != 0) {
+        if (admit(t, why, why_size) != 0 || begin(t, why, why_size) != 0) {
                 trace_free(t);
                 return 1;
         }

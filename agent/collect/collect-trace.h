@@ -43,8 +43,13 @@ CollectTraces *collect_traces_free(CollectTraces *s);
  * Takes references to @policy and @target. The result is recorded, now or when the trace ends.
  *
  * Return: 0 when the trace starts (its end is recorded later); else a positive reason was written
- * into @why (COLLECT_TRACES_MAX run already, dump_dir cannot be used, the runtime cannot be
- * reached) and nothing runs.
+ * into @why (COLLECT_TRACES_MAX run already, the process has as many sessions as
+ * max_sessions_per_target allows, dump_dir cannot be used, the runtime cannot be reached) and
+ * nothing runs.
+ *
+ * The session is one of the process's under max_sessions_per_target, as a client's and the table's
+ * watch are (admission.h), charged to the tables, never to a user; its seat is free again when its
+ * stream ends, or when the trace ends otherwise (failure, the agent's exit).
  */
 int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
                         size_t why_size);

@@ -57,10 +57,11 @@ struct Collector {
         JobCall walk;
         Watch *watches;
         unsigned n_watches;
-        /* the watches the last reload ended, with their triggers, until a watch of the same process
-         * under the new policy takes what they counted against their limits (take_carried_limits()) */
+        /* the watches reloads ended, with their triggers, until a watch of the same process under the
+         * policy in force takes what they counted against their limits (take_carried_limits()), or a
+         * walk no longer lists the process: a second reload before that keeps them (carry()) */
         Watch *carried;
-        Policy *carried_policy;    /* theirs: their triggers borrow its tables */
+        unsigned n_carried;
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
         CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
@@ -88,6 +89,7 @@ struct Watch {
         sd_event_source *io;
         NettraceParser *parser;
         uint64_t budget_start_usec, budget_bytes;
+        Policy *carried_policy;    /* carried: the policy whose tables its triggers borrow */
 };
 
 static uint64_t now_usec(const Collector *c) {
@@ -436,11 +438,8 @@ static int admit(Watch *w) {
         const char *why;
         int r;
 
-        w->key = (AdmissionKey){ .pid = w->pid, .start_time = w->start_time, .requester = COLLECT_OWNER };
-        r = admission_begin(c->broker->admission, ADMISSION_SESSION, &w->key,
-                            &(AdmissionLimits){ .per_target = c->policy->agent.max_sessions_per_target,
-                                                .per_requester = UINT_MAX },
-                            &why);
+        r = admission_begin_agent_session(c->broker->admission, w->pid, w->start_time, COLLECT_OWNER,
+                                          c->policy->agent.max_sessions_per_target, &w->key, &why);
         w->admitted = r == 0;
         return r;
 }
@@ -488,8 +487,19 @@ static int triggers_of(Watch *w, const Policy *p) {
         return 0;
 }
 
-/* What the watch of this very process under the policy before the last reload counted against each
- * table's limit, taken table by table (collect_trigger_take_limit()); that watch is then freed. */
+/* Unlinks the carried watch at *@p and frees it, with its triggers and its policy. */
+static void carried_free(Collector *c, Watch **p) {
+        Watch *old = *p;
+
+        *p = old->next;
+        c->n_carried--;
+        watch_forget_triggers(old);
+        policy_unref(old->carried_policy);
+        free(old);
+}
+
+/* What the watch of this very process under a policy before a reload counted against each table's
+ * limit, taken table by table (collect_trigger_take_limit()); that watch is then freed. */
 static void take_carried_limits(Watch *w) {
         Collector *c = w->collector;
 
@@ -502,11 +512,25 @@ static void take_carried_limits(Watch *w) {
                         for (size_t j = 0; j < old->n_triggers; j++)
                                 if (collect_trigger_take_limit(&w->triggers[i], &old->triggers[j]))
                                         break;
-                *p = old->next;
-                watch_forget_triggers(old);
-                free(old);
+                carried_free(c, p);
                 return;
         }
+}
+
+/* Drops what was carried for a process the last walk did not list (@seen marks those it did): it exited. */
+static void drop_carried_unseen(Collector *c) {
+        for (Watch **p = &c->carried; *p;)
+                if (!(*p)->seen)
+                        carried_free(c, p);
+                else
+                        p = &(*p)->next;
+}
+
+/* The walk listed @pid: what was carried for it stays (every entry: a pid taken again has two). */
+static void carried_seen(Collector *c, pid_t pid) {
+        for (Watch *w = c->carried; w; w = w->next)
+                if (w->pid == pid)
+                        w->seen = true;
 }
 
 static void opened(void *userdata, int r, Target *target) {
@@ -564,9 +588,12 @@ static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t
                 return;
         for (Watch *w = c->watches; w; w = w->next)
                 w->seen = false;
+        for (Watch *w = c->carried; w; w = w->next)
+                w->seen = false;
         for (size_t i = 0; i < n; i++) {
                 Watch *w = watch_find(c, found[i].pid);
 
+                carried_seen(c, found[i].pid);
                 if (w) {
                         w->seen = true;
                         if (w->state == WATCH_IDLE && now >= w->retry_usec)
@@ -583,12 +610,14 @@ static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t
                 c->n_watches++;
                 watch_open(w);
         }
-        /* a process no longer listed has exited (or closed its socket): its watch goes */
+        /* a process no longer listed has exited (or closed its socket): its watch goes, and what was
+         * carried for it */
         for (Watch *w = c->watches; w; w = next) {
                 next = w->next;
                 if (!w->seen)
                         watch_free(w);
         }
+        drop_carried_unseen(c);
 }
 
 
@@ -651,14 +680,39 @@ static void drop_watches(Collector *c) {
 }
 
 static void drop_carried(Collector *c) {
-        while (c->carried) {
-                Watch *w = c->carried;
+        while (c->carried)
+                carried_free(c, &c->carried);
+}
 
-                c->carried = w->next;
+/*
+ * Carries @w, which a reload ended, for what its triggers counted: it replaces what an earlier
+ * reload carried for the same process, since @w took that when it was opened. A watch not opened
+ * yet (no triggers) carries nothing, and what was carried for its process stays carried: two
+ * reloads before the next walk opens it lose nothing. At most COLLECT_WATCHES_MAX are kept, the
+ * newest, so that reloads amid many short-lived processes cannot grow the list without bound.
+ */
+static void carry(Collector *c, Watch *w) {
+        if (w->n_triggers == 0) {
                 watch_forget_triggers(w);
                 free(w);
+                return;
         }
-        c->carried_policy = policy_unref(c->carried_policy);
+        for (Watch **p = &c->carried; *p; p = &(*p)->next)
+                if ((*p)->pid == w->pid && (*p)->start_time == w->start_time) {
+                        carried_free(c, p);
+                        break;
+                }
+        w->carried_policy = policy_ref(c->policy);
+        w->next = c->carried;
+        c->carried = w;
+        c->n_carried++;
+        if (c->n_carried > COLLECT_WATCHES_MAX) {
+                Watch **last = &c->carried;
+
+                while ((*last)->next)
+                        last = &(*last)->next;
+                carried_free(c, last);
+        }
 }
 
 Collector *collector_free(Collector *c) {
@@ -678,14 +732,17 @@ Collector *collector_free(Collector *c) {
 
 void collector_apply(Collector *c) {
         /* every watch ends (its session stops); its triggers are carried, for what they counted against
-         * their limits, until the next reload at the latest */
-        drop_carried(c);
-        for (Watch *w = c->watches; w; w = w->next)
+         * their limits, until a watch of the same process takes them or the process is gone */
+        while (c->watches) {
+                Watch *w = c->watches;
+
                 watch_stop(w);
-        c->carried = TAKE_PTR(c->watches);
-        c->n_watches = 0;
+                c->watches = w->next;
+                c->n_watches--;
+                carry(c, w);
+        }
         drop_watches(c); /* none is left: it cancels the walk */
-        c->carried_policy = TAKE_PTR(c->policy);
+        policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);

@@ -4,6 +4,7 @@
  * (admission.h); the broker owns one Admission.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -86,4 +87,16 @@ void admission_end(Admission *a, AdmissionKind kind, const AdmissionKey *key) {
                         return;
                 }
         }
+}
+
+int admission_begin_agent_session(Admission *a, pid_t pid, uint64_t start_time, uid_t owner, unsigned per_target,
+                                  AdmissionKey *ret_key, const char **ret_why) {
+        AdmissionKey key = { .pid = pid, .start_time = start_time, .requester = owner };
+        int r;
+
+        r = admission_begin(a, ADMISSION_SESSION, &key,
+                            &(AdmissionLimits){ .per_target = per_target, .per_requester = UINT_MAX }, ret_why);
+        if (r == 0)
+                *ret_key = key;
+        return r;
 }

@@ -55,3 +55,17 @@ Admission *admission_free(Admission *a);
 int admission_begin(Admission *a, AdmissionKind kind, const AdmissionKey *key, const AdmissionLimits *limits,
                     const char **ret_why);
 void admission_end(Admission *a, AdmissionKind kind, const AdmissionKey *key);
+
+/**
+ * admission_begin_agent_session() - count a session the agent opens on its own as one of a process's
+ *
+ * For a [[collect]] table's watch and its actions' sessions, and [[on_start]] traces: the session of
+ * the process @pid started at @start_time counts against @per_target (max_sessions_per_target) with
+ * clients' sessions, so that together they never hold more of the runtime's sessions than the
+ * policy allows. It is charged to @owner, a uid that is nobody's: no user's max_sessions_per_user,
+ * never root's.
+ *
+ * Return: as admission_begin(); on 0, *@ret_key is what admission_end() takes.
+ */
+int admission_begin_agent_session(Admission *a, pid_t pid, uint64_t start_time, uid_t owner, unsigned per_target,
+                                  AdmissionKey *ret_key, const char **ret_why);

@@ -225,9 +225,9 @@ Broker *broker_free(Broker *b) {
         policy_unref(b->policy);
         free(b->policy_problem);
         rate_limiter_free(b->rate_limiter);
-        admission_free(b->admission);
         startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
         collector_free(b->collector);           /* before the workers: it cancels its jobs */
+        admission_free(b->admission);           /* after both: their sessions and dumps end counted */
         ports_free(b->ports);
         target_cache_free(b->targets);
         candidate_walks_free(b->walks); /* before the workers: it cancels its walk's job */

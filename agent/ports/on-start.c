@@ -69,7 +69,8 @@ struct StartupTrace {
         uint64_t session_id;
         int stream_fd, dir_fd, file_fd;
         unsigned slot;
-        bool have_slot, admitted, recording, stop_sent;
+        AdmissionKey key;         /* one of the process's sessions (max_sessions_per_target) while seated */
+        bool have_slot, admitted, seated, recording, stop_sent;
         bool resume_only;         /* the process is traced through another registration: only resume this one */
         sd_event_source *stop_timer;
         uint64_t started_usec;
@@ -93,6 +94,8 @@ static void trace_free(StartupTrace *t) {
                 }
         if (t->admitted)
                 t->set->n_admitted--;
+        if (t->seated)
+                admission_end(broker_of(t)->admission, ADMISSION_SESSION, &t->key);
         if (t->job.job)
                 worker_job_cancel(t->job.job);
         ports_waiter_cancel(t->waiter);
@@ -481,10 +484,14 @@ static void remember_traced(StartupTraces *s, const Target *target) {
 
 /*
  * The limits, counted from here to the trace's end (not from the runtime's answer, which a runtime
- * may delay): STARTUP_TRACES_MAX at once, one of each user's at a time, one per process.
+ * may delay): STARTUP_TRACES_MAX at once, one of each user's at a time, one per process, and the
+ * session is one of the process's under max_sessions_per_target, as a client's is (admission.h),
+ * charged to the startup traces, never to the user (a user's own sessions count apart) nor to root.
  */
 static bool admit(StartupTrace *t, char *why, size_t why_size) {
         StartupTraces *s = t->set;
+        const char *busy = NULL;
+        int r;
 
         if (s->n_admitted >= STARTUP_TRACES_MAX) {
                 snprintf(why, why_size, "[[on_start]] %s: not traced, %d startup traces run already", t->rule->name,
@@ -497,6 +504,15 @@ static bool admit(StartupTrace *t, char *why, size_t why_size) {
                                  t->rule->name);
                         return false;
                 }
+        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time,
+                                          STARTUP_TRACES_OWNER, t->policy->agent.max_sessions_per_target, &t->key,
+                                          &busy);
+        if (r != 0) {
+                snprintf(why, why_size, "[[on_start]] %s: not traced, %s", t->rule->name,
+                         r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
+                return false;
+        }
+        t->seated = true;
         t->admitted = true;
         s->n_admitted++;
         remember_traced(s, t->target);
@@ -508,7 +524,7 @@ static void opened(void *userdata, int r, Target *target) {
         StartupTrace *t = userdata;
         PortRuntime *rt = runtime_of(t);
         PolicyTarget pt;
-        char why[160];
+        char why[256];
 
         t->target = target;
         if (!rt) {

@@ -20,9 +20,12 @@
  * end (as any trace), the file (as any dump), and refusals as port records.
  *
  * At most STARTUP_TRACES_MAX run at once, host-wide, and one of each
- * user's at a time: each holds a worker for its duration. They are counted
+ * user's at a time: each holds a worker for its duration. The session is
+ * also one of the process's under max_sessions_per_target (admission.h),
+ * charged to the startup traces, never to the user or root, until it ends. They are counted
  * from the moment a trace is decided, not from the runtime's answer, which
- * a runtime can delay. A runtime that arrives while they run is left to its
+ * a runtime can delay. A runtime that arrives while they run (or whose
+ * sessions are all taken) is left to its
  * port untraced, with a record saying so: told suspended, resumed by a user
  * or after suspend_timeout. A process is traced once: registered again (a
  * second port, another advertise, an exec), it is resumed through that

@@ -427,6 +427,61 @@ def a_watch_is_one_of_the_sessions_max_sessions_per_target_allows():
 
 
 @test
+def a_tables_action_needs_a_session_of_its_own_under_max_sessions_per_target():
+    """A table's stacks (or trace) session is one more of the process's, beside its watch: with
+    max_sessions_per_target = 1 the watch holds the one, so the firing is recorded, not collected, and counts
+    against the limit (as a dump past max_concurrent_dumps does). Before, the action's session was counted
+    nowhere, and the process carried two sessions where the policy allows one."""
+    target, unit = target_in_unit()
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_sessions_per_target = 1\n'
+                  + table("no-seat", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
+                          extra='limit = "2/1h"'))
+    records = wait_for(lambda: len(fired(agent, target.pid)) == 2 and fired(agent, target.pid), timeout=90,
+                       what="two firings")
+    for rec in records:
+        assert rec["DSAGENT_COLLECT_RESULT"] == \
+            "not traced: as many sessions of this process as max_sessions_per_target allows run", rec
+    time.sleep(3)  # samples beyond the line still: the two refused firings took the limit, 2/1h
+    assert len(fired(agent, target.pid)) == 2, fired(agent, target.pid)
+    assert not collect_records(agent, target.pid, "collected") and not collect_records(agent, target.pid, "failed")
+    assert not [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert not os.path.exists(agent.dumps), os.listdir(agent.dumps)  # made at the first artifact: none
+
+
+@test
+def a_tables_trace_holds_a_session_of_the_process_until_it_ends():
+    """With max_sessions_per_target = 2, the watch and the table's trace hold both while the trace runs: the
+    owner's counters session is told so; once the trace is stored its seat is free, and the owner's runs.
+    Before, the owner's session ran beside them, a third where the policy allows two."""
+    target, unit = target_in_unit()
+    settings = '[agent]\ndump_dir = "@DUMP_DIR@"\nmax_sessions_per_target = 2\n'
+    agent = Agent(policy=settings + table("seated-trace", "Dsagent.TestTarget:test-gauge", unit,
+                                          then='then.trace_profile = "gc-collect"\nthen.duration = "15s"'))
+    rec = wait_for(lambda: fired(agent, target.pid), timeout=90, what="the table fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--duration", "1")
+    assert r.returncode == harness.EXIT_BUSY and "max_sessions_per_target" in r.stderr, r
+    assert not collect_records(agent, target.pid, "collected"), "the trace ended before the owner asked"
+    wait_for(lambda: collect_records(agent, target.pid, "collected"), timeout=120, what="the trace collected")
+    r = dsctl(agent, SVC, "counters", str(target.pid), "--duration", "1", timeout=120)
+    assert r.returncode == 0, r
+
+
+@test
+def the_agent_stops_cleanly_while_a_watch_and_a_tables_trace_hold_sessions():
+    """At its exit the agent ends the watch and the table's trace, and each gives its session back to the
+    admission, which must still be there. (It was freed first: under the sanitizers, as scripts/test.sh runs
+    this file, the agent died of a use after free at every exit with a watch running.)"""
+    target, unit = target_in_unit()
+    agent = agent_with(table("stopped-trace", "Dsagent.TestTarget:test-gauge", unit,
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "60s"'))
+    rec = wait_for(lambda: fired(agent, target.pid), timeout=90, what="the table fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    agent.proc.terminate()
+    assert agent.proc.wait(timeout=30) == 0, open(agent.log_path).read()[-3000:]
+
+
+@test
 def a_reload_gives_no_process_a_fresh_limit():
     """A reload ends every watch and starts them again under the new policy: a table that is the same there (its
     name, its limit) keeps what it counted on each process, so that a configuration tool reloading every few
@@ -446,6 +501,33 @@ def a_reload_gives_no_process_a_fresh_limit():
     time.sleep(3)  # three more samples beyond the line
     assert len(fired(agent, target.pid, "once")) == 1, fired(agent, target.pid)
     assert len(fired(agent, target.pid, "probe")) == 3, fired(agent, target.pid)
+
+
+@test
+def two_reloads_before_the_next_walk_give_no_process_a_fresh_limit():
+    """A configuration tool may reload twice in quick succession: the second reload comes while the walk the first
+    one started still runs (each walk is held 4 s here), before any watch took what the first carried. What each
+    table counted must survive it. Before, the second reload dropped what the first carried, and 'once' (1/1h)
+    fired a second time on the same process."""
+    target, unit = target_in_unit()
+    settings = '[agent]\ndump_dir = "@DUMP_DIR@"\n'
+    once = table("once", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true")  # limit 1/1h
+    agent = Agent(policy=settings + once, env={"DSAGENT_TEST_PAUSE": "candidate-walk:4000"})
+    wait_for(lambda: fired(agent, target.pid, "once"), timeout=90, what="once fired")
+    started = time.monotonic()
+    for _ in range(2):
+        assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    # the premise: a walk started before the first reload is cancelled by it, and the one it starts is held 4 s,
+    # so no watch (none of what the first carried taken) came back before the second
+    assert time.monotonic() - started < 3.5, "the second reload came after the first one's walk"
+
+    def watched():
+        r = dsctl(agent, "root", "--json", "collect")
+        return r.returncode == 0 and [x for x in json.loads(r.stdout) if x.get("pid") == target.pid]
+    row = wait_for(watched, timeout=60, what="the process watched again")[0]
+    time.sleep(4)  # samples beyond the line, one a second
+    assert len(fired(agent, target.pid, "once")) == 1, fired(agent, target.pid)
+    assert row.get("last_fired_usec"), row  # its firing was carried across both reloads
 
 
 @test
@@ -491,6 +573,32 @@ def dsctl_collect_lists_the_tables_each_reads_and_none_to_anyone_else():
     r = dsctl(agent, MALLORY, "collect")
     assert r.returncode == 0 and r.stdout == "", r
     assert r.stderr == "No collection tables whose artifacts you can read.\n", r.stderr
+
+
+@test
+def dsctl_collect_lists_every_table_before_any_process_is_watched():
+    """A table is listed from the policy, not from its watches: with no process covered (its unit runs nothing),
+    root and its readers see it, with no process under it; anyone else sees nothing of it."""
+    empty = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    agent = agent_with(table("nothing-yet", "Dsagent.TestTarget:test-gauge", empty, readers=(ALICE,)),
+                       table("ops-nothing", "Dsagent.TestTarget:test-gauge", empty, readers=(f"group:{OPS}",)),
+                       exception_table("root-nothing", "TimeoutException", empty, readers=()))
+    time.sleep(3)  # a walk or more: nothing to watch
+
+    def rows(user):
+        r = dsctl(agent, user, "--json", "collect")
+        assert r.returncode == 0, r
+        return json.loads(r.stdout)
+    listed = rows("root")
+    assert sorted(x["table"] for x in listed) == ["nothing-yet", "ops-nothing", "root-nothing"], listed
+    assert not [x for x in listed if "pid" in x], listed
+    assert {x["table"]: x["action"] for x in listed}["root-nothing"] == "dump", listed
+    assert sorted(x["table"] for x in rows(ALICE)) == ["nothing-yet", "ops-nothing"], rows(ALICE)
+    r = dsctl(agent, ALICE, "collect")
+    assert r.returncode == 0 and r.stdout.startswith("nothing-yet: dump when Dsagent.TestTarget:test-gauge\n"), r
+    assert rows(MALLORY) == []
+    r = dsctl(agent, MALLORY, "collect")
+    assert r.returncode == 0 and r.stdout == "" and "No collection tables" in r.stderr, r
 
 
 @test

@@ -13,9 +13,9 @@ import time
 import uuid
 
 import harness
-from harness import (ALICE, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, acl_of, as_user,
-                     can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app, test,
-                     traceevent, uid_of, wait_for)
+from harness import (ALICE, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, acl_of,
+                     as_user, can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app,
+                     test, traceevent, uid_of, wait_for)
 
 PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
@@ -192,6 +192,27 @@ def an_on_start_trace_holds_the_apps_first_event_and_only_its_readers_read_it():
     assert r.returncode == 0 and trace not in r.stdout, r
     r = dsctl(agent, ALICE, "dumps", "--remove", trace)
     assert r.returncode != 0 and os.path.exists(trace), "a reader removed what the agent asked for"
+
+
+@test
+def an_on_start_trace_is_one_of_the_sessions_max_sessions_per_target_allows():
+    """With max_sessions_per_target = 1 the startup trace holds the process's one session while it runs: a
+    granted counters session is told so; once the trace has ended, it runs. Before, the startup trace was counted
+    nowhere, and the process carried two sessions where the policy allows one."""
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    settings = policy(path, suspend_timeout="0", extra=on_start(duration="15s"))
+    agent = Agent(policy=settings.replace("[agent]\n", "[agent]\nmax_sessions_per_target = 1\n", 1))
+    target = connecting_target(path, mode="suspend", args=("--startup-marker",))
+    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
+    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    wait_for(lambda: mine(agent.records(message_id=SESSION_START_ID)), timeout=30, what="the startup trace's start")
+    r = dsctl(agent, ALICE, "counters", str(target.pid), "--duration", "1", timeout=120)
+    assert r.returncode == EXIT_BUSY and "max_sessions_per_target" in r.stderr, r
+    assert not mine(agent.records(message_id=SESSION_END_ID)), "the trace ended before alice asked"
+    wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=90, what="the startup trace's end")
+    r = dsctl(agent, ALICE, "counters", str(target.pid), "--duration", "1", timeout=120)
+    assert r.returncode == 0 and "System.Runtime" in r.stdout, r
 
 
 @test

@@ -50,8 +50,32 @@ static void test_a_requester_and_a_process_count_over_both_pools(void) {
         admission_free(a);
 }
 
+/* The agent's own sessions (watches, tables' actions, startup traces) share the process's seats with
+ * clients', and count against no requester's limit. */
+static void test_agent_sessions_share_the_processs_seats(void) {
+        static const AdmissionLimits CLIENT = { .per_target = 2, .per_requester = 1 };
+        Admission *a = admission_new();
+        AdmissionKey watch, action, other;
+        const char *why = NULL;
+
+        check(admission_begin_agent_session(a, 100, 7, (uid_t)-3, 2, &watch, &why) == 0);
+        check(watch.pid == 100 && watch.start_time == 7 && watch.requester == (uid_t)-3 && !watch.own);
+        check(admission_begin_agent_session(a, 100, 7, (uid_t)-4, 2, &action, &why) == 0);
+        /* both seats taken: a client's session is told so, as is a third of the agent's */
+        why = NULL;
+        check(admission_begin(a, ADMISSION_SESSION, KEY(100, 1001, false), &CLIENT, &why) == ADMISSION_E_BUSY);
+        check(why && strstr(why, "max_sessions_per_target"));
+        check(admission_begin_agent_session(a, 100, 7, (uid_t)-4, 2, &other, &why) == ADMISSION_E_BUSY);
+        /* no limit per owner: the same owner's session of another process runs */
+        check(admission_begin_agent_session(a, 200, 7, (uid_t)-4, 2, &other, &why) == 0);
+        admission_end(a, ADMISSION_SESSION, &action);
+        check(admission_begin(a, ADMISSION_SESSION, KEY(100, 1001, false), &CLIENT, &why) == 0);
+        admission_free(a);
+}
+
 int main(void) {
         run_test(test_own_dumps_leave_the_shared_slots_alone);
         run_test(test_a_requester_and_a_process_count_over_both_pools);
+        run_test(test_agent_sessions_share_the_processs_seats);
         return tap_finish();
 }
