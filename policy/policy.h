@@ -156,6 +156,7 @@ typedef enum PolicyCollectAction {
         POLICY_COLLECT_THEN_DUMP,   /* a dump of dump_type, as dsctl dump writes */
         POLICY_COLLECT_THEN_STACKS, /* the managed stacks, as dsctl stacks prints */
         POLICY_COLLECT_THEN_TRACE,  /* a nettrace of trace_profile for duration */
+        POLICY_COLLECT_THEN_GCDUMP, /* the GC heap, as the .gcdump dsctl gcdump -o writes */
         _POLICY_COLLECT_THEN_MAX,
 } PolicyCollectAction;
 

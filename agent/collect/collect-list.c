@@ -44,6 +44,7 @@ static const char *action_of(const PolicyCollect *table) {
         switch (table->then) {
         case POLICY_COLLECT_THEN_DUMP: return "dump";
         case POLICY_COLLECT_THEN_STACKS: return "stacks";
+        case POLICY_COLLECT_THEN_GCDUMP: return "gcdump";
         default: return "trace";
         }
 }
