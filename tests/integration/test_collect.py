@@ -7,6 +7,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import signal
 import subprocess
 import time
@@ -298,6 +299,74 @@ def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once
     sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
                 and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
     assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "stacks", sessions
+
+    time.sleep(6)  # the default limit, 1/1h, takes no second
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
+def stock_gcdump_report(path):
+    """What the stock dotnet-gcdump report (tests/tools/dotnet-tools, as test_gcdump uses it) prints of @path."""
+    tool = os.path.join(harness.tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), "dotnet-gcdump")
+    r = subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", tool, "report", path], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r
+    return r.stdout
+
+
+@test
+def a_gcdump_table_writes_a_gcdump_the_stock_report_reads_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit()
+    agent = agent_with(table("heap-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=180, what="the heap dump collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "heap-high" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
+    assert os.path.dirname(path) == agent.dumps and path.endswith(".gcdump"), path
+    assert os.path.basename(path).startswith("gcdump.") and f".{high.pid}.collect-heap-high." in path, path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a heap dump session begins", fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "heap-high", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "gcdump", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+
+    # the stock reader reads it: the runtime's types and the test app's own, each with its module
+    report = stock_gcdump_report(path)
+    found = re.findall(r"^ +([\d,]+) +([\d,]+)  (.+)$", report, re.M)
+    assert len(found) > 20, report
+    assert any(what.startswith("System.String  [System.Private.CoreLib.dll]") for _, _, what in found), report
+    assert any(what == "TestTargetSource  [DsTestTarget.dll]" for _, _, what in found), report
+    assert not any(what.startswith("UNKNOWN") for _, _, what in found), report
+    objects = int(re.search(r"^ +([\d,]+)  GC Heap objects$", report, re.M).group(1).replace(",", ""))
+    assert objects > 100, report
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    assert not [e for e in acl if e.startswith("group:") and e not in ("group::---", f"group:{grp.getgrnam(OPS).gr_gid}:r--")], acl
+    assert can_read(ALICE, path), "a reader (in the table's group) cannot read the heap dump"
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected heap dump"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == "gcdump" and "collect-heap-high" in listed[0]["path"], (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and "heap-high" not in r.stdout, r
+
+    # the session dsctl gcdump asks for, stopped by the agent once the dump's GC had ended (not at its 30 s
+    # window), with the rundown that names the modules whole
+    mine = lambda mid: [r for r in agent.records(message_id=mid) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+                        and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    started = mine(SESSION_START_ID)
+    assert len(started) == 1 and started[0]["DSAGENT_SESSION_KIND"] == "gcdump", started
+    assert started[0]["DSAGENT_RULE"] == "heap-high", started
+    assert started[0]["DSAGENT_PROVIDERS"] == "Microsoft-Windows-DotNETRuntime:0x1980001:5", started
+    ended = mine(SESSION_END_ID)
+    assert [(e["DSAGENT_SESSION_END"], e["DSAGENT_SESSION_COMPLETE"]) for e in ended] == [("stopped", "yes")], ended
 
     time.sleep(6)  # the default limit, 1/1h, takes no second
     assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
