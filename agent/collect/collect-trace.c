@@ -62,6 +62,7 @@ struct CollectTrace {
         sd_event_source *control_source;
         unsigned slot;
         bool have_slot, stop_sent, started;
+        bool stopped_whole;         /* then.gcdump: stopped once the worker said the dump was whole */
         sd_event_source *stop_timer;
         char *providers_text;       /* as the runtime was asked, for the session records */
         uint64_t started_usec;
@@ -315,8 +316,10 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                 t->control_source = sd_event_source_disable_unref(t->control_source);
                 return 0;
         }
-        if (c == JOBS_GCDUMP_DUMPED)
+        if (c == JOBS_GCDUMP_DUMPED && !t->stop_sent) {
                 stop_session(t);
+                t->stopped_whole = t->stop_sent;
+        }
         return 0;
 }
 
@@ -326,8 +329,10 @@ static void gcdump_recorded(void *userdata, int r, const JobGcdumpResult *res, c
         char path[PATH_MAX] = "", result[PATH_MAX + 320];
         /* the session's end: what the heap came to is the collect record's to say */
         int stream_r = r == JOBS_E_NO_HEAP || r == JOBS_E_NO_SPACE ? 0 : r;
-        const char *how = stream_r == 0 && res->ended && res->dumped && t->stop_sent ? "stopped"
-                                                                                      : jobs_trace_end(stream_r, res->ended, t->stop_sent);
+        /* "stopped" as a client's session that dsctl gcdump stops once the dump is whole; "duration": the
+         * window ran out first */
+        const char *how = stream_r == 0 && res->ended && t->stopped_whole ? "stopped"
+                                                                           : jobs_trace_end(stream_r, res->ended, t->stop_sent);
 
         record_session(t, true, res->stream_bytes, how, stream_r == 0 && res->ended && t->stop_sent);
         if (r == 0)
