@@ -647,6 +647,7 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
         GcdumpRead g = {};
         uint64_t seed = 0;
 
+        memset(&a->gcdump, 0, sizeof(a->gcdump)); /* the reply's buffer holds the last job's */
         if (msg->n_fds != 4 || q->trace.slot >= DUMP_SLOTS_MAX) {
                 a->r = -EBADF;
                 return REPLY_HEAD;
