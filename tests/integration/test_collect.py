@@ -375,6 +375,31 @@ def a_gcdump_table_writes_a_gcdump_the_stock_report_reads_for_its_readers_only_o
 
 
 @test
+def a_gcdump_table_whose_runtime_sends_no_heap_records_the_failure_and_leaves_nothing():
+    # a runtime whose counter crosses the line, and that answers the heap dump's session with counter samples
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
+    os.chmod(path, 0o644)
+    fake = FakeRuntime(f"stream:{path}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(table("no-heap", "Hostile:depth", unit, then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the heap dump's failure")[0]
+    assert rec["DSAGENT_RULE"] == "no-heap" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
+    assert rec["DSAGENT_COLLECT_RESULT"] == "no heap dump: the runtime sent no complete heap dump", rec
+    assert fired(agent, fake.pid)[0]["DSAGENT_COLLECT_RESULT"] == "a heap dump session begins", fired(agent, fake.pid)
+    assert not collect_records(agent, fake.pid, "collected")
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f], os.listdir(agent.dumps)
+    # the session was the heap dump's, and the runtime ended it: never stopped as a whole dump
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(fake.pid)
+             and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert [(e["DSAGENT_SESSION_KIND"], e["DSAGENT_SESSION_END"]) for e in ended] == [("gcdump", "target-ended")], ended
+    assert agent.proc.poll() is None, "the agent died"
+
+
+@test
 def a_watch_is_one_of_the_sessions_max_sessions_per_target_allows():
     """A process's sessions are its watch's and its users' together: with max_sessions_per_target = 1, the
     watch holds the one, and the owner's own counters session is told so; once a reload takes the table away,
