@@ -328,7 +328,7 @@ static void gcdump_recorded(void *userdata, int r, const JobGcdumpResult *res, c
         CollectTrace *t = userdata;
         char path[PATH_MAX] = "", result[PATH_MAX + 320];
         /* the session's end: what the heap came to is the collect record's to say */
-        int stream_r = r == JOBS_E_NO_HEAP || r == JOBS_E_NO_SPACE ? 0 : r;
+        int stream_r = r == JOBS_E_NO_HEAP ? 0 : r;
         /* "stopped" as a client's session that dsctl gcdump stops once the dump is whole; "duration": the
          * window ran out first */
         const char *how = stream_r == 0 && res->ended && t->stopped_whole ? "stopped"

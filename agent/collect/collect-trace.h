@@ -16,6 +16,13 @@
  * for MONITOR_STACKS_SAMPLE_USEC, then the rundown): its nettrace, never named, becomes in a worker
  * the text dsctl stacks prints (jobs_stacks_text(), eventpipe/monitor-view.h), which is published
  * as stacks.NAME.PID.collect-TABLE.TIME.txt (type stacks).
+ *
+ * then.gcdump runs the same way too, with the session dsctl gcdump asks for (monitor_gcdump_config(),
+ * for dsctl gcdump's 30 s window at most): a worker reads its stream and makes of it the .gcdump
+ * dsctl gcdump -o writes (jobs_record_gcdump(), eventpipe/gcdump-heap.h), never storing the nettrace;
+ * it tells the agent when the dump's GC has ended, and the agent stops the session then, as dsctl
+ * does, so that the rundown names the types' modules. The file is published as
+ * gcdump.NAME.PID.collect-TABLE.TIME.gcdump (type gcdump).
  */
 #pragma once
 
