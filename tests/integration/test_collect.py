@@ -400,6 +400,23 @@ def a_gcdump_table_whose_runtime_sends_no_heap_records_the_failure_and_leaves_no
 
 
 @test
+def a_gcdump_past_max_use_records_the_failure_and_leaves_nothing():
+    # the .gcdump is written through the dump writer, under dump_dir's guards: 4 KiB are not enough for it
+    high, unit = target_in_unit()
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_use = "4K"\n' +
+                  table("heap-small", "Dsagent.TestTarget:test-gauge", unit, then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "failed"), timeout=180, what="the heap dump's failure")[0]
+    assert rec["DSAGENT_RULE"] == "heap-small" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
+    assert rec["DSAGENT_COLLECT_RESULT"].startswith("cannot store the heap dump: ") and \
+        "max_use" in rec["DSAGENT_COLLECT_RESULT"], rec
+    assert not collect_records(agent, high.pid, "collected")
+    assert os.listdir(agent.dumps) == [], os.listdir(agent.dumps)
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+             and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert [e["DSAGENT_SESSION_END"] for e in ended] == ["no-space"], ended
+
+
+@test
 def a_watch_is_one_of_the_sessions_max_sessions_per_target_allows():
     """A process's sessions are its watch's and its users' together: with max_sessions_per_target = 1, the
     watch holds the one, and the owner's own counters session is told so; once a reload takes the table away,
