@@ -351,8 +351,8 @@ static int check_policy(const Options *o) {
                        p->n_rules == 1 ? "" : "s", p->n_files, p->n_files == 1 ? "" : "s");
         /* checked like the rest, but only partly acted on: say so rather than let them seem in force */
         if (p->n_collect > 0)
-                printf("%s: %zu [[collect]] table%s checked; then.dump, then.stacks, then.trace_profile and "
-                       "then.counters take their artifacts; then.gcdump is not built (docs/collect.md)\n",
+                printf("%s: %zu [[collect]] table%s checked; then.dump, then.stacks, then.trace_profile, "
+                       "then.counters and then.gcdump take their artifacts (docs/collect.md)\n",
                        o->broker.policy_path, p->n_collect, p->n_collect == 1 ? "" : "s");
         policy_unref(p);
         return EXIT_SUCCESS;

@@ -1545,15 +1545,11 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 }
                 return true;
         }
-        if (strcmp(t->key, "gcdump") == 0) {
-                error_at(c, t->line, t->column, "'then.%s' is not built yet (then.dump, then.stacks, "
-                         "then.trace_profile, then.counters are; docs/collect.md)", t->key);
-                return false;
-        }
         if (strcmp(t->key, "dump") != 0 && strcmp(t->key, "stacks") != 0 && strcmp(t->key, "trace_profile") != 0 &&
-            strcmp(t->key, "counters") != 0) {
+            strcmp(t->key, "counters") != 0 && strcmp(t->key, "gcdump") != 0) {
                 error_at(c, t->line, t->column,
-                         "unknown key 'then.%s' in [[collect]] (dump, stacks, trace_profile, counters, duration)", t->key);
+                         "unknown key 'then.%s' in [[collect]] (dump, stacks, gcdump, trace_profile, counters, duration)",
+                         t->key);
                 return false;
         }
         if (*action) {
@@ -1561,14 +1557,14 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 return false;
         }
         *action = t;
-        if (strcmp(t->key, "stacks") == 0) {
+        if (strcmp(t->key, "stacks") == 0 || strcmp(t->key, "gcdump") == 0) {
                 if (!expect_type(c, t, TOML_BOOLEAN))
                         return false;
                 if (!v->boolean) {
-                        error_at(c, t->line, t->column, "'then.stacks = false' means nothing; leave it out");
+                        error_at(c, t->line, t->column, "'then.%s = false' means nothing; leave it out", t->key);
                         return false;
                 }
-                col->then = POLICY_COLLECT_THEN_STACKS;
+                col->then = strcmp(t->key, "stacks") == 0 ? POLICY_COLLECT_THEN_STACKS : POLICY_COLLECT_THEN_GCDUMP;
                 return true;
         }
         if (strcmp(t->key, "counters") == 0)
@@ -1606,7 +1602,7 @@ static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAg
         duration = toml_table_find(e->value, "duration");
         if (!action && ok) {
                 error_at(c, e->line, e->column, "'then' needs an action: 'then.dump', 'then.stacks', "
-                         "'then.trace_profile' or 'then.counters'");
+                         "'then.gcdump', 'then.trace_profile' or 'then.counters'");
                 return false;
         }
         if (action && strcmp(action->key, "trace_profile") == 0 && !duration) {
@@ -1674,7 +1670,7 @@ static bool check_collect(Compiler *c, const TomlValue *table) {
                 { "targets", "[[collect]] needs targets (users, units, names, cgroups or containers), "
                              "or targets.any = true" },
                 { "when", "[[collect]] needs a trigger: when.counter or when.exception" },
-                { "then", "[[collect]] needs an action: then.dump, then.stacks or then.trace_profile" },
+                { "then", "[[collect]] needs an action: then.dump, then.stacks, then.gcdump or then.trace_profile" },
         };
         bool ok = true;
 

@@ -157,6 +157,7 @@ typedef enum PolicyCollectAction {
         POLICY_COLLECT_THEN_STACKS, /* the managed stacks, as dsctl stacks prints */
         POLICY_COLLECT_THEN_TRACE,  /* a nettrace of trace_profile for duration */
         POLICY_COLLECT_THEN_COUNTERS, /* the counters of counters_providers for duration, as dsctl counters --format csv */
+        POLICY_COLLECT_THEN_GCDUMP, /* the GC heap, as the .gcdump dsctl gcdump -o writes */
         _POLICY_COLLECT_THEN_MAX,
 } PolicyCollectAction;
 

@@ -45,6 +45,7 @@ static const char *action_of(const PolicyCollect *table) {
         case POLICY_COLLECT_THEN_DUMP: return "dump";
         case POLICY_COLLECT_THEN_STACKS: return "stacks";
         case POLICY_COLLECT_THEN_COUNTERS: return "counters";
+        case POLICY_COLLECT_THEN_GCDUMP: return "gcdump";
         default: return "trace";
         }
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,10 @@
 #define USEC_PER_SEC 1000000ULL
 /* After StopTracing the runtime writes its rundown, then ends the stream (as on-start.c allows). */
 #define COLLECT_STOP_GRACE_USEC (60 * USEC_PER_SEC)
+/* then.gcdump: how long the heap dump may take to come, as dsctl gcdump's window (session.c); the
+ * session is stopped as soon as the dump's GC has ended. Then the worker has this long to write it. */
+#define COLLECT_GCDUMP_WINDOW_USEC (30 * USEC_PER_SEC)
+#define COLLECT_GCDUMP_WRITE_USEC (120 * USEC_PER_SEC)
 /* The worker pool counts jobs by owner: these traces are their own, apart from the watcher's jobs
  * ((uid_t) -3), the startup traces' (-2) and every user's. */
 #define COLLECT_TRACES_OWNER ((uint32_t)-4)
@@ -53,9 +58,12 @@ struct CollectTrace {
         uint64_t session_id;
         int stream_fd, dir_fd, file_fd;
         int text_fd;                /* then.stacks: the text, an unnamed file of dump_dir too */
+        int control_fd;             /* then.gcdump: the agent's end of the worker's control socket */
+        sd_event_source *control_source;
         unsigned slot;
         AdmissionKey key;           /* one of the process's sessions (max_sessions_per_target) while admitted */
         bool admitted, have_slot, stop_sent, started;
+        bool stopped_whole;         /* then.gcdump: stopped once the worker said the dump was whole */
         sd_event_source *stop_timer;
         char *providers_text;       /* as the runtime was asked, for the session records */
         uint64_t started_usec;
@@ -85,6 +93,8 @@ static void trace_free(CollectTrace *t) {
                 worker_job_cancel(t->job.job);
         runtime_call_free(t->call);
         sd_event_source_disable_unref(t->stop_timer);
+        sd_event_source_disable_unref(t->control_source);
+        safe_close(t->control_fd);
         if (t->have_slot)
                 dump_slots_release(broker_of(t)->dump_slots, t->slot);
         safe_close(t->stream_fd);
@@ -109,17 +119,27 @@ static bool is_counters(const CollectTrace *t) {
         return t->table->then == POLICY_COLLECT_THEN_COUNTERS;
 }
 
+/* then.gcdump: a heap dump session, as dsctl gcdump asks, whose stream a worker makes a .gcdump of. */
+static bool is_gcdump(const CollectTrace *t) {
+        return t->table->then == POLICY_COLLECT_THEN_GCDUMP;
+}
+
 /* Its nettrace is never named: a worker renders it, and the rendering is published. */
 static bool is_rendered(const CollectTrace *t) {
         return is_stacks(t) || is_counters(t);
 }
 
 static const char *action_of(const CollectTrace *t) {
-        return is_stacks(t) ? "stacks" : is_counters(t) ? "counters" : "trace";
+        return is_stacks(t) ? "stacks" : is_counters(t) ? "counters" : is_gcdump(t) ? "gcdump" : "trace";
 }
 
-/* How long the session runs before StopTracing: stacks take a moment's samples, as dsctl stacks does. */
+/* How long the session runs before StopTracing: stacks take a moment's samples, as dsctl stacks does;
+ * a heap dump is stopped once it is whole, and at the end of dsctl gcdump's window at the latest. */
 static uint64_t duration_of(const CollectTrace *t) {
+        uint64_t most = t->policy->agent.max_session_duration_usec;
+
+        if (is_gcdump(t))
+                return COLLECT_GCDUMP_WINDOW_USEC < most ? COLLECT_GCDUMP_WINDOW_USEC : most;
         return is_stacks(t) ? MONITOR_STACKS_SAMPLE_USEC : t->table->duration_usec;
 }
 
@@ -183,7 +203,8 @@ static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_
         int r;
 
         r = dump_publish_for_table(t->dir_fd, fd, &readers, &attrs, action_of(t), "collect", t->table->name,
-                                   is_stacks(t) ? ".txt" : is_counters(t) ? ".csv" : ".nettrace", name, sizeof(name));
+                                   is_stacks(t) ? ".txt" : is_counters(t) ? ".csv" : is_gcdump(t) ? ".gcdump" : ".nettrace",
+                                   name, sizeof(name));
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
@@ -287,21 +308,97 @@ static void stop_done(RuntimeCall *call, int error, const DotnetIpcResponse *rep
         t->call = runtime_call_free(t->call);
 }
 
-static int on_duration_over(sd_event_source *s, uint64_t usec, void *userdata) {
-        CollectTrace *t = userdata;
+/* StopTracing, once: the runtime writes its rundown and ends the stream. */
+static void stop_session(CollectTrace *t) {
         uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
         const char *why = NULL;
         size_t size;
         int fd;
 
         t->stop_timer = sd_event_source_disable_unref(t->stop_timer);
+        if (t->stop_sent || t->call)
+                return;
         if (dotnet_ipc_stop_tracing_encode(t->session_id, request, sizeof(request), &size) != 0 ||
             target_connect(t->target, &fd, &why) != 0)
-                return 0; /* the process went: its stream ends with it */
+                return; /* the process went: its stream ends with it */
         if (runtime_call_start(broker_of(t)->event, fd, request, size, broker_of(t)->config.runtime_timeout_usec,
                                stop_done, t, &t->call) == 0)
                 t->stop_sent = true;
+}
+
+static int on_duration_over(sd_event_source *s, uint64_t usec, void *userdata) {
+        stop_session(userdata);
         return 0;
+}
+
+/* then.gcdump: the worker says the dump's GC has ended; its end (or its death) ends the socket. */
+static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        CollectTrace *t = userdata;
+        char c = 0;
+        ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (n <= 0) {
+                t->control_source = sd_event_source_disable_unref(t->control_source);
+                return 0;
+        }
+        if (c == JOBS_GCDUMP_DUMPED && !t->stop_sent) {
+                stop_session(t);
+                t->stopped_whole = t->stop_sent;
+        }
+        return 0;
+}
+
+/* then.gcdump: the session is over and the worker wrote the .gcdump, or says why not. */
+static void gcdump_recorded(void *userdata, int r, const JobGcdumpResult *res, const char *why) {
+        CollectTrace *t = userdata;
+        char path[PATH_MAX] = "", result[PATH_MAX + 320];
+        /* the session's end: what the heap came to is the collect record's to say */
+        int stream_r = r == JOBS_E_NO_HEAP ? 0 : r;
+        /* "stopped" as a client's session that dsctl gcdump stops once the dump is whole; "duration": the
+         * window ran out first */
+        const char *how = stream_r == 0 && res->ended && t->stopped_whole ? "stopped"
+                                                                           : jobs_trace_end(stream_r, res->ended, t->stop_sent);
+
+        release_seat(t); /* the worker no longer reads the stream: the session is over */
+        record_session(t, true, res->stream_bytes, how, stream_r == 0 && res->ended && t->stop_sent);
+        if (r == 0)
+                r = publish(t, t->file_fd, res->bytes, path, sizeof(path));
+        if (r == 0) {
+                snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, res->bytes);
+                record_result(t, "collected", result);
+                trace_free(t);
+                return;
+        }
+        if (r == JOBS_E_NO_HEAP)
+                snprintf(result, sizeof(result), "no heap dump: %s", why ? why : "the stream made none");
+        else if (r == JOBS_E_NO_SPACE || r == DUMP_PUBLISH_E_NO_SPACE)
+                snprintf(result, sizeof(result), "cannot store the heap dump: %s", why ? why : "no space in dump_dir");
+        else if (r == JOBS_E_TIMEOUT)
+                snprintf(result, sizeof(result), "cannot take the heap dump: the worker did not finish in time");
+        else
+                snprintf(result, sizeof(result), "cannot take the heap dump: %s",
+                         r < 0 ? strerror(-r) : "the worker failed");
+        trace_fail(t, result);
+}
+
+/* then.gcdump: the worker reads the stream, tells when the dump is whole, and writes the .gcdump. */
+static int start_gcdump(CollectTrace *t, const DumpLimits *limits, uint64_t timeout) {
+        Broker *b = broker_of(t);
+        _cleanup_close_ int theirs = -EBADF;
+        int sv[2], r;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
+                return -errno;
+        t->control_fd = sv[0];
+        theirs = sv[1];
+        r = sd_event_add_io(b->event, &t->control_source, t->control_fd, EPOLLIN, on_control, t);
+        if (r < 0)
+                return r;
+        return jobs_record_gcdump(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, theirs, limits, t->slot,
+                                  t->policy->agent.max_trace_size, timeout + COLLECT_GCDUMP_WRITE_USEC, gcdump_recorded,
+                                  t, &t->job);
 }
 
 /* The unnamed file in dump_dir, a slot for its bytes, and the worker that writes it. */
@@ -315,8 +412,9 @@ static int start_recording(CollectTrace *t) {
         if (r < 0)
                 return r;
         t->have_slot = true;
-        r = jobs_record_trace(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, &limits, t->slot,
-                              t->policy->agent.max_trace_size, timeout, recorded, t, &t->job);
+        r = is_gcdump(t) ? start_gcdump(t, &limits, timeout)
+                         : jobs_record_trace(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, &limits,
+                                             t->slot, t->policy->agent.max_trace_size, timeout, recorded, t, &t->job);
         if (r != 0)
                 return r;
         /* the worker holds the stream now: when it stops reading, the runtime ends the session */
@@ -367,6 +465,8 @@ static int config_of(const CollectTrace *t, EventPipeConfig *ret) {
 
         if (is_stacks(t))
                 return monitor_stacks_config(ret);
+        if (is_gcdump(t))
+                return monitor_gcdump_config(ret);
         if (!is_counters(t))
                 return eventpipe_profile_config(t->table->trace_profile, ret);
         r = collect_session_id(session_id);
@@ -445,7 +545,7 @@ int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *t
         }
         *t = (CollectTrace){ .set = s, .next = s->traces, .policy = policy_ref(policy), .table = table,
                              .target = target_ref(target), .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF,
-                             .text_fd = -EBADF };
+                             .text_fd = -EBADF, .control_fd = -EBADF };
         s->traces = t;
         s->n++;
         if (admit(t, why, why_size) != 0 || begin(t, why, why_size) != 0) {

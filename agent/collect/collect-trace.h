@@ -22,6 +22,12 @@
  * a worker the CSV dsctl counters --format csv prints (jobs_counters_csv(), eventpipe/counter-rows.h),
  * published as counters.NAME.PID.collect-TABLE.TIME.csv (type counters). Both count among the
  * COLLECT_TRACES_MAX.
+ * then.gcdump runs the same way too, with the session dsctl gcdump asks for (monitor_gcdump_config(),
+ * for dsctl gcdump's 30 s window at most): a worker reads its stream and makes of it the .gcdump
+ * dsctl gcdump -o writes (jobs_record_gcdump(), eventpipe/gcdump-heap.h), never storing the nettrace;
+ * it tells the agent when the dump's GC has ended, and the agent stops the session then, as dsctl
+ * does, so that the rundown names the types' modules. The file is published as
+ * gcdump.NAME.PID.collect-TABLE.TIME.gcdump (type gcdump).
  */
 #pragma once
 

@@ -200,6 +200,7 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                 [POLICY_COLLECT_THEN_STACKS] = "stacks",
                 [POLICY_COLLECT_THEN_TRACE] = "trace",
                 [POLICY_COLLECT_THEN_COUNTERS] = "counters",
+                [POLICY_COLLECT_THEN_GCDUMP] = "gcdump",
         };
 
         collect_table_what(table, what, sizeof(what));
@@ -255,6 +256,10 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
         case POLICY_COLLECT_THEN_COUNTERS:
                 if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a counters session begins");
+                break;
+        case POLICY_COLLECT_THEN_GCDUMP: /* a session as then.stacks', counted with the traces */
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                        snprintf(why, sizeof(why), "a heap dump session begins");
                 break;
         default:
                 snprintf(why, sizeof(why), "the action is not built yet: nothing was collected");

@@ -123,6 +123,33 @@ int dump_writer_pump(DumpWriter *w, uint64_t budget, const char **ret_why) {
         return 0;
 }
 
+int dump_writer_write(DumpWriter *w, const void *data, size_t size, const char **ret_why) {
+        const uint8_t *p = data;
+
+        while (size > 0) {
+                /* never past the next check, as dump_writer_pump() */
+                uint64_t until_check = w->next_check - w->bytes;
+                ssize_t n = write(w->file_fd, p, until_check < size ? (size_t)until_check : size);
+                int r;
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == ENOSPC || errno == EDQUOT) {
+                                *ret_why = "the file does not fit: the dump directory's file system is full";
+                                return DUMP_WRITER_E_NO_SPACE;
+                        }
+                        return -errno;
+                }
+                p += n;
+                size -= (size_t)n;
+                r = account(w, (size_t)n, ret_why);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
+}
+
 int dump_writer_drain(DumpWriter *w, const char **ret_why) {
         int capacity, r;
 

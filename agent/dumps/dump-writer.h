@@ -89,6 +89,14 @@ int dump_writer_pump(DumpWriter *w, uint64_t budget, const char **ret_why);
 int dump_writer_drain(DumpWriter *w, const char **ret_why);
 
 /**
+ * dump_writer_write() - write @size bytes the worker made itself (a [[collect]] table's .gcdump)
+ *
+ * As dump_writer_pump() moves a FIFO's, counted in the slot and under dump_dir's guards; the
+ * writer's source is not used. Return: 0, DUMP_WRITER_E_NO_SPACE with *@ret_why, or a negative errno.
+ */
+int dump_writer_write(DumpWriter *w, const void *data, size_t size, const char **ret_why);
+
+/**
  * dump_file_check_core() - is the @size bytes file @fd a whole ELF core?
  *
  * Return: 0, DUMP_WRITER_E_EMPTY or DUMP_WRITER_E_NOT_CORE with *@ret_why, or a negative errno.

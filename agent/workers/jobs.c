@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -25,6 +26,7 @@
 #include "discover.h"
 #include "dump-writer.h"
 #include "dump-publish.h"
+#include "gcdump-heap.h"
 #include "jobs.h"
 #include "monitor-view.h"
 #include "nettrace.h"
@@ -53,6 +55,7 @@ typedef enum JobType {
         JOB_RECHECK,
         JOB_STACKS,
         JOB_COUNTERS,
+        JOB_GCDUMP,
 } JobType;
 
 typedef struct JobRequester {
@@ -95,7 +98,8 @@ typedef struct JobRequest {
                         DumpLimits limits;
                         uint32_t slot;
                         uint64_t max_bytes;
-                } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir) */
+                } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir); GCDUMP
+                                                 * (fds: the stream, the .gcdump file, dump_dir, control) */
                 DumpLimits stacks;              /* STACKS (fds: the nettrace, the text file, dump_dir) */
                 struct {
                         DumpLimits limits;
@@ -132,6 +136,12 @@ typedef struct JobReply {
                         uint64_t bytes;
                         uint8_t ended;          /* the runtime ended the stream (else: max_bytes) */
                 } trace;                        /* TRACE */
+                struct {
+                        uint64_t bytes;         /* of the .gcdump */
+                        uint64_t stream_bytes;  /* of the session's stream */
+                        uint8_t ended;          /* the runtime ended the stream (else: max_bytes) */
+                        uint8_t dumped;         /* the dump's GC ended: the agent was told */
+                } gcdump;                       /* GCDUMP */
                 uint8_t holds;                  /* RECHECK: the details are what the facts say */
         };
 } JobReply;
@@ -612,6 +622,164 @@ static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, Job
         return REPLY_HEAD + sizeof(a->bytes);
 }
 
+/* The heap events of a gcdump session, as dsctl gcdump reads them (session-client.c): after the first
+ * malformed or excessive one the rest are not added, and the error is told at the end. */
+typedef struct GcdumpRead {
+        GcdumpHeap *heap;
+        int error;
+} GcdumpRead;
+
+static int gcdump_header(const NettraceHeader *h, void *userdata) {
+        GcdumpRead *g = userdata;
+
+        gcdump_heap_set_pointer_size(g->heap, h->pointer_size);
+        return 0;
+}
+
+static int gcdump_event(const NettraceEvent *e, void *userdata) {
+        GcdumpRead *g = userdata;
+        int r;
+
+        if (g->error != 0)
+                return 0;
+        r = gcdump_heap_add(g->heap, e);
+        if (r < 0)
+                return r;
+        if (r == GCDUMP_E_MALFORMED || r == GCDUMP_E_LIMIT)
+                g->error = r;
+        return 0;
+}
+
+/* What the .gcdump's writer is told (gcdump_heap_write()): its bytes go through the dump writer. */
+typedef struct GcdumpOut {
+        DumpWriter w;
+        int r;                  /* the writer's first refusal */
+        const char *why;
+} GcdumpOut;
+
+static int gcdump_out(const void *data, size_t size, void *userdata) {
+        GcdumpOut *o = userdata;
+
+        o->r = dump_writer_write(&o->w, data, size, &o->why);
+        return o->r == 0 ? 0 : -ENOSPC; /* ends the writing; o->r says why */
+}
+
+/* Why the heap gave no .gcdump, in dsctl gcdump's words. */
+static const char *gcdump_why(int r) {
+        switch (r) {
+        case GCDUMP_E_NO_DUMP: return "the runtime sent no complete heap dump";
+        case GCDUMP_E_BROKEN: return "the dump's objects ask for other references than the runtime sent (events lost?)";
+        case GCDUMP_E_LIMIT: return "the heap is beyond the agent's limits";
+        default: return "the runtime's heap events are malformed";
+        }
+}
+
+/*
+ * The session's stream, read until the runtime ends it or max_bytes came: parsed here, never in the
+ * loop. Once the dump's GC has ended, the agent is told (JOBS_GCDUMP_DUMPED on @control) so that it
+ * stops the session; the rundown that follows names the types' modules. A stream the parser refuses
+ * is still read to its end, unparsed, as dsctl does. Return: 0 or a negative errno (-ECANCELED: the
+ * agent gave up).
+ */
+static int gcdump_read(int stream, int control, uint64_t max_bytes, GcdumpRead *g, JobReply *a) {
+        static const NettraceCallbacks callbacks = { .header = gcdump_header, .event = gcdump_event };
+        _cleanup_free_ uint8_t *buf = malloc(STREAM_PIPE_SIZE);
+        NettraceParser *parser = NULL;
+        int parse_error = 0, r = 0;
+
+        if (!buf)
+                return -ENOMEM;
+        r = nettrace_parser_new(&callbacks, g, &parser);
+        while (r == 0 && a->gcdump.stream_bytes < max_bytes) {
+                struct pollfd p[2] = { { .fd = control, .events = POLLIN }, { .fd = stream, .events = POLLIN } };
+                uint64_t left = max_bytes - a->gcdump.stream_bytes;
+                ssize_t n;
+
+                if (poll(p, 2, -1) < 0) {
+                        r = errno == EINTR ? 0 : -errno;
+                        continue;
+                }
+                if (p[0].revents) {
+                        char c;
+
+                        n = recv(control, &c, 1, MSG_DONTWAIT);
+                        if (n <= 0 && !(n < 0 && errno == EAGAIN)) {
+                                r = -ECANCELED; /* the agent is gone, or gave up on the dump */
+                                break;
+                        }
+                }
+                if (!p[1].revents)
+                        continue;
+                n = read(stream, buf, left < STREAM_PIPE_SIZE ? (size_t)left : STREAM_PIPE_SIZE);
+                if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+                        a->gcdump.ended = true; /* stopped, or the process is gone */
+                        break;
+                }
+                if (n < 0) {
+                        r = errno == EINTR || errno == EAGAIN ? 0 : -errno;
+                        continue;
+                }
+                a->gcdump.stream_bytes += (uint64_t)n;
+                if (parse_error == 0) {
+                        parse_error = nettrace_feed(parser, buf, (size_t)n);
+                        if (parse_error < 0)
+                                r = parse_error;
+                }
+                if (!a->gcdump.dumped && gcdump_heap_dumped(g->heap)) {
+                        /* a full control socket loses nothing: the agent's window stops the session too */
+                        (void)send(control, &(char){ JOBS_GCDUMP_DUMPED }, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                        a->gcdump.dumped = true;
+                }
+        }
+        nettrace_parser_free(parser);
+        return r;
+}
+
+/*
+ * A [[collect]] table's heap dump: the gcdump session's stream (gcdump_read()) becomes, here, the
+ * .gcdump dsctl gcdump -o writes, into the unnamed file, counted in the slot and under dump_dir's
+ * guards. The target wrote every byte: the heap's own limits bound what it may make this worker hold.
+ */
+static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        _cleanup_(gcdump_heap_freep) GcdumpHeap *heap = NULL;
+        GcdumpOut out = {};
+        GcdumpRead g = {};
+        uint64_t seed = 0;
+
+        memset(&a->gcdump, 0, sizeof(a->gcdump)); /* the reply's buffer holds the last job's */
+        if (msg->n_fds != 4 || q->trace.slot >= DUMP_SLOTS_MAX) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        a->r = dump_writer_init(&out.w, msg->fds[2], msg->fds[1], -EBADF, &q->trace.limits, broker->dump_slots,
+                                q->trace.slot, &out.why);
+        if (a->r == 0)
+                a->r = gcdump_heap_new(&heap);
+        if (a->r == 0) {
+                /* the target must not know how its addresses hash */
+                (void)getrandom(&seed, sizeof(seed), GRND_NONBLOCK);
+                gcdump_heap_set_seed(heap, seed);
+                g.heap = heap;
+                a->r = gcdump_read(msg->fds[0], msg->fds[3], q->trace.max_bytes, &g, a);
+        }
+        if (a->r == 0 && g.error != 0) {
+                a->r = JOBS_E_NO_HEAP;
+                reply_why(a, gcdump_why(g.error));
+        } else if (a->r == 0) {
+                a->r = gcdump_heap_write(heap, "dsagent", gcdump_out, &out);
+                if (out.r != 0)
+                        a->r = out.r; /* the writer's refusal, not the -ENOSPC that carried it */
+                else if (a->r > 0) {
+                        reply_why(a, gcdump_why(a->r));
+                        a->r = JOBS_E_NO_HEAP;
+                }
+        }
+        if (a->r == DUMP_WRITER_E_NO_SPACE)
+                reply_why(a, out.why ? out.why : "no room in dump_dir for the heap dump");
+        a->gcdump.bytes = out.w.bytes;
+        return REPLY_HEAD + sizeof(a->gcdump);
+}
+
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         static JobRequest q;
         JobReply *a = (JobReply *)reply->data;
@@ -655,6 +823,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_COUNTERS:
                 reply->size = handle_counters(&q, msg, a);
+                break;
+        case JOB_GCDUMP:
+                reply->size = handle_gcdump(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -1080,6 +1251,38 @@ int jobs_counters_csv(Broker *b, uint32_t owner, int nettrace_fd, int csv_fd, in
         strcpy(q->counters.providers, providers);
         return submit_own(b, owner, q, offsetof(JobRequest, counters) + sizeof(q->counters), fds, 3,
                           b->config.reply_timeout_usec, stacks_done, done, userdata, call);
+}
+
+static void gcdump_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobGcdumpDone done = call->callback;
+        const JobReply *a = NULL;
+        JobGcdumpResult res = {};
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->gcdump), &a);
+        if (a && reply->size >= REPLY_HEAD + sizeof(a->gcdump))
+                res = (JobGcdumpResult){ .bytes = r == 0 ? a->gcdump.bytes : 0,
+                                         .stream_bytes = a->gcdump.stream_bytes,
+                                         .ended = a->gcdump.ended,
+                                         .dumped = a->gcdump.dumped };
+        done(call->userdata, writer_code(r), &res, why_of(a));
+}
+
+int jobs_record_gcdump(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, int control_fd,
+                       const DumpLimits *limits, unsigned slot, uint64_t max_bytes, uint64_t timeout_usec,
+                       JobGcdumpDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_GCDUMP);
+        int fds[4] = { stream_fd, file_fd, dir_fd, control_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->trace.limits = *limits;
+        q->trace.slot = slot;
+        q->trace.max_bytes = max_bytes;
+        return submit_own(b, owner, q, offsetof(JobRequest, trace) + sizeof(q->trace), fds, 4, timeout_usec,
+                          gcdump_done, done, userdata, call);
 }
 
 static void walk_done(int error, WorkerMessage *reply, void *userdata) {

@@ -55,6 +55,7 @@ enum {
         JOBS_E_NO_SPACE,        /* dump_dir's guards would break, or its file system is full */
         JOBS_E_EMPTY,           /* the runtime wrote nothing */
         JOBS_E_NOT_CORE,        /* what it wrote is no whole core */
+        JOBS_E_NO_HEAP,         /* jobs_record_gcdump(): the stream made no .gcdump (the why says what was wrong) */
 };
 
 /*
@@ -179,6 +180,31 @@ int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, in
  */
 int jobs_counters_csv(Broker *b, uint32_t owner, int nettrace_fd, int csv_fd, int dir_fd, const DumpLimits *limits,
                       const char *providers, JobStacksDone done, void *userdata, JobCall *call);
+
+/* What a heap dump's worker tells the agent on its control socket: the dump's GC has ended, and only
+ * the rundown that names the types' modules is still wanted (the agent sends StopTracing). */
+#define JOBS_GCDUMP_DUMPED 'D'
+
+typedef struct JobGcdumpResult {
+        uint64_t bytes;         /* of the .gcdump (0 unless @r is 0) */
+        uint64_t stream_bytes;  /* of the session's stream */
+        bool ended;             /* the runtime ended the stream (else it was cut at max_bytes) */
+        bool dumped;            /* the dump's GC ended within the stream */
+} JobGcdumpResult;
+/* @r is 0, a JOBS_E_* code (JOBS_E_NO_SPACE, JOBS_E_NO_HEAP: with @why) or a negative errno. */
+typedef void (*JobGcdumpDone)(void *userdata, int r, const JobGcdumpResult *res, const char *why);
+/*
+ * jobs_record_gcdump() - the .gcdump of a gcdump session (monitor_gcdump_config()), made by a worker
+ *
+ * The worker reads @stream_fd (the runtime's connection after its CollectTracing reply) until the
+ * runtime ends it or @max_bytes came, and parses it as dsctl gcdump does (eventpipe/gcdump-heap.h);
+ * once the dump's GC has ended it sends JOBS_GCDUMP_DUMPED on @control_fd (one end of a
+ * SOCK_SEQPACKET pair), closing the other end cancels it. Then it writes the .gcdump into @file_fd,
+ * an unnamed file of @dir_fd, within dump_dir's @limits (counted in @slot). At most @timeout_usec.
+ */
+int jobs_record_gcdump(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, int control_fd,
+                       const DumpLimits *limits, unsigned slot, uint64_t max_bytes, uint64_t timeout_usec,
+                       JobGcdumpDone done, void *userdata, JobCall *call);
 
 /* A walk's filter holds this many users at most; more, and it is anybody's. */
 #define JOBS_WALK_UIDS_MAX 256

@@ -77,6 +77,7 @@ static void check_collect(const PolicyCollect *c) {
                 fuzz_assert(c->dump_type > POLICY_DUMP_NONE && c->dump_type < _POLICY_DUMP_MAX);
                 break;
         case POLICY_COLLECT_THEN_STACKS:
+        case POLICY_COLLECT_THEN_GCDUMP:
                 fuzz_assert(!c->trace_profile && c->duration_usec == 0);
                 break;
         case POLICY_COLLECT_THEN_TRACE:

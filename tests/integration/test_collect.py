@@ -745,5 +745,115 @@ def a_reload_applies_new_tables_without_restarting_the_agent():
     wait_for(lambda: fired(agent, high.pid, "added"), timeout=90, what="the new table fired")
 
 
+def stock_gcdump_report(path):
+    """What the stock dotnet-gcdump report (tests/tools/dotnet-tools, as test_gcdump uses it) prints of @path."""
+    tool = os.path.join(harness.tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), "dotnet-gcdump")
+    r = subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", tool, "report", path], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == "", r
+    return r.stdout
+
+
+@test
+def a_gcdump_table_writes_a_gcdump_the_stock_report_reads_for_its_readers_only_once_per_limit():
+    high, unit = target_in_unit()
+    agent = agent_with(table("heap-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=180, what="the heap dump collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "heap-high" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
+    assert os.path.dirname(path) == agent.dumps and path.endswith(".gcdump"), path
+    assert os.path.basename(path).startswith("gcdump.") and f".{high.pid}.collect-heap-high." in path, path
+    fire = collect_records(agent, high.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a heap dump session begins", fire
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "heap-high", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "gcdump", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+
+    # the stock reader reads it: the runtime's types and the test app's own, each with its module
+    report = stock_gcdump_report(path)
+    found = re.findall(r"^ +([\d,]+) +([\d,]+)  (.+)$", report, re.M)
+    assert len(found) > 20, report
+    assert any(what.startswith("System.String  [System.Private.CoreLib.dll]") for _, _, what in found), report
+    assert any(what == "TestTargetSource  [DsTestTarget.dll]" for _, _, what in found), report
+    assert not any(what.startswith("UNKNOWN") for _, _, what in found), report
+    objects = int(re.search(r"^ +([\d,]+)  GC Heap objects$", report, re.M).group(1).replace(",", ""))
+    assert objects > 100, report
+
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    assert not [e for e in acl if e.startswith("group:") and e not in ("group::---", f"group:{grp.getgrnam(OPS).gr_gid}:r--")], acl
+    assert can_read(ALICE, path), "a reader (in the table's group) cannot read the heap dump"
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected heap dump"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == "gcdump" and "collect-heap-high" in listed[0]["path"], (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and "heap-high" not in r.stdout, r
+
+    # the session dsctl gcdump asks for, stopped by the agent once the dump's GC had ended (not at its 30 s
+    # window), with the rundown that names the modules whole
+    mine = lambda mid: [r for r in agent.records(message_id=mid) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+                        and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    started = mine(SESSION_START_ID)
+    assert len(started) == 1 and started[0]["DSAGENT_SESSION_KIND"] == "gcdump", started
+    assert started[0]["DSAGENT_RULE"] == "heap-high", started
+    assert started[0]["DSAGENT_PROVIDERS"] == "Microsoft-Windows-DotNETRuntime:0x1980001:5", started
+    ended = mine(SESSION_END_ID)
+    assert [(e["DSAGENT_SESSION_END"], e["DSAGENT_SESSION_COMPLETE"]) for e in ended] == [("stopped", "yes")], ended
+
+    time.sleep(6)  # the default limit, 1/1h, takes no second
+    assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
+    assert [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f] == [os.path.basename(path)], \
+        os.listdir(agent.dumps)
+
+
+@test
+def a_gcdump_table_whose_runtime_sends_no_heap_records_the_failure_and_leaves_nothing():
+    # a runtime whose counter crosses the line, and that answers the heap dump's session with counter samples
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
+    os.chmod(path, 0o644)
+    fake = FakeRuntime(f"stream:{path}")
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(fake.pid, unit)
+    agent = agent_with(table("no-heap", "Hostile:depth", unit, then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the heap dump's failure")[0]
+    assert rec["DSAGENT_RULE"] == "no-heap" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
+    assert rec["DSAGENT_COLLECT_RESULT"] == "no heap dump: the runtime sent no complete heap dump", rec
+    assert fired(agent, fake.pid)[0]["DSAGENT_COLLECT_RESULT"] == "a heap dump session begins", fired(agent, fake.pid)
+    assert not collect_records(agent, fake.pid, "collected")
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f], os.listdir(agent.dumps)
+    # the session was the heap dump's, and the runtime ended it: never stopped as a whole dump
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(fake.pid)
+             and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert [(e["DSAGENT_SESSION_KIND"], e["DSAGENT_SESSION_END"]) for e in ended] == [("gcdump", "target-ended")], ended
+    assert agent.proc.poll() is None, "the agent died"
+
+
+@test
+def a_gcdump_past_max_use_records_the_failure_and_leaves_nothing():
+    # the .gcdump is written through the dump writer, under dump_dir's guards: 4 KiB are not enough for it
+    high, unit = target_in_unit()
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_use = "4K"\n' +
+                  table("heap-small", "Dsagent.TestTarget:test-gauge", unit, then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "failed"), timeout=180, what="the heap dump's failure")[0]
+    assert rec["DSAGENT_RULE"] == "heap-small" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
+    assert rec["DSAGENT_COLLECT_RESULT"].startswith("cannot store the heap dump: ") and \
+        "max_use" in rec["DSAGENT_COLLECT_RESULT"], rec
+    assert not collect_records(agent, high.pid, "collected")
+    assert os.listdir(agent.dumps) == [], os.listdir(agent.dumps)
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
+             and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert [e["DSAGENT_SESSION_END"] for e in ended] == ["no-space"], ended
+
+
 if __name__ == "__main__":
     run_tests()

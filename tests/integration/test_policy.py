@@ -167,8 +167,8 @@ when.within = "10s"
 then.stacks = true
 """)
     r = check_policy(main)
-    assert r.returncode == 0 and ("2 [[collect]] tables checked; then.dump, then.stacks, then.trace_profile and then.counters take their "
-                                  "artifacts; then.gcdump is not built") in r.stdout, r
+    assert r.returncode == 0 and ("2 [[collect]] tables checked; then.dump, then.stacks, then.trace_profile, then.counters and "
+                                  "then.gcdump take their artifacts") in r.stdout, r
 
     # a broken table in policy.d: the file, the line and the column, and the main file's [agent] bounds it
     bad = write_root_file(dropins, "20-bad.toml", """[[collect]]
@@ -187,7 +187,7 @@ then.gcdump = true
                      f'{bad}:4:16: bad counter "DsTest.Meter:ds-test-gauge[queue=]"',
                      f"{bad}:6:6: 'when.count' does not go with 'when.counter'",
                      f"{bad}:8:17: 'then.duration' may be at most max_session_duration (60s)",
-                     f"{bad}:9:6: 'then.gcdump' is not built yet",
+                     f"{bad}:9:6: 'then.trace_profile' and 'then.gcdump': one action a table",
                      f"{bad}:1:1: collect name 'queue-backlog' is already used at {main}:3"):
         assert expected in r.stderr, (expected, r.stderr)
 

@@ -1170,8 +1170,21 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_OK "commands = [\"dump\"]\n", NULL, 7, 1, "unknown key 'commands' in [[collect]]");
         compile_fails(COLLECT_OK "when.every = \"1s\"\n", NULL, 7, 6, "unknown key 'when.every'");
         compile_fails(COLLECT_OK "then.upload = \"s3\"\n", NULL, 7, 6, "unknown key 'then.upload'");
-        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.gcdump = true\n", NULL, 6, 6,
-                      "'then.gcdump' is not built yet");
+        {
+                /* then.gcdump: a heap dump, with no setting of its own */
+                Policy *p = compile_ok(COLLECT_COUNTER "when.above = 90\nthen.gcdump = true\n");
+
+                check(p && p->n_collect == 1 && p->collect[0].then == POLICY_COLLECT_THEN_GCDUMP &&
+                      !p->collect[0].trace_profile && p->collect[0].duration_usec == 0);
+                policy_unref(p);
+        }
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.gcdump = false\n", NULL, 6, 6,
+                      "'then.gcdump = false' means nothing");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.gcdump = \"yes\"\n", NULL, 6, 15, "must be a boolean");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.stacks = true\nthen.gcdump = true\n", NULL, 7, 6,
+                      "'then.stacks' and 'then.gcdump': one action");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.gcdump = true\nthen.duration = \"1s\"\n", NULL, 7, 6,
+                      "'then.duration' goes with 'then.trace_profile' or 'then.counters' only");
         compile_fails("collect = 1\n", NULL, 1, 11, "'collect' must be a list");
         compile_fails("collect = [1]\n", NULL, 1, 12, "'collect' must be an array of tables");
         compile_fails(COLLECT_HEAD "when = \"x\"\nthen.stacks = true\n", NULL, 4, 8, "'when' must be a table");
