@@ -76,10 +76,8 @@ sanitizer_build() {
         else
                 meson setup "${san_options[@]}" "$san" "$src" >/dev/null
         fi
-        nice -n 10 ninja -C "$san" >"$build/meson-logs/sanitize-build.log" 2>&1 ||
+        ninja -C "$san" >"$build/meson-logs/sanitize-build.log" 2>&1 ||
                 { cat "$build/meson-logs/sanitize-build.log"; return 1; }
-        ASAN_OPTIONS=detect_leaks=1 nice -n 10 meson test -C "$san" --print-errorlogs --num-processes 2 \
-                --logbase sanitize-units --suite unit --suite fuzz --suite toml >"$build/meson-logs/sanitize-units.out" 2>&1
 }
 
 # The guest (one virtual CPU, 6 to 14 min under TCG by the machine's load) starts first, beside
@@ -88,23 +86,24 @@ meson test -C "$build" --no-rebuild --print-errorlogs --suite selinux --logbase 
         >"$build/meson-logs/plain-selinux.out" 2>&1 &
 selinux_guest=$!
 
-# 1. The plain build's units and shared integration files, while the sanitizer build compiles (at a
-#    lower priority) and runs its units.
+# 1. The plain build's units and shared integration files, while the sanitizer build compiles.
 sanitizer_build &
 sanitizer=$!
 meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 3 \
         --suite unit --suite fuzz --suite toml --suite integration-shared || true
 wait "$sanitizer" || echo "test.sh: the sanitizer build failed: $build/meson-logs/sanitize-build.log" >&2
-cat "$build/meson-logs/sanitize-units.out" 2>/dev/null || true
 
-# 2. The sanitizer build's shared integration files beside the systemd and packaging suites, which
-#    boot containers and build packages. Each meson run keeps its own log (summarize.py reads them all).
+# 2. The sanitizer build's shared integration files and units beside the systemd and packaging suites,
+#    which boot containers and build packages. Each meson run keeps its own log (summarize.py reads
+#    them all).
 meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 --suite systemd --suite packaging \
         --logbase plain-host >"$build/meson-logs/plain-host.out" 2>&1 &
 host_suites=$!
 if [ -f "$san/build.ninja" ]; then
         ASAN_OPTIONS=detect_leaks=0 meson test -C "$san" --no-rebuild --print-errorlogs --num-processes 3 \
                 --logbase sanitize-shared --suite integration-shared || true
+        ASAN_OPTIONS=detect_leaks=1 meson test -C "$san" --no-rebuild --print-errorlogs --num-processes 2 \
+                --logbase sanitize-units --suite unit --suite fuzz --suite toml || true
 fi
 wait "$host_suites" || true
 cat "$build/meson-logs/plain-host.out"
