@@ -6,6 +6,7 @@ prints TAP. Resources a test starts (users' processes, agents, temp dirs) are
 registered on `scope` and torn down after the test, pass or fail.
 """
 import contextlib
+import fcntl
 import json
 import os
 import pwd
@@ -57,9 +58,13 @@ def run_tests():
     if os.geteuid() != 0:
         print("1..0 # SKIP integration tests need root")
         sys.exit(77)
-    for user in (SVC, ALICE, MALLORY):
-        ensure_user(user)
-    ensure_group(OPS, [ALICE])
+    # files run side by side: one at a time makes whichever user or group is missing (useradd, groupadd
+    # and usermod fail when another made it, or holds /etc/group's lock, first)
+    with open("/run/dsagent-integration-users.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for user in (SVC, ALICE, MALLORY):
+            ensure_user(user)
+        ensure_group(OPS, [ALICE])
     failed = 0
     selected = [fn for fn in _tests if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]]
     for n, fn in enumerate(selected, 1):
@@ -96,7 +101,7 @@ def ensure_group(name, members):
         grp.getgrnam(name)
     except KeyError:
         subprocess.run(["groupadd", name], check=True)
-    # only what is missing: files run side by side, and usermod locks /etc/group (a second one fails)
+    # only what is missing: another file made the rest
     for member in members:
         if member not in grp.getgrnam(name).gr_mem:
             subprocess.run(["usermod", "--append", "--groups", name, member], check=True)
