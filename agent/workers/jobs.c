@@ -746,7 +746,6 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
         GcdumpRead g = {};
         uint64_t seed = 0;
 
-        memset(&a->gcdump, 0, sizeof(a->gcdump)); /* the reply's buffer holds the last job's */
         if (msg->n_fds != 4 || q->trace.slot >= DUMP_SLOTS_MAX) {
                 a->r = -EBADF;
                 return REPLY_HEAD;
@@ -788,7 +787,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 return -EBADMSG;
         memset(&q, 0, sizeof(q));
         memcpy(&q, msg->data, msg->size);
-        memset(a, 0, REPLY_HEAD);
+        /* the buffer holds this worker's last reply: a handler that sets a field only on some paths (a
+         * trace's "ended") must not send the last job's value on the others */
+        memset(a, 0, sizeof(*a));
         switch (q.type) {
         case JOB_OPEN:
                 reply->size = handle_open(&q, a, reply);
