@@ -8,13 +8,39 @@
 #
 # --quick, for development: the plain build's unit, fuzz, toml and integration
 # suites only; no sanitizer pass, no systemd, packaging or selinux suites.
+#
+# --repeat N [--load] [--sanitize] [FILE[::CASE]...], to find what fails only
+# sometimes: the chosen integration files or cases (all of them if none) N
+# times (tests/repeat.py), with one busy process per core beside them under
+# --load, in the sanitizer build under --sanitize; it prints each case's passes
+# out of its runs. Nothing is retried, here or anywhere in the suite.
 set -euo pipefail
 
+usage() {
+        echo "usage: $0 [--quick | --repeat N [--load] [--sanitize] [FILE[::CASE]...]]" >&2
+        exit 2
+}
 quick=false
+repeat=0
+repeat_args=()
+repeat_sanitize=false
 case "${1-}" in
---quick) quick=true ;;
+--quick) [ $# -eq 1 ] || usage; quick=true ;;
+--repeat)
+        [[ "${2-}" =~ ^[1-9][0-9]*$ ]] || usage
+        repeat=$2
+        shift 2
+        for arg in "$@"; do
+                case "$arg" in
+                --load) repeat_args+=(--load) ;;
+                --sanitize) repeat_sanitize=true ;;
+                -*) usage ;;
+                *) repeat_args+=("$arg") ;;
+                esac
+        done
+        ;;
 "") ;;
-*) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+*) usage ;;
 esac
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,6 +70,23 @@ for user in "${test_users[@]}"; do
         scratch_subordinate_ids "$user"
 done
 scratch_group "$test_group"
+
+if [ "$repeat" -gt 0 ]; then
+        repeat_build=$build
+        if $repeat_sanitize; then
+                repeat_build="$build-sanitize"
+                reconfigure=()
+                [ -d "$repeat_build" ] && reconfigure=(--reconfigure)
+                meson setup "${reconfigure[@]}" -Db_sanitize=address,undefined -Db_lundef=false -Dtest_hooks=true \
+                        "$repeat_build" "$src" >/dev/null
+                ninja -C "$repeat_build"
+                # as the full run's integration files: LeakSanitizer's ptrace at exit would meet the sandbox
+                export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+        fi
+        status=0
+        python3 "$src/tests/repeat.py" --build "$repeat_build" --runs "$repeat" "${repeat_args[@]}" || status=$?
+        exit "$status"
+fi
 
 # meson's exit status is not the verdict: the summary below counts every case.
 # Integration files that share nothing run three at a time (suite integration-shared); those that
