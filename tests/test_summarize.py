@@ -90,14 +90,30 @@ def counts_stay_as_they_were_and_failures_come_first():
     }
     rc, lines = summarize(logs)
     assert rc == 1, lines
-    assert lines[:3] == ["FAILED: no test log at " + lines[0].split(" at ", 1)[1],
+    assert lines[:4] == ["FAILED: no test log at " + lines[0].split(" at ", 1)[1],
                          "FAILED: dsagent:unit / mixed (FAIL)",
+                         "  plain: c failed after ? s; last wait: not reported",
                          "FAILED: dsagent:unit / crashed (ERROR)"], lines
     assert lines[0].endswith("/sanitize-units.json"), lines
     # ok a, ok a, plain-exit pass; not ok c, crashed's lost plan and the missing log fail; two skips
     assert lines[-1] == "3 passed, 3 failed, 2 skipped", lines
     assert slowest_lines(lines)[0] == ("3.0", "unit/plain", "plain-exit"), lines
     assert len(slowest_lines(lines)) == 4, lines
+
+
+@test
+def a_failed_case_is_named_with_its_seconds_and_last_wait():
+    tap = ("# a took 1.5 s\nok 1 - a\n# Traceback (most recent call last):\n# AssertionError: timed out\n"
+           "# b took 31.2 s\n# last wait: the refusal of mallory (up to 30 s): timed out after 30.0 s, 0.0 s before "
+           "the failure\nnot ok 2 - b\n# c took 0.4 s\n# last wait: none\nnot ok 3 - c\n1..3\n")
+    rc, lines = summarize({"sanitize-shared.json": [entry("dsagent:integration+integration-shared / ports", 40.0,
+                                                          "FAIL", tap)]})
+    assert rc == 1, lines
+    assert lines[:3] == ["FAILED: dsagent:integration+integration-shared / ports (FAIL)",
+                         "  sanitize: b failed after 31.2 s; last wait: the refusal of mallory (up to 30 s): timed "
+                         "out after 30.0 s, 0.0 s before the failure",
+                         "  sanitize: c failed after 0.4 s; last wait: none"], lines
+    assert lines[-1] == "1 passed, 2 failed", lines
 
 
 @test

@@ -49,6 +49,29 @@ def test(fn):
     return fn
 
 
+class Wait:
+    """What a case waits for, so that a failure names its last wait (summarize.py and tests/repeat.py print it):
+    a flake that ran out a bound reads differently from a failure that was never going to pass."""
+
+    last = None
+
+    def __init__(self, what, timeout):
+        self.what, self.timeout, self.began, self.ended, self.met = what, timeout, time.monotonic(), None, False
+        Wait.last = self
+
+    def end(self, met):
+        self.ended, self.met = time.monotonic(), met
+        return self
+
+    def describe(self):
+        bound = f"up to {self.timeout:g} s" if self.timeout is not None else "no bound"
+        if self.ended is None:
+            return f"{self.what} ({bound}): still waiting after {time.monotonic() - self.began:.1f} s"
+        outcome = "met" if self.met else "timed out"
+        return (f"{self.what} ({bound}): {outcome} after {self.ended - self.began:.1f} s, "
+                f"{time.monotonic() - self.ended:.1f} s before the failure")
+
+
 class Skip(Exception):
     """Raised by a test whose subject this host lacks: reported as TAP's skip, which summarize.py counts apart
     from passes, never as a pass."""
@@ -70,6 +93,7 @@ def run_tests():
     for n, fn in enumerate(selected, 1):
         global scope
         scope = contextlib.ExitStack()
+        Wait.last = None
         began = time.monotonic()
         try:
             with scope:
@@ -83,6 +107,9 @@ def run_tests():
             failed += 1
             for line in traceback.format_exc().splitlines():
                 print(f"# {line}")
+            # what tells a flake from a failure: how long the case ran, and what it waited for last
+            print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
+            print(f"# last wait: {Wait.last.describe() if Wait.last else 'none'}", flush=True)
             print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{len(selected)}", flush=True)
     sys.exit(1 if failed else 0)
@@ -154,12 +181,15 @@ def make_dir(owner=None, mode=0o700, base="/tmp"):
 
 
 def wait_for(predicate, timeout=30.0, what="condition"):
+    wait = Wait(what, timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
+            wait.end(True)
             return value
         time.sleep(0.05)
+    wait.end(False)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -200,6 +230,12 @@ class Process:
         self.proc.wait()
 
     def read_line(self, prefix, timeout=60.0):
+        wait = Wait(f"a line {prefix!r} from process {self.proc.pid}", timeout)
+        line = self._read_line(prefix, timeout)
+        wait.end(True)
+        return line
+
+    def _read_line(self, prefix, timeout):
         deadline = time.monotonic() + timeout
         os.set_blocking(self.proc.stdout.fileno(), True)
         seen = []
@@ -462,8 +498,11 @@ def fuse_stall(mountpoint, seconds):
 
 
 def dsctl(agent, user, *args, timeout=60):
-    return subprocess.run(as_user(user, [DSCTL, "--socket", agent.socket, *args]), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+    wait = Wait(f"dsctl {' '.join(args)} as {user}", timeout)
+    r = subprocess.run(as_user(user, [DSCTL, "--socket", agent.socket, *args]), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=timeout)
+    wait.end(True)
+    return r
 
 
 def request_id_of(result):
