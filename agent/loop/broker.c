@@ -273,13 +273,16 @@ int broker_load_policy(Broker *b) {
                 if (b->workers)
                         worker_pool_recycle(b->workers);
         }
-        (void)audit_log_policy(b->config.audit_sink, &e);
         if (r == 0) {
                 (void)ports_apply(b->ports, b->policy);
                 if (b->collector)
                         collector_apply(b->collector);
-                return 0;
         }
+        /* after the ports and tables follow it: whoever reads the record finds the policy in force whole
+         * (a port's file has the new ACL; a reader who then changes it is not undone by this reload) */
+        (void)audit_log_policy(b->config.audit_sink, &e);
+        if (r == 0)
+                return 0;
         if (starting)
                 broker_print_problems(b, &d);
         if (e.had_policy)
