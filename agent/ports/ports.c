@@ -1094,8 +1094,9 @@ static int listener_set_acl(PortListener *l) {
 
 /*
  * Binds @l->path: under a temporary name in the same directory, given its
- * ACL there, then renamed over whatever the path held (a stale socket of an
- * agent before), so that the path never names a socket with the wrong access.
+ * ACL there and listening, then renamed over whatever the path held (a stale
+ * socket of an agent before), so that the path never names a socket with the
+ * wrong access, nor one that refuses a connection.
  */
 static int listener_bind(PortListener *l) {
         _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
@@ -1120,9 +1121,10 @@ static int listener_bind(PortListener *l) {
         if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
                 return -errno;
         r = set_acl_at(dir_fd, tmp, l->config);
-        if (r == 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
-                r = -errno;
+        /* listening before the path names it: a runtime that finds the file is never refused */
         if (r == 0 && listen(fd, PORT_LISTEN_BACKLOG) < 0)
+                r = -errno;
+        if (r == 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
                 r = -errno;
         if (r == 0 && fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 r = -errno;

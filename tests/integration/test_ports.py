@@ -556,6 +556,7 @@ def one_user_has_one_startup_trace_at_a_time_counted_before_its_runtime_answers(
     d = port_dir()
     path = os.path.join(d, "app.sock")
     agent = Agent(policy=policy(path, extra=on_start(duration="20s")))
+    wait_port(path)  # these fakes connect once: a runtime would retry, they would find no port
     script = os.path.join(make_dir(None, 0o755), "slow_to_start.py")
     with open(script, "w") as f:
         f.write(SLOW_TO_START)
@@ -629,6 +630,7 @@ def impostors_are_refused_and_recorded():
     d = port_dir()
     path = os.path.join(d, "app.sock")
     agent = Agent(policy=policy(path, port_users=(SVC, MALLORY)))
+    wait_port(path)  # these fakes connect once: a runtime would retry, they would find no port
     cookie = uuid.uuid4().bytes
 
     # another process's pid: the kernel says otherwise, and it is refused before anything is asked
@@ -830,6 +832,7 @@ def a_registration_does_not_outlive_an_exec_of_its_process():
     d = port_dir()
     path = os.path.join(d, "app.sock")
     agent = Agent(policy=policy(path))
+    wait_port(path)  # these fakes connect once: a runtime would retry, they would find no port
     script = os.path.join(make_dir(None, 0o755), "exec_after.py")
     with open(script, "w") as f:
         f.write(EXEC_AFTER_REGISTERING)
