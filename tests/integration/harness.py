@@ -193,6 +193,23 @@ def wait_for(predicate, timeout=30.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def stop_process(pid):
+    """SIGSTOP @pid, and return once every thread of it has stopped: kill() only asks, and a thread that a busy
+    machine has not run yet (the runtime's diagnostic server among them) would still answer for a while."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                stat = open(f"/proc/{pid}/task/{tid}/stat").read()
+            except FileNotFoundError:
+                continue  # a thread that exited stops nothing
+            if stat[stat.rindex(")") + 2] not in "tT":
+                return False
+        return True
+    wait_for(all_stopped, timeout=30, what=f"every thread of {pid} stopped")
+
+
 def start_time_of(pid):
     stat = open(f"/proc/{pid}/stat").read()
     return int(stat[stat.rindex(")") + 2:].split()[19])
@@ -228,6 +245,12 @@ class Process:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+
+    def wait_exec(self, comm):
+        """Until the process runs @comm: before the last exec of setpriv, env or unshare it is not yet what the
+        test asks about (root's, or without the environment it is started with)."""
+        wait_for(lambda: open(f"/proc/{self.proc.pid}/comm").read().strip() == comm, what=f"{comm} to start")
+        return self
 
     def read_line(self, prefix, timeout=60.0):
         wait = Wait(f"a line {prefix!r} from process {self.proc.pid}", timeout)

@@ -206,7 +206,7 @@ def a_tables_dump_is_bounded_by_max_concurrent_dumps_as_a_clients_is():
               f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
     agent = Agent(policy=policy)
     # alice's dump of a stopped process holds the host's one slot: its runtime cannot answer
-    os.kill(first.pid, signal.SIGSTOP)
+    harness.stop_process(first.pid)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
     pending = subprocess.Popen(harness.as_user(ALICE, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

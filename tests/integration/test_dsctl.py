@@ -466,7 +466,7 @@ def dsctl_waits_as_long_as_the_agent_does_for_a_dump():
     minute: the proof is the same, dsctl waits past its own wait for as long as the agent announced."""
     target = Target(SVC, tmpdir=None, mount_ns=True)
     agent = Agent("--dump-start-timeout", "9")
-    os.kill(target.pid, signal.SIGSTOP)
+    harness.stop_process(target.pid)
     harness.scope.callback(lambda: os.kill(target.pid, signal.SIGCONT))
     started = time.monotonic()
     r = subprocess.run(as_user(SVC, ["env", "DSCTL_TEST_AGENT_WAIT_SEC=4", DSCTL, "--socket", agent.socket, "dump",
@@ -481,7 +481,7 @@ def dsctl_waits_as_long_as_the_agent_does_for_a_dump():
 def the_dump_deadline_that_ended_a_dump_is_named():
     target = Target(SVC, tmpdir=None, mount_ns=True)
     agent = Agent("--dump-timeout", "3", "--dump-start-timeout", "60")
-    os.kill(target.pid, signal.SIGSTOP)
+    harness.stop_process(target.pid)
     harness.scope.callback(lambda: os.kill(target.pid, signal.SIGCONT))
     r = dsctl(agent, SVC, "dump", str(target.pid), timeout=60)
     assert r.returncode == EXIT_RUNTIME_UNREACHABLE and "(--dump-timeout, 3 s)" in r.stderr, r

@@ -300,7 +300,7 @@ def dump_dir_parents_are_never_made_where_another_user_may_write():
 def target_killed_mid_dump_gives_a_clean_error_and_no_staging():
     target = private_target()
     agent = Agent()
-    os.kill(target.pid, signal.SIGSTOP)  # the runtime will not answer until we say so
+    harness.stop_process(target.pid)  # the runtime will not answer until we say so
     pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: staging_dirs(target), what="the staging directory")
@@ -319,7 +319,7 @@ def target_killed_mid_dump_gives_a_clean_error_and_no_staging():
 def an_agent_restart_cleans_up_the_staging_an_earlier_one_left():
     target = private_target()
     agent = Agent()
-    os.kill(target.pid, signal.SIGSTOP)
+    harness.stop_process(target.pid)
     harness.scope.callback(lambda: os.kill(target.pid, signal.SIGCONT))
     pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -396,7 +396,7 @@ def max_concurrent_dumps_bounds_dumps_across_targets():
     # a rule's grantee's dumps take the host's slots (a user's of its own processes take slots of their own)
     first, second = private_target(), Target(SVC)
     agent = Agent(policy=HOST_SLOT_POLICY)
-    os.kill(first.pid, signal.SIGSTOP)
+    harness.stop_process(first.pid)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
     pending = subprocess.Popen(as_user(ALICE, [DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -426,7 +426,7 @@ def max_concurrent_own_dumps_bounds_users_dumps_of_their_own_processes():
 
 def stopped_dump(agent, user, target):
     """A dump of @target, stopped by SIGSTOP so that its runtime writes nothing, left pending."""
-    os.kill(target.pid, signal.SIGSTOP)
+    harness.stop_process(target.pid)
     harness.scope.callback(lambda: os.kill(target.pid, signal.SIGCONT))
     pending = subprocess.Popen(as_user(user, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -41,7 +41,7 @@ def each_failure_has_its_own_exit_code_and_words():
                          stderr=subprocess.PIPE, text=True), EXIT_AGENT_UNREACHABLE, "cannot reach")
     check(dsctl(agent, ALICE, "dump", str(target.pid)), EXIT_DENIED, "denied")
     check(dsctl(agent, SVC, "info", str(gone_pid())), EXIT_NO_SUCH_PROCESS, "no such process")
-    sleeper = Process(as_user(SVC, ["sleep", "300"]))
+    sleeper = Process(as_user(SVC, ["sleep", "300"])).wait_exec("sleep")
     check(dsctl(agent, SVC, "info", str(sleeper.proc.pid)), EXIT_NOT_DOTNET, "no diagnostic socket")
 
     # another user's socket at the target's name
@@ -56,7 +56,7 @@ def each_failure_has_its_own_exit_code_and_words():
 
     # a runtime that does not answer: stopped (in a /tmp of its own, where only this agent stages dumps)
     quiet = Target(SVC, tmpdir=None, mount_ns=True)
-    os.kill(quiet.pid, signal.SIGSTOP)
+    harness.stop_process(quiet.pid)
     harness.scope.callback(lambda: os.kill(quiet.pid, signal.SIGCONT))
     check(dsctl(agent, SVC, "info", str(quiet.pid)), EXIT_RUNTIME_UNREACHABLE, "did not answer in time")
 

@@ -9,7 +9,7 @@ import shutil
 import harness
 from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
                      AcceptWatch, Agent, FakeRuntime, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
-                     make_dir, place_in_cgroup, place_in_unit, test, uid_of, wait_for)
+                     make_dir, place_in_cgroup, place_in_unit, test, uid_of)
 
 
 @test
@@ -130,9 +130,8 @@ def errors_have_their_own_exit_codes():
     gone = dsctl(agent, None, "info", "4194303")
     assert gone.returncode == EXIT_NO_SUCH_PROCESS, gone
 
-    sleeper = Process(as_user(SVC, ["sleep", "300"]))
     # until setpriv has become svc and run sleep, the process is root's, and not svc's to ask about
-    wait_for(lambda: open(f"/proc/{sleeper.proc.pid}/comm").read().strip() == "sleep", what="sleep to start")
+    sleeper = Process(as_user(SVC, ["sleep", "300"])).wait_exec("sleep")
     not_dotnet = dsctl(agent, SVC, "info", str(sleeper.proc.pid))
     assert not_dotnet.returncode == EXIT_NOT_DOTNET, not_dotnet
     assert "not a .NET process" in not_dotnet.stderr

@@ -97,7 +97,7 @@ def a_lookup_that_never_returns_costs_its_own_request_and_nobody_elses():
     mountpoint = make_dir(None, 0o755)
     fuse = harness.fuse_stall(mountpoint, 300)
     fuse.read_line("mounted")
-    stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"]))
+    stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])).wait_exec("sleep")
     other = Target(ALICE)
     agent = Agent("--runtime-timeout", "12", env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall"})
     held = Process(as_user(SVC, [DSCTL, "--socket", agent.socket, "info", str(stalled.proc.pid)]))
@@ -277,10 +277,9 @@ def a_user_with_a_full_worker_queue_gets_busy_and_leaves_the_others_listings_ans
 
     # four of her lookups at once: two wait in FUSE (all she may run at once), one waits for a worker, and the
     # fourth, whichever comes last, is refused: her queue is full, for real
-    stalled = [Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])) for _ in range(4)]
     # each asked about once it runs sleep with its TMPDIR (before its last exec, the lookup would find nothing)
-    for p in stalled:
-        wait_for(lambda: open(f"/proc/{p.proc.pid}/comm").read().strip() == "sleep", what="sleep to start")
+    stalled = [Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])).wait_exec("sleep")
+               for _ in range(4)]
     asks = [subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "info", str(s.proc.pid)]), text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for s in stalled]
     refused, = wait_for(lambda: [a for a in asks if a.poll() is not None] or None, timeout=10,
@@ -463,9 +462,8 @@ def a_users_subordinate_uids_share_the_users_workers():
     fuse.read_line("mounted")
     agent = Agent("--runtime-timeout", "30",
                   env={"DSAGENT_TEST_TRUST_FS": "fuse.dsagent-stall", "DSAGENT_TEST_WORKER_QUEUE": "1"})
-    stalled = [Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])) for _ in range(4)]
-    for p in stalled:
-        wait_for(lambda: open(f"/proc/{p.proc.pid}/comm").read().strip() == "sleep", what="sleep to start")
+    stalled = [Process(as_user(MALLORY, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])).wait_exec("sleep")
+               for _ in range(4)]
     asks = [subprocess.Popen(as_user(MALLORY, [DSCTL, "--socket", agent.socket, "info", str(s.proc.pid)]), text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for s in stalled]
     harness.scope.callback(lambda: [a.kill() for a in asks])

@@ -250,7 +250,7 @@ def a_fuse_server_that_never_answers_holds_up_nobody():
         looker.kill()
         looker.wait()
     # a process of svc whose TMPDIR lies on it, a real runtime of another user, and the agent
-    stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"]))
+    stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])).wait_exec("sleep")
     other = Target(ALICE)
     agent = Agent()
     # asking about the process on FUSE fails at once, with its own error
