@@ -291,15 +291,26 @@ def printed(target, wait=0.0):
 ELF_CORE = 4  # e_type of a core file
 
 
+CLAIM_PID = os.path.join(BUILD, "tests", "tools", "claim-pid")
+
+
 def claim_pid(pid, argv):
-    """Start @argv so that it gets @pid, if nothing else takes it first; None when that failed."""
-    for _ in range(20):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
-        proc = Process(argv)
-        if proc.proc.pid == pid:
-            return proc
-        proc.stop()
+    """Start @argv so that it gets @pid (tests/tools/claim-pid: clone3's set_tid); None when a process runs under
+    that pid. The Process returned is claim-pid's, which waits for @argv's process and goes with it."""
+    proc = Process([CLAIM_PID, str(pid)] + list(argv))
+
+    def claimed():
+        if proc.proc.poll() is not None:
+            return "gone"
+        try:
+            status = open(f"/proc/{pid}/status").read()
+        except FileNotFoundError:
+            return None
+        return "claimed" if f"\nPPid:\t{proc.proc.pid}\n" in status else None
+    # what claim-pid does at once: a pid given or refused
+    if wait_for(claimed, timeout=30, what=f"pid {pid} claimed") == "claimed":
+        return proc
+    proc.stop()
     return None
 
 

@@ -3,9 +3,9 @@
 """Pid reuse at each step between the decision and the use: nothing reaches the substitute.
 
 The agent is paused (a test-only hook) after it pinned the target, and after
-it decided; meanwhile the target dies and its pid is handed, through
-ns_last_pid, to a process of the same user that listens under the target's
-old socket name. Pid and uid then match what the agent saw.
+it decided; meanwhile the target dies and its pid is handed, with clone3's
+set_tid (tests/tools/claim-pid), to a process of the same user that listens
+under the target's old socket name. Pid and uid then match what the agent saw.
 
 Three layers each stop it on their own: the /proc/PID directory fd opened
 right after the pidfd stays bound to the dead process, the pidfd's liveness
