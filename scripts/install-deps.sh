@@ -33,12 +33,12 @@ packages=(
         # its server is kept from starting, below)
         prometheus
         # the SELinux guest (tests/selinux): Debian 12 booted enforcing under qemu (KVM where it
-        # runs the guest, else TCG: no KVM needed), its root made with debootstrap (above), the
+        # runs the guest, else TCG: no KVM needed), its root made with mmdebstrap, the
         # module built with selinux-policy-dev's Makefile (above; make), installed into the guest's
         # policy store and its files labelled on the host (semodule -p, setfiles: no SELinux in the
         # host's kernel needed), packed with mkfs.ext4 -d and its root's label set with debugfs
         qemu-system-x86 qemu-utils e2fsprogs make policycoreutils semodule-utils selinux-utils
-        selinux-policy-default
+        selinux-policy-default mmdebstrap
         # bench/: GNU time reads each tool's peak memory as its own child's (bench-gcdump.py)
         time
 )
@@ -62,7 +62,11 @@ if [ ${#missing[@]} -gt 0 ]; then
                 made_policy_rc=true
                 trap 'rm -f /usr/sbin/policy-rc.d' EXIT
         fi
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+        # what is downloaded is kept where the SELinux guest's image (tests/selinux/image.sh) finds
+        # the packages it shares with this machine, instead of fetching them again
+        apt_cache=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}/apt
+        mkdir -p "$apt_cache/partial"
+        apt-get install -y -qq --no-install-recommends -o Dir::Cache::Archives="$apt_cache/" "${missing[@]}" >/dev/null
         if $made_policy_rc; then
                 rm -f /usr/sbin/policy-rc.d
         fi

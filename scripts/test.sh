@@ -99,8 +99,8 @@ if $quick; then
         trap - EXIT
         exec python3 "$src/tests/summarize.py" "$build/meson-logs/testlog.json"
 fi
-# The SELinux guest's base image (tests/selinux/image.sh), cached: on a fresh machine some minutes of
-# debootstrap, mostly waiting on the mirror, so it is made in the background while the suites before
+# The SELinux guest's base image (tests/selinux/image.sh), cached: on a fresh machine a few minutes of
+# mmdebstrap, mostly waiting on the mirror, so it is made in the background while the suites before
 # the selinux suite run. The guest's test (tests/selinux/test_guest.py) runs image.sh itself, which
 # waits on the image's lock for this one and then uses its image, or retries and fails with the reason.
 selinux_cache=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}/selinux

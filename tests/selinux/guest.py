@@ -6,7 +6,7 @@ No SELinux is needed in the host's kernel, nor KVM: the guest runs under KVM whe
 it (kvm_boots), and is fully emulated (TCG) where it does not (then a run takes 6 to 14 minutes on
 a loaded 2-core host).
 
-  base     tests/selinux/image.sh: debootstrap from Debian's packages, built once and cached
+  base     tests/selinux/image.sh: mmdebstrap from Debian's packages, built once and cached
            under $DSAGENT_TEST_CACHE/selinux (/var/cache/dsagent-tests) by the hash of the script.
   root     the base with selinux/dsagent.pp installed into its policy store (semodule -n -p) and
            every file labelled (setfiles -r), packed into a raw ext4 image without a mount
