@@ -40,6 +40,7 @@ struct AuditQueue {
         size_t n_records, n_bytes;
         unsigned max_records;
         unsigned n_held;        /* records room is held for, not pushed yet (audit_queue_hold()) */
+        bool fallback;          /* another output takes what this one fails: held records are not kept */
         void (*on_progress)(void *userdata);
         void *userdata;
 };
@@ -289,6 +290,10 @@ void audit_queue_unhold(AuditQueue *q, unsigned records) {
         q->n_held -= records < q->n_held ? records : q->n_held;
 }
 
+void audit_queue_set_fallback(AuditQueue *q) {
+        q->fallback = true;
+}
+
 int audit_queue_push(AuditQueue *q, AuditQueueClass class, char *data, size_t size) {
         _cleanup_free_ char *d = data;
         AuditEntry *e;
@@ -312,8 +317,9 @@ int audit_queue_push(AuditQueue *q, AuditQueueClass class, char *data, size_t si
         if (!q->head) {
                 /* nothing waits: straight out, as far as the output takes it */
                 r = audit_queue_send_entry(q, e);
-                /* a failed output drops a record no one held room for; a held one waits for it to work */
-                if (r == 0 || (r != -EAGAIN && e->done == 0 && class != AUDIT_QUEUE_HELD)) {
+                /* a failed output drops a record no one held room for; a held one waits for it to work,
+                 * unless another output takes it */
+                if (r == 0 || (r != -EAGAIN && e->done == 0 && (class != AUDIT_QUEUE_HELD || q->fallback))) {
                         free(e->data);
                         free(e);
                         return r;

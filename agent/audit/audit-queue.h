@@ -101,6 +101,12 @@ int audit_queue_hold(AuditQueue *q, unsigned records);
 void audit_queue_unhold(AuditQueue *q, unsigned records);
 
 /*
+ * audit_queue_set_fallback() - a record @q's output fails outright while nothing waits goes back to
+ * the caller, a held one too, for another output to take (--audit auto: stderr when journald fails)
+ */
+void audit_queue_set_fallback(AuditQueue *q);
+
+/*
  * audit_queue_flush() - wait up to @timeout_usec for the queued records to go out (at exit only:
  * this blocks). Return: how many records are left.
  */

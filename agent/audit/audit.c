@@ -702,6 +702,9 @@ int audit_sink_open(sd_event *event, AuditSink sink) {
                 if (r < 0 && !audit_output.journal)
                         return r;
         }
+        /* auto: what journald fails outright goes to stderr, held records too, rather than wait for it */
+        if (audit_output.journal && audit_output.out)
+                audit_queue_set_fallback(audit_output.journal);
         audit_output.opened = true;
         audit_output.sink = sink;
         return 0;

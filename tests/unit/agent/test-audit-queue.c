@@ -269,6 +269,32 @@ out:
         (void)rmdir(dir);
 }
 
+/* With another output to take it (--audit auto's stderr), a held record the output fails goes back to the caller. */
+static void test_held_record_falls_back(void) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        char dir[] = "/tmp/test-audit-queue-XXXXXX";
+        _cleanup_close_ int s = -EBADF;
+        AuditQueue *q = NULL;
+
+        check(mkdtemp(dir) != NULL);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/socket", dir);
+        s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        check(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+        check(audit_queue_open_datagram(NULL, sa.sun_path, 4, NULL, NULL, &q) == 0);
+        if (!q)
+                goto out;
+        audit_queue_set_fallback(q);
+        s = safe_close(s);
+        check(unlink(sa.sun_path) == 0);
+        check(audit_queue_hold(q, 1) == 0);
+        check(audit_queue_push(q, AUDIT_QUEUE_HELD, record(0), RECORD) < 0);
+        check(audit_queue_flush(q, 0) == 0);
+        audit_queue_free(q);
+out:
+        (void)unlink(sa.sun_path);
+        (void)rmdir(dir);
+}
+
 /* No journald: the queue cannot be opened, and the journal sink fails closed. */
 static void test_datagram_without_listener(void) {
         AuditQueue *q = NULL;
@@ -285,5 +311,6 @@ int main(void) {
         run_test(test_held_room);
         run_test(test_held_room_bound);
         run_test(test_held_record_outlives_a_failed_output);
+        run_test(test_held_record_falls_back);
         return tap_finish();
 }
