@@ -818,8 +818,10 @@ int audit_reserve(AuditSink sink, unsigned records, AuditReservation *ret) {
         if (!q)
                 return -ENOTCONN;
         r = audit_queue_hold(q, records);
-        if (r < 0)
+        if (r < 0) {
+                test_hook_note("no room for %u audit records: what they would record does not begin", records);
                 return r;
+        }
         ret->records += records;
         return 0;
 }

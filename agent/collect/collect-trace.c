@@ -582,8 +582,11 @@ CollectTraces *collect_traces_free(CollectTraces *s) {
                 return NULL;
         while (s->traces) {
                 /* its start was recorded: so is its end, though what it had collected goes with the agent */
+                struct stat st;
+
                 if (s->traces->start_recorded && !s->traces->end_recorded)
-                        record_session(s->traces, true, 0, "agent-stopped", false);
+                        record_session(s->traces, true, fstat(s->traces->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0,
+                                       "agent-stopped", false);
                 trace_free(s->traces);
         }
         free(s);
