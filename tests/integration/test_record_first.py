@@ -401,6 +401,26 @@ def a_dump_that_began_is_published_recorded_and_told_so_though_the_queue_filled_
     assert request[0]["DSAGENT_REQUEST_ID"] == dump[0]["DSAGENT_REQUEST_ID"], (request, dump)
 
 
+@test
+def a_session_the_agent_stops_under_is_recorded_to_its_end():
+    """The agent stops while a trace runs: the room its records held is used before it goes, so the session's end
+    (cancelled) and the request's record (failed: the agent stopped) follow its start. Before, the start record
+    was the last word of a session the runtime had run."""
+    target = Target(SVC, args=("--emit-events", "100"))
+    agent = Agent()
+    out = os.path.join(make_dir(SVC), "cut.nettrace")
+    client = Process(as_user(SVC, [DSCTL, "--socket", agent.socket, "trace", str(target.pid), "-o", out,
+                                   "--providers", PROVIDER]))
+    client.read_line("dsctl: tracing")
+    agent.stop()
+    start, = agent.records(SESSION_START_ID)
+    ends = agent.records(SESSION_END_ID)
+    assert len(ends) == 1 and ends[0]["DSAGENT_SESSION_END"] == "cancelled", ends
+    request = [r for r in agent.records() if r.get("DSAGENT_REQUEST_ID") == start["DSAGENT_REQUEST_ID"]]
+    assert len(request) == 1 and request[0]["DSAGENT_DECISION"] == "failed", request
+    assert "the agent stopped" in request[0]["DSAGENT_REASON"], request
+
+
 # --- the agent's own acts ---
 
 def run_dir():
