@@ -26,6 +26,31 @@ static char *record(unsigned i) {
         return r;
 }
 
+/* The reader comes back: reads @rfd until the @pushed records came, each whole and in order; returns how many did. */
+static unsigned read_in_order(AuditQueue *q, int rfd, unsigned pushed) {
+        unsigned next = 0;
+        char buf[RECORD];
+        size_t have = 0;
+
+        check(fcntl(rfd, F_SETFL, O_NONBLOCK) == 0);
+        for (unsigned round = 0; round < 100000 && next < pushed; round++) {
+                ssize_t n = read(rfd, buf + have, RECORD - have);
+
+                if (n > 0)
+                        have += (size_t)n;
+                if (have == RECORD) {
+                        char want[16];
+                        snprintf(want, sizeof(want), "%06u", next);
+                        check(memcmp(buf, want, 6) == 0 && buf[RECORD - 1] == '\n');
+                        next++;
+                        have = 0;
+                }
+                if (n <= 0)
+                        (void)audit_queue_flush(q, 10 * 1000);
+        }
+        return next;
+}
+
 /*
  * A stream nobody reads (@rfd, @wfd: a pipe, or a stream socket as journald's stdout stream is):
  * the queue takes what the stream does not, then refuses decisions, then everything comes out
@@ -34,9 +59,7 @@ static char *record(unsigned i) {
 static void stalled_stream(int rfd, int wfd, unsigned min_pushed) {
         int flags, r;
         AuditQueue *q = NULL;
-        unsigned pushed = 0, next = 0, refused = 0;
-        char buf[RECORD];
-        size_t have = 0;
+        unsigned pushed = 0, refused = 0;
 
         check(audit_queue_open_stream(NULL, wfd, 4, NULL, NULL, &q) == 0);
         if (!q)
@@ -59,23 +82,7 @@ static void stalled_stream(int rfd, int wfd, unsigned min_pushed) {
         check(flags >= 0 && !(flags & O_NONBLOCK));
 
         /* the reader comes back: every record, whole and in order */
-        check(fcntl(rfd, F_SETFL, O_NONBLOCK) == 0);
-        for (unsigned round = 0; round < 1000 && next < pushed; round++) {
-                ssize_t n = read(rfd, buf + have, RECORD - have);
-
-                if (n > 0)
-                        have += (size_t)n;
-                if (have == RECORD) {
-                        char want[16];
-                        snprintf(want, sizeof(want), "%06u", next);
-                        check(memcmp(buf, want, 6) == 0 && buf[RECORD - 1] == '\n');
-                        next++;
-                        have = 0;
-                }
-                if (n <= 0)
-                        (void)audit_queue_flush(q, 10 * 1000);
-        }
-        check(next == pushed);
+        check(read_in_order(q, rfd, pushed) == pushed);
         check(audit_queue_flush(q, 0) == 0);
         audit_queue_free(q);
 }
@@ -103,6 +110,17 @@ static void test_stalled_stream_socket(void) {
         stalled_stream(rfd, wfd, 1);
 }
 
+/* A journald that reads nothing yet: a datagram socket bound in a new directory @dir of /tmp, at @sa. */
+static int journal_socket(char *dir, struct sockaddr_un *sa) {
+        int s;
+
+        check(mkdtemp(dir) != NULL);
+        snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/socket", dir);
+        s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        check(s >= 0 && bind(s, (struct sockaddr *)sa, sizeof(*sa)) == 0);
+        return s;
+}
+
 /* A datagram socket nobody reads (journald stopped): refused past the bound, then delivered in order. */
 static void test_stalled_datagram(void) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -112,10 +130,7 @@ static void test_stalled_datagram(void) {
         unsigned pushed = 0, next = 0;
         int r = 0;
 
-        check(mkdtemp(dir) != NULL);
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/socket", dir);
-        s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        check(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+        s = journal_socket(dir, &sa);
         check(audit_queue_open_datagram(NULL, sa.sun_path, 4, NULL, NULL, &q) == 0);
         if (!q)
                 goto out;
@@ -152,9 +167,7 @@ out:
 static void test_held_room(void) {
         _cleanup_close_ int rfd = -EBADF, wfd = -EBADF;
         AuditQueue *q = NULL;
-        unsigned pushed = 0, next = 0, decisions = 0;
-        char buf[RECORD];
-        size_t have = 0;
+        unsigned pushed = 0, decisions = 0;
         int fds[2], r;
 
         check(pipe2(fds, O_CLOEXEC) == 0);
@@ -189,24 +202,7 @@ static void test_held_room(void) {
         pushed++;
         /* a third was not held: it is an event's, and refused */
         check(audit_queue_push(q, AUDIT_QUEUE_HELD, record(pushed), RECORD) == -ENOBUFS);
-
-        check(fcntl(rfd, F_SETFL, O_NONBLOCK) == 0);
-        for (unsigned round = 0; round < 100000 && next < pushed; round++) {
-                ssize_t n = read(rfd, buf + have, RECORD - have);
-
-                if (n > 0)
-                        have += (size_t)n;
-                if (have == RECORD) {
-                        char want[16];
-                        snprintf(want, sizeof(want), "%06u", next);
-                        check(memcmp(buf, want, 6) == 0);
-                        next++;
-                        have = 0;
-                }
-                if (n <= 0)
-                        (void)audit_queue_flush(q, 10 * 1000);
-        }
-        check(next == pushed);
+        check(read_in_order(q, rfd, pushed) == pushed);
         audit_queue_free(q);
 }
 
@@ -243,10 +239,7 @@ static void test_held_record_outlives_a_failed_output(void) {
         AuditQueue *q = NULL;
         ssize_t n;
 
-        check(mkdtemp(dir) != NULL);
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/socket", dir);
-        s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        check(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+        s = journal_socket(dir, &sa);
         check(audit_queue_open_datagram(NULL, sa.sun_path, 4, NULL, NULL, &q) == 0);
         if (!q)
                 goto out;
@@ -276,10 +269,7 @@ static void test_held_record_falls_back(void) {
         _cleanup_close_ int s = -EBADF;
         AuditQueue *q = NULL;
 
-        check(mkdtemp(dir) != NULL);
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/socket", dir);
-        s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        check(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+        s = journal_socket(dir, &sa);
         check(audit_queue_open_datagram(NULL, sa.sun_path, 4, NULL, NULL, &q) == 0);
         if (!q)
                 goto out;
