@@ -846,9 +846,8 @@ int audit_sink_check(AuditSink sink) {
  */
 int audit_log_request(AuditSink sink, const AuditRecord *r) {
         _cleanup_(audit_fields_done) AuditFields f = {};
+        bool held = r->reservation && r->reservation->records > 0; /* then its act may have happened: never refused */
         int k;
-
-        bool held = r->reservation && r->reservation->records > 0;
 
         audit_fields_build(&f, r);
         k = audit_send_class(sink, &f, AUDIT_QUEUE_DECISION, r->reservation);
