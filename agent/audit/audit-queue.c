@@ -39,6 +39,8 @@ struct AuditQueue {
         AuditEntry *head, *tail;
         size_t n_records, n_bytes;
         unsigned max_records;
+        unsigned n_held;        /* records room is held for, not pushed yet (audit_queue_hold()) */
+        bool fallback;          /* another output takes what this one fails: held records are not kept */
         void (*on_progress)(void *userdata);
         void *userdata;
 };
@@ -266,6 +268,8 @@ static int on_audit_retry(sd_event_source *s, uint64_t usec, void *userdata) {
 bool audit_queue_has_room(const AuditQueue *q, AuditQueueClass class, size_t size) {
         size_t max_records = q->max_records, max_bytes = AUDIT_QUEUE_BYTES;
 
+        if (class == AUDIT_QUEUE_HELD)
+                return true;
         if (class == AUDIT_QUEUE_EVENT) {
                 max_records += AUDIT_QUEUE_RESERVE_RECORDS;
                 max_bytes += AUDIT_QUEUE_RESERVE_BYTES;
@@ -273,12 +277,33 @@ bool audit_queue_has_room(const AuditQueue *q, AuditQueueClass class, size_t siz
         return q->n_records < max_records && q->n_bytes + size <= max_bytes;
 }
 
+int audit_queue_hold(AuditQueue *q, unsigned records) {
+        if (records > AUDIT_QUEUE_HELD_RECORDS - q->n_held ||
+            q->n_records + records > q->max_records ||
+            q->n_bytes + (size_t)records * AUDIT_QUEUE_HELD_RECORD_BYTES > AUDIT_QUEUE_BYTES)
+                return -ENOBUFS;
+        q->n_held += records;
+        return 0;
+}
+
+void audit_queue_unhold(AuditQueue *q, unsigned records) {
+        q->n_held -= records < q->n_held ? records : q->n_held;
+}
+
+void audit_queue_set_fallback(AuditQueue *q) {
+        q->fallback = true;
+}
+
 int audit_queue_push(AuditQueue *q, AuditQueueClass class, char *data, size_t size) {
         _cleanup_free_ char *d = data;
         AuditEntry *e;
         int r;
 
-        if (!audit_queue_has_room(q, class, size))
+        if (class == AUDIT_QUEUE_HELD && q->n_held == 0)
+                class = AUDIT_QUEUE_EVENT; /* room was not held after all: what happened takes the reserve */
+        if (class == AUDIT_QUEUE_HELD)
+                q->n_held--;
+        else if (!audit_queue_has_room(q, class, size))
                 return -ENOBUFS;
         e = calloc(1, sizeof(*e));
         if (!e)
@@ -292,7 +317,9 @@ int audit_queue_push(AuditQueue *q, AuditQueueClass class, char *data, size_t si
         if (!q->head) {
                 /* nothing waits: straight out, as far as the output takes it */
                 r = audit_queue_send_entry(q, e);
-                if (r == 0 || (r != -EAGAIN && e->done == 0)) {
+                /* a failed output drops a record no one held room for; a held one waits for it to work,
+                 * unless another output takes it */
+                if (r == 0 || (r != -EAGAIN && e->done == 0 && (class != AUDIT_QUEUE_HELD || q->fallback))) {
                         free(e->data);
                         free(e);
                         return r;

@@ -28,6 +28,14 @@
 /* More, for the records of what cannot be refused any more (a session's end, a port event): past it they are lost. */
 #define AUDIT_QUEUE_RESERVE_RECORDS 256
 #define AUDIT_QUEUE_RESERVE_BYTES (256 * 1024)
+/*
+ * Room held for records of acts about to begin (audit_queue_hold()): at most this many in all. A
+ * held record is written whatever the bounds above, so that what was done is always recorded; it
+ * is bounded by this count instead, which is past what the callers can hold at once (audit.h).
+ */
+#define AUDIT_QUEUE_HELD_RECORDS 4096
+/* What a held record is taken to need of the decisions' bytes when room is held for it: a usual record. */
+#define AUDIT_QUEUE_HELD_RECORD_BYTES 4096
 /* At exit, how long queued records may still take to go out. */
 #define AUDIT_QUEUE_EXIT_FLUSH_USEC (5 * 1000000ULL)
 
@@ -39,6 +47,7 @@ typedef enum AuditOutputKind {
 typedef enum AuditQueueClass {
         AUDIT_QUEUE_DECISION,  /* within AUDIT_QUEUE_RECORDS and _BYTES: the caller refuses what it cannot record */
         AUDIT_QUEUE_EVENT,     /* within the reserve too: what happened already */
+        AUDIT_QUEUE_HELD,      /* one record room was held for (audit_queue_hold()): never refused */
 } AuditQueueClass;
 
 typedef struct AuditQueue AuditQueue;
@@ -68,12 +77,34 @@ int audit_queue_open_datagram(sd_event *event, const char *path, unsigned max_re
  * Takes @data whatever it returns.
  * Return: 0 (sent, or queued to be sent in order); -ENOBUFS when the queue has no room
  * for a record of @class; another negative errno when the output failed and
- * nothing waits in the queue (the record is not kept).
+ * nothing waits in the queue (the record is not kept; a held one is, and sent again).
  */
 int audit_queue_push(AuditQueue *q, AuditQueueClass class, char *data, size_t size);
 
 /* Whether a record of @size bytes of @class would be queued now. */
 bool audit_queue_has_room(const AuditQueue *q, AuditQueueClass class, size_t size);
+
+/*
+ * audit_queue_hold() - hold room for @records records to come, before the act they record begins
+ *
+ * Granted when @records records of a decision, AUDIT_QUEUE_HELD_RECORD_BYTES each, would be
+ * queued now (the reader keeps up), and the room held in all stays within
+ * AUDIT_QUEUE_HELD_RECORDS. Room held is not counted against decisions: an act that runs for
+ * hours with its room held takes none from anyone's decisions. Each record pushed as
+ * AUDIT_QUEUE_HELD takes one back and is queued whatever the bounds (and kept to be sent again
+ * when the output fails, where other records are dropped); audit_queue_unhold() gives back what
+ * was not used.
+ *
+ * Return: 0, or -ENOBUFS (nothing is held).
+ */
+int audit_queue_hold(AuditQueue *q, unsigned records);
+void audit_queue_unhold(AuditQueue *q, unsigned records);
+
+/*
+ * audit_queue_set_fallback() - a record @q's output fails outright while nothing waits goes back to
+ * the caller, a held one too, for another output to take (--audit auto: stderr when journald fails)
+ */
+void audit_queue_set_fallback(AuditQueue *q);
 
 /*
  * audit_queue_flush() - wait up to @timeout_usec for the queued records to go out (at exit only:

@@ -702,6 +702,9 @@ int audit_sink_open(sd_event *event, AuditSink sink) {
                 if (r < 0 && !audit_output.journal)
                         return r;
         }
+        /* auto: what journald fails outright goes to stderr, held records too, rather than wait for it */
+        if (audit_output.journal && audit_output.out)
+                audit_queue_set_fallback(audit_output.journal);
         audit_output.opened = true;
         audit_output.sink = sink;
         return 0;
@@ -775,25 +778,60 @@ static void audit_send_gap(void) {
         }
 }
 
-/* Return: 0 when the record went out or waits in order to; -ENOBUFS when the queue is full; another error. */
-static int audit_send_class(AuditSink sink, const AuditFields *f, AuditQueueClass class) {
+/*
+ * @room, when it still holds room, gives one record of it: the record is queued whatever the
+ * bounds (AUDIT_QUEUE_HELD). Return: 0 when the record went out or waits in order to; -ENOBUFS
+ * when the queue is full; another error.
+ */
+static int audit_send_class(AuditSink sink, const AuditFields *f, AuditQueueClass class, AuditReservation *room) {
         int r;
 
-        if (f->error != 0)
-                return f->error;
-        r = audit_sink_open(NULL, sink); /* the agent opens it with its loop; a test may not */
-        if (r < 0)
-                return r;
-        audit_send_gap();
-        r = audit_push(f, class);
-        if (r < 0 && class == AUDIT_QUEUE_EVENT)
+        if (room && room->records > 0) {
+                room->records--;
+                class = AUDIT_QUEUE_HELD;
+        }
+        r = f->error;
+        if (r == 0)
+                r = audit_sink_open(NULL, sink); /* the agent opens it with its loop; a test may not */
+        if (r == 0) {
+                audit_send_gap();
+                r = audit_push(f, class);
+        }
+        if (r < 0 && class != AUDIT_QUEUE_DECISION)
                 audit_output.n_lost++;
         return r;
 }
 
 /* A record of something that happened already and cannot be refused any more: it may use the reserve. */
 static int audit_send(AuditSink sink, const AuditFields *f) {
-        return audit_send_class(sink, f, AUDIT_QUEUE_EVENT);
+        return audit_send_class(sink, f, AUDIT_QUEUE_EVENT, NULL);
+}
+
+int audit_reserve(AuditSink sink, unsigned records, AuditReservation *ret) {
+        AuditQueue *q;
+        int r;
+
+        r = audit_sink_open(NULL, sink);
+        if (r < 0)
+                return r;
+        q = audit_first_queue();
+        if (!q)
+                return -ENOTCONN;
+        r = audit_queue_hold(q, records);
+        if (r < 0) {
+                test_hook_note("no room for %u audit records: what they would record does not begin", records);
+                return r;
+        }
+        ret->records += records;
+        return 0;
+}
+
+void audit_reservation_release(AuditReservation *room) {
+        AuditQueue *q = audit_first_queue();
+
+        if (room->records > 0 && q)
+                audit_queue_unhold(q, room->records);
+        room->records = 0;
 }
 
 int audit_sink_check(AuditSink sink) {
@@ -808,11 +846,12 @@ int audit_sink_check(AuditSink sink) {
  */
 int audit_log_request(AuditSink sink, const AuditRecord *r) {
         _cleanup_(audit_fields_done) AuditFields f = {};
+        bool held = r->reservation && r->reservation->records > 0; /* then its act may have happened: never refused */
         int k;
 
         audit_fields_build(&f, r);
-        k = audit_send_class(sink, &f, AUDIT_QUEUE_DECISION);
-        if (k < 0)
+        k = audit_send_class(sink, &f, AUDIT_QUEUE_DECISION, r->reservation);
+        if (k < 0 && !held)
                 audit_output.n_refused++; /* the request is refused: the gap record counts it */
         return k;
 }
@@ -902,8 +941,9 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "DSAGENT_DUMP_READABLE=%s", e->readable ? "yes" : "no");
         audit_fields_addf(&f, "DSAGENT_DURATION_USEC=%" PRIu64, e->duration_usec);
         audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
-        /* a client's dump is removed and refused without it; a startup trace is there already */
-        return audit_send_class(sink, &f, e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION);
+        /* a client's dump is removed and refused without it (unless room was held for it); a startup trace
+         * is there already */
+        return audit_send_class(sink, &f, e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION, e->reservation);
 }
 
 /**
@@ -958,7 +998,8 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
         }
         /* a client's session is not started without its start record; its end, and an [[on_start]]
          * trace, have happened whatever becomes of the record */
-        return audit_send_class(sink, &f, e->ended || e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION);
+        return audit_send_class(sink, &f, e->ended || e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION,
+                                e->reservation);
 }
 
 /**
@@ -1053,5 +1094,5 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         audit_fields_add_text(&f, "DSAGENT_TARGET_UNIT", e->unit);
         audit_fields_add_names(&f, (uid_t)-1, NULL, e->uid);
         audit_fields_add_target_text(&f, "DSAGENT_TARGET_TEXT", "", e->pid, e->uid, e->unit, NULL);
-        return audit_send(sink, &f);
+        return audit_send_class(sink, &f, AUDIT_QUEUE_EVENT, e->reservation);
 }

@@ -39,6 +39,16 @@ typedef struct AuditEnvNames {
 int audit_env_names_add(AuditEnvNames *l, const char *name, bool hidden);
 void audit_env_names_done(AuditEnvNames *l);
 
+/*
+ * Room held in the audit output for the records of an act, taken before the act begins
+ * (audit_reserve()): a record written with it (the .reservation of a record or event below) takes
+ * one of them and is never refused, so what was done is recorded whatever the output's reader
+ * does meanwhile. A record without it is refused when the queue is full, as before.
+ */
+typedef struct AuditReservation {
+        unsigned records;       /* still held */
+} AuditReservation;
+
 typedef struct AuditRecord {
         uint64_t request_id;
         uid_t client_uid;
@@ -72,6 +82,7 @@ typedef struct AuditRecord {
         unsigned result_count;  /* e.g. how many processes a listing showed */
         const AuditEnvNames *env; /* env: the variables returned, or NULL */
         int error_errno;        /* a failure's errno (positive), as ERRNO=; 0 when none */
+        AuditReservation *reservation; /* room held for it (audit_reserve()), or NULL */
 } AuditRecord;
 
 typedef struct AuditPolicyEvent {
@@ -102,6 +113,7 @@ typedef struct AuditDumpEvent {
         const char *dump_type;
         bool readable;          /* whether the requester got read access */
         uint64_t duration_usec; /* from the request to publication */
+        AuditReservation *reservation; /* room held for it (audit_reserve()), or NULL */
 } AuditDumpEvent;
 
 /* A trace or counters session: one record when the runtime started it, one when it ended. */
@@ -133,6 +145,7 @@ typedef struct AuditSessionEvent {
         const char *how;        /* duration, stopped, size-limit, client-gone, target-ended, ... */
         bool complete;          /* the runtime closed the stream after our stop */
         uint64_t duration_usec;
+        AuditReservation *reservation; /* room held for it (audit_reserve()), or NULL */
 } AuditSessionEvent;
 
 /*
@@ -175,6 +188,7 @@ typedef struct AuditCollectEvent {
         const char *action;     /* dump, stacks, trace */
         const char *result;     /* what came of the action, or why the watch failed */
         uint64_t limited;       /* times the condition was met past the limit since the last record */
+        AuditReservation *reservation; /* room held for it (audit_reserve()), or NULL */
 } AuditCollectEvent;
 
 /*
@@ -247,7 +261,28 @@ const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
 /* 0 when @sink can take records now; -ENOTCONN for the journal without journald. */
 int audit_sink_check(AuditSink sink);
-/* Each returns 0 when the record went out or waits in order to go out, or a negative errno (-ENOBUFS: no room). */
+/*
+ * audit_reserve() - hold room for @records more records in @ret, before the act they record begins
+ *
+ * Room is held when decisions' records would be queued now, @records of them of a usual size
+ * (audit_queue_hold()): when the output's reader has stopped and the queue is full, nothing is
+ * held, and the act must not begin. Room held is not taken from anyone's decisions; it is bounded
+ * by AUDIT_QUEUE_HELD_RECORDS in all, which the callers stay below by their own bounds: a client's
+ * request holds at most 3 (its own record, and a session's start and end or a dump's), one per
+ * connection, so at most 3 x (max_connections + root's slots), and each uid at most 3 x
+ * max_connections_per_uid (96) of them; the agent's own [[on_start]] and [[collect]] actions at
+ * most 3 x STARTUP_TRACES_MAX + 4 x COLLECT_TRACES_MAX + 2 x max_concurrent_dumps (142).
+ *
+ * Return: 0; -ENOBUFS when there is no room now; another negative errno when there is no output.
+ */
+int audit_reserve(AuditSink sink, unsigned records, AuditReservation *ret);
+/* Gives back the room @room still holds (at the end of what it was held for). Idempotent. */
+void audit_reservation_release(AuditReservation *room);
+
+/*
+ * Each returns 0 when the record went out or waits in order to go out, or a negative errno (-ENOBUFS:
+ * no room). A record whose .reservation still holds room takes it and is not refused.
+ */
 int audit_log_request(AuditSink sink, const AuditRecord *r);
 int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);
 int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);

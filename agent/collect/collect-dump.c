@@ -32,6 +32,7 @@ struct CollectDump {
         AdmissionKey key;           /* counted from the start to the end */
         DumpTake *take;
         uint64_t started_usec;
+        AuditReservation audit_room; /* the file's record and the table's, held before the runtime is asked */
 };
 
 static Broker *broker_of(const CollectDump *d) {
@@ -45,6 +46,7 @@ static void dump_free(CollectDump *d) {
                         break;
                 }
         dump_take_free(d->take);
+        audit_reservation_release(&d->audit_room);
         admission_end(broker_of(d)->admission, ADMISSION_DUMP, &d->key);
         target_unref(d->target);
         policy_unref(d->policy);
@@ -88,7 +90,7 @@ static int publish(CollectDump *d, const DumpTakeResult *res, char *ret_path, si
                 .target_cgroup = d->target->cgroup, .target_cgroup_vouched = d->target->cgroup_vouched,
                 .rule = d->table->name, .path = ret_path, .size = res->bytes, .dump_type = attrs.dump_type,
                 .readable = readers.n_users + readers.n_groups > 0,
-                .duration_usec = now_usec(broker_of(d)) - d->started_usec });
+                .duration_usec = now_usec(broker_of(d)) - d->started_usec, .reservation = &d->audit_room });
         return 0;
 }
 
@@ -107,21 +109,21 @@ static void taken(void *userdata, const DumpTakeResult *res) {
                         snprintf(result, sizeof(result), "cannot store the dump: %s",
                                  r > 0 ? "no space in dump_dir" : strerror(-r));
                 collect_record_result(broker_of(d), d->table, d->target, "dump", r == 0 ? "collected" : "failed",
-                                      result);
+                                      result, &d->audit_room);
                 break;
         case DUMP_TAKE_ERRNO:
                 snprintf(result, sizeof(result), "%s: %s", res->why ? res->why : "cannot take the dump",
                          strerror(-res->r));
-                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result);
+                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result, &d->audit_room);
                 break;
         case DUMP_TAKE_TARGET:
                 snprintf(result, sizeof(result), "cannot reach the process%s%s", res->why ? ": " : "",
                          res->why ? res->why : "");
-                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result);
+                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result, &d->audit_room);
                 break;
         default: /* the runtime's words, or the agent's on the dump's way */
                 collect_record_result(broker_of(d), d->table, d->target, "dump", "failed",
-                                      res->why ? res->why : "the dump failed");
+                                      res->why ? res->why : "the dump failed", &d->audit_room);
                 break;
         }
         dump_free(d);
@@ -155,6 +157,12 @@ int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *tab
         *d = (CollectDump){ .set = s, .next = s->dumps, .policy = policy_ref(policy), .table = table,
                             .target = target_ref(target), .key = d->key, .started_usec = now_usec(b) };
         s->dumps = d;
+        /* the file's record and the table's: room for them before the runtime is asked */
+        if (audit_reserve(b->config.audit_sink, 2, &d->audit_room) != 0) {
+                snprintf(why, why_size, "not dumped: the audit output takes no records now (its reader stopped)");
+                dump_free(d);
+                return 1;
+        }
         r = dump_take_start(&(DumpTakeParams){ .broker = b, .policy = policy, .target = target,
                                                .type = table->dump_type, .owner = COLLECT_DUMPS_OWNER,
                                                .job_timeout_usec = b->config.runtime_timeout_usec },

@@ -67,6 +67,9 @@ struct CollectTrace {
         sd_event_source *stop_timer;
         char *providers_text;       /* as the runtime was asked, for the session records */
         uint64_t started_usec;
+        bool start_recorded, end_recorded;
+        /* the session's start and end, the file's record and the table's: held before the runtime is asked */
+        AuditReservation audit_room;
 };
 
 static Broker *broker_of(const CollectTrace *t) {
@@ -101,6 +104,7 @@ static void trace_free(CollectTrace *t) {
         safe_close(t->file_fd);
         safe_close(t->text_fd);
         safe_close(t->dir_fd);
+        audit_reservation_release(&t->audit_room);
         target_unref(t->target);
         policy_unref(t->policy);
         free(t->providers_text);
@@ -169,16 +173,21 @@ static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const ch
                 .bytes = bytes,
                 .how = how,
                 .complete = complete,
+                .reservation = &t->audit_room,
         };
 
         (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
         e.duration_usec = now - t->started_usec;
+        if (ended)
+                t->end_recorded = true;
+        else
+                t->start_recorded = true;
         (void)audit_log_session(b->config.audit_sink, &e);
 }
 
 /* The table's collect record of how the action ended. */
-static void record_result(const CollectTrace *t, const char *event, const char *result) {
-        collect_record_result(broker_of(t), t->table, t->target, action_of(t), event, result);
+static void record_result(CollectTrace *t, const char *event, const char *result) {
+        collect_record_result(broker_of(t), t->table, t->target, action_of(t), event, result, &t->audit_room);
 }
 
 static void trace_fail(CollectTrace *t, const char *result) {
@@ -214,7 +223,7 @@ static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
                 .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
                 .rule = t->table->name, .path = ret_path, .size = size, .dump_type = attrs.dump_type,
-                .readable = readers.n_users + readers.n_groups > 0 });
+                .readable = readers.n_users + readers.n_groups > 0, .reservation = &t->audit_room });
         return 0;
 }
 
@@ -499,6 +508,11 @@ static int begin(CollectTrace *t, char *why, size_t why_size) {
                 snprintf(why, why_size, "cannot set up the session");
                 return 1;
         }
+        /* the session's start and end, the file's record and the table's: room for them before the runtime is asked */
+        if (audit_reserve(broker_of(t)->config.audit_sink, 4, &t->audit_room) != 0) {
+                snprintf(why, why_size, "not started: the audit output takes no records now (its reader stopped)");
+                return 1;
+        }
         r = target_connect(t->target, &fd, &detail);
         if (r == 0)
                 r = runtime_call_start(broker_of(t)->event, fd, collect, size, broker_of(t)->config.runtime_timeout_usec,
@@ -566,8 +580,15 @@ CollectTraces *collect_traces_new(Broker *b) {
 CollectTraces *collect_traces_free(CollectTraces *s) {
         if (!s)
                 return NULL;
-        while (s->traces)
+        while (s->traces) {
+                /* its start was recorded: so is its end, though what it had collected goes with the agent */
+                struct stat st;
+
+                if (s->traces->start_recorded && !s->traces->end_recorded)
+                        record_session(s->traces, true, fstat(s->traces->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0,
+                                       "agent-stopped", false);
                 trace_free(s->traces);
+        }
         free(s);
         return NULL;
 }

@@ -222,7 +222,7 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
 }
 
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
-                           const char *event, const char *result) {
+                           const char *event, const char *result, AuditReservation *room) {
         char what[2 * POLICY_COLLECT_TEXT_MAX];
 
         collect_table_what(table, what, sizeof(what));
@@ -232,7 +232,7 @@ void collect_record_result(Broker *b, const PolicyCollect *table, const Target *
                                                                          ? "counter" : "exception",
                                                       .what = what, .pid = target->pid,
                                                       .uid = target_euid(target), .unit = target->unit,
-                                                      .action = action, .result = result });
+                                                      .action = action, .result = result, .reservation = room });
 }
 
 /* The table's action: the trace starts (its end is recorded then), or the record says why not. */

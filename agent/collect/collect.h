@@ -29,6 +29,7 @@
 
 #include <stdint.h>
 
+#include "audit.h"
 #include "policy.h"
 
 typedef struct Broker Broker;
@@ -51,10 +52,11 @@ void collector_apply(Collector *c);
  * collect_record_result() - the collect record of how @table's action on @target ended
  *
  * @action: "dump", "stacks", "trace" or "counters"; @event: "collected" (@result names the file) or "failed"
- * (@result says why). For the actions (collect-trace.h, collect-dump.h), whose end comes later.
+ * (@result says why). For the actions (collect-trace.h, collect-dump.h), whose end comes later; @room is the
+ * room they held for their records before they began (audit_reserve()), or NULL.
  */
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
-                           const char *event, const char *result);
+                           const char *event, const char *result, AuditReservation *room);
 
 /* A watched process, as dsctl collect lists it under one of its tables. */
 typedef struct CollectWatchView {

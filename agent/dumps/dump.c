@@ -185,7 +185,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                 .target_container_id = req->target->container_id, .target_pod_uid = req->target->pod_uid,
                 .target_cgroup = req->target->cgroup, .target_cgroup_vouched = req->target->cgroup_vouched,
                 .rule = req->verdict.rule_name, .path = path, .size = size, .dump_type = type, .readable = readable,
-                .duration_usec = monotonic_usec(req) - work->started_usec,
+                .duration_usec = monotonic_usec(req) - work->started_usec, .reservation = &req->audit_room,
         };
         r = audit_log_dump(req->broker->config.audit_sink, &e);
         if (r < 0 && !a->audit_failure_allow) {
@@ -414,6 +414,9 @@ static void dump_decided(Request *req) {
         }
         work->claimed = true;
         test_hook_pause("after-decision");
+        /* the dump's record and the request's, before the runtime is asked anything */
+        if (!request_hold_audit(req))
+                return;
         r = jobs_find_socket(req, dump_socket_found);
         if (r != 0)
                 dump_fail_mapped(work, dump_take_job_error(r), r, "cannot look for the process's socket");
@@ -444,6 +447,7 @@ void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool
         }
         *work = (DumpWork){ .request = req, .want_fd = want_fd, .started_usec = monotonic_usec(req),
                             .dir_fd = -EBADF };
+        req->audit_records = 2; /* the dump's record, then the request's */
         req->work = work;
         req->work_free = dump_work_free;
         commands_open_target(req, m, dump_opened);

@@ -21,6 +21,7 @@
 void request_init(Request *req, Connection *c, uint64_t id) {
         *req = (Request){ .connection = c, .broker = c->broker, .id = id, .peer = &c->peer };
         req->audit.request_id = id;
+        req->audit.reservation = &req->audit_room;
 }
 
 void request_cancel_work(Request *req) {
@@ -39,8 +40,24 @@ void request_cancel_work(Request *req) {
         req->work_free = NULL;
 }
 
+static int request_audit(Request *req);
+
+/*
+ * A request that held room for its records was told nothing yet: the agent is stopping. What it
+ * began may have happened (its work, just cancelled, recorded its own end), so its record says so.
+ */
+static void request_record_unfinished(Request *req) {
+        req->audit.decision = AUDIT_DECISION_FAILED;
+        req->audit.reason = "the agent stopped before the request finished; what it had begun in the runtime "
+                            "was cut off";
+        (void)request_audit(req);
+}
+
 void request_done(Request *req) {
         request_cancel_work(req);
+        if (!req->finished && req->audit_room.records > 0)
+                request_record_unfinished(req);
+        audit_reservation_release(&req->audit_room);
         policy_unref(req->policy);
         free(req->trace_profile);
         free(req->unit);
@@ -86,6 +103,22 @@ static int request_audit(Request *req) {
                 a->target_cgroup_vouched = req->target->cgroup_vouched;
         }
         return audit_log_request(req->broker->config.audit_sink, a);
+}
+
+bool request_hold_audit(Request *req) {
+        unsigned records = req->audit_records > 0 ? req->audit_records : 1;
+        int r;
+
+        if (req->audit_room.records > 0)
+                return true;
+        r = audit_reserve(req->broker->config.audit_sink, records, &req->audit_room);
+        if (r == 0)
+                return true;
+        /* recorded if that one record still fits; else counted as refused, and answered the same */
+        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_AUDIT_UNAVAILABLE,
+                            "audit unavailable: no room could be held for the records of what the runtime would be "
+                            "asked, so nothing was sent to it");
+        return false;
 }
 
 /*

@@ -62,6 +62,9 @@ struct Request {
         bool want_progress;     /* the client asked for PROGRESS frames (commands_set_deadline()) */
 
         AuditRecord audit;
+        /* room held for its records before anything is sent to a runtime (request_hold_audit()) */
+        AuditReservation audit_room;
+        unsigned audit_records; /* how many records its act writes: 1 (0 says so too), 2 for a dump, 3 for a session */
         bool admitted;          /* took one from its user's budget of recorded decisions */
         bool finished;          /* its reply and record are done */
 };
@@ -82,6 +85,19 @@ uint64_t request_now_usec(const Request *req);
  * many. Return: whether it was admitted (idempotent).
  */
 bool request_admit(Request *req);
+
+/*
+ * request_hold_audit() - room for every record the request will write (req->audit_records: its
+ * own, and a dump's or a session's start and end), held before anything is sent to the target's
+ * runtime, so that what the runtime then does is recorded and the client told so whatever the
+ * audit output's reader does meanwhile (audit_reserve()). The room is given back when the request
+ * ends (request_done()); a request that ends before its reply, as when the agent stops, is
+ * recorded then with it. Without room (the reader stopped and the queue is full) the request is
+ * answered AUDIT_UNAVAILABLE here, and nothing may be sent.
+ *
+ * Return: whether the room is held (once held, true again at once).
+ */
+bool request_hold_audit(Request *req);
 
 /* The reply helpers: each writes the request's audit record and queues its last frame. */
 void request_reply_done(Request *req, const char *rule, const char *reason);

@@ -72,6 +72,7 @@ struct StartupTrace {
         AdmissionKey key;         /* one of the process's sessions (max_sessions_per_target) while seated */
         bool have_slot, admitted, seated, recording, stop_sent;
         bool resume_only;         /* the process is traced through another registration: only resume this one */
+        AuditReservation audit_room; /* for the session's start and end and the file's record, before it starts */
         sd_event_source *stop_timer;
         uint64_t started_usec;
 };
@@ -103,6 +104,7 @@ static void trace_free(StartupTrace *t) {
         sd_event_source_disable_unref(t->stop_timer);
         if (t->have_slot)
                 dump_slots_release(broker_of(t)->dump_slots, t->slot);
+        audit_reservation_release(&t->audit_room);
         safe_close(t->stream_fd);
         safe_close(t->file_fd);
         safe_close(t->dir_fd);
@@ -159,6 +161,7 @@ static void record_session(StartupTrace *t, bool ended, uint64_t bytes, const ch
                 .bytes = bytes,
                 .how = how,
                 .complete = complete,
+                .reservation = &t->audit_room,
         };
 
         (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
@@ -197,7 +200,7 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
                 .rule = t->rule->name, .path = ret_path, .size = size,
                 .dump_type = "trace", .readable = readers.n_users + readers.n_groups > 0,
-                .duration_usec = 0 });
+                .duration_usec = 0, .reservation = &t->audit_room });
         return 0;
 }
 
@@ -551,6 +554,13 @@ static void opened(void *userdata, int r, Target *target) {
                 port_runtime_record(rt, "on-start-skipped", why);
                 t->resume_only = true;
                 resume(t);
+                return;
+        }
+        /* the session's start and end and its file's record: room for them before the runtime is asked */
+        if (audit_reserve(broker_of(t)->config.audit_sink, 3, &t->audit_room) != 0) {
+                snprintf(why, sizeof(why), "[[on_start]] %s: not traced, the audit output takes no records now "
+                         "(its reader stopped): nothing was asked of the runtime", t->rule->name);
+                startup_give_up(t, "on-start-skipped", why);
                 return;
         }
         if (!admit(t, why, sizeof(why))) {

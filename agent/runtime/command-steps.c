@@ -442,6 +442,8 @@ static void socket_found(Request *req, int r, const char *why) {
 void commands_connect_runtime(Request *req, void (*connected)(Request *req, int fd)) {
         int r;
 
+        if (!request_hold_audit(req))
+                return;
         req->on_runtime = connected;
         r = jobs_find_socket(req, socket_found);
         if (r != 0)
@@ -452,6 +454,8 @@ void commands_connect_again(Request *req, void (*connected)(Request *req, int fd
         const char *why = NULL;
         int fd, r;
 
+        if (!request_hold_audit(req))
+                return;
         req->on_runtime = connected;
         if (connect_through_port(req))
                 return;

@@ -33,14 +33,16 @@ void commands_reply_connect_error(Request *req, int r, const char *why);
 void commands_open_target(Request *req, const WireMessage *m, void (*opened)(Request *req));
 
 /* Finds req->target's runtime socket in a worker, then connects to it (target_connect()) and
- * calls @connected with the socket; every failure is answered here. */
+ * calls @connected with the socket; every failure is answered here. Room for the request's
+ * records is held first (request_hold_audit()): without it nothing is looked up or sent. */
 void commands_connect_runtime(Request *req, void (*connected)(Request *req, int fd));
 
 /*
  * A connection carries one command: a step after the first needs another.
  * Through the port the runtime connected in on (waiting for its next
  * connection, under --runtime-timeout), else to the socket found before.
- * @connected gets it; every failure is answered here.
+ * @connected gets it; every failure is answered here. Room for the request's records is held
+ * first, as for commands_connect_runtime().
  */
 void commands_connect_again(Request *req, void (*connected)(Request *req, int fd));
 

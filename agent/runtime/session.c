@@ -76,6 +76,7 @@ typedef struct Session {
         bool stopping, stop_ok, stream_ended, client_gone, cut;
         bool client_stalled;    /* cut for not reading: the rest of the stream was discarded */
         bool admitted;          /* counted as running (admission.h) */
+        bool end_recorded;      /* its end record is written: once */
         AdmissionKey key;
         PolicyCommand command;
         size_t n_policy_providers;
@@ -96,6 +97,7 @@ static void session_release_slot(Session *s) {
 
 static void session_finish(Session *s);
 static void session_pump(Session *s);
+static int session_audit(Session *s, bool ended);
 
 /*
  * A connection to the runtime right now, for a StopTracing sent without
@@ -140,6 +142,12 @@ static void session_free(void *p) {
                 return;
         if (s->started && !s->stream_ended)
                 session_abandon(s);
+        if (s->started && !s->end_recorded) {
+                /* the agent stops, or the request's backstop came: its start was recorded, so is its end */
+                s->how = "cancelled";
+                s->cut = true;
+                (void)session_audit(s, true);
+        }
         session_release_slot(s);
         runtime_call_free(s->start_call);
         runtime_call_free(s->stop_call);
@@ -172,6 +180,7 @@ static Session *session_new(Request *req, const char *kind) {
         s->pipe_fd = -EBADF;
         req->work = s;
         req->work_free = session_free;
+        req->audit_records = 3; /* the session's start and end, then the request's */
         return s;
 }
 
@@ -474,10 +483,16 @@ static int session_audit(Session *s, bool ended) {
                 .bytes = s->bytes,
                 .how = s->how,
                 .complete = s->stop_ok && !s->cut && !s->client_stalled,
+                .reservation = &req->audit_room,
         };
 
         (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
         e.duration_usec = now - s->started_usec;
+        if (ended) {
+                if (s->end_recorded)
+                        return 0;
+                s->end_recorded = true;
+        }
         return audit_log_session(req->broker->config.audit_sink, &e);
 }
 

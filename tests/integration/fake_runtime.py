@@ -12,7 +12,9 @@ StopTracing), stream:FILE (as trace:FILE, but ends the stream right after the fi
 the bytes of BLOCK again and again as fast as they are read, until the agent hangs up;
 LOG.flood then holds the bytes sent and the seconds it took), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
 SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
-the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
+the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in), gated (a dumper
+that writes the first byte of its core, creates LOG.trickling, and writes the rest and answers OK only once
+LOG.go exists: a dump a test holds in progress for as long as it needs), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
 implemented"), renamer:NAME:OTHER (names itself NAME by rewriting its argv[0] in
 place, as setproctitle() does, and on each SIGUSR1 switches to the other name and
@@ -162,6 +164,20 @@ while True:
                 for i in range(1 + int(burst), len(CORE)):
                     time.sleep(float(pause))
                     f.write(CORE[i:i + 1])
+            conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
+        except OSError:  # the agent cut the dump: its FIFO is gone
+            pass
+        conn.close()
+    elif mode == "gated" and len(data) > 24 and data[16] == 0x01:
+        units = int.from_bytes(data[20:24], "little")
+        path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
+        try:
+            with open(path, "wb", buffering=0) as f:
+                f.write(CORE[:1])
+                open(log + ".trickling", "w").close()
+                while not os.path.exists(log + ".go"):
+                    time.sleep(0.05)
+                f.write(CORE[1:])
             conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
         except OSError:  # the agent cut the dump: its FIFO is gone
             pass
