@@ -986,13 +986,58 @@ def dsctl_exec_names_a_units_process_to_the_tool_in_dsctl_pid():
     status, out, err = dsctl_exec_unit(agent, ALICE, "dst-proxy-exec.service", "sh", "-c",
                                        f'exec {stock("dotnet-stack")} report -p "$DSCTL_PID"')
     assert status == 0 and "Thread (0x" in out and "System.Private.CoreLib!" in out, (status, out, err)
-    assert f"dst-proxy-exec.service is process {target.pid} (in $DSCTL_PID)" in err, err
+    assert f"dst-proxy-exec.service is process {target.pid} ({{pid}}, $DSCTL_PID)" in err, err
     resolved, = proxy_records(agent, DSAGENT_COMMAND="resolve")
     assert resolved["DSAGENT_DECISION"] == "allowed" and resolved["DSAGENT_TARGET_PID"] == str(target.pid), resolved
     served = [r for r in proxy_records(agent, DSAGENT_DECISION="allowed") if r.get("DSAGENT_IPC_COMMAND")]
     assert served and all(r["DSAGENT_TARGET_PID"] == str(target.pid) for r in served), served
     assert [r["DSAGENT_COMMAND"] for r in served if r["DSAGENT_IPC_COMMAND"].startswith("CollectTracing")] == \
         ["stacks"], served
+
+
+@test
+def dsctl_exec_writes_the_pid_for_pid_and_warns_of_an_empty_process_id():
+    """The trap of `dsctl exec PID -- dotnet-counters collect -p "$DSCTL_PID"` typed at a shell: the shell expands
+    the variable before dsctl sets it, the tool gets -p "" and prints only its help. dsctl says so before the
+    tool runs; -p {pid} gets the pid the port serves, for a pid and for a unit's process."""
+    target = marker_target()
+    place_in_unit(target.pid, "dst-proxy-placeholder.service")
+    agent = Agent(policy=granting("counters"))
+    mine = make_dir(ALICE, 0o755)
+    counters = stock("dotnet-counters")
+    warning = "dsctl: exec: warning: dotnet-counters is given -p without a process id (its argument 2)"
+
+    # what the shell made of -p "$DSCTL_PID": the tool fails on its own, after dsctl's warning
+    csv = os.path.join(mine, "empty.csv")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, counters, "collect", "-p", "", "-o", csv,
+                                  "--duration", "00:00:00:02")
+    assert status != 0 and not os.path.exists(csv), (status, out, err)
+    assert warning in err and f"write -p {{pid}}, which dsctl replaces with {target.pid}" in err, err
+    assert "--process-id" in out + err, "the tool did not say what it could not parse"
+    first_line = err.splitlines()[0]
+    assert first_line.startswith(warning), f"the warning came after the tool's output: {err}"
+    assert [r for r in agent.records() if r.get("DSAGENT_IPC_COMMAND")] == [], "the tool reached the agent"
+    # unquoted, -p is followed by the next option; the attached form
+    for args in (["-p", "-o", csv], ["--process-id=", "-o", csv]):
+        status, out, err = dsctl_exec(agent, ALICE, target.pid, counters, "collect", *args, "--duration",
+                                      "00:00:00:01")
+        option = "--process-id" if args[0].startswith("--") else "-p"
+        assert status != 0 and f"dotnet-counters is given {option} without a process id" in err, (args, status, err)
+
+    # -p {pid}: the pid, and no warning
+    csv = os.path.join(mine, "pid.csv")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, counters, "collect", "-p", "{pid}", "-o", csv,
+                                  "--duration", "00:00:00:03")
+    assert status == 0 and ",System.Runtime,dotnet." in open(csv).read(), (status, out, err)
+    assert "warning" not in err, err
+    # a unit: {pid} is the process the agent named, within an argument too
+    csv = os.path.join(mine, "unit.csv")
+    status, out, err = dsctl_exec_unit(agent, ALICE, "dst-proxy-placeholder.service", counters, "collect",
+                                       "--process-id={pid}", "-o", csv, "--duration", "00:00:00:03")
+    assert status == 0 and ",System.Runtime,dotnet." in open(csv).read(), (status, out, err)
+    sessions = [r for r in proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")]
+    assert [(r["DSAGENT_DECISION"], r["DSAGENT_TARGET_PID"]) for r in sessions] == \
+        [("allowed", str(target.pid))] * 2, sessions
 
 
 @test
