@@ -52,16 +52,17 @@ dump_types = ["mini", "heap", "triage", "full"]
 trace_providers = ["{PROVIDER}", "Microsoft-Windows-DotNETRuntime", "Microsoft-DotNETCore-SampleProfiler"]
 """
 
-# The same user and target, a rule that lets her see the process and use none of the proxied commands
-# (not counters, under which ProcessInfo is answered without the command line).
+# The same user and target, a rule that lets her see the process listed and use none of the proxied commands
+# (not even ProcessInfo, which any command that reaches the runtime answers with the name in place of the
+# command line).
 LACKING = f"""
 [agent]
 dump_dir = "@DUMP_DIR@"
 
 [[rule]]
-name = "alice-gcdump-only"
+name = "alice-listing-only"
 users = ["{ALICE}"]
-commands = ["gcdump"]
+commands = ["ps"]
 targets.users = ["{SVC}"]
 """
 
@@ -701,7 +702,7 @@ def dotnet_counters_collects_under_a_counters_grant_alone():
     resume, = proxy_records(agent, DSAGENT_IPC_COMMAND="ResumeRuntime")
     assert resume["DSAGENT_DECISION"] == "allowed" and "no-op" in resume["DSAGENT_REASON"], resume
 
-    # monitor asks ProcessInfo first (the runtime's version): under counters alone, without the command line
+    # monitor asks ProcessInfo first (the runtime's version): under counters alone, the name for the command line
     monitor = Process(as_user(ALICE, [stock("dotnet-counters"), "monitor", "--diagnostic-port", port.value]))
     wait_for(lambda: len(trace_start_records(agent)) == 2, what="monitor's session")
     time.sleep(3)
@@ -711,9 +712,9 @@ def dotnet_counters_collects_under_a_counters_grant_alone():
     assert "[System.Runtime]" in shown and "dotnet.gc" in shown, shown[-2000:]
     assert proxy_records(agent, DSAGENT_DECISION="denied") == []
     info, = proxy_records(agent, DSAGENT_IPC_COMMAND="ProcessInfo3")
-    assert info["DSAGENT_DECISION"] == "allowed" and "without its command line" in info["DSAGENT_REASON"], info
+    assert info["DSAGENT_DECISION"] == "allowed" and "in place of its command line" in info["DSAGENT_REASON"], info
     status, shown, _ = ipc_client(ALICE, "info", port.value)
-    assert status == 0 and shown["ProcessId"] == target.ns_pid and shown["CommandLine"] == "", shown
+    assert status == 0 and shown["ProcessId"] == target.ns_pid and shown["CommandLine"] == "DsTestTarget", shown
     assert shown["ManagedEntrypointAssemblyName"] == "DsTestTarget", shown
 
     # a provider counter_providers does not name (the default: System.Runtime alone) is refused as counters
@@ -740,10 +741,39 @@ def dotnet_counters_is_refused_under_a_rule_without_counters():
     denied = proxy_records(agent, DSAGENT_DECISION="denied")
     assert status != 0 and [r["DSAGENT_COMMAND"] for r in denied] == ["counters"], (said, denied)
     assert watch.accepts() == 0, "a refused session reached the runtime"
-    # nor is ProcessInfo answered, under neither info nor counters
-    status, out, _ = ipc_client(ALICE, "info", port.value)
-    assert status == 1 and E_ACCESSDENIED in json.dumps(out).lower(), out
-    assert watch.accepts() == 0
+
+
+@test
+def a_tools_process_info_without_info_names_the_process_as_ps_does():
+    """ProcessInfo through the port under a grant of another command than info (here trace): the client library's
+    GetProcessInfo() gets the runtime's answer with the name dsctl ps shows the caller in place of the command
+    line, whose arguments may carry secrets; under a grant of info, the command line; under ps alone, nothing."""
+    target = marker_target("--marker", "secret-in-argv")
+    agent = Agent(policy=granting("trace", extra=f'trace_providers = ["{PROVIDER}"]'))
+    port = Port(agent, ALICE, target.pid)
+    listed, = [p for p in json.loads(harness.dsctl(agent, ALICE, "--json", "ps").stdout) if p["pid"] == target.pid]
+    assert listed["commands"] == ["trace"] and listed["name"] == "DsTestTarget", listed
+
+    status, shown, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0, shown
+    assert shown["CommandLine"] == listed["name"], shown
+    assert shown["ProcessId"] == target.ns_pid and shown["ManagedEntrypointAssemblyName"] == "DsTestTarget", shown
+    assert shown["OperatingSystem"] == "Linux" and shown["ClrProductVersionString"].startswith("10."), shown
+    assert "secret-in-argv" not in json.dumps(shown), shown
+    record, = proxy_records(agent, DSAGENT_IPC_COMMAND="ProcessInfo3")
+    assert (record["DSAGENT_COMMAND"], record["DSAGENT_DECISION"], record["DSAGENT_RULE"]) == \
+        ("info", "allowed", "alice-tool"), record
+    assert "name in place of its command line" in record["DSAGENT_REASON"], record
+
+    # a grant of info: the runtime's command line
+    agent.write_policy(granting("trace", "info", extra=f'trace_providers = ["{PROVIDER}"]'))
+    agent.reload()
+    status, shown, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0 and "--marker secret-in-argv" in shown["CommandLine"], shown
+    # ps alone reaches no runtime: refused, as info is
+    agent.write_policy(granting("ps"))
+    agent.reload()
+    assert_denied(ipc_client(ALICE, "info", port.value), "info under ps alone")
 
 
 @test
