@@ -448,7 +448,7 @@ static int run_port(Args *a) {
                 if (status != EXIT_OK)
                         return status;
                 if (!a->quiet)
-                        fprintf(stderr, "dsctl: exec: %s is process %d (in $DSCTL_PID); serving it while it runs "
+                        fprintf(stderr, "dsctl: exec: %s is process %d ({pid}, $DSCTL_PID); serving it while it runs "
                                 "there\n", a->unit, (int)a->pid);
         }
         o = (PortOptions){ .agent_socket = agent_socket_of(a), .pid = a->pid, .unit = a->unit,

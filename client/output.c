@@ -10,6 +10,7 @@
 #include "cleanup.h"
 #include "exit-status.h"
 #include "output.h"
+#include "policy.h"
 #include "text.h"
 
 typedef struct ProcessRow {
@@ -25,6 +26,7 @@ typedef struct ProcessRow {
         /* the names of a cgroup root does not vouch for: a delegated subtree's user chose them */
         char *unverified_container_id, *unverified_pod_uid;
         uint32_t cgroup_unverified;
+        char *commands; /* ps: the policy commands the caller holds on it, comma-separated */
         char cookie[33];
 } ProcessRow;
 
@@ -45,6 +47,7 @@ static void process_row_done(ProcessRow *r) {
         free(r->cgroup);
         free(r->unverified_container_id);
         free(r->unverified_pod_uid);
+        free(r->commands);
 }
 
 static void process_row_read(ProcessRow *r, const WireMessage *m) {
@@ -72,6 +75,7 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_UNVERIFIED_CONTAINER, &r->unverified_container_id);
         (void)wire_message_get_string(m, WIRE_TAG_UNVERIFIED_POD_UID, &r->unverified_pod_uid);
         (void)wire_message_get_u32(m, WIRE_TAG_CGROUP_UNVERIFIED, &r->cgroup_unverified);
+        (void)wire_message_get_string(m, WIRE_TAG_COMMANDS, &r->commands);
         if (wire_message_get_bytes(m, WIRE_TAG_COOKIE, &cookie, &cookie_size) == 0 && cookie_size == 16)
                 for (size_t i = 0; i < 16; i++)
                         sprintf(r->cookie + 2 * i, "%02x", cookie[i]);
@@ -116,6 +120,25 @@ static const char *user_name(uint32_t uid) {
         return pw ? pw->pw_name : NULL;
 }
 
+/* ps --json: "commands":["info","counters"], each name as the agent sent it. */
+static void json_member_commands(FILE *f, bool *first, const char *commands) {
+        const char *c = commands;
+
+        if (!commands)
+                return;
+        fprintf(f, "%s\"commands\":[", *first ? "" : ",");
+        while (*c) {
+                size_t n = strcspn(c, ",");
+
+                if (c != commands)
+                        fputc(',', f);
+                text_json_string(f, c, n);
+                c += n + (c[n] == ',');
+        }
+        fputc(']', f);
+        *first = false;
+}
+
 static void output_process_json(Output *o, const ProcessRow *r) {
         bool first = true;
 
@@ -148,6 +171,7 @@ static void output_process_json(Output *o, const ProcessRow *r) {
         json_member_string(o->stream, &first, "port", r->port);
         if (r->port || r->suspended)
                 fprintf(o->stream, ",\"suspended\":%s", r->suspended ? "true" : "false");
+        json_member_commands(o->stream, &first, r->commands);
         fputc('}', o->stream);
 }
 
@@ -212,13 +236,44 @@ static void output_resume_text(Output *o, const ProcessRow *r) {
                 message ? message : "done");
 }
 
+/*
+ * ps's COMMANDS column: the commands as the agent lists them, with "all" standing for every
+ * command that runs no code (root's and an owner's), followed by any others.
+ */
+static char *commands_column(const char *commands) {
+        const uint32_t no_code = POLICY_COMMANDS_ALL & ~POLICY_COMMANDS_RUNNING_CODE;
+        _cleanup_free_ char *all = malloc(strlen(commands) + sizeof("all,"));
+        uint32_t held = 0;
+        char *rest;
+
+        if (!all)
+                return NULL;
+        rest = stpcpy(all, "all");
+        for (const char *c = commands; *c;) {
+                size_t n = strcspn(c, ",");
+                char name[32] = "";
+                PolicyCommand command = _POLICY_COMMAND_INVALID;
+
+                if (n < sizeof(name)) {
+                        memcpy(name, c, n);
+                        command = policy_command_from_string(name);
+                }
+                if (command >= 0 && (no_code & (1u << command)))
+                        held |= 1u << command;
+                else
+                        rest += sprintf(rest, ",%.*s", (int)n, c);
+                c += n + (c[n] == ',');
+        }
+        return held == no_code ? text_escape(all, strlen(all)) : text_escape(commands, strlen(commands));
+}
+
 static void output_ps_text(Output *o, const ProcessRow *r) {
-        _cleanup_free_ char *unit = NULL, *name = NULL, *ctr = NULL;
+        _cleanup_free_ char *unit = NULL, *name = NULL, *ctr = NULL, *commands = NULL;
         const char *user = r->have_uid ? user_name(r->uid) : NULL;
         char uid_buf[16], ctr_mark[48] = "";
 
         if (o->count == 0)
-                fprintf(o->stream, "%-8s %-16s %-32s %s\n", "PID", "USER", "UNIT", "NAME");
+                fprintf(o->stream, "%-8s %-16s %-32s %-24s %s\n", "PID", "USER", "UNIT", "COMMANDS", "NAME");
         if (!user) {
                 snprintf(uid_buf, sizeof(uid_buf), "%u", r->uid);
                 user = uid_buf;
@@ -234,8 +289,11 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
                 if (ctr)
                         snprintf(ctr_mark, sizeof(ctr_mark), " [unverified ctr:%.12s]", ctr);
         }
-        /* a runtime that connected in says so after its name, and whether it waits to be resumed */
-        fprintf(o->stream, "%-8u %-16s %-32s %s%s%s\n", r->pid, user, unit ? unit : "-", name ? name : "-", ctr_mark,
+        commands = r->commands ? commands_column(r->commands) : NULL;
+        /* the name last, as the process chose it; a runtime that connected in says so after it, and whether it
+         * waits to be resumed */
+        fprintf(o->stream, "%-8u %-16s %-32s %-24s %s%s%s\n", r->pid, user, unit ? unit : "-",
+                commands ? commands : "-", name ? name : "-", ctr_mark,
                 r->suspended ? " [suspended]" : r->port ? " [port]" : "");
 }
 

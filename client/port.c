@@ -25,6 +25,7 @@
 #include "cleanup.h"
 #include "client-test-hooks.h"
 #include "dotnet-ipc.h"
+#include "exec-args.h"
 #include "exit-status.h"
 #include "io.h"
 #include "ipc-request.h"
@@ -492,10 +493,41 @@ static int exec_path(const PortOptions *o, char **ret_path, char **ret_dir) {
 }
 
 /*
- * Starts exec_argv with TMPDIR=@dir, DSCTL_PID=the pid and no signal blocked (the port blocks the ones it reads).
+ * The command exec runs: exec_argv with "{pid}" replaced by the pid. A -p or --process-id the tool
+ * gets empty is said on standard error before it runs, even with --quiet: the tool would only
+ * print its help (a shell expanded "$DSCTL_PID" before dsctl set it). Return: 0 or -ENOMEM.
+ */
+static int exec_command(const PortOptions *o, char ***ret_argv) {
+        char **argv = NULL;
+        size_t at;
+        int r;
+
+        r = exec_args_substitute(o->exec_argv, o->pid, &argv);
+        if (r < 0)
+                return r;
+        at = exec_args_find_empty_process_id(argv);
+        if (at > 0) {
+                const char *option = strncmp(argv[at], "--", 2) == 0 ? "--process-id" : "-p";
+                const char *base = strrchr(argv[0], '/');
+                _cleanup_free_ char *program = NULL;
+
+                base = base && base[1] ? base + 1 : argv[0];
+                program = text_escape(base, strlen(base));
+                fprintf(stderr, "dsctl: exec: warning: %s is given %s without a process id (its argument %zu); a shell "
+                        "expands \"$DSCTL_PID\" before dsctl sets it: write %s %s, which dsctl replaces with %d, or "
+                        "%s \"$DSCTL_PID\" inside sh -c '...'\n",
+                        program ? program : "the command", option, at, option, EXEC_ARGS_PID_PLACEHOLDER, (int)o->pid,
+                        option);
+        }
+        *ret_argv = argv;
+        return 0;
+}
+
+/*
+ * Starts @argv with TMPDIR=@dir, DSCTL_PID=the pid and no signal blocked (the port blocks the ones it reads).
  * Return: 0 and a pidfd of it in *@ret_pidfd (and its pid), or a negative errno.
  */
-static int exec_start(const PortOptions *o, const char *dir, pid_t *ret_pid, int *ret_pidfd) {
+static int exec_start(const PortOptions *o, char **argv, const char *dir, pid_t *ret_pid, int *ret_pidfd) {
         pid_t pid = fork();
         int fd;
 
@@ -509,8 +541,8 @@ static int exec_start(const PortOptions *o, const char *dir, pid_t *ret_pid, int
                 sigprocmask(SIG_SETMASK, &none, NULL);
                 snprintf(pid_text, sizeof(pid_text), "%d", (int)o->pid);
                 if (setenv("TMPDIR", dir, 1) == 0 && setenv("DSCTL_PID", pid_text, 1) == 0)
-                        execvp(o->exec_argv[0], o->exec_argv);
-                fprintf(stderr, "dsctl: exec: cannot run %s: %s\n", o->exec_argv[0], strerror(errno));
+                        execvp(argv[0], argv);
+                fprintf(stderr, "dsctl: exec: cannot run %s: %s\n", argv[0], strerror(errno));
                 _exit(127);
         }
         fd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -709,8 +741,12 @@ int port_run(const PortOptions *o) {
         if (o->exec_argv) {
                 pid_t child = 0;
                 _cleanup_close_ int child_fd = -EBADF;
+                char **argv = NULL;
 
-                r = exec_start(o, dir, &child, &child_fd);
+                r = exec_command(o, &argv);
+                if (r == 0)
+                        r = exec_start(o, argv, dir, &child, &child_fd);
+                exec_args_free(argv);
                 if (r < 0) {
                         fprintf(stderr, "dsctl: exec: cannot start %s: %s\n", o->exec_argv[0], strerror(-r));
                         r = EXIT_ERROR;

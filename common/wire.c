@@ -59,6 +59,7 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_UNVERIFIED_CONTAINER] = WIRE_KIND_STRING,
         [WIRE_TAG_UNVERIFIED_POD_UID] = WIRE_KIND_STRING,
         [WIRE_TAG_CGROUP_UNVERIFIED] = WIRE_KIND_U32,
+        [WIRE_TAG_COMMANDS] = WIRE_KIND_STRING,
 };
 
 WireFieldKind wire_tag_kind(WireTag tag) {

@@ -124,6 +124,7 @@ typedef enum WireTag {
         WIRE_TAG_UNVERIFIED_CONTAINER = 48, /* string: a container id such a path names */
         WIRE_TAG_UNVERIFIED_POD_UID = 49,   /* string: a pod uid such a path names */
         WIRE_TAG_CGROUP_UNVERIFIED = 50,    /* u32: 1 when root does not vouch for CGROUP: no rule matches it */
+        WIRE_TAG_COMMANDS = 51,         /* string: ps: the policy commands the requester holds on it, comma-separated */
         _WIRE_TAG_MAX,
 } WireTag;
 

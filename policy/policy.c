@@ -48,8 +48,18 @@ PolicyCommand policy_command_from_string(const char *s) {
         return _POLICY_COMMAND_INVALID;
 }
 
+void policy_commands_to_string(uint32_t commands, char buf[static POLICY_COMMANDS_TEXT_MAX]) {
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (int c = 0; c < _POLICY_COMMAND_MAX; c++)
+                if (commands & (1u << c))
+                        n += (size_t)snprintf(buf + n, POLICY_COMMANDS_TEXT_MAX - n, "%s%s", n > 0 ? "," : "",
+                                              policy_command_names[c]);
+}
+
 bool policy_command_runs_code(PolicyCommand c) {
-        return c == POLICY_COMMAND_SETENV || c == POLICY_COMMAND_STARTUP_HOOK || c == POLICY_COMMAND_PROFILER;
+        return c >= 0 && c < _POLICY_COMMAND_MAX && (POLICY_COMMANDS_RUNNING_CODE & (1u << c));
 }
 
 const char *policy_dump_type_to_string(PolicyDumpType t) {
@@ -628,10 +638,11 @@ static bool target_changed_credentials(const PolicyTarget *t) {
                t->gid[1] != t->gid[2];
 }
 
+/* Does owner_access give @who one of @commands on @t? Only commands that run no code. */
 static bool owner_access_applies(const Policy *p, const PolicyRequester *who, const PolicyTarget *t,
-                                 PolicyCommand c) {
-        return p->agent.owner_access && !policy_command_runs_code(c) && !target_changed_credentials(t) &&
-               who->uid == t->uid[1];
+                                 uint32_t commands) {
+        return p->agent.owner_access && (commands & ~POLICY_COMMANDS_RUNNING_CODE) != 0 &&
+               !target_changed_credentials(t) && who->uid == t->uid[1];
 }
 
 bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target) {
@@ -683,6 +694,18 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
         return false;
 }
 
+uint32_t policy_commands_held(const Policy *p, const PolicyRequester *who, const PolicyTarget *target) {
+        const uint32_t no_code = POLICY_COMMANDS_ALL & ~POLICY_COMMANDS_RUNNING_CODE;
+        uint32_t held = 0;
+
+        if (who->uid == 0 || owner_access_applies(p, who, target, POLICY_COMMANDS_ALL))
+                held |= no_code;
+        for (size_t i = 0; i < p->n_rules; i++)
+                if (rule_matches_requester(&p->rules[i], who) && !rule_target_mismatch(&p->rules[i], target))
+                        held |= p->rules[i].commands;
+        return held & POLICY_COMMANDS_ALL;
+}
+
 static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why) {
         v->allowed = true;
         v->rule = rule;
@@ -714,6 +737,10 @@ typedef enum DenyStage {
  * owner_access, so may a target's own user, unless the target changed
  * credentials. Otherwise the first rule in file order that matches the
  * requester, the command, the target and the parameters decides.
+ *
+ * A request for any of several commands (ps, and any_of) is decided so
+ * with the rule's commands matched against all of them, and no parameters:
+ * ps is allowed exactly when policy_commands_held() is not 0.
  */
 void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
                   const PolicyRequest *q, PolicyVerdict *ret) {
@@ -722,6 +749,8 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
         const PolicyRule *closest = NULL;
         const char *mismatch = NULL;
         char param_reason[sizeof(v.reason)] = "", later_reason[sizeof(v.reason)];
+        uint32_t wanted;
+        bool any;
 
         if (q->command < 0 || q->command >= _POLICY_COMMAND_MAX) {
                 snprintf(v.reason, sizeof(v.reason), "unknown command");
@@ -733,12 +762,14 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 *ret = v;
                 return;
         }
-        if (who->uid == 0 && !policy_command_runs_code(q->command)) {
+        any = q->any_of != 0 || q->command == POLICY_COMMAND_PS;
+        wanted = q->any_of != 0 ? q->any_of : q->command == POLICY_COMMAND_PS ? POLICY_COMMANDS_ALL : 1u << q->command;
+        if (who->uid == 0 && (wanted & ~POLICY_COMMANDS_RUNNING_CODE)) {
                 verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root");
                 *ret = v;
                 return;
         }
-        if (owner_access_applies(p, who, target, q->command)) {
+        if (owner_access_applies(p, who, target, wanted)) {
                 verdict_allow(&v, NULL, POLICY_RULE_OWNER, "requester owns the target");
                 *ret = v;
                 return;
@@ -750,7 +781,7 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
 
                 if (!rule_matches_requester(r, who))
                         continue;
-                if (!(r->commands & (1u << q->command))) {
+                if (!(r->commands & wanted)) {
                         if (stage < DENY_COMMAND)
                                 stage = DENY_COMMAND;
                         continue;
@@ -765,8 +796,8 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                         continue;
                 }
                 /* the first rule that failed on parameters is the one to explain */
-                if (!rule_allows_parameters(r, q, stage < DENY_PARAMETERS ? param_reason : later_reason,
-                                            sizeof(param_reason))) {
+                if (!any && !rule_allows_parameters(r, q, stage < DENY_PARAMETERS ? param_reason : later_reason,
+                                                    sizeof(param_reason))) {
                         stage = DENY_PARAMETERS;
                         continue;
                 }
@@ -786,7 +817,11 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                         snprintf(v.reason, sizeof(v.reason), "no rule grants you access to this process");
                 break;
         case DENY_COMMAND:
-                snprintf(v.reason, sizeof(v.reason), "no rule grants you '%s'", policy_command_to_string(q->command));
+                if (any)
+                        snprintf(v.reason, sizeof(v.reason), "no rule grants you a command on this process");
+                else
+                        snprintf(v.reason, sizeof(v.reason), "no rule grants you '%s'",
+                                 policy_command_to_string(q->command));
                 break;
         case DENY_TARGET:
                 snprintf(v.reason, sizeof(v.reason), "rule '%s' does not cover %s", closest->name, mismatch);

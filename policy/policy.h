@@ -28,6 +28,11 @@ typedef enum PolicyCommand {
         _POLICY_COMMAND_INVALID = -1,
 } PolicyCommand;
 
+/* Sets of commands, a bit per PolicyCommand (1u << command), as a rule's commands are kept. */
+#define POLICY_COMMANDS_ALL ((uint32_t)((1u << _POLICY_COMMAND_MAX) - 1))
+#define POLICY_COMMANDS_RUNNING_CODE \
+        ((uint32_t)((1u << POLICY_COMMAND_SETENV) | (1u << POLICY_COMMAND_STARTUP_HOOK) | (1u << POLICY_COMMAND_PROFILER)))
+
 typedef enum PolicyDumpType {
         POLICY_DUMP_NONE,
         POLICY_DUMP_MINI,
@@ -296,6 +301,13 @@ typedef struct PolicyProvider {
 
 typedef struct PolicyRequest {
         PolicyCommand command;
+        /*
+         * Not 0: the request is allowed when the requester holds any of these commands on the
+         * target, whatever parameters they take, and the command's own parameters are not looked
+         * at (the proxy's ProcessInfo without info: policy_check()). A ps request asks so for
+         * every command.
+         */
+        uint32_t any_of;
         PolicyDumpType dump_type;  /* for dump */
         const char *trace_profile; /* for trace; NULL when it names providers */
         const PolicyProvider *providers; /* for trace without a profile, and counters */
@@ -321,6 +333,10 @@ typedef struct PolicyVerdict {
 
 const char *policy_command_to_string(PolicyCommand c);
 PolicyCommand policy_command_from_string(const char *s);
+/* Room for every command's name, comma-separated, and the NUL. */
+#define POLICY_COMMANDS_TEXT_MAX 160
+/* The names of @commands (a bit per PolicyCommand) in PolicyCommand's order, comma-separated: "info,counters"; "" for none. */
+void policy_commands_to_string(uint32_t commands, char buf[static POLICY_COMMANDS_TEXT_MAX]);
 bool policy_command_runs_code(PolicyCommand c);
 const char *policy_dump_type_to_string(PolicyDumpType t);
 PolicyDumpType policy_dump_type_from_string(const char *s);
@@ -420,6 +436,18 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
 
 void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
                   const PolicyRequest *request, PolicyVerdict *ret);
+
+/**
+ * policy_commands_held() - which commands may @who use on @target, whatever their parameters?
+ *
+ * A bit per PolicyCommand: root's and, under owner_access, the target's own user's (unless it
+ * changed credentials) every command that runs no code; and every command of each rule that
+ * names @who and covers @target. Parameters (dump types, profiles, providers, durations) and
+ * rate limits are not looked at: a command here may still be refused for what it asks. Not 0
+ * exactly when policy_check() allows ps, which lists the process; and every target whose
+ * commands are not 0 is one policy_target_visible() lets @who see.
+ */
+uint32_t policy_commands_held(const Policy *p, const PolicyRequester *who, const PolicyTarget *target);
 
 /**
  * policy_selects_by_name_or_cgroup() - does a rule tell processes apart by what they change without an exec?

@@ -20,6 +20,7 @@
 #include "runtime-call.h"
 #include "session.h"
 #include "startup.h"
+#include "text.h"
 #include "unaligned.h"
 
 /*
@@ -36,7 +37,7 @@ typedef struct ProxyWork {
         uint8_t message[DOTNET_IPC_MESSAGE_MAX];
         size_t message_size;
         RuntimeCall *call;
-        bool withhold_command_line; /* ProcessInfo under a grant of counters, not of info */
+        bool name_for_command_line; /* ProcessInfo under a grant of another command, not of info */
         char info_denied[sizeof(((PolicyVerdict *)0)->reason)]; /* why info was refused */
         /* ProcessEnvironment: the block that follows the OK reply, and the names it returned */
         EnvReader env;
@@ -151,27 +152,31 @@ static bool proxy_info_is_of_target(ProxyWork *work, const DotnetIpcResponse *re
 }
 
 /*
- * ProcessInfo's answer with an empty command line in place of the runtime's (which may carry
- * secrets), the rest as the runtime sent it: the command line is the first string, after
- * ProcessInfo3's version (u32), the pid (u64) and the cookie (16 bytes). The reply was decoded
- * whole before (proxy_info_is_of_target()).
+ * ProcessInfo's answer with the process's name (as dsctl ps shows it, up to the first byte that
+ * is not UTF-8) in place of the runtime's command line, which may carry secrets; the rest as the
+ * runtime sent it. The command line is the first string, after ProcessInfo3's version (u32), the
+ * pid (u64) and the cookie (16 bytes). The reply was decoded whole before
+ * (proxy_info_is_of_target()).
  */
-static void proxy_queue_info_without_command_line(Request *req, DotnetIpcCommand command,
-                                                  const DotnetIpcResponse *reply) {
-        static const uint8_t empty[6] = { 1, 0, 0, 0, 0, 0 }; /* one UTF-16 unit: the NUL */
-        size_t at = (command == DOTNET_IPC_PROCESS_INFO3 ? 4 : 0) + 8 + 16, rest;
-        uint8_t payload[DOTNET_IPC_MESSAGE_MAX];
-        DotnetIpcResponse shown = { .ok = true, .payload = payload };
+static void proxy_queue_info_named(Request *req, DotnetIpcCommand command, const DotnetIpcResponse *reply) {
+        const char *name = req->target->name ? req->target->name : "";
+        size_t at = (command == DOTNET_IPC_PROCESS_INFO3 ? 4 : 0) + 8 + 16, rest, name_size = 0;
+        uint8_t payload[DOTNET_IPC_MESSAGE_MAX], encoded[4 + 2 * (TARGET_NAME_MAX + 1)];
+        char shown[TARGET_NAME_MAX + 1];
+        DotnetIpcResponse named = { .ok = true, .payload = payload };
         int r = -EBADMSG;
 
-        if (reply->payload_size >= at + 4 && reply->payload_size + 2 <= sizeof(payload)) {
+        snprintf(shown, sizeof(shown), "%.*s", (int)utf8_valid_prefix(name, strnlen(name, TARGET_NAME_MAX)), name);
+        if (dotnet_ipc_string_encode(shown, encoded, sizeof(encoded), &name_size) != 0)
+                r = -EINVAL; /* valid UTF-8 of at most TARGET_NAME_MAX bytes: it always fits */
+        else if (reply->payload_size >= at + 4) {
                 rest = at + 4 + 2 * (size_t)unaligned_read_le32(reply->payload + at);
-                if (rest <= reply->payload_size) {
+                if (rest <= reply->payload_size && at + name_size + (reply->payload_size - rest) <= sizeof(payload)) {
                         memcpy(payload, reply->payload, at);
-                        memcpy(payload + at, empty, sizeof(empty));
-                        memcpy(payload + at + sizeof(empty), reply->payload + rest, reply->payload_size - rest);
-                        shown.payload_size = at + sizeof(empty) + reply->payload_size - rest;
-                        r = proxy_queue_ok(req, &shown);
+                        memcpy(payload + at, encoded, name_size);
+                        memcpy(payload + at + name_size, reply->payload + rest, reply->payload_size - rest);
+                        named.payload_size = at + name_size + reply->payload_size - rest;
+                        r = proxy_queue_ok(req, &named);
                 }
         }
         if (r < 0) {
@@ -179,7 +184,8 @@ static void proxy_queue_info_without_command_line(Request *req, DotnetIpcCommand
                 return;
         }
         request_reply_done(req, req->verdict.rule_name,
-                           "the runtime answered ProcessInfo, relayed without its command line under a grant of counters");
+                           "the runtime answered ProcessInfo, relayed with the process's name in place of its command "
+                           "line, under a grant of a command other than info");
 }
 
 static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
@@ -213,8 +219,8 @@ static void proxy_call_done(RuntimeCall *call, int error, const DotnetIpcRespons
         default:
                 break;
         }
-        if (work->withhold_command_line) {
-                proxy_queue_info_without_command_line(req, work->command, reply);
+        if (work->name_for_command_line) {
+                proxy_queue_info_named(req, work->command, reply);
                 return;
         }
         r = proxy_queue_ok(req, reply);
@@ -292,11 +298,16 @@ static void proxy_resume_opened(Request *req) {
 /* ---- ProcessInfo ---- */
 
 /*
- * dotnet-counters monitor asks ProcessInfo before its session (for the runtime's version). Under
- * a grant of info it is relayed whole; else under a grant of counters it is relayed with the
- * command line withheld, so that the tool works under the grant of its own command alone.
+ * Tools ask ProcessInfo for the runtime's version (dotnet-counters monitor, before its session)
+ * and for the process's name (the client library's GetProcessInfo(), dotnet-monitor). Under a
+ * grant of info it is relayed whole. Else under a grant of any command that reaches the runtime
+ * (all but ps and info) it is relayed with the name dsctl ps shows in place of the command line:
+ * a tool works under the grant of its own command alone, and shows the process by the name its
+ * user finds in the listing. Under ps alone, or nothing, it is refused with info's reason.
  */
-static void proxy_info_counters_decided(Request *req) {
+#define PROXY_INFO_NAMED_COMMANDS (POLICY_COMMANDS_ALL & ~((1u << POLICY_COMMAND_PS) | (1u << POLICY_COMMAND_INFO)))
+
+static void proxy_info_named_decided(Request *req) {
         ProxyWork *work = req->work;
 
         if (!req->verdict.allowed) {
@@ -305,7 +316,7 @@ static void proxy_info_counters_decided(Request *req) {
                                             work->info_denied);
                 return;
         }
-        work->withhold_command_line = true;
+        work->name_for_command_line = true;
         proxy_decided(req);
 }
 
@@ -317,8 +328,8 @@ static void proxy_info_decided(Request *req) {
                 return;
         }
         snprintf(work->info_denied, sizeof(work->info_denied), "%s", req->verdict.reason);
-        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_COUNTERS, .dump_type = POLICY_DUMP_NONE };
-        decide(req, req->target, false, proxy_info_counters_decided);
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_INFO, .any_of = PROXY_INFO_NAMED_COMMANDS };
+        decide(req, req->target, false, proxy_info_named_decided);
 }
 
 static void proxy_info_opened(Request *req) {

@@ -44,6 +44,7 @@ typedef struct PsWork {
         pid_t *pids;
         size_t n, next;
         unsigned count;
+        uint32_t held;           /* the commands the requester holds on the process probed */
 } PsWork;
 
 static void ps_work_free(void *p) {
@@ -77,9 +78,15 @@ static void ps_cut_short(Request *req, int r) {
                 commands_reply_job_error(req, r, NULL);
 }
 
+/*
+ * A listed process's frame: what the agent read of it in /proc (its ids, unit, name, executable,
+ * cgroup) and the commands the requester holds on it; nothing its runtime says (command line,
+ * environment), which needs info or env.
+ */
 static void ps_emit(Request *req) {
         _cleanup_free_ WireWriter *w = malloc(sizeof(*w));
         PsWork *work = req->work;
+        char held[POLICY_COMMANDS_TEXT_MAX];
 
         if (!w)
                 return;
@@ -87,6 +94,8 @@ static void ps_emit(Request *req) {
         commands_put_target_fields(w, req->target);
         commands_put_untrusted_string(w, WIRE_TAG_NAME, req->target->name);
         commands_put_port_fields(w, req);
+        policy_commands_to_string(work->held, held);
+        wire_writer_put_string(w, WIRE_TAG_COMMANDS, held);
         if (connection_queue_frame(req->connection, w) == 0)
                 work->count++;
 }
@@ -97,20 +106,23 @@ static void ps_socket_found(Request *req, int r, const char *why) {
         ps_next(req);
 }
 
+/*
+ * A process is listed exactly when the requester holds a command on it, whichever (ps allowed,
+ * policy.h), and shown with those commands. Listing is not rate limited: it shows what may be
+ * done, it does nothing.
+ */
 static void ps_opened(Request *req, int r, const char *why) {
         PolicyRequester who = requester_of(req);
-        PolicyRequest q = { .command = POLICY_COMMAND_PS };
+        PsWork *work = req->work;
         PolicyTarget pt;
-        PolicyVerdict v;
 
         if (r != 0) {
                 ps_next(req); /* gone, or not answering: not listed */
                 return;
         }
-        /* listing is not rate limited: it shows what may be done, it does nothing */
         pt = policy_target_of(req->target);
-        policy_check(req->policy, &who, &pt, &q, &v);
-        if (!v.allowed) {
+        work->held = policy_commands_held(req->policy, &who, &pt);
+        if (work->held == 0) {
                 ps_next(req);
                 return;
         }

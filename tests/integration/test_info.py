@@ -7,7 +7,7 @@ import re
 import shutil
 
 import harness
-from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, SVC,
+from harness import (ALICE, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET, MALLORY, SVC,
                      AcceptWatch, Agent, FakeRuntime, Process, Target, as_user, dsctl, info_json, request_id_of, run_tests,
                      make_dir, place_in_cgroup, place_in_unit, test, uid_of)
 
@@ -122,6 +122,72 @@ def ps_lists_only_what_the_caller_may_act_on():
 
     text = dsctl(agent, SVC, "ps")
     assert text.returncode == 0 and str(mine.pid) in text.stdout and "DsTestTarget" in text.stdout
+
+
+# what a listing may show of a process: the agent's reading of it in /proc, and the commands held on it
+PS_FIELDS = {"pid", "uid", "user", "unit", "name", "exe", "cgroup", "container_id", "pod_uid", "unverified_container_id",
+             "unverified_pod_uid", "cgroup_unverified", "port", "suspended", "commands"}
+NO_CODE = ["ps", "info", "env", "dump", "gcdump", "trace", "counters", "resume", "perfmap", "stacks", "exceptions",
+           "logs"]
+
+
+@test
+def ps_lists_a_process_to_anyone_granted_a_command_on_it_with_those_commands():
+    """A user granted only counters on a process finds it in ps, told what she holds, as explain says; she is
+    shown what the agent read of it in /proc, nothing its runtime says (which needs info). A process no command
+    of hers reaches is missing from her listing as one that does not exist is."""
+    served = Target(SVC)
+    hidden = Target(MALLORY)
+    own = Target(ALICE)
+    agent = Agent(policy=f"""
+[agent]
+dump_dir = "@DUMP_DIR@"
+
+[[rule]]
+name = "alice-counters"
+users = ["{ALICE}"]
+commands = ["counters"]
+targets.users = ["{SVC}"]
+
+[[rule]]
+name = "alice-traces"
+users = ["{ALICE}"]
+commands = ["trace", "stacks"]
+targets.users = ["{SVC}"]
+trace_profiles = ["cpu-sampling"]
+""")
+    listing = dsctl(agent, ALICE, "--json", "ps")
+    assert listing.returncode == 0, listing
+    rows = {p["pid"]: p for p in json.loads(listing.stdout)}
+    assert served.pid in rows and own.pid in rows and hidden.pid not in rows, rows
+    row = rows[served.pid]
+    assert row["commands"] == ["trace", "counters", "stacks"], row
+    assert row["name"] == "DsTestTarget" and row["user"] == SVC, row
+    assert set(row) <= PS_FIELDS, set(row) - PS_FIELDS
+    # her own process: every command that runs no code (owner_access)
+    assert rows[own.pid]["commands"] == NO_CODE, rows[own.pid]
+    record, = [r for r in agent.records() if r["DSAGENT_COMMAND"] == "ps"]
+    assert record["DSAGENT_RESULT_COUNT"] == str(len(rows)), record
+
+    # as explain says, and info (the runtime's facts) stays hers to ask for only under a grant of info
+    explained = dsctl(agent, ALICE, "--json", "explain", str(served.pid), "ps")
+    assert json.loads(explained.stdout)["allowed"] and json.loads(explained.stdout)["rule"] == "alice-counters"
+    assert dsctl(agent, ALICE, "info", str(served.pid)).returncode == EXIT_DENIED
+
+    text = dsctl(agent, ALICE, "ps")
+    assert text.returncode == 0, text
+    header, *lines = text.stdout.splitlines()
+    assert header.split() == ["PID", "USER", "UNIT", "COMMANDS", "NAME"], header
+    shown = {int(line.split()[0]): line.split()[3] for line in lines}
+    assert shown[served.pid] == "trace,counters,stacks" and shown[own.pid] == "all", text.stdout
+    assert hidden.pid not in shown
+
+    # root sees all of them, holding every command that runs no code
+    rows = {p["pid"]: p for p in json.loads(dsctl(agent, None, "--json", "ps").stdout)}
+    assert {served.pid, hidden.pid, own.pid} <= set(rows) and rows[hidden.pid]["commands"] == NO_CODE, rows
+    # a user no rule names sees her own alone
+    rows = {p["pid"]: p for p in json.loads(dsctl(agent, MALLORY, "--json", "ps").stdout)}
+    assert hidden.pid in rows and served.pid not in rows and own.pid not in rows, rows
 
 
 @test

@@ -52,16 +52,17 @@ dump_types = ["mini", "heap", "triage", "full"]
 trace_providers = ["{PROVIDER}", "Microsoft-Windows-DotNETRuntime", "Microsoft-DotNETCore-SampleProfiler"]
 """
 
-# The same user and target, a rule that lets her see the process and use none of the proxied commands
-# (not counters, under which ProcessInfo is answered without the command line).
+# The same user and target, a rule that lets her see the process listed and use none of the proxied commands
+# (not even ProcessInfo, which any command that reaches the runtime answers with the name in place of the
+# command line).
 LACKING = f"""
 [agent]
 dump_dir = "@DUMP_DIR@"
 
 [[rule]]
-name = "alice-gcdump-only"
+name = "alice-listing-only"
 users = ["{ALICE}"]
-commands = ["gcdump"]
+commands = ["ps"]
 targets.users = ["{SVC}"]
 """
 
@@ -701,7 +702,7 @@ def dotnet_counters_collects_under_a_counters_grant_alone():
     resume, = proxy_records(agent, DSAGENT_IPC_COMMAND="ResumeRuntime")
     assert resume["DSAGENT_DECISION"] == "allowed" and "no-op" in resume["DSAGENT_REASON"], resume
 
-    # monitor asks ProcessInfo first (the runtime's version): under counters alone, without the command line
+    # monitor asks ProcessInfo first (the runtime's version): under counters alone, the name for the command line
     monitor = Process(as_user(ALICE, [stock("dotnet-counters"), "monitor", "--diagnostic-port", port.value]))
     wait_for(lambda: len(trace_start_records(agent)) == 2, what="monitor's session")
     time.sleep(3)
@@ -711,9 +712,9 @@ def dotnet_counters_collects_under_a_counters_grant_alone():
     assert "[System.Runtime]" in shown and "dotnet.gc" in shown, shown[-2000:]
     assert proxy_records(agent, DSAGENT_DECISION="denied") == []
     info, = proxy_records(agent, DSAGENT_IPC_COMMAND="ProcessInfo3")
-    assert info["DSAGENT_DECISION"] == "allowed" and "without its command line" in info["DSAGENT_REASON"], info
+    assert info["DSAGENT_DECISION"] == "allowed" and "in place of its command line" in info["DSAGENT_REASON"], info
     status, shown, _ = ipc_client(ALICE, "info", port.value)
-    assert status == 0 and shown["ProcessId"] == target.ns_pid and shown["CommandLine"] == "", shown
+    assert status == 0 and shown["ProcessId"] == target.ns_pid and shown["CommandLine"] == "DsTestTarget", shown
     assert shown["ManagedEntrypointAssemblyName"] == "DsTestTarget", shown
 
     # a provider counter_providers does not name (the default: System.Runtime alone) is refused as counters
@@ -740,10 +741,39 @@ def dotnet_counters_is_refused_under_a_rule_without_counters():
     denied = proxy_records(agent, DSAGENT_DECISION="denied")
     assert status != 0 and [r["DSAGENT_COMMAND"] for r in denied] == ["counters"], (said, denied)
     assert watch.accepts() == 0, "a refused session reached the runtime"
-    # nor is ProcessInfo answered, under neither info nor counters
-    status, out, _ = ipc_client(ALICE, "info", port.value)
-    assert status == 1 and E_ACCESSDENIED in json.dumps(out).lower(), out
-    assert watch.accepts() == 0
+
+
+@test
+def a_tools_process_info_without_info_names_the_process_as_ps_does():
+    """ProcessInfo through the port under a grant of another command than info (here trace): the client library's
+    GetProcessInfo() gets the runtime's answer with the name dsctl ps shows the caller in place of the command
+    line, whose arguments may carry secrets; under a grant of info, the command line; under ps alone, nothing."""
+    target = marker_target("--marker", "secret-in-argv")
+    agent = Agent(policy=granting("trace", extra=f'trace_providers = ["{PROVIDER}"]'))
+    port = Port(agent, ALICE, target.pid)
+    listed, = [p for p in json.loads(harness.dsctl(agent, ALICE, "--json", "ps").stdout) if p["pid"] == target.pid]
+    assert listed["commands"] == ["trace"] and listed["name"] == "DsTestTarget", listed
+
+    status, shown, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0, shown
+    assert shown["CommandLine"] == listed["name"], shown
+    assert shown["ProcessId"] == target.ns_pid and shown["ManagedEntrypointAssemblyName"] == "DsTestTarget", shown
+    assert shown["OperatingSystem"] == "Linux" and shown["ClrProductVersionString"].startswith("10."), shown
+    assert "secret-in-argv" not in json.dumps(shown), shown
+    record, = proxy_records(agent, DSAGENT_IPC_COMMAND="ProcessInfo3")
+    assert (record["DSAGENT_COMMAND"], record["DSAGENT_DECISION"], record["DSAGENT_RULE"]) == \
+        ("info", "allowed", "alice-tool"), record
+    assert "name in place of its command line" in record["DSAGENT_REASON"], record
+
+    # a grant of info: the runtime's command line
+    agent.write_policy(granting("trace", "info", extra=f'trace_providers = ["{PROVIDER}"]'))
+    agent.reload()
+    status, shown, _ = ipc_client(ALICE, "info", port.value)
+    assert status == 0 and "--marker secret-in-argv" in shown["CommandLine"], shown
+    # ps alone reaches no runtime: refused, as info is
+    agent.write_policy(granting("ps"))
+    agent.reload()
+    assert_denied(ipc_client(ALICE, "info", port.value), "info under ps alone")
 
 
 @test
@@ -986,13 +1016,58 @@ def dsctl_exec_names_a_units_process_to_the_tool_in_dsctl_pid():
     status, out, err = dsctl_exec_unit(agent, ALICE, "dst-proxy-exec.service", "sh", "-c",
                                        f'exec {stock("dotnet-stack")} report -p "$DSCTL_PID"')
     assert status == 0 and "Thread (0x" in out and "System.Private.CoreLib!" in out, (status, out, err)
-    assert f"dst-proxy-exec.service is process {target.pid} (in $DSCTL_PID)" in err, err
+    assert f"dst-proxy-exec.service is process {target.pid} ({{pid}}, $DSCTL_PID)" in err, err
     resolved, = proxy_records(agent, DSAGENT_COMMAND="resolve")
     assert resolved["DSAGENT_DECISION"] == "allowed" and resolved["DSAGENT_TARGET_PID"] == str(target.pid), resolved
     served = [r for r in proxy_records(agent, DSAGENT_DECISION="allowed") if r.get("DSAGENT_IPC_COMMAND")]
     assert served and all(r["DSAGENT_TARGET_PID"] == str(target.pid) for r in served), served
     assert [r["DSAGENT_COMMAND"] for r in served if r["DSAGENT_IPC_COMMAND"].startswith("CollectTracing")] == \
         ["stacks"], served
+
+
+@test
+def dsctl_exec_writes_the_pid_for_pid_and_warns_of_an_empty_process_id():
+    """The trap of `dsctl exec PID -- dotnet-counters collect -p "$DSCTL_PID"` typed at a shell: the shell expands
+    the variable before dsctl sets it, the tool gets -p "" and prints only its help. dsctl says so before the
+    tool runs; -p {pid} gets the pid the port serves, for a pid and for a unit's process."""
+    target = marker_target()
+    place_in_unit(target.pid, "dst-proxy-placeholder.service")
+    agent = Agent(policy=granting("counters"))
+    mine = make_dir(ALICE, 0o755)
+    counters = stock("dotnet-counters")
+    warning = "dsctl: exec: warning: dotnet-counters is given -p without a process id (its argument 2)"
+
+    # what the shell made of -p "$DSCTL_PID": the tool fails on its own, after dsctl's warning
+    csv = os.path.join(mine, "empty.csv")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, counters, "collect", "-p", "", "-o", csv,
+                                  "--duration", "00:00:00:02")
+    assert status != 0 and not os.path.exists(csv), (status, out, err)
+    assert warning in err and f"write -p {{pid}}, which dsctl replaces with {target.pid}" in err, err
+    assert "--process-id" in out + err, "the tool did not say what it could not parse"
+    first_line = err.splitlines()[0]
+    assert first_line.startswith(warning), f"the warning came after the tool's output: {err}"
+    assert [r for r in agent.records() if r.get("DSAGENT_IPC_COMMAND")] == [], "the tool reached the agent"
+    # unquoted, -p is followed by the next option; the attached form
+    for args in (["-p", "-o", csv], ["--process-id=", "-o", csv]):
+        status, out, err = dsctl_exec(agent, ALICE, target.pid, counters, "collect", *args, "--duration",
+                                      "00:00:00:01")
+        option = "--process-id" if args[0].startswith("--") else "-p"
+        assert status != 0 and f"dotnet-counters is given {option} without a process id" in err, (args, status, err)
+
+    # -p {pid}: the pid, and no warning
+    csv = os.path.join(mine, "pid.csv")
+    status, out, err = dsctl_exec(agent, ALICE, target.pid, counters, "collect", "-p", "{pid}", "-o", csv,
+                                  "--duration", "00:00:00:03")
+    assert status == 0 and ",System.Runtime,dotnet." in open(csv).read(), (status, out, err)
+    assert "warning" not in err, err
+    # a unit: {pid} is the process the agent named, within an argument too
+    csv = os.path.join(mine, "unit.csv")
+    status, out, err = dsctl_exec_unit(agent, ALICE, "dst-proxy-placeholder.service", counters, "collect",
+                                       "--process-id={pid}", "-o", csv, "--duration", "00:00:00:03")
+    assert status == 0 and ",System.Runtime,dotnet." in open(csv).read(), (status, out, err)
+    sessions = [r for r in proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")]
+    assert [(r["DSAGENT_DECISION"], r["DSAGENT_TARGET_PID"]) for r in sessions] == \
+        [("allowed", str(target.pid))] * 2, sessions
 
 
 @test

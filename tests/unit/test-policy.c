@@ -2,6 +2,7 @@
 /* The policy compiler (schema, one check per rule of it) and the engine (each selector, deny by default) */
 #include <string.h>
 
+#include "cleanup.h"
 #include "policy-compile.h"
 #include "tap.h"
 #include "toml.h"
@@ -278,6 +279,96 @@ static void test_first_match_and_any(void) {
         check(v.allowed && strcmp(v.rule_name, "wide") == 0);
         v = decide(p, &bob, target(0, NULL, NULL), CMD(POLICY_COMMAND_INFO));
         check(v.allowed && strcmp(v.rule_name, "wide") == 0);
+        policy_unref(p);
+}
+
+#define BIT(c) (1u << (c))
+
+/*
+ * A listing shows a process exactly to those who hold a command on it, whichever: ps is allowed
+ * exactly when policy_commands_held() is not 0, a held process is always a visible one, and a
+ * request for any of several commands is allowed exactly when one of them is held.
+ */
+static void test_commands_held_and_ps(void) {
+        Policy *p = compile_ok("[agent]\nowner_access = true\n"
+                               "[[rule]]\nname = \"counters-only\"\nusers = [\"alice\"]\ncommands = [\"counters\"]\n"
+                               "targets.users = [\"svc-orders\"]\n"
+                               "[[rule]]\nname = \"trace-billing\"\nusers = [\"alice\"]\ncommands = [\"trace\", \"dump\"]\n"
+                               "targets.names = [\"Billing.Api\"]\ndump_types = [\"mini\"]\ntrace_profiles = [\"cpu-sampling\"]\n"
+                               "[[rule]]\nname = \"listing\"\nusers = [\"bob\"]\ncommands = [\"ps\"]\n"
+                               "targets.users = [\"svc-billing\"]\n"
+                               "[[rule]]\nname = \"hooks\"\nusers = [\"carol\"]\ncommands = [\"startup-hook\"]\n"
+                               "targets.users = [\"svc-orders\"]\nallow_code_injection = true\n");
+        const uint32_t no_code = POLICY_COMMANDS_ALL & ~POLICY_COMMANDS_RUNNING_CODE;
+        PolicyTarget orders = target(2001, "orders.service", "Orders.Api");
+        PolicyTarget billing = target(2002, NULL, "Billing.Api"), other = target(2002, NULL, "Other");
+        PolicyTarget own = target(1002, NULL, NULL), changed = target(1002, NULL, NULL);
+        PolicyTarget targets[] = { orders, billing, other, own, changed };
+        const PolicyRequester *everyone[] = { &root, &alice, &bob, &carol };
+        PolicyVerdict v;
+
+        changed.uid[1] = 2001;
+        targets[4] = changed;
+        if (!p)
+                return;
+        /* a grant of counters alone: listed, with counters; no info, and explain of info says so */
+        check(policy_commands_held(p, &alice, &orders) == BIT(POLICY_COMMAND_COUNTERS));
+        v = decide(p, &alice, orders, CMD(POLICY_COMMAND_PS));
+        check(v.allowed && strcmp(v.rule_name, "counters-only") == 0);
+        check(!decide(p, &alice, orders, CMD(POLICY_COMMAND_INFO)).allowed);
+        /* by name; a dump's type is a parameter, not what makes it held */
+        check(policy_commands_held(p, &alice, &billing) == (BIT(POLICY_COMMAND_TRACE) | BIT(POLICY_COMMAND_DUMP)));
+        check(policy_commands_held(p, &alice, &other) == 0);
+        v = decide(p, &alice, other, CMD(POLICY_COMMAND_PS));
+        check(!v.allowed);
+        /* ps alone still lists */
+        check(policy_commands_held(p, &bob, &billing) == BIT(POLICY_COMMAND_PS));
+        check(decide(p, &bob, billing, CMD(POLICY_COMMAND_PS)).allowed);
+        /* a command that runs code is a command held */
+        check(policy_commands_held(p, &carol, &orders) == BIT(POLICY_COMMAND_STARTUP_HOOK));
+        check(decide(p, &carol, orders, CMD(POLICY_COMMAND_PS)).allowed);
+        /* root and the owner: every command that runs no code; not the owner of one that changed credentials */
+        check(policy_commands_held(p, &root, &other) == no_code);
+        check(policy_commands_held(p, &bob, &own) == no_code);
+        check(policy_commands_held(p, &bob, &changed) == 0 && !decide(p, &bob, changed, CMD(POLICY_COMMAND_PS)).allowed);
+
+        /* any_of: any one of the commands asked, parameters aside, the first rule granting one named */
+        v = decide(p, &alice, billing, (PolicyRequest){ .command = POLICY_COMMAND_INFO,
+                                                        .any_of = BIT(POLICY_COMMAND_DUMP) | BIT(POLICY_COMMAND_ENV) });
+        check(v.allowed && strcmp(v.rule_name, "trace-billing") == 0);
+        v = decide(p, &alice, orders, (PolicyRequest){ .command = POLICY_COMMAND_INFO,
+                                                       .any_of = BIT(POLICY_COMMAND_DUMP) | BIT(POLICY_COMMAND_ENV) });
+        check(!v.allowed);
+        v = decide(p, &bob, billing, (PolicyRequest){ .command = POLICY_COMMAND_INFO,
+                                                      .any_of = POLICY_COMMANDS_ALL & ~BIT(POLICY_COMMAND_PS) });
+        check(!v.allowed && strstr(v.reason, "no rule grants you a command on this process"));
+
+        /* as a listing names them */
+        {
+                char text[POLICY_COMMANDS_TEXT_MAX];
+
+                policy_commands_to_string(BIT(POLICY_COMMAND_DUMP) | BIT(POLICY_COMMAND_TRACE), text);
+                check(strcmp(text, "dump,trace") == 0);
+                policy_commands_to_string(0, text);
+                check(strcmp(text, "") == 0);
+                policy_commands_to_string(POLICY_COMMANDS_ALL, text);
+                check(strcmp(text, "ps,info,env,dump,gcdump,trace,counters,resume,perfmap,stacks,exceptions,logs,"
+                                   "setenv,startup-hook,profiler") == 0);
+        }
+
+        /* the same answer every way it can be asked, for everyone about everything */
+        for (size_t w = 0; w < ELEMENTSOF(everyone); w++)
+                for (size_t t = 0; t < ELEMENTSOF(targets); t++) {
+                        uint32_t held = policy_commands_held(p, everyone[w], &targets[t]);
+
+                        check(decide(p, everyone[w], targets[t], CMD(POLICY_COMMAND_PS)).allowed == (held != 0));
+                        check(held == 0 || policy_target_visible(p, everyone[w], &targets[t]));
+                        for (int c = 0; c < _POLICY_COMMAND_MAX; c++) {
+                                PolicyRequest any = { .command = POLICY_COMMAND_INFO, .any_of = BIT(c) };
+
+                                check(decide(p, everyone[w], targets[t], any).allowed == ((held & BIT(c)) != 0));
+                        }
+                }
         policy_unref(p);
 }
 
@@ -1574,6 +1665,7 @@ int main(void) {
         run_test(test_visibility);
         run_test(test_command_and_parameters);
         run_test(test_first_match_and_any);
+        run_test(test_commands_held_and_ps);
         run_test(test_code_injection_needs_explicit_grant);
         run_test(test_agent_settings);
         run_test(test_schema_errors);
