@@ -594,6 +594,17 @@ static bool profile_is_whole_in(const EventPipeProfile *profile, const PolicyPro
         return true;
 }
 
+/* The profile of the table whose providers @providers are, all and only them; NULL when none is. */
+static const EventPipeProfile *profile_of(const PolicyProvider *providers, size_t n) {
+        size_t n_profiles;
+        const EventPipeProfile *profiles = eventpipe_profiles(&n_profiles);
+
+        for (size_t j = 0; j < n_profiles; j++)
+                if (profiles[j].n_providers == n && profile_is_whole_in(&profiles[j], providers, n))
+                        return &profiles[j];
+        return NULL;
+}
+
 #define ADMITTED_BY_NONE SIZE_MAX
 #define ADMITTED_BY_GRANT (SIZE_MAX - 1)
 
@@ -641,33 +652,40 @@ static bool rule_allows_trace_providers(const PolicyRule *r, const PolicyProvide
         return true;
 }
 
-/* "as dotnet-common, dotnet-sampled-thread-time[ and trace_providers]": what admitted the trace. */
-static void admitted_as(const PolicyRule *r, const size_t *by, size_t n, char *as, size_t size) {
-        size_t used = 0;
-        bool grant = false;
+/* What admitted a trace: the rule's profiles, and whether trace_providers too. */
+typedef struct TraceAdmission {
+        char profiles[sizeof(((PolicyVerdict *)NULL)->trace_profiles)]; /* "a,b" */
+        char spelled[sizeof(((PolicyVerdict *)NULL)->trace_profiles)];  /* "a, b", for people */
+        bool by_grant;
+} TraceAdmission;
 
-        as[0] = '\0';
+static void admission_add(TraceAdmission *a, const char *profile) {
+        size_t used = strlen(a->profiles), spelled = strlen(a->spelled);
+
+        snprintf(a->profiles + used, sizeof(a->profiles) - used, "%s%s", used ? "," : "", profile);
+        snprintf(a->spelled + spelled, sizeof(a->spelled) - spelled, "%s%s", spelled ? ", " : "", profile);
+}
+
+static void trace_admitted(const PolicyRule *r, const size_t *by, size_t n, TraceAdmission *a) {
+        *a = (TraceAdmission){};
         for (size_t j = 0; j < r->trace_profiles.n; j++) {
                 bool this_one = false;
 
                 for (size_t i = 0; i < n; i++)
                         this_one = this_one || by[i] == j;
-                if (this_one && used < size)
-                        used += (size_t)snprintf(as + used, size - used, "%s%s", used ? ", " : "as ",
-                                                 r->trace_profiles.items[j]);
+                if (this_one)
+                        admission_add(a, r->trace_profiles.items[j]);
         }
         for (size_t i = 0; i < n; i++)
-                grant = grant || by[i] == ADMITTED_BY_GRANT;
-        if (grant && used > 0 && used < size)
-                snprintf(as + used, size - used, " and trace_providers");
+                a->by_grant = a->by_grant || by[i] == ADMITTED_BY_GRANT;
 }
 
 /*
  * A trace: its providers, or those of the profile it names, each admitted by a profile of the
  * rule's or by its trace_providers (policy.h). @as says what admitted it.
  */
-static bool rule_allows_trace(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size, char *as,
-                              size_t as_size) {
+static bool rule_allows_trace(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size,
+                              TraceAdmission *admission) {
         PolicyProvider expanded[EVENTPIPE_PROFILE_PROVIDERS_MAX];
         const PolicyProvider *providers = q->providers;
         size_t n = q->n_providers, by[EVENTPIPE_PROVIDERS_MAX];
@@ -676,7 +694,8 @@ static bool rule_allows_trace(const PolicyRule *r, const PolicyRequest *q, char 
                 const EventPipeProfile *profile = eventpipe_profile_find(q->trace_profile);
 
                 if (string_list_contains(&r->trace_profiles, q->trace_profile)) {
-                        snprintf(as, as_size, "as %s", q->trace_profile);
+                        *admission = (TraceAdmission){};
+                        admission_add(admission, q->trace_profile);
                         return true;
                 }
                 n = profile ? profile->n_providers : 0;
@@ -694,9 +713,16 @@ static bool rule_allows_trace(const PolicyRule *r, const PolicyRequest *q, char 
         } else if (n > EVENTPIPE_PROVIDERS_MAX) {
                 snprintf(buf, size, "more than %d providers", EVENTPIPE_PROVIDERS_MAX);
                 return false;
-        } else if (!rule_allows_trace_providers(r, providers, n, by, buf, size))
+        } else if (!rule_allows_trace_providers(r, providers, n, by, buf, size)) {
+                /* a tool's request that is one profile exactly is refused as that profile, as dsctl's is */
+                const EventPipeProfile *profile = profile_of(providers, n);
+
+                if (profile)
+                        snprintf(buf, size, "rule '%s' does not allow the trace profile '%s'", r->name,
+                                 profile->name);
                 return false;
-        admitted_as(r, by, n, as, as_size);
+        }
+        trace_admitted(r, by, n, admission);
         return true;
 }
 
@@ -714,15 +740,15 @@ static bool rule_allows_counters(const PolicyRule *r, const PolicyRequest *q, ch
 }
 
 /* Return: true when the request's parameters are within the rule, and for a trace what admitted it in
- * @as; else a reason in @buf. */
-static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size, char *as,
-                                   size_t as_size) {
+ * @admission; else a reason in @buf. */
+static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size,
+                                   TraceAdmission *admission) {
         if (q->command == POLICY_COMMAND_DUMP && !(r->dump_types & (1u << q->dump_type))) {
                 snprintf(buf, size, "rule '%s' does not allow %s dumps", r->name,
                          policy_dump_type_to_string(q->dump_type));
                 return false;
         }
-        if (q->command == POLICY_COMMAND_TRACE && !rule_allows_trace(r, q, buf, size, as, as_size))
+        if (q->command == POLICY_COMMAND_TRACE && !rule_allows_trace(r, q, buf, size, admission))
                 return false;
         if (q->command == POLICY_COMMAND_COUNTERS && !rule_allows_counters(r, q, buf, size))
                 return false;
@@ -817,16 +843,28 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
         return false;
 }
 
-/* @why: the built-in rule's reason; for a file rule, what admitted a trace ("as ...") or "" */
-static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why) {
+/* @why: the built-in rule's reason; @admission: for a file rule's trace, what admitted it, or NULL */
+static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why,
+                          const TraceAdmission *admission) {
+        bool profiles = admission && admission->profiles[0];
+
         v->allowed = true;
         v->rule = rule;
         v->rule_name = name;
         /* root and a process's own user read its environment anyway: /proc/PID/environ, its socket */
         v->env_reveal = rule ? rule->env_reveal : true;
-        if (rule)
-                snprintf(v->reason, sizeof(v->reason), "granted by rule '%s'%s%s", name, why && *why ? " " : "",
-                         why ? why : "");
+        if (profiles)
+                snprintf(v->trace_profiles, sizeof(v->trace_profiles), "%s", admission->profiles);
+        if (rule && profiles) {
+                /* a long rule name leaves less of the list: the reason is for people, trace_profiles whole */
+                int n = snprintf(v->reason, sizeof(v->reason), "granted by rule '%s' as ", name);
+
+                if (n > 0 && (size_t)n < sizeof(v->reason))
+                        strncat(v->reason, admission->spelled, sizeof(v->reason) - (size_t)n - 1);
+                if (admission->by_grant && strlen(v->reason) + 20 < sizeof(v->reason))
+                        strcat(v->reason, " and trace_providers");
+        } else if (rule)
+                snprintf(v->reason, sizeof(v->reason), "granted by rule '%s'", name);
         else
                 snprintf(v->reason, sizeof(v->reason), "%s", why);
 }
@@ -857,7 +895,8 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
         DenyStage stage = DENY_NO_RULE;
         const PolicyRule *closest = NULL;
         const char *mismatch = NULL;
-        char param_reason[sizeof(v.reason)] = "", later_reason[sizeof(v.reason)], as[sizeof(v.reason)] = "";
+        char param_reason[sizeof(v.reason)] = "", later_reason[sizeof(v.reason)];
+        TraceAdmission admission = {};
 
         if (q->command < 0 || q->command >= _POLICY_COMMAND_MAX) {
                 snprintf(v.reason, sizeof(v.reason), "unknown command");
@@ -870,12 +909,12 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 return;
         }
         if (who->uid == 0 && !policy_command_runs_code(q->command)) {
-                verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root");
+                verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root", NULL);
                 *ret = v;
                 return;
         }
         if (owner_access_applies(p, who, target, q->command)) {
-                verdict_allow(&v, NULL, POLICY_RULE_OWNER, "requester owns the target");
+                verdict_allow(&v, NULL, POLICY_RULE_OWNER, "requester owns the target", NULL);
                 *ret = v;
                 return;
         }
@@ -902,11 +941,11 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 }
                 /* the first rule that failed on parameters is the one to explain */
                 if (!rule_allows_parameters(r, q, stage < DENY_PARAMETERS ? param_reason : later_reason,
-                                            sizeof(param_reason), as, sizeof(as))) {
+                                            sizeof(param_reason), &admission)) {
                         stage = DENY_PARAMETERS;
                         continue;
                 }
-                verdict_allow(&v, r, r->name, as);
+                verdict_allow(&v, r, r->name, NULL, q->command == POLICY_COMMAND_TRACE ? &admission : NULL);
                 *ret = v;
                 return;
         }

@@ -334,6 +334,9 @@ typedef struct PolicyVerdict {
         /* for the requester and the audit log; names only rules that apply to them, and for a trace
          * the profiles it was admitted as ("granted by rule 'ops' as dotnet-common, ...") */
         char reason[192];
+        /* trace: the profiles of the rule's trace_profiles it was admitted as, comma-separated
+         * ("dotnet-common,dotnet-sampled-thread-time"); "" when none (trace_providers alone, root, owner) */
+        char trace_profiles[160];
 } PolicyVerdict;
 
 const char *policy_command_to_string(PolicyCommand c);

@@ -665,6 +665,14 @@ static void session_decided(Request *req) {
                 request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, req->verdict.reason);
                 return;
         }
+        /* a tool's trace, or one that named providers, is recorded as the profiles it was admitted as */
+        if (s->command == POLICY_COMMAND_TRACE && !s->profile && req->verdict.trace_profiles[0]) {
+                s->profile = strdup(req->verdict.trace_profiles);
+                if (!s->profile) {
+                        request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                        return;
+                }
+        }
         s->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
                                  .requester = req->peer->charged_uid };
         /* counted from now on, so that concurrent requests see it */

@@ -541,6 +541,7 @@ static void test_trace_profiles_by_shape(void) {
         v = trace_decided(p, &bob, stock_default, 2);
         check(v.allowed && strcmp(v.reason, "granted by rule 'ops-profiles' as dotnet-common, "
                                             "dotnet-sampled-thread-time") == 0);
+        check(strcmp(v.trace_profiles, "dotnet-common,dotnet-sampled-thread-time") == 0);
         v = trace_decided(p, &bob, &common, 1);
         check(v.allowed && strcmp(v.reason, "granted by rule 'ops-profiles' as dotnet-common") == 0);
         /* the sample profiler is cpu-sampling's too: put down to the profile the request holds whole */
@@ -558,8 +559,9 @@ static void test_trace_profiles_by_shape(void) {
         check(!trace_decided(p, &bob, &(PolicyProvider){ CLR, 0, 4, NULL }, 1).allowed);
         v = trace_decided(p, &bob, &(PolicyProvider){ CLR, 0x100003801dULL, 4, "a=b" }, 1);
         check(!v.allowed && strstr(v.reason, "with these arguments"));
-        /* gc-verbose, which the rule does not list */
-        check(!trace_decided(p, &bob, &(PolicyProvider){ CLR, 0x8003, 5, "" }, 1).allowed);
+        /* gc-verbose, which the rule does not list: a request that is one profile is refused as that profile */
+        v = trace_decided(p, &bob, &(PolicyProvider){ CLR, 0x8003, 5, "" }, 1);
+        check(!v.allowed && strcmp(v.reason, "rule 'ops-profiles' does not allow the trace profile 'gc-verbose'") == 0);
         /* a provider no profile of the rule names, beside granted ones */
         v = trace_decided(p, &bob,
                           (const PolicyProvider[]){ common, { "System.Threading.Tasks.TplEventSource", 0x1, 4, NULL } }, 2);
@@ -584,7 +586,10 @@ static void test_trace_profiles_by_shape(void) {
         v = trace_decided(p, &carol, &(PolicyProvider){ CLR, 0x1, 4, "" }, 1);
         check(v.allowed && strcmp(v.reason, "granted by rule 'gc-and-mine' as gc-collect") == 0);
         v = trace_decided(p, &carol, &(PolicyProvider){ "My-Source", 0x1, 4, "" }, 1);
-        check(v.allowed && strcmp(v.reason, "granted by rule 'gc-and-mine'") == 0);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'gc-and-mine'") == 0 && !v.trace_profiles[0]);
+        /* root is allowed as root, by no profile */
+        v = trace_decided(p, &root, stock_default, 2);
+        check(v.allowed && strcmp(v.rule_name, POLICY_RULE_ROOT) == 0 && !v.trace_profiles[0]);
         /* trace_providers still allows no arguments */
         v = trace_decided(p, &carol, &(PolicyProvider){ "My-Source", 0x1, 4, "Key=Value" }, 1);
         check(!v.allowed && strstr(v.reason, "allows no provider arguments"));
