@@ -190,7 +190,10 @@ def disallowed_sessions_are_denied_before_the_runtime_sees_anything():
     watch = AcceptWatch(target.pid)
     denials = [
         (["trace", "--profile", "cpu-sampling"], "does not allow the trace profile 'cpu-sampling'"),
-        (["trace", "--providers", "Microsoft-Windows-DotNETRuntime:0x1:4"], "does not allow the provider"),
+        (["trace", "--providers", "System.Threading.Tasks.TplEventSource:0x1:4"], "does not allow the provider"),
+        # a provider of gc-collect's at keywords gc-collect does not ask for
+        (["trace", "--providers", "Microsoft-Windows-DotNETRuntime:0x8000:4"],
+         "allows 'Microsoft-Windows-DotNETRuntime' only as its trace_profiles ask for it"),
         (["trace", "--providers", f"{PROVIDER}:0x3"], "only with keywords within 0x1"),
         (["trace", "--providers", PROVIDER], "only with keywords within 0x1"),  # omitted keywords are all
         (["trace", "--providers", f"{PROVIDER}:0x0"], "only with keywords within 0x1"),  # so is 0
