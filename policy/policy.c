@@ -682,7 +682,7 @@ static void trace_admitted(const PolicyRule *r, const size_t *by, size_t n, Trac
 
 /*
  * A trace: its providers, or those of the profile it names, each admitted by a profile of the
- * rule's or by its trace_providers (policy.h). @as says what admitted it.
+ * rule's or by its trace_providers (policy.h); @admission says what admitted it.
  */
 static bool rule_allows_trace(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size,
                               TraceAdmission *admission) {
