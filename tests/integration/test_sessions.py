@@ -116,7 +116,8 @@ def every_profile_gives_a_complete_trace():
     target = Target(SVC, args=("--emit-events", "50"))
     agent = Agent()
     mine = make_dir(SVC)
-    for profile in ("cpu-sampling", "gc-verbose", "gc-collect", "dotnet-common", "dotnet-sampled-thread-time"):
+    for profile in ("cpu-sampling", "gc-verbose", "gc-collect", "dotnet-common", "dotnet-sampled-thread-time",
+                    "database"):
         out = os.path.join(mine, f"{profile}.nettrace")
         r = trace(agent, SVC, target, out, "--profile", profile, "--duration", "1")
         assert r.returncode == 0, (profile, r)
