@@ -45,6 +45,7 @@ typedef enum Opt {
         OPT_PORT_PATH,
         OPT_REPORT,
         OPT_NETTRACE,
+        OPT_AS,
         _OPT_MAX,
 } Opt;
 
@@ -87,15 +88,21 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 0, 1, 1,
         },
         [VERB_EXPLAIN] = {
-                "explain", "PID|UNIT COMMAND [--type T] [--profile P] [--duration S]",
+                "explain", "PID|UNIT COMMAND [--type T] [--profile P] [--providers SPEC] [--as dotnet-trace] [--duration S]",
                 "would COMMAND be allowed, and by which rule or why not",
                 "Would COMMAND (ps, info, dump, trace, counters, ...) on the process be allowed, and by\n"
                 "which rule, or why not. It mentions only rules that name you and uses no rate limit;\n"
-                "it exits 0 for allowed and 4 for denied.\n\n"
+                "it exits 0 for allowed and 4 for denied. For a trace it says the providers it is\n"
+                "decided on, and the profiles that admit them.\n\n"
                 "  --type mini|heap|triage|full  the dump type the rules look at (mini)\n"
-                "  --profile NAME                the trace profile the rules look at\n"
+                "  --profile NAME                the trace profile the rules look at, as dsctl trace and\n"
+                "                                dotnet-trace send it; NAME,NAME,... as dotnet-trace\n"
+                "  --providers SPEC              providers besides, as dotnet-trace collect --providers\n"
+                "  --as dotnet-trace             the trace as stock dotnet-trace collect sends it for the\n"
+                "                                same --profile and --providers: without them, its\n"
+                "                                default (" EVENTPIPE_STOCK_DEFAULT_PROFILES ")\n"
                 "  --duration S                  the session length the rules look at\n",
-                OPT(OPT_TYPE) | OPT(OPT_PROFILE) | OPT(OPT_DURATION), 2, 2,
+                OPT(OPT_TYPE) | OPT(OPT_PROFILE) | OPT(OPT_PROVIDERS) | OPT(OPT_AS) | OPT(OPT_DURATION), 2, 2,
         },
         [VERB_DUMP] = {
                 "dump", "PID|UNIT [--type mini|heap|triage|full] [-o FILE]",
@@ -133,7 +140,7 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "(exit 8). Ctrl-C stops the trace and keeps it; on a terminal, standard error shows\n"
                 "the bytes recorded and the time.\n\n"
                 "  --profile NAME     cpu-sampling (default), gc-verbose, gc-collect, dotnet-common,\n"
-                "                     dotnet-sampled-thread-time\n"
+                "                     dotnet-sampled-thread-time, database\n"
                 "  --providers SPEC   Provider[:Keywords[:Level[:Args]]],... instead of a profile\n"
                 "  --duration S       stop after S: whole seconds up to 30 days, like 30, 90s, 5m, 1h30m\n"
                 "  --buffer-mb N      the runtime's buffer, 1 to 1024 MB\n"
@@ -390,6 +397,7 @@ static const struct option long_options[] = {
         { "port-path", required_argument, NULL, 0x100 + OPT_PORT_PATH },
         { "report", no_argument, NULL, 0x100 + OPT_REPORT },
         { "nettrace", required_argument, NULL, 0x100 + OPT_NETTRACE },
+        { "as", required_argument, NULL, 0x100 + OPT_AS },
         {},
 };
 
@@ -520,7 +528,48 @@ static int check_profile(const Given *g, Args *a, char **ret_error) {
         return fail(ret_error, "dsctl: %s takes one of %s, not '%s'", g->spelled[OPT_PROFILE], names, a->trace_profile);
 }
 
+/*
+ * explain's trace as stock dotnet-trace collect sends it: --as dotnet-trace, a list of profiles, or
+ * providers. Checked here as the agent checks it (eventpipe_stock_trace_config()); sent as given,
+ * --as alone as the tool's default profiles.
+ */
+static int check_explain_stock_trace(const Given *g, Args *a, char **ret_error) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
+        const char *as = g->value[OPT_AS];
+        int r;
+
+        if (as && strcmp(as, "dotnet-trace") != 0)
+                return fail(ret_error, "dsctl: %s takes dotnet-trace, not '%s'", g->spelled[OPT_AS], as);
+        if (strcmp(a->command, "trace") != 0)
+                return fail(ret_error, "dsctl: explain asks about providers and lists of profiles for trace only");
+        a->trace_profile = g->value[OPT_PROFILE];
+        a->providers = g->value[OPT_PROVIDERS];
+        if (!a->trace_profile && !a->providers)
+                a->trace_profile = EVENTPIPE_STOCK_DEFAULT_PROFILES;
+        r = eventpipe_stock_trace_config(a->trace_profile, a->providers, &config);
+        if (r < 0)
+                return r;
+        switch (r) {
+        case 0: return 0;
+        case EVENTPIPE_E_NOT_STOCK:
+                return fail(ret_error, "dsctl: dotnet-trace collect takes no profile '%s' of '%s' (dotnet-trace 10 "
+                            "moved cpu-sampling to collect-linux); dsctl's cpu-sampling, dotnet-trace 8 and 9's, is "
+                            "asked about alone, without --as", "cpu-sampling", a->trace_profile);
+        case EVENTPIPE_E_UNKNOWN:
+                return fail(ret_error, "dsctl: %s takes dotnet-trace's profiles, comma-separated: dotnet-common, "
+                            "dotnet-sampled-thread-time, gc-verbose, gc-collect, database; not '%s'",
+                            g->spelled[OPT_PROFILE], a->trace_profile);
+        default:
+                if (a->providers && eventpipe_providers_parse(a->providers, &config) != 0)
+                        return fail(ret_error, "dsctl: --providers takes Provider[:Keywords[:Level[:Args]]],... with "
+                                    "hex keywords and a level 0-5 or its name, each provider once");
+                return fail(ret_error, "dsctl: %s takes a comma-separated list of profiles, not '%s'",
+                            g->spelled[OPT_PROFILE], a->trace_profile);
+        }
+}
+
 static int check_explain(const Given *g, Args *a, char **ret_error) {
+        const char *profile = g->value[OPT_PROFILE];
         int r;
 
         a->command = g->positional[2];
@@ -538,7 +587,9 @@ static int check_explain(const Given *g, Args *a, char **ret_error) {
                 return fail(ret_error, "dsctl: explain asks about one of %s, not '%s'", names, a->command);
         }
         r = check_dump_type(g, a, ret_error);
-        if (r == 0)
+        if (r == 0 && (g->value[OPT_AS] || g->value[OPT_PROVIDERS] || (profile && strchr(profile, ','))))
+                r = check_explain_stock_trace(g, a, ret_error);
+        else if (r == 0)
                 r = check_profile(g, a, ret_error);
         if (r == 0 && g->value[OPT_DURATION])
                 r = parse_duration_option(g, a, ret_error);

@@ -159,6 +159,7 @@ static void put_request(WireWriter *w, const Args *a) {
                 wire_writer_put_string(w, WIRE_TAG_COMMAND, a->command);
                 wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, a->dump_type);
                 wire_writer_put_string(w, WIRE_TAG_TRACE_PROFILE, a->trace_profile);
+                wire_writer_put_string(w, WIRE_TAG_PROVIDERS, a->providers);
                 if (a->have_duration)
                         wire_writer_put_u64(w, WIRE_TAG_DURATION, a->duration_sec);
                 break;

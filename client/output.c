@@ -524,8 +524,24 @@ void output_env(Output *o, const WireMessage *m) {
 }
 
 /* Return: whether the command would be allowed. */
+/* What admitted a trace, after "granted by rule 'NAME'" in @reason: " as dotnet-common, ...", or "". */
+static const char *verdict_admitted_as(const char *reason, const char *rule) {
+        static const char head[] = "granted by rule '";
+        size_t n = strlen(head), rule_len = rule ? strlen(rule) : 0;
+
+        if (!reason || !rule || strncmp(reason, head, n) != 0 || strncmp(reason + n, rule, rule_len) != 0 ||
+            reason[n + rule_len] != '\'')
+                return "";
+        return reason + n + rule_len + 1;
+}
+
+/*
+ * explain: "COMMAND on PID: allowed by rule 'R'[ as PROFILES]" or "... denied: why", and for a trace the
+ * providers it was decided on ("  providers: ..."); with --json, one object with "providers" too.
+ */
 bool output_verdict(Output *o, const WireMessage *m) {
-        _cleanup_free_ char *command = NULL, *rule = NULL, *reason = NULL, *escaped = NULL;
+        _cleanup_free_ char *command = NULL, *rule = NULL, *reason = NULL, *escaped = NULL, *providers = NULL;
+        _cleanup_free_ char *escaped_as = NULL, *escaped_providers = NULL;
         uint32_t allowed = 0, pid = 0;
         bool first = true;
 
@@ -534,6 +550,7 @@ bool output_verdict(Output *o, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_COMMAND, &command);
         (void)wire_message_get_string(m, WIRE_TAG_RULE, &rule);
         (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &reason);
+        (void)wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers);
 
         if (o->json) {
                 fputc('{', o->stream);
@@ -542,16 +559,24 @@ bool output_verdict(Output *o, const WireMessage *m) {
                 fprintf(o->stream, ",\"allowed\":%s", allowed ? "true" : "false");
                 json_member_string(o->stream, &first, "rule", rule);
                 json_member_string(o->stream, &first, "reason", reason);
+                if (providers)
+                        json_member_string(o->stream, &first, "providers", providers);
                 fputc('}', o->stream);
                 return allowed;
         }
         escaped = reason ? text_escape(reason, strlen(reason)) : NULL;
-        if (allowed)
-                fprintf(o->stream, "%s on %u: allowed by rule '%s'\n", command ? command : "?", pid,
-                        rule ? rule : "?");
-        else
+        if (allowed) {
+                const char *as = verdict_admitted_as(reason, rule);
+
+                escaped_as = text_escape(as, strlen(as));
+                fprintf(o->stream, "%s on %u: allowed by rule '%s'%s\n", command ? command : "?", pid,
+                        rule ? rule : "?", escaped_as ? escaped_as : "");
+        } else
                 fprintf(o->stream, "%s on %u: denied: %s\n", command ? command : "?", pid,
                         escaped ? escaped : "no reason given");
+        escaped_providers = providers ? text_escape(providers, strlen(providers)) : NULL;
+        if (escaped_providers)
+                fprintf(o->stream, "  providers: %s\n", escaped_providers);
         return allowed;
 }
 

@@ -122,16 +122,6 @@ static int read_string(Reader *rd, bool required, size_t max, char **ret) {
         return 0;
 }
 
-/* As eventpipe_provider_name_is_valid(): names that policy rules can name, and never "*",
- * with which the runtime enables every provider there is. */
-static bool provider_name_is_valid(const char *s) {
-        for (; *s; s++)
-                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-                      *s == '.' || *s == '-' || *s == '_'))
-                        return false;
-        return true;
-}
-
 static int decode_event_filter(Reader *rd, DotnetIpcEventFilter *f) {
         uint32_t n;
         int r;
@@ -169,7 +159,9 @@ static int decode_provider(Reader *rd, IpcRequestTracing *t, size_t i) {
         r = read_string(rd, true, IPC_REQUEST_PROVIDER_NAME_MAX, &p->name);
         if (r != 0)
                 return r;
-        if (!provider_name_is_valid(p->name))
+        /* names that policy rules can name, and never "*", with which the runtime enables every
+         * provider there is */
+        if (!eventpipe_provider_name_is_valid(p->name))
                 return IPC_REQUEST_E_BAD_STRING;
         /* the runtime would merge the two in ways the policy does not see */
         for (size_t j = 0; j < i; j++)
@@ -598,10 +590,7 @@ PolicyDumpType ipc_request_policy_dump_type(uint32_t dump_type) {
 
 /* ---- what a CollectTracing is, by its shape ---- */
 
-#define SHAPE_CLR_PROVIDER "Microsoft-Windows-DotNETRuntime"
-#define SHAPE_SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
-#define SHAPE_SAMPLE_PROFILER_KEYWORDS 0xf00000000000ULL
-#define SHAPE_METRICS_PROVIDER "System.Diagnostics.Metrics"
+#define SHAPE_METRICS_PROVIDER EVENTPIPE_METRICS_PROVIDER
 #define SHAPE_METRICS_KEYWORD_TIME_SERIES 0x2ULL
 #define SHAPE_LEVEL_INFORMATIONAL 4u
 #define SHAPE_LEVEL_VERBOSE 5u
@@ -649,11 +638,6 @@ static bool shape_id(const char *s, size_t n) {
         return true;
 }
 
-static bool shape_name_char(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
-               c == '_';
-}
-
 /* An EventCounters provider as dotnet-counters asks for one: keywords 0, Informational at most,
  * and "EventCounterIntervalSec=SECONDS" alone. */
 static bool shape_is_event_counters(const EventPipeProvider *p) {
@@ -682,13 +666,13 @@ static bool shape_meters(const EventPipeConfig *c, const char *s, size_t n) {
         while (i < n) {
                 size_t start = i, meter_len, instrument_len = 0;
 
-                while (i < n && shape_name_char(s[i]))
+                while (i < n && eventpipe_name_char_is_valid(s[i]))
                         i++;
                 meter_len = i - start;
                 if (meter_len == 0 || !shape_names_counters_provider(c, s + start, meter_len))
                         return false;
                 if (i < n && s[i] == '\\') {
-                        for (i++; i < n && shape_name_char(s[i]); i++)
+                        for (i++; i < n && eventpipe_name_char_is_valid(s[i]); i++)
                                 instrument_len++;
                         if (instrument_len == 0)
                                 return false;
@@ -767,9 +751,9 @@ static bool shape_is_only(const IpcRequestTracing *t, const char *name, uint64_t
 IpcTracingShape ipc_request_tracing_shape(const IpcRequestTracing *t) {
         if (shape_is_counters(t))
                 return IPC_TRACING_SHAPE_COUNTERS;
-        if (shape_is_only(t, SHAPE_CLR_PROVIDER, SHAPE_GC_HEAP_SNAPSHOT_KEYWORDS, SHAPE_LEVEL_VERBOSE))
+        if (shape_is_only(t, EVENTPIPE_CLR_PROVIDER, SHAPE_GC_HEAP_SNAPSHOT_KEYWORDS, SHAPE_LEVEL_VERBOSE))
                 return IPC_TRACING_SHAPE_GCDUMP;
-        if (shape_is_only(t, SHAPE_SAMPLE_PROFILER, SHAPE_SAMPLE_PROFILER_KEYWORDS, SHAPE_LEVEL_INFORMATIONAL))
+        if (shape_is_only(t, EVENTPIPE_SAMPLE_PROFILER, EVENTPIPE_SAMPLE_PROFILER_KEYWORDS, SHAPE_LEVEL_INFORMATIONAL))
                 return t->rundown_keyword == 0 ? IPC_TRACING_SHAPE_GCDUMP_TYPES : IPC_TRACING_SHAPE_STACKS;
         return IPC_TRACING_SHAPE_TRACE;
 }
@@ -784,9 +768,34 @@ PolicyCommand ipc_request_tracing_shape_command(IpcTracingShape shape) {
         }
 }
 
+/* The request decided as @command; for a CollectTracing @command is trace, or its shape's. */
+static int policy_request_as(const IpcRequest *r, PolicyCommand command, PolicyProvider *providers,
+                             size_t n_providers, PolicyRequest *ret) {
+        const EventPipeConfig *config = &r->tracing.config;
+        PolicyRequest q = { .command = command, .dump_type = POLICY_DUMP_NONE, .buffer_mb = r->tracing.buffer_mb };
+
+        if (config->n_providers > n_providers)
+                return -ENOBUFS;
+        for (size_t i = 0; i < config->n_providers; i++) {
+                const EventPipeProvider *p = &config->providers[i];
+
+                /* counters: the EventCounters providers, whose names are the meters' too */
+                if (command == POLICY_COMMAND_COUNTERS && strcmp(p->name, SHAPE_METRICS_PROVIDER) == 0)
+                        continue;
+                providers[q.n_providers++] = (PolicyProvider){
+                        .name = p->name,
+                        .keywords = p->keywords,
+                        .level = p->level,
+                        .arguments = p->arguments && *p->arguments ? p->arguments : NULL,
+                };
+        }
+        q.providers = providers;
+        *ret = q;
+        return 0;
+}
+
 int ipc_request_policy_request(const IpcRequest *r, PolicyProvider *providers, size_t n_providers,
                                PolicyRequest *ret) {
-        const EventPipeConfig *config = &r->tracing.config;
         PolicyRequest q = { .command = ipc_request_policy_command(r->command), .dump_type = POLICY_DUMP_NONE };
 
         if (q.command == _POLICY_COMMAND_INVALID)
@@ -798,29 +807,23 @@ int ipc_request_policy_request(const IpcRequest *r, PolicyProvider *providers, s
         }
         if (q.command == POLICY_COMMAND_TRACE && r->command != DOTNET_IPC_STOP_TRACING) {
                 q.command = ipc_request_tracing_shape_command(ipc_request_tracing_shape(&r->tracing));
-                q.buffer_mb = r->tracing.buffer_mb;
                 if (q.command != POLICY_COMMAND_TRACE && q.command != POLICY_COMMAND_COUNTERS) {
                         /* gcdump and stacks: the command alone is decided, as for dsctl's own */
+                        q.buffer_mb = r->tracing.buffer_mb;
                         *ret = q;
                         return 0;
                 }
-                if (config->n_providers > n_providers)
-                        return -ENOBUFS;
-                for (size_t i = 0; i < config->n_providers; i++) {
-                        /* counters: the EventCounters providers, whose names are the meters' too */
-                        if (q.command == POLICY_COMMAND_COUNTERS &&
-                            strcmp(config->providers[i].name, SHAPE_METRICS_PROVIDER) == 0)
-                                continue;
-                        providers[q.n_providers++] = (PolicyProvider){
-                                .name = config->providers[i].name,
-                                .keywords = config->providers[i].keywords,
-                                .has_arguments = config->providers[i].arguments && *config->providers[i].arguments,
-                        };
-                }
-                q.providers = providers;
+                return policy_request_as(r, q.command, providers, n_providers, ret);
         }
         *ret = q;
         return 0;
+}
+
+int ipc_request_trace_policy_request(const IpcRequest *r, PolicyProvider *providers, size_t n_providers,
+                                     PolicyRequest *ret) {
+        if (r->command < DOTNET_IPC_COLLECT_TRACING || r->command > DOTNET_IPC_COLLECT_TRACING5)
+                return -EINVAL;
+        return policy_request_as(r, POLICY_COMMAND_TRACE, providers, n_providers, ret);
 }
 
 uint32_t ipc_request_error_hresult(int error) {

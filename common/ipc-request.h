@@ -214,13 +214,27 @@ PolicyCommand ipc_request_tracing_shape_command(IpcTracingShape shape);
  * providers (counters: the EventCounters providers, not System.Diagnostics.Metrics), gcdump and
  * stacks with none, as dsctl's own are decided. A provider has arguments only
  * when they are non-empty: the .NET client sends "" for none. No trace profile and no
- * duration: the protocol has neither, so the agent enforces the rule's max_duration itself.
+ * duration: the protocol has neither, so the agent enforces the rule's max_duration itself;
+ * a trace is decided by its providers, which the policy matches against the profiles'
+ * (policy.h), so a stock tool's --profile is admitted as that profile.
  *
  * Return: 0 and *@ret set; -EINVAL for a command ipc_request_decode() never returns;
  * -ENOBUFS when @n_providers is too small.
  */
 int ipc_request_policy_request(const IpcRequest *r, PolicyProvider *providers, size_t n_providers,
                                PolicyRequest *ret);
+
+/**
+ * ipc_request_trace_policy_request() - a CollectTracing decided as a trace, whatever its shape
+ *
+ * As ipc_request_policy_request() decides a trace-shaped one: its providers and buffer. For a
+ * request of another shape that may be a trace too: the sample profiler alone is dotnet-stack's
+ * and dotnet-gcdump's, and also dotnet-trace's dotnet-sampled-thread-time.
+ *
+ * Return: 0 and *@ret set; -EINVAL for a request other than CollectTracing 1 to 5; -ENOBUFS.
+ */
+int ipc_request_trace_policy_request(const IpcRequest *r, PolicyProvider *providers, size_t n_providers,
+                                     PolicyRequest *ret);
 
 /**
  * ipc_request_error_hresult() - the HRESULT a runtime would answer a rejected request with

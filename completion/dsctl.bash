@@ -23,7 +23,7 @@ _dsctl() {
         local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler"
         local -A options=(
                 [ps]="" [info]="" [env]="" [resume]="" [help]=""
-                [explain]="--type --profile --duration"
+                [explain]="--type --profile --providers --as --duration"
                 [dump]="--type --output"
                 [dumps]="--remove"
                 [trace]="--profile --providers --duration --buffer-mb --output"
@@ -42,7 +42,8 @@ _dsctl() {
                 case $word in
                 --socket | --agent-socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
                 --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
-                --refresh-interval | --format | -o | --output | --remove | --level | --category | --port-path | --nettrace) ((i++)) ;;
+                --refresh-interval | --format | -o | --output | --remove | --level | --category | --port-path | --nettrace | \
+                --as) ((i++)) ;;
                 -*) ;;
                 *) if [[ -z $command ]]; then command=$word; else ((nargs++)); fi ;;
                 esac
@@ -51,9 +52,10 @@ _dsctl() {
         case $prev in
         --type) COMPREPLY=($(compgen -W "mini heap triage full" -- "$cur")); return ;;
         --profile)
-                COMPREPLY=($(compgen -W "cpu-sampling gc-verbose gc-collect dotnet-common dotnet-sampled-thread-time" \
+                COMPREPLY=($(compgen -W "cpu-sampling gc-verbose gc-collect dotnet-common dotnet-sampled-thread-time database" \
                         -- "$cur"))
                 return ;;
+        --as) COMPREPLY=($(compgen -W "dotnet-trace" -- "$cur")); return ;;
         --format)
                 if [[ $command == counters ]]; then COMPREPLY=($(compgen -W "csv json prometheus" -- "$cur"))
                 elif [[ $command == stacks ]]; then COMPREPLY=($(compgen -W "text json speedscope" -- "$cur"))

@@ -12,10 +12,9 @@
 #include "session-config.h"
 #include "text.h"
 
-#define CLR_PROVIDER "Microsoft-Windows-DotNETRuntime"
-#define CLR_PRIVATE_PROVIDER "Microsoft-Windows-DotNETRuntimePrivate"
-#define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
 #define METRICS_PROVIDER EVENTPIPE_METRICS_PROVIDER
+#define TPL_PROVIDER "System.Threading.Tasks.TplEventSource"
+#define DIAGNOSTIC_SOURCE_PROVIDER "Microsoft-Diagnostics-DiagnosticSource"
 
 /* Keywords of the runtime's provider (ClrEtwAll.man, TraceEvent's ClrTraceEventParser.Keywords) */
 #define CLR_KEYWORD_GC 0x1ULL
@@ -23,60 +22,78 @@
 #define CLR_KEYWORD_EXCEPTION 0x8000ULL
 #define CLR_KEYWORDS_DEFAULT 0x14c14fccbdULL /* ClrTraceEventParser.Keywords.Default */
 #define CLR_KEYWORDS_COMMON 0x100003801dULL  /* GC, loaders, JIT, exceptions, threading, compilation */
-#define SAMPLE_PROFILER_KEYWORDS 0xf00000000000ULL
+#define TPL_KEYWORD_TASK_TRANSFER 0x80ULL    /* activity ids across awaits */
+#define DIAGNOSTIC_SOURCE_KEYWORDS 0x3ULL    /* Messages, Events */
 #define METRICS_KEYWORD_TIME_SERIES 0x2ULL
+#define LEVEL_INFORMATIONAL 4u
+#define LEVEL_VERBOSE 5u
 
-typedef struct ProfileProvider {
-        const char *name;
-        uint64_t keywords;
-        uint32_t level;
-} ProfileProvider;
-
-typedef struct Profile {
-        EventPipeProfile public;
-        bool rundown;
-        size_t n_providers;
-        ProfileProvider providers[2];
-} Profile;
+/* The database profile's DiagnosticSource filter: the SqlClient and Entity Framework Core command
+ * events, with the command text and the connection's properties (its connection string too). */
+#define DATABASE_FILTER                                                                                                \
+        "FilterAndPayloadSpecs=\""                                                                                     \
+        "SqlClientDiagnosticListener/System.Data.SqlClient.WriteCommandBefore@Activity1Start:-Command;"                \
+        "Command.CommandText;ConnectionId;Operation;Command.Connection.ServerVersion;Command.CommandTimeout;"          \
+        "Command.CommandType;Command.Connection.ConnectionString;Command.Connection.Database;"                         \
+        "Command.Connection.DataSource;Command.Connection.PacketSize\r\n"                                              \
+        "SqlClientDiagnosticListener/System.Data.SqlClient.WriteCommandAfter@Activity1Stop:\r\n"                       \
+        "Microsoft.EntityFrameworkCore/Microsoft.EntityFrameworkCore.Database.Command.CommandExecuting@Activity2Start:" \
+        "-Command.CommandText;Command;ConnectionId;IsAsync;Command.Connection.ClientConnectionId;"                     \
+        "Command.Connection.ServerVersion;Command.CommandTimeout;Command.CommandType;"                                  \
+        "Command.Connection.ConnectionString;Command.Connection.Database;Command.Connection.DataSource;"                \
+        "Command.Connection.PacketSize\r\n"                                                                            \
+        "Microsoft.EntityFrameworkCore/Microsoft.EntityFrameworkCore.Database.Command.CommandExecuted@Activity2Stop:\""
 
 /*
- * dotnet-trace's profiles, with its providers, keywords and levels.
- * cpu-sampling is the EventPipe one of dotnet-trace 8 and 9 (newer versions
- * moved that name to perf_events). gc-collect asks for no rundown, as
+ * The profiles: dsctl trace runs them, rules grant them, and a tool's request is matched against
+ * them provider for provider. The stock ones are what dotnet-trace 10.0.750501's collect sends
+ * for --profile NAME, provider for provider, as recorded on the wire in front of a .NET 10
+ * runtime (tests/tools/capture-ipc-requests.py; `dotnet-trace list-profiles` names them):
+ * CollectTracing2 with a rundown, each provider's arguments "" but database's, and for gc-collect
+ * alone CollectTracing4 with the GC-only rundown keyword (0x1). The tool's default, with neither
+ * --profile nor --providers, is dotnet-common and dotnet-sampled-thread-time together.
+ * cpu-sampling is the EventPipe one of dotnet-trace 8 and 9 and dsctl trace's default (dotnet-trace
+ * 10 moved that name to collect-linux's perf_events). dsctl's gc-collect asks for no rundown, as
  * dotnet-trace does on runtimes that cannot take a GC-only rundown keyword.
  */
-static const Profile profiles[] = {
+static const EventPipeProfile profiles[] = {
         {
-                { "cpu-sampling", "thread stacks sampled about every millisecond, and the runtime's default events" },
-                true,
-                2,
-                { { SAMPLE_PROFILER, SAMPLE_PROFILER_KEYWORDS, 4 }, { CLR_PROVIDER, CLR_KEYWORDS_DEFAULT, 4 } },
+                "cpu-sampling", "thread stacks sampled about every millisecond, and the runtime's default events",
+                true, false, 2,
+                { { EVENTPIPE_SAMPLE_PROFILER, EVENTPIPE_SAMPLE_PROFILER_KEYWORDS, LEVEL_INFORMATIONAL, NULL },
+                  { EVENTPIPE_CLR_PROVIDER, CLR_KEYWORDS_DEFAULT, LEVEL_INFORMATIONAL, NULL } },
         },
         {
-                { "gc-verbose", "garbage collections, GC handles, exceptions and sampled allocations" },
-                true,
-                1,
-                { { CLR_PROVIDER, CLR_KEYWORD_GC | CLR_KEYWORD_GC_HANDLE | CLR_KEYWORD_EXCEPTION, 5 } },
+                "gc-verbose", "garbage collections, GC handles, exceptions and sampled allocations",
+                true, true, 1,
+                { { EVENTPIPE_CLR_PROVIDER, CLR_KEYWORD_GC | CLR_KEYWORD_GC_HANDLE | CLR_KEYWORD_EXCEPTION,
+                    LEVEL_VERBOSE, NULL } },
         },
         {
-                { "gc-collect", "garbage collections only, at very low overhead" },
-                false,
-                2,
-                { { CLR_PROVIDER, CLR_KEYWORD_GC, 4 }, { CLR_PRIVATE_PROVIDER, CLR_KEYWORD_GC, 4 } },
+                "gc-collect", "garbage collections only, at very low overhead",
+                false, true, 2,
+                { { EVENTPIPE_CLR_PROVIDER, CLR_KEYWORD_GC, LEVEL_INFORMATIONAL, NULL },
+                  { EVENTPIPE_CLR_PRIVATE_PROVIDER, CLR_KEYWORD_GC, LEVEL_INFORMATIONAL, NULL } },
         },
         {
-                { "dotnet-common", "lightweight runtime events: GC, assembly loading, JIT, exceptions, threading" },
-                true,
-                1,
-                { { CLR_PROVIDER, CLR_KEYWORDS_COMMON, 4 } },
+                "dotnet-common", "lightweight runtime events: GC, assembly loading, JIT, exceptions, threading",
+                true, true, 1,
+                { { EVENTPIPE_CLR_PROVIDER, CLR_KEYWORDS_COMMON, LEVEL_INFORMATIONAL, NULL } },
         },
         {
-                { "dotnet-sampled-thread-time", "managed thread stacks sampled about every millisecond" },
-                true,
-                1,
-                { { SAMPLE_PROFILER, SAMPLE_PROFILER_KEYWORDS, 4 } },
+                "dotnet-sampled-thread-time", "managed thread stacks sampled about every millisecond",
+                true, true, 1,
+                { { EVENTPIPE_SAMPLE_PROFILER, EVENTPIPE_SAMPLE_PROFILER_KEYWORDS, LEVEL_INFORMATIONAL, NULL } },
+        },
+        {
+                "database", "SqlClient and Entity Framework Core commands, their text and connection strings",
+                true, true, 2,
+                { { TPL_PROVIDER, TPL_KEYWORD_TASK_TRANSFER, LEVEL_INFORMATIONAL, NULL },
+                  { DIAGNOSTIC_SOURCE_PROVIDER, DIAGNOSTIC_SOURCE_KEYWORDS, LEVEL_VERBOSE, DATABASE_FILTER } },
         },
 };
+
+#define N_PROFILES (sizeof(profiles) / sizeof(profiles[0]))
 
 void eventpipe_config_done(EventPipeConfig *c) {
         if (!c)
@@ -112,7 +129,7 @@ static int config_add(EventPipeConfig *c, const char *name, size_t name_len, uin
         return 0;
 }
 
-static bool name_char_is_valid(char ch) {
+bool eventpipe_name_char_is_valid(char ch) {
         return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
                ch == '-' || ch == '_';
 }
@@ -121,7 +138,7 @@ static bool name_is_valid(const char *s, size_t len) {
         if (len == 0 || len > EVENTPIPE_NAME_MAX)
                 return false;
         for (size_t i = 0; i < len; i++)
-                if (!name_char_is_valid(s[i]))
+                if (!eventpipe_name_char_is_valid(s[i]))
                         return false;
         return true;
 }
@@ -185,13 +202,13 @@ static bool arguments_are_valid(const char *s, size_t len) {
 }
 
 /*
- * One "Provider[:Keywords[:Level[:Arguments]]]". Omitted keywords mean all of
- * them: EventPipe enables none of an EventSource's events for a mask of 0.
- * An omitted level is Informational, as in dotnet-trace.
+ * One "Provider[:Keywords[:Level[:Arguments]]]". Omitted keywords are @omitted_keywords: all of
+ * them for dsctl (UINT64_MAX), 0 for what dotnet-trace sends, which EventPipe takes as all of an
+ * EventSource's events too. An omitted level is Informational, as in dotnet-trace.
  */
-static int parse_one(EventPipeConfig *c, const char *s, size_t len) {
+static int parse_one(EventPipeConfig *c, const char *s, size_t len, uint64_t omitted_keywords) {
         const char *end = s + len, *field[4] = { s }, *field_end[4] = {};
-        uint64_t keywords = UINT64_MAX;
+        uint64_t keywords = omitted_keywords;
         uint32_t level = 4;
         size_t n = 1;
         int r;
@@ -240,16 +257,7 @@ static bool provider_is_repeated(const EventPipeConfig *c) {
         return false;
 }
 
-/**
- * eventpipe_providers_parse() - dotnet-trace's --providers list
- *
- * Items are separated by ',' outside double quotes, so quoted arguments may
- * hold commas. A provider may appear once: the runtime would merge two
- * entries in ways the policy could not see.
- *
- * Return: 0, EVENTPIPE_E_SYNTAX, EVENTPIPE_E_LIMIT or -ENOMEM.
- */
-int eventpipe_providers_parse(const char *spec, EventPipeConfig *ret) {
+static int providers_parse(const char *spec, uint64_t omitted_keywords, EventPipeConfig *ret) {
         _cleanup_(eventpipe_config_done) EventPipeConfig c = EVENTPIPE_CONFIG_NULL;
         size_t len = strlen(spec);
         const char *item = spec;
@@ -267,7 +275,7 @@ int eventpipe_providers_parse(const char *spec, EventPipeConfig *ret) {
                         continue;
                 if (p == item)
                         return EVENTPIPE_E_SYNTAX;
-                r = parse_one(&c, item, (size_t)(p - item));
+                r = parse_one(&c, item, (size_t)(p - item), omitted_keywords);
                 if (r != 0)
                         return r;
                 if (provider_is_repeated(&c))
@@ -284,41 +292,121 @@ int eventpipe_providers_parse(const char *spec, EventPipeConfig *ret) {
         return 0;
 }
 
-static const Profile *profile_find(const char *name) {
-        for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
-                if (strcmp(profiles[i].public.name, name) == 0)
+/**
+ * eventpipe_providers_parse() - dotnet-trace's --providers list
+ *
+ * Items are separated by ',' outside double quotes, so quoted arguments may
+ * hold commas. A provider may appear once: the runtime would merge two
+ * entries in ways the policy could not see.
+ *
+ * Return: 0, EVENTPIPE_E_SYNTAX, EVENTPIPE_E_LIMIT or -ENOMEM.
+ */
+int eventpipe_providers_parse(const char *spec, EventPipeConfig *ret) {
+        return providers_parse(spec, UINT64_MAX, ret);
+}
+
+const EventPipeProfile *eventpipe_profile_find(const char *name) {
+        for (size_t i = 0; name && i < N_PROFILES; i++)
+                if (strcmp(profiles[i].name, name) == 0)
                         return &profiles[i];
         return NULL;
 }
 
 bool eventpipe_profile_is_known(const char *name) {
-        return name && profile_find(name);
+        return eventpipe_profile_find(name);
 }
 
 const EventPipeProfile *eventpipe_profiles(size_t *ret_count) {
-        static EventPipeProfile list[sizeof(profiles) / sizeof(profiles[0])];
+        *ret_count = N_PROFILES;
+        return profiles;
+}
 
-        for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
-                list[i] = profiles[i].public;
-        *ret_count = sizeof(profiles) / sizeof(profiles[0]);
-        return list;
+bool eventpipe_profile_provider_matches(const EventPipeProfileProvider *pp, const char *name, uint64_t keywords,
+                                        uint32_t level, const char *arguments) {
+        const char *mine = pp->arguments ? pp->arguments : "", *theirs = arguments ? arguments : "";
+
+        return strcmp(pp->name, name) == 0 && pp->keywords == keywords && pp->level == level &&
+               strcmp(mine, theirs) == 0;
+}
+
+static int config_add_profile(EventPipeConfig *c, const EventPipeProfile *p, bool unless_there) {
+        int r;
+
+        for (size_t i = 0; i < p->n_providers; i++) {
+                const EventPipeProfileProvider *pp = &p->providers[i];
+                bool there = false;
+
+                for (size_t k = 0; unless_there && k < c->n_providers; k++)
+                        there = there || strcasecmp(c->providers[k].name, pp->name) == 0;
+                if (there)
+                        continue;
+                r = config_add(c, pp->name, strlen(pp->name), pp->keywords, pp->level, pp->arguments,
+                               pp->arguments ? strlen(pp->arguments) : 0);
+                if (r != 0)
+                        return r;
+        }
+        return 0;
 }
 
 /* Return: 0, EVENTPIPE_E_UNKNOWN or -ENOMEM. */
 int eventpipe_profile_config(const char *name, EventPipeConfig *ret) {
         _cleanup_(eventpipe_config_done) EventPipeConfig c = EVENTPIPE_CONFIG_NULL;
-        const Profile *p = profile_find(name);
+        const EventPipeProfile *p = eventpipe_profile_find(name);
         int r;
 
         if (!p)
                 return EVENTPIPE_E_UNKNOWN;
-        for (size_t i = 0; i < p->n_providers; i++) {
-                const ProfileProvider *pp = &p->providers[i];
-                r = config_add(&c, pp->name, strlen(pp->name), pp->keywords, pp->level, NULL, 0);
+        r = config_add_profile(&c, p, false);
+        if (r != 0)
+                return r;
+        c.rundown = p->rundown;
+        *ret = c;
+        c = (EventPipeConfig)EVENTPIPE_CONFIG_NULL;
+        return 0;
+}
+
+/* The profile dotnet-trace takes for the @n bytes at @name: its names compare in any case. */
+static const EventPipeProfile *stock_profile_find(const char *name, size_t n) {
+        for (size_t i = 0; i < N_PROFILES; i++)
+                if (strlen(profiles[i].name) == n && strncasecmp(profiles[i].name, name, n) == 0)
+                        return &profiles[i];
+        return NULL;
+}
+
+int eventpipe_stock_trace_config(const char *profile_list, const char *providers, EventPipeConfig *ret) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig c = EVENTPIPE_CONFIG_NULL;
+        const char *list = profile_list;
+        size_t n_profiles = 0;
+        int r;
+
+        if (!profile_list && !providers)
+                list = EVENTPIPE_STOCK_DEFAULT_PROFILES;
+        if (providers) {
+                r = providers_parse(providers, 0, &c);
                 if (r != 0)
                         return r;
         }
-        c.rundown = p->rundown;
+        for (const char *p = list; p && *p;) {
+                size_t n = strcspn(p, ",");
+                const EventPipeProfile *profile = stock_profile_find(p, n);
+
+                if (n == 0)
+                        return EVENTPIPE_E_SYNTAX;
+                if (!profile)
+                        return EVENTPIPE_E_UNKNOWN;
+                if (!profile->stock)
+                        return EVENTPIPE_E_NOT_STOCK;
+                r = config_add_profile(&c, profile, true);
+                if (r != 0)
+                        return r;
+                n_profiles++;
+                p += n;
+                if (*p == ',' && *++p == '\0')
+                        return EVENTPIPE_E_SYNTAX;
+        }
+        if (list && n_profiles == 0)
+                return EVENTPIPE_E_SYNTAX;
+        c.rundown = true;
         *ret = c;
         c = (EventPipeConfig)EVENTPIPE_CONFIG_NULL;
         return 0;

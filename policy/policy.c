@@ -548,28 +548,191 @@ static const PolicyProviderGrant *grant_find(const PolicyRule *r, const char *na
         return NULL;
 }
 
-/* Arguments are refused: some providers take code-like filters in them
- * (DiagnosticSource's FilterAndPayloadSpecs reads any object's properties). */
-static bool rule_allows_providers(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size) {
-        for (size_t i = 0; i < q->n_providers; i++) {
-                const PolicyProvider *pp = &q->providers[i];
-                const PolicyProviderGrant *g = grant_find(r, pp->name);
-                uint64_t asked = pp->keywords == 0 ? UINT64_MAX : pp->keywords;
+/*
+ * Whether trace_providers admits @pp: named there, keywords within the grant's, no arguments.
+ * Arguments are refused: some providers take code-like filters in them (DiagnosticSource's
+ * FilterAndPayloadSpecs reads any object's properties); only a profile's own are admitted, as
+ * the profile has them.
+ */
+static bool grant_allows_provider(const PolicyRule *r, const PolicyProvider *pp, char *buf, size_t size) {
+        const PolicyProviderGrant *g = grant_find(r, pp->name);
+        uint64_t asked = pp->keywords == 0 ? UINT64_MAX : pp->keywords;
 
-                if (!g) {
-                        snprintf(buf, size, "rule '%s' does not allow the provider '%s'", r->name, pp->name);
-                        return false;
-                }
-                if (asked & ~g->keywords) {
-                        snprintf(buf, size, "rule '%s' allows '%s' only with keywords within 0x%llx", r->name,
-                                 pp->name, (unsigned long long)g->keywords);
-                        return false;
-                }
-                if (pp->has_arguments) {
-                        snprintf(buf, size, "rule '%s' allows no provider arguments", r->name);
-                        return false;
-                }
+        if (!g) {
+                snprintf(buf, size, "rule '%s' does not allow the provider '%s'", r->name, pp->name);
+                return false;
         }
+        if (asked & ~g->keywords) {
+                snprintf(buf, size, "rule '%s' allows '%s' only with keywords within 0x%llx", r->name, pp->name,
+                         (unsigned long long)g->keywords);
+                return false;
+        }
+        if (pp->arguments && *pp->arguments) {
+                snprintf(buf, size, "rule '%s' allows no provider arguments", r->name);
+                return false;
+        }
+        return true;
+}
+
+static bool profile_has_provider(const EventPipeProfile *profile, const PolicyProvider *pp) {
+        for (size_t k = 0; profile && k < profile->n_providers; k++)
+                if (eventpipe_profile_provider_matches(&profile->providers[k], pp->name, pp->keywords, pp->level,
+                                                       pp->arguments))
+                        return true;
+        return false;
+}
+
+static bool profile_names_provider(const EventPipeProfile *profile, const char *name) {
+        for (size_t k = 0; profile && k < profile->n_providers; k++)
+                if (strcmp(profile->providers[k].name, name) == 0)
+                        return true;
+        return false;
+}
+
+/* Every provider of @profile is one of the request's, as the profile has it. */
+static bool profile_is_whole_in(const EventPipeProfile *profile, const PolicyProvider *providers, size_t n) {
+        for (size_t k = 0; k < profile->n_providers; k++) {
+                bool found = false;
+
+                for (size_t i = 0; i < n && !found; i++)
+                        found = eventpipe_profile_provider_matches(&profile->providers[k], providers[i].name,
+                                                                   providers[i].keywords, providers[i].level,
+                                                                   providers[i].arguments);
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
+/* The profile of the table whose providers @providers are, all and only them; NULL when none is. */
+static const EventPipeProfile *profile_of(const PolicyProvider *providers, size_t n) {
+        size_t n_profiles;
+        const EventPipeProfile *profiles = eventpipe_profiles(&n_profiles);
+
+        for (size_t j = 0; j < n_profiles; j++)
+                if (profiles[j].n_providers == n && profile_is_whole_in(&profiles[j], providers, n))
+                        return &profiles[j];
+        return NULL;
+}
+
+#define ADMITTED_BY_NONE SIZE_MAX
+#define ADMITTED_BY_GRANT (SIZE_MAX - 1)
+
+/*
+ * Which of the rule's trace_profiles admits each provider (an index into it), or its
+ * trace_providers (ADMITTED_BY_GRANT). Profiles the request holds whole are tried first, so
+ * that a provider two profiles share (the sample profiler) is put down to the one asked for.
+ */
+static bool rule_allows_trace_providers(const PolicyRule *r, const PolicyProvider *providers, size_t n,
+                                        size_t *by, char *buf, size_t size) {
+        for (size_t i = 0; i < n; i++)
+                by[i] = ADMITTED_BY_NONE;
+        for (int pass = 0; pass < 2; pass++)
+                for (size_t j = 0; j < r->trace_profiles.n; j++) {
+                        const EventPipeProfile *profile = eventpipe_profile_find(r->trace_profiles.items[j]);
+
+                        if (!profile || (pass == 0 && !profile_is_whole_in(profile, providers, n)))
+                                continue;
+                        for (size_t i = 0; i < n; i++)
+                                if (by[i] == ADMITTED_BY_NONE && profile_has_provider(profile, &providers[i]))
+                                        by[i] = j;
+                }
+        for (size_t i = 0; i < n; i++) {
+                const PolicyProvider *pp = &providers[i];
+                bool a_profile_names_it = false;
+
+                if (by[i] != ADMITTED_BY_NONE)
+                        continue;
+                if (grant_allows_provider(r, pp, buf, size)) {
+                        by[i] = ADMITTED_BY_GRANT;
+                        continue;
+                }
+                for (size_t j = 0; j < r->trace_profiles.n; j++)
+                        a_profile_names_it = a_profile_names_it ||
+                                             profile_names_provider(eventpipe_profile_find(r->trace_profiles.items[j]),
+                                                                    pp->name);
+                if (a_profile_names_it && !grant_find(r, pp->name))
+                        snprintf(buf, size,
+                                 "rule '%s' allows '%s' only as its trace_profiles ask for it, not at keywords "
+                                 "0x%llx, level %u%s",
+                                 r->name, pp->name, (unsigned long long)pp->keywords, pp->level,
+                                 pp->arguments && *pp->arguments ? ", with these arguments" : "");
+                return false;
+        }
+        return true;
+}
+
+/* What admitted a trace: the rule's profiles, and whether trace_providers too. */
+typedef struct TraceAdmission {
+        char profiles[sizeof(((PolicyVerdict *)NULL)->trace_profiles)]; /* "a,b" */
+        char spelled[sizeof(((PolicyVerdict *)NULL)->trace_profiles)];  /* "a, b", for people */
+        bool by_grant;
+} TraceAdmission;
+
+static void admission_add(TraceAdmission *a, const char *profile) {
+        size_t used = strlen(a->profiles), spelled = strlen(a->spelled);
+
+        snprintf(a->profiles + used, sizeof(a->profiles) - used, "%s%s", used ? "," : "", profile);
+        snprintf(a->spelled + spelled, sizeof(a->spelled) - spelled, "%s%s", spelled ? ", " : "", profile);
+}
+
+static void trace_admitted(const PolicyRule *r, const size_t *by, size_t n, TraceAdmission *a) {
+        *a = (TraceAdmission){};
+        for (size_t j = 0; j < r->trace_profiles.n; j++) {
+                bool this_one = false;
+
+                for (size_t i = 0; i < n; i++)
+                        this_one = this_one || by[i] == j;
+                if (this_one)
+                        admission_add(a, r->trace_profiles.items[j]);
+        }
+        for (size_t i = 0; i < n; i++)
+                a->by_grant = a->by_grant || by[i] == ADMITTED_BY_GRANT;
+}
+
+/*
+ * A trace: its providers, or those of the profile it names, each admitted by a profile of the
+ * rule's or by its trace_providers (policy.h); @admission says what admitted it.
+ */
+static bool rule_allows_trace(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size,
+                              TraceAdmission *admission) {
+        PolicyProvider expanded[EVENTPIPE_PROFILE_PROVIDERS_MAX];
+        const PolicyProvider *providers = q->providers;
+        size_t n = q->n_providers, by[EVENTPIPE_PROVIDERS_MAX];
+
+        if (q->trace_profile) {
+                const EventPipeProfile *profile = eventpipe_profile_find(q->trace_profile);
+
+                if (string_list_contains(&r->trace_profiles, q->trace_profile)) {
+                        *admission = (TraceAdmission){};
+                        admission_add(admission, q->trace_profile);
+                        return true;
+                }
+                n = profile ? profile->n_providers : 0;
+                for (size_t k = 0; k < n; k++)
+                        expanded[k] = (PolicyProvider){ .name = profile->providers[k].name,
+                                                        .keywords = profile->providers[k].keywords,
+                                                        .level = profile->providers[k].level,
+                                                        .arguments = profile->providers[k].arguments };
+                if (n == 0 || !rule_allows_trace_providers(r, expanded, n, by, buf, size)) {
+                        snprintf(buf, size, "rule '%s' does not allow the trace profile '%s'", r->name,
+                                 q->trace_profile);
+                        return false;
+                }
+                providers = expanded;
+        } else if (n > EVENTPIPE_PROVIDERS_MAX) {
+                snprintf(buf, size, "more than %d providers", EVENTPIPE_PROVIDERS_MAX);
+                return false;
+        } else if (!rule_allows_trace_providers(r, providers, n, by, buf, size)) {
+                /* a tool's request that is one profile exactly is refused as that profile, as dsctl's is */
+                const EventPipeProfile *profile = profile_of(providers, n);
+
+                if (profile)
+                        snprintf(buf, size, "rule '%s' does not allow the trace profile '%s'", r->name,
+                                 profile->name);
+                return false;
+        }
+        trace_admitted(r, by, n, admission);
         return true;
 }
 
@@ -586,19 +749,16 @@ static bool rule_allows_counters(const PolicyRule *r, const PolicyRequest *q, ch
         return true;
 }
 
-/* Return: true when the request's parameters are within the rule; else a reason in @buf. */
-static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size) {
+/* Return: true when the request's parameters are within the rule, and for a trace what admitted it in
+ * @admission; else a reason in @buf. */
+static bool rule_allows_parameters(const PolicyRule *r, const PolicyRequest *q, char *buf, size_t size,
+                                   TraceAdmission *admission) {
         if (q->command == POLICY_COMMAND_DUMP && !(r->dump_types & (1u << q->dump_type))) {
                 snprintf(buf, size, "rule '%s' does not allow %s dumps", r->name,
                          policy_dump_type_to_string(q->dump_type));
                 return false;
         }
-        if (q->command == POLICY_COMMAND_TRACE && q->trace_profile &&
-            !string_list_contains(&r->trace_profiles, q->trace_profile)) {
-                snprintf(buf, size, "rule '%s' does not allow the trace profile '%s'", r->name, q->trace_profile);
-                return false;
-        }
-        if (q->command == POLICY_COMMAND_TRACE && !q->trace_profile && !rule_allows_providers(r, q, buf, size))
+        if (q->command == POLICY_COMMAND_TRACE && !rule_allows_trace(r, q, buf, size, admission))
                 return false;
         if (q->command == POLICY_COMMAND_COUNTERS && !rule_allows_counters(r, q, buf, size))
                 return false;
@@ -706,13 +866,27 @@ uint32_t policy_commands_held(const Policy *p, const PolicyRequester *who, const
         return held & POLICY_COMMANDS_ALL;
 }
 
-static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why) {
+/* @why: the built-in rule's reason; @admission: for a file rule's trace, what admitted it, or NULL */
+static void verdict_allow(PolicyVerdict *v, const PolicyRule *rule, const char *name, const char *why,
+                          const TraceAdmission *admission) {
+        bool profiles = admission && admission->profiles[0];
+
         v->allowed = true;
         v->rule = rule;
         v->rule_name = name;
         /* root and a process's own user read its environment anyway: /proc/PID/environ, its socket */
         v->env_reveal = rule ? rule->env_reveal : true;
-        if (rule)
+        if (profiles)
+                snprintf(v->trace_profiles, sizeof(v->trace_profiles), "%s", admission->profiles);
+        if (rule && profiles) {
+                /* a long rule name leaves less of the list: the reason is for people, trace_profiles whole */
+                int n = snprintf(v->reason, sizeof(v->reason), "granted by rule '%s' as ", name);
+
+                if (n > 0 && (size_t)n < sizeof(v->reason))
+                        strncat(v->reason, admission->spelled, sizeof(v->reason) - (size_t)n - 1);
+                if (admission->by_grant && strlen(v->reason) + 20 < sizeof(v->reason))
+                        strcat(v->reason, " and trace_providers");
+        } else if (rule)
                 snprintf(v->reason, sizeof(v->reason), "granted by rule '%s'", name);
         else
                 snprintf(v->reason, sizeof(v->reason), "%s", why);
@@ -751,6 +925,7 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
         char param_reason[sizeof(v.reason)] = "", later_reason[sizeof(v.reason)];
         uint32_t wanted;
         bool any;
+        TraceAdmission admission = {};
 
         if (q->command < 0 || q->command >= _POLICY_COMMAND_MAX) {
                 snprintf(v.reason, sizeof(v.reason), "unknown command");
@@ -765,12 +940,12 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
         any = q->any_of != 0 || q->command == POLICY_COMMAND_PS;
         wanted = q->any_of != 0 ? q->any_of : q->command == POLICY_COMMAND_PS ? POLICY_COMMANDS_ALL : 1u << q->command;
         if (who->uid == 0 && (wanted & ~POLICY_COMMANDS_RUNNING_CODE)) {
-                verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root");
+                verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root", NULL);
                 *ret = v;
                 return;
         }
         if (owner_access_applies(p, who, target, wanted)) {
-                verdict_allow(&v, NULL, POLICY_RULE_OWNER, "requester owns the target");
+                verdict_allow(&v, NULL, POLICY_RULE_OWNER, "requester owns the target", NULL);
                 *ret = v;
                 return;
         }
@@ -797,11 +972,11 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 }
                 /* the first rule that failed on parameters is the one to explain */
                 if (!any && !rule_allows_parameters(r, q, stage < DENY_PARAMETERS ? param_reason : later_reason,
-                                                    sizeof(param_reason))) {
+                                                    sizeof(param_reason), &admission)) {
                         stage = DENY_PARAMETERS;
                         continue;
                 }
-                verdict_allow(&v, r, r->name, NULL);
+                verdict_allow(&v, r, r->name, NULL, q->command == POLICY_COMMAND_TRACE ? &admission : NULL);
                 *ret = v;
                 return;
         }
@@ -828,6 +1003,7 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 break;
         case DENY_PARAMETERS:
                 snprintf(v.reason, sizeof(v.reason), "%s", param_reason);
+                v.parameters_refused = true;
                 break;
         }
         *ret = v;

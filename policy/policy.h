@@ -296,9 +296,19 @@ typedef struct PolicyTarget {
 typedef struct PolicyProvider {
         const char *name;
         uint64_t keywords;
-        bool has_arguments;
+        uint32_t level;        /* EventLevel, 0 to 5 */
+        const char *arguments; /* NULL when none ("" is none too) */
 } PolicyProvider;
 
+/*
+ * A trace is decided by its providers, provider for provider: one is admitted when it is exactly
+ * (name, keywords, level, arguments) a provider of a profile the rule's trace_profiles names
+ * (session-config.h's table, as the stock dotnet-trace sends it), else when trace_providers names
+ * it, with keywords within the grant's and no arguments. So a request made of granted profiles
+ * (dotnet-trace's default, several profiles at once, a profile beside granted providers) is
+ * admitted whoever sends it, and a profile asked for by name (trace_profile) is decided as its
+ * providers are.
+ */
 typedef struct PolicyRequest {
         PolicyCommand command;
         /*
@@ -309,7 +319,9 @@ typedef struct PolicyRequest {
          */
         uint32_t any_of;
         PolicyDumpType dump_type;  /* for dump */
-        const char *trace_profile; /* for trace; NULL when it names providers */
+        /* for trace: a profile of the table, decided as its providers (providers is not read); NULL
+         * when the request names its providers */
+        const char *trace_profile;
         const PolicyProvider *providers; /* for trace without a profile, and counters */
         size_t n_providers;
         unsigned buffer_mb;        /* for trace and counters; 0 when not asked */
@@ -328,7 +340,15 @@ typedef struct PolicyVerdict {
         const PolicyRule *rule; /* the file rule that allowed it, or NULL */
         const char *rule_name;  /* that rule's name, or a built-in one; NULL when denied */
         bool env_reveal;        /* env: every value is shown (root, owner-access, env_reveal) */
-        char reason[192];       /* for the requester and the audit log; names only rules that apply to them */
+        /* denied, though a rule grants the requester the command on the target: only the request's
+         * parameters (providers, dump type, duration) are outside it */
+        bool parameters_refused;
+        /* for the requester and the audit log; names only rules that apply to them, and for a trace
+         * the profiles it was admitted as ("granted by rule 'ops' as dotnet-common, ...") */
+        char reason[192];
+        /* trace: the profiles of the rule's trace_profiles it was admitted as, comma-separated
+         * ("dotnet-common,dotnet-sampled-thread-time"); "" when none (trace_providers alone, root, owner) */
+        char trace_profiles[160];
 } PolicyVerdict;
 
 const char *policy_command_to_string(PolicyCommand c);

@@ -13,6 +13,28 @@
 #include "decision.h"
 #include "explain.h"
 #include "policy.h"
+#include "session-config.h"
+
+/* A trace asked about by its providers: what they are, for the policy and for the answer. */
+typedef struct ExplainTrace {
+        EventPipeConfig config;
+        PolicyProvider providers[EVENTPIPE_PROVIDERS_MAX];
+        char *providers_text;
+} ExplainTrace;
+
+static void explain_trace_free(void *p) {
+        ExplainTrace *t = p;
+
+        if (!t)
+                return;
+        eventpipe_config_done(&t->config);
+        free(t->providers_text);
+        free(t);
+}
+
+static void explain_trace_freep(ExplainTrace **t) {
+        explain_trace_free(*t);
+}
 
 /* Reads the command and its parameters an explain request asks about. */
 static bool explain_request_of(Request *req, const WireMessage *m, PolicyRequest *q) {
@@ -58,6 +80,8 @@ static void explain_decided(Request *req) {
         wire_writer_put_string(w, WIRE_TAG_COMMAND, policy_command_to_string(req->ask.command));
         wire_writer_put_string(w, WIRE_TAG_RULE, v->rule_name);
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
+        if (req->work)
+                wire_writer_put_string(w, WIRE_TAG_PROVIDERS, ((ExplainTrace *)req->work)->providers_text);
         commands_put_target_fields(w, req->target);
         r = connection_queue_frame(req->connection, w);
         if (r < 0) {
@@ -73,18 +97,79 @@ static void explain_opened(Request *req) {
         decide(req, req->target, false, explain_decided);
 }
 
+static const char *trace_config_error(int r) {
+        switch (r) {
+        case EVENTPIPE_E_UNKNOWN: return "unknown trace profile";
+        case EVENTPIPE_E_NOT_STOCK: return "dotnet-trace collect does not take that profile (collect-linux's)";
+        case EVENTPIPE_E_LIMIT: return "the provider list is too long";
+        default: return "bad profile or provider list";
+        }
+}
+
+/*
+ * A trace asked about by one of the table's profiles is decided as that profile (policy.h); by a list
+ * of them, or by providers, as what stock dotnet-trace collect sends for `--profile LIST --providers
+ * SPEC` (eventpipe_stock_trace_config()). Either way the answer says the providers. Return: false
+ * when it replied.
+ */
+static bool explain_trace_of(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *providers = NULL;
+        _cleanup_(explain_trace_freep) ExplainTrace *t = NULL;
+        const char *profile;
+        int r;
+
+        if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &req->trace_profile) < 0 ||
+            wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers) < 0) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return false;
+        }
+        profile = req->trace_profile;
+        if (req->ask.command != POLICY_COMMAND_TRACE || (!profile && !providers))
+                return true;
+        t = calloc(1, sizeof(*t));
+        if (!t) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return false;
+        }
+        if (!providers && eventpipe_profile_is_known(profile)) {
+                req->ask.trace_profile = profile;
+                r = eventpipe_profile_config(profile, &t->config);
+        } else
+                r = eventpipe_stock_trace_config(profile, providers, &t->config);
+        if (r < 0) {
+                request_reply_errno(req, r, "cannot read the provider list");
+                return false;
+        }
+        if (r > 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, trace_config_error(r));
+                return false;
+        }
+        t->providers_text = eventpipe_config_to_string(&t->config);
+        if (!t->providers_text) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                return false;
+        }
+        for (size_t i = 0; i < t->config.n_providers; i++)
+                t->providers[i] = (PolicyProvider){ .name = t->config.providers[i].name,
+                                                    .keywords = t->config.providers[i].keywords,
+                                                    .level = t->config.providers[i].level,
+                                                    .arguments = t->config.providers[i].arguments };
+        if (!req->ask.trace_profile) {
+                req->ask.providers = t->providers;
+                req->ask.n_providers = t->config.n_providers;
+        }
+        req->work = TAKE_PTR(t);
+        req->work_free = explain_trace_free;
+        return true;
+}
+
 /*
  * explain: would the caller be allowed, and by which rule or why not. The
  * answer speaks only of rules that name the caller, and asking does not use
  * up a rate limit.
  */
 void explain_start(Request *req, const WireMessage *m) {
-        if (!explain_request_of(req, m, &req->ask))
+        if (!explain_request_of(req, m, &req->ask) || !explain_trace_of(req, m))
                 return;
-        if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &req->trace_profile) < 0) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
-                return;
-        }
-        req->ask.trace_profile = req->trace_profile;
         commands_open_target(req, m, explain_opened);
 }

@@ -83,6 +83,9 @@ typedef struct Session {
         uint8_t *collect;       /* the CollectTracing request, encoded once decided */
         size_t collect_size;
         bool proxied;           /* a tool's session (dsctl port): its stream starts with the tool's reply */
+        IpcTracingShape shape;  /* and what it is by its shape */
+        size_t n_trace_providers;  /* a shape that may be a trace too: policy_providers as a trace's */
+        uint32_t proxy_buffer_asked_mb; /* the buffer the tool asked for, before a gcdump's is bounded */
         uint64_t proxy_session_id; /* the id the tool is told; the runtime's stays here */
         const char *ipc_command;   /* and its CollectTracing version, for the records */
         char *ipc_options;         /* what it asked for besides providers and buffer, for the records */
@@ -677,6 +680,14 @@ static void session_decided(Request *req) {
                 request_reply_error(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, req->verdict.reason);
                 return;
         }
+        /* a tool's trace, or one that named providers, is recorded as the profiles it was admitted as */
+        if (s->command == POLICY_COMMAND_TRACE && !s->profile && req->verdict.trace_profiles[0]) {
+                s->profile = strdup(req->verdict.trace_profiles);
+                if (!s->profile) {
+                        request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                        return;
+                }
+        }
         s->key = (AdmissionKey){ .pid = req->target->pid, .start_time = req->target->start_time,
                                  .requester = req->peer->charged_uid };
         /* counted from now on, so that concurrent requests see it */
@@ -755,13 +766,19 @@ static bool session_describe(Session *s) {
                 s->policy_providers[i] = (PolicyProvider){
                         .name = s->config.providers[i].name,
                         .keywords = s->config.providers[i].keywords,
-                        .has_arguments = s->config.providers[i].arguments != NULL,
+                        .level = s->config.providers[i].level,
+                        .arguments = s->config.providers[i].arguments,
                 };
         return true;
 }
 
+static void session_proxy_settle(Session *s);
+
 static void session_opened(Request *req) {
         Session *s = req->work;
+
+        if (s->proxied)
+                session_proxy_settle(s);
 
         req->ask = (PolicyRequest){
                 .command = s->command,
@@ -1031,6 +1048,45 @@ void session_start_logs(Request *req, const WireMessage *m) {
  * at the first samples, and a grant of stacks or gcdump is not one of a CPU profile. */
 #define SESSION_PROXY_SNAPSHOT_USEC (10 * USEC_PER_SEC)
 
+/* The sample profiler alone: dotnet-stack's session and dotnet-gcdump's first one, and also what
+ * dotnet-trace sends for its dotnet-sampled-thread-time profile. */
+static bool shape_may_be_trace(IpcTracingShape shape) {
+        return shape == IPC_TRACING_SHAPE_STACKS || shape == IPC_TRACING_SHAPE_GCDUMP_TYPES;
+}
+
+/*
+ * What a tool's sample-profiler session is, now that its target is open. A trace when the
+ * requester's trace grant admits it as the tool asked it (policy_check() alone, which uses no rate
+ * limit, as explain asks): dotnet-trace's dotnet-sampled-thread-time under a rule that grants that
+ * profile runs as long as the tool asks. Else the command of its shape, a moment's samples of at
+ * most SESSION_PROXY_SNAPSHOT_USEC; unless that is denied too while a rule grants trace here, when
+ * it is decided as the trace, so that the denial says what of it is outside that rule. dotnet-gcdump
+ * asks for a buffer above the agent's bound (1024 MB), so its first session stays gcdump's.
+ */
+static void session_proxy_settle(Session *s) {
+        Request *req = s->request;
+        PolicyRequester who = requester_of(req);
+        PolicyTarget target = policy_target_of(req->target);
+        PolicyRequest as_trace = { .command = POLICY_COMMAND_TRACE, .providers = s->policy_providers,
+                                   .n_providers = s->n_trace_providers, .buffer_mb = s->proxy_buffer_asked_mb };
+        PolicyRequest as_shape = { .command = s->command, .buffer_mb = s->buffer_asked_mb };
+        PolicyVerdict trace = {}, shape = {};
+
+        if (!shape_may_be_trace(s->shape))
+                return;
+        policy_check(req->policy, &who, &target, &as_trace, &trace);
+        if (!trace.allowed)
+                policy_check(req->policy, &who, &target, &as_shape, &shape);
+        if (trace.allowed || (!shape.allowed && trace.parameters_refused)) {
+                s->command = POLICY_COMMAND_TRACE;
+                s->kind = req->audit.command = policy_command_to_string(POLICY_COMMAND_TRACE);
+                s->n_policy_providers = s->n_trace_providers;
+                return;
+        }
+        if (SESSION_PROXY_SNAPSHOT_USEC < s->duration_limit_usec)
+                s->duration_limit_usec = SESSION_PROXY_SNAPSHOT_USEC;
+}
+
 /*
  * A tool's CollectTracing (dsctl port): decided as the command of its shape
  * (ipc_request_tracing_shape(): counters, gcdump, stacks, else trace) on its
@@ -1043,7 +1099,7 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         IpcTracingShape shape = ipc_request_tracing_shape(&ipc->tracing);
         PolicyCommand command = ipc_request_tracing_shape_command(shape);
         uint32_t buffer_asked_mb = ipc->tracing.buffer_mb;
-        PolicyRequest ask;
+        PolicyRequest ask, as_trace = {};
         Session *s = session_new(req, policy_command_to_string(command));
         int r;
 
@@ -1068,6 +1124,10 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         r = ipc_request_encode(ipc, s->collect, DOTNET_IPC_MESSAGE_MAX, &s->collect_size);
         if (r == 0)
                 r = ipc_request_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX, &ask);
+        /* stacks and gcdump are decided without providers: the array holds them as a trace's */
+        if (r == 0 && shape_may_be_trace(shape))
+                r = ipc_request_trace_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX,
+                                                     &as_trace);
         if (r != 0) {
                 request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                             ipc_request_error_hresult(r), "the session request cannot be encoded");
@@ -1092,11 +1152,12 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
                 return;
         }
         s->buffer_asked_mb = s->buffer_mb = ipc->tracing.buffer_mb;
+        s->proxy_buffer_asked_mb = buffer_asked_mb;
+        s->shape = shape;
+        s->n_trace_providers = as_trace.n_providers;
+        /* stacks and gcdump's type-table flush are a moment's samples, not a profile of their own,
+         * unless the trace grant admits them (session_proxy_settle()) */
         s->duration_limit_usec = a->max_session_duration_usec;
-        /* stacks and gcdump's type-table flush are a moment's samples: not a profile of their own */
-        if ((shape == IPC_TRACING_SHAPE_STACKS || shape == IPC_TRACING_SHAPE_GCDUMP_TYPES) &&
-            SESSION_PROXY_SNAPSHOT_USEC < s->duration_limit_usec)
-                s->duration_limit_usec = SESSION_PROXY_SNAPSHOT_USEC;
         s->size_limit = a->max_trace_size;
         session_decide(s, m, command, ask.n_providers);
 }

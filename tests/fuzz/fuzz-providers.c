@@ -2,15 +2,19 @@
 /*
  * Fuzzes eventpipe_providers_parse(): a client's --providers text, which the
  * privileged agent parses before it decides, and the CollectTracing2 request
- * built from it.
+ * built from it; and eventpipe_stock_trace_config(), which merges such a list
+ * with a list of profiles for explain, as stock dotnet-trace does.
  *
- * Input: any bytes; up to the first NUL they are the list.
+ * Input: any bytes; up to the first NUL they are the list; after it, up to the
+ * next NUL, a --profile list for the merge (none when there is no NUL).
  *
  * Invariants: a parsed list has 1 to EVENTPIPE_PROVIDERS_MAX providers, each
  * with a valid name, a level of at most 5 and bounded arguments of valid
  * UTF-8 without control characters; no name appears twice; printing the list and parsing
  * that again gives the same providers; the request encodes or is refused as
- * too large, never malformed.
+ * too large, never malformed. A merge is refused with one of its codes, or
+ * has each of the list's providers, then profile providers exactly as the
+ * table has them, no name twice.
  */
 #include <errno.h>
 #include <string.h>
@@ -54,15 +58,68 @@ static void check_round_trip(const EventPipeConfig *c) {
         free(text);
 }
 
+/* Whether @p is one of the table's profile providers, exactly. */
+static bool is_profile_provider(const EventPipeProvider *p) {
+        size_t n;
+        const EventPipeProfile *profiles = eventpipe_profiles(&n);
+
+        for (size_t i = 0; i < n; i++)
+                for (size_t k = 0; k < profiles[i].n_providers; k++)
+                        if (eventpipe_profile_provider_matches(&profiles[i].providers[k], p->name, p->keywords,
+                                                               p->level, p->arguments))
+                                return true;
+        return false;
+}
+
+static void check_stock_merge(const char *spec, const char *profile_list) {
+        EventPipeConfig listed = EVENTPIPE_CONFIG_NULL, merged = EVENTPIPE_CONFIG_NULL;
+        int r = eventpipe_stock_trace_config(profile_list, *spec ? spec : NULL, &merged);
+        size_t n_listed;
+
+        if (r != 0) {
+                fuzz_assert(r == EVENTPIPE_E_SYNTAX || r == EVENTPIPE_E_LIMIT || r == EVENTPIPE_E_UNKNOWN ||
+                            r == EVENTPIPE_E_NOT_STOCK || r == -ENOMEM);
+                fuzz_assert(merged.n_providers == 0 && !merged.providers);
+                return;
+        }
+        fuzz_assert(merged.n_providers >= 1 && merged.n_providers <= EVENTPIPE_PROVIDERS_MAX);
+        n_listed = *spec && eventpipe_providers_parse(spec, &listed) == 0 ? listed.n_providers : 0;
+        fuzz_assert(merged.n_providers >= n_listed);
+        for (size_t i = 0; i < merged.n_providers; i++) {
+                const EventPipeProvider *p = &merged.providers[i];
+
+                fuzz_assert(eventpipe_provider_name_is_valid(p->name) && p->level <= EVENTPIPE_LEVEL_MAX);
+                /* a profile's own arguments may hold what a list's may not (database's line breaks) */
+                if (i < n_listed)
+                        fuzz_assert(strcmp(p->name, listed.providers[i].name) == 0);
+                else
+                        fuzz_assert(is_profile_provider(p));
+                for (size_t j = 0; j < i; j++)
+                        fuzz_assert(strcmp(p->name, merged.providers[j].name) != 0);
+        }
+        eventpipe_config_done(&listed);
+        eventpipe_config_done(&merged);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static uint8_t request[DOTNET_IPC_MESSAGE_MAX];
         EventPipeConfig c = EVENTPIPE_CONFIG_NULL;
-        char *spec = strndup((const char *)data, size);
+        char *spec = strndup((const char *)data, size), *profile_list = NULL;
+        const uint8_t *nul = memchr(data, 0, size);
         size_t request_size;
         int r;
 
         if (!spec)
                 return 0;
+        if (nul) {
+                profile_list = strndup((const char *)nul + 1, size - (size_t)(nul + 1 - data));
+                if (!profile_list) {
+                        free(spec);
+                        return 0;
+                }
+        }
+        check_stock_merge(spec, profile_list);
+        free(profile_list);
         r = eventpipe_providers_parse(spec, &c);
         free(spec);
         if (r != 0) {

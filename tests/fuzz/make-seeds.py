@@ -506,6 +506,19 @@ def wire():
     write(t, "reply-ipc-empty", frame(0x8009, field(37, b"")))
 
 
+# --- --providers lists, and after a NUL a --profile list merged as dotnet-trace does (fuzz-providers.c) ---
+
+def providers_seeds():
+    t = "providers"
+    # what stock dotnet-trace 10.0.750501 was given, as explain --as dotnet-trace takes it
+    write(t, "stock-default", b"\0")
+    write(t, "stock-profiles", b"\0dotnet-common,gc-collect")
+    write(t, "stock-database", b"\0database")
+    write(t, "stock-providers-and-profile", b"Dsagent-TestTarget,Microsoft-Windows-DotNETRuntime:0x1:5\0DOTNET-COMMON")
+    write(t, "stock-not-collect", b"\0dotnet-sampled-thread-time,cpu-sampling")
+    write(t, "stock-empty-name", b"A:0x1\0dotnet-common,,gc-verbose")
+
+
 # --- /proc files (agent/targets/procfs.h); the first byte picks the parser -------------
 
 # A real /proc/self/stat and the lines of a real /proc/self/status (Debian 12, 6.x kernel)
@@ -1022,7 +1035,7 @@ def policy():
 def main():
     for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace, gcdump,
                environment, advertise, cgroup_pattern, env_secret, prometheus,
-               policy):
+               policy, providers_seeds):
         fn()
     return 0
 

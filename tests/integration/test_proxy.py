@@ -12,7 +12,9 @@ What a stock tool sends (recorded through a relaying socket in front of a .NET 1
 dotnet-trace collect sends CollectTracing2 (CollectTracing4 for a profile with a rundown keyword of its
 own, e.g. gc-collect), then ResumeRuntime on a second connection (unless --resume-runtime:false), then
 StopTracing on a third; the client library sends ProcessInfo3 for GetProcessInfo, GenerateCoreDump3 for
-WriteDump and falls back to 2 and 1 on "unknown command"."""
+WriteDump and falls back to 2 and 1 on "unknown command". The providers dotnet-trace sends for its default
+and each --profile (tests/tools/capture-ipc-requests.py records them) are in docs/proxy.md; a rule that
+lists those profiles admits them."""
 import json
 import os
 import re
@@ -24,9 +26,9 @@ import subprocess
 import time
 
 import harness
-from harness import (ALICE, DSAGENT, DSCTL, HERE, MALLORY, PYTHON, SOURCE, SVC, AcceptWatch, Agent, Process,
-                     Target, as_user, make_dir, place_in_unit, printed, run_tests, test, tool, traceevent, uid_of,
-                     wait_for)
+from harness import (ALICE, DSAGENT, DSCTL, EXIT_DENIED, HERE, MALLORY, PYTHON, SOURCE, SVC, AcceptWatch, Agent, Process,
+                     Target, as_user, dsctl, make_dir, place_in_unit, printed, run_tests, test, tool, traceevent,
+                     uid_of, wait_for)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
@@ -418,6 +420,140 @@ def the_rules_max_duration_ends_a_dotnet_trace_session():
     assert_markers(out)
     end, = agent.records(message_id=SESSION_END_ID)
     assert end["DSAGENT_SESSION_END"] == "duration-limit" and end["DSAGENT_SESSION_COMPLETE"] == "yes", end
+
+
+# --- dotnet-trace's own profiles, under a rule that lists profiles alone ---
+
+# The rule of issue 37: an operator lists profiles and no trace_providers.
+PROFILES_RULE = ["cpu-sampling", "dotnet-common", "dotnet-sampled-thread-time"]
+# Every profile dotnet-trace 10.0.750501's collect takes (`dotnet-trace list-profiles`; cpu-sampling and
+# thread-time are collect-linux's), with the CollectTracing version it sends for it.
+STOCK_PROFILES = {"dotnet-common": "CollectTracing2", "dotnet-sampled-thread-time": "CollectTracing2",
+                  "gc-verbose": "CollectTracing2", "gc-collect": "CollectTracing4", "database": "CollectTracing2"}
+CLR_COMMON = "Microsoft-Windows-DotNETRuntime:0x100003801d:4"
+SAMPLER = "Microsoft-DotNETCore-SampleProfiler:0xf00000000000:4"
+
+
+def trace_profiles_policy(profiles, commands=("trace",)):
+    listed = ", ".join(f'"{p}"' for p in profiles)
+    return granting(*commands, extra=f"trace_profiles = [{listed}]")
+
+
+def provider_set(text):
+    """The providers of a DSAGENT_PROVIDERS or explain list, as (name, keywords, level, whether it has arguments):
+    the records write the "" a tool sends for none as a trailing ':', and escape what arguments they show."""
+    out = set()
+    for item in re.split(r',(?=[A-Za-z0-9._-]+:0x[0-9a-f]+:[0-5])', text):
+        name, keywords, level, *arguments = item.split(":", 3)
+        out.add((name, keywords, level, bool(arguments and arguments[0])))
+    return out
+
+
+def explained(agent, user, pid, *args):
+    """`dsctl explain PID trace ARGS` as @user: its status, and its answer as JSON."""
+    r = dsctl(agent, user, "--json", "explain", str(pid), "trace", *args)
+    assert r.returncode in (0, EXIT_DENIED) and r.stdout, r
+    return r.returncode, json.loads(r.stdout)
+
+
+@test
+def dotnet_trace_default_through_exec_is_admitted_as_the_profiles_it_sends():
+    target = marker_target()
+    agent = Agent(policy=trace_profiles_policy(PROFILES_RULE))
+    mine = make_dir(ALICE, 0o755)
+    out = os.path.join(mine, "default.nettrace")
+
+    # plain `dotnet-trace collect`: no --profile, no --providers
+    status, said, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-trace"), "collect", "-p", str(target.pid),
+                                   "-o", out, "--duration", "00:00:00:02")
+    assert status == 0 and "Trace completed" in said, (status, said, err)
+    assert os.stat(out).st_uid == uid_of(ALICE)
+    seen = traceevent(out)
+    assert {"Microsoft-DotNETCore-SampleProfiler", "Microsoft-Windows-DotNETRuntime"} <= set(seen["providers"]), seen
+    session, = proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")
+    assert (session["DSAGENT_COMMAND"], session["DSAGENT_DECISION"]) == ("trace", "allowed"), session
+    start, = trace_start_records(agent)
+    assert start["DSAGENT_TRACE_PROFILE"] == "dotnet-common,dotnet-sampled-thread-time", start
+    sent = provider_set(start["DSAGENT_PROVIDERS"])
+    assert sent == {("Microsoft-Windows-DotNETRuntime", "0x100003801d", "4", False),
+                    ("Microsoft-DotNETCore-SampleProfiler", "0xf00000000000", "4", False)}, start
+    end, = agent.records(message_id=SESSION_END_ID)
+    assert end["DSAGENT_SESSION_END"] == "stopped" and end["DSAGENT_SESSION_COMPLETE"] == "yes", end
+
+    # explain predicts it: the same providers, the same rule and profiles
+    status, verdict = explained(agent, ALICE, target.pid, "--as", "dotnet-trace")
+    assert status == 0 and verdict["allowed"], verdict
+    assert verdict["reason"] == "granted by rule 'alice-tool' as dotnet-common, dotnet-sampled-thread-time", verdict
+    assert provider_set(verdict["providers"]) == sent, (verdict, sent)
+    r = dsctl(agent, ALICE, "explain", str(target.pid), "trace", "--as", "dotnet-trace")
+    assert r.returncode == 0 and r.stdout == (
+        f"trace on {target.pid}: allowed by rule 'alice-tool' as dotnet-common, dotnet-sampled-thread-time\n"
+        f"  providers: {CLR_COMMON},{SAMPLER}\n"), r
+
+
+@test
+def each_profile_dotnet_trace_takes_is_admitted_as_itself():
+    target = marker_target()
+    # trace alone: the sample profiler of dotnet-sampled-thread-time is no stacks session here
+    agent = Agent(policy=trace_profiles_policy(STOCK_PROFILES))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    for profile, ipc_command in STOCK_PROFILES.items():
+        out = os.path.join(mine, f"{profile}.nettrace")
+        r = dotnet_trace(ALICE, port.value, out, "--profile", profile, "--duration", "00:00:00:02")
+        assert r.returncode == 0 and "Trace completed" in r.stdout, (profile, r.stdout, port.errors())
+        assert traceevent(out)["events"] > 0, profile
+        session = proxy_records(agent, DSAGENT_DECISION="allowed")[-1]
+        assert (session["DSAGENT_COMMAND"], session["DSAGENT_IPC_COMMAND"]) == ("trace", ipc_command), session
+        start = trace_start_records(agent)[-1]
+        assert start["DSAGENT_TRACE_PROFILE"] == profile, start
+        # and explain, about dsctl's profile of that name, predicts what the tool sent
+        status, verdict = explained(agent, ALICE, target.pid, "--profile", profile)
+        assert status == 0 and verdict["reason"] == f"granted by rule 'alice-tool' as {profile}", verdict
+        assert provider_set(verdict["providers"]) == provider_set(start["DSAGENT_PROVIDERS"]), (verdict, start)
+    ends = agent.records(message_id=SESSION_END_ID)
+    assert [(e["DSAGENT_SESSION_KIND"], e["DSAGENT_SESSION_END"]) for e in ends] == [("trace", "stopped")] * 5, ends
+    assert proxy_records(agent, DSAGENT_DECISION="denied") == []
+
+
+@test
+def a_dotnet_trace_outside_the_granted_profiles_is_refused_saying_why():
+    target = marker_target()
+    agent = Agent(policy=trace_profiles_policy(PROFILES_RULE))
+    mine = make_dir(ALICE, 0o755)
+    port = Port(agent, ALICE, target.pid)
+    watch = AcceptWatch(target.pid)
+    refusals = [
+        # a profile the rule does not list, refused as that profile
+        (["--profile", "gc-verbose"], "rule 'alice-tool' does not allow the trace profile 'gc-verbose'"),
+        # a provider no listed profile has
+        (["--providers", "System.Threading.Tasks.TplEventSource:0x1:4"],
+         "rule 'alice-tool' does not allow the provider 'System.Threading.Tasks.TplEventSource'"),
+        # a listed profile with its provider asked for at another level
+        (["--profile", "dotnet-common", "--providers", "Microsoft-Windows-DotNETRuntime:0x100003801d:5"],
+         "rule 'alice-tool' allows 'Microsoft-Windows-DotNETRuntime' only as its trace_profiles ask for it, not at "
+         "keywords 0x100003801d, level 5"),
+    ]
+    for args, why in refusals:
+        out = os.path.join(mine, "refused.nettrace")
+        r = dotnet_trace(ALICE, port.value, out, *args, "--duration", "00:00:00:02")
+        assert r.returncode != 0 and E_ACCESSDENIED in r.stdout.lower(), (args, r.stdout)
+        assert not os.path.exists(out), args
+        denied = proxy_records(agent, DSAGENT_DECISION="denied")[-1]
+        assert denied["DSAGENT_COMMAND"] == "trace" and why in denied["DSAGENT_REASON"], (args, denied)
+        assert why in port.errors(), (args, port.errors())
+        # explain says the same of the tool's request
+        status, verdict = explained(agent, ALICE, target.pid, "--as", "dotnet-trace", *args)
+        assert status == EXIT_DENIED and why in verdict["reason"], (args, verdict)
+    assert watch.accepts() == 0, "a refused session reached the runtime"
+    assert trace_start_records(agent) == []
+
+    # the same port, the tool's default: admitted
+    out = os.path.join(mine, "default.nettrace")
+    r = dotnet_trace(ALICE, port.value, out, "--duration", "00:00:00:01")
+    assert r.returncode == 0 and "Trace completed" in r.stdout, r.stdout
+    start, = trace_start_records(agent)
+    assert CLR_COMMON in start["DSAGENT_PROVIDERS"] and SAMPLER in start["DSAGENT_PROVIDERS"], start
 
 
 # --- the client library ---

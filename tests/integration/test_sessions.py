@@ -116,7 +116,8 @@ def every_profile_gives_a_complete_trace():
     target = Target(SVC, args=("--emit-events", "50"))
     agent = Agent()
     mine = make_dir(SVC)
-    for profile in ("cpu-sampling", "gc-verbose", "gc-collect", "dotnet-common", "dotnet-sampled-thread-time"):
+    for profile in ("cpu-sampling", "gc-verbose", "gc-collect", "dotnet-common", "dotnet-sampled-thread-time",
+                    "database"):
         out = os.path.join(mine, f"{profile}.nettrace")
         r = trace(agent, SVC, target, out, "--profile", profile, "--duration", "1")
         assert r.returncode == 0, (profile, r)
@@ -190,7 +191,10 @@ def disallowed_sessions_are_denied_before_the_runtime_sees_anything():
     watch = AcceptWatch(target.pid)
     denials = [
         (["trace", "--profile", "cpu-sampling"], "does not allow the trace profile 'cpu-sampling'"),
-        (["trace", "--providers", "Microsoft-Windows-DotNETRuntime:0x1:4"], "does not allow the provider"),
+        (["trace", "--providers", "System.Threading.Tasks.TplEventSource:0x1:4"], "does not allow the provider"),
+        # a provider of gc-collect's at keywords gc-collect does not ask for
+        (["trace", "--providers", "Microsoft-Windows-DotNETRuntime:0x8000:4"],
+         "allows 'Microsoft-Windows-DotNETRuntime' only as its trace_profiles ask for it"),
         (["trace", "--providers", f"{PROVIDER}:0x3"], "only with keywords within 0x1"),
         (["trace", "--providers", PROVIDER], "only with keywords within 0x1"),  # omitted keywords are all
         (["trace", "--providers", f"{PROVIDER}:0x0"], "only with keywords within 0x1"),  # so is 0

@@ -153,6 +153,36 @@ static void test_names_are_the_agents(void) {
 }
 
 /* stacks, exceptions, logs: their formats, and logs' level and category as the agent checks them */
+/* explain trace as stock dotnet-trace sends it: its default, lists of profiles, providers */
+static void test_explain_as_dotnet_trace(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        check(parse(&a, &error, "explain", "1", "trace", "--as", "dotnet-trace", NULL) == 0);
+        check(strcmp(a.trace_profile, "dotnet-common,dotnet-sampled-thread-time") == 0 && !a.providers);
+        check(parse(&a, &error, "explain", "1", "trace", "--as", "dotnet-trace", "--profile", "GC-Verbose", NULL) == 0);
+        check(strcmp(a.trace_profile, "GC-Verbose") == 0);
+        check(parse(&a, &error, "explain", "1", "trace", "--profile", "dotnet-common,gc-collect", NULL) == 0);
+        check(parse(&a, &error, "explain", "1", "trace", "--providers", "My-Source:0x1", NULL) == 0);
+        check(!a.trace_profile && strcmp(a.providers, "My-Source:0x1") == 0);
+        check(parse(&a, &error, "explain", "1", "trace", "--profile", "gc-collect", "--providers", "A", NULL) == 0);
+        /* dsctl's cpu-sampling alone, as dsctl trace asks for it; dotnet-trace 10's collect has none */
+        check(parse(&a, &error, "explain", "1", "trace", "--profile", "cpu-sampling", NULL) == 0);
+        refused(parse(&a, &error, "explain", "1", "trace", "--as", "dotnet-trace", "--profile", "cpu-sampling", NULL),
+                &error, "collect-linux");
+        refused(parse(&a, &error, "explain", "1", "trace", "--profile", "dotnet-common,nope", NULL), &error,
+                "--profile takes dotnet-trace's profiles");
+        refused(parse(&a, &error, "explain", "1", "trace", "--profile", "dotnet-common,", NULL), &error,
+                "comma-separated list");
+        refused(parse(&a, &error, "explain", "1", "trace", "--as", "dotnet-trace", "--providers", "X:zz", NULL), &error,
+                "--providers takes");
+        refused(parse(&a, &error, "explain", "1", "trace", "--as", "perfview", NULL), &error,
+                "--as takes dotnet-trace, not 'perfview'");
+        refused(parse(&a, &error, "explain", "1", "dump", "--as", "dotnet-trace", NULL), &error, "for trace only");
+        args_done(&a);
+        free(error);
+}
+
 static void test_monitor_commands(void) {
         Args a = ARGS_NULL;
         char *error = NULL;
@@ -243,6 +273,7 @@ int main(void) {
         run_test(test_targets);
         run_test(test_limits_are_the_agents);
         run_test(test_names_are_the_agents);
+        run_test(test_explain_as_dotnet_trace);
         run_test(test_options_a_command_does_not_take);
         run_test(test_monitor_commands);
         run_test(test_outputs);

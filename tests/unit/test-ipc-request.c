@@ -286,8 +286,9 @@ static void test_collect_tracing2_dotnet_trace(void) {
         check(q.command == POLICY_COMMAND_TRACE && q.n_providers == 4 && q.providers == providers);
         check(q.buffer_mb == 256 && q.duration_usec == 0 && q.trace_profile == NULL);
         check(strcmp(providers[1].name, CLR) == 0 && providers[1].keywords == 0x14C14FCCBDULL);
-        check(!providers[0].has_arguments && !providers[1].has_arguments);
-        check(providers[2].has_arguments && providers[3].has_arguments);
+        check(!providers[0].arguments && !providers[1].arguments && providers[1].level == 5);
+        check(strcmp(providers[2].arguments, "EventCounterIntervalSec=1") == 0 &&
+              strcmp(providers[3].arguments, METRICS_ARGS) == 0);
         check(ipc_request_policy_request(&req, providers, 3, &q) == -ENOBUFS);
 
         /* the agent may lower the buffer and encode again: only those bytes change */
@@ -1075,6 +1076,20 @@ static void test_tracing_shapes(void) {
         req.tracing = shaped(trace, 2, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
         check(ipc_request_policy_request(&req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
         check(q.command == POLICY_COMMAND_TRACE && q.n_providers == 2);
+        /* a trace's providers carry their levels and arguments, for the profiles' shapes (policy.h) */
+        check(providers[0].keywords == 0x100003801dULL && providers[0].level == 4 && !providers[0].arguments);
+        check(providers[1].level == 4 && !providers[1].arguments);
+
+        /* dotnet-stack's shape is dotnet-trace's dotnet-sampled-thread-time too: it may be asked as a trace */
+        req.tracing = shaped(sampler, 1, DOTNET_IPC_RUNDOWN_KEYWORD_DEFAULT);
+        check(ipc_request_trace_policy_request(&req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
+        check(q.command == POLICY_COMMAND_TRACE && q.n_providers == 1 && q.buffer_mb == 256 &&
+              q.trace_profile == NULL);
+        check(strcmp(providers[0].name, SAMPLER) == 0 && providers[0].keywords == 0xF00000000000ULL &&
+              providers[0].level == 4 && !providers[0].arguments);
+        check(ipc_request_trace_policy_request(&req, providers, 0, &q) == -ENOBUFS);
+        req.command = DOTNET_IPC_STOP_TRACING;
+        check(ipc_request_trace_policy_request(&req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == -EINVAL);
 }
 
 int main(void) {

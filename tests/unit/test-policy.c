@@ -4,6 +4,7 @@
 
 #include "cleanup.h"
 #include "policy-compile.h"
+#include "session-config.h"
 #include "tap.h"
 #include "toml.h"
 
@@ -539,7 +540,7 @@ static void test_providers_and_session_limits(void) {
         /* an EventSource takes keywords 0 as all of them */
         check(!decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "My-Source", .keywords = 0 })).allowed);
         check(decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "Other-Source", .keywords = 0 })).allowed);
-        v = decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "Other-Source", .keywords = 1, .has_arguments = true }));
+        v = decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "Other-Source", .keywords = 1, .arguments = "Key=Value" }));
         check(!v.allowed && strstr(v.reason, "no provider arguments"));
         v = decide(p, &bob, t, trace_of(&(PolicyProvider){ .name = "Microsoft-Windows-DotNETRuntime", .keywords = 1 }));
         check(!v.allowed && strstr(v.reason, "does not allow the provider 'Microsoft-Windows-DotNETRuntime'"));
@@ -576,6 +577,136 @@ static void test_providers_and_session_limits(void) {
                       1, "does not grant 'counters'");
         compile_fails("[agent]\nmax_sessions_per_target = 65\n", NULL, 2, 27, "must be 1 to 64");
         compile_fails("[agent]\nmax_trace_size = \"10%\"\n", NULL, 2, 18, "bad size");
+}
+
+/* The rule: profiles alone, as an operator lists them for dotnet-trace. */
+static const char profiles_policy[] =
+        "[[rule]]\n"
+        "name = \"ops-profiles\"\n"
+        "users = [\"bob\"]\n"
+        "commands = [\"trace\"]\n"
+        "targets.any = true\n"
+        "trace_profiles = [\"cpu-sampling\", \"dotnet-common\", \"dotnet-sampled-thread-time\"]\n"
+        "\n"
+        "[[rule]]\n"
+        "name = \"gc-and-mine\"\n"
+        "users = [\"carol\"]\n"
+        "commands = [\"trace\"]\n"
+        "targets.any = true\n"
+        "trace_profiles = [\"gc-collect\"]\n"
+        "trace_providers = [\"My-Source:0x3\"]\n"
+        "\n"
+        "[[rule]]\n"
+        "name = \"db\"\n"
+        "users = [\"alice\"]\n"
+        "commands = [\"trace\"]\n"
+        "targets.any = true\n"
+        "trace_profiles = [\"database\"]\n";
+
+#define CLR "Microsoft-Windows-DotNETRuntime"
+#define SAMPLER "Microsoft-DotNETCore-SampleProfiler"
+
+static PolicyVerdict trace_decided(const Policy *p, const PolicyRequester *who, const PolicyProvider *providers,
+                                   size_t n) {
+        return decide(p, who, target(2001, NULL, NULL),
+                      (PolicyRequest){ .command = POLICY_COMMAND_TRACE, .providers = providers, .n_providers = n });
+}
+
+/* A trace is decided by its shape: each provider exactly one of a granted profile's, or within trace_providers. */
+static void test_trace_profiles_by_shape(void) {
+        Policy *p = compile_ok(profiles_policy);
+        /* what stock dotnet-trace 10.0.750501 sends for its default, dotnet-common and dotnet-sampled-thread-time;
+         * the .NET client sends "" for no arguments */
+        const PolicyProvider common = { CLR, 0x100003801dULL, 4, "" };
+        const PolicyProvider sampler = { SAMPLER, 0xf00000000000ULL, 4, "" };
+        const PolicyProvider stock_default[] = { common, sampler };
+        /* dotnet-trace 8 and 9's cpu-sampling, dsctl's */
+        const PolicyProvider cpu_sampling[] = { sampler, { CLR, 0x14c14fccbdULL, 4, NULL } };
+        const EventPipeProfile *database = eventpipe_profile_find("database");
+        PolicyVerdict v;
+
+        if (!p) {
+                check(p);
+                return;
+        }
+        v = trace_decided(p, &bob, stock_default, 2);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'ops-profiles' as dotnet-common, "
+                                            "dotnet-sampled-thread-time") == 0);
+        check(strcmp(v.trace_profiles, "dotnet-common,dotnet-sampled-thread-time") == 0);
+        v = trace_decided(p, &bob, &common, 1);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'ops-profiles' as dotnet-common") == 0);
+        /* the sample profiler is cpu-sampling's too: put down to the profile the request holds whole */
+        v = trace_decided(p, &bob, &sampler, 1);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'ops-profiles' as dotnet-sampled-thread-time") == 0);
+        v = trace_decided(p, &bob, cpu_sampling, 2);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'ops-profiles' as cpu-sampling") == 0);
+
+        /* a step off a profile's shape is outside it: another level, fewer keywords, arguments */
+        v = trace_decided(p, &bob, &(PolicyProvider){ CLR, 0x100003801dULL, 5, NULL }, 1);
+        check(!v.allowed && v.parameters_refused);
+        check(strcmp(v.reason, "rule 'ops-profiles' allows 'Microsoft-Windows-DotNETRuntime' only as its "
+                               "trace_profiles ask for it, not at keywords 0x100003801d, level 5") == 0);
+        check(!trace_decided(p, &bob, &(PolicyProvider){ CLR, 0x1, 4, NULL }, 1).allowed);
+        check(!trace_decided(p, &bob, &(PolicyProvider){ CLR, 0, 4, NULL }, 1).allowed);
+        v = trace_decided(p, &bob, &(PolicyProvider){ CLR, 0x100003801dULL, 4, "a=b" }, 1);
+        check(!v.allowed && strstr(v.reason, "with these arguments"));
+        /* gc-verbose, which the rule does not list: a request that is one profile is refused as that profile */
+        v = trace_decided(p, &bob, &(PolicyProvider){ CLR, 0x8003, 5, "" }, 1);
+        check(!v.allowed && strcmp(v.reason, "rule 'ops-profiles' does not allow the trace profile 'gc-verbose'") == 0);
+        /* a provider no profile of the rule names, beside granted ones */
+        v = trace_decided(p, &bob,
+                          (const PolicyProvider[]){ common, { "System.Threading.Tasks.TplEventSource", 0x1, 4, NULL } }, 2);
+        check(!v.allowed && strcmp(v.reason, "rule 'ops-profiles' does not allow the provider "
+                                             "'System.Threading.Tasks.TplEventSource'") == 0);
+
+        /* a profile by name (dsctl trace --profile, explain) is decided as its providers are */
+        v = decide(p, &bob, target(2001, NULL, NULL),
+                   (PolicyRequest){ .command = POLICY_COMMAND_TRACE, .trace_profile = "dotnet-common" });
+        check(v.allowed && strcmp(v.reason, "granted by rule 'ops-profiles' as dotnet-common") == 0);
+        v = decide(p, &bob, target(2001, NULL, NULL),
+                   (PolicyRequest){ .command = POLICY_COMMAND_TRACE, .trace_profile = "gc-verbose" });
+        check(!v.allowed && strcmp(v.reason, "rule 'ops-profiles' does not allow the trace profile 'gc-verbose'") == 0);
+
+        /* profiles and trace_providers together; a part of a profile (dotnet-trace --providers replaced the rest) */
+        v = trace_decided(p, &carol,
+                          (const PolicyProvider[]){ { CLR, 0x1, 4, "" },
+                                                    { "Microsoft-Windows-DotNETRuntimePrivate", 0x1, 4, "" },
+                                                    { "My-Source", 0x1, 4, "" } },
+                          3);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'gc-and-mine' as gc-collect and trace_providers") == 0);
+        v = trace_decided(p, &carol, &(PolicyProvider){ CLR, 0x1, 4, "" }, 1);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'gc-and-mine' as gc-collect") == 0);
+        v = trace_decided(p, &carol, &(PolicyProvider){ "My-Source", 0x1, 4, "" }, 1);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'gc-and-mine'") == 0 && !v.trace_profiles[0]);
+        /* root is allowed as root, by no profile */
+        v = trace_decided(p, &root, stock_default, 2);
+        check(v.allowed && strcmp(v.rule_name, POLICY_RULE_ROOT) == 0 && !v.trace_profiles[0]);
+        /* trace_providers still allows no arguments */
+        v = trace_decided(p, &carol, &(PolicyProvider){ "My-Source", 0x1, 4, "Key=Value" }, 1);
+        check(!v.allowed && strstr(v.reason, "allows no provider arguments"));
+
+        /* a profile's own arguments are admitted exactly as it has them, and no others */
+        check(database && database->n_providers == 2);
+        if (!database)
+                return;
+        v = trace_decided(p, &alice,
+                          (const PolicyProvider[]){ { "System.Threading.Tasks.TplEventSource", 0x80, 4, "" },
+                                                    { "Microsoft-Diagnostics-DiagnosticSource", 0x3, 5,
+                                                      database->providers[1].arguments } },
+                          2);
+        check(v.allowed && strcmp(v.reason, "granted by rule 'db' as database") == 0);
+        v = trace_decided(p, &alice,
+                          &(PolicyProvider){ "Microsoft-Diagnostics-DiagnosticSource", 0x3, 5,
+                                             "FilterAndPayloadSpecs=\"MyListener/MyEvent:-Secret\"" },
+                          1);
+        check(!v.allowed && strstr(v.reason, "with these arguments"));
+        check(!trace_decided(p, &alice, &(PolicyProvider){ "Microsoft-Diagnostics-DiagnosticSource", 0x3, 5, "" }, 1)
+                       .allowed);
+
+        /* a denial for want of the command is not one of parameters */
+        v = decide(p, &bob, target(2001, NULL, NULL), CMD(POLICY_COMMAND_STACKS));
+        check(!v.allowed && !v.parameters_refused);
+        policy_unref(p);
 }
 
 /* stacks, exceptions, logs: run no code, so owner access covers them; sessions under the agent's limits */
@@ -1672,6 +1803,7 @@ int main(void) {
         run_test(test_every_error_is_reported);
         run_test(test_durations_and_rates);
         run_test(test_providers_and_session_limits);
+        run_test(test_trace_profiles_by_shape);
         run_test(test_monitor_commands);
         run_test(test_env_pattern_match);
         run_test(test_env_check_budget);

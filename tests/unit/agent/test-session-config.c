@@ -80,7 +80,7 @@ static void test_profiles(void) {
         size_t n;
 
         profiles = eventpipe_profiles(&n);
-        check(n == 5);
+        check(n == 6);
         for (size_t i = 0; i < n; i++) {
                 check(eventpipe_profile_config(profiles[i].name, &c) == 0 && c.n_providers > 0);
                 eventpipe_config_done(&c);
@@ -103,6 +103,129 @@ static void test_profiles(void) {
 
         check(eventpipe_profile_config("nope", &c) == EVENTPIPE_E_UNKNOWN);
         check(!eventpipe_profile_is_known("nope") && eventpipe_profile_is_known("dotnet-common"));
+        check(!eventpipe_profile_is_known(NULL) && !eventpipe_profile_find("DOTNET-COMMON"));
+}
+
+/*
+ * What stock dotnet-trace 10.0.750501's collect sent for each --profile, provider for provider, as
+ * recorded on the wire in front of a .NET 10.0.12 runtime (tests/tools/capture-ipc-requests.py); the
+ * database filter is 950 bytes, of which its start and end are checked here.
+ */
+typedef struct Sent {
+        const char *profile;
+        size_t n;
+        struct { const char *name; uint64_t keywords; uint32_t level; } providers[2];
+} Sent;
+
+static const Sent stock_sent[] = {
+        { "dotnet-common", 1, { { "Microsoft-Windows-DotNETRuntime", 0x100003801dULL, 4 } } },
+        { "dotnet-sampled-thread-time", 1, { { "Microsoft-DotNETCore-SampleProfiler", 0xf00000000000ULL, 4 } } },
+        { "gc-verbose", 1, { { "Microsoft-Windows-DotNETRuntime", 0x8003, 5 } } },
+        { "gc-collect", 2, { { "Microsoft-Windows-DotNETRuntime", 0x1, 4 },
+                             { "Microsoft-Windows-DotNETRuntimePrivate", 0x1, 4 } } },
+        { "database", 2, { { "System.Threading.Tasks.TplEventSource", 0x80, 4 },
+                           { "Microsoft-Diagnostics-DiagnosticSource", 0x3, 5 } } },
+        /* the default, neither --profile nor --providers */
+        { NULL, 2, { { "Microsoft-Windows-DotNETRuntime", 0x100003801dULL, 4 },
+                     { "Microsoft-DotNETCore-SampleProfiler", 0xf00000000000ULL, 4 } } },
+};
+
+static void check_sent(const EventPipeConfig *c, const Sent *sent) {
+        check(c->n_providers == sent->n);
+        if (c->n_providers != sent->n)
+                return;
+        for (size_t i = 0; i < sent->n; i++) {
+                const EventPipeProvider *p = &c->providers[i];
+                bool database_filter = strcmp(p->name, "Microsoft-Diagnostics-DiagnosticSource") == 0;
+
+                check(strcmp(p->name, sent->providers[i].name) == 0);
+                check(p->keywords == sent->providers[i].keywords && p->level == sent->providers[i].level);
+                if (!database_filter) {
+                        check(!p->arguments);
+                        continue;
+                }
+                check(p->arguments && strlen(p->arguments) == 950);
+                check(p->arguments && strncmp(p->arguments, "FilterAndPayloadSpecs=\"SqlClientDiagnosticListener/", 51) == 0);
+                check(p->arguments && strstr(p->arguments, "PacketSize\r\nSqlClientDiagnosticListener/"));
+                check(p->arguments && strlen(p->arguments) > 39 &&
+                      strcmp(p->arguments + strlen(p->arguments) - 39, "Command.CommandExecuted@Activity2Stop:\"") == 0);
+        }
+}
+
+static void test_stock_profiles_are_what_the_tool_sends(void) {
+        EventPipeConfig c = EVENTPIPE_CONFIG_NULL;
+
+        for (size_t i = 0; i < sizeof(stock_sent) / sizeof(stock_sent[0]); i++) {
+                const Sent *sent = &stock_sent[i];
+
+                check(eventpipe_stock_trace_config(sent->profile, NULL, &c) == 0);
+                check_sent(&c, sent);
+                eventpipe_config_done(&c);
+                if (!sent->profile)
+                        continue;
+                /* dsctl trace --profile sends the same providers */
+                check(eventpipe_profile_config(sent->profile, &c) == 0);
+                check_sent(&c, sent);
+                eventpipe_config_done(&c);
+                check(eventpipe_profile_find(sent->profile)->stock);
+        }
+        /* and the table's matcher says so provider for provider: NULL and "" are no arguments */
+        const EventPipeProfileProvider *common = &eventpipe_profile_find("dotnet-common")->providers[0];
+        check(eventpipe_profile_provider_matches(common, "Microsoft-Windows-DotNETRuntime", 0x100003801dULL, 4, ""));
+        check(eventpipe_profile_provider_matches(common, "Microsoft-Windows-DotNETRuntime", 0x100003801dULL, 4, NULL));
+        check(!eventpipe_profile_provider_matches(common, "Microsoft-Windows-DotNETRuntime", 0x100003801dULL, 5, NULL));
+        check(!eventpipe_profile_provider_matches(common, "Microsoft-Windows-DotNETRuntime", 0x1, 4, NULL));
+        check(!eventpipe_profile_provider_matches(common, "Microsoft-Windows-DotNETRuntime", 0x100003801dULL, 4, "a=b"));
+        check(!eventpipe_profile_provider_matches(common, "microsoft-windows-dotnetruntime", 0x100003801dULL, 4, NULL));
+}
+
+/* How dotnet-trace 10.0.750501 merged what it was given, as recorded on the wire. */
+static void test_stock_merge(void) {
+        EventPipeConfig c = EVENTPIPE_CONFIG_NULL;
+        char *text;
+
+        /* several profiles: a provider two of them name is the first one's */
+        check(eventpipe_stock_trace_config("gc-collect,dotnet-common", NULL, &c) == 0);
+        text = eventpipe_config_to_string(&c);
+        check(text && strcmp(text, "Microsoft-Windows-DotNETRuntime:0x1:4,Microsoft-Windows-DotNETRuntimePrivate:0x1:4") == 0);
+        free(text);
+        eventpipe_config_done(&c);
+        check(eventpipe_stock_trace_config("dotnet-common,gc-collect", NULL, &c) == 0);
+        text = eventpipe_config_to_string(&c);
+        check(text && strcmp(text, "Microsoft-Windows-DotNETRuntime:0x100003801d:4,"
+                                   "Microsoft-Windows-DotNETRuntimePrivate:0x1:4") == 0);
+        free(text);
+        eventpipe_config_done(&c);
+
+        /* --providers come first and win over a profile's; without keywords they ask for 0 */
+        check(eventpipe_stock_trace_config("dotnet-common", "Dsagent-TestTarget", &c) == 0);
+        text = eventpipe_config_to_string(&c);
+        check(text && strcmp(text, "Dsagent-TestTarget:0x0:4,Microsoft-Windows-DotNETRuntime:0x100003801d:4") == 0);
+        free(text);
+        eventpipe_config_done(&c);
+        check(eventpipe_stock_trace_config("dotnet-common", "Microsoft-Windows-DotNETRuntime:0x1:5", &c) == 0);
+        check(c.n_providers == 1 && c.providers[0].keywords == 0x1 && c.providers[0].level == 5);
+        eventpipe_config_done(&c);
+        check(eventpipe_stock_trace_config("dotnet-common", "microsoft-windows-dotnetruntime:0x1:5", &c) == 0);
+        check(c.n_providers == 1);
+        eventpipe_config_done(&c);
+        /* --providers alone: no default profiles */
+        check(eventpipe_stock_trace_config(NULL, "Dsagent-TestTarget:0x1", &c) == 0);
+        check(c.n_providers == 1 && c.providers[0].keywords == 0x1);
+        eventpipe_config_done(&c);
+        /* profile names in any case, as the tool takes them */
+        check(eventpipe_stock_trace_config("DOTNET-Common", NULL, &c) == 0 && c.n_providers == 1);
+        eventpipe_config_done(&c);
+
+        /* what the tool refuses: collect-linux's cpu-sampling, unknown names, empty names */
+        check(eventpipe_stock_trace_config("cpu-sampling", NULL, &c) == EVENTPIPE_E_NOT_STOCK);
+        check(eventpipe_stock_trace_config("dotnet-common,cpu-sampling", NULL, &c) == EVENTPIPE_E_NOT_STOCK);
+        check(eventpipe_stock_trace_config("nope", NULL, &c) == EVENTPIPE_E_UNKNOWN);
+        check(eventpipe_stock_trace_config("", NULL, &c) == EVENTPIPE_E_SYNTAX);
+        check(eventpipe_stock_trace_config("dotnet-common,", NULL, &c) == EVENTPIPE_E_SYNTAX);
+        check(eventpipe_stock_trace_config("dotnet-common,,gc-collect", NULL, &c) == EVENTPIPE_E_SYNTAX);
+        check(eventpipe_stock_trace_config(NULL, "A:zz", &c) == EVENTPIPE_E_SYNTAX);
+        check(c.n_providers == 0 && !c.providers);
 }
 
 static void test_counters(void) {
@@ -166,6 +289,8 @@ int main(void) {
         run_test(test_provider_syntax);
         run_test(test_provider_syntax_errors);
         run_test(test_profiles);
+        run_test(test_stock_profiles_are_what_the_tool_sends);
+        run_test(test_stock_merge);
         run_test(test_counters);
         run_test(test_ipc_encoding);
         return tap_finish();
