@@ -623,9 +623,12 @@ static bool session_exceeds_agent_limits(const Policy *p, const PolicyRequest *q
         return false;
 }
 
+/* Real, effective, saved and filesystem ids not all one: a process that changed credentials. */
 static bool target_changed_credentials(const PolicyTarget *t) {
-        return t->uid[0] != t->uid[1] || t->uid[1] != t->uid[2] || t->gid[0] != t->gid[1] ||
-               t->gid[1] != t->gid[2];
+        for (size_t i = 1; i < 4; i++)
+                if (t->uid[i] != t->uid[0] || t->gid[i] != t->gid[0])
+                        return true;
+        return false;
 }
 
 static bool owner_access_applies(const Policy *p, const PolicyRequester *who, const PolicyTarget *t,

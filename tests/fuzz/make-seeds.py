@@ -600,6 +600,13 @@ def procfs():
     write(t, "status-spaces", "1" + "Uid: 0 0 0 0\nGid: 0 0 0 0\nNSpid: 7")
     write(t, "status-crlf", "1" + "Uid:\t0\t0\t0\t0\r\nGid:\t0\t0\t0\t0\r\nNSpid:\t7\r\n")
     write(t, "status-name-forged", "1" + STATUS.replace("Name:\tcat", "Name:\tx\\nUid:\t0\t0\t0\t0"))
+    # what a process with CAP_SETUID shows after setresuid(-1, -1, 0), and the Groups line
+    write(t, "status-saved-root", "1" + status_with(Uid="\t987\t987\t0\t987", Gid="\t987\t987\t987\t987",
+                                                    Groups="\t4 24 987 "))
+    write(t, "status-groups-many", "1" + status_with(Groups="\t" + " ".join(str(g) for g in range(1, 302)) + " "))
+    write(t, "status-groups-duplicate", "1" + STATUS + "Groups:\t0\n")
+    write(t, "status-groups-garbage", "1" + status_with(Groups="\t4 x24"))
+    write(t, "status-groups-overflow", "1" + status_with(Groups="\t4294967295"))
 
     write(t, "environ-typical", "2" + "PATH=/usr/local/bin:/usr/bin\0HOME=/home/app\0TMPDIR=/run/app/tmp\0"
           "DOTNET_EnableDiagnostics=1\0")

@@ -161,6 +161,20 @@ static void test_owner_access_and_changed_credentials(void) {
         setuid_target.uid[0] = 2001; /* now alice is the effective owner of a process that was started by... */
         setuid_target.uid[1] = 1001; /* ...someone else and switched to alice: still not hers to read */
         check(!decide(q, &alice, setuid_target, CMD(POLICY_COMMAND_INFO)).allowed);
+        /* hers in every id but one: root kept as the saved or the filesystem uid or gid (issue 35) */
+        check(decide(q, &alice, target(1001, NULL, NULL), CMD(POLICY_COMMAND_DUMP)).allowed);
+        for (size_t i = 0; i < 8; i++) {
+                PolicyTarget kept_root = target(1001, NULL, NULL);
+
+                if (i < 4)
+                        kept_root.uid[i] = 0;
+                else
+                        kept_root.gid[i - 4] = 0;
+                v = decide(q, &alice, kept_root, CMD(POLICY_COMMAND_DUMP));
+                check(!v.allowed);
+                /* with root as its effective uid it is not hers at all, else it changed credentials */
+                check(i == 1 || strstr(v.reason, "target changed credentials"));
+        }
         policy_unref(p);
         policy_unref(q);
 }
