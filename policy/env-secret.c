@@ -427,13 +427,14 @@ static bool is_base32_lower(char c) {
 
 /*
  * A one-time-password seed, base32 (RFC 4648; what an authenticator app is given): 16 or more
- * of [A-Z2-7] in a row with a digit among them, or of [a-z2-7] with two, or the whole value in
- * groups of four of one case separated by single spaces, as apps display it (jbsw y3dp ehpk
- * 3pxp), with a digit.
+ * of [A-Z2-7] in a row with a digit among them, or of [a-z2-7] with two; or the whole value in
+ * four groups or more of four of one case separated by single spaces or single dashes, as apps
+ * display seeds (jbsw y3dp ehpk 3pxp) and app passwords (abcd efgh ijkl mnop, abcd-efgh-ijkl-mnop).
  */
 static bool has_base32_seed(const char *value) {
-        size_t upper = 0, upper_digits = 0, lower = 0, lower_digits = 0, group = 0, groups = 0, digits = 0;
+        size_t upper = 0, upper_digits = 0, lower = 0, lower_digits = 0, group = 0, groups = 0;
         bool spaced = true, any_upper = false, any_lower = false;
+        char separator = '\0'; /* the groups' own: ' ' or '-', the same throughout */
 
         for (size_t i = 0;; i++) {
                 char c = value[i];
@@ -444,7 +445,11 @@ static bool has_base32_seed(const char *value) {
                 lower_digits = is_base32_lower(c) ? lower_digits + is_digit(c) : 0;
                 if ((upper >= 16 && upper_digits >= 1) || (lower >= 16 && lower_digits >= 2))
                         return true;
-                if (c == '\0' || c == ' ') {
+                if (c == '\0' || c == ' ' || c == '-') {
+                        if (c != '\0' && separator != '\0' && c != separator)
+                                spaced = false;
+                        if (c != '\0')
+                                separator = c;
                         spaced &= group == 4 || (c == '\0' && group > 0 && group < 4 && groups >= 4);
                         groups++;
                         group = 0;
@@ -456,10 +461,9 @@ static bool has_base32_seed(const char *value) {
                         spaced = false;
                 any_upper |= c >= 'A' && c <= 'Z';
                 any_lower |= c >= 'a' && c <= 'z';
-                digits += is_digit(c);
                 group++;
         }
-        return spaced && groups >= 4 && digits >= 1 && !(any_upper && any_lower);
+        return spaced && groups >= 4 && !(any_upper && any_lower);
 }
 
 /*

@@ -207,6 +207,7 @@ def env_secret():
     write(t, "round-size", b"DOTNET_SYSTEM_NET_HTTP_SOCKETSHTTPHANDLER_FLOWCONTROL_MAXSTREAMWINDOWSIZE\x0016777216")
     write(t, "base32", b"DOTNET_Otp_Seed\0JBSWY3DPEHPK3PXP")
     write(t, "base32-spaced", b"TZ\0jbsw y3dp ehpk 3pxp")
+    write(t, "app-password", b"LANG\0xkcd-plmq-rtzw-vbnh")
     write(t, "webhook", b"ASPNETCORE_URLS\0https://hooks.zapier.com/hooks/catch/4821390/k3j5h6g/")
     write(t, "event-pipe-config", b"DOTNET_EventPipeConfig\0Microsoft-Windows-DotNETRuntime:0x4c14fccbd:5")
     write(t, "many-colons", b"DOTNET_E\0" + b"ab:" * 300)

@@ -607,8 +607,8 @@ def no_secret_of_the_corpus_is_shown_and_every_harmless_value_is():
     """The real runtime started with the corpus of secrets (tests/data/env-secret/secrets.txt, issue 35's
     shapes and the keys and tokens of common services) and of harmless configuration (harmless.txt), each
     under a name the rule's env_show adds to the allow list, so that only the value checks stand between
-    them and a grantee without env_reveal: no secret is shown, every harmless value is. Before the fix 60
-    of the 131 secrets were shown."""
+    them and a grantee without env_reveal: no secret is shown, every harmless value is. Before the fix 62
+    of the 133 secrets were shown."""
     secrets, harmless = corpus("secrets.txt"), corpus("harmless.txt")
     assert len(secrets) >= 100 and len(harmless) >= 100
     environment = {f"LEAKTEST_{i:03}": value for i, (_, value) in enumerate(secrets)}
