@@ -149,8 +149,9 @@ int target_read_credentials(const Target *t, ProcStatus *ret);
  * target_read_environment()). And its ids and groups still those of
  * @t->status, the reading the decision was made on (procfs_same_credentials()):
  * a process that changed them since, even to ids that agree, is not what
- * was decided on. Checked through the pinned /proc fd, and against the pidfd
- * afterwards.
+ * was decided on (nor, failing closed, is one in more than PROCFS_GROUPS_MAX
+ * groups, whose groups are not all known: its dumps are root's). Checked
+ * through the pinned /proc fd, and against the pidfd afterwards.
  *
  * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
  */
