@@ -13,7 +13,7 @@
 #include "policy.h"
 
 #define UNBOUNDED (256u * 1024u) /* the env block's 512 KiB of UTF-16, as ASCII */
-#define NAME "DOTNET_X"
+#define NAME "DOTNET_EventPipeConfig" /* on the allow list: its values are checked */
 
 static double now_ms(void) {
         struct timespec t;

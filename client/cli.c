@@ -80,9 +80,10 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "Show the environment variables of a process, or of the one .NET process of a systemd\n"
                 "unit, as its runtime reports them: one NAME=VALUE per line, in the runtime's order. A\n"
                 "value is shown as <redacted> unless known safe: its name is on the allow list of harmless\n"
-                "configuration (PATH, LANG, TZ, DOTNET_*, ASPNETCORE_URLS, ...; the rule's env_show adds\n"
-                "to it), the policy's env_redact does not name it, and neither name nor value looks like a\n"
-                "secret (password=, user:pass@, JWTs, keys, ...). A rule that says env_reveal = true shows\n"
+                "configuration, each by its exact name (PATH, LANG, TZ, DOTNET_gcServer, ASPNETCORE_URLS,\n"
+                "...; the rule's env_show adds to it), the policy's env_redact does not name it, and neither\n"
+                "name nor value looks like a secret (password=, user:pass, JWTs, keys, UUIDs, headers, long\n"
+                "digits, OTP seeds, tokens in URLs, ...). A rule that says env_reveal = true shows\n"
                 "every value; root and the process's own user see them all. With --json, an array of\n"
                 "{\"name\", \"value\", \"redacted\"} objects, value null when redacted.\n",
                 0, 1, 1,

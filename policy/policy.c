@@ -90,23 +90,82 @@ static const char *const policy_env_redact_default[] = {
 
 /*
  * The names whose values env shows without env_reveal, unless the name or the value looks like
- * a secret (env-secret.h) or env_redact matches the name: configuration that is harmless to
- * read, of the runtime, of ASP.NET Core's host, of the process's locale, paths and session, of
- * a container and of Kubernetes. A name with "__" (a section of .NET's configuration, which
- * an application fills with anything) is never on it, DOTNET_X__Y included; a rule that means
- * to show such names says env_show. docs/policy.md lists them; keep the two in step.
+ * a secret (env-secret.h) or env_redact matches the name: documented settings that are harmless
+ * to read, each by its exact name (case counts, as the runtime's getenv() on Linux does). Never
+ * a prefix: applications name their own variables, secrets among them, under any prefix
+ * (DOTNET_LaunchDarkly_Sdk, ASPNETCORE_Upstream_Headers); a rule that means to show such names
+ * says env_show. docs/policy.md lists them; keep the two in step.
+ *
+ * First, the runtime's own configuration knobs (CLRConfig, learn.microsoft.com/dotnet/core/
+ * runtime-config): the runtime reads each as DOTNET_<knob>, and as COMPlus_<knob> when that is
+ * not set.
+ */
+static const char *const policy_env_runtime_knobs[] = {
+        /* garbage collector */
+        "gcServer", "gcConcurrent", "GCgen0size", "GCHeapCount", "GCHeapAffinitizeMask", "GCHeapAffinitizeRanges",
+        "GCCpuGroup", "GCNoAffinitize", "GCHeapHardLimit", "GCHeapHardLimitPercent", "GCHeapHardLimitSOH",
+        "GCHeapHardLimitLOH", "GCHeapHardLimitPOH", "GCHeapHardLimitSOHPercent", "GCHeapHardLimitLOHPercent",
+        "GCHeapHardLimitPOHPercent", "GCHighMemPercent", "GCRetainVM", "GCLargePages", "GCLOHThreshold",
+        "GCConserveMemory", "GCDynamicAdaptationMode", "GCName", "GCPath",
+        /* threading */
+        "ThreadPool_ForceMinWorkerThreads", "ThreadPool_ForceMaxWorkerThreads", "ThreadPool_UsePortableThreadPool",
+        "Thread_UseAllCpuGroups", "Thread_AssignCpuGroups", "HillClimbing_Disable", "PROCESSOR_COUNT",
+        "DefaultStackSize",
+        /* compilation */
+        "TieredCompilation", "TC_QuickJit", "TC_QuickJitForLoops", "TieredPGO", "ReadyToRun", "EnableWriteXorExecute",
+        "EnableHWIntrinsic", "EnableAVX", "EnableAVX2", "EnableAVX512F", "PreferredVectorBitWidth",
+        /* debugging, profiling, diagnostics */
+        "EnableDiagnostics", "EnableDiagnostics_IPC", "EnableDiagnostics_Debugger", "EnableDiagnostics_Profiler",
+        "DiagnosticPorts", "DefaultDiagnosticPortSuspend", "EnableEventPipe", "EventPipeOutputPath", "EventPipeConfig",
+        "EventPipeCircularMB", "EventPipeOutputStreaming", "PerfMapEnabled", "PerfMapIgnoreSignal",
+        "PerfMapShowOptimizationTiers", "DbgEnableMiniDump", "DbgMiniDumpType", "DbgMiniDumpName",
+        "CreateDumpDiagnostics", "CreateDumpVerboseDiagnostics", "EnableCrashReport", "EnableCrashReportOnly", "LTTng",
+};
+
+/*
+ * Then whole names: the host's and the SDK's DOTNET_ settings, the libraries' DOTNET_SYSTEM_
+ * switches, the profiler's, ASP.NET Core's host, and the process's locale, paths and session,
+ * its container and Kubernetes.
  */
 static const char *const policy_env_show_default[] = {
-        "DOTNET_*", "COMPlus_*", "ASPNETCORE_URLS", "ASPNETCORE_ENVIRONMENT", "ASPNETCORE_HTTP_PORTS",
-        "ASPNETCORE_HTTPS_PORTS", "ASPNETCORE_CONTENTROOT", "ASPNETCORE_WEBROOT", "ASPNETCORE_APPLICATIONNAME",
+        /* host, SDK and container images */
+        "DOTNET_ROOT", "DOTNET_ROOT_X64", "DOTNET_ROOT_ARM64", "DOTNET_ROOT_X86", "DOTNET_HOST_PATH",
+        "DOTNET_ROLL_FORWARD", "DOTNET_ROLL_FORWARD_TO_PRERELEASE", "DOTNET_ROLL_FORWARD_ON_NO_CANDIDATE_FX",
+        "DOTNET_ADDITIONAL_DEPS", "DOTNET_SHARED_STORE", "DOTNET_BUNDLE_EXTRACT_BASE_DIR", "DOTNET_MULTILEVEL_LOOKUP",
+        "DOTNET_STARTUP_HOOKS", "DOTNET_RUNNING_IN_CONTAINER", "DOTNET_VERSION", "DOTNET_SDK_VERSION", "ASPNET_VERSION",
+        "DOTNET_USE_POLLING_FILE_WATCHER", "DOTNET_CLI_TELEMETRY_OPTOUT", "DOTNET_NOLOGO",
+        "DOTNET_SKIP_FIRST_TIME_EXPERIENCE", "DOTNET_CLI_HOME", "DOTNET_CLI_UI_LANGUAGE", "DOTNET_ENVIRONMENT",
+        "DOTNET_APPLICATIONNAME", "DOTNET_CONTENTROOT",
+        /* the libraries' switches */
+        "DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "DOTNET_SYSTEM_GLOBALIZATION_PREDEFINED_CULTURES_ONLY",
+        "DOTNET_SYSTEM_GLOBALIZATION_APPLOCALICU", "CLR_ICU_VERSION_OVERRIDE",
+        "DOTNET_SYSTEM_NET_HTTP_ENABLEACTIVITYPROPAGATION", "DOTNET_SYSTEM_NET_HTTP_USESOCKETSHTTPHANDLER",
+        "DOTNET_SYSTEM_NET_HTTP_SOCKETSHTTPHANDLER_HTTP2SUPPORT", "DOTNET_SYSTEM_NET_HTTP_SOCKETSHTTPHANDLER_HTTP3SUPPORT",
+        "DOTNET_SYSTEM_NET_HTTP_SOCKETSHTTPHANDLER_HTTP2FLOWCONTROL_DISABLEDYNAMICWINDOWSIZING",
+        "DOTNET_SYSTEM_NET_HTTP_SOCKETSHTTPHANDLER_FLOWCONTROL_MAXSTREAMWINDOWSIZE",
+        "DOTNET_SYSTEM_NET_HTTP_SOCKETSHTTPHANDLER_FLOWCONTROL_STREAMWINDOWSCALETHRESHOLDMULTIPLIER",
+        "DOTNET_SYSTEM_NET_SOCKETS_INLINE_COMPLETIONS", "DOTNET_SYSTEM_NET_SOCKETS_THREAD_COUNT",
+        "DOTNET_SYSTEM_NET_DISABLEIPV6", "DOTNET_SYSTEM_CONSOLE_ALLOW_ANSI_COLOR_REDIRECTION",
+        /* a profiler's */
+        "CORECLR_ENABLE_PROFILING", "CORECLR_PROFILER", "CORECLR_PROFILER_PATH", "CORECLR_PROFILER_PATH_64",
+        "CORECLR_PROFILER_PATH_ARM64",
+        /* ASP.NET Core's host */
+        "ASPNETCORE_URLS", "ASPNETCORE_ENVIRONMENT", "ASPNETCORE_HTTP_PORTS", "ASPNETCORE_HTTPS_PORTS",
+        "ASPNETCORE_HTTPS_PORT", "ASPNETCORE_CONTENTROOT", "ASPNETCORE_WEBROOT", "ASPNETCORE_APPLICATIONNAME",
         "ASPNETCORE_DETAILEDERRORS", "ASPNETCORE_SHUTDOWNTIMEOUTSECONDS", "ASPNETCORE_FORWARDEDHEADERS_ENABLED",
         "ASPNETCORE_PREVENTHOSTINGSTARTUP", "ASPNETCORE_HOSTINGSTARTUPASSEMBLIES",
-        "ASPNETCORE_SUPPRESSSTATUSMESSAGES", "ASPNET_VERSION", "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD",
-        "OLDPWD", "SHLVL", "TERM", "LANG", "LANGUAGE", "LC_*", "TZ", "HOSTNAME", "TMPDIR", "TEMP", "TMP",
+        "ASPNETCORE_HOSTINGSTARTUPEXCLUDEASSEMBLIES", "ASPNETCORE_SUPPRESSSTATUSMESSAGES",
+        "ASPNETCORE_CAPTURESTARTUPERRORS", "ASPNETCORE_PREFERHOSTINGURLS",
+        /* the process's session, locale and paths */
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "SHLVL", "TERM", "LANG", "LANGUAGE", "LC_ALL",
+        "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "LC_MONETARY", "LC_MESSAGES", "LC_PAPER", "LC_NAME",
+        "LC_ADDRESS", "LC_TELEPHONE", "LC_MEASUREMENT", "LC_IDENTIFICATION", "TZ", "HOSTNAME", "TMPDIR", "TEMP", "TMP",
         "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "INVOCATION_ID", "JOURNAL_STREAM",
-        "SYSTEMD_EXEC_PID", "NUGET_PACKAGES", "NUGET_XMLDOC_MODE", "APP_UID", "container",
-        "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS", "KUBERNETES_PORT",
-        "KUBERNETES_PORT_443_TCP*",
+        "SYSTEMD_EXEC_PID", "NUGET_PACKAGES", "NUGET_XMLDOC_MODE", "APP_UID",
+        /* container and Kubernetes */
+        "container", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS",
+        "KUBERNETES_PORT", "KUBERNETES_PORT_443_TCP", "KUBERNETES_PORT_443_TCP_PROTO", "KUBERNETES_PORT_443_TCP_PORT",
+        "KUBERNETES_PORT_443_TCP_ADDR",
 };
 
 static bool env_names_match(const char *const *patterns, size_t n, const char *name) {
@@ -116,9 +175,28 @@ static bool env_names_match(const char *const *patterns, size_t n, const char *n
         return false;
 }
 
+static bool name_listed(const char *const *names, size_t n, const char *name) {
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(names[i], name) == 0)
+                        return true;
+        return false;
+}
+
+/* @name past @prefix, or NULL when it does not begin with it. */
+static const char *after_prefix(const char *name, const char *prefix) {
+        size_t n = strlen(prefix);
+
+        return strncmp(name, prefix, n) == 0 ? name + n : NULL;
+}
+
 bool policy_env_name_shown_by_default(const char *name) {
-        return !strstr(name, "__") &&
-               env_names_match(policy_env_show_default, ELEMENTSOF(policy_env_show_default), name);
+        const char *knob = after_prefix(name, "DOTNET_");
+
+        if (!knob)
+                knob = after_prefix(name, "COMPlus_");
+
+        return (knob && name_listed(policy_env_runtime_knobs, ELEMENTSOF(policy_env_runtime_knobs), knob)) ||
+               name_listed(policy_env_show_default, ELEMENTSOF(policy_env_show_default), name);
 }
 
 /* The profiles dsctl trace knows; a rule naming another one is a typo. */
@@ -793,9 +871,12 @@ static bool session_exceeds_agent_limits(const Policy *p, const PolicyRequest *q
         return false;
 }
 
+/* Real, effective, saved and filesystem ids not all one: a process that changed credentials. */
 static bool target_changed_credentials(const PolicyTarget *t) {
-        return t->uid[0] != t->uid[1] || t->uid[1] != t->uid[2] || t->gid[0] != t->gid[1] ||
-               t->gid[1] != t->gid[2];
+        for (size_t i = 1; i < 4; i++)
+                if (t->uid[i] != t->uid[0] || t->gid[i] != t->gid[0])
+                        return true;
+        return false;
 }
 
 /* Does owner_access give @who one of @commands on @t? Only commands that run no code. */

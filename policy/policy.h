@@ -407,9 +407,10 @@ bool policy_container_selector_is_valid(const char *selector);
 /*
  * How many bytes of names and values policy_env_value_hidden() checks for secrets in one
  * environment. The checks cost up to a few hundred ns a byte on a loaded machine, and the target
- * chooses its environment (up to 256 KiB of allow-listed names, DOTNET_*): unbounded, one env
- * request could hold the event loop for 100 ms. Real allow-listed values (PATH, DOTNET_*, LANG)
- * come to a few KiB; those past the budget are withheld, not vouched for.
+ * chooses its environment (up to 256 KiB of values under the names of the allow list, or of a
+ * rule's env_show): unbounded, one env request could hold the event loop for 100 ms. Real
+ * allow-listed values (PATH, DOTNET_gcServer, LANG) come to a few KiB; those past the budget are
+ * withheld, not vouched for.
  */
 #define POLICY_ENV_CHECK_BUDGET (32u * 1024u)
 
@@ -424,7 +425,11 @@ bool policy_container_selector_is_valid(const char *selector);
  */
 bool policy_env_value_hidden(const Policy *p, const PolicyVerdict *v, const char *name, const char *value,
                              size_t *check_budget);
-/* Is @name on the built-in allow list of harmless configuration (policy.c, docs/policy.md)? */
+/*
+ * Is @name, exactly and in its case, on the built-in allow list of harmless configuration: a
+ * runtime knob after DOTNET_ or COMPlus_, or a whole name (policy.c, docs/policy.md)? No prefix
+ * is on it: applications choose their own names under any.
+ */
 bool policy_env_name_shown_by_default(const char *name);
 
 Policy *policy_new_builtin(void);

@@ -63,8 +63,11 @@ int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret) {
         return 0;
 }
 
-/* Parses up to @max whitespace-separated decimal ids; returns how many, or -1. */
-static int parse_id_list(const char *p, const char *line_end, uint64_t *out, size_t max) {
+/*
+ * Parses whitespace-separated decimal ids, however many: the first @max go to @out, *@ret_n
+ * counts them all. Return: 0, or -1 for anything but ids.
+ */
+static int parse_ids(const char *p, const char *line_end, uint64_t *out, size_t max, size_t *ret_n) {
         size_t count = 0;
 
         for (;;) {
@@ -73,10 +76,10 @@ static int parse_id_list(const char *p, const char *line_end, uint64_t *out, siz
 
                 while (p < line_end && (*p == ' ' || *p == '\t'))
                         p++;
-                if (p == line_end)
-                        return (int)count;
-                if (count == max)
-                        return -1;
+                if (p == line_end) {
+                        *ret_n = count;
+                        return 0;
+                }
                 for (; p < line_end && *p >= '0' && *p <= '9'; p++) {
                         digits = true;
                         v = v * 10 + (uint64_t)(*p - '0');
@@ -86,15 +89,40 @@ static int parse_id_list(const char *p, const char *line_end, uint64_t *out, siz
                 }
                 if (!digits || (p < line_end && *p != ' ' && *p != '\t'))
                         return -1;
-                out[count++] = v;
+                if (count < max)
+                        out[count] = v;
+                count++;
         }
 }
 
+/* Parses up to @max whitespace-separated decimal ids; returns how many, or -1 (also for more). */
+static int parse_id_list(const char *p, const char *line_end, uint64_t *out, size_t max) {
+        size_t count;
+
+        if (parse_ids(p, line_end, out, max, &count) < 0 || count > max)
+                return -1;
+        return (int)count;
+}
+
+/* The Groups line's ids, after "Groups:": ret->groups, ->n_groups, ->groups_known. Return: 0 or -1. */
+static int parse_groups(const char *p, const char *line_end, ProcStatus *ret) {
+        uint64_t ids[PROCFS_GROUPS_MAX];
+
+        if (parse_ids(p, line_end, ids, PROCFS_GROUPS_MAX, &ret->n_groups) < 0)
+                return -1;
+        for (size_t i = 0; i < ret->n_groups && i < PROCFS_GROUPS_MAX; i++)
+                ret->groups[i] = (gid_t)ids[i];
+        ret->groups_known = true;
+        return 0;
+}
+
 /*
- * procfs_parse_status() - Uid, Gid and NSpid lines of /proc/PID/status
+ * procfs_parse_status() - Uid, Gid, NSpid and Groups lines of /proc/PID/status
  *
- * All three lines must be present and well formed; a missing NSpid (kernels
+ * The first three must be present and well formed; a missing NSpid (kernels
  * before 4.1) is an error rather than a guess about the target's namespace.
+ * Only the process's own comm (Name:) is its to write in the file, and the
+ * kernel escapes a newline in it.
  */
 int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret) {
         ProcStatus st = {};
@@ -123,6 +151,9 @@ int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret) {
                         for (int i = 0; i < 4; i++)
                                 st.gid[i] = (gid_t)ids[i];
                         have_gid = true;
+                } else if (line_end - line >= 7 && memcmp(line, "Groups:", 7) == 0) {
+                        if (st.groups_known || parse_groups(line + 7, line_end, &st) < 0)
+                                return PROCFS_E_MALFORMED;
                 } else if (line_end - line > 6 && memcmp(line, "NSpid:", 6) == 0) {
                         k = parse_id_list(line + 6, line_end, ids, PROCFS_NSPID_MAX);
                         if (k < 1 || have_nspid)
@@ -142,6 +173,21 @@ int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret) {
                 return PROCFS_E_MALFORMED;
         *ret = st;
         return 0;
+}
+
+bool procfs_ids_changed(const ProcStatus *s) {
+        for (size_t i = 1; i < 4; i++)
+                if (s->uid[i] != s->uid[0] || s->gid[i] != s->gid[0])
+                        return true;
+        return false;
+}
+
+bool procfs_same_credentials(const ProcStatus *a, const ProcStatus *b) {
+        if (memcmp(a->uid, b->uid, sizeof(a->uid)) != 0 || memcmp(a->gid, b->gid, sizeof(a->gid)) != 0)
+                return false;
+        if (!a->groups_known || !b->groups_known || a->n_groups != b->n_groups || a->n_groups > PROCFS_GROUPS_MAX)
+                return false;
+        return memcmp(a->groups, b->groups, a->n_groups * sizeof(gid_t)) == 0;
 }
 
 /*

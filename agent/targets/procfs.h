@@ -14,16 +14,42 @@ enum {
 };
 
 #define PROCFS_NSPID_MAX 32
+/* Supplementary groups kept of a status file's Groups line; the kernel allows 65536 */
+#define PROCFS_GROUPS_MAX 256
 
 typedef struct ProcStatus {
         uid_t uid[4]; /* real, effective, saved, filesystem */
         gid_t gid[4];
         pid_t nspid[PROCFS_NSPID_MAX]; /* outermost first: [0] is the pid in the reader's namespace */
         size_t n_nspid;
+        /* the Groups line: whether there was one, how many it lists, the first PROCFS_GROUPS_MAX of them */
+        bool groups_known;
+        size_t n_groups;
+        gid_t groups[PROCFS_GROUPS_MAX];
 } ProcStatus;
 
 int procfs_parse_stat_start_time(const char *buf, size_t n, uint64_t *ret);
+/*
+ * procfs_parse_status() - the Uid, Gid, NSpid and Groups lines of /proc/PID/status
+ *
+ * Uid, Gid and NSpid must be there, once each and well formed; Groups, when
+ * there (every kernel writes it), too. Return: 0 or PROCFS_E_MALFORMED.
+ */
 int procfs_parse_status(const char *buf, size_t n, ProcStatus *ret);
+/*
+ * Are the process's real, effective, saved and filesystem ids not all one uid
+ * and one gid? What a process that changed credentials (setuid, setresuid(),
+ * setfsuid(), a set-user-ID exec) shows, one that keeps root as its saved uid
+ * among them.
+ */
+bool procfs_ids_changed(const ProcStatus *s);
+/*
+ * Do @a and @b show the very same credentials: all four uids, all four gids
+ * and the supplementary groups? False when either has no Groups line, or
+ * lists more groups than kept (PROCFS_GROUPS_MAX): what is not known to be
+ * the same is taken as changed. Nothing else (pids) is compared.
+ */
+bool procfs_same_credentials(const ProcStatus *a, const ProcStatus *b);
 int procfs_parse_pidfd_fdinfo(const char *buf, size_t n, ProcStatus *ret);
 int procfs_environ_get(const char *buf, size_t n, const char *key, char **ret);
 

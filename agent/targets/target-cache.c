@@ -85,6 +85,19 @@ static int target_ids(const Target *t, TargetIds *ret) {
         return 0;
 }
 
+/*
+ * Are the ids and groups its status file shows now those of the reading, all
+ * of them: real, effective, saved and filesystem uids and gids, and the
+ * supplementary groups? Ids the process changed without changing its
+ * effective ones (setresuid(-1, -1, 0) keeps it dumpable and its files its
+ * user's) show nowhere else.
+ */
+static bool credentials_hold(const Target *t) {
+        ProcStatus now;
+
+        return target_read_credentials(t, &now) == 0 && procfs_same_credentials(&now, &t->status);
+}
+
 /* Drops what is past its time, and sets the timer for what is left. */
 static void drop_expired(TargetCache *c, uint64_t now_usec) {
         uint64_t next = UINT64_MAX;
@@ -135,7 +148,9 @@ void target_cache_put(TargetCache *c, Target *t, uint64_t now_usec, uint64_t ttl
         TargetCacheEntry *slot;
         TargetIds ids;
 
-        if (!c || ttl_usec == 0 || t->socket_path_fd < 0 || target_ids(t, &ids) < 0)
+        /* a reading whose groups were not all kept could never be found to hold: not kept either */
+        if (!c || ttl_usec == 0 || t->socket_path_fd < 0 || !t->status.groups_known ||
+            t->status.n_groups > PROCFS_GROUPS_MAX || target_ids(t, &ids) < 0)
                 return;
         slot = slot_for(c, t->pid);
         entry_drop(slot);
@@ -144,13 +159,16 @@ void target_cache_put(TargetCache *c, Target *t, uint64_t now_usec, uint64_t ttl
         drop_expired(c, now_usec);
 }
 
-/* Still the same process, with the ids and dumpability it had. */
+/*
+ * Still the same process, with the credentials and dumpability it had. The
+ * pidfd last: whatever was read before it said "alive" was read of this
+ * process, not of a successor under its pid.
+ */
 static bool entry_holds(const TargetCacheEntry *e) {
         TargetIds now;
 
-        if (!target_is_alive(e->target))
-                return false;
-        return target_ids(e->target, &now) == 0 && memcmp(&now, &e->ids, sizeof(now)) == 0;
+        return target_ids(e->target, &now) == 0 && memcmp(&now, &e->ids, sizeof(now)) == 0 &&
+               credentials_hold(e->target) && target_is_alive(e->target);
 }
 
 int target_cache_get(TargetCache *c, pid_t pid, uint64_t now_usec, Target **ret, uint64_t *ret_age_usec) {

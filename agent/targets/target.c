@@ -63,25 +63,37 @@ bool target_is_alive(const Target *t) {
         return pidfd_is_alive(t->pidfd);
 }
 
-static int target_read_identity(Target *t) {
-        _cleanup_free_ char *status = NULL, *stat = NULL;
-        size_t status_size, stat_size;
+int target_read_credentials(const Target *t, ProcStatus *ret) {
+        _cleanup_free_ char *status = NULL;
+        ProcStatus st;
+        size_t size;
         int r;
 
-        r = read_proc_whole_at(t->proc_fd, "status", PROC_SMALL_FILE_MAX, &status, &status_size);
+        r = read_proc_whole_at(t->proc_fd, "status", PROC_SMALL_FILE_MAX, &status, &size);
         if (r < 0)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
+        if (procfs_parse_status(status, size, &st) != 0)
+                return -EBADMSG;
+        /* /proc must be the one of our own pid namespace, or nothing in it is about @pid */
+        if (st.nspid[0] != t->pid)
+                return -EXDEV;
+        *ret = st;
+        return 0;
+}
+
+static int target_read_identity(Target *t) {
+        _cleanup_free_ char *stat = NULL;
+        size_t stat_size;
+        int r;
+
+        r = target_read_credentials(t, &t->status);
+        if (r != 0)
+                return r;
         r = read_proc_whole_at(t->proc_fd, "stat", PROC_SMALL_FILE_MAX, &stat, &stat_size);
         if (r < 0)
                 return r == -ESRCH || r == -ENOENT ? TARGET_E_GONE : r;
-
-        if (procfs_parse_status(status, status_size, &t->status) != 0 ||
-            procfs_parse_stat_start_time(stat, stat_size, &t->start_time) != 0)
+        if (procfs_parse_stat_start_time(stat, stat_size, &t->start_time) != 0)
                 return -EBADMSG;
-
-        /* /proc must be the one of our own pid namespace, or nothing below is about @pid */
-        if (t->status.nspid[0] != t->pid)
-                return -EXDEV;
         return 0;
 }
 
@@ -312,18 +324,6 @@ int target_read_environment(Target *t) {
         return 0;
 }
 
-/**
- * target_changed_credentials() - is this a process whose memory only root should read?
- *
- * The tests systemd-coredump applies before it lets a user read a core
- * (CVE-2022-4415): real, effective and saved ids all equal; dumpable (the
- * kernel makes the files in /proc/PID root's when it is not: target_owner());
- * not started in secure
- * execution mode (AT_SECURE, read by target_read_details()). Checked now,
- * through the pinned /proc fd, and against the pidfd afterwards.
- *
- * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
- */
 int target_owner(const Target *t, uid_t *ret_uid, gid_t *ret_gid) {
         struct stat st;
 
@@ -335,21 +335,24 @@ int target_owner(const Target *t, uid_t *ret_uid, gid_t *ret_gid) {
 }
 
 int target_changed_credentials(Target *t, bool *ret) {
-        const ProcStatus *s = &t->status;
-        uid_t owner;
-        gid_t owner_gid;
+        ProcStatus now;
+        uid_t owner = (uid_t)-1; /* no process's: compares as a change */
+        gid_t owner_gid = (gid_t)-1;
         int r;
 
         r = target_read_environment(t);
         if (r != 0)
                 return r;
+        r = target_read_credentials(t, &now);
+        if (r != 0)
+                return r;
         r = target_owner(t, &owner, &owner_gid);
-        if (r < 0)
+        if (r != 0)
                 return r;
         if (!target_is_alive(t))
                 return TARGET_E_GONE;
-        *ret = s->uid[0] != s->uid[1] || s->uid[1] != s->uid[2] || s->gid[0] != s->gid[1] ||
-               s->gid[1] != s->gid[2] || owner != s->uid[1] || owner_gid != s->gid[1] || t->secure_exec;
+        *ret = procfs_ids_changed(&now) || !procfs_same_credentials(&now, &t->status) || owner != now.uid[1] ||
+               owner_gid != now.gid[1] || t->secure_exec;
         return 0;
 }
 

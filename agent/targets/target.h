@@ -121,6 +121,40 @@ bool target_is_alive(const Target *t);
  * and waits on none of its locks. Return: 0 or a negative errno.
  */
 int target_owner(const Target *t, uid_t *ret_uid, gid_t *ret_gid);
+/*
+ * target_read_credentials() - the process's ids and groups as its status file shows them now
+ *
+ * A read of /proc/PID/status through the pinned /proc fd, parsed (ret->nspid
+ * and the rest come along). Cheap enough for the loop, and it waits on
+ * nothing the process can hold: the kernel fills the file from the task's
+ * credentials under RCU and from counters and fields behind spinlocks held
+ * for a few instructions (task_lock(), the signal lock); unlike cmdline and
+ * environ it takes neither the process's mmap lock nor its exec mutex. A
+ * process exiting at that moment may leave the reader the last reference to
+ * its memory map to free: work, not a wait, and done at most once per process.
+ *
+ * Return: 0, TARGET_E_GONE, or a negative errno (-EXDEV: /proc is another
+ * pid namespace's).
+ */
+int target_read_credentials(const Target *t, ProcStatus *ret);
+/**
+ * target_changed_credentials() - is this a process whose memory only root should read?
+ *
+ * The tests systemd-coredump applies before it lets a user read a core
+ * (CVE-2022-4415), on a reading of its status file taken now
+ * (target_read_credentials()), never on the one the decision was made on:
+ * real, effective, saved and filesystem ids all equal (procfs_ids_changed());
+ * dumpable (the kernel makes the files in /proc/PID root's when it is not:
+ * target_owner()); not started in secure execution mode (AT_SECURE,
+ * target_read_environment()). And its ids and groups still those of
+ * @t->status, the reading the decision was made on (procfs_same_credentials()):
+ * a process that changed them since, even to ids that agree, is not what
+ * was decided on (nor, failing closed, is one in more than PROCFS_GROUPS_MAX
+ * groups, whose groups are not all known: its dumps are root's). Checked
+ * through the pinned /proc fd, and against the pidfd afterwards.
+ *
+ * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
+ */
 int target_changed_credentials(Target *t, bool *ret);
 int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why);
 int target_connect(Target *t, int *ret_fd, const char **ret_why);

@@ -8,7 +8,8 @@
  *
  * Invariants: a value that looks secret is hidden whatever its name, and so is a name that
  * looks secret; under env_reveal nothing is; a secret marker put before or after any value
- * ("Password=x;", "u:p@h ", "-----BEGIN", "eyJ..." JWT) makes it look secret. Nothing may
+ * ("Password=x;", "u:p@h ", "-----BEGIN", "eyJ..." JWT, a UUID, "x-api-key: v", "user:Winter2025!",
+ * eight digits, a base32 seed, a token of letters and digits) makes it look secret. Nothing may
  * crash, hang or read out of bounds, whatever the bytes.
  */
 #include <stdbool.h>
@@ -23,6 +24,9 @@
 static const char *const markers[] = {
         "Password=x;", "u:p@h ", "-----BEGIN ", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkw.",
         " sig=x", "AKIAIOSFODNN7EXAMPLE ",
+        /* issue 35: a UUID, a header, a login, a passcode, a base32 seed, a token of letters and digits */
+        "6f1c2d3e-4b5a-6978-8796-a5b4c3d2e1f0", " x-api-key: v ", " user:Winter2025! ", " 48213907 ",
+        " JBSWY3DPEHPK3PXP ", " 3f9a2b7c1d5e4f60 ",
 };
 
 /* @marker then @value, and @value then @marker (after a space): both must look secret. */

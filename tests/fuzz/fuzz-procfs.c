@@ -93,6 +93,9 @@ static void fuzz_status(const char *buf, size_t n) {
         fuzz_assert(st.n_nspid >= 1 && st.n_nspid <= PROCFS_NSPID_MAX);
         for (size_t i = 0; i < st.n_nspid; i++)
                 fuzz_assert(st.nspid[i] > 0);
+        /* a reading is the same as itself exactly when all its groups were kept */
+        fuzz_assert(procfs_same_credentials(&st, &st) == (st.groups_known && st.n_groups <= PROCFS_GROUPS_MAX));
+        fuzz_assert(st.groups_known || st.n_groups == 0);
 }
 
 static void fuzz_environ_key(const char *buf, size_t n, const char *key) {

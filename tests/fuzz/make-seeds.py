@@ -198,6 +198,21 @@ def env_secret():
     write(t, "many-equals", b"DOTNET_Q\0" + b"key =" * 100)
     write(t, "no-nul", b"DOTNET_gcServer")
     write(t, "not-utf8", b"LC_\xff\0\xfe\xff=")
+    # issue 35: what app-chosen names under DOTNET_ held, and the harmless values the new checks must spare
+    write(t, "sdk-uuid", b"DOTNET_LaunchDarkly_Sdk\0sdk-2f0b7a9e-51c3-4d8e-9a6b-0c1d2e3f4a5b")
+    write(t, "header-uuid", b"DOTNET_Upstream_Headers\0x-api-key: 6f1c2d3e-4b5a-6978-8796-a5b4c3d2e1f0")
+    write(t, "login", b"DOTNET_Login\0admin:Winter2025!")
+    write(t, "passcode", b"DOTNET_GCHeapHardLimit\x0048213907")
+    write(t, "hex-size", b"DOTNET_GCHeapHardLimit\x000x10000000")
+    write(t, "round-size", b"DOTNET_SYSTEM_NET_HTTP_SOCKETSHTTPHANDLER_FLOWCONTROL_MAXSTREAMWINDOWSIZE\x0016777216")
+    write(t, "base32", b"DOTNET_Otp_Seed\0JBSWY3DPEHPK3PXP")
+    write(t, "base32-spaced", b"TZ\0jbsw y3dp ehpk 3pxp")
+    write(t, "app-password", b"LANG\0xkcd-plmq-rtzw-vbnh")
+    write(t, "webhook", b"ASPNETCORE_URLS\0https://hooks.zapier.com/hooks/catch/4821390/k3j5h6g/")
+    write(t, "event-pipe-config", b"DOTNET_EventPipeConfig\0Microsoft-Windows-DotNETRuntime:0x4c14fccbd:5")
+    write(t, "many-colons", b"DOTNET_E\0" + b"ab:" * 300)
+    write(t, "many-headers", b"DOTNET_H\0" + b"X-A: " * 300)
+    write(t, "many-digits", b"DOTNET_D\0" + b"0x1234567 " * 100)
 
 
 # --- the advertise message (ipc-protocol.md 4.3, fuzz-advertise.c) -----------------------
@@ -613,6 +628,13 @@ def procfs():
     write(t, "status-spaces", "1" + "Uid: 0 0 0 0\nGid: 0 0 0 0\nNSpid: 7")
     write(t, "status-crlf", "1" + "Uid:\t0\t0\t0\t0\r\nGid:\t0\t0\t0\t0\r\nNSpid:\t7\r\n")
     write(t, "status-name-forged", "1" + STATUS.replace("Name:\tcat", "Name:\tx\\nUid:\t0\t0\t0\t0"))
+    # what a process with CAP_SETUID shows after setresuid(-1, -1, 0), and the Groups line
+    write(t, "status-saved-root", "1" + status_with(Uid="\t987\t987\t0\t987", Gid="\t987\t987\t987\t987",
+                                                    Groups="\t4 24 987 "))
+    write(t, "status-groups-many", "1" + status_with(Groups="\t" + " ".join(str(g) for g in range(1, 302)) + " "))
+    write(t, "status-groups-duplicate", "1" + STATUS + "Groups:\t0\n")
+    write(t, "status-groups-garbage", "1" + status_with(Groups="\t4 x24"))
+    write(t, "status-groups-overflow", "1" + status_with(Groups="\t4294967295"))
 
     write(t, "environ-typical", "2" + "PATH=/usr/local/bin:/usr/bin\0HOME=/home/app\0TMPDIR=/run/app/tmp\0"
           "DOTNET_EnableDiagnostics=1\0")

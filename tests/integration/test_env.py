@@ -119,12 +119,13 @@ def env_by_unit_and_its_own_redaction_list():
 
 @test
 def allow_listed_values_past_the_check_budget_are_withheld_unchecked():
-    """The target chooses its environment: hundreds of KiB of allow-listed DOTNET_* values, each checked
+    """The target chooses its environment: hundreds of KiB of allow-listed values, each checked
     for secrets on the event loop, held it for up to 100 ms a request. What one answer checks is bounded
     (POLICY_ENV_CHECK_BUDGET, 32 KiB); harmless values past it are withheld, not vouched for."""
     padding = {f"DOTNET_PAD_{i:02}": ("plain words " * 171)[:2047] for i in range(40)}  # 80 KiB in all
     target = Target(SVC, environment=padding)
-    agent = Agent(policy=env_policy())
+    # names of the application's own: allow-listed by the rule (the built-in list names no prefix)
+    agent = Agent(policy=env_policy(extra='env_show = ["DOTNET_PAD_*"]\n'))
     _, listing = env_json(agent, ALICE, target.pid)
     seen = values_of(listing)
     shown = [n for n in padding if not seen[n]["redacted"]]
@@ -532,6 +533,100 @@ def env_show_widens_the_allow_list_but_not_past_what_looks_secret():
                              stderr=subprocess.PIPE, text=True)
     assert checked.returncode != 0, checked
     assert f"{agent.policy_path}:9:13: bad pattern \"Logging=*\" in 'env_show'" in checked.stderr, checked.stderr
+
+
+# Issue 35: what applications put under the runtime's prefixes, which the allow list once covered
+# (DOTNET_*): an SDK key, a bare UUID API key, an x-api-key header, a login, a passcode, a base32
+# one-time-password seed, a webhook URL with its token. Each value is found nowhere else.
+APP_CHOSEN = {
+    "DOTNET_LaunchDarkly_Sdk": "sdk-9c3e51d2-7a4b-4f08-b6d1-2e8f0a1c3b57",
+    "DOTNET_Segment_WriteId": "41d7e0b2-c5a9-4e36-8f12-9b0d3a6c7e84",
+    "DOTNET_Upstream_Headers": "x-api-key: 5e2b8f14-0d3c-4a97-b16e-c8a4f2d09b31",
+    "DOTNET_Login": "orders:Winter2025!",
+    "DOTNET_Passcode": "73920481",
+    "DOTNET_Otp_Seed": "KRSXG5CTMVRXEZLU",
+    "DOTNET_Alerts_Webhook": "https://hooks.slack.com/services/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",
+    "ASPNETCORE_Upstream_Login": "svc_backup:Backup#8842",
+    "COMPlus_Deploy_Hook": "https://api.netlify.com/build_hooks/6b1f9e3a7c2d4e8f0a5b9c1d",
+}
+# runtime knobs of the list, with values that leave the app running as it should
+KNOBS_SHOWN = {"DOTNET_gcServer": "0", "DOTNET_GCHeapHardLimit": "0x10000000", "DOTNET_TieredCompilation": "1",
+               "COMPlus_gcConcurrent": "1", "DOTNET_SYSTEM_GLOBALIZATION_INVARIANT": "1"}
+
+
+def assert_env_seen(agent, pid, shown, withheld, leaked):
+    """dsctl env by ALICE, as JSON and as text: @shown {NAME: VALUE} shown, @withheld names withheld, none of
+    the strings of @leaked anywhere in its output or the agent's log."""
+    r, listing = env_json(agent, ALICE, pid)
+    seen = values_of(listing)
+    text = dsctl(agent, ALICE, "env", str(pid))
+    assert text.returncode == 0, text
+    for value in leaked:
+        assert value not in r.stdout and value not in text.stdout, f"{value!r} was shown"
+    assert_not_logged(agent, *leaked)
+    assert [n for n in withheld if not seen[n]["redacted"]] == [], [seen[n] for n in withheld]
+    wrong = {n: seen[n] for n, v in shown.items() if seen[n] != {"name": n, "value": v, "redacted": False}}
+    assert wrong == {}, wrong
+    lines = set(text.stdout.splitlines())
+    assert all(f"{name}=<redacted>" in lines for name in withheld)
+    assert all(f"{name}={value}" in lines for name, value in shown.items())
+
+
+@test
+def names_applications_choose_under_the_runtimes_prefixes_are_withheld():
+    """Before the fix DOTNET_* and COMPlus_* were on the allow list as prefixes, and a grantee without
+    env_reveal read every one of these values (none looked secret to the checks then). The list now names
+    the runtime's knobs one by one: these names are on no list, and their values look secret besides."""
+    target = Target(SVC, environment=dict(APP_CHOSEN, **KNOBS_SHOWN))
+    agent = Agent(policy=env_policy())
+    assert_env_seen(agent, target.pid, KNOBS_SHOWN, list(APP_CHOSEN), list(APP_CHOSEN.values()))
+    # and by its value alone: under a name a rule's env_show adds to the list, each is still withheld
+    agent.write_policy(env_policy(extra='env_show = ["DOTNET_*", "ASPNETCORE_*", "COMPlus_*"]\n'))
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    assert_env_seen(agent, target.pid, KNOBS_SHOWN, list(APP_CHOSEN), list(APP_CHOSEN.values()))
+    # control: the values are there, and env_reveal shows them
+    agent.write_policy(env_policy(extra="env_reveal = true\n"))
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    _, listing = env_json(agent, ALICE, target.pid)
+    assert {n: values_of(listing)[n]["value"] for n in APP_CHOSEN} == APP_CHOSEN
+
+
+def corpus(file):
+    """(NAME, VALUE) of tests/data/env-secret/@file (README.md there)."""
+    out = []
+    for line in open(os.path.join(SOURCE, "tests/data/env-secret", file)):
+        line = line.rstrip("\n")
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            out.append((name, value))
+    return out
+
+
+@test
+def no_secret_of_the_corpus_is_shown_and_every_harmless_value_is():
+    """The real runtime started with the corpus of secrets (tests/data/env-secret/secrets.txt, issue 35's
+    shapes and the keys and tokens of common services) and of harmless configuration (harmless.txt), each
+    under a name the rule's env_show adds to the allow list, so that only the value checks stand between
+    them and a grantee without env_reveal: no secret is shown, every harmless value is. Before the fix 62
+    of the 133 secrets were shown."""
+    secrets, harmless = corpus("secrets.txt"), corpus("harmless.txt")
+    assert len(secrets) >= 100 and len(harmless) >= 100
+    environment = {f"LEAKTEST_{i:03}": value for i, (_, value) in enumerate(secrets)}
+    environment.update({f"PLAINTEST_{i:03}": value for i, (_, value) in enumerate(harmless)})
+    target = Target(SVC, environment=environment)
+    agent = Agent(policy=env_policy(extra='env_show = ["LEAKTEST_*", "PLAINTEST_*"]\n'))
+    _, listing = env_json(agent, ALICE, target.pid)
+    seen = values_of(listing)
+    shown_secrets = [(name, value) for i, (name, value) in enumerate(secrets)
+                     if not seen[f"LEAKTEST_{i:03}"]["redacted"]]
+    shown_plain = sum(not seen[f"PLAINTEST_{i:03}"]["redacted"] for i in range(len(harmless)))
+    print(f"# secrets shown: {len(shown_secrets)} of {len(secrets)}; harmless shown: {shown_plain} of {len(harmless)}")
+    assert shown_secrets == [], shown_secrets
+    assert shown_plain == len(harmless), [harmless[i] for i in range(len(harmless))
+                                          if seen[f"PLAINTEST_{i:03}"]["redacted"]]
+    plain = {f"PLAINTEST_{i:03}": value for i, (_, value) in enumerate(harmless)}
+    assert_env_seen(agent, target.pid, plain, [f"LEAKTEST_{i:03}" for i in range(len(secrets))],
+                    [value for _, value in secrets])
 
 
 if __name__ == "__main__":

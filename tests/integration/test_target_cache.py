@@ -24,11 +24,15 @@ is answered as it is now (before that check, it was served on the old reading).
 import json
 import os
 import pwd
+import re
 import signal
+import subprocess
+import time
 import uuid
 
-from harness import (ALICE, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, FakeRuntime, Process, Target, as_user,
-                     claim_pid, dsctl, make_dir, request_id_of, run_tests, scope, test, uid_of, wait_for)
+from harness import (ALICE, DSCTL, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, FakeRuntime, Process,
+                     Target, acl_of, as_user, can_read, claim_pid, dsctl, is_elf_core, make_dir, request_id_of,
+                     run_tests, scope, target_app, test, uid_of, wait_for)
 
 AGE = "DSAGENT_TARGET_FACTS_AGE_MS"
 
@@ -158,6 +162,108 @@ def a_reused_pid_is_read_afresh():
     record = agent.record_for(request_id_of(r))
     assert AGE not in record, record
     substitute.stop()
+
+
+def status_ids(pid, key):
+    """The ids of a line of /proc/PID/status ("Uid", "Gid"), as numbers."""
+    line = next(l for l in open(f"/proc/{pid}/status") if l.startswith(key + ":"))
+    return [int(v) for v in line.split()[1:]]
+
+
+class SavedUidApp:
+    """The real .NET app as SVC, every id SVC's, with CAP_SETUID (and CAP_SYS_PTRACE, so that the runtime's
+    createdump still reads its memory once its saved uid is root's) as ambient capabilities, as a service
+    started with AmbientCapabilities= runs; told to take root as its saved uid once a file exists
+    (tests/target-app/SavedUid.cs)."""
+
+    def __init__(self):
+        self.tmpdir = make_dir(SVC, 0o700)
+        self.trigger = os.path.join(self.tmpdir, "take-root")
+        self.process = Process(["setpriv", f"--reuid={SVC}", f"--regid={SVC}", "--init-groups", "--reset-env",
+                                "--inh-caps=+setuid,+sys_ptrace", "--ambient-caps=+setuid,+sys_ptrace", "--",
+                                "env", "-i", "PATH=/usr/bin:/bin", "DOTNET_CLI_TELEMETRY_OPTOUT=1",
+                                f"TMPDIR={self.tmpdir}", target_app(), "--saved-uid-root-when", self.trigger])
+        self.pid = int(re.match(r"ready pid=(\d+)", self.process.read_line("ready pid=")).group(1))
+        svc = uid_of(SVC)
+        # all its ids are SVC's and it is dumpable: under owner_access SVC may dump it
+        assert status_ids(self.pid, "Uid") == [svc] * 4, status_ids(self.pid, "Uid")
+        assert os.stat(f"/proc/{self.pid}").st_uid == svc and os.stat(f"/proc/{self.pid}/status").st_uid == svc
+
+    def take_root_as_saved_uid(self):
+        """The change, done and shown: Uid SVC SVC 0 SVC, while the owners of its /proc files stay SVC's."""
+        open(self.trigger, "w").close()
+        said = self.process.read_line("s")  # "saved-uid-root Uid: ..." or "setresuid failed: errno N"
+        assert said.startswith("saved-uid-root "), said
+        svc = uid_of(SVC)
+        assert status_ids(self.pid, "Uid") == [svc, svc, 0, svc], status_ids(self.pid, "Uid")
+        # what the cache compared before: the owners of /proc/PID and of its status file. Both unmoved:
+        # the process stays dumpable, its effective ids are what they were
+        assert os.stat(f"/proc/{self.pid}").st_uid == svc and os.stat(f"/proc/{self.pid}/status").st_uid == svc
+
+
+# the longest target_cache_ms the policy takes: the few requests below come well within it
+LONG_CACHE = '[agent]\ndump_dir = "@DUMP_DIR@"\ntarget_cache_ms = 10000\n'
+
+
+@test
+def a_process_that_takes_root_as_its_saved_uid_is_read_afresh_and_not_dumped_for_its_owner():
+    """Issue 35: a process of SVC's with CAP_SETUID takes root as its saved uid (setresuid(-1, -1, 0)) within
+    the cache's lifetime. Nothing the cache compared moves (its effective ids, its dumpability). Before the
+    fix its owner's next requests were decided on the old reading: SVC's dump was taken and published with
+    SVC's ACL. Now the reading is stale: read afresh, the process changed credentials, and only root may act."""
+    app = SavedUidApp()
+    agent = Agent(policy=LONG_CACHE)
+    opened = time.monotonic()
+    for _ in range(2):
+        r = dsctl(agent, SVC, "info", str(app.pid))
+        assert r.returncode == 0, r
+    assert AGE in info_records(agent, app.pid)[1]  # the cache holds the first reading
+
+    app.take_root_as_saved_uid()
+
+    r = dsctl(agent, SVC, "dump", "--type", "mini", str(app.pid))
+    # not a bound on the agent's speed: past the cache's lifetime the dump would be read afresh anyway, and
+    # the test would prove nothing (these steps take about a second)
+    assert time.monotonic() - opened < 10, "the machine took longer than target_cache_ms; the test proves nothing"
+    assert r.returncode == EXIT_DENIED, r
+    assert "target changed credentials; only root may act on it" in r.stderr, r.stderr
+    record = agent.record_for(request_id_of(r))
+    assert record["DSAGENT_DECISION"] == "denied" and AGE not in record, record
+    # nothing was published for SVC, nor for anyone
+    assert not os.path.isdir(agent.dumps) or os.listdir(agent.dumps) == [], os.listdir(agent.dumps)
+    # and no other command for its owner either: the fresh reading is the one kept now
+    r = dsctl(agent, SVC, "info", str(app.pid))
+    assert r.returncode == EXIT_DENIED and "target changed credentials" in r.stderr, r
+
+
+@test
+def a_dumps_credentials_are_checked_on_a_reading_taken_when_it_is_whole():
+    """The process changes credentials after the decision, while its dump is taken: the check that decides
+    who may read the dump reads its status file again rather than trusting the reading the decision was
+    made on. Before the fix, SVC's dump of a process whose saved uid had become root's was published with
+    SVC's ACL; now it is root's alone."""
+    app = SavedUidApp()
+    # the agent stops whole for 5 s right after its decision (DSAGENT_TEST_PAUSE): room for the change,
+    # which takes well under a second (the app looks for its trigger every 50 ms), within the dump's
+    # 10 s deadline for its steps. Had the change come before the decision, the decision would have
+    # denied the dump, which the test would see; had it come after the dump was whole, the dump would be
+    # SVC's, which the test would see too.
+    agent = Agent(policy=LONG_CACHE, env={"DSAGENT_TEST_PAUSE": "after-decision:5000"})
+    dump = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "--json", "dump", "--type", "mini",
+                                          str(app.pid)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    scope.callback(lambda: dump.poll() is not None or (dump.kill(), dump.wait()))
+    wait_for(lambda: "test-hook: paused at after-decision" in open(agent.log_path).read(),
+             what="the agent to have decided on the dump")
+    app.take_root_as_saved_uid()
+    out, err = dump.communicate(timeout=300)
+    assert dump.returncode == 0, (out, err)
+    result = json.loads(out)
+    assert not result["readable"], result
+    assert is_elf_core(result["path"])
+    assert acl_of(result["path"]) == ["user::rw-", "group::---", "other::---"], acl_of(result["path"])
+    assert not can_read(SVC, result["path"])
+    record = [r for r in agent.records() if r.get("DSAGENT_COMMAND") == "dump"][-1]
+    assert record["DSAGENT_DECISION"] == "allowed" and record["DSAGENT_RULE"] == "owner-access", record
 
 
 def env_records(agent, pid):

@@ -12,6 +12,7 @@
 // --park-thread, --throw-exceptions N, --log-warnings N: what dsctl stacks, exceptions and logs look for (Diagnostics.cs).
 // --exec-when FILE PORTS: once FILE exists, the process runs exec of itself with DOTNET_DiagnosticPorts=PORTS
 //   (and without this option), so that one process carries two runtimes, one after the other.
+// --saved-uid-root-when FILE: once FILE exists, root becomes the process's saved uid (SavedUid.cs).
 // --startup-marker writes one Marker event with sequence -1 before anything else in Main, so that a
 //   trace started before the runtime was resumed ([[on_start]]) shows it caught the first instruction.
 using System.Diagnostics.Metrics;
@@ -66,6 +67,7 @@ if (args.Contains("--report-sessions"))
 
 DsTestTarget.DsagentProbe.Start(args); // stacks, exceptions, logs: see Diagnostics.cs
 if (args.Contains("--tagged-meter")) TaggedMeter.Start(); // TaggedMeter.cs
+DsTestTarget.SavedUid.Start(args); // SavedUid.cs
 Console.WriteLine($"ready pid={Environment.ProcessId} args={string.Join(' ', args)}");
 Console.Out.Flush();
 var execIndex = Array.IndexOf(args, "--exec-when");

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* env-secret: which names and values of an environment look like secrets (policy/env-secret.h) */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "env-secret.h"
+#include "policy.h"
 #include "tap.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -76,6 +79,14 @@ static void test_secret_values(void) {
                 "Zm9vYmFyYmF6cXV4cXV1eHF1dXg9PT0rKysvLy8vZm9vYmFy==",
                 "3f1c2b9e8d7a6f5e4d3c2b1a0f9e8d7c",
                 "q8F2zR7kL0pX4mN9",
+                /* the shapes of issue 35: an SDK key, a bare UUID, a header, a login, a passcode, a seed, a webhook */
+                "sdk-2f0b7a9e-51c3-4d8e-9a6b-0c1d2e3f4a5b",
+                "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
+                "x-api-key: 6f1c2d3e-4b5a-6978-8796-a5b4c3d2e1f0",
+                "user:Winter2025!",
+                "48213907",
+                "JBSWY3DPEHPK3PXP",
+                "https://hooks.example.com/hooks/catch/4821390/k3j5h6g/",
         };
         check_values(secrets, N(secrets), true);
 }
@@ -85,8 +96,7 @@ static void test_harmless_values(void) {
         static const char *const plain[] = {
                 "", "1", "true", "Production", "http://+:8080", "https://+:443;http://+:80", "8080",
                 "/usr/bin:/bin:/usr/share/dotnet:/root/.dotnet/tools", "/tmp/tmpab12cd34", "en_US.UTF-8",
-                "Europe/Berlin", "orders-api-7d9f8b6c5d-x2x7k", "3f2504e0-4f89-11d3-9a0c-0305e82c3301",
-                "/usr/share/dotnet", "8.0.11", "Microsoft.AspNetCore.Hosting", "Information",
+                "Europe/Berlin", "orders-api-7d9f8b6c5d-x2x7k", "/usr/share/dotnet", "8.0.11", "Microsoft.AspNetCore.Hosting", "Information",
                 "/run/dsagent/ports/a.sock,connect,nosuspend", "0x1F", "ops@example.com",
                 "https://api.example.com/v1/orders", "/opt/app/v2/Release/net8.0/App.dll", "Key Vault",
                 "a1b2c3d4e5f6",
@@ -135,9 +145,109 @@ static void test_long_values(void) {
         free(s);
 }
 
+/* ---- the corpora of tests/data/env-secret (README.md there): NAME=VALUE a line ---- */
+
+typedef struct Variable {
+        char *name, *value;
+} Variable;
+
+/* The variables of tests/data/env-secret/@file, *@ret_n of them; NULL when it cannot be read. */
+static Variable *read_corpus(const char *file, size_t *ret_n) {
+        char path[512], line[8192];
+        Variable *vars = NULL;
+        size_t n = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", ENV_SECRET_DATA_DIR, file);
+        f = fopen(path, "re");
+        if (!f)
+                return NULL;
+        while (fgets(line, sizeof(line), f)) {
+                char *eq;
+
+                line[strcspn(line, "\n")] = '\0';
+                eq = strchr(line, '=');
+                if (line[0] == '#' || line[0] == '\0' || !eq)
+                        continue;
+                *eq = '\0';
+                vars = realloc(vars, (n + 1) * sizeof(Variable));
+                vars[n++] = (Variable){ .name = strdup(line), .value = strdup(eq + 1) };
+        }
+        fclose(f);
+        *ret_n = n;
+        return vars;
+}
+
+static void free_corpus(Variable *vars, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(vars[i].name);
+                free(vars[i].value);
+        }
+        free(vars);
+}
+
+/* Every secret of the corpus looks secret by its value alone: under a name of the allow list, or env_show's. */
+static void test_secret_corpus(void) {
+        size_t n = 0, shown = 0;
+        Variable *vars = read_corpus("secrets.txt", &n);
+
+        check(vars && n >= 100);
+        for (size_t i = 0; i < n; i++)
+                if (!env_value_looks_secret(vars[i].value)) {
+                        printf("# not taken for a secret: %s=%s\n", vars[i].name, vars[i].value);
+                        shown++;
+                }
+        printf("# secrets: %zu of %zu shown\n", shown, n);
+        check(shown == 0);
+        free_corpus(vars, n);
+}
+
+/* Every harmless value of the corpus is shown under its name of the built-in allow list. */
+static void test_harmless_corpus(void) {
+        Policy *p = policy_new_builtin();
+        PolicyVerdict redacting = { .allowed = true };
+        size_t n = 0, shown = 0;
+        Variable *vars = read_corpus("harmless.txt", &n);
+
+        check(p && vars && n >= 100);
+        for (size_t i = 0; i < n; i++) {
+                size_t budget = POLICY_ENV_CHECK_BUDGET;
+
+                if (policy_env_value_hidden(p, &redacting, vars[i].name, vars[i].value, &budget))
+                        printf("# withheld: %s=%s\n", vars[i].name, vars[i].value);
+                else
+                        shown++;
+        }
+        printf("# harmless: %zu of %zu shown\n", shown, n);
+        check(shown == n);
+        free_corpus(vars, n);
+        policy_unref(p);
+}
+
+/* The known price: harmless values the checks withhold, each by its value. */
+static void test_harmless_withheld(void) {
+        size_t n = 0, withheld = 0;
+        Variable *vars = read_corpus("harmless-withheld.txt", &n);
+
+        check(vars && n > 0);
+        for (size_t i = 0; i < n; i++) {
+                check(policy_env_name_shown_by_default(vars[i].name));
+                if (env_value_looks_secret(vars[i].value))
+                        withheld++;
+                else
+                        printf("# shown after all (move it to harmless.txt): %s=%s\n", vars[i].name, vars[i].value);
+        }
+        printf("# harmless but withheld: %zu of %zu\n", withheld, n);
+        check(withheld == n);
+        free_corpus(vars, n);
+}
+
 int main(void) {
         run_test(test_secret_values);
         run_test(test_harmless_values);
+        run_test(test_secret_corpus);
+        run_test(test_harmless_corpus);
+        run_test(test_harmless_withheld);
         run_test(test_secret_names);
         run_test(test_long_values);
         return tap_finish();

@@ -163,6 +163,20 @@ static void test_owner_access_and_changed_credentials(void) {
         setuid_target.uid[0] = 2001; /* now alice is the effective owner of a process that was started by... */
         setuid_target.uid[1] = 1001; /* ...someone else and switched to alice: still not hers to read */
         check(!decide(q, &alice, setuid_target, CMD(POLICY_COMMAND_INFO)).allowed);
+        /* hers in every id but one: root kept as the saved or the filesystem uid or gid (issue 35) */
+        check(decide(q, &alice, target(1001, NULL, NULL), CMD(POLICY_COMMAND_DUMP)).allowed);
+        for (size_t i = 0; i < 8; i++) {
+                PolicyTarget kept_root = target(1001, NULL, NULL);
+
+                if (i < 4)
+                        kept_root.uid[i] = 0;
+                else
+                        kept_root.gid[i - 4] = 0;
+                v = decide(q, &alice, kept_root, CMD(POLICY_COMMAND_DUMP));
+                check(!v.allowed);
+                /* with root as its effective uid it is not hers at all, else it changed credentials */
+                check(i == 1 || strstr(v.reason, "target changed credentials"));
+        }
         policy_unref(p);
         policy_unref(q);
 }
@@ -786,24 +800,24 @@ static void test_env_pattern_match(void) {
 static void test_env_check_budget(void) {
         Policy *p = policy_new_builtin();
         PolicyVerdict redacting = { .allowed = true }, revealing = { .allowed = true, .env_reveal = true };
-        size_t budget = POLICY_ENV_CHECK_BUDGET, name = strlen("DOTNET_A");
+        size_t budget = POLICY_ENV_CHECK_BUDGET, name = strlen("DOTNET_EventPipeConfig");
         char *value = malloc(POLICY_ENV_CHECK_BUDGET + 1);
 
         check(p && value);
         memset(value, 'x', POLICY_ENV_CHECK_BUDGET);
         /* one value larger than the whole budget: withheld, and the budget left for the next */
         value[POLICY_ENV_CHECK_BUDGET] = '\0';
-        check(policy_env_value_hidden(p, &redacting, "DOTNET_A", value, &budget));
+        check(policy_env_value_hidden(p, &redacting, "DOTNET_EventPipeConfig", value, &budget));
         check(budget == POLICY_ENV_CHECK_BUDGET);
         /* a value that just fits is checked (and shown), and spends the budget */
         value[POLICY_ENV_CHECK_BUDGET - name] = '\0';
-        check(!policy_env_value_hidden(p, &redacting, "DOTNET_A", value, &budget));
+        check(!policy_env_value_hidden(p, &redacting, "DOTNET_EventPipeConfig", value, &budget));
         check(budget == 0);
         /* past it, a harmless value is not vouched for; names off the allow list cost nothing */
-        check(policy_env_value_hidden(p, &redacting, "DOTNET_B", "1", &budget));
+        check(policy_env_value_hidden(p, &redacting, "DOTNET_gcServer", "1", &budget));
         check(policy_env_value_hidden(p, &redacting, "OTHER", "1", &budget) && budget == 0);
         /* a reveal checks nothing, so needs no budget */
-        check(!policy_env_value_hidden(p, &revealing, "DOTNET_B", "1", &budget));
+        check(!policy_env_value_hidden(p, &revealing, "DOTNET_gcServer", "1", &budget));
         free(value);
         policy_unref(p);
 }
@@ -823,16 +837,30 @@ static void test_env_redact_defaults(void) {
                 /* names no deny list thought of: not on the allow list, so hidden all the same (issue 26) */
                 "PGPASS", "DBPASS", "SQL_PW", "AZURE_STORAGE_SAS", "Redis__Configuration", "JWT_SIGNING",
                 "STRIPE_SK", "ORDERS_DB", "DSAGENT_TEST_PLAIN", "Seq__ServerUrl", "Kafka__BootstrapServers",
-                /* on the allow list by its prefix, but a name that looks secret, or a configuration section */
+                /* once on the allow list by its prefix, but a name that looks secret, or a configuration section */
                 "DOTNET_SIGNING_KEY", "DOTNET_ConnectionStrings__Db", "LC_PASSWORD", "DOTNET_Db__Pass",
                 /* ... or a camel-cased compound that names its secret last (issue 26 item 11) */
                 "DOTNET_SmtpPw", "DOTNET_SMTPPW", "DOTNET_DbPin",
+                /* names applications chose under the prefixes, which once put them on the list (issue 35) */
+                "DOTNET_LaunchDarkly_Sdk", "DOTNET_Segment_WriteId", "DOTNET_Upstream_Headers", "DOTNET_Login",
+                "DOTNET_Passcode", "DOTNET_Otp_Seed", "DOTNET_Alerts_Webhook", "COMPlus_Alerts_Webhook",
+                "ASPNETCORE_Upstream_Headers", "LC_LOGIN", "KUBERNETES_PORT_443_TCP_TOKEN", "DOTNET_SYSTEM_WEBHOOK",
+                "DOTNET_EnableDiagnosticsX", "XDOTNET_gcServer", "DOTNET_", "COMPlus_",
+                /* a knob's name in another case is no knob on Linux, whose getenv() the runtime uses */
+                "dotnet_running_in_container", "DOTNET_GCSERVER", "dotnet_gcServer", "Path", "tz",
+                /* a host's or a library's setting is read under DOTNET_ only */
+                "COMPlus_ROOT", "COMPlus_SYSTEM_GLOBALIZATION_INVARIANT",
         };
         static const char *const plain[] = {
                 "PATH", "HOME", "PWD", "OLDPWD", "LANG", "TMPDIR", "DOTNET_ROOT", "ASPNETCORE_URLS",
                 "ASPNETCORE_ENVIRONMENT", "HOSTNAME", "USER", "TZ", "LC_ALL", "DOTNET_gcServer",
-                "DOTNET_DiagnosticPorts", "dotnet_running_in_container", "ASPNETCORE_HTTP_PORTS",
+                "DOTNET_DiagnosticPorts", "DOTNET_RUNNING_IN_CONTAINER", "ASPNETCORE_HTTP_PORTS",
                 "KUBERNETES_SERVICE_HOST", "container", "ASPNETCORE_HOSTINGSTARTUPASSEMBLIES",
+                /* the runtime's knobs, under either prefix; whole names of the host and the libraries */
+                "COMPlus_gcServer", "DOTNET_GCHeapHardLimit", "COMPlus_GCHeapHardLimit", "DOTNET_TieredCompilation",
+                "DOTNET_EnableDiagnostics", "COMPlus_EnableDiagnostics", "DOTNET_EnableDiagnostics_IPC",
+                "DOTNET_ENVIRONMENT", "DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "LC_MESSAGES",
+                "KUBERNETES_PORT_443_TCP_ADDR", "CORECLR_PROFILER_PATH", "DOTNET_STARTUP_HOOKS",
         };
         Policy *p = policy_new_builtin();
         PolicyVerdict redacting = { .allowed = true };
@@ -864,6 +892,14 @@ static void test_env_value_checked(void) {
         check(hidden_value(p, &redacting, "HOSTNAME", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.x"));
         check(hidden_value(p, &redacting, "TZ", "AKIAIOSFODNN7EXAMPLE"));
         check(!hidden_value(p, &revealing, "TZ", "AKIAIOSFODNN7EXAMPLE"));
+        /* the shapes of issue 35, each under a name of the list */
+        check(hidden_value(p, &redacting, "DOTNET_EventPipeConfig", "sdk-2f0b7a9e-51c3-4d8e-9a6b-0c1d2e3f4a5b"));
+        check(hidden_value(p, &redacting, "DOTNET_EventPipeConfig", "x-api-key: 6f1c2d3e-4b5a-6978-8796-a5b4c3d2e1f0"));
+        check(hidden_value(p, &redacting, "DOTNET_DiagnosticPorts", "user:Winter2025!"));
+        check(hidden_value(p, &redacting, "DOTNET_GCHeapHardLimit", "48213907"));
+        check(hidden_value(p, &redacting, "HOSTNAME", "JBSWY3DPEHPK3PXP"));
+        check(hidden_value(p, &redacting, "ASPNETCORE_URLS", "https://hooks.example.com/hooks/catch/4821390/k3j5h6g/"));
+        check(!hidden_value(p, &redacting, "DOTNET_GCHeapHardLimit", "0x10000000"));
         check(!hidden_value(p, &revealing, "PGPASS", "x"));
         policy_unref(p);
 }

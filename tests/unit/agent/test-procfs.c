@@ -66,6 +66,64 @@ static void test_status_rejects(void) {
         check(procfs_parse_status(invalid_id, strlen(invalid_id), &st) == PROCFS_E_MALFORMED);
 }
 
+/* The Groups line, and what compares credentials: every id and group, nothing else. */
+static void test_status_credentials(void) {
+        static const char base[] = "Uid:\t987\t987\t987\t987\nGid:\t987\t987\t987\t987\n"
+                                   "Groups:\t4 24 987 \nNSpid:\t4242\n";
+        static const char saved_root[] = "Uid:\t987\t987\t0\t987\nGid:\t987\t987\t987\t987\n"
+                                         "Groups:\t4 24 987 \nNSpid:\t4242\n";
+        static const char fs_root[] = "Uid:\t987\t987\t987\t0\nGid:\t987\t987\t987\t987\n"
+                                      "Groups:\t4 24 987 \nNSpid:\t4242\n";
+        static const char saved_gid[] = "Uid:\t987\t987\t987\t987\nGid:\t987\t987\t0\t987\n"
+                                        "Groups:\t4 24 987 \nNSpid:\t4242\n";
+        static const char group_added[] = "Uid:\t987\t987\t987\t987\nGid:\t987\t987\t987\t987\n"
+                                          "Groups:\t0 4 24 987 \nNSpid:\t4242\n";
+        static const char group_swapped[] = "Uid:\t987\t987\t987\t987\nGid:\t987\t987\t987\t987\n"
+                                            "Groups:\t4 27 987 \nNSpid:\t4242\n";
+        static const char no_groups[] = "Uid:\t987\t987\t987\t987\nGid:\t987\t987\t987\t987\n"
+                                        "Groups:\t\nNSpid:\t4242\n";
+        static const char other_pid[] = "Uid:\t987\t987\t987\t987\nGid:\t987\t987\t987\t987\n"
+                                        "Groups:\t4 24 987 \nNSpid:\t4343\t1\n";
+        static const char no_line[] = "Uid:\t987\t987\t987\t987\nGid:\t987\t987\t987\t987\nNSpid:\t4242\n";
+        static const char *const changed[] = { saved_root, fs_root, saved_gid, group_added, group_swapped, no_groups };
+        static const char *const malformed[] = {
+                "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\t1 x\nNSpid:\t5\n",
+                "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\t1\nGroups:\t1\nNSpid:\t5\n",
+                "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\t4294967295\nNSpid:\t5\n",
+        };
+        ProcStatus a, b;
+
+        check(procfs_parse_status(base, strlen(base), &a) == 0);
+        check(a.groups_known && a.n_groups == 3 && a.groups[0] == 4 && a.groups[2] == 987);
+        check(!procfs_ids_changed(&a) && procfs_same_credentials(&a, &a));
+        check(procfs_parse_status(other_pid, strlen(other_pid), &b) == 0 && procfs_same_credentials(&a, &b));
+        for (size_t i = 0; i < sizeof(changed) / sizeof(changed[0]); i++) {
+                check(procfs_parse_status(changed[i], strlen(changed[i]), &b) == 0);
+                check(!procfs_same_credentials(&a, &b) && !procfs_same_credentials(&b, &a));
+                check(procfs_ids_changed(&b) == (i < 3));
+        }
+        check(procfs_parse_status(no_groups, strlen(no_groups), &b) == 0 && b.groups_known && b.n_groups == 0);
+        /* a reading without the line is not known to be the same as anything, itself included */
+        check(procfs_parse_status(no_line, strlen(no_line), &b) == 0 && !b.groups_known);
+        check(!procfs_same_credentials(&b, &b));
+        for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++)
+                check(procfs_parse_status(malformed[i], strlen(malformed[i]), &b) == PROCFS_E_MALFORMED);
+}
+
+/* More groups than kept: counted, the first PROCFS_GROUPS_MAX kept, and never taken as the same. */
+static void test_status_many_groups(void) {
+        char buf[16384];
+        size_t n = (size_t)snprintf(buf, sizeof(buf), "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\t");
+        ProcStatus st;
+
+        for (unsigned g = 1; g <= PROCFS_GROUPS_MAX + 1; g++)
+                n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%u ", g);
+        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\nNSpid:\t5\n");
+        check(procfs_parse_status(buf, n, &st) == 0);
+        check(st.n_groups == PROCFS_GROUPS_MAX + 1 && st.groups[PROCFS_GROUPS_MAX - 1] == PROCFS_GROUPS_MAX);
+        check(!procfs_same_credentials(&st, &st));
+}
+
 static void test_status_self(void) {
         char *buf = NULL;
         size_t n;
@@ -73,7 +131,7 @@ static void test_status_self(void) {
 
         check(read_file_at(AT_FDCWD, "/proc/self/status", 65536, &buf, &n) == 0);
         check(procfs_parse_status(buf, n, &st) == 0);
-        check(st.uid[1] == geteuid() && st.nspid[0] == getpid());
+        check(st.uid[1] == geteuid() && st.nspid[0] == getpid() && st.groups_known);
         free(buf);
 }
 
@@ -507,6 +565,8 @@ int main(void) {
         run_test(test_stat_self);
         run_test(test_status);
         run_test(test_status_rejects);
+        run_test(test_status_credentials);
+        run_test(test_status_many_groups);
         run_test(test_status_self);
         run_test(test_environ);
         run_test(test_environ_startup_suspend);

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "target-cache.h"
 #include "target.h"
 #include "tap.h"
 
@@ -44,12 +46,25 @@ static void rename_self(int sig) {
         memcpy(child_argv0, name, sizeof(name) - 1 < len ? sizeof(name) - 1 : len);
 }
 
+/* What a service with CAP_SETUID, root as its every id here, may do without changing its effective ids. */
+static void keep_root_saved_elsewhere(int sig) {
+        (void)setresuid((uid_t)-1, (uid_t)-1, 65534);
+}
+
+static void change_groups(int sig) {
+        (void)setgroups(1, (const gid_t[]){ 4242 });
+}
+
 static int child_main(const char *mode, int ready_fd) {
         char path[256];
         Target *self = NULL;
 
         if (strcmp(mode, "rename") == 0)
                 signal(SIGUSR1, rename_self);
+        if (strcmp(mode, "credentials") == 0) {
+                signal(SIGUSR1, keep_root_saved_elsewhere);
+                signal(SIGUSR2, change_groups);
+        }
 
         if (strcmp(mode, "listen") == 0) {
                 if (target_open(getpid(), &self) != 0)
@@ -301,6 +316,75 @@ static void test_details_hold_until_renamed(void) {
         target_unref(c.target);
 }
 
+/* Does /proc/PID/status hold @line? */
+static bool status_has_line(pid_t pid, const char *line) {
+        char path[64], buf[4096];
+        size_t n;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        f = fopen(path, "re");
+        if (!f)
+                return false;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        return strstr(buf, line) != NULL;
+}
+
+/* Sends @sig and waits until the child's status shows @line: 30 s at most, for a loaded machine. */
+static void change_and_wait(const Child *c, int sig, const char *line) {
+        kill(c->pid, sig);
+        for (int i = 0; i < 3000 && !status_has_line(c->pid, line); i++)
+                usleep(10000);
+        check(status_has_line(c->pid, line));
+}
+
+/*
+ * A process keeps its effective ids and stays dumpable, so /proc/PID and its files keep their owners,
+ * but its saved uid, or its groups, change: a reading of it no longer holds (issue 35), and a dump's
+ * check of changed credentials sees it, on a reading taken now rather than the one decided on.
+ */
+static void test_credentials_read_afresh(void) {
+        static const struct {
+                int signal;
+                const char *line;
+        } changes[] = { { SIGUSR1, "Uid:\t0\t0\t65534\t0\n" }, { SIGUSR2, "Groups:\t4242 \n" } };
+
+        for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++) {
+                Child c = spawn("credentials", tmpdir);
+                sd_event *event = NULL;
+                TargetCache *cache = NULL;
+                Target *reused = NULL;
+                uint64_t age;
+                bool changed = true;
+                struct stat before, after;
+
+                check(c.target && sd_event_new(&event) >= 0 && target_cache_new(event, &cache) == 0);
+                /* the cache keeps only a target whose socket was found: any O_PATH fd stands for it */
+                c.target->socket_path_fd = open("/dev/null", O_PATH | O_CLOEXEC);
+                target_cache_put(cache, c.target, 1000, 60ULL * 1000000);
+                check(target_cache_get(cache, c.pid, 2000, &reused, &age) == 0 && reused == c.target && age == 1000);
+                target_unref(reused);
+                check(target_changed_credentials(c.target, &changed) == 0 && !changed);
+                check(fstatat(c.target->proc_fd, "status", &before, 0) == 0);
+
+                change_and_wait(&c, changes[i].signal, changes[i].line);
+                /* what the owner checks see has not moved */
+                check(fstatat(c.target->proc_fd, "status", &after, 0) == 0);
+                check(before.st_uid == after.st_uid && before.st_gid == after.st_gid);
+                check(target_cache_get(cache, c.pid, 3000, &reused, &age) == -ENOENT);
+                check(target_changed_credentials(c.target, &changed) == 0 && changed);
+                /* the reading decided on still says what it said: the answer came from a fresh one */
+                check(c.target->status.uid[2] == 0 &&
+                      !(c.target->status.n_groups == 1 && c.target->status.groups[0] == 4242));
+
+                target_cache_free(cache);
+                sd_event_unref(event);
+                reap(&c);
+        }
+}
+
 int main(int argc, char **argv) {
         if (argc == 4 && strcmp(argv[1], "--child") == 0) {
                 child_argv0 = argv[0];
@@ -326,6 +410,7 @@ int main(int argc, char **argv) {
         run_test(test_stale_socket_unreachable);
         run_test(test_exited_target_gone);
         run_test(test_details_hold_until_renamed);
+        run_test(test_credentials_read_afresh);
 
         char cmd[128];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
