@@ -12,7 +12,7 @@ that share nothing (suite integration-shared) J at a time (3), then those that r
 It prints, for every case that failed at least once, its passes out of its runs, the seconds each
 failing run took and its last wait (what the case waited for, as harness.py reports it); then a line
 per file; the last line reads "N passed, N failed" over every case of every run. Each run's TAP output
-stays under DIR/meson-logs/repeat/. Nothing is ever retried: a failure counts as one.
+stays under DIR/meson-logs/repeat-TIME-PID/. Nothing is ever retried: a failure counts as one.
 
 Used by scripts/test.sh --repeat; it needs the users the harness runs as, which test.sh makes.
 """
@@ -99,7 +99,8 @@ def main():
     chosen = selection(args.specs, tests)
     shared = [n for n in chosen if tests[n][2]]
     alone = [n for n in chosen if not tests[n][2]]
-    logs = os.path.join(args.build, "meson-logs", "repeat")
+    # a directory of its own: two repeat runs of one build keep apart
+    logs = os.path.join(args.build, "meson-logs", f"repeat-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     os.makedirs(logs, exist_ok=True)
     loads = busy_loops() if args.load else []
     began = time.monotonic()

@@ -43,6 +43,11 @@ EXIT_AGENT_UNREACHABLE, EXIT_RUNTIME_UNREACHABLE, EXIT_SOCKET_UNTRUSTED, EXIT_BU
 _tests = []
 scope = contextlib.ExitStack()
 
+# A file started in the background by a shell without job control (scripts/test.sh's steps, nohup, CI) inherits
+# SIGINT ignored, and so would every tool a test means to stop with Ctrl-C: Python's own handler puts it back,
+# and what the tests start gets SIGINT's default again at exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def test(fn):
     _tests.append(fn)
@@ -622,9 +627,12 @@ class AcceptWatch:
 class FakeRuntime:
     """A hostile stand-in for a runtime, for misbehaviour the real one will not produce."""
 
-    def __init__(self, mode, user=SVC, ruid=None, userns=False):
-        """userns: in a user and mount namespace of its own, as its user can make one (unshare -Urm)."""
-        self.tmpdir = make_dir(user, 0o700)
+    def __init__(self, mode, user=SVC, ruid=None, userns=False, private_tmp=False):
+        """userns: in a user and mount namespace of its own, as its user can make one (unshare -Urm).
+        private_tmp: a tmpfs of its own on /tmp, as PrivateTmp= gives (its dumps stage there, where no neighbour's
+        do)."""
+        # its TMPDIR (socket and log) outside /tmp when a tmpfs is to cover /tmp
+        self.tmpdir = make_dir(user, 0o700, base="/run" if private_tmp else "/tmp")
         self.log = os.path.join(self.tmpdir, "fake.log")
         argv = ["env", f"TMPDIR={self.tmpdir}", PYTHON, os.path.join(HERE, "fake_runtime.py"), mode, self.log]
         if userns:
@@ -633,6 +641,9 @@ class FakeRuntime:
             argv = ["setpriv", f"--ruid={ruid}", f"--euid={user}", f"--regid={user}", "--init-groups"] + argv
         else:
             argv = as_user(user, argv)
+        if private_tmp:
+            argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                    'mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$@"', "sh"] + argv
         self.process = Process(argv)
         self.pid = int(self.process.read_line("listening pid=").split("=")[1])
 

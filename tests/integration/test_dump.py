@@ -487,7 +487,8 @@ def one_requester_takes_one_dump_slot_at_a_time_by_default():
 def trickling_dump(agent, user, pause):
     """A dump by @user of @user's own fake runtime that writes its core a byte at a time, @pause seconds
     apart, left pending once its first byte is in."""
-    target = FakeRuntime(f"trickle:{pause}", user=user)
+    # a /tmp of its own: the staging directories the tests look for are this agent's alone
+    target = FakeRuntime(f"trickle:{pause}", user=user, private_tmp=True)
     pending = subprocess.Popen(as_user(user, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     harness.scope.callback(pending.kill)
