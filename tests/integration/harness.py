@@ -5,6 +5,7 @@ Each test file registers functions with @test and calls run_tests(), which
 prints TAP. Resources a test starts (users' processes, agents, temp dirs) are
 registered on `scope` and torn down after the test, pass or fail.
 """
+import collections
 import contextlib
 import fcntl
 import json
@@ -42,6 +43,8 @@ EXIT_AGENT_UNREACHABLE, EXIT_RUNTIME_UNREACHABLE, EXIT_SOCKET_UNTRUSTED, EXIT_BU
 
 _tests = []
 scope = contextlib.ExitStack()
+_agent_log_tails = []  # the last lines of each agent's log of the case running, kept as its directory goes
+AGENT_LOG_TAIL = 40
 
 # A file started in the background by a shell without job control (scripts/test.sh's steps, nohup, CI) inherits
 # SIGINT ignored, and so would every tool a test means to stop with Ctrl-C: Python's own handler puts it back,
@@ -99,6 +102,7 @@ def run_tests():
         global scope
         scope = contextlib.ExitStack()
         Wait.last = None
+        _agent_log_tails.clear()
         began = time.monotonic()
         try:
             with scope:
@@ -112,8 +116,12 @@ def run_tests():
             failed += 1
             for line in traceback.format_exc().splitlines():
                 print(f"# {line}")
-            # what tells a flake from a failure: how long the case ran, and what it waited for last
+            # what tells a flake from a failure: how long the case ran, what it waited for last, and what the
+            # agents said last (their directories are gone with the case)
             print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
+            for agent_log in _agent_log_tails:
+                for line in agent_log:
+                    print(f"# agent: {line.rstrip()}")
             print(f"# last wait: {Wait.last.describe() if Wait.last else 'none'}", flush=True)
             print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{len(selected)}", flush=True)
@@ -477,6 +485,11 @@ class Agent:
         assert self.proc.poll() is None, open(self.log_path).read()
 
     def stop(self):
+        try:
+            with open(self.log_path, errors="replace") as log:
+                _agent_log_tails.append(collections.deque(log, maxlen=AGENT_LOG_TAIL))
+        except OSError:
+            pass
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
