@@ -50,8 +50,12 @@ def dsagent_policy_5_has_every_key_and_value():
     page = man_text("dsagent.policy.5")
     keys = re.findall(r"^\| `([a-z_.]+)`", doc, re.M)
     assert "dump_dir" in keys and "targets.units" in keys, keys
-    values = re.search(r"^\| `commands` \|.*\| `([^`]+)` \|$", doc, re.M).group(1).split()
-    values += re.search(r"^\| `trace_profiles` \|.*\| `([^`]+)` \|$", doc, re.M).group(1).split()
+    values = []
+    for key in ("commands", "trace_profiles"):
+        # the row's list of values, in whichever column it stands: the longest `...` of its cells
+        row = re.search(rf"^\| `{key}` \|(.*)$", doc, re.M).group(1)
+        values += max((v.split() for v in re.findall(r"`([^`]+)`", row)), key=len)
+    assert "perfmap" in values and "dotnet-sampled-thread-time" in values, values
     missing = [w for w in keys + values if w not in page]
     assert not missing, f"dsagent.policy.5 lacks {missing}"
 
