@@ -104,6 +104,29 @@ def catalog_explains_every_message_id():
         assert re.match(r"Subject: .+\nDefined-By: dsagent\n", text), message_id
 
 
+@test
+def policy_docs_name_every_collect_action_that_takes_an_artifact():
+    # the agent's own word on which [[collect]] actions take their artifacts (dsagent --check-policy), asked
+    # with the example docs/policy.md gives (users that exist here): policy.md and dsagent.policy(5) name each
+    doc = open(os.path.join(SOURCE, "docs/policy.md")).read()
+    collect = re.search(r"^## Collection rules.*?(?=^## )", doc, re.M | re.S).group(0)
+    example = re.search(r"```toml\n(.*?)```", collect, re.S).group(1)
+    example = re.sub(r'targets\.users = \[[^]]*\]', 'targets.users = ["root"]', example)
+    example = re.sub(r'readers = \[[^]]*\]', 'readers = ["group:root"]', example)
+    with tempfile.NamedTemporaryFile("w", suffix=".toml") as f:
+        f.write(example)
+        f.flush()
+        said = run([os.path.join(BUILD, "agent/dsagent"), "--check-policy", f.name]).stdout
+    line = next(l for l in said.splitlines() if "[[collect]] table" in l)
+    actions = re.findall(r"then\.[a-z_]+", line.split("checked;")[1])
+    assert {"then.dump", "then.trace_profile"} <= set(actions), line
+    prose = " ".join(collect.split("```toml")[0].split())
+    page = " ".join(man_text("dsagent.policy.5").split())
+    missing = [a for a in actions if f"`{a}`" not in prose] + [f"{a} (man)" for a in actions if a not in page]
+    assert not missing, f"{missing} take artifacts ({line}), but the docs do not say so"
+    assert "only `then." not in prose, prose
+
+
 # ---- every command line the pages show, run against the programs' parsers ----
 
 ALTERNATING = {"BI", "BR", "IB", "IR", "RB", "RI"}
