@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* dsctl gcdump --report: prints a heap's type table (gcdump_heap_report()) as dotnet-gcdump report does */
+/* dsctl gcdump --report: prints a heap's type table (gcdump_heap_report()), in dotnet-gcdump report's layout */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,15 +28,18 @@ static void summary_row(FILE *f, int64_t value, const char *what) {
         fprintf(f, "  %s\n", what);
 }
 
-int gcdump_report_print(FILE *f, const GcdumpReport *r) {
+int gcdump_report_print(FILE *f, const GcdumpReport *r, GcdumpSort sort) {
+        /* the stock layout shows each type's first object's size; dsctl's own orders, the bytes of all */
+        bool stock = sort == GCDUMP_SORT_STOCK;
+
         summary_row(f, r->total_size, "GC Heap bytes");
         summary_row(f, (int64_t)r->objects, "GC Heap objects");
         /* no "Total references": a .gcdump file does not keep the count, so the report of one never says it */
-        fprintf(f, "\n%15s  %8s  Type\n", "Object Bytes", "Count");
+        fprintf(f, "\n%15s  %8s  Type\n", stock ? "Object Bytes" : "Total Bytes", "Count");
         for (size_t i = 0; i < r->n_types; i++) {
                 const GcdumpType *t = &r->types[i];
 
-                put_grouped(f, t->size, 15);
+                put_grouped(f, stock ? t->size : t->total_size, 15);
                 fputs("  ", f);
                 put_grouped(f, t->count, 8);
                 fprintf(f, "  %s", t->name);

@@ -402,7 +402,9 @@ static int finish_gcdump(SessionClient *s, int status) {
                         "dotnet-gcdump does\n", GCDUMP_NODES_MAX);
         if (o->gcdump_file && (status = save_gcdump(s)) != EXIT_OK)
                 return status;
-        if (o->gcdump_report && gcdump_report_print(stdout, &report) < 0)
+        if (o->gcdump_report && (r = gcdump_report_sort(&report, o->gcdump_sort)) < 0)
+                return output_fail(o->json, EXIT_ERROR, "gcdump: %s", strerror(-r));
+        if (o->gcdump_report && gcdump_report_print(stdout, &report, o->gcdump_sort) < 0)
                 return output_fail(o->json, EXIT_ERROR, "gcdump: cannot write the report: %s", strerror(EIO));
         return EXIT_OK;
 }

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "agent-client.h"
+#include "gcdump-heap.h"
 #include "out-file.h"
 
 typedef enum SessionOutputKind {
@@ -43,6 +44,7 @@ typedef struct SessionOptions {
         const char *gcdump_output;  /* -o: the .gcdump's name; NULL: none */
         OutFile *gcdump_file;       /* made before the request (out_file_open()), named gcdump_output when whole */
         bool gcdump_report;         /* the type table on standard output */
+        GcdumpSort gcdump_sort;     /* its order */
 } SessionOptions;
 
 typedef int (*SessionErrorReporter)(const WireMessage *m, void *userdata);
