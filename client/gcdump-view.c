@@ -1,25 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* dsctl gcdump --report: prints a heap's type table (gcdump_heap_report()), in dotnet-gcdump report's layout */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 
 #include "gcdump-view.h"
+#include "output.h"
 
 /* .NET's {value,WIDTH:N0}: digits grouped by commas, right-aligned in @width. */
 static void put_grouped(FILE *f, int64_t value, int width) {
-        char digits[32], grouped[48];
-        uint64_t v = value < 0 ? -(uint64_t)value : (uint64_t)value;
-        int n = snprintf(digits, sizeof(digits), "%" PRIu64, v), j = 0;
+        char grouped[48];
 
-        if (value < 0)
-                grouped[j++] = '-';
-        for (int i = 0; i < n; i++) {
-                if (i > 0 && (n - i) % 3 == 0)
-                        grouped[j++] = ',';
-                grouped[j++] = digits[i];
-        }
-        grouped[j] = 0;
+        output_format_grouped(value, grouped, sizeof(grouped));
         fprintf(f, "%*s", width, grouped);
 }
 

@@ -37,7 +37,7 @@ typedef struct SessionOptions {
                                      * NULL for prometheus with output: that file is replaced whole each time */
         OutFile *prometheus_file;   /* prometheus with output: its directory, pinned (counter_sink_check_file()) */
         pid_t target_pid;           /* counters: the process asked for, when given by pid (else the agent says) */
-        bool progress;              /* trace: bytes and time on standard error, in place */
+        bool progress;              /* trace, gcdump: bytes (gcdump: and objects) and time on standard error, in place */
         bool json;                  /* trace: its summary as JSON on standard output */
         const char *title;          /* counters --watch: the line above the view */
         /* gcdump */

@@ -515,6 +515,10 @@ uint64_t gcdump_heap_address_probes(const GcdumpHeap *h) {
         return h->addresses.probes + h->others.probes + h->type_ids.probes;
 }
 
+uint64_t gcdump_heap_objects(const GcdumpHeap *h) {
+        return h->n_nodes;
+}
+
 bool gcdump_heap_dumped(const GcdumpHeap *h) {
         return h->seen_start && !h->taking;
 }

@@ -98,6 +98,8 @@ void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size);
 int gcdump_heap_add(GcdumpHeap *h, const NettraceEvent *e);
 /* For tests: how many slots its tables of addresses and TypeIDs looked at past the first one of a key, in all. */
 uint64_t gcdump_heap_address_probes(const GcdumpHeap *h);
+/* The objects (nodes) of the dump's GC described so far: what dsctl's progress line counts. */
+uint64_t gcdump_heap_objects(const GcdumpHeap *h);
 /* The dump's GC has ended with nodes in it: what follows is only the rundown (module names). */
 bool gcdump_heap_dumped(const GcdumpHeap *h);
 
