@@ -201,9 +201,9 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "error shows the bytes received and the heap's objects described so far.\n\n"
                 "  -o, --output FILE  write the dump to FILE (.gcdump), which must not exist\n"
                 "  --report           print the type table (the default without -o)\n"
-                "  --sort ORDER       the table's order, the biggest last: size (total bytes, the\n"
-                "                     default), count (objects) or name; stock: dotnet-gcdump report's\n"
-                "                     table and order. Prints the table, with -o too\n"
+                "  --sort ORDER       the table's order: size (total bytes, the default) or count\n"
+                "                     (objects), the biggest last; name; or stock: dotnet-gcdump\n"
+                "                     report's own table and order. Prints the table, with -o too\n"
                 "  --nettrace FILE    also keep the session's stream in FILE, which must not exist\n"
                 "                     (dotnet-gcdump convert FILE makes a .gcdump of it)\n"
                 "  --duration S       how long the dump may take to come (30 s)\n",
