@@ -46,6 +46,7 @@ typedef enum Opt {
         OPT_REPORT,
         OPT_NETTRACE,
         OPT_AS,
+        OPT_SORT,
         _OPT_MAX,
 } Opt;
 
@@ -185,22 +186,28 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 OPT(OPT_FORMAT), 1, 1,
         },
         [VERB_GCDUMP] = {
-                "gcdump", "PID|UNIT [-o FILE] [--report] [--nettrace FILE] [--duration S]",
-                "a GC heap dump: its type table, as dotnet-gcdump report prints it",
+                "gcdump", "PID|UNIT [-o FILE] [--report] [--sort size|count|name|stock] [--nettrace FILE] [--duration S]",
+                "a GC heap dump: its type table, biggest last, as dumpheap -stat orders it",
                 "Take a GC heap dump of a process, as dotnet-gcdump collect takes it: the runtime runs a\n"
                 "full blocking GC and reports every object, reference, root and type; dsctl reads them\n"
-                "itself (no .NET needed here) and prints the type table dotnet-gcdump report prints of\n"
-                "the same dump: the heap's bytes and objects, then per type the size of its first object\n"
-                "(\"Object Bytes\", as dotnet-gcdump shows it), the number of objects and the module,\n"
-                "biggest first. With -o, dsctl writes the dump as a .gcdump file, as dotnet-gcdump\n"
-                "writes it (dotnet-gcdump report reads it). The GC pauses the process for as long as the\n"
-                "heap takes to walk.\n\n"
+                "itself (no .NET needed here) and prints the type table of the dump, in dotnet-gcdump\n"
+                "report's layout: the heap's bytes and objects, then per type the bytes of all its\n"
+                "objects (\"Total Bytes\"), their number and the module, ordered as dotnet-dump's\n"
+                "dumpheap -stat orders its table: by total bytes, the biggest last. --sort stock prints\n"
+                "dotnet-gcdump report's own table line for line: the size of each type's first object\n"
+                "(\"Object Bytes\") and that size's order, biggest first. With -o, dsctl writes the dump\n"
+                "as a .gcdump file, as dotnet-gcdump writes it (dotnet-gcdump report reads it). The GC\n"
+                "pauses the process for as long as the heap takes to walk. On a terminal, standard\n"
+                "error shows the bytes received and the heap's objects described so far.\n\n"
                 "  -o, --output FILE  write the dump to FILE (.gcdump), which must not exist\n"
                 "  --report           print the type table (the default without -o)\n"
+                "  --sort ORDER       the table's order: size (total bytes, the default) or count\n"
+                "                     (objects), the biggest last; name; or stock: dotnet-gcdump\n"
+                "                     report's own table and order. Prints the table, with -o too\n"
                 "  --nettrace FILE    also keep the session's stream in FILE, which must not exist\n"
                 "                     (dotnet-gcdump convert FILE makes a .gcdump of it)\n"
                 "  --duration S       how long the dump may take to come (30 s)\n",
-                OPT(OPT_OUTPUT) | OPT(OPT_REPORT) | OPT(OPT_NETTRACE) | OPT(OPT_DURATION), 1, 1,
+                OPT(OPT_OUTPUT) | OPT(OPT_REPORT) | OPT(OPT_SORT) | OPT(OPT_NETTRACE) | OPT(OPT_DURATION), 1, 1,
         },
         [VERB_EXCEPTIONS] = {
                 "exceptions", "PID|UNIT [--duration S]",
@@ -399,6 +406,7 @@ static const struct option long_options[] = {
         { "report", no_argument, NULL, 0x100 + OPT_REPORT },
         { "nettrace", required_argument, NULL, 0x100 + OPT_NETTRACE },
         { "as", required_argument, NULL, 0x100 + OPT_AS },
+        { "sort", required_argument, NULL, 0x100 + OPT_SORT },
         {},
 };
 
@@ -783,8 +791,14 @@ static int check_gcdump(const Given *g, Args *a, char **ret_error) {
         a->nettrace = g->value[OPT_NETTRACE];
         if (a->nettrace && a->output && strcmp(a->nettrace, a->output) == 0)
                 return fail(ret_error, "dsctl: gcdump writes the dump and the stream into two files, not one");
-        /* without a file, the table is what is asked for */
-        a->report = (g->mask & OPT(OPT_REPORT)) || !a->output;
+        if (g->value[OPT_SORT]) {
+                a->session.gcdump_sort = gcdump_sort_from_string(g->value[OPT_SORT]);
+                if (a->session.gcdump_sort == _GCDUMP_SORT_INVALID)
+                        return fail(ret_error, "dsctl: %s takes size, count, name or stock, not '%s'",
+                                    g->spelled[OPT_SORT], g->value[OPT_SORT]);
+        }
+        /* without a file, the table is what is asked for; an order for it asks for it too */
+        a->report = (g->mask & (OPT(OPT_REPORT) | OPT(OPT_SORT))) || !a->output;
         a->session.kind = SESSION_OUTPUT_GCDUMP;
         a->session.output = a->nettrace;
         a->session.gcdump_output = a->output;

@@ -1,25 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* dsctl gcdump --report: prints a heap's type table (gcdump_heap_report()) as dotnet-gcdump report does */
+/* dsctl gcdump --report: prints a heap's type table (gcdump_heap_report()), in dotnet-gcdump report's layout */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 
 #include "gcdump-view.h"
+#include "output.h"
 
 /* .NET's {value,WIDTH:N0}: digits grouped by commas, right-aligned in @width. */
 static void put_grouped(FILE *f, int64_t value, int width) {
-        char digits[32], grouped[48];
-        uint64_t v = value < 0 ? -(uint64_t)value : (uint64_t)value;
-        int n = snprintf(digits, sizeof(digits), "%" PRIu64, v), j = 0;
+        char grouped[48];
 
-        if (value < 0)
-                grouped[j++] = '-';
-        for (int i = 0; i < n; i++) {
-                if (i > 0 && (n - i) % 3 == 0)
-                        grouped[j++] = ',';
-                grouped[j++] = digits[i];
-        }
-        grouped[j] = 0;
+        output_format_grouped(value, grouped, sizeof(grouped));
         fprintf(f, "%*s", width, grouped);
 }
 
@@ -28,15 +19,18 @@ static void summary_row(FILE *f, int64_t value, const char *what) {
         fprintf(f, "  %s\n", what);
 }
 
-int gcdump_report_print(FILE *f, const GcdumpReport *r) {
+int gcdump_report_print(FILE *f, const GcdumpReport *r, GcdumpSort sort) {
+        /* the stock layout shows each type's first object's size; dsctl's own orders, the bytes of all */
+        bool stock = sort == GCDUMP_SORT_STOCK;
+
         summary_row(f, r->total_size, "GC Heap bytes");
         summary_row(f, (int64_t)r->objects, "GC Heap objects");
         /* no "Total references": a .gcdump file does not keep the count, so the report of one never says it */
-        fprintf(f, "\n%15s  %8s  Type\n", "Object Bytes", "Count");
+        fprintf(f, "\n%15s  %8s  Type\n", stock ? "Object Bytes" : "Total Bytes", "Count");
         for (size_t i = 0; i < r->n_types; i++) {
                 const GcdumpType *t = &r->types[i];
 
-                put_grouped(f, t->size, 15);
+                put_grouped(f, stock ? t->size : t->total_size, 15);
                 fputs("  ", f);
                 put_grouped(f, t->count, 8);
                 fprintf(f, "  %s", t->name);

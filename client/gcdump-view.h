@@ -6,7 +6,8 @@
 
 #include "gcdump-heap.h"
 
-/* The totals, a blank line, then one line per type, exactly as dotnet-gcdump report FILE prints them
- * (numbers grouped by commas, as in the invariant culture; no "Total references", which a .gcdump file
- * does not keep). Return: 0, or -EIO. */
-int gcdump_report_print(FILE *f, const GcdumpReport *r);
+/* The totals, a blank line, then one line per type in @r's order, as dotnet-gcdump report FILE prints
+ * them (numbers grouped by commas, as in the invariant culture; no "Total references", which a .gcdump
+ * file does not keep). With GCDUMP_SORT_STOCK exactly its table, "Object Bytes" the size of each type's
+ * first object; with dsctl's own orders "Total Bytes", the bytes of all its objects. Return: 0, or -EIO. */
+int gcdump_report_print(FILE *f, const GcdumpReport *r, GcdumpSort sort);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* dsctl's output (output.h): aligned text for people, JSON for scripts. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -307,6 +308,22 @@ void output_format_size(uint64_t size, char *buf, size_t n) {
                 u++;
         }
         snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
+void output_format_grouped(int64_t value, char *buf, size_t n) {
+        char digits[32], grouped[48];
+        uint64_t v = value < 0 ? -(uint64_t)value : (uint64_t)value;
+        int count = snprintf(digits, sizeof(digits), "%" PRIu64, v), j = 0;
+
+        if (value < 0)
+                grouped[j++] = '-';
+        for (int i = 0; i < count; i++) {
+                if (i > 0 && (count - i) % 3 == 0)
+                        grouped[j++] = ',';
+                grouped[j++] = digits[i];
+        }
+        grouped[j] = 0;
+        snprintf(buf, n, "%s", grouped);
 }
 
 struct DumpRow {

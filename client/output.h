@@ -35,6 +35,8 @@ void output_end(Output *o);
 void output_done(Output *o);
 /* "1.5 MiB" */
 void output_format_size(uint64_t size, char *buf, size_t n);
+/* "-1,500,000": digits grouped by commas, as .NET's N0 under the invariant culture */
+void output_format_grouped(int64_t value, char *buf, size_t n);
 /* A JSON string literal of @s, control characters escaped. */
 void output_json_string(FILE *f, const char *s);
 /*

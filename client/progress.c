@@ -29,6 +29,11 @@ void progress_set_bytes(Progress *p, uint64_t bytes) {
         p->have_bytes = true;
 }
 
+void progress_set_items(Progress *p, uint64_t items, const char *name) {
+        p->items = items;
+        p->items_name = name;
+}
+
 /* "01:05", or "1:02:03" past an hour */
 static void format_elapsed(uint64_t usec, char *buf, size_t size) {
         unsigned long long s = usec / 1000000ULL;
@@ -41,7 +46,7 @@ static void format_elapsed(uint64_t usec, char *buf, size_t size) {
 
 void progress_draw(Progress *p, bool force) {
         uint64_t now = now_usec();
-        char elapsed[32], size[32];
+        char elapsed[32], size[32], count[32], items[96] = "";
 
         if (!p->enabled || (!force && p->shown && now - p->drawn_usec < PROGRESS_REDRAW_USEC))
                 return;
@@ -49,7 +54,11 @@ void progress_draw(Progress *p, bool force) {
         /* \r and "erase to the end of the line": the line is rewritten where it stands */
         if (p->have_bytes) {
                 output_format_size(p->bytes, size, sizeof(size));
-                fprintf(stderr, "\r\033[Kdsctl: %s: %s, %s", p->verb, size, elapsed);
+                if (p->items_name) {
+                        output_format_grouped((int64_t)p->items, count, sizeof(count));
+                        snprintf(items, sizeof(items), "%s %s, ", count, p->items_name);
+                }
+                fprintf(stderr, "\r\033[Kdsctl: %s: %s, %s%s", p->verb, size, items, elapsed);
         } else
                 fprintf(stderr, "\r\033[Kdsctl: %s: %s, %s", p->verb, p->waiting ? p->waiting : "waiting", elapsed);
         fflush(stderr);

@@ -13,12 +13,16 @@ typedef struct Progress {
         uint64_t bytes;
         bool have_bytes;        /* until the first byte: "waiting" */
         const char *waiting;    /* what it waits for then */
+        uint64_t items;         /* what the bytes held so far (gcdump: the heap's objects) */
+        const char *items_name; /* NULL: no count shown */
         bool shown;             /* the line is on the terminal now */
 } Progress;
 
 /* Shows nothing unless @enabled; the clock starts now. */
 void progress_start(Progress *p, const char *verb, bool enabled, const char *waiting);
 void progress_set_bytes(Progress *p, uint64_t bytes);
+/* A count shown after the bytes: "1,500,000 objects" (@name plural). */
+void progress_set_items(Progress *p, uint64_t items, const char *name);
 /* Redraws the line, at most ten times a second unless @force. */
 void progress_draw(Progress *p, bool force);
 /* Takes the line away, before anything else is written to the terminal. */

@@ -143,12 +143,15 @@ static int consume(SessionClient *s, const uint8_t *data, size_t n) {
         return 0;
 }
 
-/* After a read, or a second without one: the progress line and the counters' view, redrawn. */
-static void show(SessionClient *s) {
+/* After a read, or a second without one: the progress line and the counters' view, redrawn; the line at
+ * once when @force, else at most ten times a second. */
+static void show(SessionClient *s, bool force) {
         if (s->view)
                 counter_view_draw(s->view);
         progress_set_bytes(&s->progress, s->received);
-        progress_draw(&s->progress, false);
+        if (s->heap)
+                progress_set_items(&s->progress, gcdump_heap_objects(s->heap), "objects");
+        progress_draw(&s->progress, force);
 }
 
 /*
@@ -195,7 +198,7 @@ static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
                 if (s->sink)
                         counter_sink_tick(s->sink, now_nsec());
                 if (r <= 0) {
-                        show(s);
+                        show(s, false);
                         continue;
                 }
                 n = read(pipe_fd, buf, READ_CHUNK);
@@ -209,12 +212,14 @@ static int relay(SessionClient *s, AgentClient *client, int pipe_fd) {
                 r = consume(s, buf, (size_t)n);
                 if (r < 0)
                         return r;
-                /* gcdump: once the dump's GC has ended, only the rundown is still wanted */
+                /* gcdump: once the dump's GC has ended, only the rundown is still wanted; the line says
+                 * then how many objects the heap has, whenever it was drawn last */
                 if (s->heap && !stop_sent && gcdump_heap_dumped(s->heap)) {
                         (void)shutdown(client->fd, SHUT_WR);
                         stop_sent = true;
+                        show(s, true);
                 }
-                show(s);
+                show(s, false);
         }
 }
 
@@ -402,7 +407,9 @@ static int finish_gcdump(SessionClient *s, int status) {
                         "dotnet-gcdump does\n", GCDUMP_NODES_MAX);
         if (o->gcdump_file && (status = save_gcdump(s)) != EXIT_OK)
                 return status;
-        if (o->gcdump_report && gcdump_report_print(stdout, &report) < 0)
+        if (o->gcdump_report && (r = gcdump_report_sort(&report, o->gcdump_sort)) < 0)
+                return output_fail(o->json, EXIT_ERROR, "gcdump: %s", strerror(-r));
+        if (o->gcdump_report && gcdump_report_print(stdout, &report, o->gcdump_sort) < 0)
                 return output_fail(o->json, EXIT_ERROR, "gcdump: cannot write the report: %s", strerror(EIO));
         return EXIT_OK;
 }
@@ -438,12 +445,12 @@ static int session_client_stream(SessionClient *s, AgentClient *client, SessionE
         if (m.type != WIRE_REPLY_STREAM || (pipe_fd = take_pipe(client)) < 0)
                 return output_fail(o->json, EXIT_ERROR, "the agent sent no stream");
         *ret_started = true;
-        if (o->kind == SESSION_OUTPUT_NETTRACE) {
-                if (!o->quiet)
+        if (o->kind == SESSION_OUTPUT_NETTRACE || o->kind == SESSION_OUTPUT_GCDUMP) {
+                if (o->kind == SESSION_OUTPUT_NETTRACE && !o->quiet)
                         fprintf(stderr, "dsctl: tracing; Ctrl-C stops and keeps the trace\n");
-                progress_start(&s->progress, "trace", o->progress, NULL);
-                progress_set_bytes(&s->progress, 0);
-                progress_draw(&s->progress, true);
+                /* gcdump: the bytes of the stream and the heap's objects its events described so far */
+                progress_start(&s->progress, o->kind == SESSION_OUTPUT_GCDUMP ? "gcdump" : "trace", o->progress, NULL);
+                show(s, true);
         } else if (s->sink)
                 counter_sink_begin(s->sink, s->providers, (pid_t)s->target_pid, now_nsec());
 

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "agent-client.h"
+#include "gcdump-heap.h"
 #include "out-file.h"
 
 typedef enum SessionOutputKind {
@@ -36,13 +37,14 @@ typedef struct SessionOptions {
                                      * NULL for prometheus with output: that file is replaced whole each time */
         OutFile *prometheus_file;   /* prometheus with output: its directory, pinned (counter_sink_check_file()) */
         pid_t target_pid;           /* counters: the process asked for, when given by pid (else the agent says) */
-        bool progress;              /* trace: bytes and time on standard error, in place */
+        bool progress;              /* trace, gcdump: bytes (gcdump: and objects) and time on standard error, in place */
         bool json;                  /* trace: its summary as JSON on standard output */
         const char *title;          /* counters --watch: the line above the view */
         /* gcdump */
         const char *gcdump_output;  /* -o: the .gcdump's name; NULL: none */
         OutFile *gcdump_file;       /* made before the request (out_file_open()), named gcdump_output when whole */
         bool gcdump_report;         /* the type table on standard output */
+        GcdumpSort gcdump_sort;     /* its order */
 } SessionOptions;
 
 typedef int (*SessionErrorReporter)(const WireMessage *m, void *userdata);

@@ -29,7 +29,7 @@ _dsctl() {
                 [trace]="--profile --providers --duration --buffer-mb --output"
                 [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
                 [stacks]="--format"
-                [gcdump]="--output --report --nettrace --duration"
+                [gcdump]="--output --report --sort --nettrace --duration"
                 [exceptions]="--duration"
                 [logs]="--level --category --duration"
                 [port]="--port-path --once"
@@ -43,7 +43,7 @@ _dsctl() {
                 --socket | --agent-socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
                 --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
                 --refresh-interval | --format | -o | --output | --remove | --level | --category | --port-path | --nettrace | \
-                --as) ((i++)) ;;
+                --as | --sort) ((i++)) ;;
                 -*) ;;
                 *) if [[ -z $command ]]; then command=$word; else ((nargs++)); fi ;;
                 esac
@@ -56,6 +56,7 @@ _dsctl() {
                         -- "$cur"))
                 return ;;
         --as) COMPREPLY=($(compgen -W "dotnet-trace" -- "$cur")); return ;;
+        --sort) COMPREPLY=($(compgen -W "size count name stock" -- "$cur")); return ;;
         --format)
                 if [[ $command == counters ]]; then COMPREPLY=($(compgen -W "csv json prometheus" -- "$cur"))
                 elif [[ $command == stacks ]]; then COMPREPLY=($(compgen -W "text json speedscope" -- "$cur"))

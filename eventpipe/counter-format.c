@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/param.h>
 #include <time.h>
 
 #include "cleanup.h"
@@ -180,6 +181,51 @@ char *counter_combine_tags(const char *meter_tags, const char *instrument_tags, 
                 return NULL;
         }
         return s;
+}
+
+/* "1.50E+15" → "1.5E+15": %.2E's mantissa without its trailing zeros, at least two exponent digits kept. */
+static void trim_mantissa(char *buf) {
+        char *e = strchr(buf, 'E'), *end = e;
+
+        if (!e)
+                return;
+        while (end > buf && end[-1] == '0')
+                end--;
+        if (end > buf && end[-1] == '.')
+                end--;
+        memmove(end, e, strlen(e) + 1);
+}
+
+void counter_format_rounded(double v, char buf[static COUNTER_FORMAT_DOUBLE_MAX]) {
+        double magnitude = fabs(v);
+        int integer_digits = 1;
+        char *end;
+
+        if (!isfinite(v)) {
+                counter_format_double(v, buf);
+                return;
+        }
+        if (magnitude >= 1e15 || (magnitude < 1e-4 && magnitude > 0)) {
+                snprintf(buf, COUNTER_FORMAT_DOUBLE_MAX, "%.2E", v);
+                trim_mantissa(buf);
+                return;
+        }
+        if (magnitude < 1) {
+                /* %g drops trailing zeros itself; below 1e-4 was taken above, so this is never scientific */
+                snprintf(buf, COUNTER_FORMAT_DOUBLE_MAX, "%.3g", magnitude == 0 ? 0.0 : v);
+                return;
+        }
+        /* no more than 15 significant digits, a double's own: past them %f shows the binary's noise */
+        for (double power = 10; magnitude >= power; power *= 10)
+                integer_digits++;
+        snprintf(buf, COUNTER_FORMAT_DOUBLE_MAX, "%.*f", MIN(3, MAX(0, 15 - integer_digits)), v);
+        if (!strchr(buf, '.'))
+                return;
+        end = buf + strlen(buf);
+        while (end[-1] == '0')
+                *--end = '\0';
+        if (end[-1] == '.')
+                end[-1] = '\0';
 }
 
 char *counter_percentile_tags(const char *tags, double quantile) {

@@ -25,6 +25,17 @@
  */
 void counter_format_double(double v, char buf[static COUNTER_FORMAT_DOUBLE_MAX]);
 
+/*
+ * counter_format_rounded() - @v rounded for people, as a record's text says it
+ *
+ * Three decimals at most, trailing zeros dropped ("94.764", "500", "-2.5");
+ * below 1, three significant digits, so that a small value is not shown as
+ * 0 ("0.000123", "0.5"); scientific from 1e15 up and below 1e-4 ("1.5E+15",
+ * "2.5E-07"); "NaN", "Infinity", "-Infinity". Not for reading back: what
+ * reads back as @v is counter_format_double()'s.
+ */
+void counter_format_rounded(double v, char buf[static COUNTER_FORMAT_DOUBLE_MAX]);
+
 /* @usec since the epoch in local time, as DateTime.ToString() under the invariant culture: "08/07/2026 14:37:44". */
 void counter_format_time_invariant(int64_t usec, char *buf, size_t size);
 

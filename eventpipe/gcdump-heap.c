@@ -362,6 +362,7 @@ typedef struct GraphType {
         char *module;     /* the module's path, or NULL */
         int32_t size;     /* of its first node; -1 before */
         uint32_t count;
+        int64_t total;    /* of all its nodes */
 } GraphType;
 
 typedef struct Graph {
@@ -512,6 +513,10 @@ void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size) {
 
 uint64_t gcdump_heap_address_probes(const GcdumpHeap *h) {
         return h->addresses.probes + h->others.probes + h->type_ids.probes;
+}
+
+uint64_t gcdump_heap_objects(const GcdumpHeap *h) {
+        return h->n_nodes;
 }
 
 bool gcdump_heap_dumped(const GcdumpHeap *h) {
@@ -1508,6 +1513,7 @@ static int define_node(GcdumpHeap *h, uint32_t index, uint32_t type, int32_t siz
         if (t->size < 0)
                 t->size = size;
         t->count++;
+        t->total += size;
         h->total_size += size;
         r = blob_int(h, (int32_t)(type << 1 | (t->size != size)));
         if (r == 0 && t->size != size)
@@ -1765,7 +1771,8 @@ static int graph_rows(Graph *g, GcdumpReport *report) {
                         continue;
                 base = t->module ? strrchr(t->module, '/') : NULL;
                 base = base ? base + 1 : t->module;
-                rows[n] = (Row){ .t = { .name = strdup(t->name), .size = t->size, .count = t->count }, .index = i };
+                rows[n] = (Row){ .t = { .name = strdup(t->name), .size = t->size, .count = t->count,
+                                          .total_size = t->total }, .index = i };
                 if (!rows[n].t.name || (base && *base && !(rows[n].t.module = strdup(base)))) {
                         free(rows[n].t.name);
                         goto fail;
@@ -1786,6 +1793,81 @@ fail:
                 free(rows[i].t.module);
         }
         return -ENOMEM;
+}
+
+static const char *const sort_names[_GCDUMP_SORT_MAX] = {
+        [GCDUMP_SORT_SIZE] = "size",
+        [GCDUMP_SORT_COUNT] = "count",
+        [GCDUMP_SORT_NAME] = "name",
+        [GCDUMP_SORT_STOCK] = "stock",
+};
+
+GcdumpSort gcdump_sort_from_string(const char *s) {
+        for (GcdumpSort i = 0; i < _GCDUMP_SORT_MAX; i++)
+                if (s && strcmp(s, sort_names[i]) == 0)
+                        return i;
+        return _GCDUMP_SORT_INVALID;
+}
+
+const char *gcdump_sort_to_string(GcdumpSort sort) {
+        return sort >= 0 && sort < _GCDUMP_SORT_MAX ? sort_names[sort] : NULL;
+}
+
+static int compare_numbers(int64_t a, int64_t b) {
+        return a < b ? -1 : a > b;
+}
+
+static int compare_names(const GcdumpType *x, const GcdumpType *y) {
+        int c = strcmp(x->name, y->name);
+
+        if (c != 0 || x->module == y->module)
+                return c;
+        if (!x->module || !y->module)
+                return x->module ? 1 : -1;
+        return strcmp(x->module, y->module);
+}
+
+/* A row and its place in the report's order, which breaks ties (qsort is not stable). */
+typedef struct SortedRow {
+        const GcdumpType *t;
+        size_t index;
+        GcdumpSort sort;
+} SortedRow;
+
+static int compare_sorted_rows(const void *a, const void *b) {
+        const SortedRow *x = a, *y = b;
+        int c = 0;
+
+        /* the order's key, then the other number, then the name; the report's order last */
+        if (x->sort == GCDUMP_SORT_SIZE || x->sort == GCDUMP_SORT_COUNT) {
+                int by_size = compare_numbers(x->t->total_size, y->t->total_size),
+                    by_count = compare_numbers(x->t->count, y->t->count);
+
+                c = x->sort == GCDUMP_SORT_SIZE ? (by_size ? by_size : by_count) : (by_count ? by_count : by_size);
+        }
+        if (c == 0 && x->sort != GCDUMP_SORT_STOCK)
+                c = compare_names(x->t, y->t);
+        return c != 0 ? c : compare_numbers((int64_t)x->index, (int64_t)y->index);
+}
+
+int gcdump_report_sort(GcdumpReport *r, GcdumpSort sort) {
+        _cleanup_free_ SortedRow *rows = NULL;
+        _cleanup_free_ GcdumpType *types = NULL;
+
+        if (sort == GCDUMP_SORT_STOCK || r->n_types == 0)
+                return 0; /* the report's own order */
+        rows = calloc(r->n_types, sizeof(SortedRow));
+        types = calloc(r->n_types, sizeof(GcdumpType));
+        if (!rows || !types)
+                return -ENOMEM;
+        for (size_t i = 0; i < r->n_types; i++)
+                rows[i] = (SortedRow){ .t = &r->types[i], .index = i, .sort = sort };
+        qsort(rows, r->n_types, sizeof(SortedRow), compare_sorted_rows);
+        for (size_t i = 0; i < r->n_types; i++)
+                types[i] = *rows[i].t;
+        free(r->types);
+        r->types = TAKE_PTR(types);
+        return 0;
 }
 
 /**

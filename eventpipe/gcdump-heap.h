@@ -12,6 +12,7 @@
  */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,13 +39,15 @@ enum {
         GCDUMP_E_BROKEN,     /* gcdump_heap_report(): the nodes ask for other references than came */
 };
 
-/* One row of the table: a type, its objects, and the size of the first of them (dotnet-gcdump
- * report's "Object Bytes" is the type's size as its graph keeps it: that of the first node). */
+/* One row of the table: a type, its objects, the size of the first of them (dotnet-gcdump
+ * report's "Object Bytes" is the type's size as its graph keeps it: that of the first node), and
+ * the bytes of all of them (dotnet-dump's dumpheap -stat "TotalSize"). */
 typedef struct GcdumpType {
         char *name;          /* as dotnet-gcdump names it: generics with <>, arrays [], big objects " (Bytes > 1K)" */
         char *module;        /* the module's file name (System.Private.CoreLib.dll); NULL: none shown */
         int32_t size;
         uint32_t count;
+        int64_t total_size;
 } GcdumpType;
 
 typedef struct GcdumpReport {
@@ -53,8 +56,29 @@ typedef struct GcdumpReport {
         uint64_t references; /* "Total references" */
         bool truncated;      /* past GCDUMP_NODES_MAX: the rest left out, as dotnet-gcdump does */
         size_t n_types;
-        GcdumpType *types;   /* in report order: size, then count, descending; ties in the graph's order */
+        GcdumpType *types;   /* in report order: size, then count, descending; ties in the graph's order
+                              * (gcdump_report_sort() orders them otherwise) */
 } GcdumpReport;
+
+/*
+ * The orders of the table. dsctl's default is dotnet-dump's dumpheap -stat
+ * order: by the bytes of all of a type's objects, ascending, so that the
+ * biggest is last, where a terminal leaves the eye.
+ */
+typedef enum GcdumpSort {
+        GCDUMP_SORT_SIZE,   /* total_size ascending, then count, then name */
+        GCDUMP_SORT_COUNT,  /* count ascending, then total_size, then name */
+        GCDUMP_SORT_NAME,   /* name (bytewise), then module */
+        GCDUMP_SORT_STOCK,  /* dotnet-gcdump report's: the first object's size, then count, descending */
+        _GCDUMP_SORT_MAX,
+        _GCDUMP_SORT_INVALID = -EINVAL,
+} GcdumpSort;
+
+/* "size", "count", "name", "stock"; _GCDUMP_SORT_INVALID for anything else */
+GcdumpSort gcdump_sort_from_string(const char *s);
+const char *gcdump_sort_to_string(GcdumpSort sort);
+/* Orders @r's rows by @sort; rows equal under it keep the report's order. Return: 0, -ENOMEM. */
+int gcdump_report_sort(GcdumpReport *r, GcdumpSort sort);
 
 typedef struct GcdumpHeap GcdumpHeap;
 
@@ -74,6 +98,8 @@ void gcdump_heap_set_pointer_size(GcdumpHeap *h, unsigned pointer_size);
 int gcdump_heap_add(GcdumpHeap *h, const NettraceEvent *e);
 /* For tests: how many slots its tables of addresses and TypeIDs looked at past the first one of a key, in all. */
 uint64_t gcdump_heap_address_probes(const GcdumpHeap *h);
+/* The objects (nodes) of the dump's GC described so far: what dsctl's progress line counts. */
+uint64_t gcdump_heap_objects(const GcdumpHeap *h);
 /* The dump's GC has ended with nodes in it: what follows is only the rundown (module names). */
 bool gcdump_heap_dumped(const GcdumpHeap *h);
 

@@ -22,6 +22,7 @@
 #include "audit.h"
 #include "catalog-ids.h"
 #include "cleanup.h"
+#include "counter-format.h"
 #include "duration.h"
 #include "policy.h"
 #include "test-hooks.h"
@@ -1068,11 +1069,15 @@ int audit_log_port(AuditSink sink, const AuditPortEvent *e) {
 
 int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
-        char who[AUDIT_NAME_MAX + 32], value[64] = "";
+        char who[AUDIT_NAME_MAX + 32], value[64] = "", rounded[COUNTER_FORMAT_DOUBLE_MAX], exact[COUNTER_FORMAT_DOUBLE_MAX];
 
         format_user(who, sizeof(who), e->uid);
-        if (e->has_value)
-                snprintf(value, sizeof(value), " at %.17g", e->value);
+        if (e->has_value) {
+                /* people read the value rounded; machines get the shortest text that reads back as it */
+                counter_format_rounded(e->value, rounded);
+                counter_format_double(e->value, exact);
+                snprintf(value, sizeof(value), " at %s", rounded);
+        }
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_COLLECT);
         audit_fields_addf(&f, "PRIORITY=%d", strcmp(e->event, "failed") == 0 ? LOG_WARNING : LOG_NOTICE);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
@@ -1082,8 +1087,10 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         audit_fields_add_text(&f, "DSAGENT_RULE", e->table);
         audit_fields_add_text(&f, "DSAGENT_COLLECT_TRIGGER", e->trigger);
         audit_fields_add_text(&f, "DSAGENT_COLLECT_WHAT", e->what);
-        if (e->has_value)
-                audit_fields_addf(&f, "DSAGENT_COLLECT_VALUE=%.17g", e->value);
+        if (e->has_value) {
+                audit_fields_addf(&f, "DSAGENT_COLLECT_VALUE=%s", rounded);
+                audit_fields_addf(&f, "DSAGENT_COLLECT_VALUE_EXACT=%s", exact);
+        }
         audit_fields_add_text(&f, "DSAGENT_COLLECT_EXCEPTION", e->exception);
         audit_fields_add_text(&f, "DSAGENT_COLLECT_ACTION", e->action);
         audit_fields_add_text(&f, "DSAGENT_COLLECT_RESULT", e->result);

@@ -10,9 +10,11 @@
  * Invariants: gcdump_heap_add() and gcdump_heap_report() return only their
  * documented codes; a table has at most as many rows as objects counted, its
  * rows in report order (size, then count, descending), every name valid
- * UTF-8, every count > 0; the file, when the table was made, is made too
- * and ends with the offset of its trailer, inside it; no read past a
- * payload (ASan).
+ * UTF-8, every count > 0, every type's total bytes at least its first
+ * object's; dsctl's orders (gcdump_report_sort(): total bytes, count,
+ * name) keep the same rows, ascending by their key; the file, when the
+ * table was made, is made too and ends with the offset of its trailer,
+ * inside it; no read past a payload (ASan).
  */
 #include <errno.h>
 #include <string.h>
@@ -59,9 +61,33 @@ static void check_report(const GcdumpReport *r) {
                 fuzz_assert(t->name && utf8_is_valid(t->name, strlen(t->name)));
                 fuzz_assert(!t->module || utf8_is_valid(t->module, strlen(t->module)));
                 fuzz_assert(t->count > 0 && t->size != 0);
+                fuzz_assert(t->total_size >= t->size);
                 if (i > 0)
                         fuzz_assert(r->types[i - 1].size > t->size ||
                                     (r->types[i - 1].size == t->size && r->types[i - 1].count >= t->count));
+        }
+}
+
+/* Each of dsctl's orders: the same number of rows and objects, each row's key not below the one before. */
+static void check_orders(GcdumpReport *r) {
+        for (GcdumpSort sort = GCDUMP_SORT_SIZE; sort <= GCDUMP_SORT_NAME; sort++) {
+                uint64_t objects = 0, sorted = 0;
+                size_t n = r->n_types;
+
+                for (size_t i = 0; i < n; i++)
+                        objects += r->types[i].count;
+                if (gcdump_report_sort(r, sort) < 0)
+                        return;
+                fuzz_assert(r->n_types == n);
+                for (size_t i = 0; i < n; i++) {
+                        const GcdumpType *a = i > 0 ? &r->types[i - 1] : NULL, *t = &r->types[i];
+
+                        sorted += t->count;
+                        fuzz_assert(!a || sort != GCDUMP_SORT_SIZE || a->total_size <= t->total_size);
+                        fuzz_assert(!a || sort != GCDUMP_SORT_COUNT || a->count <= t->count);
+                        fuzz_assert(!a || sort != GCDUMP_SORT_NAME || strcmp(a->name, t->name) <= 0);
+                }
+                fuzz_assert(sorted == objects);
         }
 }
 
@@ -89,6 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 trailer = (uint32_t)file.last[0] | (uint32_t)file.last[1] << 8 | (uint32_t)file.last[2] << 16 |
                           (uint32_t)file.last[3] << 24;
                 fuzz_assert(r != 0 || (file.size > 64 && trailer + 8 == file.size));
+                check_orders(&report);
         }
         gcdump_report_done(&report);
         return 0;

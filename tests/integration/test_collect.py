@@ -855,5 +855,20 @@ def a_gcdump_past_max_use_records_the_failure_and_leaves_nothing():
     assert [e["DSAGENT_SESSION_END"] for e in ended] == ["no-space"], ended
 
 
+@test
+def a_fired_record_says_the_value_rounded_for_people_and_exactly_for_machines():
+    # 94.763704 as a double is 94.763704000000004 to 17 digits, which records once printed
+    high, unit = target_in_unit(value="94.763704")
+    agent = agent_with(table("gauge-rounded", "Dsagent.TestTarget:test-gauge", unit, line="when.above = 90"),
+                       table("counter-rounded", "Dsagent-TestTarget:test-counter", unit, line="when.above = 90"))
+    for name in ("gauge-rounded", "counter-rounded"):
+        # 90 s: the agent's first walk finds the target, starts its counters session, and samples come each second
+        rec = wait_for(lambda: fired(agent, high.pid, name), timeout=90, what=f"{name} fired")[0]
+        assert rec["DSAGENT_COLLECT_VALUE"] == "94.764", rec
+        assert rec["DSAGENT_COLLECT_VALUE_EXACT"] == "94.763704", rec
+        assert float(rec["DSAGENT_COLLECT_VALUE_EXACT"]) == 94.763704, rec
+        assert " at 94.764: " in rec["MESSAGE"], rec["MESSAGE"]
+
+
 if __name__ == "__main__":
     run_tests()

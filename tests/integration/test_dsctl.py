@@ -407,6 +407,30 @@ def dumps_and_traces_show_progress_on_a_terminal_only():
 
 
 @test
+def gcdump_shows_its_progress_on_a_terminal_only():
+    held = 200000  # the app's HeldItem objects: the heap has at least as many
+    target = Target(SVC, args=("--hold-objects", str(held)))
+    agent = Agent()
+    status, shown, out = on_terminal(SVC, ["--socket", agent.socket, "gcdump", str(target.pid)])
+    assert status == 0 and "HeldItem  [DsTestTarget.dll]" in out, (status, repr(shown), out[-2000:])
+    # the bytes received and the heap's objects so far, redrawn in place; drawn once more when the dump's GC
+    # has ended, with all of them; gone before the table
+    lines = re.findall(r"\r\033\[Kdsctl: gcdump: (\d+(?:\.\d)? (?:B|KiB|MiB|GiB)), ([\d,]+) objects, 00:\d\d", shown)
+    assert len(lines) >= 2 and lines[0] == ("0 B", "0"), repr(shown)
+    print(f"# progress lines drawn: {lines}")
+    assert max(int(objects.replace(",", "")) for _, objects in lines) >= held, lines
+    assert shown.endswith("\r\033[K"), repr(shown[-80:])
+    objects = int(re.search(r"^ +([\d,]+)  GC Heap objects$", out, re.M).group(1).replace(",", ""))
+    assert int(lines[-1][1].replace(",", "")) <= objects, (lines[-1], objects)
+
+    # not a terminal, or --quiet: no progress
+    r = dsctl(agent, SVC, "gcdump", str(target.pid), timeout=180)
+    assert r.returncode == 0 and r.stderr == "", r
+    status, shown, out = on_terminal(SVC, ["--socket", agent.socket, "-q", "gcdump", str(target.pid)])
+    assert status == 0 and shown == "" and "GC Heap objects" in out, (status, repr(shown))
+
+
+@test
 def an_output_the_caller_cannot_write_is_refused_before_anything_is_asked():
     target = Target(SVC)
     agent = Agent()

@@ -52,15 +52,15 @@ def take(agent, user, target, directory, name, *more):
 
 @test
 def gcdump_report_is_the_stock_report_of_the_same_session():
-    """Differential: dsctl's table of a session, the stock tools' of the stream dsctl kept, and the stock
-    report of the .gcdump dsctl wrote, are equal: the totals, every type, count and size, in the same order.
-    Twice: a second dump names its types too."""
+    """Differential: dsctl's table of a session (--sort stock: dotnet-gcdump report's layout and order), the
+    stock tools' of the stream dsctl kept, and the stock report of the .gcdump dsctl wrote, are equal: the
+    totals, every type, count and size, in the same order. Twice: a second dump names its types too."""
     target = Target(SVC)
     agent = Agent()
     mine = make_dir(SVC, 0o755)
     for attempt in ("first", "second"):
         gcdump = os.path.join(mine, f"{attempt}.gcdump")
-        r, path = take(agent, SVC, target, mine, f"{attempt}.nettrace", "-o", gcdump)
+        r, path = take(agent, SVC, target, mine, f"{attempt}.nettrace", "-o", gcdump, "--sort", "stock")
         theirs = stock_report_of(path)
         assert r.stdout == theirs, f"dsctl gcdump:\n{r.stdout}\ndotnet-gcdump convert + report:\n{theirs}"
         assert os.stat(gcdump).st_uid == os.stat(mine).st_uid, "the .gcdump is not the caller's own file"
@@ -82,6 +82,44 @@ def gcdump_report_is_the_stock_report_of_the_same_session():
     decided = [rec for rec in agent.records() if rec.get("DSAGENT_COMMAND") == "gcdump"]
     assert len(decided) == 2 and all(rec["DSAGENT_DECISION"] == "allowed" for rec in decided), decided
     assert start["DSAGENT_PROVIDERS"] == "Microsoft-Windows-DotNETRuntime:0x1980001:5", start
+
+
+HELD = 200000  # objects of the app's HeldItem (24 B each): the type of most objects and most bytes
+
+
+@test
+def gcdump_orders_its_table_as_dumpheap_stat_biggest_last_or_by_count_or_name():
+    """The app's type of most objects, whose first object is small, sits deep in dotnet-gcdump report's table;
+    by default dsctl orders by each type's bytes, as dumpheap -stat, and it comes last; --sort count puts it
+    last too, --sort name in its place. Every order holds the stock report's rows of the same session."""
+    target = Target(SVC, args=("--hold-objects", str(HELD)))
+    agent = Agent()
+    mine = make_dir(SVC, 0o755)
+    held = "HeldItem  [DsTestTarget.dll]"
+
+    r, path = take(agent, SVC, target, mine, "default.nettrace")
+    theirs = rows(stock_report_of(path))
+    ours = rows(r.stdout)
+    assert re.search(r"^ +Total Bytes +Count  Type$", r.stdout, re.M), r.stdout
+    # the same types and counts as the stock tool's table of the same session
+    assert sorted((count, what) for _, count, what in ours) == sorted((count, what) for _, count, what in theirs), \
+        (ours, theirs)
+    # the stock table: the size of the first object, biggest first; HeldItem far from its end
+    stock_place = [what for _, _, what in theirs].index(held)
+    assert theirs[stock_place][:2] == (24, HELD) and stock_place < len(theirs) - 10, (stock_place, theirs)
+    # dsctl's: all of a type's bytes, ascending; HeldItem's are the most
+    assert [size for size, _, _ in ours] == sorted(size for size, _, _ in ours), r.stdout
+    assert ours[-1] == (24 * HELD, HELD, held), ours[-3:]
+    print(f"# stock row {stock_place + 1} of {len(theirs)}; dsctl: {ours[-2:]}")
+
+    r, _ = take(agent, SVC, target, mine, "count.nettrace", "--sort", "count")
+    ours = rows(r.stdout)
+    counts = [count for _, count, _ in ours]
+    assert counts == sorted(counts) and ours[-1] == (24 * HELD, HELD, held), ours[-3:]
+
+    r, _ = take(agent, SVC, target, mine, "name.nettrace", "--sort", "name")
+    names = [what for _, _, what in rows(r.stdout)]
+    assert names == sorted(names, key=lambda n: n.encode()) and held in names, names
 
 
 GCDUMP_ONLY = f"""
@@ -139,6 +177,7 @@ def gcdump_options_are_checked_before_anything_is_sent():
         (["--nettrace", existing], "dsctl does not overwrite files"),
         (["-o", existing], "dsctl does not overwrite files"),
         (["-o", "same", "--nettrace", "same"], "two files, not one"),
+        (["--sort", "total"], "--sort takes size, count, name or stock, not 'total'"),
     ]:
         r = dsctl(agent, SVC, "gcdump", str(target.pid), *args)
         assert r.returncode != 0 and why in r.stderr, (args, r)

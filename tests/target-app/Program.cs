@@ -13,6 +13,8 @@
 // --exec-when FILE PORTS: once FILE exists, the process runs exec of itself with DOTNET_DiagnosticPorts=PORTS
 //   (and without this option), so that one process carries two runtimes, one after the other.
 // --saved-uid-root-when FILE: once FILE exists, root becomes the process's saved uid (SavedUid.cs).
+// --hold-objects N keeps N small objects of the type HeldItem alive, so that a heap dump has a type of many
+//   objects whose first object is small (dsctl gcdump --sort).
 // --startup-marker writes one Marker event with sequence -1 before anything else in Main, so that a
 //   trace started before the runtime was resumed ([[on_start]]) shows it caught the first instruction.
 using System.Diagnostics.Metrics;
@@ -33,6 +35,12 @@ if (allocateIndex >= 0 && allocateIndex + 1 < args.Length && int.TryParse(args[a
         held.Add(block);
     }
 }
+
+var holdIndex = Array.IndexOf(args, "--hold-objects");
+var items = new List<HeldItem>();
+if (holdIndex >= 0 && holdIndex + 1 < args.Length && int.TryParse(args[holdIndex + 1], out var itemCount))
+    for (var i = 0; i < itemCount; i++)
+        items.Add(new HeldItem(i));
 
 var meterIndex = Array.IndexOf(args, "--meter-value");
 Meter? meter = null;
@@ -75,7 +83,14 @@ if (execIndex >= 0 && execIndex + 2 < args.Length)
     SelfExec.WhenFileAppears(args, execIndex);
 Thread.Sleep(Timeout.Infinite);
 GC.KeepAlive(held);
+GC.KeepAlive(items);
 GC.KeepAlive(meter);
+
+// One of the many objects --hold-objects keeps: 24 bytes on a 64-bit runtime.
+sealed class HeldItem(int number)
+{
+    public int Number = number;
+}
 
 // Payload constants that tests look for byte for byte in captured traces.
 [EventSource(Name = "Dsagent-TestTarget")]

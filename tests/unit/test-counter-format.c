@@ -49,6 +49,47 @@ static void test_double_as_dotnet(void) {
         check(double_is(-INFINITY, "-Infinity"));
 }
 
+static bool rounded_is(double v, const char *want) {
+        char buf[COUNTER_FORMAT_DOUBLE_MAX];
+
+        counter_format_rounded(v, buf);
+        return number_is(v, buf, want);
+}
+
+/* A record's value for people: three decimals, or three significant digits below 1 */
+static void test_rounded_for_people(void) {
+        char exact[COUNTER_FORMAT_DOUBLE_MAX];
+
+        /* the value a fired record printed as 94.763704000000004 */
+        check(rounded_is(94.763704000000004, "94.764"));
+        counter_format_double(94.763704000000004, exact);
+        check(strtod(exact, NULL) == 94.763704000000004);
+        check(rounded_is(500, "500"));
+        check(rounded_is(41201664, "41201664"));
+        check(rounded_is(2.5, "2.5"));
+        check(rounded_is(-2.5, "-2.5"));
+        check(rounded_is(1.0 / 3, "0.333"));
+        check(rounded_is(2.0 / 3, "0.667"));
+        check(rounded_is(0.9996, "1"));
+        check(rounded_is(12.0005, "12.001"));
+        check(rounded_is(0.5, "0.5"));
+        /* a small value keeps its digits rather than reading 0 */
+        check(rounded_is(0.000123456, "0.000123"));
+        check(rounded_is(0.0001, "0.0001"));
+        check(rounded_is(0.00001234, "1.23E-05"));
+        check(rounded_is(-2.5e-7, "-2.5E-07"));
+        check(rounded_is(0, "0"));
+        check(rounded_is(-0.0, "0"));
+        /* 15 significant digits at most: no digits of the binary's noise */
+        check(rounded_is(123456789012345.678, "123456789012346"));
+        check(rounded_is(123456789012.3456, "123456789012.346"));
+        check(rounded_is(1234567890123.456, "1234567890123.46"));
+        check(rounded_is(1.5e15, "1.5E+15"));
+        check(rounded_is(1e300, "1E+300"));
+        check(rounded_is(NAN, "NaN"));
+        check(rounded_is(-INFINITY, "-Infinity"));
+}
+
 static int64_t epoch_of(int year, int month, int day, int hour, int minute, int second) {
         struct tm tm = { .tm_year = year - 1900, .tm_mon = month - 1, .tm_mday = day, .tm_hour = hour,
                          .tm_min = minute, .tm_sec = second };
@@ -297,6 +338,7 @@ static void test_view_layout(void) {
 
 int main(void) {
         run_test(test_double_as_dotnet);
+        run_test(test_rounded_for_people);
         run_test(test_times);
         run_test(test_display_names);
         run_test(test_tags);

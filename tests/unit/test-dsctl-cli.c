@@ -210,6 +210,16 @@ static void test_monitor_commands(void) {
         check(parse(&a, &error, "gcdump", "orders.service", NULL) == 0 && a.report && !a.session.output);
         refused(parse(&a, &error, "gcdump", "12", "--format", "json", NULL), &error, "gcdump takes no --format");
         refused(parse(&a, &error, "gcdump", "12", "--nettrace", NULL), &error, "--nettrace takes a value");
+        /* the table's order: dumpheap -stat's unless told; an order asks for the table, -o or not */
+        check(parse(&a, &error, "gcdump", "12", NULL) == 0 && a.session.gcdump_sort == GCDUMP_SORT_SIZE);
+        check(parse(&a, &error, "gcdump", "12", "--sort", "count", NULL) == 0 && a.session.gcdump_sort == GCDUMP_SORT_COUNT);
+        check(parse(&a, &error, "gcdump", "12", "--sort", "name", NULL) == 0 && a.session.gcdump_sort == GCDUMP_SORT_NAME);
+        check(parse(&a, &error, "gcdump", "12", "-o", "h.gcdump", NULL) == 0 && !a.report);
+        check(parse(&a, &error, "gcdump", "12", "-o", "h.gcdump", "--sort", "stock", NULL) == 0 && a.report &&
+              a.session.gcdump_report && a.session.gcdump_sort == GCDUMP_SORT_STOCK);
+        refused(parse(&a, &error, "gcdump", "12", "--sort", "total", NULL), &error,
+                "--sort takes size, count, name or stock, not 'total'");
+        refused(parse(&a, &error, "trace", "12", "--sort", "size", NULL), &error, "trace takes no --sort");
         refused(parse(&a, &error, "logs", NULL), &error, "logs takes one process id or unit");
         args_done(&a);
         free(error);

@@ -77,9 +77,31 @@ static char *report_text(const GcdumpReport *r) {
 
         if (!f)
                 return NULL;
-        check(gcdump_report_print(f, r) == 0);
+        check(gcdump_report_print(f, r, GCDUMP_SORT_STOCK) == 0);
         fclose(f);
         return text;
+}
+
+/* The same rows by dumpheap -stat's order: none lost or added, total bytes ascending, each type's at least
+ * its first object's and at most its count times the biggest one's; the heap's bytes the rows' and the rest. */
+static void check_sorted_by_total(GcdumpReport *r) {
+        int64_t first_sizes = 0, sizes = 0, counts = 0, totals = 0, sorted_counts = 0, sorted_totals = 0;
+
+        for (size_t i = 0; i < r->n_types; i++) {
+                first_sizes += r->types[i].size;
+                counts += r->types[i].count;
+                totals += r->types[i].total_size;
+                check(r->types[i].total_size >= r->types[i].size);
+        }
+        check(gcdump_report_sort(r, GCDUMP_SORT_SIZE) == 0);
+        for (size_t i = 0; i < r->n_types; i++) {
+                sizes += r->types[i].size;
+                sorted_counts += r->types[i].count;
+                sorted_totals += r->types[i].total_size;
+                check(i == 0 || r->types[i - 1].total_size <= r->types[i].total_size);
+        }
+        check(sizes == first_sizes && sorted_counts == counts && sorted_totals == totals);
+        check(totals <= r->total_size);
 }
 
 /* A stream, and what the stock dotnet-gcdump convert + report printed of it: the same text. */
@@ -112,6 +134,7 @@ static void check_as_the_stock_tool(const char *name, unsigned min_events, size_
         check(text && strcmp(text, expected) == 0);
         if (text && strcmp(text, expected) != 0)
                 printf("# got:\n%s", text);
+        check_sorted_by_total(&r);
         gcdump_report_done(&r);
         gcdump_heap_free(c.heap);
 }
@@ -432,6 +455,112 @@ static void test_made_up_heap(void) {
         gcdump_report_done(&r);
 }
 
+/* Types of several objects, whose first object's size, total bytes, count and name order them
+ * differently: Zeta.Small 3 x 16 B, Alpha.Big 1 x 100 B, System.Byte[] 24 + 500 B, Beta.Tie 2 x 24 B
+ * (as many bytes as Zeta.Small, fewer objects). One stack root. */
+static int heap_of_four_types(GcdumpHeap *h) {
+        static const struct { uint64_t address, size, type; } objects[] = {
+                { 0x1000, 16, 0x100 }, { 0x2000, 100, 0x200 }, { 0x3000, 24, 0x300 }, { 0x4000, 16, 0x100 },
+                { 0x5000, 500, 0x300 }, { 0x6000, 24, 0x400 }, { 0x7000, 16, 0x100 }, { 0x8000, 24, 0x400 },
+        };
+        Payload types = {}, nodes = {}, roots = {};
+        int r;
+
+        put(&types, 4, 4);
+        put(&types, 0, 2);
+        type_value(&types, 0x100, 0xa0, 0, "Zeta.Small");
+        type_value(&types, 0x200, 0xa0, 0, "Alpha.Big");
+        type_value(&types, 0x300, 0xa0, 0x8, "System.Byte[]");
+        type_value(&types, 0x400, 0xa0, 0, "Beta.Tie");
+        block_header(&nodes, 8);
+        for (size_t i = 0; i < 8; i++)
+                node_value(&nodes, objects[i].address, objects[i].size, objects[i].type, 0);
+        block_header(&roots, 1);
+        put(&roots, 0x1000, 8);
+        put(&roots, 0, 1);   /* Stack */
+        put(&roots, 0, 4);
+        put(&roots, 0, 8);
+        if ((r = add(h, 15, &types)) != 0 || (r = add(h, 18, &nodes)) != 0 || (r = add(h, 16, &roots)) != 0)
+                return r;
+        return 0;
+}
+
+/* The names of @r's rows, in order, joined by spaces. */
+static void row_names(const GcdumpReport *r, char *buf, size_t size) {
+        size_t at = 0;
+
+        buf[0] = 0;
+        for (size_t i = 0; i < r->n_types && at < size; i++)
+                at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? " " : "", r->types[i].name);
+}
+
+static void check_order(GcdumpHeap *h, GcdumpSort sort, const char *want) {
+        GcdumpReport r = {};
+        char names[256];
+
+        check(gcdump_heap_report(h, &r) == 0);
+        check(gcdump_report_sort(&r, sort) == 0);
+        row_names(&r, names, sizeof(names));
+        check(strcmp(names, want) == 0);
+        if (strcmp(names, want) != 0)
+                printf("# --sort %s: got '%s', want '%s'\n", gcdump_sort_to_string(sort), names, want);
+        gcdump_report_done(&r);
+}
+
+/* dsctl gcdump --sort: dumpheap -stat's order by default (total bytes, the biggest last), count, name, and
+ * dotnet-gcdump report's own (the first object's size, the biggest first) */
+static void test_report_orders(void) {
+        _cleanup_(gcdump_heap_freep) GcdumpHeap *h = NULL;
+        _cleanup_free_ char *text = NULL;
+        GcdumpReport r = {};
+
+        check(gcdump_heap_new(&h) == 0);
+        check(gc(h, 1, 9, 2, 1, 0) == 0);
+        check(heap_of_four_types(h) == 0);
+        check(gc(h, 2, 9, 2, 0, 0) == 0);
+        check(gcdump_heap_dumped(h));
+
+        check_order(h, GCDUMP_SORT_STOCK, "Alpha.Big System.Byte[] Beta.Tie Zeta.Small");
+        check_order(h, GCDUMP_SORT_SIZE, "Beta.Tie Zeta.Small Alpha.Big System.Byte[]");
+        check_order(h, GCDUMP_SORT_COUNT, "Alpha.Big Beta.Tie System.Byte[] Zeta.Small");
+        check_order(h, GCDUMP_SORT_NAME, "Alpha.Big Beta.Tie System.Byte[] Zeta.Small");
+
+        /* dsctl's own orders print the bytes of all of a type's objects */
+        check(gcdump_heap_report(h, &r) == 0);
+        check(r.n_types == 4);
+        for (size_t i = 0; i < r.n_types; i++)
+                if (strcmp(r.types[i].name, "System.Byte[]") == 0)
+                        check(r.types[i].size == 24 && r.types[i].count == 2 && r.types[i].total_size == 524);
+        check(gcdump_report_sort(&r, GCDUMP_SORT_SIZE) == 0);
+        {
+                char *buf = NULL;
+                size_t size = 0;
+                FILE *f = open_memstream(&buf, &size);
+
+                check(f && gcdump_report_print(f, &r, GCDUMP_SORT_SIZE) == 0);
+                if (f)
+                        fclose(f);
+                text = buf;
+        }
+        check(text && strcmp(text,
+                "            720  GC Heap bytes\n"
+                /* the 8 objects, and [.NET Roots], [static vars], [local vars], [COM/WinRT Objects] */
+                "             12  GC Heap objects\n"
+                "\n"
+                "    Total Bytes     Count  Type\n"
+                /* as many bytes as Zeta.Small, fewer objects: before it */
+                "             48         2  Beta.Tie  [Module(0xa0)]\n"
+                "             48         3  Zeta.Small  [Module(0xa0)]\n"
+                "            100         1  Alpha.Big  [Module(0xa0)]\n"
+                "            524         2  System.Byte[]  [Module(0xa0)]\n") == 0);
+        gcdump_report_done(&r);
+
+        check(gcdump_sort_from_string("size") == GCDUMP_SORT_SIZE);
+        check(gcdump_sort_from_string("stock") == GCDUMP_SORT_STOCK);
+        check(gcdump_sort_from_string("Size") == _GCDUMP_SORT_INVALID);
+        check(gcdump_sort_from_string("") == _GCDUMP_SORT_INVALID);
+}
+
 /*
  * Regions walked out of address order: 0x1000 and 0x3000 in one increasing run, which passes over
  * 0x2000, sent later. Each reference to a node's address is that node, whichever run holds it: no
@@ -603,6 +732,7 @@ int main(void) {
         run_test(test_made_up_session_reports_as_the_stock_tool);
         run_test(test_written_file_reads_back);
         run_test(test_made_up_heap);
+        run_test(test_report_orders);
         run_test(test_interleaved_regions_find_every_node);
         run_test(test_references_must_add_up);
         run_test(test_empty_gc_is_not_the_dump);
