@@ -44,14 +44,18 @@ NO_ROOM = re.compile(r"test-hook: no room for (\d+) audit records")
 
 
 class StalledAudit:
-    """An agent whose audit records (--audit json, on its stdout) go to a pipe nobody reads until resume().
-    Its own diagnostics and test-hook notes go to its log, as ever."""
+    """An agent whose audit records (--audit json, on its stdout) go to a pipe that is read until fill() and then
+    nobody reads until resume(): what a test asks while it sets up (a listing polled until a table watches, say)
+    can never fill the queue before the test means it to. Its own diagnostics and test-hook notes go to its log,
+    as ever."""
 
     def __init__(self, policy, *args, env=None):
         r, w = os.pipe2(os.O_CLOEXEC)
         fcntl.fcntl(w, F_SETPIPE_SZ, 4096)  # a page: full after a few records
-        self.reading = os.fdopen(r, "r", errors="replace")
-        scope.callback(self.reading.close)
+        self.items, self.lock = [], threading.Lock()
+        self.reading = threading.Event()
+        self.reading.set()
+        threading.Thread(target=self._read, args=(r,), daemon=True).start()
         self.agent = Agent(*args, policy=policy, audit="json", audit_fd=w,
                            env=dict({"DSAGENT_TEST_AUDIT_QUEUE": str(QUEUE)}, **(env or {})))
         os.close(w)
@@ -59,12 +63,27 @@ class StalledAudit:
         check = subprocess.run([harness.DSAGENT, "--check-policy", self.agent.policy_path], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
         assert check.returncode == 0, check.stdout
-        self.items, self.lock = [], threading.Lock()
         self.answered = []  # the request ids dsctl reported for requests decided and recorded
         self.refused = 0    # the requests answered "audit unavailable"
 
+    def _read(self, fd):
+        """The reader: whole lines into items, while self.reading is set (a read under way when fill() clears it
+        takes what it gets, and fill() goes on until the queue is full all the same)."""
+        pending = b""
+        with open(fd, "rb", buffering=0, closefd=True) as pipe:
+            while True:
+                self.reading.wait()
+                chunk = pipe.read(65536)
+                if not chunk:
+                    return
+                *lines, pending = (pending + chunk).split(b"\n")
+                with self.lock:
+                    self.items += [json.loads(line) for line in lines if line.startswith(b"{")]
+
     def fill(self):
-        """Requests as root until one is refused "audit unavailable": the pipe and the queue are full."""
+        """The reader stops; requests as root until one is refused "audit unavailable": the pipe and the queue are
+        full."""
+        self.reading.clear()
         for _ in range(400):
             r = dsctl(self.agent, "root", "info", ABSENT_PID, timeout=30)
             assert r.returncode in (harness.EXIT_NO_SUCH_PROCESS, EXIT_AUDIT_UNAVAILABLE), r
@@ -81,12 +100,7 @@ class StalledAudit:
 
     def resume(self):
         """The reader comes back: it reads every record from now on."""
-        def run():
-            for line in self.reading:
-                if line.startswith("{"):
-                    with self.lock:
-                        self.items.append(json.loads(line))
-        threading.Thread(target=run, daemon=True).start()
+        self.reading.set()
 
     def records(self, message_id=None):
         with self.lock:
