@@ -855,5 +855,45 @@ def a_gcdump_past_max_use_records_the_failure_and_leaves_nothing():
     assert [e["DSAGENT_SESSION_END"] for e in ended] == ["no-space"], ended
 
 
+def name_part(name):
+    """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
+    letters, digits, '-', '_' and inner '.', at most 32)."""
+    kept = ""
+    for ch in name or "":
+        if len(kept) == 32:
+            break
+        if ch.isascii() and (ch.isalnum() or ch in "-_" or (ch == "." and kept)):
+            kept += ch
+    return kept or "process"
+
+
+@test
+def an_artifact_whose_first_name_is_taken_gets_the_next_one():
+    """Artifacts are named for their table, process and second: a second one of the same table, process and
+    second finds its first name taken and must take the next (".2"). Here every first name of the next three
+    minutes is taken before the table fires, as an earlier artifact of that second would have it. Before, each
+    name tried labelled the file again, with XATTR_CREATE, which fails on a file already labelled: every name
+    failed, and the artifact was lost (a "failed" record, "File exists")."""
+    target, unit = target_in_unit()
+    agent = agent_with(table("taken-names", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
+                             extra='when.for = "4s"'))
+    name = name_part(harness.info_json(agent, "root", target.pid)["name"])
+    os.makedirs(agent.dumps, mode=0o711, exist_ok=True)
+    now = int(time.time())
+    for second in range(now - 1, now + 180):  # the table fires within seconds: well inside these three minutes
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+        with open(os.path.join(agent.dumps, f"stacks.{name}.{target.pid}.collect-taken-names.{stamp}.txt"), "w"):
+            pass
+    rec = wait_for(lambda: collect_records(agent, target.pid, "collected") or collect_records(agent, target.pid,
+                                                                                              "failed"),
+                   timeout=120, what="the stacks' end")[0]
+    assert rec["DSAGENT_COLLECT_EVENT"] == "collected", rec
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert path.endswith(".2.txt") and f"stacks.{name}.{target.pid}.collect-taken-names." in path, path
+    assert os.path.getsize(path) > 0 and can_read(ALICE, path), path
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_DUMP_TYPE"] == "stacks", dumps
+
+
 if __name__ == "__main__":
     run_tests()
