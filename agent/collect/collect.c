@@ -12,6 +12,7 @@
 #include "broker.h"
 #include "cleanup.h"
 #include "collect-dump.h"
+#include "collect-ledger.h"
 #include "collect-trace.h"
 #include "collect-trigger.h"
 #include "collect.h"
@@ -57,11 +58,9 @@ struct Collector {
         JobCall walk;
         Watch *watches;
         unsigned n_watches;
-        /* the watches reloads ended, with their triggers, until a watch of the same process under the
-         * policy in force takes what they counted against their limits (take_carried_limits()), or a
-         * walk no longer lists the process: a second reload before that keeps them (carry()) */
-        Watch *carried;
-        unsigned n_carried;
+        /* what the tables counted against their limits, per process and per table: it outlives the
+         * watches, their re-binds and reloads */
+        CollectLedger *ledger;
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
         CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
@@ -77,8 +76,7 @@ struct Watch {
         JobCall open;
         Target *target;
         uint64_t start_time;       /* of the process the triggers are about: with the pid, one process */
-        CollectTrigger *triggers;  /* one per table covering it; kept while the watch rests, so that
-                                    * a runtime that ends its stream gets no fresh limit */
+        CollectTrigger *triggers;  /* one per table covering it; their limits are the ledger's */
         size_t n_triggers;
         unsigned pointer_size;     /* the stream's, for exception events */
         RuntimeCall *call;
@@ -89,7 +87,6 @@ struct Watch {
         sd_event_source *io;
         NettraceParser *parser;
         uint64_t budget_start_usec, budget_bytes;
-        Policy *carried_policy;    /* carried: the policy whose tables its triggers borrow */
 };
 
 static uint64_t now_usec(const Collector *c) {
@@ -164,8 +161,11 @@ static void watch_stop(Watch *w) {
 }
 
 static void watch_forget_triggers(Watch *w) {
-        for (size_t i = 0; i < w->n_triggers; i++)
+        for (size_t i = 0; i < w->n_triggers; i++) {
+                collect_ledger_release(w->collector->ledger, w->triggers[i].process_limit);
+                collect_ledger_release(w->collector->ledger, w->triggers[i].table_limit);
                 collect_trigger_done(&w->triggers[i]);
+        }
         free(w->triggers);
         w->triggers = NULL;
         w->n_triggers = 0;
@@ -218,7 +218,8 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                                                       .exception = exception,
                                                       .action = actions[table->then],
                                                       .result = result,
-                                                      .limited = t->n_limited });
+                                                      .limited = t->process_limit ? t->process_limit->n_limited
+                                                                                  : 0 });
 }
 
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
@@ -266,7 +267,7 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
                 break;
         }
         record(w, t, "fired", has_value, value, exception, why);
-        t->n_limited = 0; /* told in that record */
+        t->process_limit->n_limited = 0; /* told in that record (a firing had both limits) */
 }
 
 static void watch_sample(Watch *w, const NettraceCounter *counter) {
@@ -487,55 +488,12 @@ static int triggers_of(Watch *w, const Policy *p) {
                 if (!grown)
                         return -ENOMEM;
                 w->triggers = grown;
-                collect_trigger_init(&w->triggers[w->n_triggers++], table);
+                /* a limit the ledger has no room for is NULL: the table does not fire on the process */
+                collect_trigger_init(&w->triggers[w->n_triggers++], table,
+                                     collect_ledger_process_limit(w->collector->ledger, w->pid, w->start_time, table),
+                                     collect_ledger_table_limit(w->collector->ledger, table));
         }
         return 0;
-}
-
-/* Unlinks the carried watch at *@p and frees it, with its triggers and its policy. */
-static void carried_free(Collector *c, Watch **p) {
-        Watch *old = *p;
-
-        *p = old->next;
-        c->n_carried--;
-        watch_forget_triggers(old);
-        policy_unref(old->carried_policy);
-        free(old);
-}
-
-/* What the watch of this very process under a policy before a reload counted against each table's
- * limit, taken table by table (collect_trigger_take_limit()); that watch is then freed. */
-static void take_carried_limits(Watch *w) {
-        Collector *c = w->collector;
-
-        for (Watch **p = &c->carried; *p; p = &(*p)->next) {
-                Watch *old = *p;
-
-                if (old->pid != w->pid || old->start_time != w->start_time)
-                        continue;
-                for (size_t i = 0; i < w->n_triggers; i++)
-                        for (size_t j = 0; j < old->n_triggers; j++)
-                                if (collect_trigger_take_limit(&w->triggers[i], &old->triggers[j]))
-                                        break;
-                carried_free(c, p);
-                return;
-        }
-}
-
-/* Drops what was carried for a process the last walk did not list (@seen marks those it did): it exited. */
-static void drop_carried_unseen(Collector *c) {
-        for (Watch **p = &c->carried; *p;)
-                if (!(*p)->seen)
-                        carried_free(c, p);
-                else
-                        p = &(*p)->next;
-}
-
-/* The walk listed @pid: what was carried for it stays (every entry: a pid taken again has two). */
-static void carried_seen(Collector *c, pid_t pid) {
-        for (Watch *w = c->carried; w; w = w->next)
-                if (w->pid == pid)
-                        w->seen = true;
 }
 
 static void opened(void *userdata, int r, Target *target) {
@@ -547,16 +505,14 @@ static void opened(void *userdata, int r, Target *target) {
                 return;
         }
         /* the same process again (its stream ended, its runtime could not be reached): the triggers it
-         * had, limits and all; a process that took its pid gets its own */
+         * had; a process that took its pid gets its own (the limits are the ledger's, by pid and start
+         * time, whatever becomes of the watch) */
         if (w->n_triggers > 0 && w->start_time != target->start_time)
                 watch_forget_triggers(w);
         w->start_time = target->start_time;
-        if (w->n_triggers == 0) {
-                if (triggers_of(w, w->collector->policy) < 0) {
-                        watch_idle(w, COLLECT_RETRY_USEC);
-                        return;
-                }
-                take_carried_limits(w);
+        if (w->n_triggers == 0 && triggers_of(w, w->collector->policy) < 0) {
+                watch_idle(w, COLLECT_RETRY_USEC);
+                return;
         }
         if (w->n_triggers == 0) {
                 /* no table covers it now; its name, unit or cgroup may change, so it is judged again */
@@ -593,12 +549,9 @@ static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t
                 return;
         for (Watch *w = c->watches; w; w = w->next)
                 w->seen = false;
-        for (Watch *w = c->carried; w; w = w->next)
-                w->seen = false;
         for (size_t i = 0; i < n; i++) {
                 Watch *w = watch_find(c, found[i].pid);
 
-                carried_seen(c, found[i].pid);
                 if (w) {
                         w->seen = true;
                         if (w->state == WATCH_IDLE && now >= w->retry_usec)
@@ -615,14 +568,14 @@ static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t
                 c->n_watches++;
                 watch_open(w);
         }
-        /* a process no longer listed has exited (or closed its socket): its watch goes, and what was
-         * carried for it */
+        /* a process no longer listed has exited (or closed its socket): its watch goes; its limits stay
+         * in the ledger until they hold nothing back */
         for (Watch *w = c->watches; w; w = next) {
                 next = w->next;
                 if (!w->seen)
                         watch_free(w);
         }
-        drop_carried_unseen(c);
+        collect_ledger_prune(c->ledger, c->policy, now);
 }
 
 
@@ -663,12 +616,14 @@ int collector_new(Broker *b, Collector **ret) {
         c->broker = b;
         c->traces = collect_traces_new(b);
         c->dumps = collect_dumps_new(b);
-        r = c->traces && c->dumps ? 0 : -ENOMEM;
+        c->ledger = collect_ledger_new();
+        r = c->traces && c->dumps && c->ledger ? 0 : -ENOMEM;
         if (r == 0)
                 r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, COLLECT_WALK_USEC, 0, on_timer, c);
         if (r < 0) {
                 collect_traces_free(c->traces);
                 collect_dumps_free(c->dumps);
+                collect_ledger_free(c->ledger);
                 return r;
         }
         *ret = TAKE_PTR(c);
@@ -684,51 +639,15 @@ static void drop_watches(Collector *c) {
         }
 }
 
-static void drop_carried(Collector *c) {
-        while (c->carried)
-                carried_free(c, &c->carried);
-}
-
-/*
- * Carries @w, which a reload ended, for what its triggers counted: it replaces what an earlier
- * reload carried for the same process, since @w took that when it was opened. A watch not opened
- * yet (no triggers) carries nothing, and what was carried for its process stays carried: two
- * reloads before the next walk opens it lose nothing. At most COLLECT_WATCHES_MAX are kept, the
- * newest, so that reloads amid many short-lived processes cannot grow the list without bound.
- */
-static void carry(Collector *c, Watch *w) {
-        if (w->n_triggers == 0) {
-                watch_forget_triggers(w);
-                free(w);
-                return;
-        }
-        for (Watch **p = &c->carried; *p; p = &(*p)->next)
-                if ((*p)->pid == w->pid && (*p)->start_time == w->start_time) {
-                        carried_free(c, p);
-                        break;
-                }
-        w->carried_policy = policy_ref(c->policy);
-        w->next = c->carried;
-        c->carried = w;
-        c->n_carried++;
-        if (c->n_carried > COLLECT_WATCHES_MAX) {
-                Watch **last = &c->carried;
-
-                while ((*last)->next)
-                        last = &(*last)->next;
-                carried_free(c, last);
-        }
-}
-
 Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
         drop_watches(c);
-        drop_carried(c);
         while (c->stoppers)
                 stopper_free(c->stoppers);
         collect_traces_free(c->traces);
         collect_dumps_free(c->dumps);
+        collect_ledger_free(c->ledger);
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c);
@@ -736,19 +655,14 @@ Collector *collector_free(Collector *c) {
 }
 
 void collector_apply(Collector *c) {
-        /* every watch ends (its session stops); its triggers are carried, for what they counted against
-         * their limits, until a watch of the same process takes them or the process is gone */
-        while (c->watches) {
-                Watch *w = c->watches;
+        uint64_t now = now_usec(c);
 
-                watch_stop(w);
-                c->watches = w->next;
-                c->n_watches--;
-                carry(c, w);
-        }
-        drop_watches(c); /* none is left: it cancels the walk */
+        /* every watch ends (its session stops); what the tables counted stays in the ledger, for the
+         * same tables (by name and limit) of the new policy */
+        drop_watches(c);
         policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
+        collect_ledger_prune(c->ledger, c->policy, now);
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
 }
@@ -762,10 +676,13 @@ void collector_visit(const Collector *c, const PolicyCollect *table,
         for (const Watch *w = c ? c->watches : NULL; w; w = w->next) {
                 if (!w->target || (w->state != WATCH_STARTING && w->state != WATCH_WATCHING))
                         continue;
-                for (size_t i = 0; i < w->n_triggers; i++)
+                for (size_t i = 0; i < w->n_triggers; i++) {
+                        const CollectLimit *l = w->triggers[i].process_limit;
+
                         if (w->triggers[i].table == table)
-                                visit(&(CollectWatchView){ .target = w->target, .fired = w->triggers[i].n_fired > 0,
-                                                           .last_fired_usec = w->triggers[i].last_fired_usec },
+                                visit(&(CollectWatchView){ .target = w->target, .fired = l && l->n_fired > 0,
+                                                           .last_fired_usec = l ? l->last_fired_usec : 0 },
                                       userdata);
+                }
         }
 }

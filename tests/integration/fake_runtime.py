@@ -8,7 +8,9 @@ itself not dumpable), env:short, env:stall, env:count, env:huge
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing), stream:FILE (as trace:FILE, but ends the stream right after the file), flood:HEAD:BLOCK (answers CollectTracing with the stream in HEAD, then
+StopTracing), stream:FILE (as trace:FILE, but ends the stream right after the file), rebind:FILE:SECONDS (as
+stream:FILE, and after each stream closes its listener, waits SECONDS and binds it again: the same process,
+re-bound; LOG.rebinds counts the re-binds), flood:HEAD:BLOCK (answers CollectTracing with the stream in HEAD, then
 the bytes of BLOCK again and again as fast as they are read, until the agent hangs up;
 LOG.flood then holds the bytes sent and the seconds it took), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
 SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
@@ -223,14 +225,25 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
-    elif mode.startswith("stream:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
+    elif mode.startswith(("stream:", "rebind:")) and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
-        with open(mode.split(":", 1)[1], "rb") as f:
+        with open(mode.split(":")[1], "rb") as f:
             try:
                 conn.sendall(f.read())
             except OSError:
                 pass
         conn.close()
+        if mode.startswith("rebind:"):
+            # the same process closes its listener and binds it again, as a runtime's host may
+            listener.close()
+            os.unlink(path)
+            time.sleep(float(mode.split(":")[2]))
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(path)
+            listener.listen(16)
+            rebinds = int(open(log + ".rebinds").read()) if os.path.exists(log + ".rebinds") else 0
+            with open(log + ".rebinds", "w") as f:
+                f.write(str(rebinds + 1))
     elif mode.startswith("flood:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
         _, head_path, block_path = mode.split(":", 2)
         head, block = open(head_path, "rb").read(), open(block_path, "rb").read()

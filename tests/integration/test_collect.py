@@ -855,6 +855,60 @@ def a_gcdump_past_max_use_records_the_failure_and_leaves_nothing():
     assert [e["DSAGENT_SESSION_END"] for e in ended] == ["no-space"], ended
 
 
+def hostile_samples():
+    """A stream of EventCounters of provider Hostile whose "depth" stands at 900, three intervals long."""
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
+    os.chmod(path, 0o644)
+    return path
+
+
+def in_new_unit(pid):
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(pid, unit)
+    return unit
+
+
+@test
+def a_process_that_rebinds_its_socket_gets_no_fresh_limit():
+    """The same process (pid and start time) closes its listener and binds it again, each time after its samples
+    crossed the line: the walk between misses its socket, and its watch ends. The table's limit (once an hour) is
+    the process's for as long as it lives. Before, the limit lived on the watch: each re-bind got a fresh one, and
+    the table fired (and took an artifact) at every re-bind."""
+    fake = FakeRuntime(f"rebind:{hostile_samples()}:5")  # 5 s away: more than a walk's 2 s
+    unit = in_new_unit(fake.pid)
+    agent = agent_with(table("rebound", "Hostile:depth", unit, then="then.stacks = true"))
+    rebinds = lambda: int(open(fake.log + ".rebinds").read()) if os.path.exists(fake.log + ".rebinds") else 0
+    sessions = lambda: [i for i in range(len(fake.received()) - 17) if fake.received()[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                        and fake.received()[i + 16] == 0x02 and fake.received()[i + 17] >= 0x02]
+    # the premise: re-bound three times, and watched again after each (a watch's session is one CollectTracing)
+    wait_for(lambda: rebinds() >= 3 and len(sessions()) >= 4, timeout=120, what="three re-binds, each watched again")
+    time.sleep(2)  # the last watch's samples have been read
+    assert harness.start_time_of(fake.pid) and fake.process.proc.poll() is None, "not the same process any more"
+    assert len(fired(agent, fake.pid)) == 1, fired(agent, fake.pid)
+
+
+@test
+def a_table_takes_at_most_its_limit_total_over_all_its_processes():
+    """Each new process has a limit of its own (once an hour), but the table as a whole takes at most limit_total
+    (two an hour): the third and fourth process fire nothing. Before, every fresh process (or pid) brought a
+    fresh budget, and four processes took four artifacts."""
+    samples = hostile_samples()
+    fakes = [FakeRuntime(f"stream:{samples}") for _ in range(4)]
+    unit = in_new_unit(fakes[0].pid)
+    for fake in fakes[1:]:
+        place_in_unit(fake.pid, unit)
+    agent = agent_with(table("bounded", "Hostile:depth", unit, then="then.stacks = true", extra='limit_total = "2/1h"'))
+    everyone = lambda: [r for f in fakes for r in fired(agent, f.pid)]
+    wait_for(lambda: len(everyone()) >= 2, timeout=90, what="two firings")
+    # every process was watched and its samples read: each has had its session (and the first two their stacks')
+    wait_for(lambda: all(b"DOTNET_IPC_V1\x00" in f.received() for f in fakes), timeout=60, what="every process watched")
+    time.sleep(4)  # the samples of the last to be watched have been read
+    assert len(everyone()) == 2, everyone()
+
+
 def name_part(name):
     """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
     letters, digits, '-', '_' and inner '.', at most 32)."""
