@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The [[collect]] watcher: covered processes, one counters session each, triggers (collect.h). */
+/*
+ * The [[collect]] watcher (collect.h): which processes a table covers, decided from cheap facts before
+ * any capacity is spent; the watch slots and jobs shared in turn between the users whose processes
+ * are covered; one counters session each; triggers.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -28,8 +32,8 @@
 #include "test-hooks.h"
 #include "worker-pool.h"
 
-/* The worker pool counts jobs by owner: the watcher's are its own, apart from every user's and from
- * the startup traces' ((uid_t) -2). */
+/* The worker pool counts jobs by owner: the watcher's own (the walk, the facts), apart from every user's
+ * and from the startup traces' ((uid_t) -2); the jobs of a process's watch are its owner's. */
 #define COLLECT_OWNER ((uint32_t)-3)
 #define COLLECT_PROVIDERS_MAX 16
 #define COLLECT_BUFFER_MB 16
@@ -38,11 +42,19 @@ typedef enum WatchState {
         WATCH_OPENING,  /* a worker pins the process and finds its socket */
         WATCH_STARTING, /* CollectTracing sent */
         WATCH_WATCHING, /* the stream is read */
-        WATCH_IDLE,     /* nothing to do until retry_usec */
 } WatchState;
+
+typedef enum CandidateState {
+        CANDIDATE_NEW,       /* listed by a walk: its facts are to be read */
+        CANDIDATE_UNCOVERED, /* no table covers it: its facts are read again at due_usec */
+        CANDIDATE_WAITING,   /* a table may cover it: in its owner's lane, for a watch from due_usec on */
+        CANDIDATE_WATCHED,   /* its watch holds one of the slots */
+} CandidateState;
 
 typedef struct Watch Watch;
 typedef struct Stopper Stopper;
+typedef struct Candidate Candidate;
+typedef struct Lane Lane;
 
 /* A StopTracing on its way to a runtime whose watch has ended. */
 struct Stopper {
@@ -51,16 +63,58 @@ struct Stopper {
         RuntimeCall *call;
 };
 
+/* A process the last walk listed: a socket named like a runtime's, for its own pid. */
+struct Candidate {
+        Collector *collector;
+        Candidate *next;           /* in Collector.candidates */
+        Candidate *lane_next;      /* WAITING: in its lane's queue, in the order they came */
+        Lane *lane;                /* WAITING, WATCHED */
+        pid_t pid;
+        uint64_t start_time;       /* from its facts (0 before): with the pid, the process */
+        uid_t owner;               /* whom its watch and its tables' work are charged to (userns.h) */
+        uint64_t facts_hash;       /* of the facts its coverage was judged on */
+        CandidateState state;
+        uint64_t due_usec;
+        bool seen;                 /* in the last walk */
+        bool asked;                /* its facts are being read */
+        bool by_name;              /* UNCOVERED by what only its pinned details tell (its name): judged again
+                                    * once its facts change, or after COLLECT_NAME_RECHECK_USEC */
+        Watch *watch;              /* WATCHED */
+};
+
+/* One owner's candidates waiting for a watch, and the watches they hold: served in turn with the others. */
+struct Lane {
+        Lane *next;                /* in Collector.lanes: the next to be served first */
+        uid_t owner;
+        Candidate *head, *tail;    /* WAITING */
+        unsigned n_watches;        /* slots its candidates hold */
+        unsigned n_opening;        /* of which a worker opens */
+};
+
+/* What one batch of facts was asked about: a candidate, or a process the ledger keeps (to see it lives). */
+typedef struct FactsAsked {
+        pid_t pid;
+        uint64_t start_time;       /* ledger: the process it keeps */
+        bool ledger;
+} FactsAsked;
+
 struct Collector {
         Broker *broker;
         Policy *policy;            /* the one the watches were set up under */
         sd_event_source *timer;
         JobCall walk;
-        Watch *watches;
-        unsigned n_watches;
+        JobCall facts;             /* one batch at a time */
+        FactsAsked asked[JOBS_FACTS_MAX];
+        size_t n_asked;
+        Candidate *candidates;
+        Lane *lanes;
+        unsigned n_watches, n_opening;
         /* what the tables counted against their limits, per process and per table: it outlives the
-         * watches, their re-binds and reloads */
+         * watches, their re-binds and reloads, until the process is gone */
         CollectLedger *ledger;
+        FactsAsked *ledger_due;    /* processes only the ledger keeps, to be looked at */
+        size_t n_ledger_due;
+        uint64_t ledger_looked_usec;
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
         CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
@@ -68,14 +122,12 @@ struct Collector {
 
 struct Watch {
         Collector *collector;
-        Watch *next;
+        Candidate *candidate;
         pid_t pid;
-        bool seen;                 /* in the last walk */
+        uint64_t start_time;       /* of the process the triggers are about: with the pid, one process */
         WatchState state;
-        uint64_t retry_usec;       /* IDLE until then */
         JobCall open;
         Target *target;
-        uint64_t start_time;       /* of the process the triggers are about: with the pid, one process */
         CollectTrigger *triggers;  /* one per table covering it; their limits are the ledger's */
         size_t n_triggers;
         unsigned pointer_size;     /* the stream's, for exception events */
@@ -140,7 +192,7 @@ static void send_stop(Watch *w) {
                 stopper_free(s);
 }
 
-/* Ends whatever the watch does; it stays in the list as IDLE, or goes with watch_free(). */
+/* Ends whatever the watch does, before it goes. */
 static void watch_stop(Watch *w) {
         if (w->state == WATCH_WATCHING && w->target)
                 send_stop(w);
@@ -171,24 +223,126 @@ static void watch_forget_triggers(Watch *w) {
         w->n_triggers = 0;
 }
 
-static void watch_idle(Watch *w, uint64_t retry_after_usec) {
-        watch_stop(w);
-        w->state = WATCH_IDLE;
-        w->retry_usec = now_usec(w->collector) + test_hook_collect_retry(retry_after_usec);
+/* ---- lanes: each owner's candidates, served in turn ---- */
+
+static Lane *lane_of(Collector *c, uid_t owner) {
+        Lane **last = &c->lanes;
+
+        for (Lane *l = c->lanes; l; l = l->next) {
+                if (l->owner == owner)
+                        return l;
+                last = &l->next;
+        }
+        *last = calloc(1, sizeof(Lane)); /* a newcomer is served after those already waiting */
+        if (*last)
+                (*last)->owner = owner;
+        return *last;
 }
 
+/* A lane with nothing waiting and no watch goes. */
+static void lane_drop_if_empty(Collector *c, Lane *lane) {
+        if (lane->head || lane->n_watches > 0)
+                return;
+        for (Lane **i = &c->lanes; *i; i = &(*i)->next)
+                if (*i == lane) {
+                        *i = lane->next;
+                        break;
+                }
+        free(lane);
+}
+
+/* @lane was served: the others come first next time. */
+static void lane_served(Collector *c, Lane *lane) {
+        Lane **i = &c->lanes;
+
+        while (*i != lane)
+                i = &(*i)->next;
+        *i = lane->next;
+        while (*i)
+                i = &(*i)->next;
+        *i = lane;
+        lane->next = NULL;
+}
+
+static void lane_unqueue(Candidate *cand) {
+        Lane *lane = cand->lane;
+        Candidate *prev = NULL;
+
+        for (Candidate *i = lane->head; i; prev = i, i = i->lane_next)
+                if (i == cand) {
+                        if (prev)
+                                prev->lane_next = cand->lane_next;
+                        else
+                                lane->head = cand->lane_next;
+                        if (lane->tail == cand)
+                                lane->tail = prev;
+                        break;
+                }
+        cand->lane_next = NULL;
+}
+
+/* @cand waits in its owner's lane for a watch, from @due_usec on. */
+static void candidate_wait(Candidate *cand, uint64_t due_usec) {
+        Collector *c = cand->collector;
+        Lane *lane = cand->lane ? cand->lane : lane_of(c, cand->owner);
+
+        if (!lane) {
+                /* no memory for a lane: its facts are read again later, and it tries again */
+                cand->state = CANDIDATE_UNCOVERED;
+                cand->due_usec = due_usec;
+                return;
+        }
+        cand->lane = lane;
+        cand->state = CANDIDATE_WAITING;
+        cand->due_usec = due_usec;
+        cand->lane_next = NULL;
+        if (lane->tail)
+                lane->tail->lane_next = cand;
+        else
+                lane->head = cand;
+        lane->tail = cand;
+}
+
+/* @cand leaves its lane (it was waiting, or its watch ended): it is judged again from its facts. */
+static void candidate_leave_lane(Candidate *cand) {
+        Lane *lane = cand->lane;
+
+        if (!lane)
+                return;
+        if (cand->state == CANDIDATE_WAITING)
+                lane_unqueue(cand);
+        cand->lane = NULL;
+        lane_drop_if_empty(cand->collector, lane);
+}
+
+/* ---- a watch's end ---- */
+
+/* Frees @w; its slot is free again. Its candidate is left as it was, for the caller to say what comes next. */
 static void watch_free(Watch *w) {
         Collector *c = w->collector;
+        Candidate *cand = w->candidate;
+        Lane *lane = cand->lane;
 
         watch_stop(w);
         watch_forget_triggers(w);
-        for (Watch **p = &c->watches; *p; p = &(*p)->next)
-                if (*p == w) {
-                        *p = w->next;
-                        break;
-                }
+        if (w->state == WATCH_OPENING) {
+                lane->n_opening--;
+                c->n_opening--;
+        }
+        lane->n_watches--;
         c->n_watches--;
+        cand->watch = NULL;
         free(w);
+}
+
+/* The watch ends; its process is watched again from @retry_after_usec on (a stream that ended, a runtime
+ * that cannot be reached or sends too much, sessions all taken). */
+static void watch_idle(Watch *w, uint64_t retry_after_usec) {
+        Candidate *cand = w->candidate;
+
+        watch_free(w);
+        cand->state = CANDIDATE_WAITING; /* for candidate_wait(): not queued */
+        candidate_wait(cand, now_usec(cand->collector) + test_hook_collect_retry(retry_after_usec));
 }
 
 static void record(const Watch *w, const CollectTrigger *t, const char *event, bool has_value, double value,
@@ -437,7 +591,6 @@ static int config_of(const Watch *w, EventPipeConfig *ret) {
  * A watch is one of the process's sessions, as a client's is: it counts against max_sessions_per_target
  * (admission.h), so that clients and watches together never hold more of the runtime's sessions than
  * the policy allows. A process whose sessions are all taken is watched once one ends (the next retry).
- * The watch charges no user: its requester is the collector's own.
  */
 static int admit(Watch *w) {
         Collector *c = w->collector;
@@ -474,7 +627,7 @@ static void start(Watch *w) {
         w->state = WATCH_STARTING;
 }
 
-/* The tables whose targets cover the pinned process, a trigger each. */
+/* The tables whose targets cover the pinned process, a trigger each, counting against the ledger's limits. */
 static int triggers_of(Watch *w, const Policy *p) {
         PolicyTarget pt = policy_target_of(w->target);
 
@@ -496,88 +649,356 @@ static int triggers_of(Watch *w, const Policy *p) {
         return 0;
 }
 
+static void schedule(Collector *c);
+
+/* The open is over (a worker pinned the process and looked for its socket): the watch's slot stays taken
+ * only for a process a table covers, judged on it as a rule's targets are. */
 static void opened(void *userdata, int r, Target *target) {
         Watch *w = userdata;
+        Collector *c = w->collector;
+        Candidate *cand = w->candidate;
 
         w->target = target;
-        if (r != 0) {
-                watch_idle(w, COLLECT_RETRY_USEC); /* gone, or not ours to read: the next walk tells */
-                return;
-        }
-        /* the same process again (its stream ended, its runtime could not be reached): the triggers it
-         * had; a process that took its pid gets its own (the limits are the ledger's, by pid and start
-         * time, whatever becomes of the watch) */
-        if (w->n_triggers > 0 && w->start_time != target->start_time)
-                watch_forget_triggers(w);
-        w->start_time = target->start_time;
-        if (w->n_triggers == 0 && triggers_of(w, w->collector->policy) < 0) {
+        w->state = WATCH_STARTING; /* no longer opening: its lane may open another */
+        cand->lane->n_opening--;
+        c->n_opening--;
+        if (r != 0)
+                watch_idle(w, COLLECT_RETRY_USEC); /* gone (the next walk tells), or its worker was busy */
+        else if (target->start_time != w->start_time) {
+                /* another process took the pid since its facts were read: they are read again */
+                watch_free(w);
+                candidate_leave_lane(cand);
+                cand->state = CANDIDATE_NEW;
+        } else if (triggers_of(w, c->policy) < 0)
                 watch_idle(w, COLLECT_RETRY_USEC);
-                return;
-        }
-        if (w->n_triggers == 0) {
-                /* no table covers it now; its name, unit or cgroup may change, so it is judged again */
+        else if (w->n_triggers == 0) {
+                /* its facts said a table may cover it; its name says none does: judged again when its facts
+                 * change, or much later (a process may rename itself) */
+                watch_free(w);
+                candidate_leave_lane(cand);
+                cand->state = CANDIDATE_UNCOVERED;
+                cand->by_name = true;
+                cand->due_usec = now_usec(c) + test_hook_collect_retry(COLLECT_NAME_RECHECK_USEC);
+        } else if (target->socket_path_fd < 0)
                 watch_idle(w, COLLECT_RETRY_USEC);
-                return;
-        }
-        if (target->socket_path_fd < 0) {
-                watch_idle(w, COLLECT_RETRY_USEC);
-                return;
-        }
-        start(w);
+        else
+                start(w);
+        schedule(c);
 }
 
-static void watch_open(Watch *w) {
-        w->state = WATCH_OPENING;
-        w->seen = true;
-        if (jobs_open_runtime(w->collector->broker, w->pid, COLLECT_OWNER, opened, w, &w->open) != 0)
-                watch_free(w); /* the watcher's workers are busy: the next walk tries again */
+/* ---- slots: at most COLLECT_WATCHES_MAX watches, shared fairly between the lanes ---- */
+
+/* The lane holding the most watches. */
+static Lane *largest_lane(const Collector *c) {
+        Lane *most = NULL;
+
+        for (Lane *l = c->lanes; l; l = l->next)
+                if (!most || l->n_watches > most->n_watches)
+                        most = l;
+        return most;
 }
 
-static Watch *watch_find(const Collector *c, pid_t pid) {
-        for (Watch *w = c->watches; w; w = w->next)
-                if (w->pid == pid)
-                        return w;
+/* A watch of @lane to give up: one that is being opened only when the lane has no other. */
+static Watch *watch_to_give_up(const Collector *c, const Lane *lane) {
+        Watch *pick = NULL;
+
+        for (Candidate *cand = c->candidates; cand; cand = cand->next)
+                if (cand->watch && cand->lane == lane && (!pick || pick->state == WATCH_OPENING))
+                        pick = cand->watch;
+        return pick;
+}
+
+/*
+ * A slot for one more watch of @lane: a free one, or, when all are taken, one of the lane that holds
+ * the most, if it holds at least two more than @lane (so that the slots end up shared evenly between
+ * the owners who want them, and no owner's crowd keeps another owner's process unwatched).
+ */
+static bool slot_for(Collector *c, Lane *lane) {
+        Lane *most;
+        Watch *w;
+
+        if (c->n_watches < COLLECT_WATCHES_MAX)
+                return true;
+        most = largest_lane(c);
+        if (!most || most->n_watches < lane->n_watches + 2 || !(w = watch_to_give_up(c, most)))
+                return false;
+        watch_idle(w, 0); /* back in its lane, behind the others */
+        return true;
+}
+
+/* A waiting candidate of @lane whose time has come, the first in the lane's order. */
+static Candidate *lane_next_due(const Lane *lane, uint64_t now) {
+        for (Candidate *cand = lane->head; cand; cand = cand->lane_next)
+                if (cand->due_usec <= now)
+                        return cand;
         return NULL;
 }
+
+/* @cand gets a slot and its watch begins: a worker, charged to its owner, pins it and finds its socket. */
+static void watch_begin(Candidate *cand) {
+        Collector *c = cand->collector;
+        Lane *lane = cand->lane;
+        Watch *w = calloc(1, sizeof(Watch));
+
+        if (!w)
+                return;
+        *w = (Watch){ .collector = c, .candidate = cand, .pid = cand->pid, .start_time = cand->start_time,
+                      .state = WATCH_OPENING, .stream_fd = -EBADF };
+        lane_unqueue(cand);
+        cand->state = CANDIDATE_WATCHED;
+        cand->watch = w;
+        lane->n_watches++;
+        lane->n_opening++;
+        c->n_watches++;
+        c->n_opening++;
+        if (jobs_open_runtime(c->broker, cand->pid, cand->owner, opened, w, &w->open) != 0)
+                watch_idle(w, COLLECT_RETRY_USEC); /* its owner's worker queue is full: later */
+}
+
+/*
+ * Hands the watcher's capacity out: at most COLLECT_OPENS_MAX opens at once, COLLECT_OPENS_PER_OWNER of
+ * one owner's, the lanes in turn (one served goes behind the others), and a slot each (slot_for()).
+ * Only candidates a table may cover are in lanes: the others cost nothing here.
+ */
+static void schedule(Collector *c) {
+        uint64_t now = now_usec(c);
+        bool served = true;
+
+        if (!c->policy)
+                return;
+        while (served && c->n_opening < COLLECT_OPENS_MAX) {
+                served = false;
+                for (Lane *lane = c->lanes; lane; lane = lane->next) {
+                        Candidate *cand;
+
+                        if (lane->n_opening >= COLLECT_OPENS_PER_OWNER || !(cand = lane_next_due(lane, now)) ||
+                            !slot_for(c, lane))
+                                continue;
+                        lane_served(c, lane);
+                        watch_begin(cand);
+                        served = true;
+                        break; /* the order changed: from the first again */
+                }
+        }
+}
+
+/* ---- candidates: coverage from their facts ---- */
+
+static Candidate *candidate_find(const Collector *c, pid_t pid) {
+        for (Candidate *cand = c->candidates; cand; cand = cand->next)
+                if (cand->pid == pid)
+                        return cand;
+        return NULL;
+}
+
+static void candidate_free(Candidate *cand) {
+        Collector *c = cand->collector;
+
+        if (cand->watch)
+                watch_free(cand->watch);
+        candidate_leave_lane(cand);
+        for (Candidate **i = &c->candidates; *i; i = &(*i)->next)
+                if (*i == cand) {
+                        *i = cand->next;
+                        break;
+                }
+        free(cand);
+}
+
+/* FNV-1a over the facts coverage is judged on: a change says judge again. */
+static uint64_t facts_hash(const JobProcessFacts *f) {
+        uint64_t h = 14695981039346656037ULL;
+        const uint32_t ids[2] = { f->euid, f->charged_uid };
+        const void *parts[] = { ids, f->unit, f->container_id, f->cgroup, &f->cgroup_vouched };
+        const size_t sizes[] = { sizeof(ids), strlen(f->unit), strlen(f->container_id), strlen(f->cgroup), 1 };
+
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++)
+                for (size_t j = 0; j < sizes[i]; j++) {
+                        h ^= ((const uint8_t *)parts[i])[j];
+                        h *= 1099511628211ULL;
+                }
+        return h;
+}
+
+/*
+ * May a table of @p cover the process @f describes? Judged as a rule's targets are, on every selector
+ * the facts hold (user, unit, cgroup, container); a table that selects by name may: only the pinned
+ * process's details tell its name (opened() decides then).
+ */
+static bool may_be_covered(const Policy *p, const JobProcessFacts *f) {
+        PolicyTarget pt = {
+                .uid = { f->euid, f->euid, f->euid, f->euid },
+                .unit = f->unit[0] ? f->unit : NULL,
+                .cgroup = f->cgroup_vouched && f->cgroup[0] ? f->cgroup : NULL,
+                .container_id = f->cgroup_vouched && f->container_id[0] ? f->container_id : NULL,
+        };
+
+        for (size_t i = 0; i < p->n_collect; i++) {
+                PolicyCollect without_names = p->collect[i];
+
+                without_names.targets.names = (PolicyStringList){};
+                if (policy_collect_covers(&without_names, &pt))
+                        return true;
+        }
+        return false;
+}
+
+/* What @cand's facts, read now, say about it. */
+static void candidate_judge(Candidate *cand, const JobProcessFacts *f, uint64_t now) {
+        Collector *c = cand->collector;
+        uint64_t hash = facts_hash(f);
+
+        if (!f->alive) {
+                candidate_free(cand); /* gone since the walk */
+                return;
+        }
+        if (cand->start_time != f->start_time || cand->facts_hash != hash)
+                cand->by_name = false; /* another process, or its facts changed: its name is asked again */
+        cand->start_time = f->start_time;
+        cand->facts_hash = hash;
+        cand->owner = f->charged_uid;
+        if (cand->by_name && now < cand->due_usec) {
+                cand->state = CANDIDATE_UNCOVERED;
+                return;
+        }
+        cand->by_name = false;
+        if (may_be_covered(c->policy, f))
+                candidate_wait(cand, now);
+        else {
+                cand->state = CANDIDATE_UNCOVERED;
+                cand->due_usec = now + test_hook_collect_retry(COLLECT_RETRY_USEC);
+        }
+}
+
+/* ---- the facts: read in batches, a job at a time, of the candidates and of the ledger's processes ---- */
+
+static void ask_facts(Collector *c);
+
+static void facts_read(void *userdata, int r, const JobProcessFacts *facts, size_t n) {
+        Collector *c = userdata;
+        uint64_t now = now_usec(c);
+
+        for (size_t i = 0; i < c->n_asked; i++) {
+                const FactsAsked *a = &c->asked[i];
+                const JobProcessFacts *f = r == 0 && i < n && facts[i].pid == a->pid ? &facts[i] : NULL;
+                Candidate *cand;
+
+                if (a->ledger) {
+                        /* gone, or the pid is another process's: what the ledger kept for it goes */
+                        if (f && (!f->alive || f->start_time != a->start_time))
+                                collect_ledger_forget_process(c->ledger, a->pid, a->start_time);
+                        continue;
+                }
+                cand = candidate_find(c, a->pid);
+                if (!cand || !cand->asked)
+                        continue; /* gone from the walk meanwhile */
+                cand->asked = false;
+                if (f)
+                        candidate_judge(cand, f, now);
+                else if (cand->state == CANDIDATE_NEW) {
+                        /* no answer (the worker failed): asked again after a while */
+                        cand->state = CANDIDATE_UNCOVERED;
+                        cand->due_usec = now + test_hook_collect_retry(COLLECT_RETRY_USEC);
+                }
+        }
+        c->n_asked = 0;
+        ask_facts(c);
+        schedule(c);
+}
+
+/* Does the last walk list the process @pid started at @start_time (so that it lives)? */
+static bool listed(const Collector *c, pid_t pid, uint64_t start_time) {
+        const Candidate *cand = candidate_find(c, pid);
+
+        return cand && cand->start_time == start_time;
+}
+
+static void ledger_due_add(pid_t pid, uint64_t start_time, void *userdata) {
+        Collector *c = userdata;
+        FactsAsked *grown;
+
+        if (listed(c, pid, start_time))
+                return;
+        grown = realloc(c->ledger_due, (c->n_ledger_due + 1) * sizeof(FactsAsked));
+        if (!grown)
+                return; /* looked at next time */
+        c->ledger_due = grown;
+        c->ledger_due[c->n_ledger_due++] = (FactsAsked){ .pid = pid, .start_time = start_time, .ledger = true };
+}
+
+/* The next batch: candidates first (new ones, then those due again), then the ledger's processes no walk lists. */
+static void ask_facts(Collector *c) {
+        uint64_t now = now_usec(c);
+        pid_t pids[JOBS_FACTS_MAX];
+
+        if (c->facts.job || !c->policy || !c->broker->workers)
+                return;
+        if (c->n_ledger_due == 0 && now - c->ledger_looked_usec >= test_hook_collect_retry(COLLECT_RETRY_USEC)) {
+                c->ledger_looked_usec = now;
+                collect_ledger_visit_processes(c->ledger, ledger_due_add, c);
+        }
+        c->n_asked = 0;
+        for (int pass = 0; pass < 2; pass++)
+                for (Candidate *cand = c->candidates; cand && c->n_asked < JOBS_FACTS_MAX; cand = cand->next)
+                        if (!cand->asked && (pass == 0 ? cand->state == CANDIDATE_NEW
+                                                       : cand->state == CANDIDATE_UNCOVERED && cand->due_usec <= now)) {
+                                cand->asked = true;
+                                c->asked[c->n_asked++] = (FactsAsked){ .pid = cand->pid };
+                        }
+        while (c->n_ledger_due > 0 && c->n_asked < JOBS_FACTS_MAX)
+                c->asked[c->n_asked++] = c->ledger_due[--c->n_ledger_due];
+        if (c->n_asked == 0)
+                return;
+        for (size_t i = 0; i < c->n_asked; i++)
+                pids[i] = c->asked[i].pid;
+        if (jobs_process_facts(c->broker, pids, c->n_asked, COLLECT_OWNER, facts_read, c, &c->facts) != 0) {
+                /* the watcher's own worker queue is full: the next walk asks again */
+                for (size_t i = 0; i < c->n_asked; i++) {
+                        Candidate *cand = c->asked[i].ledger ? NULL : candidate_find(c, c->asked[i].pid);
+
+                        if (cand)
+                                cand->asked = false;
+                }
+                c->n_asked = 0;
+        }
+}
+
+/* ---- walks ---- */
 
 static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t n) {
         Collector *c = userdata;
         uint64_t now = now_usec(c);
-        Watch *next;
+        Candidate *next;
 
         if (r != 0)
                 return;
-        for (Watch *w = c->watches; w; w = w->next)
-                w->seen = false;
+        for (Candidate *cand = c->candidates; cand; cand = cand->next)
+                cand->seen = false;
         for (size_t i = 0; i < n; i++) {
-                Watch *w = watch_find(c, found[i].pid);
+                Candidate *cand = candidate_find(c, found[i].pid);
 
-                if (w) {
-                        w->seen = true;
-                        if (w->state == WATCH_IDLE && now >= w->retry_usec)
-                                watch_open(w);
+                if (cand) {
+                        cand->seen = true;
                         continue;
                 }
-                if (c->n_watches >= COLLECT_WATCHES_MAX)
-                        continue;
-                w = calloc(1, sizeof(Watch));
-                if (!w)
-                        return;
-                *w = (Watch){ .collector = c, .pid = found[i].pid, .stream_fd = -EBADF, .next = c->watches };
-                c->watches = w;
-                c->n_watches++;
-                watch_open(w);
+                cand = calloc(1, sizeof(Candidate));
+                if (!cand)
+                        break;
+                *cand = (Candidate){ .collector = c, .next = c->candidates, .pid = found[i].pid, .seen = true,
+                                     .state = CANDIDATE_NEW };
+                c->candidates = cand;
         }
-        /* a process no longer listed has exited (or closed its socket): its watch goes; its limits stay
-         * in the ledger until they hold nothing back */
-        for (Watch *w = c->watches; w; w = next) {
-                next = w->next;
-                if (!w->seen)
-                        watch_free(w);
+        /* a process no longer listed has exited or closed its socket: its watch goes; what its tables counted
+         * stays in the ledger while it lives */
+        for (Candidate *cand = c->candidates; cand; cand = next) {
+                next = cand->next;
+                if (!cand->seen)
+                        candidate_free(cand);
         }
         collect_ledger_prune(c->ledger, c->policy, now);
+        ask_facts(c);
+        schedule(c);
 }
-
 
 /* Whose processes the walk looks at: the tables' targets.users when every table names some, else anybody's. */
 static void walk_of(const Policy *p, JobWalk *ret) {
@@ -600,7 +1021,10 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void)sd_event_source_set_time(s, usec + COLLECT_WALK_USEC);
         (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        if (!c->broker->workers || c->walk.job || !c->policy || c->policy->n_collect == 0)
+        if (!c->broker->workers || !c->policy || c->policy->n_collect == 0)
+                return 0;
+        schedule(c); /* retries whose time came */
+        if (c->walk.job)
                 return 0;
         walk_of(c->policy, &walk);
         (void)jobs_walk_candidates(c->broker, &walk, COLLECT_OWNER, walked, c, &c->walk);
@@ -630,24 +1054,33 @@ int collector_new(Broker *b, Collector **ret) {
         return 0;
 }
 
-static void drop_watches(Collector *c) {
-        while (c->watches)
-                watch_free(c->watches);
-        if (c->walk.job) {
-                worker_job_cancel(c->walk.job);
-                c->walk.job = NULL;
+static void cancel_job(JobCall *call) {
+        if (call->job) {
+                worker_job_cancel(call->job);
+                call->job = NULL;
         }
+}
+
+/* Every watch ends and every candidate goes (the walk, the batch of facts with them). */
+static void drop_candidates(Collector *c) {
+        while (c->candidates)
+                candidate_free(c->candidates);
+        cancel_job(&c->walk);
+        cancel_job(&c->facts);
+        c->n_asked = 0;
+        c->n_ledger_due = 0;
 }
 
 Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
-        drop_watches(c);
+        drop_candidates(c);
         while (c->stoppers)
                 stopper_free(c->stoppers);
         collect_traces_free(c->traces);
         collect_dumps_free(c->dumps);
         collect_ledger_free(c->ledger);
+        free(c->ledger_due);
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c);
@@ -655,14 +1088,12 @@ Collector *collector_free(Collector *c) {
 }
 
 void collector_apply(Collector *c) {
-        uint64_t now = now_usec(c);
-
-        /* every watch ends (its session stops); what the tables counted stays in the ledger, for the
-         * same tables (by name and limit) of the new policy */
-        drop_watches(c);
+        /* every watch ends (its session stops), and every process is judged again under the new tables;
+         * what the tables counted stays in the ledger, for the same tables (by name and limit) */
+        drop_candidates(c);
         policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
-        collect_ledger_prune(c->ledger, c->policy, now);
+        collect_ledger_prune(c->ledger, c->policy, now_usec(c));
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
 }
@@ -673,8 +1104,10 @@ const Policy *collector_policy(const Collector *c) {
 
 void collector_visit(const Collector *c, const PolicyCollect *table,
                      void (*visit)(const CollectWatchView *v, void *userdata), void *userdata) {
-        for (const Watch *w = c ? c->watches : NULL; w; w = w->next) {
-                if (!w->target || (w->state != WATCH_STARTING && w->state != WATCH_WATCHING))
+        for (const Candidate *cand = c ? c->candidates : NULL; cand; cand = cand->next) {
+                const Watch *w = cand->watch;
+
+                if (!w || !w->target || (w->state != WATCH_STARTING && w->state != WATCH_WATCHING))
                         continue;
                 for (size_t i = 0; i < w->n_triggers; i++) {
                         const CollectLimit *l = w->triggers[i].process_limit;

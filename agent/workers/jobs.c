@@ -32,6 +32,7 @@
 #include "nettrace.h"
 #include "test-hooks.h"
 #include "text.h"
+#include "userns.h"
 
 /* The supplementary groups a job carries for the requester; a user in more is decided without them
  * in listings (fail closed: fewer rules match). */
@@ -56,6 +57,7 @@ typedef enum JobType {
         JOB_STACKS,
         JOB_COUNTERS,
         JOB_GCDUMP,
+        JOB_FACTS,
 } JobType;
 
 typedef struct JobRequester {
@@ -105,6 +107,10 @@ typedef struct JobRequest {
                         DumpLimits limits;
                         char providers[JOBS_COUNTERS_PROVIDERS_MAX]; /* as the runtime was asked */
                 } counters;                     /* COUNTERS (fds: the nettrace, the CSV file, dump_dir) */
+                struct {
+                        uint32_t n;
+                        int32_t pids[JOBS_FACTS_MAX];
+                } facts_of;                     /* FACTS */
         };
 } JobRequest;
 
@@ -143,6 +149,10 @@ typedef struct JobReply {
                         uint8_t dumped;         /* the dump's GC ended: the agent was told */
                 } gcdump;                       /* GCDUMP */
                 uint8_t holds;                  /* RECHECK: the details are what the facts say */
+                struct {
+                        uint32_t n;
+                        JobProcessFacts facts[JOBS_FACTS_MAX];
+                } facts_of;                     /* FACTS */
         };
 } JobReply;
 
@@ -305,6 +315,37 @@ static size_t handle_stage(const JobRequest *q, WorkerMessage *msg, JobReply *a,
         reply->n_fds = 3;
         dump_stage_disown(s); /* the agent removes it, by the fds it now holds */
         return REPLY_HEAD + sizeof(a->stage);
+}
+
+/* The facts of one process that can be read without its memory (jobs_process_facts()). */
+static void process_facts(pid_t pid, JobProcessFacts *f) {
+        _cleanup_(target_unrefp) Target *t = NULL;
+        uid_t charged = USERNS_CHARGE_UNKNOWN;
+
+        *f = (JobProcessFacts){ .pid = pid };
+        if (target_open(pid, &t) != 0 || target_read_cgroup(t) != 0)
+                return; /* gone: the rest stays empty */
+        if (userns_charged_uid(t->pidfd, t->pid, target_euid(t), &charged) < 0)
+                charged = USERNS_CHARGE_UNKNOWN;
+        f->alive = true;
+        f->start_time = t->start_time;
+        f->euid = target_euid(t);
+        f->charged_uid = charged;
+        f->cgroup_vouched = t->cgroup_vouched;
+        snprintf(f->unit, sizeof(f->unit), "%s", t->unit && strlen(t->unit) < sizeof(f->unit) ? t->unit : "");
+        snprintf(f->container_id, sizeof(f->container_id), "%s",
+                 t->container_id && strlen(t->container_id) < sizeof(f->container_id) ? t->container_id : "");
+        snprintf(f->cgroup, sizeof(f->cgroup), "%s", t->cgroup && strlen(t->cgroup) < sizeof(f->cgroup) ? t->cgroup : "");
+}
+
+static size_t handle_facts(const JobRequest *q, JobReply *a) {
+        uint32_t n = q->facts_of.n < JOBS_FACTS_MAX ? q->facts_of.n : JOBS_FACTS_MAX;
+
+        for (uint32_t i = 0; i < n; i++)
+                process_facts(q->facts_of.pids[i], &a->facts_of.facts[i]);
+        a->facts_of.n = n;
+        a->r = 0;
+        return REPLY_HEAD + offsetof(typeof(a->facts_of), facts) + n * sizeof(JobProcessFacts);
 }
 
 #define JOBS_CANDIDATES_NICE 10
@@ -828,6 +869,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         case JOB_GCDUMP:
                 reply->size = handle_gcdump(&q, msg, a);
                 break;
+        case JOB_FACTS:
+                reply->size = handle_facts(&q, a);
+                break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
                 dump_stage_clean_stale(q.runtime_dir);
@@ -1316,6 +1360,40 @@ int jobs_walk_candidates(Broker *b, const JobWalk *walk, uint32_t owner, JobWalk
                 q->walk.uids[i] = walk->uids[i];
         return submit_own(b, owner, q, offsetof(JobRequest, walk) + sizeof(q->walk), NULL, 0,
                           b->config.reply_timeout_usec, walk_done, done, userdata, call);
+}
+
+static void facts_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobFactsDone done = call->callback;
+        const JobReply *a = NULL;
+        size_t n = 0;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + offsetof(typeof(a->facts_of), facts), &a);
+        if (r == 0) {
+                n = a->facts_of.n;
+                if (n > JOBS_FACTS_MAX ||
+                    reply->size < REPLY_HEAD + offsetof(typeof(a->facts_of), facts) + n * sizeof(JobProcessFacts))
+                        r = -EBADMSG;
+        }
+        done(call->userdata, r, r == 0 ? a->facts_of.facts : NULL, r == 0 ? n : 0);
+}
+
+int jobs_process_facts(Broker *b, const pid_t *pids, size_t n, uint32_t owner, JobFactsDone done, void *userdata,
+                       JobCall *call) {
+        JobRequest *q;
+
+        if (n == 0 || n > JOBS_FACTS_MAX)
+                return -EINVAL;
+        q = request_new(JOB_FACTS);
+        if (!q)
+                return -ENOMEM;
+        q->facts_of.n = (uint32_t)n;
+        for (size_t i = 0; i < n; i++)
+                q->facts_of.pids[i] = pids[i];
+        return submit_own(b, owner, q, offsetof(JobRequest, facts_of) + sizeof(q->facts_of), NULL, 0,
+                          b->config.runtime_timeout_usec, facts_done, done, userdata, call);
 }
 
 static void names_done(int error, WorkerMessage *reply, void *userdata) {
