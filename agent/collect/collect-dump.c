@@ -127,8 +127,8 @@ static void taken(void *userdata, const DumpTakeResult *res) {
         dump_free(d);
 }
 
-int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
-                       size_t why_size) {
+int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *table, Target *target, uid_t owner,
+                       char *why, size_t why_size) {
         static const DumpTakeOps ops = { .done = taken };
         Broker *b = s->broker;
         const char *busy = NULL;
@@ -140,15 +140,16 @@ int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *tab
                 snprintf(why, why_size, "not dumped: out of memory");
                 return 1;
         }
-        d->key = (AdmissionKey){ .pid = target->pid, .start_time = target->start_time,
-                                 .requester = COLLECT_DUMPS_OWNER };
+        /* as the owner's own dump of its process: the owner controls that runtime, and its pace */
+        d->key = (AdmissionKey){ .pid = target->pid, .start_time = target->start_time, .requester = owner,
+                                 .own = true };
         r = admission_begin(b->admission, ADMISSION_DUMP, &d->key,
-                            /* the tables are nobody's user: only the host's bound, and one per process */
-                            &(AdmissionLimits){ .per_target = 1, .per_requester = UINT_MAX,
-                                                .in_all = policy->agent.max_concurrent_dumps },
+                            &(AdmissionLimits){ .per_target = 1, .per_requester = policy->agent.max_dumps_per_user,
+                                                .in_all = policy->agent.max_concurrent_own_dumps },
                             &busy);
         if (r != 0) {
-                snprintf(why, why_size, "not dumped: %s", r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
+                snprintf(why, why_size, "not dumped (counted as uid %u's dump of its own process): %s", (unsigned)owner,
+                         r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
                 free(d);
                 return 1;
         }
@@ -156,7 +157,7 @@ int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *tab
                             .target = target_ref(target), .key = d->key, .started_usec = now_usec(b) };
         s->dumps = d;
         r = dump_take_start(&(DumpTakeParams){ .broker = b, .policy = policy, .target = target,
-                                               .type = table->dump_type, .owner = COLLECT_DUMPS_OWNER,
+                                               .type = table->dump_type, .owner = owner,
                                                .job_timeout_usec = b->config.runtime_timeout_usec },
                             &ops, d, &d->take);
         if (r != 0) {

@@ -34,9 +34,6 @@
  * session is stopped as soon as the dump's GC has ended. Then the worker has this long to write it. */
 #define COLLECT_GCDUMP_WINDOW_USEC (30 * USEC_PER_SEC)
 #define COLLECT_GCDUMP_WRITE_USEC (120 * USEC_PER_SEC)
-/* The worker pool counts jobs by owner: these traces are their own, apart from the watcher's jobs
- * ((uid_t) -3), the startup traces' (-2) and every user's. */
-#define COLLECT_TRACES_OWNER ((uint32_t)-4)
 _Static_assert(COLLECT_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every collection trace has a worker at once");
 
 typedef struct CollectTrace CollectTrace;
@@ -53,6 +50,7 @@ struct CollectTrace {
         Policy *policy;             /* a reference: the table lives in it */
         const PolicyCollect *table;
         Target *target;
+        uid_t owner;                /* the process's: its jobs and its session are charged to it */
         RuntimeCall *call;
         JobCall job;
         uint64_t session_id;
@@ -251,9 +249,9 @@ static void render(CollectTrace *t) {
 
         t->text_fd = openat(t->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
         r = t->text_fd < 0 ? -errno
-            : is_counters(t) ? jobs_counters_csv(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
+            : is_counters(t) ? jobs_counters_csv(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
                                                  &limits, t->providers_text, rendered, t, &t->job)
-                             : jobs_stacks_text(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
+                             : jobs_stacks_text(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
                                                 &limits, rendered, t, &t->job);
         if (r != 0) {
                 snprintf(result, sizeof(result), "cannot write the %s: %s", action_of(t),
@@ -396,7 +394,7 @@ static int start_gcdump(CollectTrace *t, const DumpLimits *limits, uint64_t time
         r = sd_event_add_io(b->event, &t->control_source, t->control_fd, EPOLLIN, on_control, t);
         if (r < 0)
                 return r;
-        return jobs_record_gcdump(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, theirs, limits, t->slot,
+        return jobs_record_gcdump(b, t->owner, t->stream_fd, t->file_fd, t->dir_fd, theirs, limits, t->slot,
                                   t->policy->agent.max_trace_size, timeout + COLLECT_GCDUMP_WRITE_USEC, gcdump_recorded,
                                   t, &t->job);
 }
@@ -413,7 +411,7 @@ static int start_recording(CollectTrace *t) {
                 return r;
         t->have_slot = true;
         r = is_gcdump(t) ? start_gcdump(t, &limits, timeout)
-                         : jobs_record_trace(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, &limits,
+                         : jobs_record_trace(b, t->owner, t->stream_fd, t->file_fd, t->dir_fd, &limits,
                                              t->slot, t->policy->agent.max_trace_size, timeout, recorded, t, &t->job);
         if (r != 0)
                 return r;
@@ -512,7 +510,7 @@ static int begin(CollectTrace *t, char *why, size_t why_size) {
 
 /*
  * The session is one of the process's, as a client's and the watch's are: it counts against
- * max_sessions_per_target, charged to the tables (no user's max_sessions_per_user, never root's).
+ * max_sessions_per_target, and against its owner's max_sessions_per_user with the owner's own.
  * Return: 0 (admitted), or a reason in @why.
  */
 static int admit(CollectTrace *t, char *why, size_t why_size) {
@@ -520,8 +518,8 @@ static int admit(CollectTrace *t, char *why, size_t why_size) {
         int r;
 
         r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time,
-                                          COLLECT_TRACES_OWNER, t->policy->agent.max_sessions_per_target, &t->key,
-                                          &busy);
+                                          t->owner, t->policy->agent.max_sessions_per_target,
+                                          t->policy->agent.max_sessions_per_user, &t->key, &busy);
         if (r != 0) {
                 snprintf(why, why_size, "not traced: %s", r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
                 return 1;
@@ -530,12 +528,25 @@ static int admit(CollectTrace *t, char *why, size_t why_size) {
         return 0;
 }
 
-int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
-                        size_t why_size) {
+/* Does a trace of one of @owner's processes run? */
+static bool owner_traced(const CollectTraces *s, uid_t owner) {
+        for (const CollectTrace *t = s->traces; t; t = t->next)
+                if (t->owner == owner)
+                        return true;
+        return false;
+}
+
+int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, uid_t owner,
+                        char *why, size_t why_size) {
         CollectTrace *t;
 
         if (s->n >= COLLECT_TRACES_MAX) {
                 snprintf(why, why_size, "not traced: %d collection traces run already", COLLECT_TRACES_MAX);
+                return 1;
+        }
+        if (owner_traced(s, owner)) {
+                snprintf(why, why_size, "not traced: a collection trace of a process of uid %u runs already",
+                         (unsigned)owner);
                 return 1;
         }
         t = calloc(1, sizeof(CollectTrace));
@@ -544,8 +555,8 @@ int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *t
                 return 1;
         }
         *t = (CollectTrace){ .set = s, .next = s->traces, .policy = policy_ref(policy), .table = table,
-                             .target = target_ref(target), .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF,
-                             .text_fd = -EBADF, .control_fd = -EBADF };
+                             .target = target_ref(target), .owner = owner, .stream_fd = -EBADF, .dir_fd = -EBADF,
+                             .file_fd = -EBADF, .text_fd = -EBADF, .control_fd = -EBADF };
         s->traces = t;
         s->n++;
         if (admit(t, why, why_size) != 0 || begin(t, why, why_size) != 0) {

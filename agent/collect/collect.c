@@ -32,8 +32,8 @@
 #include "test-hooks.h"
 #include "worker-pool.h"
 
-/* The worker pool counts jobs by owner: the watcher's own (the walk, the facts), apart from every user's
- * and from the startup traces' ((uid_t) -2); the jobs of a process's watch are its owner's. */
+/* The worker pool counts jobs by owner: the watcher's own (the walk, the facts), apart from every user's;
+ * the jobs of a process's watch and of its tables' actions are its owner's. */
 #define COLLECT_OWNER ((uint32_t)-3)
 #define COLLECT_PROVIDERS_MAX 16
 #define COLLECT_BUFFER_MB 16
@@ -393,27 +393,28 @@ void collect_record_result(Broker *b, const PolicyCollect *table, const Target *
 /* The table's action: the trace starts (its end is recorded then), or the record says why not. */
 static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const char *exception) {
         Collector *c = w->collector;
+        uid_t owner = w->candidate->owner; /* the action is charged to the process's owner */
         char why[256];
 
         switch (t->table->then) {
         case POLICY_COLLECT_THEN_TRACE:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
                 break;
         case POLICY_COLLECT_THEN_DUMP:
-                if (collect_dump_start(c->dumps, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_dump_start(c->dumps, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a %s dump begins", policy_dump_type_to_string(t->table->dump_type));
                 break;
         case POLICY_COLLECT_THEN_STACKS:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a stacks session begins");
                 break;
         case POLICY_COLLECT_THEN_COUNTERS:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a counters session begins");
                 break;
         case POLICY_COLLECT_THEN_GCDUMP: /* a session as then.stacks', counted with the traces */
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a heap dump session begins");
                 break;
         default:
@@ -590,15 +591,16 @@ static int config_of(const Watch *w, EventPipeConfig *ret) {
 /*
  * A watch is one of the process's sessions, as a client's is: it counts against max_sessions_per_target
  * (admission.h), so that clients and watches together never hold more of the runtime's sessions than
- * the policy allows. A process whose sessions are all taken is watched once one ends (the next retry).
+ * the policy allows, charged to the process's owner but against no one's max_sessions_per_user. A
+ * process whose sessions are all taken is watched once one ends (the next retry).
  */
 static int admit(Watch *w) {
         Collector *c = w->collector;
         const char *why;
         int r;
 
-        r = admission_begin_agent_session(c->broker->admission, w->pid, w->start_time, COLLECT_OWNER,
-                                          c->policy->agent.max_sessions_per_target, &w->key, &why);
+        r = admission_begin_watch(c->broker->admission, w->pid, w->start_time, w->candidate->owner,
+                                  c->policy->agent.max_sessions_per_target, &w->key, &why);
         w->admitted = r == 0;
         return r;
 }

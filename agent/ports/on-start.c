@@ -29,10 +29,9 @@
 #define USEC_PER_SEC 1000000ULL
 /* After StopTracing the runtime writes its rundown, then ends the stream (as session.c allows). */
 #define STARTUP_STOP_GRACE_USEC (60 * USEC_PER_SEC)
-/* The worker pool counts jobs by owner: startup traces are their own, apart from every user's
- * requests, and at most BROKER_WORKERS_PER_USER of them run at once. (uid_t) -2 is nobody's. */
-#define STARTUP_TRACES_OWNER ((uint32_t)-2)
-_Static_assert(STARTUP_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every startup trace has a worker at once");
+/* A startup trace's jobs are its runtime's owner's (StartupTrace.uid), one trace of each owner at a time:
+ * its worker is one of the owner's BROKER_WORKERS_PER_USER. */
+_Static_assert(BROKER_WORKERS_PER_USER >= 1, "an owner's startup trace has a worker");
 /* Processes traced lately, each traced once: a runtime registered on two ports, re-advertised with a
  * new cookie, or exec'd (the same process) gets no second trace while it is remembered here. */
 #define STARTUP_TRACED_REMEMBERED 256
@@ -360,7 +359,7 @@ static int start_recording(StartupTrace *t, const char **ret_why) {
         if (r < 0)
                 return r;
         t->have_slot = true;
-        r = jobs_record_trace(b, STARTUP_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, &limits, t->slot,
+        r = jobs_record_trace(b, t->uid, t->stream_fd, t->file_fd, t->dir_fd, &limits, t->slot,
                               t->rule->max_size, timeout, recorded, t, &t->job);
         if (r != 0)
                 return r;
@@ -485,8 +484,9 @@ static void remember_traced(StartupTraces *s, const Target *target) {
 /*
  * The limits, counted from here to the trace's end (not from the runtime's answer, which a runtime
  * may delay): STARTUP_TRACES_MAX at once, one of each user's at a time, one per process, and the
- * session is one of the process's under max_sessions_per_target, as a client's is (admission.h),
- * charged to the startup traces, never to the user (a user's own sessions count apart) nor to root.
+ * session is one of the process's under max_sessions_per_target and one of its owner's under
+ * max_sessions_per_user, as the owner's own sessions are (admission.h): charged to the runtime's
+ * owner, never to root or to anyone else.
  */
 static bool admit(StartupTrace *t, char *why, size_t why_size) {
         StartupTraces *s = t->set;
@@ -504,9 +504,9 @@ static bool admit(StartupTrace *t, char *why, size_t why_size) {
                                  t->rule->name);
                         return false;
                 }
-        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time,
-                                          STARTUP_TRACES_OWNER, t->policy->agent.max_sessions_per_target, &t->key,
-                                          &busy);
+        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time, t->uid,
+                                          t->policy->agent.max_sessions_per_target,
+                                          t->policy->agent.max_sessions_per_user, &t->key, &busy);
         if (r != 0) {
                 snprintf(why, why_size, "[[on_start]] %s: not traced, %s", t->rule->name,
                          r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));

@@ -14,7 +14,8 @@ re-bound; LOG.rebinds counts the re-binds), flood:HEAD:BLOCK (answers CollectTra
 the bytes of BLOCK again and again as fast as they are read, until the agent hangs up;
 LOG.flood then holds the bytes sent and the seconds it took), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
 SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
-the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
+the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in),
+stream-trickle:FILE:SECONDS (sessions as stream:FILE, dumps as trickle:SECONDS), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
 implemented"), renamer:NAME:OTHER (names itself NAME by rewriting its argv[0] in
 place, as setproctitle() does, and on each SIGUSR1 switches to the other name and
@@ -149,11 +150,11 @@ while True:
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 26, 0xFF, 0, 0) + struct.pack("<IH", len(block), 0))
         conn.sendall(block)
         conn.close()
-    elif mode.startswith("trickle:") and len(data) > 24 and data[16] == 0x01:
+    elif mode.startswith(("trickle:", "stream-trickle:")) and len(data) > 24 and data[16] == 0x01:
         # a runtime its user controls, slow on purpose: it meets the first-byte deadline, then trickles
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
-        pause, burst = (mode.split(":")[1:] + ["0"])[:2]
+        pause, burst = (mode.split(":")[1 if mode.startswith("trickle:") else 2:] + ["0"])[:2]
         try:
             with open(path, "wb", buffering=0) as f:
                 f.write(CORE[:1])
@@ -225,7 +226,8 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
-    elif mode.startswith(("stream:", "rebind:")) and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
+    elif mode.startswith(("stream:", "rebind:", "stream-trickle:")) and len(data) >= 20 and data[16] == 0x02 and \
+            data[17] >= 0x02:
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
         with open(mode.split(":")[1], "rb") as f:
             try:

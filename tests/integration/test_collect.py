@@ -199,28 +199,31 @@ def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
 
 
 @test
-def a_tables_dump_is_bounded_by_max_concurrent_dumps_as_a_clients_is():
+def a_tables_dump_counts_as_the_owners_own_dump():
+    """A table's dump of svc's process is charged to svc, as svc's dump of its own process: with svc's own
+    dump of another of its processes in progress (held: that runtime is stopped), svc's max_dumps_per_user (1)
+    is taken, and the table's firing is recorded "not dumped", with no core. (The host's max_concurrent_dumps is
+    not what bounds it: a_tables_dump_of_a_users_own_process_takes_none_of_the_hosts_dump_slots.)"""
     first = Target(SVC, tmpdir=None, mount_ns=True)  # a /tmp of its own: its staging is seen there alone
     high, unit = target_in_unit()
-    policy = (f'[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\nname = "host-slot"\n'
-              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    policy = '[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n'
     agent = Agent(policy=policy)
-    # alice's dump of a stopped process holds the host's one slot: its runtime cannot answer
+    # svc's dump of a stopped process holds svc's one dump: its runtime cannot answer
     os.kill(first.pid, signal.SIGSTOP)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
-    pending = subprocess.Popen(harness.as_user(ALICE, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
+    pending = subprocess.Popen(harness.as_user(SVC, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: glob.glob(f"/proc/{first.pid}/root/tmp/.dsagent-dump-*"), what="alice's dump to start")
-    # the table comes once her dump holds the slot, so its first sample over the line finds the slot taken
+    wait_for(lambda: glob.glob(f"/proc/{first.pid}/root/tmp/.dsagent-dump-*"), what="svc's dump to start")
+    # the table comes once svc's dump is counted, so its first sample over the line finds svc's dumps taken
     agent.write_policy(policy + table("bounded-core", "Dsagent.TestTarget:test-gauge", unit))
     assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
     rec = wait_for(lambda: fired(agent, high.pid), timeout=90, what="the table fired")[0]
-    assert rec["DSAGENT_COLLECT_RESULT"].startswith("not dumped: ") and "max_concurrent_dumps" in \
-        rec["DSAGENT_COLLECT_RESULT"], rec
+    assert rec["DSAGENT_COLLECT_RESULT"].startswith(f"not dumped (counted as uid {high.uid}'s dump of its own") and \
+        "max_dumps_per_user" in rec["DSAGENT_COLLECT_RESULT"], rec
     os.kill(first.pid, signal.SIGCONT)
     assert pending.wait(timeout=120) == 0
     time.sleep(3)
-    assert not collect_records(agent, high.pid, "collected"), "a dump past the host's bound"
+    assert not collect_records(agent, high.pid, "collected"), "a dump past the owner's bound"
     assert not [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f], os.listdir(agent.dumps)
 
 
@@ -698,17 +701,50 @@ def a_watch_that_ends_stops_its_session_in_the_runtime():
 
 
 @test
-def at_most_two_collection_traces_run_at_once_host_wide():
+def one_users_processes_hold_one_collection_trace_at_a_time_of_the_two():
+    """Collection traces run two at once host-wide, and one of each owner's processes at a time: svc's two
+    processes fire first, and only one of them is traced; alice's, covered by the same table, fires next and is
+    traced beside it; mallory's, after them, finds the two running. Before, svc's two held both, and alice's was
+    refused ("2 collection traces run already") for as long as svc's ran: one user's tables' work made another's
+    fail."""
     first, unit = target_in_unit()
-    others = [target_in_unit(unit=unit)[0] for _ in range(2)]
-    agent = agent_with(table("long-trace", "Dsagent.TestTarget:test-gauge", unit,
-                             then='then.trace_profile = "gc-collect"\nthen.duration = "30s"'))
-    pids = [first.pid] + [t.pid for t in others]
-    fired_all = lambda: [r for p in pids for r in collect_records(agent, p, "fired")]
-    records = wait_for(lambda: len(fired_all()) == 3 and fired_all(), timeout=90, what="all three fired")
+    second, _ = target_in_unit(unit=unit)
+    agent = agent_with(table("long-trace", "Dsagent.TestTarget:test-gauge", unit, users=(SVC, ALICE, MALLORY),
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "60s"'))
+    fired_of = lambda targets: [r for t in targets for r in collect_records(agent, t.pid, "fired")]
+    records = wait_for(lambda: len(fired_of([first, second])) == 2 and fired_of([first, second]), timeout=90,
+                       what="svc's two fired")
     results = sorted(r["DSAGENT_COLLECT_RESULT"] for r in records)
-    assert results == ["a trace of profile gc-collect begins"] * 2 + ["not traced: 2 collection traces run already"], \
-        results
+    assert results == ["a trace of profile gc-collect begins",
+                       f"not traced: a collection trace of a process of uid {first.uid} runs already"], results
+    alices, _ = target_in_unit(user=ALICE, unit=unit)  # its facts say the table covers it: watched at once
+    rec = wait_for(lambda: fired_of([alices]), timeout=90, what="alice's fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    mallorys, _ = target_in_unit(user=MALLORY, unit=unit)
+    rec = wait_for(lambda: fired_of([mallorys]), timeout=90, what="mallory's fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "not traced: 2 collection traces run already", rec
+
+
+@test
+def a_tables_dump_of_a_users_own_process_takes_none_of_the_hosts_dump_slots():
+    """svc's runtime (svc's own to program) crosses a table's line and trickles the core the table asks for. The
+    dump is charged to svc as svc's dump of its own process: the users' own pool (max_concurrent_own_dumps), never
+    the host's one slot (max_concurrent_dumps = 1), which alice's rule dump of mallory's process needs. Before,
+    the table's dump took the host's slot, and alice's dump was refused "as many dumps as max_concurrent_dumps
+    allows" for as long as svc's runtime trickled."""
+    fake = FakeRuntime(f"stream-trickle:{hostile_samples()}:0.5")  # a byte every half second: for minutes
+    unit = in_new_unit(fake.pid)
+    victim = Target(MALLORY, tmpdir=None, mount_ns=True)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\n'
+                  f'name = "alice-dumps-mallory"\nusers = ["{ALICE}"]\ncommands = ["dump"]\n'
+                  f'targets.users = ["{MALLORY}"]\ndump_types = ["mini"]\n' + table("trickled", "Hostile:depth", unit))
+    wait_for(lambda: os.path.exists(fake.log + ".trickling"), timeout=90, what="the table's dump to trickle")
+    assert fired(agent, fake.pid)[0]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fired(agent, fake.pid)
+    r = dsctl(agent, ALICE, "dump", str(victim.pid), timeout=120)
+    assert r.returncode == 0, r
+    # the premise: the table's dump still trickled while alice's was taken
+    assert not collect_records(agent, fake.pid, "collected") and not collect_records(agent, fake.pid, "failed"), \
+        collect_records(agent, fake.pid, "failed")
 
 
 @test
