@@ -30,11 +30,12 @@
 #include "session-config.h"
 #include "target.h"
 #include "test-hooks.h"
+#include "userns.h"
 #include "worker-pool.h"
 
-/* The worker pool counts jobs by owner: the watcher's own (the walk, the facts), apart from every user's;
- * the jobs of a process's watch and of its tables' actions are its owner's. */
-#define COLLECT_OWNER ((uint32_t)-3)
+/* Its own charge is none of the others' (collect.h) */
+_Static_assert(COLLECT_WATCHER_CHARGE != USERNS_CHARGE_UNKNOWN && COLLECT_WATCHER_CHARGE != (uid_t)-1,
+               "the watcher's charge is its own");
 #define COLLECT_PROVIDERS_MAX 16
 #define COLLECT_BUFFER_MB 16
 
@@ -953,7 +954,7 @@ static void ask_facts(Collector *c) {
                 return;
         for (size_t i = 0; i < c->n_asked; i++)
                 pids[i] = c->asked[i].pid;
-        if (jobs_process_facts(c->broker, pids, c->n_asked, COLLECT_OWNER, facts_read, c, &c->facts) != 0) {
+        if (jobs_process_facts(c->broker, pids, c->n_asked, COLLECT_WATCHER_CHARGE, facts_read, c, &c->facts) != 0) {
                 /* the watcher's own worker queue is full: the next walk asks again */
                 for (size_t i = 0; i < c->n_asked; i++) {
                         Candidate *cand = c->asked[i].ledger ? NULL : candidate_find(c, c->asked[i].pid);
@@ -1029,7 +1030,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         if (c->walk.job)
                 return 0;
         walk_of(c->policy, &walk);
-        (void)jobs_walk_candidates(c->broker, &walk, COLLECT_OWNER, walked, c, &c->walk);
+        (void)jobs_walk_candidates(c->broker, &walk, COLLECT_WATCHER_CHARGE, walked, c, &c->walk);
         return 0;
 }
 

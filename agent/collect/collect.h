@@ -48,6 +48,14 @@ typedef struct Broker Broker;
 typedef struct Collector Collector;
 typedef struct Target Target;
 
+/*
+ * Whom the watcher's own jobs (its walks, the batches of facts) are charged to in the worker pool: a uid
+ * no user has, apart from every other charge the agent makes (userns.h's USERNS_CHARGE_UNKNOWN among
+ * them), so that no peer shares its queue. Everything done for one process (its watch's jobs and
+ * session, its tables' actions) is charged to the process's owner instead.
+ */
+#define COLLECT_WATCHER_CHARGE ((uid_t)-4)
+
 #define COLLECT_WALK_USEC (2 * 1000000ULL)
 #define COLLECT_RETRY_USEC (30 * 1000000ULL)
 #define COLLECT_NAME_RECHECK_USEC (300 * 1000000ULL)

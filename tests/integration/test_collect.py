@@ -747,6 +747,62 @@ def a_tables_dump_of_a_users_own_process_takes_none_of_the_hosts_dump_slots():
         collect_records(agent, fake.pid, "failed")
 
 
+def connection_of_a_gone_process(agent, user):
+    """A connection to @agent made by a process of @user that is gone by the time the agent accepts it (the
+    agent is stopped meanwhile): the agent cannot tell its user namespace, and charges it as unknown."""
+    import socket
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        ours, theirs = socket.socketpair()
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgroups([])
+                os.setgid(pwd.getpwnam(user).pw_gid)
+                os.setuid(pwd.getpwnam(user).pw_uid)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(agent.socket)
+                socket.send_fds(theirs, [b"c"], [s.fileno()])
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+        ours.close()
+        theirs.close()
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    conn = socket.socket(fileno=fds[0])
+    conn.settimeout(60)
+    harness.scope.callback(conn.close)
+    return conn
+
+
+@test
+def the_watchers_charge_is_not_the_one_of_peers_it_cannot_tell():
+    """A peer whose user namespace cannot be told (its process is gone) is charged as unknown, (uid_t) -3. The
+    watcher's own charge was that very value: its watch of svc's process counted as one of the unknown peers'
+    sessions, and with max_sessions_per_user = 1 such a peer's session was refused ("as many sessions as
+    max_sessions_per_user allows run for you") while the table watched. The watcher's charge is its own now,
+    and a watch counts as nobody's session but its process's."""
+    target, unit = target_in_unit(value="100", args=("--report-sessions",))
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_sessions_per_user = 1\n' +
+                  table("watching", "Dsagent-TestTarget:test-counter", unit, line="when.above = 1000000"))
+    target.process.read_line("eventsource-enabled True", timeout=90)  # the watch's session runs
+    conn = connection_of_a_gone_process(agent, SVC)
+    conn.sendall(harness.wire_trace_request(target.pid, "Microsoft-Windows-DotNETRuntime:0x1:4", duration=1))
+    data = b""
+    while chunk := conn.recv(65536):
+        data += chunk
+    frames = harness.wire_decode(data)
+    # the premise: the agent charged the peer as unknown (the record names that charge "unknown")
+    recs = wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_CLIENT_PID") and
+                             r.get("DSAGENT_CLIENT_UID") == str(target.uid) and r.get("DSAGENT_COMMAND") == "trace"],
+                    what="the session's record")
+    assert recs[-1].get("DSAGENT_CLIENT_CHARGED_UID") == "unknown", recs
+    assert frames and frames[0][0] == harness.WIRE_STREAM, (frames, recs[-1])
+    assert recs[-1]["DSAGENT_DECISION"] == "allowed", recs[-1]
+
+
 @test
 def a_runtime_that_ends_its_stream_gets_no_fresh_limit():
     # the runtime ends each session after samples beyond the line; the agent watches it again (30 s later,
