@@ -184,7 +184,12 @@ static void trace_fail(CollectTrace *t, const char *result) {
         trace_free(t);
 }
 
-/* Root's, exactly the table's readers, labelled as a trace (or stacks) of the process that nobody asked for. */
+/* publish(): the artifact was named, but its record could not be written: it was removed again, and that
+ * was told (collect_record_removed()) */
+#define PUBLISH_E_REMOVED 2000
+
+/* Root's, exactly the table's readers, labelled as a trace (or stacks) of the process that nobody asked for,
+ * then recorded. Return: 0, DUMP_PUBLISH_E_*, PUBLISH_E_REMOVED, or a negative errno. */
 static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_t path_size) {
         AclGrant readers = { .users = t->table->reader_users.ids, .n_users = t->table->reader_users.n,
                              .groups = t->table->reader_groups.ids, .n_groups = t->table->reader_groups.n };
@@ -206,13 +211,17 @@ static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
-        (void)audit_log_dump(broker_of(t)->config.audit_sink, &(AuditDumpEvent){
+        r = collect_record_artifact(broker_of(t), t->policy, t->dir_fd, name, &(AuditDumpEvent){
                 .origin = "collect", .requester = 0, .target_pid = t->target->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
                 .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
                 .rule = t->table->name, .path = ret_path, .size = size, .dump_type = attrs.dump_type,
                 .readable = readers.n_users + readers.n_groups > 0 });
+        if (r < 0) {
+                collect_record_removed(broker_of(t), t->table, t->target, action_of(t), r);
+                return PUBLISH_E_REMOVED;
+        }
         return 0;
 }
 
@@ -223,6 +232,10 @@ static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
 
         if (r == 0)
                 r = publish(t, t->text_fd, bytes, path, sizeof(path));
+        if (r == PUBLISH_E_REMOVED) {
+                trace_free(t);
+                return;
+        }
         if (r == 0)
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, bytes);
         else
@@ -280,6 +293,10 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
                 p = publish(t, t->file_fd, size, path, sizeof(path));
         /* the end record follows the file's, as a startup trace's does: it says whether it was stored */
         record_session(t, true, size, p == 0 || size == 0 ? how : "not-stored", p == 0 && r == 0 && ended && t->stop_sent);
+        if (p == PUBLISH_E_REMOVED) {
+                trace_free(t);
+                return;
+        }
         if (size == 0)
                 snprintf(result, sizeof(result), "the trace is empty%s%s", why ? ": " : "", why ? why : "");
         else if (p != 0)
@@ -363,6 +380,10 @@ static void gcdump_recorded(void *userdata, int r, const JobGcdumpResult *res, c
         record_session(t, true, res->stream_bytes, how, stream_r == 0 && res->ended && t->stop_sent);
         if (r == 0)
                 r = publish(t, t->file_fd, res->bytes, path, sizeof(path));
+        if (r == PUBLISH_E_REMOVED) {
+                trace_free(t);
+                return;
+        }
         if (r == 0) {
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, res->bytes);
                 record_result(t, "collected", result);

@@ -92,6 +92,14 @@ struct Lane {
         unsigned n_opening;        /* of which a worker opens */
 };
 
+/* A table's artifacts removed for want of their record (collect_record_removed()), by the table's name. */
+typedef struct CollectRemoved {
+        struct CollectRemoved *next;
+        char *table;
+        unsigned count;
+        pid_t last_pid;
+} CollectRemoved;
+
 /* What one batch of facts was asked about: a candidate, or a process the ledger keeps (to see it lives). */
 typedef struct FactsAsked {
         pid_t pid;
@@ -119,6 +127,7 @@ struct Collector {
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
         CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
+        CollectRemoved *removed;
 };
 
 struct Watch {
@@ -389,6 +398,50 @@ void collect_record_result(Broker *b, const PolicyCollect *table, const Target *
                                                       .what = what, .pid = target->pid,
                                                       .uid = target_euid(target), .unit = target->unit,
                                                       .action = action, .result = result });
+}
+
+int collect_record_artifact(Broker *b, const Policy *policy, int dir_fd, const char *name, const AuditDumpEvent *e) {
+        int r = audit_log_dump(b->config.audit_sink, e);
+
+        if (r >= 0 || policy->agent.audit_failure_allow)
+                return 0;
+        (void)unlinkat(dir_fd, name, 0);
+        return r;
+}
+
+void collect_record_removed(Broker *b, const PolicyCollect *table, const Target *target, const char *action, int r) {
+        Collector *c = b->collector;
+        CollectRemoved *n;
+        char result[256];
+
+        snprintf(result, sizeof(result), "the %s's audit record could not be written (%s): it was removed", action,
+                 strerror(-r));
+        fprintf(stderr, "dsagent: [[collect]] %s, pid %d: %s\n", table->name, (int)target->pid, result);
+        collect_record_result(b, table, target, action, "failed", result);
+        for (n = c ? c->removed : NULL; n; n = n->next)
+                if (strcmp(n->table, table->name) == 0)
+                        break;
+        if (!n && c && (n = calloc(1, sizeof(CollectRemoved)))) {
+                if (!(n->table = strdup(table->name))) {
+                        free(n);
+                        return;
+                }
+                n->next = c->removed;
+                c->removed = n;
+        }
+        if (n) {
+                n->count++;
+                n->last_pid = target->pid;
+        }
+}
+
+unsigned collector_removed(const Collector *c, const char *table, pid_t *ret_pid) {
+        for (const CollectRemoved *n = c ? c->removed : NULL; n; n = n->next)
+                if (strcmp(n->table, table) == 0) {
+                        *ret_pid = n->last_pid;
+                        return n->count;
+                }
+        return 0;
 }
 
 /* The table's action: the trace starts (its end is recorded then), or the record says why not. */
@@ -1084,6 +1137,13 @@ Collector *collector_free(Collector *c) {
         collect_dumps_free(c->dumps);
         collect_ledger_free(c->ledger);
         free(c->ledger_due);
+        while (c->removed) {
+                CollectRemoved *n = c->removed;
+
+                c->removed = n->next;
+                free(n->table);
+                free(n);
+        }
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c);

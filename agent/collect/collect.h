@@ -42,6 +42,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "audit.h"
 #include "policy.h"
 
 typedef struct Broker Broker;
@@ -82,6 +83,28 @@ void collector_apply(Collector *c);
  */
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
                            const char *event, const char *result);
+
+/*
+ * collect_record_artifact() - the dump record of an artifact a table took, just named @name in @dir_fd
+ *
+ * No artifact without its record: when @e cannot be written (the audit output is stalled and its
+ * queue full) and @policy's audit_failure is not "allow", @name is removed again, as a client's dump
+ * is. Return: 0, or the audit's negative errno (the artifact is gone: collect_record_removed() next).
+ */
+int collect_record_artifact(Broker *b, const Policy *policy, int dir_fd, const char *name, const AuditDumpEvent *e);
+
+/*
+ * collect_record_removed() - @table's @action on @target took an artifact whose record could not be written
+ * (@r, a negative errno), and it was removed
+ *
+ * Told on stderr, in a collect record "failed" if that one can be written, and counted for dsctl collect
+ * (collector_removed()), where the table's readers see it.
+ */
+void collect_record_removed(Broker *b, const PolicyCollect *table, const Target *target, const char *action, int r);
+
+/* How many artifacts of the table named @table were removed since the agent started, for want of their record;
+ * the last one's process in *@ret_pid. */
+unsigned collector_removed(const Collector *c, const char *table, pid_t *ret_pid);
 
 /* A watched process, as dsctl collect lists it under one of its tables. */
 typedef struct CollectWatchView {

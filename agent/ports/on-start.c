@@ -167,8 +167,13 @@ static void record_session(StartupTrace *t, bool ended, uint64_t bytes, const ch
 
 /* ---- the end: the file is published, or dropped ---- */
 
-/* Root's, exactly the rule's readers, labelled as a trace of the process; the agent asked for it. */
-static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_size) {
+/* publish(): the trace was named, but its record could not be written: it was removed again */
+#define PUBLISH_E_REMOVED 2000
+
+/* Root's, exactly the rule's readers, labelled as a trace of the process; the agent asked for it. Recorded,
+ * or removed again when its record cannot be written (unless audit_failure = "allow"), as a client's dump is.
+ * Return: 0, DUMP_PUBLISH_E_*, PUBLISH_E_REMOVED (the record's errno in *@ret_audit_r), or a negative errno. */
+static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_size, int *ret_audit_r) {
         Broker *b = broker_of(t);
         AclGrant readers = { .users = t->rule->reader_users.ids, .n_users = t->rule->reader_users.n,
                              .groups = t->rule->reader_groups.ids, .n_groups = t->rule->reader_groups.n };
@@ -189,7 +194,7 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
-        (void)audit_log_dump(b->config.audit_sink, &(AuditDumpEvent){
+        r = audit_log_dump(b->config.audit_sink, &(AuditDumpEvent){
                 .origin = "on_start", .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
@@ -197,6 +202,11 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .rule = t->rule->name, .path = ret_path, .size = size,
                 .dump_type = "trace", .readable = readers.n_users + readers.n_groups > 0,
                 .duration_usec = 0 });
+        if (r < 0 && !t->policy->agent.audit_failure_allow) {
+                (void)unlinkat(t->dir_fd, name, 0);
+                *ret_audit_r = r;
+                return PUBLISH_E_REMOVED;
+        }
         return 0;
 }
 
@@ -206,7 +216,7 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
         char path[PATH_MAX] = "";
         struct stat st;
         uint64_t size;
-        int p = 0;
+        int p = 0, audit_r = 0;
 
         t->recording = false;
         size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -214,13 +224,15 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
                 fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d is empty (%s)%s%s\n", t->rule->name,
                         (int)t->pid, how, why ? ": " : "", why ? why : "");
         else
-                p = publish(t, size, path, sizeof(path));
-        if (p != 0) {
-                /* the end record says the bytes were lost, not how the session ended */
+                p = publish(t, size, path, sizeof(path), &audit_r);
+        if (p == PUBLISH_E_REMOVED)
+                fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d was removed: its audit record could not "
+                        "be written (%s)\n", t->rule->name, (int)t->pid, strerror(-audit_r));
+        else if (p != 0)
                 fprintf(stderr, "dsagent: [[on_start]] %s: cannot store the trace of pid %d: %s\n", t->rule->name,
                         (int)t->pid, p > 0 ? "no space in dump_dir" : strerror(-p));
-                how = "not-stored";
-        }
+        if (p != 0)
+                how = "not-stored"; /* the end record says the bytes were lost, not how the session ended */
         record_session(t, true, size, how, p == 0 && r == 0 && ended && t->stop_sent);
         trace_free(t);
 }

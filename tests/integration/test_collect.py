@@ -1001,6 +1001,93 @@ def a_table_takes_at_most_its_limit_total_over_all_its_processes():
     assert len(everyone()) == 2, everyone()
 
 
+AUDIT_GAP_ID = "e7a3a2ffe6c543d2a42572e8d2074d1b"
+EXIT_AUDIT_UNAVAILABLE = 16
+
+
+class StalledRecords:
+    """The agent's JSON records from a pipe the test reads only when it says so: between reads, the pipe (4 KiB)
+    and then the agent's audit queue fill, as with a log collector that stopped reading."""
+
+    def __init__(self, fd):
+        import fcntl
+        fcntl.fcntl(fd, 1031, 4096)  # F_SETPIPE_SZ
+        os.set_blocking(fd, False)
+        self.fd, self.buf, self.records = fd, b"", []
+        harness.scope.callback(os.close, fd)
+
+    def read_now(self):
+        """Everything the pipe holds now; the records so far."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        self.records += [json.loads(line) for line in lines if line.startswith(b"{")]
+        return self.records
+
+
+@test
+def an_artifact_whose_record_cannot_be_written_is_removed_and_said_so():
+    """A client's dump whose record cannot be written is removed; a table's artifact must be too: no artifact
+    without its record. The audit output stops being read while a table's trace runs; requests fill the queue for
+    decisions, and another table's firings (300 at once) its reserve for events; then the trace ends. Its file is
+    removed, stderr says so, and once the output is read again, dsctl collect shows it on the table. Before, the
+    trace was published in dump_dir, root's and readable by the table's readers, with no record of it."""
+    target, unit = target_in_unit()
+    noise_unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    noise_path = os.path.join(make_dir(None, 0o755), "noise.nettrace")
+    with open(noise_path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=150))
+    os.chmod(noise_path, 0o644)
+    r, w = os.pipe2(os.O_CLOEXEC)
+    records = StalledRecords(r)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 10000\nmax_request_burst = 10000\n'
+                  + table("unrecorded", "Dsagent.TestTarget:test-gauge", unit,
+                          then='then.trace_profile = "gc-collect"\nthen.duration = "25s"')
+                  + table("noise", "Hostile:depth", noise_unit, then="then.stacks = true",
+                          extra='limit = "100/1h"\nlimit_total = "1000/1h"'),
+                  audit="json", audit_fd=w, env={"DSAGENT_TEST_AUDIT_QUEUE": "8"})
+    os.close(w)
+    began = lambda: [x for x in records.read_now() if x.get("MESSAGE_ID") == COLLECT_MESSAGE_ID and
+                     x.get("DSAGENT_COLLECT_EVENT") == "fired" and x["DSAGENT_TARGET_PID"] == str(target.pid)]
+    rec = wait_for(began, timeout=90, what="the table's trace to begin")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    # from now on nothing is read. Requests until one is refused: the queue for decisions is full
+    for _ in range(400):
+        if dsctl(agent, "root", "info", "4999999").returncode == EXIT_AUDIT_UNAVAILABLE:
+            break
+    else:
+        raise AssertionError("the audit queue never filled")
+    # three processes the noise table covers, each crossing its line 150 times at once: 300 firings, recorded
+    # in the reserve the queue keeps for events, and past it
+    fakes = [FakeRuntime(f"stream:{noise_path}") for _ in range(3)]
+    for fake in fakes:
+        place_in_unit(fake.pid, noise_unit)
+    log = lambda: open(agent.log_path).read()
+    said = "dsagent: [[collect]] unrecorded, pid %d: the trace's audit record could not be written" % target.pid
+    mine = lambda: [f for f in os.listdir(agent.dumps) if ".collect-unrecorded." in f] if os.path.isdir(
+        agent.dumps) else []
+    wait_for(lambda: said in log() or mine(), timeout=90, what="the trace's end")  # 25 s after it began
+    assert not mine(), f"an artifact without its record: {mine()}"
+    assert said in log(), log()[-2000:]
+    # the output is read again: the queue drains; what it could not take is counted, and the trace has no record
+    wait_for(lambda: any(x.get("MESSAGE_ID") == AUDIT_GAP_ID for x in records.read_now()), timeout=30,
+             what="the record of what was refused and lost")
+    gaps = [x for x in records.read_now() if x.get("MESSAGE_ID") == AUDIT_GAP_ID]
+    assert sum(int(g["DSAGENT_AUDIT_LOST"]) for g in gaps) > 0, gaps  # the premise: events were lost
+    assert not [x for x in records.read_now() if x.get("MESSAGE_ID") == harness.DUMP_MESSAGE_ID and
+                ".collect-unrecorded." in x.get("DSAGENT_DUMP_PATH", "")], "a record of a removed artifact"
+    listing = wait_for(lambda: dsctl(agent, "root", "collect").returncode == 0 and dsctl(agent, "root", "collect"),
+                       what="dsctl collect answered")
+    assert f"unrecorded: trace when Dsagent.TestTarget:test-gauge\n  (1 artifact removed: its audit record could " \
+           f"not be written (the last of pid {target.pid}))" in listing.stdout, listing.stdout
+
+
 def name_part(name):
     """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
     letters, digits, '-', '_' and inner '.', at most 32)."""
