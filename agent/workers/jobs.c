@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include "discover.h"
 #include "dump-writer.h"
 #include "dump-publish.h"
+#include "fileio.h"
 #include "gcdump-heap.h"
 #include "jobs.h"
 #include "monitor-view.h"
@@ -776,19 +778,64 @@ static int gcdump_read(int stream, int control, uint64_t max_bytes, GcdumpRead *
         return r;
 }
 
+/* The data this worker holds now (VmData of /proc/self/status), in bytes; 0 when it cannot be read. */
+static uint64_t own_data_bytes(void) {
+        _cleanup_free_ char *status = NULL;
+        unsigned long long kib;
+        const char *line;
+        size_t size;
+
+        if (read_file_at(AT_FDCWD, "/proc/self/status", 64 * 1024, &status, &size) < 0)
+                return 0;
+        line = strstr(status, "\nVmData:");
+        return line && sscanf(line, "\nVmData: %llu kB", &kib) == 1 ? (uint64_t)kib * 1024 : 0;
+}
+
+/*
+ * Bounds what this worker may hold from here to JOBS_GCDUMP_DATA_MAX more (its soft RLIMIT_DATA, which
+ * malloc's heap and mappings count against): a heap dump's stream is the target's, and the heap's own
+ * limits (gcdump-heap.h) still let a crafted one make a worker hold hundreds of MiB. *@ret_old is what
+ * to put back after the job, for the worker's next one. Return: 0, or a negative errno (no bound set).
+ */
+static int bound_data(struct rlimit *ret_old) {
+        uint64_t now = own_data_bytes();
+        struct rlimit bounded;
+
+        if (now == 0 || getrlimit(RLIMIT_DATA, ret_old) < 0)
+                return -EIO;
+        bounded = (struct rlimit){ .rlim_cur = now + JOBS_GCDUMP_DATA_MAX, .rlim_max = ret_old->rlim_max };
+        if (bounded.rlim_cur > ret_old->rlim_cur)
+                bounded.rlim_cur = ret_old->rlim_cur;
+        return setrlimit(RLIMIT_DATA, &bounded) < 0 ? -errno : 0;
+}
+
+/* The bound is lifted and what the job held goes back to the system: the worker takes other jobs. */
+static void unbound_data(const struct rlimit *old) {
+        (void)setrlimit(RLIMIT_DATA, old);
+        (void)malloc_trim(0);
+}
+
 /*
  * A [[collect]] table's heap dump: the gcdump session's stream (gcdump_read()) becomes, here, the
  * .gcdump dsctl gcdump -o writes, into the unnamed file, counted in the slot and under dump_dir's
- * guards. The target wrote every byte: the heap's own limits bound what it may make this worker hold.
+ * guards. The target wrote every byte: the heap's own limits bound how much of it is kept, and
+ * JOBS_GCDUMP_DATA_MAX how much memory this worker may take for it (bound_data()); a heap past it is
+ * refused as one past the heap's limits is.
  */
 static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         _cleanup_(gcdump_heap_freep) GcdumpHeap *heap = NULL;
         GcdumpOut out = {};
         GcdumpRead g = {};
+        struct rlimit unbounded;
         uint64_t seed = 0;
 
         if (msg->n_fds != 4 || q->trace.slot >= DUMP_SLOTS_MAX) {
                 a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        a->r = bound_data(&unbounded);
+        if (a->r < 0) {
+                reply_why(a, "cannot bound the memory of the heap dump's worker");
                 return REPLY_HEAD;
         }
         a->r = dump_writer_init(&out.w, msg->fds[2], msg->fds[1], -EBADF, &q->trace.limits, broker->dump_slots,
@@ -816,7 +863,14 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
         }
         if (a->r == DUMP_WRITER_E_NO_SPACE)
                 reply_why(a, out.why ? out.why : "no room in dump_dir for the heap dump");
+        if (a->r == -ENOMEM) {
+                a->r = JOBS_E_NO_HEAP;
+                snprintf(a->why, sizeof(a->why), "the heap needs more memory than the agent gives a worker for a "
+                         "heap dump (%d MiB)", JOBS_GCDUMP_DATA_MAX_MIB);
+        }
         a->gcdump.bytes = out.w.bytes;
+        heap = gcdump_heap_free(heap);
+        unbound_data(&unbounded);
         return REPLY_HEAD + sizeof(a->gcdump);
 }
 

@@ -183,6 +183,12 @@ int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, in
 int jobs_counters_csv(Broker *b, uint32_t owner, int nettrace_fd, int csv_fd, int dir_fd, const DumpLimits *limits,
                       const char *providers, JobStacksDone done, void *userdata, JobCall *call);
 
+/* The memory a heap dump's worker may take for it, over what it held before (its RLIMIT_DATA while the job
+ * runs): the stream is the target's, and the heap's own limits let a crafted one take hundreds of MiB;
+ * COLLECT_TRACES_MAX of them may run at once. */
+#define JOBS_GCDUMP_DATA_MAX_MIB 256
+#define JOBS_GCDUMP_DATA_MAX ((uint64_t)JOBS_GCDUMP_DATA_MAX_MIB << 20)
+
 /* What a heap dump's worker tells the agent on its control socket: the dump's GC has ended, and only
  * the rundown that names the types' modules is still wanted (the agent sends StopTracing). */
 #define JOBS_GCDUMP_DUMPED 'D'

@@ -15,7 +15,10 @@ the bytes of BLOCK again and again as fast as they are read, until the agent han
 LOG.flood then holds the bytes sent and the seconds it took), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
 SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
 the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in),
-stream-trickle:FILE:SECONDS (sessions as stream:FILE, dumps as trickle:SECONDS), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
+stream-trickle:FILE:SECONDS (sessions as stream:FILE, dumps as trickle:SECONDS),
+heapdump:FILE:HEAD:BLOCK:COUNT:TAIL (sessions as stream:FILE, but a session of the runtime's own provider,
+as a heap dump's is, gets the stream in HEAD, the bytes of BLOCK COUNT times, those of TAIL, and its end;
+LOG.heapdump then holds the bytes of the blocks sent), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
 implemented"), renamer:NAME:OTHER (names itself NAME by rewriting its argv[0] in
 place, as setproctitle() does, and on each SIGUSR1 switches to the other name and
@@ -226,8 +229,26 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
-    elif mode.startswith(("stream:", "rebind:", "stream-trickle:")) and len(data) >= 20 and data[16] == 0x02 and \
-            data[17] >= 0x02:
+    elif mode.startswith("heapdump:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02 and \
+            "Microsoft-Windows-DotNETRuntime".encode("utf-16-le") in data:
+        # a heap dump's session: the head, the block COUNT times, the tail, as long as anyone reads
+        _, _, head_path, block_path, count, tail_path = mode.split(":", 5)
+        head, block, tail = (open(path, "rb").read() for path in (head_path, block_path, tail_path))
+        conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
+        sent = 0
+        try:
+            conn.sendall(head)
+            for _ in range(int(count)):
+                conn.sendall(block)
+                sent += len(block)
+            conn.sendall(tail)
+        except OSError:  # the agent hung up
+            pass
+        with open(log + ".heapdump", "w") as f:
+            f.write(f"{sent}\n")
+        conn.close()
+    elif mode.startswith(("stream:", "rebind:", "stream-trickle:", "heapdump:")) and len(data) >= 20 and \
+            data[16] == 0x02 and data[17] >= 0x02:
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
         with open(mode.split(":")[1], "rb") as f:
             try:

@@ -1088,6 +1088,84 @@ def an_artifact_whose_record_cannot_be_written_is_removed_and_said_so():
            f"not be written (the last of pid {target.pid}))" in listing.stdout, listing.stdout
 
 
+def hostile_heap_stream(directory):
+    """What a hostile runtime sends a heap dump's session, in three files: a head (the runtime's GCStart, GCEnd and
+    GCBulkNode defined, and the start of an induced, blocking gen-2 GC, so that what follows is the dump's); an
+    EventBlock of 25,000 nodes that can follow itself again and again, each node at a lower address than the one
+    before (so that each starts a run of addresses of its own: the most the heap keeps for a node); and a tail,
+    the GC's end and the stream's."""
+    import struct
+    provider = "Microsoft-Windows-DotNETRuntime"
+    stream = nettrace_writer.Stream()
+    stream.metadata(nettrace_writer.metadata(1, provider, 1, "GCStart"),
+                    nettrace_writer.metadata(2, provider, 18, "GCBulkNode"),
+                    nettrace_writer.metadata(3, provider, 2, "GCEnd"))
+    stream.events([nettrace_writer.event(metadata_id=1, thread=1, stack=0, ts=1,
+                                         payload=struct.pack("<IIII", 1, 2, 1, 0))])  # count, depth 2, induced, blocking
+    head = stream.data
+    nodes = struct.pack("<IIH", 0, 1000, 0) + b"".join(struct.pack("<QQQQ", (1 << 40) - 64 * i, 24, 7, 0)
+                                                       for i in range(1000))
+    for last_ts in (2, 200, 20000, 2000000):  # the last event's time, 1 to 4 bytes long, sets the block's length
+        stream = nettrace_writer.Stream()
+        stream.data = head
+        stream.events([nettrace_writer.event(metadata_id=2, thread=1, stack=0, ts=2, payload=nodes)] * 24 +
+                      [nettrace_writer.event(metadata_id=2, thread=1, stack=0, ts=last_ts, payload=nodes)])
+        block = stream.data[len(head):]
+        if len(block) % 4 == 0:
+            break
+    assert len(block) % 4 == 0, len(block)  # so that each block after it starts where this one did, mod 4
+    stream = nettrace_writer.Stream()
+    stream.data = head
+    stream.events([nettrace_writer.event(metadata_id=3, thread=1, stack=0, ts=3, payload=struct.pack("<II", 1, 2))])
+    tail = stream.end()[len(head):]
+    paths = [os.path.join(directory, name) for name in ("heap-head", "heap-block", "heap-tail")]
+    for path, data in zip(paths, (head, block, tail)):
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o644)
+    return paths
+
+
+def peak_memory_of_children(pid):
+    """The most memory (VmHWM) any child of @pid (the agent's workers and helper) has held, in bytes."""
+    peak = 0
+    for child in open(f"/proc/{pid}/task/{pid}/children").read().split():
+        try:
+            status = open(f"/proc/{child}/status").read()
+        except OSError:
+            continue
+        m = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+        peak = max(peak, int(m.group(1)) * 1024 if m else 0)
+    return peak
+
+
+@test
+def a_hostile_runtimes_heap_dump_is_made_by_a_worker_of_bounded_memory():
+    """A table's heap dump is made from the runtime's own stream by one of the agent's workers. A hostile runtime
+    answers the session with 10 million nodes (dotnet-gcdump's limit, and the heap's), each in a run of
+    addresses of its own, and the GC's end: over 300 MiB for the worker to hold, and two such dumps may run at
+    once. The worker may take 256 MiB for it: the heap is refused as one past the heap's limits is, nothing is
+    stored, and no worker's memory went past the bound. Before, the worker took what the stream asked."""
+    head, block, tail = hostile_heap_stream(make_dir(None, 0o755))
+    # 400 blocks: 10 million nodes, dotnet-gcdump's limit, 320 MB of stream
+    fake = FakeRuntime(f"heapdump:{hostile_samples()}:{head}:{block}:400:{tail}")
+    unit = in_new_unit(fake.pid)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_trace_size = "512M"\n' +
+                  table("hostile-heap", "Hostile:depth", unit, then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed") or collect_records(agent, fake.pid, "collected"),
+                   timeout=180, what="the heap dump's end")[0]
+    peak = peak_memory_of_children(agent.proc.pid)
+    sent = int(open(fake.log + ".heapdump").read())
+    print(f"# the runtime sent {sent >> 20} MiB of nodes; the agent's workers held {peak >> 20} MiB at most",
+          flush=True)
+    assert sent > 200 << 20, sent  # the premise: the stream asked for more than the bound
+    assert rec["DSAGENT_COLLECT_RESULT"] == \
+        "no heap dump: the heap needs more memory than the agent gives a worker for a heap dump (256 MiB)", rec
+    assert peak < (256 + 64) << 20, peak >> 20  # the bound, and what the worker held before the job
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f] if os.path.isdir(agent.dumps) else True
+    assert agent.proc.poll() is None, "the agent died"
+
+
 def name_part(name):
     """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
     letters, digits, '-', '_' and inner '.', at most 32)."""
