@@ -51,6 +51,24 @@ def target_in_unit(user=SVC, value="500", unit=None, args=()):
     return target, unit
 
 
+def hostile_samples(intervals=3):
+    """A stream of EventCounters of provider Hostile whose "depth" stands at 900, @intervals intervals long, in a
+    file anyone may read (a fake runtime sends it)."""
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=intervals))
+    os.chmod(path, 0o644)
+    return path
+
+
+def in_new_unit(pid):
+    """@pid placed in a unit of its own; its name."""
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(pid, unit)
+    return unit
+
+
 def agent_with(*tables):
     return Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + "".join(tables))
 
@@ -230,14 +248,8 @@ def a_tables_dump_counts_as_the_owners_own_dump():
 @test
 def a_dump_table_whose_runtime_writes_nothing_records_the_failure_and_leaves_nothing():
     # a runtime whose counter crosses the line, and that never answers GenerateCoreDump nor writes a byte
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "samples.nettrace")
-    with open(path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
-    os.chmod(path, 0o644)
-    fake = FakeRuntime(f"stream:{path}")
-    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    place_in_unit(fake.pid, unit)
+    fake = FakeRuntime(f"stream:{hostile_samples()}")
+    unit = in_new_unit(fake.pid)
     agent = Agent("--dump-start-timeout", "2",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("silent-core", "Hostile:depth", unit))
     rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the dump's failure")[0]
@@ -807,14 +819,8 @@ def the_watchers_charge_is_not_the_one_of_peers_it_cannot_tell():
 def a_runtime_that_ends_its_stream_gets_no_fresh_limit():
     # the runtime ends each session after samples beyond the line; the agent watches it again (30 s later,
     # 3 s under the test hook), and the table's limit, once an hour, must still count the first firing
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "samples.nettrace")
-    with open(path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
-    os.chmod(path, 0o644)
-    fake = FakeRuntime(f"stream:{path}")
-    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    place_in_unit(fake.pid, unit)
+    fake = FakeRuntime(f"stream:{hostile_samples()}")
+    unit = in_new_unit(fake.pid)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("restarted", "Hostile:depth", unit),
                   env={"DSAGENT_TEST_COLLECT_RETRY_MS": "3000"})
     wait_for(lambda: fired(agent, fake.pid), timeout=60, what="the first firing")
@@ -908,14 +914,8 @@ def a_gcdump_table_writes_a_gcdump_the_stock_report_reads_for_its_readers_only_o
 @test
 def a_gcdump_table_whose_runtime_sends_no_heap_records_the_failure_and_leaves_nothing():
     # a runtime whose counter crosses the line, and that answers the heap dump's session with counter samples
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "samples.nettrace")
-    with open(path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
-    os.chmod(path, 0o644)
-    fake = FakeRuntime(f"stream:{path}")
-    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    place_in_unit(fake.pid, unit)
+    fake = FakeRuntime(f"stream:{hostile_samples()}")
+    unit = in_new_unit(fake.pid)
     agent = agent_with(table("no-heap", "Hostile:depth", unit, then="then.gcdump = true"))
     rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the heap dump's failure")[0]
     assert rec["DSAGENT_RULE"] == "no-heap" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
@@ -945,22 +945,6 @@ def a_gcdump_past_max_use_records_the_failure_and_leaves_nothing():
     ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
              and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
     assert [e["DSAGENT_SESSION_END"] for e in ended] == ["no-space"], ended
-
-
-def hostile_samples():
-    """A stream of EventCounters of provider Hostile whose "depth" stands at 900, three intervals long."""
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "samples.nettrace")
-    with open(path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
-    os.chmod(path, 0o644)
-    return path
-
-
-def in_new_unit(pid):
-    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    place_in_unit(pid, unit)
-    return unit
 
 
 @test
@@ -1040,10 +1024,7 @@ def an_artifact_whose_record_cannot_be_written_is_removed_and_said_so():
     trace was published in dump_dir, root's and readable by the table's readers, with no record of it."""
     target, unit = target_in_unit()
     noise_unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    noise_path = os.path.join(make_dir(None, 0o755), "noise.nettrace")
-    with open(noise_path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=150))
-    os.chmod(noise_path, 0o644)
+    noise_path = hostile_samples(intervals=150)
     r, w = os.pipe2(os.O_CLOEXEC)
     records = StalledRecords(r)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 10000\nmax_request_burst = 10000\n'
