@@ -1139,10 +1139,14 @@ def a_hostile_runtimes_heap_dump_is_made_by_a_worker_of_bounded_memory():
     sent = int(open(fake.log + ".heapdump").read())
     print(f"# the runtime sent {sent >> 20} MiB of nodes; the agent's workers held {peak >> 20} MiB at most",
           flush=True)
-    assert sent > 200 << 20, sent  # the premise: the stream asked for more than the bound
     assert rec["DSAGENT_COLLECT_RESULT"] == \
         "no heap dump: the heap needs more memory than the agent gives a worker for a heap dump (256 MiB)", rec
-    assert peak < (256 + 64) << 20, peak >> 20  # the bound, and what the worker held before the job
+    # the bound, what the worker held before the job, and under the sanitizers the shadow of what it holds (an
+    # eighth of it)
+    assert peak < (256 + 96) << 20, peak >> 20
+    # the worker stopped taking the stream at the bound, well before its end (the whole of it took 412 MiB of the
+    # worker on the code before)
+    assert sent < 400 * os.path.getsize(block), (sent, 400 * os.path.getsize(block))
     assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f] if os.path.isdir(agent.dumps) else True
     assert agent.proc.poll() is None, "the agent died"
 
