@@ -1029,7 +1029,7 @@ def an_artifact_whose_record_cannot_be_written_is_removed_and_said_so():
     records = StalledRecords(r)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 10000\nmax_request_burst = 10000\n'
                   + table("unrecorded", "Dsagent.TestTarget:test-gauge", unit,
-                          then='then.trace_profile = "gc-collect"\nthen.duration = "25s"')
+                          then='then.trace_profile = "gc-collect"\nthen.duration = "40s"')
                   + table("noise", "Hostile:depth", noise_unit, then="then.stacks = true",
                           extra='limit = "100/1h"\nlimit_total = "1000/1h"'),
                   audit="json", audit_fd=w, env={"DSAGENT_TEST_AUDIT_QUEUE": "8"})
@@ -1053,7 +1053,12 @@ def an_artifact_whose_record_cannot_be_written_is_removed_and_said_so():
     said = "dsagent: [[collect]] unrecorded, pid %d: the trace's audit record could not be written" % target.pid
     mine = lambda: [f for f in os.listdir(agent.dumps) if ".collect-unrecorded." in f] if os.path.isdir(
         agent.dumps) else []
-    wait_for(lambda: said in log() or mine(), timeout=90, what="the trace's end")  # 25 s after it began
+    wait_for(lambda: all(b"DOTNET_IPC_V1\x00" in f.received() for f in fakes), timeout=60,
+             what="the noise table's watches")
+    # each watch's samples are parsed in the loop as they arrive, 150 at once: 2 s more cover a loaded machine
+    time.sleep(2)
+    assert not said in log() and not mine(), "the trace ended before the queue was full: no attack"  # the premise
+    wait_for(lambda: said in log() or mine(), timeout=90, what="the trace's end")  # 40 s after it began
     assert not mine(), f"an artifact without its record: {mine()}"
     assert said in log(), log()[-2000:]
     # the output is read again: the queue drains; what it could not take is counted, and the trace has no record
