@@ -790,14 +790,15 @@ static Candidate *lane_next_due(const Lane *lane, uint64_t now) {
         return NULL;
 }
 
-/* @cand gets a slot and its watch begins: a worker, charged to its owner, pins it and finds its socket. */
-static void watch_begin(Candidate *cand) {
+/* @cand gets a slot and its watch begins: a worker, charged to its owner, pins it and finds its socket.
+ * Return: false when there is no memory for it (it stays waiting). */
+static bool watch_begin(Candidate *cand) {
         Collector *c = cand->collector;
         Lane *lane = cand->lane;
         Watch *w = calloc(1, sizeof(Watch));
 
         if (!w)
-                return;
+                return false;
         *w = (Watch){ .collector = c, .candidate = cand, .pid = cand->pid, .start_time = cand->start_time,
                       .state = WATCH_OPENING, .stream_fd = -EBADF };
         lane_unqueue(cand);
@@ -809,6 +810,7 @@ static void watch_begin(Candidate *cand) {
         c->n_opening++;
         if (jobs_open_runtime(c->broker, cand->pid, cand->owner, opened, w, &w->open) != 0)
                 watch_idle(w, COLLECT_RETRY_USEC); /* its owner's worker queue is full: later */
+        return true;
 }
 
 /*
@@ -831,7 +833,8 @@ static void schedule(Collector *c) {
                             !slot_for(c, lane))
                                 continue;
                         lane_served(c, lane);
-                        watch_begin(cand);
+                        if (!watch_begin(cand))
+                                return; /* no memory: the next walk tries again */
                         served = true;
                         break; /* the order changed: from the first again */
                 }
@@ -1130,7 +1133,7 @@ static void drop_candidates(Collector *c) {
 Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
-        drop_candidates(c);
+        drop_candidates(c); /* each lane goes with its last candidate */
         while (c->stoppers)
                 stopper_free(c->stoppers);
         collect_traces_free(c->traces);
