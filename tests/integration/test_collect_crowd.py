@@ -22,7 +22,15 @@ def fired(agent, pid):
 
 
 def crowd(user, n=CROWD):
-    """@n processes of @user, each listening where a runtime of its pid would, answering nothing."""
+    """@n processes of @user, each listening where a runtime of its pid would, answering nothing; their pids
+    ascend, and so does the next process's."""
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    last = int(open("/proc/sys/kernel/ns_last_pid").read())
+    if last + n + 1000 > pid_max:
+        # the pids would wrap within the crowd or just after it (a test run forks many thousands): wrap them now,
+        # to where the kernel does, so that a process started after the crowd has a higher pid than all of it
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write("300")
     tmpdir = make_dir(user, 0o700)
     listeners = Process(as_user(user, ["env", f"TMPDIR={tmpdir}", harness.PYTHON,
                                        os.path.join(harness.HERE, "many_listeners.py"), str(n)]))
