@@ -598,13 +598,14 @@ bool output_verdict(Output *o, const WireMessage *m) {
 }
 
 /*
- * collect: a table ("queue-backlog: dump when Provider:name"), then each process it watches
- * ("  1234 svc app.service app, fired 2026-11-21 14:05:09", or "never fired"); with --json,
- * one object each, the table's with "action" and "what", a process's with its pid.
+ * collect: a table ("queue-backlog: dump when Provider:name", and in brackets below it what the agent
+ * says of it, such as artifacts removed), then each process it watches ("  1234 svc app.service app,
+ * fired 2026-11-21 14:05:09", or "never fired"); with --json, one object each, the table's with
+ * "action", "what" and "note", a process's with its pid.
  */
 void output_collect(Output *o, const WireMessage *m) {
-        _cleanup_free_ char *table = NULL, *action = NULL, *what = NULL, *unit = NULL, *name = NULL;
-        _cleanup_free_ char *e_table = NULL, *e_what = NULL, *e_unit = NULL, *e_name = NULL;
+        _cleanup_free_ char *table = NULL, *action = NULL, *what = NULL, *unit = NULL, *name = NULL, *note = NULL;
+        _cleanup_free_ char *e_table = NULL, *e_what = NULL, *e_unit = NULL, *e_name = NULL, *e_note = NULL;
         uint32_t pid = 0, uid = 0;
         uint64_t fired = 0;
         bool have_uid, first = true;
@@ -614,6 +615,7 @@ void output_collect(Output *o, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_RULE, &table);
         (void)wire_message_get_string(m, WIRE_TAG_COMMAND, &action);
         (void)wire_message_get_string(m, WIRE_TAG_PROVIDERS, &what);
+        (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &note);
         (void)wire_message_get_string(m, WIRE_TAG_UNIT, &unit);
         (void)wire_message_get_string(m, WIRE_TAG_NAME, &name);
         (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
@@ -625,6 +627,7 @@ void output_collect(Output *o, const WireMessage *m) {
                 json_member_string(o->stream, &first, "table", table);
                 json_member_string(o->stream, &first, "action", action);
                 json_member_string(o->stream, &first, "what", what);
+                json_member_string(o->stream, &first, "note", note);
                 if (pid)
                         json_member_uint(o->stream, &first, "pid", pid);
                 if (have_uid) {
@@ -644,6 +647,9 @@ void output_collect(Output *o, const WireMessage *m) {
                 e_what = what ? text_escape(what, strlen(what)) : NULL;
                 fprintf(o->stream, "%s: %s when %s\n", e_table ? e_table : "?", action ? action : "?",
                         e_what ? e_what : "?");
+                e_note = note ? text_escape(note, strlen(note)) : NULL;
+                if (e_note)
+                        fprintf(o->stream, "  (%s)\n", e_note);
                 o->count++;
                 return;
         }

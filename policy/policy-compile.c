@@ -1658,8 +1658,21 @@ static bool compile_collect_entry(Compiler *c, const TomlEntry *e, const PolicyA
                 }
                 return true;
         }
-        error_at(c, e->line, e->column, "unknown key '%s' in [[collect]] (name, targets, when, then, readers, limit)",
-                 e->key);
+        if (strcmp(e->key, "limit_total") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (policy_parse_rate(v->string.data, &col->limit_total) < 0 ||
+                    col->limit_total.count > POLICY_COLLECT_LIMIT_TOTAL_MAX) {
+                        error_at(c, v->line, v->column,
+                                 "bad limit_total \"%s\" (like \"10/1h\": count/duration, for the table over all the "
+                                 "processes it covers; at most %d a period)",
+                                 v->string.data, POLICY_COLLECT_LIMIT_TOTAL_MAX);
+                        return false;
+                }
+                return true;
+        }
+        error_at(c, e->line, e->column,
+                 "unknown key '%s' in [[collect]] (name, targets, when, then, readers, limit, limit_total)", e->key);
         return false;
 }
 
@@ -1696,6 +1709,8 @@ static bool compile_collect(Compiler *c, const Policy *p, const TomlValue *table
         bool ok = true;
 
         col->limit = (PolicyRateLimit){ .count = 1, .period_usec = 3600 * USEC_PER_SEC };
+        col->limit_total = (PolicyRateLimit){ .count = POLICY_COLLECT_LIMIT_TOTAL_DEFAULT_COUNT,
+                                              .period_usec = POLICY_COLLECT_LIMIT_TOTAL_DEFAULT_USEC };
         col->line = table->line;
         if (!(col->file = strdup(c->source->path)))
                 c->oom = -ENOMEM;

@@ -208,12 +208,19 @@ typedef struct PolicyCollect {
         PolicyIdList reader_users;
         PolicyIdList reader_groups;
         PolicyRateLimit limit;      /* per process; "1/1h" unless the table says */
+        /* the table as a whole, over every process it covers: new processes bring no budget of their
+         * own beyond it; POLICY_COLLECT_LIMIT_TOTAL_DEFAULT unless the table says */
+        PolicyRateLimit limit_total;
 } PolicyCollect;
 
 #define POLICY_COLLECT_MAX 64
 #define POLICY_COLLECT_TAGS_MAX 8
 #define POLICY_COLLECT_COUNT_MAX 1000  /* when.count: a watcher keeps that many times per process */
 #define POLICY_COLLECT_LIMIT_MAX 100   /* limit's count: artifacts per process and period */
+#define POLICY_COLLECT_LIMIT_TOTAL_MAX 1000 /* limit_total's count: artifacts of the table and period */
+/* limit_total when the table sets none, "10/1h": as many artifacts an hour as ten processes at the default limit */
+#define POLICY_COLLECT_LIMIT_TOTAL_DEFAULT_COUNT 10
+#define POLICY_COLLECT_LIMIT_TOTAL_DEFAULT_USEC (3600 * 1000000ULL)
 #define POLICY_COLLECT_TEXT_MAX 256    /* bytes of when.counter and of when.exception */
 #define POLICY_COLLECT_COUNTERS_MAX 16 /* then.counters' providers, as many as dsctl counters may name */
 /* then.counters without then.duration: dotnet-monitor's CollectLiveMetrics default (at most max_session_duration) */

@@ -60,9 +60,21 @@ static uint64_t now_usec(const Broker *b) {
         return now;
 }
 
-/* Root's, exactly the table's readers (or nobody's but root's), labelled, named for the table. */
-static int publish(CollectDump *d, const DumpTakeResult *res, char *ret_path, size_t path_size) {
-        AclGrant readers = {};
+/* The table's readers, or root alone when the process changed credentials (its memory is root's alone now,
+ * as dsctl dump decides). */
+static AclGrant readers_of(const CollectDump *d, const DumpTakeResult *res) {
+        if (res->changed)
+                return (AclGrant){};
+        return (AclGrant){ .users = d->table->reader_users.ids, .n_users = d->table->reader_users.n,
+                           .groups = d->table->reader_groups.ids, .n_groups = d->table->reader_groups.n };
+}
+
+/* Root's, exactly the readers, labelled, named for the table (@ret_name), then recorded: the name goes
+ * again when its record cannot be written. Return: 0, DUMP_PUBLISH_E_*, or a negative errno, with
+ * *@ret_unrecorded set when that errno is the record's. */
+static int publish(CollectDump *d, const DumpTakeResult *res, char *ret_path, size_t path_size,
+                   bool *ret_unrecorded) {
+        AclGrant readers = readers_of(d, res);
         DumpAttributes attrs = {
                 .requester = 0,
                 .target_pid = d->target->pid,
@@ -75,15 +87,13 @@ static int publish(CollectDump *d, const DumpTakeResult *res, char *ret_path, si
         char name[256];
         int r;
 
-        if (!res->changed) /* else the process's memory is root's alone now, as dsctl dump decides */
-                readers = (AclGrant){ .users = d->table->reader_users.ids, .n_users = d->table->reader_users.n,
-                                      .groups = d->table->reader_groups.ids, .n_groups = d->table->reader_groups.n };
+        *ret_unrecorded = false;
         r = dump_publish_for_table(res->dir_fd, res->file_fd, &readers, &attrs, "dump", "collect", d->table->name, "",
                                    name, sizeof(name));
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", d->policy->agent.dump_dir, name);
-        (void)audit_log_dump(broker_of(d)->config.audit_sink, &(AuditDumpEvent){
+        r = collect_record_artifact(broker_of(d), d->policy, res->dir_fd, name, &(AuditDumpEvent){
                 .origin = "collect", .requester = 0, .target_pid = d->target->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = d->target->container_id, .target_pod_uid = d->target->pod_uid,
@@ -91,17 +101,23 @@ static int publish(CollectDump *d, const DumpTakeResult *res, char *ret_path, si
                 .rule = d->table->name, .path = ret_path, .size = res->bytes, .dump_type = attrs.dump_type,
                 .readable = readers.n_users + readers.n_groups > 0,
                 .duration_usec = now_usec(broker_of(d)) - d->started_usec, .reservation = &d->audit_room });
-        return 0;
+        *ret_unrecorded = r < 0;
+        return r;
 }
 
 static void taken(void *userdata, const DumpTakeResult *res) {
         CollectDump *d = userdata;
         char path[PATH_MAX] = "", result[PATH_MAX + 256];
+        bool unrecorded;
         int r;
 
         switch (res->failure) {
         case DUMP_TAKE_OK:
-                r = publish(d, res, path, sizeof(path));
+                r = publish(d, res, path, sizeof(path), &unrecorded);
+                if (unrecorded) {
+                        collect_record_removed(broker_of(d), d->table, d->target, "dump", r, &d->audit_room);
+                        break;
+                }
                 if (r == 0)
                         snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, res->bytes,
                                  res->changed ? "; only root may read it: the process changed credentials" : "");
@@ -129,8 +145,8 @@ static void taken(void *userdata, const DumpTakeResult *res) {
         dump_free(d);
 }
 
-int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
-                       size_t why_size) {
+int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *table, Target *target, uid_t owner,
+                       char *why, size_t why_size) {
         static const DumpTakeOps ops = { .done = taken };
         Broker *b = s->broker;
         const char *busy = NULL;
@@ -142,15 +158,16 @@ int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *tab
                 snprintf(why, why_size, "not dumped: out of memory");
                 return 1;
         }
-        d->key = (AdmissionKey){ .pid = target->pid, .start_time = target->start_time,
-                                 .requester = COLLECT_DUMPS_OWNER };
+        /* as the owner's own dump of its process: the owner controls that runtime, and its pace */
+        d->key = (AdmissionKey){ .pid = target->pid, .start_time = target->start_time, .requester = owner,
+                                 .own = true };
         r = admission_begin(b->admission, ADMISSION_DUMP, &d->key,
-                            /* the tables are nobody's user: only the host's bound, and one per process */
-                            &(AdmissionLimits){ .per_target = 1, .per_requester = UINT_MAX,
-                                                .in_all = policy->agent.max_concurrent_dumps },
+                            &(AdmissionLimits){ .per_target = 1, .per_requester = policy->agent.max_dumps_per_user,
+                                                .in_all = policy->agent.max_concurrent_own_dumps },
                             &busy);
         if (r != 0) {
-                snprintf(why, why_size, "not dumped: %s", r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
+                snprintf(why, why_size, "not dumped (counted as uid %u's dump of its own process): %s", (unsigned)owner,
+                         r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
                 free(d);
                 return 1;
         }
@@ -164,7 +181,7 @@ int collect_dump_start(CollectDumps *s, Policy *policy, const PolicyCollect *tab
                 return 1;
         }
         r = dump_take_start(&(DumpTakeParams){ .broker = b, .policy = policy, .target = target,
-                                               .type = table->dump_type, .owner = COLLECT_DUMPS_OWNER,
+                                               .type = table->dump_type, .owner = owner,
                                                .job_timeout_usec = b->config.runtime_timeout_usec },
                             &ops, d, &d->take);
         if (r != 0) {

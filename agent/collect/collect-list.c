@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* dsctl collect: the tables the caller reads and what they watch (collect-list.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -68,13 +69,22 @@ static void put_process(const CollectWatchView *v, void *userdata) {
 }
 
 static int put_table(ListState *s, const Collector *c, const PolicyCollect *table) {
-        char what[2 * POLICY_COLLECT_TEXT_MAX];
+        char what[2 * POLICY_COLLECT_TEXT_MAX], removed[160];
+        pid_t last_pid = 0;
+        unsigned n_removed = collector_removed(c, table->name, &last_pid);
 
         collect_table_what(table, what, sizeof(what));
         wire_writer_begin(s->w, WIRE_REPLY_COLLECT);
         wire_writer_put_string(s->w, WIRE_TAG_RULE, table->name);
         wire_writer_put_string(s->w, WIRE_TAG_COMMAND, action_of(table));
         wire_writer_put_string(s->w, WIRE_TAG_PROVIDERS, what);
+        if (n_removed > 0) {
+                /* no artifact without its record: those whose record could not be written were removed */
+                snprintf(removed, sizeof(removed), "%u artifact%s removed: %s audit record could not be written "
+                         "(the last of pid %d)", n_removed, n_removed == 1 ? "" : "s", n_removed == 1 ? "its" : "their",
+                         (int)last_pid);
+                wire_writer_put_string(s->w, WIRE_TAG_MESSAGE, removed);
+        }
         s->r = connection_queue_frame(s->req->connection, s->w);
         s->table = table;
         s->count++;

@@ -12,6 +12,7 @@
 
 #include "request.h"
 
-/* One COLLECT frame per table (RULE, COMMAND: its action, PROVIDERS: what it watches), one per
- * process it watches (RULE, PID, UID, UNIT, NAME, and TIME when it fired), then DONE. */
+/* One COLLECT frame per table (RULE, COMMAND: its action, PROVIDERS: what it watches, and MESSAGE when
+ * artifacts of it were removed because their records could not be written), one per process it watches
+ * (RULE, PID, UID, UNIT, NAME, and TIME when it fired), then DONE. */
 void collect_list(Request *req);

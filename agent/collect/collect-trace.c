@@ -34,9 +34,6 @@
  * session is stopped as soon as the dump's GC has ended. Then the worker has this long to write it. */
 #define COLLECT_GCDUMP_WINDOW_USEC (30 * USEC_PER_SEC)
 #define COLLECT_GCDUMP_WRITE_USEC (120 * USEC_PER_SEC)
-/* The worker pool counts jobs by owner: these traces are their own, apart from the watcher's jobs
- * ((uid_t) -3), the startup traces' (-2) and every user's. */
-#define COLLECT_TRACES_OWNER ((uint32_t)-4)
 _Static_assert(COLLECT_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every collection trace has a worker at once");
 
 typedef struct CollectTrace CollectTrace;
@@ -53,6 +50,7 @@ struct CollectTrace {
         Policy *policy;             /* a reference: the table lives in it */
         const PolicyCollect *table;
         Target *target;
+        uid_t owner;                /* the process's: its jobs and its session are charged to it */
         RuntimeCall *call;
         JobCall job;
         uint64_t session_id;
@@ -195,7 +193,12 @@ static void trace_fail(CollectTrace *t, const char *result) {
         trace_free(t);
 }
 
-/* Root's, exactly the table's readers, labelled as a trace (or stacks) of the process that nobody asked for. */
+/* publish(): the artifact was named, but its record could not be written: it was removed again, and that
+ * was told (collect_record_removed()) */
+#define PUBLISH_E_REMOVED 2000
+
+/* Root's, exactly the table's readers, labelled as a trace (or stacks) of the process that nobody asked for,
+ * then recorded. Return: 0, DUMP_PUBLISH_E_*, PUBLISH_E_REMOVED, or a negative errno. */
 static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_t path_size) {
         AclGrant readers = { .users = t->table->reader_users.ids, .n_users = t->table->reader_users.n,
                              .groups = t->table->reader_groups.ids, .n_groups = t->table->reader_groups.n };
@@ -217,13 +220,17 @@ static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
-        (void)audit_log_dump(broker_of(t)->config.audit_sink, &(AuditDumpEvent){
+        r = collect_record_artifact(broker_of(t), t->policy, t->dir_fd, name, &(AuditDumpEvent){
                 .origin = "collect", .requester = 0, .target_pid = t->target->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
                 .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
                 .rule = t->table->name, .path = ret_path, .size = size, .dump_type = attrs.dump_type,
                 .readable = readers.n_users + readers.n_groups > 0, .reservation = &t->audit_room });
+        if (r < 0) {
+                collect_record_removed(broker_of(t), t->table, t->target, action_of(t), r, &t->audit_room);
+                return PUBLISH_E_REMOVED;
+        }
         return 0;
 }
 
@@ -234,6 +241,10 @@ static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
 
         if (r == 0)
                 r = publish(t, t->text_fd, bytes, path, sizeof(path));
+        if (r == PUBLISH_E_REMOVED) {
+                trace_free(t);
+                return;
+        }
         if (r == 0)
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, bytes);
         else
@@ -260,9 +271,9 @@ static void render(CollectTrace *t) {
 
         t->text_fd = openat(t->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
         r = t->text_fd < 0 ? -errno
-            : is_counters(t) ? jobs_counters_csv(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
+            : is_counters(t) ? jobs_counters_csv(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
                                                  &limits, t->providers_text, rendered, t, &t->job)
-                             : jobs_stacks_text(broker_of(t), COLLECT_TRACES_OWNER, t->file_fd, t->text_fd, t->dir_fd,
+                             : jobs_stacks_text(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
                                                 &limits, rendered, t, &t->job);
         if (r != 0) {
                 snprintf(result, sizeof(result), "cannot write the %s: %s", action_of(t),
@@ -291,6 +302,10 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
                 p = publish(t, t->file_fd, size, path, sizeof(path));
         /* the end record follows the file's, as a startup trace's does: it says whether it was stored */
         record_session(t, true, size, p == 0 || size == 0 ? how : "not-stored", p == 0 && r == 0 && ended && t->stop_sent);
+        if (p == PUBLISH_E_REMOVED) {
+                trace_free(t);
+                return;
+        }
         if (size == 0)
                 snprintf(result, sizeof(result), "the trace is empty%s%s", why ? ": " : "", why ? why : "");
         else if (p != 0)
@@ -374,6 +389,10 @@ static void gcdump_recorded(void *userdata, int r, const JobGcdumpResult *res, c
         record_session(t, true, res->stream_bytes, how, stream_r == 0 && res->ended && t->stop_sent);
         if (r == 0)
                 r = publish(t, t->file_fd, res->bytes, path, sizeof(path));
+        if (r == PUBLISH_E_REMOVED) {
+                trace_free(t);
+                return;
+        }
         if (r == 0) {
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, res->bytes);
                 record_result(t, "collected", result);
@@ -405,7 +424,7 @@ static int start_gcdump(CollectTrace *t, const DumpLimits *limits, uint64_t time
         r = sd_event_add_io(b->event, &t->control_source, t->control_fd, EPOLLIN, on_control, t);
         if (r < 0)
                 return r;
-        return jobs_record_gcdump(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, theirs, limits, t->slot,
+        return jobs_record_gcdump(b, t->owner, t->stream_fd, t->file_fd, t->dir_fd, theirs, limits, t->slot,
                                   t->policy->agent.max_trace_size, timeout + COLLECT_GCDUMP_WRITE_USEC, gcdump_recorded,
                                   t, &t->job);
 }
@@ -422,7 +441,7 @@ static int start_recording(CollectTrace *t) {
                 return r;
         t->have_slot = true;
         r = is_gcdump(t) ? start_gcdump(t, &limits, timeout)
-                         : jobs_record_trace(b, COLLECT_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, &limits,
+                         : jobs_record_trace(b, t->owner, t->stream_fd, t->file_fd, t->dir_fd, &limits,
                                              t->slot, t->policy->agent.max_trace_size, timeout, recorded, t, &t->job);
         if (r != 0)
                 return r;
@@ -526,7 +545,7 @@ static int begin(CollectTrace *t, char *why, size_t why_size) {
 
 /*
  * The session is one of the process's, as a client's and the watch's are: it counts against
- * max_sessions_per_target, charged to the tables (no user's max_sessions_per_user, never root's).
+ * max_sessions_per_target, and against its owner's max_sessions_per_user with the owner's own.
  * Return: 0 (admitted), or a reason in @why.
  */
 static int admit(CollectTrace *t, char *why, size_t why_size) {
@@ -534,8 +553,8 @@ static int admit(CollectTrace *t, char *why, size_t why_size) {
         int r;
 
         r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time,
-                                          COLLECT_TRACES_OWNER, t->policy->agent.max_sessions_per_target, &t->key,
-                                          &busy);
+                                          t->owner, t->policy->agent.max_sessions_per_target,
+                                          t->policy->agent.max_sessions_per_user, &t->key, &busy);
         if (r != 0) {
                 snprintf(why, why_size, "not traced: %s", r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
                 return 1;
@@ -544,12 +563,25 @@ static int admit(CollectTrace *t, char *why, size_t why_size) {
         return 0;
 }
 
-int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
-                        size_t why_size) {
+/* Does a trace of one of @owner's processes run? */
+static bool owner_traced(const CollectTraces *s, uid_t owner) {
+        for (const CollectTrace *t = s->traces; t; t = t->next)
+                if (t->owner == owner)
+                        return true;
+        return false;
+}
+
+int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, uid_t owner,
+                        char *why, size_t why_size) {
         CollectTrace *t;
 
         if (s->n >= COLLECT_TRACES_MAX) {
                 snprintf(why, why_size, "not traced: %d collection traces run already", COLLECT_TRACES_MAX);
+                return 1;
+        }
+        if (owner_traced(s, owner)) {
+                snprintf(why, why_size, "not traced: a collection trace of a process of uid %u runs already",
+                         (unsigned)owner);
                 return 1;
         }
         t = calloc(1, sizeof(CollectTrace));
@@ -558,8 +590,8 @@ int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *t
                 return 1;
         }
         *t = (CollectTrace){ .set = s, .next = s->traces, .policy = policy_ref(policy), .table = table,
-                             .target = target_ref(target), .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF,
-                             .text_fd = -EBADF, .control_fd = -EBADF };
+                             .target = target_ref(target), .owner = owner, .stream_fd = -EBADF, .dir_fd = -EBADF,
+                             .file_fd = -EBADF, .text_fd = -EBADF, .control_fd = -EBADF };
         s->traces = t;
         s->n++;
         if (admit(t, why, why_size) != 0 || begin(t, why, why_size) != 0) {

@@ -9,8 +9,9 @@
  * root's, readable by exactly the table's readers, labelled like a dump (dsctl dumps lists it for
  * its readers, type trace) and named trace.NAME.PID.collect-TABLE.TIME.nettrace. The file gets a
  * dump record (the table as its rule) and the table a collect record of the result ("collected",
- * with the path, or "failed", with why). At most COLLECT_TRACES_MAX run at once, host-wide: each holds
- * a worker for its duration.
+ * with the path, or "failed", with why). At most COLLECT_TRACES_MAX run at once, host-wide, and one of
+ * the processes of each owner at a time (the uid its work is charged to, userns.h): each holds a
+ * worker for its duration, charged to that owner, so that one user's processes never hold them all.
  *
  * then.stacks runs the same way, with the session dsctl stacks asks for (monitor_stacks_config(),
  * for MONITOR_STACKS_SAMPLE_USEC, then the rundown): its nettrace, never named, becomes in a worker
@@ -31,6 +32,8 @@
  */
 #pragma once
 
+#include <sys/types.h>
+
 #include "policy.h"
 
 typedef struct Broker Broker;
@@ -46,16 +49,18 @@ CollectTraces *collect_traces_free(CollectTraces *s);
 /**
  * collect_trace_start() - trace @target for @table of @policy, which just fired on it
  *
- * Takes references to @policy and @target. The result is recorded, now or when the trace ends.
+ * Takes references to @policy and @target; charged to @owner, the process's owner. The result is
+ * recorded, now or when the trace ends.
  *
  * Return: 0 when the trace starts (its end is recorded later); else a positive reason was written
- * into @why (COLLECT_TRACES_MAX run already, the process has as many sessions as
- * max_sessions_per_target allows, dump_dir cannot be used, the runtime cannot be reached) and
- * nothing runs.
+ * into @why (COLLECT_TRACES_MAX run already, or one of this owner's processes', the process has as
+ * many sessions as max_sessions_per_target allows or the owner as max_sessions_per_user allows,
+ * dump_dir cannot be used, the runtime cannot be reached) and nothing runs.
  *
  * The session is one of the process's under max_sessions_per_target, as a client's and the table's
- * watch are (admission.h), charged to the tables, never to a user; its seat is free again when its
- * stream ends, or when the trace ends otherwise (failure, the agent's exit).
+ * watch are, and one of the owner's under max_sessions_per_user, as the owner's own are
+ * (admission.h); its seat is free again when its stream ends, or when the trace ends otherwise
+ * (failure, the agent's exit).
  */
-int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, char *why,
-                        size_t why_size);
+int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, uid_t owner,
+                        char *why, size_t why_size);

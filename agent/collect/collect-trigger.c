@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* When a [[collect]] table fires on one process: the conditions, the limit (collect-trigger.h). */
+/* When a [[collect]] table fires on one process: the conditions, the limits (collect-trigger.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,30 +20,42 @@ static uint64_t stamps_oldest(const CollectStamps *s) {
         return s->usec[s->head];
 }
 
+static uint64_t stamps_newest(const CollectStamps *s) {
+        return s->usec[(s->head + s->n - 1) % s->capacity];
+}
+
 /*
- * Adds @usec, dropping the oldest when full. Grown a few at a time, so that a table that
- * allows many costs memory only on processes that use it.
+ * Room for one more. Grown a few at a time, so that a table that allows many costs memory only on
+ * processes that use it.
  *
- * Return: 0, or -ENOMEM (nothing added).
+ * Return: 0, or -ENOMEM.
  */
+static int stamps_reserve(CollectStamps *s) {
+        unsigned grown;
+        uint64_t *usecs;
+
+        if (s->n == s->capacity || s->n < s->allocated)
+                return 0;
+        /* not yet wrapped: head is 0 while n < capacity */
+        grown = s->allocated ? s->allocated * 2 : 4;
+        if (grown > s->capacity)
+                grown = s->capacity;
+        usecs = realloc(s->usec, grown * sizeof(uint64_t));
+        if (!usecs)
+                return -ENOMEM;
+        s->usec = usecs;
+        s->allocated = grown;
+        return 0;
+}
+
+/* Adds @usec, dropping the oldest when full. Return: 0, or -ENOMEM (nothing added). */
 static int stamps_push(CollectStamps *s, uint64_t usec) {
+        if (stamps_reserve(s) < 0)
+                return -ENOMEM;
         if (s->n == s->capacity) {
                 s->usec[s->head] = usec;
                 s->head = (s->head + 1) % s->capacity;
                 return 0;
-        }
-        if (s->n == s->allocated) {
-                /* not yet wrapped: head is 0 while n < capacity */
-                unsigned grown = s->allocated ? s->allocated * 2 : 4;
-                uint64_t *usecs;
-
-                if (grown > s->capacity)
-                        grown = s->capacity;
-                usecs = realloc(s->usec, grown * sizeof(uint64_t));
-                if (!usecs)
-                        return -ENOMEM;
-                s->usec = usecs;
-                s->allocated = grown;
         }
         s->usec[(s->head + s->n) % s->capacity] = usec;
         s->n++;
@@ -57,33 +69,65 @@ void collect_table_what(const PolicyCollect *table, char *buf, size_t size) {
                 snprintf(buf, size, "%s", table->exception_type);
 }
 
-void collect_trigger_init(CollectTrigger *t, const PolicyCollect *table) {
-        *t = (CollectTrigger){ .table = table };
+void collect_limit_init(CollectLimit *l, const PolicyRateLimit *rate) {
+        *l = (CollectLimit){ .rate = *rate };
+        stamps_init(&l->fired, rate->count);
+}
+
+void collect_limit_done(CollectLimit *l) {
+        free(l->fired.usec);
+        *l = (CollectLimit){};
+}
+
+/* Has @l counted its N within the window that ends at @now_usec? */
+static bool limit_reached(const CollectLimit *l, uint64_t now_usec) {
+        const CollectStamps *f = &l->fired;
+
+        return f->n == f->capacity && now_usec - stamps_oldest(f) < l->rate.period_usec;
+}
+
+bool collect_limit_holds(const CollectLimit *l, uint64_t now_usec) {
+        return l->fired.n > 0 && now_usec - stamps_newest(&l->fired) < l->rate.period_usec;
+}
+
+void collect_trigger_init(CollectTrigger *t, const PolicyCollect *table, CollectLimit *process_limit,
+                          CollectLimit *table_limit) {
+        *t = (CollectTrigger){ .table = table, .process_limit = process_limit, .table_limit = table_limit };
         stamps_init(&t->seen, table->exception_count ? table->exception_count : 1);
-        stamps_init(&t->fired, table->limit.count);
 }
 
 void collect_trigger_done(CollectTrigger *t) {
         free(t->seen.usec);
-        free(t->fired.usec);
         *t = (CollectTrigger){};
 }
 
-/* The condition is met at @now_usec: does the limit let the action run? It counts if it does. */
+/* The condition is met at @now_usec: do both limits let the action run? It counts in both if they do. */
 static CollectVerdict limit_check(CollectTrigger *t, uint64_t now_usec) {
-        const CollectStamps *f = &t->fired;
+        CollectLimit *process = t->process_limit, *table = t->table_limit;
 
-        if (f->n == f->capacity && now_usec - stamps_oldest(f) < t->table->limit.period_usec) {
-                t->n_limited++;
+        /* no room to remember a limit: then it does not run, which errs on the side of fewer artifacts */
+        if (!process || !table) {
+                if (process)
+                        process->n_limited++;
                 return COLLECT_LIMITED;
         }
-        /* no room to remember it: then it does not run, which errs on the side of fewer artifacts */
-        if (stamps_push(&t->fired, now_usec) < 0) {
-                t->n_limited++;
+        if (limit_reached(process, now_usec)) {
+                process->n_limited++;
                 return COLLECT_LIMITED;
         }
-        t->n_fired++;
-        t->last_fired_usec = now_usec;
+        if (limit_reached(table, now_usec) || stamps_reserve(&process->fired) < 0 ||
+            stamps_reserve(&table->fired) < 0) {
+                process->n_limited++;
+                table->n_limited++;
+                return COLLECT_LIMITED;
+        }
+        /* both have room: neither push fails */
+        (void)stamps_push(&process->fired, now_usec);
+        (void)stamps_push(&table->fired, now_usec);
+        process->n_fired++;
+        process->last_fired_usec = now_usec;
+        table->n_fired++;
+        table->last_fired_usec = now_usec;
         return COLLECT_FIRE;
 }
 
@@ -143,20 +187,4 @@ CollectVerdict collect_trigger_exception(CollectTrigger *t, const char *type_nam
                 return COLLECT_QUIET;
         stamps_clear(&t->seen);
         return limit_check(t, now_usec);
-}
-
-bool collect_trigger_take_limit(CollectTrigger *to, CollectTrigger *from) {
-        CollectStamps kept = to->fired;
-
-        if (strcmp(to->table->name, from->table->name) != 0 || to->table->limit.count != from->table->limit.count ||
-            to->table->limit.period_usec != from->table->limit.period_usec)
-                return false;
-        /* the same count: the same capacity, so the stamps fit as they are */
-        to->fired = from->fired;
-        from->fired = kept;
-        to->n_fired = from->n_fired;
-        to->n_limited = from->n_limited;
-        to->last_fired_usec = from->last_fired_usec;
-        from->n_fired = from->n_limited = from->last_fired_usec = 0;
-        return true;
 }

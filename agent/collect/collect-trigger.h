@@ -4,7 +4,9 @@
  *
  * A watcher (one EventPipe session per process, for all the tables that cover it) hands each
  * counter sample and each exception it decodes to the trigger of every table; the trigger says
- * when the table fires, and whether its limit lets the action run.
+ * when the table fires, and whether its limits let the action run: the table's limit on the
+ * process and its limit_total over all processes (CollectLimit, which the watcher's ledger keeps
+ * for as long as the process lives, whatever becomes of the watch).
  *
  * Times are the agent's (CLOCK_MONOTONIC when the event arrived), never the runtime's: the runtime
  * writes its timestamps, and a process must not make a condition seem to have held longer than it
@@ -22,8 +24,8 @@
 
 typedef enum CollectVerdict {
         COLLECT_QUIET,   /* nothing to do */
-        COLLECT_FIRE,    /* the condition is met and the limit lets the action run: counted against it */
-        COLLECT_LIMITED, /* the condition is met, but the limit has been reached */
+        COLLECT_FIRE,    /* the condition is met and the limits let the action run: counted against them */
+        COLLECT_LIMITED, /* the condition is met, but a limit has been reached */
 } CollectVerdict;
 
 /* A ring of times: the last @capacity at most, oldest at @head; grown as it fills. */
@@ -32,21 +34,40 @@ typedef struct CollectStamps {
         unsigned capacity, allocated, n, head;
 } CollectStamps;
 
+/*
+ * What a table counted against one of its limits: on one process (its limit), or over all of them
+ * (its limit_total). Kept apart from the trigger, by the ledger (collect-ledger.h), so that the
+ * watch ending (a re-bind, a walk that misses the socket, a reload) gives no fresh limit.
+ */
+typedef struct CollectLimit {
+        PolicyRateLimit rate;       /* N in any window of the period */
+        CollectStamps fired;        /* the last rate.count times it let the action run */
+        uint64_t n_fired, n_limited;
+        uint64_t last_fired_usec;   /* when it last let the action run; with n_fired > 0 */
+        unsigned users;             /* the ledger's: triggers that point at it */
+} CollectLimit;
+
+void collect_limit_init(CollectLimit *l, const PolicyRateLimit *rate);
+void collect_limit_done(CollectLimit *l);
+/* Whether @l holds anything back at @now or later: a count still within its window. */
+bool collect_limit_holds(const CollectLimit *l, uint64_t now_usec);
+
 typedef struct CollectTrigger {
         const PolicyCollect *table; /* borrowed: the policy in force outlives it */
+        /* borrowed from the ledger: the table's limit on this process, and its limit_total; NULL when the
+         * ledger had no room for it, and then the table never fires (fewer artifacts, never more) */
+        CollectLimit *process_limit, *table_limit;
         bool beyond;                /* counter: the last sample was beyond the line ... */
         uint64_t beyond_since_usec; /* ... since the first of a run of such samples */
         CollectStamps seen;         /* exception: the last exception_count matches */
-        CollectStamps fired;        /* the last limit.count times it fired */
-        uint64_t n_fired, n_limited;
-        uint64_t last_fired_usec;   /* when it last fired (and its action ran); with n_fired > 0 */
 } CollectTrigger;
 
 /* What @table watches, for records: "Provider:name" of its counter, or its exception type. */
 void collect_table_what(const PolicyCollect *table, char *buf, size_t size);
 
-/* For @table, on a process just found. */
-void collect_trigger_init(CollectTrigger *t, const PolicyCollect *table);
+/* For @table, on a process just found, counting against @process_limit and @table_limit (may be NULL). */
+void collect_trigger_init(CollectTrigger *t, const PolicyCollect *table, CollectLimit *process_limit,
+                          CollectLimit *table_limit);
 void collect_trigger_done(CollectTrigger *t);
 
 /**
@@ -60,6 +81,11 @@ void collect_trigger_done(CollectTrigger *t);
  * the increment over the interval of an incrementing one or a Meter counter, a gauge's or an
  * up-down counter's value.
  *
+ * The condition met, the action may run when neither the process's limit nor the table's
+ * limit_total has counted its N within its window; it is then counted in both. Otherwise it is
+ * counted as held back in the process's (CollectLimit.n_limited), and in the table's when that is
+ * the limit that held it.
+ *
  * Return: COLLECT_FIRE with the sample's value in *@ret_value, COLLECT_LIMITED (likewise), or
  * COLLECT_QUIET.
  */
@@ -71,21 +97,9 @@ CollectVerdict collect_trigger_counter(CollectTrigger *t, const NettraceCounter 
  *
  * The table fires when when.count exceptions of its type have been seen within when.within (each
  * at once when when.count is 1); they are then forgotten, so the next firing needs as many more.
+ * The limits as collect_trigger_counter()'s.
  *
  * Return: COLLECT_FIRE, COLLECT_LIMITED or COLLECT_QUIET.
  */
 CollectVerdict collect_trigger_exception(CollectTrigger *t, const char *type_name, uint64_t now_usec);
 
-/**
- * collect_trigger_take_limit() - what @from counted against its limit, taken over by @to
- *
- * @from is a trigger of the policy before a reload, @to one of the policy now in force, both about
- * the same process. When they are the same table (by name) with the same limit, @to takes the
- * firings @from counted (and when it last fired), and @from keeps none: a reload must not give a
- * process a fresh limit, or a configuration tool that reloads every few minutes would take an
- * artifact each time. A table whose limit changed starts afresh. Whether the condition held (a
- * run beyond the line, exceptions seen) is not taken: the watch starts over.
- *
- * Return: whether @to took it.
- */
-bool collect_trigger_take_limit(CollectTrigger *to, CollectTrigger *from);

@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The [[collect]] watcher: covered processes, one counters session each, triggers (collect.h). */
+/*
+ * The [[collect]] watcher (collect.h): which processes a table covers, decided from cheap facts before
+ * any capacity is spent; the watch slots and jobs shared in turn between the users whose processes
+ * are covered; one counters session each; triggers.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -12,6 +16,7 @@
 #include "broker.h"
 #include "cleanup.h"
 #include "collect-dump.h"
+#include "collect-ledger.h"
 #include "collect-trace.h"
 #include "collect-trigger.h"
 #include "collect.h"
@@ -25,11 +30,12 @@
 #include "session-config.h"
 #include "target.h"
 #include "test-hooks.h"
+#include "userns.h"
 #include "worker-pool.h"
 
-/* The worker pool counts jobs by owner: the watcher's are its own, apart from every user's and from
- * the startup traces' ((uid_t) -2). */
-#define COLLECT_OWNER ((uint32_t)-3)
+/* Its own charge is none of the others' (collect.h) */
+_Static_assert(COLLECT_WATCHER_CHARGE != USERNS_CHARGE_UNKNOWN && COLLECT_WATCHER_CHARGE != (uid_t)-1,
+               "the watcher's charge is its own");
 #define COLLECT_PROVIDERS_MAX 16
 #define COLLECT_BUFFER_MB 16
 
@@ -37,11 +43,19 @@ typedef enum WatchState {
         WATCH_OPENING,  /* a worker pins the process and finds its socket */
         WATCH_STARTING, /* CollectTracing sent */
         WATCH_WATCHING, /* the stream is read */
-        WATCH_IDLE,     /* nothing to do until retry_usec */
 } WatchState;
+
+typedef enum CandidateState {
+        CANDIDATE_NEW,       /* listed by a walk: its facts are to be read */
+        CANDIDATE_UNCOVERED, /* no table covers it: its facts are read again at due_usec */
+        CANDIDATE_WAITING,   /* a table may cover it: in its owner's lane, for a watch from due_usec on */
+        CANDIDATE_WATCHED,   /* its watch holds one of the slots */
+} CandidateState;
 
 typedef struct Watch Watch;
 typedef struct Stopper Stopper;
+typedef struct Candidate Candidate;
+typedef struct Lane Lane;
 
 /* A StopTracing on its way to a runtime whose watch has ended. */
 struct Stopper {
@@ -50,35 +64,81 @@ struct Stopper {
         RuntimeCall *call;
 };
 
+/* A process the last walk listed: a socket named like a runtime's, for its own pid. */
+struct Candidate {
+        Collector *collector;
+        Candidate *next;           /* in Collector.candidates */
+        Candidate *lane_next;      /* WAITING: in its lane's queue, in the order they came */
+        Lane *lane;                /* WAITING, WATCHED */
+        pid_t pid;
+        uint64_t start_time;       /* from its facts (0 before): with the pid, the process */
+        uid_t owner;               /* whom its watch and its tables' work are charged to (userns.h) */
+        uint64_t facts_hash;       /* of the facts its coverage was judged on */
+        CandidateState state;
+        uint64_t due_usec;
+        bool seen;                 /* in the last walk */
+        bool asked;                /* its facts are being read */
+        bool by_name;              /* UNCOVERED by what only its pinned details tell (its name): judged again
+                                    * once its facts change, or after COLLECT_NAME_RECHECK_USEC */
+        Watch *watch;              /* WATCHED */
+};
+
+/* One owner's candidates waiting for a watch, and the watches they hold: served in turn with the others. */
+struct Lane {
+        Lane *next;                /* in Collector.lanes: the next to be served first */
+        uid_t owner;
+        Candidate *head, *tail;    /* WAITING */
+        unsigned n_watches;        /* slots its candidates hold */
+        unsigned n_opening;        /* of which a worker opens */
+};
+
+/* A table's artifacts removed for want of their record (collect_record_removed()), by the table's name. */
+typedef struct CollectRemoved {
+        struct CollectRemoved *next;
+        char *table;
+        unsigned count;
+        pid_t last_pid;
+} CollectRemoved;
+
+/* What one batch of facts was asked about: a candidate, or a process the ledger keeps (to see it lives). */
+typedef struct FactsAsked {
+        pid_t pid;
+        uint64_t start_time;       /* ledger: the process it keeps */
+        bool ledger;
+} FactsAsked;
+
 struct Collector {
         Broker *broker;
         Policy *policy;            /* the one the watches were set up under */
         sd_event_source *timer;
         JobCall walk;
-        Watch *watches;
-        unsigned n_watches;
-        /* the watches reloads ended, with their triggers, until a watch of the same process under the
-         * policy in force takes what they counted against their limits (take_carried_limits()), or a
-         * walk no longer lists the process: a second reload before that keeps them (carry()) */
-        Watch *carried;
-        unsigned n_carried;
+        JobCall facts;             /* one batch at a time */
+        FactsAsked asked[JOBS_FACTS_MAX];
+        size_t n_asked;
+        Candidate *candidates;
+        Lane *lanes;
+        unsigned n_watches, n_opening;
+        /* what the tables counted against their limits, per process and per table: it outlives the
+         * watches, their re-binds and reloads, until the process is gone */
+        CollectLedger *ledger;
+        FactsAsked *ledger_due;    /* processes only the ledger keeps, to be looked at */
+        size_t n_ledger_due;
+        uint64_t ledger_looked_usec;
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
         CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
+        CollectRemoved *removed;
 };
 
 struct Watch {
         Collector *collector;
-        Watch *next;
+        Candidate *candidate;
         pid_t pid;
-        bool seen;                 /* in the last walk */
+        uint64_t start_time;       /* of the process the triggers are about: with the pid, one process */
         WatchState state;
-        uint64_t retry_usec;       /* IDLE until then */
         JobCall open;
         Target *target;
-        uint64_t start_time;       /* of the process the triggers are about: with the pid, one process */
-        CollectTrigger *triggers;  /* one per table covering it; kept while the watch rests, so that
-                                    * a runtime that ends its stream gets no fresh limit */
+        CollectTrigger *triggers;  /* one per table covering it; their limits are the ledger's */
         size_t n_triggers;
         unsigned pointer_size;     /* the stream's, for exception events */
         RuntimeCall *call;
@@ -89,7 +149,6 @@ struct Watch {
         sd_event_source *io;
         NettraceParser *parser;
         uint64_t budget_start_usec, budget_bytes;
-        Policy *carried_policy;    /* carried: the policy whose tables its triggers borrow */
 };
 
 static uint64_t now_usec(const Collector *c) {
@@ -143,7 +202,7 @@ static void send_stop(Watch *w) {
                 stopper_free(s);
 }
 
-/* Ends whatever the watch does; it stays in the list as IDLE, or goes with watch_free(). */
+/* Ends whatever the watch does, before it goes. */
 static void watch_stop(Watch *w) {
         if (w->state == WATCH_WATCHING && w->target)
                 send_stop(w);
@@ -164,31 +223,136 @@ static void watch_stop(Watch *w) {
 }
 
 static void watch_forget_triggers(Watch *w) {
-        for (size_t i = 0; i < w->n_triggers; i++)
+        for (size_t i = 0; i < w->n_triggers; i++) {
+                collect_ledger_release(w->collector->ledger, w->triggers[i].process_limit);
+                collect_ledger_release(w->collector->ledger, w->triggers[i].table_limit);
                 collect_trigger_done(&w->triggers[i]);
+        }
         free(w->triggers);
         w->triggers = NULL;
         w->n_triggers = 0;
 }
 
-static void watch_idle(Watch *w, uint64_t retry_after_usec) {
-        watch_stop(w);
-        w->state = WATCH_IDLE;
-        w->retry_usec = now_usec(w->collector) + test_hook_collect_retry(retry_after_usec);
+/* ---- lanes: each owner's candidates, served in turn ---- */
+
+static Lane *lane_of(Collector *c, uid_t owner) {
+        Lane **last = &c->lanes;
+
+        for (Lane *l = c->lanes; l; l = l->next) {
+                if (l->owner == owner)
+                        return l;
+                last = &l->next;
+        }
+        *last = calloc(1, sizeof(Lane)); /* a newcomer is served after those already waiting */
+        if (*last)
+                (*last)->owner = owner;
+        return *last;
 }
 
+/* A lane with nothing waiting and no watch goes. */
+static void lane_drop_if_empty(Collector *c, Lane *lane) {
+        if (lane->head || lane->n_watches > 0)
+                return;
+        for (Lane **i = &c->lanes; *i; i = &(*i)->next)
+                if (*i == lane) {
+                        *i = lane->next;
+                        break;
+                }
+        free(lane);
+}
+
+/* @lane was served: the others come first next time. */
+static void lane_served(Collector *c, Lane *lane) {
+        Lane **i = &c->lanes;
+
+        while (*i != lane)
+                i = &(*i)->next;
+        *i = lane->next;
+        while (*i)
+                i = &(*i)->next;
+        *i = lane;
+        lane->next = NULL;
+}
+
+static void lane_unqueue(Candidate *cand) {
+        Lane *lane = cand->lane;
+        Candidate *prev = NULL;
+
+        for (Candidate *i = lane->head; i; prev = i, i = i->lane_next)
+                if (i == cand) {
+                        if (prev)
+                                prev->lane_next = cand->lane_next;
+                        else
+                                lane->head = cand->lane_next;
+                        if (lane->tail == cand)
+                                lane->tail = prev;
+                        break;
+                }
+        cand->lane_next = NULL;
+}
+
+/* @cand waits in its owner's lane for a watch, from @due_usec on. */
+static void candidate_wait(Candidate *cand, uint64_t due_usec) {
+        Collector *c = cand->collector;
+        Lane *lane = cand->lane ? cand->lane : lane_of(c, cand->owner);
+
+        if (!lane) {
+                /* no memory for a lane: its facts are read again later, and it tries again */
+                cand->state = CANDIDATE_UNCOVERED;
+                cand->due_usec = due_usec;
+                return;
+        }
+        cand->lane = lane;
+        cand->state = CANDIDATE_WAITING;
+        cand->due_usec = due_usec;
+        cand->lane_next = NULL;
+        if (lane->tail)
+                lane->tail->lane_next = cand;
+        else
+                lane->head = cand;
+        lane->tail = cand;
+}
+
+/* @cand leaves its lane (it was waiting, or its watch ended): it is judged again from its facts. */
+static void candidate_leave_lane(Candidate *cand) {
+        Lane *lane = cand->lane;
+
+        if (!lane)
+                return;
+        if (cand->state == CANDIDATE_WAITING)
+                lane_unqueue(cand);
+        cand->lane = NULL;
+        lane_drop_if_empty(cand->collector, lane);
+}
+
+/* ---- a watch's end ---- */
+
+/* Frees @w; its slot is free again. Its candidate is left as it was, for the caller to say what comes next. */
 static void watch_free(Watch *w) {
         Collector *c = w->collector;
+        Candidate *cand = w->candidate;
+        Lane *lane = cand->lane;
 
         watch_stop(w);
         watch_forget_triggers(w);
-        for (Watch **p = &c->watches; *p; p = &(*p)->next)
-                if (*p == w) {
-                        *p = w->next;
-                        break;
-                }
+        if (w->state == WATCH_OPENING) {
+                lane->n_opening--;
+                c->n_opening--;
+        }
+        lane->n_watches--;
         c->n_watches--;
+        cand->watch = NULL;
         free(w);
+}
+
+/* The watch ends; its process is watched again from @retry_after_usec on (a stream that ended, a runtime
+ * that cannot be reached or sends too much, sessions all taken). */
+static void watch_idle(Watch *w, uint64_t retry_after_usec) {
+        Candidate *cand = w->candidate;
+
+        watch_free(w);
+        cand->state = CANDIDATE_WAITING; /* for candidate_wait(): not queued */
+        candidate_wait(cand, now_usec(cand->collector) + test_hook_collect_retry(retry_after_usec));
 }
 
 static void record(const Watch *w, const CollectTrigger *t, const char *event, bool has_value, double value,
@@ -218,7 +382,8 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                                                       .exception = exception,
                                                       .action = actions[table->then],
                                                       .result = result,
-                                                      .limited = t->n_limited });
+                                                      .limited = t->process_limit ? t->process_limit->n_limited
+                                                                                  : 0 });
 }
 
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
@@ -235,30 +400,76 @@ void collect_record_result(Broker *b, const PolicyCollect *table, const Target *
                                                       .action = action, .result = result, .reservation = room });
 }
 
+int collect_record_artifact(Broker *b, const Policy *policy, int dir_fd, const char *name, const AuditDumpEvent *e) {
+        int r = audit_log_dump(b->config.audit_sink, e);
+
+        if (r >= 0 || policy->agent.audit_failure_allow)
+                return 0;
+        (void)unlinkat(dir_fd, name, 0);
+        return r;
+}
+
+void collect_record_removed(Broker *b, const PolicyCollect *table, const Target *target, const char *action, int r,
+                            AuditReservation *room) {
+        Collector *c = b->collector;
+        CollectRemoved *n;
+        char result[256];
+
+        snprintf(result, sizeof(result), "the %s's audit record could not be written (%s): it was removed", action,
+                 strerror(-r));
+        fprintf(stderr, "dsagent: [[collect]] %s, pid %d: %s\n", table->name, (int)target->pid, result);
+        collect_record_result(b, table, target, action, "failed", result, room);
+        for (n = c ? c->removed : NULL; n; n = n->next)
+                if (strcmp(n->table, table->name) == 0)
+                        break;
+        if (!n && c && (n = calloc(1, sizeof(CollectRemoved)))) {
+                if (!(n->table = strdup(table->name))) {
+                        free(n);
+                        return;
+                }
+                n->next = c->removed;
+                c->removed = n;
+        }
+        if (n) {
+                n->count++;
+                n->last_pid = target->pid;
+        }
+}
+
+unsigned collector_removed(const Collector *c, const char *table, pid_t *ret_pid) {
+        for (const CollectRemoved *n = c ? c->removed : NULL; n; n = n->next)
+                if (strcmp(n->table, table) == 0) {
+                        *ret_pid = n->last_pid;
+                        return n->count;
+                }
+        return 0;
+}
+
 /* The table's action: the trace starts (its end is recorded then), or the record says why not. */
 static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const char *exception) {
         Collector *c = w->collector;
+        uid_t owner = w->candidate->owner; /* the action is charged to the process's owner */
         char why[256];
 
         switch (t->table->then) {
         case POLICY_COLLECT_THEN_TRACE:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
                 break;
         case POLICY_COLLECT_THEN_DUMP:
-                if (collect_dump_start(c->dumps, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_dump_start(c->dumps, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a %s dump begins", policy_dump_type_to_string(t->table->dump_type));
                 break;
         case POLICY_COLLECT_THEN_STACKS:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a stacks session begins");
                 break;
         case POLICY_COLLECT_THEN_COUNTERS:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a counters session begins");
                 break;
         case POLICY_COLLECT_THEN_GCDUMP: /* a session as then.stacks', counted with the traces */
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, why, sizeof(why)) == 0)
+                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "a heap dump session begins");
                 break;
         default:
@@ -266,7 +477,7 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
                 break;
         }
         record(w, t, "fired", has_value, value, exception, why);
-        t->n_limited = 0; /* told in that record */
+        t->process_limit->n_limited = 0; /* told in that record (a firing had both limits) */
 }
 
 static void watch_sample(Watch *w, const NettraceCounter *counter) {
@@ -435,16 +646,16 @@ static int config_of(const Watch *w, EventPipeConfig *ret) {
 /*
  * A watch is one of the process's sessions, as a client's is: it counts against max_sessions_per_target
  * (admission.h), so that clients and watches together never hold more of the runtime's sessions than
- * the policy allows. A process whose sessions are all taken is watched once one ends (the next retry).
- * The watch charges no user: its requester is the collector's own.
+ * the policy allows, charged to the process's owner but against no one's max_sessions_per_user. A
+ * process whose sessions are all taken is watched once one ends (the next retry).
  */
 static int admit(Watch *w) {
         Collector *c = w->collector;
         const char *why;
         int r;
 
-        r = admission_begin_agent_session(c->broker->admission, w->pid, w->start_time, COLLECT_OWNER,
-                                          c->policy->agent.max_sessions_per_target, &w->key, &why);
+        r = admission_begin_watch(c->broker->admission, w->pid, w->start_time, w->candidate->owner,
+                                  c->policy->agent.max_sessions_per_target, &w->key, &why);
         w->admitted = r == 0;
         return r;
 }
@@ -473,7 +684,7 @@ static void start(Watch *w) {
         w->state = WATCH_STARTING;
 }
 
-/* The tables whose targets cover the pinned process, a trigger each. */
+/* The tables whose targets cover the pinned process, a trigger each, counting against the ledger's limits. */
 static int triggers_of(Watch *w, const Policy *p) {
         PolicyTarget pt = policy_target_of(w->target);
 
@@ -487,144 +698,367 @@ static int triggers_of(Watch *w, const Policy *p) {
                 if (!grown)
                         return -ENOMEM;
                 w->triggers = grown;
-                collect_trigger_init(&w->triggers[w->n_triggers++], table);
+                /* a limit the ledger has no room for is NULL: the table does not fire on the process */
+                collect_trigger_init(&w->triggers[w->n_triggers++], table,
+                                     collect_ledger_process_limit(w->collector->ledger, w->pid, w->start_time, table),
+                                     collect_ledger_table_limit(w->collector->ledger, table));
         }
         return 0;
 }
 
-/* Unlinks the carried watch at *@p and frees it, with its triggers and its policy. */
-static void carried_free(Collector *c, Watch **p) {
-        Watch *old = *p;
+static void schedule(Collector *c);
 
-        *p = old->next;
-        c->n_carried--;
-        watch_forget_triggers(old);
-        policy_unref(old->carried_policy);
-        free(old);
-}
-
-/* What the watch of this very process under a policy before a reload counted against each table's
- * limit, taken table by table (collect_trigger_take_limit()); that watch is then freed. */
-static void take_carried_limits(Watch *w) {
-        Collector *c = w->collector;
-
-        for (Watch **p = &c->carried; *p; p = &(*p)->next) {
-                Watch *old = *p;
-
-                if (old->pid != w->pid || old->start_time != w->start_time)
-                        continue;
-                for (size_t i = 0; i < w->n_triggers; i++)
-                        for (size_t j = 0; j < old->n_triggers; j++)
-                                if (collect_trigger_take_limit(&w->triggers[i], &old->triggers[j]))
-                                        break;
-                carried_free(c, p);
-                return;
-        }
-}
-
-/* Drops what was carried for a process the last walk did not list (@seen marks those it did): it exited. */
-static void drop_carried_unseen(Collector *c) {
-        for (Watch **p = &c->carried; *p;)
-                if (!(*p)->seen)
-                        carried_free(c, p);
-                else
-                        p = &(*p)->next;
-}
-
-/* The walk listed @pid: what was carried for it stays (every entry: a pid taken again has two). */
-static void carried_seen(Collector *c, pid_t pid) {
-        for (Watch *w = c->carried; w; w = w->next)
-                if (w->pid == pid)
-                        w->seen = true;
-}
-
+/* The open is over (a worker pinned the process and looked for its socket): the watch's slot stays taken
+ * only for a process a table covers, judged on it as a rule's targets are. */
 static void opened(void *userdata, int r, Target *target) {
         Watch *w = userdata;
+        Collector *c = w->collector;
+        Candidate *cand = w->candidate;
 
         w->target = target;
-        if (r != 0) {
-                watch_idle(w, COLLECT_RETRY_USEC); /* gone, or not ours to read: the next walk tells */
-                return;
-        }
-        /* the same process again (its stream ended, its runtime could not be reached): the triggers it
-         * had, limits and all; a process that took its pid gets its own */
-        if (w->n_triggers > 0 && w->start_time != target->start_time)
-                watch_forget_triggers(w);
-        w->start_time = target->start_time;
-        if (w->n_triggers == 0) {
-                if (triggers_of(w, w->collector->policy) < 0) {
-                        watch_idle(w, COLLECT_RETRY_USEC);
-                        return;
-                }
-                take_carried_limits(w);
-        }
-        if (w->n_triggers == 0) {
-                /* no table covers it now; its name, unit or cgroup may change, so it is judged again */
+        w->state = WATCH_STARTING; /* no longer opening: its lane may open another */
+        cand->lane->n_opening--;
+        c->n_opening--;
+        if (r != 0)
+                watch_idle(w, COLLECT_RETRY_USEC); /* gone (the next walk tells), or its worker was busy */
+        else if (target->start_time != w->start_time) {
+                /* another process took the pid since its facts were read: they are read again */
+                watch_free(w);
+                candidate_leave_lane(cand);
+                cand->state = CANDIDATE_NEW;
+        } else if (triggers_of(w, c->policy) < 0)
                 watch_idle(w, COLLECT_RETRY_USEC);
-                return;
-        }
-        if (target->socket_path_fd < 0) {
+        else if (w->n_triggers == 0) {
+                /* its facts said a table may cover it; its name says none does: judged again when its facts
+                 * change, or much later (a process may rename itself) */
+                watch_free(w);
+                candidate_leave_lane(cand);
+                cand->state = CANDIDATE_UNCOVERED;
+                cand->by_name = true;
+                cand->due_usec = now_usec(c) + test_hook_collect_retry(COLLECT_NAME_RECHECK_USEC);
+        } else if (target->socket_path_fd < 0)
                 watch_idle(w, COLLECT_RETRY_USEC);
-                return;
-        }
-        start(w);
+        else
+                start(w);
+        schedule(c);
 }
 
-static void watch_open(Watch *w) {
-        w->state = WATCH_OPENING;
-        w->seen = true;
-        if (jobs_open_runtime(w->collector->broker, w->pid, COLLECT_OWNER, opened, w, &w->open) != 0)
-                watch_free(w); /* the watcher's workers are busy: the next walk tries again */
+/* ---- slots: at most COLLECT_WATCHES_MAX watches, shared fairly between the lanes ---- */
+
+/* The lane holding the most watches. */
+static Lane *largest_lane(const Collector *c) {
+        Lane *most = NULL;
+
+        for (Lane *l = c->lanes; l; l = l->next)
+                if (!most || l->n_watches > most->n_watches)
+                        most = l;
+        return most;
 }
 
-static Watch *watch_find(const Collector *c, pid_t pid) {
-        for (Watch *w = c->watches; w; w = w->next)
-                if (w->pid == pid)
-                        return w;
+/* A watch of @lane to give up: one that is being opened only when the lane has no other. */
+static Watch *watch_to_give_up(const Collector *c, const Lane *lane) {
+        Watch *pick = NULL;
+
+        for (Candidate *cand = c->candidates; cand; cand = cand->next)
+                if (cand->watch && cand->lane == lane && (!pick || pick->state == WATCH_OPENING))
+                        pick = cand->watch;
+        return pick;
+}
+
+/*
+ * A slot for one more watch of @lane: a free one, or, when all are taken, one of the lane that holds
+ * the most, if it holds at least two more than @lane (so that the slots end up shared evenly between
+ * the owners who want them, and no owner's crowd keeps another owner's process unwatched).
+ */
+static bool slot_for(Collector *c, Lane *lane) {
+        Lane *most;
+        Watch *w;
+
+        if (c->n_watches < COLLECT_WATCHES_MAX)
+                return true;
+        most = largest_lane(c);
+        if (!most || most->n_watches < lane->n_watches + 2 || !(w = watch_to_give_up(c, most)))
+                return false;
+        watch_idle(w, 0); /* back in its lane, behind the others */
+        return true;
+}
+
+/* A waiting candidate of @lane whose time has come, the first in the lane's order. */
+static Candidate *lane_next_due(const Lane *lane, uint64_t now) {
+        for (Candidate *cand = lane->head; cand; cand = cand->lane_next)
+                if (cand->due_usec <= now)
+                        return cand;
         return NULL;
 }
+
+/* @cand gets a slot and its watch begins: a worker, charged to its owner, pins it and finds its socket.
+ * Return: false when there is no memory for it (it stays waiting). */
+static bool watch_begin(Candidate *cand) {
+        Collector *c = cand->collector;
+        Lane *lane = cand->lane;
+        Watch *w = calloc(1, sizeof(Watch));
+
+        if (!w)
+                return false;
+        *w = (Watch){ .collector = c, .candidate = cand, .pid = cand->pid, .start_time = cand->start_time,
+                      .state = WATCH_OPENING, .stream_fd = -EBADF };
+        lane_unqueue(cand);
+        cand->state = CANDIDATE_WATCHED;
+        cand->watch = w;
+        lane->n_watches++;
+        lane->n_opening++;
+        c->n_watches++;
+        c->n_opening++;
+        if (jobs_open_runtime(c->broker, cand->pid, cand->owner, opened, w, &w->open) != 0)
+                watch_idle(w, COLLECT_RETRY_USEC); /* its owner's worker queue is full: later */
+        return true;
+}
+
+/*
+ * Hands the watcher's capacity out: at most COLLECT_OPENS_MAX opens at once, COLLECT_OPENS_PER_OWNER of
+ * one owner's, the lanes in turn (one served goes behind the others), and a slot each (slot_for()).
+ * Only candidates a table may cover are in lanes: the others cost nothing here.
+ */
+static void schedule(Collector *c) {
+        uint64_t now = now_usec(c);
+        bool served = true;
+
+        if (!c->policy)
+                return;
+        while (served && c->n_opening < COLLECT_OPENS_MAX) {
+                served = false;
+                for (Lane *lane = c->lanes; lane; lane = lane->next) {
+                        Candidate *cand;
+
+                        if (lane->n_opening >= COLLECT_OPENS_PER_OWNER || !(cand = lane_next_due(lane, now)) ||
+                            !slot_for(c, lane))
+                                continue;
+                        lane_served(c, lane);
+                        if (!watch_begin(cand))
+                                return; /* no memory: the next walk tries again */
+                        served = true;
+                        break; /* the order changed: from the first again */
+                }
+        }
+}
+
+/* ---- candidates: coverage from their facts ---- */
+
+static Candidate *candidate_find(const Collector *c, pid_t pid) {
+        for (Candidate *cand = c->candidates; cand; cand = cand->next)
+                if (cand->pid == pid)
+                        return cand;
+        return NULL;
+}
+
+static void candidate_free(Candidate *cand) {
+        Collector *c = cand->collector;
+
+        if (cand->watch)
+                watch_free(cand->watch);
+        candidate_leave_lane(cand);
+        for (Candidate **i = &c->candidates; *i; i = &(*i)->next)
+                if (*i == cand) {
+                        *i = cand->next;
+                        break;
+                }
+        free(cand);
+}
+
+/* FNV-1a over the facts coverage is judged on: a change says judge again. */
+static uint64_t facts_hash(const JobProcessFacts *f) {
+        uint64_t h = 14695981039346656037ULL;
+        const uint32_t ids[2] = { f->euid, f->charged_uid };
+        const void *parts[] = { ids, f->unit, f->container_id, f->cgroup, &f->cgroup_vouched };
+        const size_t sizes[] = { sizeof(ids), strlen(f->unit), strlen(f->container_id), strlen(f->cgroup), 1 };
+
+        for (size_t i = 0; i < ELEMENTSOF(parts); i++)
+                for (size_t j = 0; j < sizes[i]; j++) {
+                        h ^= ((const uint8_t *)parts[i])[j];
+                        h *= 1099511628211ULL;
+                }
+        return h;
+}
+
+/*
+ * May a table of @p cover the process @f describes? Judged as a rule's targets are, on every selector
+ * the facts hold (user, unit, cgroup, container); a table that selects by name may: only the pinned
+ * process's details tell its name (opened() decides then).
+ */
+static bool may_be_covered(const Policy *p, const JobProcessFacts *f) {
+        PolicyTarget pt = {
+                .uid = { f->euid, f->euid, f->euid, f->euid },
+                .unit = f->unit[0] ? f->unit : NULL,
+                .cgroup = f->cgroup_vouched && f->cgroup[0] ? f->cgroup : NULL,
+                .container_id = f->cgroup_vouched && f->container_id[0] ? f->container_id : NULL,
+        };
+
+        for (size_t i = 0; i < p->n_collect; i++) {
+                PolicyCollect without_names = p->collect[i];
+
+                without_names.targets.names = (PolicyStringList){};
+                if (policy_collect_covers(&without_names, &pt))
+                        return true;
+        }
+        return false;
+}
+
+/* What @cand's facts, read now, say about it. */
+static void candidate_judge(Candidate *cand, const JobProcessFacts *f, uint64_t now) {
+        Collector *c = cand->collector;
+        uint64_t hash = facts_hash(f);
+
+        if (!f->alive) {
+                candidate_free(cand); /* gone since the walk */
+                return;
+        }
+        if (cand->start_time != f->start_time || cand->facts_hash != hash)
+                cand->by_name = false; /* another process, or its facts changed: its name is asked again */
+        cand->start_time = f->start_time;
+        cand->facts_hash = hash;
+        cand->owner = f->charged_uid;
+        if (cand->by_name && now < cand->due_usec) {
+                cand->state = CANDIDATE_UNCOVERED;
+                return;
+        }
+        cand->by_name = false;
+        if (may_be_covered(c->policy, f))
+                candidate_wait(cand, now);
+        else {
+                cand->state = CANDIDATE_UNCOVERED;
+                cand->due_usec = now + test_hook_collect_retry(COLLECT_RETRY_USEC);
+        }
+}
+
+/* ---- the facts: read in batches, a job at a time, of the candidates and of the ledger's processes ---- */
+
+static void ask_facts(Collector *c);
+
+static void facts_read(void *userdata, int r, const JobProcessFacts *facts, size_t n) {
+        Collector *c = userdata;
+        uint64_t now = now_usec(c);
+
+        for (size_t i = 0; i < c->n_asked; i++) {
+                const FactsAsked *a = &c->asked[i];
+                const JobProcessFacts *f = r == 0 && i < n && facts[i].pid == a->pid ? &facts[i] : NULL;
+                Candidate *cand;
+
+                if (a->ledger) {
+                        /* gone, or the pid is another process's: what the ledger kept for it goes */
+                        if (f && (!f->alive || f->start_time != a->start_time))
+                                collect_ledger_forget_process(c->ledger, a->pid, a->start_time);
+                        continue;
+                }
+                cand = candidate_find(c, a->pid);
+                if (!cand || !cand->asked)
+                        continue; /* gone from the walk meanwhile */
+                cand->asked = false;
+                if (f)
+                        candidate_judge(cand, f, now);
+                else if (cand->state == CANDIDATE_NEW) {
+                        /* no answer (the worker failed): asked again after a while */
+                        cand->state = CANDIDATE_UNCOVERED;
+                        cand->due_usec = now + test_hook_collect_retry(COLLECT_RETRY_USEC);
+                }
+        }
+        c->n_asked = 0;
+        ask_facts(c);
+        schedule(c);
+}
+
+/* Does the last walk list the process @pid started at @start_time (so that it lives)? */
+static bool listed(const Collector *c, pid_t pid, uint64_t start_time) {
+        const Candidate *cand = candidate_find(c, pid);
+
+        return cand && cand->start_time == start_time;
+}
+
+static void ledger_due_add(pid_t pid, uint64_t start_time, void *userdata) {
+        Collector *c = userdata;
+        FactsAsked *grown;
+
+        if (listed(c, pid, start_time))
+                return;
+        grown = realloc(c->ledger_due, (c->n_ledger_due + 1) * sizeof(FactsAsked));
+        if (!grown)
+                return; /* looked at next time */
+        c->ledger_due = grown;
+        c->ledger_due[c->n_ledger_due++] = (FactsAsked){ .pid = pid, .start_time = start_time, .ledger = true };
+}
+
+/* The next batch: candidates first (new ones, then those due again), then the ledger's processes no walk lists. */
+static void ask_facts(Collector *c) {
+        uint64_t now = now_usec(c);
+        pid_t pids[JOBS_FACTS_MAX];
+
+        if (c->facts.job || !c->policy || !c->broker->workers)
+                return;
+        if (c->n_ledger_due == 0 && now - c->ledger_looked_usec >= test_hook_collect_retry(COLLECT_RETRY_USEC)) {
+                c->ledger_looked_usec = now;
+                collect_ledger_visit_processes(c->ledger, ledger_due_add, c);
+        }
+        c->n_asked = 0;
+        for (int pass = 0; pass < 2; pass++)
+                for (Candidate *cand = c->candidates; cand && c->n_asked < JOBS_FACTS_MAX; cand = cand->next)
+                        if (!cand->asked && (pass == 0 ? cand->state == CANDIDATE_NEW
+                                                       : cand->state == CANDIDATE_UNCOVERED && cand->due_usec <= now)) {
+                                cand->asked = true;
+                                c->asked[c->n_asked++] = (FactsAsked){ .pid = cand->pid };
+                        }
+        while (c->n_ledger_due > 0 && c->n_asked < JOBS_FACTS_MAX)
+                c->asked[c->n_asked++] = c->ledger_due[--c->n_ledger_due];
+        if (c->n_asked == 0)
+                return;
+        for (size_t i = 0; i < c->n_asked; i++)
+                pids[i] = c->asked[i].pid;
+        if (jobs_process_facts(c->broker, pids, c->n_asked, COLLECT_WATCHER_CHARGE, facts_read, c, &c->facts) != 0) {
+                /* the watcher's own worker queue is full: the next walk asks again */
+                for (size_t i = 0; i < c->n_asked; i++) {
+                        Candidate *cand = c->asked[i].ledger ? NULL : candidate_find(c, c->asked[i].pid);
+
+                        if (cand)
+                                cand->asked = false;
+                }
+                c->n_asked = 0;
+        }
+}
+
+/* ---- walks ---- */
 
 static void walked(void *userdata, int r, const DiscoverCandidate *found, size_t n) {
         Collector *c = userdata;
         uint64_t now = now_usec(c);
-        Watch *next;
+        Candidate *next;
 
         if (r != 0)
                 return;
-        for (Watch *w = c->watches; w; w = w->next)
-                w->seen = false;
-        for (Watch *w = c->carried; w; w = w->next)
-                w->seen = false;
+        for (Candidate *cand = c->candidates; cand; cand = cand->next)
+                cand->seen = false;
         for (size_t i = 0; i < n; i++) {
-                Watch *w = watch_find(c, found[i].pid);
+                Candidate *cand = candidate_find(c, found[i].pid);
 
-                carried_seen(c, found[i].pid);
-                if (w) {
-                        w->seen = true;
-                        if (w->state == WATCH_IDLE && now >= w->retry_usec)
-                                watch_open(w);
+                if (cand) {
+                        cand->seen = true;
                         continue;
                 }
-                if (c->n_watches >= COLLECT_WATCHES_MAX)
-                        continue;
-                w = calloc(1, sizeof(Watch));
-                if (!w)
-                        return;
-                *w = (Watch){ .collector = c, .pid = found[i].pid, .stream_fd = -EBADF, .next = c->watches };
-                c->watches = w;
-                c->n_watches++;
-                watch_open(w);
+                cand = calloc(1, sizeof(Candidate));
+                if (!cand)
+                        break;
+                *cand = (Candidate){ .collector = c, .next = c->candidates, .pid = found[i].pid, .seen = true,
+                                     .state = CANDIDATE_NEW };
+                c->candidates = cand;
         }
-        /* a process no longer listed has exited (or closed its socket): its watch goes, and what was
-         * carried for it */
-        for (Watch *w = c->watches; w; w = next) {
-                next = w->next;
-                if (!w->seen)
-                        watch_free(w);
+        /* a process no longer listed has exited or closed its socket: its watch goes; what its tables counted
+         * stays in the ledger while it lives */
+        for (Candidate *cand = c->candidates; cand; cand = next) {
+                next = cand->next;
+                if (!cand->seen)
+                        candidate_free(cand);
         }
-        drop_carried_unseen(c);
+        collect_ledger_prune(c->ledger, c->policy, now);
+        ask_facts(c);
+        schedule(c);
 }
-
 
 /* Whose processes the walk looks at: the tables' targets.users when every table names some, else anybody's. */
 static void walk_of(const Policy *p, JobWalk *ret) {
@@ -647,10 +1081,13 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void)sd_event_source_set_time(s, usec + COLLECT_WALK_USEC);
         (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        if (!c->broker->workers || c->walk.job || !c->policy || c->policy->n_collect == 0)
+        if (!c->broker->workers || !c->policy || c->policy->n_collect == 0)
+                return 0;
+        schedule(c); /* retries whose time came */
+        if (c->walk.job)
                 return 0;
         walk_of(c->policy, &walk);
-        (void)jobs_walk_candidates(c->broker, &walk, COLLECT_OWNER, walked, c, &c->walk);
+        (void)jobs_walk_candidates(c->broker, &walk, COLLECT_WATCHER_CHARGE, walked, c, &c->walk);
         return 0;
 }
 
@@ -663,72 +1100,54 @@ int collector_new(Broker *b, Collector **ret) {
         c->broker = b;
         c->traces = collect_traces_new(b);
         c->dumps = collect_dumps_new(b);
-        r = c->traces && c->dumps ? 0 : -ENOMEM;
+        c->ledger = collect_ledger_new();
+        r = c->traces && c->dumps && c->ledger ? 0 : -ENOMEM;
         if (r == 0)
                 r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, COLLECT_WALK_USEC, 0, on_timer, c);
         if (r < 0) {
                 collect_traces_free(c->traces);
                 collect_dumps_free(c->dumps);
+                collect_ledger_free(c->ledger);
                 return r;
         }
         *ret = TAKE_PTR(c);
         return 0;
 }
 
-static void drop_watches(Collector *c) {
-        while (c->watches)
-                watch_free(c->watches);
-        if (c->walk.job) {
-                worker_job_cancel(c->walk.job);
-                c->walk.job = NULL;
+static void cancel_job(JobCall *call) {
+        if (call->job) {
+                worker_job_cancel(call->job);
+                call->job = NULL;
         }
 }
 
-static void drop_carried(Collector *c) {
-        while (c->carried)
-                carried_free(c, &c->carried);
-}
-
-/*
- * Carries @w, which a reload ended, for what its triggers counted: it replaces what an earlier
- * reload carried for the same process, since @w took that when it was opened. A watch not opened
- * yet (no triggers) carries nothing, and what was carried for its process stays carried: two
- * reloads before the next walk opens it lose nothing. At most COLLECT_WATCHES_MAX are kept, the
- * newest, so that reloads amid many short-lived processes cannot grow the list without bound.
- */
-static void carry(Collector *c, Watch *w) {
-        if (w->n_triggers == 0) {
-                watch_forget_triggers(w);
-                free(w);
-                return;
-        }
-        for (Watch **p = &c->carried; *p; p = &(*p)->next)
-                if ((*p)->pid == w->pid && (*p)->start_time == w->start_time) {
-                        carried_free(c, p);
-                        break;
-                }
-        w->carried_policy = policy_ref(c->policy);
-        w->next = c->carried;
-        c->carried = w;
-        c->n_carried++;
-        if (c->n_carried > COLLECT_WATCHES_MAX) {
-                Watch **last = &c->carried;
-
-                while ((*last)->next)
-                        last = &(*last)->next;
-                carried_free(c, last);
-        }
+/* Every watch ends and every candidate goes (the walk, the batch of facts with them). */
+static void drop_candidates(Collector *c) {
+        while (c->candidates)
+                candidate_free(c->candidates);
+        cancel_job(&c->walk);
+        cancel_job(&c->facts);
+        c->n_asked = 0;
+        c->n_ledger_due = 0;
 }
 
 Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
-        drop_watches(c);
-        drop_carried(c);
+        drop_candidates(c); /* each lane goes with its last candidate */
         while (c->stoppers)
                 stopper_free(c->stoppers);
         collect_traces_free(c->traces);
         collect_dumps_free(c->dumps);
+        collect_ledger_free(c->ledger);
+        free(c->ledger_due);
+        while (c->removed) {
+                CollectRemoved *n = c->removed;
+
+                c->removed = n->next;
+                free(n->table);
+                free(n);
+        }
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c);
@@ -736,19 +1155,12 @@ Collector *collector_free(Collector *c) {
 }
 
 void collector_apply(Collector *c) {
-        /* every watch ends (its session stops); its triggers are carried, for what they counted against
-         * their limits, until a watch of the same process takes them or the process is gone */
-        while (c->watches) {
-                Watch *w = c->watches;
-
-                watch_stop(w);
-                c->watches = w->next;
-                c->n_watches--;
-                carry(c, w);
-        }
-        drop_watches(c); /* none is left: it cancels the walk */
+        /* every watch ends (its session stops), and every process is judged again under the new tables;
+         * what the tables counted stays in the ledger, for the same tables (by name and limit) */
+        drop_candidates(c);
         policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
+        collect_ledger_prune(c->ledger, c->policy, now_usec(c));
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);
 }
@@ -759,13 +1171,18 @@ const Policy *collector_policy(const Collector *c) {
 
 void collector_visit(const Collector *c, const PolicyCollect *table,
                      void (*visit)(const CollectWatchView *v, void *userdata), void *userdata) {
-        for (const Watch *w = c ? c->watches : NULL; w; w = w->next) {
-                if (!w->target || (w->state != WATCH_STARTING && w->state != WATCH_WATCHING))
+        for (const Candidate *cand = c ? c->candidates : NULL; cand; cand = cand->next) {
+                const Watch *w = cand->watch;
+
+                if (!w || !w->target || (w->state != WATCH_STARTING && w->state != WATCH_WATCHING))
                         continue;
-                for (size_t i = 0; i < w->n_triggers; i++)
+                for (size_t i = 0; i < w->n_triggers; i++) {
+                        const CollectLimit *l = w->triggers[i].process_limit;
+
                         if (w->triggers[i].table == table)
-                                visit(&(CollectWatchView){ .target = w->target, .fired = w->triggers[i].n_fired > 0,
-                                                           .last_fired_usec = w->triggers[i].last_fired_usec },
+                                visit(&(CollectWatchView){ .target = w->target, .fired = l && l->n_fired > 0,
+                                                           .last_fired_usec = l ? l->last_fired_usec : 0 },
                                       userdata);
+                }
         }
 }

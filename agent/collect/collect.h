@@ -3,31 +3,44 @@
  * The watcher of the policy's [[collect]] tables (docs/collect.md): finds the processes they
  * cover and watches each with one EventPipe session for all the tables that cover it.
  *
- * Every COLLECT_WALK_USEC, while the policy in force has tables, a worker walks /proc for
- * candidates (jobs_walk_candidates(), the walk ps uses), of the tables' targets.users when every
- * table names some, else of anybody; a candidate not watched yet is pinned and
- * its socket found by another job (jobs_open_runtime()), and the tables whose targets cover it
- * (judged on the pinned process, as a rule's targets are) give its triggers (collect-trigger.h).
- * The session asks for the union of their counter providers, every second, and the runtime's
- * exception events if an exception table covers the process; its stream is read in
- * the loop without waiting, at most COLLECT_READ_MAX bytes a wake-up and COLLECT_BYTES_PER_SEC a
- * second (a runtime that sends more has its session cut, and is watched again only after
+ * Coverage is decided before any capacity is spent. Every COLLECT_WALK_USEC, while the policy in
+ * force has tables, a worker walks /proc for candidates (jobs_walk_candidates(), the walk ps uses),
+ * of the tables' targets.users when every table names some, else of anybody. The facts of the
+ * candidates that can be read without their memory (owner, unit, cgroup, container:
+ * jobs_process_facts()) are read in batches of JOBS_FACTS_MAX, a job at a time, the watcher's own;
+ * a candidate no table can cover by them costs nothing more, and its facts are read again after
+ * COLLECT_RETRY_USEC (its unit or cgroup may change). A candidate a table may cover waits in its
+ * owner's lane (the uid its work is charged to, userns.h): the lanes are served in turn, at most
+ * COLLECT_OPENS_PER_OWNER of an owner's processes opened at once and COLLECT_OPENS_MAX in all, and
+ * the COLLECT_WATCHES_MAX watch slots are shared evenly between the owners who want them (a
+ * newcomer takes one from the owner who holds the most, when that owner holds two more), so that no
+ * owner's crowd delays another owner's processes. A watch begins by pinning the process and finding
+ * its socket (jobs_open_runtime(), charged to the owner); the tables whose targets cover the pinned
+ * process (judged as a rule's targets are: its name too) give its triggers (collect-trigger.h),
+ * whose limits the ledger keeps for as long as the process lives (collect-ledger.h). One that a
+ * table's name only seemed to cover is judged again when its facts change, or after
+ * COLLECT_NAME_RECHECK_USEC.
+ *
+ * The session asks for the union of the tables' counter providers, every second, and the runtime's
+ * exception events if an exception table covers the process; its stream is read in the loop
+ * without waiting, at most COLLECT_READ_MAX bytes a wake-up and COLLECT_BYTES_PER_SEC a second (a
+ * runtime that sends more has its session cut, and is watched again only after
  * COLLECT_RETRY_USEC), and parsed by the fuzzed nettrace parser. Each counter sample and each
  * exception (monitor_exception_extract(), as dsctl exceptions reads them) goes to every trigger of
  * the process, timed by the loop's clock.
  *
  * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value or
- * the exception type seen),
- * and its action runs: then.trace_profile, then.stacks and then.counters through collect-trace.h, then.dump through
- * collect-dump.h. A process that exits, or whose runtime ends the stream, is dropped
- * (and watched again, if it still runs, after COLLECT_RETRY_USEC); one that cannot be opened or
- * reached, or that no table covers (its name, unit or cgroup may change), is judged again after
- * COLLECT_RETRY_USEC. A reload drops every watch: the next walk, at once, watches under the new
- * tables; actions running go on under the policy they started with.
+ * the exception type seen), and its action runs: then.trace_profile, then.stacks, then.counters
+ * and then.gcdump through collect-trace.h, then.dump through collect-dump.h. A process the walk no
+ * longer lists (it exited, or closed its socket) loses its watch; one whose runtime ends the
+ * stream, cannot be reached or has its sessions all taken is watched again after
+ * COLLECT_RETRY_USEC. A reload drops every watch: the next walk, at once, judges every process under
+ * the new tables; actions running go on under the policy they started with.
  */
 #pragma once
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "audit.h"
 #include "policy.h"
@@ -36,9 +49,23 @@ typedef struct Broker Broker;
 typedef struct Collector Collector;
 typedef struct Target Target;
 
+/*
+ * Whom the watcher's own jobs (its walks, the batches of facts) are charged to in the worker pool: a uid
+ * no user has, apart from every other charge the agent makes (userns.h's USERNS_CHARGE_UNKNOWN among
+ * them), so that no peer shares its queue. Everything done for one process (its watch's jobs and
+ * session, its tables' actions) is charged to the process's owner instead.
+ */
+#define COLLECT_WATCHER_CHARGE ((uid_t)-4)
+
 #define COLLECT_WALK_USEC (2 * 1000000ULL)
 #define COLLECT_RETRY_USEC (30 * 1000000ULL)
-#define COLLECT_WATCHES_MAX 1024
+#define COLLECT_NAME_RECHECK_USEC (300 * 1000000ULL)
+#define COLLECT_WATCHES_MAX 512
+/* What the watches hold at most: each its process's pidfd, /proc and socket fds and its stream, and the
+ * StopTracing of one that ended; budgeted in the agent's open files limit (broker.c) */
+#define COLLECT_FDS_MAX (5 * COLLECT_WATCHES_MAX)
+#define COLLECT_OPENS_MAX 4
+#define COLLECT_OPENS_PER_OWNER 1
 #define COLLECT_READ_MAX (64 * 1024)
 #define COLLECT_BYTES_PER_SEC (1024 * 1024)
 
@@ -57,6 +84,29 @@ void collector_apply(Collector *c);
  */
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
                            const char *event, const char *result, AuditReservation *room);
+
+/*
+ * collect_record_artifact() - the dump record of an artifact a table took, just named @name in @dir_fd
+ *
+ * No artifact without its record: when @e cannot be written (the audit output is stalled and its
+ * queue full) and @policy's audit_failure is not "allow", @name is removed again, as a client's dump
+ * is. Return: 0, or the audit's negative errno (the artifact is gone: collect_record_removed() next).
+ */
+int collect_record_artifact(Broker *b, const Policy *policy, int dir_fd, const char *name, const AuditDumpEvent *e);
+
+/*
+ * collect_record_removed() - @table's @action on @target took an artifact whose record could not be written
+ * (@r, a negative errno), and it was removed
+ *
+ * Told on stderr, in a collect record "failed" if that one can be written (in @room, what the action held, or
+ * NULL), and counted for dsctl collect (collector_removed()), where the table's readers see it.
+ */
+void collect_record_removed(Broker *b, const PolicyCollect *table, const Target *target, const char *action, int r,
+                            AuditReservation *room);
+
+/* How many artifacts of the table named @table were removed since the agent started, for want of their record;
+ * the last one's process in *@ret_pid. */
+unsigned collector_removed(const Collector *c, const char *table, pid_t *ret_pid);
 
 /* A watched process, as dsctl collect lists it under one of its tables. */
 typedef struct CollectWatchView {

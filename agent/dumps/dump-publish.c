@@ -247,13 +247,18 @@ void dump_name_part(const char *src, char *buf, size_t size) {
                 buf[n] = '\0';
 }
 
+/* ENOSPC and EDQUOT as the guards' code; anything else as it is. */
+static int publish_result(int r) {
+        return r == -ENOSPC || r == -EDQUOT ? DUMP_PUBLISH_E_NO_SPACE : r;
+}
+
 int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *name) {
         int r;
 
         r = label(fd, readers, attrs);
         if (r == 0)
                 r = link_fd(fd, dir_fd, name);
-        return r == -ENOSPC || r == -EDQUOT ? DUMP_PUBLISH_E_NO_SPACE : r;
+        return publish_result(r);
 }
 
 /* The @try-th name of an artifact: the first has no number, the next ".2", ".3" before the suffix. */
@@ -276,15 +281,21 @@ int dump_publish_for_table(int dir_fd, int fd, const AclGrant *readers, const Du
                            const char *kind, const char *origin, const char *table, const char *suffix,
                            char *ret_name, size_t name_size) {
         char name[256];
-        int r = -EEXIST;
+        int r;
 
+        /* labelled once: the xattrs are set with XATTR_CREATE, so a second labelling of the same file
+         * fails; only the name is tried again */
+        r = label(fd, readers, attrs);
+        if (r != 0)
+                return publish_result(r);
+        r = -EEXIST;
         for (unsigned try = 0; try < DUMP_PUBLISH_NAME_TRIES && r == -EEXIST; try++) {
                 table_name(attrs, kind, origin, table, suffix, try, name, sizeof(name));
-                r = dump_publish_fd(dir_fd, fd, readers, attrs, name);
+                r = link_fd(fd, dir_fd, name);
         }
         if (r == 0)
                 snprintf(ret_name, name_size, "%s", name);
-        return r;
+        return publish_result(r);
 }
 
 int dump_publish_trace(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs, const char *origin,

@@ -56,7 +56,7 @@ int admission_begin(Admission *a, AdmissionKind kind, const AdmissionKey *key, c
                         continue;
                 in_all += r->key.own == key->own; /* the pools are apart; a process and a requester are not */
                 of_target += r->key.pid == key->pid && r->key.start_time == key->start_time;
-                of_requester += r->key.requester == key->requester;
+                of_requester += !r->key.watch && r->key.requester == key->requester;
         }
         if (of_target >= limits->per_target || of_requester >= limits->per_requester ||
             (limits->in_all > 0 && in_all >= limits->in_all + (key->requester == 0))) {
@@ -82,21 +82,35 @@ void admission_end(Admission *a, AdmissionKind kind, const AdmissionKey *key) {
         for (size_t i = 0; i < a->n; i++) {
                 Running *r = &a->running[i];
                 if (r->kind == kind && r->key.pid == key->pid && r->key.start_time == key->start_time &&
-                    r->key.requester == key->requester && r->key.own == key->own) {
+                    r->key.requester == key->requester && r->key.own == key->own && r->key.watch == key->watch) {
                         *r = a->running[--a->n];
                         return;
                 }
         }
 }
 
-int admission_begin_agent_session(Admission *a, pid_t pid, uint64_t start_time, uid_t owner, unsigned per_target,
-                                  AdmissionKey *ret_key, const char **ret_why) {
-        AdmissionKey key = { .pid = pid, .start_time = start_time, .requester = owner };
+/* A session of @key, within @limits: *@ret_key on success. */
+static int begin_session(Admission *a, const AdmissionKey *key, const AdmissionLimits *limits, AdmissionKey *ret_key,
+                         const char **ret_why) {
         int r;
 
-        r = admission_begin(a, ADMISSION_SESSION, &key,
-                            &(AdmissionLimits){ .per_target = per_target, .per_requester = UINT_MAX }, ret_why);
+        r = admission_begin(a, ADMISSION_SESSION, key, limits, ret_why);
         if (r == 0)
-                *ret_key = key;
+                *ret_key = *key;
         return r;
+}
+
+int admission_begin_watch(Admission *a, pid_t pid, uint64_t start_time, uid_t owner, unsigned per_target,
+                          AdmissionKey *ret_key, const char **ret_why) {
+        AdmissionKey key = { .pid = pid, .start_time = start_time, .requester = owner, .watch = true };
+
+        return begin_session(a, &key, &(AdmissionLimits){ .per_target = per_target, .per_requester = UINT_MAX },
+                             ret_key, ret_why);
+}
+
+int admission_begin_agent_session(Admission *a, pid_t pid, uint64_t start_time, uid_t owner, unsigned per_target,
+                                  unsigned per_owner, AdmissionKey *ret_key, const char **ret_why) {
+        return begin_session(a, &(AdmissionKey){ .pid = pid, .start_time = start_time, .requester = owner },
+                             &(AdmissionLimits){ .per_target = per_target, .per_requester = per_owner }, ret_key,
+                             ret_why);
 }

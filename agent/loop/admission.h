@@ -29,6 +29,8 @@ typedef struct AdmissionKey {
         uid_t requester;
         /* counted in the own pool's in_all, apart from everything else's: a user's dump of its own process */
         bool own;
+        /* counted per process only, in no requester's per_requester: a [[collect]] table's watch */
+        bool watch;
 } AdmissionKey;
 
 typedef struct AdmissionLimits {
@@ -57,15 +59,30 @@ int admission_begin(Admission *a, AdmissionKind kind, const AdmissionKey *key, c
 void admission_end(Admission *a, AdmissionKind kind, const AdmissionKey *key);
 
 /**
- * admission_begin_agent_session() - count a session the agent opens on its own as one of a process's
+ * admission_begin_watch() - count a [[collect]] table's watch of a process as one of its sessions
  *
- * For a [[collect]] table's watch and its actions' sessions, and [[on_start]] traces: the session of
- * the process @pid started at @start_time counts against @per_target (max_sessions_per_target) with
- * clients' sessions, so that together they never hold more of the runtime's sessions than the
- * policy allows. It is charged to @owner, a uid that is nobody's: no user's max_sessions_per_user,
- * never root's.
+ * The watch of the process @pid started at @start_time counts against @per_target
+ * (max_sessions_per_target) with clients' sessions, so that together they never hold more of the
+ * runtime's sessions than the policy allows. It is charged to @owner, the process's owner (the uid
+ * its work is charged to, userns.h), and counts against no requester's max_sessions_per_user: the
+ * tables watch the processes they cover, which is the policy's doing, not the owner's.
+ *
+ * Return: as admission_begin(); on 0, *@ret_key is what admission_end() takes.
+ */
+int admission_begin_watch(Admission *a, pid_t pid, uint64_t start_time, uid_t owner, unsigned per_target,
+                          AdmissionKey *ret_key, const char **ret_why);
+
+/**
+ * admission_begin_agent_session() - count a session the agent opens on its own for @owner
+ *
+ * For a [[collect]] table's action (a trace, the stacks, counters, a heap dump) and an [[on_start]]
+ * trace: work the agent starts of a process, charged to the process's owner (the uid its work is
+ * charged to, userns.h) and counted as that owner's own sessions are: against @per_target
+ * (max_sessions_per_target) with every session of the process, and against @per_owner
+ * (max_sessions_per_user) with the owner's own. So a user's processes get from the agent what the
+ * user could ask for, and take nothing another requester needs.
  *
  * Return: as admission_begin(); on 0, *@ret_key is what admission_end() takes.
  */
 int admission_begin_agent_session(Admission *a, pid_t pid, uint64_t start_time, uid_t owner, unsigned per_target,
-                                  AdmissionKey *ret_key, const char **ret_why);
+                                  unsigned per_owner, AdmissionKey *ret_key, const char **ret_why);

@@ -44,12 +44,13 @@
 #define BROKER_WORKERS_IDLE 2
 /*
  * The agent's own fds (policy, journal, listener, timers, PAM helper, the
- * dump directory) and each worker's socket and pidfd, whatever clients do;
+ * dump directory), each worker's socket and pidfd, and the [[collect]]
+ * watches' (collect.h), whatever clients do;
  * then what one connection may hold at once: its socket, the target's pidfd,
  * /proc and socket directory fds, and a runtime connection or a session's
  * stream and pipe.
  */
-#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS)
+#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS + COLLECT_FDS_MAX)
 #define BROKER_FDS_PER_CONNECTION 6
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)

@@ -29,10 +29,9 @@
 #define USEC_PER_SEC 1000000ULL
 /* After StopTracing the runtime writes its rundown, then ends the stream (as session.c allows). */
 #define STARTUP_STOP_GRACE_USEC (60 * USEC_PER_SEC)
-/* The worker pool counts jobs by owner: startup traces are their own, apart from every user's
- * requests, and at most BROKER_WORKERS_PER_USER of them run at once. (uid_t) -2 is nobody's. */
-#define STARTUP_TRACES_OWNER ((uint32_t)-2)
-_Static_assert(STARTUP_TRACES_MAX <= BROKER_WORKERS_PER_USER, "every startup trace has a worker at once");
+/* A startup trace's jobs are its runtime's owner's (StartupTrace.uid), one trace of each owner at a time:
+ * its worker is one of the owner's BROKER_WORKERS_PER_USER. */
+_Static_assert(BROKER_WORKERS_PER_USER >= 1, "an owner's startup trace has a worker");
 /* Processes traced lately, each traced once: a runtime registered on two ports, re-advertised with a
  * new cookie, or exec'd (the same process) gets no second trace while it is remembered here. */
 #define STARTUP_TRACED_REMEMBERED 256
@@ -171,8 +170,13 @@ static void record_session(StartupTrace *t, bool ended, uint64_t bytes, const ch
 
 /* ---- the end: the file is published, or dropped ---- */
 
-/* Root's, exactly the rule's readers, labelled as a trace of the process; the agent asked for it. */
-static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_size) {
+/* publish(): the trace was named, but its record could not be written: it was removed again */
+#define PUBLISH_E_REMOVED 2000
+
+/* Root's, exactly the rule's readers, labelled as a trace of the process; the agent asked for it. Recorded,
+ * or removed again when its record cannot be written (unless audit_failure = "allow"), as a client's dump is.
+ * Return: 0, DUMP_PUBLISH_E_*, PUBLISH_E_REMOVED (the record's errno in *@ret_audit_r), or a negative errno. */
+static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_size, int *ret_audit_r) {
         Broker *b = broker_of(t);
         AclGrant readers = { .users = t->rule->reader_users.ids, .n_users = t->rule->reader_users.n,
                              .groups = t->rule->reader_groups.ids, .n_groups = t->rule->reader_groups.n };
@@ -193,7 +197,7 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
-        (void)audit_log_dump(b->config.audit_sink, &(AuditDumpEvent){
+        r = audit_log_dump(b->config.audit_sink, &(AuditDumpEvent){
                 .origin = "on_start", .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
@@ -201,6 +205,11 @@ static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_s
                 .rule = t->rule->name, .path = ret_path, .size = size,
                 .dump_type = "trace", .readable = readers.n_users + readers.n_groups > 0,
                 .duration_usec = 0, .reservation = &t->audit_room });
+        if (r < 0 && !t->policy->agent.audit_failure_allow) {
+                (void)unlinkat(t->dir_fd, name, 0);
+                *ret_audit_r = r;
+                return PUBLISH_E_REMOVED;
+        }
         return 0;
 }
 
@@ -210,7 +219,7 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
         char path[PATH_MAX] = "";
         struct stat st;
         uint64_t size;
-        int p = 0;
+        int p = 0, audit_r = 0;
 
         t->recording = false;
         size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -218,13 +227,15 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
                 fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d is empty (%s)%s%s\n", t->rule->name,
                         (int)t->pid, how, why ? ": " : "", why ? why : "");
         else
-                p = publish(t, size, path, sizeof(path));
-        if (p != 0) {
-                /* the end record says the bytes were lost, not how the session ended */
+                p = publish(t, size, path, sizeof(path), &audit_r);
+        if (p == PUBLISH_E_REMOVED)
+                fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d was removed: its audit record could not "
+                        "be written (%s)\n", t->rule->name, (int)t->pid, strerror(-audit_r));
+        else if (p != 0)
                 fprintf(stderr, "dsagent: [[on_start]] %s: cannot store the trace of pid %d: %s\n", t->rule->name,
                         (int)t->pid, p > 0 ? "no space in dump_dir" : strerror(-p));
-                how = "not-stored";
-        }
+        if (p != 0)
+                how = "not-stored"; /* the end record says the bytes were lost, not how the session ended */
         record_session(t, true, size, how, p == 0 && r == 0 && ended && t->stop_sent);
         trace_free(t);
 }
@@ -363,7 +374,7 @@ static int start_recording(StartupTrace *t, const char **ret_why) {
         if (r < 0)
                 return r;
         t->have_slot = true;
-        r = jobs_record_trace(b, STARTUP_TRACES_OWNER, t->stream_fd, t->file_fd, t->dir_fd, &limits, t->slot,
+        r = jobs_record_trace(b, t->uid, t->stream_fd, t->file_fd, t->dir_fd, &limits, t->slot,
                               t->rule->max_size, timeout, recorded, t, &t->job);
         if (r != 0)
                 return r;
@@ -488,8 +499,9 @@ static void remember_traced(StartupTraces *s, const Target *target) {
 /*
  * The limits, counted from here to the trace's end (not from the runtime's answer, which a runtime
  * may delay): STARTUP_TRACES_MAX at once, one of each user's at a time, one per process, and the
- * session is one of the process's under max_sessions_per_target, as a client's is (admission.h),
- * charged to the startup traces, never to the user (a user's own sessions count apart) nor to root.
+ * session is one of the process's under max_sessions_per_target and one of its owner's under
+ * max_sessions_per_user, as the owner's own sessions are (admission.h): charged to the runtime's
+ * owner, never to root or to anyone else.
  */
 static bool admit(StartupTrace *t, char *why, size_t why_size) {
         StartupTraces *s = t->set;
@@ -507,9 +519,9 @@ static bool admit(StartupTrace *t, char *why, size_t why_size) {
                                  t->rule->name);
                         return false;
                 }
-        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time,
-                                          STARTUP_TRACES_OWNER, t->policy->agent.max_sessions_per_target, &t->key,
-                                          &busy);
+        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time, t->uid,
+                                          t->policy->agent.max_sessions_per_target,
+                                          t->policy->agent.max_sessions_per_user, &t->key, &busy);
         if (r != 0) {
                 snprintf(why, why_size, "[[on_start]] %s: not traced, %s", t->rule->name,
                          r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));

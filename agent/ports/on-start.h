@@ -20,9 +20,12 @@
  * end (as any trace), the file (as any dump), and refusals as port records.
  *
  * At most STARTUP_TRACES_MAX run at once, host-wide, and one of each
- * user's at a time: each holds a worker for its duration. The session is
- * also one of the process's under max_sessions_per_target (admission.h),
- * charged to the startup traces, never to the user or root, until it ends. They are counted
+ * user's at a time: each holds a worker for its duration, one of its
+ * owner's (the runtime's charged uid, userns.h). The session is also one of
+ * the process's under max_sessions_per_target and one of its owner's under
+ * max_sessions_per_user (admission.h), as the owner's own sessions are,
+ * until it ends: the work is charged to the runtime's owner, never to root
+ * or anyone else. They are counted
  * from the moment a trace is decided, not from the runtime's answer, which
  * a runtime can delay. A runtime that arrives while they run (or whose
  * sessions are all taken) is left to its

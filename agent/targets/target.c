@@ -216,8 +216,7 @@ int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret
  * Return: 0, TARGET_E_GONE, or a negative errno.
  */
 int target_read_details(Target *t) {
-        _cleanup_free_ char *cmdline = NULL, *cgroup = NULL, *exe = NULL;
-        ProcContainer container;
+        _cleanup_free_ char *cmdline = NULL, *exe = NULL;
         size_t size;
         ssize_t n;
         int r;
@@ -234,6 +233,14 @@ int target_read_details(Target *t) {
                 exe[n] = '\0';
                 t->exe = TAKE_PTR(exe);
         }
+        return target_read_cgroup(t);
+}
+
+int target_read_cgroup(Target *t) {
+        _cleanup_free_ char *cgroup = NULL;
+        ProcContainer container;
+        size_t size;
+        int r;
 
         r = read_proc_whole_at(t->proc_fd, "cgroup", PROC_SMALL_FILE_MAX, &cgroup, &size);
         if (r == 0 && procfs_cgroup_unit(cgroup, size, &t->unit) < 0)

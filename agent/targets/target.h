@@ -99,6 +99,13 @@ void target_facts_of(const Target *t, TargetFacts *ret);
 int target_from_facts(const TargetFacts *f, int pidfd, int proc_fd, Target **ret);
 int target_find_socket(Target *t, const char **ret_why);
 int target_read_details(Target *t);
+/*
+ * target_read_cgroup() - the part of target_read_details() read from /proc/PID/cgroup
+ *
+ * Unit, cgroup, container and pod, and whether root vouches for the cgroup: nothing of the
+ * process's memory (no command line, no executable). Return: as target_read_details().
+ */
+int target_read_cgroup(Target *t);
 int target_read_environment(Target *t);
 /*
  * target_details_hold() - are the details a worker read of @t earlier still what its /proc shows?

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -26,12 +27,14 @@
 #include "discover.h"
 #include "dump-writer.h"
 #include "dump-publish.h"
+#include "fileio.h"
 #include "gcdump-heap.h"
 #include "jobs.h"
 #include "monitor-view.h"
 #include "nettrace.h"
 #include "test-hooks.h"
 #include "text.h"
+#include "userns.h"
 
 /* The supplementary groups a job carries for the requester; a user in more is decided without them
  * in listings (fail closed: fewer rules match). */
@@ -56,6 +59,7 @@ typedef enum JobType {
         JOB_STACKS,
         JOB_COUNTERS,
         JOB_GCDUMP,
+        JOB_FACTS,
 } JobType;
 
 typedef struct JobRequester {
@@ -105,6 +109,10 @@ typedef struct JobRequest {
                         DumpLimits limits;
                         char providers[JOBS_COUNTERS_PROVIDERS_MAX]; /* as the runtime was asked */
                 } counters;                     /* COUNTERS (fds: the nettrace, the CSV file, dump_dir) */
+                struct {
+                        uint32_t n;
+                        int32_t pids[JOBS_FACTS_MAX];
+                } facts_of;                     /* FACTS */
         };
 } JobRequest;
 
@@ -143,6 +151,10 @@ typedef struct JobReply {
                         uint8_t dumped;         /* the dump's GC ended: the agent was told */
                 } gcdump;                       /* GCDUMP */
                 uint8_t holds;                  /* RECHECK: the details are what the facts say */
+                struct {
+                        uint32_t n;
+                        JobProcessFacts facts[JOBS_FACTS_MAX];
+                } facts_of;                     /* FACTS */
         };
 } JobReply;
 
@@ -305,6 +317,37 @@ static size_t handle_stage(const JobRequest *q, WorkerMessage *msg, JobReply *a,
         reply->n_fds = 3;
         dump_stage_disown(s); /* the agent removes it, by the fds it now holds */
         return REPLY_HEAD + sizeof(a->stage);
+}
+
+/* The facts of one process that can be read without its memory (jobs_process_facts()). */
+static void process_facts(pid_t pid, JobProcessFacts *f) {
+        _cleanup_(target_unrefp) Target *t = NULL;
+        uid_t charged = USERNS_CHARGE_UNKNOWN;
+
+        *f = (JobProcessFacts){ .pid = pid };
+        if (target_open(pid, &t) != 0 || target_read_cgroup(t) != 0)
+                return; /* gone: the rest stays empty */
+        if (userns_charged_uid(t->pidfd, t->pid, target_euid(t), &charged) < 0)
+                charged = USERNS_CHARGE_UNKNOWN;
+        f->alive = true;
+        f->start_time = t->start_time;
+        f->euid = target_euid(t);
+        f->charged_uid = charged;
+        f->cgroup_vouched = t->cgroup_vouched;
+        snprintf(f->unit, sizeof(f->unit), "%s", t->unit && strlen(t->unit) < sizeof(f->unit) ? t->unit : "");
+        snprintf(f->container_id, sizeof(f->container_id), "%s",
+                 t->container_id && strlen(t->container_id) < sizeof(f->container_id) ? t->container_id : "");
+        snprintf(f->cgroup, sizeof(f->cgroup), "%s", t->cgroup && strlen(t->cgroup) < sizeof(f->cgroup) ? t->cgroup : "");
+}
+
+static size_t handle_facts(const JobRequest *q, JobReply *a) {
+        uint32_t n = q->facts_of.n < JOBS_FACTS_MAX ? q->facts_of.n : JOBS_FACTS_MAX;
+
+        for (uint32_t i = 0; i < n; i++)
+                process_facts(q->facts_of.pids[i], &a->facts_of.facts[i]);
+        a->facts_of.n = n;
+        a->r = 0;
+        return REPLY_HEAD + offsetof(typeof(a->facts_of), facts) + n * sizeof(JobProcessFacts);
 }
 
 #define JOBS_CANDIDATES_NICE 10
@@ -735,19 +778,64 @@ static int gcdump_read(int stream, int control, uint64_t max_bytes, GcdumpRead *
         return r;
 }
 
+/* The data this worker holds now (VmData of /proc/self/status), in bytes; 0 when it cannot be read. */
+static uint64_t own_data_bytes(void) {
+        _cleanup_free_ char *status = NULL;
+        unsigned long long kib;
+        const char *line;
+        size_t size;
+
+        if (read_file_at(AT_FDCWD, "/proc/self/status", 64 * 1024, &status, &size) < 0)
+                return 0;
+        line = strstr(status, "\nVmData:");
+        return line && sscanf(line, "\nVmData: %llu kB", &kib) == 1 ? (uint64_t)kib * 1024 : 0;
+}
+
+/*
+ * Bounds what this worker may hold from here to JOBS_GCDUMP_DATA_MAX more (its soft RLIMIT_DATA, which
+ * malloc's heap and mappings count against): a heap dump's stream is the target's, and the heap's own
+ * limits (gcdump-heap.h) still let a crafted one make a worker hold hundreds of MiB. *@ret_old is what
+ * to put back after the job, for the worker's next one. Return: 0, or a negative errno (no bound set).
+ */
+static int bound_data(struct rlimit *ret_old) {
+        uint64_t now = own_data_bytes();
+        struct rlimit bounded;
+
+        if (now == 0 || getrlimit(RLIMIT_DATA, ret_old) < 0)
+                return -EIO;
+        bounded = (struct rlimit){ .rlim_cur = now + JOBS_GCDUMP_DATA_MAX, .rlim_max = ret_old->rlim_max };
+        if (bounded.rlim_cur > ret_old->rlim_cur)
+                bounded.rlim_cur = ret_old->rlim_cur;
+        return setrlimit(RLIMIT_DATA, &bounded) < 0 ? -errno : 0;
+}
+
+/* The bound is lifted and what the job held goes back to the system: the worker takes other jobs. */
+static void unbound_data(const struct rlimit *old) {
+        (void)setrlimit(RLIMIT_DATA, old);
+        (void)malloc_trim(0);
+}
+
 /*
  * A [[collect]] table's heap dump: the gcdump session's stream (gcdump_read()) becomes, here, the
  * .gcdump dsctl gcdump -o writes, into the unnamed file, counted in the slot and under dump_dir's
- * guards. The target wrote every byte: the heap's own limits bound what it may make this worker hold.
+ * guards. The target wrote every byte: the heap's own limits bound how much of it is kept, and
+ * JOBS_GCDUMP_DATA_MAX how much memory this worker may take for it (bound_data()); a heap past it is
+ * refused as one past the heap's limits is.
  */
 static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         _cleanup_(gcdump_heap_freep) GcdumpHeap *heap = NULL;
         GcdumpOut out = {};
         GcdumpRead g = {};
+        struct rlimit unbounded;
         uint64_t seed = 0;
 
         if (msg->n_fds != 4 || q->trace.slot >= DUMP_SLOTS_MAX) {
                 a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        a->r = bound_data(&unbounded);
+        if (a->r < 0) {
+                reply_why(a, "cannot bound the memory of the heap dump's worker");
                 return REPLY_HEAD;
         }
         a->r = dump_writer_init(&out.w, msg->fds[2], msg->fds[1], -EBADF, &q->trace.limits, broker->dump_slots,
@@ -775,7 +863,14 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
         }
         if (a->r == DUMP_WRITER_E_NO_SPACE)
                 reply_why(a, out.why ? out.why : "no room in dump_dir for the heap dump");
+        if (a->r == -ENOMEM) {
+                a->r = JOBS_E_NO_HEAP;
+                snprintf(a->why, sizeof(a->why), "the heap needs more memory than the agent gives a worker for a "
+                         "heap dump (%d MiB)", JOBS_GCDUMP_DATA_MAX_MIB);
+        }
         a->gcdump.bytes = out.w.bytes;
+        heap = gcdump_heap_free(heap);
+        unbound_data(&unbounded);
         return REPLY_HEAD + sizeof(a->gcdump);
 }
 
@@ -827,6 +922,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_GCDUMP:
                 reply->size = handle_gcdump(&q, msg, a);
+                break;
+        case JOB_FACTS:
+                reply->size = handle_facts(&q, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -1316,6 +1414,40 @@ int jobs_walk_candidates(Broker *b, const JobWalk *walk, uint32_t owner, JobWalk
                 q->walk.uids[i] = walk->uids[i];
         return submit_own(b, owner, q, offsetof(JobRequest, walk) + sizeof(q->walk), NULL, 0,
                           b->config.reply_timeout_usec, walk_done, done, userdata, call);
+}
+
+static void facts_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobFactsDone done = call->callback;
+        const JobReply *a = NULL;
+        size_t n = 0;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + offsetof(typeof(a->facts_of), facts), &a);
+        if (r == 0) {
+                n = a->facts_of.n;
+                if (n > JOBS_FACTS_MAX ||
+                    reply->size < REPLY_HEAD + offsetof(typeof(a->facts_of), facts) + n * sizeof(JobProcessFacts))
+                        r = -EBADMSG;
+        }
+        done(call->userdata, r, r == 0 ? a->facts_of.facts : NULL, r == 0 ? n : 0);
+}
+
+int jobs_process_facts(Broker *b, const pid_t *pids, size_t n, uint32_t owner, JobFactsDone done, void *userdata,
+                       JobCall *call) {
+        JobRequest *q;
+
+        if (n == 0 || n > JOBS_FACTS_MAX)
+                return -EINVAL;
+        q = request_new(JOB_FACTS);
+        if (!q)
+                return -ENOMEM;
+        q->facts_of.n = (uint32_t)n;
+        for (size_t i = 0; i < n; i++)
+                q->facts_of.pids[i] = pids[i];
+        return submit_own(b, owner, q, offsetof(JobRequest, facts_of) + sizeof(q->facts_of), NULL, 0,
+                          b->config.runtime_timeout_usec, facts_done, done, userdata, call);
 }
 
 static void names_done(int error, WorkerMessage *reply, void *userdata) {

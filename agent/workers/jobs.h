@@ -19,7 +19,9 @@
 #include "dump-stage.h"
 #include "dump-writer.h"
 #include "policy.h"
+#include "procfs.h"
 #include "request.h"
+#include "target.h"
 #include "worker-pool.h"
 
 typedef struct Broker Broker;
@@ -181,6 +183,12 @@ int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, in
 int jobs_counters_csv(Broker *b, uint32_t owner, int nettrace_fd, int csv_fd, int dir_fd, const DumpLimits *limits,
                       const char *providers, JobStacksDone done, void *userdata, JobCall *call);
 
+/* The memory a heap dump's worker may take for it, over what it held before (its RLIMIT_DATA while the job
+ * runs): the stream is the target's, and the heap's own limits let a crafted one take hundreds of MiB;
+ * COLLECT_TRACES_MAX of them may run at once. */
+#define JOBS_GCDUMP_DATA_MAX_MIB 256
+#define JOBS_GCDUMP_DATA_MAX ((uint64_t)JOBS_GCDUMP_DATA_MAX_MIB << 20)
+
 /* What a heap dump's worker tells the agent on its control socket: the dump's GC has ended, and only
  * the rundown that names the types' modules is still wanted (the agent sends StopTracing). */
 #define JOBS_GCDUMP_DUMPED 'D'
@@ -205,6 +213,35 @@ typedef void (*JobGcdumpDone)(void *userdata, int r, const JobGcdumpResult *res,
 int jobs_record_gcdump(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, int control_fd,
                        const DumpLimits *limits, unsigned slot, uint64_t max_bytes, uint64_t timeout_usec,
                        JobGcdumpDone done, void *userdata, JobCall *call);
+
+/*
+ * The facts of a process that can be read without its memory or its file system: no command line, no
+ * executable, no environment, no socket. What the [[collect]] watcher decides coverage on first
+ * (collect.h), for many processes a job.
+ */
+#define JOBS_FACTS_MAX 64
+typedef struct JobProcessFacts {
+        int32_t pid;
+        uint8_t alive;            /* else it is gone, and the rest is empty */
+        uint8_t cgroup_vouched;   /* root vouches for its cgroup (Target.cgroup_vouched) */
+        uint64_t start_time;
+        uint32_t euid;
+        uint32_t charged_uid;     /* whom work on it is charged to (userns_charged_uid()), else USERNS_CHARGE_UNKNOWN */
+        char unit[TARGET_UNIT_MAX + 1];               /* "" when none */
+        char container_id[PROC_CONTAINER_ID_LEN + 1]; /* "" when none */
+        char cgroup[PROC_CGROUP_PATH_MAX + 1];        /* "" when none, or too long */
+} JobProcessFacts;
+/* @facts (@n of them, in the order asked) are the processes' facts; NULL with @r non-zero (as JobDone's). */
+typedef void (*JobFactsDone)(void *userdata, int r, const JobProcessFacts *facts, size_t n);
+/*
+ * jobs_process_facts() - the facts of @n (1 to JOBS_FACTS_MAX) processes, in a worker
+ *
+ * Each is pinned (target_open()), its status, stat and cgroup read (target_read_cgroup()) and its
+ * user namespace's owner asked: small reads of /proc and nsfs ioctls, none of which waits on the
+ * process. @owner (a uid) is whose job it counts as. At most runtime_timeout.
+ */
+int jobs_process_facts(Broker *b, const pid_t *pids, size_t n, uint32_t owner, JobFactsDone done, void *userdata,
+                       JobCall *call);
 
 /* A walk's filter holds this many users at most; more, and it is anybody's. */
 #define JOBS_WALK_UIDS_MAX 256

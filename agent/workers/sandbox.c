@@ -163,6 +163,10 @@ static int allow_forking_workers(scmp_filter_ctx ctx) {
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(setpriority), 2, SCMP_A0(SCMP_CMP_EQ, PRIO_PROCESS),
                                      SCMP_A1(SCMP_CMP_EQ, 0));
+        /* a worker bounds its own data while it builds a heap dump, and lifts the bound after (jobs.c) */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
+                                     SCMP_A1(SCMP_CMP_EQ, RLIMIT_DATA));
         return r;
 }
 

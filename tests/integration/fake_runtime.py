@@ -8,11 +8,17 @@ itself not dumpable), env:short, env:stall, env:count, env:huge
 where a GenerateCoreDump request says and answers OK, as a runtime running with
 credentials the real one refuses to serve under would), trace:FILE (answers
 CollectTracing with the stream in FILE, made by hand, and ends it on
-StopTracing), stream:FILE (as trace:FILE, but ends the stream right after the file), flood:HEAD:BLOCK (answers CollectTracing with the stream in HEAD, then
+StopTracing), stream:FILE (as trace:FILE, but ends the stream right after the file), rebind:FILE:SECONDS (as
+stream:FILE, and after each stream closes its listener, waits SECONDS and binds it again: the same process,
+re-bound; LOG.rebinds counts the re-binds), flood:HEAD:BLOCK (answers CollectTracing with the stream in HEAD, then
 the bytes of BLOCK again and again as fast as they are read, until the agent hangs up;
 LOG.flood then holds the bytes sent and the seconds it took), trickle:SECONDS[:BURST] (a dumper that writes its core a byte at a time,
 SECONDS apart, creating LOG.trickling once the first byte is written, and never answers if
-the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in), gated (a dumper
+the agent cuts it; with BURST, the BURST bytes after the first go at once half a second in),
+stream-trickle:FILE:SECONDS (sessions as stream:FILE, dumps as trickle:SECONDS),
+heapdump:FILE:HEAD:BLOCK:COUNT:TAIL (sessions as stream:FILE, but a session of the runtime's own provider,
+as a heap dump's is, gets the stream in HEAD, the bytes of BLOCK COUNT times, those of TAIL, and its end;
+LOG.heapdump then holds the bytes of the blocks sent), gated (a dumper
 that writes the first byte of its core, creates LOG.trickling, and writes the rest and answers OK only once
 LOG.go exists: a dump a test holds in progress for as long as it needs), regain:UID:GID[:undumpable] (runs as UID with root as its saved uid and
 takes root back on SIGUSR1, turns itself not dumpable on SIGUSR2; answers "not
@@ -149,11 +155,11 @@ while True:
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 26, 0xFF, 0, 0) + struct.pack("<IH", len(block), 0))
         conn.sendall(block)
         conn.close()
-    elif mode.startswith("trickle:") and len(data) > 24 and data[16] == 0x01:
+    elif mode.startswith(("trickle:", "stream-trickle:")) and len(data) > 24 and data[16] == 0x01:
         # a runtime its user controls, slow on purpose: it meets the first-byte deadline, then trickles
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
-        pause, burst = (mode.split(":")[1:] + ["0"])[:2]
+        pause, burst = (mode.split(":")[1 if mode.startswith("trickle:") else 2:] + ["0"])[:2]
         try:
             with open(path, "wb", buffering=0) as f:
                 f.write(CORE[:1])
@@ -239,14 +245,44 @@ while True:
         else:  # anything else: not implemented (E_NOTIMPL)
             conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 24, 0xFF, 0xFF, 0) + struct.pack("<I", 0x80004001))
             conn.close()
-    elif mode.startswith("stream:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
+    elif mode.startswith("heapdump:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02 and \
+            "Microsoft-Windows-DotNETRuntime".encode("utf-16-le") in data:
+        # a heap dump's session: the head, the block COUNT times, the tail, as long as anyone reads
+        _, _, head_path, block_path, count, tail_path = mode.split(":", 5)
+        head, block, tail = (open(path, "rb").read() for path in (head_path, block_path, tail_path))
         conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
-        with open(mode.split(":", 1)[1], "rb") as f:
+        sent = 0
+        try:
+            conn.sendall(head)
+            for _ in range(int(count)):
+                conn.sendall(block)
+                sent += len(block)
+            conn.sendall(tail)
+        except OSError:  # the agent hung up
+            pass
+        with open(log + ".heapdump", "w") as f:
+            f.write(f"{sent}\n")
+        conn.close()
+    elif mode.startswith(("stream:", "rebind:", "stream-trickle:", "heapdump:")) and len(data) >= 20 and \
+            data[16] == 0x02 and data[17] >= 0x02:
+        conn.sendall(b"DOTNET_IPC_V1\x00" + struct.pack("<HBBH", 28, 0xFF, 0, 0) + struct.pack("<Q", 77))
+        with open(mode.split(":")[1], "rb") as f:
             try:
                 conn.sendall(f.read())
             except OSError:
                 pass
         conn.close()
+        if mode.startswith("rebind:"):
+            # the same process closes its listener and binds it again, as a runtime's host may
+            listener.close()
+            os.unlink(path)
+            time.sleep(float(mode.split(":")[2]))
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(path)
+            listener.listen(16)
+            rebinds = int(open(log + ".rebinds").read()) if os.path.exists(log + ".rebinds") else 0
+            with open(log + ".rebinds", "w") as f:
+                f.write(str(rebinds + 1))
     elif mode.startswith("flood:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
         _, head_path, block_path = mode.split(":", 2)
         head, block = open(head_path, "rb").read(), open(block_path, "rb").read()

@@ -51,6 +51,24 @@ def target_in_unit(user=SVC, value="500", unit=None, args=()):
     return target, unit
 
 
+def hostile_samples(intervals=3):
+    """A stream of EventCounters of provider Hostile whose "depth" stands at 900, @intervals intervals long, in a
+    file anyone may read (a fake runtime sends it)."""
+    d = make_dir(None, 0o755)
+    path = os.path.join(d, "samples.nettrace")
+    with open(path, "wb") as f:
+        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=intervals))
+    os.chmod(path, 0o644)
+    return path
+
+
+def in_new_unit(pid):
+    """@pid placed in a unit of its own; its name."""
+    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    place_in_unit(pid, unit)
+    return unit
+
+
 def agent_with(*tables):
     return Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + "".join(tables))
 
@@ -199,42 +217,39 @@ def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
 
 
 @test
-def a_tables_dump_is_bounded_by_max_concurrent_dumps_as_a_clients_is():
+def a_tables_dump_counts_as_the_owners_own_dump():
+    """A table's dump of svc's process is charged to svc, as svc's dump of its own process: with svc's own
+    dump of another of its processes in progress (held: that runtime is stopped), svc's max_dumps_per_user (1)
+    is taken, and the table's firing is recorded "not dumped", with no core. (The host's max_concurrent_dumps is
+    not what bounds it: a_tables_dump_of_a_users_own_process_takes_none_of_the_hosts_dump_slots.)"""
     first = Target(SVC, tmpdir=None, mount_ns=True)  # a /tmp of its own: its staging is seen there alone
     high, unit = target_in_unit()
-    policy = (f'[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\nname = "host-slot"\n'
-              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    policy = '[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n'
     agent = Agent(policy=policy)
-    # alice's dump of a stopped process holds the host's one slot: its runtime cannot answer
+    # svc's dump of a stopped process holds svc's one dump: its runtime cannot answer
     harness.stop_process(first.pid)
     harness.scope.callback(lambda: os.kill(first.pid, signal.SIGCONT))
-    pending = subprocess.Popen(harness.as_user(ALICE, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
+    pending = subprocess.Popen(harness.as_user(SVC, [harness.DSCTL, "--socket", agent.socket, "dump", str(first.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: glob.glob(f"/proc/{first.pid}/root/tmp/.dsagent-dump-*"), what="alice's dump to start")
-    # the table comes once her dump holds the slot, so its first sample over the line finds the slot taken
+    wait_for(lambda: glob.glob(f"/proc/{first.pid}/root/tmp/.dsagent-dump-*"), what="svc's dump to start")
+    # the table comes once svc's dump is counted, so its first sample over the line finds svc's dumps taken
     agent.write_policy(policy + table("bounded-core", "Dsagent.TestTarget:test-gauge", unit))
     assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
     rec = wait_for(lambda: fired(agent, high.pid), timeout=90, what="the table fired")[0]
-    assert rec["DSAGENT_COLLECT_RESULT"].startswith("not dumped: ") and "max_concurrent_dumps" in \
-        rec["DSAGENT_COLLECT_RESULT"], rec
+    assert rec["DSAGENT_COLLECT_RESULT"].startswith(f"not dumped (counted as uid {high.uid}'s dump of its own") and \
+        "max_dumps_per_user" in rec["DSAGENT_COLLECT_RESULT"], rec
     os.kill(first.pid, signal.SIGCONT)
     assert pending.wait(timeout=120) == 0
     time.sleep(3)
-    assert not collect_records(agent, high.pid, "collected"), "a dump past the host's bound"
+    assert not collect_records(agent, high.pid, "collected"), "a dump past the owner's bound"
     assert not [f for f in os.listdir(agent.dumps) if f".{high.pid}.collect-" in f], os.listdir(agent.dumps)
 
 
 @test
 def a_dump_table_whose_runtime_writes_nothing_records_the_failure_and_leaves_nothing():
     # a runtime whose counter crosses the line, and that never answers GenerateCoreDump nor writes a byte
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "samples.nettrace")
-    with open(path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
-    os.chmod(path, 0o644)
-    fake = FakeRuntime(f"stream:{path}")
-    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    place_in_unit(fake.pid, unit)
+    fake = FakeRuntime(f"stream:{hostile_samples()}")
+    unit = in_new_unit(fake.pid)
     agent = Agent("--dump-start-timeout", "2",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("silent-core", "Hostile:depth", unit))
     rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the dump's failure")[0]
@@ -698,31 +713,114 @@ def a_watch_that_ends_stops_its_session_in_the_runtime():
 
 
 @test
-def at_most_two_collection_traces_run_at_once_host_wide():
+def one_users_processes_hold_one_collection_trace_at_a_time_of_the_two():
+    """Collection traces run two at once host-wide, and one of each owner's processes at a time: svc's two
+    processes fire first, and only one of them is traced; alice's, covered by the same table, fires next and is
+    traced beside it; mallory's, after them, finds the two running. Before, svc's two held both, and alice's was
+    refused ("2 collection traces run already") for as long as svc's ran: one user's tables' work made another's
+    fail."""
     first, unit = target_in_unit()
-    others = [target_in_unit(unit=unit)[0] for _ in range(2)]
-    agent = agent_with(table("long-trace", "Dsagent.TestTarget:test-gauge", unit,
-                             then='then.trace_profile = "gc-collect"\nthen.duration = "30s"'))
-    pids = [first.pid] + [t.pid for t in others]
-    fired_all = lambda: [r for p in pids for r in collect_records(agent, p, "fired")]
-    records = wait_for(lambda: len(fired_all()) == 3 and fired_all(), timeout=90, what="all three fired")
+    second, _ = target_in_unit(unit=unit)
+    agent = agent_with(table("long-trace", "Dsagent.TestTarget:test-gauge", unit, users=(SVC, ALICE, MALLORY),
+                             then='then.trace_profile = "gc-collect"\nthen.duration = "60s"'))
+    fired_of = lambda targets: [r for t in targets for r in collect_records(agent, t.pid, "fired")]
+    records = wait_for(lambda: len(fired_of([first, second])) == 2 and fired_of([first, second]), timeout=90,
+                       what="svc's two fired")
     results = sorted(r["DSAGENT_COLLECT_RESULT"] for r in records)
-    assert results == ["a trace of profile gc-collect begins"] * 2 + ["not traced: 2 collection traces run already"], \
-        results
+    assert results == ["a trace of profile gc-collect begins",
+                       f"not traced: a collection trace of a process of uid {first.uid} runs already"], results
+    alices, _ = target_in_unit(user=ALICE, unit=unit)  # its facts say the table covers it: watched at once
+    rec = wait_for(lambda: fired_of([alices]), timeout=90, what="alice's fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    mallorys, _ = target_in_unit(user=MALLORY, unit=unit)
+    rec = wait_for(lambda: fired_of([mallorys]), timeout=90, what="mallory's fired")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "not traced: 2 collection traces run already", rec
+
+
+@test
+def a_tables_dump_of_a_users_own_process_takes_none_of_the_hosts_dump_slots():
+    """svc's runtime (svc's own to program) crosses a table's line and trickles the core the table asks for. The
+    dump is charged to svc as svc's dump of its own process: the users' own pool (max_concurrent_own_dumps), never
+    the host's one slot (max_concurrent_dumps = 1), which alice's rule dump of mallory's process needs. Before,
+    the table's dump took the host's slot, and alice's dump was refused "as many dumps as max_concurrent_dumps
+    allows" for as long as svc's runtime trickled."""
+    fake = FakeRuntime(f"stream-trickle:{hostile_samples()}:0.5")  # a byte every half second: for minutes
+    unit = in_new_unit(fake.pid)
+    victim = Target(MALLORY, tmpdir=None, mount_ns=True)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_concurrent_dumps = 1\n\n[[rule]]\n'
+                  f'name = "alice-dumps-mallory"\nusers = ["{ALICE}"]\ncommands = ["dump"]\n'
+                  f'targets.users = ["{MALLORY}"]\ndump_types = ["mini"]\n' + table("trickled", "Hostile:depth", unit))
+    wait_for(lambda: os.path.exists(fake.log + ".trickling"), timeout=90, what="the table's dump to trickle")
+    assert fired(agent, fake.pid)[0]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fired(agent, fake.pid)
+    r = dsctl(agent, ALICE, "dump", str(victim.pid), timeout=120)
+    assert r.returncode == 0, r
+    # the premise: the table's dump still trickled while alice's was taken
+    assert not collect_records(agent, fake.pid, "collected") and not collect_records(agent, fake.pid, "failed"), \
+        collect_records(agent, fake.pid, "failed")
+
+
+def connection_of_a_gone_process(agent, user):
+    """A connection to @agent made by a process of @user that is gone by the time the agent accepts it (the
+    agent is stopped meanwhile): the agent cannot tell its user namespace, and charges it as unknown."""
+    import socket
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        ours, theirs = socket.socketpair()
+        child = os.fork()
+        if child == 0:
+            try:
+                os.setgroups([])
+                os.setgid(pwd.getpwnam(user).pw_gid)
+                os.setuid(pwd.getpwnam(user).pw_uid)
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(agent.socket)
+                socket.send_fds(theirs, [b"c"], [s.fileno()])
+            finally:
+                os._exit(0)
+        os.waitpid(child, 0)
+        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+        ours.close()
+        theirs.close()
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    conn = socket.socket(fileno=fds[0])
+    conn.settimeout(60)
+    harness.scope.callback(conn.close)
+    return conn
+
+
+@test
+def the_watchers_charge_is_not_the_one_of_peers_it_cannot_tell():
+    """A peer whose user namespace cannot be told (its process is gone) is charged as unknown, (uid_t) -3. The
+    watcher's own charge was that very value: its watch of svc's process counted as one of the unknown peers'
+    sessions, and with max_sessions_per_user = 1 such a peer's session was refused ("as many sessions as
+    max_sessions_per_user allows run for you") while the table watched. The watcher's charge is its own now,
+    and a watch counts as nobody's session but its process's."""
+    target, unit = target_in_unit(value="100", args=("--report-sessions",))
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_sessions_per_user = 1\n' +
+                  table("watching", "Dsagent-TestTarget:test-counter", unit, line="when.above = 1000000"))
+    target.process.read_line("eventsource-enabled True", timeout=90)  # the watch's session runs
+    conn = connection_of_a_gone_process(agent, SVC)
+    conn.sendall(harness.wire_trace_request(target.pid, "Microsoft-Windows-DotNETRuntime:0x1:4", duration=1))
+    data = b""
+    while chunk := conn.recv(65536):
+        data += chunk
+    frames = harness.wire_decode(data)
+    # the premise: the agent charged the peer as unknown (the record names that charge "unknown")
+    recs = wait_for(lambda: [r for r in agent.records() if r.get("DSAGENT_CLIENT_PID") and
+                             r.get("DSAGENT_CLIENT_UID") == str(target.uid) and r.get("DSAGENT_COMMAND") == "trace"],
+                    what="the session's record")
+    assert recs[-1].get("DSAGENT_CLIENT_CHARGED_UID") == "unknown", recs
+    assert frames and frames[0][0] == harness.WIRE_STREAM, (frames, recs[-1])
+    assert recs[-1]["DSAGENT_DECISION"] == "allowed", recs[-1]
 
 
 @test
 def a_runtime_that_ends_its_stream_gets_no_fresh_limit():
     # the runtime ends each session after samples beyond the line; the agent watches it again (30 s later,
     # 3 s under the test hook), and the table's limit, once an hour, must still count the first firing
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "samples.nettrace")
-    with open(path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
-    os.chmod(path, 0o644)
-    fake = FakeRuntime(f"stream:{path}")
-    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    place_in_unit(fake.pid, unit)
+    fake = FakeRuntime(f"stream:{hostile_samples()}")
+    unit = in_new_unit(fake.pid)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("restarted", "Hostile:depth", unit),
                   env={"DSAGENT_TEST_COLLECT_RETRY_MS": "3000"})
     wait_for(lambda: fired(agent, fake.pid), timeout=60, what="the first firing")
@@ -816,14 +914,8 @@ def a_gcdump_table_writes_a_gcdump_the_stock_report_reads_for_its_readers_only_o
 @test
 def a_gcdump_table_whose_runtime_sends_no_heap_records_the_failure_and_leaves_nothing():
     # a runtime whose counter crosses the line, and that answers the heap dump's session with counter samples
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "samples.nettrace")
-    with open(path, "wb") as f:
-        f.write(nettrace_writer.event_counters("Hostile", [("depth", "Depth", 900.0, "", "")], intervals=3))
-    os.chmod(path, 0o644)
-    fake = FakeRuntime(f"stream:{path}")
-    unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
-    place_in_unit(fake.pid, unit)
+    fake = FakeRuntime(f"stream:{hostile_samples()}")
+    unit = in_new_unit(fake.pid)
     agent = agent_with(table("no-heap", "Hostile:depth", unit, then="then.gcdump = true"))
     rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=90, what="the heap dump's failure")[0]
     assert rec["DSAGENT_RULE"] == "no-heap" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
@@ -868,6 +960,254 @@ def a_fired_record_says_the_value_rounded_for_people_and_exactly_for_machines():
         assert rec["DSAGENT_COLLECT_VALUE_EXACT"] == "94.763704", rec
         assert float(rec["DSAGENT_COLLECT_VALUE_EXACT"]) == 94.763704, rec
         assert " at 94.764: " in rec["MESSAGE"], rec["MESSAGE"]
+
+
+@test
+def a_process_that_rebinds_its_socket_gets_no_fresh_limit():
+    """The same process (pid and start time) closes its listener and binds it again, each time after its samples
+    crossed the line: the walk between misses its socket, and its watch ends. The table's limit (once an hour) is
+    the process's for as long as it lives. Before, the limit lived on the watch: each re-bind got a fresh one, and
+    the table fired (and took an artifact) at every re-bind."""
+    fake = FakeRuntime(f"rebind:{hostile_samples()}:5")  # 5 s away: more than a walk's 2 s
+    unit = in_new_unit(fake.pid)
+    agent = agent_with(table("rebound", "Hostile:depth", unit, then="then.stacks = true"))
+    rebinds = lambda: int(open(fake.log + ".rebinds").read()) if os.path.exists(fake.log + ".rebinds") else 0
+    sessions = lambda: [i for i in range(len(fake.received()) - 17) if fake.received()[i:i + 14] == b"DOTNET_IPC_V1\x00"
+                        and fake.received()[i + 16] == 0x02 and fake.received()[i + 17] >= 0x02]
+    # the premise: re-bound three times, and watched again after each (a watch's session is one CollectTracing)
+    wait_for(lambda: rebinds() >= 3 and len(sessions()) >= 4, timeout=120, what="three re-binds, each watched again")
+    time.sleep(2)  # the last watch's samples have been read
+    assert harness.start_time_of(fake.pid) and fake.process.proc.poll() is None, "not the same process any more"
+    assert len(fired(agent, fake.pid)) == 1, fired(agent, fake.pid)
+
+
+@test
+def a_table_takes_at_most_its_limit_total_over_all_its_processes():
+    """Each new process has a limit of its own (once an hour), but the table as a whole takes at most limit_total
+    (two an hour): the third and fourth process fire nothing. Before, every fresh process (or pid) brought a
+    fresh budget, and four processes took four artifacts."""
+    samples = hostile_samples()
+    fakes = [FakeRuntime(f"stream:{samples}") for _ in range(4)]
+    unit = in_new_unit(fakes[0].pid)
+    for fake in fakes[1:]:
+        place_in_unit(fake.pid, unit)
+    agent = agent_with(table("bounded", "Hostile:depth", unit, then="then.stacks = true", extra='limit_total = "2/1h"'))
+    everyone = lambda: [r for f in fakes for r in fired(agent, f.pid)]
+    wait_for(lambda: len(everyone()) >= 2, timeout=90, what="two firings")
+    # every process was watched and its samples read: each has had its session (and the first two their stacks')
+    wait_for(lambda: all(b"DOTNET_IPC_V1\x00" in f.received() for f in fakes), timeout=60, what="every process watched")
+    time.sleep(4)  # the samples of the last to be watched have been read
+    assert len(everyone()) == 2, everyone()
+
+
+AUDIT_GAP_ID = "e7a3a2ffe6c543d2a42572e8d2074d1b"
+EXIT_AUDIT_UNAVAILABLE = 16
+
+
+class StalledRecords:
+    """The agent's JSON records from a pipe the test reads only when it says so: between reads, the pipe (4 KiB)
+    and then the agent's audit queue fill, as with a log collector that stopped reading."""
+
+    def __init__(self, fd):
+        import fcntl
+        fcntl.fcntl(fd, 1031, 4096)  # F_SETPIPE_SZ
+        os.set_blocking(fd, False)
+        self.fd, self.buf, self.records = fd, b"", []
+        harness.scope.callback(os.close, fd)
+
+    def read_now(self):
+        """Everything the pipe holds now; the records so far."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        self.records += [json.loads(line) for line in lines if line.startswith(b"{")]
+        return self.records
+
+
+@test
+def an_artifact_made_while_the_audit_queue_is_full_is_published_with_its_record():
+    """No artifact without its record. The audit output stops being read while a table's trace runs; requests fill
+    the queue for decisions, and another table's firings (300 at once) its reserve for events; then the trace
+    ends. The room for the trace's records was held when it began, so its file is published and, once the output
+    is read again, its dump record and its "collected" record are there, while the noise's events were lost and
+    counted. Before the room was held, the trace was published in dump_dir, root's and readable by the table's
+    readers, with no record of it."""
+    target, unit = target_in_unit()
+    noise_unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
+    noise_path = hostile_samples(intervals=150)
+    r, w = os.pipe2(os.O_CLOEXEC)
+    records = StalledRecords(r)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 10000\nmax_request_burst = 10000\n'
+                  + table("unrecorded", "Dsagent.TestTarget:test-gauge", unit,
+                          then='then.trace_profile = "gc-collect"\nthen.duration = "40s"')
+                  + table("noise", "Hostile:depth", noise_unit, then="then.stacks = true",
+                          extra='limit = "100/1h"\nlimit_total = "1000/1h"'),
+                  audit="json", audit_fd=w, env={"DSAGENT_TEST_AUDIT_QUEUE": "8"})
+    os.close(w)
+    began = lambda: [x for x in records.read_now() if x.get("MESSAGE_ID") == COLLECT_MESSAGE_ID and
+                     x.get("DSAGENT_COLLECT_EVENT") == "fired" and x["DSAGENT_TARGET_PID"] == str(target.pid)]
+    rec = wait_for(began, timeout=90, what="the table's trace to begin")[0]
+    assert rec["DSAGENT_COLLECT_RESULT"] == "a trace of profile gc-collect begins", rec
+    # from now on nothing is read. Requests until one is refused: the queue for decisions is full
+    for _ in range(400):
+        if dsctl(agent, "root", "info", "4999999").returncode == EXIT_AUDIT_UNAVAILABLE:
+            break
+    else:
+        raise AssertionError("the audit queue never filled")
+    # three processes the noise table covers, each crossing its line 150 times at once: 300 firings, recorded
+    # in the reserve the queue keeps for events, and past it
+    fakes = [FakeRuntime(f"stream:{noise_path}") for _ in range(3)]
+    for fake in fakes:
+        place_in_unit(fake.pid, noise_unit)
+    mine = lambda: [f for f in os.listdir(agent.dumps) if ".collect-unrecorded." in f] if os.path.isdir(
+        agent.dumps) else []
+    wait_for(lambda: all(b"DOTNET_IPC_V1\x00" in f.received() for f in fakes), timeout=60,
+             what="the noise table's watches")
+    assert not mine(), "the trace ended before the queue was full: no attack"  # the premise
+    # 120 s: the trace's 40 s from its start, and its rundown, on a loaded machine
+    published = wait_for(mine, timeout=120, what="the trace's file")
+    assert "the trace's audit record could not be written" not in open(agent.log_path).read()
+    # the output is read again: the queue drains; what it could not take is counted, and the trace's records are
+    # there
+    wait_for(lambda: any(x.get("MESSAGE_ID") == AUDIT_GAP_ID for x in records.read_now()), timeout=30,
+             what="the record of what was refused and lost")
+    gaps = [x for x in records.read_now() if x.get("MESSAGE_ID") == AUDIT_GAP_ID]
+    assert sum(int(g["DSAGENT_AUDIT_LOST"]) for g in gaps) > 0, gaps  # the premise: events were lost
+    dumps = wait_for(lambda: [x for x in records.read_now() if x.get("MESSAGE_ID") == harness.DUMP_MESSAGE_ID and
+                              ".collect-unrecorded." in x.get("DSAGENT_DUMP_PATH", "")], timeout=30,
+                     what="the trace's dump record")
+    assert [os.path.basename(x["DSAGENT_DUMP_PATH"]) for x in dumps] == published, (dumps, published)
+    collected = [x for x in records.read_now() if x.get("MESSAGE_ID") == COLLECT_MESSAGE_ID and
+                 x.get("DSAGENT_COLLECT_EVENT") == "collected" and x["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert len(collected) == 1, collected
+
+
+def hostile_heap_stream(directory):
+    """What a hostile runtime sends a heap dump's session, in three files: a head (the runtime's GCStart, GCEnd and
+    GCBulkNode defined, and the start of an induced, blocking gen-2 GC, so that what follows is the dump's); an
+    EventBlock of 25,000 nodes that can follow itself again and again, each node at a lower address than the one
+    before (so that each starts a run of addresses of its own: the most the heap keeps for a node); and a tail,
+    the GC's end and the stream's."""
+    import struct
+    provider = "Microsoft-Windows-DotNETRuntime"
+    stream = nettrace_writer.Stream()
+    stream.metadata(nettrace_writer.metadata(1, provider, 1, "GCStart"),
+                    nettrace_writer.metadata(2, provider, 18, "GCBulkNode"),
+                    nettrace_writer.metadata(3, provider, 2, "GCEnd"))
+    stream.events([nettrace_writer.event(metadata_id=1, thread=1, stack=0, ts=1,
+                                         payload=struct.pack("<IIII", 1, 2, 1, 0))])  # count, depth 2, induced, blocking
+    head = stream.data
+    nodes = struct.pack("<IIH", 0, 1000, 0) + b"".join(struct.pack("<QQQQ", (1 << 40) - 64 * i, 24, 7, 0)
+                                                       for i in range(1000))
+    for last_ts in (2, 200, 20000, 2000000):  # the last event's time, 1 to 4 bytes long, sets the block's length
+        stream = nettrace_writer.Stream()
+        stream.data = head
+        stream.events([nettrace_writer.event(metadata_id=2, thread=1, stack=0, ts=2, payload=nodes)] * 24 +
+                      [nettrace_writer.event(metadata_id=2, thread=1, stack=0, ts=last_ts, payload=nodes)])
+        block = stream.data[len(head):]
+        if len(block) % 4 == 0:
+            break
+    assert len(block) % 4 == 0, len(block)  # so that each block after it starts where this one did, mod 4
+    stream = nettrace_writer.Stream()
+    stream.data = head
+    stream.events([nettrace_writer.event(metadata_id=3, thread=1, stack=0, ts=3, payload=struct.pack("<II", 1, 2))])
+    tail = stream.end()[len(head):]
+    paths = [os.path.join(directory, name) for name in ("heap-head", "heap-block", "heap-tail")]
+    for path, data in zip(paths, (head, block, tail)):
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o644)
+    return paths
+
+
+def peak_memory_of_children(pid):
+    """The most memory (VmHWM) any child of @pid (the agent's workers and helper) has held, in bytes."""
+    peak = 0
+    for child in open(f"/proc/{pid}/task/{pid}/children").read().split():
+        try:
+            status = open(f"/proc/{child}/status").read()
+        except OSError:
+            continue
+        m = re.search(r"^VmHWM:\s+(\d+) kB", status, re.M)
+        peak = max(peak, int(m.group(1)) * 1024 if m else 0)
+    return peak
+
+
+@test
+def a_hostile_runtimes_heap_dump_is_made_by_a_worker_of_bounded_memory():
+    """A table's heap dump is made from the runtime's own stream by one of the agent's workers. A hostile runtime
+    answers the session with 10 million nodes (dotnet-gcdump's limit, and the heap's), each in a run of
+    addresses of its own, and the GC's end: over 300 MiB for the worker to hold, and two such dumps may run at
+    once. The worker may take 256 MiB for it: the heap is refused as one past the heap's limits is, nothing is
+    stored, and no worker's memory went past the bound. Before, the worker took what the stream asked."""
+    head, block, tail = hostile_heap_stream(make_dir(None, 0o755))
+    # 400 blocks: 10 million nodes, dotnet-gcdump's limit, 320 MB of stream
+    fake = FakeRuntime(f"heapdump:{hostile_samples()}:{head}:{block}:400:{tail}")
+    unit = in_new_unit(fake.pid)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_trace_size = "512M"\n' +
+                  table("hostile-heap", "Hostile:depth", unit, then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed") or collect_records(agent, fake.pid, "collected"),
+                   timeout=180, what="the heap dump's end")[0]
+    peak = peak_memory_of_children(agent.proc.pid)
+    sent = int(open(fake.log + ".heapdump").read())
+    print(f"# the runtime sent {sent >> 20} MiB of nodes; the agent's workers held {peak >> 20} MiB at most",
+          flush=True)
+    assert rec["DSAGENT_COLLECT_RESULT"] == \
+        "no heap dump: the heap needs more memory than the agent gives a worker for a heap dump (256 MiB)", rec
+    # the bound, what the worker held before the job, and under the sanitizers the shadow of what it holds (an
+    # eighth of it)
+    assert peak < (256 + 96) << 20, peak >> 20
+    # the worker stopped taking the stream at the bound, well before its end (the whole of it took 412 MiB of the
+    # worker on the code before)
+    assert sent < 400 * os.path.getsize(block), (sent, 400 * os.path.getsize(block))
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f] if os.path.isdir(agent.dumps) else True
+    assert agent.proc.poll() is None, "the agent died"
+
+
+def name_part(name):
+    """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
+    letters, digits, '-', '_' and inner '.', at most 32)."""
+    kept = ""
+    for ch in name or "":
+        if len(kept) == 32:
+            break
+        if ch.isascii() and (ch.isalnum() or ch in "-_" or (ch == "." and kept)):
+            kept += ch
+    return kept or "process"
+
+
+@test
+def an_artifact_whose_first_name_is_taken_gets_the_next_one():
+    """Artifacts are named for their table, process and second: a second one of the same table, process and
+    second finds its first name taken and must take the next (".2"). Here every first name of the next three
+    minutes is taken before the table fires, as an earlier artifact of that second would have it. Before, each
+    name tried labelled the file again, with XATTR_CREATE, which fails on a file already labelled: every name
+    failed, and the artifact was lost (a "failed" record, "File exists")."""
+    target, unit = target_in_unit()
+    agent = agent_with(table("taken-names", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
+                             extra='when.for = "4s"'))
+    name = name_part(harness.info_json(agent, "root", target.pid)["name"])
+    os.makedirs(agent.dumps, mode=0o711, exist_ok=True)
+    now = int(time.time())
+    for second in range(now - 1, now + 180):  # the table fires within seconds: well inside these three minutes
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+        with open(os.path.join(agent.dumps, f"stacks.{name}.{target.pid}.collect-taken-names.{stamp}.txt"), "w"):
+            pass
+    rec = wait_for(lambda: collect_records(agent, target.pid, "collected") or collect_records(agent, target.pid,
+                                                                                              "failed"),
+                   timeout=120, what="the stacks' end")[0]
+    assert rec["DSAGENT_COLLECT_EVENT"] == "collected", rec
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert path.endswith(".2.txt") and f"stacks.{name}.{target.pid}.collect-taken-names." in path, path
+    assert os.path.getsize(path) > 0 and can_read(ALICE, path), path
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_DUMP_TYPE"] == "stacks", dumps
 
 
 if __name__ == "__main__":

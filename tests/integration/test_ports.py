@@ -217,6 +217,30 @@ def an_on_start_trace_is_one_of_the_sessions_max_sessions_per_target_allows():
 
 
 @test
+def an_on_start_trace_counts_as_one_of_its_owners_sessions():
+    """A startup trace is work the agent starts of the runtime's owner's process: it is charged to that owner and
+    counts against the owner's max_sessions_per_user, as the owner's own sessions do. With max_sessions_per_user
+    = 1 and svc's counters session of another of its processes running, svc's new runtime is left untraced (and
+    goes on at the port's suspend_timeout), with a record that says why. Before, startup traces were charged to an id of their own, apart from
+    every user's pools."""
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    settings = policy(path, suspend_timeout="1s", extra=on_start())  # a runtime left untraced goes on after 1 s
+    agent = Agent(policy=settings.replace("[agent]\n", "[agent]\nmax_sessions_per_user = 1\n", 1))
+    other = Target(SVC)
+    counters = Process(as_user(SVC, [harness.DSCTL, "--socket", agent.socket, "counters", str(other.pid),
+                                     "--duration", "120"]))
+    wait_for(lambda: [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] ==
+                      str(other.pid)], timeout=60, what="svc's own session")
+    target = connecting_target(path, mode="suspend", args=("--startup-marker",))
+    skipped = wait_for(lambda: port_records(agent, "on-start-skipped"), timeout=30, what="the trace skipped")
+    assert "max_sessions_per_user" in skipped[0]["DSAGENT_REASON"], skipped
+    target.process.read_line("ready pid=", timeout=60)  # resumed at the port's suspend_timeout, untraced
+    assert not [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert counters.proc.poll() is None, "svc's own session ended first"
+
+
+@test
 def a_runtime_no_on_start_covers_is_not_traced_and_waits_as_before():
     d = port_dir()
     path = os.path.join(d, "app.sock")
@@ -295,10 +319,10 @@ def a_runtime_root_in_its_own_user_namespace_is_its_host_user_on_a_port():
     assert r.returncode == 0 and "port" not in json.loads(r.stdout), r
 
 
-# What the agent reserves for its clients (docs/architecture.md: 88 + (512 + 4 of root's) x 6) and for the ports besides
-# registrations (256 unadvertised connections at 2 fds, 4 per possible listener): an open files limit
+# What the agent reserves for its clients (docs/architecture.md: 2648 + (512 + 4 of root's) x 6) and for the ports
+# besides registrations (256 unadvertised connections at 2 fds, 4 per possible listener): an open files limit
 # of these plus 4 leaves room for two registered runtimes.
-CLIENT_FDS = 88 + (512 + 4) * 6
+CLIENT_FDS = 2648 + (512 + 4) * 6
 PORT_FIXED_FDS = 2 * 256 + 4 * 16
 
 

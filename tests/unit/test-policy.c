@@ -1284,6 +1284,7 @@ static const char collect_policy[] =
         "then.dump = \"mini\"\n"
         "readers = [\"group:ops\", \"bob\"]\n"
         "limit = \"2/1h\"\n"
+        "limit_total = \"20/1d\"\n"
         "\n"
         "[[collect]]\n"
         "name = \"marker-exceptions\"\n"
@@ -1324,6 +1325,7 @@ static void test_collect(void) {
         check(c->reader_groups.n == 1 && c->reader_groups.ids[0] == 3001 && c->reader_users.n == 1 &&
               c->reader_users.ids[0] == 1002);
         check(c->limit.count == 2 && c->limit.period_usec == 3600000000ULL);
+        check(c->limit_total.count == 20 && c->limit_total.period_usec == 86400000000ULL);
 
         c = &p->collect[1];
         check(c->targets.any && c->when == POLICY_COLLECT_WHEN_EXCEPTION &&
@@ -1333,6 +1335,8 @@ static void test_collect(void) {
         /* no readers: root's alone; no limit: once an hour */
         check(c->reader_users.n == 0 && c->reader_groups.n == 0);
         check(c->limit.count == 1 && c->limit.period_usec == 3600000000ULL);
+        /* no limit_total: ten an hour over all the processes the table covers */
+        check(c->limit_total.count == 10 && c->limit_total.period_usec == 3600000000ULL);
 
         c = &p->collect[2];
         check(!c->has_above && c->has_below && c->below == 2 && c->for_usec == 0 && c->n_counter_tags == 0);
@@ -1525,6 +1529,10 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_OK "limit = 1\n", NULL, 7, 9, "must be a string");
         compile_fails(COLLECT_OK "limit = \"101/1h\"\n", NULL, 7, 9, "bad limit \"101/1h\"");
         policy_unref(compile_ok(COLLECT_OK "limit = \"100/1m\"\n"));
+        compile_fails(COLLECT_OK "limit_total = \"0/1h\"\n", NULL, 7, 15, "bad limit_total \"0/1h\"");
+        compile_fails(COLLECT_OK "limit_total = \"1001/1h\"\n", NULL, 7, 15, "bad limit_total \"1001/1h\"");
+        compile_fails(COLLECT_OK "limit_total = 5\n", NULL, 7, 15, "must be a string");
+        policy_unref(compile_ok(COLLECT_OK "limit_total = \"1000/1m\"\n"));
         compile_fails("[[collect]]\nname = \"a b\"\ntargets.any = true\nwhen.exception = \"E\"\nthen.stacks = true\n",
                       NULL, 2, 8, "collect name must be 1-64");
         compile_fails(COLLECT_OK COLLECT_OK, NULL, 7, 1, "collect name 'c' is already used at policy.toml:1");

@@ -51,25 +51,38 @@ static void test_a_requester_and_a_process_count_over_both_pools(void) {
 }
 
 /* The agent's own sessions (watches, tables' actions, startup traces) share the process's seats with
- * clients', and count against no requester's limit. */
+ * clients'. A watch counts against no requester's limit; an action or a startup trace is its owner's, and
+ * counts as the owner's own sessions do. */
 static void test_agent_sessions_share_the_processs_seats(void) {
         static const AdmissionLimits CLIENT = { .per_target = 2, .per_requester = 1 };
         Admission *a = admission_new();
         AdmissionKey watch, action, other;
         const char *why = NULL;
 
-        check(admission_begin_agent_session(a, 100, 7, (uid_t)-3, 2, &watch, &why) == 0);
-        check(watch.pid == 100 && watch.start_time == 7 && watch.requester == (uid_t)-3 && !watch.own);
-        check(admission_begin_agent_session(a, 100, 7, (uid_t)-4, 2, &action, &why) == 0);
+        check(admission_begin_watch(a, 100, 7, 1001, 2, &watch, &why) == 0);
+        check(watch.pid == 100 && watch.start_time == 7 && watch.requester == 1001 && watch.watch && !watch.own);
+        /* the watch is not the owner's own: the owner's session of another process still runs */
+        check(admission_begin(a, ADMISSION_SESSION, KEY(200, 1001, false), &CLIENT, &why) == 0);
+        admission_end(a, ADMISSION_SESSION, KEY(200, 1001, false));
+        check(admission_begin_agent_session(a, 100, 7, 1001, 2, 1, &action, &why) == 0);
+        check(action.requester == 1001 && !action.watch);
         /* both seats taken: a client's session is told so, as is a third of the agent's */
         why = NULL;
-        check(admission_begin(a, ADMISSION_SESSION, KEY(100, 1001, false), &CLIENT, &why) == ADMISSION_E_BUSY);
+        check(admission_begin(a, ADMISSION_SESSION, KEY(100, 1002, false), &CLIENT, &why) == ADMISSION_E_BUSY);
         check(why && strstr(why, "max_sessions_per_target"));
-        check(admission_begin_agent_session(a, 100, 7, (uid_t)-4, 2, &other, &why) == ADMISSION_E_BUSY);
-        /* no limit per owner: the same owner's session of another process runs */
-        check(admission_begin_agent_session(a, 200, 7, (uid_t)-4, 2, &other, &why) == 0);
+        check(admission_begin_agent_session(a, 100, 7, 1002, 2, 1, &other, &why) == ADMISSION_E_BUSY);
+        /* the action is the owner's: with max_sessions_per_user = 1, neither the owner's own session of another
+         * process nor another action on the owner's behalf runs */
+        why = NULL;
+        check(admission_begin(a, ADMISSION_SESSION, KEY(200, 1001, false), &CLIENT, &why) == ADMISSION_E_BUSY);
+        check(why && strstr(why, "max_sessions_per_user"));
+        check(admission_begin_agent_session(a, 200, 7, 1001, 2, 1, &other, &why) == ADMISSION_E_BUSY);
+        /* another owner's runs */
+        check(admission_begin_agent_session(a, 200, 7, 1002, 2, 1, &other, &why) == 0);
+        admission_end(a, ADMISSION_SESSION, &other);
         admission_end(a, ADMISSION_SESSION, &action);
-        check(admission_begin(a, ADMISSION_SESSION, KEY(100, 1001, false), &CLIENT, &why) == 0);
+        check(admission_begin(a, ADMISSION_SESSION, KEY(100, 1002, false), &CLIENT, &why) == 0);
+        admission_end(a, ADMISSION_SESSION, &watch);
         admission_free(a);
 }
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* When a [[collect]] table fires on one process (agent/collect/collect-trigger.h) */
+/* When a [[collect]] table fires on one process, and what its limits keep (agent/collect/collect-trigger.h,
+ * collect-ledger.h) */
 #include <string.h>
 
+#include "collect-ledger.h"
 #include "collect-trigger.h"
 #include "policy-compile.h"
 #include "tap.h"
@@ -30,6 +32,21 @@ static Policy *compile(const char *text) {
         return p;
 }
 
+static CollectLedger *ledger;
+
+/* A trigger of @table on the process @pid, with its limits from the ledger, as the watcher makes it. */
+static void init(CollectTrigger *t, pid_t pid, const PolicyCollect *table) {
+        collect_trigger_init(t, table, collect_ledger_process_limit(ledger, pid, 1000 + pid, table),
+                             collect_ledger_table_limit(ledger, table));
+}
+
+/* The watch ends: its limits stay in the ledger. */
+static void done(CollectTrigger *t) {
+        collect_ledger_release(ledger, t->process_limit);
+        collect_ledger_release(ledger, t->table_limit);
+        collect_trigger_done(t);
+}
+
 static NettraceCounter sample(const char *provider, const char *name, const char *tags, double value) {
         return (NettraceCounter){ .kind = NETTRACE_COUNTER_GAUGE, .provider = (char *)provider, .name = (char *)name,
                                   .tags = (char *)tags, .has_value = true, .value = value };
@@ -56,7 +73,7 @@ static void test_counter_for(void) {
 
         if (!p)
                 return;
-        collect_trigger_init(&t, &p->collect[0]);
+        init(&t, 1, &p->collect[0]);
         check(feed(&t, "queue=bars-q2", 301, 0) == COLLECT_QUIET);
         check(feed(&t, "queue=bars-q2", 500, 1 * SEC) == COLLECT_QUIET);
         check(feed(&t, "queue=bars-q2", 300, 2 * SEC) == COLLECT_QUIET); /* at the line is not above it */
@@ -87,8 +104,8 @@ static void test_counter_for(void) {
         check(feed(&t, "queue=bars-q2", 400, 30 * SEC) == COLLECT_QUIET);
         check(feed(&t, "queue=bars-q2", 400, 32 * SEC - 1) == COLLECT_QUIET);
         check(feed(&t, "queue=bars-q2", 400, 32 * SEC) == COLLECT_FIRE);
-        check(t.n_fired == 3 && t.n_limited == 0);
-        collect_trigger_done(&t);
+        check(t.process_limit->n_fired == 3 && t.process_limit->n_limited == 0);
+        done(&t);
         policy_unref(p);
 }
 
@@ -100,8 +117,8 @@ static void test_counter_limit(void) {
 
         if (!p)
                 return;
-        collect_trigger_init(&t, &p->collect[0]);
-        collect_trigger_init(&other, &p->collect[0]);
+        init(&t, 1, &p->collect[0]);
+        init(&other, 2, &p->collect[0]);
         /* no when.for: each sample beyond the line meets the condition */
         for (unsigned i = 0; i < 100000; i++)
                 switch (feed(&t, "queue=bars-q2,host=a", 1e9, i)) {
@@ -109,7 +126,7 @@ static void test_counter_limit(void) {
                 case COLLECT_LIMITED: limited++; break;
                 default: break;
                 }
-        check(fired == 2 && limited == 99998 && t.n_fired == 2 && t.n_limited == 99998);
+        check(fired == 2 && limited == 99998 && t.process_limit->n_fired == 2 && t.process_limit->n_limited == 99998);
         /* another process has its own */
         check(feed(&other, "queue=bars-q2", 301, 10) == COLLECT_FIRE);
         /* the window slides: an hour after the first, one more */
@@ -117,8 +134,8 @@ static void test_counter_limit(void) {
         check(feed(&t, "queue=bars-q2", 301, 3600 * SEC) == COLLECT_FIRE);
         check(feed(&t, "queue=bars-q2", 301, 3600 * SEC) == COLLECT_LIMITED);
         check(feed(&t, "queue=bars-q2", 301, 3600 * SEC + 1) == COLLECT_FIRE);
-        collect_trigger_done(&t);
-        collect_trigger_done(&other);
+        done(&t);
+        done(&other);
         policy_unref(p);
 }
 
@@ -132,7 +149,7 @@ static void test_counter_below_and_kinds(void) {
 
         if (!p)
                 return;
-        collect_trigger_init(&t, &p->collect[0]);
+        init(&t, 1, &p->collect[0]);
         c.kind = NETTRACE_COUNTER_MEAN;
         check(collect_trigger_counter(&t, &c, 0, &v) == COLLECT_FIRE && v == 1);
         c.value = 2;
@@ -149,7 +166,7 @@ static void test_counter_below_and_kinds(void) {
         c.kind = NETTRACE_COUNTER_GAUGE;
         c.value = __builtin_nan("");
         check(collect_trigger_counter(&t, &c, 6, &v) == COLLECT_QUIET);
-        collect_trigger_done(&t);
+        done(&t);
         policy_unref(p);
 }
 
@@ -164,8 +181,8 @@ static void test_exception_window(void) {
 
         if (!p)
                 return;
-        collect_trigger_init(&t, &p->collect[0]);
-        collect_trigger_init(&one, &p->collect[1]);
+        init(&t, 1, &p->collect[0]);
+        init(&one, 2, &p->collect[1]);
         check(collect_trigger_exception(&t, "Bars.BarsMarkerException", 0) == COLLECT_QUIET);
         check(collect_trigger_exception(&t, "Bars.BarsMarkerException", 5 * SEC) == COLLECT_QUIET);
         check(collect_trigger_exception(&t, "System.TimeoutException", 6 * SEC) == COLLECT_QUIET);
@@ -179,14 +196,14 @@ static void test_exception_window(void) {
         for (int i = 0; i < 30; i++)
                 check(collect_trigger_exception(&t, "BarsMarkerException", 15 * SEC) ==
                       (i % 3 == 2 ? COLLECT_LIMITED : COLLECT_QUIET));
-        check(t.n_fired == 2 && t.n_limited == 10);
+        check(t.process_limit->n_fired == 2 && t.process_limit->n_limited == 10);
         /* a count of 1: each one, up to the default limit of one an hour */
         check(collect_trigger_exception(&one, "System.TimeoutException", 0) == COLLECT_FIRE);
         check(collect_trigger_exception(&one, "System.TimeoutException", 1) == COLLECT_LIMITED);
         check(collect_trigger_exception(&one, "TimeoutException", 3600 * SEC) == COLLECT_QUIET); /* a full name */
         check(collect_trigger_exception(&one, "System.TimeoutException", 3600 * SEC) == COLLECT_FIRE);
-        collect_trigger_done(&t);
-        collect_trigger_done(&one);
+        done(&t);
+        done(&one);
         policy_unref(p);
 }
 
@@ -199,19 +216,77 @@ static void test_counter_between(void) {
 
         if (!p)
                 return;
-        collect_trigger_init(&t, &p->collect[0]);
+        init(&t, 1, &p->collect[0]);
         check(feed(&t, NULL, 10, 0) == COLLECT_QUIET);
         check(feed(&t, NULL, 11, 1) == COLLECT_FIRE);
         check(feed(&t, NULL, 19.5, 2) == COLLECT_FIRE);
         check(feed(&t, NULL, 20, 3) == COLLECT_QUIET);
         check(feed(&t, NULL, 1e9, 4) == COLLECT_QUIET);
-        collect_trigger_done(&t);
+        done(&t);
         policy_unref(p);
 }
 
-/* A reload: the same table (by name, with the same limit) in the new policy takes what the old one
- * counted; a table whose limit changed, or another table, starts afresh */
-static void test_limit_taken_over_a_reload(void) {
+/* A watch that ends (the process re-bound its socket, a walk missed it) and a new one of the same process: the
+ * limit is the ledger's, by pid and start time, and holds; another process (or the same pid started anew)
+ * has its own */
+static void test_limit_outlives_the_watch(void) {
+        Policy *p = compile(QUEUE "limit = \"1/1h\"\n");
+        CollectTrigger first, again, other;
+
+        if (!p)
+                return;
+        init(&first, 1, &p->collect[0]);
+        check(feed(&first, "queue=bars-q2", 301, 1) == COLLECT_FIRE);
+        done(&first);
+        collect_ledger_prune(ledger, p, 2 * SEC); /* a walk: it still holds the firing back */
+        init(&again, 1, &p->collect[0]);
+        check(again.process_limit && again.process_limit->n_fired == 1 && again.process_limit->last_fired_usec == 1);
+        check(feed(&again, "queue=bars-q2", 301, 3 * SEC) == COLLECT_LIMITED);
+        collect_trigger_init(&other, &p->collect[0], collect_ledger_process_limit(ledger, 1, 99, &p->collect[0]),
+                             collect_ledger_table_limit(ledger, &p->collect[0]));
+        check(feed(&other, "queue=bars-q2", 301, 4 * SEC) == COLLECT_FIRE);
+        /* an hour after the firing it holds nothing back: the watched one stays, the other goes once released */
+        done(&other);
+        collect_ledger_prune(ledger, p, 4 * SEC + 3600 * SEC);
+        check(collect_ledger_size(ledger) == 2); /* again's limit, and the table's */
+        check(feed(&again, "queue=bars-q2", 301, 3600 * SEC + 1) == COLLECT_FIRE);
+        done(&again);
+        collect_ledger_forget_process(ledger, 1, 1001);
+        check(collect_ledger_size(ledger) == 1); /* the table's, still in its window */
+        collect_ledger_prune(ledger, p, 3 * 3600 * SEC);
+        check(collect_ledger_size(ledger) == 0);
+        policy_unref(p);
+}
+
+/* limit_total: the table over all its processes; fresh processes bring no budget beyond it */
+static void test_limit_total(void) {
+        Policy *p = compile(QUEUE "limit = \"1/1h\"\nlimit_total = \"3/1h\"\n");
+        CollectTrigger t[5];
+        unsigned fired = 0;
+
+        if (!p)
+                return;
+        for (int i = 0; i < 5; i++) {
+                init(&t[i], 10 + i, &p->collect[0]);
+                fired += feed(&t[i], "queue=bars-q2", 301, (uint64_t)i * SEC) == COLLECT_FIRE;
+        }
+        check(fired == 3);
+        check(t[3].process_limit->n_limited == 1 && t[3].process_limit->n_fired == 0);
+        check(t[0].table_limit == t[4].table_limit && t[0].table_limit->n_fired == 3 && t[0].table_limit->n_limited == 2);
+        /* the processes held back by the table still have their own limit whole, once the table's window slides */
+        check(feed(&t[3], "queue=bars-q2", 301, 3600 * SEC) == COLLECT_FIRE);
+        check(feed(&t[4], "queue=bars-q2", 301, 3600 * SEC) == COLLECT_LIMITED); /* 1, 2 s: still within it */
+        check(feed(&t[4], "queue=bars-q2", 301, 3602 * SEC) == COLLECT_FIRE);
+        for (int i = 0; i < 5; i++)
+                done(&t[i]);
+        collect_ledger_prune(ledger, p, 10 * 3600 * SEC);
+        check(collect_ledger_size(ledger) == 0);
+        policy_unref(p);
+}
+
+/* A reload: the same table (by name, with the same limits) in the new policy finds what the old one counted,
+ * per process and in all; a table whose limit changed starts afresh, and what nobody has any more goes */
+static void test_limit_across_a_reload(void) {
         Policy *before = compile(QUEUE "limit = \"2/1h\"\n");
         Policy *after = compile(QUEUE "limit = \"2/1h\"\n");
         Policy *changed = compile(QUEUE "limit = \"3/1h\"\n");
@@ -219,35 +294,67 @@ static void test_limit_taken_over_a_reload(void) {
 
         if (!before || !after || !changed)
                 return;
-        collect_trigger_init(&old, &before->collect[0]);
+        init(&old, 1, &before->collect[0]);
         check(feed(&old, "queue=bars-q2", 301, 1) == COLLECT_FIRE);
         check(feed(&old, "queue=bars-q2", 301, 2) == COLLECT_FIRE);
         check(feed(&old, "queue=bars-q2", 301, 3) == COLLECT_LIMITED);
+        done(&old);
 
-        collect_trigger_init(&other, &changed->collect[0]);
-        check(!collect_trigger_take_limit(&other, &old));
+        init(&other, 1, &changed->collect[0]);
         check(feed(&other, "queue=bars-q2", 301, 4) == COLLECT_FIRE);
+        /* the table's limit_total is the same: it counted all three */
+        check(other.table_limit->n_fired == 3);
+        done(&other);
 
-        collect_trigger_init(&same, &after->collect[0]);
-        check(collect_trigger_take_limit(&same, &old));
-        check(same.n_fired == 2 && same.last_fired_usec == 2 && old.n_fired == 0);
+        collect_ledger_prune(ledger, after, 5);
+        init(&same, 1, &after->collect[0]);
+        check(same.process_limit->n_fired == 2 && same.process_limit->last_fired_usec == 2);
         check(feed(&same, "queue=bars-q2", 301, 5) == COLLECT_LIMITED);
         /* the window still slides from the firings before the reload */
         check(feed(&same, "queue=bars-q2", 301, 3600 * SEC + 1) == COLLECT_FIRE);
-        collect_trigger_done(&old);
-        collect_trigger_done(&same);
-        collect_trigger_done(&other);
+        done(&same);
+        /* "changed" is not the policy's: its limit on the process went at the reload's prune */
+        check(collect_ledger_size(ledger) == 2);
+        collect_ledger_prune(ledger, after, 10 * 3600 * SEC);
+        check(collect_ledger_size(ledger) == 0);
         policy_unref(before);
         policy_unref(after);
         policy_unref(changed);
 }
 
+/* No room in the ledger for a limit: the table does not fire (fewer artifacts, never more) */
+static void test_no_limit_no_firing(void) {
+        Policy *p = compile(QUEUE);
+        CollectTrigger t;
+
+        if (!p)
+                return;
+        collect_trigger_init(&t, &p->collect[0], NULL, collect_ledger_table_limit(ledger, &p->collect[0]));
+        check(feed(&t, "queue=bars-q2", 301, 1) == COLLECT_LIMITED);
+        check(t.table_limit->n_fired == 0);
+        done(&t);
+        collect_ledger_prune(ledger, p, 2);
+        check(collect_ledger_size(ledger) == 0);
+        policy_unref(p);
+}
+
+/* Each test with a ledger of its own: the tables of different tests share names. */
+#define run_with_ledger(fn)                           \
+        do {                                          \
+                ledger = collect_ledger_new();        \
+                run_test(fn);                         \
+                ledger = collect_ledger_free(ledger); \
+        } while (0)
+
 int main(void) {
-        run_test(test_counter_between);
-        run_test(test_counter_for);
-        run_test(test_counter_limit);
-        run_test(test_counter_below_and_kinds);
-        run_test(test_exception_window);
-        run_test(test_limit_taken_over_a_reload);
+        run_with_ledger(test_counter_between);
+        run_with_ledger(test_counter_for);
+        run_with_ledger(test_counter_limit);
+        run_with_ledger(test_counter_below_and_kinds);
+        run_with_ledger(test_exception_window);
+        run_with_ledger(test_limit_outlives_the_watch);
+        run_with_ledger(test_limit_total);
+        run_with_ledger(test_limit_across_a_reload);
+        run_with_ledger(test_no_limit_no_firing);
         return tap_finish();
 }

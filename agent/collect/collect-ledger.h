@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * What the [[collect]] tables counted against their limits: each table's limit on each process,
+ * and each table's limit_total over all of them. Pure bookkeeping, no I/O, no clock of its own.
+ *
+ * A table's limit on a process lives as long as the process: identified by its pid and start time
+ * (the runtime's own key), it is kept apart from the watch, which a re-bound socket, a walk that
+ * misses it or a reload ends, so that none of them gives the process a fresh limit. The watcher
+ * says when a process is gone (collect_ledger_forget_process()). A table's limit_total bounds what
+ * all its processes take together: a fresh process brings no budget beyond it.
+ *
+ * Limits are found by the table's name and the limit itself: a table that keeps both across a
+ * reload keeps what it counted; one whose limit changed starts afresh. A limit that holds nothing
+ * back any more (its last count has left its window) and that no trigger points at is dropped by
+ * collect_ledger_prune(); so is one of a table the policy no longer has. At most
+ * COLLECT_LEDGER_LIMITS_MAX limits are kept: past that, a process's limit cannot be made, and its
+ * table does not fire on it (collect-trigger.h): fewer artifacts, never more.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "collect-trigger.h"
+#include "policy.h"
+
+#define COLLECT_LEDGER_LIMITS_MAX 8192
+
+typedef struct CollectLedger CollectLedger;
+
+CollectLedger *collect_ledger_new(void);
+CollectLedger *collect_ledger_free(CollectLedger *l);
+
+/*
+ * collect_ledger_process_limit() - @table's limit on the process @pid started at @start_time
+ *
+ * Made when missing. The caller holds it (CollectLimit.users) until collect_ledger_release().
+ * Return: the limit, or NULL (no memory, or COLLECT_LEDGER_LIMITS_MAX kept already).
+ */
+CollectLimit *collect_ledger_process_limit(CollectLedger *l, pid_t pid, uint64_t start_time,
+                                           const PolicyCollect *table);
+/* @table's limit_total, held likewise. Return: the limit, or NULL. */
+CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table);
+/* The caller no longer points at @limit (NULL: nothing). */
+void collect_ledger_release(CollectLedger *l, CollectLimit *limit);
+
+/* The process @pid started at @start_time has exited: its limits go (those still held stay until released). */
+void collect_ledger_forget_process(CollectLedger *l, pid_t pid, uint64_t start_time);
+
+/*
+ * collect_ledger_prune() - drops what can no longer hold anything back
+ *
+ * Limits nobody holds whose table (by name and limit) @policy no longer has, or that hold
+ * nothing back at @now_usec (collect_limit_holds()).
+ */
+void collect_ledger_prune(CollectLedger *l, const Policy *policy, uint64_t now_usec);
+
+/* Calls @visit once for each process some limit is kept for. */
+void collect_ledger_visit_processes(const CollectLedger *l, void (*visit)(pid_t pid, uint64_t start_time,
+                                                                         void *userdata),
+                                    void *userdata);
+/* How many limits are kept (for tests and status). */
+unsigned collect_ledger_size(const CollectLedger *l);
