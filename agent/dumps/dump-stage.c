@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "target-view.h"
 
 #define STAGE_PREFIX ".dsagent-dump-"
+#define STALE_PREFIX "stale"
 
 static int map_view_error(int r, const char *view_why, const char **ret_why) {
         switch (r) {
@@ -271,8 +273,9 @@ DumpStage *dump_stage_free(DumpStage *s) {
         return NULL;
 }
 
-/* A note left by an agent that died mid-dump: remove its staging directory if its process lives. */
-static void clean_one(const char *runtime_dir, const char *name) {
+/* A note left by an agent that died mid-dump, set aside as @note (STALE_PREFIX and the directory's @name):
+ * remove its staging directory if its process lives. */
+static void clean_one(const char *runtime_dir, const char *note, const char *name) {
         _cleanup_(target_unrefp) Target *t = NULL;
         _cleanup_close_ int tmp_fd = -EBADF, dir_fd = -EBADF;
         _cleanup_free_ char *path = NULL;
@@ -281,7 +284,7 @@ static void clean_one(const char *runtime_dir, const char *name) {
         int pid, fields = 0;
         FILE *f;
 
-        if (asprintf(&path, "%s/%s", runtime_dir, name) < 0)
+        if (asprintf(&path, "%s/%s", runtime_dir, note) < 0)
                 return;
         f = fopen(path, "re");
         if (f) {
@@ -298,6 +301,37 @@ static void clean_one(const char *runtime_dir, const char *name) {
         (void)unlink(path);
 }
 
+static bool is_note(const char *name) {
+        return strncmp(name, STAGE_PREFIX, strlen(STAGE_PREFIX)) == 0 &&
+               strlen(name) < sizeof(((DumpStage *)NULL)->name);
+}
+
+void dump_stage_set_aside_stale(const char *runtime_dir) {
+        _cleanup_close_ int dir_fd = open(runtime_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        struct dirent *de;
+        char stale[sizeof(STALE_PREFIX) + NAME_MAX];
+        DIR *d;
+
+        int fd;
+
+        if (dir_fd < 0)
+                return;
+        fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return;
+        }
+        while ((de = readdir(d)))
+                if (is_note(de->d_name)) {
+                        snprintf(stale, sizeof(stale), STALE_PREFIX "%s", de->d_name);
+                        (void)renameat(dir_fd, de->d_name, dir_fd, stale);
+                }
+        closedir(d);
+}
+
 void dump_stage_clean_stale(const char *runtime_dir) {
         struct dirent *de;
         DIR *d = opendir(runtime_dir);
@@ -305,8 +339,8 @@ void dump_stage_clean_stale(const char *runtime_dir) {
         if (!d)
                 return;
         while ((de = readdir(d)))
-                if (strncmp(de->d_name, STAGE_PREFIX, strlen(STAGE_PREFIX)) == 0 &&
-                    strlen(de->d_name) < sizeof(((DumpStage *)NULL)->name))
-                        clean_one(runtime_dir, de->d_name);
+                if (strncmp(de->d_name, STALE_PREFIX, strlen(STALE_PREFIX)) == 0 &&
+                    is_note(de->d_name + strlen(STALE_PREFIX)))
+                        clean_one(runtime_dir, de->d_name, de->d_name + strlen(STALE_PREFIX));
         closedir(d);
 }

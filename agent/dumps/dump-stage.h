@@ -70,11 +70,23 @@ int dump_stage_adopt(const char *name, const char *target_path, const char *reco
 DumpStage *dump_stage_free(DumpStage *s);
 
 /**
+ * dump_stage_set_aside_stale() - mark the notes of an earlier agent's staging directories as stale
+ *
+ * Every staging directory is noted in the runtime directory while it exists;
+ * notes there when an agent starts belong to an agent that died. Each is
+ * renamed to a name of its own ("stale" before it), so that the clean-up
+ * (dump_stage_clean_stale(), in a worker, some time later) finds those and
+ * never a note of this agent's own dumps, which may be staging by then. Run
+ * once at start, before the first request is read: renames in the agent's
+ * own directory, which waits on nothing of anyone else's.
+ */
+void dump_stage_set_aside_stale(const char *runtime_dir);
+
+/**
  * dump_stage_clean_stale() - finish the clean-up an earlier agent could not
  *
- * Run at start-up. Every staging directory is noted in the runtime
- * directory while it exists; notes found now belong to an agent that died.
- * The directories of processes that still live are removed like any other.
+ * For each note dump_stage_set_aside_stale() set aside: the directory of a
+ * process that still lives is removed like any other, and the note goes.
  */
 void dump_stage_clean_stale(const char *runtime_dir);
 

@@ -928,7 +928,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
+                test_hook_pause("before-clean");
                 dump_stage_clean_stale(q.runtime_dir);
+                test_hook_note("stale staging cleaned");
                 reply->size = REPLY_HEAD;
                 break;
         default:
@@ -1485,6 +1487,8 @@ int jobs_clean_stale(Broker *b) {
 
         if (!q)
                 return -ENOMEM;
+        /* now, before the first request: what the worker cleans later is an earlier agent's alone */
+        dump_stage_set_aside_stale(b->config.runtime_dir);
         snprintf(q->runtime_dir, sizeof(q->runtime_dir), "%s", b->config.runtime_dir);
         m = (WorkerMessage){ .data = q, .size = offsetof(JobRequest, runtime_dir) + sizeof(q->runtime_dir) };
         r = worker_pool_submit(b->workers, 0, &m, b->config.runtime_timeout_usec * 6, clean_done, NULL, &job);

@@ -339,6 +339,29 @@ def an_agent_restart_cleans_up_the_staging_an_earlier_one_left():
 
 
 @test
+def a_starting_agent_cleans_only_an_earlier_agents_staging_never_its_own():
+    """A starting agent removes, in a worker, the staging directories an agent that died left behind (their notes
+    in the runtime directory). A dump asked for at once (socket activation starts the agent for it) stages while
+    that worker has not looked yet: its note must not read as an earlier agent's. Before, on a loaded machine the
+    worker found the new note and removed the directory under the runtime (createdump: "Could not create output
+    file '/tmp/.dsagent-dump-.../dump': No such file or directory"; 1 in 8 runs beside a busy core)."""
+    target = private_target()
+    # the cleaning worker waits 4 s before it looks, as a loaded machine made it: the dump below stages meanwhile
+    agent = Agent("--dump-start-timeout", "120", env={"DSAGENT_TEST_PAUSE": "before-clean:4000"})
+    pending = stopped_dump(agent, SVC, target)
+    staged = staging_dirs(target)
+    assert "test-hook: stale staging cleaned" not in open(agent.log_path).read(), "cleaned before the dump staged"
+    # 30 s: a bound against a hang; the worker looks 4 s after the agent started
+    wait_for(lambda: "test-hook: stale staging cleaned" in open(agent.log_path).read(), timeout=30,
+             what="the clean-up of an earlier agent's staging")
+    assert staging_dirs(target) == staged, (staged, staging_dirs(target))
+    os.kill(target.pid, signal.SIGCONT)
+    out, err = pending.communicate(timeout=120)
+    assert pending.returncode == 0, (out, err)
+    assert staging_dirs(target) == []
+
+
+@test
 def only_root_reads_a_dump_of_a_process_that_changed_credentials():
     # started by alice, running as svc: its memory is not alice's, nor svc's to hand out. The real
     # runtime opens no diagnostic socket with real and effective uid apart, so a fake plays it.
