@@ -216,6 +216,7 @@ Policy *policy_new_builtin(void) {
         p->agent.max_concurrent_own_dumps = 4;
         p->agent.max_use = (PolicySize){ .percent = 10 };
         p->agent.keep_free = (PolicySize){ .percent = 15 };
+        p->agent.max_age_usec = POLICY_MAX_AGE_DEFAULT_USEC;
         p->agent.owner_access = true;
         p->agent.max_sessions_per_target = 4;
         p->agent.max_sessions_per_user = 8;
