@@ -253,3 +253,15 @@ int parse_pid(const char *s, pid_t *ret) {
         *ret = (pid_t)v;
         return 0;
 }
+
+void text_format_size(uint64_t size, char *buf, size_t n) {
+        static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+        double v = (double)size;
+        int u = 0;
+
+        while (v >= 1024 && u < 4) {
+                v /= 1024;
+                u++;
+        }
+        snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+}

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dump-publish.h"
 #include "policy.h"
 
 enum {
@@ -58,6 +59,7 @@ typedef struct DumpWriter {
         uint64_t bytes;
         uint64_t next_check;
         bool ended;
+        char why[DUMP_SPACE_WHY_MAX]; /* what a refusal's why points to: the limit and the numbers */
 } DumpWriter;
 
 /**

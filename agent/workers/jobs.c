@@ -498,7 +498,7 @@ static int stacks_read(int fd, MonitorView *v) {
  */
 static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         MonitorView *v = NULL;
-        const char *why = NULL;
+        char why[DUMP_SPACE_WHY_MAX] = "";
         uint64_t headroom = 0;
         struct stat st;
         FILE *out;
@@ -526,10 +526,11 @@ static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobRe
         if (a->r == 0 && fstat(msg->fds[1], &st) < 0)
                 a->r = -errno;
         if (a->r == 0)
-                a->r = dump_space_headroom(msg->fds[2], &q->stacks.max_use, &q->stacks.keep_free, 0, &headroom, &why);
+                a->r = dump_space_headroom(msg->fds[2], &q->stacks.max_use, &q->stacks.keep_free, 0, &headroom, why,
+                                           sizeof(why));
         if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > headroom))
                 a->r = DUMP_WRITER_E_NO_SPACE;
-        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why ? why : "no room in dump_dir for the text") : NULL);
+        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why[0] ? why : "no room in dump_dir for the text") : NULL);
         a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
         return REPLY_HEAD + sizeof(a->bytes);
 }
@@ -583,7 +584,7 @@ static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, Job
         static const CounterRowsCallbacks rows_callbacks = { .emit = counters_emit };
         static const NettraceCallbacks callbacks = { .header = counters_header, .event = counters_event };
         CountersCsv x = {};
-        const char *why = NULL;
+        char why[DUMP_SPACE_WHY_MAX] = "";
         struct stat st;
         int fd;
 
@@ -592,7 +593,7 @@ static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, Job
                 return REPLY_HEAD;
         }
         a->r = dump_space_headroom(msg->fds[2], &q->counters.limits.max_use, &q->counters.limits.keep_free, 0,
-                                   &x.most, &why);
+                                   &x.most, why, sizeof(why));
         if (a->r == 0) {
                 fd = fcntl(msg->fds[1], F_DUPFD_CLOEXEC, 3);
                 x.out = fd < 0 ? NULL : fdopen(fd, "w");
@@ -617,7 +618,7 @@ static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, Job
                 a->r = -errno;
         if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > x.most))
                 a->r = DUMP_WRITER_E_NO_SPACE;
-        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why ? why : "no room in dump_dir for the counters") : NULL);
+        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why[0] ? why : "no room in dump_dir for the counters") : NULL);
         a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
         return REPLY_HEAD + sizeof(a->bytes);
 }
