@@ -1103,3 +1103,70 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         audit_fields_add_target_text(&f, "DSAGENT_TARGET_TEXT", "", e->pid, e->uid, e->unit, NULL);
         return audit_send_class(sink, &f, AUDIT_QUEUE_EVENT, e->reservation);
 }
+
+/* "40 seconds", "2.5 hours", "3.2 days": an age, to a tenth of its largest unit. */
+static void format_age(char *buf, size_t size, uint64_t usec) {
+        static const struct { uint64_t usec; const char *unit; } units[] = {
+                { 24 * 3600 * USEC_PER_SEC, "days" }, { 3600 * USEC_PER_SEC, "hours" }, { 60 * USEC_PER_SEC, "minutes" },
+        };
+
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+                if (usec >= units[i].usec) {
+                        snprintf(buf, size, "%.1f %s", (double)usec / (double)units[i].usec, units[i].unit);
+                        return;
+                }
+        snprintf(buf, size, "%" PRIu64 " seconds", (uint64_t)(usec / USEC_PER_SEC));
+}
+
+int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        char size[32], age[48], whose[AUDIT_NAME_MAX + 96], asked[AUDIT_NAME_MAX + 64] = "";
+        bool removing = strcmp(e->event, "removing") == 0;
+
+        format_size(size, sizeof(size), e->size);
+        format_age(age, sizeof(age), e->age_usec);
+        if (e->origin)
+                snprintf(whose, sizeof(whose), "[[%s]] %s's", e->origin, e->table ? e->table : "");
+        else if (e->requester != (uid_t)-1) {
+                strcpy(whose, "asked for by ");
+                format_user(whose + strlen(whose), sizeof(whose) - strlen(whose), e->requester);
+        } else
+                strcpy(whose, "unlabelled");
+        if (e->for_request_id != 0) {
+                strcpy(asked, ", for the dump of ");
+                format_user(asked + strlen(asked), sizeof(asked) - strlen(asked), e->for_uid);
+        }
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_RETENTION);
+        audit_fields_addf(&f, "PRIORITY=%d", removing ? LOG_NOTICE : LOG_WARNING);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_add_textf(&f, "MESSAGE", "dump_dir: %s %s (%s, %s old, %s) by %s%s: %s%s%s",
+                               removing ? "removing" : "could not remove", e->path, size, age, whose, e->reason, asked,
+                               e->detail ? e->detail : "", e->error_errno ? ": " : "",
+                               e->error_errno ? strerror(e->error_errno) : "");
+        audit_fields_add_text(&f, "DSAGENT_RETENTION_EVENT", e->event);
+        audit_fields_add_text(&f, "DSAGENT_RETENTION_REASON", e->reason);
+        audit_fields_add_text(&f, "DSAGENT_RETENTION_DETAIL", e->detail);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
+        audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
+        audit_fields_addf(&f, "DSAGENT_DUMP_SIZE_TEXT=%s", size);
+        audit_fields_addf(&f, "DSAGENT_DUMP_AGE_USEC=%" PRIu64, e->age_usec);
+        audit_fields_addf(&f, "DSAGENT_DUMP_AGE_TEXT=%s", age);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);
+        if (e->requester != (uid_t)-1)
+                audit_fields_addf(&f, "DSAGENT_DUMP_REQUESTER_UID=%u", (unsigned)e->requester);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_ORIGIN", e->origin);
+        audit_fields_add_text(&f, "DSAGENT_RULE", e->table);
+        if (e->target_pid > 0) {
+                audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->target_pid);
+                if (e->target_uid != (uid_t)-1)
+                        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->target_uid);
+        }
+        if (e->for_request_id != 0) {
+                audit_fields_addf(&f, "DSAGENT_REQUEST_ID=%016" PRIx64, e->for_request_id);
+                audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)e->for_uid);
+        }
+        if (e->error_errno)
+                audit_fields_addf(&f, "ERRNO=%d", e->error_errno);
+        /* what is about to be removed must be recorded first: refused when it cannot be, and then kept */
+        return audit_send_class(sink, &f, removing ? AUDIT_QUEUE_DECISION : AUDIT_QUEUE_EVENT, NULL);
+}
