@@ -1104,27 +1104,13 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         return audit_send_class(sink, &f, AUDIT_QUEUE_EVENT, e->reservation);
 }
 
-/* "40 seconds", "2.5 hours", "3.2 days": an age, to a tenth of its largest unit. */
-static void format_age(char *buf, size_t size, uint64_t usec) {
-        static const struct { uint64_t usec; const char *unit; } units[] = {
-                { 24 * 3600 * USEC_PER_SEC, "days" }, { 3600 * USEC_PER_SEC, "hours" }, { 60 * USEC_PER_SEC, "minutes" },
-        };
-
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-                if (usec >= units[i].usec) {
-                        snprintf(buf, size, "%.1f %s", (double)usec / (double)units[i].usec, units[i].unit);
-                        return;
-                }
-        snprintf(buf, size, "%" PRIu64 " seconds", (uint64_t)(usec / USEC_PER_SEC));
-}
-
 int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
         char size[32], age[48], whose[AUDIT_NAME_MAX + 96], asked[AUDIT_NAME_MAX + 64] = "";
         bool removing = strcmp(e->event, "removing") == 0;
 
         format_size(size, sizeof(size), e->size);
-        format_age(age, sizeof(age), e->age_usec);
+        text_format_span(e->age_usec, age, sizeof(age));
         if (e->origin)
                 snprintf(whose, sizeof(whose), "[[%s]] %s's", e->origin, e->table ? e->table : "");
         else if (e->requester != (uid_t)-1) {

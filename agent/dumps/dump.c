@@ -337,7 +337,10 @@ static void dump_stage(Request *req) {
                                                .type = req->ask.dump_type, .owner = req->peer->charged_uid,
                                                .job_timeout_usec = req->job_timeout_usec > 0
                                                                            ? req->job_timeout_usec
-                                                                           : req->broker->config.runtime_timeout_usec },
+                                                                           : req->broker->config.runtime_timeout_usec,
+                                               /* a user's explicit request: tables that yield make room */
+                                               .make_room = true, .request_id = req->id,
+                                               .requester = req->peer->uid },
                             &ops, work, &work->take);
         if (r != 0)
                 dump_fail_mapped(work, dump_take_job_error(r), r, "cannot prepare the dump");

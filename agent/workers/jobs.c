@@ -30,6 +30,7 @@
 #include "jobs.h"
 #include "monitor-view.h"
 #include "nettrace.h"
+#include "retention-pass.h"
 #include "test-hooks.h"
 #include "text.h"
 
@@ -56,6 +57,7 @@ typedef enum JobType {
         JOB_STACKS,
         JOB_COUNTERS,
         JOB_GCDUMP,
+        JOB_RETAIN,
 } JobType;
 
 typedef struct JobRequester {
@@ -92,6 +94,7 @@ typedef struct JobRequest {
                 struct {
                         DumpLimits limits;
                         uint32_t slot;
+                        uint8_t make_room;      /* a user's dump: ask the agent for room before giving up */
                 } stream;                       /* STREAM (fds: FIFO, file, dump_dir, control) */
                 char runtime_dir[PATH_MAX];     /* CLEAN */
                 struct {
@@ -105,6 +108,7 @@ typedef struct JobRequest {
                         DumpLimits limits;
                         char providers[JOBS_COUNTERS_PROVIDERS_MAX]; /* as the runtime was asked */
                 } counters;                     /* COUNTERS (fds: the nettrace, the CSV file, dump_dir) */
+                uint64_t room;                  /* RETAIN (fd: the control socket) */
         };
 } JobRequest;
 
@@ -143,6 +147,7 @@ typedef struct JobReply {
                         uint8_t dumped;         /* the dump's GC ended: the agent was told */
                 } gcdump;                       /* GCDUMP */
                 uint8_t holds;                  /* RECHECK: the details are what the facts say */
+                RetentionPassResult retain;     /* RETAIN */
         };
 } JobReply;
 
@@ -349,31 +354,67 @@ static uint64_t stream_now_usec(void) {
  * and at least every STREAM_PROGRESS_USEC while they keep coming: the agent
  * measures the runtime's pace by these reports (dump.c).
  */
+/* A stream's control socket, as the room it asks for is waited on. */
+typedef struct StreamControl {
+        int fd;
+        bool finish;            /* JOBS_STREAM_FINISH came while the stream waited for room */
+} StreamControl;
+
+/*
+ * The dump would break the guards: the agent is asked for @room bytes (retention.h removes
+ * yielding tables' artifacts for a user's dump), and the stream waits for its answer.
+ * Return: 0 when room was made (check again), or a DUMP_WRITER_E_NO_SPACE to stop at.
+ */
+static int stream_make_room(void *userdata, uint64_t bytes, uint64_t room) {
+        StreamControl *c = userdata;
+        DumpProgress ask = { .bytes = bytes, .room = room };
+        struct pollfd p = { .fd = c->fd, .events = POLLIN };
+        char word = 0;
+
+        if (send(c->fd, &ask, sizeof(ask), MSG_NOSIGNAL) != (ssize_t)sizeof(ask))
+                return DUMP_WRITER_E_NO_SPACE;
+        for (;;) {
+                /* a pass lists dump_dir and waits on the agent's records: its job's own deadline bounds it */
+                if (poll(&p, 1, (int)(JOBS_RETAIN_TIMEOUT_USEC / 1000)) <= 0 || recv(c->fd, &word, 1, 0) != 1)
+                        return DUMP_WRITER_E_NO_SPACE;
+                if (word == JOBS_STREAM_FINISH)
+                        c->finish = true;
+                else
+                        return word == JOBS_STREAM_ROOM_MADE ? 0 : DUMP_WRITER_E_NO_SPACE;
+        }
+}
+
 static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         const char *why = NULL;
         DumpWriter w;
         uint64_t reported = 0, reported_usec = 0;
         bool fifo_open = true;
-        int control;
+        StreamControl control;
 
         if (msg->n_fds != 4 || q->stream.slot >= DUMP_SLOTS_MAX) {
                 a->r = -EBADF;
                 return REPLY_HEAD;
         }
-        control = msg->fds[3];
+        control = (StreamControl){ .fd = msg->fds[3] };
         a->r = dump_writer_init(&w, msg->fds[2], msg->fds[1], msg->fds[0], &q->stream.limits, broker->dump_slots,
-                                q->stream.slot, &why);
+                                q->stream.slot,
+                                q->stream.make_room ? &(DumpRoom){ .ask = stream_make_room, .userdata = &control } : NULL,
+                                &why);
         while (a->r == 0) {
-                struct pollfd p[2] = { { .fd = control, .events = POLLIN }, { .fd = w.source_fd, .events = POLLIN } };
+                struct pollfd p[2] = { { .fd = control.fd, .events = POLLIN }, { .fd = w.source_fd, .events = POLLIN } };
                 char command = 0;
                 ssize_t n;
 
+                if (control.finish) {
+                        a->r = dump_writer_drain(&w, &why);
+                        break;
+                }
                 if (poll(p, fifo_open ? 2 : 1, STREAM_PROGRESS_USEC / 1000) < 0 && errno != EINTR) {
                         a->r = -errno;
                         break;
                 }
                 if (p[0].revents) {
-                        n = recv(control, &command, 1, MSG_DONTWAIT);
+                        n = recv(control.fd, &command, 1, MSG_DONTWAIT);
                         if (n <= 0 && !(n < 0 && errno == EAGAIN)) {
                                 a->r = -ECANCELED; /* the agent is gone, or gave up on the dump */
                                 break;
@@ -393,7 +434,7 @@ static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobRe
                 if (w.bytes != reported && (reported == 0 || !fifo_open || p[1].revents == 0 ||
                                             w.bytes - reported >= STREAM_PUMP_BUDGET ||
                                             stream_now_usec() - reported_usec >= STREAM_PROGRESS_USEC)) {
-                        stream_report(control, w.bytes);
+                        stream_report(control.fd, w.bytes);
                         reported = w.bytes;
                         reported_usec = stream_now_usec();
                 }
@@ -427,7 +468,7 @@ static size_t handle_trace(const JobRequest *q, const WorkerMessage *msg, JobRep
         pipe_write = fds[1];
         (void)fcntl(pipe_write, F_SETPIPE_SZ, STREAM_PIPE_SIZE);
         a->r = dump_writer_init(&w, msg->fds[2], msg->fds[1], pipe_read, &q->trace.limits, broker->dump_slots,
-                                q->trace.slot, &why);
+                                q->trace.slot, NULL, &why);
         while (a->r == 0 && w.bytes < q->trace.max_bytes) {
                 uint64_t left = q->trace.max_bytes - w.bytes;
                 struct pollfd p = { .fd = stream, .events = POLLIN };
@@ -752,7 +793,7 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
                 return REPLY_HEAD;
         }
         a->r = dump_writer_init(&out.w, msg->fds[2], msg->fds[1], -EBADF, &q->trace.limits, broker->dump_slots,
-                                q->trace.slot, &out.why);
+                                q->trace.slot, NULL, &out.why);
         if (a->r == 0)
                 a->r = gcdump_heap_new(&heap);
         if (a->r == 0) {
@@ -778,6 +819,19 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
                 reply_why(a, out.why ? out.why : "no room in dump_dir for the heap dump");
         a->gcdump.bytes = out.w.bytes;
         return REPLY_HEAD + sizeof(a->gcdump);
+}
+
+/* A retention pass over dump_dir, under the policy this worker was forked with (retention-pass.h). */
+static size_t handle_retain(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        const char *why = NULL;
+
+        if (msg->n_fds != 1) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        a->r = retention_pass_run(broker->policy, broker->dump_slots, q->room, msg->fds[0], &a->retain, &why);
+        reply_why(a, why);
+        return REPLY_HEAD + sizeof(a->retain);
 }
 
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
@@ -828,6 +882,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_GCDUMP:
                 reply->size = handle_gcdump(&q, msg, a);
+                break;
+        case JOB_RETAIN:
+                reply->size = handle_retain(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -1143,7 +1200,8 @@ static void stream_done(int error, WorkerMessage *reply, void *userdata) {
 }
 
 int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int dir_fd, int control_fd,
-                     const DumpLimits *limits, unsigned slot, JobStreamDone done, void *userdata, JobCall *call) {
+                     const DumpLimits *limits, unsigned slot, bool make_room, JobStreamDone done, void *userdata,
+                     JobCall *call) {
         JobRequest *q = request_new(JOB_STREAM);
         int fds[4] = { fifo_fd, file_fd, dir_fd, control_fd };
 
@@ -1151,6 +1209,7 @@ int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int di
                 return -ENOMEM;
         q->stream.limits = *limits;
         q->stream.slot = slot;
+        q->stream.make_room = make_room;
         return submit_own(b, owner, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
                           b->config.dump_timeout_usec + b->config.runtime_timeout_usec, stream_done, done, userdata,
                           call);
@@ -1340,6 +1399,27 @@ int jobs_resolve_names(Request *req, JobDone done) {
         q->who = (JobRequester){ .uid = req->peer->uid, .gid = req->peer->gid };
         return submit(req, q, offsetof(JobRequest, who) + offsetof(JobRequester, groups), NULL, 0,
                       lookup_timeout(req), names_done, done);
+}
+
+static void retain_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobRetainDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->retain), &a);
+        done(call->userdata, r, r == 0 ? &a->retain : NULL, why_of(a));
+}
+
+int jobs_retain(Broker *b, int control_fd, uint64_t room, JobRetainDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_RETAIN);
+
+        if (!q)
+                return -ENOMEM;
+        q->room = room;
+        return submit_own(b, JOBS_RETENTION_OWNER, q, offsetof(JobRequest, room) + sizeof(q->room), &control_fd, 1,
+                          JOBS_RETAIN_TIMEOUT_USEC, retain_done, done, userdata, call);
 }
 
 static void clean_done(int error, WorkerMessage *reply, void *userdata) {
