@@ -222,6 +222,30 @@ static void dump_fail(DumpWork *work, WireError error, const char *why) {
         request_reply_error(work->request, AUDIT_DECISION_FAILED, error, why);
 }
 
+/*
+ * No room in dump_dir, once the take has ended: @why says which limit and the numbers
+ * (dump-publish.h); what the requester can do about it, and whom to ask for the rest, goes with it.
+ */
+static void dump_fail_no_space(DumpWork *work, const char *why) {
+        const Policy *p = work->request->policy;
+        bool readers_remove = false;
+        _cleanup_free_ char *text = NULL;
+
+        for (size_t i = 0; i < p->n_collect; i++)
+                readers_remove = readers_remove || p->collect[i].artifacts.readers_may_remove;
+        for (size_t i = 0; i < p->n_on_start; i++)
+                readers_remove = readers_remove || p->on_start[i].artifacts.readers_may_remove;
+        if (asprintf(&text,
+                     "%s. To make room: 'dsctl dumps' lists what you may read in %s, and 'dsctl dumps --remove PATH' "
+                     "removes the dumps you asked for%s; for the rest ask root, who may remove any, or raise max_use "
+                     "or lower keep_free in the policy's [agent]",
+                     why, p->agent.dump_dir,
+                     readers_remove ? " and the artifacts of the tables that let their readers remove them" : "") < 0)
+                text = NULL;
+        /* the take has ended already; @why may be its own, which lasts until the reply frees it */
+        request_reply_error(work->request, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SPACE, text ? text : why);
+}
+
 /* The agent's own failure, @r a negative errno (anything else reads as EIO): the errno goes with it. */
 static void dump_fail_errno(DumpWork *work, int r, const char *what) {
         dump_stop(work);
@@ -260,7 +284,7 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
         };
         r = dump_publish_fd(res->dir_fd, res->file_fd, &readers, &attrs, name);
         if (r == DUMP_PUBLISH_E_NO_SPACE) {
-                dump_fail(work, WIRE_ERROR_NO_SPACE, "the dump does not fit: the dump directory's file system is full");
+                dump_fail_no_space(work, "the dump does not fit: the dump directory's file system is full");
                 return;
         }
         if (r != 0) {
@@ -284,7 +308,10 @@ static void dump_taken(void *userdata, const DumpTakeResult *res) {
                 dump_publish(work, res);
                 break;
         case DUMP_TAKE_FAILED:
-                request_reply_error(req, AUDIT_DECISION_FAILED, res->error, res->why);
+                if (res->error == WIRE_ERROR_NO_SPACE)
+                        dump_fail_no_space(work, res->why);
+                else
+                        request_reply_error(req, AUDIT_DECISION_FAILED, res->error, res->why);
                 break;
         case DUMP_TAKE_ERRNO:
                 request_reply_errno(req, res->r, res->why);
@@ -498,6 +525,7 @@ static int parse_uid(const char *s, uint32_t *ret) {
 /* What a dump's xattrs say of it (dump-publish.c); each NULL when absent. */
 typedef struct DumpLabels {
         char *type, *pid, *uid, *unit, *exe, *name, *requester;
+        char *origin, *table;   /* a policy table's artifact (dump-publish.h) */
 } DumpLabels;
 
 static void dump_labels_done(DumpLabels *l) {
@@ -508,6 +536,8 @@ static void dump_labels_done(DumpLabels *l) {
         free(l->exe);
         free(l->name);
         free(l->requester);
+        free(l->origin);
+        free(l->table);
 }
 
 static void dump_labels_read(int fd, DumpLabels *l) {
@@ -518,6 +548,8 @@ static void dump_labels_read(int fd, DumpLabels *l) {
         l->exe = get_attribute(fd, "user.dsagent.target_exe");
         l->name = get_attribute(fd, "user.dsagent.target_name");
         l->requester = get_attribute(fd, "user.dsagent.requester_uid");
+        l->origin = get_attribute(fd, "user.dsagent.origin");
+        l->table = get_attribute(fd, "user.dsagent.table");
 }
 
 /* The labels as fields, each checked: they are the agent's own, but a file system may hold anything. */
@@ -631,13 +663,42 @@ static const char *dump_name_in(const char *dump_dir, const char *path) {
         return name;
 }
 
-/* Whether @peer may remove the dump in @fd: root, or the requester it records. */
-static bool may_remove(const PeerCreds *peer, const DumpLabels *l) {
-        uint32_t requester;
+/* What the policy in force says of the artifacts of the table @l names; NULL: no such table (any more). */
+static const PolicyTableArtifacts *table_artifacts(const Policy *p, const DumpLabels *l) {
+        if (!l->origin || !l->table)
+                return NULL;
+        if (strcmp(l->origin, "collect") == 0) {
+                for (size_t i = 0; i < p->n_collect; i++)
+                        if (strcmp(p->collect[i].name, l->table) == 0)
+                                return &p->collect[i].artifacts;
+        } else if (strcmp(l->origin, "on_start") == 0) {
+                for (size_t i = 0; i < p->n_on_start; i++)
+                        if (strcmp(p->on_start[i].name, l->table) == 0)
+                                return &p->on_start[i].artifacts;
+        }
+        return NULL;
+}
 
+/*
+ * Whether @req's caller may remove the dump in @fd: root; the requester it records; or, for a
+ * table's artifact, one of its readers (the file's ACL lets them read it, as the kernel decides),
+ * when the table in force says readers_may_remove. *@ret_reader: the caller may read it.
+ */
+static bool may_remove(const Request *req, int fd, const DumpLabels *l, bool *ret_reader) {
+        const PolicyTableArtifacts *table = table_artifacts(req->policy, l);
+        const PeerCreds *peer = req->peer;
+        uint32_t requester;
+        bool reader = false;
+
+        *ret_reader = false;
         if (peer->uid == 0)
                 return true;
-        return l->requester && parse_uid(l->requester, &requester) == 0 && requester == peer->uid;
+        if (l->requester && parse_uid(l->requester, &requester) == 0 && requester == peer->uid)
+                return true;
+        if (acl_fd_allows_read(fd, peer->uid, peer->groups, peer->n_groups, &reader) < 0)
+                reader = false;
+        *ret_reader = reader;
+        return reader && table && table->readers_may_remove;
 }
 
 /* The record names the dump's process, as the dump's own record did. */
@@ -656,7 +717,7 @@ static void audit_dump_target(Request *req, const DumpLabels *l) {
 
 /* Removes the dump, if the caller may. Return: 0 (removed), 1 (refused: @reason says why), or a negative errno. */
 static int remove_named(Request *req, int dir_fd, const char *name, const char *path, DumpLabels *labels,
-                        AuditDecision *ret_decision, char *reason, size_t size) {
+                        AuditDecision *ret_decision, bool *ret_reader, char *reason, size_t size) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
 
@@ -668,9 +729,15 @@ static int remove_named(Request *req, int dir_fd, const char *name, const char *
         }
         dump_labels_read(fd, labels);
         audit_dump_target(req, labels);
-        if (!may_remove(req->peer, labels)) {
-                snprintf(reason, size, "the dump %s was asked for by %s%s", path, labels->requester ? "uid " : "",
-                         labels->requester ? labels->requester : "nobody it records");
+        if (!may_remove(req, fd, labels, ret_reader)) {
+                if (*ret_reader && labels->origin && labels->table)
+                        snprintf(reason, size, "the %s %s is [[%s]] %s's, whose readers may not remove it "
+                                 "(readers_may_remove is not set); root may",
+                                 labels->type ? labels->type : "file", path, labels->origin, labels->table);
+                else
+                        snprintf(reason, size, "the dump %s was asked for by %s%s", path,
+                                 labels->requester ? "uid " : "",
+                                 labels->requester ? labels->requester : "nobody it records");
                 *ret_decision = AUDIT_DECISION_DENIED;
                 return 1;
         }
@@ -681,16 +748,22 @@ static int remove_named(Request *req, int dir_fd, const char *name, const char *
 static void dumps_remove_named(Request *req, int dir_fd, const char *name, const char *path) {
         _cleanup_(dump_labels_done) DumpLabels labels = {};
         AuditDecision decision = AUDIT_DECISION_FAILED;
-        char reason[PATH_MAX + 64];
+        char reason[PATH_MAX + 192];
+        bool reader = false;
         int r;
 
-        r = remove_named(req, dir_fd, name, path, &labels, &decision, reason, sizeof(reason));
+        r = remove_named(req, dir_fd, name, path, &labels, &decision, &reader, reason, sizeof(reason));
+        /* the uniform words tell nobody what dump_dir holds; a reader of the file knows it is there already */
         if (r > 0)
-                request_reply_error_as(req, decision, WIRE_ERROR_DENIED, reason, DUMPS_NOT_YOURS);
+                request_reply_error_as(req, decision, WIRE_ERROR_DENIED, reason, reader ? reason : DUMPS_NOT_YOURS);
         else if (r < 0)
                 request_reply_errno(req, r, "cannot remove the dump");
         else {
-                snprintf(reason, sizeof(reason), "removed the dump %s", path);
+                if (reader && labels.origin && labels.table)
+                        snprintf(reason, sizeof(reason), "removed the dump %s, as a reader of [[%s]] %s (readers_may_remove)",
+                                 path, labels.origin, labels.table);
+                else
+                        snprintf(reason, sizeof(reason), "removed the dump %s", path);
                 request_reply_done(req, NULL, reason);
         }
         /* the record is written: its strings go with the labels */
