@@ -929,13 +929,18 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_DUMP);
         audit_fields_addf(&f, "PRIORITY=%d", LOG_INFO);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
-        audit_fields_add_textf(&f, "MESSAGE", "%s dump of pid %d (%s) for %s stored at %s in %s", e->dump_type,
-                               (int)e->target_pid, size, who, e->path, took);
+        if (e->path)
+                audit_fields_add_textf(&f, "MESSAGE", "%s dump of pid %d (%s) for %s stored at %s in %s", e->dump_type,
+                                       (int)e->target_pid, size, who, e->path, took);
+        else
+                audit_fields_add_textf(&f, "MESSAGE", "%s dump of pid %d (%s) for %s handed over in %s, not stored",
+                                       e->dump_type, (int)e->target_pid, size, who, took);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
         audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup,
                                    e->target_cgroup_vouched);
         audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
+        audit_fields_addf(&f, "DSAGENT_DUMP_STORED=%s", e->path ? "yes" : "no");
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE_TEXT=%s", size);
         audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);

@@ -108,7 +108,7 @@ typedef struct AuditDumpEvent {
         const char *target_cgroup;
         bool target_cgroup_vouched; /* as AuditRecord's */
         const char *rule;
-        const char *path;
+        const char *path;       /* NULL: handed to the requester unnamed, not stored (dump.h's DUMP_DELIVER_FD_ONLY) */
         uint64_t size;
         const char *dump_type;
         bool readable;          /* whether the requester got read access */

@@ -55,10 +55,12 @@ typedef struct DumpWork {
         Request *request;
         DumpTake *take;
         uint64_t started_usec;
-        bool want_fd;
+        DumpDelivery delivery;
         bool claimed;           /* holds one of the dump slots (admission.h) */
         AdmissionKey key;
         int dir_fd;             /* dump_dir, once the dump is taken (the take's) */
+        int file_fd;            /* the dump, once taken (the take's): handed over unnamed for DUMP_DELIVER_FD_ONLY */
+        bool stored;            /* it has a name in dump_dir */
 } DumpWork;
 
 static void dump_work_free(void *p) {
@@ -118,6 +120,14 @@ static int open_published(int dir_fd, const char *name) {
         return openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 }
 
+/* A read-only description of the unnamed dump in @fd: the one the take wrote is read-write. */
+static int open_unnamed(int fd) {
+        char path[32];
+
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+}
+
 /* The client's end of the socket is closed (or shut for writing, which dsctl never does during a dump). */
 static bool client_gone(const Request *req) {
         struct pollfd p = { .fd = req->connection->fd, .events = POLLRDHUP };
@@ -138,8 +148,8 @@ static int dump_hand_over(DumpWork *work, WireWriter *w, const char *name, bool 
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (work->want_fd && readable) {
-                fd = open_published(work->dir_fd, name);
+        if (work->delivery != DUMP_DELIVER_STORED && readable) {
+                fd = work->stored ? open_published(work->dir_fd, name) : open_unnamed(work->file_fd);
                 if (fd < 0)
                         return -errno;
         }
@@ -154,7 +164,8 @@ static void dump_reply_frame(WireWriter *w, const Request *req, const char *path
 
         (void)clock_gettime(CLOCK_REALTIME, &now);
         wire_writer_begin(w, WIRE_REPLY_DUMP);
-        wire_writer_put_string(w, WIRE_TAG_PATH, path);
+        if (path) /* none: handed over unnamed, not stored */
+                wire_writer_put_string(w, WIRE_TAG_PATH, path);
         wire_writer_put_u64(w, WIRE_TAG_SIZE, size);
         wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, policy_dump_type_to_string(req->ask.dump_type));
         wire_writer_put_u32(w, WIRE_TAG_READABLE, readable);
@@ -175,7 +186,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         int r;
 
         w = malloc(sizeof(*w));
-        if (!w || asprintf(&path, "%s/%s", a->dump_dir, name) < 0) {
+        if (!w || (work->stored && asprintf(&path, "%s/%s", a->dump_dir, name) < 0)) {
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
@@ -189,7 +200,8 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         };
         r = audit_log_dump(req->broker->config.audit_sink, &e);
         if (r < 0 && !a->audit_failure_allow) {
-                (void)unlinkat(work->dir_fd, name, 0);
+                if (work->stored)
+                        (void)unlinkat(work->dir_fd, name, 0);
                 request_reply_errno(req, r, "the dump's audit record could not be written; the dump was removed");
                 return;
         }
@@ -199,7 +211,8 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         r = dump_hand_over(work, w, name, readable);
         if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) {
                 /* nobody will be told where it is: a dump nobody knows of only takes space */
-                (void)unlinkat(work->dir_fd, name, 0);
+                if (work->stored)
+                        (void)unlinkat(work->dir_fd, name, 0);
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
                                     "the client went away before the dump was handed over; the dump was removed");
                 return;
@@ -209,7 +222,9 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                 return;
         }
         request_reply_done(req, req->verdict.rule_name,
-                              readable ? "dump taken" : "dump taken; only root may read it: the process changed credentials");
+                           !readable       ? "dump taken; only root may read it: the process changed credentials"
+                           : work->stored ? "dump taken"
+                                          : "dump taken and handed to the requester; dump_dir keeps no copy");
 }
 
 /* Stops the taking, if it still runs: the runtime's createdump then fails on its next write. */
@@ -277,6 +292,13 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
         }
         dump_readers(req, !res->changed, users, &n_users, &readers);
         dump_file_name(req, name, sizeof(name));
+        work->dir_fd = res->dir_fd;
+        work->file_fd = res->file_fd;
+        /* the requester gets the unnamed file itself: nothing is left in dump_dir */
+        if (work->delivery == DUMP_DELIVER_FD_ONLY && !res->changed) {
+                dump_reply(work, name, res->bytes, true);
+                return;
+        }
         attrs = (DumpAttributes){
                 .requester = req->peer->uid, .target_pid = req->target->pid, .target_uid = target_euid(req->target),
                 .target_unit = req->target->unit, .target_exe = req->target->exe, .target_name = req->target->name,
@@ -291,7 +313,7 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
                 dump_fail_errno(work, r, "cannot publish the dump");
                 return;
         }
-        work->dir_fd = res->dir_fd;
+        work->stored = true;
         dump_reply(work, name, res->bytes, !res->changed);
 }
 
@@ -466,7 +488,7 @@ static void dump_opened(Request *req) {
  * process); WANT_FD asks for a read-only fd of the result, which dsctl -o
  * copies as the caller.
  */
-void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool want_fd) {
+void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, DumpDelivery delivery) {
         DumpWork *work;
 
         req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = type };
@@ -475,8 +497,8 @@ void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
-        *work = (DumpWork){ .request = req, .want_fd = want_fd, .started_usec = monotonic_usec(req),
-                            .dir_fd = -EBADF };
+        *work = (DumpWork){ .request = req, .delivery = delivery, .started_usec = monotonic_usec(req),
+                            .dir_fd = -EBADF, .file_fd = -EBADF };
         req->audit_records = 2; /* the dump's record, then the request's */
         req->work = work;
         req->work_free = dump_work_free;
@@ -496,7 +518,7 @@ void dump_start(Request *req, const WireMessage *m) {
                 return;
         }
         (void)wire_message_get_u32(m, WIRE_TAG_WANT_FD, &want_fd);
-        dump_start_as(req, m, dump_type, want_fd == 1);
+        dump_start_as(req, m, dump_type, want_fd == 1 ? DUMP_DELIVER_STORED_AND_FD : DUMP_DELIVER_STORED);
 }
 
 static char *get_attribute(int fd, const char *key) {
