@@ -82,8 +82,9 @@ static int check_space(DumpWriter *w, const char **ret_why) {
         r = dump_space_headroom(w->dir_fd, &w->limits.max_use, &w->limits.keep_free, dump_slots_total(w->slots),
                                 &headroom, w->why, sizeof(w->why));
         for (unsigned try = 0; r == DUMP_PUBLISH_E_NO_SPACE && w->room.ask && try < DUMP_WRITER_ROOM_TRIES; try++) {
-                if (w->room.ask(w->room.userdata, w->bytes, DUMP_WRITER_ROOM_STEP) != 0)
+                if (w->room.ask(w->room.userdata, w->bytes, w->room_step) != 0)
                         break;
+                w->room_step = w->room_step < DUMP_WRITER_ROOM_MOST / 2 ? 2 * w->room_step : DUMP_WRITER_ROOM_MOST;
                 r = dump_space_headroom(w->dir_fd, &w->limits.max_use, &w->limits.keep_free,
                                         dump_slots_total(w->slots), &headroom, w->why, sizeof(w->why));
         }
@@ -98,7 +99,8 @@ static int check_space(DumpWriter *w, const char **ret_why) {
 int dump_writer_init(DumpWriter *w, int dir_fd, int file_fd, int source_fd, const DumpLimits *limits,
                      DumpSlots *slots, unsigned slot, const DumpRoom *room, const char **ret_why) {
         *w = (DumpWriter){ .dir_fd = dir_fd, .file_fd = file_fd, .source_fd = source_fd, .limits = *limits,
-                           .slots = slots, .slot = slot, .room = room ? *room : (DumpRoom){} };
+                           .slots = slots, .slot = slot, .room = room ? *room : (DumpRoom){},
+                           .room_step = DUMP_WRITER_ROOM_FIRST };
         return check_space(w, ret_why);
 }
 

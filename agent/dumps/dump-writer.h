@@ -61,8 +61,13 @@ typedef struct DumpRoom {
         void *userdata;
 } DumpRoom;
 
-/* How much room a dump asks for when the guards stop it: as much as it writes between two checks. */
-#define DUMP_WRITER_ROOM_STEP DUMP_WRITER_CHECK_EVERY
+/*
+ * How much room a dump asks for when the guards stop it: 4 MiB the first time, twice as much each
+ * time after, up to as much as it writes between two checks. So a small dump has no more removed
+ * for it than it needs, give or take 4 MiB, and a large one asks a few times, not once every 4 MiB.
+ */
+#define DUMP_WRITER_ROOM_FIRST (4ULL << 20)
+#define DUMP_WRITER_ROOM_MOST DUMP_WRITER_CHECK_EVERY
 /* How often one check asks for room before it gives up: each pass removes something or says no. */
 #define DUMP_WRITER_ROOM_TRIES 8
 
@@ -70,6 +75,7 @@ typedef struct DumpWriter {
         int dir_fd, file_fd, source_fd; /* not owned */
         DumpLimits limits;
         DumpRoom room;          /* .ask NULL: none is asked for */
+        uint64_t room_step;     /* the room it asks for next */
         DumpSlots *slots;
         unsigned slot;
         uint64_t bytes;
