@@ -234,6 +234,11 @@ int retention_pass_run(const Policy *p, const DumpSlots *slots, uint64_t room, i
         size_t n = 0;
         int r;
 
+        /* a dump_dir not made yet holds nothing to remove: it is made at the first artifact, not here */
+        if (access(a->dump_dir, F_OK) < 0 && errno == ENOENT) {
+                *ret = res;
+                return 0;
+        }
         r = dump_dir_open(a->dump_dir, &dir_fd, ret_why);
         if (r != 0)
                 return r < 0 ? r : -EPERM;

@@ -146,7 +146,7 @@ static void pass_done(void *userdata, int error, const RetentionPassResult *res,
         if (error != 0)
                 fprintf(stderr, "dsagent: retention: the pass over dump_dir failed: %s\n",
                         why ? why : error < 0 ? strerror(-error) : "its worker did not finish");
-        schedule(r, again ? 0 : error != 0 ? RETENTION_RETRY_USEC * 10 : RETENTION_PERIOD_USEC);
+        schedule(r, again ? 0 : RETENTION_PERIOD_USEC);
         tell_waiters(served, error, res ? res->bytes : 0, res ? res->room_left : r->ask.room);
 }
 
