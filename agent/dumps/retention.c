@@ -109,9 +109,14 @@ static void read_notes(Retention *r) {
                 n.path[sizeof(n.path) - 1] = n.origin[sizeof(n.origin) - 1] = n.table[sizeof(n.table) - 1] =
                         n.dump_type[sizeof(n.dump_type) - 1] = '\0';
                 recorded = record(r, &n);
-                if (n.kind == RETENTION_NOTE_REMOVING)
-                        (void)send(r->control_fd, &(char){ recorded ? RETENTION_GO : RETENTION_STOP }, 1,
-                                   MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n.kind != RETENTION_NOTE_REMOVING)
+                        continue;
+                /* not recorded, not removed: the pass stops here, and the next one tries again */
+                if (!recorded)
+                        fprintf(stderr, "dsagent: retention: the audit output takes no records now: %s and what else "
+                                "is due stay until it does\n", n.path);
+                (void)send(r->control_fd, &(char){ recorded ? RETENTION_GO : RETENTION_STOP }, 1,
+                           MSG_DONTWAIT | MSG_NOSIGNAL);
         }
 }
 
