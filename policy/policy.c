@@ -1090,3 +1090,25 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
         }
         *ret = v;
 }
+
+const PolicyTableArtifacts *policy_table_artifacts(const Policy *p, const char *origin, const char *table,
+                                                   size_t *ret_index) {
+        if (!origin || !table)
+                return NULL;
+        if (strcmp(origin, "collect") == 0) {
+                for (size_t i = 0; i < p->n_collect; i++)
+                        if (strcmp(p->collect[i].name, table) == 0) {
+                                if (ret_index)
+                                        *ret_index = i;
+                                return &p->collect[i].artifacts;
+                        }
+        } else if (strcmp(origin, "on_start") == 0) {
+                for (size_t i = 0; i < p->n_on_start; i++)
+                        if (strcmp(p->on_start[i].name, table) == 0) {
+                                if (ret_index)
+                                        *ret_index = p->n_collect + i;
+                                return &p->on_start[i].artifacts;
+                        }
+        }
+        return NULL;
+}

@@ -507,6 +507,17 @@ uint32_t policy_commands_held(const Policy *p, const PolicyRequester *who, const
  */
 bool policy_selects_by_name_or_cgroup(const Policy *p);
 
+/**
+ * policy_table_artifacts() - what @p says of the artifacts of a policy table, by its labels
+ * @origin: "collect" or "on_start", as an artifact's user.dsagent.origin says
+ * @ret_index: NULL, or where the table stands among all of them: the [[collect]] tables first,
+ *             then the [[on_start]]s (0 to n_collect + n_on_start - 1)
+ *
+ * Return: the table's PolicyTableArtifacts, or NULL when @p has no such table (any more).
+ */
+const PolicyTableArtifacts *policy_table_artifacts(const Policy *p, const char *origin, const char *table,
+                                                   size_t *ret_index);
+
 /* May a runtime of @uid, in groups @gids (primary and supplementary), connect in on @port? */
 bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids);
 

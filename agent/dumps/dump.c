@@ -685,29 +685,13 @@ static const char *dump_name_in(const char *dump_dir, const char *path) {
         return name;
 }
 
-/* What the policy in force says of the artifacts of the table @l names; NULL: no such table (any more). */
-static const PolicyTableArtifacts *table_artifacts(const Policy *p, const DumpLabels *l) {
-        if (!l->origin || !l->table)
-                return NULL;
-        if (strcmp(l->origin, "collect") == 0) {
-                for (size_t i = 0; i < p->n_collect; i++)
-                        if (strcmp(p->collect[i].name, l->table) == 0)
-                                return &p->collect[i].artifacts;
-        } else if (strcmp(l->origin, "on_start") == 0) {
-                for (size_t i = 0; i < p->n_on_start; i++)
-                        if (strcmp(p->on_start[i].name, l->table) == 0)
-                                return &p->on_start[i].artifacts;
-        }
-        return NULL;
-}
-
 /*
  * Whether @req's caller may remove the dump in @fd: root; the requester it records; or, for a
  * table's artifact, one of its readers (the file's ACL lets them read it, as the kernel decides),
  * when the table in force says readers_may_remove. *@ret_reader: the caller may read it.
  */
 static bool may_remove(const Request *req, int fd, const DumpLabels *l, bool *ret_reader) {
-        const PolicyTableArtifacts *table = table_artifacts(req->policy, l);
+        const PolicyTableArtifacts *table = policy_table_artifacts(req->policy, l->origin, l->table, NULL);
         const PeerCreds *peer = req->peer;
         uint32_t requester;
         bool reader = false;

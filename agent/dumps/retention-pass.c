@@ -58,25 +58,18 @@ static uint64_t read_number(int fd, const char *key, uint64_t absent) {
         return text[0] && parse_u64(text, &v) == 0 ? v : absent;
 }
 
-/* Its table in the order retention_tables() lists them: the [[collect]] tables, then the [[on_start]]s. */
+/* Its table's place in retention_tables(), or -1: no table of the policy's (any more). */
 static int table_index(const Policy *p, const char *origin, const char *table) {
-        if (strcmp(origin, "collect") == 0) {
-                for (size_t i = 0; i < p->n_collect; i++)
-                        if (strcmp(p->collect[i].name, table) == 0)
-                                return (int)i;
-        } else if (strcmp(origin, "on_start") == 0) {
-                for (size_t i = 0; i < p->n_on_start; i++)
-                        if (strcmp(p->on_start[i].name, table) == 0)
-                                return (int)(p->n_collect + i);
-        }
-        return -1;
+        size_t i;
+
+        return policy_table_artifacts(p, origin, table, &i) ? (int)i : -1;
 }
 
 static uint64_t size_of(const PolicySize *s, uint64_t fs_size) {
         return s->bytes ? s->bytes : fs_size / 100 * s->percent;
 }
 
-/* The tables' budgets and whether they yield, as table_index() numbers them. */
+/* The tables' budgets and whether they yield, as policy_table_artifacts() numbers them. */
 static RetentionTable *retention_tables(const Policy *p, uint64_t fs_size) {
         RetentionTable *t = calloc(p->n_collect + p->n_on_start + 1, sizeof(RetentionTable));
 

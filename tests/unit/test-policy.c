@@ -1843,6 +1843,15 @@ static void test_retention_settings(void) {
               p->collect[0].artifacts.yield_to_dumps && p->collect[0].artifacts.readers_may_remove);
         check(p && p->n_on_start == 1 && p->on_start[0].artifacts.max_use.bytes == 100ULL << 20 &&
               !p->on_start[0].artifacts.yield_to_dumps && !p->on_start[0].artifacts.readers_may_remove);
+        /* found by an artifact's labels: the collect tables first, then the on_starts */
+        {
+                size_t i = 99;
+
+                check(p && policy_table_artifacts(p, "collect", "c", &i) == &p->collect[0].artifacts && i == 0);
+                check(p && policy_table_artifacts(p, "on_start", "s", &i) == &p->on_start[0].artifacts && i == 1);
+                check(p && !policy_table_artifacts(p, "on_start", "c", &i) && !policy_table_artifacts(p, "x", "c", &i));
+                check(p && !policy_table_artifacts(p, NULL, "c", NULL) && !policy_table_artifacts(p, "collect", NULL, NULL));
+        }
         policy_unref(p);
         p = compile_ok("[agent]\nmax_age = \"0\"\n");
         check(p && p->agent.max_age_usec == 0);
