@@ -36,6 +36,7 @@ struct Retention {
         sd_event_source *control_source;
         RetentionWaiter *served;        /* those the pass running serves */
         RetentionWaiter *waiting;       /* those the next one will */
+        RetentionWaiter *telling;       /* those a pass that ended is telling, one after the other */
         RetentionAsk ask;               /* the pass running's room, and whom it is for */
 };
 
@@ -130,12 +131,17 @@ static void pass_close(Retention *r) {
         r->control_fd = safe_close(r->control_fd);
 }
 
-/* Tells every waiter of @list, each once; they may ask again from their callback. */
-static void tell_waiters(RetentionWaiter *list, int error, uint64_t removed, uint64_t room_left) {
-        while (list) {
-                RetentionWaiter *w = list;
+/*
+ * Tells every waiter of @list, each once. Each is taken off the list before its callback, and the
+ * rest wait in r->telling, where retention_waiter_cancel() finds them: a callback may ask again, or
+ * free what another waiter was for.
+ */
+static void tell_waiters(Retention *r, RetentionWaiter *list, int error, uint64_t removed, uint64_t room_left) {
+        r->telling = list;
+        while (r->telling) {
+                RetentionWaiter *w = r->telling;
 
-                list = w->next;
+                r->telling = w->next;
                 w->done(w->userdata, error, removed, room_left);
                 free(w);
         }
@@ -152,7 +158,7 @@ static void pass_done(void *userdata, int error, const RetentionPassResult *res,
                 fprintf(stderr, "dsagent: retention: the pass over dump_dir failed: %s\n",
                         why ? why : error < 0 ? strerror(-error) : "its worker did not finish");
         schedule(r, again ? 0 : RETENTION_PERIOD_USEC);
-        tell_waiters(served, error, res ? res->bytes : 0, res ? res->room_left : r->ask.room);
+        tell_waiters(r, served, error, res ? res->bytes : 0, res ? res->room_left : r->ask.room);
 }
 
 /* Starts a pass for those waiting now. Return: 0, or a negative errno (the caller says so to them). */
@@ -195,7 +201,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         k = pass_start(r);
         if (k < 0) {
                 /* those waiting go on without it: a dump is still bound by the guards */
-                tell_waiters(TAKE_PTR(r->waiting), k, 0, 0);
+                tell_waiters(r, TAKE_PTR(r->waiting), k, 0, 0);
                 schedule(r, RETENTION_RETRY_USEC);
         }
         return 0;
@@ -237,6 +243,7 @@ Retention *retention_free(Retention *r) {
         sd_event_source_disable_unref(r->timer);
         free_list(r->served);
         free_list(r->waiting);
+        free_list(r->telling);
         free(r);
         return NULL;
 }
@@ -275,7 +282,8 @@ static bool unlink_from(RetentionWaiter **list, RetentionWaiter *w) {
 }
 
 RetentionWaiter *retention_waiter_cancel(RetentionWaiter *w) {
-        if (w && (unlink_from(&w->retention->served, w) || unlink_from(&w->retention->waiting, w)))
+        if (w && (unlink_from(&w->retention->served, w) || unlink_from(&w->retention->waiting, w) ||
+                  unlink_from(&w->retention->telling, w)))
                 free(w);
         return NULL;
 }
