@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Retention of dump_dir, the loop's side: when passes run, and their records (retention.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ struct Retention {
         RetentionWaiter *waiting;       /* those the next one will */
         RetentionWaiter *telling;       /* those a pass that ended is telling, one after the other */
         RetentionAsk ask;               /* the pass running's room, and whom it is for */
+        bool said_broken;               /* the log says no pass runs under a broken policy */
 };
 
 static uint64_t now_usec(const Retention *r) {
@@ -198,6 +200,21 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 schedule(r, RETENTION_RETRY_USEC);
                 return 0;
         }
+        /*
+         * Under a broken policy the agent runs on the built-in settings, whose max_age and dump_dir
+         * are not what the administrator wrote (who may keep files longer, elsewhere): nothing is
+         * removed until a policy loads. What waits goes on without a pass.
+         */
+        if (r->broker->policy_problem) {
+                if (!r->said_broken)
+                        fprintf(stderr, "dsagent: retention: the policy is broken: nothing is removed from a "
+                                "dump_dir until one loads\n");
+                r->said_broken = true;
+                tell_waiters(r, TAKE_PTR(r->waiting), -ENOENT, 0, 0);
+                schedule(r, RETENTION_PERIOD_USEC);
+                return 0;
+        }
+        r->said_broken = false;
         k = pass_start(r);
         if (k < 0) {
                 /* those waiting go on without it: a dump is still bound by the guards */

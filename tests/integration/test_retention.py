@@ -9,8 +9,8 @@ import time
 import uuid
 
 import harness
-from harness import (ALICE, EXIT_DENIED, MALLORY, SVC, Agent, Target, dsctl, place_in_unit, run_tests, test, uid_of,
-                     wait_for)
+from harness import (ALICE, EXIT_DENIED, MALLORY, SVC, Agent, Target, dsctl, make_dir, place_in_unit, run_tests, test,
+                     uid_of, wait_for)
 
 RETENTION_MESSAGE_ID = "954f9a585ef5482c9a7017bba952745d"
 COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
@@ -192,6 +192,37 @@ def a_tables_readers_remove_its_artifacts_only_where_it_says_so():
     assert records[2]["DSAGENT_REASON"] == (f"removed the dump {path['removable']}, as a reader of [[collect]] "
                                             "removable (readers_may_remove)"), records[2]
     assert records[2]["DSAGENT_CLIENT_UID"] == str(uid_of(ALICE)), records[2]
+
+
+@test
+def nothing_is_removed_while_the_policy_is_broken():
+    """A policy that does not load leaves the agent on its built-in settings (dump_dir /var/lib/dsagent/dumps,
+    max_age 3 days), not the administrator's, who may keep files longer or elsewhere: no pass runs until a policy
+    loads. The agent gets a /var/lib of its own (a mount namespace), so that the host's is never touched."""
+    lib = make_dir(None, 0o755)
+    dumps = os.path.join(lib, "dsagent", "dumps")
+    os.makedirs(dumps)
+    for path in (os.path.dirname(dumps), dumps):
+        os.chmod(path, 0o711)
+    old = os.path.join(dumps, "dump.App.4242.mini.20200101T000000Z.0000000000000001")
+    with open(old, "w") as f:
+        f.write("core")
+    backdate(old, 10 * 86400)
+    private_lib = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   f'mount --bind {lib} /var/lib && exec "$@"', "sh")
+    agent = Agent(policy='[agent]\nmax_age = "forever"\n', wrapper=private_lib)
+    said = "dsagent: retention: the policy is broken: nothing is removed"
+    wait_for(lambda: said in open(agent.log_path).read() or not os.path.exists(old), timeout=60,
+             what="the first pass to be skipped (or to remove the file all the same)")
+    assert os.path.exists(old), "removed under the built-in settings of a broken policy"
+
+    # once a policy loads, retention runs under it (its dump_dir is the built-in one, here the agent's own)
+    agent.write_policy('[agent]\nmax_age = "5d"\n')
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: not os.path.exists(old), timeout=60, what="the pass under the policy that loaded")
+    removed, = removals(agent)
+    assert removed["DSAGENT_DUMP_PATH"] == "/var/lib/dsagent/dumps/" + os.path.basename(old), removed
+    assert removed["DSAGENT_RETENTION_REASON"] == "max_age", removed
 
 
 run_tests()
