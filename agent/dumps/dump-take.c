@@ -298,7 +298,6 @@ static void take_pace_stop(DumpTake *t) {
         t->pace_timer = sd_event_source_disable_unref(t->pace_timer);
 }
 
-/* The stream's reports: how far it got. The first one means the runtime is writing, and starts the pace. */
 /* The room asked for was made, or not: the stream is told, and its pace is watched again from now. */
 static void take_room_made(void *userdata, int r, uint64_t removed, uint64_t room_left) {
         DumpTake *t = userdata;
@@ -333,6 +332,10 @@ static void take_make_room(DumpTake *t, uint64_t room) {
         take_pace_stop(t);
 }
 
+/*
+ * The stream's reports: how far it got, or that it needs room. The first one means the runtime is
+ * writing, and starts the pace.
+ */
 static int take_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         DumpTake *t = userdata;
         DumpProgress p;

@@ -347,13 +347,6 @@ static uint64_t stream_now_usec(void) {
         return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/*
- * The dump's bytes, from the FIFO into the unnamed file, until the agent
- * says the runtime is done (or goes away, or the guards are broken). New
- * bytes are reported at once when they are the first or the FIFO went quiet,
- * and at least every STREAM_PROGRESS_USEC while they keep coming: the agent
- * measures the runtime's pace by these reports (dump.c).
- */
 /* A stream's control socket, as the room it asks for is waited on. */
 typedef struct StreamControl {
         int fd;
@@ -384,6 +377,14 @@ static int stream_make_room(void *userdata, uint64_t bytes, uint64_t room) {
         }
 }
 
+/*
+ * The dump's bytes, from the FIFO into the unnamed file, until the agent
+ * says the runtime is done (or goes away, or the guards are broken). New
+ * bytes are reported at once when they are the first or the FIFO went quiet,
+ * and at least every STREAM_PROGRESS_USEC while they keep coming: the agent
+ * measures the runtime's pace by these reports (dump.c). A user's dump that would
+ * break the guards asks for room first (stream_make_room()).
+ */
 static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         const char *why = NULL;
         DumpWriter w;
