@@ -102,13 +102,19 @@ static bool record(Retention *r, const RetentionNote *n) {
                 .error_errno = n->kind == RETENTION_NOTE_NOT_REMOVED ? n->error : 0 }) == 0;
 }
 
-/* The worker's notes: each removal is recorded, and only then made (RETENTION_GO). */
-static void read_notes(Retention *r) {
+/*
+ * The worker's notes: each removal is recorded, and only then made (RETENTION_GO). @running: the
+ * worker still waits for answers; once its job has ended, a removal it asked about was never made
+ * (it waits for the answer first), so only the failures it told of are recorded.
+ */
+static void read_notes(Retention *r, bool running) {
         RetentionNote n;
 
         while (r->control_fd >= 0 && recv(r->control_fd, &n, sizeof(n), MSG_DONTWAIT) == (ssize_t)sizeof(n)) {
                 bool recorded;
 
+                if (!running && n.kind == RETENTION_NOTE_REMOVING)
+                        continue;
                 n.path[sizeof(n.path) - 1] = n.origin[sizeof(n.origin) - 1] = n.table[sizeof(n.table) - 1] =
                         n.dump_type[sizeof(n.dump_type) - 1] = '\0';
                 recorded = record(r, &n);
@@ -124,7 +130,7 @@ static void read_notes(Retention *r) {
 }
 
 static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        read_notes(userdata);
+        read_notes(userdata, true);
         return 0;
 }
 
@@ -154,7 +160,7 @@ static void pass_done(void *userdata, int error, const RetentionPassResult *res,
         RetentionWaiter *served = TAKE_PTR(r->served);
         bool again = r->waiting || (res && res->more && !res->stopped);
 
-        read_notes(r); /* what it said before it ended (a failed removal's note is not waited for) */
+        read_notes(r, false); /* what it said before it ended (a failed removal's note is not waited for) */
         pass_close(r);
         if (error != 0)
                 fprintf(stderr, "dsagent: retention: the pass over dump_dir failed: %s\n",
@@ -254,8 +260,7 @@ Retention *retention_free(Retention *r) {
         if (!r)
                 return NULL;
         if (r->job.job)
-                worker_job_cancel(r->job.job);
-        read_notes(r);
+                worker_job_cancel(r->job.job); /* its worker is killed: what it asked about stays */
         pass_close(r);
         sd_event_source_disable_unref(r->timer);
         free_list(r->served);
