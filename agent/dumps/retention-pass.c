@@ -26,6 +26,7 @@ typedef struct Artifact {
         ino_t ino;
         int32_t target_pid;
         uint32_t target_uid;
+        uint32_t requester;     /* as its label says, root too; UINT32_MAX: none */
         char origin[16], table[65], dump_type[16];
 } Artifact;
 
@@ -112,6 +113,7 @@ static int listing_add(Listing *l, const Policy *p, int dir_fd, const char *name
         a->target_pid = (int32_t)read_number(fd, "user.dsagent.target_pid", 0);
         a->target_uid = (uint32_t)read_number(fd, "user.dsagent.target_uid", UINT32_MAX);
         requester = read_number(fd, "user.dsagent.requester_uid", UINT32_MAX);
+        a->requester = requester < UINT32_MAX ? (uint32_t)requester : UINT32_MAX;
         l->entries[l->n] = (RetentionEntry){
                 .mtime_usec = (uint64_t)st.st_mtim.tv_sec * 1000000ULL + (uint64_t)st.st_mtim.tv_nsec / 1000,
                 .bytes = (uint64_t)st.st_blocks * 512,
@@ -170,7 +172,7 @@ static void note_of(RetentionNote *n, const char *dump_dir, const Artifact *a, c
         *n = (RetentionNote){
                 .kind = RETENTION_NOTE_REMOVING, .reason = (uint8_t)v->reason, .bytes = e->bytes,
                 .age_usec = now_usec > e->mtime_usec ? now_usec - e->mtime_usec : 0,
-                .limit = v->limit, .total = v->total, .requester = e->requester,
+                .limit = v->limit, .total = v->total, .requester = a->origin[0] ? UINT32_MAX : a->requester,
                 .target_pid = a->target_pid, .target_uid = a->target_uid,
         };
         snprintf(n->path, sizeof(n->path), "%s/%s", dump_dir, a->name);
