@@ -299,15 +299,7 @@ static void output_ps_text(Output *o, const ProcessRow *r) {
 }
 
 void output_format_size(uint64_t size, char *buf, size_t n) {
-        static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-        double v = (double)size;
-        int u = 0;
-
-        while (v >= 1024 && u < 4) {
-                v /= 1024;
-                u++;
-        }
-        snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+        text_format_size(size, buf, n);
 }
 
 void output_format_grouped(int64_t value, char *buf, size_t n) {

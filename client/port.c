@@ -312,14 +312,23 @@ static void serve_session(ToolConnection *t, AgentClient *client, const WireMess
 
 /* ---- dumps ---- */
 
-/* The agent handed over the dump; dsctl writes it where the tool asked, as the caller. */
-static void save_dump(ToolConnection *t, AgentClient *client, OutFile *file) {
+/*
+ * The agent handed over the dump; dsctl writes it where the tool asked, as the caller. The agent
+ * keeps no copy of it (the DUMP frame names no PATH), but of one only root may read.
+ */
+static void save_dump(ToolConnection *t, AgentClient *client, const WireMessage *m, OutFile *file) {
         _cleanup_close_ int in = TAKE_FD(client->received_fd);
+        _cleanup_free_ char *kept = NULL;
         struct stat st;
         int r;
 
+        (void)wire_message_get_string(m, WIRE_TAG_PATH, &kept);
         if (in < 0) {
-                note(t->port, "%s: the agent sent no copy: you may not read this dump", command_name(t));
+                if (kept)
+                        note(t->port, "%s: the agent sent no copy: you may not read this dump; it is kept at %s, "
+                             "root's alone", command_name(t), kept);
+                else
+                        note(t->port, "%s: the agent sent no copy: you may not read this dump", command_name(t));
                 answer_error(t, DOTNET_IPC_HR_ACCESS_DENIED, "the agent sent no copy: you may not read this dump");
                 return;
         }
@@ -331,7 +340,11 @@ static void save_dump(ToolConnection *t, AgentClient *client, OutFile *file) {
                 answer_error(t, DOTNET_IPC_HR_FAIL, "dsctl could not write the dump file");
                 return;
         }
-        note(t->port, "%s: wrote %s", command_name(t), t->ipc.dump.path);
+        if (kept)
+                note(t->port, "%s: wrote %s; the agent also keeps %s (dsctl dumps lists it, dsctl dumps --remove "
+                     "removes it)", command_name(t), t->ipc.dump.path, kept);
+        else
+                note(t->port, "%s: wrote %s (the agent keeps no copy)", command_name(t), t->ipc.dump.path);
         answer_ok_hresult(t);
 }
 
@@ -369,7 +382,7 @@ static bool serve_replies(ToolConnection *t, AgentClient *client, OutFile *file)
                         return true;
                 case WIRE_REPLY_DUMP:
                         if (is_dump(t))
-                                save_dump(t, client, file);
+                                save_dump(t, client, &m, file);
                         break;
                 case WIRE_REPLY_DONE:
                         return is_dump(t);

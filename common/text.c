@@ -253,3 +253,34 @@ int parse_pid(const char *s, pid_t *ret) {
         *ret = (pid_t)v;
         return 0;
 }
+
+void text_format_size(uint64_t size, char *buf, size_t n) {
+        static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+        double v = (double)size;
+        int u = 0;
+
+        while (v >= 1024 && u < 4) {
+                v /= 1024;
+                u++;
+        }
+        snprintf(buf, n, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+}
+
+void text_format_span(uint64_t usec, char *buf, size_t n) {
+        static const struct { uint64_t usec; const char *one, *many; } units[] = {
+                { 24 * 3600 * 1000000ULL, "day", "days" },
+                { 3600 * 1000000ULL, "hour", "hours" },
+                { 60 * 1000000ULL, "minute", "minutes" },
+                { 1000000ULL, "second", "seconds" },
+        };
+
+        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+                if (usec >= units[i].usec || i + 1 == sizeof(units) / sizeof(units[0])) {
+                        if (usec % units[i].usec == 0)
+                                snprintf(buf, n, "%llu %s", (unsigned long long)(usec / units[i].usec),
+                                         usec == units[i].usec ? units[i].one : units[i].many);
+                        else
+                                snprintf(buf, n, "%.1f %s", (double)usec / (double)units[i].usec, units[i].many);
+                        return;
+                }
+}

@@ -76,4 +76,8 @@ void text_json_string(FILE *f, const char *s, size_t n);
 /* Strict decimal parsers: no sign, no spaces, no trailing bytes, no overflow.
  * Return 0, or -EINVAL / -ERANGE. */
 int parse_u64(const char *s, uint64_t *ret);
+/* A size for people: "512 B", "1.5 MiB", "3.0 GiB" (powers of 1024). */
+void text_format_size(uint64_t size, char *buf, size_t n);
+/* A span of time for people, in its largest unit: "3 days", "1.5 hours", "40 seconds", "0.2 seconds". */
+void text_format_span(uint64_t usec, char *buf, size_t n);
 int parse_pid(const char *s, pid_t *ret);

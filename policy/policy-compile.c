@@ -801,13 +801,68 @@ static bool compile_agent_session_entry(Compiler *c, const TomlEntry *e, PolicyA
         }
         error_at(c, e->line, e->column,
                  "unknown key '%s' in [agent] (dump_dir, max_concurrent_dumps, max_dumps_per_user, "
-                 "max_concurrent_own_dumps, max_use, keep_free, "
+                 "max_concurrent_own_dumps, max_use, keep_free, max_age, max_files, max_use_per_user, "
                  "audit_failure, "
                  "owner_access, pam_service, max_sessions_per_target, max_sessions_per_user, max_session_duration, "
                  "max_trace_size, max_trace_buffer_mb, max_requests_per_second, max_request_burst, env_redact, "
                  "max_runtimes_per_user, target_cache_ms)",
                  e->key);
         return false;
+}
+
+/* A size key of a table or of [agent]: "2G", "500M", "10%" (of dump_dir's file system). */
+static bool compile_size(Compiler *c, const TomlEntry *e, PolicySize *ret) {
+        const TomlValue *v = e->value;
+
+        if (!expect_string(c, e))
+                return false;
+        if (policy_parse_size(v->string.data, ret) < 0) {
+                error_at(c, v->line, v->column, "bad size \"%s\" for '%s' (like \"2G\", \"500M\" or \"10%%\")",
+                         v->string.data, e->key);
+                return false;
+        }
+        return true;
+}
+
+/*
+ * [agent]'s retention: max_age ("0": none goes for its age; at most POLICY_MAX_AGE_MAX_USEC),
+ * max_files (1 to POLICY_MAX_FILES_MAX), max_use_per_user (a size).
+ */
+static bool compile_agent_retention_entry(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
+        const TomlValue *v = e->value;
+        uint64_t usec;
+
+        if (strcmp(e->key, "max_files") == 0)
+                return compile_agent_count(c, e, POLICY_MAX_FILES_MAX, &a->max_files);
+        if (strcmp(e->key, "max_use_per_user") == 0)
+                return compile_size(c, e, &a->max_use_per_user);
+        if (!expect_string(c, e))
+                return false;
+        if (duration_parse(v->string.data, &usec) < 0 || usec > POLICY_MAX_AGE_MAX_USEC) {
+                error_at(c, v->line, v->column, "bad duration \"%s\" for 'max_age' (like \"3d\", \"12h\", at most "
+                         "\"3650d\"; \"0\" keeps artifacts whatever their age)", v->string.data);
+                return false;
+        }
+        a->max_age_usec = usec;
+        return true;
+}
+
+/*
+ * What a table says of its artifacts (PolicyTableArtifacts): max_use, yield_to_dumps,
+ * readers_may_remove. Return: 1 (not one of them), or whether it compiled.
+ */
+static int compile_table_artifacts_entry(Compiler *c, const TomlEntry *e, PolicyTableArtifacts *a) {
+        if (strcmp(e->key, "max_use") == 0)
+                return compile_size(c, e, &a->max_use) ? 0 : -1;
+        if (strcmp(e->key, "yield_to_dumps") != 0 && strcmp(e->key, "readers_may_remove") != 0)
+                return 1;
+        if (!expect_type(c, e, TOML_BOOLEAN))
+                return -1;
+        if (strcmp(e->key, "yield_to_dumps") == 0)
+                a->yield_to_dumps = e->value->boolean;
+        else
+                a->readers_may_remove = e->value->boolean;
+        return 0;
 }
 
 static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSettings *a) {
@@ -831,13 +886,7 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
         } else if (strcmp(e->key, "max_concurrent_own_dumps") == 0) {
                 return compile_agent_count(c, e, POLICY_MAX_CONCURRENT_DUMPS_MAX, &a->max_concurrent_own_dumps);
         } else if (strcmp(e->key, "max_use") == 0 || strcmp(e->key, "keep_free") == 0) {
-                if (!expect_string(c, e))
-                        return false;
-                if (policy_parse_size(v->string.data, strcmp(e->key, "max_use") == 0 ? &a->max_use : &a->keep_free) < 0) {
-                        error_at(c, v->line, v->column, "bad size \"%s\" for '%s' (like \"2G\", \"500M\" or \"10%%\")",
-                                 v->string.data, e->key);
-                        return false;
-                }
+                return compile_size(c, e, strcmp(e->key, "max_use") == 0 ? &a->max_use : &a->keep_free);
         } else if (strcmp(e->key, "audit_failure") == 0) {
                 if (!expect_string(c, e))
                         return false;
@@ -863,6 +912,9 @@ static bool compile_agent_entry(Compiler *c, const TomlEntry *e, PolicyAgentSett
                         c->oom = -ENOMEM;
         } else if (strcmp(e->key, "env_redact") == 0)
                 return compile_env_redact(c, e, a);
+        else if (strcmp(e->key, "max_age") == 0 || strcmp(e->key, "max_files") == 0 ||
+                 strcmp(e->key, "max_use_per_user") == 0)
+                return compile_agent_retention_entry(c, e, a);
         else
                 return compile_agent_session_entry(c, e, a);
         return true;
@@ -1084,6 +1136,7 @@ static bool compile_on_start_max_size(Compiler *c, const TomlEntry *e, const Pol
 static bool compile_on_start_entry(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a,
                                    PolicyOnStart *o) {
         const TomlValue *v = e->value;
+        int k;
 
         if (strcmp(e->key, "name") == 0) {
                 if (!expect_string(c, e))
@@ -1123,9 +1176,12 @@ static bool compile_on_start_entry(Compiler *c, const TomlEntry *e, const Policy
                         return false;
                 return v->array.n_items == 0 || compile_readers(c, e, &o->reader_users, &o->reader_groups);
         }
+        k = compile_table_artifacts_entry(c, e, &o->artifacts);
+        if (k <= 0)
+                return k == 0;
         error_at(c, e->line, e->column,
                  "unknown key '%s' in [[on_start]] (name, targets, trace_profile, trace_providers, duration, max_size, "
-                 "readers)",
+                 "readers, max_use, yield_to_dumps, readers_may_remove)",
                  e->key);
         return false;
 }
@@ -1623,6 +1679,7 @@ static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAg
 
 static bool compile_collect_entry(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a, PolicyCollect *col) {
         const TomlValue *v = e->value;
+        int k;
 
         if (strcmp(e->key, "name") == 0) {
                 if (!expect_string(c, e))
@@ -1671,8 +1728,13 @@ static bool compile_collect_entry(Compiler *c, const TomlEntry *e, const PolicyA
                 }
                 return true;
         }
+        k = compile_table_artifacts_entry(c, e, &col->artifacts);
+        if (k <= 0)
+                return k == 0;
         error_at(c, e->line, e->column,
-                 "unknown key '%s' in [[collect]] (name, targets, when, then, readers, limit, limit_total)", e->key);
+                 "unknown key '%s' in [[collect]] (name, targets, when, then, readers, limit, limit_total, max_use, "
+                 "yield_to_dumps, readers_may_remove)",
+                 e->key);
         return false;
 }
 

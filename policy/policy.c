@@ -216,6 +216,7 @@ Policy *policy_new_builtin(void) {
         p->agent.max_concurrent_own_dumps = 4;
         p->agent.max_use = (PolicySize){ .percent = 10 };
         p->agent.keep_free = (PolicySize){ .percent = 15 };
+        p->agent.max_age_usec = POLICY_MAX_AGE_DEFAULT_USEC;
         p->agent.owner_access = true;
         p->agent.max_sessions_per_target = 4;
         p->agent.max_sessions_per_user = 8;
@@ -1088,4 +1089,26 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 break;
         }
         *ret = v;
+}
+
+const PolicyTableArtifacts *policy_table_artifacts(const Policy *p, const char *origin, const char *table,
+                                                   size_t *ret_index) {
+        if (!origin || !table)
+                return NULL;
+        if (strcmp(origin, "collect") == 0) {
+                for (size_t i = 0; i < p->n_collect; i++)
+                        if (strcmp(p->collect[i].name, table) == 0) {
+                                if (ret_index)
+                                        *ret_index = i;
+                                return &p->collect[i].artifacts;
+                        }
+        } else if (strcmp(origin, "on_start") == 0) {
+                for (size_t i = 0; i < p->n_on_start; i++)
+                        if (strcmp(p->on_start[i].name, table) == 0) {
+                                if (ret_index)
+                                        *ret_index = p->n_collect + i;
+                                return &p->on_start[i].artifacts;
+                        }
+        }
+        return NULL;
 }

@@ -126,6 +126,23 @@ typedef struct PolicyPort {
 #define POLICY_TARGET_CACHE_MS_DEFAULT 1000
 #define POLICY_TARGET_CACHE_MS_MAX 10000
 
+/* A size limit on the dump directory's file system: bytes, or a share of the file system. */
+typedef struct PolicySize {
+        uint64_t bytes;
+        unsigned percent; /* used when bytes is 0 */
+} PolicySize;
+
+/*
+ * What becomes of a policy table's artifacts ([[on_start]], [[collect]]) in dump_dir, beside the
+ * [agent] retention settings every artifact is kept under (agent/dumps/retention.h).
+ */
+typedef struct PolicyTableArtifacts {
+        PolicySize max_use;       /* the table's artifacts take at most this (bytes 0 and percent 0: no budget);
+                                   * past it the oldest are removed, never the newest */
+        bool yield_to_dumps;      /* removed, oldest first, to make room for a user's dump that would not fit */
+        bool readers_may_remove;  /* the table's readers may remove them (dsctl dumps --remove) */
+} PolicyTableArtifacts;
+
 /*
  * Collection from a runtime's first instruction (dotnet-monitor's Startup trigger): a runtime
  * that connects in on a [[port]] and matches the targets gets this EventPipe trace started
@@ -145,6 +162,7 @@ typedef struct PolicyOnStart {
         uint64_t max_size;      /* bytes; at most the agent's max_trace_size, which is the default */
         PolicyIdList reader_users;
         PolicyIdList reader_groups;
+        PolicyTableArtifacts artifacts;
 } PolicyOnStart;
 
 #define POLICY_ON_START_MAX 64
@@ -211,6 +229,7 @@ typedef struct PolicyCollect {
         /* the table as a whole, over every process it covers: new processes bring no budget of their
          * own beyond it; POLICY_COLLECT_LIMIT_TOTAL_DEFAULT unless the table says */
         PolicyRateLimit limit_total;
+        PolicyTableArtifacts artifacts;
 } PolicyCollect;
 
 #define POLICY_COLLECT_MAX 64
@@ -226,12 +245,6 @@ typedef struct PolicyCollect {
 /* then.counters without then.duration: dotnet-monitor's CollectLiveMetrics default (at most max_session_duration) */
 #define POLICY_COLLECT_COUNTERS_DEFAULT_USEC (30 * 1000000ULL)
 
-/* A size limit on the dump directory's file system: bytes, or a share of the file system. */
-typedef struct PolicySize {
-        uint64_t bytes;
-        unsigned percent; /* used when bytes is 0 */
-} PolicySize;
-
 typedef struct PolicyAgentSettings {
         char *dump_dir;
         unsigned max_concurrent_dumps;
@@ -241,6 +254,10 @@ typedef struct PolicyAgentSettings {
         unsigned max_concurrent_own_dumps;
         PolicySize max_use;   /* dumps may take at most this much in all (coredump.conf MaxUse=) */
         PolicySize keep_free; /* and must leave this much free (coredump.conf KeepFree=) */
+        /* retention (agent/dumps/retention.h): what the agent removes of what it stored, oldest first */
+        uint64_t max_age_usec;        /* artifacts older than this go; 0: none goes for its age */
+        unsigned max_files;           /* at most this many artifacts; 0: no bound */
+        PolicySize max_use_per_user;  /* the dumps one user asked for; zero: no budget */
         bool audit_failure_allow; /* audit_failure = "allow"; the default is deny */
         bool owner_access;
         char *pam_service;        /* NULL: no PAM account check */
@@ -263,6 +280,12 @@ typedef struct PolicyAgentSettings {
          * (agent/targets/target-cache.h); 0: every request has the process read afresh */
         unsigned target_cache_ms;
 } PolicyAgentSettings;
+
+/* [agent] max_age: artifacts removed at this age by default, as the packaged tmpfiles.d line did for
+ * /var/lib/dsagent/dumps alone; and the longest a policy may say */
+#define POLICY_MAX_AGE_DEFAULT_USEC (3ULL * 24 * 3600 * 1000000)
+#define POLICY_MAX_AGE_MAX_USEC (3650ULL * 24 * 3600 * 1000000)
+#define POLICY_MAX_FILES_MAX 1000000
 
 /* Immutable once compiled and shared by reference: a reload swaps the pointer,
  * requests in flight keep the policy they started with. */
@@ -490,6 +513,17 @@ uint32_t policy_commands_held(const Policy *p, const PolicyRequester *who, const
  * delegated to it, so a reading of those facts is only as good as its moment.
  */
 bool policy_selects_by_name_or_cgroup(const Policy *p);
+
+/**
+ * policy_table_artifacts() - what @p says of the artifacts of a policy table, by its labels
+ * @origin: "collect" or "on_start", as an artifact's user.dsagent.origin says
+ * @ret_index: NULL, or where the table stands among all of them: the [[collect]] tables first,
+ *             then the [[on_start]]s (0 to n_collect + n_on_start - 1)
+ *
+ * Return: the table's PolicyTableArtifacts, or NULL when @p has no such table (any more).
+ */
+const PolicyTableArtifacts *policy_table_artifacts(const Policy *p, const char *origin, const char *table,
+                                                   size_t *ret_index);
 
 /* May a runtime of @uid, in groups @gids (primary and supplementary), connect in on @port? */
 bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids);

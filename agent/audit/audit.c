@@ -929,13 +929,18 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_DUMP);
         audit_fields_addf(&f, "PRIORITY=%d", LOG_INFO);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
-        audit_fields_add_textf(&f, "MESSAGE", "%s dump of pid %d (%s) for %s stored at %s in %s", e->dump_type,
-                               (int)e->target_pid, size, who, e->path, took);
+        if (e->path)
+                audit_fields_add_textf(&f, "MESSAGE", "%s dump of pid %d (%s) for %s stored at %s in %s", e->dump_type,
+                                       (int)e->target_pid, size, who, e->path, took);
+        else
+                audit_fields_add_textf(&f, "MESSAGE", "%s dump of pid %d (%s) for %s handed over in %s, not stored",
+                                       e->dump_type, (int)e->target_pid, size, who, took);
         audit_fields_add_subject(&f, e->request_id, e->requester, e->target_pid, e->target_uid, e->target_unit,
                                  e->target_exe, e->rule);
         audit_fields_add_container(&f, e->target_container_id, e->target_pod_uid, e->target_cgroup,
                                    e->target_cgroup_vouched);
         audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
+        audit_fields_addf(&f, "DSAGENT_DUMP_STORED=%s", e->path ? "yes" : "no");
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
         audit_fields_addf(&f, "DSAGENT_DUMP_SIZE_TEXT=%s", size);
         audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);
@@ -1102,4 +1107,57 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         audit_fields_add_names(&f, (uid_t)-1, NULL, e->uid);
         audit_fields_add_target_text(&f, "DSAGENT_TARGET_TEXT", "", e->pid, e->uid, e->unit, NULL);
         return audit_send_class(sink, &f, AUDIT_QUEUE_EVENT, e->reservation);
+}
+
+int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        char size[32], age[48], whose[AUDIT_NAME_MAX + 96], asked[AUDIT_NAME_MAX + 64] = "";
+        bool removing = strcmp(e->event, "removing") == 0;
+
+        format_size(size, sizeof(size), e->size);
+        text_format_span(e->age_usec, age, sizeof(age));
+        if (e->origin)
+                snprintf(whose, sizeof(whose), "[[%s]] %s's", e->origin, e->table ? e->table : "");
+        else if (e->requester != (uid_t)-1) {
+                strcpy(whose, "asked for by ");
+                format_user(whose + strlen(whose), sizeof(whose) - strlen(whose), e->requester);
+        } else
+                strcpy(whose, "unlabelled");
+        if (e->for_request_id != 0) {
+                strcpy(asked, ", for the dump of ");
+                format_user(asked + strlen(asked), sizeof(asked) - strlen(asked), e->for_uid);
+        }
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_RETENTION);
+        audit_fields_addf(&f, "PRIORITY=%d", removing ? LOG_NOTICE : LOG_WARNING);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_add_textf(&f, "MESSAGE", "dump_dir: %s %s (%s, %s old, %s) by %s%s: %s%s%s",
+                               removing ? "removing" : "could not remove", e->path, size, age, whose, e->reason, asked,
+                               e->detail ? e->detail : "", e->error_errno ? ": " : "",
+                               e->error_errno ? strerror(e->error_errno) : "");
+        audit_fields_add_text(&f, "DSAGENT_RETENTION_EVENT", e->event);
+        audit_fields_add_text(&f, "DSAGENT_RETENTION_REASON", e->reason);
+        audit_fields_add_text(&f, "DSAGENT_RETENTION_DETAIL", e->detail);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
+        audit_fields_addf(&f, "DSAGENT_DUMP_SIZE=%" PRIu64, e->size);
+        audit_fields_addf(&f, "DSAGENT_DUMP_SIZE_TEXT=%s", size);
+        audit_fields_addf(&f, "DSAGENT_DUMP_AGE_USEC=%" PRIu64, e->age_usec);
+        audit_fields_addf(&f, "DSAGENT_DUMP_AGE_TEXT=%s", age);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_TYPE", e->dump_type);
+        if (e->requester != (uid_t)-1)
+                audit_fields_addf(&f, "DSAGENT_DUMP_REQUESTER_UID=%u", (unsigned)e->requester);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_ORIGIN", e->origin);
+        audit_fields_add_text(&f, "DSAGENT_RULE", e->table);
+        if (e->target_pid > 0) {
+                audit_fields_addf(&f, "DSAGENT_TARGET_PID=%d", (int)e->target_pid);
+                if (e->target_uid != (uid_t)-1)
+                        audit_fields_addf(&f, "DSAGENT_TARGET_UID=%u", (unsigned)e->target_uid);
+        }
+        if (e->for_request_id != 0) {
+                audit_fields_addf(&f, "DSAGENT_REQUEST_ID=%016" PRIx64, e->for_request_id);
+                audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)e->for_uid);
+        }
+        if (e->error_errno)
+                audit_fields_addf(&f, "ERRNO=%d", e->error_errno);
+        /* what is about to be removed must be recorded first: refused when it cannot be, and then kept */
+        return audit_send_class(sink, &f, removing ? AUDIT_QUEUE_DECISION : AUDIT_QUEUE_EVENT, NULL);
 }

@@ -108,7 +108,7 @@ typedef struct AuditDumpEvent {
         const char *target_cgroup;
         bool target_cgroup_vouched; /* as AuditRecord's */
         const char *rule;
-        const char *path;
+        const char *path;       /* NULL: handed to the requester unnamed, not stored (dump.h's DUMP_DELIVER_FD_ONLY) */
         uint64_t size;
         const char *dump_type;
         bool readable;          /* whether the requester got read access */
@@ -190,6 +190,29 @@ typedef struct AuditCollectEvent {
         uint64_t limited;       /* times the condition was met past the limit since the last record */
         AuditReservation *reservation; /* room held for it (audit_reserve()), or NULL */
 } AuditCollectEvent;
+
+/*
+ * Retention (agent/dumps/retention.h) and one artifact of dump_dir: "removing", recorded before the
+ * file is removed (a record that cannot be written stops the removal), and "not-removed" when the
+ * removal then failed (the file was gone already, say), with the errno.
+ */
+typedef struct AuditRetentionEvent {
+        const char *event;      /* removing, not-removed */
+        const char *reason;     /* max_age, max_files, max_use_per_user, table-max_use, make-room */
+        const char *detail;     /* for people: the limit and the file's age, its owner's or table's total ... */
+        const char *path;
+        uint64_t size;          /* its blocks on disk */
+        uint64_t age_usec;      /* since it was written */
+        const char *dump_type;  /* its label: a dump type, trace, stacks, counters, gcdump; NULL when unlabelled */
+        uid_t requester;        /* who asked for it; (uid_t) -1: a table's, or not labelled */
+        const char *origin;     /* "collect", "on_start": a table's artifact; else NULL */
+        const char *table;
+        pid_t target_pid;       /* 0 when unlabelled */
+        uid_t target_uid;       /* (uid_t) -1 when unlabelled */
+        uint64_t for_request_id; /* make-room: the dump it made room for (0 otherwise), and its requester */
+        uid_t for_uid;
+        int error_errno;        /* not-removed: why */
+} AuditRetentionEvent;
 
 /*
  * Names beside ids: records carry DSAGENT_CLIENT_USER=, DSAGENT_CLIENT_GROUP=
@@ -290,3 +313,5 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e);
 int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count);
 int audit_log_port(AuditSink sink, const AuditPortEvent *e);
 int audit_log_collect(AuditSink sink, const AuditCollectEvent *e);
+/* "removing" is a decision's record: refused (-ENOBUFS) when the queue is full, and then nothing is removed. */
+int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e);

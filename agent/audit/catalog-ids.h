@@ -28,3 +28,6 @@
 
 /* the audit output did not take records: how many requests were refused for it, how many records were lost */
 #define DSAGENT_MESSAGE_AUDIT_GAP "e7a3a2ffe6c543d2a42572e8d2074d1b"
+
+/* retention removed an artifact from dump_dir (max_age, max_files, a budget, room for a user's dump), or could not */
+#define DSAGENT_MESSAGE_RETENTION "954f9a585ef5482c9a7017bba952745d"

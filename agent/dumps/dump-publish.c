@@ -162,31 +162,75 @@ static int dump_dir_usage(int dir_fd, uint64_t *ret) {
         return 0;
 }
 
-int dump_space_headroom(int dir_fd, const PolicySize *max_use_setting, const PolicySize *keep_free_setting,
-                        uint64_t in_flight, uint64_t *ret_headroom, const char **ret_why) {
+int dump_space_measure(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
+                       DumpSpace *ret) {
         struct statvfs vfs;
-        uint64_t fs_bytes, avail, used = 0, max_use, keep_free;
+        DumpSpace s = { .in_flight = in_flight, .max_use_setting = *max_use, .keep_free_setting = *keep_free };
         int r;
 
         if (fstatvfs(dir_fd, &vfs) < 0)
                 return -errno;
-        fs_bytes = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-        avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-        r = dump_dir_usage(dir_fd, &used);
+        s.fs_size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+        s.avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+        r = dump_dir_usage(dir_fd, &s.used);
         if (r < 0)
                 return r;
-        max_use = size_limit(max_use_setting, fs_bytes);
-        keep_free = size_limit(keep_free_setting, fs_bytes);
-        if (used > max_use || in_flight > max_use - used) {
-                *ret_why = "dumps would take more than max_use";
-                return DUMP_PUBLISH_E_NO_SPACE;
-        }
-        if (avail < keep_free) {
-                *ret_why = "the dump does not fit: it would leave less free space than keep_free";
-                return DUMP_PUBLISH_E_NO_SPACE;
-        }
-        *ret_headroom = max_use - used - in_flight < avail - keep_free ? max_use - used - in_flight : avail - keep_free;
+        s.max_use = size_limit(max_use, s.fs_size);
+        s.keep_free = size_limit(keep_free, s.fs_size);
+        *ret = s;
         return 0;
+}
+
+/* "10.0 GiB", or "10.0 GiB (10%)" for a share of the file system. */
+static void format_limit(uint64_t bytes, const PolicySize *setting, char *buf, size_t size) {
+        char text[32];
+
+        text_format_size(bytes, text, sizeof(text));
+        if (setting->bytes == 0 && setting->percent > 0)
+                snprintf(buf, size, "%s (%u%%)", text, setting->percent);
+        else
+                snprintf(buf, size, "%s", text);
+}
+
+void dump_space_format(const DumpSpace *s, char *buf, size_t size) {
+        char used[32], flight[32], max_use[48], avail[32], fs[32], keep_free[48];
+
+        text_format_size(s->used, used, sizeof(used));
+        text_format_size(s->in_flight, flight, sizeof(flight));
+        format_limit(s->max_use, &s->max_use_setting, max_use, sizeof(max_use));
+        text_format_size(s->avail, avail, sizeof(avail));
+        text_format_size(s->fs_size, fs, sizeof(fs));
+        format_limit(s->keep_free, &s->keep_free_setting, keep_free, sizeof(keep_free));
+        snprintf(buf, size, "used %s%s%s%s of max_use %s; free %s of %s, keep_free %s", used,
+                 s->in_flight ? " and " : "", s->in_flight ? flight : "", s->in_flight ? " being written" : "",
+                 max_use, avail, fs, keep_free);
+}
+
+int dump_space_headroom_of(const DumpSpace *s, uint64_t *ret_headroom, char *why, size_t why_size) {
+        char numbers[DUMP_SPACE_NUMBERS_MAX];
+
+        if (s->used > s->max_use || s->in_flight > s->max_use - s->used || s->avail < s->keep_free) {
+                dump_space_format(s, numbers, sizeof(numbers));
+                snprintf(why, why_size, "%s (%s)",
+                         s->avail < s->keep_free ? "the dump does not fit: it would leave less free space than keep_free"
+                                                 : "dumps would take more than max_use",
+                         numbers);
+                return DUMP_PUBLISH_E_NO_SPACE;
+        }
+        *ret_headroom = s->max_use - s->used - s->in_flight < s->avail - s->keep_free ? s->max_use - s->used - s->in_flight
+                                                                                      : s->avail - s->keep_free;
+        return 0;
+}
+
+int dump_space_headroom(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
+                        uint64_t *ret_headroom, char *why, size_t why_size) {
+        DumpSpace s;
+        int r;
+
+        r = dump_space_measure(dir_fd, max_use, keep_free, in_flight, &s);
+        if (r < 0)
+                return r;
+        return dump_space_headroom_of(&s, ret_headroom, why, why_size);
 }
 
 static int set_attribute(int fd, const char *key, const char *value) {
@@ -214,6 +258,8 @@ static int set_attributes(int fd, const DumpAttributes *a) {
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_name", a->target_name);
         if (r == 0) r = set_attribute(fd, "user.dsagent.dump_type", a->dump_type);
         if (r == 0) r = set_attribute(fd, "user.dsagent.request_id", id);
+        if (r == 0) r = set_attribute(fd, "user.dsagent.origin", a->origin);
+        if (r == 0) r = set_attribute(fd, "user.dsagent.table", a->table);
         return r;
 }
 
@@ -280,12 +326,15 @@ static void table_name(const DumpAttributes *attrs, const char *kind, const char
 int dump_publish_for_table(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs,
                            const char *kind, const char *origin, const char *table, const char *suffix,
                            char *ret_name, size_t name_size) {
+        DumpAttributes labelled = *attrs;
         char name[256];
         int r;
 
+        labelled.origin = origin;
+        labelled.table = table;
         /* labelled once: the xattrs are set with XATTR_CREATE, so a second labelling of the same file
          * fails; only the name is tried again */
-        r = label(fd, readers, attrs);
+        r = label(fd, readers, &labelled);
         if (r != 0)
                 return publish_result(r);
         r = -EEXIST;
@@ -293,6 +342,8 @@ int dump_publish_for_table(int dir_fd, int fd, const AclGrant *readers, const Du
                 table_name(attrs, kind, origin, table, suffix, try, name, sizeof(name));
                 r = link_fd(fd, dir_fd, name);
         }
+        if (r == -ENOSPC || r == -EDQUOT)
+                return DUMP_PUBLISH_E_NO_SPACE;
         if (r == 0)
                 snprintf(ret_name, name_size, "%s", name);
         return publish_result(r);

@@ -24,6 +24,10 @@ typedef struct DumpAttributes {
         const char *target_name; /* entry assembly or process name, as dsctl dumps shows it */
         const char *dump_type;
         uint64_t request_id;
+        /* a policy table's artifact: "on_start" or "collect", and the table's name (retention.h reads
+         * them: the table's budget, whether it yields, whether its readers may remove it); else NULL */
+        const char *origin;
+        const char *table;
 } DumpAttributes;
 
 /*
@@ -48,21 +52,52 @@ void dump_name_part(const char *src, char *buf, size_t size);
  */
 int dump_dir_open(const char *path, int *ret_fd, const char **ret_why);
 
+/* How full dump_dir and its file system are: what max_use and keep_free are checked against. */
+typedef struct DumpSpace {
+        uint64_t used;          /* the published files' blocks */
+        uint64_t in_flight;     /* written by what is still unnamed (dump-writer.h's slots) */
+        uint64_t max_use;       /* max_use in bytes, for this file system */
+        uint64_t fs_size;
+        uint64_t avail;         /* free, as root may use it */
+        uint64_t keep_free;     /* keep_free in bytes */
+        PolicySize max_use_setting, keep_free_setting; /* as the policy says them */
+} DumpSpace;
+
+/* What dump_space_headroom() says when it refuses: the words and the numbers of dump_space_format(). */
+#define DUMP_SPACE_WHY_MAX 256
+#define DUMP_SPACE_NUMBERS_MAX 160 /* of them, dump_space_format()'s */
+
 /**
- * dump_space_headroom() - how many more bytes may dumps take in dump_dir now?
+ * dump_space_measure() - how full dump_dir is now
  * @in_flight: bytes that dumps still being taken wrote already (they have no
  *             name in dump_dir yet, so a listing does not see them)
  *
- * max_use counts the published dumps and @in_flight; keep_free is what the
- * file system must still have free. Both have coredump.conf's meaning (a
- * size, or a percentage of the file system). The headroom is what is left
- * under both; 0 means "not one byte more".
+ * max_use and keep_free have coredump.conf's meaning (a size, or a
+ * percentage of the file system).
  *
- * Return: 0, DUMP_PUBLISH_E_NO_SPACE with *@ret_why when a limit is already
- * broken, or a negative errno.
+ * Return: 0 or a negative errno.
  */
+int dump_space_measure(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
+                       DumpSpace *ret);
+
+/* "used 1.0 GiB of max_use 1.0 GiB (10%); free 3.1 GiB of 20.0 GiB, keep_free 3.0 GiB (15%)": for people. */
+void dump_space_format(const DumpSpace *s, char *buf, size_t size);
+
+/**
+ * dump_space_headroom_of() - how many more bytes may dumps take, as @s measured?
+ *
+ * max_use counts the published dumps and those in flight; keep_free is what
+ * the file system must still have free. The headroom is what is left under
+ * both; 0 means "not one byte more".
+ *
+ * Return: 0, or DUMP_PUBLISH_E_NO_SPACE with @why (which limit, and the numbers) when one is
+ * already broken.
+ */
+int dump_space_headroom_of(const DumpSpace *s, uint64_t *ret_headroom, char *why, size_t why_size);
+
+/* dump_space_measure(), then dump_space_headroom_of(). Return: as they. */
 int dump_space_headroom(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
-                        uint64_t *ret_headroom, const char **ret_why);
+                        uint64_t *ret_headroom, char *why, size_t why_size);
 
 /**
  * dump_publish_fd() - label the unnamed dump in @fd and give it @name in dump_dir
@@ -92,7 +127,7 @@ int dump_publish_trace(int dir_fd, int fd, const AclGrant *readers, const DumpAt
  * dump_publish_for_table() - as dump_publish_trace(), for any artifact a policy table took
  *
  * Named @kind.NAME.PID.@origin-@table.TIME@suffix ("dump" and "" for a core, "stacks" and ".txt"
- * for stacks), numbered likewise when taken.
+ * for stacks), numbered likewise when taken; labelled with @origin and @table besides @attrs.
  */
 int dump_publish_for_table(int dir_fd, int fd, const AclGrant *readers, const DumpAttributes *attrs,
                            const char *kind, const char *origin, const char *table, const char *suffix,

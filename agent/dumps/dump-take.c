@@ -19,6 +19,7 @@
 #include "jobs.h"
 #include "ports.h"
 #include "request.h"
+#include "retention.h"
 #include "runtime-call.h"
 #include "target.h"
 #include "unaligned.h"
@@ -31,6 +32,7 @@ struct DumpTake {
         DumpTakeOps ops;
         void *userdata;
         JobCall job;            /* the staging, then the stream */
+        RetentionWaiter *retention; /* the pass before the dump, or one making room for it */
         RuntimeCall *call;
         PortWaiter *port_waiter;
         DumpStage *stage;
@@ -86,6 +88,7 @@ static void take_stop(DumpTake *t) {
                 t->job.job = NULL;
         }
         t->port_waiter = ports_waiter_cancel(t->port_waiter);
+        t->retention = retention_waiter_cancel(t->retention);
         t->control_source = sd_event_source_disable_unref(t->control_source);
         t->first_byte_timer = sd_event_source_disable_unref(t->first_byte_timer);
         t->pace_timer = sd_event_source_disable_unref(t->pace_timer);
@@ -295,13 +298,54 @@ static void take_pace_stop(DumpTake *t) {
         t->pace_timer = sd_event_source_disable_unref(t->pace_timer);
 }
 
-/* The stream's reports: how far it got. The first one means the runtime is writing, and starts the pace. */
+/* The room asked for was made, or not: the stream is told, and its pace is watched again from now. */
+static void take_room_made(void *userdata, int r, uint64_t removed, uint64_t room_left) {
+        DumpTake *t = userdata;
+        bool go_on = r == 0 && (removed > 0 || room_left == 0);
+
+        t->retention = NULL;
+        (void)send(t->control_fd, &(char){ go_on ? JOBS_STREAM_ROOM_MADE : JOBS_STREAM_NO_ROOM }, 1,
+                   MSG_DONTWAIT | MSG_NOSIGNAL);
+        t->last_news_usec = t->window_usec = monotonic_usec(t);
+        t->window_bytes = t->bytes;
+        if (t->bytes > 0 && !t->runtime_done && !t->runtime_error)
+                (void)take_pace_arm(t);
+}
+
+/*
+ * The stream would break the guards, and asks for @room more bytes: a user's dump has tables'
+ * artifacts that yield to dumps removed for it (retention.h); anyone else's is told no at once.
+ * While the pass runs the stream writes nothing, which is no stall of the runtime's.
+ */
+static void take_make_room(DumpTake *t, uint64_t room) {
+        int r = -EPERM;
+
+        if (t->p.make_room && !t->retention && t->p.broker->retention)
+                r = retention_ask(t->p.broker->retention,
+                                  &(RetentionAsk){ .room = room, .request_id = t->p.request_id,
+                                                   .requester = t->p.requester },
+                                  take_room_made, t, &t->retention);
+        if (r < 0) {
+                (void)send(t->control_fd, &(char){ JOBS_STREAM_NO_ROOM }, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                return;
+        }
+        take_pace_stop(t);
+}
+
+/*
+ * The stream's reports: how far it got, or that it needs room. The first one means the runtime is
+ * writing, and starts the pace.
+ */
 static int take_on_control(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
         DumpTake *t = userdata;
         DumpProgress p;
         bool news = false, first = t->bytes == 0;
 
         while (recv(fd, &p, sizeof(p), MSG_DONTWAIT) == sizeof(p)) {
+                if (p.room > 0) {
+                        take_make_room(t, p.room);
+                        continue;
+                }
                 news = news || p.bytes > t->bytes;
                 t->bytes = p.bytes;
                 t->first_byte_timer = sd_event_source_disable_unref(t->first_byte_timer);
@@ -313,7 +357,7 @@ static int take_on_control(sd_event_source *source, int fd, uint32_t revents, vo
                 t->window_usec = t->last_news_usec;
                 t->window_bytes = t->bytes;
         }
-        if (first && !t->runtime_done && !t->runtime_error && take_pace_arm(t) < 0)
+        if (first && !t->runtime_done && !t->runtime_error && !t->retention && take_pace_arm(t) < 0)
                 return 0;
         if (t->ops.progress)
                 t->ops.progress(t->userdata, t->bytes);
@@ -474,7 +518,7 @@ static void take_staged(void *userdata, int r, DumpStage *stage, const char *why
                 /* the stream's worker holds the FIFO's read end from now on: when it stops, createdump does */
                 fifo = dump_stage_take_fifo(stage);
                 r = jobs_stream_dump(t->p.broker, t->p.owner, fifo, t->file_fd, t->dir_fd, control_theirs, &limits,
-                                     t->slot, take_streamed, t, &t->job);
+                                     t->slot, t->p.make_room, take_streamed, t, &t->job);
         }
         if (r != 0) {
                 take_fail_errno(t, r, reason ? reason : "cannot prepare the dump");
@@ -490,6 +534,20 @@ static void take_staged(void *userdata, int r, DumpStage *stage, const char *why
         take_connect(t);
 }
 
+static int take_stage(DumpTake *t) {
+        return jobs_stage_dump(t->p.broker, t->p.target, t->p.owner, t->p.job_timeout_usec, take_staged, t, &t->job);
+}
+
+/* Retention has run over dump_dir (or could not: the dump is bound by the guards all the same). */
+static void take_retained(void *userdata, int r, uint64_t removed, uint64_t room_left) {
+        DumpTake *t = userdata;
+
+        t->retention = NULL;
+        r = take_stage(t);
+        if (r != 0)
+                take_fail_mapped(t, dump_take_job_error(r), r, "cannot prepare the dump");
+}
+
 int dump_take_start(const DumpTakeParams *p, const DumpTakeOps *ops, void *userdata, DumpTake **ret) {
         DumpTake *t = calloc(1, sizeof(DumpTake));
         int r;
@@ -498,7 +556,9 @@ int dump_take_start(const DumpTakeParams *p, const DumpTakeOps *ops, void *userd
                 return -ENOMEM;
         *t = (DumpTake){ .p = *p, .ops = *ops, .userdata = userdata, .command = DOTNET_IPC_GENERATE_CORE_DUMP3,
                          .dir_fd = -EBADF, .file_fd = -EBADF, .control_fd = -EBADF };
-        r = jobs_stage_dump(p->broker, p->target, p->owner, p->job_timeout_usec, take_staged, t, &t->job);
+        /* what retention removes goes before the dump is taken: dump_dir is not kept full by what is due */
+        r = p->broker->retention ? retention_ask(p->broker->retention, &(RetentionAsk){}, take_retained, t, &t->retention)
+                                 : take_stage(t);
         if (r != 0) {
                 dump_take_free(t);
                 return r;

@@ -4,7 +4,8 @@
  * dump request (dump.h) or a [[collect]] table's action (collect-dump.h). No Request, no reply:
  * the caller decides, counts (admission.h), names, labels and publishes; this does the rest.
  *
- * The steps: the staging directory and its FIFO made in the target's /tmp (a worker); dump_dir
+ * The steps: a retention pass over dump_dir (retention.h), which the dump waits for; the staging
+ * directory and its FIFO made in the target's /tmp (a worker); dump_dir
  * opened, an unnamed file and a slot for its bytes (dump-writer.h); the bytes moved from the FIFO
  * into the file (a worker, for as long as the dump takes); the runtime asked (GenerateCoreDump3,
  * falling back to older versions), through the port the runtime connected in on when it did
@@ -59,6 +60,11 @@ typedef struct DumpTakeParams {
         PolicyDumpType type;
         uint32_t owner;           /* whose jobs they are, for the worker pool (a uid) */
         uint64_t job_timeout_usec; /* the staging job's */
+        /* a user's dump: when it would break max_use or keep_free, the artifacts of tables that yield
+         * to dumps are removed to make room for it (retention.h), recorded as made for this request */
+        bool make_room;
+        uint64_t request_id;
+        uid_t requester;
 } DumpTakeParams;
 
 /**

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -62,12 +63,33 @@ static uint64_t next_check_after(uint64_t bytes, uint64_t headroom) {
         return bytes + (headroom < DUMP_WRITER_CHECK_EVERY ? headroom + 1 : DUMP_WRITER_CHECK_EVERY);
 }
 
+/* @what, and the numbers of dump_dir now, in w->why: for a file system that filled up under the guards. */
+static const char *full_why(DumpWriter *w, const char *what) {
+        char numbers[DUMP_SPACE_NUMBERS_MAX];
+        DumpSpace s;
+
+        if (dump_space_measure(w->dir_fd, &w->limits.max_use, &w->limits.keep_free, dump_slots_total(w->slots), &s) < 0)
+                return what;
+        dump_space_format(&s, numbers, sizeof(numbers));
+        snprintf(w->why, sizeof(w->why), "%s (%s)", what, numbers);
+        return w->why;
+}
+
 static int check_space(DumpWriter *w, const char **ret_why) {
         uint64_t headroom;
         int r;
 
         r = dump_space_headroom(w->dir_fd, &w->limits.max_use, &w->limits.keep_free, dump_slots_total(w->slots),
-                                &headroom, ret_why);
+                                &headroom, w->why, sizeof(w->why));
+        for (unsigned try = 0; r == DUMP_PUBLISH_E_NO_SPACE && w->room.ask && try < DUMP_WRITER_ROOM_TRIES; try++) {
+                if (w->room.ask(w->room.userdata, w->bytes, w->room_step) != 0)
+                        break;
+                w->room_step = w->room_step < DUMP_WRITER_ROOM_MOST / 2 ? 2 * w->room_step : DUMP_WRITER_ROOM_MOST;
+                r = dump_space_headroom(w->dir_fd, &w->limits.max_use, &w->limits.keep_free,
+                                        dump_slots_total(w->slots), &headroom, w->why, sizeof(w->why));
+        }
+        if (r == DUMP_PUBLISH_E_NO_SPACE)
+                *ret_why = w->why;
         if (r != 0)
                 return r == DUMP_PUBLISH_E_NO_SPACE ? DUMP_WRITER_E_NO_SPACE : r;
         w->next_check = next_check_after(w->bytes, headroom);
@@ -75,9 +97,10 @@ static int check_space(DumpWriter *w, const char **ret_why) {
 }
 
 int dump_writer_init(DumpWriter *w, int dir_fd, int file_fd, int source_fd, const DumpLimits *limits,
-                     DumpSlots *slots, unsigned slot, const char **ret_why) {
+                     DumpSlots *slots, unsigned slot, const DumpRoom *room, const char **ret_why) {
         *w = (DumpWriter){ .dir_fd = dir_fd, .file_fd = file_fd, .source_fd = source_fd, .limits = *limits,
-                           .slots = slots, .slot = slot };
+                           .slots = slots, .slot = slot, .room = room ? *room : (DumpRoom){},
+                           .room_step = DUMP_WRITER_ROOM_FIRST };
         return check_space(w, ret_why);
 }
 
@@ -110,7 +133,7 @@ int dump_writer_pump(DumpWriter *w, uint64_t budget, const char **ret_why) {
                         if (errno == EAGAIN)
                                 return 0;
                         if (errno == ENOSPC || errno == EDQUOT) {
-                                *ret_why = "the dump does not fit: the dump directory's file system is full";
+                                *ret_why = full_why(w, "the dump does not fit: the dump directory's file system is full");
                                 return DUMP_WRITER_E_NO_SPACE;
                         }
                         return -errno;
@@ -136,7 +159,7 @@ int dump_writer_write(DumpWriter *w, const void *data, size_t size, const char *
                         if (errno == EINTR)
                                 continue;
                         if (errno == ENOSPC || errno == EDQUOT) {
-                                *ret_why = "the file does not fit: the dump directory's file system is full";
+                                *ret_why = full_why(w, "the file does not fit: the dump directory's file system is full");
                                 return DUMP_WRITER_E_NO_SPACE;
                         }
                         return -errno;

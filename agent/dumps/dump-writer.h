@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dump-publish.h"
 #include "policy.h"
 
 enum {
@@ -50,24 +51,49 @@ int dump_slots_claim(DumpSlots *s, unsigned *ret_slot);
 void dump_slots_release(DumpSlots *s, unsigned slot);
 uint64_t dump_slots_total(const DumpSlots *s);
 
+/*
+ * Room asked for when the guards would break (a user's dump, whose room retention may make):
+ * @ask gets the bytes written so far and the room wanted, and returns 0 when room was made (the
+ * guards are looked at again) or DUMP_WRITER_E_NO_SPACE.
+ */
+typedef struct DumpRoom {
+        int (*ask)(void *userdata, uint64_t bytes, uint64_t room);
+        void *userdata;
+} DumpRoom;
+
+/*
+ * How much room a dump asks for when the guards stop it: 4 MiB the first time, twice as much each
+ * time after, up to as much as it writes between two checks. So a small dump has no more removed
+ * for it than it needs, give or take 4 MiB, and a large one asks a few times, not once every 4 MiB.
+ */
+#define DUMP_WRITER_ROOM_FIRST (4ULL << 20)
+#define DUMP_WRITER_ROOM_MOST DUMP_WRITER_CHECK_EVERY
+/* How often one check asks for room before it gives up: each pass removes something or says no. */
+#define DUMP_WRITER_ROOM_TRIES 8
+
 typedef struct DumpWriter {
         int dir_fd, file_fd, source_fd; /* not owned */
         DumpLimits limits;
+        DumpRoom room;          /* .ask NULL: none is asked for */
+        uint64_t room_step;     /* the room it asks for next */
         DumpSlots *slots;
         unsigned slot;
         uint64_t bytes;
         uint64_t next_check;
         bool ended;
+        char why[DUMP_SPACE_WHY_MAX]; /* what a refusal's why points to: the limit and the numbers */
 } DumpWriter;
 
 /**
  * dump_writer_init() - start writing into @file_fd, an unnamed file of @dir_fd, from @source_fd
  *
+ * @room: NULL, or whom to ask for room whenever the guards would break (DumpRoom).
+ *
  * Return: 0, DUMP_WRITER_E_NO_SPACE with *@ret_why (the guards are broken
  * already), or a negative errno.
  */
 int dump_writer_init(DumpWriter *w, int dir_fd, int file_fd, int source_fd, const DumpLimits *limits,
-                     DumpSlots *slots, unsigned slot, const char **ret_why);
+                     DumpSlots *slots, unsigned slot, const DumpRoom *room, const char **ret_why);
 
 /**
  * dump_writer_pump() - move what the FIFO holds now, at most @budget bytes

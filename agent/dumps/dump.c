@@ -55,10 +55,12 @@ typedef struct DumpWork {
         Request *request;
         DumpTake *take;
         uint64_t started_usec;
-        bool want_fd;
+        DumpDelivery delivery;
         bool claimed;           /* holds one of the dump slots (admission.h) */
         AdmissionKey key;
         int dir_fd;             /* dump_dir, once the dump is taken (the take's) */
+        int file_fd;            /* the dump, once taken (the take's): handed over unnamed for DUMP_DELIVER_FD_ONLY */
+        bool stored;            /* it has a name in dump_dir */
 } DumpWork;
 
 static void dump_work_free(void *p) {
@@ -118,6 +120,14 @@ static int open_published(int dir_fd, const char *name) {
         return openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 }
 
+/* A read-only description of the unnamed dump in @fd: the one the take wrote is read-write. */
+static int open_unnamed(int fd) {
+        char path[32];
+
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        return open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+}
+
 /* The client's end of the socket is closed (or shut for writing, which dsctl never does during a dump). */
 static bool client_gone(const Request *req) {
         struct pollfd p = { .fd = req->connection->fd, .events = POLLRDHUP };
@@ -138,8 +148,8 @@ static int dump_hand_over(DumpWork *work, WireWriter *w, const char *name, bool 
         _cleanup_close_ int fd = -EBADF;
         int r;
 
-        if (work->want_fd && readable) {
-                fd = open_published(work->dir_fd, name);
+        if (work->delivery != DUMP_DELIVER_STORED && readable) {
+                fd = work->stored ? open_published(work->dir_fd, name) : open_unnamed(work->file_fd);
                 if (fd < 0)
                         return -errno;
         }
@@ -154,7 +164,8 @@ static void dump_reply_frame(WireWriter *w, const Request *req, const char *path
 
         (void)clock_gettime(CLOCK_REALTIME, &now);
         wire_writer_begin(w, WIRE_REPLY_DUMP);
-        wire_writer_put_string(w, WIRE_TAG_PATH, path);
+        if (path) /* none: handed over unnamed, not stored */
+                wire_writer_put_string(w, WIRE_TAG_PATH, path);
         wire_writer_put_u64(w, WIRE_TAG_SIZE, size);
         wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, policy_dump_type_to_string(req->ask.dump_type));
         wire_writer_put_u32(w, WIRE_TAG_READABLE, readable);
@@ -175,7 +186,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         int r;
 
         w = malloc(sizeof(*w));
-        if (!w || asprintf(&path, "%s/%s", a->dump_dir, name) < 0) {
+        if (!w || (work->stored && asprintf(&path, "%s/%s", a->dump_dir, name) < 0)) {
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
@@ -189,7 +200,8 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         };
         r = audit_log_dump(req->broker->config.audit_sink, &e);
         if (r < 0 && !a->audit_failure_allow) {
-                (void)unlinkat(work->dir_fd, name, 0);
+                if (work->stored)
+                        (void)unlinkat(work->dir_fd, name, 0);
                 request_reply_errno(req, r, "the dump's audit record could not be written; the dump was removed");
                 return;
         }
@@ -199,7 +211,8 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
         r = dump_hand_over(work, w, name, readable);
         if (r == -EPIPE || r == -ECONNRESET || r == -ENOTCONN) {
                 /* nobody will be told where it is: a dump nobody knows of only takes space */
-                (void)unlinkat(work->dir_fd, name, 0);
+                if (work->stored)
+                        (void)unlinkat(work->dir_fd, name, 0);
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
                                     "the client went away before the dump was handed over; the dump was removed");
                 return;
@@ -209,7 +222,9 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                 return;
         }
         request_reply_done(req, req->verdict.rule_name,
-                              readable ? "dump taken" : "dump taken; only root may read it: the process changed credentials");
+                           !readable       ? "dump taken; only root may read it: the process changed credentials"
+                           : work->stored ? "dump taken"
+                                          : "dump taken and handed to the requester; dump_dir keeps no copy");
 }
 
 /* Stops the taking, if it still runs: the runtime's createdump then fails on its next write. */
@@ -220,6 +235,30 @@ static void dump_stop(DumpWork *work) {
 static void dump_fail(DumpWork *work, WireError error, const char *why) {
         dump_stop(work);
         request_reply_error(work->request, AUDIT_DECISION_FAILED, error, why);
+}
+
+/*
+ * No room in dump_dir, once the take has ended: @why says which limit and the numbers
+ * (dump-publish.h); what the requester can do about it, and whom to ask for the rest, goes with it.
+ */
+static void dump_fail_no_space(DumpWork *work, const char *why) {
+        const Policy *p = work->request->policy;
+        bool readers_remove = false;
+        _cleanup_free_ char *text = NULL;
+
+        for (size_t i = 0; i < p->n_collect; i++)
+                readers_remove = readers_remove || p->collect[i].artifacts.readers_may_remove;
+        for (size_t i = 0; i < p->n_on_start; i++)
+                readers_remove = readers_remove || p->on_start[i].artifacts.readers_may_remove;
+        if (asprintf(&text,
+                     "%s. To make room: 'dsctl dumps' lists what you may read in %s, and 'dsctl dumps --remove PATH' "
+                     "removes the dumps you asked for%s; for the rest ask root, who may remove any, or raise max_use "
+                     "or lower keep_free in the policy's [agent]",
+                     why, p->agent.dump_dir,
+                     readers_remove ? " and the artifacts of the tables that let their readers remove them" : "") < 0)
+                text = NULL;
+        /* the take has ended already; @why may be its own, which lasts until the reply frees it */
+        request_reply_error(work->request, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SPACE, text ? text : why);
 }
 
 /* The agent's own failure, @r a negative errno (anything else reads as EIO): the errno goes with it. */
@@ -253,6 +292,13 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
         }
         dump_readers(req, !res->changed, users, &n_users, &readers);
         dump_file_name(req, name, sizeof(name));
+        work->dir_fd = res->dir_fd;
+        work->file_fd = res->file_fd;
+        /* the requester gets the unnamed file itself: nothing is left in dump_dir */
+        if (work->delivery == DUMP_DELIVER_FD_ONLY && !res->changed) {
+                dump_reply(work, name, res->bytes, true);
+                return;
+        }
         attrs = (DumpAttributes){
                 .requester = req->peer->uid, .target_pid = req->target->pid, .target_uid = target_euid(req->target),
                 .target_unit = req->target->unit, .target_exe = req->target->exe, .target_name = req->target->name,
@@ -260,14 +306,14 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
         };
         r = dump_publish_fd(res->dir_fd, res->file_fd, &readers, &attrs, name);
         if (r == DUMP_PUBLISH_E_NO_SPACE) {
-                dump_fail(work, WIRE_ERROR_NO_SPACE, "the dump does not fit: the dump directory's file system is full");
+                dump_fail_no_space(work, "the dump does not fit: the dump directory's file system is full");
                 return;
         }
         if (r != 0) {
                 dump_fail_errno(work, r, "cannot publish the dump");
                 return;
         }
-        work->dir_fd = res->dir_fd;
+        work->stored = true;
         dump_reply(work, name, res->bytes, !res->changed);
 }
 
@@ -284,7 +330,10 @@ static void dump_taken(void *userdata, const DumpTakeResult *res) {
                 dump_publish(work, res);
                 break;
         case DUMP_TAKE_FAILED:
-                request_reply_error(req, AUDIT_DECISION_FAILED, res->error, res->why);
+                if (res->error == WIRE_ERROR_NO_SPACE)
+                        dump_fail_no_space(work, res->why);
+                else
+                        request_reply_error(req, AUDIT_DECISION_FAILED, res->error, res->why);
                 break;
         case DUMP_TAKE_ERRNO:
                 request_reply_errno(req, res->r, res->why);
@@ -337,7 +386,10 @@ static void dump_stage(Request *req) {
                                                .type = req->ask.dump_type, .owner = req->peer->charged_uid,
                                                .job_timeout_usec = req->job_timeout_usec > 0
                                                                            ? req->job_timeout_usec
-                                                                           : req->broker->config.runtime_timeout_usec },
+                                                                           : req->broker->config.runtime_timeout_usec,
+                                               /* a user's explicit request: tables that yield make room */
+                                               .make_room = true, .request_id = req->id,
+                                               .requester = req->peer->uid },
                             &ops, work, &work->take);
         if (r != 0)
                 dump_fail_mapped(work, dump_take_job_error(r), r, "cannot prepare the dump");
@@ -436,7 +488,7 @@ static void dump_opened(Request *req) {
  * process); WANT_FD asks for a read-only fd of the result, which dsctl -o
  * copies as the caller.
  */
-void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool want_fd) {
+void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, DumpDelivery delivery) {
         DumpWork *work;
 
         req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = type };
@@ -445,8 +497,8 @@ void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool
                 request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return;
         }
-        *work = (DumpWork){ .request = req, .want_fd = want_fd, .started_usec = monotonic_usec(req),
-                            .dir_fd = -EBADF };
+        *work = (DumpWork){ .request = req, .delivery = delivery, .started_usec = monotonic_usec(req),
+                            .dir_fd = -EBADF, .file_fd = -EBADF };
         req->audit_records = 2; /* the dump's record, then the request's */
         req->work = work;
         req->work_free = dump_work_free;
@@ -466,7 +518,7 @@ void dump_start(Request *req, const WireMessage *m) {
                 return;
         }
         (void)wire_message_get_u32(m, WIRE_TAG_WANT_FD, &want_fd);
-        dump_start_as(req, m, dump_type, want_fd == 1);
+        dump_start_as(req, m, dump_type, want_fd == 1 ? DUMP_DELIVER_STORED_AND_FD : DUMP_DELIVER_STORED);
 }
 
 static char *get_attribute(int fd, const char *key) {
@@ -495,6 +547,7 @@ static int parse_uid(const char *s, uint32_t *ret) {
 /* What a dump's xattrs say of it (dump-publish.c); each NULL when absent. */
 typedef struct DumpLabels {
         char *type, *pid, *uid, *unit, *exe, *name, *requester;
+        char *origin, *table;   /* a policy table's artifact (dump-publish.h) */
 } DumpLabels;
 
 static void dump_labels_done(DumpLabels *l) {
@@ -505,6 +558,8 @@ static void dump_labels_done(DumpLabels *l) {
         free(l->exe);
         free(l->name);
         free(l->requester);
+        free(l->origin);
+        free(l->table);
 }
 
 static void dump_labels_read(int fd, DumpLabels *l) {
@@ -515,6 +570,8 @@ static void dump_labels_read(int fd, DumpLabels *l) {
         l->exe = get_attribute(fd, "user.dsagent.target_exe");
         l->name = get_attribute(fd, "user.dsagent.target_name");
         l->requester = get_attribute(fd, "user.dsagent.requester_uid");
+        l->origin = get_attribute(fd, "user.dsagent.origin");
+        l->table = get_attribute(fd, "user.dsagent.table");
 }
 
 /* The labels as fields, each checked: they are the agent's own, but a file system may hold anything. */
@@ -628,13 +685,26 @@ static const char *dump_name_in(const char *dump_dir, const char *path) {
         return name;
 }
 
-/* Whether @peer may remove the dump in @fd: root, or the requester it records. */
-static bool may_remove(const PeerCreds *peer, const DumpLabels *l) {
+/*
+ * Whether @req's caller may remove the dump in @fd: root; the requester it records; or, for a
+ * table's artifact, one of its readers (the file's ACL lets them read it, as the kernel decides),
+ * when the table in force says readers_may_remove. *@ret_reader: the caller may read it.
+ */
+static bool may_remove(const Request *req, int fd, const DumpLabels *l, bool *ret_reader) {
+        const PolicyTableArtifacts *table = policy_table_artifacts(req->policy, l->origin, l->table, NULL);
+        const PeerCreds *peer = req->peer;
         uint32_t requester;
+        bool reader = false;
 
+        *ret_reader = false;
         if (peer->uid == 0)
                 return true;
-        return l->requester && parse_uid(l->requester, &requester) == 0 && requester == peer->uid;
+        if (l->requester && parse_uid(l->requester, &requester) == 0 && requester == peer->uid)
+                return true;
+        if (acl_fd_allows_read(fd, peer->uid, peer->groups, peer->n_groups, &reader) < 0)
+                reader = false;
+        *ret_reader = reader;
+        return reader && table && table->readers_may_remove;
 }
 
 /* The record names the dump's process, as the dump's own record did. */
@@ -653,7 +723,7 @@ static void audit_dump_target(Request *req, const DumpLabels *l) {
 
 /* Removes the dump, if the caller may. Return: 0 (removed), 1 (refused: @reason says why), or a negative errno. */
 static int remove_named(Request *req, int dir_fd, const char *name, const char *path, DumpLabels *labels,
-                        AuditDecision *ret_decision, char *reason, size_t size) {
+                        AuditDecision *ret_decision, bool *ret_reader, char *reason, size_t size) {
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
 
@@ -665,9 +735,15 @@ static int remove_named(Request *req, int dir_fd, const char *name, const char *
         }
         dump_labels_read(fd, labels);
         audit_dump_target(req, labels);
-        if (!may_remove(req->peer, labels)) {
-                snprintf(reason, size, "the dump %s was asked for by %s%s", path, labels->requester ? "uid " : "",
-                         labels->requester ? labels->requester : "nobody it records");
+        if (!may_remove(req, fd, labels, ret_reader)) {
+                if (*ret_reader && labels->origin && labels->table)
+                        snprintf(reason, size, "the %s %s is [[%s]] %s's, whose readers may not remove it "
+                                 "(readers_may_remove is not set); root may",
+                                 labels->type ? labels->type : "file", path, labels->origin, labels->table);
+                else
+                        snprintf(reason, size, "the dump %s was asked for by %s%s", path,
+                                 labels->requester ? "uid " : "",
+                                 labels->requester ? labels->requester : "nobody it records");
                 *ret_decision = AUDIT_DECISION_DENIED;
                 return 1;
         }
@@ -678,16 +754,22 @@ static int remove_named(Request *req, int dir_fd, const char *name, const char *
 static void dumps_remove_named(Request *req, int dir_fd, const char *name, const char *path) {
         _cleanup_(dump_labels_done) DumpLabels labels = {};
         AuditDecision decision = AUDIT_DECISION_FAILED;
-        char reason[PATH_MAX + 64];
+        char reason[PATH_MAX + 192];
+        bool reader = false;
         int r;
 
-        r = remove_named(req, dir_fd, name, path, &labels, &decision, reason, sizeof(reason));
+        r = remove_named(req, dir_fd, name, path, &labels, &decision, &reader, reason, sizeof(reason));
+        /* the uniform words tell nobody what dump_dir holds; a reader of the file knows it is there already */
         if (r > 0)
-                request_reply_error_as(req, decision, WIRE_ERROR_DENIED, reason, DUMPS_NOT_YOURS);
+                request_reply_error_as(req, decision, WIRE_ERROR_DENIED, reason, reader ? reason : DUMPS_NOT_YOURS);
         else if (r < 0)
                 request_reply_errno(req, r, "cannot remove the dump");
         else {
-                snprintf(reason, sizeof(reason), "removed the dump %s", path);
+                if (reader && labels.origin && labels.table)
+                        snprintf(reason, sizeof(reason), "removed the dump %s, as a reader of [[%s]] %s (readers_may_remove)",
+                                 path, labels.origin, labels.table);
+                else
+                        snprintf(reason, sizeof(reason), "removed the dump %s", path);
                 request_reply_done(req, NULL, reason);
         }
         /* the record is written: its strings go with the labels */

@@ -6,13 +6,25 @@
 #include "wire.h"
 
 void dump_start(Request *req, const WireMessage *m);
+/* What becomes of a dump once it is whole. */
+typedef enum DumpDelivery {
+        DUMP_DELIVER_STORED,        /* published in dump_dir, for the requester and the rule's readers */
+        DUMP_DELIVER_STORED_AND_FD, /* and a read-only fd of it in the reply (dsctl dump -o) */
+        /*
+         * a read-only fd of the unnamed file alone, nothing stored (a stock tool's dump through dsctl
+         * port, which dsctl writes where the tool asked): the space is the requester's to hold while
+         * it keeps the fd, and dump_dir keeps no copy. A dump only root may read (the process changed
+         * credentials) is stored, root's, as for DUMP_DELIVER_STORED.
+         */
+        DUMP_DELIVER_FD_ONLY,
+} DumpDelivery;
+
 /*
  * A dump of @type of the process @m names (its PID or UNIT), decided as the
- * dump command; with @want_fd the reply carries a read-only fd of the
- * published dump when the requester may read it. dump_start() reads these
- * from a dump request; the proxy from a tool's GenerateCoreDump.
+ * dump command, delivered as @delivery says. dump_start() reads these from a
+ * dump request; the proxy from a tool's GenerateCoreDump.
  */
-void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, bool want_fd);
+void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, DumpDelivery delivery);
 void dumps_list(Request *req);
 
 /*

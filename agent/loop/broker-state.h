@@ -87,6 +87,7 @@ typedef struct Broker {
         struct Collector *collector;   /* the [[collect]] tables' watches (collect.h) */
         struct TargetCache *targets;   /* targets opened lately, reused for a while (target-cache.h) */
         struct CandidateWalks *walks;  /* ps's one walk of /proc at a time, shared (candidate-walk.h) */
+        struct Retention *retention;   /* what of dump_dir goes, and when (retention.h) */
         uint64_t fds_for_ports;        /* of RLIMIT_NOFILE, what the ports may hold (PORTS_FDS_MAX at most) */
         uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
         /* The loop's own (broker.c), which a connection calls as it opens and as it is destroyed: the

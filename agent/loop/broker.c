@@ -30,6 +30,7 @@
 #include "worker-pool.h"
 #include "pam-check.h"
 #include "policy-load.h"
+#include "retention.h"
 #include "target-cache.h"
 #include "test-hooks.h"
 
@@ -228,6 +229,7 @@ Broker *broker_free(Broker *b) {
         rate_limiter_free(b->rate_limiter);
         startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
         collector_free(b->collector);           /* before the workers: it cancels its jobs */
+        retention_free(b->retention);           /* after what waits on it (the dumps), before the workers */
         admission_free(b->admission);           /* after both: their sessions and dumps end counted */
         ports_free(b->ports);
         target_cache_free(b->targets);
@@ -278,6 +280,7 @@ int broker_load_policy(Broker *b) {
                 (void)ports_apply(b->ports, b->policy);
                 if (b->collector)
                         collector_apply(b->collector);
+                retention_policy_changed(b->retention); /* its rules, and dump_dir, may be new */
         }
         /* after the ports and tables follow it: whoever reads the record finds the policy in force whole
          * (a port's file has the new ACL; a reader who then changes it is not undone by this reload) */
@@ -451,6 +454,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         if (r < 0)
                 return r;
         r = collector_new(b, &b->collector);
+        if (r < 0)
+                return r;
+        r = retention_new(b, &b->retention);
         if (r < 0)
                 return r;
         jobs_set_broker(b);

@@ -382,7 +382,8 @@ static const char *proxy_decode_error(int r) {
         }
 }
 
-/* Dumps go through the agent's own staging; the tool's path is dsctl's to write, as the caller. */
+/* Dumps go through the agent's own staging; the tool's path is dsctl's to write, as the caller, from an fd
+ * of the unnamed file: dump_dir keeps no copy the tool's user would not know of. */
 static void proxy_start_dump(Request *req, const WireMessage *m, const IpcRequest *ipc) {
         if (ipc->command != DOTNET_IPC_GENERATE_CORE_DUMP &&
             (ipc->dump.flags & (IPC_REQUEST_DUMP_FLAG_CRASH_REPORT | IPC_REQUEST_DUMP_FLAG_CRASH_REPORT_ONLY))) {
@@ -393,7 +394,7 @@ static void proxy_start_dump(Request *req, const WireMessage *m, const IpcReques
                                             "crash reports are not taken through the proxy");
                 return;
         }
-        dump_start_as(req, m, ipc_request_policy_dump_type(ipc->dump.type), true);
+        dump_start_as(req, m, ipc_request_policy_dump_type(ipc->dump.type), DUMP_DELIVER_FD_ONLY);
 }
 
 void proxy_start(Request *req, const WireMessage *m) {

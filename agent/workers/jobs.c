@@ -32,6 +32,7 @@
 #include "jobs.h"
 #include "monitor-view.h"
 #include "nettrace.h"
+#include "retention-pass.h"
 #include "test-hooks.h"
 #include "text.h"
 #include "userns.h"
@@ -60,6 +61,7 @@ typedef enum JobType {
         JOB_COUNTERS,
         JOB_GCDUMP,
         JOB_FACTS,
+        JOB_RETAIN,
 } JobType;
 
 typedef struct JobRequester {
@@ -96,6 +98,7 @@ typedef struct JobRequest {
                 struct {
                         DumpLimits limits;
                         uint32_t slot;
+                        uint8_t make_room;      /* a user's dump: ask the agent for room before giving up */
                 } stream;                       /* STREAM (fds: FIFO, file, dump_dir, control) */
                 char runtime_dir[PATH_MAX];     /* CLEAN */
                 struct {
@@ -113,6 +116,7 @@ typedef struct JobRequest {
                         uint32_t n;
                         int32_t pids[JOBS_FACTS_MAX];
                 } facts_of;                     /* FACTS */
+                uint64_t room;                  /* RETAIN (fd: the control socket) */
         };
 } JobRequest;
 
@@ -155,6 +159,7 @@ typedef struct JobReply {
                         uint32_t n;
                         JobProcessFacts facts[JOBS_FACTS_MAX];
                 } facts_of;                     /* FACTS */
+                RetentionPassResult retain;     /* RETAIN */
         };
 } JobReply;
 
@@ -385,38 +390,75 @@ static uint64_t stream_now_usec(void) {
         return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* A stream's control socket, as the room it asks for is waited on. */
+typedef struct StreamControl {
+        int fd;
+        bool finish;            /* JOBS_STREAM_FINISH came while the stream waited for room */
+} StreamControl;
+
+/*
+ * The dump would break the guards: the agent is asked for @room bytes (retention.h removes
+ * yielding tables' artifacts for a user's dump), and the stream waits for its answer.
+ * Return: 0 when room was made (check again), or a DUMP_WRITER_E_NO_SPACE to stop at.
+ */
+static int stream_make_room(void *userdata, uint64_t bytes, uint64_t room) {
+        StreamControl *c = userdata;
+        DumpProgress ask = { .bytes = bytes, .room = room };
+        struct pollfd p = { .fd = c->fd, .events = POLLIN };
+        char word = 0;
+
+        if (send(c->fd, &ask, sizeof(ask), MSG_NOSIGNAL) != (ssize_t)sizeof(ask))
+                return DUMP_WRITER_E_NO_SPACE;
+        for (;;) {
+                /* a pass lists dump_dir and waits on the agent's records: its job's own deadline bounds it */
+                if (poll(&p, 1, (int)(JOBS_RETAIN_TIMEOUT_USEC / 1000)) <= 0 || recv(c->fd, &word, 1, 0) != 1)
+                        return DUMP_WRITER_E_NO_SPACE;
+                if (word == JOBS_STREAM_FINISH)
+                        c->finish = true;
+                else
+                        return word == JOBS_STREAM_ROOM_MADE ? 0 : DUMP_WRITER_E_NO_SPACE;
+        }
+}
+
 /*
  * The dump's bytes, from the FIFO into the unnamed file, until the agent
  * says the runtime is done (or goes away, or the guards are broken). New
  * bytes are reported at once when they are the first or the FIFO went quiet,
  * and at least every STREAM_PROGRESS_USEC while they keep coming: the agent
- * measures the runtime's pace by these reports (dump.c).
+ * measures the runtime's pace by these reports (dump.c). A user's dump that would
+ * break the guards asks for room first (stream_make_room()).
  */
 static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         const char *why = NULL;
         DumpWriter w;
         uint64_t reported = 0, reported_usec = 0;
         bool fifo_open = true;
-        int control;
+        StreamControl control;
 
         if (msg->n_fds != 4 || q->stream.slot >= DUMP_SLOTS_MAX) {
                 a->r = -EBADF;
                 return REPLY_HEAD;
         }
-        control = msg->fds[3];
+        control = (StreamControl){ .fd = msg->fds[3] };
         a->r = dump_writer_init(&w, msg->fds[2], msg->fds[1], msg->fds[0], &q->stream.limits, broker->dump_slots,
-                                q->stream.slot, &why);
+                                q->stream.slot,
+                                q->stream.make_room ? &(DumpRoom){ .ask = stream_make_room, .userdata = &control } : NULL,
+                                &why);
         while (a->r == 0) {
-                struct pollfd p[2] = { { .fd = control, .events = POLLIN }, { .fd = w.source_fd, .events = POLLIN } };
+                struct pollfd p[2] = { { .fd = control.fd, .events = POLLIN }, { .fd = w.source_fd, .events = POLLIN } };
                 char command = 0;
                 ssize_t n;
 
+                if (control.finish) {
+                        a->r = dump_writer_drain(&w, &why);
+                        break;
+                }
                 if (poll(p, fifo_open ? 2 : 1, STREAM_PROGRESS_USEC / 1000) < 0 && errno != EINTR) {
                         a->r = -errno;
                         break;
                 }
                 if (p[0].revents) {
-                        n = recv(control, &command, 1, MSG_DONTWAIT);
+                        n = recv(control.fd, &command, 1, MSG_DONTWAIT);
                         if (n <= 0 && !(n < 0 && errno == EAGAIN)) {
                                 a->r = -ECANCELED; /* the agent is gone, or gave up on the dump */
                                 break;
@@ -436,7 +478,7 @@ static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobRe
                 if (w.bytes != reported && (reported == 0 || !fifo_open || p[1].revents == 0 ||
                                             w.bytes - reported >= STREAM_PUMP_BUDGET ||
                                             stream_now_usec() - reported_usec >= STREAM_PROGRESS_USEC)) {
-                        stream_report(control, w.bytes);
+                        stream_report(control.fd, w.bytes);
                         reported = w.bytes;
                         reported_usec = stream_now_usec();
                 }
@@ -470,7 +512,7 @@ static size_t handle_trace(const JobRequest *q, const WorkerMessage *msg, JobRep
         pipe_write = fds[1];
         (void)fcntl(pipe_write, F_SETPIPE_SZ, STREAM_PIPE_SIZE);
         a->r = dump_writer_init(&w, msg->fds[2], msg->fds[1], pipe_read, &q->trace.limits, broker->dump_slots,
-                                q->trace.slot, &why);
+                                q->trace.slot, NULL, &why);
         while (a->r == 0 && w.bytes < q->trace.max_bytes) {
                 uint64_t left = q->trace.max_bytes - w.bytes;
                 struct pollfd p = { .fd = stream, .events = POLLIN };
@@ -541,7 +583,7 @@ static int stacks_read(int fd, MonitorView *v) {
  */
 static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         MonitorView *v = NULL;
-        const char *why = NULL;
+        char why[DUMP_SPACE_WHY_MAX] = "";
         uint64_t headroom = 0;
         struct stat st;
         FILE *out;
@@ -569,10 +611,11 @@ static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobRe
         if (a->r == 0 && fstat(msg->fds[1], &st) < 0)
                 a->r = -errno;
         if (a->r == 0)
-                a->r = dump_space_headroom(msg->fds[2], &q->stacks.max_use, &q->stacks.keep_free, 0, &headroom, &why);
+                a->r = dump_space_headroom(msg->fds[2], &q->stacks.max_use, &q->stacks.keep_free, 0, &headroom, why,
+                                           sizeof(why));
         if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > headroom))
                 a->r = DUMP_WRITER_E_NO_SPACE;
-        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why ? why : "no room in dump_dir for the text") : NULL);
+        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why[0] ? why : "no room in dump_dir for the text") : NULL);
         a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
         return REPLY_HEAD + sizeof(a->bytes);
 }
@@ -626,7 +669,7 @@ static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, Job
         static const CounterRowsCallbacks rows_callbacks = { .emit = counters_emit };
         static const NettraceCallbacks callbacks = { .header = counters_header, .event = counters_event };
         CountersCsv x = {};
-        const char *why = NULL;
+        char why[DUMP_SPACE_WHY_MAX] = "";
         struct stat st;
         int fd;
 
@@ -635,7 +678,7 @@ static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, Job
                 return REPLY_HEAD;
         }
         a->r = dump_space_headroom(msg->fds[2], &q->counters.limits.max_use, &q->counters.limits.keep_free, 0,
-                                   &x.most, &why);
+                                   &x.most, why, sizeof(why));
         if (a->r == 0) {
                 fd = fcntl(msg->fds[1], F_DUPFD_CLOEXEC, 3);
                 x.out = fd < 0 ? NULL : fdopen(fd, "w");
@@ -660,7 +703,7 @@ static size_t handle_counters(const JobRequest *q, const WorkerMessage *msg, Job
                 a->r = -errno;
         if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > x.most))
                 a->r = DUMP_WRITER_E_NO_SPACE;
-        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why ? why : "no room in dump_dir for the counters") : NULL);
+        reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why[0] ? why : "no room in dump_dir for the counters") : NULL);
         a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
         return REPLY_HEAD + sizeof(a->bytes);
 }
@@ -839,7 +882,7 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
                 return REPLY_HEAD;
         }
         a->r = dump_writer_init(&out.w, msg->fds[2], msg->fds[1], -EBADF, &q->trace.limits, broker->dump_slots,
-                                q->trace.slot, &out.why);
+                                q->trace.slot, NULL, &out.why);
         if (a->r == 0)
                 a->r = gcdump_heap_new(&heap);
         if (a->r == 0) {
@@ -872,6 +915,19 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
         heap = gcdump_heap_free(heap);
         unbound_data(&unbounded);
         return REPLY_HEAD + sizeof(a->gcdump);
+}
+
+/* A retention pass over dump_dir, under the policy this worker was forked with (retention-pass.h). */
+static size_t handle_retain(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        const char *why = NULL;
+
+        if (msg->n_fds != 1) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        a->r = retention_pass_run(broker->policy, broker->dump_slots, q->room, msg->fds[0], &a->retain, &why);
+        reply_why(a, why);
+        return REPLY_HEAD + sizeof(a->retain);
 }
 
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
@@ -925,6 +981,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_FACTS:
                 reply->size = handle_facts(&q, a);
+                break;
+        case JOB_RETAIN:
+                reply->size = handle_retain(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -1242,7 +1301,8 @@ static void stream_done(int error, WorkerMessage *reply, void *userdata) {
 }
 
 int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int dir_fd, int control_fd,
-                     const DumpLimits *limits, unsigned slot, JobStreamDone done, void *userdata, JobCall *call) {
+                     const DumpLimits *limits, unsigned slot, bool make_room, JobStreamDone done, void *userdata,
+                     JobCall *call) {
         JobRequest *q = request_new(JOB_STREAM);
         int fds[4] = { fifo_fd, file_fd, dir_fd, control_fd };
 
@@ -1250,6 +1310,7 @@ int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int di
                 return -ENOMEM;
         q->stream.limits = *limits;
         q->stream.slot = slot;
+        q->stream.make_room = make_room;
         return submit_own(b, owner, q, offsetof(JobRequest, stream) + sizeof(q->stream), fds, 4,
                           b->config.dump_timeout_usec + b->config.runtime_timeout_usec, stream_done, done, userdata,
                           call);
@@ -1473,6 +1534,27 @@ int jobs_resolve_names(Request *req, JobDone done) {
         q->who = (JobRequester){ .uid = req->peer->uid, .gid = req->peer->gid };
         return submit(req, q, offsetof(JobRequest, who) + offsetof(JobRequester, groups), NULL, 0,
                       lookup_timeout(req), names_done, done);
+}
+
+static void retain_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobRetainDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->retain), &a);
+        done(call->userdata, r, r == 0 ? &a->retain : NULL, why_of(a));
+}
+
+int jobs_retain(Broker *b, int control_fd, uint64_t room, JobRetainDone done, void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_RETAIN);
+
+        if (!q)
+                return -ENOMEM;
+        q->room = room;
+        return submit_own(b, JOBS_RETENTION_OWNER, q, offsetof(JobRequest, room) + sizeof(q->room), &control_fd, 1,
+                          JOBS_RETAIN_TIMEOUT_USEC, retain_done, done, userdata, call);
 }
 
 static void clean_done(int error, WorkerMessage *reply, void *userdata) {

@@ -20,6 +20,7 @@
 #include "dump-writer.h"
 #include "policy.h"
 #include "procfs.h"
+#include "retention-pass.h"
 #include "request.h"
 #include "target.h"
 #include "worker-pool.h"
@@ -89,8 +90,10 @@ int jobs_find_unit(Request *req, const char *unit, JobUnitDone done);
 
 
 
-/* What a dump stream is told on its control socket. */
+/* What a dump stream is told on its control socket: the runtime is done; room was made (try again), or not. */
 #define JOBS_STREAM_FINISH 'F'
+#define JOBS_STREAM_ROOM_MADE 'R'
+#define JOBS_STREAM_NO_ROOM 'N'
 
 /*
  * Jobs the agent runs for itself, with no request behind them (on-start.h), or for
@@ -123,10 +126,13 @@ int jobs_stage_dump(Broker *b, const Target *t, uint32_t owner, uint64_t timeout
  */
 typedef struct DumpProgress {
         uint64_t bytes;
+        uint64_t room;          /* not 0: the guards would break, and the stream asks for this much room
+                                 * (@make_room); it waits for JOBS_STREAM_ROOM_MADE or JOBS_STREAM_NO_ROOM */
 } DumpProgress;
 typedef void (*JobStreamDone)(void *userdata, int r, uint64_t bytes, const char *why);
 int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int dir_fd, int control_fd,
-                     const DumpLimits *limits, unsigned slot, JobStreamDone done, void *userdata, JobCall *call);
+                     const DumpLimits *limits, unsigned slot, bool make_room, JobStreamDone done, void *userdata,
+                     JobCall *call);
 
 /* @t is the process, pinned, with its details (target_read_details()); NULL with @r non-zero. */
 typedef void (*JobProcessDone)(void *userdata, int r, Target *t);
@@ -263,6 +269,24 @@ typedef void (*JobWalkDone)(void *userdata, int r, const DiscoverCandidate *foun
  */
 int jobs_walk_candidates(Broker *b, const JobWalk *walk, uint32_t owner, JobWalkDone done, void *userdata,
                          JobCall *call);
+
+/* The worker pool counts jobs by owner: retention's passes are their own, apart from every user's and the
+ * agent's other jobs (on-start.c's -2, collect.c's -3 and -4). */
+#define JOBS_RETENTION_OWNER ((uint32_t)-5)
+/* A pass lists dump_dir and removes at most RETENTION_PASS_REMOVALS_MAX files, each after an answer of the
+ * loop's: well within this, unless the file system hangs, which then costs that worker alone. */
+#define JOBS_RETAIN_TIMEOUT_USEC (120 * 1000000ULL)
+
+/* @res is the pass's with @r 0; else NULL, with a JOBS_E_* code or a negative errno (and @why). */
+typedef void (*JobRetainDone)(void *userdata, int r, const RetentionPassResult *res, const char *why);
+/*
+ * jobs_retain() - a retention pass over dump_dir (retention-pass.h), by a worker
+ *
+ * Under the policy the worker was forked with (a reload replaces idle workers at once). Before each
+ * removal the worker sends a RetentionNote on @control_fd (one end of a SOCK_SEQPACKET pair, the
+ * worker gets a copy) and waits for the agent's RETENTION_GO; @room: bytes a user's dump needs.
+ */
+int jobs_retain(Broker *b, int control_fd, uint64_t room, JobRetainDone done, void *userdata, JobCall *call);
 
 /* Removes the staging of an agent that died (dump_stage_clean_stale()), in the background. */
 int jobs_clean_stale(Broker *b);

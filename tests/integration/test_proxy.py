@@ -1115,6 +1115,35 @@ def dsctl_exec_serves_tools_by_their_pid_under_the_grant_of_their_command():
 
 
 @test
+def dotnet_dump_through_dsctl_exec_leaves_no_hidden_copy_in_dump_dir():
+    """dotnet-dump collect through the port used to leave a second copy of every dump in dump_dir (270 MiB on the
+    app tried in issue 37), counted against max_use, which the user was never told of. The agent hands dsctl the
+    unnamed file instead: the dump is where the tool asked, the user's, and dump_dir holds nothing."""
+    target = marker_target()
+    agent = Agent(policy=granting("dump", extra='dump_types = ["mini"]'))
+    mine = make_dir(ALICE, 0o755)
+    out = os.path.join(mine, "exec.dmp")
+    status, said, err = dsctl_exec(agent, ALICE, target.pid, stock("dotnet-dump"), "collect", "-p", "{pid}",
+                                   "--type", "Mini", "-o", out)
+    assert status == 0 and "Complete" in said, (status, said, err)
+    st = os.stat(out)
+    assert st.st_uid == uid_of(ALICE) and st.st_size > 4096 and open(out, "rb").read(4) == b"\x7fELF", st
+    assert os.listdir(agent.dumps) == [], os.listdir(agent.dumps)
+    assert "(the agent keeps no copy)" in err, err
+    dumped, = agent.records(message_id=harness.DUMP_MESSAGE_ID)
+    assert dumped["DSAGENT_DUMP_STORED"] == "no" and "DSAGENT_DUMP_PATH" not in dumped, dumped
+    assert int(dumped["DSAGENT_DUMP_SIZE"]) == st.st_size, (dumped, st.st_size)
+    listed = dsctl(agent, ALICE, "--json", "dumps")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed
+    # nor does the agent hold the unnamed file once the request is over: its space is free again (the request
+    # ends as its reply is written, about when dsctl has read it; the bound is only against a leak)
+    def held():
+        fds = f"/proc/{agent.proc.pid}/fd"
+        return [fd for fd in os.listdir(fds) if os.readlink(os.path.join(fds, fd)).startswith(agent.dumps + "/")]
+    wait_for(lambda: not held(), timeout=30, what="the agent to let the handed-over dump go")
+
+
+@test
 def dsctl_exec_says_why_the_agent_refused():
     target = marker_target()
     agent = Agent(policy=granting("gcdump"))

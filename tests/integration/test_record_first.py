@@ -532,5 +532,38 @@ def a_collect_tables_actions_do_not_begin_while_no_record_can_be_held():
     assert files() == [], files()
 
 
+RETENTION_ID = "954f9a585ef5482c9a7017bba952745d"
+
+
+@test
+def retention_removes_nothing_while_no_record_can_be_held():
+    """A file retention would remove (older than max_age) stays while its record cannot be written, and the
+    agent says so; once the reader is back, the next pass records it and only then removes it."""
+    stalled = StalledAudit(granted() + 'max_age = "1d"\n')
+    stalled.fill()
+    # dump_dir is made at the first artifact: here by hand, as root's and 0711, with a dump of uid 4242's in it
+    os.mkdir(stalled.agent.dumps, 0o711)
+    old = os.path.join(stalled.agent.dumps, "dump.App.4242.mini.20200101T000000Z.0000000000000001")
+    with open(old, "w") as f:
+        f.write("core")
+    os.setxattr(old, "user.dsagent.requester_uid", b"4242")
+    two_days_ago = os.stat(old).st_mtime - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+
+    said = "dsagent: retention: the audit output takes no records now: " + old
+    stalled.agent.proc.send_signal(signal.SIGHUP)  # a reload has a pass run
+    wait_for(lambda: said in open(stalled.agent.log_path).read() or not os.path.exists(old), timeout=60,
+             what="the pass to find no room (or to remove the file all the same)")
+    assert os.path.exists(old), "removed while no record could be written"
+
+    stalled.resume()
+    wait_for(lambda: stalled.records(AUDIT_GAP_ID), timeout=60, what="the queue to drain")
+    stalled.agent.proc.send_signal(signal.SIGHUP)
+    removing, = wait_for(lambda: stalled.records(RETENTION_ID), timeout=60, what="the removal's record")
+    assert removing["DSAGENT_RETENTION_EVENT"] == "removing" and removing["DSAGENT_DUMP_PATH"] == old, removing
+    assert removing["DSAGENT_RETENTION_REASON"] == "max_age" and removing["DSAGENT_DUMP_REQUESTER_UID"] == "4242"
+    wait_for(lambda: not os.path.exists(old), timeout=60, what="the file removed after its record")
+
+
 if __name__ == "__main__":
     run_tests()

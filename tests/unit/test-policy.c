@@ -1832,6 +1832,54 @@ static void test_container_selector_errors(void) {
         }
 }
 
+/* Retention: [agent]'s max_age, max_files, max_use_per_user, and what a table says of its artifacts. */
+static void test_retention_settings(void) {
+        Policy *p = policy_new_builtin();
+
+        /* the packaged tmpfiles.d line's age, now for any dump_dir; no bound on count nor per user */
+        check(p && p->agent.max_age_usec == 3ULL * 24 * 3600 * 1000000 && p->agent.max_files == 0);
+        check(p && p->agent.max_use_per_user.bytes == 0 && p->agent.max_use_per_user.percent == 0);
+        policy_unref(p);
+        p = compile_ok("[agent]\nmax_age = \"12h\"\nmax_files = 500\nmax_use_per_user = \"2G\"\n"
+                       "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"X\"\nthen.stacks = true\n"
+                       "max_use = \"5%\"\nyield_to_dumps = true\nreaders_may_remove = true\n"
+                       "[[on_start]]\nname = \"s\"\ntargets.any = true\ntrace_profile = \"gc-collect\"\n"
+                       "duration = \"5s\"\nmax_use = \"100M\"\n");
+        check(p && p->agent.max_age_usec == 12ULL * 3600 * 1000000 && p->agent.max_files == 500);
+        check(p && p->agent.max_use_per_user.bytes == 2ULL << 30);
+        check(p && p->n_collect == 1 && p->collect[0].artifacts.max_use.percent == 5 &&
+              p->collect[0].artifacts.yield_to_dumps && p->collect[0].artifacts.readers_may_remove);
+        check(p && p->n_on_start == 1 && p->on_start[0].artifacts.max_use.bytes == 100ULL << 20 &&
+              !p->on_start[0].artifacts.yield_to_dumps && !p->on_start[0].artifacts.readers_may_remove);
+        /* found by an artifact's labels: the collect tables first, then the on_starts */
+        {
+                size_t i = 99;
+
+                check(p && policy_table_artifacts(p, "collect", "c", &i) == &p->collect[0].artifacts && i == 0);
+                check(p && policy_table_artifacts(p, "on_start", "s", &i) == &p->on_start[0].artifacts && i == 1);
+                check(p && !policy_table_artifacts(p, "on_start", "c", &i) && !policy_table_artifacts(p, "x", "c", &i));
+                check(p && !policy_table_artifacts(p, NULL, "c", NULL) && !policy_table_artifacts(p, "collect", NULL, NULL));
+        }
+        policy_unref(p);
+        p = compile_ok("[agent]\nmax_age = \"0\"\n");
+        check(p && p->agent.max_age_usec == 0);
+        policy_unref(p);
+        p = compile_ok("[agent]\nmax_age = \"365d\"\n");
+        check(p && p->agent.max_age_usec == 365ULL * 24 * 3600 * 1000000);
+        policy_unref(p);
+        compile_fails("[agent]\nmax_age = \"3 days\"\n", NULL, 2, 11, "bad duration \"3 days\" for 'max_age'");
+        compile_fails("[agent]\nmax_age = \"3651d\"\n", NULL, 2, 11, "at most \"3650d\"");
+        compile_fails("[agent]\nmax_files = 0\n", NULL, 2, 13, "must be 1 to 1000000");
+        compile_fails("[agent]\nmax_use_per_user = \"much\"\n", NULL, 2, 20, "bad size \"much\" for 'max_use_per_user'");
+        compile_fails("[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"X\"\nthen.stacks = true\n"
+                      "yield_to_dumps = \"yes\"\n", NULL, 6, 18, "must be a boolean");
+        compile_fails("[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"X\"\nthen.stacks = true\n"
+                      "max_use = \"0\"\n", NULL, 6, 11, "bad size \"0\" for 'max_use'");
+        compile_fails("[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"X\"\nthen.stacks = true\n"
+                      "keep = 3\n", NULL, 6, 1, "(name, targets, when, then, readers, limit, limit_total, max_use, "
+                      "yield_to_dumps, readers_may_remove)");
+}
+
 int main(void) {
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
@@ -1843,6 +1891,7 @@ int main(void) {
         run_test(test_commands_held_and_ps);
         run_test(test_code_injection_needs_explicit_grant);
         run_test(test_agent_settings);
+        run_test(test_retention_settings);
         run_test(test_schema_errors);
         run_test(test_every_error_is_reported);
         run_test(test_durations_and_rates);

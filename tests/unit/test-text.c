@@ -217,6 +217,29 @@ static void test_utf16_sizes(void) {
         check(strcmp(s, "untouched") == 0);
 }
 
+static void test_format_size_and_span(void) {
+        char buf[32];
+
+        text_format_size(0, buf, sizeof(buf));
+        check(strcmp(buf, "0 B") == 0);
+        text_format_size(1536, buf, sizeof(buf));
+        check(strcmp(buf, "1.5 KiB") == 0);
+        text_format_size(3ULL << 30, buf, sizeof(buf));
+        check(strcmp(buf, "3.0 GiB") == 0);
+        text_format_span(3ULL * 24 * 3600 * 1000000, buf, sizeof(buf));
+        check(strcmp(buf, "3 days") == 0);
+        text_format_span(24ULL * 3600 * 1000000, buf, sizeof(buf));
+        check(strcmp(buf, "1 day") == 0);
+        text_format_span(5400ULL * 1000000, buf, sizeof(buf));
+        check(strcmp(buf, "1.5 hours") == 0);
+        text_format_span(40ULL * 1000000, buf, sizeof(buf));
+        check(strcmp(buf, "40 seconds") == 0);
+        text_format_span(200000, buf, sizeof(buf));
+        check(strcmp(buf, "0.2 seconds") == 0);
+        text_format_span(0, buf, sizeof(buf));
+        check(strcmp(buf, "0 seconds") == 0);
+}
+
 int main(void) {
         run_test(test_utf8);
         run_test(test_escape);
@@ -224,5 +247,6 @@ int main(void) {
         run_test(test_utf16_sizes);
         run_test(test_json_string);
         run_test(test_parse_numbers);
+        run_test(test_format_size_and_span);
         return tap_finish();
 }

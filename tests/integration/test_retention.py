@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Retention of dump_dir against the real runtime: what the agent removes of what it stored (max_age, max_files,
+room for a user's dump from the tables that yield), each removal recorded; who may remove a table's artifacts; what
+a dump refused for space says (docs/policy.md, "Retention")."""
+import json
+import os
+import time
+import uuid
+
+import harness
+from harness import (ALICE, EXIT_DENIED, MALLORY, SVC, Agent, Target, dsctl, make_dir, place_in_unit, run_tests, test,
+                     uid_of, wait_for)
+
+RETENTION_MESSAGE_ID = "954f9a585ef5482c9a7017bba952745d"
+COLLECT_MESSAGE_ID = "7e4f2962cff7436e853607d2fcf710fe"
+EXIT_NO_SPACE = 11
+
+
+def removals(agent, **fields):
+    return [r for r in agent.records(message_id=RETENTION_MESSAGE_ID) if all(r.get(k) == v for k, v in fields.items())]
+
+
+def collect_records(agent, pid, event):
+    return [r for r in agent.records(message_id=COLLECT_MESSAGE_ID)
+            if r.get("DSAGENT_COLLECT_EVENT") == event and r["DSAGENT_TARGET_PID"] == str(pid)]
+
+
+def target_in_unit(value="500"):
+    """A target of SVC's publishing @value on its gauge, in a unit of its own (before the agent starts, whose first
+    walk judges it), with a /tmp of its own (as test_collect.py's)."""
+    unit = f"dst-retention-{uuid.uuid4().hex[:12]}.service"
+    target = Target(user=SVC, tmpdir=None, mount_ns=True, args=("--meter-value", value))
+    place_in_unit(target.pid, unit)
+    return target, unit
+
+
+def table(name, unit, then, extra="", readers=(ALICE,)):
+    """A table firing on every sample of the gauge above 300 (one a second) of SVC's processes in @unit."""
+    quoted = ", ".join(f'"{r}"' for r in readers)
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{SVC}"]\ntargets.units = ["{unit}"]\n'
+            f'when.counter = "Dsagent.TestTarget:test-gauge"\nwhen.above = 300\n{then}\nreaders = [{quoted}]\n'
+            f'{extra}\n')
+
+
+def dump(agent, user, pid, *args):
+    r = dsctl(agent, user, "--json", "dump", str(pid), *args, timeout=300)
+    return r, (json.loads(r.stdout) if r.returncode == 0 else None)
+
+
+def backdate(path, seconds):
+    when = time.time() - seconds
+    os.utime(path, (when, when))
+
+
+@test
+def a_dump_dir_filled_by_a_collect_table_frees_itself_and_a_users_next_dump_succeeds():
+    """A table's dumps fill max_use; the user's own dump used to fail "no space" until root came. With
+    yield_to_dumps the table's oldest dump is removed to make room, recorded for the user's request, and the
+    user's dump is taken."""
+    high, unit = target_in_unit()
+    own = Target(SVC, tmpdir=None, mount_ns=True)
+    # a mini dump of this app, as this runtime writes it: the sizes below are counted in it
+    probe = Agent()
+    r, taken = dump(probe, SVC, own.pid)
+    assert r.returncode == 0, r
+    size = os.stat(taken["path"]).st_blocks * 512
+    probe.stop()
+    # room for two of the table's dumps and half of a third: its third is refused, as the user's would be
+    budget = size * 5 // 2
+    # it fires on every sample; a firing while its last dump runs is counted and skipped, hence the room in limit
+    agent = Agent(policy=f'[agent]\ndump_dir = "@DUMP_DIR@"\nmax_use = "{budget}"\n' +
+                  table("crowd", unit, 'then.dump = "mini"', 'limit = "10/1h"\nyield_to_dumps = true'))
+    wait_for(lambda: collect_records(agent, high.pid, "failed"), timeout=180, what="a dump of the table's refused")
+    # no more of the table's dumps from now on, and every one begun has ended: none takes the room made below
+    high.process.stop()
+    begun = lambda: [f for f in collect_records(agent, high.pid, "fired")
+                     if f["DSAGENT_COLLECT_RESULT"] == "a mini dump begins"]
+    wait_for(lambda: len(begun()) == len(collect_records(agent, high.pid, "collected")) +
+             len(collect_records(agent, high.pid, "failed")), timeout=60, what="the table's dumps to end")
+    collected = collect_records(agent, high.pid, "collected")
+    failed = collect_records(agent, high.pid, "failed")
+    assert len(collected) == 2 and failed, (collected, failed)
+    assert "dumps would take more than max_use (used " in failed[0]["DSAGENT_COLLECT_RESULT"], failed
+    oldest, newest = [c["DSAGENT_COLLECT_RESULT"].split(" (")[0] for c in collected]
+    assert sorted(os.listdir(agent.dumps)) == sorted([os.path.basename(oldest), os.path.basename(newest)])
+
+    r, mine = dump(agent, SVC, own.pid)
+    assert r.returncode == 0, r
+    assert os.path.exists(mine["path"]) and mine["size"] > 0, mine
+    # the table's oldest dump made room, and no more than it: the newest is still there
+    made, = removals(agent, DSAGENT_RETENTION_REASON="make-room")
+    assert made["DSAGENT_DUMP_PATH"] == oldest and not os.path.exists(oldest) and os.path.exists(newest), made
+    assert made["DSAGENT_RETENTION_EVENT"] == "removing" and made["DSAGENT_RULE"] == "crowd", made
+    assert made["DSAGENT_DUMP_ORIGIN"] == "collect" and made["DSAGENT_TARGET_PID"] == str(high.pid), made
+    request, = [rec for rec in agent.records() if rec.get("DSAGENT_COMMAND") == "dump"]
+    assert made["DSAGENT_REQUEST_ID"] == request["DSAGENT_REQUEST_ID"], (made, request)
+    assert made["DSAGENT_CLIENT_UID"] == str(uid_of(SVC)), made
+    assert removals(agent) == [made], removals(agent)
+
+
+@test
+def a_table_that_does_not_yield_keeps_its_artifacts_and_the_no_space_answer_says_why_and_what_to_do():
+    """Without yield_to_dumps nothing of the table's goes: the user's dump is refused, and the answer says the
+    numbers (used, limit, free) and what the user can do."""
+    high, unit = target_in_unit()
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_use = "1M"\n' +
+                  table("kept", unit, 'then.stacks = true', 'limit = "1/1h"'))
+    wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the table's stacks")
+    stacks = collect_records(agent, high.pid, "collected")[0]["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    own = Target(SVC, tmpdir=None, mount_ns=True)
+    r = dsctl(agent, SVC, "dump", str(own.pid), timeout=300)
+    assert r.returncode == EXIT_NO_SPACE, r
+    said = " ".join(r.stderr.split())
+    assert "dumps would take more than max_use (used " in said and "of max_use 1.0 MiB; free " in said, said
+    assert ", keep_free " in said and "(15%)" in said, said
+    assert "'dsctl dumps --remove PATH' removes the dumps you asked for" in said and "ask root" in said, said
+    assert agent.dumps in said, said
+    assert os.path.exists(stacks) and removals(agent) == [], removals(agent)
+
+
+@test
+def max_age_and_max_files_remove_the_oldest_each_recorded():
+    """The agent ages out and counts what it stored in any dump_dir (the packaged tmpfiles.d line cleaned only
+    /var/lib/dsagent/dumps, and nothing recorded it): the oldest first, each removal recorded before it is made,
+    at a reload, and at start with nobody asking."""
+    own = Target(SVC, tmpdir=None, mount_ns=True)
+    policy = '[agent]\ndump_dir = "@DUMP_DIR@"\n'
+    agent = Agent(policy=policy)
+    paths = []
+    for _ in range(4):
+        r, taken = dump(agent, SVC, own.pid)
+        assert r.returncode == 0, r
+        paths.append(taken["path"])
+    # written two days ago, then 300, 200 and 100 seconds ago: the oldest first, by any rule
+    for path, age in zip(paths, (2 * 86400, 300, 200, 100)):
+        backdate(path, age)
+    agent.write_policy(policy + 'max_age = "1d"\nmax_files = 2\n')
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: len(removals(agent)) >= 2, timeout=60, what="the pass after the reload")
+    aged, counted = removals(agent)
+    assert aged["DSAGENT_DUMP_PATH"] == paths[0] and aged["DSAGENT_RETENTION_REASON"] == "max_age", aged
+    assert aged["DSAGENT_RETENTION_DETAIL"] == "older than max_age (1 day)", aged
+    assert counted["DSAGENT_DUMP_PATH"] == paths[1] and counted["DSAGENT_RETENTION_REASON"] == "max_files", counted
+    assert counted["DSAGENT_RETENTION_DETAIL"] == "3 files, max_files 2", counted
+    for rec, path in ((aged, paths[0]), (counted, paths[1])):
+        assert rec["DSAGENT_RETENTION_EVENT"] == "removing" and rec["DSAGENT_DUMP_TYPE"] == "mini", rec
+        assert rec["DSAGENT_DUMP_REQUESTER_UID"] == str(uid_of(SVC)), rec
+        assert rec["DSAGENT_TARGET_PID"] == str(own.pid) and int(rec["DSAGENT_DUMP_SIZE"]) > 0, rec
+        assert not os.path.exists(path), path
+    listed = [d["path"] for d in json.loads(dsctl(agent, SVC, "--json", "dumps").stdout)]
+    assert sorted(listed) == sorted(paths[2:]), listed
+
+    # a new agent over the same dump_dir: what is due goes at its start, with no request and no reload
+    backdate(paths[2], 3 * 86400)
+    agent.stop()
+    again = Agent(policy=f'[agent]\ndump_dir = "{agent.dumps}"\nmax_age = "2d"\n')
+    wait_for(lambda: removals(again), timeout=60, what="the pass at start")
+    started, = removals(again)
+    assert started["DSAGENT_DUMP_PATH"] == paths[2] and started["DSAGENT_RETENTION_REASON"] == "max_age", started
+    assert not os.path.exists(paths[2]) and os.path.exists(paths[3])
+
+
+@test
+def a_tables_readers_remove_its_artifacts_only_where_it_says_so():
+    """Only root could remove a table's artifacts (exit 4 for its readers). A table with readers_may_remove lets
+    its readers remove them; one without still refuses them, saying why; a user who is no reader learns nothing."""
+    high, unit = target_in_unit()
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' +
+                  table("removable", unit, 'then.stacks = true', 'readers_may_remove = true') +
+                  table("kept", unit, 'then.stacks = true'))
+    for name in ("removable", "kept"):
+        wait_for(lambda: [c for c in collect_records(agent, high.pid, "collected") if c["DSAGENT_RULE"] == name],
+                 timeout=120, what=f"{name}'s stacks")
+    path = {c["DSAGENT_RULE"]: c["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+            for c in collect_records(agent, high.pid, "collected")}
+
+    # mallory reads neither: the same words as for a name that does not exist
+    r = dsctl(agent, MALLORY, "dumps", "--remove", path["removable"])
+    assert r.returncode == EXIT_DENIED and "no dump of that name that you asked for" in r.stderr, r
+    assert os.path.exists(path["removable"])
+    # alice reads both: the table that does not let its readers remove says so
+    r = dsctl(agent, ALICE, "dumps", "--remove", path["kept"])
+    assert r.returncode == EXIT_DENIED and "readers_may_remove is not set" in r.stderr and "root may" in r.stderr, r
+    assert os.path.exists(path["kept"])
+    # and the one that does lets her
+    r = dsctl(agent, ALICE, "dumps", "--remove", path["removable"])
+    assert r.returncode == 0 and r.stdout == f"removed {path['removable']}\n", r
+    assert not os.path.exists(path["removable"]) and os.path.exists(path["kept"])
+    records = [rec for rec in agent.records() if rec.get("DSAGENT_COMMAND") == "remove-dump"]
+    assert [rec["DSAGENT_DECISION"] for rec in records] == ["denied", "denied", "allowed"], records
+    assert records[2]["DSAGENT_REASON"] == (f"removed the dump {path['removable']}, as a reader of [[collect]] "
+                                            "removable (readers_may_remove)"), records[2]
+    assert records[2]["DSAGENT_CLIENT_UID"] == str(uid_of(ALICE)), records[2]
+
+
+@test
+def nothing_is_removed_while_the_policy_is_broken():
+    """A policy that does not load leaves the agent on its built-in settings (dump_dir /var/lib/dsagent/dumps,
+    max_age 3 days), not the administrator's, who may keep files longer or elsewhere: no pass runs until a policy
+    loads. The agent gets a /var/lib of its own (a mount namespace), so that the host's is never touched."""
+    lib = make_dir(None, 0o755)
+    dumps = os.path.join(lib, "dsagent", "dumps")
+    os.makedirs(dumps)
+    for path in (os.path.dirname(dumps), dumps):
+        os.chmod(path, 0o711)
+    old = os.path.join(dumps, "dump.App.4242.mini.20200101T000000Z.0000000000000001")
+    with open(old, "w") as f:
+        f.write("core")
+    backdate(old, 10 * 86400)
+    private_lib = ("unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   f'mount --bind {lib} /var/lib && exec "$@"', "sh")
+    agent = Agent(policy='[agent]\nmax_age = "forever"\n', wrapper=private_lib)
+    said = "dsagent: retention: the policy is broken: nothing is removed"
+    wait_for(lambda: said in open(agent.log_path).read() or not os.path.exists(old), timeout=60,
+             what="the first pass to be skipped (or to remove the file all the same)")
+    assert os.path.exists(old), "removed under the built-in settings of a broken policy"
+
+    # once a policy loads, retention runs under it (its dump_dir is the built-in one, here the agent's own)
+    agent.write_policy('[agent]\nmax_age = "5d"\n')
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: not os.path.exists(old), timeout=60, what="the pass under the policy that loaded")
+    removed, = removals(agent)
+    assert removed["DSAGENT_DUMP_PATH"] == "/var/lib/dsagent/dumps/" + os.path.basename(old), removed
+    assert removed["DSAGENT_RETENTION_REASON"] == "max_age", removed
+
+
+run_tests()
