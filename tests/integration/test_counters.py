@@ -16,8 +16,8 @@ import signal
 import threading
 
 import nettrace_writer
-from harness import (DSCTL, HANG_BOUND, MALLORY, RUNTIME_BOUND, SVC, Agent, FakeRuntime, Process, Target, as_user, dsctl,
-                     make_dir, place_in_unit, run_tests, test, uid_of, wait_for)
+from harness import (DSCTL, HANG_BOUND, MALLORY, RUNTIME_BOUND, SVC, Agent, FakeRuntime, Process, Target, as_user,
+                     dsctl, make_dir, place_in_unit, run_tests, test, uid_of, wait_for)
 
 TAGGED = "Dsagent.Tagged"
 PROVIDER = "Dsagent-TestTarget"      # the app's EventSource, with the polling counter "test-counter"
