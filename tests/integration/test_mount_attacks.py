@@ -257,6 +257,7 @@ def a_fuse_server_that_never_answers_holds_up_nobody():
         looker.kill()
         looker.wait()
     # a process of svc whose TMPDIR lies on it, a real runtime of another user, and the agent
+    # a process whose TMPDIR is on the stalled mount, alive for the whole case (300 s; killed as the case ends)
     stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])).wait_exec("sleep")
     other = Target(ALICE)
     agent = Agent()
