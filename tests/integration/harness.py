@@ -579,6 +579,30 @@ class Agent:
         return matches[0]
 
 
+class Pause:
+    """The agent stopped whole at @point (DSAGENT_TEST_PAUSE, a test hook) until the test ends the pause: pass
+    self.env to Agent(env=...), wait() for the agent to stop there, change the world, end(). @bound (seconds) only
+    ends a pause that a failing test never ends; a test passes whatever a loaded machine makes its change take
+    within it. Every later stop at @point, once ended, goes on at once."""
+
+    def __init__(self, point, bound=HANG_BOUND):
+        self.point, self.bound = point, bound
+        self.end_path = os.path.join(make_dir(None, 0o755), "pause-end")
+        self.env = {"DSAGENT_TEST_PAUSE": f"{point}:{int(bound * 1000)}", "DSAGENT_TEST_PAUSE_END": self.end_path}
+
+    def wait(self, agent, timeout=HANG_BOUND):
+        """Until @agent stands at the point; @timeout: what it does before it gets there may take longer."""
+        wait_for(lambda: f"test-hook: paused at {self.point}\n" in open(agent.log_path).read(), timeout=timeout,
+                 what=f"the agent to stop at {self.point}")
+
+    def end(self):
+        open(self.end_path, "w").close()
+
+    def resumed(self, agent):
+        """Whether the agent went on from the pause (its own note), e.g. before the test ended it."""
+        return f"test-hook: resumed at {self.point}\n" in open(agent.log_path).read()
+
+
 def fuse_stall(mountpoint, seconds):
     """fuse_stall.py serving @mountpoint for @seconds; its mount is taken away when the test ends (a server
     killed leaves its mount behind, 'Transport endpoint is not connected', until someone unmounts it)."""
