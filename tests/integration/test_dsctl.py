@@ -573,20 +573,21 @@ def dsctl_says_which_deadline_it_gave_up_on():
 @test
 def a_dump_the_client_left_before_it_was_handed_over_is_removed():
     target = Target(SVC, tmpdir=None, mount_ns=True)
-    # the whole agent stops 3 s before it hands the dump over: the test sees the note and kills dsctl in that
-    # time, which takes it some milliseconds (tens on a loaded machine)
-    agent = Agent(env={"DSAGENT_TEST_PAUSE": "before-dump-reply:3000"})
+    # the whole agent stops before it hands the dump over, until dsctl is gone
+    pause = harness.Pause("before-dump-reply")
+    agent = Agent(env=pause.env)
     pending = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "dump", str(target.pid)]),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     harness.scope.callback(pending.kill)
-    wait_for(lambda: "test-hook: paused at before-dump-reply" in open(agent.log_path).read(), timeout=DUMP_BOUND,
-             what="the dump to be published")
+    pause.wait(agent, timeout=DUMP_BOUND)  # once the dump is published
     published = agent.records(message_id=harness.DUMP_MESSAGE_ID)
     assert len(published) == 1 and os.path.exists(published[0]["DSAGENT_DUMP_PATH"]), published
     pending.kill()
     pending.wait()
+    assert not pause.resumed(agent), "the agent handed the dump over before dsctl was gone"
+    pause.end()
     record = wait_for(lambda: [r for r in agent.records() if r["DSAGENT_COMMAND"] == "dump"],
-                      what="the dump's request record")[0]  # after the 3 s pause
+                      what="the dump's request record")[0]
     assert record["DSAGENT_DECISION"] == "failed", record
     assert "went away before the dump was handed over; the dump was removed" in record["DSAGENT_REASON"], record
     assert os.listdir(agent.dumps) == [], os.listdir(agent.dumps)
