@@ -321,7 +321,8 @@ class Process:
 
 
 def printed(target, wait=0.0):
-    """What @target's app printed so far (or within @wait seconds), without waiting for more."""
+    """What @target's app printed so far (or within @wait seconds), without waiting for more. With @wait, for
+    checks that something was not printed: a loaded machine can only make such a check pass wrongly, never fail."""
     import select
     fd = target.process.proc.stdout.fileno()
     os.set_blocking(fd, False)
