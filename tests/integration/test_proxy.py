@@ -247,7 +247,7 @@ def a_path_that_exists_or_a_symlink_is_refused_never_replaced():
     for path in (existing, dangling, pointing):
         port = Port(agent, ALICE, target.pid, "--port-path", path, expect_ready=False)
         out = port.proc.stdout.read()
-        assert port.wait(30) == 1 and out == "", (path, out, port.errors())
+        assert port.wait(30) == 1 and out == "", (path, out, port.errors())  # it refuses at once: a hang bound
         assert "does not replace" in port.errors(), port.errors()
     assert open(existing).read() == "keep me"
     assert os.readlink(dangling) == os.path.join(mine, "elsewhere.sock") and os.readlink(pointing) == existing

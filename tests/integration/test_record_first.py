@@ -467,7 +467,7 @@ def an_on_start_trace_does_not_begin_while_no_record_can_be_held():
     mine = lambda rs: [r for r in rs if r.get("DSAGENT_TARGET_PID") == str(target.pid)]
     skipped = wait_for(lambda: [r for r in mine(stalled.records(PORT_ID))
                                 if r["DSAGENT_PORT_EVENT"] == "on-start-skipped"], timeout=60,
-                       what="the record of the trace not started")
+                       what="the record of the trace not started")  # queued: ms once the reader reads
     assert "audit output takes no records" in skipped[0]["DSAGENT_REASON"], skipped
     assert not mine(stalled.records(SESSION_START_ID)), "a startup trace began"
     r = dsctl(stalled.agent, ALICE, "resume", str(target.pid))
