@@ -22,9 +22,10 @@ import threading
 import uuid
 
 import harness
+# harness.scope, never a name imported from it: run_tests() makes a new scope for each case
 from harness import (ALICE, DSCTL, DUMP_BOUND, HANG_BOUND, HERE, OPS, PYTHON, RUNTIME_BOUND, SVC, AcceptWatch, Agent,
                      FakeRuntime, Process, Target, as_user, dsctl, make_dir, place_in_unit, printed, request_id_of,
-                     run_tests, scope, test, tool, wait_for)
+                     run_tests, test, tool, wait_for)
 
 EXIT_AUDIT_UNAVAILABLE = 16
 REQUEST_ID = harness.REQUEST_MESSAGE_ID
@@ -52,7 +53,7 @@ class StalledAudit:
         r, w = os.pipe2(os.O_CLOEXEC)
         fcntl.fcntl(w, F_SETPIPE_SZ, 4096)  # a page: full after a few records
         self.reading = os.fdopen(r, "r", errors="replace")
-        scope.callback(self.reading.close)
+        harness.scope.callback(self.reading.close)
         self.agent = Agent(*args, policy=policy, audit="json", audit_fd=w,
                            env=dict({"DSAGENT_TEST_AUDIT_QUEUE": str(QUEUE)}, **(env or {})))
         os.close(w)
@@ -149,7 +150,7 @@ class Port:
         argv = as_user(user, [DSCTL, "--agent-socket", agent.socket, "port", str(pid)])
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        scope.callback(self.stop)
+        harness.scope.callback(self.stop)
         self.value = self.proc.stdout.readline().strip()
         assert self.value.endswith(",connect"), self.value
         self.path = self.value[:-len(",connect")]
@@ -434,7 +435,7 @@ def run_dir():
     """A directory outside /tmp (a target with a /tmp of its own still sees it), root's, 0755."""
     d = tempfile.mkdtemp(prefix="dst-recordfirst-", dir="/run")
     os.chmod(d, 0o755)
-    scope.callback(shutil.rmtree, d, ignore_errors=True)
+    harness.scope.callback(shutil.rmtree, d, ignore_errors=True)
     return d
 
 

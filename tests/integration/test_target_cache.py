@@ -31,9 +31,10 @@ import time
 import uuid
 
 import harness
+# harness.scope, never a name imported from it: run_tests() makes a new scope for each case
 from harness import (ALICE, DSCTL, DUMP_BOUND, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, HERE, PYTHON, SVC, Agent, FakeRuntime,
                      Process, Target, acl_of, as_user, can_read, claim_pid, dsctl, is_elf_core, make_dir, request_id_of,
-                     run_tests, scope, target_app, test, uid_of, wait_for)
+                     run_tests, target_app, test, uid_of, wait_for)
 
 # Records decided on a reused reading carry its age. The cases that check a reading was reused make their requests
 # one after another, within a second or so of each other even on a loaded machine, and keep the policy's longest
@@ -256,7 +257,7 @@ def a_dumps_credentials_are_checked_on_a_reading_taken_when_it_is_whole():
     agent = Agent(policy=LONG_CACHE, env=pause.env)
     dump = subprocess.Popen(as_user(SVC, [DSCTL, "--socket", agent.socket, "--json", "dump", "--type", "mini",
                                           str(app.pid)]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    scope.callback(lambda: dump.poll() is not None or (dump.kill(), dump.wait()))
+    harness.scope.callback(lambda: dump.poll() is not None or (dump.kill(), dump.wait()))
     pause.wait(agent)
     app.take_root_as_saved_uid()
     assert not pause.resumed(agent), "the agent went on from its decision before the change"
@@ -393,7 +394,7 @@ def make_cgroups(*names):
                 wait_for(lambda: not open(os.path.join(root, name, "cgroup.procs")).read(),
                          what="the test cgroup to empty")
                 os.rmdir(os.path.join(root, name))
-    scope.callback(remove)
+    harness.scope.callback(remove)
 
 
 def move_to(pid, name):
