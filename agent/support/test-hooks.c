@@ -9,28 +9,59 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "test-hooks.h"
 
 #if DSAGENT_TEST_HOOKS
+#define NSEC_PER_SEC 1000000000L
+#define PAUSE_END_POLL_NSEC (10 * 1000000L)
+
+static bool timespec_before(const struct timespec *a, const struct timespec *b) {
+        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+static struct timespec timespec_after(struct timespec t, long nsec) {
+        t.tv_sec += nsec / NSEC_PER_SEC;
+        t.tv_nsec += nsec % NSEC_PER_SEC;
+        if (t.tv_nsec >= NSEC_PER_SEC) {
+                t.tv_sec++;
+                t.tv_nsec -= NSEC_PER_SEC;
+        }
+        return t;
+}
+
 /*
  * DSAGENT_TEST_PAUSE=POINT:MILLISECONDS stops the whole agent at POINT for
  * that long, announcing it on stderr, so a test can swap the world under a
  * request in flight (e.g. recycle the target's pid) at exactly that step.
+ * With DSAGENT_TEST_PAUSE_END=PATH the pause ends as soon as PATH exists: the
+ * test says when it has swapped the world, however long a loaded machine took
+ * over that, and MILLISECONDS only bounds a test that never says so. The end
+ * of the pause is announced too.
  */
 void test_hook_pause(const char *point) {
-        const char *spec = getenv("DSAGENT_TEST_PAUSE");
+        const char *spec = getenv("DSAGENT_TEST_PAUSE"), *end = getenv("DSAGENT_TEST_PAUSE_END");
         size_t n = strlen(point);
-        struct timespec ts;
+        struct timespec now, deadline;
         long ms;
 
         if (!spec || strncmp(spec, point, n) != 0 || spec[n] != ':')
                 return;
         ms = strtol(spec + n + 1, NULL, 10);
         fprintf(stderr, "test-hook: paused at %s\n", point);
-        ts = (struct timespec){ .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
-        while (nanosleep(&ts, &ts) < 0)
-                ;
+        (void)clock_gettime(CLOCK_MONOTONIC, &now);
+        deadline = timespec_after(now, ms * 1000000L);
+        while (timespec_before(&now, &deadline) && !(end && access(end, F_OK) == 0)) {
+                /* with an end file, a look at it every 10 ms; without, one sleep to the deadline */
+                struct timespec wake = end ? timespec_after(now, PAUSE_END_POLL_NSEC) : deadline;
+
+                if (timespec_before(&deadline, &wake))
+                        wake = deadline;
+                (void)clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &wake, NULL);
+                (void)clock_gettime(CLOCK_MONOTONIC, &now);
+        }
+        fprintf(stderr, "test-hook: resumed at %s\n", point);
 }
 
 bool test_hook_fs_type_trusted(const char *fs_type) {

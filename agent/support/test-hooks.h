@@ -6,6 +6,11 @@
 #include <stdint.h>
 
 #if DSAGENT_TEST_HOOKS
+/*
+ * DSAGENT_TEST_PAUSE=POINT:MILLISECONDS: the whole agent stops at @point for that long, or until the file
+ * DSAGENT_TEST_PAUSE_END names exists, with "test-hook: paused at POINT" and "test-hook: resumed at POINT"
+ * on stderr; a test changes the world meanwhile.
+ */
 void test_hook_pause(const char *point);
 /*
  * Whether DSAGENT_TEST_TRUST_FS names @fs_type: a test then takes away the

@@ -156,7 +156,10 @@ while True:
         conn.sendall(block)
         conn.close()
     elif mode.startswith(("trickle:", "stream-trickle:")) and len(data) > 24 and data[16] == 0x01:
-        # a runtime its user controls, slow on purpose: it meets the first-byte deadline, then trickles
+        # a runtime its user controls, slow on purpose: it meets the first-byte deadline, then trickles. The
+        # sleeps are the misbehaviour itself, the writer's pace, not waits for anything: a loaded machine only
+        # makes it slower, which the tests' rate and stall cuts take the same way. The burst's 0.5 s lie well
+        # inside the first 3 s stretch the tests measure over (--dump-stall-timeout 3)
         units = int.from_bytes(data[20:24], "little")
         path = data[24:24 + 2 * (units - 1)].decode("utf-16-le")
         pause, burst = (mode.split(":")[1 if mode.startswith("trickle:") else 2:] + ["0"])[:2]
@@ -182,7 +185,7 @@ while True:
                 f.write(CORE[:1])
                 open(log + ".trickling", "w").close()
                 while not os.path.exists(log + ".go"):
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # a poll, with no bound: the test lets it go, or kills it as it ends
                 f.write(CORE[1:])
             conn.sendall(b"DOTNET_IPC_V1\x00" + bytes([24, 0, 0xFF, 0, 0, 0]) + bytes(4))
         except OSError:  # the agent cut the dump: its FIFO is gone

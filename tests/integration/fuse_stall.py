@@ -26,7 +26,7 @@ if libc.mount(b"dsagent-stall", mountpoint.encode(), b"fuse.dsagent-stall", 0, o
     sys.exit(f"mount: {os.strerror(e)}")
 print("mounted", flush=True)
 try:
-    time.sleep(seconds)
+    time.sleep(seconds)  # the stall itself, as long as the test asks: a test makes it outlast what it checks
 finally:
     os.close(fd)
     libc.umount2(mountpoint.encode(), MNT_DETACH)

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -40,6 +41,21 @@ POLICY_MESSAGE_ID = "29cd34f17b474bad9ed538319addd224"
 DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 SUPPRESSED_MESSAGE_ID = "dba026f157524dc5bd31f98f0e8e84b9"
 EXIT_AGENT_UNREACHABLE, EXIT_RUNTIME_UNREACHABLE, EXIT_SOCKET_UNTRUSTED, EXIT_BUSY = 3, 7, 9, 10
+
+# Bounds on waits. A test waits for the event it means (a record, a line, a file, a process's exit) and goes on the
+# moment it comes: a bound only decides how soon a case that will never pass says so, never whether one passes. Each
+# is sized for a loaded 2-core machine (load 10 and more, a sanitizer build beside other work); see tests/README.md,
+# "Timing in tests". A site with a bound of its own says beside it what it waits for and why that bound is safe.
+HANG_BOUND = 30.0
+"""A step of the agent or of a small helper process (a record, a socket, a file, a state in /proc): it comes
+within milliseconds on an idle machine and within seconds on a loaded one; 30 s only ends a hang."""
+RUNTIME_BOUND = 120.0
+"""Work that starts a .NET runtime or waits on one's managed code: the test app's startup, a stock .NET tool or
+an SDK-built checker run to its end, a session of a few seconds. 1 to 5 s on an idle machine, a few times that
+loaded; 120 s only ends a hang."""
+DUMP_BOUND = 360.0
+"""A runtime writing a dump of itself, asked through the agent: seconds on an idle machine. Beyond the agent's own
+--dump-timeout (300 s), so that a stuck dump ends with the agent's answer, which names its cause, not with this."""
 
 _tests = []
 scope = contextlib.ExitStack()
@@ -193,7 +209,9 @@ def make_dir(owner=None, mode=0o700, base="/tmp"):
     return path
 
 
-def wait_for(predicate, timeout=30.0, what="condition"):
+def wait_for(predicate, timeout=HANG_BOUND, what="condition"):
+    """The first true value of @predicate, polled every 50 ms, within @timeout seconds (a bound against a hang,
+    which only ends a wait that would never be met: see HANG_BOUND); else an AssertionError naming @what."""
     wait = Wait(what, timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -220,7 +238,7 @@ def stop_process(pid):
             if stat[stat.rindex(")") + 2] not in "tT":
                 return False
         return True
-    wait_for(all_stopped, timeout=30, what=f"every thread of {pid} stopped")
+    wait_for(all_stopped, what=f"every thread of {pid} stopped")
 
 
 def start_time_of(pid):
@@ -265,29 +283,46 @@ class Process:
         wait_for(lambda: open(f"/proc/{self.proc.pid}/comm").read().strip() == comm, what=f"{comm} to start")
         return self
 
-    def read_line(self, prefix, timeout=60.0):
+    def read_line(self, prefix, timeout=RUNTIME_BOUND):
+        """The first line from the process that starts with @prefix, within @timeout seconds (a bound against a
+        hang: most lines waited for are the test app's, after its runtime started; see RUNTIME_BOUND)."""
         wait = Wait(f"a line {prefix!r} from process {self.proc.pid}", timeout)
         line = self._read_line(prefix, timeout)
         wait.end(True)
         return line
 
     def _read_line(self, prefix, timeout):
-        deadline = time.monotonic() + timeout
-        os.set_blocking(self.proc.stdout.fileno(), True)
-        seen = []
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise AssertionError(f"process exited before printing {prefix!r} (rc={self.proc.wait()}): "
-                                     f"{''.join(seen)!r}")
-            seen.append(line)
-            if line.startswith(prefix):
-                return line.strip()
-        raise AssertionError(f"no {prefix!r} line in time")
+        # readline() blocks: a process that prints nothing more and lives on is killed at the deadline, which
+        # ends the read, so that the bound holds and the case fails naming its wait instead of hanging
+        expired = threading.Event()
+
+        def expire():
+            expired.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            os.set_blocking(self.proc.stdout.fileno(), True)
+            seen = []
+            while True:
+                line = self.proc.stdout.readline()
+                if expired.is_set():
+                    raise AssertionError(f"no {prefix!r} line within {timeout:g} s: {''.join(seen)!r}")
+                if not line:
+                    raise AssertionError(f"process exited before printing {prefix!r} (rc={self.proc.wait()}): "
+                                         f"{''.join(seen)!r}")
+                seen.append(line)
+                if line.startswith(prefix):
+                    return line.strip()
+        finally:
+            timer.cancel()
 
 
 def printed(target, wait=0.0):
-    """What @target's app printed so far (or within @wait seconds), without waiting for more."""
+    """What @target's app printed so far (or within @wait seconds), without waiting for more. With @wait, for
+    checks that something was not printed: a loaded machine can only make such a check pass wrongly, never fail."""
     import select
     fd = target.process.proc.stdout.fileno()
     os.set_blocking(fd, False)
@@ -321,7 +356,7 @@ def claim_pid(pid, argv):
             return None
         return "claimed" if f"\nPPid:\t{proc.proc.pid}\n" in status else None
     # what claim-pid does at once: a pid given or refused
-    if wait_for(claimed, timeout=30, what=f"pid {pid} claimed") == "claimed":
+    if wait_for(claimed, what=f"pid {pid} claimed") == "claimed":
         return proc
     proc.stop()
     return None
@@ -361,7 +396,8 @@ def tool(name, script):
 def traceevent(path):
     """What TraceEvent reads in the nettrace file @path (tests/tools/traceevent-check)."""
     dll = tool("traceevent-check", "tests/tools/traceevent-check/build.sh")
-    r = subprocess.run(["dotnet", dll, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    r = subprocess.run(["dotnet", dll, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=RUNTIME_BOUND)
     assert r.returncode == 0, f"TraceEvent cannot read {path}: {r.stderr}"
     return json.loads(r.stdout)
 
@@ -493,6 +529,9 @@ class Agent:
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
+                # 10 s: the agent exits on SIGTERM within ms, or after the 5 s it gives queued records to go
+                # out to an audit output a test holds (a sanitizer build's leak check adds a second or two);
+                # past it a kill, which fails nothing: this stops the agent, it checks nothing
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
@@ -541,6 +580,30 @@ class Agent:
         return matches[0]
 
 
+class Pause:
+    """The agent stopped whole at @point (DSAGENT_TEST_PAUSE, a test hook) until the test ends the pause: pass
+    self.env to Agent(env=...), wait() for the agent to stop there, change the world, end(). @bound (seconds) only
+    ends a pause that a failing test never ends; a test passes whatever a loaded machine makes its change take
+    within it. Every later stop at @point, once ended, goes on at once."""
+
+    def __init__(self, point, bound=HANG_BOUND):
+        self.point, self.bound = point, bound
+        self.end_path = os.path.join(make_dir(None, 0o755), "pause-end")
+        self.env = {"DSAGENT_TEST_PAUSE": f"{point}:{int(bound * 1000)}", "DSAGENT_TEST_PAUSE_END": self.end_path}
+
+    def wait(self, agent, timeout=HANG_BOUND):
+        """Until @agent stands at the point; @timeout: what it does before it gets there may take longer."""
+        wait_for(lambda: f"test-hook: paused at {self.point}\n" in open(agent.log_path).read(), timeout=timeout,
+                 what=f"the agent to stop at {self.point}")
+
+    def end(self):
+        open(self.end_path, "w").close()
+
+    def resumed(self, agent):
+        """Whether the agent went on from the pause (its own note), e.g. before the test ended it."""
+        return f"test-hook: resumed at {self.point}\n" in open(agent.log_path).read()
+
+
 def fuse_stall(mountpoint, seconds):
     """fuse_stall.py serving @mountpoint for @seconds; its mount is taken away when the test ends (a server
     killed leaves its mount behind, 'Transport endpoint is not connected', until someone unmounts it)."""
@@ -550,6 +613,9 @@ def fuse_stall(mountpoint, seconds):
 
 
 def dsctl(agent, user, *args, timeout=60):
+    """dsctl @args as @user against @agent, its result once it exits. @timeout: a bound against a hang, 60 s by
+    default, twice the agent's own deadline for a reply (30 s), so that a request stuck in the agent ends with the
+    agent's answer; a request that waits on a runtime's own work (a session, a dump) passes a bound of its own."""
     wait = Wait(f"dsctl {' '.join(args)} as {user}", timeout)
     r = subprocess.run(as_user(user, [DSCTL, "--socket", agent.socket, *args]), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -628,10 +694,15 @@ class AcceptWatch:
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
-            self.proc.wait(timeout=10)
+            # strace detaches from every thread and exits within ms; a bound against a hang
+            self.proc.wait(timeout=HANG_BOUND)
 
     def accepts(self):
         """Completed accepts so far: lines with a result, resumed or whole."""
+        # strace writes an accept's line at its exit stop, before the runtime goes on from it: an accept whose
+        # request was answered is counted already, with no wait. The 0.2 s are for the checks that nothing was
+        # accepted: a little time for an accept nobody waited for to show (on a loaded machine such a check can
+        # only pass wrongly, never fail wrongly)
         time.sleep(0.2)
         text = open(self.out).read() if os.path.exists(self.out) else ""
         return len(re.findall(r"accept4?\(.*\) = \d+|<\.\.\. accept4? resumed>.* = \d+", text))
@@ -698,8 +769,9 @@ def wire_decode(data):
     return frames
 
 
-def raw_exchange(agent, data, timeout=30):
-    """Send @data as root in one write and return everything the agent answers until it hangs up."""
+def raw_exchange(agent, data, timeout=HANG_BOUND):
+    """Send @data as root in one write and return everything the agent answers until it hangs up. @timeout bounds
+    each read against a hang: the agent answers what it decides alone within ms."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.connect(agent.socket)
@@ -738,6 +810,8 @@ class RawSession:
     def __init__(self, agent, pid, providers, duration=None):
         import struct
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # each read: the session's start waits on the runtime (60 s, a bound against a hang; it comes within a
+        # second), the replies on the agent's end of the session once the client stopped
         self.sock.settimeout(60)
         self.sock.connect(agent.socket)
         scope.callback(self.sock.close)

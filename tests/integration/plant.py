@@ -16,6 +16,8 @@ listener.listen(16)
 print("listening", flush=True)
 while True:
     conn, _ = listener.accept()
+    # 5 s: what a client sends comes at once; only a client that never ends its side is waited for this long,
+    # and what it sent is logged all the same (a test reads the log after its own request has ended)
     conn.settimeout(5)
     data = b""
     try:

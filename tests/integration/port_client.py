@@ -14,6 +14,8 @@ import sys
 
 path, data = sys.argv[1], bytes.fromhex(sys.argv[2])
 shutdown = "--shutdown" in sys.argv
+# 20 s by default: a bound on each read, against a port that never answers nor closes; a case that expects
+# an answer gets it within ms, and one that expects the port to hold on says why its --timeout is enough
 timeout = float(sys.argv[sys.argv.index("--timeout") + 1]) if "--timeout" in sys.argv else 20.0
 result = {"connected": False, "sent": None, "reply": "", "eof": False, "error": None}
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -11,7 +11,8 @@ usage: staging_watcher.py MODE ARG STOP TALLY
                         once STOP appears, write and grow through every fd and mapping for 2 s
 
 Mounting needs a user and mount namespace of one's own: run it with nsenter --user --mount
-into the target's. When STOP appears it writes TALLY as JSON: how many staging directories it
+into the target's. It prints "watching" once it watches (a test starts the dump after that line).
+When STOP appears it writes TALLY as JSON: how many staging directories it
 saw, what it managed (mounts in place, fds held, mappings), and the errors it got.
 """
 import ctypes
@@ -69,7 +70,10 @@ def attack(staging):
     return True
 
 
-deadline = time.time() + 120
+# 600 s: only for a test that never writes STOP (the tests write it within seconds, and kill the watcher as
+# they end anyway); the watch must outlast any dump a loaded machine takes
+deadline = time.time() + 600
+print("watching", flush=True)
 while time.time() < deadline and not os.path.exists(stop):
     for staging in glob.glob("/tmp/.dsagent-dump-*"):
         if staging in seen:
@@ -81,10 +85,11 @@ while time.time() < deadline and not os.path.exists(stop):
         except OSError as e:
             seen.add(staging)
             errors.add(e.strerror or str(e))
-    time.sleep(0.001)
+    time.sleep(0.001)  # a poll's pace: a staging directory lives as long as its dump, a second at least
 
 if mode == "hold-fds":
-    # the dumps are published by now: try to change them through everything kept
+    # the dumps are published by now: try to change them through everything kept, for 2 s (the attack's own
+    # length: more tries, not a wait for anything; a loaded machine makes fewer, each one a proof)
     end = time.time() + 2
     while time.time() < end:
         for fd in held:

@@ -21,8 +21,9 @@ F_SETPIPE_SZ = 1031
 QUEUE = 8
 # no pid is this high (pid_max is at most 2^22): each request is decided and recorded "no such process"
 ABSENT_PID = "4999999"
-# generous for a loaded machine; before the queue, the agent blocked in write() and these never came
-ANSWER_TIMEOUT = 5
+# each request's answer: it comes within ms; before the queue, the agent blocked in write() and these never came,
+# so any bound tells the two apart, and this one (HANG_BOUND, 30 s) is one a loaded machine does not reach
+ANSWER_TIMEOUT = harness.HANG_BOUND
 POLICY = '[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 10000\nmax_request_burst = 10000\n'
 
 
@@ -76,6 +77,8 @@ def stall_and_resume(agent, reader, stalled_sign):
     answers = []  # (exit status, request id), in the order the agent decided them
     refused = 0
     slowest = 0.0
+    # 400: a count of requests, far past the few dozen whose records fill the pipe and the queue (it depends on
+    # their sizes, not on time: nobody reads meanwhile)
     for i in range(400):
         status, request_id, took = ask(agent, "root" if i % 2 == 0 else ALICE)
         slowest = max(slowest, took)
@@ -94,7 +97,7 @@ def stall_and_resume(agent, reader, stalled_sign):
     reader.start()
     # the refused get a record that counts them once the queue has room; later requests are recorded again
     harness.wait_for(lambda: any(r.get("MESSAGE_ID") == AUDIT_GAP_MESSAGE_ID for r in reader.snapshot()),
-                     timeout=30, what="the record of the refused requests")
+                     what="the record of the refused requests")
     for i in range(4):
         status, request_id, took = ask(agent, "root" if i % 2 == 0 else ALICE)
         assert status == EXIT_NO_SUCH_PROCESS, "a request refused after the reader came back"
@@ -104,8 +107,13 @@ def stall_and_resume(agent, reader, stalled_sign):
     def requests():
         return [r["DSAGENT_REQUEST_ID"] for r in reader.snapshot() if r.get("MESSAGE_ID") == REQUEST_MESSAGE_ID]
 
-    harness.wait_for(lambda: len(requests()) >= len(served), timeout=30, what="every served request's record")
-    time.sleep(0.5)  # nothing more is to come
+    # one more request, whose record closes the stream: records go out in the order of the decisions, so once
+    # it is in, nothing recorded before it (a record twice, a late count) is still to come, where a pause would
+    # only have hoped so
+    status, last, _ = ask(agent, "root")
+    assert status == EXIT_NO_SUCH_PROCESS, "a request refused after the reader came back"
+    served.append(last)
+    harness.wait_for(lambda: last in requests(), what="the last request's record")
     records = reader.snapshot()
     # every decision that was answered has its record, exactly once, in the order they were decided
     assert requests() == served, f"records {requests()} != decisions {served}"

@@ -11,15 +11,15 @@ import threading
 import time
 
 import harness
-from harness import (ALICE, DSCTL, EXIT_BUSY, EXIT_DENIED, EXIT_RUNTIME_UNREACHABLE, MALLORY, OPS, SOURCE, SVC,
-                     AcceptWatch, Agent, FakeRuntime, Process, Target, acl_of, as_user, can_read, dsctl, is_elf_core,
-                     make_dir, run_tests, test, uid_of, wait_for)
+from harness import (ALICE, DSCTL, DUMP_BOUND, EXIT_BUSY, EXIT_DENIED, EXIT_RUNTIME_UNREACHABLE, HANG_BOUND,
+                     MALLORY, OPS, SOURCE, SVC, AcceptWatch, Agent, FakeRuntime, Process, Target, acl_of, as_user,
+                     can_read, dsctl, is_elf_core, make_dir, run_tests, test, uid_of, wait_for)
 
 EXIT_NO_SPACE = 11
 
 
 def dump(agent, user, target, *args):
-    r = dsctl(agent, user, "--json", "dump", str(target), *args, timeout=300)
+    r = dsctl(agent, user, "--json", "dump", str(target), *args, timeout=DUMP_BOUND)
     return r, (json.loads(r.stdout) if r.returncode == 0 else None)
 
 
@@ -77,6 +77,7 @@ def clrmd_reads_a_heap_dump_taken_through_the_agent():
     for dump_type in ("heap", "full"):
         r, result = dump(agent, SVC, target.pid, "--type", dump_type)
         assert r.returncode == 0, (dump_type, r)
+        # 300 s: a bound against a hang; ClrMD starts a runtime and reads a dump of some hundred MB in seconds
         read = subprocess.run(["dotnet", built.stdout.strip(), result["path"], "--type", "System.Byte[]"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
         assert read.returncode == 0, (dump_type, read.stderr)
@@ -157,9 +158,10 @@ def hostile_owner(target, action, stop, tally):
     """As the target's own user, keep doing @action to every staging directory that appears. @stop + ".ready"
     appears once it looks, @stop + ".seen" once it found one. When @stop appears, @tally gets "SEEN DONE": how
     often it found a staging directory, and how often @action worked."""
+    # 600 s: only for a test that never writes @stop; the race must outlast the dumps a loaded machine takes
     script = f"""
 import glob, os, time
-deadline, seen, done = time.time() + 120, 0, 0
+deadline, seen, done = time.time() + 600, 0, 0
 open({stop!r} + '.ready', 'w').close()
 while time.time() < deadline and not os.path.exists({stop!r}):
     for d in glob.glob('/tmp/.dsagent-dump-*'):
@@ -185,6 +187,7 @@ def a_hostile_owner_racing_the_staging_place_can_do_nothing_in_it():
     """The target's user may search the staging directory and write its FIFO, nothing else: every
     attempt to put something there, replace the FIFO or move the directory fails, while it is there."""
     target = private_target()
+    # 60 s: a mini dump is written in a second; the deadline only ends a dump the racer made hang
     agent = Agent("--dump-timeout", "60")
     root_canary = os.path.join(make_dir(None, 0o755, base="/var/tmp"), "root-canary")
     with open(root_canary, "w") as f:
@@ -206,7 +209,9 @@ def a_hostile_owner_racing_the_staging_place_can_do_nothing_in_it():
     for name, action in actions.items():
         racer = hostile_owner(target, action, stop, tally)
         wait_for(lambda: os.path.exists(stop + ".ready"), what="the racer to look")
-        # two dumps at least, and more until the racer caught a staging directory (a loaded machine)
+        # two dumps at least, and more until the racer caught a staging directory (a loaded machine): each staging
+        # directory lives through its dump's writing, which the racer's busy loop needs a moment of; 12 of them
+        # is a count of chances, which load shortens for the racer as much as for the dump
         for n in range(12):
             r, result = dump(agent, SVC, target.pid)
             assert r.returncode == 0, (name, r)
@@ -240,7 +245,7 @@ def a_dump_that_does_not_fit_fails_cleanly_and_leaves_no_file():
     # answer is out, a moment after dsctl has it (a bound only against a leak: the space comes back or not)
     assert os.listdir(small) == [] and staging_dirs(target) == []
     wait_for(lambda: int(subprocess.run(["df", "--output=used", "-B1", small], stdout=subprocess.PIPE,
-                                        text=True).stdout.split()[1]) < 64 * 1024, timeout=30,
+                                        text=True).stdout.split()[1]) < 64 * 1024, timeout=HANG_BOUND,
              what="the space of the unnamed file back")
 
     guarded = Agent(policy=f'[agent]\ndump_dir = "{small}"\nmax_use = "1M"\n')
@@ -311,7 +316,7 @@ def target_killed_mid_dump_gives_a_clean_error_and_no_staging():
     r, _ = dump(agent, SVC, target.pid)
     assert r.returncode == EXIT_BUSY and "already in progress" in r.stdout + r.stderr, r
     os.kill(target.pid, signal.SIGKILL)
-    out, err = pending.communicate(timeout=60)
+    out, err = pending.communicate(timeout=60)  # the error comes as the target dies; a bound against a hang
     assert pending.returncode != 0 and err.strip(), (pending.returncode, err)
     assert not os.path.exists(stage)
     assert not os.path.exists(agent.dumps) or os.listdir(agent.dumps) == []
@@ -329,7 +334,7 @@ def an_agent_restart_cleans_up_the_staging_an_earlier_one_left():
     stage = staging_dirs(target)[0]
     agent.proc.kill()
     agent.proc.wait()
-    pending.wait(timeout=30)
+    pending.wait(timeout=HANG_BOUND)  # dsctl sees its connection end at once
     assert os.path.exists(stage)
     restarted = subprocess.Popen([harness.DSAGENT, "--listen", agent.socket + "2", "--policy", agent.policy_path,
                                   "--runtime-dir", agent.runtime_dir, "--audit", "stderr"],
@@ -432,7 +437,7 @@ def max_concurrent_dumps_bounds_dumps_across_targets():
     r, _ = dump(agent, "root", second.pid)
     assert r.returncode == 0, r
     os.kill(first.pid, signal.SIGCONT)
-    assert pending.wait(timeout=60) == 0
+    assert pending.wait(timeout=DUMP_BOUND) == 0
     r, _ = dump(agent, ALICE, second.pid)
     assert r.returncode == 0, r
 
@@ -463,13 +468,15 @@ def stopped_dump(agent, user, target):
 @test
 def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline():
     first, second = private_target(), Target(SVC)
-    # long enough for the second request to arrive while the first holds the slot, even on a loaded machine
+    # long enough for the second request to arrive while the first holds the slot, even on a loaded machine: it
+    # is asked as soon as the first's staging directory is there, and comes within a second of the 10
     agent = Agent("--dump-start-timeout", "10",
                   policy=HOST_SLOT_POLICY)
     pending = stopped_dump(agent, ALICE, first)
     r, _ = dump(agent, ALICE, second.pid)
     assert r.returncode == EXIT_BUSY and "max_concurrent_dumps" in r.stdout, r
-    # the target stays stopped: only the first-byte deadline can end its dump, long before the overall one
+    # the target stays stopped: only the first-byte deadline can end its dump, long before the overall one (and
+    # this bound, against a hang, 50 s past it)
     _, err = pending.communicate(timeout=60)
     assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-start-timeout" in err, (pending.returncode, err)
     assert staging_dirs(first) == []
@@ -480,6 +487,7 @@ def a_runtime_that_writes_nothing_frees_the_dump_slot_at_the_first_byte_deadline
 @test
 def a_dump_whose_client_leaves_is_cancelled_and_frees_its_slot():
     first, second = private_target(), Target(SVC)
+    # 600 s: no deadline of the agent's may end the stopped dump while the case runs; only the client's leaving
     agent = Agent("--dump-start-timeout", "600",
                   policy=HOST_SLOT_POLICY)
     pending = stopped_dump(agent, ALICE, first)
@@ -538,6 +546,7 @@ def a_trickling_dump_is_cut_at_the_minimum_rate_and_frees_its_slot():
     other = FakeRuntime("dumper", user=SVC)
     r, _ = dump(agent, SVC, other.pid)
     assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r  # the slot is held meanwhile
+    # the cut comes some 3 s after the first byte (one stretch of --dump-stall-timeout); a bound against a hang
     _, err = pending.communicate(timeout=60)
     assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-min-rate" in err, (pending.returncode, err)
     cut_record(agent, target, "too slowly")
@@ -552,7 +561,7 @@ def a_dump_that_slows_down_later_is_cut_at_the_minimum_rate():
     # stretch's check cuts it
     agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "1000")
     target, pending = trickling_dump(agent, SVC, "0.05:3500")
-    _, err = pending.communicate(timeout=60)
+    _, err = pending.communicate(timeout=60)  # the cut comes at the second stretch's end, some 6 s in
     assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-min-rate" in err, (pending.returncode, err)
     cut = cut_record(agent, target, "too slowly")
     assert "in 3 s" in cut["DSAGENT_REASON"] and " 3500 bytes" not in cut["DSAGENT_REASON"], cut
@@ -563,6 +572,8 @@ def a_dump_that_stalls_after_its_first_byte_is_cut_at_the_stall_deadline():
     # one byte, then a minute of nothing: with no minimum rate, the stall deadline alone ends it
     agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "0")
     target, pending = trickling_dump(agent, SVC, 60)
+    # the cut comes 3 s after the first byte; the bound stays below the trickle's 60 s pause, so that only the
+    # stall deadline can have ended it
     _, err = pending.communicate(timeout=40)
     assert pending.returncode == EXIT_RUNTIME_UNREACHABLE and "--dump-stall-timeout" in err, (pending.returncode, err)
     cut_record(agent, target, "no byte for 3 s")
@@ -624,6 +635,7 @@ def a_users_subordinate_uids_count_as_the_user_for_dumps_of_their_own_processes(
     # (newuidmap): as one of them, her own dumps must not get a second max_dumps_per_user, nor a second
     # share of max_concurrent_own_dumps
     uid = harness.subordinate_range(MALLORY)
+    # 600 s: no deadline may free the held dump's slot while the case runs
     agent = Agent("--dump-start-timeout", "600",
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_dumps_per_user = 1\nmax_concurrent_own_dumps = 4\n')
     held = FakeRuntime("silent", user=MALLORY)
@@ -643,7 +655,7 @@ def a_users_subordinate_uids_count_as_the_user_for_dumps_of_their_own_processes(
     pid = int(runtime.read_line("listening pid=").split("=")[1])
     assert os.stat(f"/proc/{pid}").st_uid == uid  # the attack is in place: a uid of the host, not hers
     r = subprocess.run(harness.as_subordinate(MALLORY, [DSCTL, "--socket", agent.socket, "--json", "dump", str(pid)]),
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=HANG_BOUND)  # refused at once
     assert r.returncode == EXIT_BUSY and "max_dumps_per_user" in r.stdout, r
 
 

@@ -218,6 +218,8 @@ def an_environment_too_large_for_one_reply_is_refused_whole():
 
 @test
 def a_runtime_that_breaks_its_environment_block_is_answered_as_not_answering():
+    # 2 s: the stalling runtime is cut at it; the others answer as soon as they are asked (a fake already waiting in
+    # accept(), some milliseconds even on a loaded machine), so their own words, not the deadline, end theirs
     agent = Agent("--runtime-timeout", "2")
     for kind, words in (("short", "closed the connection before the whole environment"),
                         ("stall", "did not send the whole environment in time"),
@@ -238,7 +240,7 @@ def a_runtime_that_breaks_its_environment_block_is_answered_as_not_answering():
 IPC_ENV_CLIENT = r'''
 import json, socket, struct, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(30)
+s.settimeout(30)  # each read, a bound against a hang: the port answers from the runtime within ms
 s.connect(sys.argv[1])
 s.sendall(b"DOTNET_IPC_V1\0" + struct.pack("<HBBH", 20, 4, 2, 0))
 data = b""
@@ -275,7 +277,7 @@ def open_port(agent, target):
 def port_environment(path):
     """The environment as a tool reads it through the port at @path: {NAME: VALUE}."""
     r = subprocess.run(as_user(ALICE, [PYTHON, "-c", IPC_ENV_CLIENT, path]), stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, timeout=60)
+                       stderr=subprocess.PIPE, text=True, timeout=60)  # past the client's own 30 s; ms in truth
     assert r.returncode == 0, r
     return dict(json.loads(r.stdout))
 
@@ -285,6 +287,7 @@ def stock_environment(path, names):
     built = subprocess.run([os.path.join(SOURCE, "tests/tools/ipc-client/build.sh")], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     assert built.returncode == 0, built.stderr
+    # 300 s: a bound against a hang; the client's runtime starts and asks once, seconds even on a loaded machine
     stock = subprocess.run(as_user(ALICE, ["dotnet", built.stdout.strip(), "env", f"{path},connect", *names]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
     assert stock.returncode == 0, stock

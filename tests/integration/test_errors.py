@@ -32,7 +32,9 @@ def gone_pid():
 @test
 def each_failure_has_its_own_exit_code_and_words():
     target = Target(SVC, tmpdir="shared")
-    # target_cache_ms = 0: the socket replaced below is looked up again, not the one found a moment ago
+    # target_cache_ms = 0: the socket replaced below is looked up again, not the one found a moment ago.
+    # --runtime-timeout 2: only the stopped runtime below meets it, which is what it checks; no request here needs
+    # a runtime's answer
     agent = Agent("--runtime-timeout", "2", policy='[agent]\ndump_dir = "@DUMP_DIR@"\ntarget_cache_ms = 0\n'
                   '[[rule]]\nname = "alice-looks"\nusers = ["dst-alice"]\ncommands = ["info"]\n'
                   f'targets.users = ["{SVC}"]\n')
@@ -41,7 +43,7 @@ def each_failure_has_its_own_exit_code_and_words():
                          stderr=subprocess.PIPE, text=True), EXIT_AGENT_UNREACHABLE, "cannot reach")
     check(dsctl(agent, ALICE, "dump", str(target.pid)), EXIT_DENIED, "denied")
     check(dsctl(agent, SVC, "info", str(gone_pid())), EXIT_NO_SUCH_PROCESS, "no such process")
-    sleeper = Process(as_user(SVC, ["sleep", "300"])).wait_exec("sleep")
+    sleeper = Process(as_user(SVC, ["sleep", "300"])).wait_exec("sleep")  # no .NET process; it outlives the case
     check(dsctl(agent, SVC, "info", str(sleeper.proc.pid)), EXIT_NOT_DOTNET, "no diagnostic socket")
 
     # another user's socket at the target's name
@@ -101,7 +103,7 @@ def a_malformed_reply_from_something_posing_as_the_agent_is_an_error_of_its_own(
     while conn.recv(65536):
         pass
     conn.close()
-    out, err = client.communicate(timeout=30)
+    out, err = client.communicate(timeout=30)  # it ends on the reply it got; a bound against a hang
     assert client.returncode == EXIT_FAILED and "malformed reply" in err, (client.returncode, err)
 
 

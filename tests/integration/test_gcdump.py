@@ -15,6 +15,7 @@ SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 def stock_gcdump(*args):
     """The stock dotnet-gcdump 10.0.750501 (tests/tools/dotnet-tools), as root: its status and output."""
     path = os.path.join(tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), "dotnet-gcdump")
+    # 300 s: a bound against a hang; the tool's runtime starts and converts or reports a small file in seconds
     r = subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", path, *args], stdin=subprocess.DEVNULL,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
     return r
@@ -44,6 +45,8 @@ def rows(report):
 def take(agent, user, target, directory, name, *more):
     """dsctl gcdump --report of @target as @user, keeping the stream in @directory/@name: the result, the path."""
     path = os.path.join(directory, name)
+    # 180 s: past the agent's own bounds on the session (30 s for the heap to come, 60 s to stop), so that a stuck
+    # one ends with the agent's words; a heap of the test app comes in a second or two
     r = dsctl(agent, user, "gcdump", str(target.pid), "--report", "--nettrace", path, *more, timeout=180)
     assert r.returncode == 0, r
     assert os.stat(path).st_uid == os.stat(directory).st_uid, "the stream is not the caller's own file"

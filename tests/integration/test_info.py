@@ -197,7 +197,7 @@ def errors_have_their_own_exit_codes():
     assert gone.returncode == EXIT_NO_SUCH_PROCESS, gone
 
     # until setpriv has become svc and run sleep, the process is root's, and not svc's to ask about
-    sleeper = Process(as_user(SVC, ["sleep", "300"])).wait_exec("sleep")
+    sleeper = Process(as_user(SVC, ["sleep", "300"])).wait_exec("sleep")  # no .NET process; it outlives the case
     not_dotnet = dsctl(agent, SVC, "info", str(sleeper.proc.pid))
     assert not_dotnet.returncode == EXIT_NOT_DOTNET, not_dotnet
     assert "not a .NET process" in not_dotnet.stderr

@@ -8,8 +8,8 @@ import subprocess
 
 import harness
 import nettrace_writer
-from harness import (ALICE, EXIT_DENIED, SOURCE, SVC, AcceptWatch, Agent, FakeRuntime, Target, dsctl, make_dir,
-                     run_tests, test, tool)
+from harness import (ALICE, EXIT_DENIED, RUNTIME_BOUND, SOURCE, SVC, AcceptWatch, Agent, FakeRuntime, Target, dsctl,
+                     make_dir, run_tests, test, tool)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 PARKED = "DsTestTarget.DsagentProbe.ParkedInDsagentStacksProbe"
@@ -56,6 +56,7 @@ def dotnet_stack_report(target):
     """What the stock dotnet-stack report (10.0.750501, tests/tools/dotnet-tools) prints of @target, run as root
     where the target's runtime has its socket."""
     path = os.path.join(tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), "dotnet-stack")
+    # 300 s: a bound against a hang; the tool starts a runtime and takes a rundown of a small app in seconds
     r = subprocess.run(["env", f"TMPDIR={target.tmpdir}", "DOTNET_CLI_TELEMETRY_OPTOUT=1", path, "report", "-p",
                         str(target.pid)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=300)
@@ -100,6 +101,7 @@ def stacks_text_is_dotnet_stack_report():
     """dsctl stacks' text is dotnet-stack report's of the same quiet process, line for line, thread order aside."""
     target = Target(SVC, args=("--park-thread",))
     agent = Agent()
+    # 4 pairs: a count of tries, not a time; only a thread that moves between two snapshots makes one differ
     for attempt in range(4):
         r = dsctl(agent, SVC, "stacks", str(target.pid))
         assert r.returncode == 0, r
@@ -150,7 +152,7 @@ def stacks_as_speedscope_follow_its_schema_and_dotnet_trace():
     assert r.returncode == 0, r
     converted = subprocess.run([dotnet_trace.stdout.strip(), "convert", "--format", "speedscope", "-o",
                                 os.path.join(work, "theirs.json"), trace], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, timeout=300)
+                               stderr=subprocess.STDOUT, text=True, timeout=300)  # a hang bound; seconds in truth
     assert converted.returncode == 0, converted.stdout
     theirs_path = [os.path.join(work, n) for n in os.listdir(work) if n.endswith(".json")]
     assert len(theirs_path) == 1, os.listdir(work)
@@ -168,9 +170,10 @@ def exceptions_show_type_message_and_thrower():
     target = Target(SVC, args=("--throw-exceptions", "20"))
     agent = Agent()
 
-    r = dsctl(agent, SVC, "exceptions", str(target.pid), "--duration", "2", timeout=120)
+    r = dsctl(agent, SVC, "exceptions", str(target.pid), "--duration", "2", timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
     blocks = [b for b in r.stdout.split("\n\n") if b.strip()]
+    # 20 a second for 2 s give some 40; a loaded machine that slept the thrower's sleeps long would still give 10
     assert len(blocks) >= 10, r.stdout
     for block in blocks:
         lines = block.splitlines()
@@ -184,7 +187,7 @@ def exceptions_show_type_message_and_thrower():
     assert sequences == sorted(sequences), "oldest first"
     assert re.search(rf"dsctl: {len(blocks)} exceptions \(ended: duration\)", r.stderr), r.stderr
 
-    r = dsctl(agent, SVC, "exceptions", str(target.pid), "--duration", "1", "--json", timeout=120)
+    r = dsctl(agent, SVC, "exceptions", str(target.pid), "--duration", "1", "--json", timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
     lines = [json.loads(line) for line in r.stdout.splitlines()]
     assert lines and r.stderr == "", r
@@ -210,8 +213,9 @@ def logs_show_message_category_level_and_scope():
     target = Target(SVC, args=("--log-warnings", "20"))
     agent = Agent()
 
-    # the app's own filters: everything it logs (it set Trace as its minimum)
-    r = dsctl(agent, SVC, "logs", str(target.pid), "--duration", "2", timeout=120)
+    # the app's own filters: everything it logs (it set Trace as its minimum). Each 2 s window holds some 40 rounds
+    # of the app's three messages, where each check below needs one
+    r = dsctl(agent, SVC, "logs", str(target.pid), "--duration", "2", timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
     lines = [LOG_LINE.match(line) for line in r.stdout.splitlines()]
     assert lines and all(lines), r.stdout
@@ -224,14 +228,14 @@ def logs_show_message_category_level_and_scope():
     assert re.match(r"dsagent-log-other \d+$", other), "no scope around the other category's message"
 
     # from Warning up: no Information
-    r = dsctl(agent, SVC, "logs", str(target.pid), "--duration", "2", "--level", "Warning", timeout=120)
+    r = dsctl(agent, SVC, "logs", str(target.pid), "--duration", "2", "--level", "Warning", timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
     levels = {LOG_LINE.match(line).group(1) for line in r.stdout.splitlines()}
     assert levels == {"Warning", "Error"}, r.stdout
 
     # one category, as JSON lines
     r = dsctl(agent, SVC, "logs", str(target.pid), "--duration", "2", "--category", "Dsagent.TestTarget.Pro",
-              "--json", timeout=120)
+              "--json", timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
     entries = [json.loads(line) for line in r.stdout.splitlines()]
     assert {e["Category"] for e in entries} == {"Dsagent.TestTarget.Probe"}, entries
@@ -285,9 +289,10 @@ def each_is_denied_without_its_command_and_the_runtime_sees_nothing():
     # a rule that grants them: the runtime's own view shows the logs session start and end
     agent.write_policy(MONITOR_POLICY.replace('targets.names = ["NoSuchApp"]', f'targets.users = ["{SVC}"]'))
     agent.reload()
-    r = dsctl(agent, ALICE, "logs", str(target.pid), "--duration", "2", timeout=120)
+    r = dsctl(agent, ALICE, "logs", str(target.pid), "--duration", "2", timeout=RUNTIME_BOUND)
     assert r.returncode == 0 and "dsagent-log-probe" in r.stdout, r
     target.process.read_line("logging-enabled True")
+    # the session ended before dsctl did; the app looks every 50 ms: a bound against a hang
     target.process.read_line("logging-enabled False", timeout=30)
     # and the rule's max_duration holds for them as for traces
     r = dsctl(agent, ALICE, "exceptions", str(target.pid), "--duration", "10")
@@ -331,12 +336,12 @@ def hostile_runtime(stream):
 def a_hostile_runtime_neither_forges_log_lines_nor_floods_roots_terminal():
     agent = Agent()
     fake = hostile_runtime(nettrace_writer.logs_in_scope([(FORGING_KEY, "v")], ["hello"]))
-    r = dsctl(agent, None, "--json", "logs", str(fake.pid), "--duration", "1", timeout=120)
+    r = dsctl(agent, None, "--json", "logs", str(fake.pid), "--duration", "1", timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
     assert "\x1b" not in r.stdout and r.stdout.count("\n") == 1, r.stdout
     entry = json.loads(r.stdout)
     assert entry["Message"] == "hello" and entry["Scopes"] == {FORGING_KEY: "v"}, entry
-    r = dsctl(agent, None, "logs", str(fake.pid), "--duration", "1", timeout=120)
+    r = dsctl(agent, None, "logs", str(fake.pid), "--duration", "1", timeout=RUNTIME_BOUND)
     assert r.returncode == 0 and "\x1b" not in r.stdout and r.stdout.count("\n") == 1, r
     assert ' hello [x":1,"LogLevel"' in r.stdout and "\\x0a{" in r.stdout and "\\x1b]0;owned" in r.stdout, r
 
@@ -345,7 +350,7 @@ def a_hostile_runtime_neither_forges_log_lines_nor_floods_roots_terminal():
     big = "\u20ac" * 300
     fake = hostile_runtime(nettrace_writer.logs_in_scope([(f"k{i}{big}", big) for i in range(64)], ["m"] * 50,
                                                          self_parent=True))
-    r = dsctl(agent, None, "--json", "logs", str(fake.pid), "--duration", "1", timeout=120)
+    r = dsctl(agent, None, "--json", "logs", str(fake.pid), "--duration", "1", timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
     assert len(r.stdout.encode()) <= 50 * (4096 + 1024), len(r.stdout)
     entries = [json.loads(line) for line in r.stdout.splitlines()]
@@ -356,7 +361,7 @@ def a_hostile_runtime_neither_forges_log_lines_nor_floods_roots_terminal():
     # one 512-frame stack on each of 270 threads, in a method of a 4000-byte name: 256 frames of it a
     # thread, each name cut at 1 KiB, and the threads past 64 MiB of output counted
     fake = hostile_runtime(nettrace_writer.one_stack_on_every_thread(270, 512, "M" * 4000))
-    r = dsctl(agent, None, "stacks", str(fake.pid), timeout=300)
+    r = dsctl(agent, None, "stacks", str(fake.pid), timeout=300)  # a hang bound: 64 MiB of output in seconds
     assert r.returncode == 0, r.stderr
     assert len(r.stdout) <= 66 * MIB, len(r.stdout)
     m = re.search(r"^dsctl: (\d+) threads \(ended: .*\)\ndsctl: (\d+) more threads not shown: the output reached its "

@@ -21,7 +21,7 @@ ELF_CORE = 4
 
 
 def dump(agent, user, pid, *args):
-    r = dsctl(agent, user, "--json", "dump", str(pid), *args, timeout=300)
+    r = dsctl(agent, user, "--json", "dump", str(pid), *args, timeout=harness.DUMP_BOUND)
     return r, (json.loads(r.stdout) if r.returncode == 0 else None)
 
 
@@ -56,9 +56,11 @@ def victim_tree():
     return victim
 
 
-def no_staging_left(pid, wait=15.0):
+def no_staging_left(pid, wait=harness.DUMP_BOUND):
     """No staging directory in the target's /tmp. Some targets share the host's /tmp, where another
-    test run's dump may be staging right now: that one goes within seconds, a leaked one never."""
+    test run's dump may be staging right now: that one goes once its dump ends, within its agent's
+    --dump-timeout (300 s) at worst, and @wait is past that; a leaked one never goes. The answer comes
+    as soon as none is left."""
     def none():
         return [n for n in os.listdir(f"/proc/{pid}/root/tmp") if n.startswith(".dsagent-dump-")] == []
     deadline = time.monotonic() + wait
@@ -140,6 +142,8 @@ def watcher(target, mode, arg, shared, userns):
     else:
         argv = ["nsenter", f"--target={target.pid}", "--mount", "--"] + as_user(SVC, script)
     process = Process(argv)
+    # watching before the dump begins, else a loaded machine could stage and publish it before the watcher ran
+    process.read_line("watching")
 
     def result():
         open(stop, "w").close()
@@ -239,21 +243,26 @@ def a_target_whose_tmp_is_too_small_for_its_dump_is_dumped_all_the_same():
 @test
 def a_fuse_server_that_never_answers_holds_up_nobody():
     mountpoint = make_dir(None, 0o755)
+    # 120 s: the stall outlasts the case, which takes seconds, and the server's last check below proves it did
     fuse = harness.fuse_stall(mountpoint, 120)
     fuse.read_line("mounted")
     # the server really holds every lookup: a process that looks is stuck until it is killed
     looker = subprocess.Popen(["stat", os.path.join(mountpoint, "x")], stdout=subprocess.DEVNULL)
     try:
+        # 2 s: a lookup the server answered returns within ms; one that is held never does, so a loaded machine
+        # can only make this pass wrongly, never fail (and the server's own check at the end stands as well)
         looker.wait(timeout=2)
         raise AssertionError(f"the lookup on FUSE returned ({looker.returncode}): the server is not holding it")
     except subprocess.TimeoutExpired:
         looker.kill()
         looker.wait()
     # a process of svc whose TMPDIR lies on it, a real runtime of another user, and the agent
+    # a process whose TMPDIR is on the stalled mount, alive for the whole case (300 s; killed as the case ends)
     stalled = Process(as_user(SVC, ["env", f"TMPDIR={mountpoint}/tmp", "sleep", "300"])).wait_exec("sleep")
     other = Target(ALICE)
     agent = Agent()
-    # asking about the process on FUSE fails at once, with its own error
+    # asking about the process on FUSE fails at once, with its own error (30 s each: bounds against a hang,
+    # below the stall's 120 s, so a request the stall held ends the case here, not when the stall does)
     r = dsctl(agent, SVC, "info", str(stalled.proc.pid), timeout=30)
     assert r.returncode == EXIT_UNSAFE_FS and "FUSE" in r.stderr, r
     r = dsctl(agent, SVC, "dump", str(stalled.proc.pid), timeout=30)
@@ -274,7 +283,9 @@ def a_mount_made_after_the_table_was_read_is_seen_by_the_next_request():
     # each request to a worker: reused for a second, its first reading would answer the next ones
     # (test_target_cache.py), and this is about what the workers keep
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\ntarget_cache_ms = 0\n')
-    # every worker that may take the next requests has this namespace's table by now
+    # every worker that may take the next requests has this namespace's table by now (12 requests one after
+    # another, where a user holds at most 2 workers at once and the agent keeps 2 idle: each worker has served
+    # several; a count of requests, not of time, which a loaded machine does not change)
     for _ in range(12):
         r = dsctl(agent, SVC, "info", str(target.pid))
         assert r.returncode == 0, r

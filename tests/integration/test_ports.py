@@ -14,7 +14,7 @@ import uuid
 
 import harness
 from harness import (ALICE, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, acl_of,
-                     as_user, can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, scope, target_app,
+                     as_user, can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, target_app,
                      test, traceevent, uid_of, wait_for)
 
 PORT_MESSAGE_ID = "92ba7a9ad3f54f1995e1add7dea5ceee"
@@ -28,7 +28,7 @@ def port_dir():
     """A directory for ports outside /tmp (a target with a /tmp of its own still sees it), root's, 0755."""
     d = tempfile.mkdtemp(prefix="dst-ports-", dir="/run")
     os.chmod(d, 0o755)
-    scope.callback(shutil.rmtree, d, ignore_errors=True)
+    harness.scope.callback(shutil.rmtree, d, ignore_errors=True)
     return d
 
 

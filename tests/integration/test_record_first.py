@@ -22,8 +22,10 @@ import threading
 import uuid
 
 import harness
-from harness import (ALICE, DSCTL, HERE, OPS, PYTHON, SVC, AcceptWatch, Agent, FakeRuntime, Process, Target, as_user,
-                     dsctl, make_dir, place_in_unit, printed, request_id_of, run_tests, scope, test, tool, wait_for)
+# harness.scope, never a name imported from it: run_tests() makes a new scope for each case
+from harness import (ALICE, DSCTL, DUMP_BOUND, HANG_BOUND, HERE, OPS, PYTHON, RUNTIME_BOUND, SVC, AcceptWatch, Agent,
+                     FakeRuntime, Process, Target, as_user, dsctl, make_dir, place_in_unit, printed, request_id_of,
+                     run_tests, test, tool, wait_for)
 
 EXIT_AUDIT_UNAVAILABLE = 16
 REQUEST_ID = harness.REQUEST_MESSAGE_ID
@@ -82,10 +84,12 @@ class StalledAudit:
 
     def fill(self):
         """The reader stops; requests as root until one is refused "audit unavailable": the pipe and the queue are
-        full."""
+        full. 400: a count far past the few dozen records a page of pipe and the queue take (their sizes decide it,
+        not time); each answered at once, so HANG_BOUND only tells an agent blocked in write(), which never
+        answers."""
         self.reading.clear()
         for _ in range(400):
-            r = dsctl(self.agent, "root", "info", ABSENT_PID, timeout=30)
+            r = dsctl(self.agent, "root", "info", ABSENT_PID, timeout=HANG_BOUND)
             assert r.returncode in (harness.EXIT_NO_SUCH_PROCESS, EXIT_AUDIT_UNAVAILABLE), r
             if r.returncode == EXIT_AUDIT_UNAVAILABLE:
                 self.refused += 1
@@ -115,6 +119,7 @@ class StalledAudit:
         def counted():
             gaps = self.records(AUDIT_GAP_ID)
             return sum(int(g["DSAGENT_AUDIT_REFUSED"]) for g in gaps) >= self.refused and gaps
+        # the queue drains within ms of the reader's return; 60 s only ends a hang
         gaps = wait_for(counted, timeout=60, what="the record counting the refused requests")
         ids = lambda: [r["DSAGENT_REQUEST_ID"] for r in self.records(REQUEST_ID)]
         wait_for(lambda: set(self.answered) <= set(ids()), timeout=60, what="every answered request's record")
@@ -159,7 +164,7 @@ class Port:
         argv = as_user(user, [DSCTL, "--agent-socket", agent.socket, "port", str(pid)])
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-        scope.callback(self.stop)
+        harness.scope.callback(self.stop)
         self.value = self.proc.stdout.readline().strip()
         assert self.value.endswith(",connect"), self.value
         self.path = self.value[:-len(",connect")]
@@ -173,6 +178,7 @@ class Port:
 def ipc_client(user, *args):
     """The client library's program (tests/tools/ipc-client) as @user: (exit status, its JSON object)."""
     dll = tool("ipc-client", "tests/tools/ipc-client/build.sh")
+    # 300 s: a bound against a hang; its runtime starts and asks once
     r = subprocess.run(as_user(user, ["dotnet", dll, *args]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=300)
     lines = r.stdout.strip().splitlines()
@@ -191,6 +197,7 @@ def ipc_message(command_set, command_id, payload):
 
 def raw(user, path, data):
     """port_client.py as @user: what came back for @data sent to the port."""
+    # bounds against a hang: 30 s on each read (the port answers at once), 60 s more for the client's start
     r = subprocess.run(as_user(user, [PYTHON, os.path.join(HERE, "port_client.py"), path, data.hex(),
                                       "--timeout", "30"]), stdout=subprocess.PIPE, text=True, timeout=90)
     assert r.returncode == 0, r
@@ -292,7 +299,7 @@ def resume_reaches_no_runtime_while_no_record_can_be_held():
     # it waits for a resume, which works once its record can be written
     r = dsctl(stalled.agent, ALICE, "resume", str(target.pid))
     assert r.returncode == 0, r
-    target.process.read_line("ready pid=", timeout=30)
+    target.process.read_line("ready pid=")
 
 
 @test
@@ -307,10 +314,10 @@ def a_dump_reaches_no_runtime_while_no_record_can_be_held():
     stalled.fill()
     watch = AcceptWatch(target.pid)
     accepted = {}
-    stalled.refused_now(dsctl(stalled.agent, "root", "dump", str(target.pid), timeout=300), "root's dump")
+    stalled.refused_now(dsctl(stalled.agent, "root", "dump", str(target.pid), timeout=DUMP_BOUND), "root's dump")
     accepted["root's dump"] = watch.accepts()
     stalled.refused_now(dsctl(stalled.agent, ALICE, "dump", str(target.pid), "--type", "full", "-o",
-                              os.path.join(mine, "full.core"), timeout=300), "alice's dump")
+                              os.path.join(mine, "full.core"), timeout=DUMP_BOUND), "alice's dump")
     accepted["alice's dump"] = watch.accepts() - sum(accepted.values())
     status, out = ipc_client(ALICE, "dump", port.value, "Normal", os.path.join(mine, "tool.core"))
     assert status != 0 and "error" in out, out
@@ -343,7 +350,7 @@ def sessions_and_reads_reach_no_runtime_while_no_record_can_be_held():
              ("logs", pid, "--duration", "3"), ("info", pid), ("env", pid)]
     accepted = {}
     for args in asked:
-        stalled.refused_now(dsctl(stalled.agent, ALICE, *args, timeout=120), args[0])
+        stalled.refused_now(dsctl(stalled.agent, ALICE, *args, timeout=RUNTIME_BOUND), args[0])
         accepted[args[0]] = watch.accepts() - sum(accepted.values())
     status, out = ipc_client(ALICE, "trace", port.value, "1", os.path.join(mine, "tool.nettrace"),
                              f"{PROVIDER}:0xFFFFFFFFFFFFFFFF:4")
@@ -374,14 +381,14 @@ def a_session_that_began_is_recorded_whole_and_told_so_though_the_queue_filled_m
     client.read_line("dsctl: tracing")
     stalled.fill()
     os.killpg(client.proc.pid, signal.SIGINT)
-    assert client.proc.wait(timeout=60) == 0, client.proc.stdout.read()
+    assert client.proc.wait(timeout=RUNTIME_BOUND) == 0, client.proc.stdout.read()
     with open(out, "rb") as f:
         assert f.read(8) == b"Nettrace", "not a trace"
 
     stalled.resume()
     records = stalled.wait_accounted()
-    start = wait_for(lambda: stalled.records(SESSION_START_ID), timeout=30, what="the session's start")
-    end = wait_for(lambda: stalled.records(SESSION_END_ID), timeout=30, what="the session's end")
+    start = wait_for(lambda: stalled.records(SESSION_START_ID), what="the session's start")
+    end = wait_for(lambda: stalled.records(SESSION_END_ID), what="the session's end")
     assert len(start) == 1 and len(end) == 1, (start, end)
     assert end[0]["DSAGENT_SESSION_END"] == "stopped" and int(end[0]["DSAGENT_SESSION_BYTES"]) == os.path.getsize(out)
     request = [r for r in records if r.get("DSAGENT_COMMAND") == "trace"]
@@ -397,17 +404,18 @@ def a_dump_that_began_is_published_recorded_and_told_so_though_the_queue_filled_
     fake = FakeRuntime("gated")
     stalled = StalledAudit(granted(), "--dump-min-rate", "0", "--dump-stall-timeout", "600")
     client = Process([DSCTL, "--socket", stalled.agent.socket, "dump", str(fake.pid)])
+    # the fake writes its first byte as it is asked, within ms; bounds against a hang
     wait_for(lambda: os.path.exists(fake.log + ".trickling"), timeout=60, what="the core's first byte")
     stalled.fill()
     open(fake.log + ".go", "w").close()
-    assert client.proc.wait(timeout=120) == 0, client.proc.stdout.read()
+    assert client.proc.wait(timeout=120) == 0, client.proc.stdout.read()  # the rest of a small core, at once
     output = client.proc.stdout.read()
     path = re.search(r"(/\S+/dump\.\S+)", output).group(1)
     assert os.path.dirname(path) == stalled.agent.dumps and harness.is_elf_core(path), output
 
     stalled.resume()
     records = stalled.wait_accounted()
-    dump = wait_for(lambda: stalled.records(DUMP_ID), timeout=30, what="the dump's record")
+    dump = wait_for(lambda: stalled.records(DUMP_ID), what="the dump's record")
     assert len(dump) == 1 and dump[0]["DSAGENT_DUMP_PATH"] == path, dump
     assert int(dump[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path), dump
     request = [r for r in records if r.get("DSAGENT_COMMAND") == "dump"]
@@ -441,7 +449,7 @@ def run_dir():
     """A directory outside /tmp (a target with a /tmp of its own still sees it), root's, 0755."""
     d = tempfile.mkdtemp(prefix="dst-recordfirst-", dir="/run")
     os.chmod(d, 0o755)
-    scope.callback(shutil.rmtree, d, ignore_errors=True)
+    harness.scope.callback(shutil.rmtree, d, ignore_errors=True)
     return d
 
 
@@ -457,14 +465,15 @@ def an_on_start_trace_does_not_begin_while_no_record_can_be_held():
         f'\n[[on_start]]\nname = "startup"\ntargets.users = ["{SVC}"]\ntrace_providers = ["{PROVIDER}"]\n'
         f'duration = "2s"\nreaders = ["{ALICE}"]\n')
     stalled = StalledAudit(policy)
-    wait_for(lambda: os.path.lexists(path), timeout=30, what="the port")
+    wait_for(lambda: os.path.lexists(path), what="the port")
     stalled.fill()
     target = Target(SVC, environment={"DOTNET_DiagnosticPorts": f"{path},connect,suspend"}, wait_ready=False,
                     args=("--startup-marker",))
     # the agent's word that it held no room, or (on the code before) the app resumed by the trace it started
     seen = []
-    wait_for(lambda: stalled.notes() or seen.append(printed(target)) or "ready" in "".join(seen), timeout=60,
-             what="the on_start decision")
+    # the runtime starts, connects to the port and is decided on: a runtime's start, RUNTIME_BOUND
+    wait_for(lambda: stalled.notes() or seen.append(printed(target)) or "ready" in "".join(seen),
+             timeout=RUNTIME_BOUND, what="the on_start decision")
     assert "ready" not in "".join(seen + [printed(target)]), "the app was resumed: its startup trace began"
     assert stalled.notes() == ["3"], stalled.notes()
 
@@ -473,12 +482,12 @@ def an_on_start_trace_does_not_begin_while_no_record_can_be_held():
     mine = lambda rs: [r for r in rs if r.get("DSAGENT_TARGET_PID") == str(target.pid)]
     skipped = wait_for(lambda: [r for r in mine(stalled.records(PORT_ID))
                                 if r["DSAGENT_PORT_EVENT"] == "on-start-skipped"], timeout=60,
-                       what="the record of the trace not started")
+                       what="the record of the trace not started")  # queued: ms once the reader reads
     assert "audit output takes no records" in skipped[0]["DSAGENT_REASON"], skipped
     assert not mine(stalled.records(SESSION_START_ID)), "a startup trace began"
     r = dsctl(stalled.agent, ALICE, "resume", str(target.pid))
     assert r.returncode == 0, r
-    target.process.read_line("ready pid=", timeout=30)
+    target.process.read_line("ready pid=")
     assert files_in(stalled.agent.dumps) == [], files_in(stalled.agent.dumps)
 
 
@@ -506,7 +515,8 @@ def a_collect_tables_actions_do_not_begin_while_no_record_can_be_held():
         r = dsctl(stalled.agent, "root", "--json", "collect")
         assert r.returncode == 0, r
         return sorted(x["table"] for x in json.loads(r.stdout) if x.get("pid") == target.pid) == ["core", "slow"]
-    wait_for(watched, timeout=60, what="both tables watching the process")
+    # the agent's walk (every 2 s) finds it and starts its counters session: a runtime's work, RUNTIME_BOUND
+    wait_for(watched, timeout=RUNTIME_BOUND, what="both tables watching the process")
     stalled.fill()
     with open(meter + ".new", "w") as f:
         f.write("500")
@@ -514,6 +524,7 @@ def a_collect_tables_actions_do_not_begin_while_no_record_can_be_held():
     os.rename(meter + ".new", meter)
     files = lambda: files_in(stalled.agent.dumps)
     # the agent's word that it held no room for either, or (on the code before) their files
+    # the gauge's next interval shows the new value, and both fire: seconds; 90 s only ends a hang
     wait_for(lambda: len(stalled.notes()) >= 2 or files(), timeout=90, what="both tables' firing")
     assert files() == [], f"a table's action wrote {files()}"
     assert sorted(stalled.notes()) == ["2", "4"], stalled.notes()
@@ -524,7 +535,7 @@ def a_collect_tables_actions_do_not_begin_while_no_record_can_be_held():
         got = [r for r in stalled.records(COLLECT_ID)
                if r["DSAGENT_COLLECT_EVENT"] == "fired" and r["DSAGENT_TARGET_PID"] == str(target.pid)]
         return got if len(got) >= 2 else None
-    fired = wait_for(both_fired, timeout=60, what="both tables' fired records")
+    fired = wait_for(both_fired, timeout=60, what="both tables' fired records")  # ms once the reader reads
     assert sorted(r["DSAGENT_RULE"] for r in fired) == ["core", "slow"], fired
     assert all("the audit output takes no records" in r["DSAGENT_COLLECT_RESULT"] for r in fired), fired
     assert not [r for r in stalled.records(COLLECT_ID) if r["DSAGENT_COLLECT_EVENT"] != "fired"], stalled.records()

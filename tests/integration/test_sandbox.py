@@ -68,7 +68,8 @@ def forbidden_system_calls_kill_the_agent():
                                os.path.join(d, "run"), "--audit", "stderr"],
                               env=dict(os.environ, DSAGENT_TEST_FORBIDDEN_SYSCALL=call), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, timeout=30)
-        # a build without test hooks would keep serving and time out instead: that fails here too
+        # it dies at its start, within ms; 30 s is a bound against a hang. A build without test hooks would keep
+        # serving and time out instead: that fails here too
         assert proc.returncode == -signal.SIGSYS, (call, proc.returncode, proc.stderr)
 
 
@@ -80,6 +81,7 @@ def an_agent_that_cannot_enter_its_sandbox_does_not_serve():
     open(policy, "w").close()
     os.chmod(policy, 0o644)
     sock = os.path.join(d, "s.sock")
+    # it refuses to serve at its start; 30 s: a bound against one that serves after all
     proc = subprocess.run(harness.as_user(SVC, [DSAGENT, "--listen", sock, "--policy", policy, "--runtime-dir",
                                                 os.path.join(d, "run"), "--audit", "stderr"]),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)

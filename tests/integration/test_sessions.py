@@ -11,8 +11,8 @@ import subprocess
 import time
 
 import harness
-from harness import (ALICE, BUILD, DSCTL, EXIT_BUSY, EXIT_DENIED, SOURCE, SVC, AcceptWatch, Agent, Process, Target,
-                     as_user, dsctl, make_dir, run_tests, test, wait_for)
+from harness import (ALICE, BUILD, DSCTL, EXIT_BUSY, EXIT_DENIED, HANG_BOUND, RUNTIME_BOUND, SOURCE, SVC, AcceptWatch,
+                     Agent, Process, Target, as_user, dsctl, make_dir, run_tests, test, wait_for)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
@@ -41,7 +41,7 @@ def assert_markers(path):
     return markers
 
 
-def trace(agent, user, target, out, *args, timeout=120):
+def trace(agent, user, target, out, *args, timeout=RUNTIME_BOUND):
     return dsctl(agent, user, "trace", str(target.pid), "-o", out, *args, timeout=timeout)
 
 
@@ -61,6 +61,8 @@ def trace_holds_the_apps_marker_events_with_their_payload_values():
     r = trace(agent, SVC, target, out, "--providers", PROVIDER, "--duration", "2")
     assert r.returncode == 0, r
     assert "wrote" in r.stderr and "ended: duration" in r.stderr, r.stderr
+    # 50: 2 s from the session's start at 200 a second give some 400; a loaded machine that slept the emitter's
+    # sleeps four times as long would still give twice 50 (here and below)
     assert len(assert_markers(out)) >= 50
     assert os.stat(out).st_uid == harness.uid_of(SVC), "the trace belongs to the requester"
 
@@ -103,7 +105,7 @@ def traceevent_reads_our_trace_files():
     r = trace(agent, SVC, target, out, "--providers", PROVIDER, "--duration", "2")
     assert r.returncode == 0, r
     read = subprocess.run(["dotnet", built.stdout.strip(), out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=120)
+                          text=True, timeout=RUNTIME_BOUND)
     assert read.returncode == 0, read.stderr
     seen = json.loads(read.stdout)
     assert seen["markers"] > 0 and PROVIDER in seen["providers"], seen
@@ -131,7 +133,8 @@ def every_profile_gives_a_complete_trace():
 
 
 def counters(agent, user, target, *args):
-    return dsctl(agent, user, "counters", str(target.pid), "--duration", "3", *args, timeout=120)
+    """3 s of the default 1 s interval: two or three rows of each counter, where the checks need one."""
+    return dsctl(agent, user, "counters", str(target.pid), "--duration", "3", *args, timeout=RUNTIME_BOUND)
 
 
 @test
@@ -219,7 +222,8 @@ def disallowed_sessions_are_denied_before_the_runtime_sees_anything():
     r = dsctl(agent, ALICE, "trace", str(target.pid), "--providers", f"{PROVIDER}:0x1", "--duration", "1",
               "-o", out)
     assert r.returncode == 0, r
-    r = dsctl(agent, ALICE, "trace", str(target.pid), "--profile", "gc-collect", "-o", out + ".2", timeout=60)
+    r = dsctl(agent, ALICE, "trace", str(target.pid), "--profile", "gc-collect", "-o", out + ".2",
+              timeout=RUNTIME_BOUND)  # the rule's 10 s, and the session's start and stop
     assert r.returncode == 0 and "ended: duration-limit" in r.stderr, r
     start = session_records(agent, SESSION_START_ID)[-1]
     assert start["DSAGENT_RULE"] == "alice-light" and start["DSAGENT_DURATION_LIMIT_USEC"] == "10000000", start
@@ -232,9 +236,11 @@ def ctrl_c_stops_the_session_and_keeps_a_complete_trace():
     out = os.path.join(make_dir(SVC), "interrupted.nettrace")
     client = start_trace(agent, SVC, target, out, "--providers", PROVIDER)
     client.read_line("dsctl: tracing")
+    # the session runs: the app writes 100 markers a second into it from now on, and the check needs one; 1.5 s
+    # gives some 150, and the stop flushes every one written
     time.sleep(1.5)
     os.killpg(client.proc.pid, signal.SIGINT)
-    assert client.proc.wait(timeout=60) == 0, client.proc.stdout.read()
+    assert client.proc.wait(timeout=RUNTIME_BOUND) == 0, client.proc.stdout.read()
     assert_markers(out)
     end, = session_records(agent, SESSION_END_ID)
     assert end["DSAGENT_SESSION_END"] == "stopped" and end["DSAGENT_SESSION_COMPLETE"] == "yes", end
@@ -248,11 +254,14 @@ def killing_dsctl_leaves_the_runtime_with_no_session():
     out = os.path.join(mine, "killed.nettrace")
     client = start_trace(agent, SVC, target, out, "--providers", PROVIDER)
     target.process.read_line("eventsource-enabled True")
+    # mid-stream: the session has run a second, its markers flowing (a margin, not a wait for anything: the session
+    # runs until killed)
     time.sleep(1)
     os.killpg(client.proc.pid, signal.SIGKILL)
     client.proc.wait()
 
-    # the runtime's own view: no session listens to the app's EventSource any more
+    # the runtime's own view: no session listens to the app's EventSource any more (the app looks every 50 ms,
+    # the agent ends the session as its client goes: a bound against a hang)
     target.process.read_line("eventsource-enabled False", timeout=30)
     wait_for(lambda: session_records(agent, SESSION_END_ID), what="the session's end record")
     end, = session_records(agent, SESSION_END_ID)
@@ -264,7 +273,7 @@ def killing_dsctl_leaves_the_runtime_with_no_session():
     assert r.returncode == 0, r
     assert_markers(out)
     target.process.read_line("eventsource-enabled True")
-    target.process.read_line("eventsource-enabled False", timeout=30)
+    target.process.read_line("eventsource-enabled False", timeout=30)  # the session ended before dsctl did
 
 
 @test
@@ -273,9 +282,17 @@ def two_clients_tracing_one_target_each_get_their_own_complete_file():
     agent = Agent()
     mine = make_dir(SVC)
     outs = [os.path.join(mine, f"concurrent-{i}.nettrace") for i in range(2)]
-    clients = [start_trace(agent, SVC, target, out, "--providers", PROVIDER, "--duration", "3") for out in outs]
+    # both run until stopped: durations of a few seconds had to overlap however late a loaded machine started the
+    # second; once both say they trace, both sessions run at once
+    clients = [start_trace(agent, SVC, target, out, "--providers", PROVIDER) for out in outs]
     for c in clients:
-        assert c.proc.wait(timeout=120) == 0, c.proc.stdout.read()
+        c.read_line("dsctl: tracing")
+    # 200 markers a second go into both from now on; the overlap checked needs one. 1 s gives some 200
+    time.sleep(1)
+    for c in clients:
+        os.killpg(c.proc.pid, signal.SIGINT)  # Ctrl-C
+    for c in clients:
+        assert c.proc.wait(timeout=RUNTIME_BOUND) == 0, c.proc.stdout.read()
     first, second = (assert_markers(out) for out in outs)
     # both sessions ran at the same time: their marker ranges overlap
     assert max(m["sequence"] for m in first) > min(m["sequence"] for m in second)
@@ -288,12 +305,14 @@ def sessions_per_target_are_capped():
     target = Target(SVC, args=("--report-sessions",))
     agent = Agent(policy="[agent]\nmax_sessions_per_target = 1\n")
     mine = make_dir(SVC)
-    first = start_trace(agent, SVC, target, os.path.join(mine, "first.nettrace"), "--providers", PROVIDER,
-                        "--duration", "5")
+    # the first runs until it is stopped, after the second was refused: a duration would have to outlast the
+    # second's start, which a loaded machine could take long over
+    first = start_trace(agent, SVC, target, os.path.join(mine, "first.nettrace"), "--providers", PROVIDER)
     target.process.read_line("eventsource-enabled True")
     r = trace(agent, SVC, target, os.path.join(mine, "second.nettrace"), "--providers", PROVIDER)
     assert r.returncode == EXIT_BUSY and "max_sessions_per_target" in r.stderr, r
-    assert first.proc.wait(timeout=60) == 0
+    os.killpg(first.proc.pid, signal.SIGINT)  # Ctrl-C
+    assert first.proc.wait(timeout=RUNTIME_BOUND) == 0
 
 
 @test
@@ -310,9 +329,12 @@ def the_runtime_session_id_never_reaches_the_client():
     wait_for(lambda: harness.AcceptWatch._traced(agent.proc.pid), what="strace to attach")
     r = trace(agent, SVC, target, out, "--providers", PROVIDER, "--duration", "1")
     assert r.returncode == 0, r
+    # strace logs each call before the agent goes on from it, so all it sent for the session is there; 0.5 s more
+    # for what it writes after dsctl has its answer, for the check that the id went nowhere else (a check that a
+    # loaded machine can only make pass wrongly)
     time.sleep(0.5)
     watch.send_signal(signal.SIGINT)
-    watch.wait(timeout=10)
+    watch.wait(timeout=HANG_BOUND)  # strace detaches and ends at once
     text = open(strace_out).read()
     # StopTracing, as the agent sent it to the runtime, holds the id after the 20-byte header
     stops = [m for m in re.findall(r'"((?:\\x[0-9a-f]{2})+)"', text)

@@ -101,6 +101,7 @@ def cap_mask(names):
 
 
 def podman(*args, conf="plain", check=True, timeout=300):
+    """podman @args; @timeout: a bound against a hang (kube play starts a pod in seconds)."""
     argv = ["podman", *podman_helpers.GLOBAL_ARGS, *args]
     r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=timeout, env=dict(os.environ, CONTAINERS_CONF=state["conf"][conf]))
@@ -114,7 +115,8 @@ def status_of(pid):
 
 
 def dsctl(user, *args, timeout=60):
-    """dsctl from the node, as @user, to the agent in the pod; returns (result, dsctl's pid)."""
+    """dsctl from the node, as @user, to the agent in the pod; returns (result, dsctl's pid). @timeout: a bound
+    against a hang, twice the agent's own deadline for a reply (30 s), as harness.dsctl's."""
     p = subprocess.Popen(as_user(user, [DSCTL, "--socket", state["socket"], *args]), stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=timeout)
@@ -237,6 +239,7 @@ def image_builds_from_the_deb():
             f.write(podman_helpers.CONTAINERS_CONF + extra)
         state["conf"][name] = path
     started = time.monotonic()
+    # 900 s: a bound against a hang; the build takes a minute or two, from the tests' cache
     r = subprocess.run([BUILD_IMAGE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900,
                        env=dict(os.environ, CONTAINERS_CONF=state["conf"]["plain"],
                                 PODMAN_GLOBAL_ARGS=" ".join(podman_helpers.GLOBAL_ARGS)))
@@ -337,7 +340,9 @@ dump_types = ["mini"]
         said = podman("logs", state["container"], check=False)
         assert s in ("created", "configured", "running", "initialized"), (s, said.stdout, said.stderr)
         return False
-    harness.wait_for(up, timeout=60, what="the agent's socket on the node")
+    # the init container, then the agent, which listens at once: seconds, tens on a loaded machine's podman; a
+    # container that stopped is seen at once (above)
+    harness.wait_for(up, timeout=120, what="the agent's socket on the node")
     print(f"# the pod served after {time.monotonic() - started:.1f} s")
     st = os.stat(state["socket"])
     assert stat.S_ISSOCK(st.st_mode) and st.st_uid == 0, st
@@ -420,7 +425,7 @@ def dsctl_on_the_node_reaches_a_dotnet_app_on_the_node():
     r, _ = dsctl(MALLORY, "info", str(target.pid))
     assert r.returncode == harness.EXIT_NO_SUCH_PROCESS, r
     # a dump, published in the node's directory, readable by ALICE alone
-    r, _ = dsctl(ALICE, "dump", str(target.pid), "--type", "mini", timeout=120)
+    r, _ = dsctl(ALICE, "dump", str(target.pid), "--type", "mini", timeout=harness.DUMP_BOUND)
     assert r.returncode == 0, r
     stored = re.search(r"stored at (/var/lib/dsagent/dumps/\S+)", r.stdout).group(1)
     on_node = os.path.join(state["node"]["/var/lib/dsagent"], os.path.relpath(stored, "/var/lib/dsagent"))
@@ -436,6 +441,7 @@ def the_probes_pass_against_the_running_agent():
     (agent,) = manifests()["DaemonSet"]["spec"]["template"]["spec"]["containers"]
     for probe in ("livenessProbe", "readinessProbe"):
         # as the kubelet runs an exec probe: the command in the container, exit 0 is healthy
+        # the probe's own bound, as the kubelet keeps it, and 30 s for podman exec's start
         r = podman("exec", state["container"], *agent[probe]["exec"]["command"], check=False,
                    timeout=agent[probe]["timeoutSeconds"] + 30)
         assert r.returncode == 0, (probe, r.returncode, r.stdout, r.stderr)

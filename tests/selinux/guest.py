@@ -34,7 +34,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.realpath(os.environ.get("DSAGENT_SOURCE_DIR", os.path.join(HERE, "../..")))
 CACHE = os.path.join(os.environ.get("DSAGENT_TEST_CACHE", "/var/cache/dsagent-tests"), "selinux")
 MAKEFILE = "/usr/share/selinux/devel/Makefile"
+# the guest's whole run, boot to power-off: a bound against a hang, some four times the 4 to 5 minutes it takes
+# under emulation (TCG) on a loaded 2-core machine, and far more than it takes under KVM
 BOOT_TIMEOUT = int(os.environ.get("DSAGENT_GUEST_TIMEOUT", "1200"))
+# a verdict, not a failure: past it the host is taken to have no working KVM and the guest is emulated. A second
+# or two where KVM works, fifteen times that to spare for a loaded machine (kvm_boots())
 KVM_PROBE_TIMEOUT = 30
 
 

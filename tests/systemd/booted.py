@@ -32,6 +32,14 @@ EXIT_AGENT_UNREACHABLE, EXIT_DENIED = 3, 4
 ENV = ["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
        "SYSTEMD_PAGER=", "SYSTEMD_COLORS=0"]
 
+# Bounds on waits, as tests/integration/harness.py names them (tests/README.md, "Timing in tests"): each only ends
+# a wait that would never be met, sized for a loaded 2-core machine; a wait goes on the moment its event comes.
+HANG_BOUND = 30.0      # a step of systemd, journald or the agent: ms idle, seconds loaded
+RUNTIME_BOUND = 120.0  # a .NET runtime's start, or a command inside that starts one
+# the boot: past systemd's own DefaultTimeoutStartSec (90 s), so that a unit stuck at boot ends the boot as
+# "degraded" (which the tests then read) before this bound ends it
+BOOT_BOUND = 180.0
+
 _tests = []
 
 
@@ -81,7 +89,9 @@ def run_tests(machine_factory):
     sys.exit(1 if failed else 0)
 
 
-def wait_for(predicate, timeout=30.0, what="condition", interval=0.1):
+def wait_for(predicate, timeout=HANG_BOUND, what="condition", interval=0.1):
+    """The first true value of @predicate, looked at every @interval seconds, within @timeout (a bound against a
+    hang: see HANG_BOUND); else an AssertionError naming @what."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -148,9 +158,10 @@ class Machine:
             stdin=subprocess.DEVNULL, stdout=self.console, stderr=subprocess.STDOUT, preexec_fn=enter_cgroup,
             start_new_session=True)
         try:
-            self.pid1 = wait_for(self._child_of_unshare, timeout=10, what="PID 1 to start")
+            # pid1.sh mounts the overlay and execs systemd: ms idle
+            self.pid1 = wait_for(self._child_of_unshare, what="PID 1 to start")
             wait_for(lambda: self.run(["systemctl", "is-system-running"], check=False).stdout.strip()
-                     in ("running", "degraded"), timeout=60, what="the system to boot", interval=0.2)
+                     in ("running", "degraded"), timeout=BOOT_BOUND, what="the system to boot", interval=0.2)
         except Exception:
             self.__exit__(None, None, None)
             raise
@@ -176,8 +187,9 @@ class Machine:
         if self.proc:
             self.proc.wait()
         if self.cgroup and os.path.isdir(self.cgroup):
+            # they die with PID 1, at once
             wait_for(lambda: "populated 0" in open(os.path.join(self.cgroup, "cgroup.events")).read(),
-                     timeout=30, what="the booted system's processes to end")
+                     what="the booted system's processes to end")
             _remove_cgroup_tree(self.cgroup)
         if self.work:
             subprocess.run(["rm", "-rf", "--one-file-system", self.work], check=False)
@@ -190,7 +202,8 @@ class Machine:
             return enter + ENV + list(argv)
         return enter + ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--reset-env"] + list(argv)
 
-    def run(self, argv, user=None, check=True, input=None, timeout=120):
+    def run(self, argv, user=None, check=True, input=None, timeout=RUNTIME_BOUND):
+        """@argv inside; @timeout: a bound against a hang (most commands end in ms; some start a runtime)."""
         r = subprocess.run(self.command(argv, user), input=input, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, timeout=timeout)
         if check and r.returncode != 0:
@@ -271,6 +284,8 @@ ExecStart={app}
     machine.run(["systemctl", "start", unit])
     pid = int(machine.show(unit, "MainPID")["MainPID"])
     assert pid > 0, f"{unit} has no main process"
+    # the service's runtime starts: RUNTIME_BOUND, where a loaded machine can take tens of seconds
     wait_for(lambda: machine.sh(f"ls /proc/{pid}/root/tmp | grep -q '^dotnet-diagnostic-{pid}-'",
-                                check=False).returncode == 0, what=f"the diagnostic socket of {unit}")
+                                check=False).returncode == 0, timeout=RUNTIME_BOUND,
+             what=f"the diagnostic socket of {unit}")
     return pid

@@ -305,7 +305,9 @@ def a_journald_that_stops_reading_holds_no_one_and_its_gap_is_explained(m):
     journald = m.show("systemd-journald.service", "MainPID")["MainPID"]
     m.run(["kill", "-STOP", journald])
     try:
-        # each dsctl bounded by timeout(1): a request the agent held would show as 124
+        # each dsctl bounded by timeout(1): a request the agent held would show as 124. 20 s: each is answered at
+        # once, and one the agent held would never be; 3000: a count of requests far past the few dozen that
+        # fill journald's socket and the queue; 900 s only ends a hang of the whole loop
         r = m.run(["sh", "-c", f"for i in $(seq 3000); do timeout 20 dsctl info {NO_SUCH_PID} >/dev/null 2>&1; "
                                f"s=$?; echo $s; [ $s = {EXIT_AUDIT_UNAVAILABLE} ] && break; done; true"],
                   user=ALICE, timeout=900)
