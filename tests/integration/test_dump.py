@@ -351,13 +351,15 @@ def a_starting_agent_cleans_only_an_earlier_agents_staging_never_its_own():
     worker found the new note and removed the directory under the runtime (createdump: "Could not create output
     file '/tmp/.dsagent-dump-.../dump': No such file or directory"; 1 in 8 runs beside a busy core)."""
     target = private_target()
-    # the cleaning worker waits 4 s before it looks, as a loaded machine made it: the dump below stages meanwhile
-    agent = Agent("--dump-start-timeout", "120", env={"DSAGENT_TEST_PAUSE": "before-clean:4000"})
+    # the cleaning worker waits before it looks, as a loaded machine made it, until the dump below has staged
+    held = harness.Pause("before-clean", bound=harness.DUMP_BOUND)
+    agent = Agent("--dump-start-timeout", "120", env=held.env)
+    held.wait(agent)
     pending = stopped_dump(agent, SVC, target)
     staged = staging_dirs(target)
-    assert "test-hook: stale staging cleaned" not in open(agent.log_path).read(), "cleaned before the dump staged"
-    # 30 s: a bound against a hang; the worker looks 4 s after the agent started
-    wait_for(lambda: "test-hook: stale staging cleaned" in open(agent.log_path).read(), timeout=30,
+    assert not held.resumed(agent), "cleaned before the dump staged"  # the premise
+    held.end()
+    wait_for(lambda: "test-hook: stale staging cleaned" in open(agent.log_path).read(),
              what="the clean-up of an earlier agent's staging")
     assert staging_dirs(target) == staged, (staged, staging_dirs(target))
     os.kill(target.pid, signal.SIGCONT)
