@@ -22,6 +22,8 @@
 #include "broker-state.h"
 #include "cleanup.h"
 #include "counter-rows.h"
+#include "crash-core.h"
+#include "crash-journal.h"
 #include "decision.h"
 #include "discover.h"
 #include "dump-writer.h"
@@ -56,6 +58,8 @@ typedef enum JobType {
         JOB_STACKS,
         JOB_COUNTERS,
         JOB_GCDUMP,
+        JOB_CRASHES,
+        JOB_CRASH_COPY,
 } JobType;
 
 typedef struct JobRequester {
@@ -105,6 +109,16 @@ typedef struct JobRequest {
                         DumpLimits limits;
                         char providers[JOBS_COUNTERS_PROVIDERS_MAX]; /* as the runtime was asked */
                 } counters;                     /* COUNTERS (fds: the nettrace, the CSV file, dump_dir) */
+                struct {
+                        CrashQuery query;
+                        uint8_t with_store;     /* also look whether each one's core is stored */
+                } crashes;                      /* CRASHES */
+                struct {
+                        CrashEntry entry;       /* the crash, as the agent decided on it */
+                        DumpLimits limits;
+                        uint32_t slot;
+                        uint64_t max_bytes;
+                } crash_copy;                   /* CRASH_COPY (fds: the file, dump_dir, control) */
         };
 } JobRequest;
 
@@ -143,6 +157,14 @@ typedef struct JobReply {
                         uint8_t dumped;         /* the dump's GC ended: the agent was told */
                 } gcdump;                       /* GCDUMP */
                 uint8_t holds;                  /* RECHECK: the details are what the facts say */
+                struct {
+                        uint32_t n;             /* entries packed (crash_entry_pack()), oldest first */
+                        uint32_t untrusted;     /* entries with systemd-coredump's MESSAGE_ID that were not its */
+                        uint8_t more;           /* the read stopped before the end: ask again after the cursor */
+                        char cursor[CRASH_JOURNAL_CURSOR_MAX];
+                        uint32_t size;
+                        uint8_t packed[JOBS_CRASHES_PACKED_MAX];
+                } crashes;                      /* CRASHES */
         };
 } JobReply;
 
@@ -779,6 +801,91 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
         return REPLY_HEAD + sizeof(a->gcdump);
 }
 
+typedef struct CrashesPacking {
+        JobReply *a;
+        bool with_store;
+} CrashesPacking;
+
+/* One more crash into the reply, with its stored core's state; false when it does not fit. */
+static bool crashes_pack(const CrashEntry *e, void *userdata) {
+        CrashesPacking *p = userdata;
+        CrashEntry copy = *e;
+        size_t n;
+
+        if (p->with_store) {
+                _cleanup_close_ int fd = -EBADF;
+                const char *why = NULL;
+                struct stat st;
+
+                copy.stored = crash_core_open(e, &fd, &st, &why) == 0;
+                copy.stored_size = copy.stored ? (uint64_t)st.st_size : 0;
+        }
+        n = crash_entry_pack(&copy, p->a->crashes.packed + p->a->crashes.size,
+                             sizeof(p->a->crashes.packed) - p->a->crashes.size);
+        if (n == 0)
+                return false;
+        p->a->crashes.size += (uint32_t)n;
+        p->a->crashes.n++;
+        return true;
+}
+
+static size_t handle_crashes(const JobRequest *q, JobReply *a) {
+        CrashesPacking p = { .a = a, .with_store = q->crashes.with_store };
+        CrashQuery query = q->crashes.query;
+        bool more = false;
+        unsigned untrusted = 0;
+
+        query.after[sizeof(query.after) - 1] = '\0';
+        a->r = crash_journal_read(&query, crashes_pack, &p, a->crashes.cursor, &more, &untrusted);
+        a->crashes.more = more;
+        a->crashes.untrusted = untrusted;
+        return offsetof(JobReply, crashes.packed) + a->crashes.size;
+}
+
+static void crash_copy_progress(uint64_t bytes, void *userdata) {
+        stream_report(*(int *)userdata, bytes);
+}
+
+static int crash_copy_code(int r) {
+        switch (r) {
+        case CRASH_CORE_E_GONE: return JOBS_E_CRASH_GONE;
+        case CRASH_CORE_E_UNTRUSTED: return JOBS_E_CRASH_UNTRUSTED;
+        case CRASH_CORE_E_CORRUPT: return JOBS_E_CRASH_CORRUPT;
+        case CRASH_CORE_E_TOO_LARGE: return JOBS_E_CRASH_TOO_LARGE;
+        case CRASH_CORE_E_NO_SPACE: return JOBS_E_NO_SPACE;
+        case CRASH_CORE_E_NOT_CORE: return JOBS_E_NOT_CORE;
+        default: return r;
+        }
+}
+
+/* The stored core, checked, decompressed by a confined child into the unnamed file (crash-core.h). */
+static size_t handle_crash_copy(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        _cleanup_close_ int core_fd = -EBADF;
+        const char *why = NULL;
+        DumpWriter w = {};
+        struct stat st;
+        int control;
+
+        if (msg->n_fds != 3 || q->crash_copy.slot >= DUMP_SLOTS_MAX) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        control = msg->fds[2];
+        a->r = crash_core_open(&q->crash_copy.entry, &core_fd, &st, &why);
+        if (a->r == 0)
+                a->r = dump_writer_init(&w, msg->fds[1], msg->fds[0], -EBADF, &q->crash_copy.limits, broker->dump_slots,
+                                        q->crash_copy.slot, &why);
+        if (a->r == DUMP_WRITER_E_NO_SPACE)
+                a->r = CRASH_CORE_E_NO_SPACE;
+        if (a->r == 0)
+                a->r = crash_core_copy(core_fd, (CrashCompression)q->crash_copy.entry.compression, &w,
+                                       q->crash_copy.max_bytes, crash_copy_progress, &control, &why);
+        a->r = crash_copy_code(a->r);
+        reply_why(a, why);
+        a->bytes = w.bytes;
+        return REPLY_HEAD + sizeof(a->bytes);
+}
+
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         static JobRequest q;
         JobReply *a = (JobReply *)reply->data;
@@ -827,6 +934,12 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_GCDUMP:
                 reply->size = handle_gcdump(&q, msg, a);
+                break;
+        case JOB_CRASHES:
+                reply->size = handle_crashes(&q, a);
+                break;
+        case JOB_CRASH_COPY:
+                reply->size = handle_crash_copy(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -1370,4 +1483,65 @@ const char *jobs_trace_end(int r, bool ended, bool stop_sent) {
         if (!ended)
                 return "size-limit";
         return stop_sent ? "duration" : "target-ended";
+}
+
+/* ---- crashes (agent/crashes/) ---- */
+
+static void crashes_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobCrashesDone done = req->job_callback;
+        const JobReply *a = NULL;
+        int r;
+
+        req->job = NULL;
+        r = reply_of(error, reply, offsetof(JobReply, crashes.packed), &a);
+        if (r == 0 && (a->crashes.size > sizeof(a->crashes.packed) ||
+                       reply->size < offsetof(JobReply, crashes.packed) + a->crashes.size ||
+                       memchr(a->crashes.cursor, '\0', sizeof(a->crashes.cursor)) == NULL))
+                r = -EBADMSG;
+        if (r != 0) {
+                done(req, r, NULL);
+                return;
+        }
+        done(req, 0, &(JobCrashesResult){ .packed = a->crashes.packed, .size = a->crashes.size, .n = a->crashes.n,
+                                          .more = a->crashes.more, .cursor = a->crashes.cursor,
+                                          .untrusted = a->crashes.untrusted });
+}
+
+int jobs_read_crashes(Request *req, const CrashQuery *query, bool with_store, JobCrashesDone done) {
+        JobRequest *q = request_new(JOB_CRASHES);
+
+        if (!q)
+                return -ENOMEM;
+        q->crashes.query = *query;
+        q->crashes.with_store = with_store;
+        return submit(req, q, offsetof(JobRequest, crashes) + sizeof(q->crashes), NULL, 0,
+                      req->broker->config.reply_timeout_usec, crashes_done, done);
+}
+
+static void crash_copy_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobStreamDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
+        done(call->userdata, r, r == 0 ? a->bytes : 0, why_of(a));
+}
+
+int jobs_copy_crash(Broker *b, uint32_t owner, const CrashEntry *e, int file_fd, int dir_fd, int control_fd,
+                    const DumpLimits *limits, unsigned slot, uint64_t max_bytes, JobStreamDone done, void *userdata,
+                    JobCall *call) {
+        JobRequest *q = request_new(JOB_CRASH_COPY);
+        int fds[3] = { file_fd, dir_fd, control_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->crash_copy.entry = *e;
+        q->crash_copy.limits = *limits;
+        q->crash_copy.slot = slot;
+        q->crash_copy.max_bytes = max_bytes;
+        return submit_own(b, owner, q, offsetof(JobRequest, crash_copy) + sizeof(q->crash_copy), fds, 3,
+                          b->config.dump_timeout_usec, crash_copy_done, done, userdata, call);
 }
