@@ -27,6 +27,7 @@
 
 #include "cleanup.h"
 #include "crash-core.h"
+#include "elf-core.h"
 #include "test-hooks.h"
 #include "text.h"
 
@@ -383,6 +384,70 @@ static int child_result(int pidfd, const char **ret_why) {
                            ? "the decompressor was killed (it tried something its sandbox forbids)"
                            : "the decompressor failed";
         return CRASH_CORE_E_CORRUPT;
+}
+
+/* The first @size bytes the core decompresses to (fewer when it is shorter), into @buf. */
+static int read_head(int core_fd, CrashCompression compression, uint8_t *buf, size_t size, size_t *ret_len) {
+        _cleanup_close_ int pidfd = -EBADF, pipe_read = -EBADF, pipe_write = -EBADF;
+        const char *why = NULL;
+        size_t have = 0;
+        int fds[2], r = 0;
+        pid_t pid;
+
+        if (lseek(core_fd, 0, SEEK_SET) < 0 || pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        pipe_read = fds[0];
+        pipe_write = fds[1];
+        pid = fork_with_pidfd(&pidfd);
+        if (pid < 0)
+                return -errno;
+        if (pid == 0)
+                child_run(core_fd, compression, pipe_write, UINT64_MAX);
+        pipe_write = safe_close(pipe_write);
+        while (have < size) {
+                ssize_t n = read(pipe_read, buf + have, size - have);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (n == 0)
+                        break;
+                have += (size_t)n;
+        }
+        /* what follows is not wanted: the child need not finish */
+        (void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        (void)child_result(pidfd, &why);
+        *ret_len = have;
+        return r;
+}
+
+int crash_core_dotnet(int core_fd, CrashCompression compression, CrashDotnet *ret) {
+        size_t want = 1u << 20;
+
+        for (unsigned round = 0; round < 4; round++) {
+                _cleanup_free_ uint8_t *head = malloc(want);
+                size_t have = 0, needed = 0;
+                int r;
+
+                if (!head)
+                        return -ENOMEM;
+                r = read_head(core_fd, compression, head, want, &have);
+                if (r < 0)
+                        return r;
+                r = elf_core_maps_file(head, have, "/libcoreclr.so", &needed);
+                if (r == 1 || r == 0) {
+                        *ret = r == 1 ? CRASH_DOTNET_YES : CRASH_DOTNET_NO;
+                        return 0;
+                }
+                /* more than the core holds, or than is looked at: it does not tell */
+                if (r != ELF_CORE_E_MORE || have < want || needed <= want || needed > ELF_CORE_HEADERS_MAX)
+                        break;
+                want = needed;
+        }
+        *ret = CRASH_DOTNET_UNKNOWN;
+        return 0;
 }
 
 int crash_core_copy(int core_fd, CrashCompression compression, DumpWriter *w, uint64_t max_bytes,

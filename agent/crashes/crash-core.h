@@ -61,6 +61,15 @@ int crash_core_copy(int core_fd, CrashCompression compression, DumpWriter *w, ui
                     CrashCoreProgress progress, void *userdata, const char **ret_why);
 
 /**
+ * crash_core_dotnet() - did the process whose core @core_fd holds map libcoreclr.so?
+ *
+ * The core's head is decompressed by the confined child (at most ELF_CORE_HEADERS_MAX bytes), and its
+ * NT_FILE note read (elf_core_maps_file(), bounded and fuzzed). Return: 0 with *@ret
+ * (CRASH_DOTNET_UNKNOWN when the head does not tell), or a negative errno.
+ */
+int crash_core_dotnet(int core_fd, CrashCompression compression, CrashDotnet *ret);
+
+/**
  * crash_core_decompress() - what the confined child runs: @in_fd, compressed as @compression, into @out_fd
  *
  * Stops with -EFBIG once more than @max_bytes came out. Return: 0 when the stream ended whole,

@@ -350,9 +350,10 @@ int crash_entry_parse(const CrashField *fields, size_t n_fields, const char *mac
         parse_name(&v[F_CMDLINE], &e);
         value_copy(&v[F_EXE], e.exe, sizeof(e.exe));
         e.truncated = value_is(&v[F_TRUNCATED], "1");
-        e.dotnet = !v[F_PROC_MAPS].p ? CRASH_DOTNET_UNKNOWN
-                   : crash_maps_have_coreclr(v[F_PROC_MAPS].p, v[F_PROC_MAPS].n) ? CRASH_DOTNET_YES
-                                                                                : CRASH_DOTNET_NO;
+        /* systemd-coredump 252 keeps the first page of the maps alone: a "no" there is no answer (the
+         * stored core's NT_FILE note is, crash_core_dotnet()) */
+        e.dotnet = v[F_PROC_MAPS].p && crash_maps_have_coreclr(v[F_PROC_MAPS].p, v[F_PROC_MAPS].n) ? CRASH_DOTNET_YES
+                                                                                                   : CRASH_DOTNET_UNKNOWN;
         parse_file_name(&v[F_FILENAME], &e, &e);
         *ret = e;
         return 0;

@@ -160,5 +160,5 @@ size_t crash_entry_pack(const CrashEntry *e, uint8_t *buf, size_t size);
 /* The entry packed at @buf (at most @size bytes), and the bytes it took. Return: 0, or -EBADMSG. */
 int crash_entry_unpack(const uint8_t *buf, size_t size, CrashEntry *ret, size_t *ret_used);
 
-/* Does /proc/PID/maps text @maps map a file whose name is libcoreclr.so? */
+/* Does /proc/PID/maps text @maps map a file whose name is libcoreclr.so? (COREDUMP_PROC_MAPS may be cut short) */
 bool crash_maps_have_coreclr(const char *maps, size_t n);

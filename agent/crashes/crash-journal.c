@@ -67,11 +67,23 @@ static int seek(sd_journal *j, const CrashQuery *q, bool *ret_skip_one) {
         return sd_journal_seek_head(j);
 }
 
+/* Copies of an entry's fields: sd_journal_enumerate_data()'s pointers hold only until its next call
+ * (a compressed field is decompressed into one buffer, reused for the next) */
+typedef struct EntryFields {
+        CrashField fields[CRASH_JOURNAL_FIELDS_MAX];
+        size_t n;
+} EntryFields;
+
+static void entry_fields_done(EntryFields *f) {
+        for (size_t i = 0; i < f->n; i++)
+                free((void *)f->fields[i].data);
+        f->n = 0;
+}
+
 /* The entry at @j's place, parsed; 0, CRASH_ENTRY_E_*, or a negative errno. */
 static int read_entry(sd_journal *j, const char *machine_id, uid_t coredump_uid, CrashEntry *ret) {
-        CrashField fields[CRASH_JOURNAL_FIELDS_MAX];
-        size_t n = 0;
-        uint64_t logged = 0;
+        _cleanup_(entry_fields_done) EntryFields f = {};
+        uint64_t logged = 0, total = 0;
         const void *data;
         size_t size;
         int r;
@@ -81,13 +93,21 @@ static int read_entry(sd_journal *j, const char *machine_id, uid_t coredump_uid,
                 return r;
         sd_journal_restart_data(j);
         while ((r = sd_journal_enumerate_data(j, &data, &size)) > 0) {
-                if (n == CRASH_JOURNAL_FIELDS_MAX)
+                void *copy;
+
+                /* systemd-coredump's entries have some 40 fields, a few MiB at most */
+                total += size;
+                if (f.n == CRASH_JOURNAL_FIELDS_MAX || total > 4 * CRASH_FIELD_MAX)
                         return CRASH_ENTRY_E_UNTRUSTED;
-                fields[n++] = (CrashField){ .data = data, .size = size };
+                copy = malloc(size ? size : 1);
+                if (!copy)
+                        return -ENOMEM;
+                memcpy(copy, data, size);
+                f.fields[f.n++] = (CrashField){ .data = copy, .size = size };
         }
         if (r < 0)
                 return r;
-        return crash_entry_parse(fields, n, machine_id, coredump_uid, logged, ret);
+        return crash_entry_parse(f.fields, f.n, machine_id, coredump_uid, logged, ret);
 }
 
 int crash_journal_read(const CrashQuery *q, CrashEach each, void *userdata, char *ret_cursor, bool *ret_more,

@@ -819,6 +819,13 @@ static bool crashes_pack(const CrashEntry *e, void *userdata) {
 
                 copy.stored = crash_core_open(e, &fd, &st, &why) == 0;
                 copy.stored_size = copy.stored ? (uint64_t)st.st_size : 0;
+                /* what the journal could not tell, the core's NT_FILE note does */
+                if (copy.stored && copy.dotnet == CRASH_DOTNET_UNKNOWN) {
+                        CrashDotnet dotnet = CRASH_DOTNET_UNKNOWN;
+
+                        if (crash_core_dotnet(fd, (CrashCompression)copy.compression, &dotnet) == 0)
+                                copy.dotnet = (uint8_t)dotnet;
+                }
         }
         n = crash_entry_pack(&copy, p->a->crashes.packed + p->a->crashes.size,
                              sizeof(p->a->crashes.packed) - p->a->crashes.size);

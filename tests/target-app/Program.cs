@@ -13,6 +13,7 @@
 // --exec-when FILE PORTS: once FILE exists, the process runs exec of itself with DOTNET_DiagnosticPorts=PORTS
 //   (and without this option), so that one process carries two runtimes, one after the other.
 // --saved-uid-root-when FILE: once FILE exists, root becomes the process's saved uid (SavedUid.cs).
+// --crash-when FILE throw|failfast: once FILE exists, the process dies of an unhandled exception or FailFast (Crash.cs).
 // --startup-marker writes one Marker event with sequence -1 before anything else in Main, so that a
 //   trace started before the runtime was resumed ([[on_start]]) shows it caught the first instruction.
 using System.Diagnostics.Metrics;
@@ -68,6 +69,7 @@ if (args.Contains("--report-sessions"))
 DsTestTarget.DsagentProbe.Start(args); // stacks, exceptions, logs: see Diagnostics.cs
 if (args.Contains("--tagged-meter")) TaggedMeter.Start(); // TaggedMeter.cs
 DsTestTarget.SavedUid.Start(args); // SavedUid.cs
+DsTestTarget.CrashProbe.Start(args); // Crash.cs
 Console.WriteLine($"ready pid={Environment.ProcessId} args={string.Join(' ', args)}");
 Console.Out.Flush();
 var execIndex = Array.IndexOf(args, "--exec-when");
