@@ -514,12 +514,7 @@ static void copy_decided(Request *req) {
                                        CRASHES_NO_SUCH_CRASH);
                 return;
         }
-        if (!work->entry->stored) {
-                request_reply_error_as(req, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SUCH_CRASH,
-                                       "no core is stored for this crash",
-                                       "no core is stored for this crash (systemd-coredump removed it, or kept none)");
-                return;
-        }
+        /* whether its core is still stored, and is the one systemd-coredump stored, the copy's worker says */
         work->key = (AdmissionKey){ .pid = (pid_t)work->entry->pid, .start_time = work->entry->time_usec,
                                     .requester = req->peer->charged_uid };
         r = admission_begin(req->broker->admission, ADMISSION_DUMP, &work->key,

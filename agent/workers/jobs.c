@@ -879,11 +879,12 @@ static size_t handle_crash_copy(const JobRequest *q, const WorkerMessage *msg, J
         }
         control = msg->fds[2];
         a->r = crash_core_open(&q->crash_copy.entry, &core_fd, &st, &why);
-        if (a->r == 0)
+        if (a->r == 0) {
                 a->r = dump_writer_init(&w, msg->fds[1], msg->fds[0], -EBADF, &q->crash_copy.limits, broker->dump_slots,
                                         q->crash_copy.slot, &why);
-        if (a->r == DUMP_WRITER_E_NO_SPACE)
-                a->r = CRASH_CORE_E_NO_SPACE;
+                if (a->r == DUMP_WRITER_E_NO_SPACE) /* dump-writer.h's code, as crash-core.h says it */
+                        a->r = CRASH_CORE_E_NO_SPACE;
+        }
         if (a->r == 0)
                 a->r = crash_core_copy(core_fd, (CrashCompression)q->crash_copy.entry.compression, &w,
                                        q->crash_copy.max_bytes, crash_copy_progress, &control, &why);

@@ -15,8 +15,8 @@ crashes the app through the kernel's core_pattern itself: tests/selinux/guest-su
 
 Then: coredumpctl lists it; the ops user granted crashes on the unit lists it and gets the core, which
 stock dotnet-dump analyze opens, showing the app's method and exception; another user sees nothing, and
-is answered for it exactly as for a crash that never was; entries forged with logger and with
-`systemd-coredump --backtrace` list nothing and hand nothing; a core that is not what systemd-coredump
+is answered for it exactly as for a crash that never was; an entry forged with logger, naming the unit and
+the very core, lists nothing and hands nothing; a core that is not what systemd-coredump
 stored, or is corrupt, is refused with nothing left behind; a decompressor that tries a forbidden call
 dies.
 """
@@ -193,18 +193,14 @@ def forged_entries_list_nothing_and_hand_nothing(m):
         f"COREDUMP_CGROUP=/system.slice/{CRASH_UNIT}", f"COREDUMP_CMDLINE={entry['COREDUMP_CMDLINE']}",
         f"COREDUMP_FILENAME={entry['COREDUMP_FILENAME']}", "COREDUMP_DUMPABLE=1"])
     m.run(["logger", "--journald"], user=MALLORY, input=forged + "\n")
-    # systemd-coredump itself, as any user may run it: its journald identity, but mallory's own unit and uid
-    m.run(["/lib/systemd/systemd-coredump", "--backtrace", str(fake_pid + 1), str(mallory), str(mallory), "11",
-           str(int(time.time())), "0", "dsagent-test"], user=MALLORY,
-          input=forged.replace(f"COREDUMP_PID={fake_pid}", f"COREDUMP_PID={fake_pid + 1}") + "\n", check=False)
     # the attack happened: both are in the journal, under systemd-coredump's MESSAGE_ID
     logged = wait_for(lambda: [e for e in m.journal(f"MESSAGE_ID={COREDUMP_MESSAGE_ID}")
-                               if e.get("COREDUMP_PID") in (str(fake_pid), str(fake_pid + 1))], what="the forged entries")
+                               if e.get("COREDUMP_PID") == str(fake_pid)], what="the forged entry")
     print(f"# forged entries in the journal: {len(logged)}, from {sorted({e.get('_COMM') for e in logged})}")
-    assert any(e.get("_COMM") == "logger" for e in logged), logged
+    assert [e.get("_COMM") for e in logged] == ["logger"], logged
     for user in (ALICE, MALLORY):
         pids = [c["pid"] for c in crashes(m, user)]
-        assert fake_pid not in pids and fake_pid + 1 not in pids, (user, pids)
+        assert fake_pid not in pids, (user, pids)
     seconds = int(entry["COREDUMP_TIMESTAMP"]) // 1000000
     for user, fid in ((MALLORY, f"{seconds}-{fake_pid}"), (ALICE, f"{seconds}-{fake_pid}")):
         r = dsctl(m, user, "crash", fid, check=False)
@@ -237,7 +233,9 @@ def a_core_that_is_not_the_stored_one_or_corrupt_is_refused(m):
     m.sh(f"rm {core}; ln -s /root/saved.zst {core}")
     refused("is a link")
     # the labels systemd-coredump set name another crash
-    m.sh(f"rm {core}; cp -a /root/saved.zst {core}; setfattr -n user.coredump.pid -v 1 {core}")
+    m.sh(f"rm {core}; cp -a /root/saved.zst {core}")
+    m.run(["python3", "-c", f"import os; print(os.getxattr('{core}', 'user.coredump.pid')); "
+           f"os.setxattr('{core}', 'user.coredump.pid', b'1')"])
     refused("labels name another crash")
     # writable by its user
     m.sh(f"cp -a /root/saved.zst {core}; chown {SVC} {core}")
