@@ -159,6 +159,7 @@ typedef struct PolicyOnStart {
 typedef enum PolicyCollectTrigger {
         POLICY_COLLECT_WHEN_COUNTER,   /* an EventCounter or Meter instrument beyond a line for a time */
         POLICY_COLLECT_WHEN_EXCEPTION, /* an exception type thrown N times within a window */
+        POLICY_COLLECT_WHEN_CRASH,     /* a covered process died and systemd-coredump stored its core (agent/crashes/) */
         _POLICY_COLLECT_WHEN_MAX,
 } PolicyCollectTrigger;
 
@@ -169,6 +170,7 @@ typedef enum PolicyCollectAction {
         POLICY_COLLECT_THEN_TRACE,  /* a nettrace of trace_profile for duration */
         POLICY_COLLECT_THEN_COUNTERS, /* the counters of counters_providers for duration, as dsctl counters --format csv */
         POLICY_COLLECT_THEN_GCDUMP, /* the GC heap, as the .gcdump dsctl gcdump -o writes */
+        POLICY_COLLECT_THEN_CORE,   /* when.crash's: the core systemd-coredump stored, as dsctl crash copies it */
         _POLICY_COLLECT_THEN_MAX,
 } PolicyCollectAction;
 
@@ -213,7 +215,7 @@ typedef struct PolicyCollect {
 
         PolicyIdList reader_users;
         PolicyIdList reader_groups;
-        PolicyRateLimit limit;      /* per process; "1/1h" unless the table says */
+        PolicyRateLimit limit;      /* per process (when.crash: per unit, else executable); "1/1h" unless the table says */
 } PolicyCollect;
 
 #define POLICY_COLLECT_MAX 64

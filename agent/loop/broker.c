@@ -19,6 +19,7 @@
 #include "broker.h"
 #include "candidate-walk.h"
 #include "collect.h"
+#include "crash-collect.h"
 #include "on-start.h"
 #include "ports.h"
 #include "cleanup.h"
@@ -227,6 +228,7 @@ Broker *broker_free(Broker *b) {
         rate_limiter_free(b->rate_limiter);
         startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
         collector_free(b->collector);           /* before the workers: it cancels its jobs */
+        crash_collector_free(b->crash_collector); /* so does this one */
         admission_free(b->admission);           /* after both: their sessions and dumps end counted */
         ports_free(b->ports);
         target_cache_free(b->targets);
@@ -277,6 +279,8 @@ int broker_load_policy(Broker *b) {
                 (void)ports_apply(b->ports, b->policy);
                 if (b->collector)
                         collector_apply(b->collector);
+                if (b->crash_collector)
+                        crash_collector_apply(b->crash_collector);
         }
         /* after the ports and tables follow it: whoever reads the record finds the policy in force whole
          * (a port's file has the new ACL; a reader who then changes it is not undone by this reload) */
@@ -450,6 +454,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         if (r < 0)
                 return r;
         r = collector_new(b, &b->collector);
+        if (r < 0)
+                return r;
+        r = crash_collector_new(b, &b->crash_collector);
         if (r < 0)
                 return r;
         jobs_set_broker(b);

@@ -1495,25 +1495,55 @@ const char *jobs_trace_end(int r, bool ended, bool stop_sent) {
 
 /* ---- crashes (agent/crashes/) ---- */
 
-static void crashes_done(int error, WorkerMessage *reply, void *userdata) {
-        Request *req = userdata;
-        JobCrashesDone done = req->job_callback;
+/* A JOB_CRASHES reply, checked: 0 with @ret, or as reply_of(), or -EBADMSG. */
+static int crashes_result_of(int error, const WorkerMessage *reply, JobCrashesResult *ret) {
         const JobReply *a = NULL;
         int r;
 
-        req->job = NULL;
         r = reply_of(error, reply, offsetof(JobReply, crashes.packed), &a);
         if (r == 0 && (a->crashes.size > sizeof(a->crashes.packed) ||
                        reply->size < offsetof(JobReply, crashes.packed) + a->crashes.size ||
                        memchr(a->crashes.cursor, '\0', sizeof(a->crashes.cursor)) == NULL))
                 r = -EBADMSG;
-        if (r != 0) {
-                done(req, r, NULL);
-                return;
-        }
-        done(req, 0, &(JobCrashesResult){ .packed = a->crashes.packed, .size = a->crashes.size, .n = a->crashes.n,
-                                          .more = a->crashes.more, .cursor = a->crashes.cursor,
-                                          .untrusted = a->crashes.untrusted });
+        if (r == 0)
+                *ret = (JobCrashesResult){ .packed = a->crashes.packed, .size = a->crashes.size, .n = a->crashes.n,
+                                           .more = a->crashes.more, .cursor = a->crashes.cursor,
+                                           .untrusted = a->crashes.untrusted };
+        return r;
+}
+
+static void crashes_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobCrashesDone done = req->job_callback;
+        JobCrashesResult res;
+        int r;
+
+        req->job = NULL;
+        r = crashes_result_of(error, reply, &res);
+        done(req, r, r == 0 ? &res : NULL);
+}
+
+static void crashes_own_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobCrashesOwnDone done = call->callback;
+        JobCrashesResult res;
+        int r;
+
+        call->job = NULL;
+        r = crashes_result_of(error, reply, &res);
+        done(call->userdata, r, r == 0 ? &res : NULL);
+}
+
+int jobs_read_crashes_own(Broker *b, uint32_t owner, const CrashQuery *query, bool with_store, JobCrashesOwnDone done,
+                          void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_CRASHES);
+
+        if (!q)
+                return -ENOMEM;
+        q->crashes.query = *query;
+        q->crashes.with_store = with_store;
+        return submit_own(b, owner, q, offsetof(JobRequest, crashes) + sizeof(q->crashes), NULL, 0,
+                          b->config.reply_timeout_usec, crashes_own_done, done, userdata, call);
 }
 
 int jobs_read_crashes(Request *req, const CrashQuery *query, bool with_store, JobCrashesDone done) {

@@ -252,6 +252,10 @@ typedef void (*JobCrashesDone)(Request *req, int r, const JobCrashesResult *res)
  * one reply; res->more says to ask again after res->cursor. At most the reply's deadline.
  */
 int jobs_read_crashes(Request *req, const CrashQuery *query, bool with_store, JobCrashesDone done);
+/* As jobs_read_crashes(), for the agent itself (crash-collect.h): @owner's job, @done gets @userdata. */
+typedef void (*JobCrashesOwnDone)(void *userdata, int r, const JobCrashesResult *res);
+int jobs_read_crashes_own(Broker *b, uint32_t owner, const CrashQuery *query, bool with_store, JobCrashesOwnDone done,
+                          void *userdata, JobCall *call);
 /*
  * jobs_copy_crash() - the stored core of @e, checked and decompressed into @file_fd (an unnamed file of
  * @dir_fd) within @limits and @max_bytes, counted in @slot (crash-core.h)

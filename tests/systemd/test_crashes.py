@@ -125,6 +125,13 @@ name = "ops-crashes"
 groups = ["{OPS}"]
 commands = ["crashes"]
 targets.units = ["{CRASH_UNIT}"]
+
+[[collect]]
+name = "crasher-cores"
+targets.units = ["{CRASH_UNIT}"]
+when.crash = true
+then.core = true
+readers = ["{ALICE}"]
 """)
     m.run(["systemctl", "start", "dsagent.socket"])
     pid, entry = crash_service(m, "throw")
@@ -260,13 +267,31 @@ def a_decompressor_that_breaks_out_is_killed(m):
 
 
 @test
-def a_failfast_crash_too(m):
+def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
     m.run(["systemctl", "reset-failed", CRASH_UNIT], check=False)
     pid, entry = crash_service(m, "failfast")
     c = [c for c in crashes(m, ALICE) if c["pid"] == pid]
     assert len(c) == 1 and c[0]["dotnet"] is True, crashes(m, ALICE)
     dsctl(m, ALICE, "crash", c[0]["id"], "-o", "/tmp/alice-failfast.core")
     analyze(m, "/tmp/alice-failfast.core", "FailFast")
+
+    # the [[collect]] table with when.crash: the core in dump_dir, for its readers alone, recorded; the agent
+    # reads the journal every 5 s (crash-collect.h) and copies a few MiB: two minutes is ample on a loaded machine
+    stored = wait_for(lambda: [f for f in m.run(["ls", DUMP_DIR]).stdout.split()
+                               if f.startswith("crash.") and ".collect-crasher-cores." in f and f".{pid}." in f],
+                      timeout=120, what="the collect table's copy of the core")
+    path = f"{DUMP_DIR}/{stored[0]}"
+    acl = m.run(["getfacl", "-cp", path]).stdout
+    assert f"user:{ALICE}:r--" in acl and "other::---" in acl and MALLORY not in acl and SVC not in acl, acl
+    assert m.run(["head", "-c", "4", path], user=ALICE).stdout == "\x7fELF"
+    assert m.run(["head", "-c", "4", path], user=MALLORY, check=False).returncode != 0
+    collected = wait_for(lambda: m.journal("DSAGENT_RULE=crasher-cores", "DSAGENT_COLLECT_EVENT=collected"),
+                         what="the table's collected record")
+    assert path in collected[-1]["DSAGENT_COLLECT_RESULT"], collected[-1]
+    listing = json.loads(dsctl(m, ALICE, "collect", "--json").stdout)
+    assert any(row.get("table") == "crasher-cores" and row.get("pid") == pid and row.get("last_fired_usec")
+               for row in listing), listing
+    assert not any(row.get("table") == "crasher-cores" for row in json.loads(dsctl(m, MALLORY, "collect", "--json").stdout))
 
 
 if __name__ == "__main__":

@@ -1452,7 +1452,7 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_HEAD "when = \"x\"\nthen.stacks = true\n", NULL, 4, 8, "'when' must be a table");
         /* triggers: one, with its own keys only */
         compile_fails(COLLECT_COUNTER "when.exception = \"E\"\nwhen.above = 1\nthen.stacks = true\n", NULL, 5, 6,
-                      "'when.counter' or 'when.exception', not both");
+                      "one of them: one trigger a table");
         compile_fails(COLLECT_COUNTER "then.stacks = true\n", NULL, 4, 6, "needs 'when.above' or 'when.below'");
         compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.below = 1\nthen.stacks = true\n", NULL, 6, 6,
                       "'when.below' must be more than 'when.above' (between the two), not 1 <= 1");
@@ -1885,8 +1885,34 @@ static void test_crashes(void) {
         policy_unref(p);
 }
 
+/* [[collect]] when.crash: a crash's core is what it takes, and all it can take. */
+static void test_collect_crash_tables(void) {
+        static const char head[] = "[[collect]]\nname = \"cores\"\ntargets.units = [\"orders.service\"]\nreaders = [\"alice\"]\n";
+        char text[512];
+        Policy *p;
+
+        snprintf(text, sizeof(text), "%swhen.crash = true\nthen.core = true\nlimit = \"2/1h\"\n", head);
+        p = compile_ok(text);
+        if (p) {
+                check(p->n_collect == 1 && p->collect[0].when == POLICY_COLLECT_WHEN_CRASH &&
+                      p->collect[0].then == POLICY_COLLECT_THEN_CORE && p->collect[0].limit.count == 2);
+                policy_unref(p);
+        }
+        snprintf(text, sizeof(text), "%swhen.crash = true\nthen.dump = \"mini\"\n", head);
+        compile_fails_anywhere(text, "takes then.core = true");
+        snprintf(text, sizeof(text), "%swhen.exception = \"X\"\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "then.core goes with when.crash only");
+        snprintf(text, sizeof(text), "%swhen.crash = false\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "'when.crash = false' means nothing");
+        snprintf(text, sizeof(text), "%swhen.crash = true\nwhen.exception = \"X\"\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "one trigger a table");
+        snprintf(text, sizeof(text), "%swhen.crash = true\nwhen.within = \"1m\"\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "'when.within' does not go with 'when.crash'");
+}
+
 int main(void) {
         run_test(test_crashes);
+        run_test(test_collect_crash_tables);
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
         run_test(test_requester_selectors);
