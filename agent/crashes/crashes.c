@@ -73,12 +73,16 @@ static void crashes_work_free(void *p) {
         free(work);
 }
 
+/* The request's work, a crashes command's decision to come; NULL when there is no memory, the client told. */
 static CrashesWork *crashes_work_new(Request *req) {
         CrashesWork *work = calloc(1, sizeof(*work));
         uint64_t now = 0;
 
-        if (!work)
+        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_CRASHES };
+        if (!work) {
+                request_reply_errno(req, -ENOMEM, "cannot serve the request");
                 return NULL;
+        }
         (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
         *work = (CrashesWork){ .request = req, .dir_fd = -EBADF, .file_fd = -EBADF, .control_fd = -EBADF,
                                .started_usec = now };
@@ -243,12 +247,9 @@ void crashes_list(Request *req, const WireMessage *m) {
         uint64_t since = 0;
         int r;
 
-        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_CRASHES };
         work = crashes_work_new(req);
-        if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+        if (!work)
                 return;
-        }
         (void)wire_message_get_u64(m, WIRE_TAG_TIME, &since);
         work->query.since_usec = since;
         r = commands_set_deadline(req, req->broker->config.reply_timeout_usec, "the listing's deadline (30 s)");
@@ -569,12 +570,9 @@ void crash_copy_start(Request *req, const WireMessage *m) {
         uint32_t want_fd = 0;
         int r;
 
-        req->ask = (PolicyRequest){ .command = POLICY_COMMAND_CRASHES };
         work = crashes_work_new(req);
-        if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+        if (!work)
                 return;
-        }
         if (wire_message_get_string(m, WIRE_TAG_CRASH_ID, &id) != 0 ||
             crash_id_parse(id, &work->query.id_seconds, &work->query.id_pid) < 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
