@@ -129,6 +129,10 @@ int crash_journal_read(const CrashQuery *q, CrashEach each, void *userdata, char
         r = sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY);
         if (r < 0)
                 return r;
+        /* sd_journal_open() passes over files it may not open (a MAC policy's refusal, a mode): a journal of
+         * which nothing could be read would list no crash, which is not "none" */
+        if (!sd_journal_has_runtime_files(j) && !sd_journal_has_persistent_files(j))
+                return -ENODATA;
         r = sd_journal_set_data_threshold(j, CRASH_FIELD_MAX);
         if (r >= 0)
                 r = add_matches(j, q);

@@ -36,7 +36,8 @@ typedef bool (*CrashEach)(const CrashEntry *e, void *userdata);
  * @ret_more: whether @each stopped before the end
  * @ret_untrusted: how many entries with systemd-coredump's MESSAGE_ID were not its
  *
- * Return: 0, or a negative errno (the journal could not be opened or read).
+ * Return: 0, or a negative errno (the journal could not be opened or read; -ENODATA: not one of its
+ * files could be opened, which is never taken for a journal without crashes).
  */
 int crash_journal_read(const CrashQuery *q, CrashEach each, void *userdata, char *ret_cursor, bool *ret_more,
                        unsigned *ret_untrusted);

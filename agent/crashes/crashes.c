@@ -135,6 +135,8 @@ static void crashes_read_failed(Request *req, int r) {
                                     "reading the journal took longer than the reply's deadline");
         else if (r == JOBS_E_WORKER)
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, "no worker could read the journal");
+        else if (r == -ENODATA)
+                request_reply_errno(req, r, "cannot read the journal: not one of its files could be opened");
         else
                 request_reply_errno(req, r < 0 ? r : -EIO, "cannot read the journal");
 }

@@ -163,6 +163,7 @@ stored() { coredumpctl list --no-pager --no-legend "$CPID" 2>/dev/null | grep -q
 wait_until 300 stored
 step crash-coredumpctl coredumpctl list --no-pager --no-legend "$CPID"
 step crash-listed as_ops dsctl crashes --json
+has crash-listed "\"pid\":$CPID," || echo "not ok crash-listed-shows-the-crash" >>$R/steps
 CID=$(python3 -c 'import json,sys; print(next(c["id"] for c in json.load(open(sys.argv[1])) if c["pid"] == int(sys.argv[2])))' \
         $R/crash-listed.out "$CPID" 2>/dev/null)
 echo "crash id $CID of pid $CPID"
