@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cleanup.h"
 #include "cli.h"
@@ -47,6 +48,7 @@ typedef enum Opt {
         OPT_NETTRACE,
         OPT_AS,
         OPT_SORT,
+        OPT_SINCE,
         _OPT_MAX,
 } Opt;
 
@@ -133,6 +135,31 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "with its action and what it watches, and under it the processes it watches now and\n"
                 "when it last fired on each (since the agent began watching the process).\n",
                 0, 0, 0,
+        },
+        [VERB_CRASHES] = {
+                "crashes", "[--since TIME]",
+                "list the crashes systemd-coredump caught that you may see, oldest first",
+                "List the crashes systemd-coredump caught and recorded in the journal that you may\n"
+                "see, oldest first, as coredumpctl list does: time, id, pid, user, signal, whether it was\n"
+                "a .NET process (libcoreclr mapped), the stored core's size (or \"missing\"), unit and\n"
+                "name. You see the crashes of your own processes, and those of the processes a rule's\n"
+                "crashes command covers. Only entries systemd-coredump itself wrote count: one any user\n"
+                "logged with the same fields is never listed (docs/crashes.md).\n\n"
+                "  --since TIME  only crashes logged since TIME: a time ago (30m, 2h, 1d), @SECONDS\n"
+                "                since the epoch, or YYYY-MM-DD[ HH:MM[:SS]] in local time\n",
+                OPT(OPT_SINCE), 0, 0,
+        },
+        [VERB_CRASH] = {
+                "crash", "ID [-o FILE]",
+                "the core of a crash, decompressed into the dump directory; -o also writes your copy",
+                "Have the core systemd-coredump stored for crash ID (as dsctl crashes lists it)\n"
+                "decompressed into the agent's dump directory, readable by you and the readers of the\n"
+                "rule that allowed it, and say where; dotnet-dump analyze opens it. A crash you may not\n"
+                "see is answered as one that never was (exit 17); a core that is corrupt, cut short or\n"
+                "too large is refused (exit 18). On a terminal, standard error shows its progress.\n\n"
+                "  -o, --output FILE  also write your own copy to FILE, which must not exist; it is\n"
+                "                     checked before anything is asked of the agent\n",
+                OPT(OPT_OUTPUT), 1, 1,
         },
         [VERB_TRACE] = {
                 "trace", "PID|UNIT [--profile NAME | --providers SPEC] [--duration S] [--buffer-mb N] [-o FILE]",
@@ -326,6 +353,7 @@ static void help_summary(FILE *f) {
                 "12 unsafe file system, 13 no safe place for the dump,\n"
                 "14 the agent's policy is broken (only root is served), 15 suspended at startup,\n"
                 "16 audit unavailable (the agent could not record the decision, so it refused it),\n"
+                "17 no such crash (or none you may see, or its core is gone), 18 the stored core is unusable,\n"
                 "130 a second Ctrl-C left a session without waiting for its end.\n"
                 "explain exits 0 when the command would be allowed and 4 when it would be denied.\n");
 }
@@ -407,6 +435,7 @@ static const struct option long_options[] = {
         { "nettrace", required_argument, NULL, 0x100 + OPT_NETTRACE },
         { "as", required_argument, NULL, 0x100 + OPT_AS },
         { "sort", required_argument, NULL, 0x100 + OPT_SORT },
+        { "since", required_argument, NULL, 0x100 + OPT_SINCE },
         {},
 };
 
@@ -483,6 +512,57 @@ static int parse_target(Verb verb, const char *arg, Args *a, char **ret_error) {
                             arg);
         a->unit = arg;
         return 0;
+}
+
+/* A crash's id as the agent lists it: SECONDS-PID, decimal, no leading zero (crash_id_parse()). */
+static int parse_crash_id(const char *arg, Args *a, char **ret_error) {
+        const char *dash = arg ? strchr(arg, '-') : NULL;
+        size_t n = arg ? strlen(arg) : 0;
+        bool ok = dash && dash != arg && dash[1] && n < 32 && strspn(arg, "0123456789") == (size_t)(dash - arg) &&
+                  strspn(dash + 1, "0123456789") == strlen(dash + 1) && !(dash - arg > 1 && arg[0] == '0') &&
+                  dash[1] != '0';
+
+        if (!ok)
+                return fail(ret_error, "dsctl: crash takes a crash's id as dsctl crashes lists it, e.g. "
+                            "'crash 1764400000-1234'%s%s%s", arg ? ", not '" : "", arg ? arg : "", arg ? "'" : "");
+        a->crash_id = arg;
+        return 0;
+}
+
+/* --since: a time ago (a duration), @SECONDS since the epoch, or a local date and time. */
+static int parse_since(const Given *g, Args *a, char **ret_error) {
+        const char *v = g->value[OPT_SINCE];
+        uint64_t usec, seconds;
+        struct tm tm = {};
+        const char *end;
+
+        if (v[0] == '@' && parse_u64(v + 1, &seconds) == 0 && seconds <= UINT64_MAX / USEC_PER_SEC) {
+                a->since_usec = seconds * USEC_PER_SEC;
+                return 0;
+        }
+        if (duration_parse(v, &usec) == 0 && usec > 0) {
+                struct timespec now;
+
+                (void)clock_gettime(CLOCK_REALTIME, &now);
+                seconds = (uint64_t)now.tv_sec;
+                a->since_usec = usec / USEC_PER_SEC >= seconds ? 1 : (seconds - usec / USEC_PER_SEC) * USEC_PER_SEC;
+                return 0;
+        }
+        tm.tm_isdst = -1;
+        end = strptime(v, "%Y-%m-%d", &tm);
+        if (end && *end == ' ') {
+                const char *t = strptime(end + 1, "%H:%M:%S", &tm);
+                end = t ? t : strptime(end + 1, "%H:%M", &tm);
+        }
+        if (end && *end == '\0') {
+                time_t t = mktime(&tm);
+                if (t > 0) {
+                        a->since_usec = (uint64_t)t * USEC_PER_SEC;
+                        return 0;
+                }
+        }
+        return fail(ret_error, "dsctl: %s takes a time ago (30m, 2h, 1d), @SECONDS, or YYYY-MM-DD[ HH:MM[:SS]], "
+                    "not '%s'", g->spelled[OPT_SINCE], v);
 }
 
 /* --duration: whole seconds from 1 s to 30 days, the agent's own bounds (wire.h). */
@@ -826,6 +906,8 @@ static int check_arguments(const Given *g, Verb verb, Args *a, char **ret_error)
         if (verb == VERB_EXPLAIN && n < 2)
                 return fail(ret_error, "dsctl: explain takes a process id or unit and a command, e.g. "
                             "'explain 1234 dump'");
+        if (verb == VERB_CRASH)
+                return parse_crash_id(n > 0 ? g->positional[1] : NULL, a, ret_error);
         if (verbs[verb].min_args > 0)
                 return parse_target(verb, n > 0 ? g->positional[1] : NULL, a, ret_error);
         return 0;
@@ -856,6 +938,7 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
         switch (verb) {
         case VERB_EXPLAIN: return check_explain(g, a, ret_error);
         case VERB_DUMP: return check_dump_type(g, a, ret_error);
+        case VERB_CRASHES: return g->value[OPT_SINCE] ? parse_since(g, a, ret_error) : 0;
         case VERB_TRACE: return check_trace(g, a, ret_error);
         case VERB_GCDUMP: return check_gcdump(g, a, ret_error);
         case VERB_COUNTERS: return check_counters(g, a, ret_error);

@@ -17,6 +17,8 @@ typedef enum Verb {
         VERB_DUMP,
         VERB_DUMPS,
         VERB_COLLECT,
+        VERB_CRASHES,
+        VERB_CRASH,
         VERB_TRACE,
         VERB_COUNTERS,
         VERB_STACKS,
@@ -64,6 +66,10 @@ typedef struct Args {
         const char *nettrace;
         /* dumps */
         const char *remove;
+        /* crashes: those logged since (µs since the epoch; 0: all) */
+        uint64_t since_usec;
+        /* crash: which one, as crashes lists it (SECONDS-PID) */
+        const char *crash_id;
         /* port */
         const char *port_socket; /* NULL: the default place */
         bool once;

@@ -46,6 +46,8 @@ static int exit_code_of(uint32_t error) {
         case WIRE_ERROR_POLICY_BROKEN: return EXIT_POLICY_BROKEN;
         case WIRE_ERROR_SUSPENDED: return EXIT_SUSPENDED;
         case WIRE_ERROR_AUDIT_UNAVAILABLE: return EXIT_AUDIT_UNAVAILABLE;
+        case WIRE_ERROR_NO_SUCH_CRASH: return EXIT_NO_SUCH_CRASH;
+        case WIRE_ERROR_CORE_UNUSABLE: return EXIT_CORE_UNUSABLE;
         default: return EXIT_ERROR;
         }
 }
@@ -138,6 +140,7 @@ static const WireType request_types[_VERB_MAX] = {
         [VERB_EXPLAIN] = WIRE_REQUEST_EXPLAIN, [VERB_DUMP] = WIRE_REQUEST_DUMP,
         [VERB_DUMPS] = WIRE_REQUEST_DUMPS,   [VERB_TRACE] = WIRE_REQUEST_TRACE,
         [VERB_COLLECT] = WIRE_REQUEST_COLLECT,
+        [VERB_CRASHES] = WIRE_REQUEST_CRASHES,   [VERB_CRASH] = WIRE_REQUEST_CRASH,
         [VERB_COUNTERS] = WIRE_REQUEST_COUNTERS, [VERB_STACKS] = WIRE_REQUEST_STACKS,
         [VERB_GCDUMP] = WIRE_REQUEST_GCDUMP,
         [VERB_EXCEPTIONS] = WIRE_REQUEST_EXCEPTIONS, [VERB_LOGS] = WIRE_REQUEST_LOGS,
@@ -171,6 +174,15 @@ static void put_request(WireWriter *w, const Args *a) {
                 break;
         case VERB_DUMPS:
                 wire_writer_put_string(w, WIRE_TAG_PATH, a->remove);
+                break;
+        case VERB_CRASHES:
+                if (a->since_usec)
+                        wire_writer_put_u64(w, WIRE_TAG_TIME, a->since_usec);
+                break;
+        case VERB_CRASH:
+                wire_writer_put_string(w, WIRE_TAG_CRASH_ID, a->crash_id);
+                if (a->output)
+                        wire_writer_put_u32(w, WIRE_TAG_WANT_FD, 1);
                 break;
         case VERB_TRACE:
         case VERB_COUNTERS:
@@ -257,7 +269,7 @@ static int prepare_outputs(const Args *a, Outputs *o) {
         if (a->verb == VERB_GCDUMP && a->output && (r = out_file_open(&o->gcdump, a->output)) < 0)
                 return output_fail(a->json, EXIT_ERROR, "cannot create %s: %s%s; nothing was asked of the agent",
                                    a->output, strerror(-r), r == -EEXIST ? " (dsctl does not overwrite files)" : "");
-        if (!path || (a->verb != VERB_DUMP && a->verb != VERB_TRACE && a->verb != VERB_GCDUMP && a->verb != VERB_COUNTERS))
+        if (!path || (a->verb != VERB_DUMP && a->verb != VERB_CRASH && a->verb != VERB_TRACE && a->verb != VERB_GCDUMP && a->verb != VERB_COUNTERS))
                 return 0;
         if (a->verb == VERB_COUNTERS) {
                 r = open_rows(path, &o->rows);
@@ -279,9 +291,11 @@ static int save_dump(const Args *a, AgentClient *client, OutFile *file) {
         int r;
 
         if (in < 0)
-                return output_fail(a->json, EXIT_DENIED, "dump: the agent sent no copy: you may not read this dump");
+                return output_fail(a->json, EXIT_DENIED, "%s: the agent sent no copy: you may not read this dump",
+                                   verb_to_string(a->verb));
         if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
-                return output_fail(a->json, EXIT_ERROR, "dump: the agent sent something other than a dump");
+                return output_fail(a->json, EXIT_ERROR, "%s: the agent sent something other than a dump",
+                                   verb_to_string(a->verb));
         r = fd_copy_all(in, file->fd, (uint64_t)st.st_size);
         if (r == 0)
                 r = out_file_commit(file, a->output);
@@ -310,8 +324,9 @@ static int run_replies(const Args *a, AgentClient *client, Outputs *outputs) {
         WireMessage m;
         int explain_status = EXIT_OK, r;
 
-        progress_start(&progress, "dump", a->verb == VERB_DUMP && progress_wanted(a->quiet),
-                       "waiting for the runtime's first byte");
+        progress_start(&progress, verb_to_string(a->verb),
+                       (a->verb == VERB_DUMP || a->verb == VERB_CRASH) && progress_wanted(a->quiet),
+                       a->verb == VERB_CRASH ? "decompressing the stored core" : "waiting for the runtime's first byte");
         for (;;) {
                 r = agent_client_next(client, &m, progress.enabled ? tick : NULL, &progress);
                 if (r < 0 || m.type != WIRE_REPLY_PROGRESS)
@@ -334,10 +349,14 @@ static int run_replies(const Args *a, AgentClient *client, Outputs *outputs) {
                 case WIRE_REPLY_COLLECT:
                         output_collect(&out, &m);
                         break;
+                case WIRE_REPLY_CRASH:
+                        output_crash(&out, &m);
+                        break;
                 case WIRE_REPLY_DUMP:
-                        if (a->verb == VERB_DUMP && a->output && (r = save_dump(a, client, &outputs->file)) != EXIT_OK)
+                        if ((a->verb == VERB_DUMP || a->verb == VERB_CRASH) && a->output &&
+                            (r = save_dump(a, client, &outputs->file)) != EXIT_OK)
                                 return r;
-                        if (output_dump(&out, &m, a->verb == VERB_DUMP ? a->output : NULL) < 0)
+                        if (output_dump(&out, &m, a->verb == VERB_DUMP || a->verb == VERB_CRASH ? a->output : NULL) < 0)
                                 return output_fail(a->json, EXIT_ERROR, "out of memory");
                         break;
                 case WIRE_REPLY_DONE:

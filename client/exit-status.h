@@ -20,6 +20,8 @@ enum {
         EXIT_POLICY_BROKEN = 14,
         EXIT_SUSPENDED = 15,    /* the runtime is suspended at startup: dsctl resume first */
         EXIT_AUDIT_UNAVAILABLE = 16, /* the agent could not record the decision, so it refused it */
+        EXIT_NO_SUCH_CRASH = 17, /* no crash of that id you may see, or no core stored for it */
+        EXIT_CORE_UNUSABLE = 18, /* the stored core is corrupt, cut short, too large, or not the one stored */
         EXIT_INTERRUPTED = 130, /* a second Ctrl-C: left without waiting for the session's end */
 };
 

@@ -101,7 +101,7 @@ static void json_member_uint(FILE *f, bool *first, const char *key, uint64_t val
 }
 
 static bool output_is_list(const Output *o) {
-        return strcmp(o->verb, "ps") == 0 || strcmp(o->verb, "env") == 0 ||
+        return strcmp(o->verb, "ps") == 0 || strcmp(o->verb, "env") == 0 || strcmp(o->verb, "crashes") == 0 ||
                strcmp(o->verb, "collect") == 0 || (strcmp(o->verb, "dumps") == 0 && !o->removing);
 }
 
@@ -242,7 +242,7 @@ static void output_resume_text(Output *o, const ProcessRow *r) {
  * command that runs no code (root's and an owner's), followed by any others.
  */
 static char *commands_column(const char *commands) {
-        const uint32_t no_code = POLICY_COMMANDS_ALL & ~POLICY_COMMANDS_RUNNING_CODE;
+        const uint32_t no_code = POLICY_COMMANDS_LIVE & ~POLICY_COMMANDS_RUNNING_CODE;
         _cleanup_free_ char *all = malloc(strlen(commands) + sizeof("all,"));
         uint32_t held = 0;
         char *rest;
@@ -416,8 +416,11 @@ static void dump_taken_text(Output *o, const DumpRow *r, const char *saved_to) {
         char size[32];
 
         output_format_size(r->size, size, sizeof(size));
-        fprintf(o->stream, "%s dump of %u (%s) stored at %s\n", r->type ? r->type : "?", r->pid, size,
-                path ? path : "?");
+        if (strcmp(o->verb, "crash") == 0)
+                fprintf(o->stream, "core of crashed process %u (%s) stored at %s\n", r->pid, size, path ? path : "?");
+        else
+                fprintf(o->stream, "%s dump of %u (%s) stored at %s\n", r->type ? r->type : "?", r->pid, size,
+                        path ? path : "?");
         if (saved_to)
                 fprintf(o->stream, "your copy: %s\n", saved_to);
         if (!r->readable)
@@ -465,6 +468,79 @@ static void output_dump_listing(Output *o) {
                 else
                         dump_row_text(o, &o->dumps[i]);
         }
+}
+
+/* One crash systemd-coredump recorded; its name, unit, executable and cgroup are the process's, escaped. */
+void output_crash(Output *o, const WireMessage *m) {
+        _cleanup_free_ char *id = NULL, *unit = NULL, *name = NULL, *exe = NULL, *cgroup = NULL;
+        _cleanup_free_ char *unit_shown = NULL, *name_shown = NULL;
+        uint64_t time_usec = 0, size = 0;
+        uint32_t pid = 0, uid = 0, signal = 0, stored = 0, dotnet = 0, truncated = 0;
+        bool have_dotnet, first = true;
+        const char *shown, *user;
+        char when[32], size_text[32];
+
+        if (strcmp(o->verb, "crashes") != 0)
+                return;
+        (void)wire_message_get_string(m, WIRE_TAG_CRASH_ID, &id);
+        (void)wire_message_get_string(m, WIRE_TAG_UNIT, &unit);
+        (void)wire_message_get_string(m, WIRE_TAG_NAME, &name);
+        (void)wire_message_get_string(m, WIRE_TAG_EXE, &exe);
+        (void)wire_message_get_string(m, WIRE_TAG_CGROUP, &cgroup);
+        (void)wire_message_get_u64(m, WIRE_TAG_TIME, &time_usec);
+        (void)wire_message_get_u64(m, WIRE_TAG_SIZE, &size);
+        (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
+        (void)wire_message_get_u32(m, WIRE_TAG_UID, &uid);
+        (void)wire_message_get_u32(m, WIRE_TAG_SIGNAL, &signal);
+        (void)wire_message_get_u32(m, WIRE_TAG_STORED, &stored);
+        (void)wire_message_get_u32(m, WIRE_TAG_TRUNCATED, &truncated);
+        have_dotnet = wire_message_get_u32(m, WIRE_TAG_DOTNET, &dotnet) == 0;
+        user = user_name(uid);
+        shown = name ? name : exe ? (strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe) : NULL;
+        if (o->json) {
+                json_object_begin(o);
+                json_member_string(o->stream, &first, "id", id);
+                json_member_uint(o->stream, &first, "time_usec", time_usec);
+                json_member_uint(o->stream, &first, "pid", pid);
+                json_member_uint(o->stream, &first, "uid", uid);
+                json_member_string(o->stream, &first, "user", user);
+                json_member_uint(o->stream, &first, "signal", signal);
+                json_member_string(o->stream, &first, "signal_name", sigabbrev_np((int)signal));
+                json_member_string(o->stream, &first, "unit", unit);
+                json_member_string(o->stream, &first, "name", shown);
+                json_member_string(o->stream, &first, "exe", exe);
+                json_member_string(o->stream, &first, "cgroup", cgroup);
+                fprintf(o->stream, ",\"dotnet\":%s", !have_dotnet ? "null" : dotnet ? "true" : "false");
+                fprintf(o->stream, ",\"stored\":%s", stored ? "true" : "false");
+                if (stored)
+                        json_member_uint(o->stream, &first, "size", size);
+                fprintf(o->stream, ",\"truncated\":%s", truncated ? "true" : "false");
+                fputc('}', o->stream);
+                o->count++;
+                return;
+        }
+        format_when(time_usec, when, sizeof(when));
+        if (stored)
+                output_format_size(size, size_text, sizeof(size_text));
+        else
+                snprintf(size_text, sizeof(size_text), "missing");
+        unit_shown = unit ? text_escape(unit, strlen(unit)) : NULL;
+        name_shown = shown ? text_escape(shown, strlen(shown)) : NULL;
+        if (o->count == 0)
+                fprintf(o->stream, "%-19s %-22s %-8s %-12s %-7s %-5s %10s %-24s %s\n", "TIME", "ID", "PID", "USER", "SIG",
+                        ".NET", "COREFILE", "UNIT", "NAME");
+        {
+                char sig[16], uid_text[16];
+                const char *abbrev = sigabbrev_np((int)signal);
+
+                snprintf(sig, sizeof(sig), "%s%s", abbrev ? "SIG" : "", abbrev ? abbrev : "?");
+                snprintf(uid_text, sizeof(uid_text), "%u", uid);
+                fprintf(o->stream, "%-19s %-22s %-8u %-12s %-7s %-5s %10s %-24s %s\n", when, id ? id : "?", pid,
+                        user ? user : uid_text, sig, !have_dotnet ? "?" : dotnet ? "yes" : "no",
+                        truncated && stored ? "truncated" : size_text, unit_shown ? unit_shown : "-",
+                        name_shown ? name_shown : "-");
+        }
+        o->count++;
 }
 
 void output_removed(Output *o, const char *path) {
@@ -669,6 +745,8 @@ void output_end(Output *o) {
                 fprintf(stderr, "No dumps that you can read.\n");
         else if (strcmp(o->verb, "collect") == 0 && o->count == 0)
                 fprintf(stderr, "No collection tables whose artifacts you can read.\n");
+        else if (strcmp(o->verb, "crashes") == 0 && o->count == 0)
+                fprintf(stderr, "No crashes that you may see.\n");
 }
 
 void output_json_error(FILE *f, int exit_status, uint32_t code, const char *error, const char *message,

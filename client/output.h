@@ -29,6 +29,8 @@ void output_env(Output *o, const WireMessage *m);
 int output_dump(Output *o, const WireMessage *m, const char *saved_to);
 /* A COLLECT frame: a [[collect]] table the caller reads, or a process it watches. */
 void output_collect(Output *o, const WireMessage *m);
+/* crashes: one row of the listing; crash: nothing (the DUMP frame that follows says it all) */
+void output_crash(Output *o, const WireMessage *m);
 /* dumps --remove: what is gone. */
 void output_removed(Output *o, const char *path);
 void output_end(Output *o);

@@ -60,6 +60,11 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_UNVERIFIED_POD_UID] = WIRE_KIND_STRING,
         [WIRE_TAG_CGROUP_UNVERIFIED] = WIRE_KIND_U32,
         [WIRE_TAG_COMMANDS] = WIRE_KIND_STRING,
+        [WIRE_TAG_CRASH_ID] = WIRE_KIND_STRING,
+        [WIRE_TAG_SIGNAL] = WIRE_KIND_U32,
+        [WIRE_TAG_STORED] = WIRE_KIND_U32,
+        [WIRE_TAG_DOTNET] = WIRE_KIND_U32,
+        [WIRE_TAG_TRUNCATED] = WIRE_KIND_U32,
 };
 
 WireFieldKind wire_tag_kind(WireTag tag) {
@@ -84,6 +89,8 @@ const char *wire_error_to_string(WireError error) {
         case WIRE_ERROR_POLICY_BROKEN: return "policy broken";
         case WIRE_ERROR_SUSPENDED: return "suspended at startup";
         case WIRE_ERROR_AUDIT_UNAVAILABLE: return "audit unavailable";
+        case WIRE_ERROR_NO_SUCH_CRASH: return "no such crash";
+        case WIRE_ERROR_CORE_UNUSABLE: return "the stored core cannot be used";
         default: return "unknown error";
         }
 }
@@ -148,6 +155,8 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_GCDUMP:
         case WIRE_REQUEST_RESOLVE:
         case WIRE_REQUEST_COLLECT:
+        case WIRE_REQUEST_CRASHES:
+        case WIRE_REQUEST_CRASH:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -159,6 +168,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_IPC:
         case WIRE_REPLY_ENV:
         case WIRE_REPLY_COLLECT:
+        case WIRE_REPLY_CRASH:
                 return true;
         default:
                 return false;

@@ -42,6 +42,8 @@ typedef enum WireType {
         WIRE_REQUEST_GCDUMP = 0x000F,      /* a session whose stream holds a GC heap dump (the runtime's heap events) */
         WIRE_REQUEST_RESOLVE = 0x0010,     /* the pid a UNIT names for the caller (dsctl exec UNIT) */
         WIRE_REQUEST_COLLECT = 0x0011,     /* the [[collect]] tables the caller reads, and what they watch */
+        WIRE_REQUEST_CRASHES = 0x0012,     /* the crashes systemd-coredump caught that the caller may see (TIME: since) */
+        WIRE_REQUEST_CRASH = 0x0013,       /* CRASH_ID: that crash's core, decompressed into dump_dir (WANT_FD) */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -54,6 +56,7 @@ typedef enum WireType {
         WIRE_REPLY_IPC = 0x8009,        /* not terminal: IPC_MESSAGE holds bytes for the tool, as they are */
         WIRE_REPLY_ENV = 0x800A,        /* one variable: ENV_NAME, ENV_VALUE or REDACTED */
         WIRE_REPLY_COLLECT = 0x800B,    /* a [[collect]] table (RULE), or one process it watches (and PID) */
+        WIRE_REPLY_CRASH = 0x800C,      /* one crash (CRASH_ID); for a CRASH request, DUMP follows with its core */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -125,6 +128,11 @@ typedef enum WireTag {
         WIRE_TAG_UNVERIFIED_POD_UID = 49,   /* string: a pod uid such a path names */
         WIRE_TAG_CGROUP_UNVERIFIED = 50,    /* u32: 1 when root does not vouch for CGROUP: no rule matches it */
         WIRE_TAG_COMMANDS = 51,         /* string: ps: the policy commands the requester holds on it, comma-separated */
+        WIRE_TAG_CRASH_ID = 52,         /* string: a crash, "SECONDS-PID" (agent/crashes/crash-entry.h) */
+        WIRE_TAG_SIGNAL = 53,           /* u32: the signal a process died of */
+        WIRE_TAG_STORED = 54,           /* u32: 1 when the crash's core is still stored */
+        WIRE_TAG_DOTNET = 55,           /* u32: 1 when the process mapped libcoreclr.so, 0 when not; absent: unknown */
+        WIRE_TAG_TRUNCATED = 56,        /* u32: 1 when systemd-coredump cut the core at its size limit */
         _WIRE_TAG_MAX,
 } WireTag;
 
@@ -145,6 +153,8 @@ typedef enum WireError {
         WIRE_ERROR_POLICY_BROKEN = 14,          /* no policy file has loaded: only root is served */
         WIRE_ERROR_SUSPENDED = 15,              /* the runtime is suspended at startup: it must be resumed first */
         WIRE_ERROR_AUDIT_UNAVAILABLE = 16,      /* the decision's record could not be written, so it was not carried out */
+        WIRE_ERROR_NO_SUCH_CRASH = 17,          /* no crash of that id the caller may see, or its core is not stored */
+        WIRE_ERROR_CORE_UNUSABLE = 18,          /* the stored core is corrupt, cut short, too large, or not the one stored */
         _WIRE_ERROR_MAX,
 } WireError;
 

@@ -18,14 +18,16 @@ _dsctl_dumps() {
 
 _dsctl() {
         local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-        local commands="ps info env explain dump dumps collect trace counters stacks gcdump exceptions logs resume port exec help"
+        local commands="ps info env explain dump dumps collect crashes crash trace counters stacks gcdump exceptions logs resume port exec help"
         local common="--socket --agent-socket --json --quiet --help --version"
-        local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler"
+        local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler crashes"
         local -A options=(
                 [ps]="" [info]="" [env]="" [resume]="" [help]=""
                 [explain]="--type --profile --providers --as --duration"
                 [dump]="--type --output"
                 [dumps]="--remove"
+                [crashes]="--since"
+                [crash]="--output"
                 [trace]="--profile --providers --duration --buffer-mb --output"
                 [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
                 [stacks]="--format"
@@ -43,7 +45,7 @@ _dsctl() {
                 --socket | --agent-socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
                 --type | --profile | --providers | --duration | --buffer-mb | --counters | --interval | \
                 --refresh-interval | --format | -o | --output | --remove | --level | --category | --port-path | --nettrace | \
-                --as | --sort) ((i++)) ;;
+                --as | --sort | --since) ((i++)) ;;
                 -*) ;;
                 *) if [[ -z $command ]]; then command=$word; else ((nargs++)); fi ;;
                 esac

@@ -1366,7 +1366,7 @@ static bool exception_type_valid(const char *s) {
 }
 
 typedef struct CollectWhenKeys {
-        const TomlEntry *counter, *above, *below, *for_, *exception, *count, *within;
+        const TomlEntry *counter, *above, *below, *for_, *exception, *count, *within, *crash;
 } CollectWhenKeys;
 
 static bool collect_when_keys(Compiler *c, const TomlEntry *e, CollectWhenKeys *k) {
@@ -1378,6 +1378,7 @@ static bool collect_when_keys(Compiler *c, const TomlEntry *e, CollectWhenKeys *
                 { "exception", offsetof(CollectWhenKeys, exception) },
                 { "count", offsetof(CollectWhenKeys, count) },
                 { "within", offsetof(CollectWhenKeys, within) },
+                { "crash", offsetof(CollectWhenKeys, crash) },
         };
         bool ok = true;
 
@@ -1395,7 +1396,7 @@ static bool collect_when_keys(Compiler *c, const TomlEntry *e, CollectWhenKeys *
                 if (j == ELEMENTSOF(known)) {
                         error_at(c, w->line, w->column,
                                  "unknown key 'when.%s' in [[collect]] (counter, above, below, for; "
-                                 "exception, count, within)", w->key);
+                                 "exception, count, within; crash)", w->key);
                         ok = false;
                 }
         }
@@ -1517,22 +1518,41 @@ static bool compile_collect_exception(Compiler *c, const CollectWhenKeys *k, Pol
         return ok;
 }
 
+/* when.crash = true: a covered process died and systemd-coredump stored its core (docs/crashes.md). */
+static bool compile_collect_crash(Compiler *c, const CollectWhenKeys *k, PolicyCollect *col) {
+        const TomlEntry *others[] = { k->above, k->below, k->for_, k->count, k->within };
+        bool ok = refuse_when_keys(c, others, ELEMENTSOF(others), "crash");
+
+        if (!expect_type(c, k->crash, TOML_BOOLEAN))
+                return false;
+        if (!k->crash->value->boolean) {
+                error_at(c, k->crash->line, k->crash->column, "'when.crash = false' means nothing; leave it out");
+                return false;
+        }
+        col->when = POLICY_COLLECT_WHEN_CRASH;
+        return ok;
+}
+
 /* when.*: exactly one trigger, and only its own keys. */
 static bool compile_collect_when(Compiler *c, const TomlEntry *e, PolicyCollect *col) {
         CollectWhenKeys k = {};
 
         if (!collect_when_keys(c, e, &k))
                 return false;
-        if (k.counter && k.exception) {
-                error_at(c, k.exception->line, k.exception->column,
-                         "'when.counter' or 'when.exception', not both: one trigger a table");
+        if (!!k.counter + !!k.exception + !!k.crash > 1) {
+                const TomlEntry *second = k.counter && k.exception ? k.exception : k.crash;
+
+                error_at(c, second->line, second->column,
+                         "'when.counter', 'when.exception' or 'when.crash', one of them: one trigger a table");
                 return false;
         }
         if (k.counter)
                 return compile_collect_counter(c, &k, col);
         if (k.exception)
                 return compile_collect_exception(c, &k, col);
-        error_at(c, e->line, e->column, "'when' needs a trigger: 'when.counter' or 'when.exception'");
+        if (k.crash)
+                return compile_collect_crash(c, &k, col);
+        error_at(c, e->line, e->column, "'when' needs a trigger: 'when.counter', 'when.exception' or 'when.crash'");
         return false;
 }
 
@@ -1602,9 +1622,10 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 return true;
         }
         if (strcmp(t->key, "dump") != 0 && strcmp(t->key, "stacks") != 0 && strcmp(t->key, "trace_profile") != 0 &&
-            strcmp(t->key, "counters") != 0 && strcmp(t->key, "gcdump") != 0) {
+            strcmp(t->key, "counters") != 0 && strcmp(t->key, "gcdump") != 0 && strcmp(t->key, "core") != 0) {
                 error_at(c, t->line, t->column,
-                         "unknown key 'then.%s' in [[collect]] (dump, stacks, gcdump, trace_profile, counters, duration)",
+                         "unknown key 'then.%s' in [[collect]] (dump, stacks, gcdump, trace_profile, counters, duration, "
+                         "core)",
                          t->key);
                 return false;
         }
@@ -1613,14 +1634,16 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 return false;
         }
         *action = t;
-        if (strcmp(t->key, "stacks") == 0 || strcmp(t->key, "gcdump") == 0) {
+        if (strcmp(t->key, "stacks") == 0 || strcmp(t->key, "gcdump") == 0 || strcmp(t->key, "core") == 0) {
                 if (!expect_type(c, t, TOML_BOOLEAN))
                         return false;
                 if (!v->boolean) {
                         error_at(c, t->line, t->column, "'then.%s = false' means nothing; leave it out", t->key);
                         return false;
                 }
-                col->then = strcmp(t->key, "stacks") == 0 ? POLICY_COLLECT_THEN_STACKS : POLICY_COLLECT_THEN_GCDUMP;
+                col->then = strcmp(t->key, "stacks") == 0 ? POLICY_COLLECT_THEN_STACKS
+                            : strcmp(t->key, "gcdump") == 0 ? POLICY_COLLECT_THEN_GCDUMP
+                                                            : POLICY_COLLECT_THEN_CORE;
                 return true;
         }
         if (strcmp(t->key, "counters") == 0)
@@ -1658,7 +1681,7 @@ static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAg
         duration = toml_table_find(e->value, "duration");
         if (!action && ok) {
                 error_at(c, e->line, e->column, "'then' needs an action: 'then.dump', 'then.stacks', "
-                         "'then.gcdump', 'then.trace_profile' or 'then.counters'");
+                         "'then.gcdump', 'then.trace_profile', 'then.counters' or (with when.crash) 'then.core'");
                 return false;
         }
         if (action && strcmp(action->key, "trace_profile") == 0 && !duration) {
@@ -1744,7 +1767,7 @@ static bool check_collect(Compiler *c, const TomlValue *table) {
                 { "name", "[[collect]] needs a name" },
                 { "targets", "[[collect]] needs targets (users, units, names, cgroups or containers), "
                              "or targets.any = true" },
-                { "when", "[[collect]] needs a trigger: when.counter or when.exception" },
+                { "when", "[[collect]] needs a trigger: when.counter, when.exception or when.crash" },
                 { "then", "[[collect]] needs an action: then.dump, then.stacks, then.gcdump or then.trace_profile" },
         };
         bool ok = true;
@@ -1778,7 +1801,15 @@ static bool compile_collect(Compiler *c, const Policy *p, const TomlValue *table
                 c->oom = -ENOMEM;
         for (size_t i = 0; i < table->table.n_entries; i++)
                 ok = compile_collect_entry(c, &table->table.entries[i], &p->agent, col) && ok;
-        return check_collect(c, table) && ok;
+        ok = check_collect(c, table) && ok;
+        /* a crash's core is what a crash table takes, and all it can take: the process is gone */
+        if (ok && (col->when == POLICY_COLLECT_WHEN_CRASH) != (col->then == POLICY_COLLECT_THEN_CORE)) {
+                error_at(c, table->line, table->column, col->when == POLICY_COLLECT_WHEN_CRASH
+                                 ? "a [[collect]] with when.crash takes then.core = true: the process is gone"
+                                 : "then.core goes with when.crash only");
+                ok = false;
+        }
+        return ok;
 }
 
 /* [[collect]]: in the main file and in policy.d alike, after [agent], whose limits bound them. */

@@ -27,6 +27,7 @@ static const char *const policy_command_names[_POLICY_COMMAND_MAX] = {
         [POLICY_COMMAND_SETENV] = "setenv",
         [POLICY_COMMAND_STARTUP_HOOK] = "startup-hook",
         [POLICY_COMMAND_PROFILER] = "profiler",
+        [POLICY_COMMAND_CRASHES] = "crashes",
 };
 
 static const char *const policy_dump_type_names[_POLICY_DUMP_MAX] = {
@@ -895,7 +896,7 @@ bool policy_target_visible(const Policy *p, const PolicyRequester *who, const Po
             (who->uid == target->uid[0] || who->uid == target->uid[1] || who->uid == target->uid[2]))
                 return true;
         for (size_t i = 0; i < p->n_rules; i++)
-                if (rule_matches_requester(&p->rules[i], who) && p->rules[i].commands != 0 &&
+                if (rule_matches_requester(&p->rules[i], who) && (p->rules[i].commands & POLICY_COMMANDS_LIVE) != 0 &&
                     !rule_target_mismatch(&p->rules[i], target))
                         return true;
         return false;
@@ -905,7 +906,7 @@ bool policy_selects_by_name_or_cgroup(const Policy *p) {
         for (size_t i = 0; i < p->n_rules; i++) {
                 const PolicyTargets *t = &p->rules[i].targets;
 
-                if (p->rules[i].commands != 0 &&
+                if ((p->rules[i].commands & POLICY_COMMANDS_LIVE) != 0 &&
                     (t->units.n > 0 || t->names.n > 0 || t->cgroups.n > 0 || t->containers.n > 0))
                         return true;
         }
@@ -922,7 +923,7 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
         for (size_t i = 0; i < p->n_rules; i++) {
                 const PolicyRule *r = &p->rules[i];
 
-                if (!rule_matches_requester(r, who) || r->commands == 0)
+                if (!rule_matches_requester(r, who) || (r->commands & POLICY_COMMANDS_LIVE) == 0)
                         continue;
                 if (r->targets.any || r->targets.users.n == 0)
                         return true; /* units, names, cgroups or containers alone: a process of anybody's */
@@ -937,15 +938,15 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
 }
 
 uint32_t policy_commands_held(const Policy *p, const PolicyRequester *who, const PolicyTarget *target) {
-        const uint32_t no_code = POLICY_COMMANDS_ALL & ~POLICY_COMMANDS_RUNNING_CODE;
+        const uint32_t no_code = POLICY_COMMANDS_LIVE & ~POLICY_COMMANDS_RUNNING_CODE;
         uint32_t held = 0;
 
-        if (who->uid == 0 || owner_access_applies(p, who, target, POLICY_COMMANDS_ALL))
+        if (who->uid == 0 || owner_access_applies(p, who, target, POLICY_COMMANDS_LIVE))
                 held |= no_code;
         for (size_t i = 0; i < p->n_rules; i++)
                 if (rule_matches_requester(&p->rules[i], who) && !rule_target_mismatch(&p->rules[i], target))
                         held |= p->rules[i].commands;
-        return held & POLICY_COMMANDS_ALL;
+        return held & POLICY_COMMANDS_LIVE;
 }
 
 /* @why: the built-in rule's reason; @admission: for a file rule's trace, what admitted it, or NULL */
@@ -1020,7 +1021,7 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
                 return;
         }
         any = q->any_of != 0 || q->command == POLICY_COMMAND_PS;
-        wanted = q->any_of != 0 ? q->any_of : q->command == POLICY_COMMAND_PS ? POLICY_COMMANDS_ALL : 1u << q->command;
+        wanted = q->any_of != 0 ? q->any_of : q->command == POLICY_COMMAND_PS ? POLICY_COMMANDS_LIVE : 1u << q->command;
         if (who->uid == 0 && (wanted & ~POLICY_COMMANDS_RUNNING_CODE)) {
                 verdict_allow(&v, NULL, POLICY_RULE_ROOT, "requester is root", NULL);
                 *ret = v;
@@ -1111,4 +1112,9 @@ const PolicyTableArtifacts *policy_table_artifacts(const Policy *p, const char *
                         }
         }
         return NULL;
+}
+
+void policy_crash_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *crashed, PolicyVerdict *ret) {
+        /* the reason of a denial is for the record: the requester is answered as for a crash that never was */
+        policy_check(p, who, crashed, &(PolicyRequest){ .command = POLICY_COMMAND_CRASHES }, ret);
 }

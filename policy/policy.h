@@ -24,6 +24,9 @@ typedef enum PolicyCommand {
         POLICY_COMMAND_SETENV,
         POLICY_COMMAND_STARTUP_HOOK,
         POLICY_COMMAND_PROFILER,
+        /* not about a live process: the crashes systemd-coredump caught of the processes a rule covers, decided on
+         * what it recorded of each (policy_crash_check()), and their cores */
+        POLICY_COMMAND_CRASHES,
         _POLICY_COMMAND_MAX,
         _POLICY_COMMAND_INVALID = -1,
 } PolicyCommand;
@@ -32,6 +35,9 @@ typedef enum PolicyCommand {
 #define POLICY_COMMANDS_ALL ((uint32_t)((1u << _POLICY_COMMAND_MAX) - 1))
 #define POLICY_COMMANDS_RUNNING_CODE \
         ((uint32_t)((1u << POLICY_COMMAND_SETENV) | (1u << POLICY_COMMAND_STARTUP_HOOK) | (1u << POLICY_COMMAND_PROFILER)))
+/* The commands about a live process: all but crashes, which is about the dead. A grant of crashes alone neither
+ * lists a live process nor lets anyone learn it exists. */
+#define POLICY_COMMANDS_LIVE ((uint32_t)(POLICY_COMMANDS_ALL & ~(1u << POLICY_COMMAND_CRASHES)))
 
 typedef enum PolicyDumpType {
         POLICY_DUMP_NONE,
@@ -171,6 +177,7 @@ typedef struct PolicyOnStart {
 typedef enum PolicyCollectTrigger {
         POLICY_COLLECT_WHEN_COUNTER,   /* an EventCounter or Meter instrument beyond a line for a time */
         POLICY_COLLECT_WHEN_EXCEPTION, /* an exception type thrown N times within a window */
+        POLICY_COLLECT_WHEN_CRASH,     /* a covered process died and systemd-coredump stored its core (agent/crashes/) */
         _POLICY_COLLECT_WHEN_MAX,
 } PolicyCollectTrigger;
 
@@ -181,6 +188,7 @@ typedef enum PolicyCollectAction {
         POLICY_COLLECT_THEN_TRACE,  /* a nettrace of trace_profile for duration */
         POLICY_COLLECT_THEN_COUNTERS, /* the counters of counters_providers for duration, as dsctl counters --format csv */
         POLICY_COLLECT_THEN_GCDUMP, /* the GC heap, as the .gcdump dsctl gcdump -o writes */
+        POLICY_COLLECT_THEN_CORE,   /* when.crash's: the core systemd-coredump stored, as dsctl crash copies it */
         _POLICY_COLLECT_THEN_MAX,
 } PolicyCollectAction;
 
@@ -225,7 +233,7 @@ typedef struct PolicyCollect {
 
         PolicyIdList reader_users;
         PolicyIdList reader_groups;
-        PolicyRateLimit limit;      /* per process; "1/1h" unless the table says */
+        PolicyRateLimit limit;      /* per process (when.crash: per unit, else executable); "1/1h" unless the table says */
         /* the table as a whole, over every process it covers: new processes bring no budget of their
          * own beyond it; POLICY_COLLECT_LIMIT_TOTAL_DEFAULT unless the table says */
         PolicyRateLimit limit_total;
@@ -491,6 +499,19 @@ bool policy_visible_uids(const Policy *p, const PolicyRequester *who, uid_t *out
 
 void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *target,
                   const PolicyRequest *request, PolicyVerdict *ret);
+
+/**
+ * policy_crash_check() - may @who see the crash of @crashed, and have its core?
+ *
+ * @crashed is the process as systemd-coredump recorded it when it died (agent/crashes/crash-entry.h
+ * builds it from a trusted journal entry): its ids and groups, unit, name, cgroup and container,
+ * matched by the very selectors a live process is. Root may; under owner_access the crashed
+ * process's own user may, unless it changed credentials (systemd-coredump's own rule for who reads
+ * a core: all four uids and gids one, dumpable, not started set-user-ID); else the first rule that
+ * names @who, grants crashes and covers @crashed. A crash one may not see is answered as one that
+ * never was: there is no separate visibility.
+ */
+void policy_crash_check(const Policy *p, const PolicyRequester *who, const PolicyTarget *crashed, PolicyVerdict *ret);
 
 /**
  * policy_commands_held() - which commands may @who use on @target, whatever their parameters?

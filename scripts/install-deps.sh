@@ -14,6 +14,8 @@ packages=(
         # build
         meson ninja-build gcc pkg-config
         libsystemd-dev libseccomp-dev libacl1-dev libpam0g-dev systemd
+        # the cores systemd-coredump stores, decompressed (agent/crashes/crash-core.c)
+        libzstd-dev liblz4-dev liblzma-dev
         # fuzzing (clang with libFuzzer) and sanitizers
         clang-14 libclang-rt-14-dev
         # tests: users, namespaces, ACL tools, syscall tracing, the harness;
@@ -41,6 +43,9 @@ packages=(
         selinux-policy-default mmdebstrap
         # bench/: GNU time reads each tool's peak memory as its own child's (bench-gcdump.py)
         time
+        # crashes under a booted systemd (tests/systemd/test_crashes.py): systemd-coredump as the booted
+        # system runs it, coredumpctl; see below for the host's core_pattern
+        systemd-coredump
 )
 
 missing=()
@@ -66,7 +71,14 @@ if [ ${#missing[@]} -gt 0 ]; then
         # the packages it shares with this machine, instead of fetching them again
         apt_cache=${DSAGENT_TEST_CACHE:-/var/cache/dsagent-tests}/apt
         mkdir -p "$apt_cache/partial"
+        # systemd-coredump's postinst points the running kernel's core_pattern at itself, on a machine whose
+        # kernel other work shares and that boots no systemd to receive the cores: the pattern is put back
+        core_pattern=$(cat /proc/sys/kernel/core_pattern 2>/dev/null || true)
         apt-get install -y -qq --no-install-recommends -o Dir::Cache::Archives="$apt_cache/" "${missing[@]}" >/dev/null
+        if [ -n "$core_pattern" ] && [ "$(cat /proc/sys/kernel/core_pattern)" != "$core_pattern" ]; then
+                printf '%s\n' "$core_pattern" >/proc/sys/kernel/core_pattern ||
+                        echo "install-deps: could not put kernel.core_pattern back to '$core_pattern'" >&2
+        fi
         if $made_policy_rc; then
                 rm -f /usr/sbin/policy-rc.d
         fi

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "broker-state.h"
@@ -12,6 +13,7 @@
 #include "collect.h"
 #include "command-steps.h"
 #include "connection.h"
+#include "crash-collect.h"
 
 #define USEC_PER_SEC 1000000ULL
 
@@ -47,6 +49,7 @@ static const char *action_of(const PolicyCollect *table) {
         case POLICY_COLLECT_THEN_STACKS: return "stacks";
         case POLICY_COLLECT_THEN_COUNTERS: return "counters";
         case POLICY_COLLECT_THEN_GCDUMP: return "gcdump";
+        case POLICY_COLLECT_THEN_CORE: return "core";
         default: return "trace";
         }
 }
@@ -65,6 +68,24 @@ static void put_process(const CollectWatchView *v, void *userdata) {
         commands_put_untrusted_string(w, WIRE_TAG_NAME, v->target->name);
         if (v->fired && v->last_fired_usec <= s->mono_now)
                 wire_writer_put_u64(w, WIRE_TAG_TIME, s->real_now - (s->mono_now - v->last_fired_usec));
+        s->r = connection_queue_frame(s->req->connection, w);
+}
+
+/* A core a crash table stored (crash-collect.h): the process that died, and when its core was stored. */
+static void put_crash(const CrashCollectView *v, void *userdata) {
+        ListState *s = userdata;
+        WireWriter *w = s->w;
+
+        if (s->r < 0)
+                return;
+        wire_writer_begin(w, WIRE_REPLY_COLLECT);
+        wire_writer_put_string(w, WIRE_TAG_RULE, s->table->name);
+        wire_writer_put_u32(w, WIRE_TAG_PID, v->pid);
+        wire_writer_put_u32(w, WIRE_TAG_UID, v->uid);
+        if (v->unit && wire_unit_name_is_valid(v->unit, strlen(v->unit)))
+                wire_writer_put_string(w, WIRE_TAG_UNIT, v->unit);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, v->name);
+        wire_writer_put_u64(w, WIRE_TAG_TIME, v->stored_usec);
         s->r = connection_queue_frame(s->req->connection, w);
 }
 
@@ -88,7 +109,10 @@ static int put_table(ListState *s, const Collector *c, const PolicyCollect *tabl
         s->r = connection_queue_frame(s->req->connection, s->w);
         s->table = table;
         s->count++;
-        collector_visit(c, table, put_process, s);
+        if (table->when == POLICY_COLLECT_WHEN_CRASH)
+                crash_collector_visit(s->req->broker->crash_collector, table, put_crash, s);
+        else
+                collector_visit(c, table, put_process, s);
         return s->r;
 }
 

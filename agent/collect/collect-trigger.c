@@ -65,6 +65,8 @@ static int stamps_push(CollectStamps *s, uint64_t usec) {
 void collect_table_what(const PolicyCollect *table, char *buf, size_t size) {
         if (table->when == POLICY_COLLECT_WHEN_COUNTER)
                 snprintf(buf, size, "%s:%s", table->counter_provider, table->counter_name);
+        else if (table->when == POLICY_COLLECT_WHEN_CRASH)
+                snprintf(buf, size, "crash");
         else
                 snprintf(buf, size, "%s", table->exception_type);
 }

@@ -692,7 +692,8 @@ static int triggers_of(Watch *w, const Policy *p) {
                 const PolicyCollect *table = &p->collect[i];
                 CollectTrigger *grown;
 
-                if (!policy_collect_covers(table, &pt))
+                /* crash tables watch no live process: agent/crashes/crash-collect.c reads what died */
+                if (table->when == POLICY_COLLECT_WHEN_CRASH || !policy_collect_covers(table, &pt))
                         continue;
                 grown = realloc(w->triggers, (w->n_triggers + 1) * sizeof(CollectTrigger));
                 if (!grown)
@@ -1066,6 +1067,8 @@ static void walk_of(const Policy *p, JobWalk *ret) {
         for (size_t i = 0; i < p->n_collect; i++) {
                 const PolicyIdList *users = &p->collect[i].targets.users;
 
+                if (p->collect[i].when == POLICY_COLLECT_WHEN_CRASH)
+                        continue; /* about the dead: no walk for them */
                 if (users->n == 0 || ret->n_uids + users->n > JOBS_WALK_UIDS_MAX) {
                         *ret = (JobWalk){ .any_uid = true };
                         return;
@@ -1087,6 +1090,8 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         if (c->walk.job)
                 return 0;
         walk_of(c->policy, &walk);
+        if (!walk.any_uid && walk.n_uids == 0)
+                return 0; /* crash tables alone */
         (void)jobs_walk_candidates(c->broker, &walk, COLLECT_WATCHER_CHARGE, walked, c, &c->walk);
         return 0;
 }

@@ -76,22 +76,36 @@ static void on_pam_checked(int result, const char *message, void *userdata) {
  * rate limit, which a request uses up only once everything else allowed it.
  * @decided runs with req->verdict filled, now or when PAM has answered.
  */
-void decide(Request *req, const Target *t, bool consume_rate, void (*decided)(Request *req)) {
-        PolicyRequester who = requester_of(req);
-        PolicyTarget pt = policy_target_of(t);
+/* The verdict is in req->verdict: PAM and the rate limit now, or at once when it denies. */
+static void decide_rest(Request *req, bool consume_rate, void (*decided)(Request *req)) {
         const char *service = req->policy->agent.pam_service;
         int r;
 
         req->consume_rate = consume_rate;
         req->decided = decided;
-        policy_check(req->policy, &who, &pt, &req->ask, &req->verdict);
         if (!req->verdict.allowed || !service) {
                 apply_rate_limit(req);
                 decided(req);
                 return;
         }
-        r = req->broker->pam ? pam_checker_query(req->broker->pam, service, who.uid, on_pam_checked, req, &req->pam_query)
-                           : PAM_CHECK_E_UNAVAILABLE;
+        r = req->broker->pam ? pam_checker_query(req->broker->pam, service, req->peer->uid, on_pam_checked, req,
+                                                 &req->pam_query)
+                             : PAM_CHECK_E_UNAVAILABLE;
         if (r != 0)
                 on_pam_checked(PAM_CHECK_E_UNAVAILABLE, "the PAM account check could not be made", req);
+}
+
+void decide(Request *req, const Target *t, bool consume_rate, void (*decided)(Request *req)) {
+        PolicyRequester who = requester_of(req);
+        PolicyTarget pt = policy_target_of(t);
+
+        policy_check(req->policy, &who, &pt, &req->ask, &req->verdict);
+        decide_rest(req, consume_rate, decided);
+}
+
+void decide_crash(Request *req, const PolicyTarget *crashed, bool consume_rate, void (*decided)(Request *req)) {
+        PolicyRequester who = requester_of(req);
+
+        policy_crash_check(req->policy, &who, crashed, &req->verdict);
+        decide_rest(req, consume_rate, decided);
 }

@@ -11,3 +11,5 @@
 PolicyRequester requester_of(const Request *req);
 PolicyTarget policy_target_of(const Target *t);
 void decide(Request *req, const Target *t, bool consume_rate, void (*decided)(Request *req));
+/* As decide(), for the crash of @crashed (policy_crash_check()): the policy, PAM, the rule's rate limit. */
+void decide_crash(Request *req, const PolicyTarget *crashed, bool consume_rate, void (*decided)(Request *req));

@@ -117,3 +117,100 @@ int elf_core_check(const uint8_t *head, size_t head_size, uint64_t file_size, si
         }
         return 0;
 }
+
+#define NOTE_ALIGN 4
+#define NT_FILE_TYPE 0x46494c45
+
+static uint64_t align4(uint64_t v) {
+        return (v + NOTE_ALIGN - 1) & ~(uint64_t)(NOTE_ALIGN - 1);
+}
+
+/* One NT_FILE descriptor: its names, after count ranges of three words. 1 when one ends in @suffix. */
+static int file_note_names(const ElfReader *r, const ElfLayout *l, size_t desc, uint64_t descsz, const char *suffix) {
+        uint64_t count, names, end = desc + descsz;
+        size_t n = strlen(suffix);
+
+        if (descsz < 2 * l->word)
+                return 0;
+        count = get(r, desc, l->word);
+        if (count > descsz / (3 * l->word))
+                return 0;
+        names = desc + 2 * l->word + count * 3 * l->word;
+        for (uint64_t i = 0; i < count && names < end; i++) {
+                const uint8_t *p = r->p + names, *nul = memchr(p, '\0', (size_t)(end - names));
+                size_t len = nul ? (size_t)(nul - p) : (size_t)(end - names);
+
+                if (len >= n && memcmp(p + len - n, suffix, n) == 0)
+                        return 1;
+                names += len + 1;
+        }
+        return 0;
+}
+
+/* The notes of one segment, [@off, @off + @size) within the head. 1 when an NT_FILE names @suffix. */
+static int segment_notes(const ElfReader *r, const ElfLayout *l, uint64_t off, uint64_t size, const char *suffix) {
+        uint64_t end = off + size;
+
+        while (end - off >= 12) {
+                uint64_t namesz = get(r, (size_t)off, 4), descsz = get(r, (size_t)off + 4, 4),
+                         type = get(r, (size_t)off + 8, 4), name = off + 12, desc = name + align4(namesz);
+
+                if (desc > end || descsz > end - desc)
+                        return 0; /* a note past its segment: what follows is not read */
+                if (type == NT_FILE_TYPE && namesz == 5 && memcmp(r->p + name, "CORE", 5) == 0 &&
+                    file_note_names(r, l, (size_t)desc, descsz, suffix))
+                        return 1;
+                if (align4(descsz) > end - desc)
+                        return 0;
+                off = desc + align4(descsz);
+        }
+        return 0;
+}
+
+int elf_core_maps_file(const uint8_t *head, size_t head_size, const char *suffix, size_t *ret_needed) {
+        ElfReader r = { .p = head };
+        const ElfLayout *l;
+        uint64_t phoff, phnum, needed = 0;
+        size_t checked = 0;
+        int c;
+
+        c = elf_core_check(head, head_size, head_size, &checked);
+        if (c == ELF_CORE_E_MORE || c == ELF_CORE_E_TRUNCATED) {
+                /* the headers are not all here yet: the check said how much they need */
+                if (c == ELF_CORE_E_MORE) {
+                        *ret_needed = checked;
+                        return ELF_CORE_E_MORE;
+                }
+        } else if (c != 0)
+                return ELF_CORE_E_NOT_CORE;
+        if (head_size < EI_NIDENT)
+                return ELF_CORE_E_NOT_CORE;
+        l = head[EI_CLASS] == ELFCLASS64 ? &layout64 : &layout32;
+        r.big_endian = head[EI_DATA] == ELFDATA2MSB;
+        if (head_size < l->ehsize)
+                return ELF_CORE_E_NOT_CORE;
+        phoff = get(&r, l->e_phoff, l->word);
+        phnum = get(&r, l->e_phnum, 2);
+        if (phnum == PN_XNUM_VALUE || phnum == 0 || phnum > ELF_CORE_HEADERS_MAX / l->phentsize ||
+            !fits(phoff, phnum * l->phentsize, head_size))
+                return phnum == PN_XNUM_VALUE ? 0 : ELF_CORE_E_NOT_CORE; /* so many mappings: not looked into */
+        for (uint64_t i = 0; i < phnum; i++) {
+                size_t ph = (size_t)(phoff + i * l->phentsize);
+                uint64_t off = get(&r, ph + l->p_offset, l->word), size = get(&r, ph + l->p_filesz, l->word);
+
+                if (get(&r, ph, 4) != PT_NOTE || !fits(off, size, ELF_CORE_HEADERS_MAX))
+                        continue;
+                if (!fits(off, size, head_size)) {
+                        if (off + size > needed)
+                                needed = off + size;
+                        continue;
+                }
+                if (segment_notes(&r, l, off, size, suffix))
+                        return 1;
+        }
+        if (needed > head_size) {
+                *ret_needed = (size_t)needed;
+                return ELF_CORE_E_MORE;
+        }
+        return 0;
+}

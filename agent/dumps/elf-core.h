@@ -28,3 +28,16 @@ enum {
  * Return: 0, ELF_CORE_E_NOT_CORE, ELF_CORE_E_TRUNCATED, or ELF_CORE_E_MORE.
  */
 int elf_core_check(const uint8_t *head, size_t head_size, uint64_t file_size, size_t *ret_needed);
+
+/**
+ * elf_core_maps_file() - does the core's NT_FILE note name a mapped file whose name ends in @suffix?
+ * @head: the first @head_size bytes of the file (elf_core_check() found it a core)
+ *
+ * Reads the program headers, then each PT_NOTE segment's notes ("CORE", NT_FILE: the count, the page
+ * size, count ranges, then count NUL-terminated names), within @head. When a note segment lies past
+ * @head, asks for more: ELF_CORE_E_MORE with *@ret_needed, never past ELF_CORE_HEADERS_MAX (a
+ * segment past that is not looked at). @suffix is matched on whole names ("/libcoreclr.so").
+ *
+ * Return: 1 (named), 0 (not named, or no NT_FILE note), ELF_CORE_E_NOT_CORE, or ELF_CORE_E_MORE.
+ */
+int elf_core_maps_file(const uint8_t *head, size_t head_size, const char *suffix, size_t *ret_needed);

@@ -85,6 +85,7 @@ typedef struct Broker {
         struct Ports *ports;           /* runtimes that connect in, and the sockets they connect to (ports.h) */
         struct StartupTraces *startup_traces; /* [[on_start]] traces running (on-start.h) */
         struct Collector *collector;   /* the [[collect]] tables' watches (collect.h) */
+        struct CrashCollector *crash_collector; /* the [[collect]] tables with when.crash (crash-collect.h) */
         struct TargetCache *targets;   /* targets opened lately, reused for a while (target-cache.h) */
         struct CandidateWalks *walks;  /* ps's one walk of /proc at a time, shared (candidate-walk.h) */
         struct Retention *retention;   /* what of dump_dir goes, and when (retention.h) */

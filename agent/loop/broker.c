@@ -19,6 +19,7 @@
 #include "broker.h"
 #include "candidate-walk.h"
 #include "collect.h"
+#include "crash-collect.h"
 #include "on-start.h"
 #include "ports.h"
 #include "cleanup.h"
@@ -230,6 +231,7 @@ Broker *broker_free(Broker *b) {
         startup_traces_free(b->startup_traces); /* before the ports: a trace may wait on a runtime's */
         collector_free(b->collector);           /* before the workers: it cancels its jobs */
         retention_free(b->retention);           /* after what waits on it (the dumps), before the workers */
+        crash_collector_free(b->crash_collector); /* before the workers: it cancels its jobs */
         admission_free(b->admission);           /* after both: their sessions and dumps end counted */
         ports_free(b->ports);
         target_cache_free(b->targets);
@@ -281,6 +283,8 @@ int broker_load_policy(Broker *b) {
                 if (b->collector)
                         collector_apply(b->collector);
                 retention_policy_changed(b->retention); /* its rules, and dump_dir, may be new */
+                if (b->crash_collector)
+                        crash_collector_apply(b->crash_collector);
         }
         /* after the ports and tables follow it: whoever reads the record finds the policy in force whole
          * (a port's file has the new ACL; a reader who then changes it is not undone by this reload) */
@@ -457,6 +461,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         if (r < 0)
                 return r;
         r = retention_new(b, &b->retention);
+        if (r < 0)
+                return r;
+        r = crash_collector_new(b, &b->crash_collector);
         if (r < 0)
                 return r;
         jobs_set_broker(b);

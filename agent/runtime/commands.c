@@ -7,6 +7,7 @@
 #include "collect-list.h"
 #include "command-steps.h"
 #include "commands.h"
+#include "crashes.h"
 #include "dump.h"
 #include "env.h"
 #include "explain.h"
@@ -38,6 +39,8 @@ static const char *command_name(uint16_t type) {
         case WIRE_REQUEST_REMOVE_DUMP: return "remove-dump";
         case WIRE_REQUEST_IPC: return "proxy"; /* until its IPC command is known */
         case WIRE_REQUEST_RESOLVE: return "resolve";
+        case WIRE_REQUEST_CRASHES: return policy_command_to_string(POLICY_COMMAND_CRASHES);
+        case WIRE_REQUEST_CRASH: return "crash";
         default: return NULL;
         }
 }
@@ -101,6 +104,12 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_COLLECT:
                 collect_list(req);
+                break;
+        case WIRE_REQUEST_CRASHES:
+                crashes_list(req, m);
+                break;
+        case WIRE_REQUEST_CRASH:
+                crash_copy_start(req, m);
                 break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

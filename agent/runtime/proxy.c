@@ -305,7 +305,7 @@ static void proxy_resume_opened(Request *req) {
  * a tool works under the grant of its own command alone, and shows the process by the name its
  * user finds in the listing. Under ps alone, or nothing, it is refused with info's reason.
  */
-#define PROXY_INFO_NAMED_COMMANDS (POLICY_COMMANDS_ALL & ~((1u << POLICY_COMMAND_PS) | (1u << POLICY_COMMAND_INFO)))
+#define PROXY_INFO_NAMED_COMMANDS (POLICY_COMMANDS_LIVE & ~((1u << POLICY_COMMAND_PS) | (1u << POLICY_COMMAND_INFO)))
 
 static void proxy_info_named_decided(Request *req) {
         ProxyWork *work = req->work;

@@ -96,6 +96,10 @@ unsigned test_hook_audit_queue(unsigned records) {
         return v > 0 ? (unsigned)v : records;
 }
 
+bool test_hook_decompressor_escape(void) {
+        return getenv("DSAGENT_TEST_DECOMPRESSOR_ESCAPE") != NULL;
+}
+
 bool test_hook_kernel_has_peer_pidfd(void) {
         return !getenv("DSAGENT_TEST_NO_PEERPIDFD");
 }

@@ -59,6 +59,12 @@ bool test_hook_kernel_has_peer_pidfd(void);
  * of a runtime that ends every stream, where the real wait (30 s) is most of the test.
  */
 uint64_t test_hook_collect_retry(uint64_t usec);
+/*
+ * True when DSAGENT_TEST_DECOMPRESSOR_ESCAPE is set: the child that decompresses a stored core
+ * (crash-core.c) then tries to open a file after it is confined, as an exploited decompressor
+ * would, and a test sees it killed and the copy refused.
+ */
+bool test_hook_decompressor_escape(void);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -86,6 +92,9 @@ static inline uint64_t test_hook_collect_retry(uint64_t usec) {
 }
 static inline bool test_hook_kernel_has_peer_pidfd(void) {
         return true;
+}
+static inline bool test_hook_decompressor_escape(void) {
+        return false;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

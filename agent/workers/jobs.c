@@ -23,6 +23,8 @@
 #include "broker-state.h"
 #include "cleanup.h"
 #include "counter-rows.h"
+#include "crash-core.h"
+#include "crash-journal.h"
 #include "decision.h"
 #include "discover.h"
 #include "dump-writer.h"
@@ -62,6 +64,8 @@ typedef enum JobType {
         JOB_GCDUMP,
         JOB_FACTS,
         JOB_RETAIN,
+        JOB_CRASHES,
+        JOB_CRASH_COPY,
 } JobType;
 
 typedef struct JobRequester {
@@ -117,6 +121,16 @@ typedef struct JobRequest {
                         int32_t pids[JOBS_FACTS_MAX];
                 } facts_of;                     /* FACTS */
                 uint64_t room;                  /* RETAIN (fd: the control socket) */
+                struct {
+                        CrashQuery query;
+                        uint8_t with_store;     /* also look whether each one's core is stored */
+                } crashes;                      /* CRASHES */
+                struct {
+                        CrashEntry entry;       /* the crash, as the agent decided on it */
+                        DumpLimits limits;
+                        uint32_t slot;
+                        uint64_t max_bytes;
+                } crash_copy;                   /* CRASH_COPY (fds: the file, dump_dir, control) */
         };
 } JobRequest;
 
@@ -160,6 +174,14 @@ typedef struct JobReply {
                         JobProcessFacts facts[JOBS_FACTS_MAX];
                 } facts_of;                     /* FACTS */
                 RetentionPassResult retain;     /* RETAIN */
+                struct {
+                        uint32_t n;             /* entries packed (crash_entry_pack()), oldest first */
+                        uint32_t untrusted;     /* entries with systemd-coredump's MESSAGE_ID that were not its */
+                        uint8_t more;           /* the read stopped before the end: ask again after the cursor */
+                        char cursor[CRASH_JOURNAL_CURSOR_MAX];
+                        uint32_t size;
+                        uint8_t packed[JOBS_CRASHES_PACKED_MAX];
+                } crashes;                      /* CRASHES */
         };
 } JobReply;
 
@@ -930,6 +952,99 @@ static size_t handle_retain(const JobRequest *q, const WorkerMessage *msg, JobRe
         return REPLY_HEAD + sizeof(a->retain);
 }
 
+typedef struct CrashesPacking {
+        JobReply *a;
+        bool with_store;
+} CrashesPacking;
+
+/* One more crash into the reply, with its stored core's state; false when it does not fit. */
+static bool crashes_pack(const CrashEntry *e, void *userdata) {
+        CrashesPacking *p = userdata;
+        CrashEntry copy = *e;
+        size_t n;
+
+        if (p->with_store) {
+                _cleanup_close_ int fd = -EBADF;
+                const char *why = NULL;
+                struct stat st;
+
+                copy.stored = crash_core_open(e, &fd, &st, &why) == 0;
+                copy.stored_size = copy.stored ? (uint64_t)st.st_size : 0;
+                /* what the journal could not tell, the core's NT_FILE note does */
+                if (copy.stored && copy.dotnet == CRASH_DOTNET_UNKNOWN) {
+                        CrashDotnet dotnet = CRASH_DOTNET_UNKNOWN;
+
+                        if (crash_core_dotnet(fd, (CrashCompression)copy.compression, &dotnet) == 0)
+                                copy.dotnet = (uint8_t)dotnet;
+                }
+        }
+        n = crash_entry_pack(&copy, p->a->crashes.packed + p->a->crashes.size,
+                             sizeof(p->a->crashes.packed) - p->a->crashes.size);
+        if (n == 0)
+                return false;
+        p->a->crashes.size += (uint32_t)n;
+        p->a->crashes.n++;
+        return true;
+}
+
+static size_t handle_crashes(const JobRequest *q, JobReply *a) {
+        CrashesPacking p = { .a = a, .with_store = q->crashes.with_store };
+        CrashQuery query = q->crashes.query;
+        bool more = false;
+        unsigned untrusted = 0;
+
+        query.after[sizeof(query.after) - 1] = '\0';
+        a->r = crash_journal_read(&query, crashes_pack, &p, a->crashes.cursor, &more, &untrusted);
+        a->crashes.more = more;
+        a->crashes.untrusted = untrusted;
+        return offsetof(JobReply, crashes.packed) + a->crashes.size;
+}
+
+static void crash_copy_progress(uint64_t bytes, void *userdata) {
+        stream_report(*(int *)userdata, bytes);
+}
+
+static int crash_copy_code(int r) {
+        switch (r) {
+        case CRASH_CORE_E_GONE: return JOBS_E_CRASH_GONE;
+        case CRASH_CORE_E_UNTRUSTED: return JOBS_E_CRASH_UNTRUSTED;
+        case CRASH_CORE_E_CORRUPT: return JOBS_E_CRASH_CORRUPT;
+        case CRASH_CORE_E_TOO_LARGE: return JOBS_E_CRASH_TOO_LARGE;
+        case CRASH_CORE_E_NO_SPACE: return JOBS_E_NO_SPACE;
+        case CRASH_CORE_E_NOT_CORE: return JOBS_E_NOT_CORE;
+        default: return r;
+        }
+}
+
+/* The stored core, checked, decompressed by a confined child into the unnamed file (crash-core.h). */
+static size_t handle_crash_copy(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        _cleanup_close_ int core_fd = -EBADF;
+        const char *why = NULL;
+        DumpWriter w = {};
+        struct stat st;
+        int control;
+
+        if (msg->n_fds != 3 || q->crash_copy.slot >= DUMP_SLOTS_MAX) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        control = msg->fds[2];
+        a->r = crash_core_open(&q->crash_copy.entry, &core_fd, &st, &why);
+        if (a->r == 0) {
+                a->r = dump_writer_init(&w, msg->fds[1], msg->fds[0], -EBADF, &q->crash_copy.limits, broker->dump_slots,
+                                        q->crash_copy.slot, NULL, &why);
+                if (a->r == DUMP_WRITER_E_NO_SPACE) /* dump-writer.h's code, as crash-core.h says it */
+                        a->r = CRASH_CORE_E_NO_SPACE;
+        }
+        if (a->r == 0)
+                a->r = crash_core_copy(core_fd, (CrashCompression)q->crash_copy.entry.compression, &w,
+                                       q->crash_copy.max_bytes, crash_copy_progress, &control, &why);
+        a->r = crash_copy_code(a->r);
+        reply_why(a, why);
+        a->bytes = w.bytes;
+        return REPLY_HEAD + sizeof(a->bytes);
+}
+
 int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         static JobRequest q;
         JobReply *a = (JobReply *)reply->data;
@@ -984,6 +1099,12 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_RETAIN:
                 reply->size = handle_retain(&q, msg, a);
+                break;
+        case JOB_CRASHES:
+                reply->size = handle_crashes(&q, a);
+                break;
+        case JOB_CRASH_COPY:
+                reply->size = handle_crash_copy(&q, msg, a);
                 break;
         case JOB_CLEAN:
                 q.runtime_dir[sizeof(q.runtime_dir) - 1] = '\0';
@@ -1588,4 +1709,95 @@ const char *jobs_trace_end(int r, bool ended, bool stop_sent) {
         if (!ended)
                 return "size-limit";
         return stop_sent ? "duration" : "target-ended";
+}
+
+/* ---- crashes (agent/crashes/) ---- */
+
+/* A JOB_CRASHES reply, checked: 0 with @ret, or as reply_of(), or -EBADMSG. */
+static int crashes_result_of(int error, const WorkerMessage *reply, JobCrashesResult *ret) {
+        const JobReply *a = NULL;
+        int r;
+
+        r = reply_of(error, reply, offsetof(JobReply, crashes.packed), &a);
+        if (r == 0 && (a->crashes.size > sizeof(a->crashes.packed) ||
+                       reply->size < offsetof(JobReply, crashes.packed) + a->crashes.size ||
+                       memchr(a->crashes.cursor, '\0', sizeof(a->crashes.cursor)) == NULL))
+                r = -EBADMSG;
+        if (r == 0)
+                *ret = (JobCrashesResult){ .packed = a->crashes.packed, .size = a->crashes.size, .n = a->crashes.n,
+                                           .more = a->crashes.more, .cursor = a->crashes.cursor,
+                                           .untrusted = a->crashes.untrusted };
+        return r;
+}
+
+static void crashes_done(int error, WorkerMessage *reply, void *userdata) {
+        Request *req = userdata;
+        JobCrashesDone done = req->job_callback;
+        JobCrashesResult res;
+        int r;
+
+        req->job = NULL;
+        r = crashes_result_of(error, reply, &res);
+        done(req, r, r == 0 ? &res : NULL);
+}
+
+static void crashes_own_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobCrashesOwnDone done = call->callback;
+        JobCrashesResult res;
+        int r;
+
+        call->job = NULL;
+        r = crashes_result_of(error, reply, &res);
+        done(call->userdata, r, r == 0 ? &res : NULL);
+}
+
+int jobs_read_crashes_own(Broker *b, uint32_t owner, const CrashQuery *query, bool with_store, JobCrashesOwnDone done,
+                          void *userdata, JobCall *call) {
+        JobRequest *q = request_new(JOB_CRASHES);
+
+        if (!q)
+                return -ENOMEM;
+        q->crashes.query = *query;
+        q->crashes.with_store = with_store;
+        return submit_own(b, owner, q, offsetof(JobRequest, crashes) + sizeof(q->crashes), NULL, 0,
+                          b->config.reply_timeout_usec, crashes_own_done, done, userdata, call);
+}
+
+int jobs_read_crashes(Request *req, const CrashQuery *query, bool with_store, JobCrashesDone done) {
+        JobRequest *q = request_new(JOB_CRASHES);
+
+        if (!q)
+                return -ENOMEM;
+        q->crashes.query = *query;
+        q->crashes.with_store = with_store;
+        return submit(req, q, offsetof(JobRequest, crashes) + sizeof(q->crashes), NULL, 0,
+                      req->broker->config.reply_timeout_usec, crashes_done, done);
+}
+
+static void crash_copy_done(int error, WorkerMessage *reply, void *userdata) {
+        JobCall *call = userdata;
+        JobStreamDone done = call->callback;
+        const JobReply *a = NULL;
+        int r;
+
+        call->job = NULL;
+        r = reply_of(error, reply, REPLY_HEAD + sizeof(a->bytes), &a);
+        done(call->userdata, r, r == 0 ? a->bytes : 0, why_of(a));
+}
+
+int jobs_copy_crash(Broker *b, uint32_t owner, const CrashEntry *e, int file_fd, int dir_fd, int control_fd,
+                    const DumpLimits *limits, unsigned slot, uint64_t max_bytes, JobStreamDone done, void *userdata,
+                    JobCall *call) {
+        JobRequest *q = request_new(JOB_CRASH_COPY);
+        int fds[3] = { file_fd, dir_fd, control_fd };
+
+        if (!q)
+                return -ENOMEM;
+        q->crash_copy.entry = *e;
+        q->crash_copy.limits = *limits;
+        q->crash_copy.slot = slot;
+        q->crash_copy.max_bytes = max_bytes;
+        return submit_own(b, owner, q, offsetof(JobRequest, crash_copy) + sizeof(q->crash_copy), fds, 3,
+                          b->config.dump_timeout_usec, crash_copy_done, done, userdata, call);
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "crash-journal.h"
 #include "discover.h"
 #include "dump-stage.h"
 #include "dump-writer.h"
@@ -59,6 +60,11 @@ enum {
         JOBS_E_EMPTY,           /* the runtime wrote nothing */
         JOBS_E_NOT_CORE,        /* what it wrote is no whole core */
         JOBS_E_NO_HEAP,         /* jobs_record_gcdump(): the stream made no .gcdump (the why says what was wrong) */
+        /* a stored core's (crash-core.h) */
+        JOBS_E_CRASH_GONE,      /* no core is stored for the crash any more */
+        JOBS_E_CRASH_UNTRUSTED, /* what is stored is not the core systemd-coredump stored for it */
+        JOBS_E_CRASH_CORRUPT,   /* it does not decompress */
+        JOBS_E_CRASH_TOO_LARGE, /* it decompresses to more than the limit */
 };
 
 /*
@@ -287,6 +293,41 @@ typedef void (*JobRetainDone)(void *userdata, int r, const RetentionPassResult *
  * worker gets a copy) and waits for the agent's RETENTION_GO; @room: bytes a user's dump needs.
  */
 int jobs_retain(Broker *b, int control_fd, uint64_t room, JobRetainDone done, void *userdata, JobCall *call);
+
+/* The packed crashes (crash_entry_pack()) of a JOB_CRASHES reply: the worker's journal read, oldest first. */
+#define JOBS_CRASHES_PACKED_MAX (48 * 1024)
+typedef struct JobCrashesResult {
+        const uint8_t *packed;
+        size_t size;
+        unsigned n;
+        bool more;              /* there may be more after @cursor */
+        const char *cursor;
+        unsigned untrusted;     /* entries with systemd-coredump's MESSAGE_ID that were not its */
+} JobCrashesResult;
+/* @res is NULL when @r is not 0 (a JOBS_E_* code or a negative errno). */
+typedef void (*JobCrashesDone)(Request *req, int r, const JobCrashesResult *res);
+/*
+ * jobs_read_crashes() - the trusted crashes @query asks for (crash-journal.h), read by a worker for @req
+ *
+ * @with_store: also whether each one's core is still stored, and its size (crash_core_open()). As many as fit
+ * one reply; res->more says to ask again after res->cursor. At most the reply's deadline.
+ */
+int jobs_read_crashes(Request *req, const CrashQuery *query, bool with_store, JobCrashesDone done);
+/* As jobs_read_crashes(), for the agent itself (crash-collect.h): @owner's job, @done gets @userdata. */
+typedef void (*JobCrashesOwnDone)(void *userdata, int r, const JobCrashesResult *res);
+int jobs_read_crashes_own(Broker *b, uint32_t owner, const CrashQuery *query, bool with_store, JobCrashesOwnDone done,
+                          void *userdata, JobCall *call);
+/*
+ * jobs_copy_crash() - the stored core of @e, checked and decompressed into @file_fd (an unnamed file of
+ * @dir_fd) within @limits and @max_bytes, counted in @slot (crash-core.h)
+ *
+ * DumpProgress messages go to @control_fd about every second; @done gets 0 with the bytes, or a JOBS_E_*
+ * code (JOBS_E_CRASH_*, JOBS_E_NO_SPACE, JOBS_E_NOT_CORE, with @why) or a negative errno. At most the
+ * agent's --dump-timeout.
+ */
+int jobs_copy_crash(Broker *b, uint32_t owner, const CrashEntry *e, int file_fd, int dir_fd, int control_fd,
+                    const DumpLimits *limits, unsigned slot, uint64_t max_bytes, JobStreamDone done, void *userdata,
+                    JobCall *call);
 
 /* Removes the staging of an agent that died (dump_stage_clean_stale()), in the background. */
 int jobs_clean_stale(Broker *b);

@@ -74,6 +74,9 @@ static const int agent_syscalls[] = {
         SCMP_SYS(getxattr), SCMP_SYS(inotify_init1), SCMP_SYS(inotify_add_watch), SCMP_SYS(inotify_rm_watch),
         /* and the default directory made for them, mode 0755 whatever the unit's UMask */
         SCMP_SYS(fchmod),
+        /* the child a worker forks to decompress a stored core confines itself further (crash-core.c): a filter
+         * added only ever takes calls away (no_new_privs is set), and libseccomp asks what the kernel supports */
+        SCMP_SYS(seccomp),
 };
 
 /* Asked for by libraries that cope with a refusal: answered, not punished. */

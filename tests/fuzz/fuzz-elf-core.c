@@ -10,7 +10,9 @@
  *   - with the whole file in hand the check never asks for more;
  *   - given only a prefix, it asks for at most the file's size and at most
  *     ELF_CORE_HEADERS_MAX, always more than it had, and, handed what it asked
- *     for, ends with the same verdict as with the whole file.
+ *     for, ends with the same verdict as with the whole file;
+ *   - whether the NT_FILE note names libcoreclr.so (elf_core_maps_file()) asks for more only past
+ *     what it had and within ELF_CORE_HEADERS_MAX, and reads nothing past @size.
  */
 #include "elf-core.h"
 #include "fuzz.h"
@@ -31,5 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 have = needed;
         }
         fuzz_assert(r == whole);
+
+        r = elf_core_maps_file(data, size, "/libcoreclr.so", &needed);
+        fuzz_assert(r == 0 || r == 1 || r == ELF_CORE_E_NOT_CORE ||
+                    (r == ELF_CORE_E_MORE && needed > size && needed <= ELF_CORE_HEADERS_MAX));
         return 0;
 }

@@ -621,7 +621,8 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
         return sorted(out.stdout.split())
 
     assert complete("du") == ["dump", "dumps"]
-    assert complete("help", "") == sorted(["ps", "info", "env", "explain", "dump", "dumps", "collect", "trace",
+    assert complete("help", "") == sorted(["ps", "info", "env", "explain", "dump", "dumps", "collect", "crashes", "crash",
+                                           "trace",
                                            "counters", "stacks", "gcdump", "exceptions", "logs", "resume", "port",
                                            "exec", "help"])
     assert complete("gcdump", "1", "--r") == ["--report"]

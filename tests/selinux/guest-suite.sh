@@ -8,7 +8,8 @@
 #      user with PrivateTmp=yes;
 #   3. has an ops user run dsctl: ps, info, env, every dump type, trace, counters, stacks,
 #      exceptions, logs, a runtime connecting in on a [[port]] suspended and resumed, an
-#      [[on_start]] trace, and dsctl port with the stock dotnet-trace;
+#      [[on_start]] trace, dsctl port with the stock dotnet-trace, and a crash the kernel pipes to
+#      systemd-coredump: listed (dsctl crashes) and its core copied (dsctl crash);
 #   4. confirms the agent ran in dsagent_t.
 # Each step is a line "ok NAME" or "not ok NAME" in /results/steps; its output is in
 # /results/NAME.out. The AVC records are judged on the host, from the audit log.
@@ -141,6 +142,33 @@ read_on_start() { for f in $(ls /var/lib/dsagent/dumps | grep "\.$PPID2\.on_star
 step on-start-trace-read-by-ops read_on_start
 step port-app-stop systemctl stop dstest-port.service
 step app-stop systemctl stop dstest.service
+
+# A crash, through the guest's own kernel: core_pattern pipes the core of the app, dead of an unhandled
+# exception, to systemd-coredump, which stores it and logs it; the ops user lists it and gets its core
+cat /proc/sys/kernel/core_pattern >$R/core_pattern.txt
+step crash-core-pattern grep -q '^|/lib/systemd/systemd-coredump' $R/core_pattern.txt
+cat >/etc/systemd/system/dstest-crash.service <<EOF
+[Service]
+User=dst-svc
+Environment=DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1
+ExecStart=$DOTNET $APP --crash-when /run/dstest-crash-go throw
+EOF
+systemctl daemon-reload
+step crash-app-start systemctl start dstest-crash.service
+wait_until 120 ready dstest-crash.service
+CPID=$(systemctl show -P MainPID dstest-crash.service)
+touch /run/dstest-crash-go
+# the kernel hands systemd-coredump the app's whole core (tens of MiB), compressed under an emulated CPU
+stored() { coredumpctl list --no-pager --no-legend "$CPID" 2>/dev/null | grep -q present; }
+wait_until 300 stored
+step crash-coredumpctl coredumpctl list --no-pager --no-legend "$CPID"
+step crash-listed as_ops dsctl crashes --json
+has crash-listed "\"pid\":$CPID," || echo "not ok crash-listed-shows-the-crash" >>$R/steps
+CID=$(python3 -c 'import json,sys; print(next(c["id"] for c in json.load(open(sys.argv[1])) if c["pid"] == int(sys.argv[2])))' \
+        $R/crash-listed.out "$CPID" 2>/dev/null)
+echo "crash id $CID of pid $CPID"
+step crash-core as_ops sh -c "cd /tmp && timeout 600 dsctl crash $CID -o /tmp/crash.core && head -c 4 /tmp/crash.core | grep -q ELF"
+ls -lZ /var/lib/systemd/coredump /var/lib/dsagent/dumps >$R/crash-ls.txt 2>&1
 ls -lZ /var/lib/dsagent/dumps >$R/dumps-ls.txt 2>&1
 getfacl -R /var/lib/dsagent/dumps >$R/dumps-acl.txt 2>&1
 

@@ -38,6 +38,8 @@ packages=(
         libsystemd0 libseccomp2 libacl1 libpam0g libpam-modules acl libicu72 libssl3 zlib1g
         # checking results inside the guest
         procps psmisc python3 kmod
+        # crashes: the kernel's core_pattern pipes cores to it, it stores them and logs them (docs/crashes.md)
+        systemd-coredump
 )
 
 key=$(sha256sum "$here/image.sh" | cut -c1-16)

@@ -15,6 +15,7 @@
 // --saved-uid-root-when FILE: once FILE exists, root becomes the process's saved uid (SavedUid.cs).
 // --hold-objects N keeps N small objects of the type HeldItem alive, so that a heap dump has a type of many
 //   objects whose first object is small (dsctl gcdump --sort).
+// --crash-when FILE throw|failfast: once FILE exists, the process dies of an unhandled exception or FailFast (Crash.cs).
 // --startup-marker writes one Marker event with sequence -1 before anything else in Main, so that a
 //   trace started before the runtime was resumed ([[on_start]]) shows it caught the first instruction.
 using System.Diagnostics.Metrics;
@@ -76,6 +77,7 @@ if (args.Contains("--report-sessions"))
 DsTestTarget.DsagentProbe.Start(args); // stacks, exceptions, logs: see Diagnostics.cs
 if (args.Contains("--tagged-meter")) TaggedMeter.Start(); // TaggedMeter.cs
 DsTestTarget.SavedUid.Start(args); // SavedUid.cs
+DsTestTarget.CrashProbe.Start(args); // Crash.cs
 Console.WriteLine($"ready pid={Environment.ProcessId} args={string.Join(' ', args)}");
 Console.Out.Flush();
 var execIndex = Array.IndexOf(args, "--exec-when");

@@ -314,7 +314,7 @@ static void test_commands_held_and_ps(void) {
                                "targets.users = [\"svc-billing\"]\n"
                                "[[rule]]\nname = \"hooks\"\nusers = [\"carol\"]\ncommands = [\"startup-hook\"]\n"
                                "targets.users = [\"svc-orders\"]\nallow_code_injection = true\n");
-        const uint32_t no_code = POLICY_COMMANDS_ALL & ~POLICY_COMMANDS_RUNNING_CODE;
+        const uint32_t no_code = POLICY_COMMANDS_LIVE & ~POLICY_COMMANDS_RUNNING_CODE;
         PolicyTarget orders = target(2001, "orders.service", "Orders.Api");
         PolicyTarget billing = target(2002, NULL, "Billing.Api"), other = target(2002, NULL, "Other");
         PolicyTarget own = target(1002, NULL, NULL), changed = target(1002, NULL, NULL);
@@ -368,7 +368,7 @@ static void test_commands_held_and_ps(void) {
                 check(strcmp(text, "") == 0);
                 policy_commands_to_string(POLICY_COMMANDS_ALL, text);
                 check(strcmp(text, "ps,info,env,dump,gcdump,trace,counters,resume,perfmap,stacks,exceptions,logs,"
-                                   "setenv,startup-hook,profiler") == 0);
+                                   "setenv,startup-hook,profiler,crashes") == 0);
         }
 
         /* the same answer every way it can be asked, for everyone about everything */
@@ -378,8 +378,12 @@ static void test_commands_held_and_ps(void) {
 
                         check(decide(p, everyone[w], targets[t], CMD(POLICY_COMMAND_PS)).allowed == (held != 0));
                         check(held == 0 || policy_target_visible(p, everyone[w], &targets[t]));
+                        /* crashes is about the dead: no live process is held for it (test_crashes) */
                         for (int c = 0; c < _POLICY_COMMAND_MAX; c++) {
                                 PolicyRequest any = { .command = POLICY_COMMAND_INFO, .any_of = BIT(c) };
+
+                                if (c == POLICY_COMMAND_CRASHES)
+                                        continue;
 
                                 check(decide(p, everyone[w], targets[t], any).allowed == ((held & BIT(c)) != 0));
                         }
@@ -1452,7 +1456,7 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_HEAD "when = \"x\"\nthen.stacks = true\n", NULL, 4, 8, "'when' must be a table");
         /* triggers: one, with its own keys only */
         compile_fails(COLLECT_COUNTER "when.exception = \"E\"\nwhen.above = 1\nthen.stacks = true\n", NULL, 5, 6,
-                      "'when.counter' or 'when.exception', not both");
+                      "one of them: one trigger a table");
         compile_fails(COLLECT_COUNTER "then.stacks = true\n", NULL, 4, 6, "needs 'when.above' or 'when.below'");
         compile_fails(COLLECT_COUNTER "when.above = 1\nwhen.below = 1\nthen.stacks = true\n", NULL, 6, 6,
                       "'when.below' must be more than 'when.above' (between the two), not 1 <= 1");
@@ -1880,7 +1884,91 @@ static void test_retention_settings(void) {
                       "yield_to_dumps, readers_may_remove)");
 }
 
+/*
+ * crashes: decided on the crashed process as systemd-coredump recorded it, by the selectors a live
+ * process is; a grant of crashes alone shows no live process, holds no live command on one, and makes
+ * none visible; the owner sees its own crashes unless the process changed credentials.
+ */
+static void test_crashes(void) {
+        Policy *p = compile_ok("[agent]\nowner_access = true\n"
+                               "[[rule]]\nname = \"orders-crashes\"\ngroups = [\"ops\"]\ncommands = [\"crashes\"]\n"
+                               "targets.units = [\"orders.service\"]\n"
+                               "[[rule]]\nname = \"alice-dumps\"\nusers = [\"alice\"]\ncommands = [\"dump\"]\n"
+                               "targets.units = [\"billing.service\"]\ndump_types = [\"mini\"]\n");
+        PolicyTarget orders = target(2001, "orders.service", "Orders.Api");
+        PolicyTarget billing = target(2002, "billing.service", "Billing.Api");
+        PolicyTarget own = target(1002, NULL, "Mine"), changed = target(1002, NULL, "Mine");
+        PolicyVerdict v;
+
+        if (!p)
+                return;
+        changed.uid[2] = 0; /* kept root as its saved uid */
+        /* alice is in ops: orders' crashes, by the rule */
+        policy_crash_check(p, &alice, &orders, &v);
+        check(v.allowed && strcmp(v.rule_name, "orders-crashes") == 0);
+        /* a grant of dump is not one of crashes; and no rule for bob */
+        policy_crash_check(p, &alice, &billing, &v);
+        check(!v.allowed);
+        policy_crash_check(p, &bob, &orders, &v);
+        check(!v.allowed);
+        /* root sees all; the owner its own, unless it changed credentials */
+        policy_crash_check(p, &root, &billing, &v);
+        check(v.allowed && strcmp(v.rule_name, POLICY_RULE_ROOT) == 0);
+        policy_crash_check(p, &bob, &own, &v);
+        check(v.allowed && strcmp(v.rule_name, POLICY_RULE_OWNER) == 0);
+        policy_crash_check(p, &bob, &changed, &v);
+        check(!v.allowed);
+        /* crashes alone neither lists, nor holds anything on, nor shows a live process */
+        check(policy_commands_held(p, &alice, &orders) == 0);
+        check(!decide(p, &alice, orders, CMD(POLICY_COMMAND_PS)).allowed);
+        check(!policy_target_visible(p, &alice, &orders));
+        check((policy_commands_held(p, &root, &orders) & BIT(POLICY_COMMAND_CRASHES)) == 0);
+        policy_unref(p);
+
+        /* a listing of live processes looks at alice's own, and no one else's, under crashes alone */
+        p = compile_ok("[agent]\nowner_access = true\n"
+                       "[[rule]]\nname = \"orders-crashes\"\ngroups = [\"ops\"]\ncommands = [\"crashes\"]\n"
+                       "targets.units = [\"orders.service\"]\n");
+        if (!p)
+                return;
+        {
+                uid_t uids[8];
+                size_t n = 0;
+
+                check(!policy_visible_uids(p, &alice, uids, ELEMENTSOF(uids), &n) && n == 1 && uids[0] == alice.uid);
+                check(!policy_selects_by_name_or_cgroup(p));
+        }
+        policy_unref(p);
+}
+
+/* [[collect]] when.crash: a crash's core is what it takes, and all it can take. */
+static void test_collect_crash_tables(void) {
+        static const char head[] = "[[collect]]\nname = \"cores\"\ntargets.units = [\"orders.service\"]\nreaders = [\"alice\"]\n";
+        char text[512];
+        Policy *p;
+
+        snprintf(text, sizeof(text), "%swhen.crash = true\nthen.core = true\nlimit = \"2/1h\"\n", head);
+        p = compile_ok(text);
+        if (p) {
+                check(p->n_collect == 1 && p->collect[0].when == POLICY_COLLECT_WHEN_CRASH &&
+                      p->collect[0].then == POLICY_COLLECT_THEN_CORE && p->collect[0].limit.count == 2);
+                policy_unref(p);
+        }
+        snprintf(text, sizeof(text), "%swhen.crash = true\nthen.dump = \"mini\"\n", head);
+        compile_fails_anywhere(text, "takes then.core = true");
+        snprintf(text, sizeof(text), "%swhen.exception = \"X\"\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "then.core goes with when.crash only");
+        snprintf(text, sizeof(text), "%swhen.crash = false\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "'when.crash = false' means nothing");
+        snprintf(text, sizeof(text), "%swhen.crash = true\nwhen.exception = \"X\"\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "one trigger a table");
+        snprintf(text, sizeof(text), "%swhen.crash = true\nwhen.within = \"1m\"\nthen.core = true\n", head);
+        compile_fails_anywhere(text, "'when.within' does not go with 'when.crash'");
+}
+
 int main(void) {
+        run_test(test_crashes);
+        run_test(test_collect_crash_tables);
         run_test(test_builtin_policy);
         run_test(test_owner_access_and_changed_credentials);
         run_test(test_requester_selectors);

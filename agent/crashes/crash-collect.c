@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* [[collect]] tables with when.crash (crash-collect.h): the journal read every few seconds, cores copied. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admission.h"
+#include "audit.h"
+#include "broker-state.h"
+#include "cleanup.h"
+#include "crash-collect.h"
+#include "crash-core.h"
+#include "crash-entry.h"
+#include "dump-publish.h"
+#include "jobs.h"
+
+#define USEC_PER_SEC 1000000ULL
+
+typedef struct CrashCopy CrashCopy;
+
+/* A table's limit for one unit (or executable): when it let a copy run lately. */
+typedef struct LimitKey {
+        char table[65];
+        char key[CRASH_EXE_MAX + 1];
+        uint64_t usec[POLICY_COLLECT_LIMIT_MAX];
+        unsigned n;
+        uint64_t used_usec;     /* for eviction: the key used longest ago goes first */
+} LimitKey;
+
+/* A core a table stored, as dsctl collect shows it. */
+typedef struct Shown {
+        char table[65];
+        uint32_t pid, uid;
+        char unit[CRASH_UNIT_MAX + 1];
+        char name[CRASH_NAME_MAX + 1];
+        uint64_t stored_usec;
+} Shown;
+
+struct CrashCollector {
+        Broker *broker;
+        Policy *policy;             /* a reference to the policy in force */
+        sd_event_source *timer;
+        JobCall read;               /* the journal read, while it runs */
+        CrashQuery query;           /* where the next read begins */
+        CrashCopy *copies;
+        LimitKey *keys;             /* CRASH_COLLECT_KEYS_MAX of them */
+        Shown shown[CRASH_COLLECT_KEYS_MAX];
+        unsigned n_shown;
+};
+
+struct CrashCopy {
+        CrashCollector *collector;
+        CrashCopy *next;
+        Policy *policy;             /* a reference: the table lives in it */
+        const PolicyCollect *table;
+        CrashEntry entry;
+        AdmissionKey key;
+        bool claimed, slot_claimed;
+        unsigned slot;
+        int dir_fd, file_fd, control_fd;
+        JobCall job;
+        uint64_t started_usec;
+        AuditReservation audit_room; /* the file's record and the table's, held before the copy begins */
+};
+
+static uint64_t mono_usec(const Broker *b) {
+        uint64_t now = 0;
+
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        return now;
+}
+
+static uint64_t real_usec(void) {
+        struct timespec ts;
+
+        (void)clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * USEC_PER_SEC + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static bool has_crash_tables(const Policy *p) {
+        for (size_t i = 0; p && i < p->n_collect; i++)
+                if (p->collect[i].when == POLICY_COLLECT_WHEN_CRASH)
+                        return true;
+        return false;
+}
+
+static void record(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, const char *event,
+                   const char *result, AuditReservation *room) {
+        (void)audit_log_collect(c->broker->config.audit_sink,
+                                &(AuditCollectEvent){ .event = event, .table = table->name, .trigger = "crash",
+                                                      .what = "crash", .pid = (pid_t)e->pid, .uid = e->uid,
+                                                      .unit = e->unit[0] ? e->unit : NULL, .action = "core",
+                                                      .result = result, .reservation = room });
+}
+
+static void copy_free(CrashCopy *k) {
+        CrashCollector *c = k->collector;
+
+        for (CrashCopy **i = &c->copies; *i; i = &(*i)->next)
+                if (*i == k) {
+                        *i = k->next;
+                        break;
+                }
+        if (k->job.job)
+                worker_job_cancel(k->job.job);
+        safe_close(k->control_fd);
+        safe_close(k->file_fd);
+        safe_close(k->dir_fd);
+        if (k->slot_claimed)
+                dump_slots_release(c->broker->dump_slots, k->slot);
+        if (k->claimed)
+                admission_end(c->broker->admission, ADMISSION_DUMP, &k->key);
+        audit_reservation_release(&k->audit_room);
+        policy_unref(k->policy);
+        free(k);
+}
+
+static void remember_shown(CrashCollector *c, const CrashCopy *k) {
+        Shown *s;
+
+        if (c->n_shown == CRASH_COLLECT_KEYS_MAX) {
+                memmove(c->shown, c->shown + 1, (CRASH_COLLECT_KEYS_MAX - 1) * sizeof(Shown));
+                c->n_shown--;
+        }
+        s = &c->shown[c->n_shown++];
+        *s = (Shown){ .pid = k->entry.pid, .uid = k->entry.uid, .stored_usec = real_usec() };
+        snprintf(s->table, sizeof(s->table), "%s", k->table->name);
+        snprintf(s->unit, sizeof(s->unit), "%s", k->entry.unit);
+        snprintf(s->name, sizeof(s->name), "%s", k->entry.name);
+}
+
+/* Root's, exactly the table's readers (nobody's but root's when the process changed credentials), named for it. */
+static int publish(CrashCopy *k, uint64_t bytes, char *ret_path, size_t path_size) {
+        const CrashEntry *e = &k->entry;
+        AclGrant readers = {};
+        DumpAttributes attrs = {
+                .requester = 0, .target_pid = (pid_t)e->pid, .target_uid = e->uid,
+                .target_unit = e->unit[0] ? e->unit : NULL, .target_exe = e->exe[0] ? e->exe : NULL,
+                .target_name = e->name[0] ? e->name : NULL, .dump_type = "crash",
+        };
+        char name[256];
+        int r;
+
+        if (!e->changed_credentials)
+                readers = (AclGrant){ .users = k->table->reader_users.ids, .n_users = k->table->reader_users.n,
+                                      .groups = k->table->reader_groups.ids, .n_groups = k->table->reader_groups.n };
+        r = dump_publish_for_table(k->dir_fd, k->file_fd, &readers, &attrs, "crash", "collect", k->table->name, "",
+                                   name, sizeof(name));
+        if (r != 0)
+                return r;
+        snprintf(ret_path, path_size, "%s/%s", k->policy->agent.dump_dir, name);
+        (void)audit_log_dump(k->collector->broker->config.audit_sink, &(AuditDumpEvent){
+                .origin = "collect", .requester = 0, .target_pid = attrs.target_pid, .target_uid = e->uid,
+                .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
+                .target_container_id = e->container_id[0] ? e->container_id : NULL,
+                .target_cgroup = e->cgroup[0] ? e->cgroup : NULL, .target_cgroup_vouched = e->cgroup_vouched,
+                .rule = k->table->name, .path = ret_path, .size = bytes, .dump_type = "crash",
+                .readable = readers.n_users + readers.n_groups > 0,
+                .duration_usec = mono_usec(k->collector->broker) - k->started_usec, .reservation = &k->audit_room });
+        return 0;
+}
+
+static void copied(void *userdata, int r, uint64_t bytes, const char *why) {
+        CrashCopy *k = userdata;
+        char path[PATH_MAX] = "", result[PATH_MAX + 256];
+
+        if (k->slot_claimed) {
+                dump_slots_release(k->collector->broker->dump_slots, k->slot);
+                k->slot_claimed = false;
+        }
+        if (r == 0)
+                r = publish(k, bytes, path, sizeof(path));
+        if (r == 0) {
+                snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, bytes,
+                         k->entry.changed_credentials ? "; only root may read it: the process changed credentials"
+                                                      : "");
+                remember_shown(k->collector, k);
+        } else if (r == DUMP_PUBLISH_E_NO_SPACE)
+                snprintf(result, sizeof(result), "cannot store the core: no space in dump_dir");
+        else if (r < 0)
+                snprintf(result, sizeof(result), "%s: %s", why ? why : "cannot copy the core", strerror(-r));
+        else
+                snprintf(result, sizeof(result), "%s", why ? why : "the core could not be copied");
+        record(k->collector, k->table, &k->entry, r == 0 ? "collected" : "failed", result, &k->audit_room);
+        copy_free(k);
+}
+
+/* dump_dir, the unnamed file, a slot, room for the records; then a worker copies. 0, or 1 with @why. */
+static int copy_start(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, char *why, size_t size) {
+        const PolicyAgentSettings *a = &c->policy->agent;
+        DumpLimits limits = { .max_use = a->max_use, .keep_free = a->keep_free };
+        _cleanup_close_ int control_theirs = -EBADF;
+        const char *busy = NULL, *dir_why = NULL;
+        CrashCopy *k;
+        int sv[2], r;
+
+        k = calloc(1, sizeof(CrashCopy));
+        if (!k) {
+                snprintf(why, size, "not copied: out of memory");
+                return 1;
+        }
+        *k = (CrashCopy){ .collector = c, .next = c->copies, .policy = policy_ref(c->policy), .table = table,
+                          .entry = *e, .dir_fd = -EBADF, .file_fd = -EBADF, .control_fd = -EBADF,
+                          .started_usec = mono_usec(c->broker),
+                          .key = { .pid = (pid_t)e->pid, .start_time = e->time_usec,
+                                   .requester = CRASH_COLLECT_OWNER } };
+        c->copies = k;
+        r = admission_begin(c->broker->admission, ADMISSION_DUMP, &k->key,
+                            /* the tables are nobody's user: only the host's bound, and one per crash */
+                            &(AdmissionLimits){ .per_target = 1, .per_requester = UINT_MAX,
+                                                .in_all = a->max_concurrent_dumps },
+                            &busy);
+        if (r != 0) {
+                snprintf(why, size, "not copied: %s", r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
+                copy_free(k);
+                return 1;
+        }
+        k->claimed = true;
+        if (audit_reserve(c->broker->config.audit_sink, 2, &k->audit_room) != 0) {
+                snprintf(why, size, "not copied: the audit output takes no records now (its reader stopped)");
+                copy_free(k);
+                return 1;
+        }
+        r = dump_dir_open(a->dump_dir, &k->dir_fd, &dir_why);
+        if (r == 0 && (k->file_fd = openat(k->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0)
+                r = -errno;
+        if (r == 0 && (r = dump_slots_claim(c->broker->dump_slots, &k->slot)) == 0)
+                k->slot_claimed = true;
+        if (r == 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                r = -errno;
+        if (r == 0) {
+                k->control_fd = sv[0]; /* the worker's progress reports: nobody waits for them here */
+                control_theirs = sv[1];
+                r = jobs_copy_crash(c->broker, CRASH_COLLECT_OWNER, &k->entry, k->file_fd, k->dir_fd, control_theirs,
+                                    &limits, k->slot, CRASH_CORE_SIZE_MAX_DEFAULT, copied, k, &k->job);
+        }
+        if (r != 0) {
+                snprintf(why, size, "not copied: %s",
+                         r > 0 && dir_why ? dir_why : r < 0 ? strerror(-r) : "no worker is free to copy it");
+                copy_free(k);
+                return 1;
+        }
+        return 0;
+}
+
+/* What a table's limit counts crashes by: the unit, else the executable, else the name. */
+static const char *limit_key_of(const CrashEntry *e) {
+        return e->unit[0] ? e->unit : e->exe[0] ? e->exe : e->name;
+}
+
+/* Does @table's limit let one more copy of @e's unit run now? It counts if it does. */
+static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now) {
+        const char *key = limit_key_of(e);
+        LimitKey *l = NULL, *oldest = &c->keys[0];
+        unsigned kept = 0;
+
+        for (unsigned i = 0; i < CRASH_COLLECT_KEYS_MAX; i++) {
+                LimitKey *k = &c->keys[i];
+
+                if (k->table[0] && strcmp(k->table, table->name) == 0 && strcmp(k->key, key) == 0) {
+                        l = k;
+                        break;
+                }
+                if (k->used_usec < oldest->used_usec)
+                        oldest = k;
+        }
+        if (!l) {
+                l = oldest;
+                *l = (LimitKey){};
+                snprintf(l->table, sizeof(l->table), "%s", table->name);
+                snprintf(l->key, sizeof(l->key), "%s", key);
+        }
+        l->used_usec = now;
+        for (unsigned i = 0; i < l->n; i++)
+                if (now - l->usec[i] < table->limit.period_usec)
+                        l->usec[kept++] = l->usec[i];
+        l->n = kept;
+        if (l->n >= table->limit.count)
+                return false;
+        l->usec[l->n++] = now;
+        return true;
+}
+
+/* One trusted crash: every crash table that covers it fires, within its limit. */
+static void judge(CrashCollector *c, const CrashEntry *e) {
+        PolicyTarget pt = crash_entry_policy_target(e);
+        uint64_t now = mono_usec(c->broker);
+
+        for (size_t i = 0; i < c->policy->n_collect; i++) {
+                const PolicyCollect *table = &c->policy->collect[i];
+                char why[256];
+
+                if (table->when != POLICY_COLLECT_WHEN_CRASH || !policy_collect_covers(table, &pt))
+                        continue;
+                if (!e->stored) {
+                        record(c, table, e, "failed", "no core is stored for this crash (systemd-coredump kept none)",
+                               NULL);
+                        continue;
+                }
+                if (!limit_allows(c, table, e, now))
+                        continue;
+                if (copy_start(c, table, e, why, sizeof(why)) == 0)
+                        snprintf(why, sizeof(why), "the core of crash %s is copied", e->id);
+                record(c, table, e, "fired", why, NULL);
+        }
+}
+
+static void read_done(void *userdata, int r, const JobCrashesResult *res) {
+        CrashCollector *c = userdata;
+        size_t at = 0;
+
+        c->read.job = NULL;
+        if (r != 0)
+                return; /* the next poll tries again from the same place */
+        for (unsigned i = 0; i < res->n; i++) {
+                CrashEntry e;
+                size_t used;
+
+                if (crash_entry_unpack(res->packed + at, res->size - at, &e, &used) < 0)
+                        return;
+                at += used;
+                judge(c, &e);
+        }
+        if (res->cursor[0])
+                snprintf(c->query.after, sizeof(c->query.after), "%s", res->cursor);
+}
+
+static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        CrashCollector *c = userdata;
+
+        (void)sd_event_source_set_time(s, usec + CRASH_COLLECT_POLL_USEC);
+        (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        if (!c->broker->workers || c->read.job || !has_crash_tables(c->policy))
+                return 0;
+        (void)jobs_read_crashes_own(c->broker, CRASH_COLLECT_OWNER, &c->query, true, read_done, c, &c->read);
+        return 0;
+}
+
+int crash_collector_new(Broker *b, CrashCollector **ret) {
+        _cleanup_free_ CrashCollector *c = calloc(1, sizeof(CrashCollector));
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        c->keys = calloc(CRASH_COLLECT_KEYS_MAX, sizeof(LimitKey));
+        if (!c->keys)
+                return -ENOMEM;
+        c->broker = b;
+        c->policy = policy_ref(b->policy);
+        /* crashes from now on: an agent that starts again does not copy old ones again */
+        c->query.since_usec = real_usec();
+        r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, CRASH_COLLECT_POLL_USEC, 0, on_timer, c);
+        if (r < 0) {
+                free(c->keys);
+                policy_unref(c->policy);
+                return r;
+        }
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+CrashCollector *crash_collector_free(CrashCollector *c) {
+        if (!c)
+                return NULL;
+        if (c->read.job)
+                worker_job_cancel(c->read.job);
+        while (c->copies)
+                copy_free(c->copies);
+        sd_event_source_disable_unref(c->timer);
+        policy_unref(c->policy);
+        free(c->keys);
+        free(c);
+        return NULL;
+}
+
+void crash_collector_apply(CrashCollector *c) {
+        policy_unref(c->policy);
+        c->policy = policy_ref(c->broker->policy);
+}
+
+void crash_collector_visit(const CrashCollector *c, const PolicyCollect *table,
+                           void (*each)(const CrashCollectView *v, void *userdata), void *userdata) {
+        unsigned first = 0, n = 0;
+
+        if (!c)
+                return;
+        for (unsigned i = c->n_shown; i > 0 && n < CRASH_COLLECT_SHOWN_MAX; i--)
+                if (strcmp(c->shown[i - 1].table, table->name) == 0) {
+                        first = i - 1;
+                        n++;
+                }
+        for (unsigned i = first; n > 0 && i < c->n_shown; i++) {
+                const Shown *s = &c->shown[i];
+
+                if (strcmp(s->table, table->name) != 0)
+                        continue;
+                each(&(CrashCollectView){ .pid = s->pid, .uid = s->uid, .unit = s->unit[0] ? s->unit : NULL,
+                                          .name = s->name[0] ? s->name : NULL, .stored_usec = s->stored_usec },
+                     userdata);
+                n--;
+        }
+}

@@ -1,0 +1,299 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Crashes systemd-coredump caught, under policy (docs/crashes.md), in a booted systemd.
+
+The real .NET test app runs as a service and dies as .NET apps die: of an unhandled exception, then of
+Environment.FailFast. The booted system shares the host's kernel, and so its core_pattern, which this
+test must not change (other tests run beside it): so the core reaches systemd-coredump the way the kernel
+hands it over, but from here. The runtime, dying, runs createdump (DOTNET_DbgEnableMiniDump=1) into a
+FIFO; when createdump opens it, the process is alive and stopped in its crash handler, and this test runs
+/lib/systemd/systemd-coredump with the kernel's arguments (%P %u %g %s %t %c %h %d) and that FIFO as its
+standard input, exactly as core_pattern's pipe would. It reads the process's /proc, passes the core to
+systemd-coredump@.service over /run/systemd/coredump, and that instance stores it compressed and writes
+the journal entry: every trusted field is journald's own. (The SELinux guest, with a kernel of its own,
+crashes the app through the kernel's core_pattern itself: tests/selinux/guest-suite.sh.)
+
+Then: coredumpctl lists it; the ops user granted crashes on the unit lists it and gets the core, which
+stock dotnet-dump analyze opens, showing the app's method and exception; another user sees nothing, and
+is answered for it exactly as for a crash that never was; an entry forged with logger, naming the unit and
+the very core, lists nothing and hands nothing; a core that is not what systemd-coredump
+stored, or is corrupt, is refused with nothing left behind; a decompressor that tries a forbidden call
+dies.
+"""
+import json
+import os
+import re
+import subprocess
+import time
+
+from booted import BUILD, SOURCE, Machine, policy_dir, policy_records, run_tests, target_app, test, wait_for
+
+COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
+DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
+REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
+EXIT_NO_SUCH_CRASH, EXIT_CORE_UNUSABLE = 17, 18
+
+SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
+OPS = "dst-ops"
+CRASH_UNIT = "dst-crasher.service"
+FEED = "/run/dst-crash"
+DUMP_DIR = "/var/lib/dsagent/dumps"
+STORE = "/var/lib/systemd/coredump"
+
+state = {}
+
+
+def dsctl(m, user, *args, check=True):
+    r = m.run(["dsctl", *args], user=user, check=False)
+    assert not check or r.returncode == 0, r
+    return r
+
+
+def crashes(m, user):
+    r = dsctl(m, user, "crashes", "--json")
+    return json.loads(r.stdout)
+
+
+def dotnet_tools():
+    return subprocess.run([os.path.join(SOURCE, "tests/tools/dotnet-tools/install.sh")], check=True,
+                          stdout=subprocess.PIPE, text=True).stdout.strip()
+
+
+def analyze(m, core, method):
+    """Stock dotnet-dump analyze of @core, as the ops user: clrstack of every thread, then pe on the one in @method."""
+    tools = dotnet_tools()
+    out = m.run([f"{tools}/dotnet-dump", "analyze", core, "-c", "clrstack -all", "-c", "exit"], user=ALICE,
+                timeout=300).stdout
+    found = re.search(rf"OS Thread Id: (0x[0-9a-f]+)\n(?:(?!OS Thread Id).*\n)*?.*DsTestTarget\.CrashProbe\.{method}\(", out)
+    assert found, out
+    out += m.run([f"{tools}/dotnet-dump", "analyze", core, "-c", f"setthread -t {int(found.group(1), 16)}", "-c", "pe -nested",
+                  "-c", "exit"], user=ALICE, timeout=300).stdout
+    print(f"# dotnet-dump analyze {core}: thread {found.group(1)} in CrashProbe.{method}")
+    return out
+
+
+def crash_service(m, mode):
+    """The app as a service that dies of @mode once told to; returns its pid, uid and gid, and the feeder."""
+    m.sh(f"rm -rf {FEED}; mkdir -m 0755 {FEED}; mkfifo -m 0600 {FEED}/core; chown {SVC}: {FEED}/core")
+    m.write(f"/etc/systemd/system/{CRASH_UNIT}", f"""[Unit]
+Description=dsagent test app that crashes
+
+[Service]
+User={SVC}
+Environment=DOTNET_CLI_TELEMETRY_OPTOUT=1
+# the runtime's own createdump, into the FIFO the feeder reads (the module docstring)
+Environment=DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 DOTNET_DbgMiniDumpName={FEED}/core
+ExecStart={target_app()} --crash-when {FEED}/go {mode}
+""")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "start", CRASH_UNIT])
+    pid = int(m.show(CRASH_UNIT, "MainPID")["MainPID"])
+    assert pid > 0
+    # the app is up once it said so on its stdout, in its unit's journal
+    wait_for(lambda: f"ready pid={pid}" in m.run(["journalctl", "-u", CRASH_UNIT, "-o", "cat", "--no-pager"]).stdout,
+             what="the app to be ready")
+    uid, gid = m.uid_of(SVC), int(m.run(["id", "-g", SVC]).stdout)
+    # as core_pattern's pipe: "|/lib/systemd/systemd-coredump %P %u %g %s %t %c %h %d", SIGABRT (6), as the runtime
+    # aborts once createdump is done; the FIFO opens when createdump opens it, with the process alive
+    feeder = subprocess.Popen(m.command(["python3", "-c", f"""
+import os, subprocess, time
+fd = os.open("{FEED}/core", os.O_RDONLY)
+subprocess.run(["/lib/systemd/systemd-coredump", "{pid}", "{uid}", "{gid}", "6", str(int(time.time())),
+                "9223372036854775808", "dsagent-test", "1"], stdin=fd, check=True)
+"""]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    m.run(["touch", f"{FEED}/go"])
+    # createdump writes a heap dump of the app, then systemd-coredump compresses it: a minute is plenty on a
+    # loaded machine, and the test fails rather than waits for ever
+    out, _ = feeder.communicate(timeout=240)
+    assert feeder.returncode == 0, out
+    entry = wait_for(lambda: m.journal(f"MESSAGE_ID={COREDUMP_MESSAGE_ID}", f"COREDUMP_PID={pid}"), timeout=120,
+                     what="systemd-coredump's entry")[-1]
+    return pid, entry
+
+
+@test
+def install_and_crash_a_dotnet_service(m):
+    m.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet"])
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["groupadd", "--force", OPS])
+    m.add_user(SVC, groups=["dsagent"])
+    m.add_user(ALICE, groups=["dsagent", OPS])
+    m.add_user(MALLORY, groups=["dsagent"])
+    m.write(f"{policy_dir()}/policy.d/50-crashes.toml", f"""
+[[rule]]
+name = "ops-crashes"
+groups = ["{OPS}"]
+commands = ["crashes"]
+targets.units = ["{CRASH_UNIT}"]
+
+[[collect]]
+name = "crasher-cores"
+targets.units = ["{CRASH_UNIT}"]
+when.crash = true
+then.core = true
+readers = ["{ALICE}"]
+""")
+    m.run(["systemctl", "start", "dsagent.socket"])
+    pid, entry = crash_service(m, "throw")
+    # the entry is systemd-coredump's own: journald's fields say so, and the core is stored compressed
+    assert entry["_SYSTEMD_UNIT"].startswith("systemd-coredump@") and entry["_COMM"] == "systemd-coredum", entry
+    assert entry["COREDUMP_UNIT"] == CRASH_UNIT and entry["COREDUMP_FILENAME"].endswith(".zst"), entry
+    listed = m.run(["coredumpctl", "list", "--no-pager", "--no-legend", str(pid)]).stdout
+    assert str(pid) in listed and "present" in listed, listed
+    print(f"# coredumpctl: {listed.strip()}")
+    state["throw"] = (pid, entry)
+
+
+@test
+def the_ops_user_lists_it_and_gets_a_core_dotnet_dump_opens(m):
+    pid, entry = state["throw"]
+    mine = [c for c in crashes(m, ALICE) if c["pid"] == pid]
+    assert len(mine) == 1, crashes(m, ALICE)
+    c = mine[0]
+    assert (c["unit"], c["uid"], c["signal"], c["dotnet"], c["stored"]) == (CRASH_UNIT, m.uid_of(SVC), 6, True, True), c
+    assert c["id"] == f"{int(entry['COREDUMP_TIMESTAMP']) // 1000000}-{pid}", c
+    state["throw_id"] = c["id"]
+    text = dsctl(m, ALICE, "crashes").stdout
+    assert c["id"] in text and "yes" in text, text
+
+    before = set(m.run(["ls", DUMP_DIR]).stdout.split())
+    r = dsctl(m, ALICE, "crash", c["id"], "-o", "/tmp/alice.core")
+    path = re.search(r"stored at (\S+)", r.stdout).group(1)
+    assert os.path.dirname(path) == DUMP_DIR and os.path.basename(path) not in before, r.stdout
+    # the copy in dump_dir: root's, the requester alone besides, as a dump's
+    acl = m.run(["getfacl", "-cp", path]).stdout
+    assert f"user:{ALICE}:r--" in acl and MALLORY not in acl and "other::---" in acl, acl
+    assert m.run(["head", "-c", "4", "/tmp/alice.core"], user=ALICE).stdout == "\x7fELF"
+    record = m.journal(f"MESSAGE_ID={DUMP_MESSAGE_ID}", f"DSAGENT_DUMP_PATH={path}")[-1]
+    assert record["DSAGENT_DUMP_TYPE"] == "crash" and record["DSAGENT_TARGET_PID"] == str(pid), record
+
+    # stock dotnet-dump opens it, and shows the app's method and its exception
+    out = analyze(m, "/tmp/alice.core", "ThrowUnhandled")
+    assert "System.InvalidOperationException" in out and "dsagent test crash: unhandled" in out, out
+
+
+@test
+def another_user_sees_nothing_and_is_answered_as_for_no_crash(m):
+    cid = state["throw_id"]
+    assert crashes(m, MALLORY) == []
+    seen = dsctl(m, MALLORY, "crash", cid, "-o", "/tmp/mallory.core", check=False)
+    never = dsctl(m, MALLORY, "crash", "1000000000-4194303", "-o", "/tmp/mallory2.core", check=False)
+    assert seen.returncode == never.returncode == EXIT_NO_SUCH_CRASH, (seen, never)
+    strip = lambda s: re.sub(r"\(request [0-9a-f]+\)", "", s)
+    assert strip(seen.stderr) == strip(never.stderr), (seen.stderr, never.stderr)
+    assert m.run(["test", "!", "-e", "/tmp/mallory.core"], check=False).returncode == 0
+    # the record says why: denied, by no rule
+    record = m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_COMMAND=crash",
+                       f"DSAGENT_CLIENT_UID={m.uid_of(MALLORY)}", "DSAGENT_DECISION=denied")
+    assert record, "no record of mallory's denied request"
+
+
+@test
+def forged_entries_list_nothing_and_hand_nothing(m):
+    pid, entry = state["throw"]
+    mallory = m.uid_of(MALLORY)
+    fake_pid = 4000000
+    forged = "\n".join([
+        f"MESSAGE_ID={COREDUMP_MESSAGE_ID}", "SYSLOG_IDENTIFIER=systemd-coredump", "MESSAGE=forged crash",
+        f"COREDUMP_PID={fake_pid}", f"COREDUMP_UID={mallory}", f"COREDUMP_GID={mallory}", "COREDUMP_SIGNAL=11",
+        f"COREDUMP_TIMESTAMP={entry['COREDUMP_TIMESTAMP']}", f"COREDUMP_UNIT={CRASH_UNIT}",
+        f"COREDUMP_CGROUP=/system.slice/{CRASH_UNIT}", f"COREDUMP_CMDLINE={entry['COREDUMP_CMDLINE']}",
+        f"COREDUMP_FILENAME={entry['COREDUMP_FILENAME']}", "COREDUMP_DUMPABLE=1"])
+    m.run(["logger", "--journald"], user=MALLORY, input=forged + "\n")
+    # the attack happened: both are in the journal, under systemd-coredump's MESSAGE_ID
+    logged = wait_for(lambda: [e for e in m.journal(f"MESSAGE_ID={COREDUMP_MESSAGE_ID}")
+                               if e.get("COREDUMP_PID") == str(fake_pid)], what="the forged entry")
+    print(f"# forged entries in the journal: {len(logged)}, from {sorted({e.get('_COMM') for e in logged})}")
+    assert [e.get("_COMM") for e in logged] == ["logger"], logged
+    for user in (ALICE, MALLORY):
+        pids = [c["pid"] for c in crashes(m, user)]
+        assert fake_pid not in pids, (user, pids)
+    seconds = int(entry["COREDUMP_TIMESTAMP"]) // 1000000
+    for user, fid in ((MALLORY, f"{seconds}-{fake_pid}"), (ALICE, f"{seconds}-{fake_pid}")):
+        r = dsctl(m, user, "crash", fid, check=False)
+        assert r.returncode == EXIT_NO_SUCH_CRASH, r
+    # root's listing says how many it left out
+    dsctl(m, None, "crashes")
+    record = m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_COMMAND=crashes", "DSAGENT_CLIENT_UID=0")[-1]
+    assert "claim to be systemd-coredump's" in record["DSAGENT_REASON"], record
+
+
+@test
+def a_core_that_is_not_the_stored_one_or_corrupt_is_refused(m):
+    pid, entry = state["throw"]
+    core = entry["COREDUMP_FILENAME"]
+    m.run(["cp", "-a", core, "/root/saved.zst"])
+
+    def refused(why):
+        before = m.run(["ls", "-A", DUMP_DIR]).stdout
+        r = dsctl(m, ALICE, "crash", state["throw_id"], "-o", f"/tmp/refused-{len(state)}.core", check=False)
+        state[f"refused-{len(state)}"] = True
+        assert r.returncode == EXIT_CORE_UNUSABLE and why in r.stderr, r
+        assert m.run(["ls", "-A", DUMP_DIR]).stdout == before, "a refused copy left something behind"
+
+    # cut short, then corrupt
+    m.sh(f"head -c 100000 /root/saved.zst > {core}")
+    refused("corrupt or cut short")
+    m.sh(f"cp /root/saved.zst {core}; printf 'garbage!' | dd of={core} bs=1 seek=20000 conv=notrunc status=none")
+    refused("corrupt or cut short")
+    # a link where the core was, to a file root may read
+    m.sh(f"rm {core}; ln -s /root/saved.zst {core}")
+    refused("is a link")
+    # the labels systemd-coredump set name another crash
+    m.sh(f"rm {core}; cp -a /root/saved.zst {core}")
+    m.run(["python3", "-c", f"import os; print(os.getxattr('{core}', 'user.coredump.pid')); "
+           f"os.setxattr('{core}', 'user.coredump.pid', b'1')"])
+    refused("labels name another crash")
+    # writable by its user
+    m.sh(f"cp -a /root/saved.zst {core}; chown {SVC} {core}")
+    refused("not a file of root's alone")
+    m.sh(f"cp -a /root/saved.zst {core}")
+    dsctl(m, ALICE, "crash", state["throw_id"])
+
+
+@test
+def a_decompressor_that_breaks_out_is_killed(m):
+    m.write("/etc/systemd/system/dsagent.service.d/escape.conf", "[Service]\nEnvironment=DSAGENT_TEST_DECOMPRESSOR_ESCAPE=1\n")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "restart", "dsagent.service"])
+    try:
+        r = dsctl(m, ALICE, "crash", state["throw_id"], check=False)
+        assert r.returncode == EXIT_CORE_UNUSABLE and "decompressor was killed" in r.stderr, r
+    finally:
+        m.run(["rm", "/etc/systemd/system/dsagent.service.d/escape.conf"])
+        m.run(["systemctl", "daemon-reload"])
+        m.run(["systemctl", "restart", "dsagent.service"])
+    dsctl(m, ALICE, "crash", state["throw_id"])
+
+
+@test
+def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
+    m.run(["systemctl", "reset-failed", CRASH_UNIT], check=False)
+    pid, entry = crash_service(m, "failfast")
+    c = [c for c in crashes(m, ALICE) if c["pid"] == pid]
+    assert len(c) == 1 and c[0]["dotnet"] is True, crashes(m, ALICE)
+    dsctl(m, ALICE, "crash", c[0]["id"], "-o", "/tmp/alice-failfast.core")
+    analyze(m, "/tmp/alice-failfast.core", "FailFast")
+
+    # the [[collect]] table with when.crash: the core in dump_dir, for its readers alone, recorded; the agent
+    # reads the journal every 5 s (crash-collect.h) and copies a few MiB: two minutes is ample on a loaded machine
+    stored = wait_for(lambda: [f for f in m.run(["ls", DUMP_DIR]).stdout.split()
+                               if f.startswith("crash.") and ".collect-crasher-cores." in f and f".{pid}." in f],
+                      timeout=120, what="the collect table's copy of the core")
+    path = f"{DUMP_DIR}/{stored[0]}"
+    acl = m.run(["getfacl", "-cp", path]).stdout
+    assert f"user:{ALICE}:r--" in acl and "other::---" in acl and MALLORY not in acl and SVC not in acl, acl
+    assert m.run(["head", "-c", "4", path], user=ALICE).stdout == "\x7fELF"
+    assert m.run(["head", "-c", "4", path], user=MALLORY, check=False).returncode != 0
+    collected = wait_for(lambda: m.journal("DSAGENT_RULE=crasher-cores", "DSAGENT_COLLECT_EVENT=collected"),
+                         what="the table's collected record")
+    assert path in collected[-1]["DSAGENT_COLLECT_RESULT"], collected[-1]
+    listing = json.loads(dsctl(m, ALICE, "collect", "--json").stdout)
+    assert any(row.get("table") == "crasher-cores" and row.get("pid") == pid and row.get("last_fired_usec")
+               for row in listing), listing
+    assert not any(row.get("table") == "crasher-cores" for row in json.loads(dsctl(m, MALLORY, "collect", "--json").stdout))
+
+
+if __name__ == "__main__":
+    # a clone or build under /tmp would be hidden by the booted system's own /tmp
+    run_tests(lambda: Machine(name="dsagent-crashes", binds=[SOURCE, BUILD]))
