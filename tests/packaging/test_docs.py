@@ -330,7 +330,7 @@ class Values:
         return {"PID": "4242", "UNIT": "orders.service", "T": "mini", "P": "dotnet-common", "NAME": "cpu-sampling",
                 "SPEC": "Microsoft-Windows-DotNETRuntime:0x1:4", "SECONDS": "5", "S": "5", "N": "8",
                 "LIST": "System.Runtime", "LEVEL": "Warning", "L": "Warning", "CATEGORY": "Orders.Api",
-                "C": "Orders.Api", "ARGS": "x", "ORDER": "count"}.get(name)
+                "C": "Orders.Api", "ARGS": "x", "ORDER": "count", "TIME": "2h", "ID": "1764400000-4242"}.get(name)
 
     def argv(self, words):
         """The command line, each metavariable given its value; the verb is the first word after the

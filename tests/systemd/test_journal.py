@@ -164,6 +164,28 @@ def a_dump_is_explained(m):
                     "Readable by the requester: yes.")
 
 
+RETENTION_MESSAGE_ID = "954f9a585ef5482c9a7017bba952745d"
+
+
+@test
+def a_file_retention_removes_is_explained(m):
+    """max_files = 1 in the main policy's [agent], a second dump, a reload: the pass after the reload removes the
+    older dump, recorded before it goes (docs/policy.md, "Retention")."""
+    main = f"{policy_dir()}/policy.toml"
+    before = m.run(["cat", main]).stdout
+    limited = before.replace("[agent]\n", "[agent]\nmax_files = 1\n", 1) if "[agent]\n" in before else \
+        "[agent]\nmax_files = 1\n" + before
+    dsctl(m, ALICE, "dump", state["pid"], "--type", "mini")
+    m.write(main, limited)
+    try:
+        reload_and_wait(m)
+        record = last_record(m, RETENTION_MESSAGE_ID, "DSAGENT_RETENTION_REASON=max_files")
+        check_explained(m, record, "dsagent retention:", "goes by max_files")
+    finally:
+        m.write(main, before)
+        reload_and_wait(m)
+
+
 @test
 def a_trace_and_a_counters_session_are_explained(m):
     dsctl(m, ALICE, "trace", state["pid"], "--duration", "2", "-o", "/tmp/journal-test.nettrace")
