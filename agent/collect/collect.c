@@ -140,6 +140,7 @@ struct Watch {
         Target *target;
         CollectTrigger *triggers;  /* one per table covering it; their limits are the ledger's */
         size_t n_triggers;
+        size_t first_trigger;      /* where the next event's look at the triggers starts (watch_triggers_from()) */
         unsigned pointer_size;     /* the stream's, for exception events */
         RuntimeCall *call;
         AdmissionKey key;          /* STARTING and WATCHING: counted as one of the process's sessions */
@@ -231,6 +232,7 @@ static void watch_forget_triggers(Watch *w) {
         free(w->triggers);
         w->triggers = NULL;
         w->n_triggers = 0;
+        w->first_trigger = 0;
 }
 
 /* ---- lanes: each owner's candidates, served in turn ---- */
@@ -480,24 +482,50 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
         t->process_limit->n_limited = 0; /* told in that record (a firing had both limits) */
 }
 
+/*
+ * The @i-th trigger to look at for one event. Tables that fire on one event may find room for one action only
+ * (one collection session of an owner's processes at a time): the look starts after the table that acted last,
+ * so that each gets its turn, where a fixed order had the first table take every turn and starve the others.
+ */
+static CollectTrigger *watch_triggers_from(Watch *w, size_t i) {
+        return &w->triggers[(w->first_trigger + i) % w->n_triggers];
+}
+
+static void watch_acted(Watch *w, const CollectTrigger *t) {
+        w->first_trigger = (size_t)(t - w->triggers + 1) % w->n_triggers;
+}
+
 static void watch_sample(Watch *w, const NettraceCounter *counter) {
         uint64_t now = now_usec(w->collector);
+        const CollectTrigger *acted = NULL;
 
         for (size_t i = 0; i < w->n_triggers; i++) {
-                CollectTrigger *t = &w->triggers[i];
+                CollectTrigger *t = watch_triggers_from(w, i);
                 double value = 0;
 
-                if (collect_trigger_counter(t, counter, now, &value) == COLLECT_FIRE)
+                if (collect_trigger_counter(t, counter, now, &value) == COLLECT_FIRE) {
                         act(w, t, true, value, NULL);
+                        acted = acted ? acted : t;
+                }
         }
+        if (acted)
+                watch_acted(w, acted);
 }
 
 static void watch_exception(Watch *w, const char *type) {
         uint64_t now = now_usec(w->collector);
+        const CollectTrigger *acted = NULL;
 
-        for (size_t i = 0; i < w->n_triggers; i++)
-                if (collect_trigger_exception(&w->triggers[i], type, now) == COLLECT_FIRE)
-                        act(w, &w->triggers[i], false, 0, type);
+        for (size_t i = 0; i < w->n_triggers; i++) {
+                CollectTrigger *t = watch_triggers_from(w, i);
+
+                if (collect_trigger_exception(t, type, now) == COLLECT_FIRE) {
+                        act(w, t, false, 0, type);
+                        acted = acted ? acted : t;
+                }
+        }
+        if (acted)
+                watch_acted(w, acted);
 }
 
 static int on_header(const NettraceHeader *header, void *userdata) {

@@ -40,14 +40,14 @@ static struct timespec timespec_after(struct timespec t, long nsec) {
  * over that, and MILLISECONDS only bounds a test that never says so. The end
  * of the pause is announced too.
  */
-void test_hook_pause(const char *point) {
+bool test_hook_pause(const char *point) {
         const char *spec = getenv("DSAGENT_TEST_PAUSE"), *end = getenv("DSAGENT_TEST_PAUSE_END");
         size_t n = strlen(point);
         struct timespec now, deadline;
         long ms;
 
         if (!spec || strncmp(spec, point, n) != 0 || spec[n] != ':')
-                return;
+                return false;
         ms = strtol(spec + n + 1, NULL, 10);
         fprintf(stderr, "test-hook: paused at %s\n", point);
         (void)clock_gettime(CLOCK_MONOTONIC, &now);
@@ -62,6 +62,7 @@ void test_hook_pause(const char *point) {
                 (void)clock_gettime(CLOCK_MONOTONIC, &now);
         }
         fprintf(stderr, "test-hook: resumed at %s\n", point);
+        return true;
 }
 
 bool test_hook_fs_type_trusted(const char *fs_type) {

@@ -9,9 +9,9 @@
 /*
  * DSAGENT_TEST_PAUSE=POINT:MILLISECONDS: the whole agent stops at @point for that long, or until the file
  * DSAGENT_TEST_PAUSE_END names exists, with "test-hook: paused at POINT" and "test-hook: resumed at POINT"
- * on stderr; a test changes the world meanwhile.
+ * on stderr; a test changes the world meanwhile. Return: whether it stopped there.
  */
-void test_hook_pause(const char *point);
+bool test_hook_pause(const char *point);
 /*
  * Whether DSAGENT_TEST_TRUST_FS names @fs_type: a test then takes away the
  * refusal of unsafe file systems (target-view.c) to prove that what stands
@@ -68,7 +68,8 @@ bool test_hook_decompressor_escape(void);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
-static inline void test_hook_pause(const char *point) {
+static inline bool test_hook_pause(const char *point) {
+        return false;
 }
 static inline bool test_hook_fs_type_trusted(const char *fs_type) {
         return false;

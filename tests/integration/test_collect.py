@@ -963,6 +963,23 @@ def a_fired_record_says_the_value_rounded_for_people_and_exactly_for_machines():
 
 
 @test
+def tables_that_fire_together_on_one_process_take_turns():
+    """Two tables on one process fire on every sample; one collection session of an owner's processes runs at a
+    time, so at each sample one acts and the other is held back. The look at the tables starts after the one that
+    acted last: both take their stacks. Before, the first table in the policy took every turn (five of five) and
+    the second never collected."""
+    target, unit = target_in_unit()
+    agent = agent_with(*(table(name, "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
+                               extra='limit = "5/1h"') for name in ("first", "second")))
+    for name in ("first", "second"):
+        # 120 s: the first walk, the watch's session, and a few samples a second apart, on a loaded machine
+        wait_for(lambda: [c for c in collect_records(agent, target.pid, "collected") if c["DSAGENT_RULE"] == name],
+                 timeout=120, what=f"{name}'s stacks")
+    # the premise: they fired together, and one was held back for the other
+    assert any("runs already" in r["DSAGENT_COLLECT_RESULT"] for r in fired(agent, target.pid)), fired(agent)
+
+
+@test
 def a_process_that_rebinds_its_socket_gets_no_fresh_limit():
     """The same process (pid and start time) closes its listener and binds it again, each time after its samples
     crossed the line: the walk between misses its socket, and its watch ends. The table's limit (once an hour) is
