@@ -147,11 +147,12 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 return r;
 
         /* the pidfd only adds to the record and the charge: without it (the process is gone, out of fds)
-         * the record goes without its id and the peer is charged as unknown (fail closed) */
+         * the record goes without its id and the peer is charged as unknown (fail closed), uid 0 too:
+         * it is root only in the agent's own user namespace, which only the process can tell */
         (void)sockopt_get_peer_pidfd(fd, cred.pid, cred.uid, &pidfd);
         if (pidfd >= 0 && pidfd_identity(pidfd, &st) == 0)
                 pidfd_id = (uint64_t)st.st_ino;
-        if (pidfd >= 0 || cred.uid == 0)
+        if (pidfd >= 0)
                 (void)userns_charged_uid(pidfd, cred.pid, cred.uid, &charged);
 
         *ret = (PeerCreds){

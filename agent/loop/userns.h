@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Whom a peer counts against: the uid the kernel vouches for. A user who has
- * a subordinate uid range (/etc/subuid) can run processes under many uids in
- * a user namespace of their own; every one of those uids is still that one
- * user, the namespace's owner. Bounds (connections, the request budget,
- * workers, sessions, dumps, runtimes, port backlogs, startup traces) are kept
- * per charged uid; who the peer IS, for the policy, stays its own uid.
+ * Whom a peer counts against: the principal the kernel vouches for. A user
+ * who has a subordinate uid range (/etc/subuid) can run processes under many
+ * uids in a user namespace of her own; every one of those uids is still that
+ * one user, the namespace's owner. A user namespace root made (a rootful
+ * container with user namespaces, a PrivateUsers=yes service, a Kubernetes
+ * pod with hostUsers: false) is not root's: whoever root gave it to controls
+ * every uid mapped there, so the namespace itself is the principal, with a
+ * share of its own. Bounds (connections, the request budget, workers,
+ * sessions, dumps, runtimes, port backlogs, startup traces) are kept per
+ * charge; who the peer IS, for the policy, stays its own uid.
  */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/ioctl.h>
 #include <sys/types.h>
 #include <linux/nsfs.h>
@@ -22,22 +27,41 @@
  * outside the agent's namespace): all of them share this one charge. */
 #define USERNS_CHARGE_UNKNOWN ((uid_t)-3)
 
+/*
+ * A user namespace root made is charged as itself: its nsfs inode number,
+ * which the kernel hands out from 0xF0000000 up (PROC_DYNAMIC_FIRST) and
+ * never gives two namespaces that live at once. No user is given a uid in
+ * this range; the values at its top are kept for the agent's own charges
+ * (USERNS_CHARGE_UNKNOWN, the collector's, the startup traces'), and a
+ * namespace whose number falls outside it is charged USERNS_CHARGE_UNKNOWN.
+ */
+#define USERNS_CHARGE_NAMESPACE_FIRST ((uid_t)0xF0000000U)
+#define USERNS_CHARGE_NAMESPACE_END ((uid_t)0xFFFFFF00U)
+
+/* Whether @charged names a user namespace (its inode number), not a uid. */
+static inline bool userns_charge_is_namespace(uid_t charged) {
+        return charged >= USERNS_CHARGE_NAMESPACE_FIRST && charged < USERNS_CHARGE_NAMESPACE_END;
+}
+
 /**
- * userns_charged_uid() - the uid that @uid's peer process counts against
+ * userns_charged_uid() - whom @uid's peer process counts against
  * @pidfd: the peer's pidfd (SO_PEERPIDFD), or negative when the kernel gave none
  * @pid: the peer's pid in the agent's pid namespace (0: not visible)
  * @uid: its uid (SO_PEERCRED)
  *
- * In the agent's own user namespace: @uid itself. In a namespace below it:
- * the owner of the outermost one below the agent's (NS_GET_OWNER_UID), found
- * by walking NS_GET_PARENT up from the process's namespace. uid 0 is root
- * however it got there (only root can map uid 0 to itself) and is not looked
- * up. The namespace is read from the pidfd (PIDFD_GET_USER_NAMESPACE, Linux
- * 6.11), else from /proc/PID/ns/user, trusted only when the pidfd says the
- * process still lives after the open (so the pid was not reused); without a
- * pidfd (sockopt_get_peer_pidfd() gives one on every kernel while the process
- * lives) the process counts as gone. Only nsfs and pidfs ioctls: nothing here
- * blocks.
+ * In the agent's own user namespace: @uid itself (root is root only there).
+ * In a namespace below it, the outermost one below the agent's decides,
+ * found by walking NS_GET_PARENT up from the process's namespace: when a user
+ * other than root owns it (NS_GET_OWNER_UID), that owner, whatever uid the
+ * peer runs as there or in namespaces nested in it; when root owns it, the
+ * namespace itself (its inode number, see USERNS_CHARGE_NAMESPACE_FIRST),
+ * never root, even for a peer mapped to uid 0. The namespace is read from
+ * the pidfd (PIDFD_GET_USER_NAMESPACE, Linux 6.11), else from
+ * /proc/PID/ns/user, trusted only when the pidfd says the process still
+ * lives after the open (so the pid was not reused); without a pidfd
+ * (sockopt_get_peer_pidfd() gives one on every kernel while the process
+ * lives) the process counts as gone. Only nsfs and pidfs ioctls: nothing
+ * here blocks.
  *
  * Return: 0 with *@ret, or a negative errno (-ESRCH: the process is gone;
  * -EPERM: its namespace is not below the agent's): the caller charges

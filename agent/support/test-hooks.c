@@ -69,6 +69,10 @@ bool test_hook_kernel_has_peer_pidfd(void) {
         return !getenv("DSAGENT_TEST_NO_PEERPIDFD");
 }
 
+bool test_hook_kernel_has_pidfd_userns(void) {
+        return !getenv("DSAGENT_TEST_NO_PIDFD_USERNS") && !getenv("DSAGENT_TEST_NO_PEERPIDFD");
+}
+
 void test_hook_client_socket(int fd) {
         const char *n = getenv("DSAGENT_TEST_SNDBUF");
         int bytes = n ? atoi(n) : 0;

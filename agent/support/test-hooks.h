@@ -49,6 +49,12 @@ unsigned test_hook_audit_queue(unsigned records);
  */
 bool test_hook_kernel_has_peer_pidfd(void);
 /*
+ * False when DSAGENT_TEST_NO_PIDFD_USERNS is set (a kernel from 6.5 to 6.10: SO_PEERPIDFD
+ * but no PIDFD_GET_USER_NAMESPACE), or DSAGENT_TEST_NO_PEERPIDFD (before 6.5, neither): the
+ * agent then reads a peer's user namespace from /proc/PID/ns/user, checked against its pidfd.
+ */
+bool test_hook_kernel_has_pidfd_userns(void);
+/*
  * DSAGENT_TEST_COLLECT_RETRY_MS=N, or @usec: how long a [[collect]] watch whose stream ended
  * waits before it watches its process again. A test makes it short, to see the second watch
  * of a runtime that ends every stream, where the real wait (30 s) is most of the test.
@@ -80,6 +86,9 @@ static inline uint64_t test_hook_collect_retry(uint64_t usec) {
         return usec;
 }
 static inline bool test_hook_kernel_has_peer_pidfd(void) {
+        return true;
+}
+static inline bool test_hook_kernel_has_pidfd_userns(void) {
         return true;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
