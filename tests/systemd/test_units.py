@@ -309,6 +309,67 @@ def a_burst_of_decisions_from_one_user_loses_no_record(m):
     r = dsctl(m, SVC, "info", str(state["target_pid"]))
     assert r.returncode == 0, r
 
+# What a service holds: HOLD connections to the agent that each send two bytes of a request and no more (the
+# agent closes each at its request deadline, 5 s, or at once when it is refused busy), each made again 50 ms
+# after the agent closed it.
+HOLDER = r"""
+import selectors, socket, sys, time
+n, sel = int(sys.argv[1]), selectors.DefaultSelector()
+while True:
+    while len(sel.get_map()) < n:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect("/run/dsagent.sock")
+        s.send(b"DS")
+        sel.register(s, selectors.EVENT_READ)
+    for key, _ in sel.select(1):
+        sel.unregister(key.fileobj)
+        key.fileobj.close()
+    time.sleep(0.05)
+"""
+
+
+@test
+def a_private_users_service_is_charged_as_its_namespace_never_as_root(m):
+    """PrivateUsers=yes: systemd, as root, makes the service a user namespace of its own (root and its user mapped
+    onto themselves), whose owner is root. Its peers were charged to root: a service holding 40 connections took
+    root's share of 32, and root's own info and ps were refused. Charged as its namespace, it holds a share of its
+    own, and root is answered while it holds it."""
+    m.write("/usr/local/lib/dsagent-holder.py", HOLDER)
+    m.write("/etc/systemd/system/dst-holder.service", f"""[Service]
+User={MALLORY}
+Group=dsagent
+PrivateUsers=yes
+ExecStart=/usr/bin/python3 /usr/local/lib/dsagent-holder.py 40
+""")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "start", "dst-holder.service"])
+    pid = int(m.show("dst-holder.service", "MainPID")["MainPID"])
+    inode = m.run(["stat", "-L", "--format=%i", f"/proc/{pid}/ns/user"]).stdout.strip()
+    # the service runs in a user namespace of its own, root's: not the system's
+    assert inode != m.run(["stat", "-L", "--format=%i", "/proc/1/ns/user"]).stdout.strip()
+    mallory = str(m.uid_of(MALLORY))
+
+    def holding():
+        # some of its connections were refused: it has taken all its share
+        return [r for r in m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", f"DSAGENT_CLIENT_UID={mallory}")
+                if r["DSAGENT_REASON"] == "too many connections from this user"]
+    refused = wait_for(holding, timeout=60, what="the service's connections past its share")
+    try:
+        for _ in range(16):
+            r = dsctl(m, "root", "info", str(state["target_pid"]))
+            assert r.returncode == 0, r
+            r = dsctl(m, "root", "ps")
+            assert r.returncode == 0, r
+    finally:
+        m.run(["systemctl", "stop", "dst-holder.service"])
+    # its peers are charged to its namespace, as /proc/PID/ns/user names it, never to root
+    assert all(r["DSAGENT_CLIENT_CHARGED_UID"] == f"userns:{inode}" for r in refused), refused[:3]
+    roots = [r for r in m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_CLIENT_UID=0")]
+    assert len(roots) >= 32 and not any("DSAGENT_CLIENT_CHARGED_UID" in r for r in roots), roots[:3]
+    m.run(["rm", "/etc/systemd/system/dst-holder.service"])
+    m.run(["systemctl", "daemon-reload"])
+
+
 if __name__ == "__main__":
     # a clone or build under /tmp would be hidden by the booted system's own /tmp
     run_tests(lambda: Machine(binds=[SOURCE, BUILD]))
