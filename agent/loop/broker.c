@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "connection.h"
 #include "dump-stage.h"
 #include "dump-writer.h"
+#include "holders.h"
 #include "jobs.h"
 #include "worker-pool.h"
 #include "pam-check.h"
@@ -57,12 +59,7 @@
 #define BROKER_ROOT_SLOTS 4
 
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
-        unsigned n = 0;
-
-        for (const Connection *c = b->connections; c; c = c->next)
-                if (c->peer.charged_uid == uid)
-                        n++;
-        return n;
+        return holders_count(b->holders, uid);
 }
 
 static void broker_update_idle(Broker *b) {
@@ -91,7 +88,12 @@ static void broker_update_accepting(Broker *b) {
                                                   : SD_EVENT_OFF);
 }
 
-static void broker_connection_opened(Broker *b, Connection *c) {
+static int broker_connection_opened(Broker *b, Connection *c) {
+        int r;
+
+        r = holders_add(b->holders, &c->hold, c->peer.charged_uid);
+        if (r < 0)
+                return r;
         c->next = b->connections;
         if (b->connections)
                 b->connections->prev = c;
@@ -99,11 +101,11 @@ static void broker_connection_opened(Broker *b, Connection *c) {
         b->n_connections++;
         broker_update_accepting(b);
         broker_update_idle(b);
+        return 0;
 }
 
 static void broker_connection_closed(Broker *b, Connection *c) {
-        if (!b)
-                return;
+        holders_remove(b->holders, &c->hold); /* an evicted one was already */
         if (c->prev)
                 c->prev->next = c->next;
         else
@@ -132,6 +134,51 @@ static int broker_on_suppressed_timer(sd_event_source *s, uint64_t usec, void *u
         return 0;
 }
 
+/* A connection is idle while it has sent nothing: one that has begun its request, or works, is not. */
+static bool broker_connection_idle(HoldNode *n, void *userdata) {
+        const Connection *c = (const Connection *)((const char *)n - offsetof(Connection, hold));
+
+        return c->state == CONNECTION_READING && c->in_size == 0;
+}
+
+/*
+ * The table is full: @newcomer is served by closing the oldest idle connection of the largest
+ * holder (holders.h), answered busy and recorded. One whose request is in its socket already, not
+ * read yet, is not idle; one whose client has gone asked for nothing and is closed without a word.
+ *
+ * Return: whether room was made.
+ */
+static bool broker_make_room(Broker *b, Connection *newcomer) {
+        for (;;) {
+                HoldNode *n = holders_victim(b->holders, newcomer->peer.charged_uid, broker_connection_idle, NULL);
+                Connection *v;
+                char reason[192], b1;
+                ssize_t peeked;
+
+                if (!n)
+                        return false;
+                v = (Connection *)((char *)n - offsetof(Connection, hold));
+                peeked = recv(v->fd, &b1, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (peeked > 0) {
+                        holders_not_idle(b->holders, n); /* its request came: it is read in its turn */
+                        continue;
+                }
+                holders_remove(b->holders, n); /* its room is the newcomer's from now on */
+                if (peeked == 0 || errno != EAGAIN) {
+                        connection_release(v);
+                        return true;
+                }
+                snprintf(reason, sizeof(reason),
+                         "closed unread to make room for request %016" PRIx64 " of a user holding fewer connections: "
+                         "the agent serves as many connections as it may, and this user held the most",
+                         newcomer->request.id);
+                connection_evict(v, reason,
+                                 "closed to make room for another user: the agent serves as many connections as it may, "
+                                 "and you held the most; try again shortly");
+                return true;
+        }
+}
+
 static void broker_accept_one(Broker *b, int fd) {
         Connection *c;
         int r;
@@ -147,9 +194,9 @@ static void broker_accept_one(Broker *b, int fd) {
                                     "too many connections from this user");
                 return;
         }
-        /* past the cap, only root's slots: anyone else is told at once, so that root is never stuck
-         * in the backlog behind them */
-        if (b->n_connections > b->config.max_connections && c->peer.charged_uid != 0) {
+        /* past the cap, only root's slots: anyone else makes room, or is told at once, so that root is
+         * never stuck in the backlog behind them */
+        if (b->n_connections > b->config.max_connections && c->peer.charged_uid != 0 && !broker_make_room(b, c)) {
                 c->state = CONNECTION_WORKING;
                 request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
                                     "the agent serves as many connections as it may; try again shortly");
@@ -214,6 +261,7 @@ Broker *broker_free(Broker *b) {
                 return NULL;
         while (b->connections)
                 connection_destroy(b->connections);
+        holders_free(b->holders);
         sd_event_source_disable_unref(b->listen_source);
         sd_event_source_disable_unref(b->idle_timer);
         sd_event_source_disable_unref(b->fds_timer);
@@ -413,13 +461,15 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->connection_closed = broker_connection_closed;
         b->dispatch = commands_dispatch;
         b->config.reply_timeout_usec = test_hook_reply_timeout(config->reply_timeout_usec);
+        b->config.request_timeout_usec = test_hook_request_timeout(config->request_timeout_usec);
         b->config.max_connections = test_hook_max_connections(config->max_connections);
         broker_fit_fd_limit(b);
         b->may_renice = broker_allow_renice();
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();
         b->admission = admission_new();
-        if (!b->rate_limiter || !b->request_budget || !b->admission)
+        b->holders = holders_new();
+        if (!b->rate_limiter || !b->request_budget || !b->admission || !b->holders)
                 return -ENOMEM;
         r = target_cache_new(event, &b->targets);
         if (r < 0)

@@ -93,6 +93,12 @@ uint64_t test_hook_reply_timeout(uint64_t usec) {
         return ms > 0 ? (uint64_t)ms * 1000 : usec;
 }
 
+uint64_t test_hook_request_timeout(uint64_t usec) {
+        unsigned long ms = env_number("DSAGENT_TEST_REQUEST_TIMEOUT_MS", 3600 * 1000);
+
+        return ms > 0 ? (uint64_t)ms * 1000 : usec;
+}
+
 uint64_t test_hook_collect_retry(uint64_t usec) {
         unsigned long ms = env_number("DSAGENT_TEST_COLLECT_RETRY_MS", 3600 * 1000);
 

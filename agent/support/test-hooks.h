@@ -37,6 +37,12 @@ uint64_t test_hook_reply_timeout(uint64_t usec);
  */
 unsigned test_hook_max_connections(unsigned max);
 /*
+ * DSAGENT_TEST_REQUEST_TIMEOUT_MS=N, or @usec: how long a client may take to send its request. A
+ * test makes it long, so that connections it holds idle stay while it looks at whose are closed for
+ * a newcomer, where the real deadline (5 s) would make the test a race against it.
+ */
+uint64_t test_hook_request_timeout(uint64_t usec);
+/*
  * DSAGENT_TEST_AUDIT_QUEUE=N, or @records: how many audit records may wait for an output
  * that does not take them, for decisions. A test makes it small, to fill the queue with a
  * few requests where the real bound takes a thousand.
@@ -78,6 +84,9 @@ static inline uint64_t test_hook_reply_timeout(uint64_t usec) {
 }
 static inline unsigned test_hook_max_connections(unsigned max) {
         return max;
+}
+static inline uint64_t test_hook_request_timeout(uint64_t usec) {
+        return usec;
 }
 static inline unsigned test_hook_audit_queue(unsigned records) {
         return records;
