@@ -133,6 +133,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         _cleanup_close_ int pidfd = -EBADF;
         uint64_t pidfd_id = 0;
         uid_t charged = USERNS_CHARGE_UNKNOWN;
+        uint64_t userns = 0;
         struct stat st;
         size_t n_groups = 0;
         int r;
@@ -153,7 +154,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         if (pidfd >= 0 && pidfd_identity(pidfd, &st) == 0)
                 pidfd_id = (uint64_t)st.st_ino;
         if (pidfd >= 0)
-                (void)userns_charged_uid(pidfd, cred.pid, cred.uid, &charged);
+                (void)userns_charged_uid(pidfd, cred.pid, cred.uid, &charged, &userns);
 
         *ret = (PeerCreds){
                 .pid = cred.pid,
@@ -163,6 +164,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 .n_groups = n_groups,
                 .pidfd_id = pidfd_id,
                 .charged_uid = charged,
+                .userns_inode = userns,
         };
         return 0;
 }

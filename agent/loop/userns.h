@@ -14,6 +14,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/types.h>
 #include <linux/nsfs.h>
@@ -63,8 +64,50 @@ static inline bool userns_charge_is_namespace(uid_t charged) {
  * lives) the process counts as gone. Only nsfs and pidfs ioctls: nothing
  * here blocks.
  *
+ * *@ret_userns (when not NULL): the inode of the peer's own namespace, for userns_cache_learn().
+ *
  * Return: 0 with *@ret, or a negative errno (-ESRCH: the process is gone;
  * -EPERM: its namespace is not below the agent's): the caller charges
  * USERNS_CHARGE_UNKNOWN then.
  */
-int userns_charged_uid(int pidfd, pid_t pid, uid_t uid, uid_t *ret);
+int userns_charged_uid(int pidfd, pid_t pid, uid_t uid, uid_t *ret, uint64_t *ret_userns);
+
+/*
+ * A peer refused again and again costs the loop its identification each time (its pidfd, the walk
+ * up its namespaces). Whom a peer in the agent's own namespace is charged to, its uid, can be told
+ * from the name of its namespace, /proc/PID/ns/user (one readlink, no fd), and that of a peer in a
+ * namespace below from a cache the agent fills as it refuses such peers: for USERNS_CACHE_USEC, at
+ * most USERNS_CACHE_MAX namespaces, each held open meanwhile, so that its inode number names no
+ * other. What it answers is only ever used to refuse at once a peer whose charge is over its
+ * limits already: a pid reused since connect() (the client gone) is the one way to a wrong answer,
+ * and it costs nobody but that gone client.
+ */
+#define USERNS_CACHE_MAX 64
+#define USERNS_CACHE_USEC (1000 * 1000ULL)
+
+typedef struct UsernsCache UsernsCache;
+
+UsernsCache *userns_cache_new(void);
+UsernsCache *userns_cache_free(UsernsCache *c);
+
+/*
+ * userns_cache_learn() - remember that peers of the namespace @inode, as @pid's pidfd showed it
+ * (userns_charged_uid()'s *ret_userns), are charged to @charged
+ *
+ * Nothing for the agent's own namespace. @pid's namespace is opened and kept only when it is @inode.
+ *
+ * Return: 0, -ESRCH (@pid is gone, or another process has it now), or another negative errno.
+ */
+int userns_cache_learn(UsernsCache *c, pid_t pid, uint64_t inode, uid_t charged, uint64_t now_usec);
+
+/*
+ * userns_cache_charge() - whom the peer @pid, of @uid (SO_PEERCRED), is charged to, from its
+ * namespace's name: @uid in the agent's own, else what the cache learned
+ *
+ * Return: 0 with *@ret; -ENOENT when the cache does not know the namespace, or another negative
+ * errno: the caller identifies the peer as ever then.
+ */
+int userns_cache_charge(UsernsCache *c, pid_t pid, uid_t uid, uint64_t now_usec, uid_t *ret);
+
+/* Closes what is older than USERNS_CACHE_USEC. */
+void userns_cache_expire(UsernsCache *c, uint64_t now_usec);

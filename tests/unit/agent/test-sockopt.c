@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Peer identity from the kernel, checked against processes with known credentials */
+#include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -289,6 +290,54 @@ static void test_a_gone_peer_is_charged_to_the_unknown(void) {
         unlink(path);
 }
 
+/*
+ * The cache refusals use: a peer in the agent's own namespace is its uid by the name of the namespace alone;
+ * one below it only once the cache learned its namespace, as the pidfd showed it, and for a second.
+ */
+static void test_the_charge_of_a_namespace_by_its_name(void) {
+        UsernsCache *cache = userns_cache_new();
+        int ready[2], go[2], status;
+        char b, ns_path[64];
+        struct stat st;
+        uid_t charged = 0;
+        pid_t child;
+
+        check(pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0);
+        child = fork();
+        if (child == 0) {
+                if (setresgid(4321, 4321, 4321) < 0 || setresuid(4321, 4321, 4321) < 0 || unshare(CLONE_NEWUSER) < 0)
+                        _exit(1);
+                if (write(ready[1], "x", 1) != 1 || read(go[0], &b, 1) != 1)
+                        _exit(2);
+                _exit(0);
+        }
+        check(read(ready[0], &b, 1) == 1);
+        snprintf(ns_path, sizeof(ns_path), "/proc/%d/ns/user", (int)child);
+        check(stat(ns_path, &st) == 0);
+
+        check(userns_cache_charge(cache, getpid(), 77, 1000, &charged) == 0 && charged == 77);
+        check(userns_cache_charge(cache, child, 4321, 1000, &charged) == -ENOENT);
+        /* another namespace's inode than the pid's now: not learned */
+        check(userns_cache_learn(cache, child, st.st_ino + 1, 4321, 1000) == -ESRCH);
+        check(userns_cache_charge(cache, child, 4321, 1000, &charged) == -ENOENT);
+        check(userns_cache_learn(cache, child, st.st_ino, 4321, 1000) == 0);
+        check(userns_cache_charge(cache, child, 5000, 1000, &charged) == 0 && charged == 4321);
+        /* for a second */
+        check(userns_cache_charge(cache, child, 5000, 1000 + USERNS_CACHE_USEC, &charged) == -ENOENT);
+        userns_cache_expire(cache, 1000 + USERNS_CACHE_USEC);
+        check(userns_cache_charge(cache, child, 5000, 1000, &charged) == -ENOENT);
+
+        check(write(go[1], "x", 1) == 1);
+        check(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        /* gone: its name cannot be read */
+        check(userns_cache_charge(cache, child, 4321, 1000, &charged) < 0);
+        for (int i = 0; i < 2; i++) {
+                close(ready[i]);
+                close(go[i]);
+        }
+        userns_cache_free(cache);
+}
+
 int main(void) {
         run_test(test_socketpair_is_self);
         run_test(test_credentials_of_another_user);
@@ -299,5 +348,6 @@ int main(void) {
         run_test(test_uid_0_in_a_namespace_is_not_roots_charge);
         run_test(test_the_same_on_kernels_before_6_5_and_6_11);
         run_test(test_a_gone_peer_is_charged_to_the_unknown);
+        run_test(test_the_charge_of_a_namespace_by_its_name);
         return tap_finish();
 }
