@@ -73,6 +73,13 @@ typedef struct Broker {
         Connection *connections;
         unsigned n_connections;
         struct Holders *holders;       /* the connections of each charge, and which are idle (holders.h) */
+        /* Refusing without reading the peer (broker.c): until when (a peer refused over its request
+         * budget opens it for a second), whose namespaces' charges are known (userns.h), the
+         * refusal's frame, and what was refused since the last count (for test hooks) */
+        uint64_t refuse_unread_until;
+        struct UsernsCache *userns_cache;
+        struct WireWriter *refusal;
+        uint64_t refused_unread, refused_read;
         Policy *policy;                /* replaced whole on reload; requests hold their own reference */
         char *policy_problem;          /* NULL, or why no policy file has loaded since start: then
                                         * policy is policy_new_fallback() and only root is served */

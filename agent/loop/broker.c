@@ -34,6 +34,7 @@
 #include "policy-load.h"
 #include "target-cache.h"
 #include "test-hooks.h"
+#include "userns.h"
 
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
  * the connections already being served. A request already in its socket is
@@ -41,6 +42,10 @@
  * job, the runtime's answer; so a wake-up does at most this many requests'
  * non-blocking first steps. */
 #define BROKER_ACCEPT_BURST 16
+/* Connections refused unread (broker_refuse_unread()) cost five system calls each and nothing after:
+ * they count apart, so that a user's churn is drained from the backlog, where everyone else's
+ * connections wait behind it, many at a time. */
+#define BROKER_REFUSE_UNREAD_BURST 256
 /* Worker processes: at most, kept ready, and running for one user at once (its other jobs wait). */
 #define BROKER_WORKERS_MAX 16
 #define BROKER_WORKERS_IDLE 2
@@ -51,7 +56,7 @@
  * /proc and socket directory fds, and a runtime connection or a session's
  * stream and pipe.
  */
-#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS)
+#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS + USERNS_CACHE_MAX)
 #define BROKER_FDS_PER_CONNECTION 6
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)
@@ -131,6 +136,11 @@ static int broker_on_suppressed_timer(sd_event_source *s, uint64_t usec, void *u
         Broker *b = userdata;
 
         request_budget_flush(b->request_budget, broker_report_suppressed, b);
+        if (b->refused_unread + b->refused_read > 0)
+                test_hook_note("connections refused past their budget: %" PRIu64 " unread, %" PRIu64 " after reading "
+                               "the peer", b->refused_unread, b->refused_read);
+        b->refused_unread = b->refused_read = 0;
+        userns_cache_expire(b->userns_cache, usec);
         return 0;
 }
 
@@ -150,7 +160,8 @@ static bool broker_connection_idle(HoldNode *n, void *userdata) {
  */
 static bool broker_make_room(Broker *b, Connection *newcomer) {
         for (;;) {
-                HoldNode *n = holders_victim(b->holders, newcomer->peer.charged_uid, broker_connection_idle, NULL);
+                HoldNode *n = holders_victim(b->holders, newcomer->peer.charged_uid,
+                                     holders_count(b->holders, newcomer->peer.charged_uid), broker_connection_idle, NULL);
                 Connection *v;
                 char reason[192], b1;
                 ssize_t peeked;
@@ -179,30 +190,106 @@ static bool broker_make_room(Broker *b, Connection *newcomer) {
         }
 }
 
-static void broker_accept_one(Broker *b, int fd) {
+/*
+ * A connection refused at accept: answered busy and recorded, as far as its charge's request budget
+ * goes. Past it, it is only counted; and from then on, for a second, further connections of the
+ * same charge that would be refused as well are refused without reading who the peer is
+ * (broker_refuse_unread()): the charge of its namespace is learned here.
+ */
+static void broker_refuse(Broker *b, Connection *c, const char *reason) {
+        uint64_t now = 0;
+
+        c->state = CONNECTION_WORKING;
+        request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, reason);
+        if (c->request.admitted || c->peer.charged_uid == 0)
+                return;
+        b->refused_read++;
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        b->refuse_unread_until = now + USERNS_CACHE_USEC;
+        if (c->peer.userns_inode != 0)
+                (void)userns_cache_learn(b->userns_cache, c->peer.pid, c->peer.userns_inode, c->peer.charged_uid, now);
+}
+
+/* Whether a newcomer of @charged, not counted yet, would be refused: its share is full, or the table
+ * is and nobody holds more than it would (root is never refused here: it has slots past the cap). */
+static bool broker_would_refuse(Broker *b, uid_t charged) {
+        unsigned holding = holders_count(b->holders, charged) + 1;
+
+        if (holding > b->config.max_connections_per_uid)
+                return true;
+        return b->n_connections + 1 > b->config.max_connections &&
+               !holders_victim(b->holders, charged, holding, broker_connection_idle, NULL);
+}
+
+/*
+ * A user re-opening connections as fast as they are refused made each refusal cost the loop what
+ * reading a peer costs (its pidfd, its groups, the walk up its user namespaces, a record), and
+ * everyone else waited behind thousands of them: root's info took 40 times its idle time. While a
+ * charge is refused past its request budget, a connection whose peer SO_PEERCRED and the name of
+ * its namespace show to be of that charge, and that would be refused, is answered "too many
+ * requests" and closed, counted as the full path would count it (no record: it is over budget),
+ * and nothing more is read.
+ *
+ * Return: whether @fd was refused (and closed).
+ */
+static bool broker_refuse_unread(Broker *b, int fd) {
+        const PolicyAgentSettings *a = &b->policy->agent;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        uint64_t now = 0;
+        uid_t charged;
+        char discard[CONNECTION_HEAD_SIZE];
+        const uint8_t *frame;
+        size_t size;
+
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        if (now >= b->refuse_unread_until)
+                return false;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+                return false;
+        if (userns_cache_charge(b->userns_cache, cred.pid, cred.uid, now, &charged) < 0 || charged == 0)
+                return false;
+        if (!request_budget_spent(b->request_budget, charged, a->max_requests_per_second, a->max_request_burst, now) ||
+            !broker_would_refuse(b, charged))
+                return false;
+        (void)broker_admit_request(b, charged); /* refused: counted in its charge's next suppressed record */
+        b->refused_unread++;
+        wire_writer_begin(b->refusal, WIRE_REPLY_ERROR);
+        wire_writer_put_u32(b->refusal, WIRE_TAG_ERROR, WIRE_ERROR_BUSY);
+        wire_writer_put_string(b->refusal, WIRE_TAG_MESSAGE, REQUEST_TOO_MANY);
+        wire_writer_put_u64(b->refusal, WIRE_TAG_REQUEST_ID, b->next_request_id++);
+        if (wire_writer_finish(b->refusal, &frame, &size) == 0)
+                (void)send(fd, frame, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+        /* a request it sent is read before closing, so that the kernel does not reset the reply away */
+        (void)recv(fd, discard, sizeof(discard), MSG_DONTWAIT);
+        safe_close(fd);
+        return true;
+}
+
+/* Return: false when @fd was refused unread (broker_refuse_unread()), true when it was taken up. */
+static bool broker_accept_one(Broker *b, int fd) {
         Connection *c;
         int r;
 
         test_hook_client_socket(fd);
+        if (broker_refuse_unread(b, fd))
+                return false;
         r = connection_new(b, fd, b->next_request_id++, &c);
         if (r < 0)
-                return; /* a client we cannot even identify gets nothing */
+                return true; /* a client we cannot even identify gets nothing */
 
         if (broker_connections_of_uid(b, c->peer.charged_uid) > b->config.max_connections_per_uid) {
-                c->state = CONNECTION_WORKING;
-                request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
-                                    "too many connections from this user");
-                return;
+                broker_refuse(b, c, "too many connections from this user");
+                return true;
         }
         /* past the cap, only root's slots: anyone else makes room, or is told at once, so that root is
          * never stuck in the backlog behind them */
         if (b->n_connections > b->config.max_connections && c->peer.charged_uid != 0 && !broker_make_room(b, c)) {
-                c->state = CONNECTION_WORKING;
-                request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
-                                    "the agent serves as many connections as it may; try again shortly");
-                return;
+                broker_refuse(b, c, "the agent serves as many connections as it may; try again shortly");
+                return true;
         }
         connection_start(c);
+        return true;
 }
 
 /* Out of fds: stop accepting for a moment (clients wait in the backlog), then try again. */
@@ -231,8 +318,8 @@ static void broker_pause_for_fds(Broker *b, int error) {
 static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Broker *b = userdata;
 
-        for (int i = 0; i < BROKER_ACCEPT_BURST && b->n_connections < b->config.max_connections + b->root_slots;
-             i++) {
+        for (unsigned taken = 0, unread = 0; taken < BROKER_ACCEPT_BURST && unread < BROKER_REFUSE_UNREAD_BURST &&
+                                             b->n_connections < b->config.max_connections + b->root_slots;) {
                 int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (client < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -243,7 +330,10 @@ static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *
                         fprintf(stderr, "dsagent: file descriptors available again: accepting\n");
                         b->fds_exhausted = false;
                 }
-                broker_accept_one(b, client);
+                if (broker_accept_one(b, client))
+                        taken++;
+                else
+                        unread++;
         }
         return 0;
 }
@@ -262,6 +352,8 @@ Broker *broker_free(Broker *b) {
         while (b->connections)
                 connection_destroy(b->connections);
         holders_free(b->holders);
+        userns_cache_free(b->userns_cache);
+        free(b->refusal);
         sd_event_source_disable_unref(b->listen_source);
         sd_event_source_disable_unref(b->idle_timer);
         sd_event_source_disable_unref(b->fds_timer);
@@ -469,7 +561,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->request_budget = request_budget_new();
         b->admission = admission_new();
         b->holders = holders_new();
-        if (!b->rate_limiter || !b->request_budget || !b->admission || !b->holders)
+        b->userns_cache = userns_cache_new();
+        b->refusal = malloc(sizeof(WireWriter));
+        if (!b->rate_limiter || !b->request_budget || !b->admission || !b->holders || !b->userns_cache || !b->refusal)
                 return -ENOMEM;
         r = target_cache_new(event, &b->targets);
         if (r < 0)

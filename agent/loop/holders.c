@@ -121,15 +121,15 @@ static HoldNode *oldest_idle(Holder *k, bool (*still_idle)(HoldNode *n, void *us
         return k->idle_head;
 }
 
-HoldNode *holders_victim(Holders *h, uid_t charged, bool (*still_idle)(HoldNode *n, void *userdata), void *userdata) {
-        unsigned newcomer = holders_count(h, charged);
+HoldNode *holders_victim(Holders *h, uid_t charged, unsigned holding, bool (*still_idle)(HoldNode *n, void *userdata),
+                         void *userdata) {
         Holder *best = NULL;
         HoldNode *best_node = NULL;
 
         for (unsigned i = 0; i < HOLDERS_BUCKETS; i++)
                 for (Holder *k = h->buckets[i]; k; k = k->next) {
                         HoldNode *n;
-                        if (k->charged == 0 || k->charged == charged || k->count <= newcomer)
+                        if (k->charged == 0 || k->charged == charged || k->count <= holding)
                                 continue;
                         if (best && k->count < best->count)
                                 continue;

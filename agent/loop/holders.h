@@ -49,11 +49,13 @@ unsigned holders_count(const Holders *h, uid_t charged);
 
 /**
  * holders_victim() - the connection to close so that @charged's newest is served
- * @charged: whom the newcomer is charged to; its connection is counted already
+ * @charged: whom the newcomer is charged to
+ * @holding: what @charged holds with the newcomer's connection
  * @still_idle: asked of each idle connection considered; false moves it out of the idle list for good
  *
  * Return: the oldest idle connection of the largest holder but root and
- * @charged that holds more than @charged does (see above), or NULL when there
- * is none. It is still counted: the caller removes it as it closes it.
+ * @charged that holds more than @holding (see above), or NULL when there is
+ * none. It is still counted: the caller removes it as it closes it.
  */
-HoldNode *holders_victim(Holders *h, uid_t charged, bool (*still_idle)(HoldNode *n, void *userdata), void *userdata);
+HoldNode *holders_victim(Holders *h, uid_t charged, unsigned holding, bool (*still_idle)(HoldNode *n, void *userdata),
+                         void *userdata);

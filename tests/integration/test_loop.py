@@ -644,5 +644,80 @@ for s in conns:
     assert len(evicted) == 1 and evicted[0]["DSAGENT_CLIENT_UID"] == str(harness.uid_of(ALICE)), evicted
 
 
+# A user's churn: in a user namespace of her own, each of N_UIDS uids keeps PER_UID connections that send nothing
+# open, and opens a new one as soon as the agent closes one, for SECONDS.
+CHURN = r"""
+import os, selectors, socket, sys, time
+sock, n_uids, per_uid, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+end = time.monotonic() + seconds
+children = []
+for k in range(1, n_uids + 1):
+    pid = os.fork()
+    if pid == 0:
+        os.setresgid(k, k, k)
+        os.setresuid(k, k, k)
+        sel = selectors.DefaultSelector()
+        while time.monotonic() < end:
+            while len(sel.get_map()) < per_uid:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sock)
+                sel.register(s, selectors.EVENT_READ)
+            for key, _ in sel.select(0.1):
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+print('done', flush=True)
+"""
+
+
+@test
+def a_users_churn_costs_the_loop_one_reading_of_her_peers_a_second():
+    """Mallory re-opens connections as fast as they are refused, from 8 uids of her namespace: each refusal cost
+    the loop what reading a peer costs (pidfd, groups, the walk up her namespaces) and others waited behind them.
+    Past her request budget, a connection the name of its namespace shows to be hers, and that would be refused,
+    is refused unread: the agent reads her peers about once a second, not thousands of times. Every refusal is
+    still counted under her name, and root and alice are answered while she churns."""
+    harness.subordinate_range(MALLORY)
+    target, own = Target(SVC), Target(ALICE)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
+    seconds = 4
+    churn = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
+                                      harness.PYTHON, "-c", CHURN, agent.socket, "8", "40", str(seconds)]))
+    began = time.monotonic()
+    asked = 0
+    while time.monotonic() < began + seconds - 1:
+        for user, pid in (("root", target.pid), (ALICE, own.pid)):
+            r = dsctl(agent, user, "--json", "info", str(pid))
+            assert r.returncode == 0 and json.loads(r.stdout)["pid"] == pid, r
+            asked += 1
+        time.sleep(0.4)  # root's and alice's own budgets are 5 a second too
+    churn.read_line("done", timeout=120)
+    took = time.monotonic() - began
+    mallory = str(harness.uid_of(MALLORY))
+
+    def counted():
+        """What the agent said it refused past her budget, and what her suppressed records count, once equal."""
+        notes = [line.split(": ", 2)[2] for line in open(agent.log_path)
+                 if line.startswith("test-hook: connections refused past their budget: ")]
+        unread = sum(int(n.split()[0]) for n in notes)
+        read = sum(int(n.split(", ")[1].split()[0]) for n in notes)
+        suppressed = sum(int(r["DSAGENT_SUPPRESSED"]) for r in agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+                         if r.get("DSAGENT_CLIENT_UID") == mallory)
+        return (unread, read, suppressed) if notes and unread + read == suppressed else None
+    # the counts are written once a second: wait for the last of them
+    unread, read, suppressed = wait_for(counted, timeout=30, what="every refusal past her budget counted")
+    print(f"# {suppressed} refused past her budget in {took:.1f} s: {read} after reading the peer, {unread} unread")
+    # the churn was real: thousands refused past her budget
+    assert suppressed > 1000, suppressed
+    # her peers read past her budget: about once a second (the window of refusals unread, and what her
+    # namespace's charge is known for, last a second each), not once a refusal
+    assert read <= 3 * (took + 2), (read, unread, took)
+    assert unread >= 10 * read, (read, unread)
+    assert asked >= 2
+
+
 if __name__ == "__main__":
     run_tests()

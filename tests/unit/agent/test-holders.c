@@ -30,7 +30,7 @@ static Conn *open_conn(Holders *h, Conn *c, uid_t charged) {
 }
 
 static Conn *victim(Holders *h, uid_t charged) {
-        return (Conn *)holders_victim(h, charged, still_idle, NULL);
+        return (Conn *)holders_victim(h, charged, holders_count(h, charged), still_idle, NULL);
 }
 
 static void test_counts(void) {
