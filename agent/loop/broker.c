@@ -51,7 +51,8 @@
 #define BROKER_WORKERS_IDLE 2
 /*
  * The agent's own fds (policy, journal, listener, timers, PAM helper, the
- * dump directory) and each worker's socket and pidfd, whatever clients do;
+ * dump directory), each worker's socket and pidfd, the targets kept for reuse
+ * and the user namespaces whose charge is known (userns.h), whatever clients do;
  * then what one connection may hold at once: its socket, the target's pidfd,
  * /proc and socket directory fds, and a runtime connection or a session's
  * stream and pipe.
