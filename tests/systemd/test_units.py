@@ -68,6 +68,8 @@ def the_socket_starts_the_agent(m):
              what="the socket to start the agent")
     st = m.run(["stat", "--format=%F %a %U %G", "/run/dsagent.sock"]).stdout.strip()
     assert st == "socket 660 root dsagent", st
+    # what waits ahead of a new client is bounded: the agent's own backlog, not the kernel's 4096
+    assert m.show("dsagent.socket", "Backlog")["Backlog"] == "128"
 
     r = dsctl(m, SVC, "--json", "ps")
     assert r.returncode == 0, r
