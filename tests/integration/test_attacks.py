@@ -279,19 +279,27 @@ def many_uids_of_one_users_namespace_count_as_that_one_user():
     assert "DSAGENT_CLIENT_CHARGED_UID" not in r, r
 
 
-@test
-def root_has_a_slot_past_the_global_cap():
-    """The connections the agent serves at once all held by others: root is still let in and answered, while
-    they hold theirs (his record comes before the first of theirs to time out), and the others are told
-    "busy" at once instead of waiting."""
+def capped_and_held_by_mallory():
+    """An agent that serves 40 connections at once (a test hook), 32 of them held by mallory's namespace, and
+    svc's app: (target, agent, her flood)."""
     harness.subordinate_range(MALLORY)
     target = Target(SVC)
     agent = Agent(env={"DSAGENT_TEST_MAX_CONNECTIONS": "40"},
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
                          'max_request_burst = 1000000\n')
     flood, connected, _ = namespace_flood(agent, MALLORY, 4, 8)  # her share: 32
+    assert connected == 32, connected
+    return target, agent, flood
+
+
+@test
+def root_has_a_slot_past_the_global_cap():
+    """The connections the agent serves at once all held by others: root is still let in and answered, while
+    they hold theirs (his record comes before the first of theirs to time out), and the others are told
+    "busy" at once instead of waiting."""
+    target, agent, flood = capped_and_held_by_mallory()
     others, alice_connected, _ = namespace_flood(agent, ALICE, 1, 8)  # and 8 of alice's: the 40 are held
-    assert connected == 32 and alice_connected == 8, (connected, alice_connected)
+    assert alice_connected == 8, alice_connected
     assert info_json(agent, "root", target.pid)["pid"] == target.pid
     records = agent.records()
     timed_out = [i for i, r in enumerate(records) if r["DSAGENT_REASON"] == "the request did not arrive in time"]
@@ -391,13 +399,7 @@ def uid_0_of_a_namespace_root_made_has_none_of_roots_share_or_slots():
     runs as root) is root's uid, but not root: with the connections served at once held by her and it, its next
     ones went into root's slots past the cap, and root waited in the backlog behind them until their request
     deadline. Charged as its namespace, they are told busy at once, and root is answered at once."""
-    harness.subordinate_range(MALLORY)
-    target = Target(SVC)
-    agent = Agent(env={"DSAGENT_TEST_MAX_CONNECTIONS": "40"},
-                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
-                         'max_request_burst = 1000000\n')
-    flood, connected, _ = namespace_flood(agent, MALLORY, 4, 8)  # her share: 32
-    assert connected == 32, connected
+    target, agent, flood = capped_and_held_by_mallory()
     ns_flood, ns_connected, _, inode = root_made_namespace_flood(agent, 1, 12, mapping="0 0 1", first_uid=0)
     assert ns_connected == 12, ns_connected
     assert info_json(agent, "root", target.pid)["pid"] == target.pid
