@@ -42,7 +42,7 @@
  * job, the runtime's answer; so a wake-up does at most this many requests'
  * non-blocking first steps. */
 #define BROKER_ACCEPT_BURST 16
-/* Connections refused unread (broker_refuse_unread()) cost five system calls each and nothing after:
+/* Connections refused unread (broker_refuse_unread()) cost six system calls each and nothing after:
  * they count apart, so that a user's churn is drained from the backlog, where everyone else's
  * connections wait behind it, many at a time. */
 #define BROKER_REFUSE_UNREAD_BURST 256
