@@ -44,20 +44,23 @@
 #define BROKER_ACCEPT_BURST 16
 /* Connections refused unread (broker_refuse_unread()) cost six system calls each and nothing after:
  * they count apart, so that a user's churn is drained from the backlog, where everyone else's
- * connections wait behind it, many at a time. */
+ * connections wait behind it, many at a time; and they are answered in batches, after the accepts
+ * around them, so that what waited behind them is served first. A batch holds its fds meanwhile. */
 #define BROKER_REFUSE_UNREAD_BURST 256
+#define BROKER_REFUSE_UNREAD_BATCH 16
 /* Worker processes: at most, kept ready, and running for one user at once (its other jobs wait). */
 #define BROKER_WORKERS_MAX 16
 #define BROKER_WORKERS_IDLE 2
 /*
  * The agent's own fds (policy, journal, listener, timers, PAM helper, the
- * dump directory), each worker's socket and pidfd, the targets kept for reuse
- * and the user namespaces whose charge is known (userns.h), whatever clients do;
+ * dump directory), each worker's socket and pidfd, the targets kept for reuse,
+ * the user namespaces whose charge is known (userns.h) and a batch of connections
+ * refused unread waiting for their answer, whatever clients do;
  * then what one connection may hold at once: its socket, the target's pidfd,
  * /proc and socket directory fds, and a runtime connection or a session's
  * stream and pipe.
  */
-#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS + USERNS_CACHE_MAX)
+#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS + USERNS_CACHE_MAX + BROKER_REFUSE_UNREAD_BATCH)
 #define BROKER_FDS_PER_CONNECTION 6
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)
@@ -229,9 +232,10 @@ static bool broker_would_refuse(Broker *b, uid_t charged) {
  * charge is refused past its request budget, a connection whose peer SO_PEERCRED and the name of
  * its namespace show to be of that charge, and that would be refused, is answered "too many
  * requests" and closed, counted as the full path would count it (no record: it is over budget),
- * and nothing more is read.
+ * and nothing more is read. The answer waits until the accepts of the wake-up are done
+ * (broker_answer_unread()): a connection that is taken up behind refused ones is served first.
  *
- * Return: whether @fd was refused (and closed).
+ * Return: whether @fd is refused (and counted): the caller answers it.
  */
 static bool broker_refuse_unread(Broker *b, int fd) {
         const PolicyAgentSettings *a = &b->policy->agent;
@@ -239,9 +243,6 @@ static bool broker_refuse_unread(Broker *b, int fd) {
         socklen_t len = sizeof(cred);
         uint64_t now = 0;
         uid_t charged;
-        char discard[CONNECTION_HEAD_SIZE];
-        const uint8_t *frame;
-        size_t size;
 
         (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
         if (now >= b->refuse_unread_until)
@@ -255,6 +256,15 @@ static bool broker_refuse_unread(Broker *b, int fd) {
                 return false;
         (void)broker_admit_request(b, charged); /* refused: counted in its charge's next suppressed record */
         b->refused_unread++;
+        return true;
+}
+
+/* "Too many requests" to a connection refused unread, and it is closed. */
+static void broker_answer_unread(Broker *b, int fd) {
+        char discard[CONNECTION_HEAD_SIZE];
+        const uint8_t *frame;
+        size_t size;
+
         wire_writer_begin(b->refusal, WIRE_REPLY_ERROR);
         wire_writer_put_u32(b->refusal, WIRE_TAG_ERROR, WIRE_ERROR_BUSY);
         wire_writer_put_string(b->refusal, WIRE_TAG_MESSAGE, REQUEST_TOO_MANY);
@@ -264,10 +274,17 @@ static bool broker_refuse_unread(Broker *b, int fd) {
         /* a request it sent is read before closing, so that the kernel does not reset the reply away */
         (void)recv(fd, discard, sizeof(discard), MSG_DONTWAIT);
         safe_close(fd);
-        return true;
 }
 
-/* Return: false when @fd was refused unread (broker_refuse_unread()), true when it was taken up. */
+/* Answers the @n connections refused unread in @fds. Return: 0, what is left of the batch. */
+static unsigned broker_answer_unread_batch(Broker *b, const int *fds, unsigned n) {
+        for (unsigned i = 0; i < n; i++)
+                broker_answer_unread(b, fds[i]);
+        return 0;
+}
+
+/* Return: false when @fd is refused unread (broker_refuse_unread()): the caller answers it; true when it
+ * was taken up. */
 static bool broker_accept_one(Broker *b, int fd) {
         Connection *c;
         int r;
@@ -318,9 +335,11 @@ static void broker_pause_for_fds(Broker *b, int error) {
 
 static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Broker *b = userdata;
+        int unread[BROKER_REFUSE_UNREAD_BATCH];
+        unsigned n_unread = 0;
 
-        for (unsigned taken = 0, unread = 0; taken < BROKER_ACCEPT_BURST && unread < BROKER_REFUSE_UNREAD_BURST &&
-                                             b->n_connections < b->config.max_connections + b->root_slots;) {
+        for (unsigned taken = 0, refused = 0; taken < BROKER_ACCEPT_BURST && refused < BROKER_REFUSE_UNREAD_BURST &&
+                                              b->n_connections < b->config.max_connections + b->root_slots;) {
                 int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (client < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -331,11 +350,16 @@ static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *
                         fprintf(stderr, "dsagent: file descriptors available again: accepting\n");
                         b->fds_exhausted = false;
                 }
-                if (broker_accept_one(b, client))
+                if (broker_accept_one(b, client)) {
                         taken++;
-                else
-                        unread++;
+                        continue;
+                }
+                refused++;
+                unread[n_unread++] = client;
+                if (n_unread == BROKER_REFUSE_UNREAD_BATCH)
+                        n_unread = broker_answer_unread_batch(b, unread, n_unread);
         }
+        (void)broker_answer_unread_batch(b, unread, n_unread);
         return 0;
 }
 
