@@ -44,9 +44,11 @@
 #define BROKER_ACCEPT_BURST 16
 /* Connections refused unread (broker_refuse_unread()) cost six system calls each and nothing after:
  * they count apart, so that a user's churn is drained from the backlog, where everyone else's
- * connections wait behind it, many at a time; and they are answered in batches, after the accepts
- * around them, so that what waited behind them is served first. A batch holds its fds meanwhile. */
-#define BROKER_REFUSE_UNREAD_BURST 256
+ * connections wait behind it, several at a time, while a wake-up still holds the other connections'
+ * events back for little (each waits for at most one wake-up of the listener); and they are answered
+ * in batches, after the accepts around them, so that what waited behind them is served first. A
+ * batch holds its fds meanwhile. */
+#define BROKER_REFUSE_UNREAD_BURST 32
 #define BROKER_REFUSE_UNREAD_BATCH 16
 /* Worker processes: at most, kept ready, and running for one user at once (its other jobs wait). */
 #define BROKER_WORKERS_MAX 16
