@@ -134,8 +134,8 @@ def with_few_fds_clients_wait_their_turn_and_none_is_dropped():
     """An open files limit far below max_connections: requests queue in the listen backlog instead of failing
     halfway for want of an fd (before, a third of them failed: 'Too many open files', or no reply at all)."""
     targets = {ALICE: Target(ALICE), SVC: Target(SVC)}
-    # 168 fds of its own (docs/architecture.md) and 6 for each of 6 connections
-    agent = Agent(wrapper=["prlimit", "--nofile=204:204", "--"])
+    # 160 fds of its own (docs/architecture.md) and 6 for each of 6 connections
+    agent = Agent(wrapper=["prlimit", "--nofile=196:196", "--"])
     wait_for(lambda: "allows 6 connections at a time" in open(agent.log_path).read(), what="the fd limit's note")
     # twelve clients that connect and say nothing come first: each holds one of the 6 connections until the
     # request deadline (5 s) closes it, so the others wait in the listen backlog for two rounds of them
