@@ -78,6 +78,8 @@ typedef struct Broker {
          * refusal's frame, and what was refused since the last count (for test hooks) */
         uint64_t refuse_unread_until;
         struct UsernsCache *userns_cache;
+        struct Park *park;             /* refused connections held a while before their answer (park.h) */
+        unsigned park_max;             /* as many as the open files limit leaves, PARK_MAX at most */
         struct WireWriter *refusal;
         uint64_t refused_unread, refused_read;
         Policy *policy;                /* replaced whole on reload; requests hold their own reference */

@@ -29,6 +29,7 @@
 #include "dump-writer.h"
 #include "holders.h"
 #include "jobs.h"
+#include "park.h"
 #include "worker-pool.h"
 #include "pam-check.h"
 #include "policy-load.h"
@@ -278,6 +279,10 @@ static void broker_answer_unread(Broker *b, int fd) {
         safe_close(fd);
 }
 
+static void broker_answer_parked(int fd, void *userdata) {
+        broker_answer_unread(userdata, fd);
+}
+
 /* Return: false when @fd is refused unread (broker_refuse_unread()): the caller answers it; true when it
  * was taken up. */
 static bool broker_accept_one(Broker *b, int fd) {
@@ -333,8 +338,8 @@ static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *
         int unread[BROKER_REFUSE_UNREAD_BURST];
         unsigned n_unread = 0;
 
-        for (unsigned taken = 0; taken < BROKER_ACCEPT_BURST && n_unread < BROKER_REFUSE_UNREAD_BURST &&
-                                 b->n_connections < b->config.max_connections + b->root_slots;) {
+        for (unsigned taken = 0, refused = 0; taken < BROKER_ACCEPT_BURST && refused < BROKER_REFUSE_UNREAD_BURST &&
+                                              b->n_connections < b->config.max_connections + b->root_slots;) {
                 int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (client < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -349,7 +354,11 @@ static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *
                         taken++;
                         continue;
                 }
-                unread[n_unread++] = client;
+                /* held a while, so that its client does not come back at once; or, the park full, answered
+                 * at the end of the wake-up */
+                refused++;
+                if (!park_hold(b->park, client))
+                        unread[n_unread++] = client;
         }
         for (unsigned i = 0; i < n_unread; i++)
                 broker_answer_unread(b, unread[i]);
@@ -369,6 +378,7 @@ Broker *broker_free(Broker *b) {
                 return NULL;
         while (b->connections)
                 connection_destroy(b->connections);
+        park_free(b->park); /* answers what it holds: before the refusal's frame goes */
         holders_free(b->holders);
         userns_cache_free(b->userns_cache);
         free(b->refusal);
@@ -519,13 +529,16 @@ static void broker_fit_fd_limit(Broker *b) {
                 return;
         b->fds_for_ports = PORTS_FDS_MAX;
         b->root_slots = BROKER_ROOT_SLOTS;
-        if (rl.rlim_cur < need && rl.rlim_max > rl.rlim_cur) {
-                rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+        if (rl.rlim_cur < need + PARK_MAX && rl.rlim_max > rl.rlim_cur) {
+                rl.rlim_cur = rl.rlim_max < need + PARK_MAX ? rl.rlim_max : need + PARK_MAX;
                 (void)setrlimit(RLIMIT_NOFILE, &rl); /* on failure the old limit stays, and is fitted to below */
                 (void)getrlimit(RLIMIT_NOFILE, &rl);
         }
-        if (rl.rlim_cur >= need)
+        if (rl.rlim_cur >= need) {
+                /* refused connections held a while (park.h) get what is left, last: nobody needs them */
+                b->park_max = rl.rlim_cur - need < PARK_MAX ? (unsigned)(rl.rlim_cur - need) : PARK_MAX;
                 return;
+        }
         need -= PORTS_FDS_MAX;
         if (rl.rlim_cur >= need) {
                 b->fds_for_ports = rl.rlim_cur - need;
@@ -584,6 +597,9 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         if (!b->rate_limiter || !b->request_budget || !b->admission || !b->holders || !b->userns_cache || !b->refusal)
                 return -ENOMEM;
         r = target_cache_new(event, &b->targets);
+        if (r < 0)
+                return r;
+        r = park_new(event, b->park_max, broker_answer_parked, b, &b->park);
         if (r < 0)
                 return r;
         r = candidate_walks_new(b, &b->walks);
