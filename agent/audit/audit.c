@@ -456,6 +456,8 @@ static void audit_fields_add_request_text(AuditFields *f, const AuditRecord *r) 
 static void audit_fields_add_charged(AuditFields *f, const char *key, uid_t charged) {
         if (charged == USERNS_CHARGE_UNKNOWN)
                 audit_fields_addf(f, "%s=unknown", key);
+        else if (userns_charge_is_namespace(charged))
+                audit_fields_addf(f, "%s=userns:%u", key, (unsigned)charged); /* as /proc/PID/ns/user names it */
         else
                 audit_fields_addf(f, "%s=%u", key, (unsigned)charged);
 }
@@ -1011,21 +1013,36 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
 /**
  * audit_log_suppressed() - record how many requests of @uid were refused as too many
  *
+ * @uid is whom they were charged to (userns.h): a uid, or a user namespace root made, or
+ * USERNS_CHARGE_UNKNOWN, recorded in DSAGENT_CLIENT_CHARGED_UID instead of DSAGENT_CLIENT_UID.
+ *
  * Return: 0, or a negative errno when the record could not be written anywhere.
  */
 int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count) {
         _cleanup_(audit_fields_done) AuditFields f = {};
         char who[AUDIT_NAME_MAX + 32];
+        /* a charge that is no uid: the peers of a namespace root made, or those gone before they were told */
+        bool no_uid = uid == USERNS_CHARGE_UNKNOWN || userns_charge_is_namespace(uid);
 
-        format_user(who, sizeof(who), uid);
+        if (userns_charge_is_namespace(uid))
+                snprintf(who, sizeof(who), "peers in user namespace %u", (unsigned)uid);
+        else if (uid == USERNS_CHARGE_UNKNOWN)
+                snprintf(who, sizeof(who), "peers whose process was gone before they were told apart");
+        else
+                format_user(who, sizeof(who), uid);
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_SUPPRESSED);
         audit_fields_addf(&f, "PRIORITY=%d", LOG_WARNING);
         audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
         audit_fields_add_textf(&f, "MESSAGE", "%s: %" PRIu64 " %s refused as too many", who, count,
                                plural(count, "request", "requests"));
-        audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)uid);
-        audit_fields_add_names(&f, uid, NULL, (uid_t)-1);
-        audit_fields_add_client_text(&f, uid);
+        if (no_uid) {
+                audit_fields_add_charged(&f, "DSAGENT_CLIENT_CHARGED_UID", uid);
+                audit_fields_add_text(&f, "DSAGENT_CLIENT_TEXT", who);
+        } else {
+                audit_fields_addf(&f, "DSAGENT_CLIENT_UID=%u", (unsigned)uid);
+                audit_fields_add_names(&f, uid, NULL, (uid_t)-1);
+                audit_fields_add_client_text(&f, uid);
+        }
         audit_fields_addf(&f, "DSAGENT_SUPPRESSED=%" PRIu64, count);
         audit_fields_addf(&f, "DSAGENT_SUPPRESSED_TEXT=%" PRIu64 " %s", count, plural(count, "request", "requests"));
         return audit_send(sink, &f);

@@ -56,7 +56,8 @@ typedef struct AuditRecord {
         pid_t client_pid;
         uint64_t client_pidfd_id; /* 0 when unknown */
         /* whom the client counts against (userns.h), recorded when that is not client_uid: the owner of
-         * the user namespace it runs in, or USERNS_CHARGE_UNKNOWN ("unknown") */
+         * the user namespace it runs in, a namespace root made ("userns:INODE"), or USERNS_CHARGE_UNKNOWN
+         * ("unknown") */
         bool client_charged_other;
         uid_t client_charged_uid;
         const char *command;    /* NULL when no valid request arrived */

@@ -72,6 +72,16 @@ typedef struct Broker {
         BrokerConfig config;
         Connection *connections;
         unsigned n_connections;
+        struct Holders *holders;       /* the connections of each charge, and which are idle (holders.h) */
+        /* Refusing without reading the peer (broker.c): until when (a peer refused over its request
+         * budget opens it for a second), whose namespaces' charges are known (userns.h), the
+         * refusal's frame, and what was refused since the last count (for test hooks) */
+        uint64_t refuse_unread_until;
+        struct UsernsCache *userns_cache;
+        struct Park *park;             /* refused connections held a while before their answer (park.h) */
+        unsigned park_max;             /* as many as the open files limit leaves, PARK_MAX at most */
+        struct WireWriter *refusal;
+        uint64_t refused_unread, refused_read;
         Policy *policy;                /* replaced whole on reload; requests hold their own reference */
         char *policy_problem;          /* NULL, or why no policy file has loaded since start: then
                                         * policy is policy_new_fallback() and only root is served */
@@ -91,9 +101,10 @@ typedef struct Broker {
         struct Retention *retention;   /* what of dump_dir goes, and when (retention.h) */
         uint64_t fds_for_ports;        /* of RLIMIT_NOFILE, what the ports may hold (PORTS_FDS_MAX at most) */
         uint64_t dump_bytes_in_flight; /* written by dumps in progress, which dump_dir does not list yet */
-        /* The loop's own (broker.c), which a connection calls as it opens and as it is destroyed: the
-         * loop keeps the list of connections and accepts, or rests, by their number. */
-        void (*connection_opened)(struct Broker *b, Connection *c);
+        /* The loop's own (broker.c), which a connection calls as it opens (0, or a negative errno: the
+         * connection is not served) and, once opened, as it is destroyed: the loop keeps the list of
+         * connections and of each charge's, and accepts, or rests, by their number. */
+        int (*connection_opened)(struct Broker *b, Connection *c);
         void (*connection_closed)(struct Broker *b, Connection *c);
         /* What carries out a connection's request (commands_dispatch()), set by the loop. */
         void (*dispatch)(Request *req, const WireMessage *m);

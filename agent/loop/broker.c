@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,13 +28,16 @@
 #include "connection.h"
 #include "dump-stage.h"
 #include "dump-writer.h"
+#include "holders.h"
 #include "jobs.h"
+#include "park.h"
 #include "worker-pool.h"
 #include "pam-check.h"
 #include "policy-load.h"
 #include "retention.h"
 #include "target-cache.h"
 #include "test-hooks.h"
+#include "userns.h"
 
 /* Accepting is bounded per wake-up so a flood on the listener cannot starve
  * the connections already being served. A request already in its socket is
@@ -41,18 +45,29 @@
  * job, the runtime's answer; so a wake-up does at most this many requests'
  * non-blocking first steps. */
 #define BROKER_ACCEPT_BURST 16
+/* Connections refused unread (broker_refuse_unread()) cost six system calls each and nothing after:
+ * they count apart, so that a user's churn is drained from the backlog, where everyone else's
+ * connections wait behind it, several at a time, while a wake-up holds the other connections'
+ * events back for little (each of a request's steps waits for at most one wake-up of the
+ * listener: at 32 a wake-up, others' requests took 3 to 9 times as long under churn, at 8 about
+ * 1.5); and they are answered at the end of the wake-up, so that what waited behind them is
+ * served first, holding their fds meanwhile. */
+#define BROKER_REFUSE_UNREAD_BURST 8
 /* Worker processes: at most, kept ready, and running for one user at once (its other jobs wait). */
 #define BROKER_WORKERS_MAX 16
 #define BROKER_WORKERS_IDLE 2
 /*
  * The agent's own fds (policy, journal, listener, timers, PAM helper, the
- * dump directory), each worker's socket and pidfd, and the [[collect]]
- * watches' (collect.h), whatever clients do;
+ * dump directory), each worker's socket and pidfd, the targets kept for reuse,
+ * the [[collect]] watches' (collect.h), the user namespaces whose charge is
+ * known (userns.h) and the connections a wake-up refused unread, waiting for
+ * their answer, whatever clients do;
  * then what one connection may hold at once: its socket, the target's pidfd,
  * /proc and socket directory fds, and a runtime connection or a session's
  * stream and pipe.
  */
-#define BROKER_FDS_BASE (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS + COLLECT_FDS_MAX)
+#define BROKER_FDS_BASE \
+        (32 + 2 * BROKER_WORKERS_MAX + TARGET_CACHE_FDS + COLLECT_FDS_MAX + USERNS_CACHE_MAX + BROKER_REFUSE_UNREAD_BURST)
 #define BROKER_FDS_PER_CONNECTION 6
 /* Out of fds, the listener rests this long, or until a connection closes. */
 #define BROKER_FDS_RETRY_USEC (100 * 1000)
@@ -60,12 +75,7 @@
 #define BROKER_ROOT_SLOTS 4
 
 unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
-        unsigned n = 0;
-
-        for (const Connection *c = b->connections; c; c = c->next)
-                if (c->peer.charged_uid == uid)
-                        n++;
-        return n;
+        return holders_count(b->holders, uid);
 }
 
 static void broker_update_idle(Broker *b) {
@@ -94,7 +104,12 @@ static void broker_update_accepting(Broker *b) {
                                                   : SD_EVENT_OFF);
 }
 
-static void broker_connection_opened(Broker *b, Connection *c) {
+static int broker_connection_opened(Broker *b, Connection *c) {
+        int r;
+
+        r = holders_add(b->holders, &c->hold, c->peer.charged_uid);
+        if (r < 0)
+                return r;
         c->next = b->connections;
         if (b->connections)
                 b->connections->prev = c;
@@ -102,11 +117,11 @@ static void broker_connection_opened(Broker *b, Connection *c) {
         b->n_connections++;
         broker_update_accepting(b);
         broker_update_idle(b);
+        return 0;
 }
 
 static void broker_connection_closed(Broker *b, Connection *c) {
-        if (!b)
-                return;
+        holders_remove(b->holders, &c->hold); /* an evicted one was already */
         if (c->prev)
                 c->prev->next = c->next;
         else
@@ -132,33 +147,171 @@ static int broker_on_suppressed_timer(sd_event_source *s, uint64_t usec, void *u
         Broker *b = userdata;
 
         request_budget_flush(b->request_budget, broker_report_suppressed, b);
+        if (b->refused_unread + b->refused_read > 0)
+                test_hook_note("connections refused past their budget: %" PRIu64 " unread, %" PRIu64 " after reading "
+                               "the peer", b->refused_unread, b->refused_read);
+        b->refused_unread = b->refused_read = 0;
+        userns_cache_expire(b->userns_cache, usec);
         return 0;
 }
 
-static void broker_accept_one(Broker *b, int fd) {
+/* A connection is idle while it has sent nothing: one that has begun its request, or works, is not. */
+static bool broker_connection_idle(HoldNode *n, void *userdata) {
+        const Connection *c = (const Connection *)((const char *)n - offsetof(Connection, hold));
+
+        return c->state == CONNECTION_READING && c->in_size == 0;
+}
+
+/*
+ * The table is full: @newcomer is served by closing the oldest idle connection of the largest
+ * holder (holders.h), answered busy and recorded. One whose request is in its socket already, not
+ * read yet, is not idle; one whose client has gone asked for nothing and is closed without a word.
+ *
+ * Return: whether room was made.
+ */
+static bool broker_make_room(Broker *b, Connection *newcomer) {
+        for (;;) {
+                HoldNode *n = holders_victim(b->holders, newcomer->peer.charged_uid,
+                                     holders_count(b->holders, newcomer->peer.charged_uid), broker_connection_idle, NULL);
+                Connection *v;
+                char reason[192], b1;
+                ssize_t peeked;
+
+                if (!n)
+                        return false;
+                v = (Connection *)((char *)n - offsetof(Connection, hold));
+                peeked = recv(v->fd, &b1, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (peeked > 0) {
+                        holders_not_idle(b->holders, n); /* its request came: it is read in its turn */
+                        continue;
+                }
+                holders_remove(b->holders, n); /* its room is the newcomer's from now on */
+                if (peeked == 0 || errno != EAGAIN) {
+                        connection_release(v);
+                        return true;
+                }
+                snprintf(reason, sizeof(reason),
+                         "closed unread to make room for request %016" PRIx64 " of a user holding fewer connections: "
+                         "the agent serves as many connections as it may, and this user held the most",
+                         newcomer->request.id);
+                connection_evict(v, reason,
+                                 "closed to make room for another user: the agent serves as many connections as it may, "
+                                 "and you held the most; try again shortly");
+                return true;
+        }
+}
+
+/*
+ * A connection refused at accept: answered busy and recorded, as far as its charge's request budget
+ * goes. Past it, it is only counted; and from then on, for a second, further connections of the
+ * same charge that would be refused as well are refused without reading who the peer is
+ * (broker_refuse_unread()): the charge of its namespace is learned here.
+ */
+static void broker_refuse(Broker *b, Connection *c, const char *reason) {
+        uint64_t now = 0;
+
+        c->state = CONNECTION_WORKING;
+        request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, reason);
+        if (c->request.admitted || c->peer.charged_uid == 0)
+                return;
+        b->refused_read++;
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        b->refuse_unread_until = now + USERNS_CACHE_USEC;
+        if (c->peer.userns_inode != 0)
+                (void)userns_cache_learn(b->userns_cache, c->peer.pid, c->peer.userns_inode, c->peer.charged_uid, now);
+}
+
+/* Whether a newcomer of @charged, not counted yet, would be refused: its share is full, or the table
+ * is and nobody holds more than it would (root is never refused here: it has slots past the cap). */
+static bool broker_would_refuse(Broker *b, uid_t charged) {
+        unsigned holding = holders_count(b->holders, charged) + 1;
+
+        if (holding > b->config.max_connections_per_uid)
+                return true;
+        return b->n_connections + 1 > b->config.max_connections &&
+               !holders_victim(b->holders, charged, holding, broker_connection_idle, NULL);
+}
+
+/*
+ * A user re-opening connections as fast as they are refused made each refusal cost the loop what
+ * reading a peer costs (its pidfd, its groups, the walk up its user namespaces, a record), and
+ * everyone else waited behind thousands of them: root's info took 40 times its idle time. While a
+ * charge is refused past its request budget, a connection whose peer SO_PEERCRED and the name of
+ * its namespace show to be of that charge, and that would be refused, is answered "too many
+ * requests" and closed, counted as the full path would count it (no record: it is over budget),
+ * and nothing more is read. The answer waits until the accepts of the wake-up are done
+ * (broker_answer_unread()): a connection that is taken up behind refused ones is served first.
+ *
+ * Return: whether @fd is refused (and counted): the caller answers it.
+ */
+static bool broker_refuse_unread(Broker *b, int fd) {
+        const PolicyAgentSettings *a = &b->policy->agent;
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        uint64_t now = 0;
+        uid_t charged;
+
+        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
+        if (now >= b->refuse_unread_until)
+                return false;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || len != sizeof(cred))
+                return false;
+        if (userns_cache_charge(b->userns_cache, cred.pid, cred.uid, now, &charged) < 0 || charged == 0)
+                return false;
+        if (!request_budget_spent(b->request_budget, charged, a->max_requests_per_second, a->max_request_burst, now) ||
+            !broker_would_refuse(b, charged))
+                return false;
+        (void)broker_admit_request(b, charged); /* refused: counted in its charge's next suppressed record */
+        b->refused_unread++;
+        return true;
+}
+
+/* "Too many requests" to a connection refused unread, and it is closed. */
+static void broker_answer_unread(Broker *b, int fd) {
+        char discard[CONNECTION_HEAD_SIZE];
+        const uint8_t *frame;
+        size_t size;
+
+        wire_writer_begin(b->refusal, WIRE_REPLY_ERROR);
+        wire_writer_put_u32(b->refusal, WIRE_TAG_ERROR, WIRE_ERROR_BUSY);
+        wire_writer_put_string(b->refusal, WIRE_TAG_MESSAGE, REQUEST_TOO_MANY);
+        wire_writer_put_u64(b->refusal, WIRE_TAG_REQUEST_ID, b->next_request_id++);
+        if (wire_writer_finish(b->refusal, &frame, &size) == 0)
+                (void)send(fd, frame, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+        /* a request it sent is read before closing, so that the kernel does not reset the reply away */
+        (void)recv(fd, discard, sizeof(discard), MSG_DONTWAIT);
+        safe_close(fd);
+}
+
+static void broker_answer_parked(int fd, void *userdata) {
+        broker_answer_unread(userdata, fd);
+}
+
+/* Return: false when @fd is refused unread (broker_refuse_unread()): the caller answers it; true when it
+ * was taken up. */
+static bool broker_accept_one(Broker *b, int fd) {
         Connection *c;
         int r;
 
         test_hook_client_socket(fd);
+        if (broker_refuse_unread(b, fd))
+                return false;
         r = connection_new(b, fd, b->next_request_id++, &c);
         if (r < 0)
-                return; /* a client we cannot even identify gets nothing */
+                return true; /* a client we cannot even identify gets nothing */
 
         if (broker_connections_of_uid(b, c->peer.charged_uid) > b->config.max_connections_per_uid) {
-                c->state = CONNECTION_WORKING;
-                request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
-                                    "too many connections from this user");
-                return;
+                broker_refuse(b, c, "too many connections from this user");
+                return true;
         }
-        /* past the cap, only root's slots: anyone else is told at once, so that root is never stuck
-         * in the backlog behind them */
-        if (b->n_connections > b->config.max_connections && c->peer.charged_uid != 0) {
-                c->state = CONNECTION_WORKING;
-                request_reply_error(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY,
-                                    "the agent serves as many connections as it may; try again shortly");
-                return;
+        /* past the cap, only root's slots: anyone else makes room, or is told at once, so that root is
+         * never stuck in the backlog behind them */
+        if (b->n_connections > b->config.max_connections && c->peer.charged_uid != 0 && !broker_make_room(b, c)) {
+                broker_refuse(b, c, "the agent serves as many connections as it may; try again shortly");
+                return true;
         }
         connection_start(c);
+        return true;
 }
 
 /* Out of fds: stop accepting for a moment (clients wait in the backlog), then try again. */
@@ -186,9 +339,11 @@ static void broker_pause_for_fds(Broker *b, int error) {
 
 static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Broker *b = userdata;
+        int unread[BROKER_REFUSE_UNREAD_BURST];
+        unsigned n_unread = 0;
 
-        for (int i = 0; i < BROKER_ACCEPT_BURST && b->n_connections < b->config.max_connections + b->root_slots;
-             i++) {
+        for (unsigned taken = 0, refused = 0; taken < BROKER_ACCEPT_BURST && refused < BROKER_REFUSE_UNREAD_BURST &&
+                                              b->n_connections < b->config.max_connections + b->root_slots;) {
                 int client = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (client < 0) {
                         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
@@ -199,8 +354,18 @@ static int broker_on_listen(sd_event_source *s, int fd, uint32_t revents, void *
                         fprintf(stderr, "dsagent: file descriptors available again: accepting\n");
                         b->fds_exhausted = false;
                 }
-                broker_accept_one(b, client);
+                if (broker_accept_one(b, client)) {
+                        taken++;
+                        continue;
+                }
+                /* held a while, so that its client does not come back at once; or, the park full, answered
+                 * at the end of the wake-up */
+                refused++;
+                if (!park_hold(b->park, client))
+                        unread[n_unread++] = client;
         }
+        for (unsigned i = 0; i < n_unread; i++)
+                broker_answer_unread(b, unread[i]);
         return 0;
 }
 
@@ -217,6 +382,10 @@ Broker *broker_free(Broker *b) {
                 return NULL;
         while (b->connections)
                 connection_destroy(b->connections);
+        park_free(b->park); /* answers what it holds: before the refusal's frame goes */
+        holders_free(b->holders);
+        userns_cache_free(b->userns_cache);
+        free(b->refusal);
         sd_event_source_disable_unref(b->listen_source);
         sd_event_source_disable_unref(b->idle_timer);
         sd_event_source_disable_unref(b->fds_timer);
@@ -372,13 +541,16 @@ static void broker_fit_fd_limit(Broker *b) {
                 return;
         b->fds_for_ports = PORTS_FDS_MAX;
         b->root_slots = BROKER_ROOT_SLOTS;
-        if (rl.rlim_cur < need && rl.rlim_max > rl.rlim_cur) {
-                rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+        if (rl.rlim_cur < need + PARK_MAX && rl.rlim_max > rl.rlim_cur) {
+                rl.rlim_cur = rl.rlim_max < need + PARK_MAX ? rl.rlim_max : need + PARK_MAX;
                 (void)setrlimit(RLIMIT_NOFILE, &rl); /* on failure the old limit stays, and is fitted to below */
                 (void)getrlimit(RLIMIT_NOFILE, &rl);
         }
-        if (rl.rlim_cur >= need)
+        if (rl.rlim_cur >= need) {
+                /* refused connections held a while (park.h) get what is left, last: nobody needs them */
+                b->park_max = rl.rlim_cur - need < PARK_MAX ? (unsigned)(rl.rlim_cur - need) : PARK_MAX;
                 return;
+        }
         need -= PORTS_FDS_MAX;
         if (rl.rlim_cur >= need) {
                 b->fds_for_ports = rl.rlim_cur - need;
@@ -424,15 +596,22 @@ int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broke
         b->connection_closed = broker_connection_closed;
         b->dispatch = commands_dispatch;
         b->config.reply_timeout_usec = test_hook_reply_timeout(config->reply_timeout_usec);
+        b->config.request_timeout_usec = test_hook_request_timeout(config->request_timeout_usec);
         b->config.max_connections = test_hook_max_connections(config->max_connections);
         broker_fit_fd_limit(b);
         b->may_renice = broker_allow_renice();
         b->rate_limiter = rate_limiter_new();
         b->request_budget = request_budget_new();
         b->admission = admission_new();
-        if (!b->rate_limiter || !b->request_budget || !b->admission)
+        b->holders = holders_new();
+        b->userns_cache = userns_cache_new();
+        b->refusal = malloc(sizeof(WireWriter));
+        if (!b->rate_limiter || !b->request_budget || !b->admission || !b->holders || !b->userns_cache || !b->refusal)
                 return -ENOMEM;
         r = target_cache_new(event, &b->targets);
+        if (r < 0)
+                return r;
+        r = park_new(event, b->park_max, broker_answer_parked, b, &b->park);
         if (r < 0)
                 return r;
         r = candidate_walks_new(b, &b->walks);

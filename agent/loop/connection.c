@@ -27,7 +27,7 @@ Connection *connection_destroy(Connection *c) {
         if (!c)
                 return NULL;
         request_done(&c->request);
-        if (c->broker)
+        if (c->opened)
                 c->broker->connection_closed(c->broker, c);
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timer);
@@ -92,6 +92,14 @@ void connection_release(Connection *c) {
         (void)sd_event_source_set_enabled(c->release, SD_EVENT_ONESHOT);
 }
 
+void connection_evict(Connection *c, const char *reason, const char *message) {
+        if (c->state != CONNECTION_READING)
+                return;
+        c->state = CONNECTION_WORKING;
+        connection_unwatch(c);
+        request_reply_error_as(&c->request, AUDIT_DECISION_FAILED, WIRE_ERROR_BUSY, reason, message);
+}
+
 int connection_set_deadline(Connection *c, uint64_t usec_from_now) {
         uint64_t now;
         int r;
@@ -138,7 +146,10 @@ int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret) {
         if (r < 0)
                 return r;
 
-        b->connection_opened(b, c);
+        r = b->connection_opened(b, c);
+        if (r < 0)
+                return r;
+        c->opened = true;
         r = connection_set_deadline(c, b->config.request_timeout_usec);
         if (r < 0)
                 return r;

@@ -12,6 +12,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "holders.h"
 #include "request.h"
 #include "sockopt.h"
 #include "wire.h"
@@ -41,6 +42,8 @@ struct Connection {
         sd_event_source *release;
         ConnectionState state;
         PeerCreds peer;
+        bool opened;            /* counted by the broker (connection_opened): uncounted when destroyed */
+        HoldNode hold;          /* its place among its charge's connections (holders.h), the broker's */
 
         /* the request frame: first read here (a small request arrives whole in one
          * read), then, for a larger one, into a buffer of exactly the frame's size */
@@ -82,6 +85,14 @@ int connection_new(Broker *b, int fd, uint64_t request_id, Connection **ret);
  * under the request deadline connection_new() set.
  */
 void connection_start(Connection *c);
+
+/*
+ * connection_evict() - close a connection that has sent nothing yet, to make room for another's
+ *
+ * The client is answered BUSY with @message, and its record says @reason. Only a connection still
+ * reading its request is closed; one that has begun working is left alone.
+ */
+void connection_evict(Connection *c, const char *reason, const char *message);
 
 /* Stops every event of the connection; it is freed at the top of its release source's callback. */
 void connection_release(Connection *c);

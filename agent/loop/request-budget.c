@@ -72,6 +72,29 @@ static Bucket *bucket_of(RequestBudget *b, uid_t uid, unsigned rate, unsigned bu
         return free_slot;
 }
 
+/* @uid's bucket, if it has one: never a new one. */
+static Bucket *bucket_find(RequestBudget *b, uid_t uid) {
+        unsigned slot = uid % REQUEST_BUDGET_USERS_MAX;
+
+        for (unsigned i = 0; i < REQUEST_BUDGET_USERS_MAX; i++) {
+                Bucket *k = &b->buckets[(slot + i) % REQUEST_BUDGET_USERS_MAX];
+                if (!k->used)
+                        return NULL; /* no deletion holes: the uid is not further on */
+                if (k->uid == uid)
+                        return k;
+        }
+        return NULL;
+}
+
+bool request_budget_spent(RequestBudget *b, uid_t uid, unsigned rate, unsigned burst, uint64_t now_usec) {
+        Bucket *k = bucket_find(b, uid);
+
+        if (!k)
+                return false; /* a full budget; or no room to keep one, which request_budget_take() tells */
+        refill(k, rate, burst, now_usec);
+        return k->tokens_usec < USEC_PER_SEC;
+}
+
 bool request_budget_take(RequestBudget *b, uid_t uid, unsigned rate, unsigned burst, uint64_t now_usec) {
         Bucket *k = bucket_of(b, uid, rate, burst, now_usec);
 

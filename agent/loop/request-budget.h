@@ -32,6 +32,15 @@ RequestBudget *request_budget_free(RequestBudget *b);
  */
 bool request_budget_take(RequestBudget *b, uid_t uid, unsigned rate, unsigned burst, uint64_t now_usec);
 
+/*
+ * request_budget_spent() - whether @uid has no request left now, without taking one
+ *
+ * True only for a user the table keeps a bucket for, with less than one request in it: then
+ * request_budget_take() would refuse (and count) the next one. A caller that would otherwise read
+ * who a peer is before refusing it asks this first, and refuses at once.
+ */
+bool request_budget_spent(RequestBudget *b, uid_t uid, unsigned rate, unsigned burst, uint64_t now_usec);
+
 /* Whether some request was suppressed since the last request_budget_flush(). */
 bool request_budget_has_suppressed(const RequestBudget *b);
 

@@ -141,8 +141,7 @@ static void request_finish(Request *req) {
 }
 
 void request_reply_too_many(Request *req) {
-        connection_queue_error(req->connection, WIRE_ERROR_BUSY, 0,
-                               "too many requests from this user; try again shortly", req->id);
+        connection_queue_error(req->connection, WIRE_ERROR_BUSY, 0, REQUEST_TOO_MANY, req->id);
         request_finish(req);
 }
 

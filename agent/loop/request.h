@@ -27,6 +27,8 @@ typedef struct PortWaiter PortWaiter;
 
 /* What a process that does not exist is answered with; an invisible one gets the very same. */
 #define REQUEST_NO_SUCH_PROCESS "no such process"
+/* What a request over its user's request budget is answered (request_reply_too_many()). */
+#define REQUEST_TOO_MANY "too many requests from this user; try again shortly"
 /* What everyone but root is answered while the policy files are broken; the details are root's to read. */
 #define REQUEST_POLICY_BROKEN "the policy is broken, see journalctl -u dsagent; until it is fixed only root is served"
 

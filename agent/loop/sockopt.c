@@ -133,6 +133,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
         _cleanup_close_ int pidfd = -EBADF;
         uint64_t pidfd_id = 0;
         uid_t charged = USERNS_CHARGE_UNKNOWN;
+        uint64_t userns = 0;
         struct stat st;
         size_t n_groups = 0;
         int r;
@@ -147,12 +148,13 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 return r;
 
         /* the pidfd only adds to the record and the charge: without it (the process is gone, out of fds)
-         * the record goes without its id and the peer is charged as unknown (fail closed) */
+         * the record goes without its id and the peer is charged as unknown (fail closed), uid 0 too:
+         * it is root only in the agent's own user namespace, which only the process can tell */
         (void)sockopt_get_peer_pidfd(fd, cred.pid, cred.uid, &pidfd);
         if (pidfd >= 0 && pidfd_identity(pidfd, &st) == 0)
                 pidfd_id = (uint64_t)st.st_ino;
-        if (pidfd >= 0 || cred.uid == 0)
-                (void)userns_charged_uid(pidfd, cred.pid, cred.uid, &charged);
+        if (pidfd >= 0)
+                (void)userns_charged_uid(pidfd, cred.pid, cred.uid, &charged, &userns);
 
         *ret = (PeerCreds){
                 .pid = cred.pid,
@@ -162,6 +164,7 @@ int sockopt_get_peer_creds(int fd, PeerCreds *ret) {
                 .n_groups = n_groups,
                 .pidfd_id = pidfd_id,
                 .charged_uid = charged,
+                .userns_inode = userns,
         };
         return 0;
 }

@@ -25,6 +25,7 @@ typedef struct PeerCreds {
          * user namespace it runs in below the agent's, or USERNS_CHARGE_UNKNOWN. Policy decisions
          * stay on uid and groups */
         uid_t charged_uid;
+        uint64_t userns_inode; /* the peer's own user namespace, as the pidfd showed it; 0 when unknown */
 } PeerCreds;
 
 #define PEER_CREDS_NULL {}

@@ -105,6 +105,10 @@ bool test_hook_kernel_has_peer_pidfd(void) {
         return !getenv("DSAGENT_TEST_NO_PEERPIDFD");
 }
 
+bool test_hook_kernel_has_pidfd_userns(void) {
+        return !getenv("DSAGENT_TEST_NO_PIDFD_USERNS") && !getenv("DSAGENT_TEST_NO_PEERPIDFD");
+}
+
 void test_hook_client_socket(int fd) {
         const char *n = getenv("DSAGENT_TEST_SNDBUF");
         int bytes = n ? atoi(n) : 0;
@@ -121,6 +125,12 @@ unsigned test_hook_max_connections(unsigned max) {
 
 uint64_t test_hook_reply_timeout(uint64_t usec) {
         unsigned long ms = env_number("DSAGENT_TEST_REPLY_TIMEOUT_MS", 3600 * 1000);
+
+        return ms > 0 ? (uint64_t)ms * 1000 : usec;
+}
+
+uint64_t test_hook_request_timeout(uint64_t usec) {
+        unsigned long ms = env_number("DSAGENT_TEST_REQUEST_TIMEOUT_MS", 3600 * 1000);
 
         return ms > 0 ? (uint64_t)ms * 1000 : usec;
 }

@@ -42,6 +42,12 @@ uint64_t test_hook_reply_timeout(uint64_t usec);
  */
 unsigned test_hook_max_connections(unsigned max);
 /*
+ * DSAGENT_TEST_REQUEST_TIMEOUT_MS=N, or @usec: how long a client may take to send its request. A
+ * test makes it long, so that connections it holds idle stay while it looks at whose are closed for
+ * a newcomer, where the real deadline (5 s) would make the test a race against it.
+ */
+uint64_t test_hook_request_timeout(uint64_t usec);
+/*
  * DSAGENT_TEST_AUDIT_QUEUE=N, or @records: how many audit records may wait for an output
  * that does not take them, for decisions. A test makes it small, to fill the queue with a
  * few requests where the real bound takes a thousand.
@@ -53,6 +59,12 @@ unsigned test_hook_audit_queue(unsigned records);
  * The SELinux guest boots that very kernel and proves the same path there.
  */
 bool test_hook_kernel_has_peer_pidfd(void);
+/*
+ * False when DSAGENT_TEST_NO_PIDFD_USERNS is set (a kernel from 6.5 to 6.10: SO_PEERPIDFD
+ * but no PIDFD_GET_USER_NAMESPACE), or DSAGENT_TEST_NO_PEERPIDFD (before 6.5, neither): the
+ * agent then reads a peer's user namespace from /proc/PID/ns/user, checked against its pidfd.
+ */
+bool test_hook_kernel_has_pidfd_userns(void);
 /*
  * DSAGENT_TEST_COLLECT_RETRY_MS=N, or @usec: how long a [[collect]] watch whose stream ended
  * waits before it watches its process again. A test makes it short, to see the second watch
@@ -85,6 +97,9 @@ static inline uint64_t test_hook_reply_timeout(uint64_t usec) {
 static inline unsigned test_hook_max_connections(unsigned max) {
         return max;
 }
+static inline uint64_t test_hook_request_timeout(uint64_t usec) {
+        return usec;
+}
 static inline unsigned test_hook_audit_queue(unsigned records) {
         return records;
 }
@@ -96,6 +111,9 @@ static inline bool test_hook_kernel_has_peer_pidfd(void) {
 }
 static inline bool test_hook_decompressor_escape(void) {
         return false;
+}
+static inline bool test_hook_kernel_has_pidfd_userns(void) {
+        return true;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

@@ -354,7 +354,7 @@ static void process_facts(pid_t pid, JobProcessFacts *f) {
         *f = (JobProcessFacts){ .pid = pid };
         if (target_open(pid, &t) != 0 || target_read_cgroup(t) != 0)
                 return; /* gone: the rest stays empty */
-        if (userns_charged_uid(t->pidfd, t->pid, target_euid(t), &charged) < 0)
+        if (userns_charged_uid(t->pidfd, t->pid, target_euid(t), &charged, NULL) < 0)
                 charged = USERNS_CHARGE_UNKNOWN;
         f->alive = true;
         f->start_time = t->start_time;

@@ -191,6 +191,7 @@ def one_users_flood_is_counted_in_a_record_a_second_and_others_are_decided_as_ev
 NAMESPACE_FLOOD = """
 import os, socket, sys, time
 sock, n_uids, per_uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+first_uid = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 
 def connect_or_wait(deadline):
     # a slow agent (a loaded machine, a sanitizer) leaves its backlog full for a while: each uid waits its
@@ -214,7 +215,7 @@ def connect_or_wait(deadline):
 # she holds at once is then what the records of held connections count
 deadline = time.monotonic() + 4
 children = []
-for k in range(1, n_uids + 1):
+for k in range(first_uid, first_uid + n_uids):
     pid = os.fork()
     if pid == 0:
         os.setresgid(k, k, k)
@@ -229,7 +230,7 @@ for k in range(1, n_uids + 1):
             except OSError:
                 pass
             held.append(s)
-        print(f'connected={len(held)} {sent}', flush=True)
+        os.write(1, f'connected={len(held)} {sent}\\n'.encode())  # one write: the children share the pipe
         time.sleep(120)
         os._exit(0)
     children.append(pid)
@@ -287,19 +288,27 @@ def many_uids_of_one_users_namespace_count_as_that_one_user():
     assert "DSAGENT_CLIENT_CHARGED_UID" not in r, r
 
 
-@test
-def root_has_a_slot_past_the_global_cap():
-    """The connections the agent serves at once all held by others: root is still let in and answered, while
-    they hold theirs (his record comes before the first of theirs to time out), and the others are told
-    "busy" at once instead of waiting."""
+def capped_and_held_by_mallory():
+    """An agent that serves 40 connections at once (a test hook), 32 of them held by mallory's namespace, and
+    svc's app: (target, agent, her flood)."""
     harness.subordinate_range(MALLORY)
     target = Target(SVC)
     agent = Agent(env={"DSAGENT_TEST_MAX_CONNECTIONS": "40"},
                   policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
                          'max_request_burst = 1000000\n')
     flood, connected, _ = namespace_flood(agent, MALLORY, 4, 8)  # her share: 32
+    assert connected == 32, connected
+    return target, agent, flood
+
+
+@test
+def root_has_a_slot_past_the_global_cap():
+    """The connections the agent serves at once all held by others: root is still let in and answered, while
+    they hold theirs (his record comes before the first of theirs to time out), and the others are told
+    "busy" at once instead of waiting."""
+    target, agent, flood = capped_and_held_by_mallory()
     others, alice_connected, _ = namespace_flood(agent, ALICE, 1, 8)  # and 8 of alice's: the 40 are held
-    assert connected == 32 and alice_connected == 8, (connected, alice_connected)
+    assert alice_connected == 8, alice_connected
     assert info_json(agent, "root", target.pid)["pid"] == target.pid
     records = agent.records()
     timed_out = [i for i, r in enumerate(records) if r["DSAGENT_REASON"] == "the request did not arrive in time"]
@@ -310,6 +319,110 @@ def root_has_a_slot_past_the_global_cap():
     assert r.returncode == harness.EXIT_BUSY and "as many connections as it may" in r.stderr, r
     flood.stop()
     others.stop()
+
+
+# The same flood from a user namespace root made, as a rootful container runtime, systemd's PrivateUsers= or
+# the kubelet make theirs: its first process, root, makes it (keeping every capability there: no exec after) and
+# waits until root outside has written its maps.
+ROOT_MADE_NAMESPACE_FLOOD = """
+import ctypes, os, time
+if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # CLONE_NEWUSER
+    raise OSError(ctypes.get_errno(), 'unshare')
+print(f'unmapped pid={os.getpid()}', flush=True)
+while not open('/proc/self/uid_map').read().strip():
+    time.sleep(0.01)
+""" + NAMESPACE_FLOOD
+
+
+def root_made_namespace_flood(agent, n_uids, per_uid, mapping="0 301000 65536", first_uid=1):
+    """A user namespace root makes and maps (@mapping, uids and gids alike), flooding the agent from @n_uids of its
+    uids from @first_uid (as namespace_flood()): (process, connections made, those that sent their two bytes,
+    the namespace's inode)."""
+    flood = Process([harness.PYTHON, "-c", ROOT_MADE_NAMESPACE_FLOOD, agent.socket, str(n_uids), str(per_uid),
+                     str(first_uid)])
+    pid = int(flood.read_line("unmapped pid=").split("=")[1])
+    inode = os.stat(f"/proc/{pid}/ns/user").st_ino
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/{pid}/{name}", "w") as f:
+            f.write(mapping + "\n")
+    counts = [flood.read_line("connected=", timeout=120).split("=")[1].split() for _ in range(n_uids)]
+    return flood, sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts), inode
+
+
+def a_namespace_root_made_is_charged_as_itself(env=None):
+    """Root made the namespace, so NS_GET_OWNER_UID said 0, and its peers were charged to root: an ordinary host
+    uid (301000 and up) holding 40 connections took root's share, and root's own ps and info were refused. The
+    namespace is charged as itself now: its uids share one share of their own, root keeps his."""
+    target = Target(SVC)
+    agent = Agent(env=env, policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\n'
+                                  'max_request_burst = 1000000\n')
+    flood, connected, sent, inode = root_made_namespace_flood(agent, 24, 40)
+    # the attack is in place: connections from host uids of the namespace's range
+    assert connected >= 32 * 2, connected
+    # while they hold theirs, root is answered, ps and info
+    assert info_json(agent, "root", target.pid)["pid"] == target.pid
+    r = harness.dsctl(agent, "root", "--json", "ps")
+    assert r.returncode == 0 and target.pid in [p["pid"] for p in json.loads(r.stdout)], r
+    uids = range(301001, 301025)
+
+    def all_recorded():
+        theirs = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
+        return theirs if len(theirs) >= sent else None
+    theirs = wait_for(all_recorded, timeout=120, what="a record of each of their connections")
+    flood.stop()
+    assert len({r["DSAGENT_CLIENT_UID"] for r in theirs}) >= 12, {r["DSAGENT_CLIENT_UID"] for r in theirs}
+    # every one charged to the namespace, none to root
+    assert all(r.get("DSAGENT_CLIENT_CHARGED_UID") == f"userns:{inode}" for r in theirs), theirs[:3]
+    # its many uids are one share: 32 held, the rest busy
+    held = [r for r in theirs if r["DSAGENT_REASON"] == "the request did not arrive in time"]
+    busy = [r for r in theirs if r["DSAGENT_REASON"] == "too many connections from this user"]
+    assert len(held) + len(busy) == len(theirs), {r["DSAGENT_REASON"] for r in theirs}
+    assert 0 < len(held) <= 32 and len(busy) >= sent - 32, (len(held), len(busy))
+    # root's own records are his: charged to himself, nothing else
+    mine = [r for r in agent.records() if r["DSAGENT_CLIENT_UID"] == "0"]
+    assert len(mine) == 2 and all(r["DSAGENT_DECISION"] == "allowed" for r in mine), mine
+    assert not any("DSAGENT_CLIENT_CHARGED_UID" in r for r in mine), mine
+
+
+@test
+def a_namespace_root_made_is_charged_as_itself_never_as_root():
+    a_namespace_root_made_is_charged_as_itself()
+
+
+@test
+def a_namespace_root_made_is_charged_as_itself_on_kernels_without_so_peerpidfd():
+    # before Linux 6.5 (Debian 12): the peer's pidfd by pidfd_open() of its pid, checked, and its namespace from
+    # /proc/PID/ns/user (no PIDFD_GET_USER_NAMESPACE before 6.11), checked against the pidfd
+    a_namespace_root_made_is_charged_as_itself(env={"DSAGENT_TEST_NO_PEERPIDFD": "1"})
+
+
+@test
+def a_namespace_root_made_is_charged_as_itself_on_kernels_without_pidfd_get_user_namespace():
+    # Linux 6.5 to 6.10: SO_PEERPIDFD, but the namespace from /proc/PID/ns/user
+    a_namespace_root_made_is_charged_as_itself(env={"DSAGENT_TEST_NO_PIDFD_USERNS": "1"})
+
+
+@test
+def uid_0_of_a_namespace_root_made_has_none_of_roots_share_or_slots():
+    """uid 0 of a namespace root made and mapped onto the host's 0 (what PrivateUsers=yes does for a service that
+    runs as root) is root's uid, but not root: with the connections served at once held by her and it, its next
+    ones went into root's slots past the cap, and root waited in the backlog behind them until their request
+    deadline. Charged as its namespace, they are told busy at once, and root is answered at once."""
+    target, agent, flood = capped_and_held_by_mallory()
+    ns_flood, ns_connected, _, inode = root_made_namespace_flood(agent, 1, 12, mapping="0 0 1", first_uid=0)
+    assert ns_connected == 12, ns_connected
+    assert info_json(agent, "root", target.pid)["pid"] == target.pid
+    records = agent.records()
+    timed_out = [i for i, r in enumerate(records) if r["DSAGENT_REASON"] == "the request did not arrive in time"]
+    root = [i for i, r in enumerate(records) if r["DSAGENT_CLIENT_UID"] == "0" and r.get("DSAGENT_COMMAND") == "info"]
+    assert root and (not timed_out or root[0] < timed_out[0]), (root, timed_out[:3])
+    assert "DSAGENT_CLIENT_CHARGED_UID" not in records[root[0]], records[root[0]]
+    # uid 0 of the namespace: past the cap like anyone but root, told so at once, charged to its namespace
+    theirs = [r for r in records if r.get("DSAGENT_CLIENT_CHARGED_UID") == f"userns:{inode}"]
+    assert len(theirs) == 4 and all(r["DSAGENT_CLIENT_UID"] == "0" for r in theirs), theirs
+    assert all("as many connections as it may" in r["DSAGENT_REASON"] for r in theirs), theirs
+    flood.stop()
+    ns_flood.stop()
 
 
 @test

@@ -134,8 +134,8 @@ def with_few_fds_clients_wait_their_turn_and_none_is_dropped():
     """An open files limit far below max_connections: requests queue in the listen backlog instead of failing
     halfway for want of an fd (before, a third of them failed: 'Too many open files', or no reply at all)."""
     targets = {ALICE: Target(ALICE), SVC: Target(SVC)}
-    # 2648 fds of its own (docs/architecture.md) and 6 for each of 6 connections
-    agent = Agent(wrapper=["prlimit", "--nofile=2684:2684", "--"])
+    # 2720 fds of its own (docs/architecture.md) and 6 for each of 6 connections
+    agent = Agent(wrapper=["prlimit", "--nofile=2756:2756", "--"])
     wait_for(lambda: "allows 6 connections at a time" in open(agent.log_path).read(), what="the fd limit's note")
     # twelve clients that connect and say nothing come first: each holds one of the 6 connections until the
     # request deadline (5 s) closes it, so the others wait in the listen backlog for two rounds of them
@@ -482,8 +482,244 @@ def a_users_subordinate_uids_share_the_users_workers():
     assert r.returncode == EXIT_BUSY and "no worker could look at the process now" in r.stdout, r
     assert len([p for p in agent_workers(agent) if in_fuse_wait(p)]) == 2
 
-if __name__ == "__main__":
-    run_tests()
+
+# Holds N connections to the agent, each sending SEND (nothing by default) and no more; prints "held=N" once
+# connected, then "closed=I TEXT" for each the agent closes (I: the order it was made in; TEXT: what the agent
+# answered, decoded), until all are closed.
+HOLD = r"""
+import select, socket, struct, sys
+sock, n, send = sys.argv[1], int(sys.argv[2]), sys.argv[3].encode() if len(sys.argv) > 3 else b''
+held = {}
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    if send:
+        s.send(send)
+    held[s.fileno()] = (i, s, b'')
+print(f'held={n}', flush=True)
+while held:
+    for fd in select.select(list(held), [], [])[0]:
+        i, s, got = held[fd]
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            chunk = b''
+        if chunk:
+            held[fd] = (i, s, got + chunk)
+            continue
+        del held[fd]
+        message, at = b'', 12  # the frame's fields: tag, length, value; 15 is the message
+        while at + 6 <= len(got):
+            tag, size = struct.unpack('<HI', got[at:at + 6])
+            message = got[at + 6:at + 6 + size] if tag == 15 else message
+            at += 6 + size
+        print(f'closed={i} {message.decode(errors="replace")}', flush=True)
+"""
+
+
+def raw_line(holder, timeout):
+    """The holder's next line, read a byte at a time (nothing of a later line is read ahead, so that
+    nothing_closed() sees it), within @timeout seconds."""
+    import select
+    fd, line, deadline = holder.proc.stdout.fileno(), b"", time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        assert select.select([fd], [], [], max(0, deadline - time.monotonic()))[0], f"no line in time: {line!r}"
+        byte = os.read(fd, 1)
+        assert byte, f"the holder exited: {line!r}"
+        line += byte
+    return line.decode().strip()
+
+
+def hold(agent, user, n, send=""):
+    """@user holds @n connections that send @send and no more: the process, once all of them are connected."""
+    p = Process(as_user(user, [harness.PYTHON, "-c", HOLD, agent.socket, str(n)] + ([send] if send else [])))
+    assert raw_line(p, 60) == f"held={n}"
+    return p
+
+
+def closed(holder, count, timeout=30):
+    """The next @count connections the agent closed of @holder's: [(order made, what the agent said)]."""
+    out = []
+    for _ in range(count):
+        i, _, text = raw_line(holder, timeout).partition(" ")
+        out.append((int(i.split("=")[1]), text))
+    return out
+
+
+def nothing_closed(holder):
+    """Whether the agent has closed none of @holder's connections so far (that it printed)."""
+    import select
+    return not select.select([holder.proc.stdout.fileno()], [], [], 0)[0]
+
+
+EVICTED = "closed to make room for another user"
+FULL = {"DSAGENT_TEST_MAX_CONNECTIONS": "40",
+        # the connections held idle stay until the test lets them go, not the real 5 s request deadline
+        "DSAGENT_TEST_REQUEST_TIMEOUT_MS": "300000"}
+NO_BUDGET = '[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 100000\nmax_request_burst = 1000000\n'
+
+
+@test
+def a_full_table_lets_a_newcomer_in_by_closing_the_largest_holders_oldest_idle_connections():
+    """Everything the agent serves at once held idle (the cap, 40 here, by a test hook): root's 12, the oldest,
+    mallory's 20 and alice's 8. svc was refused at once, every time, for as long as they held them. Now svc is
+    served, and each newcomer closes the oldest idle connection of the largest holder but root, while that holder
+    holds more than the newcomer's user will: svc ends with as many as mallory, 10, and root and alice lose none."""
+    target = Target(SVC)
+    agent = Agent(env=FULL, policy=NO_BUDGET)
+    roots = hold(agent, "root", 12)
+    hers = hold(agent, MALLORY, 20)
+    alices = hold(agent, ALICE, 8)
+    r = dsctl(agent, SVC, "--json", "info", str(target.pid))
+    assert r.returncode == 0 and json.loads(r.stdout)["pid"] == target.pid, r
+    # the room was hers: her oldest connection, told why
+    first = closed(hers, 1)
+    assert first == [(0, EVICTED + ": the agent serves as many connections as it may, and you held the "
+                                   "most; try again shortly")], first
+    # svc wants 20 to hold: the room its request left, then one of hers for each while she holds more than svc
+    # will (9: 10 and 10), and is refused the rest at once
+    svcs = hold(agent, SVC, 20)
+    assert [i for i, _ in closed(hers, 9)] == list(range(1, 10))
+    refused = closed(svcs, 10)
+    assert sorted(i for i, _ in refused) == list(range(10, 20)), refused
+    assert all("as many connections as it may; try again shortly" in text for _, text in refused), refused
+    # root's, the oldest and now the most, and alice's, the fewest, all stay
+    assert nothing_closed(roots) and nothing_closed(alices) and nothing_closed(hers) and nothing_closed(svcs)
+    # each closing in the audit trail: her uid, and the request it made room for
+    records = agent.records()
+    evicted = [x for x in records if x["DSAGENT_REASON"].startswith("closed unread to make room for request")]
+    assert len(evicted) == 10 and {x["DSAGENT_CLIENT_UID"] for x in evicted} == {str(harness.uid_of(MALLORY))}
+    info = [x for x in records if x.get("DSAGENT_COMMAND") == "info"][0]
+    assert info["DSAGENT_REQUEST_ID"] in evicted[0]["DSAGENT_REASON"], (info, evicted[0])
+    # root is served past the cap as ever
+    r = dsctl(agent, "root", "info", str(target.pid))
+    assert r.returncode == 0, r
+
+
+@test
+def a_connection_that_began_its_request_or_waits_on_a_runtime_is_never_closed_for_a_newcomer():
+    """The table full again: mallory the largest holder, but every one of hers at work, 24 waiting on her
+    stopped runtime and 8 that sent the first bytes of a request; alice's 8 idle. The newcomer closes alice's
+    oldest, never one of mallory's: her 24 requests are answered once her runtime runs, and nothing of hers is
+    closed for anyone."""
+    own = Target(MALLORY)
+    target = Target(SVC)
+    agent = Agent("--runtime-timeout", "120", env=FULL, policy=NO_BUDGET)
+    os.kill(own.pid, 19)  # SIGSTOP: her runtime takes her requests and answers none
+    harness.scope.callback(os.kill, own.pid, 18)
+    asks = Process(as_user(MALLORY, [harness.PYTHON, "-c", f"""
+import socket, struct, sys
+request = b'DSAG' + struct.pack('<HHI', 1, 2, 10) + struct.pack('<HI', 1, 4) + struct.pack('<I', {own.pid})
+conns = []
+for _ in range(24):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect({agent.socket!r})
+    s.sendall(request)
+    conns.append(s)
+print('asked', flush=True)
+for s in conns:
+    reply = b''
+    while chunk := s.recv(65536):
+        reply += chunk
+    print('answered=%s' % ('process' if reply[6:8] == struct.pack('<H', 0x8001) else reply[12:].hex()), flush=True)
+"""]))
+    asks.read_line("asked")
+    # all 24 at the runtime: the agent connected to it for each
+    wait_for(lambda: len([f for f in os.listdir(f"/proc/{agent.proc.pid}/fd")
+                          if "socket" in os.readlink(f"/proc/{agent.proc.pid}/fd/{f}")]) >= 2 * 24 + 1,
+             timeout=60, what="her 24 requests at her runtime")
+    begun = hold(agent, MALLORY, 8, send="DS")
+    alices = hold(agent, ALICE, 8)
+    r = dsctl(agent, SVC, "info", str(target.pid))
+    assert r.returncode == 0, r
+    assert closed(alices, 1)[0][0] == 0
+    assert nothing_closed(begun)
+    os.kill(own.pid, 18)  # SIGCONT
+    answers = [asks.read_line("answered=", timeout=60) for _ in range(24)]
+    assert answers == ["answered=process"] * 24, answers
+    assert nothing_closed(begun)
+    evicted = [x for x in agent.records() if x["DSAGENT_REASON"].startswith("closed unread to make room")]
+    assert len(evicted) == 1 and evicted[0]["DSAGENT_CLIENT_UID"] == str(harness.uid_of(ALICE)), evicted
+
+
+# A user's churn: in a user namespace of her own, each of N_UIDS uids keeps PER_UID connections that send nothing
+# open, and opens a new one as soon as the agent closes one, for SECONDS.
+CHURN = r"""
+import os, selectors, socket, sys, time
+sock, n_uids, per_uid, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+end = time.monotonic() + seconds
+children = []
+for k in range(1, n_uids + 1):
+    pid = os.fork()
+    if pid == 0:
+        os.setresgid(k, k, k)
+        os.setresuid(k, k, k)
+        sel = selectors.DefaultSelector()
+        while time.monotonic() < end:
+            while len(sel.get_map()) < per_uid:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sock)
+                sel.register(s, selectors.EVENT_READ)
+            for key, _ in sel.select(0.1):
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+print('done', flush=True)
+"""
+
+
+@test
+def a_users_churn_costs_the_loop_one_reading_of_her_peers_a_second():
+    """Mallory re-opens connections as fast as they are refused, from 8 uids of her namespace (320 connections,
+    her share 32): each refusal cost the loop what reading a peer costs (pidfd, groups, the walk up her
+    namespaces), thousands a second, and others waited behind them in the listen backlog. Past her request
+    budget, a connection the name of its namespace shows to be hers, and that would be refused, is refused
+    unread, and held a second before its answer: the agent reads her peers about once a second, and each of her
+    connections is refused about once a second, however fast she comes back. Every refusal is still counted
+    under her name, and root and alice are answered while she churns."""
+    harness.subordinate_range(MALLORY)
+    target, own = Target(SVC), Target(ALICE)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
+    seconds = 4
+    churn = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
+                                      harness.PYTHON, "-c", CHURN, agent.socket, "8", "40", str(seconds)]))
+    began = time.monotonic()
+    asked = 0
+    while time.monotonic() < began + seconds - 1:
+        for user, pid in (("root", target.pid), (ALICE, own.pid)):
+            r = dsctl(agent, user, "--json", "info", str(pid))
+            assert r.returncode == 0 and json.loads(r.stdout)["pid"] == pid, r
+            asked += 1
+        time.sleep(0.4)  # root's and alice's own budgets are 5 a second too
+    churn.read_line("done", timeout=120)
+    took = time.monotonic() - began
+    mallory = str(harness.uid_of(MALLORY))
+
+    def counted():
+        """What the agent said it refused past her budget, and what her suppressed records count, once equal."""
+        notes = [line.split(": ", 2)[2] for line in open(agent.log_path)
+                 if line.startswith("test-hook: connections refused past their budget: ")]
+        unread = sum(int(n.split()[0]) for n in notes)
+        read = sum(int(n.split(", ")[1].split()[0]) for n in notes)
+        suppressed = sum(int(r["DSAGENT_SUPPRESSED"]) for r in agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+                         if r.get("DSAGENT_CLIENT_UID") == mallory)
+        return (unread, read, suppressed) if notes and unread + read == suppressed else None
+    # the counts are written once a second: wait for the last of them
+    unread, read, suppressed = wait_for(counted, timeout=30, what="every refusal past her budget counted")
+    print(f"# {suppressed} refused past her budget in {took:.1f} s: {read} after reading the peer, {unread} unread")
+    # the churn was real: each of her connections past her share was refused, again and again
+    assert suppressed >= 2 * (320 - 32), suppressed
+    # her peers read past her budget: about once a second (the window of refusals unread, and what her
+    # namespace's charge is known for, last a second each), not once a refusal
+    assert read <= 3 * (took + 2), (read, unread, took)
+    assert unread >= 10 * read, (read, unread)
+    # each refusal held a second (park.h) before her connection could come back: her 320 connections refused
+    # about once a second each, not as fast as the agent answers (37,000 to 309,000 in 4 s before)
+    assert suppressed <= 320 * (took + 2), (suppressed, took)
+    assert asked >= 2
 
 
 if __name__ == "__main__":

@@ -319,10 +319,10 @@ def a_runtime_root_in_its_own_user_namespace_is_its_host_user_on_a_port():
     assert r.returncode == 0 and "port" not in json.loads(r.stdout), r
 
 
-# What the agent reserves for its clients (docs/architecture.md: 2648 + (512 + 4 of root's) x 6) and for the ports
+# What the agent reserves for its clients (docs/architecture.md: 2720 + (512 + 4 of root's) x 6) and for the ports
 # besides registrations (256 unadvertised connections at 2 fds, 4 per possible listener): an open files limit
 # of these plus 4 leaves room for two registered runtimes.
-CLIENT_FDS = 2648 + (512 + 4) * 6
+CLIENT_FDS = 2720 + (512 + 4) * 6
 PORT_FIXED_FDS = 2 * 256 + 4 * 16
 
 

@@ -12,8 +12,8 @@ import json
 import re
 
 from booted import (BUILD, EXIT_AGENT_UNREACHABLE, EXIT_DENIED, POLICY_MESSAGE_ID, REQUEST_MESSAGE_ID, SOURCE,
-                    Machine, policy_dir, policy_records, reload_and_wait, run_tests, start_target, target_app, test,
-                    wait_for)
+                    Machine, build_option, policy_dir, policy_records, reload_and_wait, run_tests, start_target,
+                    target_app, test, wait_for)
 
 SUPPRESSED_MESSAGE_ID = "dba026f157524dc5bd31f98f0e8e84b9"
 EXIT_NO_SUCH_PROCESS = 5
@@ -68,6 +68,8 @@ def the_socket_starts_the_agent(m):
              what="the socket to start the agent")
     st = m.run(["stat", "--format=%F %a %U %G", "/run/dsagent.sock"]).stdout.strip()
     assert st == "socket 660 root dsagent", st
+    # what waits ahead of a new client is bounded: the agent's own backlog, not the kernel's 4096
+    assert m.show("dsagent.socket", "Backlog")["Backlog"] == "128"
 
     r = dsctl(m, SVC, "--json", "ps")
     assert r.returncode == 0, r
@@ -313,6 +315,83 @@ def a_burst_of_decisions_from_one_user_loses_no_record(m):
     # another user is decided and recorded as ever
     r = dsctl(m, SVC, "info", str(state["target_pid"]))
     assert r.returncode == 0, r
+
+# What a service holds: N connections to the agent that each send two bytes of a request and no more (the
+# agent closes each at its request deadline, 5 s, or when it is refused busy), each made again as soon as
+# the agent closed it: the churn of issue 35, from a service.
+HOLDER = r"""
+import selectors, socket, sys
+n, sel = int(sys.argv[1]), selectors.DefaultSelector()
+while True:
+    while len(sel.get_map()) < n:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect("/run/dsagent.sock")
+        try:
+            s.send(b"DS")
+        except OSError:
+            pass  # refused and closed before its bytes went: it is read as closed below
+        sel.register(s, selectors.EVENT_READ)
+    for key, _ in sel.select(1):
+        sel.unregister(key.fileobj)
+        key.fileobj.close()
+"""
+
+
+@test
+def a_private_users_service_is_charged_as_its_namespace_never_as_root(m):
+    """PrivateUsers=yes: systemd, as root, makes the service a user namespace of its own (root and its user mapped
+    onto themselves), whose owner is root. Its peers were charged to root: a service holding 40 connections took
+    root's share of 32, and root's own info and ps were refused. Charged as its namespace, it holds a share of its
+    own, and root is answered while it holds it. Its connections past its share, re-made as fast as they are
+    refused, are refused unread past its request budget under the unit's sandbox too (the name of its namespace
+    read through /proc, its charge held open)."""
+    m.write("/usr/local/lib/dsagent-holder.py", HOLDER)
+    m.write("/etc/systemd/system/dst-holder.service", f"""[Service]
+User={MALLORY}
+Group=dsagent
+PrivateUsers=yes
+ExecStart=/usr/bin/python3 /usr/local/lib/dsagent-holder.py 40
+""")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "start", "dst-holder.service"])
+    pid = int(m.show("dst-holder.service", "MainPID")["MainPID"])
+    inode = m.run(["stat", "-L", "--format=%i", f"/proc/{pid}/ns/user"]).stdout.strip()
+    # the service runs in a user namespace of its own, root's: not the system's
+    assert inode != m.run(["stat", "-L", "--format=%i", "/proc/1/ns/user"]).stdout.strip()
+    mallory = str(m.uid_of(MALLORY))
+
+    def holding():
+        # some of its connections were refused: it has taken all its share
+        return [r for r in m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", f"DSAGENT_CLIENT_UID={mallory}")
+                if r["DSAGENT_REASON"] == "too many connections from this user"]
+    refused = wait_for(holding, timeout=60, what="the service's connections past its share")
+
+    def refused_unread():
+        """Whether its refusals past its budget (1000 at once, 100 a second) are counted, and (in a build with
+        test hooks, which says so) made without reading its peers."""
+        counted = m.journal(f"MESSAGE_ID={SUPPRESSED_MESSAGE_ID}", f"DSAGENT_CLIENT_CHARGED_UID=userns:{inode}")
+        notes = [e["MESSAGE"] for e in m.journal("-u", "dsagent.service")
+                 if e.get("MESSAGE", "").startswith("test-hook: connections refused past their budget: ")]
+        return counted and (not build_option("test_hooks") or sum(int(n.split(": ")[2].split()[0]) for n in notes))
+    try:
+        for _ in range(16):
+            r = dsctl(m, "root", "info", str(state["target_pid"]))
+            assert r.returncode == 0, r
+            r = dsctl(m, "root", "ps")
+            assert r.returncode == 0, r
+        # each refusal within its budget is written to the journal: past it comes after a second or more
+        wait_for(refused_unread, timeout=120, what="its connections refused past its budget, unread")
+        r = dsctl(m, "root", "info", str(state["target_pid"]))
+        assert r.returncode == 0, r
+    finally:
+        m.run(["systemctl", "stop", "dst-holder.service"])
+    # its peers are charged to its namespace, as /proc/PID/ns/user names it, never to root
+    assert all(r["DSAGENT_CLIENT_CHARGED_UID"] == f"userns:{inode}" for r in refused), refused[:3]
+    roots = [r for r in m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_CLIENT_UID=0")]
+    assert len(roots) >= 32 and not any("DSAGENT_CLIENT_CHARGED_UID" in r for r in roots), roots[:3]
+    m.run(["rm", "/etc/systemd/system/dst-holder.service"])
+    m.run(["systemctl", "daemon-reload"])
+
 
 if __name__ == "__main__":
     # a clone or build under /tmp would be hidden by the booted system's own /tmp

@@ -191,7 +191,13 @@ static void test_json_format_repeated(void) {
 }
 
 /* @r through the json sink, on stdout: its one line in @buf, parsed into @m. Return: the members, or -1. */
-static int log_json(const AuditRecord *r, char *buf, size_t size, JsonMember *m, int max) {
+static int emit_request(AuditSink sink, const void *r) {
+        return audit_log_request(sink, r);
+}
+
+/* What @emit wrote through the json sink, read back into @m. */
+static int log_json_of(int (*emit)(AuditSink sink, const void *arg), const void *arg, char *buf, size_t size,
+                       JsonMember *m, int max) {
         char path[] = "/tmp/test-audit-XXXXXX";
         AuditSink sink;
         int fd, saved, n, k;
@@ -206,7 +212,7 @@ static int log_json(const AuditRecord *r, char *buf, size_t size, JsonMember *m,
         fflush(stdout);
         saved = dup(STDOUT_FILENO);
         check(saved >= 0 && dup2(fd, STDOUT_FILENO) == STDOUT_FILENO);
-        k = audit_log_request(sink, r);
+        k = emit(sink, arg);
         audit_sink_close(); /* the sink keeps what it opened at its first record: the next test's file is another */
         check(dup2(saved, STDOUT_FILENO) == STDOUT_FILENO);
         close(saved);
@@ -220,12 +226,16 @@ static int log_json(const AuditRecord *r, char *buf, size_t size, JsonMember *m,
         buf[got] = '\0';
         check(strchr(buf, '\n') == buf + got - 1); /* one line */
         n = read_object(buf, m, max);
-        check(n > 10);
-        if (n <= 10) {
+        check(n > 6); /* a suppressed record has 8 members, a request's more */
+        if (n <= 6) {
                 printf("# %s", buf);
                 return -1;
         }
         return n;
+}
+
+static int log_json(const AuditRecord *r, char *buf, size_t size, JsonMember *m, int max) {
+        return log_json_of(emit_request, r, buf, size, m, max);
 }
 
 #define TEST_ID "fcfe79830dc51fa91eb457b37217629989435997564dd17d8d75eee0753cc376"
@@ -284,6 +294,48 @@ static void test_json_sink_unverified(void) {
         check((v = member(m, n, "DSAGENT_TARGET_UNVERIFIED_POD_UID")) && strcmp(v->values[0], TEST_POD) == 0);
         check((v = member(m, n, "DSAGENT_TARGET_CGROUP_UNVERIFIED")) && strcmp(v->values[0], "yes") == 0);
         check((v = member(m, n, "DSAGENT_TARGET_CGROUP")) && strcmp(v->values[0], r.target_cgroup) == 0);
+}
+
+/* A peer in a namespace root made is charged as the namespace: named as /proc/PID/ns/user names it, in its
+ * request's record and in the record that counts its refused requests, which has no uid for it. */
+static uid_t suppressed_uid;
+
+static int emit_suppressed(AuditSink sink, const void *count) {
+        return audit_log_suppressed(sink, suppressed_uid, *(const uint64_t *)count);
+}
+
+static void test_charged_to_a_namespace(void) {
+        char buf[16384];
+        AuditRecord r = {
+                .request_id = 0x1236, .client_uid = 301003, .client_gid = 301003, .client_pid = 78, .command = "ps",
+                .client_charged_other = true, .client_charged_uid = 0xF0000123,
+                .decision = AUDIT_DECISION_FAILED, .reason = "too many connections from this user",
+        };
+        uint64_t count = 7;
+        JsonMember m[48];
+        const JsonMember *v;
+        int n = log_json(&r, buf, sizeof(buf), m, 48);
+
+        if (n < 0)
+                return;
+        check((v = member(m, n, "DSAGENT_CLIENT_UID")) && strcmp(v->values[0], "301003") == 0);
+        check((v = member(m, n, "DSAGENT_CLIENT_CHARGED_UID")) && strcmp(v->values[0], "userns:4026532131") == 0);
+
+        suppressed_uid = 0xF0000123;
+        n = log_json_of(emit_suppressed, &count, buf, sizeof(buf), m, 48);
+        if (n < 0)
+                return;
+        check(!member(m, n, "DSAGENT_CLIENT_UID"));
+        check((v = member(m, n, "DSAGENT_CLIENT_CHARGED_UID")) && strcmp(v->values[0], "userns:4026532131") == 0);
+        check((v = member(m, n, "DSAGENT_CLIENT_TEXT")) && strcmp(v->values[0], "peers in user namespace 4026532131") == 0);
+        check((v = member(m, n, "DSAGENT_SUPPRESSED")) && strcmp(v->values[0], "7") == 0);
+        /* a uid's count names the uid, as ever */
+        suppressed_uid = 301003;
+        n = log_json_of(emit_suppressed, &count, buf, sizeof(buf), m, 48);
+        if (n < 0)
+                return;
+        check((v = member(m, n, "DSAGENT_CLIENT_UID")) && strcmp(v->values[0], "301003") == 0);
+        check(!member(m, n, "DSAGENT_CLIENT_CHARGED_UID"));
 }
 
 /* What audit_log_request() wrote to @fd (a file in place of stdout or stderr), read from its start. */
@@ -396,6 +448,7 @@ int main(void) {
         run_test(test_json_format_repeated);
         run_test(test_json_sink);
         run_test(test_json_sink_unverified);
+        run_test(test_charged_to_a_namespace);
         run_test(test_any_bytes_one_line_each_sink);
         return tap_finish();
 }

@@ -77,9 +77,33 @@ static void test_table_full(void) {
         request_budget_free(b);
 }
 
+/* Whether a user's budget is spent, asked without spending it: true exactly when the next take would fail. */
+static void test_spent_is_asked_without_spending(void) {
+        RequestBudget *b = request_budget_new();
+
+        check(!request_budget_spent(b, 2, 5, 3, 100 * SEC)); /* no bucket yet: a full budget */
+        for (int i = 0; i < 3; i++) {
+                check(!request_budget_spent(b, 2, 5, 3, 100 * SEC));
+                check(request_budget_take(b, 2, 5, 3, 100 * SEC));
+        }
+        check(request_budget_spent(b, 2, 5, 3, 100 * SEC));
+        check(request_budget_spent(b, 2, 5, 3, 100 * SEC)); /* asking took nothing, and counted nothing */
+        check(!request_budget_has_suppressed(b));
+        check(!request_budget_take(b, 2, 5, 3, 100 * SEC));
+        check(request_budget_has_suppressed(b));
+        /* a fifth of a second later, one came back */
+        check(!request_budget_spent(b, 2, 5, 3, 100 * SEC + SEC / 5));
+        check(request_budget_take(b, 2, 5, 3, 100 * SEC + SEC / 5));
+        check(request_budget_spent(b, 2, 5, 3, 100 * SEC + SEC / 5));
+        /* another user's budget is its own */
+        check(!request_budget_spent(b, 3, 5, 3, 100 * SEC + SEC / 5));
+        request_budget_free(b);
+}
+
 int main(void) {
         run_test(test_burst_then_rate);
         run_test(test_users_apart_and_flush);
         run_test(test_table_full);
+        run_test(test_spent_is_asked_without_spending);
         return tap_finish();
 }
