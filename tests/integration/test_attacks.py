@@ -189,7 +189,7 @@ def one_users_flood_is_counted_in_a_record_a_second_and_others_are_decided_as_ev
 # each of N_UIDS children takes a uid of its own there and opens PER_UID connections that send two bytes
 # of a header and then nothing, and holds them (the agent closes them at its request deadline, 5 s).
 NAMESPACE_FLOOD = """
-import os, socket, sys, time
+import os, select, socket, sys, time
 sock, n_uids, per_uid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 first_uid = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 
@@ -231,6 +231,20 @@ for k in range(first_uid, first_uid + n_uids):
                 pass
             held.append(s)
         os.write(1, f'connected={len(held)} {sent}\\n'.encode())  # one write: the children share the pipe
+        # then until the agent has answered each (its reply and its close: a refusal at once, a held one at the
+        # request deadline), so that a test knows when every record is written; 120 s: a bound against a hang
+        waiting, end = list(held), time.monotonic() + 120
+        while waiting and time.monotonic() < end:
+            for s in select.select(waiting, [], [], 1)[0]:
+                try:
+                    gone = not s.recv(65536)
+                except BlockingIOError:
+                    gone = False
+                except OSError:
+                    gone = True
+                if gone:
+                    waiting.remove(s)
+        os.write(1, f'answered={len(held) - len(waiting)} of {len(held)}\\n'.encode())
         time.sleep(120)
         os._exit(0)
     children.append(pid)
@@ -239,12 +253,25 @@ for pid in children:
 """
 
 
+def flood_lines(flood, prefix, n, timeout=harness.RUNTIME_BOUND):
+    """The next @n lines of @flood that begin with @prefix: its children write lines of several kinds in whatever
+    order they get to them, and a line of another kind read meanwhile is kept for its own turn (flood.kept)."""
+    kept = flood.__dict__.setdefault("kept", [])
+    out = [line for line in kept if line.startswith(prefix)][:n]
+    for line in out:
+        kept.remove(line)
+    while len(out) < n:
+        line = flood.read_line("", timeout=timeout)
+        (out if line.startswith(prefix) else kept).append(line)
+    return out
+
+
 def namespace_flood(agent, user, n_uids, per_uid):
     """@user's flood from many uids of her subordinate range: (process, connections made, and of them
     those that sent their two bytes (a connection that sent nothing ends without a record))."""
     flood = Process(as_user(user, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
                                    harness.PYTHON, "-c", NAMESPACE_FLOOD, agent.socket, str(n_uids), str(per_uid)]))
-    counts = [flood.read_line("connected=", timeout=120).split("=")[1].split() for _ in range(n_uids)]
+    counts = [line.split("=")[1].split() for line in flood_lines(flood, "connected=", n_uids)]
     return flood, sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts)
 
 
@@ -262,16 +289,14 @@ def many_uids_of_one_users_namespace_count_as_that_one_user():
     # while she holds them, root and another user are answered
     assert info_json(agent, "root", target.pid)["pid"] == target.pid
     assert info_json(agent, ALICE, own.pid)["pid"] == own.pid
-    # every connection she made ends in a record: held ones at the request deadline, the others at once
-    uids = range(sub + 1, sub + 25)
-
-    def all_recorded():
-        mine = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
-        return mine if len(mine) >= sent else None
-    mine = wait_for(all_recorded, timeout=120, what="a record of each of her connections")
-    time.sleep(1)  # any record of a connection that sent nothing, refused busy, is written by now
+    # every connection she made is answered, held ones at the request deadline, the others at once; the record
+    # of each is written before its answer. Only then does she go: a connection she closed first would read as an
+    # incomplete request, which is not what this tests
+    answered = flood_lines(flood, "answered=", 24)
+    assert all(a.split("=")[1].split(" of ")[0] == a.split(" of ")[1] for a in answered), answered
     flood.stop()
-    mine = all_recorded()
+    uids = range(sub + 1, sub + 25)
+    mine = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
     assert sent <= len(mine) <= connected, (len(mine), sent, connected)
     # the attack was real: a dozen uids and more reached the agent (a child that found the backlog full until
     # the flood's deadline has no record)
@@ -345,7 +370,7 @@ def root_made_namespace_flood(agent, n_uids, per_uid, mapping="0 301000 65536", 
     for name in ("uid_map", "gid_map"):
         with open(f"/proc/{pid}/{name}", "w") as f:
             f.write(mapping + "\n")
-    counts = [flood.read_line("connected=", timeout=120).split("=")[1].split() for _ in range(n_uids)]
+    counts = [line.split("=")[1].split() for line in flood_lines(flood, "connected=", n_uids)]
     return flood, sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts), inode
 
 
@@ -364,12 +389,12 @@ def a_namespace_root_made_is_charged_as_itself(env=None):
     r = harness.dsctl(agent, "root", "--json", "ps")
     assert r.returncode == 0 and target.pid in [p["pid"] for p in json.loads(r.stdout)], r
     uids = range(301001, 301025)
-
-    def all_recorded():
-        theirs = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
-        return theirs if len(theirs) >= sent else None
-    theirs = wait_for(all_recorded, timeout=120, what="a record of each of their connections")
+    # each connection answered (and so recorded) before they go: one closed first would be an incomplete request
+    answered = flood_lines(flood, "answered=", 24)
+    assert all(a.split("=")[1].split(" of ")[0] == a.split(" of ")[1] for a in answered), answered
     flood.stop()
+    theirs = [r for r in agent.records() if int(r["DSAGENT_CLIENT_UID"]) in uids]
+    assert sent <= len(theirs) <= connected, (len(theirs), sent, connected)
     assert len({r["DSAGENT_CLIENT_UID"] for r in theirs}) >= 12, {r["DSAGENT_CLIENT_UID"] for r in theirs}
     # every one charged to the namespace, none to root
     assert all(r.get("DSAGENT_CLIENT_CHARGED_UID") == f"userns:{inode}" for r in theirs), theirs[:3]
