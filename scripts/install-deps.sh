@@ -14,8 +14,9 @@ packages=(
         # build
         meson ninja-build gcc pkg-config
         libsystemd-dev libseccomp-dev libacl1-dev libpam0g-dev systemd
-        # the cores systemd-coredump stores, decompressed (agent/crashes/crash-core.c)
-        libzstd-dev liblz4-dev liblzma-dev
+        # the cores systemd-coredump stores, decompressed (agent/crashes/crash-core.c); the command-line
+        # tools make the unit test's compressed cores (tests/unit/agent/test-crash-core.c)
+        libzstd-dev liblz4-dev liblzma-dev zstd lz4 xz-utils
         # fuzzing (clang with libFuzzer) and sanitizers
         clang-14 libclang-rt-14-dev
         # tests: users, namespaces, ACL tools, syscall tracing, the harness;

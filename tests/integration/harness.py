@@ -87,13 +87,15 @@ class Wait:
         self.ended, self.met = time.monotonic(), met
         return self
 
-    def describe(self):
+    def describe(self, failed_at=None):
+        """The wait as a line; @failed_at (monotonic) is when the case failed, now if None."""
+        failed_at = failed_at or time.monotonic()
         bound = f"up to {self.timeout:g} s" if self.timeout is not None else "no bound"
         if self.ended is None:
-            return f"{self.what} ({bound}): still waiting after {time.monotonic() - self.began:.1f} s"
+            return f"{self.what} ({bound}): still waiting after {failed_at - self.began:.1f} s"
         outcome = "met" if self.met else "timed out"
         return (f"{self.what} ({bound}): {outcome} after {self.ended - self.began:.1f} s, "
-                f"{time.monotonic() - self.ended:.1f} s before the failure")
+                f"{failed_at - self.ended:.1f} s before the failure")
 
 
 class Skip(Exception):
@@ -120,9 +122,15 @@ def run_tests():
         Wait.last = None
         _agent_log_tails.clear()
         began = time.monotonic()
+        failed_wait, failed_at = None, None
         try:
             with scope:
-                fn()
+                try:
+                    fn()
+                except Exception:
+                    # the case's own last wait, before the cleanup's waits (a cgroup emptying) take its place
+                    failed_wait, failed_at = Wait.last, time.monotonic()
+                    raise
             # the time each case took, as a TAP comment, for whoever looks for the slow ones
             print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
             print(f"ok {n} - {fn.__name__}", flush=True)
@@ -138,7 +146,8 @@ def run_tests():
             for agent_log in _agent_log_tails:
                 for line in agent_log:
                     print(f"# agent: {line.rstrip()}")
-            print(f"# last wait: {Wait.last.describe() if Wait.last else 'none'}", flush=True)
+            last = failed_wait or Wait.last
+            print(f"# last wait: {last.describe(failed_at) if last else 'none'}", flush=True)
             print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{len(selected)}", flush=True)
     sys.exit(1 if failed else 0)
