@@ -6,8 +6,20 @@
 # removed: the script stops and says so. Needs root.
 
 SCRATCH_COMMENT="dsagent scratch user"
+SCRATCH_LOCK=/run/dsagent-scratch-users.lock
 scratch_users=()
 scratch_groups=()
+scratch_lock_fd=
+
+# Scripts that run side by side (two test runs, a run and the demo) share the
+# scratch users: each holds a shared lock while it uses them, and only the
+# last to end removes them. Before, the first run to end removed the users and
+# groups under the others' feet (their dsctl ran without dst-ops).
+scratch_hold() {
+        [ -n "$scratch_lock_fd" ] && return 0
+        exec {scratch_lock_fd}>>"$SCRATCH_LOCK"
+        flock -s "$scratch_lock_fd"
+}
 
 scratch_die() {
         echo "$(basename "$0"): $*" >&2
@@ -55,6 +67,7 @@ scratch_free_name() {
 scratch_user() {
         local name=$1
         shift
+        scratch_hold
         if getent passwd "$name" >/dev/null; then
                 scratch_user_is_ours "$name" ||
                         scratch_die "a user $name exists that these scripts did not make; rename or remove it first"
@@ -80,6 +93,7 @@ scratch_subordinate_ids() {
 
 # scratch_group NAME: the group NAME, made now if missing, removed by scratch_cleanup.
 scratch_group() {
+        scratch_hold
         if getent group "$1" >/dev/null; then
                 scratch_group_is_ours "$1" ||
                         scratch_die "a group $1 exists with members these scripts did not make;" \
@@ -90,10 +104,17 @@ scratch_group() {
         scratch_groups+=("$1")
 }
 
-# Removes the users and groups made or taken over here; a user whose
-# processes still run is left, with a word on stderr.
+# Removes the users and groups made or taken over here, unless another run
+# still holds them (scratch_hold); a user whose processes still run is left,
+# with a word on stderr.
 scratch_cleanup() {
         local name
+        if [ -n "$scratch_lock_fd" ] && ! flock -n -x "$scratch_lock_fd"; then
+                echo "$(basename "$0"): another run still uses the scratch users and groups: left for it to remove" >&2
+                scratch_users=()
+                scratch_groups=()
+                return 0
+        fi
         for name in "${scratch_users[@]}"; do
                 getent passwd "$name" >/dev/null || continue
                 userdel "$name" 2>/dev/null || echo "$(basename "$0"): could not remove the user $name" >&2
