@@ -68,8 +68,7 @@ if mode.startswith("regain:"):
 
     def regain(signum, frame):
         os.seteuid(0)
-        with open(log + ".regained", "w") as f:
-            f.write(open("/proc/self/status").read())
+        publish(".regained", open("/proc/self/status").read())
 
     def undumpable(signum, frame):
         libc.prctl(4, 0, 0, 0, 0)
@@ -112,6 +111,14 @@ listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(path)
 listener.listen(16)
 print(f"listening pid={os.getpid()}", flush=True)
+
+
+def publish(suffix, text):
+    """LOG+@suffix holding @text, whole from its first appearance: a test reads it while this runtime runs, and a
+    file rewritten in place reads empty between its truncation and its write (int("") failed a test)."""
+    with open(log + suffix + ".part", "w") as f:
+        f.write(text)
+    os.replace(log + suffix + ".part", log + suffix)
 
 
 def bind_mount(source, target):
@@ -263,8 +270,7 @@ while True:
             conn.sendall(tail)
         except OSError:  # the agent hung up
             pass
-        with open(log + ".heapdump", "w") as f:
-            f.write(f"{sent}\n")
+        publish(".heapdump", f"{sent}\n")
         conn.close()
     elif mode.startswith(("stream:", "rebind:", "stream-trickle:", "heapdump:")) and len(data) >= 20 and \
             data[16] == 0x02 and data[17] >= 0x02:
@@ -284,8 +290,7 @@ while True:
             listener.bind(path)
             listener.listen(16)
             rebinds = int(open(log + ".rebinds").read()) if os.path.exists(log + ".rebinds") else 0
-            with open(log + ".rebinds", "w") as f:
-                f.write(str(rebinds + 1))
+            publish(".rebinds", str(rebinds + 1))
     elif mode.startswith("flood:") and len(data) >= 20 and data[16] == 0x02 and data[17] >= 0x02:
         _, head_path, block_path = mode.split(":", 2)
         head, block = open(head_path, "rb").read(), open(block_path, "rb").read()
@@ -299,8 +304,7 @@ while True:
                 sent += len(block)
         except OSError:  # the agent hung up
             pass
-        with open(log + ".flood", "w") as f:
-            f.write(f"{sent} {time.monotonic() - start:.3f}\n")
+        publish(".flood", f"{sent} {time.monotonic() - start:.3f}\n")
         conn.close()
     elif mode == "info:huge" and len(data) >= 20 and data[16] == 0x04 and data[17] in (0x00, 0x04, 0x08):
         def ipc_string(text):

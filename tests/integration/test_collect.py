@@ -1172,7 +1172,9 @@ def a_hostile_runtimes_heap_dump_is_made_by_a_worker_of_bounded_memory():
     rec = wait_for(lambda: collect_records(agent, fake.pid, "failed") or collect_records(agent, fake.pid, "collected"),
                    timeout=180, what="the heap dump's end")[0]
     peak = peak_memory_of_children(agent.proc.pid)
-    sent = int(open(fake.log + ".heapdump").read())
+    # the runtime counts what it sent once the agent hung up, which may come after the agent's record
+    sent = int(wait_for(lambda: os.path.exists(fake.log + ".heapdump") and open(fake.log + ".heapdump").read(),
+                        what="the runtime's count of what it sent"))
     print(f"# the runtime sent {sent >> 20} MiB of nodes; the agent's workers held {peak >> 20} MiB at most",
           flush=True)
     assert rec["DSAGENT_COLLECT_RESULT"] == \
