@@ -693,11 +693,17 @@ class AcceptWatch:
 
     @staticmethod
     def _traced(pid):
-        tasks = os.listdir(f"/proc/{pid}/task")
-        for tid in tasks:
-            for line in open(f"/proc/{pid}/task/{tid}/status"):
-                if line.startswith("TracerPid:") and line.split()[1] == "0":
-                    return False
+        """Whether every thread of @pid has a tracer. A runtime ends threads of its own while strace attaches (its
+        tiered compilation's worker once idle, thread pool workers): a thread listed and gone before its status is
+        read traces nothing and is passed over, as stop_process() does, where its FileNotFoundError failed the
+        wait it happened in."""
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                status = open(f"/proc/{pid}/task/{tid}/status").read()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if re.search(r"^TracerPid:\s+0$", status, re.M):
+                return False
         return True
 
     def stop(self):
