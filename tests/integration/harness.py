@@ -250,6 +250,19 @@ def stop_process(pid):
     wait_for(all_stopped, what=f"every thread of {pid} stopped")
 
 
+def fd_links(pid):
+    """What the open fds of @pid name (their /proc/PID/fd links), of those still open when read. A process at work
+    closes fds between the listing and the readlink: an fd closed meanwhile is left out, where its FileNotFoundError
+    failed the wait it came in (a wait for an fd to close could fail on that very close)."""
+    fds, links = f"/proc/{pid}/fd", []
+    for fd in os.listdir(fds):
+        try:
+            links.append(os.readlink(os.path.join(fds, fd)))
+        except FileNotFoundError:
+            continue
+    return links
+
+
 def start_time_of(pid):
     stat = open(f"/proc/{pid}/stat").read()
     return int(stat[stat.rindex(")") + 2:].split()[19])

@@ -625,8 +625,7 @@ for s in conns:
 """]))
     asks.read_line("asked")
     # all 24 at the runtime: the agent connected to it for each
-    wait_for(lambda: len([f for f in os.listdir(f"/proc/{agent.proc.pid}/fd")
-                          if "socket" in os.readlink(f"/proc/{agent.proc.pid}/fd/{f}")]) >= 2 * 24 + 1,
+    wait_for(lambda: len([link for link in harness.fd_links(agent.proc.pid) if "socket" in link]) >= 2 * 24 + 1,
              timeout=60, what="her 24 requests at her runtime")
     begun = hold(agent, MALLORY, 8, send="DS")
     alices = hold(agent, ALICE, 8)

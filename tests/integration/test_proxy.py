@@ -1165,8 +1165,7 @@ def dotnet_dump_through_dsctl_exec_leaves_no_hidden_copy_in_dump_dir():
     # nor does the agent hold the unnamed file once the request is over: its space is free again (the request
     # ends as its reply is written, about when dsctl has read it; the bound is only against a leak)
     def held():
-        fds = f"/proc/{agent.proc.pid}/fd"
-        return [fd for fd in os.listdir(fds) if os.readlink(os.path.join(fds, fd)).startswith(agent.dumps + "/")]
+        return [link for link in harness.fd_links(agent.proc.pid) if link.startswith(agent.dumps + "/")]
     wait_for(lambda: not held(), timeout=30, what="the agent to let the handed-over dump go")
 
 
