@@ -162,6 +162,35 @@ def max_age_and_max_files_remove_the_oldest_each_recorded():
 
 
 @test
+def one_users_many_dumps_never_count_another_users_dump_out_of_max_files():
+    """max_files took the oldest files whoever had asked for them: mallory, dumping her own process (owner_access,
+    nobody's grant) as often as max_files, had the agent remove alice's dump of another user's process, recorded
+    as max_files. The files go from whoever holds the most, oldest first: mallory's own go, alice's stays."""
+    svc = Target(SVC, tmpdir=None, mount_ns=True)
+    own = Target(MALLORY, tmpdir=None, mount_ns=True)
+    policy = ('[agent]\ndump_dir = "@DUMP_DIR@"\nmax_files = 3\n\n[[rule]]\nname = "alice-dumps"\n'
+              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    agent = Agent(policy=policy)
+    r, alices = dump(agent, ALICE, svc.pid)
+    assert r.returncode == 0, r
+    backdate(alices["path"], 600)  # the oldest file in dump_dir, as an earlier day's dump would be
+    mallorys = []
+    for _ in range(3):
+        r, taken = dump(agent, MALLORY, own.pid)
+        assert r.returncode == 0, r
+        mallorys.append(taken["path"])
+    # four files, one too many: a reload has a pass run (else the next minute's would)
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    removed, = wait_for(lambda: removals(agent, DSAGENT_RETENTION_REASON="max_files"), timeout=60,
+                        what="the max_files removal")
+    assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(uid_of(MALLORY)), removed
+    assert removed["DSAGENT_DUMP_PATH"] == mallorys[0], removed
+    assert os.path.exists(alices["path"]), "alice's dump was removed for mallory's"
+    listed = [d["path"] for d in json.loads(dsctl(agent, ALICE, "--json", "dumps").stdout)]
+    assert listed == [alices["path"]], listed
+
+
+@test
 def a_tables_readers_remove_its_artifacts_only_where_it_says_so():
     """Only root could remove a table's artifacts (exit 4 for its readers). A table with readers_may_remove lets
     its readers remove them; one without still refuses them, saying why; a user who is no reader learns nothing."""
