@@ -243,14 +243,16 @@ static int set_attribute(int fd, const char *key, const char *value) {
 }
 
 static int set_attributes(int fd, const DumpAttributes *a) {
-        char requester[16], pid[16], uid[16], id[24];
+        char requester[16], charged[16], pid[16], uid[16], id[24];
         int r = 0;
 
         snprintf(requester, sizeof(requester), "%u", (unsigned)a->requester);
+        snprintf(charged, sizeof(charged), "%u", (unsigned)a->charged);
         snprintf(pid, sizeof(pid), "%d", (int)a->target_pid);
         snprintf(uid, sizeof(uid), "%u", (unsigned)a->target_uid);
         snprintf(id, sizeof(id), "%016" PRIx64, a->request_id);
         if (r == 0) r = set_attribute(fd, "user.dsagent.requester_uid", requester);
+        if (r == 0 && a->charged != a->requester) r = set_attribute(fd, "user.dsagent.charged_uid", charged);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_pid", pid);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_uid", uid);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_unit", a->target_unit);

@@ -300,8 +300,9 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
                 return;
         }
         attrs = (DumpAttributes){
-                .requester = req->peer->uid, .target_pid = req->target->pid, .target_uid = target_euid(req->target),
-                .target_unit = req->target->unit, .target_exe = req->target->exe, .target_name = req->target->name,
+                .requester = req->peer->uid, .charged = req->peer->charged_uid, .target_pid = req->target->pid,
+                .target_uid = target_euid(req->target), .target_unit = req->target->unit,
+                .target_exe = req->target->exe, .target_name = req->target->name,
                 .dump_type = policy_dump_type_to_string(req->ask.dump_type), .request_id = req->id,
         };
         r = dump_publish_fd(res->dir_fd, res->file_fd, &readers, &attrs, name);

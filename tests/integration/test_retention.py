@@ -5,6 +5,7 @@ room for a user's dump from the tables that yield), each removal recorded; who m
 a dump refused for space says (docs/policy.md, "Retention")."""
 import json
 import os
+import subprocess
 import time
 import uuid
 
@@ -188,6 +189,50 @@ def one_users_many_dumps_never_count_another_users_dump_out_of_max_files():
     assert os.path.exists(alices["path"]), "alice's dump was removed for mallory's"
     listed = [d["path"] for d in json.loads(dsctl(agent, ALICE, "--json", "dumps").stdout)]
     assert listed == [alices["path"]], listed
+
+
+def as_subordinate_uid(user, k, argv):
+    """argv run as the @k-th uid of @user's subordinate range (and gid), as the user can do it alone (newuidmap)."""
+    uid, gid = harness.subordinate_range(user) + k, harness.subordinate_range(user, "/etc/subgid") + k
+    return harness.as_user(user, ["unshare", f"--map-users={uid},1,1", f"--map-groups={gid},1,1", "--map-user=0",
+                                  "--map-group=0", "setpriv", "--reuid=1", "--regid=1", "--clear-groups"] + argv)
+
+
+@test
+def a_users_subordinate_uids_hold_their_dumps_as_the_user():
+    """Retention counted files by the uid that asked: mallory, one person with 65536 host uids of her own
+    (/etc/subuid, newuidmap), dumped a process of each of three of them as that uid, and each was a holder of one
+    file beside alice: max_files counted alice's dump out (and each uid had a max_use_per_user of its own). The
+    files are held by the principal the agent charges, mallory: her oldest goes, alice's stays."""
+    svc = harness.FakeRuntime("dumper")
+    policy = ('[agent]\ndump_dir = "@DUMP_DIR@"\nmax_files = 3\n\n[[rule]]\nname = "alice-dumps"\n'
+              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    agent = Agent(policy=policy)
+    r, alices = dump(agent, ALICE, svc.pid)
+    assert r.returncode == 0, r
+    backdate(alices["path"], 600)  # the oldest file in dump_dir, as an earlier day's dump would be
+    mallorys = []
+    for k in range(3):
+        uid = harness.subordinate_range(MALLORY) + k
+        tmpdir = make_dir()
+        os.chown(tmpdir, uid, harness.subordinate_range(MALLORY, "/etc/subgid") + k)
+        runtime = harness.Process(as_subordinate_uid(MALLORY, k, [
+            "env", f"TMPDIR={tmpdir}", harness.PYTHON, os.path.join(harness.HERE, "fake_runtime.py"), "dumper",
+            os.path.join(tmpdir, "fake.log")]))
+        pid = int(runtime.read_line("listening pid=").split("=")[1])
+        assert os.stat(f"/proc/{pid}").st_uid == uid  # the attack is in place: a uid of the host, not hers
+        r = subprocess.run(as_subordinate_uid(MALLORY, k, [harness.DSCTL, "--socket", agent.socket, "--json", "dump",
+                                                           str(pid)]),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=harness.DUMP_BOUND)
+        assert r.returncode == 0, r
+        mallorys.append(json.loads(r.stdout)["path"])
+        backdate(mallorys[-1], 300 - 100 * k)  # in the order taken, each younger than alice's
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"  # a pass now
+    removed, = wait_for(lambda: removals(agent, DSAGENT_RETENTION_REASON="max_files"), timeout=60,
+                        what="the max_files removal")
+    assert removed["DSAGENT_DUMP_PATH"] == mallorys[0], removed
+    assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(harness.subordinate_range(MALLORY)), removed
+    assert os.path.exists(alices["path"]), "alice's dump was counted out by mallory's subordinate uids"
 
 
 @test
