@@ -212,10 +212,49 @@ def forged_entries_list_nothing_and_hand_nothing(m):
     for user, fid in ((MALLORY, f"{seconds}-{fake_pid}"), (ALICE, f"{seconds}-{fake_pid}")):
         r = dsctl(m, user, "crash", fid, check=False)
         assert r.returncode == EXIT_NO_SUCH_CRASH, r
-    # root's listing says how many it left out
+    # the reader never even read it: only entries logged from systemd-coredump's slice are (the next test)
     dsctl(m, None, "crashes")
     record = m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_COMMAND=crashes", "DSAGENT_CLIENT_UID=0")[-1]
-    assert "claim to be systemd-coredump's" in record["DSAGENT_REASON"], record
+    assert "claim to be systemd-coredump's" not in record["DSAGENT_REASON"], record
+
+
+# What mallory logs, as many entries as journald takes: systemd-coredump's MESSAGE_ID and every field of its own
+FLOOD = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect("/run/systemd/journal/socket")
+for i in range(int(sys.argv[1])):
+    s.send(("MESSAGE_ID=%s\\nSYSLOG_IDENTIFIER=systemd-coredump\\nMESSAGE=forged crash %d\\nCOREDUMP_PID=%d\\n"
+            "COREDUMP_UID=%s\\nCOREDUMP_GID=%s\\nCOREDUMP_SIGNAL=11\\nCOREDUMP_TIMESTAMP=%d000000\\n"
+            % (sys.argv[2], i, 3000000 + i, sys.argv[3], sys.argv[3], 1700000000 + i)).encode())
+"""
+FLOODED = 20000
+
+
+@test
+def a_journal_full_of_forged_entries_costs_the_reader_nothing(m):
+    """Any user may log entries with systemd-coredump's MESSAGE_ID, as many as journald takes (its rate limit
+    only slows them: 10000 each 30 s per unit, hours of them fill the journal's files). The reader visited each:
+    root's listing read all of mallory's 20000 (its record counted them) on its way to the real crashes, and the
+    crash collector, whose cursor moved only past crashes it took, read all of those logged since the last real
+    crash again every 5 s, for ever. It reads only what systemd-coredump's slice logged now."""
+    # journald's rate limit off, so that the flood a user builds up over hours is there in seconds
+    m.write("/etc/systemd/journald.conf.d/50-no-rate-limit.conf", "[Journal]\nRateLimitBurst=0\n")
+    m.run(["systemctl", "restart", "systemd-journald"])
+    mallory = m.uid_of(MALLORY)
+    m.run(["python3", "-c", FLOOD, str(FLOODED), COREDUMP_MESSAGE_ID, str(mallory)], user=MALLORY, timeout=300)
+    # the attack is in place: the journal holds them all, under systemd-coredump's MESSAGE_ID
+    count = lambda: len(m.run(["journalctl", "--no-pager", "-o", "cat", f"MESSAGE_ID={COREDUMP_MESSAGE_ID}",
+                               f"_UID={mallory}"]).stdout.splitlines())
+    wait_for(lambda: count() >= FLOODED, timeout=120, what="journald to write the forged entries")
+    began = time.monotonic()
+    listed = crashes(m, None)
+    print(f"# root's listing with {FLOODED} forged entries in the journal: {time.monotonic() - began:.2f} s")
+    assert state["throw"][0] in [c["pid"] for c in listed], listed
+    record = m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_COMMAND=crashes", "DSAGENT_CLIENT_UID=0")[-1]
+    assert "claim to be systemd-coredump's" not in record["DSAGENT_REASON"], record
+    m.run(["rm", "/etc/systemd/journald.conf.d/50-no-rate-limit.conf"])
+    m.run(["systemctl", "restart", "systemd-journald"])
 
 
 @test
