@@ -3,6 +3,7 @@
 """Retention of dump_dir against the real runtime: what the agent removes of what it stored (max_age, max_files,
 room for a user's dump from the tables that yield), each removal recorded; who may remove a table's artifacts; what
 a dump refused for space says (docs/policy.md, "Retention")."""
+import grp
 import json
 import os
 import subprocess
@@ -233,6 +234,49 @@ def a_users_subordinate_uids_hold_their_dumps_as_the_user():
     assert removed["DSAGENT_DUMP_PATH"] == mallorys[0], removed
     assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(harness.subordinate_range(MALLORY)), removed
     assert os.path.exists(alices["path"]), "alice's dump was counted out by mallory's subordinate uids"
+
+
+@test
+def a_link_on_dump_dirs_way_takes_the_agent_nowhere():
+    """dump_dir's existing part was opened as given, following links, and only what the agent made had to be
+    root's: where a user may write on dump_dir's way (a group's shared directory; /tmp where the kernel's
+    protected_symlinks is off), a link of the user's in place of a directory the agent had still to make moved
+    dump_dir into any directory of root's whose name fit, and retention removed root's old files there. A
+    link is followed only when root made it, and every directory on the way must be root's, writable by no one
+    else unless sticky: the agent refuses the path, says why, and removes nothing."""
+    shared = make_dir(None, 0o775)  # a group's place: root's, its group may write, not sticky
+    os.chown(shared, 0, grp.getgrnam(harness.OPS).gr_gid)
+    victim = make_dir(None, 0o755)  # root's own directory with a "dumps" in it, as any root tree may have
+    os.mkdir(os.path.join(victim, "dumps"), 0o700)
+    kept = os.path.join(victim, "dumps", "roots-file")
+    with open(kept, "w") as f:
+        f.write("root's")
+    backdate(kept, 10 * 86400)  # past the built-in max_age (3 days)
+    # alice, in the group, puts a link where the agent's dump_dir has a directory still to make
+    r = subprocess.run(harness.as_user(ALICE, ["ln", "-s", victim, os.path.join(shared, "dsagent")]),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout
+    assert os.readlink(os.path.join(shared, "dsagent")) == victim  # the attack is in place
+    agent = Agent(policy=f'[agent]\ndump_dir = "{shared}/dsagent/dumps"\n')
+    # a pass runs at start; a reload has another run, after which the first has surely ended
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    said = ("retention: the pass over dump_dir failed: the dump directory's path passes a directory others may "
+            "write, or a link that is not root's")
+    wait_for(lambda: said in open(agent.log_path).read() or not os.path.exists(kept), timeout=60,
+             what="the pass to refuse the path (or to remove root's file)")
+    assert os.path.exists(kept), "retention removed a file of root's outside dump_dir, through a user's link"
+    assert not removals(agent), removals(agent)
+    r = dsctl(agent, ALICE, "dumps")
+    assert r.returncode != 0 and "a link that is not root's" in r.stderr, r
+
+    # a link root made is followed, as an administrator's /var/lib/dsagent -> /srv/dsagent is
+    roots = make_dir(None, 0o755)
+    os.symlink(make_dir(None, 0o755), os.path.join(roots, "store"))
+    agent.write_policy(f'[agent]\ndump_dir = "{roots}/store/dumps"\n')
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    r = dsctl(agent, ALICE, "dumps")
+    assert r.returncode == 0, r
+    assert os.path.isdir(os.path.join(roots, "store", "dumps")), "the dump directory was not made through root's link"
 
 
 @test
