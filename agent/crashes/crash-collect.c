@@ -15,6 +15,7 @@
 #include "audit.h"
 #include "broker-state.h"
 #include "cleanup.h"
+#include "collect-trigger.h"
 #include "crash-collect.h"
 #include "crash-core.h"
 #include "crash-entry.h"
@@ -34,6 +35,12 @@ typedef struct LimitKey {
         uint64_t used_usec;     /* for eviction: the key used longest ago goes first */
 } LimitKey;
 
+/* A table's limit_total: the copies it let run lately over all the crashes it covers, by its name and limit. */
+typedef struct TableTotal {
+        char table[65];
+        CollectLimit limit;
+} TableTotal;
+
 /* A core a table stored, as dsctl collect shows it. */
 typedef struct Shown {
         char table[65];
@@ -51,6 +58,8 @@ struct CrashCollector {
         CrashQuery query;           /* where the next read begins */
         CrashCopy *copies;
         LimitKey *keys;             /* CRASH_COLLECT_KEYS_MAX of them */
+        TableTotal *totals;         /* one per crash table of the policy in force (crash_collector_apply()) */
+        size_t n_totals;
         Shown shown[CRASH_COLLECT_KEYS_MAX];
         unsigned n_shown;
 };
@@ -255,8 +264,8 @@ static const char *limit_key_of(const CrashEntry *e) {
         return e->unit[0] ? e->unit : e->exe[0] ? e->exe : e->name;
 }
 
-/* Does @table's limit let one more copy of @e's unit run now? It counts if it does. */
-static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now) {
+/* @table's limit for @e's unit (or executable, or name), found or made (the one used longest ago goes). */
+static LimitKey *limit_key(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now) {
         const char *key = limit_key_of(e);
         LimitKey *l = NULL, *oldest = &c->keys[0];
         unsigned kept = 0;
@@ -282,8 +291,51 @@ static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const Cr
                 if (now - l->usec[i] < table->limit.period_usec)
                         l->usec[kept++] = l->usec[i];
         l->n = kept;
-        if (l->n >= table->limit.count)
+        return l;
+}
+
+/* @table's limit_total, by its name and limit: a table whose limit changed starts afresh. */
+static CollectLimit *table_total(CrashCollector *c, const PolicyCollect *table) {
+        TableTotal *grown;
+
+        for (size_t i = 0; i < c->n_totals; i++)
+                if (strcmp(c->totals[i].table, table->name) == 0 &&
+                    c->totals[i].limit.rate.count == table->limit_total.count &&
+                    c->totals[i].limit.rate.period_usec == table->limit_total.period_usec)
+                        return &c->totals[i].limit;
+        grown = realloc(c->totals, (c->n_totals + 1) * sizeof(TableTotal));
+        if (!grown)
+                return NULL;
+        c->totals = grown;
+        snprintf(c->totals[c->n_totals].table, sizeof(c->totals[c->n_totals].table), "%s", table->name);
+        collect_limit_init(&c->totals[c->n_totals].limit, &table->limit_total);
+        return &c->totals[c->n_totals++].limit;
+}
+
+/*
+ * Do @table's limits let one more copy of @e run now: its limit for @e's unit (or executable
+ * outside a unit), and its limit_total over every crash it covers, so that crashes of ever new
+ * units or executables (a user's logins, copies of a program) bring no budget beyond it? Counted
+ * in both if they do; else @why says which held it back.
+ */
+static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now,
+                         char *why, size_t size) {
+        LimitKey *l = limit_key(c, table, e, now);
+        CollectLimit *total;
+
+        if (l->n >= table->limit.count) {
+                snprintf(why, size, "not copied: the table's limit for %.128s (%u in %llu s) is reached",
+                         limit_key_of(e), table->limit.count,
+                         (unsigned long long)(table->limit.period_usec / USEC_PER_SEC));
                 return false;
+        }
+        total = table_total(c, table);
+        if (!total || !collect_limit_take(total, now)) {
+                snprintf(why, size, "not copied: the table's limit_total (%u in %llu s) is reached",
+                         table->limit_total.count,
+                         (unsigned long long)(table->limit_total.period_usec / USEC_PER_SEC));
+                return false;
+        }
         l->usec[l->n++] = now;
         return true;
 }
@@ -304,8 +356,10 @@ static void judge(CrashCollector *c, const CrashEntry *e) {
                                NULL);
                         continue;
                 }
-                if (!limit_allows(c, table, e, now))
+                if (!limit_allows(c, table, e, now, why, sizeof(why))) {
+                        record(c, table, e, "fired", why, NULL);
                         continue;
+                }
                 if (copy_start(c, table, e, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "the core of crash %s is copied", e->id);
                 record(c, table, e, "fired", why, NULL);
@@ -376,13 +430,39 @@ CrashCollector *crash_collector_free(CrashCollector *c) {
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c->keys);
+        for (size_t i = 0; i < c->n_totals; i++)
+                collect_limit_done(&c->totals[i].limit);
+        free(c->totals);
         free(c);
         return NULL;
 }
 
+/* The limit_total of a crash table the policy has, with the same limit: kept across a reload. */
+static bool total_in_policy(const TableTotal *t, const Policy *p) {
+        for (size_t i = 0; p && i < p->n_collect; i++) {
+                const PolicyCollect *table = &p->collect[i];
+
+                if (table->when == POLICY_COLLECT_WHEN_CRASH && strcmp(table->name, t->table) == 0 &&
+                    table->limit_total.count == t->limit.rate.count &&
+                    table->limit_total.period_usec == t->limit.rate.period_usec)
+                        return true;
+        }
+        return false;
+}
+
 void crash_collector_apply(CrashCollector *c) {
+        size_t kept = 0;
+
         policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
+        /* a table that keeps its name and limit_total keeps what it counted; the rest go */
+        for (size_t i = 0; i < c->n_totals; i++) {
+                if (total_in_policy(&c->totals[i], c->policy))
+                        c->totals[kept++] = c->totals[i];
+                else
+                        collect_limit_done(&c->totals[i].limit);
+        }
+        c->n_totals = kept;
 }
 
 void crash_collector_visit(const CrashCollector *c, const PolicyCollect *table,

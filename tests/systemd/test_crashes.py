@@ -26,7 +26,8 @@ import re
 import subprocess
 import time
 
-from booted import BUILD, SOURCE, Machine, policy_dir, policy_records, run_tests, target_app, test, wait_for
+from booted import (BUILD, SOURCE, Machine, policy_dir, policy_records, reload_and_wait, run_tests, target_app,
+                    test, wait_for)
 
 COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
@@ -72,10 +73,10 @@ def analyze(m, core, method):
     return out
 
 
-def crash_service(m, mode):
-    """The app as a service that dies of @mode once told to; returns its pid, uid and gid, and the feeder."""
+def crash_service(m, mode, unit=CRASH_UNIT):
+    """The app as a service (@unit) that dies of @mode once told to; returns its pid and systemd-coredump's entry."""
     m.sh(f"rm -rf {FEED}; mkdir -m 0755 {FEED}; mkfifo -m 0600 {FEED}/core; chown {SVC}: {FEED}/core")
-    m.write(f"/etc/systemd/system/{CRASH_UNIT}", f"""[Unit]
+    m.write(f"/etc/systemd/system/{unit}", f"""[Unit]
 Description=dsagent test app that crashes
 
 [Service]
@@ -86,11 +87,11 @@ Environment=DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 DOTNET_DbgMiniDu
 ExecStart={target_app()} --crash-when {FEED}/go {mode}
 """)
     m.run(["systemctl", "daemon-reload"])
-    m.run(["systemctl", "start", CRASH_UNIT])
-    pid = int(m.show(CRASH_UNIT, "MainPID")["MainPID"])
+    m.run(["systemctl", "start", unit])
+    pid = int(m.show(unit, "MainPID")["MainPID"])
     assert pid > 0
     # the app is up once it said so on its stdout, in its unit's journal
-    wait_for(lambda: f"ready pid={pid}" in m.run(["journalctl", "-u", CRASH_UNIT, "-o", "cat", "--no-pager"]).stdout,
+    wait_for(lambda: f"ready pid={pid}" in m.run(["journalctl", "-u", unit, "-o", "cat", "--no-pager"]).stdout,
              what="the app to be ready")
     uid, gid = m.uid_of(SVC), int(m.run(["id", "-g", SVC]).stdout)
     # as core_pattern's pipe: "|/lib/systemd/systemd-coredump %P %u %g %s %t %c %h %d", SIGABRT (6), as the runtime
@@ -331,6 +332,45 @@ def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
     assert any(row.get("table") == "crasher-cores" and row.get("pid") == pid and row.get("last_fired_usec")
                for row in listing), listing
     assert not any(row.get("table") == "crasher-cores" for row in json.loads(dsctl(m, MALLORY, "collect", "--json").stdout))
+
+
+@test
+def crashes_of_ever_new_units_bring_a_crash_table_nothing_beyond_its_limit_total(m):
+    """A crash table's limit counts per unit, or executable outside one: each of a user's logins is a unit of its
+    own, and any user may copy a program anywhere. limit_total, "at most N artifacts of the table in any window,
+    over all the processes it covers", was parsed for crash tables (its default too) and never applied: three
+    crashes of svc's processes in three units of their own, under limit = "1/1h" and limit_total = "2/1h", had
+    three cores copied into dump_dir. Now two, and the third's firing says why not."""
+    units = [f"dst-svc-login-{k}.service" for k in range(3)]
+    m.write(f"{policy_dir()}/policy.d/60-svc-cores.toml", f"""
+[[collect]]
+name = "svc-cores"
+targets.units = [{", ".join(f'"{u}"' for u in units)}]
+when.crash = true
+then.core = true
+readers = ["{ALICE}"]
+limit = "1/1h"
+limit_total = "2/1h"
+""")
+    reload_and_wait(m)
+    results = []
+    for unit in units:
+        # the app as a unit of its own each time, as each of svc's logins would be, crashed for real
+        pid, _ = crash_service(m, "throw", unit)
+        # the collector reads the journal every 5 s and copies a few MiB: the firing's record comes within seconds,
+        # and the copy's; 120 s only ends a hang. One crash at a time: no copy waits on another's slot.
+        fired = wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=svc-cores", "DSAGENT_COLLECT_EVENT=fired")
+                                  if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{unit}'s firing")
+        results.append(fired[-1]["DSAGENT_COLLECT_RESULT"])
+        if results[-1].startswith("the core of crash"):
+            wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=svc-cores", "DSAGENT_COLLECT_EVENT=collected")
+                              if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{unit}'s copy")
+        m.run(["systemctl", "reset-failed", unit], check=False)
+    print(f"# svc-cores fired: {results}")
+    assert [r.startswith("the core of crash") for r in results] == [True, True, False], results
+    assert "limit_total (2 in 3600 s) is reached" in results[2], results
+    stored = [f for f in m.run(["ls", DUMP_DIR]).stdout.split() if ".collect-svc-cores." in f]
+    assert len(stored) == 2, stored
 
 
 if __name__ == "__main__":
