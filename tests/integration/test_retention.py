@@ -192,13 +192,6 @@ def one_users_many_dumps_never_count_another_users_dump_out_of_max_files():
     assert listed == [alices["path"]], listed
 
 
-def as_subordinate_uid(user, k, argv):
-    """argv run as the @k-th uid of @user's subordinate range (and gid), as the user can do it alone (newuidmap)."""
-    uid, gid = harness.subordinate_range(user) + k, harness.subordinate_range(user, "/etc/subgid") + k
-    return harness.as_user(user, ["unshare", f"--map-users={uid},1,1", f"--map-groups={gid},1,1", "--map-user=0",
-                                  "--map-group=0", "setpriv", "--reuid=1", "--regid=1", "--clear-groups"] + argv)
-
-
 @test
 def a_users_subordinate_uids_hold_their_dumps_as_the_user():
     """Retention counted files by the uid that asked: mallory, one person with 65536 host uids of her own
@@ -217,13 +210,13 @@ def a_users_subordinate_uids_hold_their_dumps_as_the_user():
         uid = harness.subordinate_range(MALLORY) + k
         tmpdir = make_dir()
         os.chown(tmpdir, uid, harness.subordinate_range(MALLORY, "/etc/subgid") + k)
-        runtime = harness.Process(as_subordinate_uid(MALLORY, k, [
+        runtime = harness.Process(harness.as_subordinate(MALLORY, [
             "env", f"TMPDIR={tmpdir}", harness.PYTHON, os.path.join(harness.HERE, "fake_runtime.py"), "dumper",
-            os.path.join(tmpdir, "fake.log")]))
+            os.path.join(tmpdir, "fake.log")], k))
         pid = int(runtime.read_line("listening pid=").split("=")[1])
         assert os.stat(f"/proc/{pid}").st_uid == uid  # the attack is in place: a uid of the host, not hers
-        r = subprocess.run(as_subordinate_uid(MALLORY, k, [harness.DSCTL, "--socket", agent.socket, "--json", "dump",
-                                                           str(pid)]),
+        r = subprocess.run(harness.as_subordinate(MALLORY, [harness.DSCTL, "--socket", agent.socket, "--json", "dump",
+                                                            str(pid)], k),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=harness.DUMP_BOUND)
         assert r.returncode == 0, r
         mallorys.append(json.loads(r.stdout)["path"])
