@@ -262,6 +262,23 @@ def a_link_on_dump_dirs_way_takes_the_agent_nowhere():
     r = dsctl(agent, ALICE, "dumps")
     assert r.returncode != 0 and "a link that is not root's" in r.stderr, r
 
+    # the same link in a sticky directory anyone may write, as /tmp: every directory on the way is as it may be,
+    # and the agent walks the path itself, where the kernel's protected_symlinks does not apply: the link is
+    # refused because it is alice's
+    sticky = make_dir(None, 0o1777)
+    r = subprocess.run(harness.as_user(ALICE, ["ln", "-s", victim, os.path.join(sticky, "dsagent")]),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout
+    assert os.lstat(os.path.join(sticky, "dsagent")).st_uid == uid_of(ALICE)  # the attack is in place
+    in_tmp = Agent(policy=f'[agent]\ndump_dir = "{sticky}/dsagent/dumps"\n')
+    # its pass at start (60 s: a bound only against a hang, as above)
+    wait_for(lambda: said in open(in_tmp.log_path).read() or not os.path.exists(kept), timeout=60,
+             what="the pass to refuse the sticky directory's link (or to remove root's file)")
+    assert os.path.exists(kept), "retention removed a file of root's outside dump_dir, through a user's link in /tmp"
+    assert not removals(in_tmp), removals(in_tmp)
+    r = dsctl(in_tmp, ALICE, "dumps")
+    assert r.returncode != 0 and "a link that is not root's" in r.stderr, r
+
     # a link root made is followed, as an administrator's /var/lib/dsagent -> /srv/dsagent is
     roots = make_dir(None, 0o755)
     os.symlink(make_dir(None, 0o755), os.path.join(roots, "store"))
