@@ -229,6 +229,27 @@ def a_users_subordinate_uids_hold_their_dumps_as_the_user():
     assert os.path.exists(alices["path"]), "alice's dump was counted out by mallory's subordinate uids"
 
 
+def alices_link_is_refused(place, victim, kept):
+    """alice's link @place/dsagent -> @victim, a root's directory with a dumps/ holding @kept, root's file past
+    max_age; an agent whose dump_dir is @place/dsagent/dumps refuses the path at its first pass, removing nothing,
+    and answers dsctl dumps so. Returns the agent."""
+    r = subprocess.run(harness.as_user(ALICE, ["ln", "-s", victim, os.path.join(place, "dsagent")]),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout
+    assert os.lstat(os.path.join(place, "dsagent")).st_uid == uid_of(ALICE)  # the attack is in place
+    agent = Agent(policy=f'[agent]\ndump_dir = "{place}/dsagent/dumps"\n')
+    said = ("retention: the pass over dump_dir failed: the dump directory's path passes a directory others may "
+            "write, or a link that is not root's")
+    # the pass at start; 60 s: a bound only against a hang, the pass ends within ms
+    wait_for(lambda: said in open(agent.log_path).read() or not os.path.exists(kept), timeout=60,
+             what="the pass to refuse the path (or to remove root's file)")
+    assert os.path.exists(kept), f"retention removed a file of root's outside dump_dir, through a link in {place}"
+    assert not removals(agent), removals(agent)
+    r = dsctl(agent, ALICE, "dumps")
+    assert r.returncode != 0 and "a link that is not root's" in r.stderr, r
+    return agent
+
+
 @test
 def a_link_on_dump_dirs_way_takes_the_agent_nowhere():
     """dump_dir's existing part was opened as given, following links, and only what the agent made had to be
@@ -246,38 +267,11 @@ def a_link_on_dump_dirs_way_takes_the_agent_nowhere():
         f.write("root's")
     backdate(kept, 10 * 86400)  # past the built-in max_age (3 days)
     # alice, in the group, puts a link where the agent's dump_dir has a directory still to make
-    r = subprocess.run(harness.as_user(ALICE, ["ln", "-s", victim, os.path.join(shared, "dsagent")]),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert r.returncode == 0, r.stdout
-    assert os.readlink(os.path.join(shared, "dsagent")) == victim  # the attack is in place
-    agent = Agent(policy=f'[agent]\ndump_dir = "{shared}/dsagent/dumps"\n')
-    # a pass runs at start; a reload has another run, after which the first has surely ended
-    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
-    said = ("retention: the pass over dump_dir failed: the dump directory's path passes a directory others may "
-            "write, or a link that is not root's")
-    wait_for(lambda: said in open(agent.log_path).read() or not os.path.exists(kept), timeout=60,
-             what="the pass to refuse the path (or to remove root's file)")
-    assert os.path.exists(kept), "retention removed a file of root's outside dump_dir, through a user's link"
-    assert not removals(agent), removals(agent)
-    r = dsctl(agent, ALICE, "dumps")
-    assert r.returncode != 0 and "a link that is not root's" in r.stderr, r
-
+    agent = alices_link_is_refused(shared, victim, kept)
     # the same link in a sticky directory anyone may write, as /tmp: every directory on the way is as it may be,
     # and the agent walks the path itself, where the kernel's protected_symlinks does not apply: the link is
     # refused because it is alice's
-    sticky = make_dir(None, 0o1777)
-    r = subprocess.run(harness.as_user(ALICE, ["ln", "-s", victim, os.path.join(sticky, "dsagent")]),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert r.returncode == 0, r.stdout
-    assert os.lstat(os.path.join(sticky, "dsagent")).st_uid == uid_of(ALICE)  # the attack is in place
-    in_tmp = Agent(policy=f'[agent]\ndump_dir = "{sticky}/dsagent/dumps"\n')
-    # its pass at start (60 s: a bound only against a hang, as above)
-    wait_for(lambda: said in open(in_tmp.log_path).read() or not os.path.exists(kept), timeout=60,
-             what="the pass to refuse the sticky directory's link (or to remove root's file)")
-    assert os.path.exists(kept), "retention removed a file of root's outside dump_dir, through a user's link in /tmp"
-    assert not removals(in_tmp), removals(in_tmp)
-    r = dsctl(in_tmp, ALICE, "dumps")
-    assert r.returncode != 0 and "a link that is not root's" in r.stderr, r
+    alices_link_is_refused(make_dir(None, 0o1777), victim, kept)
 
     # a link root made is followed, as an administrator's /var/lib/dsagent -> /srv/dsagent is
     roots = make_dir(None, 0o755)
