@@ -163,6 +163,27 @@ def max_age_and_max_files_remove_the_oldest_each_recorded():
     assert not os.path.exists(paths[2]) and os.path.exists(paths[3])
 
 
+def max_files_3_with_alices_dump(pid):
+    """An agent with max_files = 3 whose rule lets alice dump svc's processes, and alice's dump of @pid in its
+    dump_dir, the oldest file there, as an earlier day's dump would be. Returns the agent and alice's dump."""
+    policy = ('[agent]\ndump_dir = "@DUMP_DIR@"\nmax_files = 3\n\n[[rule]]\nname = "alice-dumps"\n'
+              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    agent = Agent(policy=policy)
+    r, alices = dump(agent, ALICE, pid)
+    assert r.returncode == 0, r
+    backdate(alices["path"], 600)
+    return agent, alices
+
+
+def the_max_files_removal(agent):
+    """The one max_files removal of a pass run now: a reload has one run (else the next minute's would); 60 s is
+    a bound only against a hang, the pass ends within ms."""
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    removed, = wait_for(lambda: removals(agent, DSAGENT_RETENTION_REASON="max_files"), timeout=60,
+                        what="the max_files removal")
+    return removed
+
+
 @test
 def one_users_many_dumps_never_count_another_users_dump_out_of_max_files():
     """max_files took the oldest files whoever had asked for them: mallory, dumping her own process (owner_access,
@@ -170,21 +191,13 @@ def one_users_many_dumps_never_count_another_users_dump_out_of_max_files():
     as max_files. The files go from whoever holds the most, oldest first: mallory's own go, alice's stays."""
     svc = Target(SVC, tmpdir=None, mount_ns=True)
     own = Target(MALLORY, tmpdir=None, mount_ns=True)
-    policy = ('[agent]\ndump_dir = "@DUMP_DIR@"\nmax_files = 3\n\n[[rule]]\nname = "alice-dumps"\n'
-              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
-    agent = Agent(policy=policy)
-    r, alices = dump(agent, ALICE, svc.pid)
-    assert r.returncode == 0, r
-    backdate(alices["path"], 600)  # the oldest file in dump_dir, as an earlier day's dump would be
+    agent, alices = max_files_3_with_alices_dump(svc.pid)
     mallorys = []
     for _ in range(3):
         r, taken = dump(agent, MALLORY, own.pid)
         assert r.returncode == 0, r
         mallorys.append(taken["path"])
-    # four files, one too many: a reload has a pass run (else the next minute's would)
-    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
-    removed, = wait_for(lambda: removals(agent, DSAGENT_RETENTION_REASON="max_files"), timeout=60,
-                        what="the max_files removal")
+    removed = the_max_files_removal(agent)  # four files, one too many
     assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(uid_of(MALLORY)), removed
     assert removed["DSAGENT_DUMP_PATH"] == mallorys[0], removed
     assert os.path.exists(alices["path"]), "alice's dump was removed for mallory's"
@@ -199,12 +212,7 @@ def a_users_subordinate_uids_hold_their_dumps_as_the_user():
     file beside alice: max_files counted alice's dump out (and each uid had a max_use_per_user of its own). The
     files are held by the principal the agent charges, mallory: her oldest goes, alice's stays."""
     svc = harness.FakeRuntime("dumper")
-    policy = ('[agent]\ndump_dir = "@DUMP_DIR@"\nmax_files = 3\n\n[[rule]]\nname = "alice-dumps"\n'
-              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
-    agent = Agent(policy=policy)
-    r, alices = dump(agent, ALICE, svc.pid)
-    assert r.returncode == 0, r
-    backdate(alices["path"], 600)  # the oldest file in dump_dir, as an earlier day's dump would be
+    agent, alices = max_files_3_with_alices_dump(svc.pid)
     mallorys = []
     for k in range(3):
         uid = harness.subordinate_range(MALLORY) + k
@@ -221,9 +229,7 @@ def a_users_subordinate_uids_hold_their_dumps_as_the_user():
         assert r.returncode == 0, r
         mallorys.append(json.loads(r.stdout)["path"])
         backdate(mallorys[-1], 300 - 100 * k)  # in the order taken, each younger than alice's
-    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"  # a pass now
-    removed, = wait_for(lambda: removals(agent, DSAGENT_RETENTION_REASON="max_files"), timeout=60,
-                        what="the max_files removal")
+    removed = the_max_files_removal(agent)  # four files, one too many
     assert removed["DSAGENT_DUMP_PATH"] == mallorys[0], removed
     assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(harness.subordinate_range(MALLORY)), removed
     assert os.path.exists(alices["path"]), "alice's dump was counted out by mallory's subordinate uids"
