@@ -15,6 +15,7 @@
 #include "audit.h"
 #include "broker-state.h"
 #include "cleanup.h"
+#include "collect-ledger.h"
 #include "collect-trigger.h"
 #include "crash-collect.h"
 #include "crash-core.h"
@@ -35,12 +36,6 @@ typedef struct LimitKey {
         uint64_t used_usec;     /* for eviction: the key used longest ago goes first */
 } LimitKey;
 
-/* A table's limit_total: the copies it let run lately over all the crashes it covers, by its name and limit. */
-typedef struct TableTotal {
-        char table[65];
-        CollectLimit limit;
-} TableTotal;
-
 /* A core a table stored, as dsctl collect shows it. */
 typedef struct Shown {
         char table[65];
@@ -58,8 +53,7 @@ struct CrashCollector {
         CrashQuery query;           /* where the next read begins */
         CrashCopy *copies;
         LimitKey *keys;             /* CRASH_COLLECT_KEYS_MAX of them */
-        TableTotal *totals;         /* one per crash table of the policy in force (crash_collector_apply()) */
-        size_t n_totals;
+        CollectLedger *ledger;      /* the crash tables' limit_total, by name and limit, across reloads */
         Shown shown[CRASH_COLLECT_KEYS_MAX];
         unsigned n_shown;
 };
@@ -294,24 +288,6 @@ static LimitKey *limit_key(CrashCollector *c, const PolicyCollect *table, const 
         return l;
 }
 
-/* @table's limit_total, by its name and limit: a table whose limit changed starts afresh. */
-static CollectLimit *table_total(CrashCollector *c, const PolicyCollect *table) {
-        TableTotal *grown;
-
-        for (size_t i = 0; i < c->n_totals; i++)
-                if (strcmp(c->totals[i].table, table->name) == 0 &&
-                    c->totals[i].limit.rate.count == table->limit_total.count &&
-                    c->totals[i].limit.rate.period_usec == table->limit_total.period_usec)
-                        return &c->totals[i].limit;
-        grown = realloc(c->totals, (c->n_totals + 1) * sizeof(TableTotal));
-        if (!grown)
-                return NULL;
-        c->totals = grown;
-        snprintf(c->totals[c->n_totals].table, sizeof(c->totals[c->n_totals].table), "%s", table->name);
-        collect_limit_init(&c->totals[c->n_totals].limit, &table->limit_total);
-        return &c->totals[c->n_totals++].limit;
-}
-
 /*
  * Do @table's limits let one more copy of @e run now: its limit for @e's unit (or executable
  * outside a unit), and its limit_total over every crash it covers, so that crashes of ever new
@@ -322,6 +298,7 @@ static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const Cr
                          char *why, size_t size) {
         LimitKey *l = limit_key(c, table, e, now);
         CollectLimit *total;
+        bool taken;
 
         if (l->n >= table->limit.count) {
                 snprintf(why, size, "not copied: the table's limit for %.128s (%u in %llu s) is reached",
@@ -329,8 +306,12 @@ static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const Cr
                          (unsigned long long)(table->limit.period_usec / USEC_PER_SEC));
                 return false;
         }
-        total = table_total(c, table);
-        if (!total || !collect_limit_take(total, now)) {
+        /* held only while taken from: the ledger keeps it while the policy has a table of that name and
+         * limit_total (crash_collector_apply() prunes the rest), so that a reload keeps its count */
+        total = collect_ledger_table_limit(c->ledger, table);
+        taken = total && collect_limit_take(total, now);
+        collect_ledger_release(c->ledger, total);
+        if (!taken) {
                 snprintf(why, size, "not copied: the table's limit_total (%u in %llu s) is reached",
                          table->limit_total.count,
                          (unsigned long long)(table->limit_total.period_usec / USEC_PER_SEC));
@@ -406,6 +387,11 @@ int crash_collector_new(Broker *b, CrashCollector **ret) {
         c->keys = calloc(CRASH_COLLECT_KEYS_MAX, sizeof(LimitKey));
         if (!c->keys)
                 return -ENOMEM;
+        c->ledger = collect_ledger_new();
+        if (!c->ledger) {
+                free(c->keys);
+                return -ENOMEM;
+        }
         c->broker = b;
         c->policy = policy_ref(b->policy);
         /* crashes from now on: an agent that starts again does not copy old ones again */
@@ -413,6 +399,7 @@ int crash_collector_new(Broker *b, CrashCollector **ret) {
         r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, CRASH_COLLECT_POLL_USEC, 0, on_timer, c);
         if (r < 0) {
                 free(c->keys);
+                collect_ledger_free(c->ledger);
                 policy_unref(c->policy);
                 return r;
         }
@@ -430,39 +417,16 @@ CrashCollector *crash_collector_free(CrashCollector *c) {
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c->keys);
-        for (size_t i = 0; i < c->n_totals; i++)
-                collect_limit_done(&c->totals[i].limit);
-        free(c->totals);
+        collect_ledger_free(c->ledger);
         free(c);
         return NULL;
 }
 
-/* The limit_total of a crash table the policy has, with the same limit: kept across a reload. */
-static bool total_in_policy(const TableTotal *t, const Policy *p) {
-        for (size_t i = 0; p && i < p->n_collect; i++) {
-                const PolicyCollect *table = &p->collect[i];
-
-                if (table->when == POLICY_COLLECT_WHEN_CRASH && strcmp(table->name, t->table) == 0 &&
-                    table->limit_total.count == t->limit.rate.count &&
-                    table->limit_total.period_usec == t->limit.rate.period_usec)
-                        return true;
-        }
-        return false;
-}
-
 void crash_collector_apply(CrashCollector *c) {
-        size_t kept = 0;
-
         policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
         /* a table that keeps its name and limit_total keeps what it counted; the rest go */
-        for (size_t i = 0; i < c->n_totals; i++) {
-                if (total_in_policy(&c->totals[i], c->policy))
-                        c->totals[kept++] = c->totals[i];
-                else
-                        collect_limit_done(&c->totals[i].limit);
-        }
-        c->n_totals = kept;
+        collect_ledger_prune(c->ledger, c->policy, 0);
 }
 
 void crash_collector_visit(const CrashCollector *c, const PolicyCollect *table,
