@@ -92,6 +92,16 @@ bool collect_limit_holds(const CollectLimit *l, uint64_t now_usec) {
         return l->fired.n > 0 && now_usec - stamps_newest(&l->fired) < l->rate.period_usec;
 }
 
+bool collect_limit_take(CollectLimit *l, uint64_t now_usec) {
+        if (limit_reached(l, now_usec) || stamps_push(&l->fired, now_usec) < 0) {
+                l->n_limited++;
+                return false;
+        }
+        l->n_fired++;
+        l->last_fired_usec = now_usec;
+        return true;
+}
+
 void collect_trigger_init(CollectTrigger *t, const PolicyCollect *table, CollectLimit *process_limit,
                           CollectLimit *table_limit) {
         *t = (CollectTrigger){ .table = table, .process_limit = process_limit, .table_limit = table_limit };

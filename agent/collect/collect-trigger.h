@@ -51,6 +51,12 @@ void collect_limit_init(CollectLimit *l, const PolicyRateLimit *rate);
 void collect_limit_done(CollectLimit *l);
 /* Whether @l holds anything back at @now or later: a count still within its window. */
 bool collect_limit_holds(const CollectLimit *l, uint64_t now_usec);
+/*
+ * collect_limit_take() - one artifact at @now_usec, when @l has room for it: counted as fired
+ * Return: true when counted; false when its N are taken within the window, or no memory (counted
+ * as limited: fewer artifacts, never more).
+ */
+bool collect_limit_take(CollectLimit *l, uint64_t now_usec);
 
 typedef struct CollectTrigger {
         const PolicyCollect *table; /* borrowed: the policy in force outlives it */

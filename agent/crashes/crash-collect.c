@@ -15,6 +15,8 @@
 #include "audit.h"
 #include "broker-state.h"
 #include "cleanup.h"
+#include "collect-ledger.h"
+#include "collect-trigger.h"
 #include "crash-collect.h"
 #include "crash-core.h"
 #include "crash-entry.h"
@@ -51,6 +53,7 @@ struct CrashCollector {
         CrashQuery query;           /* where the next read begins */
         CrashCopy *copies;
         LimitKey *keys;             /* CRASH_COLLECT_KEYS_MAX of them */
+        CollectLedger *ledger;      /* the crash tables' limit_total, by name and limit, across reloads */
         Shown shown[CRASH_COLLECT_KEYS_MAX];
         unsigned n_shown;
 };
@@ -255,8 +258,8 @@ static const char *limit_key_of(const CrashEntry *e) {
         return e->unit[0] ? e->unit : e->exe[0] ? e->exe : e->name;
 }
 
-/* Does @table's limit let one more copy of @e's unit run now? It counts if it does. */
-static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now) {
+/* @table's limit for @e's unit (or executable, or name), found or made (the one used longest ago goes). */
+static LimitKey *limit_key(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now) {
         const char *key = limit_key_of(e);
         LimitKey *l = NULL, *oldest = &c->keys[0];
         unsigned kept = 0;
@@ -282,8 +285,38 @@ static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const Cr
                 if (now - l->usec[i] < table->limit.period_usec)
                         l->usec[kept++] = l->usec[i];
         l->n = kept;
-        if (l->n >= table->limit.count)
+        return l;
+}
+
+/*
+ * Do @table's limits let one more copy of @e run now: its limit for @e's unit (or executable
+ * outside a unit), and its limit_total over every crash it covers, so that crashes of ever new
+ * units or executables (a user's logins, copies of a program) bring no budget beyond it? Counted
+ * in both if they do; else @why says which held it back.
+ */
+static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now,
+                         char *why, size_t size) {
+        LimitKey *l = limit_key(c, table, e, now);
+        CollectLimit *total;
+        bool taken;
+
+        if (l->n >= table->limit.count) {
+                snprintf(why, size, "not copied: the table's limit for %.128s (%u in %llu s) is reached",
+                         limit_key_of(e), table->limit.count,
+                         (unsigned long long)(table->limit.period_usec / USEC_PER_SEC));
                 return false;
+        }
+        /* held only while taken from: the ledger keeps it while the policy has a table of that name and
+         * limit_total (crash_collector_apply() prunes the rest), so that a reload keeps its count */
+        total = collect_ledger_table_limit(c->ledger, table);
+        taken = total && collect_limit_take(total, now);
+        collect_ledger_release(c->ledger, total);
+        if (!taken) {
+                snprintf(why, size, "not copied: the table's limit_total (%u in %llu s) is reached",
+                         table->limit_total.count,
+                         (unsigned long long)(table->limit_total.period_usec / USEC_PER_SEC));
+                return false;
+        }
         l->usec[l->n++] = now;
         return true;
 }
@@ -304,8 +337,10 @@ static void judge(CrashCollector *c, const CrashEntry *e) {
                                NULL);
                         continue;
                 }
-                if (!limit_allows(c, table, e, now))
+                if (!limit_allows(c, table, e, now, why, sizeof(why))) {
+                        record(c, table, e, "fired", why, NULL);
                         continue;
+                }
                 if (copy_start(c, table, e, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "the core of crash %s is copied", e->id);
                 record(c, table, e, "fired", why, NULL);
@@ -352,6 +387,11 @@ int crash_collector_new(Broker *b, CrashCollector **ret) {
         c->keys = calloc(CRASH_COLLECT_KEYS_MAX, sizeof(LimitKey));
         if (!c->keys)
                 return -ENOMEM;
+        c->ledger = collect_ledger_new();
+        if (!c->ledger) {
+                free(c->keys);
+                return -ENOMEM;
+        }
         c->broker = b;
         c->policy = policy_ref(b->policy);
         /* crashes from now on: an agent that starts again does not copy old ones again */
@@ -359,6 +399,7 @@ int crash_collector_new(Broker *b, CrashCollector **ret) {
         r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, CRASH_COLLECT_POLL_USEC, 0, on_timer, c);
         if (r < 0) {
                 free(c->keys);
+                collect_ledger_free(c->ledger);
                 policy_unref(c->policy);
                 return r;
         }
@@ -376,6 +417,7 @@ CrashCollector *crash_collector_free(CrashCollector *c) {
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c->keys);
+        collect_ledger_free(c->ledger);
         free(c);
         return NULL;
 }
@@ -383,6 +425,8 @@ CrashCollector *crash_collector_free(CrashCollector *c) {
 void crash_collector_apply(CrashCollector *c) {
         policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
+        /* a table that keeps its name and limit_total keeps what it counted; the rest go */
+        collect_ledger_prune(c->ledger, c->policy, 0);
 }
 
 void crash_collector_visit(const CrashCollector *c, const PolicyCollect *table,

@@ -38,7 +38,8 @@
 /* systemd-coredump's journald identity: its comm, cut to 15 bytes by the kernel, and its unit's template */
 #define CRASH_WRITER_COMM "systemd-coredum"
 #define CRASH_WRITER_UNIT_PREFIX "systemd-coredump@"
-#define CRASH_WRITER_SLICE_CGROUP "/system.slice/system-systemd\\x2dcoredump.slice/"
+#define CRASH_WRITER_SLICE "system-systemd\\x2dcoredump.slice"
+#define CRASH_WRITER_SLICE_CGROUP "/system.slice/" CRASH_WRITER_SLICE "/"
 
 enum {
         _CRASH_ENTRY_E_SUCCESS,

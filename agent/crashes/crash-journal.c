@@ -37,11 +37,20 @@ static bool cgroup_vouched(const CrashEntry *e) {
         return cgroupfs_root_vouches(&c);
 }
 
+/*
+ * systemd-coredump's entries only, by the journal's own index: its MESSAGE_ID, which anyone may log,
+ * and the slice journald says its sender ran in (_SYSTEMD_SLICE, from the sender's cgroup), which no
+ * user can put a process in. Entries any user logs with that MESSAGE_ID are then never read: a
+ * journal holding millions of them costs a listing, and the collector's every poll, nothing
+ * (crash_entry_parse() still checks every trusted field of what is read).
+ */
 static int add_matches(sd_journal *j, const CrashQuery *q) {
         char match[64];
         int r;
 
         r = sd_journal_add_match(j, "MESSAGE_ID=" CRASH_MESSAGE_ID, 0);
+        if (r >= 0)
+                r = sd_journal_add_match(j, "_SYSTEMD_SLICE=" CRASH_WRITER_SLICE, 0);
         if (r < 0 || q->id_pid == 0)
                 return r;
         snprintf(match, sizeof(match), "COREDUMP_PID=%" PRIu32, q->id_pid);

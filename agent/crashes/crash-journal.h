@@ -34,7 +34,7 @@ typedef bool (*CrashEach)(const CrashEntry *e, void *userdata);
  * crash_journal_read() - the trusted crashes @q asks for
  * @ret_cursor: the cursor of the last entry taken, for the next read (CRASH_JOURNAL_CURSOR_MAX bytes); "" when none
  * @ret_more: whether @each stopped before the end
- * @ret_untrusted: how many entries with systemd-coredump's MESSAGE_ID were not its
+ * @ret_untrusted: how many entries read (its MESSAGE_ID, logged from its slice) were not its
  *
  * Return: 0, or a negative errno (the journal could not be opened or read; -ENODATA: not one of its
  * files could be opened, which is never taken for a journal without crashes).

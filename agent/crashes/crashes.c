@@ -358,7 +358,8 @@ static void copy_publish(Request *req, uint64_t bytes) {
 
         copy_readers(req, readable, users, ELEMENTSOF(users), &readers);
         copy_name(req, e, name, sizeof(name));
-        attrs = (DumpAttributes){ .requester = req->peer->uid, .target_pid = (pid_t)e->pid, .target_uid = e->uid,
+        attrs = (DumpAttributes){ .requester = req->peer->uid, .charged = req->peer->charged_uid,
+                                  .target_pid = (pid_t)e->pid, .target_uid = e->uid,
                                   .target_unit = e->unit[0] ? e->unit : NULL, .target_exe = e->exe[0] ? e->exe : NULL,
                                   .target_name = e->name[0] ? e->name : NULL, .dump_type = "crash",
                                   .request_id = req->id };

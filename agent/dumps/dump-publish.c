@@ -27,34 +27,79 @@ static bool dir_is_roots(const struct stat *st, bool sticky) {
         return st->st_uid == 0 && (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (sticky && (st->st_mode & S_ISVTX)));
 }
 
-/*
- * The deepest directory of @path that exists, opened, and in *@ret_rest the
- * components below it that do not (a pointer into @buf, a copy of @path).
- * The existing part is the administrator's path and is resolved as given.
- */
-static int open_existing_prefix(const char *path, char *buf, size_t size, int *ret_fd, const char **ret_rest) {
-        size_t len = strlen(path);
-        char *cut;
-        int fd;
+/* Links one walk of dump_dir's path may follow, as the kernel's own bound */
+#define DUMP_DIR_LINKS_MAX 40
 
-        if (len == 0 || len >= size || path[0] != '/')
-                return -EINVAL;
-        memcpy(buf, path, len + 1);
-        for (;;) {
-                cut = strrchr(buf, '/');
-                if (cut == buf) { /* only "/" is left */
-                        fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                        break;
-                }
-                *cut = '\0';
-                fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd >= 0 || errno != ENOENT)
-                        break;
-        }
+/*
+ * Opens the directory @path names, from @dir_fd (absolute: from "/"), one component at a time
+ * and never through what another user could have put or changed on the way: every directory
+ * passed must be root's and writable by no one else, unless sticky as /tmp is (where no one but
+ * root can move root's entries); a link is followed only when it is root's (a user's link in
+ * /tmp, or in a group's directory, would take dump_dir, and retention with it, into any
+ * directory of root's whose name fits). When @ret_rest is given, the walk may stop at the first
+ * component that does not exist: the deepest directory found is returned, and *@ret_rest points
+ * at the rest of @path (from @path, which must outlive it); else a missing component is -ENOENT.
+ * Return: 0, DUMP_PUBLISH_E_DIRECTORY, or a negative errno (-ELOOP: too many links).
+ */
+static int walk_dir_path(int dir_fd, const char *path, unsigned *links, int *ret_fd, const char **ret_rest) {
+        _cleanup_close_ int fd = -EBADF;
+        char name[NAME_MAX + 1];
+        const char *p = path;
+
+        fd = openat(path[0] == '/' ? AT_FDCWD : dir_fd, path[0] == '/' ? "/" : ".",
+                    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        *ret_fd = fd;
-        *ret_rest = path + (cut - buf) + 1;
+        for (;;) {
+                _cleanup_close_ int child = -EBADF;
+                struct stat st;
+                size_t n;
+
+                while (*p == '/')
+                        p++;
+                if (!*p)
+                        break;
+                n = strcspn(p, "/");
+                if (n > NAME_MAX)
+                        return -ENAMETOOLONG;
+                memcpy(name, p, n);
+                name[n] = '\0';
+                if (fstat(fd, &st) < 0)
+                        return -errno;
+                if (!dir_is_roots(&st, true))
+                        return DUMP_PUBLISH_E_DIRECTORY;
+                child = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (child < 0 && errno == ENOENT && ret_rest) {
+                        *ret_rest = p;
+                        break;
+                }
+                if (child < 0 && (errno == ELOOP || errno == ENOTDIR) &&
+                    fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+                        char target[PATH_MAX];
+                        ssize_t len;
+                        int r;
+
+                        if (st.st_uid != 0)
+                                return DUMP_PUBLISH_E_DIRECTORY; /* a user's link: never followed */
+                        if (++*links > DUMP_DIR_LINKS_MAX)
+                                return -ELOOP;
+                        len = readlinkat(fd, name, target, sizeof(target) - 1);
+                        if (len < 0)
+                                return -errno;
+                        target[len] = '\0';
+                        r = walk_dir_path(fd, target, links, &child, NULL);
+                        if (r != 0)
+                                return r;
+                }
+                if (child < 0)
+                        return -errno;
+                safe_close(fd);
+                fd = TAKE_FD(child);
+                p += n;
+        }
+        if (ret_rest && !*ret_rest)
+                *ret_rest = p;
+        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
@@ -102,19 +147,28 @@ static int make_missing_dirs(int parent_fd, const char *rest, int *ret_fd) {
 }
 
 int dump_dir_open(const char *path, int *ret_fd, const char **ret_why) {
-        _cleanup_close_ int fd = -EBADF;
-        char buf[PATH_MAX];
+        _cleanup_close_ int fd = -EBADF, parent_fd = -EBADF;
         const char *rest = NULL;
+        unsigned links = 0;
         struct stat st;
         int r;
 
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT) {
-                int parent_fd = -EBADF;
-
-                r = open_existing_prefix(path, buf, sizeof(buf), &parent_fd, &rest);
-                if (r == 0)
-                        r = make_missing_dirs(parent_fd, rest, &fd);
+        if (path[0] != '/') {
+                *ret_why = "the dump directory cannot be opened";
+                return -EINVAL;
+        }
+        r = walk_dir_path(AT_FDCWD, path, &links, &parent_fd, &rest);
+        if (r == DUMP_PUBLISH_E_DIRECTORY) {
+                *ret_why = "the dump directory's path passes a directory others may write, or a link that is not "
+                           "root's";
+                return r;
+        }
+        if (r < 0) {
+                *ret_why = "the dump directory cannot be opened";
+                return r;
+        }
+        if (*rest) {
+                r = make_missing_dirs(TAKE_FD(parent_fd), rest, &fd);
                 if (r == DUMP_PUBLISH_E_DIRECTORY) {
                         *ret_why = "the dump directory would be made where others may write";
                         return r;
@@ -123,8 +177,9 @@ int dump_dir_open(const char *path, int *ret_fd, const char **ret_why) {
                         *ret_why = "the dump directory cannot be created";
                         return r;
                 }
-        }
-        if (fd < 0 || fstat(fd, &st) < 0) {
+        } else
+                fd = TAKE_FD(parent_fd);
+        if (fstat(fd, &st) < 0) {
                 *ret_why = "the dump directory cannot be opened";
                 return -errno;
         }
@@ -243,14 +298,16 @@ static int set_attribute(int fd, const char *key, const char *value) {
 }
 
 static int set_attributes(int fd, const DumpAttributes *a) {
-        char requester[16], pid[16], uid[16], id[24];
+        char requester[16], charged[16], pid[16], uid[16], id[24];
         int r = 0;
 
         snprintf(requester, sizeof(requester), "%u", (unsigned)a->requester);
+        snprintf(charged, sizeof(charged), "%u", (unsigned)a->charged);
         snprintf(pid, sizeof(pid), "%d", (int)a->target_pid);
         snprintf(uid, sizeof(uid), "%u", (unsigned)a->target_uid);
         snprintf(id, sizeof(id), "%016" PRIx64, a->request_id);
         if (r == 0) r = set_attribute(fd, "user.dsagent.requester_uid", requester);
+        if (r == 0 && a->charged != a->requester) r = set_attribute(fd, "user.dsagent.charged_uid", charged);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_pid", pid);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_uid", uid);
         if (r == 0) r = set_attribute(fd, "user.dsagent.target_unit", a->target_unit);

@@ -17,6 +17,11 @@ enum {
 
 typedef struct DumpAttributes {
         uid_t requester;
+        /* the principal the agent charged for the request (PeerCreds.charged_uid): labelled when it is
+         * not @requester (a subordinate uid's request is its user's, a request from a namespace root made
+         * is that namespace's: userns_charged_uid()), so that retention holds the file
+         * as that principal's; a table's leaves it as @requester */
+        uid_t charged;
         pid_t target_pid;
         uid_t target_uid;
         const char *target_unit;

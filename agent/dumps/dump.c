@@ -300,8 +300,9 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
                 return;
         }
         attrs = (DumpAttributes){
-                .requester = req->peer->uid, .target_pid = req->target->pid, .target_uid = target_euid(req->target),
-                .target_unit = req->target->unit, .target_exe = req->target->exe, .target_name = req->target->name,
+                .requester = req->peer->uid, .charged = req->peer->charged_uid, .target_pid = req->target->pid,
+                .target_uid = target_euid(req->target), .target_unit = req->target->unit,
+                .target_exe = req->target->exe, .target_name = req->target->name,
                 .dump_type = policy_dump_type_to_string(req->ask.dump_type), .request_id = req->id,
         };
         r = dump_publish_fd(res->dir_fd, res->file_fd, &readers, &attrs, name);
@@ -721,7 +722,14 @@ static void audit_dump_target(Request *req, const DumpLabels *l) {
         req->audit.target_exe = l->exe;
 }
 
-/* Removes the dump, if the caller may. Return: 0 (removed), 1 (refused: @reason says why), or a negative errno. */
+/* What remove_named() returns when the removal's record could have no room: the client was told so. */
+#define REMOVE_NOT_RECORDABLE 2
+
+/*
+ * Removes the dump, if the caller may, once room for the removal's record is held (a removal is an act:
+ * it is never made unless its record will be written). Return: 0 (removed), 1 (refused: @reason says
+ * why), REMOVE_NOT_RECORDABLE (nothing removed, the client answered), or a negative errno.
+ */
 static int remove_named(Request *req, int dir_fd, const char *name, const char *path, DumpLabels *labels,
                         AuditDecision *ret_decision, bool *ret_reader, char *reason, size_t size) {
         _cleanup_close_ int fd = -EBADF;
@@ -747,6 +755,8 @@ static int remove_named(Request *req, int dir_fd, const char *name, const char *
                 *ret_decision = AUDIT_DECISION_DENIED;
                 return 1;
         }
+        if (!request_hold_audit(req))
+                return REMOVE_NOT_RECORDABLE;
         /* dump_dir is root's alone: the name still means the file just checked */
         return unlinkat(dir_fd, name, 0) < 0 ? -errno : 0;
 }
@@ -760,7 +770,9 @@ static void dumps_remove_named(Request *req, int dir_fd, const char *name, const
 
         r = remove_named(req, dir_fd, name, path, &labels, &decision, &reader, reason, sizeof(reason));
         /* the uniform words tell nobody what dump_dir holds; a reader of the file knows it is there already */
-        if (r > 0)
+        if (r == REMOVE_NOT_RECORDABLE)
+                ; /* answered "audit unavailable", recorded if that record fitted */
+        else if (r > 0)
                 request_reply_error_as(req, decision, WIRE_ERROR_DENIED, reason, reader ? reason : DUMPS_NOT_YOURS);
         else if (r < 0)
                 request_reply_errno(req, r, "cannot remove the dump");

@@ -114,11 +114,15 @@ static int listing_add(Listing *l, const Policy *p, int dir_fd, const char *name
         a->target_uid = (uint32_t)read_number(fd, "user.dsagent.target_uid", UINT32_MAX);
         requester = read_number(fd, "user.dsagent.requester_uid", UINT32_MAX);
         a->requester = requester < UINT32_MAX ? (uint32_t)requester : UINT32_MAX;
+        /* whose it is for the budgets and max_files: the principal charged for the request, where it is
+         * not the uid that asked (a user's subordinate uids are the user) */
+        requester = read_number(fd, "user.dsagent.charged_uid", requester);
         l->entries[l->n] = (RetentionEntry){
                 .mtime_usec = (uint64_t)st.st_mtim.tv_sec * 1000000ULL + (uint64_t)st.st_mtim.tv_nsec / 1000,
                 .bytes = (uint64_t)st.st_blocks * 512,
                 .order = (uint64_t)st.st_ino,
-                /* root's own dumps and the tables' (requester 0) count against no user's budget */
+                /* root's own dumps and the tables' (requester 0) count against no user's budget; the others
+                 * against the principal's */
                 .requester = a->origin[0] || requester == 0 || requester >= UINT32_MAX ? (uid_t)-1 : (uid_t)requester,
                 .table = a->origin[0] ? table_index(p, a->origin, a->table) : -1,
         };

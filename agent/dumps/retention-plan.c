@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "cleanup.h"
 #include "retention-plan.h"
 
 const char *retention_reason_to_string(RetentionReason r) {
@@ -55,21 +56,117 @@ static void plan_age(Plan *p, const RetentionSettings *s) {
         }
 }
 
-static void plan_files(Plan *p, const RetentionSettings *s) {
-        size_t left = 0;
+/*
+ * Who holds an entry, for max_files: the user who asked for it, else its table, else nobody's (root's
+ * and unlabelled files, together). Users' uids, tables' indices and "nobody" never share a value.
+ */
+static int64_t holder_of(const RetentionEntry *e) {
+        if (e->requester != (uid_t)-1)
+                return (int64_t)e->requester;
+        return e->table >= 0 ? -2 - (int64_t)e->table : -1;
+}
+
+static int by_holder_then_age(const void *a, const void *b) {
+        int64_t x = holder_of(&sort_entries[*(const size_t *)a]), y = holder_of(&sort_entries[*(const size_t *)b]);
+
+        if (x != y)
+                return x < y ? -1 : 1;
+        return by_age(a, b);
+}
+
+/* One holder's files left after age, oldest first: @first in the sorted array, @n of them, @keep to stay. */
+typedef struct Holding {
+        size_t first, n, keep;
+} Holding;
+
+/* What by_spared_file_newest_first() compares: the sorted files, the holdings, the level */
+static const size_t *spare_files;
+static const Holding *spare_holdings;
+static size_t spare_level;
+
+/* The file a holding above the level would lose last, kept at the level: its newest to go. */
+static size_t file_at_level(const Holding *h) {
+        return spare_files[h->first + h->n - spare_level - 1];
+}
+
+/* Holdings (indices) by that file, the newest first: they keep one more when room is left. */
+static int by_spared_file_newest_first(const void *a, const void *b) {
+        size_t x = file_at_level(&spare_holdings[*(const size_t *)a]),
+               y = file_at_level(&spare_holdings[*(const size_t *)b]);
+
+        return -by_age(&x, &y);
+}
+
+/*
+ * max_files: the files left go, until no more than max_files are, from whoever holds the most (one
+ * user's many dumps never count another's out); among holders at the same count, the older file goes
+ * first; each holder's own go oldest first. That is: every holder keeps the same number of files, L,
+ * the most that fits, or all of theirs when they hold fewer; what room is left keeps one more for the
+ * holders above L whose file to go would be the newest. Victims in the order oldest first.
+ */
+static int plan_files(Plan *p, const RetentionSettings *s) {
+        _cleanup_free_ size_t *files = NULL, *above = NULL, *victims = NULL;
+        _cleanup_free_ Holding *holdings = NULL;
+        size_t n = 0, n_holdings = 0, level = 0, lo, hi, kept = 0, n_above = 0, n_victims = 0, left;
 
         if (s->max_files == 0)
-                return;
+                return 0;
+        files = malloc((p->n ? p->n : 1) * sizeof(size_t));
+        holdings = malloc((p->n ? p->n : 1) * sizeof(Holding));
+        above = malloc((p->n ? p->n : 1) * sizeof(size_t));
+        victims = malloc((p->n ? p->n : 1) * sizeof(size_t));
+        if (!files || !holdings || !above || !victims)
+                return -ENOMEM;
         for (size_t i = 0; i < p->n; i++)
-                left += !p->taken[i];
-        for (size_t k = 0; k < p->n && left > s->max_files; k++) {
-                size_t i = p->oldest_first[k];
-
-                if (!p->taken[i]) {
-                        take(p, i, RETENTION_MAX_FILES, s->max_files, left);
-                        left--;
-                }
+                if (!p->taken[i])
+                        files[n++] = i;
+        if (n <= s->max_files)
+                return 0;
+        sort_entries = p->entries;
+        qsort(files, n, sizeof(size_t), by_holder_then_age);
+        sort_entries = NULL;
+        for (size_t k = 0, end; k < n; k = end) {
+                for (end = k; end < n && holder_of(&p->entries[files[end]]) == holder_of(&p->entries[files[k]]); end++)
+                        ;
+                holdings[n_holdings++] = (Holding){ .first = k, .n = end - k };
         }
+        /* the level: the largest L at which everyone keeping min(theirs, L) fits max_files */
+        for (lo = 0, hi = n; lo < hi;) {
+                size_t mid = lo + (hi - lo + 1) / 2, sum = 0;
+
+                for (size_t h = 0; h < n_holdings; h++)
+                        sum += holdings[h].n < mid ? holdings[h].n : mid;
+                if (sum <= s->max_files)
+                        lo = mid;
+                else
+                        hi = mid - 1;
+        }
+        level = lo;
+        for (size_t h = 0; h < n_holdings; h++) {
+                holdings[h].keep = holdings[h].n < level ? holdings[h].n : level;
+                kept += holdings[h].keep;
+                if (holdings[h].n > level)
+                        above[n_above++] = h;
+        }
+        /* the room left (fewer than n_above, or the level would be higher) spares the newest files to go */
+        spare_files = files;
+        spare_holdings = holdings;
+        sort_entries = p->entries;
+        spare_level = level;
+        qsort(above, n_above, sizeof(size_t), by_spared_file_newest_first);
+        sort_entries = NULL;
+        for (size_t k = 0; k < n_above && kept < s->max_files; k++, kept++)
+                holdings[above[k]].keep++;
+        for (size_t h = 0; h < n_holdings; h++)
+                for (size_t k = 0; k < holdings[h].n - holdings[h].keep; k++)
+                        victims[n_victims++] = files[holdings[h].first + k];
+        sort_entries = p->entries;
+        qsort(victims, n_victims, sizeof(size_t), by_age);
+        sort_entries = NULL;
+        left = n;
+        for (size_t k = 0; k < n_victims; k++, left--)
+                take(p, victims[k], RETENTION_MAX_FILES, s->max_files, left);
+        return 0;
 }
 
 /* Whose budget an entry counts against: its requester's (@tables false) or its table's; -1: none. */
@@ -164,8 +261,9 @@ int retention_plan(const RetentionEntry *entries, size_t n, const RetentionSetti
         qsort(p.oldest_first, n, sizeof(size_t), by_age);
         sort_entries = NULL;
         plan_age(&p, s);
-        plan_files(&p, s);
-        r = plan_budgets(&p, s, false);
+        r = plan_files(&p, s);
+        if (r == 0)
+                r = plan_budgets(&p, s, false);
         if (r == 0)
                 r = plan_budgets(&p, s, true);
         if (r == 0)

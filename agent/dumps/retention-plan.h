@@ -5,7 +5,9 @@
  *
  * The rules, each oldest first (by the time the file was written, then by @order):
  *   max_age           every artifact older than it;
- *   max_files         the oldest of what is left, until no more than it are left;
+ *   max_files         of what is left, the oldest of whoever holds the most (a user by the
+ *                     requester, a table, or nobody: root's and unlabelled files), until no
+ *                     more than it are left: one user's many files never count another's out;
  *   max_use_per_user  per user who asked for dumps (the requester its label names; root's and the
  *                     tables' count against none): the oldest of theirs, until theirs take no more
  *                     than it, but never their newest;

@@ -201,10 +201,11 @@ def subordinate_range(user, path="/etc/subuid"):
     return first
 
 
-def as_subordinate(user, argv):
-    """argv run as @user's first subordinate uid and gid, the way the user can do it alone: a user namespace
-    whose maps newuidmap and newgidmap write, and setpriv in it (each execs the next: one process)."""
-    uid, gid = subordinate_range(user), subordinate_range(user, "/etc/subgid")
+def as_subordinate(user, argv, k=0):
+    """argv run as @user's @k-th subordinate uid and gid (the first unless said), the way the user can do it
+    alone: a user namespace whose maps newuidmap and newgidmap write, and setpriv in it (each execs the next:
+    one process)."""
+    uid, gid = subordinate_range(user) + k, subordinate_range(user, "/etc/subgid") + k
     return as_user(user, ["unshare", f"--map-users={uid},1,1", f"--map-groups={gid},1,1", "--map-user=0",
                           "--map-group=0", "setpriv", "--reuid=1", "--regid=1", "--clear-groups"] + argv)
 

@@ -576,5 +576,35 @@ def retention_removes_nothing_while_no_record_can_be_held():
     wait_for(lambda: not os.path.exists(old), timeout=60, what="the file removed after its record")
 
 
+@test
+def a_dump_its_requester_removes_stays_while_no_record_can_be_held():
+    """dsctl dumps --remove: the file stays while the removal's record cannot be written (the client is told so);
+    once the reader is back the same request removes it, recorded. On main the file was unlinked first and its
+    record then failed: the requester read "audit unavailable ... not carried out" while the dump was gone."""
+    stalled = StalledAudit(granted("info"))
+    # dump_dir is made at the first artifact: here by hand, as root's and 0711, with a dump ALICE asked for
+    os.mkdir(stalled.agent.dumps, 0o711)
+    path = os.path.join(stalled.agent.dumps, "dump.App.4242.mini.20260101T000000Z.0000000000000001")
+    with open(path, "w") as f:
+        f.write("core")
+    os.setxattr(path, "user.dsagent.requester_uid", str(harness.uid_of(ALICE)).encode())
+    os.setxattr(path, "user.dsagent.target_pid", b"4242")
+    stalled.fill()
+
+    r = dsctl(stalled.agent, ALICE, "dumps", "--remove", path, timeout=HANG_BOUND)
+    stalled.refused_now(r, "the removal")
+    assert os.path.exists(path), "the dump was removed while no record of its removal could be written"
+
+    stalled.resume()
+    stalled.wait_accounted()
+    r = dsctl(stalled.agent, ALICE, "dumps", "--remove", path, timeout=HANG_BOUND)
+    assert r.returncode == 0, r
+    assert not os.path.exists(path)
+    removed = wait_for(lambda: [x for x in stalled.records(REQUEST_ID) if x.get("DSAGENT_COMMAND") == "remove-dump"
+                                and x["DSAGENT_DECISION"] == "allowed"], what="the removal's record")
+    assert len(removed) == 1 and removed[0]["DSAGENT_CLIENT_UID"] == str(harness.uid_of(ALICE)), removed
+    assert removed[0]["DSAGENT_TARGET_PID"] == "4242" and path in removed[0]["DSAGENT_REASON"], removed
+
+
 if __name__ == "__main__":
     run_tests()

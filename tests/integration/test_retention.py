@@ -3,8 +3,10 @@
 """Retention of dump_dir against the real runtime: what the agent removes of what it stored (max_age, max_files,
 room for a user's dump from the tables that yield), each removal recorded; who may remove a table's artifacts; what
 a dump refused for space says (docs/policy.md, "Retention")."""
+import grp
 import json
 import os
+import subprocess
 import time
 import uuid
 
@@ -159,6 +161,132 @@ def max_age_and_max_files_remove_the_oldest_each_recorded():
     started, = removals(again)
     assert started["DSAGENT_DUMP_PATH"] == paths[2] and started["DSAGENT_RETENTION_REASON"] == "max_age", started
     assert not os.path.exists(paths[2]) and os.path.exists(paths[3])
+
+
+def max_files_3_with_alices_dump(pid):
+    """An agent with max_files = 3 whose rule lets alice dump svc's processes, and alice's dump of @pid in its
+    dump_dir, the oldest file there, as an earlier day's dump would be. Returns the agent and alice's dump."""
+    policy = ('[agent]\ndump_dir = "@DUMP_DIR@"\nmax_files = 3\n\n[[rule]]\nname = "alice-dumps"\n'
+              f'users = ["{ALICE}"]\ncommands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    agent = Agent(policy=policy)
+    r, alices = dump(agent, ALICE, pid)
+    assert r.returncode == 0, r
+    backdate(alices["path"], 600)
+    return agent, alices
+
+
+def the_max_files_removal(agent):
+    """The one max_files removal of a pass run now: a reload has one run (else the next minute's would); 60 s is
+    a bound only against a hang, the pass ends within ms."""
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    removed, = wait_for(lambda: removals(agent, DSAGENT_RETENTION_REASON="max_files"), timeout=60,
+                        what="the max_files removal")
+    return removed
+
+
+@test
+def one_users_many_dumps_never_count_another_users_dump_out_of_max_files():
+    """max_files took the oldest files whoever had asked for them: mallory, dumping her own process (owner_access,
+    nobody's grant) as often as max_files, had the agent remove alice's dump of another user's process, recorded
+    as max_files. The files go from whoever holds the most, oldest first: mallory's own go, alice's stays."""
+    svc = Target(SVC, tmpdir=None, mount_ns=True)
+    own = Target(MALLORY, tmpdir=None, mount_ns=True)
+    agent, alices = max_files_3_with_alices_dump(svc.pid)
+    mallorys = []
+    for _ in range(3):
+        r, taken = dump(agent, MALLORY, own.pid)
+        assert r.returncode == 0, r
+        mallorys.append(taken["path"])
+    removed = the_max_files_removal(agent)  # four files, one too many
+    assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(uid_of(MALLORY)), removed
+    assert removed["DSAGENT_DUMP_PATH"] == mallorys[0], removed
+    assert os.path.exists(alices["path"]), "alice's dump was removed for mallory's"
+    listed = [d["path"] for d in json.loads(dsctl(agent, ALICE, "--json", "dumps").stdout)]
+    assert listed == [alices["path"]], listed
+
+
+@test
+def a_users_subordinate_uids_hold_their_dumps_as_the_user():
+    """Retention counted files by the uid that asked: mallory, one person with 65536 host uids of her own
+    (/etc/subuid, newuidmap), dumped a process of each of three of them as that uid, and each was a holder of one
+    file beside alice: max_files counted alice's dump out (and each uid had a max_use_per_user of its own). The
+    files are held by the principal the agent charges, mallory: her oldest goes, alice's stays."""
+    svc = harness.FakeRuntime("dumper")
+    agent, alices = max_files_3_with_alices_dump(svc.pid)
+    mallorys = []
+    for k in range(3):
+        uid = harness.subordinate_range(MALLORY) + k
+        tmpdir = make_dir()
+        os.chown(tmpdir, uid, harness.subordinate_range(MALLORY, "/etc/subgid") + k)
+        runtime = harness.Process(harness.as_subordinate(MALLORY, [
+            "env", f"TMPDIR={tmpdir}", harness.PYTHON, os.path.join(harness.HERE, "fake_runtime.py"), "dumper",
+            os.path.join(tmpdir, "fake.log")], k))
+        pid = int(runtime.read_line("listening pid=").split("=")[1])
+        assert os.stat(f"/proc/{pid}").st_uid == uid  # the attack is in place: a uid of the host, not hers
+        r = subprocess.run(harness.as_subordinate(MALLORY, [harness.DSCTL, "--socket", agent.socket, "--json", "dump",
+                                                            str(pid)], k),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=harness.DUMP_BOUND)
+        assert r.returncode == 0, r
+        mallorys.append(json.loads(r.stdout)["path"])
+        backdate(mallorys[-1], 300 - 100 * k)  # in the order taken, each younger than alice's
+    removed = the_max_files_removal(agent)  # four files, one too many
+    assert removed["DSAGENT_DUMP_PATH"] == mallorys[0], removed
+    assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(harness.subordinate_range(MALLORY)), removed
+    assert os.path.exists(alices["path"]), "alice's dump was counted out by mallory's subordinate uids"
+
+
+def alices_link_is_refused(place, victim, kept):
+    """alice's link @place/dsagent -> @victim, a root's directory with a dumps/ holding @kept, root's file past
+    max_age; an agent whose dump_dir is @place/dsagent/dumps refuses the path at its first pass, removing nothing,
+    and answers dsctl dumps so. Returns the agent."""
+    r = subprocess.run(harness.as_user(ALICE, ["ln", "-s", victim, os.path.join(place, "dsagent")]),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout
+    assert os.lstat(os.path.join(place, "dsagent")).st_uid == uid_of(ALICE)  # the attack is in place
+    agent = Agent(policy=f'[agent]\ndump_dir = "{place}/dsagent/dumps"\n')
+    said = ("retention: the pass over dump_dir failed: the dump directory's path passes a directory others may "
+            "write, or a link that is not root's")
+    # the pass at start; 60 s: a bound only against a hang, the pass ends within ms
+    wait_for(lambda: said in open(agent.log_path).read() or not os.path.exists(kept), timeout=60,
+             what="the pass to refuse the path (or to remove root's file)")
+    assert os.path.exists(kept), f"retention removed a file of root's outside dump_dir, through a link in {place}"
+    assert not removals(agent), removals(agent)
+    r = dsctl(agent, ALICE, "dumps")
+    assert r.returncode != 0 and "a link that is not root's" in r.stderr, r
+    return agent
+
+
+@test
+def a_link_on_dump_dirs_way_takes_the_agent_nowhere():
+    """dump_dir's existing part was opened as given, following links, and only what the agent made had to be
+    root's: where a user may write on dump_dir's way (a group's shared directory; /tmp where the kernel's
+    protected_symlinks is off), a link of the user's in place of a directory the agent had still to make moved
+    dump_dir into any directory of root's whose name fit, and retention removed root's old files there. A
+    link is followed only when root made it, and every directory on the way must be root's, writable by no one
+    else unless sticky: the agent refuses the path, says why, and removes nothing."""
+    shared = make_dir(None, 0o775)  # a group's place: root's, its group may write, not sticky
+    os.chown(shared, 0, grp.getgrnam(harness.OPS).gr_gid)
+    victim = make_dir(None, 0o755)  # root's own directory with a "dumps" in it, as any root tree may have
+    os.mkdir(os.path.join(victim, "dumps"), 0o700)
+    kept = os.path.join(victim, "dumps", "roots-file")
+    with open(kept, "w") as f:
+        f.write("root's")
+    backdate(kept, 10 * 86400)  # past the built-in max_age (3 days)
+    # alice, in the group, puts a link where the agent's dump_dir has a directory still to make
+    agent = alices_link_is_refused(shared, victim, kept)
+    # the same link in a sticky directory anyone may write, as /tmp: every directory on the way is as it may be,
+    # and the agent walks the path itself, where the kernel's protected_symlinks does not apply: the link is
+    # refused because it is alice's
+    alices_link_is_refused(make_dir(None, 0o1777), victim, kept)
+
+    # a link root made is followed, as an administrator's /var/lib/dsagent -> /srv/dsagent is
+    roots = make_dir(None, 0o755)
+    os.symlink(make_dir(None, 0o755), os.path.join(roots, "store"))
+    agent.write_policy(f'[agent]\ndump_dir = "{roots}/store/dumps"\n')
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    r = dsctl(agent, ALICE, "dumps")
+    assert r.returncode == 0, r
+    assert os.path.isdir(os.path.join(roots, "store", "dumps")), "the dump directory was not made through root's link"
 
 
 @test

@@ -26,7 +26,8 @@ import re
 import subprocess
 import time
 
-from booted import BUILD, SOURCE, Machine, policy_dir, policy_records, run_tests, target_app, test, wait_for
+from booted import (BUILD, SOURCE, Machine, policy_dir, policy_records, reload_and_wait, run_tests, target_app,
+                    test, wait_for)
 
 COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
@@ -54,6 +55,11 @@ def crashes(m, user):
     return json.loads(r.stdout)
 
 
+def roots_listing_records(m):
+    """The records of root's crashes listings so far (journald may write a listing's after dsctl has its answer)."""
+    return m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_COMMAND=crashes", "DSAGENT_CLIENT_UID=0")
+
+
 def dotnet_tools():
     return subprocess.run([os.path.join(SOURCE, "tests/tools/dotnet-tools/install.sh")], check=True,
                           stdout=subprocess.PIPE, text=True).stdout.strip()
@@ -72,10 +78,10 @@ def analyze(m, core, method):
     return out
 
 
-def crash_service(m, mode):
-    """The app as a service that dies of @mode once told to; returns its pid, uid and gid, and the feeder."""
+def crash_service(m, mode, unit=CRASH_UNIT):
+    """The app as a service (@unit) that dies of @mode once told to; returns its pid and systemd-coredump's entry."""
     m.sh(f"rm -rf {FEED}; mkdir -m 0755 {FEED}; mkfifo -m 0600 {FEED}/core; chown {SVC}: {FEED}/core")
-    m.write(f"/etc/systemd/system/{CRASH_UNIT}", f"""[Unit]
+    m.write(f"/etc/systemd/system/{unit}", f"""[Unit]
 Description=dsagent test app that crashes
 
 [Service]
@@ -86,11 +92,11 @@ Environment=DOTNET_DbgEnableMiniDump=1 DOTNET_DbgMiniDumpType=2 DOTNET_DbgMiniDu
 ExecStart={target_app()} --crash-when {FEED}/go {mode}
 """)
     m.run(["systemctl", "daemon-reload"])
-    m.run(["systemctl", "start", CRASH_UNIT])
-    pid = int(m.show(CRASH_UNIT, "MainPID")["MainPID"])
+    m.run(["systemctl", "start", unit])
+    pid = int(m.show(unit, "MainPID")["MainPID"])
     assert pid > 0
     # the app is up once it said so on its stdout, in its unit's journal
-    wait_for(lambda: f"ready pid={pid}" in m.run(["journalctl", "-u", CRASH_UNIT, "-o", "cat", "--no-pager"]).stdout,
+    wait_for(lambda: f"ready pid={pid}" in m.run(["journalctl", "-u", unit, "-o", "cat", "--no-pager"]).stdout,
              what="the app to be ready")
     uid, gid = m.uid_of(SVC), int(m.run(["id", "-g", SVC]).stdout)
     # as core_pattern's pipe: "|/lib/systemd/systemd-coredump %P %u %g %s %t %c %h %d", SIGABRT (6), as the runtime
@@ -203,8 +209,10 @@ def forged_entries_list_nothing_and_hand_nothing(m):
     # the attack happened: both are in the journal, under systemd-coredump's MESSAGE_ID
     logged = wait_for(lambda: [e for e in m.journal(f"MESSAGE_ID={COREDUMP_MESSAGE_ID}")
                                if e.get("COREDUMP_PID") == str(fake_pid)], what="the forged entry")
-    print(f"# forged entries in the journal: {len(logged)}, from {sorted({e.get('_COMM') for e in logged})}")
-    assert [e.get("_COMM") for e in logged] == ["logger"], logged
+    # by mallory: journald's _UID, from the socket's credentials (its _COMM, read from /proc, is missing when
+    # logger has exited before journald reads the entry)
+    print(f"# forged entries in the journal: {len(logged)}, from uids {sorted({e.get('_UID') for e in logged})}")
+    assert [e.get("_UID") for e in logged] == [str(mallory)], logged
     for user in (ALICE, MALLORY):
         pids = [c["pid"] for c in crashes(m, user)]
         assert fake_pid not in pids, (user, pids)
@@ -212,10 +220,51 @@ def forged_entries_list_nothing_and_hand_nothing(m):
     for user, fid in ((MALLORY, f"{seconds}-{fake_pid}"), (ALICE, f"{seconds}-{fake_pid}")):
         r = dsctl(m, user, "crash", fid, check=False)
         assert r.returncode == EXIT_NO_SUCH_CRASH, r
-    # root's listing says how many it left out
+    # the reader never even read it: only entries logged from systemd-coredump's slice are (the next test)
+    before = len(roots_listing_records(m))
     dsctl(m, None, "crashes")
-    record = m.journal(f"MESSAGE_ID={REQUEST_MESSAGE_ID}", "DSAGENT_COMMAND=crashes", "DSAGENT_CLIENT_UID=0")[-1]
-    assert "claim to be systemd-coredump's" in record["DSAGENT_REASON"], record
+    record = wait_for(lambda: roots_listing_records(m)[before:], what="root's listing's record")[-1]
+    assert "claim to be systemd-coredump's" not in record["DSAGENT_REASON"], record
+
+
+# What mallory logs, as many entries as journald takes: systemd-coredump's MESSAGE_ID and every field of its own
+FLOOD = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect("/run/systemd/journal/socket")
+for i in range(int(sys.argv[1])):
+    s.send(("MESSAGE_ID=%s\\nSYSLOG_IDENTIFIER=systemd-coredump\\nMESSAGE=forged crash %d\\nCOREDUMP_PID=%d\\n"
+            "COREDUMP_UID=%s\\nCOREDUMP_GID=%s\\nCOREDUMP_SIGNAL=11\\nCOREDUMP_TIMESTAMP=%d000000\\n"
+            % (sys.argv[2], i, 3000000 + i, sys.argv[3], sys.argv[3], 1700000000 + i)).encode())
+"""
+FLOODED = 20000
+
+
+@test
+def a_journal_full_of_forged_entries_costs_the_reader_nothing(m):
+    """Any user may log entries with systemd-coredump's MESSAGE_ID, as many as journald takes (its rate limit
+    only slows them: 10000 each 30 s per unit, hours of them fill the journal's files). The reader visited each:
+    root's listing read all of mallory's 20000 (its record counted them) on its way to the real crashes, and the
+    crash collector, whose cursor moved only past crashes it took, read all of those logged since the last real
+    crash again every 5 s, for ever. It reads only what systemd-coredump's slice logged now."""
+    # journald's rate limit off, so that the flood a user builds up over hours is there in seconds
+    m.write("/etc/systemd/journald.conf.d/50-no-rate-limit.conf", "[Journal]\nRateLimitBurst=0\n")
+    m.run(["systemctl", "restart", "systemd-journald"])
+    mallory = m.uid_of(MALLORY)
+    m.run(["python3", "-c", FLOOD, str(FLOODED), COREDUMP_MESSAGE_ID, str(mallory)], user=MALLORY, timeout=300)
+    # the attack is in place: the journal holds them all, under systemd-coredump's MESSAGE_ID
+    count = lambda: len(m.run(["journalctl", "--no-pager", "-o", "cat", f"MESSAGE_ID={COREDUMP_MESSAGE_ID}",
+                               f"_UID={mallory}"]).stdout.splitlines())
+    wait_for(lambda: count() >= FLOODED, timeout=120, what="journald to write the forged entries")
+    before = len(roots_listing_records(m))
+    began = time.monotonic()
+    listed = crashes(m, None)
+    print(f"# root's listing with {FLOODED} forged entries in the journal: {time.monotonic() - began:.2f} s")
+    assert state["throw"][0] in [c["pid"] for c in listed], listed
+    record = wait_for(lambda: roots_listing_records(m)[before:], what="root's listing's record")[-1]
+    assert "claim to be systemd-coredump's" not in record["DSAGENT_REASON"], record
+    m.run(["rm", "/etc/systemd/journald.conf.d/50-no-rate-limit.conf"])
+    m.run(["systemctl", "restart", "systemd-journald"])
 
 
 @test
@@ -292,6 +341,45 @@ def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
     assert any(row.get("table") == "crasher-cores" and row.get("pid") == pid and row.get("last_fired_usec")
                for row in listing), listing
     assert not any(row.get("table") == "crasher-cores" for row in json.loads(dsctl(m, MALLORY, "collect", "--json").stdout))
+
+
+@test
+def crashes_of_ever_new_units_bring_a_crash_table_nothing_beyond_its_limit_total(m):
+    """A crash table's limit counts per unit, or executable outside one: each of a user's logins is a unit of its
+    own, and any user may copy a program anywhere. limit_total, "at most N artifacts of the table in any window,
+    over all the processes it covers", was parsed for crash tables (its default too) and never applied: three
+    crashes of svc's processes in three units of their own, under limit = "1/1h" and limit_total = "2/1h", had
+    three cores copied into dump_dir. Now two, and the third's firing says why not."""
+    units = [f"dst-svc-login-{k}.service" for k in range(3)]
+    m.write(f"{policy_dir()}/policy.d/60-svc-cores.toml", f"""
+[[collect]]
+name = "svc-cores"
+targets.units = [{", ".join(f'"{u}"' for u in units)}]
+when.crash = true
+then.core = true
+readers = ["{ALICE}"]
+limit = "1/1h"
+limit_total = "2/1h"
+""")
+    reload_and_wait(m)
+    results = []
+    for unit in units:
+        # the app as a unit of its own each time, as each of svc's logins would be, crashed for real
+        pid, _ = crash_service(m, "throw", unit)
+        # the collector reads the journal every 5 s and copies a few MiB: the firing's record comes within seconds,
+        # and the copy's; 120 s only ends a hang. One crash at a time: no copy waits on another's slot.
+        fired = wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=svc-cores", "DSAGENT_COLLECT_EVENT=fired")
+                                  if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{unit}'s firing")
+        results.append(fired[-1]["DSAGENT_COLLECT_RESULT"])
+        if results[-1].startswith("the core of crash"):
+            wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=svc-cores", "DSAGENT_COLLECT_EVENT=collected")
+                              if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{unit}'s copy")
+        m.run(["systemctl", "reset-failed", unit], check=False)
+    print(f"# svc-cores fired: {results}")
+    assert [r.startswith("the core of crash") for r in results] == [True, True, False], results
+    assert "limit_total (2 in 3600 s) is reached" in results[2], results
+    stored = [f for f in m.run(["ls", DUMP_DIR]).stdout.split() if ".collect-svc-cores." in f]
+    assert len(stored) == 2, stored
 
 
 if __name__ == "__main__":

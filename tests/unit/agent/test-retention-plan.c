@@ -56,6 +56,35 @@ static void test_max_files_counts_what_age_left(void) {
         check(n == 3 && v[2].entry == 0 && v[2].reason == RETENTION_MAX_FILES && v[2].total == 3);
 }
 
+/* One holder's many files never count another's out: the largest holding gives way, oldest first. */
+static void test_max_files_takes_from_the_largest_holder(void) {
+        RetentionTable tables[] = { {} };
+        RetentionEntry e[] = {
+                E(50, 1, 1001, -1),                                             /* alice: the oldest file */
+                E(4, 1, 1002, -1), E(3, 1, 1002, -1), E(2, 1, 1002, -1), E(1, 1, 1002, -1), /* mallory: 4 */
+                E(40, 1, NOBODY, 0), E(30, 1, NOBODY, -1),                      /* a table's, root's */
+        };
+        RetentionVictim v[7];
+        RetentionSettings s = { .now_usec = NOW, .max_files = 4, .tables = tables, .n_tables = 1 };
+        size_t n = plan(e, 7, &s, v);
+
+        /* 7 files, 4 may stay: each of 4 holders keeps one; mallory's three oldest go, oldest first */
+        check(n == 3 && v[0].entry == 1 && v[1].entry == 2 && v[2].entry == 3);
+        check(n == 3 && v[0].reason == RETENTION_MAX_FILES && v[0].total == 7 && v[2].total == 5);
+        /* room for 5: mallory keeps two, the rest keep theirs */
+        s.max_files = 5;
+        n = plan(e, 7, &s, v);
+        check(n == 2 && v[0].entry == 1 && v[1].entry == 2);
+        /* room for 2 of 4 holders at one each: the holders whose file would go last are the newest keep it */
+        s.max_files = 2;
+        n = plan(e, 7, &s, v);
+        check(n == 5 && v[0].entry == 0 && v[1].entry == 5 && v[2].entry == 1 && v[3].entry == 2 && v[4].entry == 3);
+        /* one holder alone: the oldest go, whoever else there is not */
+        s.max_files = 1;
+        n = plan(e + 1, 4, &s, v);
+        check(n == 3 && v[0].entry == 0 && v[1].entry == 1 && v[2].entry == 2);
+}
+
 static void test_equal_times_go_by_order(void) {
         RetentionEntry e[] = { E(5, 1, 1001, -1), E(5, 1, 1001, -1), E(5, 1, 1001, -1) };
         RetentionVictim v[3];
@@ -144,6 +173,7 @@ int main(void) {
         run_test(test_nothing_to_do);
         run_test(test_max_age_takes_every_older_one_oldest_first);
         run_test(test_max_files_counts_what_age_left);
+        run_test(test_max_files_takes_from_the_largest_holder);
         run_test(test_equal_times_go_by_order);
         run_test(test_user_budget_keeps_each_users_newest);
         run_test(test_table_budget_is_the_tables_own);
