@@ -126,6 +126,10 @@ static void test_formats(void) {
         each_format("core.xz", CRASH_COMPRESSION_XZ, "xz -q -c");
 }
 
+static void put_u64(uint8_t *p, uint64_t v) {
+        memcpy(p, &v, sizeof(v));
+}
+
 /* A 64-bit core: the header, one PT_NOTE with an NT_FILE note naming @files, one PT_LOAD. */
 static size_t make_core(uint8_t *buf, const char *const *files, size_t n_files) {
         Elf64_Ehdr *eh = (Elf64_Ehdr *)buf;
@@ -149,8 +153,10 @@ static size_t make_core(uint8_t *buf, const char *const *files, size_t n_files) 
         nh->n_type = 0x46494c45;
         memcpy(buf + notes + sizeof(*nh), "CORE", 5);
         desc = notes + sizeof(*nh) + 8;
-        ((uint64_t *)(buf + desc))[0] = n_files;
-        ((uint64_t *)(buf + desc))[1] = 4096;
+        /* the note's words stand where the name's padding leaves them, 4-aligned: copied, not stored through a
+         * uint64_t pointer (UBSan: a misaligned store) */
+        put_u64(buf + desc, n_files);
+        put_u64(buf + desc + 8, 4096);
         at = desc + 16 + n_files * 24;
         for (size_t i = 0; i < n_files; i++) {
                 strcpy((char *)buf + at, files[i]);
@@ -178,7 +184,7 @@ static void test_nt_file(void) {
         n = make_core(buf, dotnet, 3);
         check(elf_core_maps_file(buf, 200, "/libcoreclr.so", &needed) == ELF_CORE_E_MORE && needed > 200);
         /* a count that claims more names than the note holds reads nothing past it */
-        ((uint64_t *)(buf + sizeof(Elf64_Ehdr) + 2 * sizeof(Elf64_Phdr) + sizeof(Elf64_Nhdr) + 8))[0] = 1u << 30;
+        put_u64(buf + sizeof(Elf64_Ehdr) + 2 * sizeof(Elf64_Phdr) + sizeof(Elf64_Nhdr) + 8, 1u << 30);
         check(elf_core_maps_file(buf, n, "/libcoreclr.so", &needed) == 0);
         check(elf_core_maps_file((const uint8_t *)"not an elf", 10, "/libcoreclr.so", &needed) == ELF_CORE_E_NOT_CORE);
         free(buf);
