@@ -755,10 +755,18 @@ def string(text):
 
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(path)
+left, leaving = os.pipe()
 if os.fork():
+    # the pid is free for another process only once no session or group bears it either: the child leaves them
+    # before the parent says so and exits (said first, a claim of the pid could fail while the child still had
+    # not left: "could not hand pid")
+    os.close(leaving)
+    os.read(left, 1)
     print("connected pid=%d" % me, flush=True)
     os._exit(0)
-os.setsid()  # the parent's pid, its session's and group's id too, is free for another process once it exits
+os.close(left)
+os.setsid()
+os.close(leaving)
 while os.getppid() == me:
     time.sleep(0.05)
 time.sleep(float(sys.argv[2]))
