@@ -6,19 +6,29 @@
 # removed: the script stops and says so. Needs root.
 
 SCRATCH_COMMENT="dsagent scratch user"
-SCRATCH_LOCK=/run/dsagent-scratch-users.lock
+SCRATCH_LOCK_DIR=/run/dsagent-scratch
 scratch_users=()
 scratch_groups=()
-scratch_lock_fd=
+declare -gA scratch_lock_fds=()
 
-# Scripts that run side by side (two test runs, a run and the demo) share the
-# scratch users: each holds a shared lock while it uses them, and only the
-# last to end removes them. Before, the first run to end removed the users and
-# groups under the others' feet (their dsctl ran without dst-ops).
+# Scripts that run side by side (two test runs) share the scratch users and
+# groups of one name: each holds a shared lock on the name while it uses it,
+# and only the last to end removes it. Before, the first run to end removed
+# them under the others' feet (their dsctl ran without dst-ops). A lock per
+# name, so that the demo a test run starts removes its own users.
 scratch_hold() {
-        [ -n "$scratch_lock_fd" ] && return 0
-        exec {scratch_lock_fd}>>"$SCRATCH_LOCK"
-        flock -s "$scratch_lock_fd"
+        local fd
+        [ -n "${scratch_lock_fds[$1]:-}" ] && return 0
+        mkdir -p "$SCRATCH_LOCK_DIR"
+        exec {fd}>>"$SCRATCH_LOCK_DIR/$1.lock"
+        flock -s "$fd"
+        scratch_lock_fds[$1]=$fd
+}
+
+# scratch_held_elsewhere NAME: whether another run holds NAME too.
+scratch_held_elsewhere() {
+        local fd=${scratch_lock_fds[$1]:-}
+        [ -n "$fd" ] && ! flock -n -x "$fd"
 }
 
 scratch_die() {
@@ -67,7 +77,7 @@ scratch_free_name() {
 scratch_user() {
         local name=$1
         shift
-        scratch_hold
+        scratch_hold "$name"
         if getent passwd "$name" >/dev/null; then
                 scratch_user_is_ours "$name" ||
                         scratch_die "a user $name exists that these scripts did not make; rename or remove it first"
@@ -93,7 +103,7 @@ scratch_subordinate_ids() {
 
 # scratch_group NAME: the group NAME, made now if missing, removed by scratch_cleanup.
 scratch_group() {
-        scratch_hold
+        scratch_hold "$1"
         if getent group "$1" >/dev/null; then
                 scratch_group_is_ours "$1" ||
                         scratch_die "a group $1 exists with members these scripts did not make;" \
@@ -109,18 +119,20 @@ scratch_group() {
 # with a word on stderr.
 scratch_cleanup() {
         local name
-        if [ -n "$scratch_lock_fd" ] && ! flock -n -x "$scratch_lock_fd"; then
-                echo "$(basename "$0"): another run still uses the scratch users and groups: left for it to remove" >&2
-                scratch_users=()
-                scratch_groups=()
-                return 0
-        fi
         for name in "${scratch_users[@]}"; do
                 getent passwd "$name" >/dev/null || continue
+                if scratch_held_elsewhere "$name"; then
+                        echo "$(basename "$0"): another run still uses the user $name: left for it to remove" >&2
+                        continue
+                fi
                 userdel "$name" 2>/dev/null || echo "$(basename "$0"): could not remove the user $name" >&2
         done
         for name in "${scratch_groups[@]}"; do
                 getent group "$name" >/dev/null || continue
+                if scratch_held_elsewhere "$name"; then
+                        echo "$(basename "$0"): another run still uses the group $name: left for it to remove" >&2
+                        continue
+                fi
                 groupdel "$name" 2>/dev/null || echo "$(basename "$0"): could not remove the group $name" >&2
         done
         scratch_users=()
