@@ -19,6 +19,7 @@
 #define CLR_EXCEPTION_THROWN 80
 #define CLR_METHOD_LOAD_VERBOSE 143
 #define CLR_METHOD_UNLOAD_VERBOSE 144
+#define CLR_MODULE_DC_END_V2 150
 #define CLR_MODULE_LOAD 152
 #define CLR_MODULE_UNLOAD 153
 /* and of Microsoft-Windows-DotNETRuntimeRundown */
@@ -365,48 +366,113 @@ size_t monitor_symbols_methods(const MonitorSymbols *s) {
         return s->n_methods;
 }
 
-static bool is_method_event(const NettraceEvent *e) {
-        return event_is(e, MONITOR_RUNTIME_PROVIDER, CLR_METHOD_LOAD_VERBOSE) ||
-               event_is(e, MONITOR_RUNTIME_PROVIDER, CLR_METHOD_UNLOAD_VERBOSE) ||
-               event_is(e, MONITOR_RUNDOWN_PROVIDER, RUNDOWN_METHOD_DC_START_VERBOSE) ||
-               event_is(e, MONITOR_RUNDOWN_PROVIDER, RUNDOWN_METHOD_DC_END_VERBOSE);
+static int method_event_kind(const NettraceEvent *e, MonitorMethodEventKind *ret) {
+        if (event_is(e, MONITOR_RUNTIME_PROVIDER, CLR_METHOD_LOAD_VERBOSE))
+                *ret = MONITOR_METHOD_LOAD;
+        else if (event_is(e, MONITOR_RUNTIME_PROVIDER, CLR_METHOD_UNLOAD_VERBOSE))
+                *ret = MONITOR_METHOD_UNLOAD;
+        else if (event_is(e, MONITOR_RUNDOWN_PROVIDER, RUNDOWN_METHOD_DC_START_VERBOSE))
+                *ret = MONITOR_METHOD_DC_START;
+        else if (event_is(e, MONITOR_RUNDOWN_PROVIDER, RUNDOWN_METHOD_DC_END_VERBOSE))
+                *ret = MONITOR_METHOD_DC_END;
+        else
+                return MONITOR_E_OTHER;
+        return 0;
 }
 
 static bool is_module_event(const NettraceEvent *e) {
         return event_is(e, MONITOR_RUNTIME_PROVIDER, CLR_MODULE_LOAD) ||
                event_is(e, MONITOR_RUNTIME_PROVIDER, CLR_MODULE_UNLOAD) ||
+               event_is(e, MONITOR_RUNTIME_PROVIDER, CLR_MODULE_DC_END_V2) ||
                event_is(e, MONITOR_RUNDOWN_PROVIDER, RUNDOWN_MODULE_DC_START) ||
                event_is(e, MONITOR_RUNDOWN_PROVIDER, RUNDOWN_MODULE_DC_END);
+}
+
+void monitor_method_event_done(MonitorMethodEvent *m) {
+        free(m->namespace_name);
+        free(m->name);
+        free(m->signature);
+        *m = (MonitorMethodEvent){};
 }
 
 /*
  * MethodID, ModuleID, MethodStartAddress (u64 each), MethodSize, MethodToken,
  * MethodFlags (u32 each), MethodNamespace, MethodName, MethodSignature; the
- * rest (ClrInstanceID, ReJITID) is not needed. Of the signature, the
- * parameters are kept as TraceEvent keeps them (from the first '('), which
- * dotnet-stack report shows after the name.
+ * rest (ClrInstanceID, ReJITID) is not needed.
  */
-static int add_method(MonitorSymbols *s, Cursor *c) {
-        _cleanup_free_ char *type = NULL, *name = NULL, *signature = NULL, *full = NULL, *parameters = NULL;
-        uint64_t method_id, module_id, start;
-        uint32_t size, token, flags;
-        const char *open;
-        int r;
+int monitor_method_event_extract(const NettraceEvent *e, MonitorMethodEvent *ret) {
+        _cleanup_(monitor_method_event_done) MonitorMethodEvent m = {};
+        Cursor c = { e->payload, e->payload_size };
+        int r = method_event_kind(e, &m.kind);
 
-        if (!take_u64(c, &method_id) || !take_u64(c, &module_id) || !take_u64(c, &start) || !take_u32(c, &size) ||
-            !take_u32(c, &token) || !take_u32(c, &flags))
-                return MONITOR_E_MALFORMED;
-        r = take_string(c, &type);
-        if (r == 0)
-                r = take_string(c, &name);
-        if (r == 0)
-                r = take_string(c, &signature);
         if (r != 0)
                 return r;
-        if (size == 0 || start + size < start)
+        if (!take_u64(&c, &m.method_id) || !take_u64(&c, &m.module_id) || !take_u64(&c, &m.start) ||
+            !take_u32(&c, &m.size) || !take_u32(&c, &m.token) || !take_u32(&c, &m.flags))
+                return MONITOR_E_MALFORMED;
+        r = take_string(&c, &m.namespace_name);
+        if (r == 0)
+                r = take_string(&c, &m.name);
+        if (r == 0)
+                r = take_string(&c, &m.signature);
+        if (r != 0)
+                return r;
+        *ret = m;
+        m = (MonitorMethodEvent){};
+        return 0;
+}
+
+void monitor_module_event_done(MonitorModuleEvent *m) {
+        free(m->il_path);
+        free(m->native_path);
+        *m = (MonitorModuleEvent){};
+}
+
+/*
+ * ModuleID, AssemblyID (u64 each), ModuleFlags, Reserved1 (u32 each), ModuleILPath, then in later
+ * versions ModuleNativePath, ClrInstanceID (u16), ManagedPdbSignature (GUID), ManagedPdbAge (u32),
+ * ManagedPdbBuildPath, NativePdbSignature (GUID), ...: what ends early is left out, not malformed.
+ */
+int monitor_module_event_extract(const NettraceEvent *e, MonitorModuleEvent *ret) {
+        _cleanup_(monitor_module_event_done) MonitorModuleEvent m = {};
+        _cleanup_free_ char *build_path = NULL;
+        Cursor c = { e->payload, e->payload_size };
+        const uint8_t *managed, *native;
+        uint32_t reserved, age;
+        uint16_t instance;
+        int r;
+
+        if (!is_module_event(e))
+                return MONITOR_E_OTHER;
+        if (!take_u64(&c, &m.module_id) || !take_u64(&c, &m.assembly_id) || !take_u32(&c, &m.flags) ||
+            !take_u32(&c, &reserved))
+                return MONITOR_E_MALFORMED;
+        r = take_string(&c, &m.il_path);
+        if (r != 0)
+                return r;
+        if (c.left > 0 && take_string(&c, &m.native_path) == -ENOMEM)
+                return -ENOMEM;
+        if (m.native_path && take_u16(&c, &instance) && take(&c, 16, &managed) && take_u32(&c, &age) &&
+            take_string(&c, &build_path) == 0 && take(&c, 16, &native)) {
+                memcpy(m.managed_pdb_signature, managed, 16);
+                memcpy(m.native_pdb_signature, native, 16);
+                m.has_pdb_signatures = true;
+        }
+        *ret = m;
+        m = (MonitorModuleEvent){};
+        return 0;
+}
+
+/* Of the signature, the parameters are kept as TraceEvent keeps them (from the first '('), which
+ * dotnet-stack report shows after the name. */
+static int add_method(MonitorSymbols *s, const MonitorMethodEvent *m) {
+        _cleanup_free_ char *full = NULL, *parameters = NULL;
+        const char *open;
+
+        if (m->size == 0 || m->start + m->size < m->start)
                 return 0; /* nothing a frame could be in */
-        open = strchr(signature, '(');
-        if (asprintf(&full, "%s%s%s", type, *type ? "." : "", name) < 0)
+        open = strchr(m->signature, '(');
+        if (asprintf(&full, "%s%s%s", m->namespace_name, *m->namespace_name ? "." : "", m->name) < 0)
                 return -ENOMEM;
         parameters = strdup(open ? open : "");
         if (!parameters)
@@ -417,30 +483,20 @@ static int add_method(MonitorSymbols *s, Cursor *c) {
         if (array_reserve((void **)&s->methods, &s->cap_methods, s->n_methods, sizeof(MonitorMethod)) < 0)
                 return -ENOMEM;
         s->bytes += strlen(full) + strlen(parameters);
-        s->methods[s->n_methods++] = (MonitorMethod){ .start = start, .size = size, .module_id = module_id,
-                                                      .method_at = *type ? strlen(type) + 1 : 0,
+        s->methods[s->n_methods++] = (MonitorMethod){ .start = m->start, .size = m->size, .module_id = m->module_id,
+                                                      .method_at = *m->namespace_name ? strlen(m->namespace_name) + 1 : 0,
                                                       .name = TAKE_PTR(full), .parameters = TAKE_PTR(parameters) };
         s->sorted = false;
         return 0;
 }
 
-/* ModuleID, AssemblyID (u64 each), ModuleFlags, Reserved1 (u32 each), ModuleILPath, ... */
-static int add_module(MonitorSymbols *s, Cursor *c) {
-        _cleanup_free_ char *path = NULL;
-        uint64_t id, assembly;
-        uint32_t flags, reserved;
+static int add_module(MonitorSymbols *s, const MonitorModuleEvent *m) {
         const char *base;
-        int r;
 
-        if (!take_u64(c, &id) || !take_u64(c, &assembly) || !take_u32(c, &flags) || !take_u32(c, &reserved))
-                return MONITOR_E_MALFORMED;
-        r = take_string(c, &path);
-        if (r != 0)
-                return r;
-        if (monitor_symbols_module(s, id))
+        if (monitor_symbols_module(s, m->module_id))
                 return 0;
-        base = strrchr(path, '/');
-        base = base ? base + 1 : path;
+        base = strrchr(m->il_path, '/');
+        base = base ? base + 1 : m->il_path;
         if (!*base || s->n_modules >= MONITOR_MODULES_MAX || strlen(base) > MONITOR_SYMBOL_BYTES_MAX - s->bytes)
                 return 0;
         if (array_reserve((void **)&s->modules, &s->cap_modules, s->n_modules, sizeof(Module)) < 0)
@@ -448,7 +504,7 @@ static int add_module(MonitorSymbols *s, Cursor *c) {
         s->modules[s->n_modules].name = strdup(base);
         if (!s->modules[s->n_modules].name)
                 return -ENOMEM;
-        s->modules[s->n_modules++].id = id;
+        s->modules[s->n_modules++].id = m->module_id;
         s->bytes += strlen(base);
         return 0;
 }
@@ -458,18 +514,22 @@ static int add_module(MonitorSymbols *s, Cursor *c) {
  *
  * MethodLoadVerbose and MethodUnloadVerbose of the runtime's provider, and
  * the rundown's MethodDCStartVerbose and MethodDCEndVerbose, say where a
- * method's code lies; ModuleLoad, ModuleUnload, ModuleDCStart and ModuleDCEnd
+ * method's code lies; ModuleLoad, ModuleUnload, ModuleDCEnd_V2, ModuleDCStart and ModuleDCEnd
  * name a module. Past the limits (MONITOR_METHODS_MAX, MONITOR_MODULES_MAX,
  * MONITOR_SYMBOL_BYTES_MAX) further ones are left out.
  */
 int monitor_symbols_add(MonitorSymbols *s, const NettraceEvent *e) {
-        Cursor c = { e->payload, e->payload_size };
+        _cleanup_(monitor_method_event_done) MonitorMethodEvent method = {};
+        _cleanup_(monitor_module_event_done) MonitorModuleEvent module = {};
+        int r;
 
-        if (is_method_event(e))
-                return add_method(s, &c);
-        if (is_module_event(e))
-                return add_module(s, &c);
-        return MONITOR_E_OTHER;
+        r = monitor_method_event_extract(e, &method);
+        if (r == 0)
+                return add_method(s, &method);
+        if (r != MONITOR_E_OTHER)
+                return r;
+        r = monitor_module_event_extract(e, &module);
+        return r == 0 ? add_module(s, &module) : r;
 }
 
 static int method_compare(const void *a, const void *b) {

@@ -92,6 +92,44 @@ size_t monitor_scopes_of(const MonitorScopes *s, const NettraceEvent *e, const M
  */
 bool monitor_sample_is_external(const NettraceEvent *e);
 
+/* Which of the runtime's verbose method events: MethodLoadVerbose, MethodUnloadVerbose of its provider,
+ * MethodDCStartVerbose, MethodDCEndVerbose of its rundown. */
+typedef enum MonitorMethodEventKind {
+        MONITOR_METHOD_LOAD,
+        MONITOR_METHOD_UNLOAD,
+        MONITOR_METHOD_DC_START,
+        MONITOR_METHOD_DC_END,
+} MonitorMethodEventKind;
+
+/* One of those events, as it came (ClrEtwAll.man's MethodLoadVerbose layout). */
+typedef struct MonitorMethodEvent {
+        MonitorMethodEventKind kind;
+        uint64_t method_id, module_id, start;
+        uint32_t size, token, flags;
+        char *namespace_name, *name, *signature; /* UTF-8, never NULL once extracted */
+} MonitorMethodEvent;
+
+#define MONITOR_METHOD_FLAG_JITTED 0x8u
+
+/* Return: 0, MONITOR_E_OTHER (no verbose method event), MONITOR_E_MALFORMED, -ENOMEM. */
+int monitor_method_event_extract(const NettraceEvent *e, MonitorMethodEvent *ret);
+void monitor_method_event_done(MonitorMethodEvent *m);
+
+/* A module's load, unload or rundown event: ModuleLoad and ModuleUnload of the runtime's provider, its
+ * ModuleDCEnd_V2, and ModuleDCStart and ModuleDCEnd of its rundown (ModuleLoadUnload_V2's layout). */
+typedef struct MonitorModuleEvent {
+        uint64_t module_id, assembly_id;
+        uint32_t flags;
+        char *il_path;                   /* never NULL once extracted */
+        char *native_path;               /* NULL when the event ends before it */
+        bool has_pdb_signatures;         /* the event carries both PDB signatures (version 2) */
+        uint8_t managed_pdb_signature[16], native_pdb_signature[16];
+} MonitorModuleEvent;
+
+/* Return: 0, MONITOR_E_OTHER (no module event), MONITOR_E_MALFORMED, -ENOMEM. */
+int monitor_module_event_extract(const NettraceEvent *e, MonitorModuleEvent *ret);
+void monitor_module_event_done(MonitorModuleEvent *m);
+
 /* A method's code, as MethodLoadVerbose or the rundown's MethodDC*Verbose describe it. */
 typedef struct MonitorMethod {
         uint64_t start;
