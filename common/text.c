@@ -200,26 +200,45 @@ char *text_escape(const char *s, size_t n) {
         return out;
 }
 
-void text_json_string(FILE *f, const char *s, size_t n) {
+/* @html: also '<', '>', '&', '\'' and U+2028, U+2029 as \uNNNN. Runs of bytes written as they are go out
+ * in one write each. */
+static void json_string(FILE *f, const char *s, size_t n, bool html) {
+        const char *run = s;
+
         fputc('"', f);
         while (n > 0) {
                 uint32_t cp = 0;
                 size_t len = utf8_sequence_decode((const unsigned char *)s, n, &cp);
+                bool quoted, coded;
 
                 if (len == 0)
                         len = 1, cp = 0xFFFD; /* not UTF-8: replaced, one byte at a time */
-                if (cp == '"' || cp == '\\')
-                        fprintf(f, "\\%c", (char)cp);
-                else if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || unicode_is_format_control(cp) ||
-                         cp == 0xFFFD)
-                        /* controls, and what would reorder or hide text where the JSON is shown */
-                        fprintf(f, "\\u%04x", (unsigned)cp);
-                else
-                        fwrite(s, 1, len, f);
+                quoted = cp == '"' || cp == '\\';
+                /* controls, and what would reorder or hide text where the JSON is shown */
+                coded = cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || unicode_is_format_control(cp) ||
+                        cp == 0xFFFD ||
+                        (html && (cp == '<' || cp == '>' || cp == '&' || cp == '\'' || cp == 0x2028 || cp == 0x2029));
+                if (quoted || coded) {
+                        fwrite(run, 1, (size_t)(s - run), f);
+                        if (quoted)
+                                fprintf(f, "\\%c", (char)cp);
+                        else
+                                fprintf(f, "\\u%04x", (unsigned)cp);
+                        run = s + len;
+                }
                 s += len;
                 n -= len;
         }
+        fwrite(run, 1, (size_t)(s - run), f);
         fputc('"', f);
+}
+
+void text_json_string(FILE *f, const char *s, size_t n) {
+        json_string(f, s, n, false);
+}
+
+void text_json_string_html(FILE *f, const char *s, size_t n) {
+        json_string(f, s, n, true);
 }
 
 int parse_u64(const char *s, uint64_t *ret) {

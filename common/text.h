@@ -73,6 +73,15 @@ char *text_escape(const char *s, size_t n);
  */
 void text_json_string(FILE *f, const char *s, size_t n);
 
+/*
+ * text_json_string_html() - as text_json_string(), and also safe inside HTML or XML
+ *
+ * '<', '>', '&', '\'' and U+2028, U+2029 become \uNNNN too, so that the string can stand in a
+ * <script> element, an HTML attribute or an SVG's CDATA section without ending it ("</script>",
+ * "]]>"), and in JavaScript source of any age. The value read back is the same.
+ */
+void text_json_string_html(FILE *f, const char *s, size_t n);
+
 /* Strict decimal parsers: no sign, no spaces, no trailing bytes, no overflow.
  * Return 0, or -EINVAL / -ERANGE. */
 int parse_u64(const char *s, uint64_t *ret);

@@ -56,7 +56,8 @@ static void test_escape(void) {
         escape_is("\xe2\x80\x94" "dash", 7, "\xe2\x80\x94" "dash");
 }
 
-static void json_is(const char *in, size_t n, const char *expected) {
+static void json_is_as(void (*writer)(FILE *, const char *, size_t), const char *in, size_t n,
+                       const char *expected) {
         char *out = NULL;
         size_t size = 0;
         FILE *f = open_memstream(&out, &size);
@@ -64,12 +65,16 @@ static void json_is(const char *in, size_t n, const char *expected) {
         check(f);
         if (!f)
                 return;
-        text_json_string(f, in, n);
+        writer(f, in, n);
         check(fclose(f) == 0);
         check(out && strcmp(out, expected) == 0 && utf8_is_valid(out, size));
         if (out && strcmp(out, expected) != 0)
                 printf("# got '%s', expected '%s'\n", out, expected);
         free(out);
+}
+
+static void json_is(const char *in, size_t n, const char *expected) {
+        json_is_as(text_json_string, in, n, expected);
 }
 
 static void test_json_string(void) {
@@ -91,6 +96,16 @@ static void test_json_string(void) {
         json_is("\xc0\xaf", 2, "\"\\ufffd\\ufffd\"");               /* overlong '/' */
         json_is("\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\"");     /* a surrogate */
         json_is("\x80" "x", 2, "\"\\ufffdx\"");                     /* lone continuation */
+}
+
+/* In HTML or an SVG's script: no markup, no end of a CDATA section, no JavaScript line break. */
+static void test_json_string_html(void) {
+        json_is_as(text_json_string_html, "</script><b>", 12, "\"\\u003c/script\\u003e\\u003cb\\u003e\"");
+        json_is_as(text_json_string_html, "]]>&amp;'", 9, "\"]]\\u003e\\u0026amp;\\u0027\"");
+        json_is_as(text_json_string_html, "a\xe2\x80\xa8" "b\xe2\x80\xa9", 8, "\"a\\u2028b\\u2029\"");
+        json_is_as(text_json_string_html, "q\"\\\xff", 4, "\"q\\\"\\\\\\ufffd\"");
+        /* without html, those stay as they are */
+        json_is("</a>&'", 6, "\"</a>&'\"");
 }
 
 static void test_parse_numbers(void) {
@@ -246,6 +261,7 @@ int main(void) {
         run_test(test_utf16);
         run_test(test_utf16_sizes);
         run_test(test_json_string);
+        run_test(test_json_string_html);
         run_test(test_parse_numbers);
         run_test(test_format_size_and_span);
         return tap_finish();
