@@ -162,7 +162,7 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 OPT(OPT_OUTPUT), 1, 1,
         },
         [VERB_TRACE] = {
-                "trace", "PID|UNIT [--profile NAME | --providers SPEC] [--duration S] [--buffer-mb N] [-o FILE]",
+                "trace", "PID|UNIT [--profile NAME | --providers SPEC] [--duration S] [--buffer-mb N] [--format F] [-o FILE]",
                 "record an EventPipe trace (cpu-sampling unless told) into FILE [trace.nettrace]",
                 "Record an EventPipe trace of a process into FILE, as dotnet-trace writes it. The file\n"
                 "appears only once the trace is complete; a trace cut short is kept as FILE.partial\n"
@@ -173,8 +173,45 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 "  --providers SPEC   Provider[:Keywords[:Level[:Args]]],... instead of a profile\n"
                 "  --duration S       stop after S: whole seconds up to 30 days, like 30, 90s, 5m, 1h30m\n"
                 "  --buffer-mb N      the runtime's buffer, 1 to 1024 MB\n"
-                "  -o, --output FILE  the trace file (trace.nettrace), which must not exist\n",
-                OPT(OPT_PROFILE) | OPT(OPT_PROVIDERS) | OPT(OPT_DURATION) | OPT(OPT_BUFFER_MB) | OPT(OPT_OUTPUT), 1, 1,
+                "  --format F         nettrace (default); or the trace's CPU samples, converted by dsctl\n"
+                "                     as dotnet-trace convert does: speedscope, chromium (Chrome's trace\n"
+                "                     event format), pprof (go tool pprof), flame (an SVG flame graph)\n"
+                "  -o, --output FILE  the file, which must not exist (trace.nettrace, trace.speedscope.json,\n"
+                "                     trace.chromium.json, trace.pb.gz, trace.svg)\n"
+                "  --nettrace FILE    with --format: also keep the trace itself in FILE\n",
+                OPT(OPT_PROFILE) | OPT(OPT_PROVIDERS) | OPT(OPT_DURATION) | OPT(OPT_BUFFER_MB) | OPT(OPT_OUTPUT) |
+                        OPT(OPT_FORMAT) | OPT(OPT_NETTRACE),
+                1, 1,
+        },
+        [VERB_FLAME] = {
+                "flame", "PID|UNIT [--duration S] [--profile NAME] [-o FILE]",
+                "a CPU flame graph of a process, as one interactive SVG [flame.svg]",
+                "Sample the stacks of a process's threads for a while (10 s unless told) and draw where it\n"
+                "spends CPU time as a flame graph: one self-contained SVG (no network, no external\n"
+                "script) that a browser opens. Every thread's stacks are merged; each frame is as wide as\n"
+                "the CPU time in it and what it called, its callers below it; managed frames are named\n"
+                "as dotnet-trace names them, Module!Namespace.Type.Method(parameters). In the browser,\n"
+                "hovering shows a frame's name, time and share, clicking zooms to it, Search (or\n"
+                "Ctrl-F) highlights frames by name. It is a trace: the policy decides it as one, with\n"
+                "its profile. Ctrl-C ends the sampling early and keeps what it has.\n\n"
+                "  --duration S       how long to sample: whole seconds up to 30 days (10)\n"
+                "  --profile NAME     dotnet-sampled-thread-time (default) or cpu-sampling: the profiles\n"
+                "                     that sample stacks\n"
+                "  -o, --output FILE  the SVG, which must not exist (flame.svg)\n",
+                OPT(OPT_DURATION) | OPT(OPT_PROFILE) | OPT(OPT_OUTPUT), 1, 1,
+        },
+        [VERB_CONVERT] = {
+                "convert", "FILE.nettrace [--format speedscope|chromium|pprof|flame] [-o FILE]",
+                "turn a trace already taken into speedscope, chromium, pprof or a flame graph",
+                "Convert a nettrace file (dsctl trace, a [[collect]] or [[on_start]] trace, dotnet-trace\n"
+                "collect) here, without .NET and without the agent: its CPU samples become what\n"
+                "dotnet-trace convert --format Speedscope or Chromium writes of the same file, a pprof\n"
+                "profile (go tool pprof), or a flame graph (as dsctl flame draws it). A trace cut short\n"
+                "is converted as far as it goes, and said so (exit 8).\n\n"
+                "  --format F         speedscope (default), chromium, pprof or flame\n"
+                "  -o, --output FILE  the file, which must not exist (FILE without .nettrace, and\n"
+                "                     .speedscope.json, .chromium.json, .pb.gz or .svg)\n",
+                OPT(OPT_FORMAT) | OPT(OPT_OUTPUT), 1, 1,
         },
         [VERB_COUNTERS] = {
                 "counters", "PID|UNIT [--counters LIST] [--interval S] [--duration S] [--format csv|json|prometheus] [-o FILE] [--watch]",
@@ -371,6 +408,8 @@ void cli_help(FILE *f, Verb verb) {
 void args_done(Args *a) {
         SessionOptions *o = &a->session;
 
+        free(a->output_owned);
+        a->output_owned = NULL;
         for (size_t i = 0; i < o->n_counter_filters; i++) {
                 free(o->counter_filter_providers[i]);
                 free(o->counter_names[i]);
@@ -685,6 +724,8 @@ static int check_explain(const Given *g, Args *a, char **ret_error) {
         return r;
 }
 
+static int check_trace_format(const Given *g, Args *a, const char *verb, char **ret_error);
+
 static int check_trace(const Given *g, Args *a, char **ret_error) {
         _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
         int r;
@@ -713,7 +754,90 @@ static int check_trace(const Given *g, Args *a, char **ret_error) {
             parse_bounded(g, OPT_BUFFER_MB, EVENTPIPE_BUFFER_MB_MAX, "MB", &a->buffer_mb, ret_error) < 0)
                 return -EINVAL;
         a->session.kind = SESSION_OUTPUT_NETTRACE;
-        a->session.output = a->output ? a->output : "trace.nettrace";
+        return check_trace_format(g, a, "trace", ret_error);
+}
+
+/* flame: a trace of a profile that samples stacks, for 10 s unless told, made into a flame graph. */
+static int check_flame(const Given *g, Args *a, char **ret_error) {
+        const EventPipeProfile *profile;
+        bool samples = false;
+        int r;
+
+        r = check_profile(g, a, ret_error);
+        if (r < 0)
+                return r;
+        if (!a->trace_profile)
+                a->trace_profile = "dotnet-sampled-thread-time";
+        profile = eventpipe_profile_find(a->trace_profile);
+        for (size_t i = 0; profile && i < profile->n_providers; i++)
+                samples = samples || strcmp(profile->providers[i].name, EVENTPIPE_SAMPLE_PROFILER) == 0;
+        if (!samples || !profile->rundown)
+                return fail(ret_error, "dsctl: flame takes a profile that samples stacks and names their methods: "
+                            "dotnet-sampled-thread-time or cpu-sampling, not '%s'", a->trace_profile);
+        if (g->value[OPT_DURATION] && (r = parse_duration_option(g, a, ret_error)) < 0)
+                return r;
+        if (!a->have_duration) {
+                a->duration_sec = 10;
+                a->have_duration = true;
+        }
+        a->session.kind = SESSION_OUTPUT_NETTRACE;
+        a->session.format = a->trace_format = TRACE_FORMAT_FLAME;
+        a->session.converted_output = a->output ? a->output : "flame.svg";
+        return 0;
+}
+
+/* @path without a ".nettrace" ending, and the format's. */
+static int converted_name(Args *a, const char *path) {
+        size_t n = strlen(path), k = strlen(".nettrace");
+
+        if (n > k && strcmp(path + n - k, ".nettrace") == 0)
+                n -= k;
+        free(a->output_owned);
+        if (asprintf(&a->output_owned, "%.*s%s", (int)n, path, trace_format_extension(a->trace_format)) < 0) {
+                a->output_owned = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+/* trace --format, convert: what the trace becomes, and the files it goes to. */
+static int check_trace_format(const Given *g, Args *a, const char *verb, char **ret_error) {
+        const char *format = g->value[OPT_FORMAT];
+        bool convert = strcmp(verb, "convert") == 0;
+        int r;
+
+        a->trace_format = convert ? TRACE_FORMAT_SPEEDSCOPE : TRACE_FORMAT_NETTRACE;
+        if (format) {
+                a->trace_format = trace_format_from_string(format);
+                if (a->trace_format == _TRACE_FORMAT_INVALID || (convert && a->trace_format == TRACE_FORMAT_NETTRACE))
+                        return fail(ret_error, "dsctl: --format takes %sspeedscope, chromium, pprof or flame, not '%s'",
+                                    convert ? "" : "nettrace, ", format);
+        }
+        if (convert) {
+                a->input = g->positional[1];
+                if (!a->output && (r = converted_name(a, a->input)) < 0)
+                        return r;
+                if (!a->output)
+                        a->output = a->output_owned;
+                if (strcmp(a->output, a->input) == 0)
+                        return fail(ret_error, "dsctl: convert writes a new file, not over its trace");
+                return 0;
+        }
+        a->nettrace = g->value[OPT_NETTRACE];
+        if (a->nettrace && a->trace_format == TRACE_FORMAT_NETTRACE)
+                return fail(ret_error, "dsctl: %s goes with --format: without it the trace is the file itself",
+                            g->spelled[OPT_NETTRACE]);
+        if (a->trace_format == TRACE_FORMAT_NETTRACE) {
+                a->session.output = a->output ? a->output : "trace.nettrace";
+                return 0;
+        }
+        if (!a->output && (r = converted_name(a, "trace")) < 0)
+                return r;
+        a->session.format = a->trace_format;
+        a->session.converted_output = a->output ? a->output : a->output_owned;
+        a->session.output = a->nettrace;
+        if (a->nettrace && strcmp(a->nettrace, a->session.converted_output) == 0)
+                return fail(ret_error, "dsctl: %s writes the trace and its %s into two files, not one", verb, format);
         return 0;
 }
 
@@ -908,6 +1032,11 @@ static int check_arguments(const Given *g, Verb verb, Args *a, char **ret_error)
                             "'explain 1234 dump'");
         if (verb == VERB_CRASH)
                 return parse_crash_id(n > 0 ? g->positional[1] : NULL, a, ret_error);
+        if (verb == VERB_CONVERT && n == 0)
+                return fail(ret_error, "dsctl: convert takes the nettrace file to convert, e.g. "
+                            "'convert trace.nettrace --format pprof'");
+        if (verb == VERB_CONVERT)
+                return 0;
         if (verbs[verb].min_args > 0)
                 return parse_target(verb, n > 0 ? g->positional[1] : NULL, a, ret_error);
         return 0;
@@ -940,6 +1069,8 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
         case VERB_DUMP: return check_dump_type(g, a, ret_error);
         case VERB_CRASHES: return g->value[OPT_SINCE] ? parse_since(g, a, ret_error) : 0;
         case VERB_TRACE: return check_trace(g, a, ret_error);
+        case VERB_FLAME: return check_flame(g, a, ret_error);
+        case VERB_CONVERT: return check_trace_format(g, a, "convert", ret_error);
         case VERB_GCDUMP: return check_gcdump(g, a, ret_error);
         case VERB_COUNTERS: return check_counters(g, a, ret_error);
         case VERB_STACKS:

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "session-client.h"
+#include "trace-convert.h"
 
 typedef enum Verb {
         VERB_PS,
@@ -20,6 +21,8 @@ typedef enum Verb {
         VERB_CRASHES,
         VERB_CRASH,
         VERB_TRACE,
+        VERB_FLAME,
+        VERB_CONVERT,
         VERB_COUNTERS,
         VERB_STACKS,
         VERB_GCDUMP,
@@ -59,8 +62,13 @@ typedef struct Args {
         /* logs: the lowest level and a category prefix; NULL: as the app configured its logging */
         const char *log_level;
         const char *log_category;
-        /* dump, trace, counters, gcdump */
+        /* dump, trace, flame, convert, counters, gcdump */
         const char *output;
+        /* convert: the nettrace file to read */
+        const char *input;
+        char *output_owned;     /* a default output name made of another (args_done() frees it) */
+        /* trace, flame, convert: what the trace becomes */
+        TraceFormat trace_format;
         /* gcdump: the type table on standard output; the session's stream kept in a file too */
         bool report;
         const char *nettrace;

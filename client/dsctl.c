@@ -22,6 +22,7 @@
 #include "output.h"
 #include "progress.h"
 #include "session-client.h"
+#include "trace-convert.h"
 #include "text.h"
 #include "wire.h"
 
@@ -120,7 +121,7 @@ static void put_target(WireWriter *w, const Args *a) {
 }
 
 static void put_session_request(WireWriter *w, const Args *a) {
-        if (a->verb == VERB_TRACE) {
+        if (a->verb == VERB_TRACE || a->verb == VERB_FLAME) {
                 wire_writer_put_string(w, WIRE_TAG_TRACE_PROFILE, a->providers ? NULL : a->trace_profile);
                 wire_writer_put_string(w, WIRE_TAG_PROVIDERS, a->providers);
                 if (a->buffer_mb)
@@ -139,6 +140,7 @@ static const WireType request_types[_VERB_MAX] = {
         [VERB_ENV] = WIRE_REQUEST_ENV,
         [VERB_EXPLAIN] = WIRE_REQUEST_EXPLAIN, [VERB_DUMP] = WIRE_REQUEST_DUMP,
         [VERB_DUMPS] = WIRE_REQUEST_DUMPS,   [VERB_TRACE] = WIRE_REQUEST_TRACE,
+        [VERB_FLAME] = WIRE_REQUEST_TRACE, /* a trace, decided and recorded as one; dsctl draws it */
         [VERB_COLLECT] = WIRE_REQUEST_COLLECT,
         [VERB_CRASHES] = WIRE_REQUEST_CRASHES,   [VERB_CRASH] = WIRE_REQUEST_CRASH,
         [VERB_COUNTERS] = WIRE_REQUEST_COUNTERS, [VERB_STACKS] = WIRE_REQUEST_STACKS,
@@ -185,6 +187,7 @@ static void put_request(WireWriter *w, const Args *a) {
                         wire_writer_put_u32(w, WIRE_TAG_WANT_FD, 1);
                 break;
         case VERB_TRACE:
+        case VERB_FLAME:
         case VERB_COUNTERS:
                 put_target(w, a);
                 put_session_request(w, a);
@@ -220,7 +223,9 @@ static int send_request(const Args *a, AgentClient *client) {
 /* ---- what dsctl writes for the caller: made before anything is asked ---- */
 
 typedef struct Outputs {
-        OutFile file;           /* dump -o, trace, gcdump --nettrace; counters --format prometheus -o: its directory, pinned */
+        OutFile file;           /* dump -o, trace, gcdump --nettrace, trace --format --nettrace; counters --format
+                                 * prometheus -o: its directory, pinned */
+        OutFile converted;      /* trace --format, flame, convert: the converted file */
         OutFile gcdump;         /* gcdump -o */
         FILE *rows;             /* counters: standard output, or -o */
         bool rows_made;         /* dsctl created the rows file */
@@ -228,6 +233,7 @@ typedef struct Outputs {
 
 static void outputs_done(Outputs *o) {
         out_file_done(&o->file);
+        out_file_done(&o->converted);
         out_file_done(&o->gcdump);
         if (o->rows && o->rows != stdout)
                 fclose(o->rows);
@@ -251,8 +257,15 @@ static int open_rows(const char *path, FILE **ret) {
  * sent: a path that cannot be written costs no dump, trace or rate limit.
  */
 static int prepare_outputs(const Args *a, Outputs *o) {
-        const char *path = a->verb == VERB_TRACE || a->verb == VERB_GCDUMP ? a->session.output : a->output;
+        const char *path = a->verb == VERB_TRACE || a->verb == VERB_FLAME || a->verb == VERB_GCDUMP ? a->session.output
+                                                                                                   : a->output;
         int r = 0;
+
+        if (a->session.format != TRACE_FORMAT_NETTRACE &&
+            (r = out_file_open(&o->converted, a->session.converted_output)) < 0)
+                return output_fail(a->json, EXIT_ERROR, "cannot create %s: %s%s; nothing was asked of the agent",
+                                   a->session.converted_output, strerror(-r),
+                                   r == -EEXIST ? " (dsctl does not overwrite files)" : "");
 
         if (a->verb == VERB_COUNTERS && !a->output) {
                 o->rows = stdout;
@@ -269,7 +282,8 @@ static int prepare_outputs(const Args *a, Outputs *o) {
         if (a->verb == VERB_GCDUMP && a->output && (r = out_file_open(&o->gcdump, a->output)) < 0)
                 return output_fail(a->json, EXIT_ERROR, "cannot create %s: %s%s; nothing was asked of the agent",
                                    a->output, strerror(-r), r == -EEXIST ? " (dsctl does not overwrite files)" : "");
-        if (!path || (a->verb != VERB_DUMP && a->verb != VERB_CRASH && a->verb != VERB_TRACE && a->verb != VERB_GCDUMP && a->verb != VERB_COUNTERS))
+        if (!path || (a->verb != VERB_DUMP && a->verb != VERB_CRASH && a->verb != VERB_TRACE && a->verb != VERB_FLAME &&
+                      a->verb != VERB_GCDUMP && a->verb != VERB_COUNTERS))
                 return 0;
         if (a->verb == VERB_COUNTERS) {
                 r = open_rows(path, &o->rows);
@@ -377,7 +391,11 @@ static int run_session(Args *a, AgentClient *client, Outputs *outputs) {
         bool started;
         int status;
 
-        a->session.trace_file = a->verb == VERB_TRACE || (a->verb == VERB_GCDUMP && a->nettrace) ? &outputs->file : NULL;
+        a->session.trace_file = ((a->verb == VERB_TRACE || a->verb == VERB_FLAME) && a->session.output) ||
+                                                (a->verb == VERB_GCDUMP && a->nettrace)
+                                        ? &outputs->file
+                                        : NULL;
+        a->session.converted_file = a->session.format != TRACE_FORMAT_NETTRACE ? &outputs->converted : NULL;
         a->session.rows = outputs->rows;
         a->session.gcdump_file = a->verb == VERB_GCDUMP && a->output ? &outputs->gcdump : NULL;
         a->session.prometheus_file = outputs->file.dir_fd >= 0 && a->verb == VERB_COUNTERS ? &outputs->file : NULL;
@@ -477,6 +495,69 @@ static int run_port(Args *a) {
         return port_run(&o);
 }
 
+/* The document's name in speedscope and Chromium files: the output's file name without its extension, as
+ * dotnet-trace names it (Path.GetFileNameWithoutExtension()). */
+static char *document_name(const char *path) {
+        const char *base = strrchr(path, '/'), *dot;
+
+        base = base ? base + 1 : path;
+        dot = strrchr(base, '.');
+        return dot && dot > base ? strndup(base, (size_t)(dot - base)) : strdup(base);
+}
+
+static int convert_summary(const Args *a, const char *path, uint64_t samples, uint64_t left_out, bool complete) {
+        if (a->json) {
+                printf("{\"path\":");
+                output_json_string(stdout, path);
+                printf(",\"format\":\"%s\",\"samples\":%llu,\"left_out\":%llu,\"complete\":%s}\n",
+                       trace_format_to_string(a->trace_format), (unsigned long long)samples,
+                       (unsigned long long)left_out, complete ? "true" : "false");
+                fflush(stdout);
+        } else if (!a->quiet)
+                fprintf(stderr, "dsctl: convert: wrote %s: %llu thread samples%s%s\n", path, (unsigned long long)samples,
+                        left_out > 0 ? ", some left out: past dsctl's limits" : "",
+                        complete ? "" : "; the trace stops early, and was converted as far as it goes");
+        return complete ? EXIT_OK : EXIT_RUNTIME_FAILED;
+}
+
+/* dsctl convert: no agent; the caller's own file, read as the caller, into a new file of theirs. A trace
+ * cut short is converted as far as it goes, under FILE.partial. */
+static int run_convert(const Args *a) {
+        _cleanup_(out_file_done) OutFile out = OUT_FILE_NULL;
+        _cleanup_free_ char *name = document_name(a->output), *partial = NULL;
+        _cleanup_close_ int in = -EBADF;
+        uint64_t samples = 0, left_out = 0;
+        const char *path = a->output;
+        bool converted;
+        int r, k;
+
+        if (!name)
+                return output_fail(a->json, EXIT_ERROR, "out of memory");
+        in = open(a->input, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (in < 0)
+                return output_fail(a->json, EXIT_ERROR, "cannot read %s: %s", a->input, strerror(errno));
+        r = out_file_open(&out, a->output);
+        if (r < 0)
+                return output_fail(a->json, EXIT_ERROR, "cannot create %s: %s%s", a->output, strerror(-r),
+                                   r == -EEXIST ? " (dsctl does not overwrite files)" : "");
+        r = trace_convert_file(in, a->trace_format, name, out.fd, &samples, &left_out, &converted);
+        if (r < 0)
+                return output_fail(a->json, EXIT_ERROR, "convert: %s: %s", a->input, strerror(-r));
+        if (!converted)
+                return output_fail(a->json, EXIT_RUNTIME_FAILED, "convert: %s is no nettrace stream dsctl reads (%s)",
+                                   a->input, r == NETTRACE_E_UNSUPPORTED ? "a format it does not take" : "malformed");
+        if (r > 0) {
+                if (asprintf(&partial, "%s.partial", a->output) < 0)
+                        return output_fail(a->json, EXIT_ERROR, "out of memory");
+                path = partial;
+        }
+        k = out_file_commit(&out, path);
+        if (k < 0)
+                return output_fail(a->json, EXIT_ERROR, "cannot write %s: %s%s", path, strerror(-k),
+                                   k == -EEXIST ? " (it appeared meanwhile; dsctl does not overwrite files)" : "");
+        return convert_summary(a, path, samples, left_out, r == 0);
+}
+
 static int run(Args *a) {
         _cleanup_(agent_client_freep) AgentClient *client = NULL;
         _cleanup_(outputs_done) Outputs outputs = { .file = OUT_FILE_NULL, .gcdump = OUT_FILE_NULL };
@@ -485,6 +566,8 @@ static int run(Args *a) {
 
         if (a->verb == VERB_PORT || a->verb == VERB_EXEC)
                 return run_port(a);
+        if (a->verb == VERB_CONVERT)
+                return run_convert(a);
         r = prepare_outputs(a, &outputs);
         if (r != 0)
                 return r;
@@ -495,8 +578,8 @@ static int run(Args *a) {
         if (r < 0)
                 return output_fail(a->json, EXIT_AGENT_UNREACHABLE, "cannot send the request to dsagent at %s: %s", socket_path,
                             strerror(-r));
-        if (a->verb == VERB_TRACE || a->verb == VERB_COUNTERS || a->verb == VERB_STACKS || a->verb == VERB_EXCEPTIONS ||
-            a->verb == VERB_LOGS || a->verb == VERB_GCDUMP)
+        if (a->verb == VERB_TRACE || a->verb == VERB_FLAME || a->verb == VERB_COUNTERS || a->verb == VERB_STACKS ||
+            a->verb == VERB_EXCEPTIONS || a->verb == VERB_LOGS || a->verb == VERB_GCDUMP)
                 return run_session(a, client, &outputs);
         return run_replies(a, client, &outputs);
 }

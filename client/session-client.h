@@ -9,6 +9,7 @@
 #include "agent-client.h"
 #include "gcdump-heap.h"
 #include "out-file.h"
+#include "trace-convert.h"
 
 typedef enum SessionOutputKind {
         SESSION_OUTPUT_NETTRACE, /* the stream, verified, into a file */
@@ -23,13 +24,19 @@ typedef enum SessionOutputKind {
 
 typedef struct SessionOptions {
         SessionOutputKind kind;
-        const char *output;         /* the trace's name, or the rows' file; NULL: standard output (counters) */
+        const char *output;         /* the trace's name (trace --format: --nettrace, or NULL), or the rows' file;
+                                     * NULL: standard output (counters) */
         char **counter_names;       /* counters: show only these names of their provider; NULL: all */
         char **counter_filter_providers;
         size_t n_counter_filters;
         bool quiet;                 /* no notes on standard error */
         bool watch;                 /* counters: redraw the latest values in place (on a terminal) */
         bool speedscope;            /* stacks: speedscope's file format */
+        /* trace, flame: what the stream becomes besides (TRACE_FORMAT_NETTRACE: nothing; the stream is the file) */
+        TraceFormat format;
+        const char *converted_output; /* the converted file's name */
+        OutFile *converted_file;    /* made before the request (out_file_open()), named converted_output when whole */
+        const char *flame_subtitle; /* flame: the line under the graph's title */
         /* set by the caller before the request is sent */
         OutFile *trace_file;        /* trace (gcdump --nettrace): made before the request (out_file_open()), named
                                      * output when whole */

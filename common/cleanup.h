@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Scope-bound cleanup for memory and file descriptors */
+/* Scope-bound cleanup for memory, file descriptors and streams */
 #pragma once
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -27,6 +28,12 @@ static inline void closep(int *fd) {
         *fd = safe_close(*fd);
 }
 #define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f) {
+        if (*f)
+                (void)fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
 
 #define TAKE_PTR(p)                             \
         ({                                      \

@@ -241,6 +241,40 @@ void text_json_string_html(FILE *f, const char *s, size_t n) {
         json_string(f, s, n, true);
 }
 
+void text_xml(FILE *f, const char *s, size_t n) {
+        static const char replacement[] = "\xef\xbf\xbd";
+        const char *run = s;
+
+        while (n > 0) {
+                uint32_t cp = 0;
+                size_t len = utf8_sequence_decode((const unsigned char *)s, n, &cp);
+                const char *entity = NULL;
+
+                if (len == 0)
+                        len = 1, cp = 0xFFFD;
+                switch (cp) {
+                case '&': entity = "&amp;"; break;
+                case '<': entity = "&lt;"; break;
+                case '>': entity = "&gt;"; break;
+                case '"': entity = "&quot;"; break;
+                case '\'': entity = "&#39;"; break;
+                default:
+                        /* what XML 1.0 cannot hold, even as a reference, and what would hide or reorder text */
+                        if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || cp == 0xFFFE || cp == 0xFFFF ||
+                            cp == 0xFFFD || unicode_is_format_control(cp))
+                                entity = replacement;
+                }
+                if (entity) {
+                        fwrite(run, 1, (size_t)(s - run), f);
+                        fputs(entity, f);
+                        run = s + len;
+                }
+                s += len;
+                n -= len;
+        }
+        fwrite(run, 1, (size_t)(s - run), f);
+}
+
 int parse_u64(const char *s, uint64_t *ret) {
         uint64_t v = 0;
 

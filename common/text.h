@@ -82,6 +82,17 @@ void text_json_string(FILE *f, const char *s, size_t n);
  */
 void text_json_string_html(FILE *f, const char *s, size_t n);
 
+/*
+ * text_xml() - @n bytes at @s as XML character data, fit for an element's text or an attribute's
+ * value (in double or single quotes), written to @f
+ *
+ * '&', '<', '>', '"' and '\'' become entities. What XML 1.0 cannot hold even as a character
+ * reference (C0 controls, tab and newlines too, U+FFFE, U+FFFF), C1 controls, DEL, format characters
+ * (unicode_is_format_control()) and bytes that start no valid UTF-8 sequence become U+FFFD. Whatever
+ * @s holds, the output is valid UTF-8 that ends no element, opens none, and ends no attribute.
+ */
+void text_xml(FILE *f, const char *s, size_t n);
+
 /* Strict decimal parsers: no sign, no spaces, no trailing bytes, no overflow.
  * Return 0, or -EINVAL / -ERANGE. */
 int parse_u64(const char *s, uint64_t *ret);

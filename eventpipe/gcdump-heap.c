@@ -12,6 +12,7 @@
 #include "cursor.h"
 #include "gcdump-heap.h"
 #include "hash-map.h"
+#include "varint.h"
 
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"
@@ -137,14 +138,6 @@ static uint64_t chunks_read_varint(const Chunks *c, uint64_t *at) {
                 shift += 7;
         } while (b & 0x80);
         return v;
-}
-
-static uint64_t zigzag(int64_t v) {
-        return (uint64_t)v << 1 ^ (uint64_t)(v >> 63);
-}
-
-static int64_t unzigzag(uint64_t v) {
-        return (int64_t)(v >> 1 ^ -(v & 1));
 }
 
 /* ---- what the events say, kept until the end ---- */

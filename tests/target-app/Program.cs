@@ -16,6 +16,7 @@
 // --hold-objects N keeps N small objects of the type HeldItem alive, so that a heap dump has a type of many
 //   objects whose first object is small (dsctl gcdump --sort).
 // --crash-when FILE throw|failfast: once FILE exists, the process dies of an unhandled exception or FailFast (Crash.cs).
+// --burn-cpu: after "ready", Main burns CPU in CpuBurn's two methods in turn, forever (CpuBurn.cs).
 // --startup-marker writes one Marker event with sequence -1 before anything else in Main, so that a
 //   trace started before the runtime was resumed ([[on_start]]) shows it caught the first instruction.
 using System.Diagnostics.Metrics;
@@ -83,6 +84,12 @@ Console.Out.Flush();
 var execIndex = Array.IndexOf(args, "--exec-when");
 if (execIndex >= 0 && execIndex + 2 < args.Length)
     SelfExec.WhenFileAppears(args, execIndex);
+if (args.Contains("--burn-cpu"))
+    for (;;)
+    {
+        DsTestTarget.CpuBurn.BurnCpuInDsagentFlameProbe();
+        DsTestTarget.CpuBurn.WarmInDsagentFlameProbe();
+    }
 Thread.Sleep(Timeout.Infinite);
 GC.KeepAlive(held);
 GC.KeepAlive(items);

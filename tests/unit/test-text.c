@@ -108,6 +108,27 @@ static void test_json_string_html(void) {
         json_is("</a>&'", 6, "\"</a>&'\"");
 }
 
+static void xml_is(const char *in, size_t n, const char *expected) {
+        json_is_as(text_xml, in, n, expected);
+}
+
+/* XML text and attributes: no markup, no end of the attribute, nothing XML cannot hold */
+static void test_xml(void) {
+        xml_is("", 0, "");
+        xml_is("Orders!Api.Get()", 16, "Orders!Api.Get()");
+        xml_is("<script>a&&b</script>", 21, "&lt;script&gt;a&amp;&amp;b&lt;/script&gt;");
+        xml_is("\"x' onload='y", 13, "&quot;x&#39; onload=&#39;y");
+        xml_is("]]><![CDATA[", 12, "]]&gt;&lt;![CDATA[");
+        /* controls (newlines too), NUL, C1, DEL, U+FFFE, bidi overrides: U+FFFD */
+        xml_is("a\nb\tc\0d", 7, "a\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xef\xbf\xbd" "d");
+        xml_is("\x7f\xc2\x9b\xef\xbf\xbe\xe2\x80\xae", 9,
+               "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+        /* not UTF-8: each byte replaced */
+        xml_is("\xff<\xed\xa0\x80", 5, "\xef\xbf\xbd&lt;\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+        /* valid UTF-8 stays */
+        xml_is("caf\xc3\xa9 \xf0\x9f\x94\xa5", 10, "caf\xc3\xa9 \xf0\x9f\x94\xa5");
+}
+
 static void test_parse_numbers(void) {
         uint64_t v;
         pid_t pid;
@@ -262,6 +283,7 @@ int main(void) {
         run_test(test_utf16_sizes);
         run_test(test_json_string);
         run_test(test_json_string_html);
+        run_test(test_xml);
         run_test(test_parse_numbers);
         run_test(test_format_size_and_span);
         return tap_finish();
