@@ -495,16 +495,6 @@ static int run_port(Args *a) {
         return port_run(&o);
 }
 
-/* The document's name in speedscope and Chromium files: the output's file name without its extension, as
- * dotnet-trace names it (Path.GetFileNameWithoutExtension()). */
-static char *document_name(const char *path) {
-        const char *base = strrchr(path, '/'), *dot;
-
-        base = base ? base + 1 : path;
-        dot = strrchr(base, '.');
-        return dot && dot > base ? strndup(base, (size_t)(dot - base)) : strdup(base);
-}
-
 static int convert_summary(const Args *a, const char *path, uint64_t samples, uint64_t left_out, bool complete) {
         if (a->json) {
                 printf("{\"path\":");
@@ -524,15 +514,13 @@ static int convert_summary(const Args *a, const char *path, uint64_t samples, ui
  * cut short is converted as far as it goes, under FILE.partial. */
 static int run_convert(const Args *a) {
         _cleanup_(out_file_done) OutFile out = OUT_FILE_NULL;
-        _cleanup_free_ char *name = document_name(a->output), *partial = NULL;
+        _cleanup_free_ char *partial = NULL;
         _cleanup_close_ int in = -EBADF;
         uint64_t samples = 0, left_out = 0;
         const char *path = a->output;
         bool converted;
         int r, k;
 
-        if (!name)
-                return output_fail(a->json, EXIT_ERROR, "out of memory");
         in = open(a->input, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (in < 0)
                 return output_fail(a->json, EXIT_ERROR, "cannot read %s: %s", a->input, strerror(errno));
@@ -540,7 +528,7 @@ static int run_convert(const Args *a) {
         if (r < 0)
                 return output_fail(a->json, EXIT_ERROR, "cannot create %s: %s%s", a->output, strerror(-r),
                                    r == -EEXIST ? " (dsctl does not overwrite files)" : "");
-        r = trace_convert_file(in, a->trace_format, name, out.fd, &samples, &left_out, &converted);
+        r = trace_convert_file(in, a->trace_format, a->output, out.fd, &samples, &left_out, &converted);
         if (r < 0)
                 return output_fail(a->json, EXIT_ERROR, "convert: %s: %s", a->input, strerror(-r));
         if (!converted)

@@ -29,6 +29,7 @@
 #include "progress.h"
 #include "session-client.h"
 #include "text.h"
+#include "trace-convert.h"
 
 #define READ_CHUNK (256 * 1024)
 /* Once the stream has ended, the agent's last frames follow at once; this is only a backstop. */
@@ -45,6 +46,7 @@ typedef struct SessionClient {
         /* trace */
         Progress progress;
         uint64_t received;
+        TraceConverter *converter; /* trace --format, flame: what the stream becomes */
         /* counters */
         CounterView *view;
         CounterSink *sink;
@@ -73,6 +75,8 @@ static int on_header(const NettraceHeader *h, void *userdata) {
 
         s->header = *h;
         s->have_header = true;
+        if (s->converter)
+                trace_converter_header(s->converter, h);
         if (s->monitor)
                 monitor_view_header(s->monitor, h);
         if (s->heap)
@@ -103,6 +107,8 @@ static int on_event(const NettraceEvent *e, void *userdata) {
                 return monitor_view_event(s->monitor, e);
         if (s->heap)
                 return heap_event(s, e);
+        if (s->converter)
+                return trace_converter_event(s->converter, e);
         if (s->options->kind == SESSION_OUTPUT_NETTRACE)
                 return 0;
         if (nettrace_counter_extract(e, &c) == 0)
@@ -240,27 +246,102 @@ static void trace_summary(SessionClient *s, const char *path) {
                         (unsigned long long)s->bytes, (unsigned long long)s->events, s->ended ? s->ended : "unknown");
 }
 
-static int finish_trace(SessionClient *s, int verdict) {
+/* The stream into its file: whole under its name, else what arrived as FILE.partial. Return: EXIT_OK and
+ * *@ret_path (the name it got), or the exit status of the failure, said. */
+static int commit_trace(SessionClient *s, int verdict, const char **ret_path, char **partial) {
         const char *output = s->options->output;
-        _cleanup_free_ char *partial = NULL;
         OutFile *file = s->options->trace_file;
 
+        *ret_path = output;
         if (verdict == 0)
                 verdict = out_file_commit(file, output);
-        if (verdict == 0) {
-                trace_summary(s, output);
+        if (verdict == 0)
                 return EXIT_OK;
-        }
         if (verdict < 0)
                 return output_fail(s->options->json, EXIT_ERROR, "trace: cannot write %s: %s", output, strerror(-verdict));
         /* nothing is thrown away: what arrived stays, under a name that says what it is */
-        if (asprintf(&partial, "%s.partial", output) >= 0 && out_file_commit(file, partial) == 0)
+        if (asprintf(partial, "%s.partial", output) >= 0 && out_file_commit(file, *partial) == 0)
                 return output_fail(s->options->json, EXIT_RUNTIME_FAILED,
                                    "trace: the trace is incomplete (ended: %s; %s); what arrived is in %s",
                                    s->ended ? s->ended : "unknown",
-                                   verdict == NETTRACE_E_INCOMPLETE ? "it stops early" : "it is malformed", partial);
+                                   verdict == NETTRACE_E_INCOMPLETE ? "it stops early" : "it is malformed", *partial);
         return output_fail(s->options->json, EXIT_RUNTIME_FAILED, "trace: the trace is incomplete (ended: %s)",
                            s->ended ? s->ended : "unknown");
+}
+
+static int finish_trace(SessionClient *s, int verdict) {
+        _cleanup_free_ char *partial = NULL;
+        const char *path;
+        int status = commit_trace(s, verdict, &path, &partial);
+
+        if (status == EXIT_OK)
+                trace_summary(s, path);
+        return status;
+}
+
+static void converted_summary(SessionClient *s, const char *path, const char *nettrace) {
+        const SessionOptions *o = s->options;
+        uint64_t samples = trace_converter_samples(s->converter), left_out = trace_converter_left_out(s->converter);
+
+        if (o->json) {
+                printf("{\"path\":");
+                output_json_string(stdout, path);
+                printf(",\"format\":\"%s\",\"nettrace\":", trace_format_to_string(o->format));
+                if (nettrace)
+                        output_json_string(stdout, nettrace);
+                else
+                        fputs("null", stdout);
+                printf(",\"size\":%llu,\"events\":%llu,\"samples\":%llu,\"left_out\":%llu,\"ended\":",
+                       (unsigned long long)s->bytes, (unsigned long long)s->events, (unsigned long long)samples,
+                       (unsigned long long)left_out);
+                output_json_string(stdout, s->ended ? s->ended : "unknown");
+                printf(",\"complete\":%s,\"request_id\":\"%016llx\"}\n", s->complete ? "true" : "false",
+                       (unsigned long long)s->request_id);
+                fflush(stdout);
+        } else if (!o->quiet)
+                fprintf(stderr, "dsctl: trace: wrote %s (%s): %llu thread samples%s (ended: %s)%s%s\n", path,
+                        trace_format_to_string(o->format), (unsigned long long)samples,
+                        left_out > 0 ? ", some left out past dsctl's limits" : "", s->ended ? s->ended : "unknown",
+                        nettrace ? "; the trace itself in " : "", nettrace ? nettrace : "");
+}
+
+/*
+ * trace --format, flame: the stream kept too when asked, then the converted file, made of what arrived:
+ * a trace cut short is converted as far as it goes, under FILE.partial.
+ */
+static int finish_converted(SessionClient *s, int verdict) {
+        const SessionOptions *o = s->options;
+        _cleanup_free_ char *partial = NULL, *nettrace_partial = NULL;
+        const char *path = o->converted_output, *nettrace = NULL;
+        int status = EXIT_OK, r;
+
+        if (o->trace_file) {
+                status = commit_trace(s, verdict, &nettrace, &nettrace_partial);
+                if (nettrace_partial)
+                        nettrace = nettrace_partial;
+                if (status != EXIT_OK && status != EXIT_RUNTIME_FAILED)
+                        return status;
+        }
+        if (!s->have_header)
+                return output_fail(o->json, EXIT_RUNTIME_FAILED, "trace: the runtime sent no trace to convert (ended: %s)",
+                                   s->ended ? s->ended : "unknown");
+        if (verdict != 0) {
+                if (asprintf(&partial, "%s.partial", o->converted_output) < 0)
+                        return output_fail(o->json, EXIT_ERROR, "out of memory");
+                path = partial;
+        }
+        r = trace_converter_write(s->converter, o->converted_output, o->converted_file->fd);
+        if (r == 0)
+                r = out_file_commit(o->converted_file, path);
+        if (r < 0)
+                return output_fail(o->json, EXIT_ERROR, "trace: cannot write %s: %s%s", path, strerror(-r),
+                                   r == -EEXIST ? " (it appeared meanwhile; dsctl does not overwrite files)" : "");
+        if (verdict != 0)
+                return output_fail(o->json, EXIT_RUNTIME_FAILED,
+                                   "trace: the trace is incomplete (ended: %s); what arrived is converted in %s",
+                                   s->ended ? s->ended : "unknown", path);
+        converted_summary(s, path, nettrace);
+        return status;
 }
 
 /* After the pipe: how it ended, then DONE or ERROR. */
@@ -447,7 +528,9 @@ static int session_client_stream(SessionClient *s, AgentClient *client, SessionE
         *ret_started = true;
         if (o->kind == SESSION_OUTPUT_NETTRACE || o->kind == SESSION_OUTPUT_GCDUMP) {
                 if (o->kind == SESSION_OUTPUT_NETTRACE && !o->quiet)
-                        fprintf(stderr, "dsctl: tracing; Ctrl-C stops and keeps the trace\n");
+                        fprintf(stderr, o->format == TRACE_FORMAT_NETTRACE
+                                                ? "dsctl: tracing; Ctrl-C stops and keeps the trace\n"
+                                                : "dsctl: tracing; Ctrl-C stops and converts what was traced\n");
                 /* gcdump: the bytes of the stream and the heap's objects its events described so far */
                 progress_start(&s->progress, o->kind == SESSION_OUTPUT_GCDUMP ? "gcdump" : "trace", o->progress, NULL);
                 show(s, true);
@@ -472,6 +555,8 @@ static int session_client_stream(SessionClient *s, AgentClient *client, SessionE
                 return finish_gcdump(s, status);
         if (o->kind != SESSION_OUTPUT_NETTRACE || status != EXIT_OK)
                 return status;
+        if (s->converter)
+                return finish_converted(s, s->parse_error != 0 ? s->parse_error : nettrace_finish(s->parser));
         return finish_trace(s, s->parse_error != 0 ? s->parse_error : nettrace_finish(s->parser));
 }
 
@@ -486,6 +571,14 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
         *ret_started = false;
         if (is_monitor(o) && monitor_begin(&s, &callbacks) < 0)
                 return EXIT_ERROR;
+        if (o->format != TRACE_FORMAT_NETTRACE) {
+                int r = trace_converter_new(o->format, &s.converter);
+
+                if (r < 0)
+                        return output_fail(o->json, EXIT_ERROR, "trace: cannot make a spool for the samples: %s",
+                                           strerror(-r));
+                callbacks.stacks = true;
+        }
         if (o->kind == SESSION_OUTPUT_GCDUMP) {
                 uint64_t seed = 0;
 
@@ -498,6 +591,7 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
         if (nettrace_parser_new(&callbacks, &s, &s.parser) < 0) {
                 gcdump_heap_free(s.heap);
                 monitor_view_free(s.monitor);
+                trace_converter_free(s.converter);
                 return EXIT_ERROR;
         }
         if ((o->watch && !(s.view = counter_view_new(o->rows, o->title ? o->title : "dsctl: counters"))) ||
@@ -507,6 +601,7 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
                 counter_view_free(s.view);
                 monitor_view_free(s.monitor);
                 nettrace_parser_free(s.parser);
+                trace_converter_free(s.converter);
                 return EXIT_ERROR;
         }
         /* signals wait until ppoll() in relay(), so none is lost between checks */
@@ -524,6 +619,7 @@ int session_client_run(AgentClient *client, const SessionOptions *o, SessionErro
         monitor_view_free(s.monitor);
         gcdump_heap_free(s.heap);
         nettrace_parser_free(s.parser);
+        trace_converter_free(s.converter);
         free(s.providers);
         free(s.ended);
         return status;

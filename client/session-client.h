@@ -36,7 +36,6 @@ typedef struct SessionOptions {
         TraceFormat format;
         const char *converted_output; /* the converted file's name */
         OutFile *converted_file;    /* made before the request (out_file_open()), named converted_output when whole */
-        const char *flame_subtitle; /* flame: the line under the graph's title */
         /* set by the caller before the request is sent */
         OutFile *trace_file;        /* trace (gcdump --nettrace): made before the request (out_file_open()), named
                                      * output when whole */

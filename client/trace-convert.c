@@ -163,10 +163,22 @@ uint64_t trace_converter_left_out(const TraceConverter *c) {
         return cpu_profile_left_out(c->profile);
 }
 
-int trace_converter_write(TraceConverter *c, const char *name, const char *subtitle, int fd) {
+/* Path.GetFileNameWithoutExtension() */
+static char *document_name(const char *path) {
+        const char *base = strrchr(path, '/'), *dot;
+
+        base = base ? base + 1 : path;
+        dot = strrchr(base, '.');
+        return dot && dot > base ? strndup(base, (size_t)(dot - base)) : strdup(base);
+}
+
+int trace_converter_write(TraceConverter *c, const char *path, int fd) {
+        _cleanup_free_ char *name = document_name(path);
         _cleanup_fclose_ FILE *f = NULL;
         int copy, r;
 
+        if (!name)
+                return -ENOMEM;
         r = cpu_profile_finish(c->profile);
         if (r < 0)
                 return r;
@@ -191,7 +203,7 @@ int trace_converter_write(TraceConverter *c, const char *name, const char *subti
                 r = profile_pprof_write(c->profile, f);
                 break;
         case TRACE_FORMAT_FLAME:
-                r = flame_svg_write(c->profile, &(FlameOptions){ .subtitle = subtitle }, f);
+                r = flame_svg_write(c->profile, &(FlameOptions){}, f);
                 break;
         default:
                 return -EINVAL;
@@ -221,7 +233,7 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         return trace_converter_event(f->converter, e);
 }
 
-int trace_convert_file(int input_fd, TraceFormat format, const char *name, int output_fd, uint64_t *ret_samples,
+int trace_convert_file(int input_fd, TraceFormat format, const char *path, int output_fd, uint64_t *ret_samples,
                        uint64_t *ret_left_out, bool *ret_converted) {
         _cleanup_(trace_converter_freep) TraceConverter *c = NULL;
         _cleanup_(nettrace_parser_freep) NettraceParser *parser = NULL;
@@ -263,7 +275,7 @@ int trace_convert_file(int input_fd, TraceFormat format, const char *name, int o
                 return verdict;
         if (!reading.header)
                 return verdict; /* not converted: no nettrace stream at all */
-        r = trace_converter_write(c, name, NULL, output_fd);
+        r = trace_converter_write(c, path, output_fd);
         if (r < 0)
                 return r;
         *ret_samples = trace_converter_samples(c);

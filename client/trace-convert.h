@@ -44,13 +44,12 @@ int trace_converter_event(TraceConverter *c, const NettraceEvent *e);
 
 /*
  * trace_converter_write() - the stream ended: the file, into @fd (written from its start, not closed)
- * @name: the document's name inside speedscope and Chromium files (dotnet-trace: the output's file
- *        name without its extension)
- * @subtitle: the flame graph's line under its title; NULL: none
+ * @path: the file's name; its file name without the extension names the document inside speedscope
+ *        and Chromium files, as dotnet-trace names it
  *
  * Return: 0 or a negative errno.
  */
-int trace_converter_write(TraceConverter *c, const char *name, const char *subtitle, int fd);
+int trace_converter_write(TraceConverter *c, const char *path, int fd);
 
 /* ThreadSample events read, and those left out (past the profile's limits). */
 uint64_t trace_converter_samples(const TraceConverter *c);
@@ -61,7 +60,7 @@ uint64_t trace_converter_left_out(const TraceConverter *c);
  * Return: 0; a positive NETTRACE_E_* when the stream is not a whole nettrace (what it held is
  * converted all the same, *@ret_converted, when it began as one); or a negative errno.
  */
-int trace_convert_file(int input_fd, TraceFormat format, const char *name, int output_fd, uint64_t *ret_samples,
+int trace_convert_file(int input_fd, TraceFormat format, const char *path, int output_fd, uint64_t *ret_samples,
                        uint64_t *ret_left_out, bool *ret_converted);
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(TraceConverter *, trace_converter_free);

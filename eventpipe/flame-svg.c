@@ -366,8 +366,14 @@ static void write_head(FILE *f, const CpuProfile *p, const FlameOptions *o, cons
         fprintf(f, "</text>\n<text id=\"subtitle\" x=\"%d\" y=\"42\" text-anchor=\"middle\">", FLAME_WIDTH / 2);
         if (o->subtitle)
                 text_xml(f, o->subtitle, strlen(o->subtitle));
-        fprintf(f, "%s%.1f ms of CPU time in %" PRIu64 " samples, all threads merged%s", o->subtitle ? "; " : "",
-                t->nodes[0].ms, t->nodes[0].samples, t->nodes[0].samples == 0 ? " (no thread ran managed code)" : "");
+        else {
+                const uint16_t *w = cpu_profile_nettrace_header(p)->sync_time; /* SYSTEMTIME, UTC */
+
+                fprintf(f, "%04u-%02u-%02u %02u:%02u:%02u UTC, %.1f s sampled", w[0] % 10000u, w[1] % 100u,
+                        w[3] % 100u, w[4] % 100u, w[5] % 100u, w[6] % 100u, cpu_profile_duration_ms(p) / 1000);
+        }
+        fprintf(f, ": %.1f ms of CPU time in %" PRIu64 " samples, all threads merged%s", t->nodes[0].ms,
+                t->nodes[0].samples, t->nodes[0].samples == 0 ? " (no thread ran managed code)" : "");
         if (left_out > 0)
                 fprintf(f, "; %zu frames too narrow to draw left out", left_out);
         fputs("</text>\n", f);
