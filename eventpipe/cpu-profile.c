@@ -32,6 +32,7 @@
 typedef struct Address {
         uint64_t ip;
         uint64_t first_seen;     /* the ordinal of the event whose stack held it first */
+        uint32_t method;         /* the method that names it, UINT32_MAX for none; after cpu_profile_finish() */
         uint32_t frame;          /* after cpu_profile_finish() */
 } Address;
 
@@ -51,9 +52,17 @@ typedef struct Method {
         char *name;              /* "Namespace.Name(parameters)", as TraceLog.GetFullName() makes it */
 } Method;
 
+/*
+ * A module, as TraceLog's module file for it comes to be: made by the first event that needs it. A module
+ * event makes it with its path in lower case (TraceModuleFile's constructor); a method event of the module
+ * that TraceLog acts on (a jitted method's load, or an unload or rundown event that names an address) makes
+ * it with no name, and the module event that comes later names it as it is.
+ */
 typedef struct Module {
         uint64_t id;
-        char *name;              /* TraceModuleFile.Name: the file name without .dll or .exe */
+        char *name;              /* TraceModuleFile.Name: the file name without .dll or .exe; NULL: none came */
+        uint64_t named_at;       /* the ordinal of the event that named it */
+        uint64_t made_by_method; /* the ordinal of the first method event that would have made it, or UINT64_MAX */
 } Module;
 
 typedef struct Thread {
@@ -243,14 +252,16 @@ static int add_process_info(CpuProfile *p, const NettraceEvent *e) {
         return 0;
 }
 
+static int add_jitted_method(CpuProfile *p, const MonitorMethodEvent *m);
+
 /* Only the events TraceLog resolves addresses on when it converts a file: MethodUnloadVerbose and the
  * rundown's MethodDCEndVerbose (its MethodDCStopVerbose). The loads feed its real-time lookups only. */
 static int add_method(CpuProfile *p, const MonitorMethodEvent *m) {
         _cleanup_free_ char *name = NULL;
         const char *open;
 
-        if (m->kind != MONITOR_METHOD_UNLOAD && m->kind != MONITOR_METHOD_DC_END)
-                return 0;
+        if (m->kind == MONITOR_METHOD_LOAD || m->kind == MONITOR_METHOD_DC_START)
+                return add_jitted_method(p, m);
         if (m->size == 0 || m->start + m->size < m->start)
                 return 0;
         open = strchr(m->signature, '(');
@@ -321,26 +332,55 @@ static char *file_name_without_extension(const char *path) {
         return strdup(base);
 }
 
-/* The first event to name a module names it, as TraceLog sets a module file's name once. */
-static int add_module(CpuProfile *p, const MonitorModuleEvent *m) {
-        _cleanup_free_ char *path = NULL, *name = NULL;
+/* The module's entry, made when missing; UINT32_MAX past CPU_PROFILE_MODULES_MAX. */
+static int module_get(CpuProfile *p, uint64_t id, uint32_t *ret) {
+        uint32_t i = u64map_get(&p->module_index, id);
         int r;
 
-        if (u64map_get(&p->module_index, m->module_id) != UINT32_MAX || p->n_modules >= CPU_PROFILE_MODULES_MAX)
-                return 0;
+        if (i == UINT32_MAX && p->n_modules < CPU_PROFILE_MODULES_MAX) {
+                if (array_reserve((void **)&p->modules, &p->cap_modules, p->n_modules, sizeof(Module)) < 0)
+                        return -ENOMEM;
+                r = u64map_put(&p->module_index, id, (uint32_t)p->n_modules, false);
+                if (r < 0)
+                        return r;
+                i = (uint32_t)p->n_modules++;
+                p->modules[i] = (Module){ .id = id, .made_by_method = UINT64_MAX };
+        }
+        *ret = i;
+        return 0;
+}
+
+/* The first module event names a module, as TraceLog sets a module file's name once. */
+static int add_module(CpuProfile *p, const MonitorModuleEvent *m) {
+        _cleanup_free_ char *path = NULL, *name = NULL;
+        uint32_t i;
+        int r;
+
+        r = module_get(p, m->module_id, &i);
+        if (r < 0 || i == UINT32_MAX || p->modules[i].name)
+                return r;
         path = module_il_path(m);
         name = path ? file_name_without_extension(path) : NULL;
         if (!name)
                 return -ENOMEM;
         if (!may_name(p, strlen(name)))
                 return 0;
-        if (array_reserve((void **)&p->modules, &p->cap_modules, p->n_modules, sizeof(Module)) < 0)
-                return -ENOMEM;
-        r = u64map_put(&p->module_index, m->module_id, (uint32_t)p->n_modules, false);
-        if (r < 0)
-                return r;
-        p->modules[p->n_modules++] = (Module){ .id = m->module_id, .name = TAKE_PTR(name) };
+        p->modules[i].name = TAKE_PTR(name);
+        p->modules[i].named_at = p->ordinal;
         return 0;
+}
+
+/* A jitted method's load: TraceLog's real-time table of jitted code makes its module (TraceLog.SetupCallbacks()). */
+static int add_jitted_method(CpuProfile *p, const MonitorMethodEvent *m) {
+        uint32_t i;
+        int r;
+
+        if (!(m->flags & MONITOR_METHOD_FLAG_JITTED))
+                return 0;
+        r = module_get(p, m->module_id, &i);
+        if (r == 0 && i != UINT32_MAX)
+                p->modules[i].made_by_method = MIN(p->modules[i].made_by_method, p->ordinal);
+        return r;
 }
 
 /* ---- stacks ---- */
@@ -670,14 +710,31 @@ static const Method *resolve(const CpuProfile *p, const Address *a) {
         return best;
 }
 
+/* The module's name in frames: "ManagedModule" when no event named it, in lower case when a module event made
+ * its module file (module_get()), as it came when a method event did. ASCII letters alone are lowered here,
+ * where .NET's ToLowerInvariant() lowers every script's. */
+static char *module_name(const CpuProfile *p, uint64_t module_id) {
+        uint32_t i = u64map_get((U64Map *)&p->module_index, module_id);
+        const Module *m = i == UINT32_MAX ? NULL : &p->modules[i];
+        char *name;
+
+        if (!m || !m->name)
+                return strdup("ManagedModule");
+        name = strdup(m->name);
+        if (name && !(m->made_by_method < m->named_at))
+                for (char *c = name; *c; c++)
+                        if (*c >= 'A' && *c <= 'Z')
+                                *c = (char)(*c - 'A' + 'a');
+        return name;
+}
+
 static int method_frame(CpuProfile *p, Method *m, uint32_t *ret) {
-        _cleanup_free_ char *name = NULL;
-        uint32_t module = u64map_get(&p->module_index, m->module_id);
+        _cleanup_free_ char *name = NULL, *module = NULL;
         int r;
 
         if (m->frame == UINT32_MAX) {
-                if (asprintf(&name, "%s!%s", module == UINT32_MAX ? "ManagedModule" : p->modules[module].name,
-                             m->name) < 0)
+                module = module_name(p, m->module_id);
+                if (!module || asprintf(&name, "%s!%s", module, m->name) < 0)
                         return -ENOMEM;
                 /* a long module name on many methods would multiply: past the bound, "?!?" */
                 if (strlen(name) > CPU_PROFILE_NAME_BYTES_MAX - MIN(p->frame_bytes, (size_t)CPU_PROFILE_NAME_BYTES_MAX)) {
@@ -694,6 +751,8 @@ static int method_frame(CpuProfile *p, Method *m, uint32_t *ret) {
         return 0;
 }
 
+/* Each address's method first, which tells which modules a method event made (TraceCodeAddresses.AddMethod()
+ * makes the module of a method that names an address), then the names. */
 static int name_addresses(CpuProfile *p) {
         int r;
 
@@ -701,11 +760,17 @@ static int name_addresses(CpuProfile *p) {
                 qsort(p->methods, p->n_methods, sizeof(Method), method_compare);
         r = frame_intern(p, "?!?", &p->unknown_frame);
         for (size_t i = 0; r == 0 && i < p->n_addresses; i++) {
-                Method *m = (Method *)resolve(p, &p->addresses[i]);
+                const Method *m = resolve(p, &p->addresses[i]);
+                uint32_t module;
 
+                p->addresses[i].method = m ? (uint32_t)(m - p->methods) : UINT32_MAX;
+                if (m && (r = module_get(p, m->module_id, &module)) == 0 && module != UINT32_MAX)
+                        p->modules[module].made_by_method = MIN(p->modules[module].made_by_method, m->ordinal);
+        }
+        for (size_t i = 0; r == 0 && i < p->n_addresses; i++) {
                 p->addresses[i].frame = p->unknown_frame;
-                if (m)
-                        r = method_frame(p, m, &p->addresses[i].frame);
+                if (p->addresses[i].method != UINT32_MAX)
+                        r = method_frame(p, &p->methods[p->addresses[i].method], &p->addresses[i].frame);
         }
         return r;
 }

@@ -180,3 +180,42 @@ def event_counters(provider, counters, intervals=4):
     stream.events([event(metadata_id=1, thread=1, stack=0, ts=(i + 1) * 10**9, payload=event_counter_payload(*c))
                    for i in range(intervals) for c in counters])
     return stream.end()
+
+
+EVENTPIPE = "Microsoft-DotNETCore-EventPipe"
+
+
+def module_payload(module_id, il_path):
+    """ModuleDCEnd (version 2) of the rundown: module @module_id's IL path, no native image, no PDBs."""
+    pdb = b"\0" * 16 + struct.pack("<I", 0) + utf16z("")
+    return struct.pack("<QQII", module_id, 1, 0, 0) + utf16z(il_path) + utf16z("") + struct.pack("<H", 0) + pdb + pdb
+
+
+def method_in_module(start, size, module_id, namespace, name, signature="void  ()"):
+    """MethodDCEndVerbose of the code at [start, start + size) of a method of module @module_id."""
+    return (struct.pack("<QQQIII", start, module_id, start, size, 0x06000001, 0) + utf16z(namespace) + utf16z(name)
+            + utf16z(signature) + struct.pack("<HQ", 0, 0))
+
+
+def cpu_trace(command_line, module_path, methods, threads=2, samples=20, interval=10**6):
+    """A sample profiler session of a runtime that names things as it likes: its ProcessInfo says
+    @command_line, one module at @module_path, the methods @methods ((namespace, name) each) each a frame of
+    every stack, one stack a method deep under the one before; each of @threads threads sampled @samples times
+    @interval ns apart, in managed code, walking through the stacks; the rundown last."""
+    base, size = 0x7f0000100000, 0x1000
+    s = Stream()
+    s.metadata(metadata(1, SAMPLER, 0, "ThreadSample"), metadata(2, RUNDOWN, 144, "MethodDCEndVerbose", version=1),
+               metadata(3, RUNDOWN, 154, "ModuleDCEnd", version=2), metadata(4, EVENTPIPE, 1, "ProcessInfo"))
+    # stack k: the methods 0..k, innermost (k) first
+    s.stacks(1, [[base + i * size + 0x10 for i in range(k, -1, -1)] for k in range(len(methods))])
+    blobs = [event(4, thread=1, stack=0, ts=1, payload=utf16z(command_line) + utf16z("Linux") + utf16z("x64"))]
+    for n in range(samples):
+        for t in range(threads):
+            blobs.append(event(1, thread=100 + t, stack=1 + (n + t) % len(methods), ts=10**6 + n * interval + t,
+                               payload=struct.pack("<I", 2)))
+    blobs.append(event(3, thread=1, stack=0, ts=10**9, payload=module_payload(7, module_path)))
+    for i, (namespace, name) in enumerate(methods):
+        blobs.append(event(2, thread=1, stack=0, ts=10**9 + 1 + i,
+                           payload=method_in_module(base + i * size, size, 7, namespace, name)))
+    s.events(blobs)
+    return s.end()
