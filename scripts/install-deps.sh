@@ -44,6 +44,9 @@ packages=(
         selinux-policy-default mmdebstrap
         # bench/: GNU time reads each tool's peak memory as its own child's (bench-gcdump.py)
         time
+        # dsctl's trace formats (tests/integration/test_flame.py): go tool pprof reads its pprof files, and a
+        # real browser, headless, opens its flame graphs and takes their screenshots
+        golang-go chromium
         # crashes under a booted systemd (tests/systemd/test_crashes.py): systemd-coredump as the booted
         # system runs it, coredumpctl; see below for the host's core_pattern
         systemd-coredump

@@ -39,8 +39,9 @@ def dump_dom(path):
 
 
 def screenshot(path, png, width, height):
-    """A screenshot of the document at @path, @width x @height pixels, into @png."""
-    run("file://" + os.path.abspath(path), f"--screenshot={png}", f"--window-size={width},{height}")
+    """A screenshot of the document at @path, @width x @height pixels at least, into @png. The window is 100 pixels
+    taller: headless chromium shows a document exactly as tall as its window only in part."""
+    run("file://" + os.path.abspath(path), f"--screenshot={png}", f"--window-size={width},{height + 100}")
     assert os.path.getsize(png) > 0, png
 
 

@@ -201,7 +201,8 @@ def cpu_trace(command_line, module_path, methods, threads=2, samples=20, interva
     """A sample profiler session of a runtime that names things as it likes: its ProcessInfo says
     @command_line, one module at @module_path, the methods @methods ((namespace, name) each) each a frame of
     every stack, one stack a method deep under the one before; each of @threads threads sampled @samples times
-    @interval ns apart, in managed code, walking through the stacks; the rundown last."""
+    @interval ns apart, in managed code, walking through the stacks; the rundown last (the module's methods, then
+    the module: its name keeps its case, as a real rundown's does)."""
     base, size = 0x7f0000100000, 0x1000
     s = Stream()
     s.metadata(metadata(1, SAMPLER, 0, "ThreadSample"), metadata(2, RUNDOWN, 144, "MethodDCEndVerbose", version=1),
@@ -213,9 +214,10 @@ def cpu_trace(command_line, module_path, methods, threads=2, samples=20, interva
         for t in range(threads):
             blobs.append(event(1, thread=100 + t, stack=1 + (n + t) % len(methods), ts=10**6 + n * interval + t,
                                payload=struct.pack("<I", 2)))
-    blobs.append(event(3, thread=1, stack=0, ts=10**9, payload=module_payload(7, module_path)))
+    # the module's methods, then the module, as the runtime's rundown sends them
     for i, (namespace, name) in enumerate(methods):
-        blobs.append(event(2, thread=1, stack=0, ts=10**9 + 1 + i,
+        blobs.append(event(2, thread=1, stack=0, ts=10**9 + i,
                            payload=method_in_module(base + i * size, size, 7, namespace, name)))
+    blobs.append(event(3, thread=1, stack=0, ts=10**9 + len(methods), payload=module_payload(7, module_path)))
     s.events(blobs)
     return s.end()
