@@ -18,7 +18,7 @@ _dsctl_dumps() {
 
 _dsctl() {
         local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-        local commands="ps info env explain dump dumps collect crashes crash trace counters stacks gcdump exceptions logs resume port exec help"
+        local commands="ps info env explain dump dumps collect crashes crash trace flame convert counters stacks gcdump exceptions logs resume port exec help"
         local common="--socket --agent-socket --json --quiet --help --version"
         local policy_commands="ps info env dump gcdump trace counters stacks exceptions logs resume perfmap setenv startup-hook profiler crashes"
         local -A options=(
@@ -28,7 +28,9 @@ _dsctl() {
                 [dumps]="--remove"
                 [crashes]="--since"
                 [crash]="--output"
-                [trace]="--profile --providers --duration --buffer-mb --output"
+                [trace]="--profile --providers --duration --buffer-mb --format --output --nettrace"
+                [flame]="--duration --profile --output"
+                [convert]="--format --output"
                 [counters]="--counters --interval --refresh-interval --duration --format --output --watch"
                 [stacks]="--format"
                 [gcdump]="--output --report --sort --nettrace --duration"
@@ -62,6 +64,8 @@ _dsctl() {
         --format)
                 if [[ $command == counters ]]; then COMPREPLY=($(compgen -W "csv json prometheus" -- "$cur"))
                 elif [[ $command == stacks ]]; then COMPREPLY=($(compgen -W "text json speedscope" -- "$cur"))
+                elif [[ $command == trace ]]; then COMPREPLY=($(compgen -W "nettrace speedscope chromium pprof flame" -- "$cur"))
+                elif [[ $command == convert ]]; then COMPREPLY=($(compgen -W "speedscope chromium pprof flame" -- "$cur"))
                 else COMPREPLY=($(compgen -W "csv json" -- "$cur")); fi
                 return ;;
         --socket | --agent-socket | --port-path | -o | --output | --nettrace) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;
@@ -86,7 +90,8 @@ _dsctl() {
                 elif ((nargs == 1)); then
                         COMPREPLY=($(compgen -W "$policy_commands" -- "$cur"))
                 fi ;;
-        info | env | dump | trace | counters | stacks | gcdump | exceptions | logs | resume | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
+        info | env | dump | trace | flame | counters | stacks | gcdump | exceptions | logs | resume | port) ((nargs == 0)) && COMPREPLY=($(compgen -W "$(_dsctl_units)" -- "$cur")) ;;
+        convert) ((nargs == 0)) && { compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); } ;;
         esac
         return 0
 }

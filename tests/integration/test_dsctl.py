@@ -622,7 +622,7 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
 
     assert complete("du") == ["dump", "dumps"]
     assert complete("help", "") == sorted(["ps", "info", "env", "explain", "dump", "dumps", "collect", "crashes", "crash",
-                                           "trace",
+                                           "trace", "flame", "convert",
                                            "counters", "stacks", "gcdump", "exceptions", "logs", "resume", "port",
                                            "exec", "help"])
     assert complete("gcdump", "1", "--r") == ["--report"]
@@ -637,6 +637,10 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
     assert complete("dump", "1", "--type", "") == ["full", "heap", "mini", "triage"]
     assert "gc-collect" in complete("trace", "1", "--profile", "")
     assert complete("counters", "1", "--format", "") == ["csv", "json", "prometheus"]
+    assert complete("trace", "1", "--format", "") == ["chromium", "flame", "nettrace", "pprof", "speedscope"]
+    assert complete("convert", "t.nettrace", "--format", "") == ["chromium", "flame", "pprof", "speedscope"]
+    assert complete("flame", "1", "--") == sorted(["--duration", "--profile", "--output", "--socket", "--agent-socket",
+                                                   "--json", "--quiet", "--help", "--version"])
     assert "explain" in complete("help", "")
     assert complete("explain", "1", "du") == ["dump"]
 
@@ -647,7 +651,8 @@ def bash_completion_is_installed_and_completes_commands_options_and_values():
     for line, wanted in (("dsctl du", ["dump", "dumps"]), ("dsctl dump 1 --type ", ["full", "heap", "mini", "triage"]),
                          ("dsctl counters 1 --w", ["--watch"]), ("dsctl trace 1 --profile gc-c", ["gc-collect"]),
                          ("dsctl dumps --r", ["--remove"]), ("dsctl stacks 1 --format s", ["speedscope"]),
-                         ("dsctl logs 1 --level Cr", ["Critical"]), ("dsctl gcdump 1 --n", ["--nettrace"])):
+                         ("dsctl logs 1 --level Cr", ["Critical"]), ("dsctl gcdump 1 --n", ["--nettrace"]),
+                         ("dsctl convert t.nettrace --format p", ["pprof"]), ("dsctl fla", ["flame"])):
         assert zsh_complete(os.path.dirname(zsh), line) == wanted, (line, zsh_complete(os.path.dirname(zsh), line))
 
 

@@ -261,6 +261,50 @@ static void test_outputs(void) {
 
 /* --socket is the agent's for every command; port names its own with --port-path, and its old spelling of
  * that, --socket after the command, is refused rather than taken as the agent's (it used to drop the first) */
+/* trace --format, flame and convert: what the trace becomes, and where it goes */
+static void test_trace_formats(void) {
+        Args a = ARGS_NULL;
+        char *error = NULL;
+
+        check(parse(&a, &error, "trace", "1", NULL) == 0 && a.trace_format == TRACE_FORMAT_NETTRACE);
+        check(a.session.format == TRACE_FORMAT_NETTRACE && strcmp(a.session.output, "trace.nettrace") == 0);
+        check(parse(&a, &error, "trace", "1", "--format", "pprof", NULL) == 0 && a.session.format == TRACE_FORMAT_PPROF);
+        check(strcmp(a.session.converted_output, "trace.pb.gz") == 0 && !a.session.output);
+        check(parse(&a, &error, "trace", "1", "--format", "speedscope", "-o", "s.json", "--nettrace", "t.nettrace",
+                    NULL) == 0);
+        check(strcmp(a.session.converted_output, "s.json") == 0 && strcmp(a.session.output, "t.nettrace") == 0);
+        refused(parse(&a, &error, "trace", "1", "--format", "svg", NULL), &error,
+                "--format takes nettrace, speedscope, chromium, pprof or flame, not 'svg'");
+        refused(parse(&a, &error, "trace", "1", "--nettrace", "t.nettrace", NULL), &error, "goes with --format");
+        refused(parse(&a, &error, "trace", "1", "--format", "flame", "-o", "x", "--nettrace", "x", NULL), &error,
+                "two files");
+
+        /* flame: a trace of a sampling profile, 10 s unless told, sent as a trace */
+        check(parse(&a, &error, "flame", "orders.service", NULL) == 0 && a.verb == VERB_FLAME);
+        check(strcmp(a.trace_profile, "dotnet-sampled-thread-time") == 0 && a.have_duration && a.duration_sec == 10);
+        check(a.session.format == TRACE_FORMAT_FLAME && strcmp(a.session.converted_output, "flame.svg") == 0);
+        check(parse(&a, &error, "flame", "1", "--profile", "cpu-sampling", "--duration", "1m", "-o", "c.svg", NULL) == 0);
+        check(strcmp(a.trace_profile, "cpu-sampling") == 0 && a.duration_sec == 60);
+        refused(parse(&a, &error, "flame", "1", "--profile", "gc-verbose", NULL), &error,
+                "a profile that samples stacks");
+        refused(parse(&a, &error, "flame", "1", "--format", "pprof", NULL), &error, "flame takes no --format");
+
+        /* convert: a file, not a target; no agent */
+        check(parse(&a, &error, "convert", "dir/app.nettrace", NULL) == 0 && a.verb == VERB_CONVERT);
+        check(a.trace_format == TRACE_FORMAT_SPEEDSCOPE && strcmp(a.input, "dir/app.nettrace") == 0);
+        check(strcmp(a.output, "dir/app.speedscope.json") == 0);
+        check(parse(&a, &error, "convert", "x.trace", "--format", "flame", NULL) == 0 && strcmp(a.output, "x.trace.svg") == 0);
+        check(parse(&a, &error, "convert", "1234", "--format", "pprof", "-o", "p", NULL) == 0);
+        check(strcmp(a.input, "1234") == 0 && a.pid == 0 && strcmp(a.output, "p") == 0);
+        refused(parse(&a, &error, "convert", NULL), &error, "takes the nettrace file");
+        refused(parse(&a, &error, "convert", "t.nettrace", "--format", "nettrace", NULL), &error,
+                "--format takes speedscope, chromium, pprof or flame");
+        refused(parse(&a, &error, "convert", "t.json", "-o", "t.json", NULL), &error, "not over its trace");
+        refused(parse(&a, &error, "convert", "t.nettrace", "--duration", "5", NULL), &error, "convert takes no --duration");
+        args_done(&a);
+        free(error);
+}
+
 static void test_port_socket_and_path(void) {
         Args a = ARGS_NULL;
         char *error = NULL;
@@ -288,5 +332,6 @@ int main(void) {
         run_test(test_monitor_commands);
         run_test(test_outputs);
         run_test(test_port_socket_and_path);
+        run_test(test_trace_formats);
         return tap_finish();
 }
