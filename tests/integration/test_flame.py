@@ -234,6 +234,20 @@ def speedscope_and_chromium_are_dotnet_trace_converts_own():
                                                                                       name=None)
 
 
+@test
+def captured_trace_converts_as_dotnet_trace_did():
+    """The same differential on a trace captured once (tests/data/nettrace/README.md), against the files stock
+    dotnet-trace convert made of it then: no .NET needed, so it holds wherever the tests run."""
+    data = os.path.join(SOURCE, "tests", "data", "nettrace")
+    work = make_dir(SVC, 0o755)
+    for fmt in ("speedscope", "chromium"):
+        out = os.path.join(work, f"cpu-burn.{fmt}.json")
+        r = convert(SVC, os.path.join(data, "cpu-burn.nettrace"), fmt, out)
+        assert r.returncode == 0, r
+        stock = json.load(open(os.path.join(data, f"cpu-burn.{fmt}.json")))
+        assert without_exporter(json.load(open(out))) == without_exporter(stock), fmt
+
+
 def proto_fields(data):
     """A protobuf message's fields: (number, wire type, value) each; length-delimited values as bytes."""
     at, out = 0, []
