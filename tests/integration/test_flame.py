@@ -248,27 +248,29 @@ def captured_trace_converts_as_dotnet_trace_did():
         assert without_exporter(json.load(open(out))) == without_exporter(stock), fmt
 
 
+def read_varint(data, at):
+    """The protobuf varint at @at in @data: (its value, where the next field starts)."""
+    v = shift = 0
+    while True:
+        b = data[at]
+        at += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, at
+
+
 def proto_fields(data):
     """A protobuf message's fields: (number, wire type, value) each; length-delimited values as bytes."""
     at, out = 0, []
-
-    def varint():
-        nonlocal at
-        v = shift = 0
-        while True:
-            b = data[at]
-            at += 1
-            v |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return v
     while at < len(data):
-        key = varint()
+        key, at = read_varint(data, at)
         number, kind = key >> 3, key & 7
         if kind == 0:
-            out.append((number, kind, varint()))
+            value, at = read_varint(data, at)
+            out.append((number, kind, value))
         elif kind == 2:
-            n = varint()
+            n, at = read_varint(data, at)
             out.append((number, kind, data[at:at + n]))
             at += n
         else:
@@ -279,14 +281,7 @@ def proto_fields(data):
 def _packed(data):
     values, at = [], 0
     while at < len(data):
-        v = shift = 0
-        while True:
-            b = data[at]
-            at += 1
-            v |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
+        v, at = read_varint(data, at)
         values.append(v)
     return values
 
