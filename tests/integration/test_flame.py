@@ -248,6 +248,18 @@ def captured_trace_converts_as_dotnet_trace_did():
         assert without_exporter(json.load(open(out))) == without_exporter(stock), fmt
 
 
+@test
+def the_picture_in_the_docs_is_what_dsctl_draws():
+    """docs/flame.md shows docs/flame-example.svg, drawn from the committed CPU trace: it is, byte for byte, what
+    dsctl convert draws of that trace now, so the docs never show a picture the code no longer makes (redraw it
+    with the command docs/flame.md gives)."""
+    work = make_dir(SVC, 0o755)
+    out = os.path.join(work, "flame-example.svg")
+    r = convert(SVC, os.path.join(SOURCE, "tests", "data", "nettrace", "cpu-burn.nettrace"), "flame", out)
+    assert r.returncode == 0, r
+    assert open(out, "rb").read() == open(os.path.join(SOURCE, "docs", "flame-example.svg"), "rb").read()
+
+
 def read_varint(data, at):
     """The protobuf varint at @at in @data: (its value, where the next field starts)."""
     v = shift = 0
