@@ -130,10 +130,11 @@ static const VerbInfo verbs[_VERB_MAX] = {
         },
         [VERB_COLLECT] = {
                 "collect", "",
-                "list the collection rules whose artifacts you can read, what they watch, when they fired",
+                "list the collection rules whose artifacts you can read, what they watch, when they fired, what they took",
                 "List the policy's [[collect]] tables whose artifacts you can read (root: all), each\n"
-                "with its action and what it watches, and under it the processes it watches now and\n"
-                "when it last fired on each (since the agent began watching the process).\n",
+                "with its action, what it watches and how its action last ended (collected: the file\n"
+                "and its size; failed: why), and under it the processes it watches now, when it last\n"
+                "fired on each and how its action last ended there.\n",
                 0, 0, 0,
         },
         [VERB_CRASHES] = {

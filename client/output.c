@@ -665,15 +665,74 @@ bool output_verdict(Output *o, const WireMessage *m) {
         return allowed;
 }
 
+/* How a table's action last ended (wire: RESULT, RESULT_TIME, PATH and SIZE or REASON), as it came. */
+typedef struct CollectResultRow {
+        char *result, *path, *reason;
+        uint64_t time_usec, size;
+        uint32_t pid;             /* a table's: the process it was about */
+} CollectResultRow;
+
+static void collect_result_row_done(CollectResultRow *r) {
+        free(r->result);
+        free(r->path);
+        free(r->reason);
+}
+
+static void collect_result_row_read(const WireMessage *m, CollectResultRow *r) {
+        (void)wire_message_get_string(m, WIRE_TAG_RESULT, &r->result);
+        (void)wire_message_get_u64(m, WIRE_TAG_RESULT_TIME, &r->time_usec);
+        (void)wire_message_get_u32(m, WIRE_TAG_RESULT_PID, &r->pid);
+        (void)wire_message_get_string(m, WIRE_TAG_PATH, &r->path);
+        (void)wire_message_get_u64(m, WIRE_TAG_SIZE, &r->size);
+        (void)wire_message_get_string(m, WIRE_TAG_REASON, &r->reason);
+}
+
+/* "last_result": "collected" or "failed", with its time, process (a table's), and path and size or reason. */
+static void collect_result_json(FILE *f, bool *first, const CollectResultRow *r) {
+        if (!r->result)
+                return;
+        json_member_string(f, first, "last_result", r->result);
+        json_member_uint(f, first, "last_result_usec", r->time_usec);
+        if (r->pid)
+                json_member_uint(f, first, "last_result_pid", r->pid);
+        json_member_string(f, first, "last_result_path", r->path);
+        if (r->path)
+                json_member_uint(f, first, "last_result_size", r->size);
+        json_member_string(f, first, "last_result_reason", r->reason);
+}
+
+/* "@indent""last collected 2026-11-21 14:05:12 (pid 4242): PATH (N bytes)", or "... failed ...: REASON". */
+static void collect_result_text(FILE *f, const char *indent, const CollectResultRow *r) {
+        _cleanup_free_ char *what = NULL;
+        char when[64], pid[24] = "";
+
+        if (!r->result)
+                return;
+        format_when(r->time_usec, when, sizeof(when));
+        if (r->pid)
+                snprintf(pid, sizeof(pid), " (pid %u)", r->pid);
+        if (r->path)
+                what = text_escape(r->path, strlen(r->path));
+        else if (r->reason)
+                what = text_escape(r->reason, strlen(r->reason));
+        if (r->path)
+                fprintf(f, "%slast %s %s%s: %s (%" PRIu64 " bytes)\n", indent, r->result, when, pid, what ? what : "?",
+                        r->size);
+        else
+                fprintf(f, "%slast %s %s%s: %s\n", indent, r->result, when, pid, what ? what : "?");
+}
+
 /*
- * collect: a table ("queue-backlog: dump when Provider:name", and in brackets below it what the agent
- * says of it, such as artifacts removed), then each process it watches ("  1234 svc app.service app,
- * fired 2026-11-21 14:05:09", or "never fired"); with --json, one object each, the table's with
- * "action", "what" and "note", a process's with its pid.
+ * collect: a table ("queue-backlog: dump when Provider:name", and below it in brackets what the agent
+ * says of it, such as artifacts removed, and how its action last ended), then each process it watches
+ * ("  1234 svc app.service app, last fired 2026-11-21 14:05:09", or "never fired", and below it how
+ * the action last ended on it); with --json, one object each, the table's with "action", "what", "note"
+ * and "last_result...", a process's with its pid.
  */
 void output_collect(Output *o, const WireMessage *m) {
         _cleanup_free_ char *table = NULL, *action = NULL, *what = NULL, *unit = NULL, *name = NULL, *note = NULL;
         _cleanup_free_ char *e_table = NULL, *e_what = NULL, *e_unit = NULL, *e_name = NULL, *e_note = NULL;
+        _cleanup_(collect_result_row_done) CollectResultRow result = {};
         uint32_t pid = 0, uid = 0;
         uint64_t fired = 0;
         bool have_uid, first = true;
@@ -688,6 +747,7 @@ void output_collect(Output *o, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_NAME, &name);
         (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
         (void)wire_message_get_u64(m, WIRE_TAG_TIME, &fired);
+        collect_result_row_read(m, &result);
         have_uid = wire_message_get_u32(m, WIRE_TAG_UID, &uid) == 0;
         user = have_uid ? user_name(uid) : NULL;
         if (o->json) {
@@ -706,6 +766,7 @@ void output_collect(Output *o, const WireMessage *m) {
                 json_member_string(o->stream, &first, "name", name);
                 if (fired)
                         json_member_uint(o->stream, &first, "last_fired_usec", fired);
+                collect_result_json(o->stream, &first, &result);
                 fputc('}', o->stream);
                 o->count++;
                 return;
@@ -718,6 +779,7 @@ void output_collect(Output *o, const WireMessage *m) {
                 e_note = note ? text_escape(note, strlen(note)) : NULL;
                 if (e_note)
                         fprintf(o->stream, "  (%s)\n", e_note);
+                collect_result_text(o->stream, "  ", &result);
                 o->count++;
                 return;
         }
@@ -730,6 +792,7 @@ void output_collect(Output *o, const WireMessage *m) {
         format_when(fired, when, sizeof(when));
         fprintf(o->stream, "  %-8u %-16s %-32s %s, %s%s\n", pid, user, e_unit ? e_unit : "-", e_name ? e_name : "-",
                 fired ? "last fired " : "never fired", fired ? when : "");
+        collect_result_text(o->stream, "           ", &result);
 }
 
 void output_end(Output *o) {

@@ -65,6 +65,10 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_STORED] = WIRE_KIND_U32,
         [WIRE_TAG_DOTNET] = WIRE_KIND_U32,
         [WIRE_TAG_TRUNCATED] = WIRE_KIND_U32,
+        [WIRE_TAG_RESULT] = WIRE_KIND_STRING,
+        [WIRE_TAG_RESULT_TIME] = WIRE_KIND_U64,
+        [WIRE_TAG_RESULT_PID] = WIRE_KIND_U32,
+        [WIRE_TAG_REASON] = WIRE_KIND_TEXT,
 };
 
 WireFieldKind wire_tag_kind(WireTag tag) {

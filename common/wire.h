@@ -133,6 +133,10 @@ typedef enum WireTag {
         WIRE_TAG_STORED = 54,           /* u32: 1 when the crash's core is still stored */
         WIRE_TAG_DOTNET = 55,           /* u32: 1 when the process mapped libcoreclr.so, 0 when not; absent: unknown */
         WIRE_TAG_TRUNCATED = 56,        /* u32: 1 when systemd-coredump cut the core at its size limit */
+        WIRE_TAG_RESULT = 57,           /* string: collect: how a table's action last ended, "collected" or "failed" */
+        WIRE_TAG_RESULT_TIME = 58,      /* u64: then, in microseconds since the epoch */
+        WIRE_TAG_RESULT_PID = 59,       /* u32: a table's last result: the process it was about */
+        WIRE_TAG_REASON = 60,           /* text: why it failed, as its record says */
         _WIRE_TAG_MAX,
 } WireTag;
 

@@ -125,21 +125,23 @@ static void taken(void *userdata, const DumpTakeResult *res) {
                         snprintf(result, sizeof(result), "cannot store the dump: %s",
                                  r > 0 ? "no space in dump_dir" : strerror(-r));
                 collect_record_result(broker_of(d), d->table, d->target, "dump", r == 0 ? "collected" : "failed",
-                                      result, &d->audit_room);
+                                      result, r == 0 ? path : NULL, r == 0 ? res->bytes : 0, &d->audit_room);
                 break;
         case DUMP_TAKE_ERRNO:
                 snprintf(result, sizeof(result), "%s: %s", res->why ? res->why : "cannot take the dump",
                          strerror(-res->r));
-                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result, &d->audit_room);
+                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result, NULL, 0,
+                                      &d->audit_room);
                 break;
         case DUMP_TAKE_TARGET:
                 snprintf(result, sizeof(result), "cannot reach the process%s%s", res->why ? ": " : "",
                          res->why ? res->why : "");
-                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result, &d->audit_room);
+                collect_record_result(broker_of(d), d->table, d->target, "dump", "failed", result, NULL, 0,
+                                      &d->audit_room);
                 break;
         default: /* the runtime's words, or the agent's on the dump's way */
                 collect_record_result(broker_of(d), d->table, d->target, "dump", "failed",
-                                      res->why ? res->why : "the dump failed", &d->audit_room);
+                                      res->why ? res->why : "the dump failed", NULL, 0, &d->audit_room);
                 break;
         }
         dump_free(d);

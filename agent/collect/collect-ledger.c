@@ -115,6 +115,16 @@ CollectLimit *collect_ledger_process_limit(CollectLedger *l, pid_t pid, uint64_t
         return limit_of(l, &p->limits, table->name, &table->limit);
 }
 
+CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pid, uint64_t start_time,
+                                                const PolicyCollect *table) {
+        LedgerProcess *p = process_find(l, pid, start_time);
+
+        for (LedgerLimit *e = p ? p->limits : NULL; e; e = e->next)
+                if (strcmp(e->table, table->name) == 0 && same_rate(&e->limit.rate, &table->limit))
+                        return &e->limit;
+        return NULL;
+}
+
 CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table) {
         return limit_of(l, &l->tables, table->name, &table->limit_total);
 }

@@ -40,6 +40,9 @@ CollectLedger *collect_ledger_free(CollectLedger *l);
  */
 CollectLimit *collect_ledger_process_limit(CollectLedger *l, pid_t pid, uint64_t start_time,
                                            const PolicyCollect *table);
+/* @table's limit on the process, when the ledger keeps one (not held, not made). Return: the limit, or NULL. */
+CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pid, uint64_t start_time,
+                                                const PolicyCollect *table);
 /* @table's limit_total, held likewise. Return: the limit, or NULL. */
 CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table);
 /* The caller no longer points at @limit (NULL: nothing). */

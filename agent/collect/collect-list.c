@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* dsctl collect: the tables the caller reads and what they watch (collect-list.h). */
+/* dsctl collect: the tables the caller reads, what they watch and how their actions ended (collect-list.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +54,27 @@ static const char *action_of(const PolicyCollect *table) {
         }
 }
 
+/* A monotonic time as the wall clock told it, by the listing's two readings of now; 0 when it is not in the past. */
+static uint64_t wall_of(const ListState *s, uint64_t mono_usec) {
+        return mono_usec <= s->mono_now ? s->real_now - (s->mono_now - mono_usec) : 0;
+}
+
+/* How the action last ended: RESULT, RESULT_TIME, and PATH and SIZE of what it collected or REASON why it failed. */
+static void put_result(const ListState *s, const CollectResult *result) {
+        WireWriter *w = s->w;
+
+        if (!result)
+                return;
+        wire_writer_put_string(w, WIRE_TAG_RESULT, result->failed ? "failed" : "collected");
+        wire_writer_put_u64(w, WIRE_TAG_RESULT_TIME, wall_of(s, result->usec));
+        if (result->failed)
+                commands_put_untrusted_string(w, WIRE_TAG_REASON, result->text);
+        else {
+                wire_writer_put_string(w, WIRE_TAG_PATH, result->text);
+                wire_writer_put_u64(w, WIRE_TAG_SIZE, result->size);
+        }
+}
+
 static void put_process(const CollectWatchView *v, void *userdata) {
         ListState *s = userdata;
         WireWriter *w = s->w;
@@ -65,9 +86,10 @@ static void put_process(const CollectWatchView *v, void *userdata) {
         wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)v->target->pid);
         wire_writer_put_u32(w, WIRE_TAG_UID, target_euid(v->target));
         wire_writer_put_string(w, WIRE_TAG_UNIT, v->target->unit);
-        commands_put_untrusted_string(w, WIRE_TAG_NAME, v->target->name);
         if (v->fired && v->last_fired_usec <= s->mono_now)
-                wire_writer_put_u64(w, WIRE_TAG_TIME, s->real_now - (s->mono_now - v->last_fired_usec));
+                wire_writer_put_u64(w, WIRE_TAG_TIME, wall_of(s, v->last_fired_usec));
+        put_result(s, v->last_result);
+        commands_put_untrusted_string(w, WIRE_TAG_NAME, v->target->name); /* cut to what room is left */
         s->r = connection_queue_frame(s->req->connection, w);
 }
 
@@ -93,6 +115,7 @@ static int put_table(ListState *s, const Collector *c, const PolicyCollect *tabl
         char what[2 * POLICY_COLLECT_TEXT_MAX], removed[160];
         pid_t last_pid = 0;
         unsigned n_removed = collector_removed(c, table->name, &last_pid);
+        const CollectResult *last = collector_last_result(c, table->name);
 
         collect_table_what(table, what, sizeof(what));
         wire_writer_begin(s->w, WIRE_REPLY_COLLECT);
@@ -105,6 +128,10 @@ static int put_table(ListState *s, const Collector *c, const PolicyCollect *tabl
                          "(the last of pid %d)", n_removed, n_removed == 1 ? "" : "s", n_removed == 1 ? "its" : "their",
                          (int)last_pid);
                 wire_writer_put_string(s->w, WIRE_TAG_MESSAGE, removed);
+        }
+        if (last) {
+                wire_writer_put_u32(s->w, WIRE_TAG_RESULT_PID, (uint32_t)last->pid);
+                put_result(s, last);
         }
         s->r = connection_queue_frame(s->req->connection, s->w);
         s->table = table;

@@ -183,13 +183,16 @@ static void record_session(CollectTrace *t, bool ended, uint64_t bytes, const ch
         (void)audit_log_session(b->config.audit_sink, &e);
 }
 
-/* The table's collect record of how the action ended. */
-static void record_result(CollectTrace *t, const char *event, const char *result) {
-        collect_record_result(broker_of(t), t->table, t->target, action_of(t), event, result, &t->audit_room);
+/* The table's collect record of how the action ended: "failed" for @result's reason. */
+static void trace_fail(CollectTrace *t, const char *result) {
+        collect_record_result(broker_of(t), t->table, t->target, action_of(t), "failed", result, NULL, 0, &t->audit_room);
+        trace_free(t);
 }
 
-static void trace_fail(CollectTrace *t, const char *result) {
-        record_result(t, "failed", result);
+/* ... or "collected": the file @path of @size bytes, which @result names. */
+static void trace_collected(CollectTrace *t, const char *result, const char *path, uint64_t size) {
+        collect_record_result(broker_of(t), t->table, t->target, action_of(t), "collected", result, path, size,
+                              &t->audit_room);
         trace_free(t);
 }
 
@@ -256,8 +259,7 @@ static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
                 trace_fail(t, result);
                 return;
         }
-        record_result(t, "collected", result);
-        trace_free(t);
+        trace_collected(t, result, path, bytes);
 }
 
 /*
@@ -320,8 +322,7 @@ static void recorded(void *userdata, int r, bool ended, const char *why) {
                 trace_fail(t, result);
                 return;
         }
-        record_result(t, "collected", result);
-        trace_free(t);
+        trace_collected(t, result, path, size);
 }
 
 /* A refused or lost StopTracing changes nothing: the stream still ends, with the process, at
@@ -395,8 +396,7 @@ static void gcdump_recorded(void *userdata, int r, const JobGcdumpResult *res, c
         }
         if (r == 0) {
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes)", path, res->bytes);
-                record_result(t, "collected", result);
-                trace_free(t);
+                trace_collected(t, result, path, res->bytes);
                 return;
         }
         if (r == JOBS_E_NO_HEAP)

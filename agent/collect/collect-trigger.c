@@ -76,8 +76,24 @@ void collect_limit_init(CollectLimit *l, const PolicyRateLimit *rate) {
         stamps_init(&l->fired, rate->count);
 }
 
+int collect_result_set(CollectResult *r, bool failed, const char *text, uint64_t size, uint64_t usec, pid_t pid) {
+        char *copy = strdup(text);
+
+        collect_result_done(r);
+        if (!copy)
+                return -ENOMEM;
+        *r = (CollectResult){ .failed = failed, .text = copy, .size = size, .usec = usec, .pid = pid };
+        return 0;
+}
+
+void collect_result_done(CollectResult *r) {
+        free(r->text);
+        *r = (CollectResult){};
+}
+
 void collect_limit_done(CollectLimit *l) {
         free(l->fired.usec);
+        collect_result_done(&l->last_result);
         *l = (CollectLimit){};
 }
 

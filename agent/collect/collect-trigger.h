@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "nettrace.h"
 #include "policy.h"
@@ -35,6 +36,22 @@ typedef struct CollectStamps {
 } CollectStamps;
 
 /*
+ * How a table's action last ended, in the words of its collect record ("collected" or "failed"), for
+ * dsctl collect. A firing whose action did not begin counts as failed, with the reason its fired record says.
+ */
+typedef struct CollectResult {
+        bool failed;                /* else collected */
+        char *text;                 /* collected: the artifact's path; failed: why; NULL: no result yet */
+        uint64_t size;              /* collected: its bytes */
+        uint64_t usec;              /* when, by CLOCK_MONOTONIC */
+        pid_t pid;                  /* of the process it was about */
+} CollectResult;
+
+/* Replaces *@r. Return: 0, or -ENOMEM (*@r is then empty: no result rather than a wrong one). */
+int collect_result_set(CollectResult *r, bool failed, const char *text, uint64_t size, uint64_t usec, pid_t pid);
+void collect_result_done(CollectResult *r);
+
+/*
  * What a table counted against one of its limits: on one process (its limit), or over all of them
  * (its limit_total). Kept apart from the trigger, by the ledger (collect-ledger.h), so that the
  * watch ending (a re-bind, a walk that misses the socket, a reload) gives no fresh limit.
@@ -44,6 +61,7 @@ typedef struct CollectLimit {
         CollectStamps fired;        /* the last rate.count times it let the action run */
         uint64_t n_fired, n_limited;
         uint64_t last_fired_usec;   /* when it last let the action run; with n_fired > 0 */
+        CollectResult last_result;  /* a process's limit: how the action it last let run ended (dsctl collect) */
         unsigned users;             /* the ledger's: triggers that point at it */
 } CollectLimit;
 

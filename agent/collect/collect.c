@@ -92,13 +92,15 @@ struct Lane {
         unsigned n_opening;        /* of which a worker opens */
 };
 
-/* A table's artifacts removed for want of their record (collect_record_removed()), by the table's name. */
-typedef struct CollectRemoved {
-        struct CollectRemoved *next;
+/* What dsctl collect says of a table beside its processes, by the table's name: its artifacts removed for want
+ * of their record (collect_record_removed()), and how its action last ended, on whichever process. */
+typedef struct CollectTableNote {
+        struct CollectTableNote *next;
         char *table;
-        unsigned count;
-        pid_t last_pid;
-} CollectRemoved;
+        unsigned removed;
+        pid_t removed_pid;          /* the last one's process */
+        CollectResult last_result;
+} CollectTableNote;
 
 /* What one batch of facts was asked about: a candidate, or a process the ledger keeps (to see it lives). */
 typedef struct FactsAsked {
@@ -127,7 +129,7 @@ struct Collector {
         CollectTraces *traces;     /* then.trace_profile actions running; they outlive watches and reloads */
         CollectDumps *dumps;       /* then.dump actions running; likewise */
         Stopper *stoppers;
-        CollectRemoved *removed;
+        CollectTableNote *notes;
 };
 
 struct Watch {
@@ -388,10 +390,51 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                                                                                   : 0 });
 }
 
-void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
-                           const char *event, const char *result, AuditReservation *room) {
-        char what[2 * POLICY_COLLECT_TEXT_MAX];
+/* The note of the table named @table, made when missing; NULL without memory. */
+static CollectTableNote *table_note(Collector *c, const char *table) {
+        CollectTableNote *n;
 
+        for (n = c->notes; n; n = n->next)
+                if (strcmp(n->table, table) == 0)
+                        return n;
+        n = calloc(1, sizeof(CollectTableNote));
+        if (!n || !(n->table = strdup(table))) {
+                free(n);
+                return NULL;
+        }
+        n->next = c->notes;
+        c->notes = n;
+        return n;
+}
+
+void collector_note_result(Collector *c, const PolicyCollect *table, pid_t pid, uint64_t start_time, bool failed,
+                           const char *text, uint64_t size) {
+        CollectTableNote *n = c ? table_note(c, table->name) : NULL;
+        CollectLimit *l = c ? collect_ledger_find_process_limit(c->ledger, pid, start_time, table) : NULL;
+        uint64_t now = c ? now_usec(c) : 0;
+
+        /* without memory the result is left out, never shown wrong: the record says it all the same */
+        if (n)
+                (void)collect_result_set(&n->last_result, failed, text, size, now, pid);
+        if (l)
+                (void)collect_result_set(&l->last_result, failed, text, size, now, pid);
+}
+
+const CollectResult *collector_last_result(const Collector *c, const char *table) {
+        for (const CollectTableNote *n = c ? c->notes : NULL; n; n = n->next)
+                if (strcmp(n->table, table) == 0)
+                        return n->last_result.text ? &n->last_result : NULL;
+        return NULL;
+}
+
+void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
+                           const char *event, const char *result, const char *path, uint64_t size,
+                           AuditReservation *room) {
+        char what[2 * POLICY_COLLECT_TEXT_MAX];
+        bool failed = strcmp(event, "collected") != 0;
+
+        collector_note_result(b->collector, table, target->pid, target->start_time, failed,
+                              !failed && path ? path : result, size);
         collect_table_what(table, what, sizeof(what));
         (void)audit_log_collect(b->config.audit_sink,
                                 &(AuditCollectEvent){ .event = event, .table = table->name,
@@ -414,35 +457,25 @@ int collect_record_artifact(Broker *b, const Policy *policy, int dir_fd, const c
 void collect_record_removed(Broker *b, const PolicyCollect *table, const Target *target, const char *action, int r,
                             AuditReservation *room) {
         Collector *c = b->collector;
-        CollectRemoved *n;
+        CollectTableNote *n;
         char result[256];
 
         snprintf(result, sizeof(result), "the %s's audit record could not be written (%s): it was removed", action,
                  strerror(-r));
         fprintf(stderr, "dsagent: [[collect]] %s, pid %d: %s\n", table->name, (int)target->pid, result);
-        collect_record_result(b, table, target, action, "failed", result, room);
-        for (n = c ? c->removed : NULL; n; n = n->next)
-                if (strcmp(n->table, table->name) == 0)
-                        break;
-        if (!n && c && (n = calloc(1, sizeof(CollectRemoved)))) {
-                if (!(n->table = strdup(table->name))) {
-                        free(n);
-                        return;
-                }
-                n->next = c->removed;
-                c->removed = n;
-        }
+        collect_record_result(b, table, target, action, "failed", result, NULL, 0, room);
+        n = c ? table_note(c, table->name) : NULL;
         if (n) {
-                n->count++;
-                n->last_pid = target->pid;
+                n->removed++;
+                n->removed_pid = target->pid;
         }
 }
 
 unsigned collector_removed(const Collector *c, const char *table, pid_t *ret_pid) {
-        for (const CollectRemoved *n = c ? c->removed : NULL; n; n = n->next)
-                if (strcmp(n->table, table) == 0) {
-                        *ret_pid = n->last_pid;
-                        return n->count;
+        for (const CollectTableNote *n = c ? c->notes : NULL; n; n = n->next)
+                if (strcmp(n->table, table) == 0 && n->removed > 0) {
+                        *ret_pid = n->removed_pid;
+                        return n->removed;
                 }
         return 0;
 }
@@ -451,34 +484,27 @@ unsigned collector_removed(const Collector *c, const char *table, pid_t *ret_pid
 static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const char *exception) {
         Collector *c = w->collector;
         uid_t owner = w->candidate->owner; /* the action is charged to the process's owner */
+        const PolicyCollect *table = t->table;
         char why[256];
+        bool started;
 
-        switch (t->table->then) {
-        case POLICY_COLLECT_THEN_TRACE:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
-                        snprintf(why, sizeof(why), "a trace of profile %s begins", t->table->trace_profile);
-                break;
-        case POLICY_COLLECT_THEN_DUMP:
-                if (collect_dump_start(c->dumps, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
-                        snprintf(why, sizeof(why), "a %s dump begins", policy_dump_type_to_string(t->table->dump_type));
-                break;
-        case POLICY_COLLECT_THEN_STACKS:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
-                        snprintf(why, sizeof(why), "a stacks session begins");
-                break;
-        case POLICY_COLLECT_THEN_COUNTERS:
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
-                        snprintf(why, sizeof(why), "a counters session begins");
-                break;
-        case POLICY_COLLECT_THEN_GCDUMP: /* a session as then.stacks', counted with the traces */
-                if (collect_trace_start(c->traces, c->policy, t->table, w->target, owner, why, sizeof(why)) == 0)
-                        snprintf(why, sizeof(why), "a heap dump session begins");
-                break;
-        default:
-                snprintf(why, sizeof(why), "the action is not built yet: nothing was collected");
-                break;
+        if (table->then == POLICY_COLLECT_THEN_DUMP) {
+                started = collect_dump_start(c->dumps, c->policy, table, w->target, owner, why, sizeof(why)) == 0;
+                if (started)
+                        snprintf(why, sizeof(why), "a %s dump begins", policy_dump_type_to_string(table->dump_type));
+        } else {
+                /* a session, counted with the traces: a trace, stacks, counters, a heap dump */
+                started = collect_trace_start(c->traces, c->policy, table, w->target, owner, why, sizeof(why)) == 0;
+                if (started && table->then == POLICY_COLLECT_THEN_TRACE)
+                        snprintf(why, sizeof(why), "a trace of profile %s begins", table->trace_profile);
+                else if (started)
+                        snprintf(why, sizeof(why), "a %s session begins",
+                                 table->then == POLICY_COLLECT_THEN_GCDUMP ? "heap dump"
+                                 : table->then == POLICY_COLLECT_THEN_STACKS ? "stacks" : "counters");
         }
         record(w, t, "fired", has_value, value, exception, why);
+        if (!started) /* no collect record follows: the firing's words are its result */
+                collector_note_result(c, table, w->pid, w->start_time, true, why, 0);
         t->process_limit->n_limited = 0; /* told in that record (a firing had both limits) */
 }
 
@@ -1174,10 +1200,11 @@ Collector *collector_free(Collector *c) {
         collect_dumps_free(c->dumps);
         collect_ledger_free(c->ledger);
         free(c->ledger_due);
-        while (c->removed) {
-                CollectRemoved *n = c->removed;
+        while (c->notes) {
+                CollectTableNote *n = c->notes;
 
-                c->removed = n->next;
+                c->notes = n->next;
+                collect_result_done(&n->last_result);
                 free(n->table);
                 free(n);
         }
@@ -1214,7 +1241,9 @@ void collector_visit(const Collector *c, const PolicyCollect *table,
 
                         if (w->triggers[i].table == table)
                                 visit(&(CollectWatchView){ .target = w->target, .fired = l && l->n_fired > 0,
-                                                           .last_fired_usec = l ? l->last_fired_usec : 0 },
+                                                           .last_fired_usec = l ? l->last_fired_usec : 0,
+                                                           .last_result = l && l->last_result.text ? &l->last_result
+                                                                                                   : NULL },
                                       userdata);
                 }
         }

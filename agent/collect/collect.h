@@ -43,6 +43,7 @@
 #include <sys/types.h>
 
 #include "audit.h"
+#include "collect-trigger.h"
 #include "policy.h"
 
 typedef struct Broker Broker;
@@ -78,12 +79,27 @@ void collector_apply(Collector *c);
 /*
  * collect_record_result() - the collect record of how @table's action on @target ended
  *
- * @action: "dump", "stacks", "trace" or "counters"; @event: "collected" (@result names the file) or "failed"
- * (@result says why). For the actions (collect-trace.h, collect-dump.h), whose end comes later; @room is the
- * room they held for their records before they began (audit_reserve()), or NULL.
+ * @action: "dump", "stacks", "trace", "counters" or "gcdump"; @event: "collected" (@result names the file: @path,
+ * of @size bytes) or "failed" (@result says why; @path NULL). For the actions (collect-trace.h, collect-dump.h),
+ * whose end comes later; @room is the room they held for their records before they began (audit_reserve()), or
+ * NULL. dsctl collect shows it as the table's last result, and the process's (collector_note_result()).
  */
 void collect_record_result(Broker *b, const PolicyCollect *table, const Target *target, const char *action,
-                           const char *event, const char *result, AuditReservation *room);
+                           const char *event, const char *result, const char *path, uint64_t size,
+                           AuditReservation *room);
+
+/*
+ * collector_note_result() - @table's action on the process @pid started at @start_time ended: collected @text
+ * (the artifact's path) of @size bytes, or @failed for the reason @text
+ *
+ * Kept for dsctl collect, as the table's last result (for as long as the agent runs) and the process's (with
+ * what the ledger keeps of the table on it: for as long as it lives, while the table's limit holds or a watch
+ * points at it). @c may be NULL (nothing is kept).
+ */
+void collector_note_result(Collector *c, const PolicyCollect *table, pid_t pid, uint64_t start_time, bool failed,
+                           const char *text, uint64_t size);
+/* How @table's action last ended, on any process; NULL before the first result. */
+const CollectResult *collector_last_result(const Collector *c, const char *table);
 
 /*
  * collect_record_artifact() - the dump record of an artifact a table took, just named @name in @dir_fd
@@ -113,6 +129,7 @@ typedef struct CollectWatchView {
         const Target *target;       /* pinned: its pid, user, unit and name */
         bool fired;                 /* the table fired on it (and its action ran) since it was watched */
         uint64_t last_fired_usec;   /* then: when, by CLOCK_MONOTONIC */
+        const CollectResult *last_result; /* how its action last ended on it; NULL: no result yet */
 } CollectWatchView;
 
 /* A fresh SessionId for a counters session (the Metrics provider tells sessions apart by it). Return: 0 or -EIO. */

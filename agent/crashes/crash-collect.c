@@ -17,6 +17,7 @@
 #include "cleanup.h"
 #include "collect-ledger.h"
 #include "collect-trigger.h"
+#include "collect.h"
 #include "crash-collect.h"
 #include "crash-core.h"
 #include "crash-entry.h"
@@ -101,6 +102,12 @@ static void record(CrashCollector *c, const PolicyCollect *table, const CrashEnt
                                                       .what = "crash", .pid = (pid_t)e->pid, .uid = e->uid,
                                                       .unit = e->unit[0] ? e->unit : NULL, .action = "core",
                                                       .result = result, .reservation = room });
+}
+
+/* What dsctl collect shows as the table's last result (collect.h): the crash tables' results beside the others'. */
+static void note(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, bool failed, const char *text,
+                 uint64_t size) {
+        collector_note_result(c->broker->collector, table, (pid_t)e->pid, 0, failed, text, size);
 }
 
 static void copy_free(CrashCopy *k) {
@@ -192,6 +199,7 @@ static void copied(void *userdata, int r, uint64_t bytes, const char *why) {
         else
                 snprintf(result, sizeof(result), "%s", why ? why : "the core could not be copied");
         record(k->collector, k->table, &k->entry, r == 0 ? "collected" : "failed", result, &k->audit_room);
+        note(k->collector, k->table, &k->entry, r != 0, r == 0 ? path : result, r == 0 ? bytes : 0);
         copy_free(k);
 }
 
@@ -333,16 +341,21 @@ static void judge(CrashCollector *c, const CrashEntry *e) {
                 if (table->when != POLICY_COLLECT_WHEN_CRASH || !policy_collect_covers(table, &pt))
                         continue;
                 if (!e->stored) {
-                        record(c, table, e, "failed", "no core is stored for this crash (systemd-coredump kept none)",
-                               NULL);
+                        static const char none[] = "no core is stored for this crash (systemd-coredump kept none)";
+
+                        record(c, table, e, "failed", none, NULL);
+                        note(c, table, e, true, none, 0);
                         continue;
                 }
                 if (!limit_allows(c, table, e, now, why, sizeof(why))) {
+                        note(c, table, e, true, why, 0); /* no collect record follows: the firing's words are its result */
                         record(c, table, e, "fired", why, NULL);
                         continue;
                 }
                 if (copy_start(c, table, e, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "the core of crash %s is copied", e->id);
+                else
+                        note(c, table, e, true, why, 0); /* no collect record follows: the firing's words are its result */
                 record(c, table, e, "fired", why, NULL);
         }
 }

@@ -616,6 +616,72 @@ def dsctl_collect_lists_every_table_before_any_process_is_watched():
     assert r.returncode == 0 and r.stdout == "" and "No collection tables" in r.stderr, r
 
 
+def collect_rows(agent, user):
+    """dsctl collect --json as @user: the tables by name, and the watched processes by (table, pid)."""
+    r = dsctl(agent, user, "--json", "collect")
+    assert r.returncode == 0, r
+    rows = json.loads(r.stdout)
+    return {x["table"]: x for x in rows if "pid" not in x}, {(x["table"], x["pid"]): x for x in rows if "pid" in x}
+
+
+@test
+def dsctl_collect_shows_each_tables_last_result_collected_or_failed_to_its_readers():
+    """How a table's action last ended, as its collect record says it: collected (the file, its size) or failed
+    (the record's reason), with when and on which process, under the table and under the process; to the table's
+    readers and root, to nobody else."""
+    high, unit = target_in_unit(args=("--park-thread",))
+    before = time.time() * 1e6
+    agent = agent_with(table("result-stacks", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true"),
+                       table("result-none", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"))
+    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the stacks collected")[0]
+    after = time.time() * 1e6
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    size = os.path.getsize(path)
+    assert rec["DSAGENT_COLLECT_RESULT"] == f"{path} ({size} bytes)", rec
+    for user in ("root", ALICE):
+        tables, watched = collect_rows(agent, user)
+        t = tables["result-stacks"]
+        assert (t.get("last_result"), t.get("last_result_path"), t.get("last_result_size"), t.get("last_result_pid")) \
+            == ("collected", path, size, high.pid), t
+        assert before <= t["last_result_usec"] <= after and "last_result_reason" not in t, (before, t, after)
+        w = watched[("result-stacks", high.pid)]
+        assert (w.get("last_result"), w.get("last_result_path"), w.get("last_result_size")) == \
+            ("collected", path, size), w
+        # a table that never fired has no result, nor has its process
+        assert "last_result" not in tables["result-none"] and "last_result" not in watched[("result-none", high.pid)]
+    r = dsctl(agent, ALICE, "collect")
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    head = lines.index("result-stacks: stacks when Dsagent.TestTarget:test-gauge")
+    assert re.fullmatch(rf"  last collected \S+ \S+ \(pid {high.pid}\): {re.escape(path)} \({size} bytes\)",
+                        lines[head + 1]), r.stdout
+    row = [i for i, line in enumerate(lines) if i > head and line.startswith(f"  {high.pid} ")][0]
+    assert re.fullmatch(rf" +last collected \S+ \S+: {re.escape(path)} \({size} bytes\)", lines[row + 1]), r.stdout
+    for way in (("collect",), ("--json", "collect")):
+        r = dsctl(agent, MALLORY, *way)  # reads no table: no name, no path, no reason
+        assert r.returncode == 0 and path not in r.stdout + r.stderr and "result-" not in r.stdout + r.stderr, r
+
+    # failed: the heap dump does not fit max_use; the reason is the failed record's, word for word
+    small, small_unit = target_in_unit()
+    tight = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_use = "4K"\n' +
+                  table("result-heap", "Dsagent.TestTarget:test-gauge", small_unit, then="then.gcdump = true"))
+    rec = wait_for(lambda: collect_records(tight, small.pid, "failed"), timeout=180, what="the heap dump's failure")[0]
+    reason = rec["DSAGENT_COLLECT_RESULT"]
+    assert reason.startswith("cannot store the heap dump: "), rec
+    for user in ("root", ALICE):
+        tables, watched = collect_rows(tight, user)
+        t = tables["result-heap"]
+        assert (t.get("last_result"), t.get("last_result_reason"), t.get("last_result_pid")) == \
+            ("failed", reason, small.pid), t
+        assert "last_result_path" not in t and "last_result_size" not in t, t
+        w = watched[("result-heap", small.pid)]
+        assert (w.get("last_result"), w.get("last_result_reason")) == ("failed", reason), w
+    r = dsctl(tight, ALICE, "collect")
+    assert r.returncode == 0 and f"  last failed " in r.stdout and f"(pid {small.pid}): {reason}\n" in r.stdout, r
+    r = dsctl(tight, MALLORY, "--json", "collect")
+    assert r.returncode == 0 and r.stdout == "[]\n", r
+
+
 @test
 def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_window():
     thrower, unit = target_in_unit(args=("--throw-exceptions", "5"))  # DsTestTarget.DsagentProbeException
