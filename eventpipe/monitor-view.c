@@ -159,18 +159,40 @@ static size_t kept_depth(const NettraceEvent *e) {
         return MIN(e->stack_depth, (size_t)MONITOR_VIEW_FRAMES_MAX);
 }
 
-static int stack_copy(const NettraceEvent *e, Stack *ret) {
-        size_t depth = kept_depth(e);
+/* A stack of @depth @frames, of which the first MONITOR_VIEW_FRAMES_MAX are kept; @lost were before. */
+static int stack_make(uint64_t thread_id, uint64_t timestamp, const uint64_t *frames, size_t depth, size_t lost,
+                      Stack *ret) {
+        size_t kept = MIN(depth, (size_t)MONITOR_VIEW_FRAMES_MAX);
 
-        *ret = (Stack){ .thread_id = e->thread_id, .timestamp = e->timestamp, .depth = depth,
-                        .lost = e->stack_depth - depth };
-        if (depth == 0)
+        *ret = (Stack){ .thread_id = thread_id, .timestamp = timestamp, .depth = kept, .lost = lost + depth - kept };
+        if (kept == 0)
                 return 0;
-        ret->frames = malloc(depth * sizeof(uint64_t));
+        ret->frames = malloc(kept * sizeof(uint64_t));
         if (!ret->frames)
                 return -ENOMEM;
-        memcpy(ret->frames, e->stack, depth * sizeof(uint64_t));
+        memcpy(ret->frames, frames, kept * sizeof(uint64_t));
         return 0;
+}
+
+static int stack_copy(const NettraceEvent *e, Stack *ret) {
+        return stack_make(e->thread_id, e->timestamp, e->stack, e->stack_depth, 0, ret);
+}
+
+int monitor_thrown_take(MonitorException *x, const NettraceEvent *e, MonitorThrown *ret) {
+        Stack s;
+
+        if (stack_copy(e, &s) < 0)
+                return -ENOMEM;
+        *ret = (MonitorThrown){ .x = *x, .thread_id = s.thread_id, .timestamp = s.timestamp, .frames = s.frames,
+                                .depth = s.depth, .lost = s.lost };
+        *x = (MonitorException){};
+        return 0;
+}
+
+void monitor_thrown_done(MonitorThrown *t) {
+        monitor_exception_done(&t->x);
+        free(t->frames);
+        *t = (MonitorThrown){};
 }
 
 /* Whether @bytes more may be kept: past MONITOR_VIEW_KEPT_BYTES_MAX, what comes is counted, not kept. */
@@ -296,32 +318,53 @@ static int cut_in_place(char **s, size_t max) {
         return 0;
 }
 
-static int on_exception(MonitorView *v, const NettraceEvent *e) {
-        _cleanup_(monitor_exception_done) MonitorException x = {};
+/* Keeps @x (taken: it is left empty) and its stack, within the view's limits. Return: 0 or -ENOMEM. */
+static int keep_exception(MonitorView *v, MonitorException *x, uint64_t thread_id, uint64_t timestamp,
+                          const uint64_t *frames, size_t depth, size_t lost) {
         size_t bytes;
         int r;
 
-        if (monitor_exception_extract(e, v->header.pointer_size, &x) != 0)
-                return 0;
         if (v->n_thrown >= MONITOR_VIEW_EXCEPTIONS_MAX) {
                 v->left_out++;
                 return 0;
         }
         /* kept as they will be shown: the memory they take is bounded with them */
-        if (cut_in_place(&x.type, MONITOR_VIEW_NAME_MAX) < 0 || cut_in_place(&x.message, MONITOR_VIEW_MESSAGE_MAX) < 0)
+        if (cut_in_place(&x->type, MONITOR_VIEW_NAME_MAX) < 0 || cut_in_place(&x->message, MONITOR_VIEW_MESSAGE_MAX) < 0)
                 return -ENOMEM;
-        bytes = sizeof(Thrown) + strlen(x.type) + strlen(x.message) + 2 + kept_depth(e) * sizeof(uint64_t);
+        bytes = sizeof(Thrown) + strlen(x->type) + strlen(x->message) + 2 +
+                MIN(depth, (size_t)MONITOR_VIEW_FRAMES_MAX) * sizeof(uint64_t);
         if (!may_keep(v, bytes))
                 return 0;
         r = array_reserve((void **)&v->thrown, &v->cap_thrown, v->n_thrown, sizeof(Thrown));
         if (r == 0)
-                r = stack_copy(e, &v->thrown[v->n_thrown].stack);
+                r = stack_make(thread_id, timestamp, frames, depth, lost, &v->thrown[v->n_thrown].stack);
         if (r != 0)
                 return r;
-        v->thrown[v->n_thrown++].x = x;
+        v->thrown[v->n_thrown++].x = *x;
         v->kept_bytes += bytes;
-        x = (MonitorException){};
+        *x = (MonitorException){};
         return 0;
+}
+
+static int on_exception(MonitorView *v, const NettraceEvent *e) {
+        _cleanup_(monitor_exception_done) MonitorException x = {};
+
+        if (monitor_exception_extract(e, v->header.pointer_size, &x) != 0)
+                return 0;
+        return keep_exception(v, &x, e->thread_id, e->timestamp, e->stack, e->stack_depth, 0);
+}
+
+int monitor_view_thrown(MonitorView *v, const MonitorThrown *t) {
+        _cleanup_(monitor_exception_done) MonitorException x = { .ip = t->x.ip, .hresult = t->x.hresult,
+                                                                 .flags = t->x.flags };
+
+        if (v->kind != MONITOR_VIEW_EXCEPTIONS)
+                return 0;
+        x.type = strdup(t->x.type ? t->x.type : "");
+        x.message = strdup(t->x.message ? t->x.message : "");
+        if (!x.type || !x.message)
+                return -ENOMEM;
+        return keep_exception(v, &x, t->thread_id, t->timestamp, t->frames, t->depth, t->lost);
 }
 
 /* A string for people, its first @max bytes: control characters and invalid bytes escaped (text_escape()). */

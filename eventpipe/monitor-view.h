@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "monitor-events.h"
 #include "nettrace.h"
 
 /*
@@ -46,11 +47,35 @@ typedef enum MonitorViewFormat {
 
 typedef struct MonitorView MonitorView;
 
+/*
+ * An exception thrown, with the stack the runtime took of it (innermost first; at most
+ * MONITOR_VIEW_FRAMES_MAX frames kept, @lost: those past them), kept to be shown by a view of
+ * another session of the same process: the [[collect]] watch's exception that fires a table, shown
+ * in the artifact of the table's exceptions session, whose rundown names its frames.
+ */
+typedef struct MonitorThrown {
+        MonitorException x;
+        uint64_t thread_id;
+        uint64_t timestamp;        /* the runtime's clock, the same in every session of the process */
+        uint64_t *frames;
+        size_t depth, lost;
+} MonitorThrown;
+
+/* Takes @x's strings (it is left empty) and copies @e's stack. Return: 0 or -ENOMEM (@x untouched). */
+int monitor_thrown_take(MonitorException *x, const NettraceEvent *e, MonitorThrown *ret);
+void monitor_thrown_done(MonitorThrown *t);
+
 int monitor_view_new(MonitorViewKind kind, MonitorViewFormat format, FILE *out, MonitorView **ret);
 MonitorView *monitor_view_free(MonitorView *v);
 void monitor_view_header(MonitorView *v, const NettraceHeader *h);
 /* Return: 0 or -ENOMEM; what the view cannot read is left out. */
 int monitor_view_event(MonitorView *v, const NettraceEvent *e);
+/*
+ * exceptions: @t, seen in another session of the process, is shown among the stream's exceptions, in the
+ * order of their times, its frames named by the stream's methods, within the view's limits as they are.
+ * Copied. Return: 0 or -ENOMEM.
+ */
+int monitor_view_thrown(MonitorView *v, const MonitorThrown *t);
 /* The stream has ended: stacks and exceptions are shown now. Return: how many things were shown. */
 unsigned long monitor_view_finish(MonitorView *v);
 /* Exceptions seen but not kept (past MONITOR_VIEW_EXCEPTIONS_MAX or MONITOR_VIEW_KEPT_BYTES_MAX); stacks:

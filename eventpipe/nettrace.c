@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/param.h>
 #include <time.h>
 
 #include "array.h"
@@ -538,6 +539,17 @@ static void stacks_forget(NettraceParser *p) {
         p->n_frames = 0;
 }
 
+/* What the parser keeps at most between two sequence points (NettraceCallbacks.stack_frames_max). */
+static size_t frames_max(const NettraceParser *p) {
+        return p->callbacks.stack_frames_max ? MIN(p->callbacks.stack_frames_max, (size_t)NETTRACE_STACK_FRAMES_MAX)
+                                             : NETTRACE_STACK_FRAMES_MAX;
+}
+
+static size_t stacks_max(const NettraceParser *p) {
+        return p->callbacks.stack_frames_max ? MIN(p->callbacks.stack_frames_max, (size_t)NETTRACE_STACKS_MAX)
+                                             : NETTRACE_STACKS_MAX;
+}
+
 /*
  * Keeps one stack: its instruction pointers, as 64-bit values. Past the
  * limits it is dropped: its id stays taken, so later ids still map right,
@@ -553,7 +565,7 @@ static int stack_keep(NettraceParser *p, const uint8_t *ips, uint32_t size) {
         *entry = (StackEntry){ .offset = p->n_frames };
         if (depth == 0)
                 return 0;
-        if (depth > NETTRACE_STACK_FRAMES_MAX - p->n_frames) {
+        if (depth > frames_max(p) - p->n_frames) {
                 p->stacks_dropped++;
                 return 0;
         }
@@ -594,7 +606,7 @@ static int parse_stack_block(NettraceParser *p, const uint8_t *block, size_t siz
                         continue;
                 if (stack_size % p->pointer_size != 0)
                         return NETTRACE_E_MALFORMED;
-                if (p->n_stacks >= NETTRACE_STACKS_MAX || first_id + i < first_id) {
+                if (p->n_stacks >= stacks_max(p) || first_id + i < first_id) {
                         p->stacks_dropped++;
                         continue;
                 }

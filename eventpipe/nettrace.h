@@ -123,6 +123,10 @@ typedef struct NettraceCallbacks {
         int (*metadata)(const NettraceMetadata *metadata, void *userdata);
         int (*event)(const NettraceEvent *event, void *userdata);
         bool stacks;               /* keep StackBlocks and give each event its frames */
+        /* with stacks: frames kept at most between two sequence points, and as many stacks; past them, as past
+         * the limits above (0: NETTRACE_STACK_FRAMES_MAX and NETTRACE_STACKS_MAX). For a parser that lives
+         * long beside many others, whose memory the stream's writer should not choose. */
+        size_t stack_frames_max;
 } NettraceCallbacks;
 
 typedef struct NettraceParser NettraceParser;

@@ -205,7 +205,9 @@ static int on_event(const NettraceEvent *e, void *userdata) {
 }
 
 static int parse(const uint8_t *data, size_t size, size_t chunk, bool stacks, Seen *s, int *ret_finish) {
-        const NettraceCallbacks callbacks = { on_header, on_metadata, on_event, stacks };
+        /* half the inputs under a small bound of kept frames, as the [[collect]] watch parses with */
+        const NettraceCallbacks callbacks = { .header = on_header, .metadata = on_metadata, .event = on_event,
+                                              .stacks = stacks, .stack_frames_max = size % 2 ? 64 : 0 };
         NettraceParser *p = NULL;
         int r = 0, again;
 

@@ -146,8 +146,11 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         return 0;
 }
 
-static int parse(const char *name, bool stacks, size_t chunk, Stacks *s) {
-        NettraceCallbacks cb = { on_header, NULL, on_event, stacks };
+/* @frames_max: NettraceCallbacks.stack_frames_max; *@ret_dropped: the stacks it kept none of. */
+static int parse_capped(const char *name, bool stacks, size_t chunk, size_t frames_max, Stacks *s,
+                        uint64_t *ret_dropped) {
+        NettraceCallbacks cb = { .header = on_header, .event = on_event, .stacks = stacks,
+                                 .stack_frames_max = frames_max };
         NettraceParser *p = NULL;
         uint8_t *data;
         size_t size = 0;
@@ -163,9 +166,17 @@ static int parse(const char *name, bool stacks, size_t chunk, Stacks *s) {
                 r = nettrace_feed(p, data + pos, size - pos < chunk ? size - pos : chunk);
         if (r == 0)
                 r = nettrace_finish(p);
-        check(nettrace_stacks_dropped(p) == 0);
+        *ret_dropped = nettrace_stacks_dropped(p);
         nettrace_parser_free(p);
         free(data);
+        return r;
+}
+
+static int parse(const char *name, bool stacks, size_t chunk, Stacks *s) {
+        uint64_t dropped = 0;
+        int r = parse_capped(name, stacks, chunk, 0, s, &dropped);
+
+        check(dropped == 0);
         return r;
 }
 
@@ -210,6 +221,20 @@ static void test_stacks_are_named_by_the_rundown(void) {
         stacks_done(&s);
         stacks_done(&chunked);
         stacks_done(&plain);
+}
+
+/* A parser told to keep few frames (a [[collect]] watch's) drops the stacks past them, and only those. */
+static void test_stacks_past_the_callers_bound_are_dropped(void) {
+        Stacks all = {}, capped = {};
+        uint64_t dropped = 0;
+
+        check(parse("stacks.nettrace", true, SIZE_MAX, &all) == 0);
+        check(all.frames > 8);
+        check(parse_capped("stacks.nettrace", true, SIZE_MAX, 8, &capped, &dropped) == 0);
+        check(dropped > 0);
+        check(capped.samples == all.samples && capped.with_frames > 0 && capped.frames < all.frames);
+        stacks_done(&all);
+        stacks_done(&capped);
 }
 
 static void test_exceptions(void) {
@@ -342,6 +367,7 @@ static void test_sessions_the_agent_asks_for(void) {
 
 int main(void) {
         run_test(test_stacks_are_named_by_the_rundown);
+        run_test(test_stacks_past_the_callers_bound_are_dropped);
         run_test(test_exceptions);
         run_test(test_logs_and_their_scopes);
         run_test(test_symbols);

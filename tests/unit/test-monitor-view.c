@@ -638,6 +638,58 @@ static void test_exceptions_kept_are_bounded_in_bytes(void) {
         free(b.data);
 }
 
+/*
+ * An exception seen in another session of the process (the [[collect]] watch's, without a rundown) is shown among
+ * the stream's, in the order of their times, its frames named by this stream's rundown; it is copied.
+ */
+static void test_an_exception_seen_elsewhere_is_shown_with_its_frames_named(void) {
+        Buf early = exception_payload("App.EarlyException", "thrown before the session", 0x200010),
+            late = exception_payload("App.LateException", "thrown in it", 0x300020);
+        const uint64_t early_stack[] = { 0x200010, 0x300010 }, late_stack[] = { 0x300020 };
+        NettraceEvent seen = { .metadata = &thrown, .thread_id = 9, .timestamp = 50, .stack = early_stack,
+                               .stack_depth = 2, .payload = early.data, .payload_size = early.size };
+        NettraceEvent in_stream = { .metadata = &thrown, .thread_id = 7, .timestamp = 100, .stack = late_stack,
+                                    .stack_depth = 1, .payload = late.data, .payload_size = late.size };
+        MonitorException x = {};
+        MonitorThrown t = {};
+        Capture c;
+        FILE *f = capture_open(&c);
+        MonitorView *v = view(MONITOR_VIEW_EXCEPTIONS, MONITOR_VIEW_TEXT, f), *stacks = NULL;
+        const char *second;
+
+        must(monitor_exception_extract(&seen, 8, &x) == 0);
+        must(monitor_thrown_take(&x, &seen, &t) == 0);
+        check(!x.type && !x.message && t.depth == 2 && t.thread_id == 9 && t.timestamp == 50);
+        check(monitor_view_event(v, &in_stream) == 0);
+        check(monitor_view_thrown(v, &t) == 0);
+        monitor_thrown_done(&t); /* the view keeps its own copy */
+        name_method(v, 0x200000, 0x100, "App.Probe", "ThrowEarly");
+        name_method(v, 0x300000, 0x100, "App.Main", "Run");
+        check(monitor_view_finish(v) == 2);
+        monitor_view_free(v);
+        fclose(f);
+        check(starts(c.data, "First chance exception at "));
+        check(strstr(c.data, " on thread 9\nApp.EarlyException: thrown before the session\n"
+                             "   at App.Probe.ThrowEarly\n   at App.Main.Run\n\nFirst chance exception at ") != NULL);
+        second = strstr(c.data, " on thread 7\n");
+        check(second && strcmp(second, " on thread 7\nApp.LateException: thrown in it\n   at App.Main.Run\n") == 0);
+        free(c.data);
+
+        /* a view of anything but exceptions takes none */
+        f = capture_open(&c);
+        stacks = view(MONITOR_VIEW_STACKS, MONITOR_VIEW_TEXT, f);
+        must(monitor_exception_extract(&seen, 8, &x) == 0 && monitor_thrown_take(&x, &seen, &t) == 0);
+        check(monitor_view_thrown(stacks, &t) == 0);
+        check(monitor_view_finish(stacks) == 0);
+        monitor_thrown_done(&t);
+        monitor_view_free(stacks);
+        fclose(f);
+        check(c.total == 0);
+        free(c.data);
+        free(early.data);
+        free(late.data);
+}
+
 /* gen_logs_amp.py of the review: 64 long arguments in a scope that is its own parent, around every message. */
 static void test_scope_of_its_own_around_every_message(void) {
         _cleanup_free_ char *big = repeat("\xe2\x82\xac", 100);
@@ -802,6 +854,7 @@ int main(void) {
         run_test(test_one_deep_stack_on_every_thread);
         run_test(test_exceptions_of_one_deep_stack);
         run_test(test_exceptions_kept_are_bounded_in_bytes);
+        run_test(test_an_exception_seen_elsewhere_is_shown_with_its_frames_named);
         run_test(test_scope_of_its_own_around_every_message);
         run_test(test_scopes_in_a_cycle);
         run_test(test_earliest_sample_of_many_threads);

@@ -271,7 +271,7 @@ static int on_event(const NettraceEvent *e, void *userdata) {
         return 0;
 }
 
-static const NettraceCallbacks callbacks = { on_header, on_metadata, on_event, false };
+static const NettraceCallbacks callbacks = { .header = on_header, .metadata = on_metadata, .event = on_event };
 
 /* Feeds @data in chunks of 1..@max_chunk bytes (0: all at once); returns feed's result. */
 static int parse(const uint8_t *data, size_t size, size_t max_chunk, unsigned seed, Seen *s, int *ret_finish) {
@@ -346,7 +346,7 @@ static int small_header(const NettraceHeader *h, void *userdata) {
 }
 
 static void test_hand_made_stream(void) {
-        static const NettraceCallbacks cb = { small_header, NULL, small_event, false };
+        static const NettraceCallbacks cb = { .header = small_header, .event = small_event };
         _cleanup_(nettrace_parser_freep) NettraceParser *p = NULL;
         const NettraceMetadata *m;
         Small s = {};
