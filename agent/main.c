@@ -352,7 +352,7 @@ static int check_policy(const Options *o) {
         /* checked like the rest, but only partly acted on: say so rather than let them seem in force */
         if (p->n_collect > 0)
                 printf("%s: %zu [[collect]] table%s checked; then.dump, then.stacks, then.trace_profile, "
-                       "then.counters and then.gcdump take their artifacts (docs/collect.md)\n",
+                       "then.counters, then.gcdump and then.exceptions take their artifacts (docs/collect.md)\n",
                        o->broker.policy_path, p->n_collect, p->n_collect == 1 ? "" : "s");
         policy_unref(p);
         return EXIT_SUCCESS;

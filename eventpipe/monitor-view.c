@@ -189,6 +189,25 @@ int monitor_thrown_take(MonitorException *x, const NettraceEvent *e, MonitorThro
         return 0;
 }
 
+int monitor_thrown_copy(const MonitorThrown *t, MonitorThrown *ret) {
+        MonitorThrown c = { .x = { .ip = t->x.ip, .hresult = t->x.hresult, .flags = t->x.flags },
+                            .thread_id = t->thread_id, .timestamp = t->timestamp };
+        Stack s;
+
+        c.x.type = t->x.type ? strdup(t->x.type) : NULL;
+        c.x.message = t->x.message ? strdup(t->x.message) : NULL;
+        if ((t->x.type && !c.x.type) || (t->x.message && !c.x.message) ||
+            stack_make(t->thread_id, t->timestamp, t->frames, t->depth, t->lost, &s) < 0) {
+                monitor_exception_done(&c.x);
+                return -ENOMEM;
+        }
+        c.frames = s.frames;
+        c.depth = s.depth;
+        c.lost = s.lost;
+        *ret = c;
+        return 0;
+}
+
 void monitor_thrown_done(MonitorThrown *t) {
         monitor_exception_done(&t->x);
         free(t->frames);

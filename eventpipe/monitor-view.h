@@ -63,6 +63,8 @@ typedef struct MonitorThrown {
 
 /* Takes @x's strings (it is left empty) and copies @e's stack. Return: 0 or -ENOMEM (@x untouched). */
 int monitor_thrown_take(MonitorException *x, const NettraceEvent *e, MonitorThrown *ret);
+/* A copy of @t into *@ret. Return: 0 or -ENOMEM (*@ret untouched). */
+int monitor_thrown_copy(const MonitorThrown *t, MonitorThrown *ret);
 void monitor_thrown_done(MonitorThrown *t);
 
 int monitor_view_new(MonitorViewKind kind, MonitorViewFormat format, FILE *out, MonitorView **ret);

@@ -1604,7 +1604,7 @@ static bool compile_collect_counters(Compiler *c, const TomlEntry *t, PolicyColl
         return true;
 }
 
-/* then.*: exactly one action; duration with trace_profile (required) and counters (optional) only. */
+/* then.*: exactly one action; duration with trace_profile (required), counters and exceptions (optional) only. */
 static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const PolicyAgentSettings *a,
                                        PolicyCollect *col, const TomlEntry **action) {
         const TomlValue *v = t->value;
@@ -1622,10 +1622,11 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 return true;
         }
         if (strcmp(t->key, "dump") != 0 && strcmp(t->key, "stacks") != 0 && strcmp(t->key, "trace_profile") != 0 &&
-            strcmp(t->key, "counters") != 0 && strcmp(t->key, "gcdump") != 0 && strcmp(t->key, "core") != 0) {
+            strcmp(t->key, "counters") != 0 && strcmp(t->key, "gcdump") != 0 && strcmp(t->key, "core") != 0 &&
+            strcmp(t->key, "exceptions") != 0) {
                 error_at(c, t->line, t->column,
-                         "unknown key 'then.%s' in [[collect]] (dump, stacks, gcdump, trace_profile, counters, duration, "
-                         "core)",
+                         "unknown key 'then.%s' in [[collect]] (dump, stacks, gcdump, exceptions, trace_profile, "
+                         "counters, duration, core)",
                          t->key);
                 return false;
         }
@@ -1634,16 +1635,18 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 return false;
         }
         *action = t;
-        if (strcmp(t->key, "stacks") == 0 || strcmp(t->key, "gcdump") == 0 || strcmp(t->key, "core") == 0) {
+        if (strcmp(t->key, "stacks") == 0 || strcmp(t->key, "gcdump") == 0 || strcmp(t->key, "core") == 0 ||
+            strcmp(t->key, "exceptions") == 0) {
                 if (!expect_type(c, t, TOML_BOOLEAN))
                         return false;
                 if (!v->boolean) {
                         error_at(c, t->line, t->column, "'then.%s = false' means nothing; leave it out", t->key);
                         return false;
                 }
-                col->then = strcmp(t->key, "stacks") == 0 ? POLICY_COLLECT_THEN_STACKS
-                            : strcmp(t->key, "gcdump") == 0 ? POLICY_COLLECT_THEN_GCDUMP
-                                                            : POLICY_COLLECT_THEN_CORE;
+                col->then = strcmp(t->key, "stacks") == 0       ? POLICY_COLLECT_THEN_STACKS
+                            : strcmp(t->key, "gcdump") == 0     ? POLICY_COLLECT_THEN_GCDUMP
+                            : strcmp(t->key, "exceptions") == 0 ? POLICY_COLLECT_THEN_EXCEPTIONS
+                                                                : POLICY_COLLECT_THEN_CORE;
                 return true;
         }
         if (strcmp(t->key, "counters") == 0)
@@ -1681,22 +1684,26 @@ static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAg
         duration = toml_table_find(e->value, "duration");
         if (!action && ok) {
                 error_at(c, e->line, e->column, "'then' needs an action: 'then.dump', 'then.stacks', "
-                         "'then.gcdump', 'then.trace_profile', 'then.counters' or (with when.crash) 'then.core'");
+                         "'then.gcdump', 'then.exceptions', 'then.trace_profile', 'then.counters' or (with when.crash) "
+                         "'then.core'");
                 return false;
         }
         if (action && strcmp(action->key, "trace_profile") == 0 && !duration) {
                 error_at(c, action->line, action->column, "'then.trace_profile' needs 'then.duration': how long to trace");
                 return false;
         }
-        if (action && strcmp(action->key, "trace_profile") != 0 && strcmp(action->key, "counters") != 0 && duration) {
+        if (action && strcmp(action->key, "trace_profile") != 0 && strcmp(action->key, "counters") != 0 &&
+            strcmp(action->key, "exceptions") != 0 && duration) {
                 error_at(c, duration->line, duration->column,
-                         "'then.duration' goes with 'then.trace_profile' or 'then.counters' only");
+                         "'then.duration' goes with 'then.trace_profile', 'then.counters' or 'then.exceptions' only");
                 return false;
         }
-        if (ok && action && strcmp(action->key, "counters") == 0 && !duration)
-                col->duration_usec = POLICY_COLLECT_COUNTERS_DEFAULT_USEC < a->max_session_duration_usec
-                                             ? POLICY_COLLECT_COUNTERS_DEFAULT_USEC
-                                             : a->max_session_duration_usec;
+        if (ok && action && !duration && (strcmp(action->key, "counters") == 0 || strcmp(action->key, "exceptions") == 0)) {
+                uint64_t usec = strcmp(action->key, "counters") == 0 ? POLICY_COLLECT_COUNTERS_DEFAULT_USEC
+                                                                     : POLICY_COLLECT_EXCEPTIONS_DEFAULT_USEC;
+
+                col->duration_usec = usec < a->max_session_duration_usec ? usec : a->max_session_duration_usec;
+        }
         return ok;
 }
 
@@ -1768,7 +1775,8 @@ static bool check_collect(Compiler *c, const TomlValue *table) {
                 { "targets", "[[collect]] needs targets (users, units, names, cgroups or containers), "
                              "or targets.any = true" },
                 { "when", "[[collect]] needs a trigger: when.counter, when.exception or when.crash" },
-                { "then", "[[collect]] needs an action: then.dump, then.stacks, then.gcdump or then.trace_profile" },
+                { "then", "[[collect]] needs an action: then.dump, then.stacks, then.gcdump, then.exceptions, "
+                          "then.counters or then.trace_profile" },
         };
         bool ok = true;
 

@@ -189,6 +189,8 @@ typedef enum PolicyCollectAction {
         POLICY_COLLECT_THEN_COUNTERS, /* the counters of counters_providers for duration, as dsctl counters --format csv */
         POLICY_COLLECT_THEN_GCDUMP, /* the GC heap, as the .gcdump dsctl gcdump -o writes */
         POLICY_COLLECT_THEN_CORE,   /* when.crash's: the core systemd-coredump stored, as dsctl crash copies it */
+        POLICY_COLLECT_THEN_EXCEPTIONS, /* the exceptions with their stacks, as dsctl exceptions prints: the one that
+                                         * fired an exception table, and those thrown for duration after */
         _POLICY_COLLECT_THEN_MAX,
 } PolicyCollectAction;
 
@@ -228,7 +230,7 @@ typedef struct PolicyCollect {
         PolicyCollectAction then;
         PolicyDumpType dump_type;   /* POLICY_COLLECT_THEN_DUMP */
         char *trace_profile;        /* POLICY_COLLECT_THEN_TRACE */
-        uint64_t duration_usec;     /* POLICY_COLLECT_THEN_TRACE, _COUNTERS: at most max_session_duration */
+        uint64_t duration_usec;     /* POLICY_COLLECT_THEN_TRACE, _COUNTERS, _EXCEPTIONS: at most max_session_duration */
         PolicyStringList counters_providers; /* POLICY_COLLECT_THEN_COUNTERS: 1 to POLICY_COLLECT_COUNTERS_MAX */
 
         PolicyIdList reader_users;
@@ -252,6 +254,8 @@ typedef struct PolicyCollect {
 #define POLICY_COLLECT_COUNTERS_MAX 16 /* then.counters' providers, as many as dsctl counters may name */
 /* then.counters without then.duration: dotnet-monitor's CollectLiveMetrics default (at most max_session_duration) */
 #define POLICY_COLLECT_COUNTERS_DEFAULT_USEC (30 * 1000000ULL)
+/* then.exceptions without then.duration: dsctl exceptions' window (at most max_session_duration) */
+#define POLICY_COLLECT_EXCEPTIONS_DEFAULT_USEC (10 * 1000000ULL)
 
 typedef struct PolicyAgentSettings {
         char *dump_dir;

@@ -50,6 +50,7 @@ static const char *action_of(const PolicyCollect *table) {
         case POLICY_COLLECT_THEN_COUNTERS: return "counters";
         case POLICY_COLLECT_THEN_GCDUMP: return "gcdump";
         case POLICY_COLLECT_THEN_CORE: return "core";
+        case POLICY_COLLECT_THEN_EXCEPTIONS: return "exceptions";
         default: return "trace";
         }
 }

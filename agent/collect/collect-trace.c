@@ -55,7 +55,9 @@ struct CollectTrace {
         JobCall job;
         uint64_t session_id;
         int stream_fd, dir_fd, file_fd;
-        int text_fd;                /* then.stacks: the text, an unnamed file of dump_dir too */
+        int text_fd;                /* then.stacks, then.exceptions: the text, an unnamed file of dump_dir too */
+        MonitorThrown thrown;       /* then.exceptions: the exception that fired the table, as its watch saw it */
+        bool have_thrown;
         int control_fd;             /* then.gcdump: the agent's end of the worker's control socket */
         sd_event_source *control_source;
         unsigned slot;
@@ -103,6 +105,7 @@ static void trace_free(CollectTrace *t) {
         safe_close(t->text_fd);
         safe_close(t->dir_fd);
         audit_reservation_release(&t->audit_room);
+        monitor_thrown_done(&t->thrown);
         target_unref(t->target);
         policy_unref(t->policy);
         free(t->providers_text);
@@ -126,13 +129,22 @@ static bool is_gcdump(const CollectTrace *t) {
         return t->table->then == POLICY_COLLECT_THEN_GCDUMP;
 }
 
+/* then.exceptions: an exceptions session, as dsctl exceptions asks, whose nettrace becomes text. */
+static bool is_exceptions(const CollectTrace *t) {
+        return t->table->then == POLICY_COLLECT_THEN_EXCEPTIONS;
+}
+
 /* Its nettrace is never named: a worker renders it, and the rendering is published. */
 static bool is_rendered(const CollectTrace *t) {
-        return is_stacks(t) || is_counters(t);
+        return is_stacks(t) || is_counters(t) || is_exceptions(t);
 }
 
 static const char *action_of(const CollectTrace *t) {
-        return is_stacks(t) ? "stacks" : is_counters(t) ? "counters" : is_gcdump(t) ? "gcdump" : "trace";
+        return is_stacks(t)       ? "stacks"
+               : is_counters(t)   ? "counters"
+               : is_gcdump(t)     ? "gcdump"
+               : is_exceptions(t) ? "exceptions"
+                                  : "trace";
 }
 
 /* How long the session runs before StopTracing: stacks take a moment's samples, as dsctl stacks does;
@@ -218,7 +230,10 @@ static int publish(CollectTrace *t, int fd, uint64_t size, char *ret_path, size_
         int r;
 
         r = dump_publish_for_table(t->dir_fd, fd, &readers, &attrs, action_of(t), "collect", t->table->name,
-                                   is_stacks(t) ? ".txt" : is_counters(t) ? ".csv" : is_gcdump(t) ? ".gcdump" : ".nettrace",
+                                   is_stacks(t) || is_exceptions(t) ? ".txt"
+                                   : is_counters(t)                 ? ".csv"
+                                   : is_gcdump(t)                   ? ".gcdump"
+                                                                    : ".nettrace",
                                    name, sizeof(name));
         if (r != 0)
                 return r;
@@ -264,7 +279,8 @@ static void rendered(void *userdata, int r, uint64_t bytes, const char *why) {
 
 /*
  * then.stacks: a worker turns the session's nettrace into the text dsctl stacks prints; then.counters:
- * into the CSV dsctl counters --format csv prints.
+ * into the CSV dsctl counters --format csv prints; then.exceptions: into the text dsctl exceptions
+ * prints, with the exception that fired the table among them.
  */
 static void render(CollectTrace *t) {
         DumpLimits limits = { .max_use = t->policy->agent.max_use, .keep_free = t->policy->agent.keep_free };
@@ -275,8 +291,11 @@ static void render(CollectTrace *t) {
         r = t->text_fd < 0 ? -errno
             : is_counters(t) ? jobs_counters_csv(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
                                                  &limits, t->providers_text, rendered, t, &t->job)
-                             : jobs_stacks_text(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
-                                                &limits, rendered, t, &t->job);
+            : is_exceptions(t) ? jobs_exceptions_text(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
+                                                      &limits, t->have_thrown ? &t->thrown : NULL, rendered, t,
+                                                      &t->job)
+                               : jobs_stacks_text(broker_of(t), t->owner, t->file_fd, t->text_fd, t->dir_fd,
+                                                  &limits, rendered, t, &t->job);
         if (r != 0) {
                 snprintf(result, sizeof(result), "cannot write the %s: %s", action_of(t),
                          r < 0 ? strerror(-r) : "no worker free");
@@ -485,7 +504,7 @@ static uint32_t buffer_mb(const Policy *p) {
         return most < EVENTPIPE_BUFFER_MB_DEFAULT ? most : EVENTPIPE_BUFFER_MB_DEFAULT;
 }
 
-/* The session's providers: the table's profile, dsctl stacks' or dsctl counters' (every second). */
+/* The session's providers: the table's profile, dsctl stacks', gcdump's, exceptions' or counters' (every second). */
 static int config_of(const CollectTrace *t, EventPipeConfig *ret) {
         const PolicyStringList *names = &t->table->counters_providers;
         char session_id[33];
@@ -495,6 +514,8 @@ static int config_of(const CollectTrace *t, EventPipeConfig *ret) {
                 return monitor_stacks_config(ret);
         if (is_gcdump(t))
                 return monitor_gcdump_config(ret);
+        if (is_exceptions(t))
+                return monitor_exceptions_config(ret);
         if (!is_counters(t))
                 return eventpipe_profile_config(t->table->trace_profile, ret);
         r = collect_session_id(session_id);
@@ -572,7 +593,7 @@ static bool owner_traced(const CollectTraces *s, uid_t owner) {
 }
 
 int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, uid_t owner,
-                        char *why, size_t why_size) {
+                        const MonitorThrown *thrown, char *why, size_t why_size) {
         CollectTrace *t;
 
         if (s->n >= COLLECT_TRACES_MAX) {
@@ -594,6 +615,14 @@ int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *t
                              .file_fd = -EBADF, .text_fd = -EBADF, .control_fd = -EBADF };
         s->traces = t;
         s->n++;
+        if (thrown && is_exceptions(t)) {
+                if (monitor_thrown_copy(thrown, &t->thrown) < 0) {
+                        snprintf(why, why_size, "not traced: out of memory");
+                        trace_free(t);
+                        return 1;
+                }
+                t->have_thrown = true;
+        }
         if (admit(t, why, why_size) != 0 || begin(t, why, why_size) != 0) {
                 trace_free(t);
                 return 1;

@@ -29,11 +29,19 @@
  * it tells the agent when the dump's GC has ended, and the agent stops the session then, as dsctl
  * does, so that the rundown names the types' modules. The file is published as
  * gcdump.NAME.PID.collect-TABLE.TIME.gcdump (type gcdump).
+ *
+ * then.exceptions likewise, with the session dsctl exceptions asks for (monitor_exceptions_config(): the
+ * runtime's exception events with their stacks, and the rundown) for then.duration: a worker turns its
+ * nettrace into the text dsctl exceptions prints (jobs_exceptions_text()), with the exception that fired
+ * the table first: the watch saw it, with its stack, before this session began, and the session's
+ * rundown names its frames, so that the throw site is in the file. Published as
+ * exceptions.NAME.PID.collect-TABLE.TIME.txt (type exceptions).
  */
 #pragma once
 
 #include <sys/types.h>
 
+#include "monitor-view.h"
 #include "policy.h"
 
 typedef struct Broker Broker;
@@ -49,8 +57,9 @@ CollectTraces *collect_traces_free(CollectTraces *s);
 /**
  * collect_trace_start() - trace @target for @table of @policy, which just fired on it
  *
- * Takes references to @policy and @target; charged to @owner, the process's owner. The result is
- * recorded, now or when the trace ends.
+ * Takes references to @policy and @target; charged to @owner, the process's owner. @thrown (may be NULL):
+ * the exception that fired the table, shown by then.exceptions (copied). The result is recorded, now or
+ * when the trace ends.
  *
  * Return: 0 when the trace starts (its end is recorded later); else a positive reason was written
  * into @why (COLLECT_TRACES_MAX run already, or one of this owner's processes', the process has as
@@ -63,4 +72,4 @@ CollectTraces *collect_traces_free(CollectTraces *s);
  * (failure, the agent's exit).
  */
 int collect_trace_start(CollectTraces *s, Policy *policy, const PolicyCollect *table, Target *target, uid_t owner,
-                        char *why, size_t why_size);
+                        const MonitorThrown *thrown, char *why, size_t why_size);

@@ -369,6 +369,7 @@ static void record(const Watch *w, const CollectTrigger *t, const char *event, b
                 [POLICY_COLLECT_THEN_TRACE] = "trace",
                 [POLICY_COLLECT_THEN_COUNTERS] = "counters",
                 [POLICY_COLLECT_THEN_GCDUMP] = "gcdump",
+                [POLICY_COLLECT_THEN_EXCEPTIONS] = "exceptions",
         };
 
         collect_table_what(table, what, sizeof(what));
@@ -480,8 +481,10 @@ unsigned collector_removed(const Collector *c, const char *table, pid_t *ret_pid
         return 0;
 }
 
-/* The table's action: the trace starts (its end is recorded then), or the record says why not. */
-static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const char *exception) {
+/* The table's action: the trace starts (its end is recorded then), or the record says why not. @thrown: the
+ * exception that fired it, with its stack (then.exceptions shows it), or NULL. */
+static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const char *exception,
+                const MonitorThrown *thrown) {
         Collector *c = w->collector;
         uid_t owner = w->candidate->owner; /* the action is charged to the process's owner */
         const PolicyCollect *table = t->table;
@@ -493,14 +496,17 @@ static void act(Watch *w, CollectTrigger *t, bool has_value, double value, const
                 if (started)
                         snprintf(why, sizeof(why), "a %s dump begins", policy_dump_type_to_string(table->dump_type));
         } else {
-                /* a session, counted with the traces: a trace, stacks, counters, a heap dump */
-                started = collect_trace_start(c->traces, c->policy, table, w->target, owner, why, sizeof(why)) == 0;
+                /* a session, counted with the traces: a trace, stacks, counters, a heap dump, exceptions */
+                started = collect_trace_start(c->traces, c->policy, table, w->target, owner, thrown, why,
+                                              sizeof(why)) == 0;
                 if (started && table->then == POLICY_COLLECT_THEN_TRACE)
                         snprintf(why, sizeof(why), "a trace of profile %s begins", table->trace_profile);
                 else if (started)
-                        snprintf(why, sizeof(why), "a %s session begins",
-                                 table->then == POLICY_COLLECT_THEN_GCDUMP ? "heap dump"
-                                 : table->then == POLICY_COLLECT_THEN_STACKS ? "stacks" : "counters");
+                        snprintf(why, sizeof(why), "%s session begins",
+                                 table->then == POLICY_COLLECT_THEN_GCDUMP       ? "a heap dump"
+                                 : table->then == POLICY_COLLECT_THEN_STACKS     ? "a stacks"
+                                 : table->then == POLICY_COLLECT_THEN_EXCEPTIONS ? "an exceptions"
+                                                                                 : "a counters");
         }
         record(w, t, "fired", has_value, value, exception, why);
         if (!started) /* no collect record follows: the firing's words are its result */
@@ -530,7 +536,7 @@ static void watch_sample(Watch *w, const NettraceCounter *counter) {
                 double value = 0;
 
                 if (collect_trigger_counter(t, counter, now, &value) == COLLECT_FIRE) {
-                        act(w, t, true, value, NULL);
+                        act(w, t, true, value, NULL, NULL);
                         acted = acted ? acted : t;
                 }
         }
@@ -538,17 +544,29 @@ static void watch_sample(Watch *w, const NettraceCounter *counter) {
                 watch_acted(w, acted);
 }
 
-static void watch_exception(Watch *w, const char *type) {
+/*
+ * An exception @x, thrown as @e says: a table it fires whose action is then.exceptions gets it with its stack
+ * (the watch's session has no rundown: the action's session names its frames).
+ */
+static void watch_exception(Watch *w, MonitorException *x, const NettraceEvent *e) {
+        _cleanup_(monitor_thrown_done) MonitorThrown thrown = {};
         uint64_t now = now_usec(w->collector);
         const CollectTrigger *acted = NULL;
+        const char *type = x->type;
+        bool taken = false;
 
         for (size_t i = 0; i < w->n_triggers; i++) {
                 CollectTrigger *t = watch_triggers_from(w, i);
 
-                if (collect_trigger_exception(t, type, now) == COLLECT_FIRE) {
-                        act(w, t, false, 0, type);
-                        acted = acted ? acted : t;
+                if (collect_trigger_exception(t, type, now) != COLLECT_FIRE)
+                        continue;
+                if (t->table->then == POLICY_COLLECT_THEN_EXCEPTIONS && !taken && monitor_thrown_take(x, e, &thrown) == 0) {
+                        taken = true;
+                        type = thrown.x.type; /* moved there */
                 }
+                /* without memory for its stack, the action still runs: the exceptions after the firing */
+                act(w, t, false, 0, type, taken ? &thrown : NULL);
+                acted = acted ? acted : t;
         }
         if (acted)
                 watch_acted(w, acted);
@@ -571,7 +589,7 @@ static int on_event(const NettraceEvent *event, void *userdata) {
                 watch_sample(w, &counter);
         else if (w->pointer_size && monitor_exception_extract(event, w->pointer_size, &exception) == 0 &&
                  exception.type)
-                watch_exception(w, exception.type);
+                watch_exception(w, &exception, event);
         return 0;
 }
 
@@ -608,8 +626,19 @@ static int on_stream(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* Does a table of @w take the exception that fires it (then.exceptions)? Its stream is then parsed with stacks. */
+static bool wants_stacks(const Watch *w) {
+        for (size_t i = 0; i < w->n_triggers; i++)
+                if (w->triggers[i].table->when == POLICY_COLLECT_WHEN_EXCEPTION &&
+                    w->triggers[i].table->then == POLICY_COLLECT_THEN_EXCEPTIONS)
+                        return true;
+        return false;
+}
+
 static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
         static const NettraceCallbacks callbacks = { .header = on_header, .event = on_event };
+        static const NettraceCallbacks with_stacks = { .header = on_header, .event = on_event, .stacks = true,
+                                                       .stack_frames_max = COLLECT_STACK_FRAMES_MAX };
         Watch *w = userdata;
         if (error != 0 || !reply->ok || dotnet_ipc_session_id_decode(reply, &w->session_id) != 0) {
                 watch_idle(w, COLLECT_RETRY_USEC);
@@ -617,7 +646,7 @@ static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply
         }
         w->stream_fd = runtime_call_take_fd(call);
         w->call = runtime_call_free(call);
-        if (nettrace_parser_new(&callbacks, w, &w->parser) < 0 ||
+        if (nettrace_parser_new(wants_stacks(w) ? &with_stacks : &callbacks, w, &w->parser) < 0 ||
             sd_event_add_io(w->collector->broker->event, &w->io, w->stream_fd, EPOLLIN, on_stream, w) < 0) {
                 watch_idle(w, COLLECT_RETRY_USEC);
                 return;

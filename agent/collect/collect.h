@@ -22,7 +22,7 @@
  * COLLECT_NAME_RECHECK_USEC.
  *
  * The session asks for the union of the tables' counter providers, every second, and the runtime's
- * exception events if an exception table covers the process; its stream is read in the loop
+ * exception events (with their stacks) if an exception table covers the process; its stream is read in the loop
  * without waiting, at most COLLECT_READ_MAX bytes a wake-up and COLLECT_BYTES_PER_SEC a second (a
  * runtime that sends more has its session cut, and is watched again only after
  * COLLECT_RETRY_USEC), and parsed by the fuzzed nettrace parser. Each counter sample and each
@@ -30,8 +30,10 @@
  * the process, timed by the loop's clock.
  *
  * A table that fires is recorded (AuditCollectEvent "fired": the table, the process, the value or
- * the exception type seen), and its action runs: then.trace_profile, then.stacks, then.counters
- * and then.gcdump through collect-trace.h, then.dump through collect-dump.h. A process the walk no
+ * the exception type seen), and its action runs: then.trace_profile, then.stacks, then.counters,
+ * then.gcdump and then.exceptions through collect-trace.h, then.dump through collect-dump.h. An exception
+ * table whose action is then.exceptions has its watch's stream parsed with stacks (at most
+ * COLLECT_STACK_FRAMES_MAX kept), and the exception that fired it goes to the action with its stack. A process the walk no
  * longer lists (it exited, or closed its socket) loses its watch; one whose runtime ends the
  * stream, cannot be reached or has its sessions all taken is watched again after
  * COLLECT_RETRY_USEC. A reload drops every watch: the next walk, at once, judges every process under
@@ -67,6 +69,11 @@ typedef struct Target Target;
 #define COLLECT_FDS_MAX (5 * COLLECT_WATCHES_MAX)
 #define COLLECT_OPENS_MAX 4
 #define COLLECT_OPENS_PER_OWNER 1
+/* Frames (and stacks) a watch's parser keeps between two of the runtime's sequence points, when a table takes the
+ * exception that fires it with its stack (then.exceptions): past them stacks are dropped, and such an exception comes
+ * without its frames. Bounds what a runtime makes the agent hold per watch (16384 frames: 128 KiB, and as many
+ * stacks' entries), COLLECT_WATCHES_MAX times at most. */
+#define COLLECT_STACK_FRAMES_MAX 16384
 #define COLLECT_READ_MAX (64 * 1024)
 #define COLLECT_BYTES_PER_SEC (1024 * 1024)
 

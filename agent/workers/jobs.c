@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/param.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -66,7 +67,23 @@ typedef enum JobType {
         JOB_RETAIN,
         JOB_CRASHES,
         JOB_CRASH_COPY,
+        JOB_EXCEPTIONS,
 } JobType;
+
+/* Bytes of an exception's type or message a job carries: what the parser gives at most (NETTRACE_STRING_MAX UTF-16
+ * units, 3 bytes of UTF-8 each at most), and its NUL. */
+#define JOBS_THROWN_TEXT_MAX (3 * NETTRACE_STRING_MAX + 1)
+
+/* A MonitorThrown, flat. */
+typedef struct JobThrown {
+        uint64_t ip, thread_id, timestamp;
+        uint32_t hresult;
+        uint16_t flags;
+        uint32_t depth, lost;
+        uint64_t frames[MONITOR_VIEW_FRAMES_MAX];
+        char type[JOBS_THROWN_TEXT_MAX];
+        char message[JOBS_THROWN_TEXT_MAX];
+} JobThrown;
 
 typedef struct JobRequester {
         uint32_t uid, gid;
@@ -112,6 +129,11 @@ typedef struct JobRequest {
                 } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir); GCDUMP
                                                  * (fds: the stream, the .gcdump file, dump_dir, control) */
                 DumpLimits stacks;              /* STACKS (fds: the nettrace, the text file, dump_dir) */
+                struct {
+                        DumpLimits limits;
+                        uint8_t have_thrown;
+                        JobThrown thrown;       /* the exception that fired the table, seen by its watch */
+                } exceptions;                   /* EXCEPTIONS (fds: the nettrace, the text file, dump_dir) */
                 struct {
                         DumpLimits limits;
                         char providers[JOBS_COUNTERS_PROVIDERS_MAX]; /* as the runtime was asked */
@@ -599,11 +621,13 @@ static int stacks_read(int fd, MonitorView *v) {
 }
 
 /*
- * A stacks session's nettrace (a [[collect]] table's then.stacks) as the text dsctl stacks prints,
- * into the unnamed file: parsed here, never in the loop, and at most MONITOR_VIEW_OUTPUT_MAX bytes
- * of text; dump_dir's guards (max_use, keep_free) must leave room for it.
+ * A stacks or exceptions session's nettrace (a [[collect]] table's then.stacks, then.exceptions) as the
+ * text dsctl stacks or dsctl exceptions prints, into the unnamed file: parsed here, never in the loop,
+ * and at most MONITOR_VIEW_OUTPUT_MAX bytes of text; dump_dir's guards (max_use, keep_free) must leave
+ * room for it. @thrown (may be NULL): an exception seen before the session, shown with its own.
  */
-static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+static size_t handle_view_text(MonitorViewKind kind, const DumpLimits *limits, const MonitorThrown *thrown,
+                               const WorkerMessage *msg, JobReply *a) {
         MonitorView *v = NULL;
         char why[DUMP_SPACE_WHY_MAX] = "";
         uint64_t headroom = 0;
@@ -622,9 +646,11 @@ static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobRe
                 safe_close(fd);
                 return REPLY_HEAD;
         }
-        a->r = monitor_view_new(MONITOR_VIEW_STACKS, MONITOR_VIEW_TEXT, out, &v);
+        a->r = monitor_view_new(kind, MONITOR_VIEW_TEXT, out, &v);
         if (a->r == 0)
                 a->r = stacks_read(msg->fds[0], v);
+        if (a->r == 0 && thrown)
+                a->r = monitor_view_thrown(v, thrown);
         if (a->r == 0)
                 (void)monitor_view_finish(v);
         monitor_view_free(v);
@@ -633,13 +659,31 @@ static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobRe
         if (a->r == 0 && fstat(msg->fds[1], &st) < 0)
                 a->r = -errno;
         if (a->r == 0)
-                a->r = dump_space_headroom(msg->fds[2], &q->stacks.max_use, &q->stacks.keep_free, 0, &headroom, why,
+                a->r = dump_space_headroom(msg->fds[2], &limits->max_use, &limits->keep_free, 0, &headroom, why,
                                            sizeof(why));
         if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > headroom))
                 a->r = DUMP_WRITER_E_NO_SPACE;
         reply_why(a, a->r == DUMP_WRITER_E_NO_SPACE ? (why[0] ? why : "no room in dump_dir for the text") : NULL);
         a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
         return REPLY_HEAD + sizeof(a->bytes);
+}
+
+static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        return handle_view_text(MONITOR_VIEW_STACKS, &q->stacks, NULL, msg, a);
+}
+
+/* The exception the job carries, its strings pointing into the job (the view copies what it keeps). */
+static size_t handle_exceptions(JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        JobThrown *j = &q->exceptions.thrown;
+        MonitorThrown thrown;
+
+        j->type[sizeof(j->type) - 1] = j->message[sizeof(j->message) - 1] = '\0';
+        thrown = (MonitorThrown){ .x = { .type = j->type, .message = j->message, .ip = j->ip, .hresult = j->hresult,
+                                         .flags = j->flags },
+                                  .thread_id = j->thread_id, .timestamp = j->timestamp, .frames = j->frames,
+                                  .depth = MIN(j->depth, (uint32_t)MONITOR_VIEW_FRAMES_MAX), .lost = j->lost };
+        return handle_view_text(MONITOR_VIEW_EXCEPTIONS, &q->exceptions.limits,
+                                q->exceptions.have_thrown ? &thrown : NULL, msg, a);
 }
 
 /* A counters session's nettrace on its way to CSV: the samples, timed by the stream's own clock. */
@@ -1092,6 +1136,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
         case JOB_COUNTERS:
                 reply->size = handle_counters(&q, msg, a);
                 break;
+        case JOB_EXCEPTIONS:
+                reply->size = handle_exceptions(&q, msg, a);
+                break;
         case JOB_GCDUMP:
                 reply->size = handle_gcdump(&q, msg, a);
                 break;
@@ -1519,6 +1566,35 @@ int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, in
                 return -ENOMEM;
         q->stacks = *limits;
         return submit_own(b, owner, q, offsetof(JobRequest, stacks) + sizeof(q->stacks), fds, 3,
+                          b->config.reply_timeout_usec, stacks_done, done, userdata, call);
+}
+
+int jobs_exceptions_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
+                         const MonitorThrown *thrown, JobStacksDone done, void *userdata, JobCall *call) {
+        const char *type = thrown && thrown->x.type ? thrown->x.type : "";
+        const char *message = thrown && thrown->x.message ? thrown->x.message : "";
+        int fds[3] = { nettrace_fd, text_fd, dir_fd };
+        JobRequest *q;
+
+        if (strlen(type) >= JOBS_THROWN_TEXT_MAX || strlen(message) >= JOBS_THROWN_TEXT_MAX)
+                return -E2BIG;
+        q = request_new(JOB_EXCEPTIONS);
+        if (!q)
+                return -ENOMEM;
+        q->exceptions.limits = *limits;
+        if (thrown) {
+                JobThrown *j = &q->exceptions.thrown;
+                size_t depth = MIN(thrown->depth, (size_t)MONITOR_VIEW_FRAMES_MAX);
+
+                q->exceptions.have_thrown = 1;
+                *j = (JobThrown){ .ip = thrown->x.ip, .thread_id = thrown->thread_id, .timestamp = thrown->timestamp,
+                                  .hresult = thrown->x.hresult, .flags = thrown->x.flags, .depth = (uint32_t)depth,
+                                  .lost = (uint32_t)MIN(thrown->lost + thrown->depth - depth, (size_t)UINT32_MAX) };
+                memcpy(j->frames, thrown->frames, depth * sizeof(uint64_t));
+                strcpy(j->type, type);
+                strcpy(j->message, message);
+        }
+        return submit_own(b, owner, q, offsetof(JobRequest, exceptions) + sizeof(q->exceptions), fds, 3,
                           b->config.reply_timeout_usec, stacks_done, done, userdata, call);
 }
 

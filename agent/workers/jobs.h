@@ -19,6 +19,7 @@
 #include "discover.h"
 #include "dump-stage.h"
 #include "dump-writer.h"
+#include "monitor-view.h"
 #include "policy.h"
 #include "procfs.h"
 #include "retention-pass.h"
@@ -180,6 +181,17 @@ typedef void (*JobStacksDone)(void *userdata, int r, uint64_t bytes, const char 
  */
 int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
                      JobStacksDone done, void *userdata, JobCall *call);
+
+/*
+ * jobs_exceptions_text() - the text dsctl exceptions prints of the exceptions session recorded in @nettrace_fd
+ *
+ * With @thrown (may be NULL), the exception that fired the table, which its watch saw before the session
+ * began: shown among the session's, its frames named by the session's rundown (monitor_view_thrown()).
+ * Otherwise as jobs_stacks_text(). Return: 0, -E2BIG (@thrown's type or message longer than a job carries:
+ * never, for what the parser gives), or as submitting any job.
+ */
+int jobs_exceptions_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
+                         const MonitorThrown *thrown, JobStacksDone done, void *userdata, JobCall *call);
 
 /* Bytes of a counters session's providers text (eventpipe_config_to_string()) a job carries. */
 #define JOBS_COUNTERS_PROVIDERS_MAX 8192

@@ -279,6 +279,23 @@ def parked_frames(text):
     return parked[0]
 
 
+def read_by_ops_alone(agent, path, kind, table):
+    """@path, a table's artifact of type @kind readable by group ops: root's, one link, exactly ops in its ACL and no
+    user; the app's user and mallory cannot read it; alice (in ops) has it listed by dsctl dumps, mallory has not."""
+    st = os.stat(path)
+    assert st.st_uid == 0 and st.st_nlink == 1, st
+    acl = acl_of(path)
+    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
+    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
+    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
+        assert not can_read(other, path), f"{other} can read the collected {kind}"
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["type"] == kind, (listed, r.stdout)
+    r = dsctl(agent, MALLORY, "--json", "dumps")
+    assert r.returncode == 0 and path not in r.stdout and table not in r.stdout, r
+
+
 @test
 def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once_per_limit():
     high, unit = target_in_unit(args=("--park-thread",))
@@ -304,18 +321,7 @@ def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once
     assert live.returncode == 0, live
     assert collected == parked_frames(live.stdout), (collected, live.stdout)
 
-    st = os.stat(path)
-    assert st.st_uid == 0 and st.st_nlink == 1, st
-    acl = acl_of(path)
-    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
-    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
-    for other in (MALLORY, SVC):
-        assert not can_read(other, path), f"{other} can read the collected stacks"
-    r = dsctl(agent, ALICE, "--json", "dumps")
-    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
-    assert listed and listed[0]["type"] == "stacks", (listed, r.stdout)
-    r = dsctl(agent, MALLORY, "--json", "dumps")
-    assert r.returncode == 0 and path not in r.stdout and "stacks-high" not in r.stdout, r
+    read_by_ops_alone(agent, path, "stacks", "stacks-high")
     sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
                 and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
     assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "stacks", sessions
@@ -379,18 +385,7 @@ def a_counters_table_writes_the_csv_dsctl_counters_prints_for_its_readers_only_o
     # every counter the table's file holds is one dsctl prints of the process, and most of them are
     assert set(collected) <= set(printed) and len(collected) >= len(printed) // 2, (sorted(collected), sorted(printed))
 
-    st = os.stat(path)
-    assert st.st_uid == 0 and st.st_nlink == 1, st
-    acl = acl_of(path)
-    assert f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl, acl  # exactly the table's readers: ops, no user
-    assert not [e for e in acl if e.startswith("user:") and e != "user::rw-"], acl
-    for other in (MALLORY, SVC):  # the app's own user reads it only if the table says so
-        assert not can_read(other, path), f"{other} can read the collected counters"
-    r = dsctl(agent, ALICE, "--json", "dumps")
-    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
-    assert listed and listed[0]["type"] == "counters", (listed, r.stdout)
-    r = dsctl(agent, MALLORY, "--json", "dumps")
-    assert r.returncode == 0 and path not in r.stdout and "counters-high" not in r.stdout, r
+    read_by_ops_alone(agent, path, "counters", "counters-high")
 
     time.sleep(6)  # the gauge stays beyond the line: the default limit, 1/1h, takes no second
     assert len(collect_records(agent, high.pid, "fired")) == 1, collect_records(agent, high.pid, "fired")
@@ -716,6 +711,47 @@ def an_exception_table_fires_when_its_type_is_thrown_count_times_within_its_wind
     fired_now = [r["DSAGENT_RULE"] for r in collect_records(agent, thrower.pid, "fired")]
     assert sorted(fired_now) == ["probe-full", "probe-thrown"], fired_now  # once each: the limit, 1/1h
     assert not collect_records(agent, quiet.pid, "fired"), collect_records(agent, quiet.pid, "fired")
+
+
+@test
+def an_exceptions_table_keeps_the_throw_site_of_the_exception_that_fired_it_for_its_readers_only():
+    """then.exceptions: the exceptions, with their stacks, as dsctl exceptions prints them. The one that fired the
+    table was thrown once, before the table's own session began: its type, message and throwing method are in the
+    file all the same (the watch's own event, with its stack, its frames named by the session's rundown)."""
+    once, unit = target_in_unit(args=("--throw-once-when-watched",))
+    agent = agent_with(exception_table("once-thrown", "DsagentOnceException", unit, readers=(f"group:{OPS}",),
+                                       then='then.exceptions = true\nthen.duration = "1s"'))
+    # the app throws once the watch's session asks for exception events: the agent's first walk finds it, a worker
+    # opens it and the session starts (read_line's bound, RUNTIME_BOUND, ends only a hang)
+    once.process.read_line("thrown-once")
+    rec = wait_for(lambda: collect_records(agent, once.pid, "collected"), timeout=120, what="the exceptions")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == "once-thrown" and rec["DSAGENT_COLLECT_ACTION"] == "exceptions", rec
+    assert os.path.dirname(path) == agent.dumps and path.endswith(".txt"), path
+    assert os.path.basename(path).startswith("exceptions.") and f".{once.pid}.collect-once-thrown." in path, path
+    fire = collect_records(agent, once.pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "an exceptions session begins", fire
+    assert fire[0]["DSAGENT_COLLECT_EXCEPTION"] == "DsTestTarget.DsagentOnceException", fire
+    # dsctl exceptions' text: the exception's head, its type and message, then its frames from the throw site out
+    r = subprocess.run(harness.as_user(ALICE, ["cat", path]), stdout=subprocess.PIPE, text=True)
+    assert r.returncode == 0, "a reader (in the table's group) cannot read the exceptions"
+    lines = r.stdout.splitlines()
+    assert "DsTestTarget.DsagentOnceException: dsagent-once-probe" in lines, r.stdout
+    at = lines.index("DsTestTarget.DsagentOnceException: dsagent-once-probe")
+    assert re.fullmatch(r"First chance exception at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} on thread \d+", lines[at - 1]), \
+        r.stdout
+    assert lines[at + 1] == "   at DsTestTarget.DsagentProbe.ThrowDsagentOnce", r.stdout  # the throw site
+    assert r.stdout.count("DsagentOnceException") == 1, r.stdout  # thrown once, before the table's session
+
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "once-thrown", dumps
+    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "exceptions", dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(once.pid)
+                and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
+    assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "exceptions", sessions
+
+    read_by_ops_alone(agent, path, "exceptions", "once-thrown")
 
 
 def flood_stream(directory):

@@ -2,6 +2,10 @@
 // --park-thread        a thread named "dsagent-parked" waits forever inside DsagentProbe.ParkedInDsagentStacksProbe
 // --throw-exceptions N N first-chance exceptions a second (at most 1000), of type DsagentProbeException with the
 //                      message "dsagent-exception-probe SEQ", thrown by DsagentProbe.ThrowDsagentProbe and caught
+// --throw-once-when-watched  once some session asks for the runtime's exception events (a [[collect]] exception
+//                      table's watch), one DsagentOnceException with the message "dsagent-once-probe", thrown by
+//                      DsagentProbe.ThrowDsagentOnce and caught, then "thrown-once" on stdout and no more: what a
+//                      table's action finds of it afterwards, it has from the watch's own event
 // --log-warnings N     N ILogger warnings a second (at most 1000) of category "Dsagent.TestTarget.Probe",
 //                      "dsagent-log-probe SEQ" with event id 7 (ProbeWarning), inside a scope "probe-scope 42";
 //                      each one follows an Information "dsagent-log-info SEQ" of the same category and an
@@ -17,6 +21,7 @@ using Microsoft.Extensions.Logging;
 namespace DsTestTarget;
 
 public sealed class DsagentProbeException(string message) : Exception(message);
+public sealed class DsagentOnceException(string message) : Exception(message);
 
 public static class DsagentProbe
 {
@@ -34,6 +39,8 @@ public static class DsagentProbe
         var throwsPerSecond = RateOf(args, "--throw-exceptions");
         if (throwsPerSecond > 0)
             new Thread(() => Throw(throwsPerSecond)) { IsBackground = true, Name = "dsagent-thrower" }.Start();
+        if (args.Contains("--throw-once-when-watched"))
+            new Thread(ThrowOnceWhenWatched) { IsBackground = true, Name = "dsagent-thrower-once" }.Start();
         var logsPerSecond = RateOf(args, "--log-warnings");
         if (logsPerSecond > 0)
         {
@@ -75,6 +82,32 @@ public static class DsagentProbe
             }
             Thread.Sleep(1000 / perSecond);
         }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    private static void ThrowDsagentOnce() => throw new DsagentOnceException("dsagent-once-probe");
+
+    // The runtime's exception events (keyword 0x8000 of Microsoft-Windows-DotNETRuntime) are on while a session asks
+    // for them: the managed side of that provider (NativeRuntimeEventSource) says so.
+    private static void ThrowOnceWhenWatched()
+    {
+        const EventKeywords exceptionKeyword = (EventKeywords)0x8000;
+        for (;;)
+        {
+            var runtime = EventSource.GetSources().FirstOrDefault(s => s.Name == "Microsoft-Windows-DotNETRuntime");
+            if (runtime is not null && runtime.IsEnabled(EventLevel.Informational, exceptionKeyword))
+                break;
+            Thread.Sleep(50);
+        }
+        try
+        {
+            ThrowDsagentOnce();
+        }
+        catch (DsagentOnceException)
+        {
+        }
+        Console.WriteLine("thrown-once");
+        Console.Out.Flush();
     }
 
     private static void Log(int perSecond)

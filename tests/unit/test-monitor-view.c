@@ -651,7 +651,7 @@ static void test_an_exception_seen_elsewhere_is_shown_with_its_frames_named(void
         NettraceEvent in_stream = { .metadata = &thrown, .thread_id = 7, .timestamp = 100, .stack = late_stack,
                                     .stack_depth = 1, .payload = late.data, .payload_size = late.size };
         MonitorException x = {};
-        MonitorThrown t = {};
+        MonitorThrown t = {}, copy = {};
         Capture c;
         FILE *f = capture_open(&c);
         MonitorView *v = view(MONITOR_VIEW_EXCEPTIONS, MONITOR_VIEW_TEXT, f), *stacks = NULL;
@@ -660,9 +660,12 @@ static void test_an_exception_seen_elsewhere_is_shown_with_its_frames_named(void
         must(monitor_exception_extract(&seen, 8, &x) == 0);
         must(monitor_thrown_take(&x, &seen, &t) == 0);
         check(!x.type && !x.message && t.depth == 2 && t.thread_id == 9 && t.timestamp == 50);
+        /* a copy stands on its own (a [[collect]] action keeps one until its session ends) */
+        must(monitor_thrown_copy(&t, &copy) == 0);
+        monitor_thrown_done(&t);
         check(monitor_view_event(v, &in_stream) == 0);
-        check(monitor_view_thrown(v, &t) == 0);
-        monitor_thrown_done(&t); /* the view keeps its own copy */
+        check(monitor_view_thrown(v, &copy) == 0);
+        monitor_thrown_done(&copy); /* the view keeps its own copy */
         name_method(v, 0x200000, 0x100, "App.Probe", "ThrowEarly");
         name_method(v, 0x300000, 0x100, "App.Main", "Run");
         check(monitor_view_finish(v) == 2);

@@ -1450,7 +1450,40 @@ static void test_collect_errors(void) {
         compile_fails(COLLECT_COUNTER "when.above = 90\nthen.stacks = true\nthen.gcdump = true\n", NULL, 7, 6,
                       "'then.stacks' and 'then.gcdump': one action");
         compile_fails(COLLECT_COUNTER "when.above = 90\nthen.gcdump = true\nthen.duration = \"1s\"\n", NULL, 7, 6,
-                      "'then.duration' goes with 'then.trace_profile' or 'then.counters' only");
+                      "'then.duration' goes with 'then.trace_profile', 'then.counters' or 'then.exceptions' only");
+        {
+                /* then.exceptions: dsctl exceptions' window unless then.duration says, cut to max_session_duration */
+                Policy *p = compile_ok(COLLECT_HEAD "when.exception = \"E\"\nthen.exceptions = true\n"
+                                       "[[collect]]\nname = \"d\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                                       "then.exceptions = true\nthen.duration = \"2s\"\n"
+                                       "[[collect]]\nname = \"e\"\ntargets.any = true\nwhen.counter = \"A:b\"\n"
+                                       "when.above = 1\nthen.exceptions = true\n");
+
+                check(p && p->n_collect == 3);
+                if (p && p->n_collect == 3) {
+                        check(p->collect[0].then == POLICY_COLLECT_THEN_EXCEPTIONS &&
+                              p->collect[0].duration_usec == POLICY_COLLECT_EXCEPTIONS_DEFAULT_USEC);
+                        check(p->collect[1].then == POLICY_COLLECT_THEN_EXCEPTIONS &&
+                              p->collect[1].duration_usec == 2000000ULL);
+                        /* a counter table may take the exceptions thrown after it fired */
+                        check(p->collect[2].then == POLICY_COLLECT_THEN_EXCEPTIONS);
+                }
+                policy_unref(p);
+                p = compile_ok(COLLECT_HEAD "when.exception = \"E\"\nthen.exceptions = true\n"
+                               "[agent]\nmax_session_duration = \"3s\"\n");
+                check(p && p->n_collect == 1 && p->collect[0].duration_usec == 3000000ULL);
+                policy_unref(p);
+        }
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nthen.exceptions = false\n", NULL, 5, 6,
+                      "'then.exceptions = false' means nothing");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nthen.exceptions = \"all\"\n", NULL, 5, 19,
+                      "must be a boolean");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nthen.exceptions = true\nthen.stacks = true\n", NULL, 6, 6,
+                      "'then.exceptions' and 'then.stacks': one action");
+        compile_fails(COLLECT_HEAD "when.exception = \"E\"\nthen.exceptions = true\nthen.duration = \"2h\"\n", NULL, 6,
+                      17, "at most max_session_duration (3600s)");
+        compile_fails(COLLECT_HEAD "when.crash = true\nthen.exceptions = true\n", NULL, 1, 1,
+                      "a [[collect]] with when.crash takes then.core = true");
         compile_fails("collect = 1\n", NULL, 1, 11, "'collect' must be a list");
         compile_fails("collect = [1]\n", NULL, 1, 12, "'collect' must be an array of tables");
         compile_fails(COLLECT_HEAD "when = \"x\"\nthen.stacks = true\n", NULL, 4, 8, "'when' must be a table");
