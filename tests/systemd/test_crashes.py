@@ -340,6 +340,11 @@ def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
     listing = json.loads(dsctl(m, ALICE, "collect", "--json").stdout)
     assert any(row.get("table") == "crasher-cores" and row.get("pid") == pid and row.get("last_fired_usec")
                for row in listing), listing
+    # the table's last result: this core, its size and the crashed process
+    table = [row for row in listing if row.get("table") == "crasher-cores" and "pid" not in row]
+    assert len(table) == 1 and table[0].get("last_result") == "collected", listing
+    assert (table[0].get("last_result_path"), table[0].get("last_result_pid")) == (path, pid), table
+    assert table[0].get("last_result_size") == int(m.run(["stat", "-c", "%s", path]).stdout), table
     assert not any(row.get("table") == "crasher-cores" for row in json.loads(dsctl(m, MALLORY, "collect", "--json").stdout))
 
 
