@@ -1219,6 +1219,26 @@ static void drop_candidates(Collector *c) {
         c->n_ledger_due = 0;
 }
 
+/* The notes of tables @p no longer has go: dsctl collect lists only the policy's tables, and so the notes stay as
+ * many as its tables (and the actions still running under an older policy). */
+static void drop_notes_of_gone_tables(Collector *c, const Policy *p) {
+        for (CollectTableNote **i = &c->notes; *i;) {
+                CollectTableNote *n = *i;
+                bool kept = false;
+
+                for (size_t k = 0; p && k < p->n_collect && !kept; k++)
+                        kept = strcmp(p->collect[k].name, n->table) == 0;
+                if (kept) {
+                        i = &n->next;
+                        continue;
+                }
+                *i = n->next;
+                collect_result_done(&n->last_result);
+                free(n->table);
+                free(n);
+        }
+}
+
 Collector *collector_free(Collector *c) {
         if (!c)
                 return NULL;
@@ -1229,14 +1249,7 @@ Collector *collector_free(Collector *c) {
         collect_dumps_free(c->dumps);
         collect_ledger_free(c->ledger);
         free(c->ledger_due);
-        while (c->notes) {
-                CollectTableNote *n = c->notes;
-
-                c->notes = n->next;
-                collect_result_done(&n->last_result);
-                free(n->table);
-                free(n);
-        }
+        drop_notes_of_gone_tables(c, NULL);
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
         free(c);
@@ -1249,6 +1262,7 @@ void collector_apply(Collector *c) {
         drop_candidates(c);
         policy_unref(c->policy);
         c->policy = policy_ref(c->broker->policy);
+        drop_notes_of_gone_tables(c, c->policy);
         collect_ledger_prune(c->ledger, c->policy, now_usec(c));
         (void)sd_event_source_set_time_relative(c->timer, 0);
         (void)sd_event_source_set_enabled(c->timer, SD_EVENT_ONESHOT);

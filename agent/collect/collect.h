@@ -99,9 +99,9 @@ void collect_record_result(Broker *b, const PolicyCollect *table, const Target *
  * collector_note_result() - @table's action on the process @pid started at @start_time ended: collected @text
  * (the artifact's path) of @size bytes, or @failed for the reason @text
  *
- * Kept for dsctl collect, as the table's last result (for as long as the agent runs) and the process's (with
- * what the ledger keeps of the table on it: for as long as it lives, while the table's limit holds or a watch
- * points at it). @c may be NULL (nothing is kept).
+ * Kept for dsctl collect, as the table's last result (for as long as the agent runs and the policy in force has a
+ * table of that name) and the process's (with what the ledger keeps of the table on it: for as long as it lives,
+ * while the table's limit holds or a watch points at it). @c may be NULL (nothing is kept).
  */
 void collector_note_result(Collector *c, const PolicyCollect *table, pid_t pid, uint64_t start_time, bool failed,
                            const char *text, uint64_t size);

@@ -625,9 +625,11 @@ def dsctl_collect_shows_each_tables_last_result_collected_or_failed_to_its_reade
     (the record's reason), with when and on which process, under the table and under the process; to the table's
     readers and root, to nobody else."""
     high, unit = target_in_unit(args=("--park-thread",))
+    agent_head = '[agent]\ndump_dir = "@DUMP_DIR@"\n'
+    both = (table("result-stacks", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true") +
+            table("result-none", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"))
     before = time.time() * 1e6
-    agent = agent_with(table("result-stacks", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true"),
-                       table("result-none", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"))
+    agent = Agent(policy=agent_head + both)
     rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the stacks collected")[0]
     after = time.time() * 1e6
     path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
@@ -655,6 +657,17 @@ def dsctl_collect_shows_each_tables_last_result_collected_or_failed_to_its_reade
     for way in (("collect",), ("--json", "collect")):
         r = dsctl(agent, MALLORY, *way)  # reads no table: no name, no path, no reason
         assert r.returncode == 0 and path not in r.stdout + r.stderr and "result-" not in r.stdout + r.stderr, r
+    # a reload that keeps the table keeps its result; a table taken away and back (here one that never fires) is
+    # another one, without the result of the one before: the agent keeps results only of the tables in force
+    def reload_with(*tables):
+        agent.write_policy(agent_head + "".join(tables))
+        assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+        return collect_rows(agent, "root")[0]
+    assert reload_with(both)["result-stacks"].get("last_result_path") == path
+    reload_with(table("result-none", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10"))
+    back = reload_with(table("result-stacks", "Dsagent.TestTarget:test-gauge", unit, line="when.below = 10",
+                             then="then.stacks = true"))
+    assert "last_result" not in back["result-stacks"], back
 
     # failed: the heap dump does not fit max_use; the reason is the failed record's, word for word
     small, small_unit = target_in_unit()
