@@ -124,6 +124,31 @@ def collect_records(agent, pid, event):
             if r.get("DSAGENT_COLLECT_EVENT") == event and r["DSAGENT_TARGET_PID"] == str(pid)]
 
 
+def dump_record(agent, path, rule, kind=None):
+    """The one dump record of the artifact at @path, which table @rule took: of type @kind (when given) and the
+    file's size, not empty."""
+    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
+    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == rule, dumps
+    assert kind is None or dumps[0]["DSAGENT_DUMP_TYPE"] == kind, dumps
+    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    return dumps[0]
+
+
+def collected_artifact(agent, pid, rule, action, suffix, began, kind=None, timeout=120):
+    """Table @rule's @action on @pid, once collected: its artifact, @action.NAME.PID.collect-RULE.TIME@suffix in
+    dump_dir, with its dump record (of type @kind, else @action's), after one firing whose record says @began.
+    Returns the artifact's path, the fired record and the dump record."""
+    rec = wait_for(lambda: collect_records(agent, pid, "collected"), timeout=timeout,
+                   what=f"{rule}'s {action} collected")[0]
+    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert rec["DSAGENT_RULE"] == rule and rec["DSAGENT_COLLECT_ACTION"] == action, rec
+    assert os.path.dirname(path) == agent.dumps and path.endswith(suffix), path
+    assert os.path.basename(path).startswith(f"{action}.") and f".{pid}.collect-{rule}." in path, path
+    fire = collect_records(agent, pid, "fired")
+    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == began, fire
+    return path, fire[0], dump_record(agent, path, rule, kind or action)
+
+
 @test
 def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
     high, unit = target_in_unit()
@@ -136,9 +161,7 @@ def a_trace_table_writes_its_trace_for_its_readers_only_once_per_limit():
     assert path.endswith(".nettrace"), path
     fire = collect_records(agent, high.pid, "fired")
     assert len(fire) == 1 and "a trace of profile gc-collect begins" in fire[0]["DSAGENT_COLLECT_RESULT"], fire
-    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
-    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "slow-trace", dumps
-    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    dump_record(agent, path, "slow-trace")
     with open(path, "rb") as f:
         assert f.read(8) == b"Nettrace", "not a nettrace"
     sessions = lambda mid: [r for r in agent.records(message_id=mid) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
@@ -180,17 +203,8 @@ def a_dump_table_writes_an_elf_core_for_its_readers_only_once_per_limit():
     high, unit = target_in_unit()
     agent = agent_with(table("core-high", "Dsagent.TestTarget:test-gauge", unit, readers=(ALICE,),
                              then='then.dump = "mini"'))
-    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the dump collected")[0]
-    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
-    assert rec["DSAGENT_RULE"] == "core-high" and rec["DSAGENT_COLLECT_ACTION"] == "dump", rec
-    assert os.path.dirname(path) == agent.dumps, path
-    assert os.path.basename(path).startswith("dump.") and f".{high.pid}.collect-core-high." in path, path
-    fire = collect_records(agent, high.pid, "fired")
-    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a mini dump begins", fire
-    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
-    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "core-high", dumps
-    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "mini" and dumps[0]["DSAGENT_DUMP_READABLE"] == "yes", dumps
-    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    path, _, dump = collected_artifact(agent, high.pid, "core-high", "dump", "", "a mini dump begins", kind="mini")
+    assert dump["DSAGENT_DUMP_READABLE"] == "yes", dump
     assert is_elf_core(path), "not an ELF core"
 
     st = os.stat(path)
@@ -301,17 +315,7 @@ def a_stacks_table_writes_the_text_dsctl_stacks_prints_for_its_readers_only_once
     high, unit = target_in_unit(args=("--park-thread",))
     agent = agent_with(table("stacks-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
                              then="then.stacks = true"))
-    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the stacks collected")[0]
-    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
-    assert rec["DSAGENT_RULE"] == "stacks-high" and rec["DSAGENT_COLLECT_ACTION"] == "stacks", rec
-    assert os.path.dirname(path) == agent.dumps and path.endswith(".txt"), path
-    assert os.path.basename(path).startswith("stacks.") and f".{high.pid}.collect-stacks-high." in path, path
-    fire = collect_records(agent, high.pid, "fired")
-    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a stacks session begins", fire
-    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
-    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "stacks-high", dumps
-    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "stacks", dumps
-    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    path, _, _ = collected_artifact(agent, high.pid, "stacks-high", "stacks", ".txt", "a stacks session begins")
 
     # the text dsctl stacks prints: the parked thread's frames, innermost first, are the same
     r = subprocess.run(harness.as_user(ALICE, ["cat", path]), stdout=subprocess.PIPE, text=True)
@@ -352,17 +356,8 @@ def a_counters_table_writes_the_csv_dsctl_counters_prints_for_its_readers_only_o
     providers = "System.Runtime,Dsagent-TestTarget"  # EventCounters: the watch holds the metrics session
     agent = agent_with(table("counters-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
                              then='then.counters = ["System.Runtime", "Dsagent-TestTarget"]\nthen.duration = "4s"'))
-    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=120, what="the counters collected")[0]
-    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
-    assert rec["DSAGENT_RULE"] == "counters-high" and rec["DSAGENT_COLLECT_ACTION"] == "counters", rec
-    assert os.path.dirname(path) == agent.dumps and path.endswith(".csv"), path
-    assert os.path.basename(path).startswith("counters.") and f".{high.pid}.collect-counters-high." in path, path
-    fire = collect_records(agent, high.pid, "fired")
-    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a counters session begins", fire
-    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
-    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "counters-high", dumps
-    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "counters", dumps
-    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    path, _, _ = collected_artifact(agent, high.pid, "counters-high", "counters", ".csv",
+                                    "a counters session begins")
     sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)
                 and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
     assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "counters", sessions
@@ -737,14 +732,9 @@ def an_exceptions_table_keeps_the_throw_site_of_the_exception_that_fired_it_for_
     # the app throws once the watch's session asks for exception events: the agent's first walk finds it, a worker
     # opens it and the session starts (read_line's bound, RUNTIME_BOUND, ends only a hang)
     once.process.read_line("thrown-once")
-    rec = wait_for(lambda: collect_records(agent, once.pid, "collected"), timeout=120, what="the exceptions")[0]
-    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
-    assert rec["DSAGENT_RULE"] == "once-thrown" and rec["DSAGENT_COLLECT_ACTION"] == "exceptions", rec
-    assert os.path.dirname(path) == agent.dumps and path.endswith(".txt"), path
-    assert os.path.basename(path).startswith("exceptions.") and f".{once.pid}.collect-once-thrown." in path, path
-    fire = collect_records(agent, once.pid, "fired")
-    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "an exceptions session begins", fire
-    assert fire[0]["DSAGENT_COLLECT_EXCEPTION"] == "DsTestTarget.DsagentOnceException", fire
+    path, fire, _ = collected_artifact(agent, once.pid, "once-thrown", "exceptions", ".txt",
+                                       "an exceptions session begins")
+    assert fire["DSAGENT_COLLECT_EXCEPTION"] == "DsTestTarget.DsagentOnceException", fire
     # dsctl exceptions' text: the exception's head, its type and message, then its frames from the throw site out
     r = subprocess.run(harness.as_user(ALICE, ["cat", path]), stdout=subprocess.PIPE, text=True)
     assert r.returncode == 0, "a reader (in the table's group) cannot read the exceptions"
@@ -756,10 +746,6 @@ def an_exceptions_table_keeps_the_throw_site_of_the_exception_that_fired_it_for_
     assert lines[at + 1] == "   at DsTestTarget.DsagentProbe.ThrowDsagentOnce", r.stdout  # the throw site
     assert r.stdout.count("DsagentOnceException") == 1, r.stdout  # thrown once, before the table's session
 
-    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
-    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "once-thrown", dumps
-    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "exceptions", dumps
-    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
     sessions = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(once.pid)
                 and r.get("DSAGENT_SESSION_ORIGIN") == "collect"]
     assert len(sessions) == 1 and sessions[0]["DSAGENT_SESSION_KIND"] == "exceptions", sessions
@@ -972,17 +958,8 @@ def a_gcdump_table_writes_a_gcdump_the_stock_report_reads_for_its_readers_only_o
     high, unit = target_in_unit()
     agent = agent_with(table("heap-high", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
                              then="then.gcdump = true"))
-    rec = wait_for(lambda: collect_records(agent, high.pid, "collected"), timeout=180, what="the heap dump collected")[0]
-    path = rec["DSAGENT_COLLECT_RESULT"].split(" (")[0]
-    assert rec["DSAGENT_RULE"] == "heap-high" and rec["DSAGENT_COLLECT_ACTION"] == "gcdump", rec
-    assert os.path.dirname(path) == agent.dumps and path.endswith(".gcdump"), path
-    assert os.path.basename(path).startswith("gcdump.") and f".{high.pid}.collect-heap-high." in path, path
-    fire = collect_records(agent, high.pid, "fired")
-    assert len(fire) == 1 and fire[0]["DSAGENT_COLLECT_RESULT"] == "a heap dump session begins", fire
-    dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
-    assert len(dumps) == 1 and dumps[0]["DSAGENT_RULE"] == "heap-high", dumps
-    assert dumps[0]["DSAGENT_DUMP_TYPE"] == "gcdump", dumps
-    assert int(dumps[0]["DSAGENT_DUMP_SIZE"]) == os.path.getsize(path) > 0, (dumps, os.path.getsize(path))
+    path, _, _ = collected_artifact(agent, high.pid, "heap-high", "gcdump", ".gcdump", "a heap dump session begins",
+                                    timeout=180)
 
     # the stock reader reads it: the runtime's types and the test app's own, each with its module
     report = stock_gcdump_report(path)
