@@ -347,15 +347,17 @@ static void judge(CrashCollector *c, const CrashEntry *e) {
                         note(c, table, e, true, none, 0);
                         continue;
                 }
+                /* held back by its limits, or not begun: no collect record follows, the firing's words are its
+                 * result (as the watcher's tables) */
                 if (!limit_allows(c, table, e, now, why, sizeof(why))) {
-                        note(c, table, e, true, why, 0); /* no collect record follows: the firing's words are its result */
+                        note(c, table, e, true, why, 0);
                         record(c, table, e, "fired", why, NULL);
                         continue;
                 }
                 if (copy_start(c, table, e, why, sizeof(why)) == 0)
                         snprintf(why, sizeof(why), "the core of crash %s is copied", e->id);
                 else
-                        note(c, table, e, true, why, 0); /* no collect record follows: the firing's words are its result */
+                        note(c, table, e, true, why, 0);
                 record(c, table, e, "fired", why, NULL);
         }
 }
