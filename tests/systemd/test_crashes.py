@@ -383,6 +383,11 @@ limit_total = "2/1h"
     print(f"# svc-cores fired: {results}")
     assert [r.startswith("the core of crash") for r in results] == [True, True, False], results
     assert "limit_total (2 in 3600 s) is reached" in results[2], results
+    # dsctl collect says so too: the table's last result is the third crash's, held back, in its firing's words
+    table = [row for row in json.loads(dsctl(m, ALICE, "collect", "--json").stdout)
+             if row.get("table") == "svc-cores" and "pid" not in row]
+    assert len(table) == 1 and (table[0].get("last_result"), table[0].get("last_result_reason"),
+                                table[0].get("last_result_pid")) == ("failed", results[2], pid), table
     stored = [f for f in m.run(["ls", DUMP_DIR]).stdout.split() if ".collect-svc-cores." in f]
     assert len(stored) == 2, stored
 
