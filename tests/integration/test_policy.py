@@ -167,8 +167,8 @@ when.within = "10s"
 then.stacks = true
 """)
     r = check_policy(main)
-    assert r.returncode == 0 and ("2 [[collect]] tables checked; then.dump, then.stacks, then.trace_profile, then.counters and "
-                                  "then.gcdump take their artifacts") in r.stdout, r
+    assert r.returncode == 0 and ("2 [[collect]] tables checked; then.dump, then.stacks, then.trace_profile, "
+                                  "then.counters, then.gcdump and then.exceptions take their artifacts") in r.stdout, r
 
     # a broken table in policy.d: the file, the line and the column, and the main file's [agent] bounds it
     bad = write_root_file(dropins, "20-bad.toml", """[[collect]]
