@@ -222,8 +222,11 @@ def logs_show_message_category_level_and_scope():
     seen = {(m.group(1), m.group(2), m.group(3)) for m in lines}
     assert seen == {("Information", "Dsagent.TestTarget.Probe", "0"), ("Warning", "Dsagent.TestTarget.Probe", "7"),
                     ("Error", "Dsagent.TestTarget.Other", "0")}, seen
-    warning = next(m.group(4) for m in lines if m.group(1) == "Warning")
-    assert re.match(r"dsagent-log-probe \d+ \[ScopeId=42\]$", warning), warning
+    # the round the app was in when the session began may have opened its scope before anyone listened (a scope's
+    # start is written only while a session listens), and shows its warning with no scope: every later one has it
+    warnings = [m.group(4) for m in lines if m.group(1) == "Warning"]
+    assert len(warnings) >= 2 and all(re.match(r"dsagent-log-probe \d+ \[ScopeId=42\]$", w) for w in warnings[1:]), \
+        warnings
     other = next(m.group(4) for m in lines if m.group(1) == "Error")
     assert re.match(r"dsagent-log-other \d+$", other), "no scope around the other category's message"
 
@@ -240,11 +243,11 @@ def logs_show_message_category_level_and_scope():
     entries = [json.loads(line) for line in r.stdout.splitlines()]
     assert {e["Category"] for e in entries} == {"Dsagent.TestTarget.Probe"}, entries
     warnings = [e for e in entries if e["LogLevel"] == "Warning"]
-    assert warnings and {e["LogLevel"] for e in entries} == {"Information", "Warning"}
-    w = warnings[0]
-    assert w["EventId"] == 7 and w["EventName"] == "ProbeWarning" and w["Scopes"] == {"ScopeId": "42"}, w
-    assert re.match(r"dsagent-log-probe \d+$", w["Message"]), w
-    assert thread_name(target, w["ThreadId"]) == "dsagent-logger"
+    assert len(warnings) >= 2 and {e["LogLevel"] for e in entries} == {"Information", "Warning"}
+    for w in warnings[1:]:  # the first may have begun its scope before the session, as above
+        assert w["EventId"] == 7 and w["EventName"] == "ProbeWarning" and w["Scopes"] == {"ScopeId": "42"}, w
+        assert re.match(r"dsagent-log-probe \d+$", w["Message"]), w
+    assert thread_name(target, warnings[1]["ThreadId"]) == "dsagent-logger"
 
     starts = [s for s in agent.records(message_id=SESSION_START_ID) if s["DSAGENT_SESSION_KIND"] == "logs"]
     assert [s["DSAGENT_PROVIDERS"].split(",")[0] for s in starts] == [
