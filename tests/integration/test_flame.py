@@ -26,11 +26,7 @@ EXIT_RUNTIME_FAILED = 8
 
 
 def burning_target(*more):
-    """The app burning CPU in HOT and WARM, its code optimized once (no tiering). Tiered, the runtime's own sample
-    profiler put all of WARM's samples on Main itself in 4 runs of 32 on a busy machine (Main's samples were HOT's
-    and WARM's time, with no WARM frame); with one tier it named WARM in 32 of 32 (tests/README.md). What the
-    runtime attributes is the runtime's; these cases are about what dsctl makes of it."""
-    return Target(SVC, args=("--burn-cpu", *more), environment={"DOTNET_TieredCompilation": "0"})
+    return Target(SVC, args=("--burn-cpu", *more))
 
 
 def svg_frames(path):
@@ -42,9 +38,14 @@ def svg_frames(path):
     return frames, root
 
 
+# data-x and data-ms are written with six decimals, each rounded: a child's end (its x plus its ms) may pass its
+# parent's by the three roundings, 1.5e-6 ms. Frames are whole samples apart, so a thousandth of a ms tells them.
+ROUNDING_MS = 1e-3
+
+
 def children(frames, parent):
-    return [f for f in frames if f["d"] == parent["d"] + 1 and parent["x"] - 1e-6 <= f["x"] and
-            f["x"] + f["ms"] <= parent["x"] + parent["ms"] + 1e-6]
+    return [f for f in frames if f["d"] == parent["d"] + 1 and parent["x"] - ROUNDING_MS <= f["x"] and
+            f["x"] + f["ms"] <= parent["x"] + parent["ms"] + ROUNDING_MS]
 
 
 def the(frames, name):
