@@ -1331,6 +1331,9 @@ def a_tables_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
     high, unit = target_in_unit(args=("--burn-cpu",))
     agent = agent_with(table("cpu-trace", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
                              then='then.trace_profile = "cpu-sampling"\nthen.duration = "3s"'))
+    end = wait_for(lambda: collect_records(agent, high.pid, "collected") or collect_records(agent, high.pid, "failed"),
+                   timeout=120, what="the trace's end")[0]
+    assert end["DSAGENT_COLLECT_EVENT"] == "collected", end
     path, _, _ = collected_artifact(agent, high.pid, "cpu-trace", "trace", ".nettrace",
                                     "a trace of profile cpu-sampling begins")
     ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
