@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
-from harness import BUILD, DSCTL, RUNTIME_BOUND, as_user, make_dir
+from harness import BUILD, DSCTL, RUNTIME_BOUND, SOURCE, as_user, make_dir
 
 MAIN = "DsTestTarget!Program.<Main>$(class System.String[])"
 HOT = "DsTestTarget!DsTestTarget.CpuBurn.BurnCpuInDsagentFlameProbe()"
@@ -28,6 +28,36 @@ def convert(user, nettrace, fmt, out):
     return subprocess.run(as_user(user, [DSCTL, "convert", nettrace, "--format", fmt, "-o", out]),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           timeout=RUNTIME_BOUND)
+
+
+def stock_dotnet_trace():
+    """The stock dotnet-trace's path (tests/tools/dotnet-trace/install.sh installs it once)."""
+    path = subprocess.run([os.path.join(SOURCE, "tests/tools/dotnet-trace/install.sh")],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert path.returncode == 0, path.stderr
+    return path.stdout.strip()
+
+
+def stock_convert(nettrace, fmt, directory):
+    """dotnet-trace convert --format @fmt of @nettrace into @directory, as root: the file it wrote."""
+    out = os.path.join(directory, os.path.basename(nettrace).replace(".nettrace", ".json"))
+    # 300 s: a bound against a hang; the tool starts a runtime and converts a trace of seconds in seconds
+    r = subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", stock_dotnet_trace(), "convert", "--format", fmt,
+                        "-o", out, nettrace], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert r.returncode == 0 and "Conversion complete" in r.stdout, r.stdout
+    written = out.replace(".json", f".{fmt.lower()}.json")
+    assert os.path.exists(written), (r.stdout, os.listdir(directory))
+    return written
+
+
+def without_exporter(document):
+    """A speedscope or Chromium file as parsed, less who wrote it."""
+    document = dict(document)
+    document.pop("exporter", None)
+    if "otherData" in document:
+        document["otherData"] = {k: v for k, v in document["otherData"].items() if k != "exporter"}
+    return document
 
 
 def svg_frames(path):
@@ -117,19 +147,26 @@ def rundown_events(nettrace):
 
 
 def hot_method_in_every_format(user, nettrace):
-    """@nettrace, a CPU trace of the test app burning CPU, holding the runtime's rundown (the session was stopped, not
-    cut), converted by @user into each format, in a directory of @user's: the hot method named in each (by that
-    rundown, as dotnet-trace names it), go tool pprof -top's first row, and the widest frame under Main in the
-    flame graph. Returns the files, by format."""
+    """@nettrace, a CPU trace of the test app burning CPU that holds the runtime's rundown (the session was stopped,
+    not cut), converted by @user into each format, in a directory of @user's: the speedscope and Chromium files are
+    the ones stock dotnet-trace convert writes of it; the hot method is named in each (by that rundown, as
+    dotnet-trace names it), go tool pprof -top's first row, and the widest frame under Main in the flame graph.
+    Returns the files, by format."""
     rundown = rundown_events(nettrace)
     assert rundown[METHOD_DC_END_VERBOSE] > 0 and rundown[DC_END_COMPLETE] == 1, rundown
     work = make_dir(user, 0o755)
     out = {}
     for fmt, extension in FORMATS.items():
-        out[fmt] = os.path.join(work, f"converted.{extension}")
+        # named as the stock tool names what it writes (speedscope's name is its file's)
+        out[fmt] = os.path.join(work, os.path.basename(nettrace).replace(".nettrace", f".{extension}"))
         r = convert(user, nettrace, fmt, out[fmt])
         assert r.returncode == 0, (fmt, r)
         assert os.stat(out[fmt]).st_uid == os.stat(work).st_uid, f"the {fmt} file is not the caller's own"
+    # the agent's file is read as dotnet-trace reads any trace: the stock tool converts it to the same documents
+    theirs = make_dir(None, 0o755)
+    for fmt in ("Speedscope", "Chromium"):
+        stock = json.load(open(stock_convert(nettrace, fmt, theirs)))
+        assert without_exporter(json.load(open(out[fmt.lower()]))) == without_exporter(stock), f"{fmt} differs"
     speedscope = json.load(open(out["speedscope"]))
     names = [f["name"] for f in speedscope["shared"]["frames"]]
     assert HOT in names and MAIN in names, names

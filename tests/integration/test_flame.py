@@ -8,11 +8,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
 import browser
 import nettrace_writer
-from cpu_profiles import HOT, MAIN, SVG_NS, WARM, children, convert, pprof_profile, pprof_top, svg_frames, the
+from cpu_profiles import (HOT, MAIN, SVG_NS, WARM, children, convert, pprof_profile, pprof_top, stock_convert,
+                          svg_frames, the, without_exporter)
 from harness import (ALICE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, MALLORY, RUNTIME_BOUND, SOURCE, SVC, Agent, FakeRuntime,
                      Target, dsctl, make_dir, run_tests, test)
 
@@ -38,35 +38,6 @@ def pixels_of(png, frame):
     y = int(float(frame["rect"]["y"]) + float(frame["rect"]["height"]) / 2)
     color = rgb(frame["rect"]["fill"])
     return sum(1 for pixel in rows[y] if near(pixel, color))
-
-
-def stock_dotnet_trace():
-    path = subprocess.run([os.path.join(SOURCE, "tests/tools/dotnet-trace/install.sh")],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert path.returncode == 0, path.stderr
-    return path.stdout.strip()
-
-
-def stock_convert(nettrace, fmt, directory):
-    """dotnet-trace convert --format @fmt of @nettrace into @directory, as root: the file it wrote."""
-    out = os.path.join(directory, os.path.basename(nettrace).replace(".nettrace", ".json"))
-    # 300 s: a bound against a hang; the tool starts a runtime and converts a trace of seconds in seconds
-    r = subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", stock_dotnet_trace(), "convert", "--format", fmt,
-                        "-o", out, nettrace], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=300)
-    assert r.returncode == 0 and "Conversion complete" in r.stdout, r.stdout
-    written = out.replace(".json", f".{fmt.lower()}.json")
-    assert os.path.exists(written), (r.stdout, os.listdir(directory))
-    return written
-
-
-def without_exporter(document):
-    """A speedscope or Chromium file as parsed, less who wrote it."""
-    document = dict(document)
-    document.pop("exporter", None)
-    if "otherData" in document:
-        document["otherData"] = {k: v for k, v in document["otherData"].items() if k != "exporter"}
-    return document
 
 
 @test
