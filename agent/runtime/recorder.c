@@ -606,8 +606,7 @@ int recorder_start(Broker *b, const RecorderSpec *spec, Recorder **ret, char *wh
         }
         *r = (Recorder){ .broker = b, .spec = *spec, .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF,
                          .text_fd = -EBADF, .control_fd = -EBADF };
-        r->spec.config = NULL; /* encoded here: the caller's may go */
-        r->spec.thrown = NULL;
+        r->spec.thrown = NULL; /* copied into r->thrown */
         policy_ref(r->spec.policy);
         target_ref(r->spec.target);
         if (spec->thrown) {
@@ -618,9 +617,8 @@ int recorder_start(Broker *b, const RecorderSpec *spec, Recorder **ret, char *wh
                 }
                 r->have_thrown = true;
         }
-        r->spec.config = spec->config;
         e = begin(r, why, why_size);
-        r->spec.config = NULL;
+        r->spec.config = NULL; /* encoded by begin(): the caller's may go */
         if (e != 0) {
                 recorder_free(r);
                 return e;
