@@ -3,8 +3,9 @@
  * The trace action of a [[collect]] table (then.trace_profile, then.duration): a nettrace of the
  * process into dump_dir, as [[on_start]] traces are written (on-start.h).
  *
- * The agent connects to the process's runtime and starts the profile's session; a worker moves the
- * stream into an unnamed file of dump_dir (jobs_record_trace()), under max_use and keep_free, and at
+ * The agent connects to the process's runtime and starts the profile's session (recorder.h, as an
+ * [[on_start]] trace's); a worker moves the stream into an unnamed file of dump_dir
+ * (jobs_record_trace()), under max_use and keep_free, and at
  * most max_trace_size; when then.duration is over the agent sends StopTracing. What arrived is then
  * root's, readable by exactly the table's readers, labelled like a dump (dsctl dumps lists it for
  * its readers, type trace) and named trace.NAME.PID.collect-TABLE.TIME.nettrace. The file gets a

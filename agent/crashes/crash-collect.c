@@ -249,8 +249,11 @@ static int copy_start(CrashCollector *c, const PolicyCollect *table, const Crash
         if (r == 0) {
                 k->control_fd = sv[0]; /* the worker's progress reports: nobody waits for them here */
                 control_theirs = sv[1];
-                r = jobs_copy_crash(c->broker, CRASH_COLLECT_OWNER, &k->entry, k->file_fd, k->dir_fd, control_theirs,
-                                    &limits, k->slot, CRASH_CORE_SIZE_MAX_DEFAULT, copied, k, &k->job);
+                r = jobs_copy_crash(c->broker,
+                                    &(JobDumpFile){ .owner = CRASH_COLLECT_OWNER, .file_fd = k->file_fd,
+                                                    .dir_fd = k->dir_fd, .control_fd = control_theirs,
+                                                    .limits = limits, .slot = k->slot },
+                                    &k->entry, CRASH_CORE_SIZE_MAX_DEFAULT, copied, k, &k->job);
         }
         if (r != 0) {
                 snprintf(why, size, "not copied: %s",

@@ -497,9 +497,11 @@ static void copy_start(Request *req) {
                                     copy_on_control, req);
         }
         if (r >= 0)
-                r = jobs_copy_crash(req->broker, req->peer->charged_uid, work->entry, work->file_fd, work->dir_fd,
-                                    control_theirs, &limits, work->slot, CRASH_CORE_SIZE_MAX_DEFAULT, copy_done, req,
-                                    &work->job);
+                r = jobs_copy_crash(req->broker,
+                                    &(JobDumpFile){ .owner = req->peer->charged_uid, .file_fd = work->file_fd,
+                                                    .dir_fd = work->dir_fd, .control_fd = control_theirs,
+                                                    .limits = limits, .slot = work->slot },
+                                    work->entry, CRASH_CORE_SIZE_MAX_DEFAULT, copy_done, req, &work->job);
         if (r == JOBS_E_WORKER)
                 copy_fail(req, WIRE_ERROR_BUSY, "no worker could copy the core");
         else if (r != 0)

@@ -517,8 +517,10 @@ static void take_staged(void *userdata, int r, DumpStage *stage, const char *why
         if (r == 0) {
                 /* the stream's worker holds the FIFO's read end from now on: when it stops, createdump does */
                 fifo = dump_stage_take_fifo(stage);
-                r = jobs_stream_dump(t->p.broker, t->p.owner, fifo, t->file_fd, t->dir_fd, control_theirs, &limits,
-                                     t->slot, t->p.make_room, take_streamed, t, &t->job);
+                r = jobs_stream_dump(t->p.broker,
+                                     &(JobDumpFile){ .owner = t->p.owner, .file_fd = t->file_fd, .dir_fd = t->dir_fd,
+                                                     .control_fd = control_theirs, .limits = limits, .slot = t->slot },
+                                     fifo, t->p.make_room, take_streamed, t, &t->job);
         }
         if (r != 0) {
                 take_fail_errno(t, r, reason ? reason : "cannot prepare the dump");

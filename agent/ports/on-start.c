@@ -1,34 +1,27 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Collection from a runtime's first instruction (on-start.h): owns the startup traces of the
- * policy's [[on_start]]; ports.c calls it as a runtime connects in.
+ * policy's [[on_start]]; ports.c calls it as a runtime connects in. Which rule, its limits, the
+ * connections through the port and the resume are its own; the recorder (recorder.h) holds the
+ * session, its seat, its file and its job, and publishes the trace.
  */
+#include <assert.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "broker-state.h"
 #include "cleanup.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
-#include "dump-publish.h"
-#include "dump-writer.h"
 #include "jobs.h"
 #include "on-start.h"
 #include "ports.h"
+#include "recorder.h"
 #include "runtime-call.h"
 #include "session-config.h"
 
-#define USEC_PER_SEC 1000000ULL
-/* After StopTracing the runtime writes its rundown, then ends the stream (as session.c allows). */
-#define STARTUP_STOP_GRACE_USEC (60 * USEC_PER_SEC)
 /* A startup trace's jobs are its runtime's owner's (StartupTrace.uid), one trace of each owner at a time:
  * its worker is one of the owner's BROKER_WORKERS_PER_USER. */
 _Static_assert(BROKER_WORKERS_PER_USER >= 1, "an owner's startup trace has a worker");
@@ -59,21 +52,13 @@ struct StartupTrace {
         uid_t uid;                /* whom it counts against: the runtime's charged uid (userns.h) */
         Policy *policy;           /* a reference: the rule lives in it */
         const PolicyOnStart *rule;
-        Target *target;           /* pinned by a worker: the file's labels and the records */
-        JobCall job;              /* pinning the process, then recording the stream */
-        PortWaiter *waiter;
-        RuntimeCall *call;
-        EventPipeConfig config;
-        char *providers_text;
-        uint64_t session_id;
-        int stream_fd, dir_fd, file_fd;
-        unsigned slot;
-        AdmissionKey key;         /* one of the process's sessions (max_sessions_per_target) while seated */
-        bool have_slot, admitted, seated, recording, stop_sent;
+        Target *target;           /* pinned by a worker: the rule's match, the file's labels and the records */
+        JobCall job;              /* pinning the process */
+        PortWaiter *waiter;       /* a connection through the port: the recorder's, or the resume's */
+        RuntimeCall *call;        /* ResumeRuntime */
+        bool admitted;
         bool resume_only;         /* the process is traced through another registration: only resume this one */
-        AuditReservation audit_room; /* for the session's start and end and the file's record, before it starts */
-        sd_event_source *stop_timer;
-        uint64_t started_usec;
+        Recorder *recorder;       /* the session, once the limits admitted it */
 };
 
 static Broker *broker_of(const StartupTrace *t) {
@@ -92,23 +77,15 @@ static void trace_free(StartupTrace *t) {
                         *i = t->next;
                         break;
                 }
-        if (t->admitted)
+        if (t->admitted) {
+                assert(t->set->n_admitted > 0);
                 t->set->n_admitted--;
-        if (t->seated)
-                admission_end(broker_of(t)->admission, ADMISSION_SESSION, &t->key);
+        }
         if (t->job.job)
                 worker_job_cancel(t->job.job);
         ports_waiter_cancel(t->waiter);
         runtime_call_free(t->call);
-        sd_event_source_disable_unref(t->stop_timer);
-        if (t->have_slot)
-                dump_slots_release(broker_of(t)->dump_slots, t->slot);
-        audit_reservation_release(&t->audit_room);
-        safe_close(t->stream_fd);
-        safe_close(t->file_fd);
-        safe_close(t->dir_fd);
-        eventpipe_config_done(&t->config);
-        free(t->providers_text);
+        recorder_free(t->recorder); /* records the end of a session still running */
         target_unref(t->target);
         policy_unref(t->policy);
         free(t);
@@ -133,156 +110,80 @@ static void startup_give_up(StartupTrace *t, const char *event, const char *reas
         trace_free(t);
 }
 
-static uint32_t buffer_mb(const StartupTrace *t);
+/* ---- the session, through the recorder ---- */
 
-static void record_session(StartupTrace *t, bool ended, uint64_t bytes, const char *how, bool complete) {
-        Broker *b = broker_of(t);
-        uint64_t now = 0;
-        AuditSessionEvent e = {
-                .ended = ended,
-                .origin = "on_start",
-                .requester = 0,
-                .target_pid = t->pid,
-                .target_uid = target_euid(t->target),
-                .target_unit = t->target->unit,
-                .target_exe = t->target->exe,
-                .target_container_id = t->target->container_id,
-                .target_pod_uid = t->target->pod_uid,
-                .target_cgroup = t->target->cgroup,
-                .target_cgroup_vouched = t->target->cgroup_vouched,
-                .rule = t->rule->name,
-                .kind = "trace",
-                .profile = t->rule->trace_profile,
-                .providers = t->providers_text,
-                .buffer_mb = buffer_mb(t),
-                .duration_limit_usec = t->rule->duration_usec,
-                .size_limit = t->rule->max_size,
-                .bytes = bytes,
-                .how = how,
-                .complete = complete,
-                .reservation = &t->audit_room,
-        };
+static void connected(int fd, int error, void *userdata) {
+        StartupTrace *t = userdata;
 
-        (void)sd_event_now(b->event, CLOCK_MONOTONIC, &now);
-        e.duration_usec = now - t->started_usec;
-        (void)audit_log_session(b->config.audit_sink, &e);
+        assert(t->recorder); /* only the recorder's connections wait through connected() */
+        t->waiter = NULL;
+        recorder_connected(t->recorder, fd, error);
 }
 
-/* ---- the end: the file is published, or dropped ---- */
-
-/* publish(): the trace was named, but its record could not be written: it was removed again */
-#define PUBLISH_E_REMOVED 2000
-
-/* Root's, exactly the rule's readers, labelled as a trace of the process; the agent asked for it. Recorded,
- * or removed again when its record cannot be written (unless audit_failure = "allow"), as a client's dump is.
- * Return: 0, DUMP_PUBLISH_E_*, PUBLISH_E_REMOVED (the record's errno in *@ret_audit_r), or a negative errno. */
-static int publish(StartupTrace *t, uint64_t size, char *ret_path, size_t path_size, int *ret_audit_r) {
-        Broker *b = broker_of(t);
-        AclGrant readers = { .users = t->rule->reader_users.ids, .n_users = t->rule->reader_users.n,
-                             .groups = t->rule->reader_groups.ids, .n_groups = t->rule->reader_groups.n };
-        DumpAttributes attrs = {
-                .requester = 0,
-                .target_pid = t->pid,
-                .target_uid = target_euid(t->target),
-                .target_unit = t->target->unit,
-                .target_exe = t->target->exe,
-                .target_name = t->target->name,
-                .dump_type = "trace",
-        };
-        char name[256];
+/* The runtime's next connection through its port, for the session's start and its stop. */
+static int connect_runtime(void *userdata, int *ret_fd, const char **ret_why) {
+        StartupTrace *t = userdata;
+        PortRuntime *rt = runtime_of(t);
         int r;
 
-        /* an existing file is never replaced: another name, as a second dump of the same second gets */
-        r = dump_publish_trace(t->dir_fd, t->file_fd, &readers, &attrs, "on_start", t->rule->name, name, sizeof(name));
-        if (r != 0)
-                return r;
-        snprintf(ret_path, path_size, "%s/%s", t->policy->agent.dump_dir, name);
-        r = audit_log_dump(b->config.audit_sink, &(AuditDumpEvent){
-                .origin = "on_start", .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
-                .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
-                .target_container_id = t->target->container_id, .target_pod_uid = t->target->pod_uid,
-                .target_cgroup = t->target->cgroup, .target_cgroup_vouched = t->target->cgroup_vouched,
-                .rule = t->rule->name, .path = ret_path, .size = size,
-                .dump_type = "trace", .readable = readers.n_users + readers.n_groups > 0,
-                .duration_usec = 0, .reservation = &t->audit_room });
-        if (r < 0 && !t->policy->agent.audit_failure_allow) {
-                (void)unlinkat(t->dir_fd, name, 0);
-                *ret_audit_r = r;
-                return PUBLISH_E_REMOVED;
-        }
-        return 0;
+        if (!rt)
+                return -ESRCH; /* the port went: the stream ends with the process, or at max_size */
+        if (t->waiter || t->call)
+                return RECORDER_CONNECT_RETRY; /* the resume still goes on: the stop comes right after */
+        r = ports_connect(rt, connected, t, ret_fd, &t->waiter);
+        if (r == PORTS_WAITING)
+                return RECORDER_CONNECT_LATER;
+        if (r < 0)
+                *ret_why = "the agent could not wait for the runtime's connection";
+        return r;
 }
 
-static void recorded(void *userdata, int r, bool ended, const char *why) {
-        StartupTrace *t = userdata;
-        const char *how = jobs_trace_end(r, ended, t->stop_sent);
-        char path[PATH_MAX] = "";
-        struct stat st;
-        uint64_t size;
-        int p = 0, audit_r = 0;
+static void resume(StartupTrace *t);
 
-        t->recording = false;
-        size = fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-        if (size == 0)
+static void recorder_started(void *userdata) {
+        resume(userdata);
+}
+
+static void recorder_removed(void *userdata, int r) {
+        StartupTrace *t = userdata;
+
+        fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d was removed: its audit record could not "
+                "be written (%s)\n", t->rule->name, (int)t->pid, strerror(-r));
+}
+
+static void recorder_done(void *userdata, const RecorderResult *res) {
+        StartupTrace *t = userdata;
+        char why[512];
+
+        switch (res->end) {
+        case RECORDER_NOT_STARTED:
+                if (res->error == -ESRCH) { /* the runtime went before it connected again */
+                        trace_free(t);
+                        return;
+                }
+                snprintf(why, sizeof(why), "[[on_start]] %s: %s", t->rule->name, res->text);
+                startup_give_up(t, "on-start-failed", why);
+                return;
+        case RECORDER_EMPTY:
                 fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d is empty (%s)%s%s\n", t->rule->name,
-                        (int)t->pid, how, why ? ": " : "", why ? why : "");
-        else
-                p = publish(t, size, path, sizeof(path), &audit_r);
-        if (p == PUBLISH_E_REMOVED)
-                fprintf(stderr, "dsagent: [[on_start]] %s: the trace of pid %d was removed: its audit record could not "
-                        "be written (%s)\n", t->rule->name, (int)t->pid, strerror(-audit_r));
-        else if (p != 0)
+                        (int)t->pid, res->how, res->why ? ": " : "", res->why ? res->why : "");
+                break;
+        case RECORDER_NOT_STORED:
                 fprintf(stderr, "dsagent: [[on_start]] %s: cannot store the trace of pid %d: %s\n", t->rule->name,
-                        (int)t->pid, p > 0 ? "no space in dump_dir" : strerror(-p));
-        if (p != 0)
-                how = "not-stored"; /* the end record says the bytes were lost, not how the session ended */
-        record_session(t, true, size, how, p == 0 && r == 0 && ended && t->stop_sent);
+                        (int)t->pid, res->error < 0 ? strerror(-res->error) : "no space in dump_dir");
+                break;
+        default:
+                break;
+        }
         trace_free(t);
 }
 
-/* ---- the stop, once the rule's duration is over ---- */
-
-/* A refused or lost StopTracing changes nothing: the stream still ends, with the process, at max_size
- * or at the worker's deadline. (Its reply and the stream's end come on two connections, in either order.) */
-static void stop_done(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
-        StartupTrace *t = userdata;
-
-        t->call = runtime_call_free(t->call);
-}
-
-static void stop_connected(int fd, int error, void *userdata) {
-        StartupTrace *t = userdata;
-        uint8_t request[DOTNET_IPC_HEADER_SIZE + 8];
-        size_t size;
-
-        t->waiter = NULL;
-        if (fd < 0)
-                return; /* the process went, or its port: its stream ends with it */
-        if (dotnet_ipc_stop_tracing_encode(t->session_id, request, sizeof(request), &size) != 0 ||
-            runtime_call_start(broker_of(t)->event, fd, request, size, broker_of(t)->config.runtime_timeout_usec,
-                               stop_done, t, &t->call) != 0) {
-                safe_close(fd);
-                return;
-        }
-        t->stop_sent = true;
-}
-
-static int on_duration_over(sd_event_source *s, uint64_t usec, void *userdata) {
-        StartupTrace *t = userdata;
-        PortRuntime *rt = runtime_of(t);
-        int fd = -EBADF, r;
-
-        if (rt && (t->waiter || t->call)) /* the resume still goes on: the stop comes right after */
-                return sd_event_source_set_time_relative(s, USEC_PER_SEC) < 0 ? 0
-                                                                              : sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        t->stop_timer = sd_event_source_disable_unref(t->stop_timer);
-        if (!rt)
-                return 0;
-        r = ports_connect(rt, stop_connected, t, &fd, &t->waiter);
-        if (r == 0)
-                stop_connected(fd, 0, t);
-        return 0;
-}
+static const RecorderOps recorder_ops = {
+        .connect = connect_runtime,
+        .started = recorder_started,
+        .removed = recorder_removed,
+        .done = recorder_done,
+};
 
 /* ---- the resume ---- */
 
@@ -355,100 +256,6 @@ static void resume(StartupTrace *t) {
         }
 }
 
-/* ---- the session's start ---- */
-
-/* dump_dir, the unnamed file, a slot for its bytes, and the worker that writes it. */
-static int start_recording(StartupTrace *t, const char **ret_why) {
-        Broker *b = broker_of(t);
-        DumpLimits limits = { .max_use = t->policy->agent.max_use, .keep_free = t->policy->agent.keep_free };
-        uint64_t timeout = t->rule->duration_usec + STARTUP_STOP_GRACE_USEC + b->config.runtime_timeout_usec;
-        int r;
-
-        r = dump_dir_open(t->policy->agent.dump_dir, &t->dir_fd, ret_why);
-        if (r != 0)
-                return r;
-        t->file_fd = openat(t->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (t->file_fd < 0)
-                return -errno;
-        r = dump_slots_claim(b->dump_slots, &t->slot);
-        if (r < 0)
-                return r;
-        t->have_slot = true;
-        r = jobs_record_trace(b, t->uid, t->stream_fd, t->file_fd, t->dir_fd, &limits, t->slot,
-                              t->rule->max_size, timeout, recorded, t, &t->job);
-        if (r != 0)
-                return r;
-        /* the worker holds the stream now: when it stops reading, the runtime ends the session */
-        t->stream_fd = safe_close(t->stream_fd);
-        t->recording = true;
-        return sd_event_add_time_relative(b->event, &t->stop_timer, CLOCK_MONOTONIC, t->rule->duration_usec, 0,
-                                          on_duration_over, t);
-}
-
-static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply, void *userdata) {
-        StartupTrace *t = userdata;
-        const char *why = NULL;
-        char text[256];
-        int r;
-
-        if (error != 0 || !reply->ok) {
-                t->call = runtime_call_free(t->call);
-                snprintf(text, sizeof(text), "[[on_start]] %s: the runtime did not start the session: %s", t->rule->name,
-                         error != 0 ? runtime_call_error_text(error) : "it refused it");
-                startup_give_up(t, "on-start-failed", text);
-                return;
-        }
-        t->stream_fd = runtime_call_take_fd(call);
-        r = dotnet_ipc_session_id_decode(reply, &t->session_id);
-        t->call = runtime_call_free(t->call);
-        if (r != 0) {
-                startup_give_up(t, "on-start-failed", "the runtime sent a malformed session reply");
-                return;
-        }
-        (void)sd_event_now(broker_of(t)->event, CLOCK_MONOTONIC, &t->started_usec);
-        r = start_recording(t, &why);
-        if (r != 0) {
-                snprintf(text, sizeof(text), "[[on_start]] %s: cannot record the trace: %s%s%s", t->rule->name,
-                         why ? why : "", why ? ": " : "", r < 0 ? strerror(-r) : "no room in dump_dir");
-                startup_give_up(t, "on-start-failed", text); /* the stream closes: the session ends */
-                return;
-        }
-        record_session(t, false, 0, NULL, false);
-        resume(t);
-}
-
-/* The runtime's buffer for the session: its default, within the agent's max_trace_buffer_mb. */
-static uint32_t buffer_mb(const StartupTrace *t) {
-        unsigned most = t->policy->agent.max_trace_buffer_mb;
-
-        return most < EVENTPIPE_BUFFER_MB_DEFAULT ? most : EVENTPIPE_BUFFER_MB_DEFAULT;
-}
-
-static void start_connected(int fd, int error, void *userdata) {
-        StartupTrace *t = userdata;
-        _cleanup_free_ uint8_t *collect = malloc(DOTNET_IPC_MESSAGE_MAX);
-        size_t size;
-        int r;
-
-        t->waiter = NULL;
-        if (fd < 0) {
-                if (error == -ESRCH)
-                        trace_free(t);
-                else
-                        startup_give_up(t, "on-start-failed", "the runtime did not connect again to be traced");
-                return;
-        }
-        r = !collect ? -ENOMEM
-                     : dotnet_ipc_collect_tracing_encode(&t->config, buffer_mb(t), collect, DOTNET_IPC_MESSAGE_MAX, &size);
-        if (r == 0)
-                r = runtime_call_start(broker_of(t)->event, fd, collect, size, broker_of(t)->config.runtime_timeout_usec,
-                                       started, t, &t->call);
-        else
-                safe_close(fd);
-        if (r != 0)
-                startup_give_up(t, "on-start-failed", "the agent could not ask the runtime for the session");
-}
-
 /* The rule's providers as EventPipe asks for them: all keywords unless named, Verbose, with rundown. */
 static int config_of(const PolicyOnStart *rule, EventPipeConfig *ret) {
         if (rule->trace_profile)
@@ -468,20 +275,6 @@ static int config_of(const PolicyOnStart *rule, EventPipeConfig *ret) {
         return 0;
 }
 
-static void start(StartupTrace *t, PortRuntime *rt) {
-        int fd = -EBADF, r;
-
-        if (config_of(t->rule, &t->config) < 0 || !(t->providers_text = eventpipe_config_to_string(&t->config))) {
-                startup_give_up(t, "on-start-failed", "out of memory");
-                return;
-        }
-        r = ports_connect(rt, start_connected, t, &fd, &t->waiter);
-        if (r == 0)
-                start_connected(fd, 0, t);
-        else if (r < 0)
-                startup_give_up(t, "on-start-failed", "the agent could not wait for the runtime's connection");
-}
-
 static bool traced_before(const StartupTraces *s, const Target *target) {
         for (size_t i = 0; i < s->n_traced; i++)
                 if (s->traced[i].pid == target->pid && s->traced[i].start_time == target->start_time)
@@ -498,16 +291,14 @@ static void remember_traced(StartupTraces *s, const Target *target) {
 
 /*
  * The limits, counted from here to the trace's end (not from the runtime's answer, which a runtime
- * may delay): STARTUP_TRACES_MAX at once, one of each user's at a time, one per process, and the
- * session is one of the process's under max_sessions_per_target and one of its owner's under
- * max_sessions_per_user, as the owner's own sessions are (admission.h): charged to the runtime's
- * owner, never to root or to anyone else.
+ * may delay): STARTUP_TRACES_MAX at once, one of each user's at a time, one per process; the
+ * recorder seats the session among the process's and its owner's (recorder.h): charged to the
+ * runtime's owner, never to root or to anyone else.
  */
 static bool admit(StartupTrace *t, char *why, size_t why_size) {
         StartupTraces *s = t->set;
-        const char *busy = NULL;
-        int r;
 
+        assert(!t->admitted);
         if (s->n_admitted >= STARTUP_TRACES_MAX) {
                 snprintf(why, why_size, "[[on_start]] %s: not traced, %d startup traces run already", t->rule->name,
                          STARTUP_TRACES_MAX);
@@ -519,19 +310,49 @@ static bool admit(StartupTrace *t, char *why, size_t why_size) {
                                  t->rule->name);
                         return false;
                 }
-        r = admission_begin_agent_session(broker_of(t)->admission, t->target->pid, t->target->start_time, t->uid,
-                                          t->policy->agent.max_sessions_per_target,
-                                          t->policy->agent.max_sessions_per_user, &t->key, &busy);
-        if (r != 0) {
-                snprintf(why, why_size, "[[on_start]] %s: not traced, %s", t->rule->name,
-                         r == ADMISSION_E_BUSY && busy ? busy : strerror(-r));
-                return false;
-        }
-        t->seated = true;
         t->admitted = true;
         s->n_admitted++;
-        remember_traced(s, t->target);
         return true;
+}
+
+/* The rule's session, through the recorder; the runtime is resumed once it runs (recorder_started()). */
+static void start(StartupTrace *t) {
+        _cleanup_(eventpipe_config_done) EventPipeConfig config = EVENTPIPE_CONFIG_NULL;
+        const PolicyOnStart *rule = t->rule;
+        RecorderSpec spec = {
+                .origin = "on_start",
+                .rule = rule->name,
+                .kind = "trace",
+                .profile = rule->trace_profile,
+                .output = RECORDER_NETTRACE,
+                .policy = t->policy,
+                .target = t->target,
+                .owner = t->uid,
+                .readers = { .users = rule->reader_users.ids, .n_users = rule->reader_users.n,
+                             .groups = rule->reader_groups.ids, .n_groups = rule->reader_groups.n },
+                .config = &config,
+                .duration_usec = rule->duration_usec,
+                .max_bytes = rule->max_size,
+                /* the session's start and end and its file's record */
+                .audit_records = 3,
+                .ops = &recorder_ops,
+                .userdata = t,
+        };
+        char reason[256], why[320];
+        int r;
+
+        if (config_of(rule, &config) < 0) {
+                startup_give_up(t, "on-start-failed", "out of memory");
+                return;
+        }
+        r = recorder_start(broker_of(t), &spec, &t->recorder, reason, sizeof(reason));
+        if (r != 0) {
+                snprintf(why, sizeof(why), "[[on_start]] %s: %s", rule->name, reason);
+                /* no room: nothing was asked of the runtime */
+                startup_give_up(t, r == RECORDER_E_NO_ROOM ? "on-start-skipped" : "on-start-failed", why);
+                return;
+        }
+        remember_traced(t->set, t->target);
 }
 
 /* The process, pinned: is it the registered runtime, and which [[on_start]] covers it? */
@@ -568,18 +389,11 @@ static void opened(void *userdata, int r, Target *target) {
                 resume(t);
                 return;
         }
-        /* the session's start and end and its file's record: room for them before the runtime is asked */
-        if (audit_reserve(broker_of(t)->config.audit_sink, 3, &t->audit_room) != 0) {
-                snprintf(why, sizeof(why), "[[on_start]] %s: not traced, the audit output takes no records now "
-                         "(its reader stopped): nothing was asked of the runtime", t->rule->name);
-                startup_give_up(t, "on-start-skipped", why);
-                return;
-        }
         if (!admit(t, why, sizeof(why))) {
                 startup_give_up(t, "on-start-skipped", why);
                 return;
         }
-        start(t, rt);
+        start(t);
 }
 
 int startup_trace_begin(StartupTraces *s, PortRuntime *rt) {
@@ -593,8 +407,7 @@ int startup_trace_begin(StartupTraces *s, PortRuntime *rt) {
         if (!t)
                 return -ENOMEM;
         *t = (StartupTrace){ .set = s, .runtime_id = port_runtime_id(rt), .pid = port_runtime_pid(rt),
-                             .uid = port_runtime_charged_uid(rt), .policy = policy_ref(policy), .stream_fd = -EBADF,
-                             .dir_fd = -EBADF, .file_fd = -EBADF };
+                             .uid = port_runtime_charged_uid(rt), .policy = policy_ref(policy) };
         t->next = s->traces;
         s->traces = t;
         /* a lookup like any of this user's requests: it costs the user's own workers, never the loop */
@@ -617,18 +430,11 @@ int startup_traces_new(Broker *b, StartupTraces **ret) {
 }
 
 StartupTraces *startup_traces_free(StartupTraces *s) {
-        if (!s)
-                return NULL;
-        while (s->traces) {
-                StartupTrace *t = s->traces;
-                struct stat st;
-
-                /* its start was recorded: so is its end, though the bytes go unnamed with the agent */
-                if (t->recording)
-                        record_session(t, true, fstat(t->file_fd, &st) == 0 ? (uint64_t)st.st_size : 0,
-                                       "agent-stopped", false);
-                trace_free(t);
+        if (s) {
+                /* each recorder records the end of its session, if it still runs */
+                while (s->traces)
+                        trace_free(s->traces);
+                free(s);
         }
-        free(s);
         return NULL;
 }

@@ -12,7 +12,7 @@
  * not wait, and the trace starts when it can.)
  *
  * The stream goes to an unnamed file of dump_dir, written by a worker
- * (jobs_record_trace()), so disk I/O never runs in the loop. It ends when
+ * (recorder.h, as a [[collect]] table's trace), so disk I/O never runs in the loop. It ends when
  * the rule's duration is over (the agent sends StopTracing over the port),
  * at its max_size, or with the process; what arrived is then labelled, given
  * exactly the rule's readers in its ACL, and named in dump_dir, where

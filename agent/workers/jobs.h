@@ -8,6 +8,9 @@
  *
  * Each request has at most one job at a time (Request.job); cancelling the
  * request's work cancels it, killing the worker if it runs.
+ *
+ * jobs.c is the loop's side (the requests sent, the replies read), jobs-worker.c
+ * the worker's (jobs_handle()); jobs-wire.h is what crosses between them.
  */
 #pragma once
 
@@ -122,14 +125,22 @@ typedef void (*JobStageDone)(void *userdata, int r, DumpStage *stage, const char
 int jobs_stage_dump(Broker *b, const Target *t, uint32_t owner, uint64_t timeout_usec, JobStageDone done,
                     void *userdata, JobCall *call);
 
+/* What a job that writes a dump into dump_dir is given (jobs_stream_dump(), jobs_copy_crash()); the worker
+ * holds its own copies of the fds. */
+typedef struct JobDumpFile {
+        uint32_t owner;         /* whose job it counts as (a uid) */
+        int file_fd;            /* an unnamed file of @dir_fd, written */
+        int dir_fd;             /* dump_dir */
+        int control_fd;         /* DumpProgress messages go out on it; closing the agent's end cancels the job */
+        DumpLimits limits;      /* dump_dir's guards, counted in @slot (dump-writer.h) */
+        unsigned slot;
+} JobDumpFile;
+
 /*
- * Moves a dump's bytes from @fifo_fd into @file_fd (an unnamed file of
- * @dir_fd), keeping @limits and counting in slot @slot (dump-writer.h), until
- * JOBS_STREAM_FINISH arrives on @control_fd: then it drains the FIFO and
- * ends, with the bytes written (a dump-take.h's, for a client or a
- * [[collect]] table: @owner, a uid, is whose job it counts as). It sends DumpProgress messages on @control_fd
- * after the first byte and then every second; closing the agent's end of
- * @control_fd ends it (-ECANCELED).
+ * Moves a dump's bytes from @fifo_fd into @file's file, keeping its limits, until JOBS_STREAM_FINISH
+ * arrives on its control_fd: then it drains the FIFO and ends, with the bytes written (a dump-take.h's,
+ * for a client or a [[collect]] table). It sends DumpProgress messages on control_fd after the first
+ * byte and then every second; closing the agent's end of control_fd ends it (-ECANCELED).
  */
 typedef struct DumpProgress {
         uint64_t bytes;
@@ -137,9 +148,8 @@ typedef struct DumpProgress {
                                  * (@make_room); it waits for JOBS_STREAM_ROOM_MADE or JOBS_STREAM_NO_ROOM */
 } DumpProgress;
 typedef void (*JobStreamDone)(void *userdata, int r, uint64_t bytes, const char *why);
-int jobs_stream_dump(Broker *b, uint32_t owner, int fifo_fd, int file_fd, int dir_fd, int control_fd,
-                     const DumpLimits *limits, unsigned slot, bool make_room, JobStreamDone done, void *userdata,
-                     JobCall *call);
+int jobs_stream_dump(Broker *b, const JobDumpFile *file, int fifo_fd, bool make_room, JobStreamDone done,
+                     void *userdata, JobCall *call);
 
 /* @t is the process, pinned, with its details (target_read_details()); NULL with @r non-zero. */
 typedef void (*JobProcessDone)(void *userdata, int r, Target *t);
@@ -160,52 +170,70 @@ typedef void (*JobTraceDone)(void *userdata, int r, bool ended, const char *why)
  * "timeout", "agent-error", "size-limit", "duration" or "target-ended".
  */
 const char *jobs_trace_end(int r, bool ended, bool stop_sent);
+/* What a recording job is given (jobs_record_trace(), jobs_record_gcdump()); the worker holds its own copies of the fds. */
+typedef struct JobRecording {
+        uint32_t owner;         /* whose job it counts as (a uid) */
+        int stream_fd;          /* the runtime's connection, after its CollectTracing reply */
+        int file_fd;            /* an unnamed file of @dir_fd, written */
+        int dir_fd;             /* dump_dir */
+        int control_fd;         /* jobs_record_gcdump(): one end of a SOCK_SEQPACKET pair; else not used */
+        DumpLimits limits;      /* dump_dir's guards, counted in @slot (dump-writer.h) */
+        unsigned slot;
+        uint64_t max_bytes;     /* of the stream */
+        uint64_t timeout_usec;
+} JobRecording;
 /*
- * jobs_record_trace() - move a trace's stream into @file_fd, an unnamed file of @dir_fd
+ * jobs_record_trace() - move a trace's stream into @rec's file
  *
- * From @stream_fd (the runtime's connection, after its CollectTracing reply) until the runtime
- * ends the stream, @max_bytes are written, or dump_dir's @limits would break (counted in
- * @slot, dump-writer.h); at most @timeout_usec. The worker holds its own copies of the fds.
+ * From the stream until the runtime ends it, max_bytes are written, or dump_dir's limits would
+ * break; at most timeout_usec.
  */
-int jobs_record_trace(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, const DumpLimits *limits,
-                      unsigned slot, uint64_t max_bytes, uint64_t timeout_usec, JobTraceDone done, void *userdata,
-                      JobCall *call);
+int jobs_record_trace(Broker *b, const JobRecording *rec, JobTraceDone done, void *userdata, JobCall *call);
+
+/* What a job that renders a session's nettrace is given (jobs_stacks_text(), jobs_exceptions_text(),
+ * jobs_counters_csv()). */
+typedef struct JobRendering {
+        uint32_t owner;         /* whose job it counts as (a uid) */
+        int nettrace_fd;        /* the session's nettrace, read from its start */
+        int out_fd;             /* an unnamed file of @dir_fd: the text, or the CSV */
+        int dir_fd;             /* dump_dir */
+        DumpLimits limits;      /* what the output must fit within */
+} JobRendering;
 
 /* @bytes of text were written, with @r 0; else a JOBS_E_* code (JOBS_E_NO_SPACE with @why) or a negative errno. */
 typedef void (*JobStacksDone)(void *userdata, int r, uint64_t bytes, const char *why);
 /*
- * jobs_stacks_text() - the text dsctl stacks prints of the stacks session recorded in @nettrace_fd
+ * jobs_stacks_text() - the text dsctl stacks prints of the stacks session recorded in @job's nettrace
  *
- * Read from the file's start and written into @text_fd, an unnamed file of @dir_fd, by a worker
- * (eventpipe/monitor-view.h); the text must fit within dump_dir's @limits. At most the reply's deadline.
+ * Written into its out_fd by a worker (eventpipe/monitor-view.h); the text must fit within dump_dir's
+ * limits. At most the reply's deadline.
  */
-int jobs_stacks_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
-                     JobStacksDone done, void *userdata, JobCall *call);
+int jobs_stacks_text(Broker *b, const JobRendering *job, JobStacksDone done, void *userdata, JobCall *call);
 
 /*
- * jobs_exceptions_text() - the text dsctl exceptions prints of the exceptions session recorded in @nettrace_fd
+ * jobs_exceptions_text() - the text dsctl exceptions prints of the exceptions session recorded in @job's nettrace
  *
  * With @thrown (may be NULL), the exception that fired the table, which its watch saw before the session
  * began: shown among the session's, its frames named by the session's rundown (monitor_view_thrown()).
  * Otherwise as jobs_stacks_text(). Return: 0, -E2BIG (@thrown's type or message longer than a job carries:
  * never, for what the parser gives), or as submitting any job.
  */
-int jobs_exceptions_text(Broker *b, uint32_t owner, int nettrace_fd, int text_fd, int dir_fd, const DumpLimits *limits,
-                         const MonitorThrown *thrown, JobStacksDone done, void *userdata, JobCall *call);
+int jobs_exceptions_text(Broker *b, const JobRendering *job, const MonitorThrown *thrown, JobStacksDone done,
+                         void *userdata, JobCall *call);
 
 /* Bytes of a counters session's providers text (eventpipe_config_to_string()) a job carries. */
 #define JOBS_COUNTERS_PROVIDERS_MAX 8192
 /*
- * jobs_counters_csv() - the CSV dsctl counters --format csv prints of the counters session recorded in @nettrace_fd
+ * jobs_counters_csv() - the CSV dsctl counters --format csv prints of the counters session recorded in @job's nettrace
  *
  * @providers: the session's, as the runtime was asked (its SessionId and interval say which samples
- * are its own). Read from the file's start and written into @csv_fd, an unnamed file of @dir_fd,
- * by a worker (eventpipe/counter-rows.h, each sample at the time the stream gives it); the CSV must
- * fit within dump_dir's @limits. @done as jobs_stacks_text()'s. At most the reply's deadline.
- * Return: 0, -E2BIG (@providers longer than JOBS_COUNTERS_PROVIDERS_MAX), or as submitting any job.
+ * are its own). Written into its out_fd by a worker (eventpipe/counter-rows.h, each sample at the
+ * time the stream gives it); the CSV must fit within dump_dir's limits. @done as jobs_stacks_text()'s.
+ * At most the reply's deadline. Return: 0, -E2BIG (@providers longer than JOBS_COUNTERS_PROVIDERS_MAX),
+ * or as submitting any job.
  */
-int jobs_counters_csv(Broker *b, uint32_t owner, int nettrace_fd, int csv_fd, int dir_fd, const DumpLimits *limits,
-                      const char *providers, JobStacksDone done, void *userdata, JobCall *call);
+int jobs_counters_csv(Broker *b, const JobRendering *job, const char *providers, JobStacksDone done, void *userdata,
+                      JobCall *call);
 
 /* The memory a heap dump's worker may take for it, over what it held before (its RLIMIT_DATA while the job
  * runs): the stream is the target's, and the heap's own limits let a crafted one take hundreds of MiB;
@@ -228,15 +256,12 @@ typedef void (*JobGcdumpDone)(void *userdata, int r, const JobGcdumpResult *res,
 /*
  * jobs_record_gcdump() - the .gcdump of a gcdump session (monitor_gcdump_config()), made by a worker
  *
- * The worker reads @stream_fd (the runtime's connection after its CollectTracing reply) until the
- * runtime ends it or @max_bytes came, and parses it as dsctl gcdump does (eventpipe/gcdump-heap.h);
- * once the dump's GC has ended it sends JOBS_GCDUMP_DUMPED on @control_fd (one end of a
- * SOCK_SEQPACKET pair), closing the other end cancels it. Then it writes the .gcdump into @file_fd,
- * an unnamed file of @dir_fd, within dump_dir's @limits (counted in @slot). At most @timeout_usec.
+ * The worker reads @rec's stream until the runtime ends it or max_bytes came, and parses it as dsctl
+ * gcdump does (eventpipe/gcdump-heap.h); once the dump's GC has ended it sends JOBS_GCDUMP_DUMPED on
+ * control_fd (one end of a SOCK_SEQPACKET pair), closing the other end cancels it. Then it writes the
+ * .gcdump into the file, within dump_dir's limits. At most timeout_usec.
  */
-int jobs_record_gcdump(Broker *b, uint32_t owner, int stream_fd, int file_fd, int dir_fd, int control_fd,
-                       const DumpLimits *limits, unsigned slot, uint64_t max_bytes, uint64_t timeout_usec,
-                       JobGcdumpDone done, void *userdata, JobCall *call);
+int jobs_record_gcdump(Broker *b, const JobRecording *rec, JobGcdumpDone done, void *userdata, JobCall *call);
 
 /*
  * The facts of a process that can be read without its memory or its file system: no command line, no
@@ -330,16 +355,15 @@ typedef void (*JobCrashesOwnDone)(void *userdata, int r, const JobCrashesResult 
 int jobs_read_crashes_own(Broker *b, uint32_t owner, const CrashQuery *query, bool with_store, JobCrashesOwnDone done,
                           void *userdata, JobCall *call);
 /*
- * jobs_copy_crash() - the stored core of @e, checked and decompressed into @file_fd (an unnamed file of
- * @dir_fd) within @limits and @max_bytes, counted in @slot (crash-core.h)
+ * jobs_copy_crash() - the stored core of @e, checked and decompressed into @file's file within its limits
+ * and @max_bytes (crash-core.h)
  *
- * DumpProgress messages go to @control_fd about every second; @done gets 0 with the bytes, or a JOBS_E_*
+ * DumpProgress messages go to its control_fd about every second; @done gets 0 with the bytes, or a JOBS_E_*
  * code (JOBS_E_CRASH_*, JOBS_E_NO_SPACE, JOBS_E_NOT_CORE, with @why) or a negative errno. At most the
  * agent's --dump-timeout.
  */
-int jobs_copy_crash(Broker *b, uint32_t owner, const CrashEntry *e, int file_fd, int dir_fd, int control_fd,
-                    const DumpLimits *limits, unsigned slot, uint64_t max_bytes, JobStreamDone done, void *userdata,
-                    JobCall *call);
+int jobs_copy_crash(Broker *b, const JobDumpFile *file, const CrashEntry *e, uint64_t max_bytes, JobStreamDone done,
+                    void *userdata, JobCall *call);
 
 /* Removes the staging of an agent that died (dump_stage_clean_stale()), in the background. */
 int jobs_clean_stale(Broker *b);
