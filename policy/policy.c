@@ -461,6 +461,24 @@ void policy_targets_done(PolicyTargets *t) {
         *t = (PolicyTargets){};
 }
 
+void policy_rule_done(PolicyRule *r) {
+        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers, &r->env_show };
+
+        free(r->name);
+        free(r->file);
+        free(r->users.ids);
+        free(r->groups.ids);
+        policy_targets_done(&r->targets);
+        free(r->reader_users.ids);
+        free(r->reader_groups.ids);
+        for (size_t i = 0; i < r->n_trace_providers; i++)
+                free(r->trace_providers[i].name);
+        free(r->trace_providers);
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++)
+                policy_string_list_done(lists[i]);
+        *r = (PolicyRule){};
+}
+
 void policy_port_done(PolicyPort *port) {
         free(port->path);
         free(port->file);
@@ -874,7 +892,7 @@ static bool session_exceeds_agent_limits(const Policy *p, const PolicyRequest *q
 }
 
 /* Real, effective, saved and filesystem ids not all one: a process that changed credentials. */
-static bool target_changed_credentials(const PolicyTarget *t) {
+static bool policy_target_changed_credentials(const PolicyTarget *t) {
         for (size_t i = 1; i < 4; i++)
                 if (t->uid[i] != t->uid[0] || t->gid[i] != t->gid[0])
                         return true;
@@ -885,7 +903,7 @@ static bool target_changed_credentials(const PolicyTarget *t) {
 static bool owner_access_applies(const Policy *p, const PolicyRequester *who, const PolicyTarget *t,
                                  uint32_t commands) {
         return p->agent.owner_access && (commands & ~POLICY_COMMANDS_RUNNING_CODE) != 0 &&
-               !target_changed_credentials(t) && who->uid == t->uid[1];
+               !policy_target_changed_credentials(t) && who->uid == t->uid[1];
 }
 
 bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target) {
@@ -1066,7 +1084,7 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
 
         switch (stage) {
         case DENY_NO_RULE:
-                if (p->agent.owner_access && who->uid == target->uid[1] && target_changed_credentials(target))
+                if (p->agent.owner_access && who->uid == target->uid[1] && policy_target_changed_credentials(target))
                         snprintf(v.reason, sizeof(v.reason), "target changed credentials; only root may act on it");
                 else if (p->agent.owner_access && who->uid == target->uid[1])
                         snprintf(v.reason, sizeof(v.reason), "no rule grants '%s', which runs code in the target",

@@ -20,6 +20,7 @@
 #include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
+#include "ipc-policy.h"
 #include "ipc-request.h"
 #include "monitor-config.h"
 #include "runtime-call.h"
@@ -1089,15 +1090,15 @@ static void session_proxy_settle(Session *s) {
 
 /*
  * A tool's CollectTracing (dsctl port): decided as the command of its shape
- * (ipc_request_tracing_shape(): counters, gcdump, stacks, else trace) on its
+ * (ipc_policy_tracing_shape(): counters, gcdump, stacks, else trace) on its
  * providers and buffer, run and relayed like any trace session. The runtime gets the bytes
  * ipc_request_encode() makes of the decoded values; the tool is told an id of
  * the agent's own, never the runtime's.
  */
 void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         const PolicyAgentSettings *a = &req->policy->agent;
-        IpcTracingShape shape = ipc_request_tracing_shape(&ipc->tracing);
-        PolicyCommand command = ipc_request_tracing_shape_command(shape);
+        IpcTracingShape shape = ipc_policy_tracing_shape(&ipc->tracing);
+        PolicyCommand command = ipc_policy_shape_command(shape);
         uint32_t buffer_asked_mb = ipc->tracing.buffer_mb;
         PolicyRequest ask, as_trace = {};
         Session *s = session_new(req, policy_command_to_string(command));
@@ -1123,10 +1124,10 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         }
         r = ipc_request_encode(ipc, s->collect, DOTNET_IPC_MESSAGE_MAX, &s->collect_size);
         if (r == 0)
-                r = ipc_request_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX, &ask);
+                r = ipc_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX, &ask);
         /* stacks and gcdump are decided without providers: the array holds them as a trace's */
         if (r == 0 && shape_may_be_trace(shape))
-                r = ipc_request_trace_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX,
+                r = ipc_policy_trace_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX,
                                                      &as_trace);
         if (r != 0) {
                 request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
