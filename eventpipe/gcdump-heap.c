@@ -359,7 +359,7 @@ static int take_name(GcdumpHeap *h, Cursor *c, char **ret) {
         char *s;
         int r = take_utf16z(c, &s);
 
-        if (r == NETTRACE_E_LIMIT)
+        if (r == CURSOR_E_TOO_LONG)
                 return GCDUMP_E_LIMIT;
         if (r != 0)
                 return r < 0 ? r : GCDUMP_E_MALFORMED;
@@ -1937,4 +1937,15 @@ int gcdump_heap_write(GcdumpHeap *h, const char *tool, GcdumpWrite write, void *
         if (o->error != 0)
                 return o->error;
         return o->offset > INT32_MAX ? GCDUMP_E_LIMIT : 0;
+}
+
+const char *gcdump_strerror(int r) {
+        if (r < 0)
+                return strerror(-r);
+        switch (r) {
+        case GCDUMP_E_NO_DUMP: return "the runtime sent no complete heap dump";
+        case GCDUMP_E_BROKEN: return "the dump's objects ask for other references than the runtime sent (events lost?)";
+        case GCDUMP_E_LIMIT: return "the heap is beyond the heap reader's limits";
+        default: return "the runtime's heap events are malformed";
+        }
 }
