@@ -249,6 +249,74 @@ void policy_string_list_done(PolicyStringList *l) {
         *l = (PolicyStringList){};
 }
 
+/* What each part of a policy owns, freed by policy_unref() alone. */
+static void policy_targets_done(PolicyTargets *t) {
+        free(t->users.ids);
+        policy_string_list_done(&t->units);
+        policy_string_list_done(&t->names);
+        policy_string_list_done(&t->cgroups);
+        policy_string_list_done(&t->containers);
+        *t = (PolicyTargets){};
+}
+
+static void policy_rule_done(PolicyRule *r) {
+        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers, &r->env_show };
+
+        free(r->name);
+        free(r->file);
+        free(r->users.ids);
+        free(r->groups.ids);
+        policy_targets_done(&r->targets);
+        free(r->reader_users.ids);
+        free(r->reader_groups.ids);
+        for (size_t i = 0; i < r->n_trace_providers; i++)
+                free(r->trace_providers[i].name);
+        free(r->trace_providers);
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++)
+                policy_string_list_done(lists[i]);
+        *r = (PolicyRule){};
+}
+
+static void policy_port_done(PolicyPort *port) {
+        free(port->path);
+        free(port->file);
+        free(port->users.ids);
+        free(port->groups.ids);
+        *port = (PolicyPort){};
+}
+
+static void policy_on_start_done(PolicyOnStart *o) {
+        free(o->name);
+        free(o->file);
+        policy_targets_done(&o->targets);
+        free(o->trace_profile);
+        for (size_t i = 0; i < o->n_trace_providers; i++)
+                free(o->trace_providers[i].name);
+        free(o->trace_providers);
+        free(o->reader_users.ids);
+        free(o->reader_groups.ids);
+        *o = (PolicyOnStart){};
+}
+
+static void policy_collect_done(PolicyCollect *c) {
+        free(c->name);
+        free(c->file);
+        policy_targets_done(&c->targets);
+        free(c->counter_provider);
+        free(c->counter_name);
+        for (size_t i = 0; i < c->n_counter_tags; i++) {
+                free(c->counter_tags[i].key);
+                free(c->counter_tags[i].value);
+        }
+        free(c->counter_tags);
+        free(c->exception_type);
+        free(c->trace_profile);
+        policy_string_list_done(&c->counters_providers);
+        free(c->reader_users.ids);
+        free(c->reader_groups.ids);
+        *c = (PolicyCollect){};
+}
+
 Policy *policy_ref(Policy *p) {
         if (p)
                 p->n_ref++;
@@ -450,73 +518,6 @@ static bool string_list_contains(const PolicyStringList *l, const char *s) {
                 if (strcmp(l->items[i], s) == 0)
                         return true;
         return false;
-}
-
-void policy_targets_done(PolicyTargets *t) {
-        free(t->users.ids);
-        policy_string_list_done(&t->units);
-        policy_string_list_done(&t->names);
-        policy_string_list_done(&t->cgroups);
-        policy_string_list_done(&t->containers);
-        *t = (PolicyTargets){};
-}
-
-void policy_rule_done(PolicyRule *r) {
-        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers, &r->env_show };
-
-        free(r->name);
-        free(r->file);
-        free(r->users.ids);
-        free(r->groups.ids);
-        policy_targets_done(&r->targets);
-        free(r->reader_users.ids);
-        free(r->reader_groups.ids);
-        for (size_t i = 0; i < r->n_trace_providers; i++)
-                free(r->trace_providers[i].name);
-        free(r->trace_providers);
-        for (size_t i = 0; i < ELEMENTSOF(lists); i++)
-                policy_string_list_done(lists[i]);
-        *r = (PolicyRule){};
-}
-
-void policy_port_done(PolicyPort *port) {
-        free(port->path);
-        free(port->file);
-        free(port->users.ids);
-        free(port->groups.ids);
-        *port = (PolicyPort){};
-}
-
-void policy_on_start_done(PolicyOnStart *o) {
-        free(o->name);
-        free(o->file);
-        policy_targets_done(&o->targets);
-        free(o->trace_profile);
-        for (size_t i = 0; i < o->n_trace_providers; i++)
-                free(o->trace_providers[i].name);
-        free(o->trace_providers);
-        free(o->reader_users.ids);
-        free(o->reader_groups.ids);
-        *o = (PolicyOnStart){};
-}
-
-void policy_collect_done(PolicyCollect *c) {
-        free(c->name);
-        free(c->file);
-        policy_targets_done(&c->targets);
-        free(c->counter_provider);
-        free(c->counter_name);
-        for (size_t i = 0; i < c->n_counter_tags; i++) {
-                free(c->counter_tags[i].key);
-                free(c->counter_tags[i].value);
-        }
-        free(c->counter_tags);
-        free(c->exception_type);
-        free(c->trace_profile);
-        policy_string_list_done(&c->counters_providers);
-        free(c->reader_users.ids);
-        free(c->reader_groups.ids);
-        *c = (PolicyCollect){};
 }
 
 bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids) {

@@ -389,7 +389,7 @@ static void audit_fields_add_rule_text(AuditFields *f, const char *rule, AuditDe
                 audit_fields_addf(f, "DSAGENT_RULE_TEXT=no rule: the request ended before a rule decided it");
 }
 
-const char *audit_decision_to_string(AuditDecision d) {
+static const char *audit_decision_to_string(AuditDecision d) {
         switch (d) {
         case AUDIT_DECISION_ALLOWED: return "allowed";
         case AUDIT_DECISION_DENIED: return "denied";

@@ -281,7 +281,6 @@ int audit_sink_open(sd_event *event, AuditSink sink);
 /* At exit: what is queued goes out if the output takes it within AUDIT_QUEUE_EXIT_FLUSH_USEC (this waits). */
 void audit_sink_close(void);
 
-const char *audit_decision_to_string(AuditDecision d);
 int audit_sink_from_string(const char *s, AuditSink *ret);
 /* 0 when @sink can take records now; -ENOTCONN for the journal without journald. */
 int audit_sink_check(AuditSink sink);

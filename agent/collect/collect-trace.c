@@ -507,7 +507,7 @@ static uint32_t buffer_mb(const Policy *p) {
 /* The session's providers: the table's profile, dsctl stacks', gcdump's, exceptions' or counters' (every second). */
 static int config_of(const CollectTrace *t, EventPipeConfig *ret) {
         const PolicyStringList *names = &t->table->counters_providers;
-        char session_id[33];
+        char session_id[TEXT_HEX_ID_SIZE];
         int r;
 
         if (is_stacks(t))

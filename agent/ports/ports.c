@@ -34,6 +34,7 @@
 #include "runtime-call.h"
 #include "sockopt.h"
 #include "test-hooks.h"
+#include "text.h"
 
 
 /* The reference tool gives the advertise 250 ms; a loaded host gets more, a silent peer no more than this. */
@@ -129,7 +130,7 @@ struct Ports {
 
 static void record(Ports *p, const char *event, const PortListener *l, const PeerCreds *peer, uint64_t advertised_pid,
                    const uint8_t *cookie, bool suspended, const char *reason) {
-        char hex[33] = "";
+        char hex[TEXT_HEX_ID_SIZE] = "";
         AuditPortEvent e = {
                 .event = event,
                 .path = l->path,
@@ -145,8 +146,7 @@ static void record(Ports *p, const char *event, const PortListener *l, const Pee
         };
 
         if (cookie) {
-                for (size_t i = 0; i < 16; i++)
-                        snprintf(hex + 2 * i, 3, "%02x", cookie[i]);
+                text_hex_id(cookie, hex);
                 e.cookie = hex;
         }
         /* a flood of refused connections from one user takes from its budget of records, like its

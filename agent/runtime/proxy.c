@@ -343,7 +343,7 @@ static void proxy_start_call(Request *req, const WireMessage *m, const IpcReques
         int r;
 
         if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         *work = (ProxyWork){ .request = req, .command = ipc->command,

@@ -497,10 +497,6 @@ void worker_pool_recycle(WorkerPool *p) {
         pool_schedule(p);
 }
 
-unsigned worker_pool_size(const WorkerPool *p) {
-        return p->n_workers;
-}
-
 int worker_pool_new(sd_event *event, const WorkerPoolConfig *config, WorkerPool **ret) {
         WorkerPool *p;
 
