@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* What an EventPipe session asks for, as data (eventpipe-provider.h): freeing it, and the one provider-name check. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ bool eventpipe_name_char_is_valid(char ch) {
 }
 
 bool eventpipe_provider_name_is_valid_n(const char *s, size_t len) {
+        assert(s || len == 0);
         if (len == 0 || len > EVENTPIPE_NAME_MAX)
                 return false;
         for (size_t i = 0; i < len; i++)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The heap graph's containers (gcdump-chunks.h): growing u32 arrays, and bytes in chunks of one size. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ int chunks_grow(Chunks *c) {
 }
 
 void chunks_release(Chunks *c, uint64_t at) {
+        assert(at <= c->size); /* a stream is read no further than it was written */
         for (; c->released < c->n_chunks && ((uint64_t)c->released + 1) << CHUNK_SHIFT <= at; c->released++) {
                 free(c->chunks[c->released]);
                 c->chunks[c->released] = NULL;

@@ -2,6 +2,7 @@
 /* The GC heap of a gcdump session, built from the runtime's bulk events as dotnet-gcdump builds it, and
  * its type table (gcdump-heap.h); its graph is what gcdump-file.c writes as a .gcdump (gcdump-graph.h),
  * in the containers of gcdump-chunks.h. Pure: dsctl reads the stream and writes the file */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -1634,39 +1635,54 @@ void gcdump_report_done(GcdumpReport *r) {
         *r = (GcdumpReport){};
 }
 
+/* The graph's readers come after gcdump_graph_build() returned 0 (gcdump-graph.h). */
+static void assert_graph_built(const GcdumpHeap *h) {
+        assert(h->built && h->build_error == 0);
+}
+
 unsigned gcdump_graph_pointer_size(const GcdumpHeap *h) {
+        assert_graph_built(h);
         return h->pointer_size;
 }
 
 int64_t gcdump_graph_total_size(const GcdumpHeap *h) {
+        assert_graph_built(h);
         return h->total_size;
 }
 
 size_t gcdump_graph_nodes(const GcdumpHeap *h) {
+        assert_graph_built(h);
         return h->n_indexes + h->n_builders;
 }
 
 size_t gcdump_graph_root(const GcdumpHeap *h) {
+        assert_graph_built(h);
         return h->n_indexes;
 }
 
 uint32_t gcdump_graph_node_label(const GcdumpHeap *h, size_t i) {
+        assert_graph_built(h);
         return index_label(h, i);
 }
 
 uint64_t gcdump_graph_node_address(const GcdumpHeap *h, size_t i) {
+        assert_graph_built(h);
         return index_address(h, i);
 }
 
 const Chunks *gcdump_graph_blob(const GcdumpHeap *h) {
+        assert_graph_built(h);
         return &h->blob;
 }
 
 size_t gcdump_graph_types(const GcdumpHeap *h) {
+        assert_graph_built(h);
         return h->graph.n_types;
 }
 
 void gcdump_graph_type(const GcdumpHeap *h, size_t i, const char **ret_name, int32_t *ret_size, const char **ret_module) {
+        assert_graph_built(h);
+        assert(i < h->graph.n_types);
         *ret_name = h->graph.types[i].name;
         *ret_size = h->graph.types[i].size;
         *ret_module = h->graph.types[i].module;

@@ -3,6 +3,7 @@
  * What a tool's diagnostic IPC request is decided as (ipc-policy.h): the command, the dump type,
  * the tracing shape and the providers; pure.
  */
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -270,6 +271,7 @@ int ipc_policy_request(const IpcRequest *r, PolicyProvider *providers, size_t n_
                                PolicyRequest *ret) {
         PolicyRequest q = { .command = ipc_policy_command(r->command), .dump_type = POLICY_DUMP_NONE };
 
+        assert(providers || n_providers == 0);
         if (q.command == _POLICY_COMMAND_INVALID)
                 return -EINVAL;
         if (q.command == POLICY_COMMAND_DUMP) {

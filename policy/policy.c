@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The policy engine (policy.h): who may do what to which process; pure. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,7 +325,10 @@ Policy *policy_ref(Policy *p) {
 }
 
 Policy *policy_unref(Policy *p) {
-        if (!p || --p->n_ref > 0)
+        if (!p)
+                return NULL;
+        assert(p->n_ref > 0); /* a reference given back twice: the policy is freed already */
+        if (--p->n_ref > 0)
                 return NULL;
         for (size_t i = 0; i < p->n_rules; i++)
                 policy_rule_done(&p->rules[i]);

@@ -3,6 +3,7 @@
  * Names beside ids (audit-names.h): the process's one cache of user and group names, filled by
  * workers from NSS and, in the loop, by what workers tell it; the records take names from it.
  */
+#include <assert.h>
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -48,6 +49,7 @@ static uint64_t audit_now_usec(void) {
 static const char *audit_name_cached(AuditNameKind kind, uint32_t id, uint64_t max_age_usec) {
         uint64_t now = audit_now_usec();
 
+        assert(kind == AUDIT_NAME_USER || kind == AUDIT_NAME_GROUP); /* kind 0 is a free slot */
         if (id == (uint32_t)-1)
                 return NULL;
         for (size_t i = 0; i < AUDIT_NAMES_CACHED; i++) {
@@ -85,6 +87,7 @@ static void audit_name_remember(AuditNameKind kind, uint32_t id, const char *nam
         AuditNameEntry *slot = &audit_names[0];
         size_t len = strnlen(name, AUDIT_NAME_MAX);
 
+        assert(kind == AUDIT_NAME_USER || kind == AUDIT_NAME_GROUP);
         if (id == (uint32_t)-1 || !audit_name_is_plain(name, len))
                 return;
         for (size_t i = 0; i < AUDIT_NAMES_CACHED; i++) {

@@ -4,6 +4,7 @@
  * formats a record goes out in (journald's native protocol, a JSON line, a dsagent-audit: line),
  * the count of what went unrecorded and its gap record, and room held for records to come.
  */
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -339,6 +340,8 @@ static void audit_send_gap(void) {
 int audit_output_send(AuditSink sink, const AuditFields *f, AuditQueueClass class, AuditReservation *room) {
         int r;
 
+        /* held room is the reservation's to give, never the caller's to claim */
+        assert(class == AUDIT_QUEUE_DECISION || class == AUDIT_QUEUE_EVENT);
         if (room && room->records > 0) {
                 room->records--;
                 class = AUDIT_QUEUE_HELD;
