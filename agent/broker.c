@@ -75,7 +75,7 @@
 /* Connections root may hold past max_connections: the administrator gets in while a flood holds the rest. */
 #define BROKER_ROOT_SLOTS 4
 
-unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
+static unsigned broker_connections_of_uid(const Broker *b, uid_t uid) {
         return holders_count(b->holders, uid);
 }
 

@@ -26,4 +26,3 @@ int broker_load_policy(Broker *b);
 
 int broker_start_workers(Broker *b);
 Broker *broker_free(Broker *b);
-unsigned broker_connections_of_uid(const Broker *b, uid_t uid);

@@ -123,7 +123,8 @@ CounterSink *counter_sink_free(CounterSink *s) {
 
 /* ---- what the session is ---- */
 
-char *counter_sink_process_name(pid_t pid) {
+/* The text dotnet-counters gives as TargetProcess: .NET's Process.ProcessName of @pid, "" if unknown. */
+static char *counter_sink_process_name(pid_t pid) {
         char path[64], comm[64] = "", cmdline[4096];
         const char *base;
         ssize_t n;

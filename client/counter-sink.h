@@ -51,6 +51,3 @@ int counter_sink_end(CounterSink *s);
  * Return: 0 or a negative errno.
  */
 int counter_sink_check_file(OutFile *file, const char *path);
-
-/* The text dotnet-counters gives as TargetProcess: .NET's Process.ProcessName of @pid, "" if unknown. */
-char *counter_sink_process_name(pid_t pid);

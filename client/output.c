@@ -28,7 +28,7 @@ typedef struct ProcessRow {
         char *unverified_container_id, *unverified_pod_uid;
         uint32_t cgroup_unverified;
         char *commands; /* ps: the policy commands the caller holds on it, comma-separated */
-        char cookie[33];
+        char cookie[TEXT_HEX_ID_SIZE];
 } ProcessRow;
 
 static void process_row_done(ProcessRow *r) {
@@ -78,8 +78,7 @@ static void process_row_read(ProcessRow *r, const WireMessage *m) {
         (void)wire_message_get_u32(m, WIRE_TAG_CGROUP_UNVERIFIED, &r->cgroup_unverified);
         (void)wire_message_get_string(m, WIRE_TAG_COMMANDS, &r->commands);
         if (wire_message_get_bytes(m, WIRE_TAG_COOKIE, &cookie, &cookie_size) == 0 && cookie_size == 16)
-                for (size_t i = 0; i < 16; i++)
-                        sprintf(r->cookie + 2 * i, "%02x", cookie[i]);
+                text_hex_id(cookie, r->cookie);
 }
 
 void output_json_string(FILE *f, const char *s) {

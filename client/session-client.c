@@ -430,15 +430,8 @@ static int finish_monitor(SessionClient *s, int status) {
 }
 
 static int gcdump_failed(SessionClient *s, int r) {
-        const char *why = r == GCDUMP_E_NO_DUMP ? "the runtime sent no complete heap dump"
-                        : r == GCDUMP_E_BROKEN  ? "the dump's objects ask for other references than the runtime sent "
-                                                   "(events lost?)"
-                        : r == GCDUMP_E_LIMIT   ? "the heap is beyond dsctl's limits"
-                        : r == GCDUMP_E_MALFORMED ? "the runtime's heap events are malformed"
-                                                  : strerror(-r);
-
-        return output_fail(s->options->json, r < 0 ? EXIT_ERROR : EXIT_RUNTIME_FAILED, "gcdump: %s (ended: %s)", why,
-                           s->ended ? s->ended : "unknown");
+        return output_fail(s->options->json, r < 0 ? EXIT_ERROR : EXIT_RUNTIME_FAILED, "gcdump: %s (ended: %s)",
+                           gcdump_strerror(r), s->ended ? s->ended : "unknown");
 }
 
 static int write_gcdump_bytes(const void *data, size_t size, void *userdata) {

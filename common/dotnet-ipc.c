@@ -10,7 +10,7 @@
 
 #include "cleanup.h"
 #include "dotnet-ipc.h"
-#include "session-config.h"
+#include "eventpipe-provider.h"
 #include "text.h"
 #include "unaligned.h"
 

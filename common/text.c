@@ -307,6 +307,16 @@ int parse_pid(const char *s, pid_t *ret) {
         return 0;
 }
 
+void text_hex_id(const uint8_t id[16], char ret[TEXT_HEX_ID_SIZE]) {
+        static const char digits[] = "0123456789abcdef";
+
+        for (size_t i = 0; i < 16; i++) {
+                ret[2 * i] = digits[id[i] >> 4];
+                ret[2 * i + 1] = digits[id[i] & 0xf];
+        }
+        ret[32] = '\0';
+}
+
 void text_format_size(uint64_t size, char *buf, size_t n) {
         static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
         double v = (double)size;

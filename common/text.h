@@ -101,3 +101,7 @@ void text_format_size(uint64_t size, char *buf, size_t n);
 /* A span of time for people, in its largest unit: "3 days", "1.5 hours", "40 seconds", "0.2 seconds". */
 void text_format_span(uint64_t usec, char *buf, size_t n);
 int parse_pid(const char *s, pid_t *ret);
+
+/* The 16 bytes of an id (a runtime's cookie, an EventPipe session's id) as text: 32 lower-case hex digits and a NUL. */
+#define TEXT_HEX_ID_SIZE 33
+void text_hex_id(const uint8_t id[16], char ret[TEXT_HEX_ID_SIZE]);

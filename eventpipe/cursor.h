@@ -2,7 +2,9 @@
 /*
  * Reading little-endian fields from bytes that came from a target: a cursor
  * that never moves past what is there. Shared by the nettrace parser and the
- * readers of the runtime's own events (monitor-events.c).
+ * readers of the runtime's own events (monitor-events.c, cpu-profile.c,
+ * gcdump-heap.c). Its codes are its own: each reader says what they mean in
+ * its terms.
  */
 #pragma once
 
@@ -10,8 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nettrace.h"
+#include "nettrace.h" /* NETTRACE_STRING_MAX: the runtime's strings are the stream's */
 #include "text.h"
+
+enum {
+        _CURSOR_E_SUCCESS,
+        CURSOR_E_UNTERMINATED, /* the bytes end before the string's NUL */
+        CURSOR_E_TOO_LONG,     /* more than NETTRACE_STRING_MAX units before the NUL */
+};
 
 typedef struct Cursor {
         const uint8_t *p;
@@ -75,7 +83,11 @@ static inline bool take_u64(Cursor *c, uint64_t *ret) {
         return true;
 }
 
-/* A NUL-terminated UTF-16LE string, as metadata and payloads carry them. */
+/*
+ * A NUL-terminated UTF-16LE string, as metadata and payloads carry them, as UTF-8 (see
+ * utf16le_to_utf8()). Return: 0 and *@ret set, the cursor past the NUL; CURSOR_E_TOO_LONG,
+ * CURSOR_E_UNTERMINATED; -ENOMEM. The cursor moves on 0 only.
+ */
 static inline int take_utf16z(Cursor *c, char **ret) {
         size_t max = c->left / 2;
         char *s;
@@ -83,7 +95,7 @@ static inline int take_utf16z(Cursor *c, char **ret) {
 
         for (size_t i = 0; i < max; i++) {
                 if (i > NETTRACE_STRING_MAX)
-                        return NETTRACE_E_LIMIT;
+                        return CURSOR_E_TOO_LONG;
                 if (get_u16(c->p + 2 * i) == 0) {
                         r = utf16le_to_utf8(c->p, i, &s);
                         if (r < 0)
@@ -94,5 +106,5 @@ static inline int take_utf16z(Cursor *c, char **ret) {
                         return 0;
                 }
         }
-        return NETTRACE_E_MALFORMED;
+        return CURSOR_E_UNTERMINATED;
 }

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* The GC heap of a gcdump session, built from the runtime's bulk events as dotnet-gcdump builds it;
- * its type table and its .gcdump file (gcdump-heap.h). Pure: dsctl reads the stream and writes the file */
+/* The GC heap of a gcdump session, built from the runtime's bulk events as dotnet-gcdump builds it, and
+ * its type table (gcdump-heap.h); its graph is what gcdump-file.c writes as a .gcdump (gcdump-graph.h),
+ * in the containers of gcdump-chunks.h. Pure: dsctl reads the stream and writes the file */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,7 +12,7 @@
 
 #include "array.h"
 #include "cursor.h"
-#include "gcdump-heap.h"
+#include "gcdump-graph.h"
 #include "hash-map.h"
 #include "varint.h"
 
@@ -51,94 +53,6 @@
 #define MODULE_FLAG_NATIVE 0x2
 /* objects bigger than this get a type of their own, named by their size's decade */
 #define BIG_OBJECT 1000
-
-/* Room for element @n of *@array, the elements added zeroed. */
-static int array_reserve_zeroed(uint32_t **array, size_t *cap, size_t n) {
-        size_t old = *cap;
-
-        if (array_reserve((void **)array, cap, n, sizeof(uint32_t)) < 0)
-                return -ENOMEM;
-        if (*cap > old)
-                memset(*array + old, 0, (*cap - old) * sizeof(uint32_t));
-        return 0;
-}
-
-static uint32_t *memdup_u32(const uint32_t *p, size_t n) {
-        uint32_t *copy = malloc(n * sizeof(uint32_t));
-
-        return copy ? memcpy(copy, p, n * sizeof(uint32_t)) : NULL;
-}
-
-/* ---- bytes in chunks of one size: streams read once, in order, and freed as they are read; the blob ---- */
-
-/* One size for all: a chunk a stream frees is the next one the blob takes, so memory does not grow
- * with both at once (and none is big enough to be mapped apart, which malloc would not reuse). */
-#define CHUNK_SHIFT 16
-#define CHUNK_SIZE ((size_t)1 << CHUNK_SHIFT)
-
-typedef struct Chunks {
-        uint8_t **chunks;
-        size_t n_chunks, cap_chunks;
-        size_t released;         /* chunks freed from the start (chunks_release()) */
-        uint64_t size;           /* bytes put */
-} Chunks;
-
-static void chunks_done(Chunks *c) {
-        for (size_t i = 0; i < c->n_chunks; i++)
-                free(c->chunks[i]);
-        free(c->chunks);
-        *c = (Chunks){};
-}
-
-static int chunks_put(Chunks *c, uint8_t b) {
-        size_t at = (size_t)(c->size & (CHUNK_SIZE - 1));
-
-        if (at == 0) {
-                if (array_reserve((void **)&c->chunks, &c->cap_chunks, c->n_chunks, sizeof(uint8_t *)) < 0)
-                        return -ENOMEM;
-                c->chunks[c->n_chunks] = malloc(CHUNK_SIZE);
-                if (!c->chunks[c->n_chunks])
-                        return -ENOMEM;
-                c->n_chunks++;
-        }
-        c->chunks[c->size >> CHUNK_SHIFT][at] = b;
-        c->size++;
-        return 0;
-}
-
-static uint8_t chunks_at(const Chunks *c, uint64_t at) {
-        return c->chunks[at >> CHUNK_SHIFT][at & (CHUNK_SIZE - 1)];
-}
-
-/* Frees the chunks wholly before byte @at: a stream read that far needs them no more. */
-static void chunks_release(Chunks *c, uint64_t at) {
-        for (; c->released < c->n_chunks && ((uint64_t)c->released + 1) << CHUNK_SHIFT <= at; c->released++) {
-                free(c->chunks[c->released]);
-                c->chunks[c->released] = NULL;
-        }
-}
-
-/* A stream's numbers: 7 bits a byte, least significant first (what gcdump-heap.c writes, read by it alone). */
-static int chunks_put_varint(Chunks *c, uint64_t v) {
-        for (; v >= 0x80; v >>= 7)
-                if (chunks_put(c, (uint8_t)(v | 0x80)) < 0)
-                        return -ENOMEM;
-        return chunks_put(c, (uint8_t)v);
-}
-
-static uint64_t chunks_read_varint(const Chunks *c, uint64_t *at) {
-        uint64_t v = 0;
-        unsigned shift = 0;
-        uint8_t b;
-
-        do {
-                b = chunks_at(c, (*at)++);
-                if (shift < 64)
-                        v |= (uint64_t)(b & 0x7f) << shift;
-                shift += 7;
-        } while (b & 0x80);
-        return v;
-}
 
 /* ---- what the events say, kept until the end ---- */
 
@@ -243,7 +157,7 @@ struct GcdumpHeap {
         size_t n_root_refs, cap_root_refs;
         uint64_t references;
 
-        /* the graph, built once from all of the above (graph_build()) */
+        /* the graph, built once from all of the above (gcdump_graph_build()) */
         bool built;
         int build_error;
         Graph graph;
@@ -359,7 +273,7 @@ static int take_name(GcdumpHeap *h, Cursor *c, char **ret) {
         char *s;
         int r = take_utf16z(c, &s);
 
-        if (r == NETTRACE_E_LIMIT)
+        if (r == CURSOR_E_TOO_LONG)
                 return GCDUMP_E_LIMIT;
         if (r != 0)
                 return r < 0 ? r : GCDUMP_E_MALFORMED;
@@ -1353,7 +1267,7 @@ static int note_definition(GcdumpHeap *h, uint32_t node, uint32_t index) {
         if (!h->by_map)
                 return 0;
         /* nodes of one address: the last definition is the label, as in the reader's table */
-        if (array_reserve_zeroed(&h->labels, &h->cap_labels, index) < 0)
+        if (u32_array_reserve_zeroed(&h->labels, &h->cap_labels, index) < 0)
                 return -ENOMEM;
         h->labels[index] = (uint32_t)h->blob.size;
         return 0;
@@ -1451,7 +1365,7 @@ static int graph_add_builders(GcdumpHeap *h) {
         if (!refs || !children)
                 return -ENOMEM;
         {
-                _cleanup_free_ uint32_t *fill = memdup_u32(ref_start, n + 1);
+                _cleanup_free_ uint32_t *fill = u32_memdup(ref_start, n + 1);
                 if (!fill)
                         return -ENOMEM;
                 for (size_t i = 0; i < h->n_root_refs; i++) {
@@ -1511,7 +1425,7 @@ static int graph_add_builders(GcdumpHeap *h) {
  * GCBulkType, the static variables' roots, each node with its references,
  * then the roots' pseudo-nodes. Once; its result is kept.
  */
-static int graph_build(GcdumpHeap *h) {
+int gcdump_graph_build(GcdumpHeap *h) {
         uint32_t undefined;
         int r;
 
@@ -1698,7 +1612,7 @@ int gcdump_heap_report(GcdumpHeap *h, GcdumpReport *ret) {
         GcdumpReport report = {};
         int r;
 
-        r = graph_build(h);
+        r = gcdump_graph_build(h);
         if (r == 0)
                 r = graph_rows(&h->graph, &report);
         if (r != 0)
@@ -1721,220 +1635,66 @@ void gcdump_report_done(GcdumpReport *r) {
         *r = (GcdumpReport){};
 }
 
-/* ---- the .gcdump file (docs/gcdump.md): a FastSerialization stream of one GCHeapDump ---- */
-
-#define FS_NULL_REFERENCE 1
-#define FS_BEGIN_OBJECT 4
-#define FS_END_OBJECT 6
-#define FS_TAG_BYTE 8
-#define FS_SKIP_REGION 12
-#define FS_TAG_STRING 13
-
-typedef struct Out {
-        GcdumpWrite write;
-        void *userdata;
-        uint64_t offset;         /* of the next byte, in the file */
-        size_t n;
-        int error;
-        uint8_t buf[65536];
-} Out;
-
-static void out_flush(Out *o) {
-        if (o->n > 0 && o->error == 0)
-                o->error = o->write(o->buf, o->n, o->userdata);
-        o->n = 0;
+/* The graph's readers come after gcdump_graph_build() returned 0 (gcdump-graph.h). */
+static void assert_graph_built(const GcdumpHeap *h) {
+        assert(h->built && h->build_error == 0);
 }
 
-static void out_bytes(Out *o, const void *data, size_t size) {
-        const uint8_t *p = data;
+unsigned gcdump_graph_pointer_size(const GcdumpHeap *h) {
+        assert_graph_built(h);
+        return h->pointer_size;
+}
 
-        o->offset += size;
-        while (size > 0 && o->error == 0) {
-                size_t k = MIN(size, sizeof(o->buf) - o->n);
-                memcpy(o->buf + o->n, p, k);
-                o->n += k;
-                p += k;
-                size -= k;
-                if (o->n == sizeof(o->buf))
-                        out_flush(o);
+int64_t gcdump_graph_total_size(const GcdumpHeap *h) {
+        assert_graph_built(h);
+        return h->total_size;
+}
+
+size_t gcdump_graph_nodes(const GcdumpHeap *h) {
+        assert_graph_built(h);
+        return h->n_indexes + h->n_builders;
+}
+
+size_t gcdump_graph_root(const GcdumpHeap *h) {
+        assert_graph_built(h);
+        return h->n_indexes;
+}
+
+uint32_t gcdump_graph_node_label(const GcdumpHeap *h, size_t i) {
+        assert_graph_built(h);
+        return index_label(h, i);
+}
+
+uint64_t gcdump_graph_node_address(const GcdumpHeap *h, size_t i) {
+        assert_graph_built(h);
+        return index_address(h, i);
+}
+
+const Chunks *gcdump_graph_blob(const GcdumpHeap *h) {
+        assert_graph_built(h);
+        return &h->blob;
+}
+
+size_t gcdump_graph_types(const GcdumpHeap *h) {
+        assert_graph_built(h);
+        return h->graph.n_types;
+}
+
+void gcdump_graph_type(const GcdumpHeap *h, size_t i, const char **ret_name, int32_t *ret_size, const char **ret_module) {
+        assert_graph_built(h);
+        assert(i < h->graph.n_types);
+        *ret_name = h->graph.types[i].name;
+        *ret_size = h->graph.types[i].size;
+        *ret_module = h->graph.types[i].module;
+}
+
+const char *gcdump_strerror(int r) {
+        if (r < 0)
+                return strerror(-r);
+        switch (r) {
+        case GCDUMP_E_NO_DUMP: return "the runtime sent no complete heap dump";
+        case GCDUMP_E_BROKEN: return "the dump's objects ask for other references than the runtime sent (events lost?)";
+        case GCDUMP_E_LIMIT: return "the heap is beyond the heap reader's limits";
+        default: return "the runtime's heap events are malformed";
         }
-}
-
-static void out_le(Out *o, uint64_t v, unsigned size) {
-        uint8_t b[8];
-
-        for (unsigned i = 0; i < size; i++)
-                b[i] = (uint8_t)(v >> (8 * i));
-        out_bytes(o, b, size);
-}
-
-static void out_u8(Out *o, uint8_t v) {
-        out_le(o, v, 1);
-}
-
-static void out_i32(Out *o, int32_t v) {
-        out_le(o, (uint32_t)v, 4);
-}
-
-static void out_i64(Out *o, int64_t v) {
-        out_le(o, (uint64_t)v, 8);
-}
-
-/* A UTF-8 sequence's code point and length; a broken one is U+FFFD of one byte. */
-static uint32_t utf8_next(const uint8_t *s, size_t *ret_len) {
-        uint32_t cp;
-        size_t n;
-
-        if (s[0] < 0x80)
-                n = 1, cp = s[0];
-        else if ((s[0] & 0xe0) == 0xc0 && (s[1] & 0xc0) == 0x80)
-                n = 2, cp = (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
-        else if ((s[0] & 0xf0) == 0xe0 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80)
-                n = 3, cp = (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-        else if ((s[0] & 0xf8) == 0xf0 && (s[1] & 0xc0) == 0x80 && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80)
-                n = 4, cp = (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 |
-                       (s[3] & 0x3f);
-        else
-                n = 1, cp = 0xfffd;
-        *ret_len = n;
-        return cp;
-}
-
-/* One UTF-16 unit as the writer encodes it: 1 to 3 bytes, surrogates each on their own. */
-static void out_unit(Out *o, uint32_t u) {
-        uint8_t b[3];
-
-        if (u < 0x80) {
-                out_u8(o, (uint8_t)u);
-                return;
-        }
-        if (u < 0x800) {
-                b[0] = (uint8_t)(0xc0 | u >> 6);
-                b[1] = (uint8_t)(0x80 | (u & 0x3f));
-                out_bytes(o, b, 2);
-                return;
-        }
-        b[0] = (uint8_t)(0xe0 | (u >> 12 & 0xf));
-        b[1] = (uint8_t)(0x80 | (u >> 6 & 0x3f));
-        b[2] = (uint8_t)(0x80 | (u & 0x3f));
-        out_bytes(o, b, 3);
-}
-
-/* A string: its length in UTF-16 units (-1: NULL), then each unit. */
-static void out_string(Out *o, const char *s) {
-        const uint8_t *p = (const uint8_t *)s;
-        int32_t units = 0;
-        size_t n;
-
-        if (!s) {
-                out_i32(o, -1);
-                return;
-        }
-        for (size_t i = 0; p[i]; i += n)
-                units += utf8_next(p + i, &n) > 0xffff ? 2 : 1;
-        out_i32(o, units);
-        for (size_t i = 0; p[i]; i += n) {
-                uint32_t cp = utf8_next(p + i, &n);
-                if (cp > 0xffff) {
-                        out_unit(o, 0xd800 + ((cp - 0x10000) >> 10));
-                        out_unit(o, 0xdc00 + ((cp - 0x10000) & 0x3ff));
-                } else
-                        out_unit(o, cp);
-        }
-}
-
-/* An object's beginning: its tag and its type (a SerializationType, whose own type is null). */
-static void out_begin_object(Out *o, int32_t version, int32_t minimum_reader_version, const char *type) {
-        out_u8(o, FS_BEGIN_OBJECT);
-        out_u8(o, FS_BEGIN_OBJECT);
-        out_u8(o, FS_NULL_REFERENCE);
-        out_i32(o, version);
-        out_i32(o, minimum_reader_version);
-        out_string(o, type);
-        out_u8(o, FS_END_OBJECT);
-}
-
-/* Graph.ToStream() and MemoryGraph's: types, each node's definition's offset, the blob, the addresses. */
-static int out_graph(Out *o, const GcdumpHeap *h) {
-        size_t n_nodes = h->n_indexes + h->n_builders;
-
-        out_begin_object(o, 1, 0, "Graphs.MemoryGraph");
-        out_i64(o, h->total_size);
-        out_i32(o, (int32_t)h->n_indexes); /* the root, "[.NET Roots]": the first pseudo-node */
-        out_i32(o, (int32_t)h->graph.n_types);
-        for (size_t i = 0; i < h->graph.n_types; i++) {
-                out_string(o, h->graph.types[i].name);
-                out_i32(o, h->graph.types[i].size);
-                out_string(o, h->graph.types[i].module);
-        }
-        out_i32(o, (int32_t)n_nodes);
-        for (size_t i = 0; i < n_nodes; i++)
-                out_i32(o, (int32_t)index_label(h, i));
-        out_i32(o, (int32_t)h->blob.size);
-        for (uint64_t at = 0; at < h->blob.size; at += CHUNK_SIZE)
-                out_bytes(o, h->blob.chunks[at >> CHUNK_SHIFT], (size_t)MIN((uint64_t)CHUNK_SIZE, h->blob.size - at));
-        out_i32(o, (int32_t)n_nodes);
-        for (size_t i = 0; i < n_nodes; i++)
-                out_i64(o, (int64_t)index_address(h, i));
-        out_u8(o, FS_TAG_BYTE);
-        out_u8(o, h->pointer_size == 8);
-        out_u8(o, FS_END_OBJECT);
-        return 0;
-}
-
-/**
- * gcdump_heap_write() - the heap as a .gcdump file
- *
- * What dotnet-gcdump convert writes of the same graph (GCHeapDump version
- * 10, MemoryGraph version 1), with @tool as its CreationTool; the bytes go
- * to @write in order.
- */
-int gcdump_heap_write(GcdumpHeap *h, const char *tool, GcdumpWrite write, void *userdata) {
-        _cleanup_free_ Out *o = calloc(1, sizeof(Out));
-        uint64_t skip_end, table, trailer;
-        int r;
-
-        if (!o)
-                return -ENOMEM;
-        r = graph_build(h);
-        if (r != 0)
-                return r;
-        *o = (Out){ .write = write, .userdata = userdata };
-        out_i32(o, 20);
-        out_bytes(o, "!FastSerialization.1", 20);
-        out_begin_object(o, 10, 8, "GCHeapDump");
-        r = out_graph(o, h);
-        if (r != 0)
-                return r;
-        out_u8(o, h->pointer_size == 8);    /* Is64Bit, again */
-        out_i32(o, 0x3f800000);             /* AverageCountMultiplier, AverageSizeMultiplier: 1.0f */
-        out_i32(o, 0x3f800000);
-        out_u8(o, FS_NULL_REFERENCE);       /* JSHeapInfo */
-        out_u8(o, FS_NULL_REFERENCE);       /* DotNetHeapInfo */
-        out_string(o, NULL);                /* CollectionLog */
-        out_i64(o, 0);                      /* TimeCollected */
-        out_string(o, NULL);                /* MachineName */
-        out_string(o, NULL);                /* ProcessName */
-        out_i32(o, 0);                      /* ProcessID */
-        out_i64(o, 0);                      /* TotalProcessCommit */
-        out_i64(o, 0);                      /* TotalProcessWorkingSet */
-        out_i32(o, 0);                      /* CountMultipliersByType */
-        out_u8(o, FS_SKIP_REGION);          /* the interop information: none */
-        out_i32(o, 0);                      /* ... skipped to forward reference 0 */
-        out_u8(o, FS_NULL_REFERENCE);
-        skip_end = o->offset;
-        out_u8(o, FS_TAG_STRING);
-        out_string(o, tool);
-        out_u8(o, FS_END_OBJECT);           /* GCHeapDump */
-        out_u8(o, FS_END_OBJECT);           /* the stream */
-        table = o->offset;
-        out_i32(o, 1);                      /* the forward references: where each is defined */
-        out_i32(o, (int32_t)skip_end);
-        trailer = o->offset;
-        out_i32(o, (int32_t)table);
-        out_i32(o, (int32_t)trailer);
-        out_flush(o);
-        if (o->error != 0)
-                return o->error;
-        return o->offset > INT32_MAX ? GCDUMP_E_LIMIT : 0;
 }

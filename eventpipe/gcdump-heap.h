@@ -124,4 +124,11 @@ typedef int (*GcdumpWrite)(const void *data, size_t size, void *userdata);
  */
 int gcdump_heap_write(GcdumpHeap *h, const char *tool, GcdumpWrite write, void *userdata);
 
+/*
+ * gcdump_strerror() - why a heap gave no type table or .gcdump, as dsctl gcdump says it and the
+ * agent records it: a GCDUMP_E_* code as its sentence (GCDUMP_E_OTHER as GCDUMP_E_MALFORMED's), a
+ * negative errno as strerror() says it. Never NULL; the string is static, or strerror()'s.
+ */
+const char *gcdump_strerror(int r);
+
 DEFINE_TRIVIAL_CLEANUP_FUNC(GcdumpHeap *, gcdump_heap_free);

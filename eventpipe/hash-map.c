@@ -6,7 +6,7 @@
 
 #include "hash-map.h"
 
-uint64_t mix64(uint64_t x) {
+static uint64_t mix64(uint64_t x) {
         x ^= x >> 33;
         x *= 0xff51afd7ed558ccdULL;
         x ^= x >> 33;

@@ -11,8 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-uint64_t mix64(uint64_t x);
-
 /* A slot's value 0 is empty, so values are stored plus one. */
 typedef struct U64Map {
         uint64_t *keys;

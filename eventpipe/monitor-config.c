@@ -34,10 +34,6 @@ static const char *const log_level_names[_MONITOR_LOG_LEVEL_MAX] = {
         [MONITOR_LOG_NONE] = "None",
 };
 
-const char *monitor_log_level_to_string(MonitorLogLevel level) {
-        return level >= 0 && level < _MONITOR_LOG_LEVEL_MAX ? log_level_names[level] : NULL;
-}
-
 MonitorLogLevel monitor_log_level_from_string(const char *s) {
         for (MonitorLogLevel l = 0; s && l < MONITOR_LOG_NONE; l++)
                 if (strcasecmp(s, log_level_names[l]) == 0)

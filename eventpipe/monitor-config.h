@@ -30,7 +30,6 @@ typedef enum MonitorLogLevel {
         _MONITOR_LOG_LEVEL_INVALID = -1,
 } MonitorLogLevel;
 
-const char *monitor_log_level_to_string(MonitorLogLevel level);
 /* Trace, Debug, Information, Warning, Error, Critical, in any case; not None. */
 MonitorLogLevel monitor_log_level_from_string(const char *s);
 /* A logger category (a prefix): printable ASCII without the FilterSpecs syntax's ; : * = and quotes. */

@@ -168,6 +168,15 @@ void nettrace_metadata_done(NettraceMetadata *m) {
         *m = (NettraceMetadata){};
 }
 
+/* A name of a definition: the cursor's string, its codes said as the stream's. */
+static int take_name(Cursor *c, char **ret) {
+        int r = take_utf16z(c, ret);
+
+        if (r == CURSOR_E_TOO_LONG)
+                return NETTRACE_E_LIMIT;
+        return r > 0 ? NETTRACE_E_MALFORMED : r;
+}
+
 static bool type_is_valid(uint32_t t, bool v2) {
         if (t == NETTRACE_TYPE_ARRAY)
                 return v2;
@@ -196,7 +205,7 @@ static int parse_field_v1(Cursor *c, unsigned depth, FieldBudget *budget, Nettra
                 if (r != 0)
                         return r;
         }
-        return take_utf16z(c, &f->name);
+        return take_name(c, &f->name);
 }
 
 /* V2: its own size (so later writers may append to it), name, type code,
@@ -210,7 +219,7 @@ static int parse_field_v2(Cursor *c, unsigned depth, FieldBudget *budget, Nettra
                 return NETTRACE_E_MALFORMED;
         body.left = size - 4;
 
-        r = take_utf16z(&body, &f->name);
+        r = take_name(&body, &f->name);
         if (r != 0)
                 return r;
         if (!take_u32(&body, &type) || !type_is_valid(type, true))
@@ -316,12 +325,12 @@ int nettrace_metadata_decode(const uint8_t *payload, size_t size, NettraceMetada
 
         if (!take_u32(&c, &m.id))
                 return NETTRACE_E_MALFORMED;
-        r = take_utf16z(&c, &m.provider);
+        r = take_name(&c, &m.provider);
         if (r != 0)
                 return r;
         if (!take_u32(&c, &m.event_id))
                 return NETTRACE_E_MALFORMED;
-        r = take_utf16z(&c, &m.event_name);
+        r = take_name(&c, &m.event_name);
         if (r != 0)
                 return r;
         if (!take_u64(&c, &keywords) || !take_u32(&c, &m.version) || !take_u32(&c, &m.level))

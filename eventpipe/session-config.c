@@ -95,17 +95,6 @@ static const EventPipeProfile profiles[] = {
 
 #define N_PROFILES (sizeof(profiles) / sizeof(profiles[0]))
 
-void eventpipe_config_done(EventPipeConfig *c) {
-        if (!c)
-                return;
-        for (size_t i = 0; i < c->n_providers; i++) {
-                free(c->providers[i].name);
-                free(c->providers[i].arguments);
-        }
-        free(c->providers);
-        *c = (EventPipeConfig)EVENTPIPE_CONFIG_NULL;
-}
-
 static int config_add(EventPipeConfig *c, const char *name, size_t name_len, uint64_t keywords, uint32_t level,
                       const char *arguments, size_t arguments_len) {
         EventPipeProvider *p;
@@ -127,26 +116,6 @@ static int config_add(EventPipeConfig *c, const char *name, size_t name_len, uin
         }
         c->n_providers++;
         return 0;
-}
-
-bool eventpipe_name_char_is_valid(char ch) {
-        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-               ch == '-' || ch == '_';
-}
-
-static bool name_is_valid(const char *s, size_t len) {
-        if (len == 0 || len > EVENTPIPE_NAME_MAX)
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if (!eventpipe_name_char_is_valid(s[i]))
-                        return false;
-        return true;
-}
-
-/* Provider names go into the runtime's request and, for counters, into an
- * argument list; a name is letters, digits, '.', '-' and '_' only. */
-bool eventpipe_provider_name_is_valid(const char *name) {
-        return name && name_is_valid(name, strlen(name));
 }
 
 static int parse_keywords(const char *s, size_t len, uint64_t *ret) {
@@ -221,7 +190,7 @@ static int parse_one(EventPipeConfig *c, const char *s, size_t len, uint64_t omi
                 }
         field_end[n - 1] = end;
 
-        if (!name_is_valid(field[0], (size_t)(field_end[0] - field[0])))
+        if (!eventpipe_provider_name_is_valid_n(field[0], (size_t)(field_end[0] - field[0])))
                 return (size_t)(field_end[0] - field[0]) > EVENTPIPE_NAME_MAX ? EVENTPIPE_E_LIMIT : EVENTPIPE_E_SYNTAX;
         if (n > 1 && field_end[1] > field[1]) {
                 r = parse_keywords(field[1], (size_t)(field_end[1] - field[1]), &keywords);

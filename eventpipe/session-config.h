@@ -14,12 +14,9 @@
 #include <stdint.h>
 
 #include "cleanup.h"
+#include "eventpipe-provider.h" /* EventPipeConfig, EventPipeProvider, their limits and checks */
 
-#define EVENTPIPE_PROVIDERS_MAX 32
-#define EVENTPIPE_NAME_MAX 256        /* bytes of a provider name */
-#define EVENTPIPE_ARGUMENTS_MAX 2048  /* bytes of a provider's arguments */
 #define EVENTPIPE_SPEC_MAX 16384      /* bytes of a whole --providers or --counters list */
-#define EVENTPIPE_LEVEL_MAX 5         /* Verbose; the runtime refuses higher levels */
 #define EVENTPIPE_BUFFER_MB_DEFAULT 256
 #define EVENTPIPE_BUFFER_MB_MAX 1024
 
@@ -31,27 +28,11 @@ enum {
         EVENTPIPE_E_NOT_STOCK,     /* a profile of dsctl's that stock dotnet-trace collect does not take */
 };
 
-/* Providers the profiles, the tools' shapes (ipc-request.h) and the agent's own sessions name. */
+/* Providers the profiles, the tools' shapes (policy/ipc-policy.h) and the agent's own sessions name. */
 #define EVENTPIPE_CLR_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define EVENTPIPE_CLR_PRIVATE_PROVIDER "Microsoft-Windows-DotNETRuntimePrivate"
 #define EVENTPIPE_SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
 #define EVENTPIPE_SAMPLE_PROFILER_KEYWORDS 0xf00000000000ULL
-
-/* EventLevel: 0 LogAlways, 1 Critical, 2 Error, 3 Warning, 4 Informational, 5 Verbose */
-typedef struct EventPipeProvider {
-        char *name;
-        uint64_t keywords;
-        uint32_t level;
-        char *arguments; /* "key=value;..." or NULL */
-} EventPipeProvider;
-
-typedef struct EventPipeConfig {
-        EventPipeProvider *providers;
-        size_t n_providers;
-        bool rundown; /* ask for rundown at the end, so stacks can be symbolized */
-} EventPipeConfig;
-
-#define EVENTPIPE_CONFIG_NULL {}
 
 /* One provider of a profile, exactly as the stock tool sends it. */
 typedef struct EventPipeProfileProvider {
@@ -112,12 +93,8 @@ bool eventpipe_profile_provider_matches(const EventPipeProfileProvider *pp, cons
  * lists; -ENOMEM.
  */
 int eventpipe_stock_trace_config(const char *profiles, const char *providers, EventPipeConfig *ret);
-/* A character a provider name may have: letters, digits, '.', '-' and '_' (also meters and instruments). */
-bool eventpipe_name_char_is_valid(char ch);
-bool eventpipe_provider_name_is_valid(const char *name);
 /* The provider eventpipe_counters_config() asks the Meters through: no name a counters session may give. */
 #define EVENTPIPE_METRICS_PROVIDER "System.Diagnostics.Metrics"
 int eventpipe_counters_config(const char *const *names, size_t n_names, unsigned interval_sec,
                               const char *session_id, EventPipeConfig *ret);
 char *eventpipe_config_to_string(const EventPipeConfig *c);
-void eventpipe_config_done(EventPipeConfig *c);

@@ -1919,21 +1919,3 @@ int policy_compile(const PolicySource *sources, size_t n_sources, const PolicyRe
         *ret = p;
         return 0;
 }
-
-void policy_rule_done(PolicyRule *r) {
-        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers, &r->env_show };
-
-        free(r->name);
-        free(r->file);
-        free(r->users.ids);
-        free(r->groups.ids);
-        policy_targets_done(&r->targets);
-        free(r->reader_users.ids);
-        free(r->reader_groups.ids);
-        for (size_t i = 0; i < r->n_trace_providers; i++)
-                free(r->trace_providers[i].name);
-        free(r->trace_providers);
-        for (size_t i = 0; i < ELEMENTSOF(lists); i++)
-                policy_string_list_done(lists[i]);
-        *r = (PolicyRule){};
-}

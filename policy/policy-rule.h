@@ -9,9 +9,4 @@
 /* a rate limit remembers one timestamp per allowed request in its window */
 #define POLICY_RATE_COUNT_MAX 10000
 
-void policy_rule_done(PolicyRule *r);
 void policy_string_list_done(PolicyStringList *l);
-void policy_targets_done(PolicyTargets *t);
-void policy_port_done(PolicyPort *port);
-void policy_on_start_done(PolicyOnStart *o);
-void policy_collect_done(PolicyCollect *c);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* The policy engine (policy.h): who may do what to which process; pure. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +250,74 @@ void policy_string_list_done(PolicyStringList *l) {
         *l = (PolicyStringList){};
 }
 
+/* What each part of a policy owns, freed by policy_unref() alone. */
+static void policy_targets_done(PolicyTargets *t) {
+        free(t->users.ids);
+        policy_string_list_done(&t->units);
+        policy_string_list_done(&t->names);
+        policy_string_list_done(&t->cgroups);
+        policy_string_list_done(&t->containers);
+        *t = (PolicyTargets){};
+}
+
+static void policy_rule_done(PolicyRule *r) {
+        PolicyStringList *lists[] = { &r->trace_profiles, &r->counter_providers, &r->env_show };
+
+        free(r->name);
+        free(r->file);
+        free(r->users.ids);
+        free(r->groups.ids);
+        policy_targets_done(&r->targets);
+        free(r->reader_users.ids);
+        free(r->reader_groups.ids);
+        for (size_t i = 0; i < r->n_trace_providers; i++)
+                free(r->trace_providers[i].name);
+        free(r->trace_providers);
+        for (size_t i = 0; i < ELEMENTSOF(lists); i++)
+                policy_string_list_done(lists[i]);
+        *r = (PolicyRule){};
+}
+
+static void policy_port_done(PolicyPort *port) {
+        free(port->path);
+        free(port->file);
+        free(port->users.ids);
+        free(port->groups.ids);
+        *port = (PolicyPort){};
+}
+
+static void policy_on_start_done(PolicyOnStart *o) {
+        free(o->name);
+        free(o->file);
+        policy_targets_done(&o->targets);
+        free(o->trace_profile);
+        for (size_t i = 0; i < o->n_trace_providers; i++)
+                free(o->trace_providers[i].name);
+        free(o->trace_providers);
+        free(o->reader_users.ids);
+        free(o->reader_groups.ids);
+        *o = (PolicyOnStart){};
+}
+
+static void policy_collect_done(PolicyCollect *c) {
+        free(c->name);
+        free(c->file);
+        policy_targets_done(&c->targets);
+        free(c->counter_provider);
+        free(c->counter_name);
+        for (size_t i = 0; i < c->n_counter_tags; i++) {
+                free(c->counter_tags[i].key);
+                free(c->counter_tags[i].value);
+        }
+        free(c->counter_tags);
+        free(c->exception_type);
+        free(c->trace_profile);
+        policy_string_list_done(&c->counters_providers);
+        free(c->reader_users.ids);
+        free(c->reader_groups.ids);
+        *c = (PolicyCollect){};
+}
+
 Policy *policy_ref(Policy *p) {
         if (p)
                 p->n_ref++;
@@ -256,7 +325,10 @@ Policy *policy_ref(Policy *p) {
 }
 
 Policy *policy_unref(Policy *p) {
-        if (!p || --p->n_ref > 0)
+        if (!p)
+                return NULL;
+        assert(p->n_ref > 0); /* a reference given back twice: the policy is freed already */
+        if (--p->n_ref > 0)
                 return NULL;
         for (size_t i = 0; i < p->n_rules; i++)
                 policy_rule_done(&p->rules[i]);
@@ -450,55 +522,6 @@ static bool string_list_contains(const PolicyStringList *l, const char *s) {
                 if (strcmp(l->items[i], s) == 0)
                         return true;
         return false;
-}
-
-void policy_targets_done(PolicyTargets *t) {
-        free(t->users.ids);
-        policy_string_list_done(&t->units);
-        policy_string_list_done(&t->names);
-        policy_string_list_done(&t->cgroups);
-        policy_string_list_done(&t->containers);
-        *t = (PolicyTargets){};
-}
-
-void policy_port_done(PolicyPort *port) {
-        free(port->path);
-        free(port->file);
-        free(port->users.ids);
-        free(port->groups.ids);
-        *port = (PolicyPort){};
-}
-
-void policy_on_start_done(PolicyOnStart *o) {
-        free(o->name);
-        free(o->file);
-        policy_targets_done(&o->targets);
-        free(o->trace_profile);
-        for (size_t i = 0; i < o->n_trace_providers; i++)
-                free(o->trace_providers[i].name);
-        free(o->trace_providers);
-        free(o->reader_users.ids);
-        free(o->reader_groups.ids);
-        *o = (PolicyOnStart){};
-}
-
-void policy_collect_done(PolicyCollect *c) {
-        free(c->name);
-        free(c->file);
-        policy_targets_done(&c->targets);
-        free(c->counter_provider);
-        free(c->counter_name);
-        for (size_t i = 0; i < c->n_counter_tags; i++) {
-                free(c->counter_tags[i].key);
-                free(c->counter_tags[i].value);
-        }
-        free(c->counter_tags);
-        free(c->exception_type);
-        free(c->trace_profile);
-        policy_string_list_done(&c->counters_providers);
-        free(c->reader_users.ids);
-        free(c->reader_groups.ids);
-        *c = (PolicyCollect){};
 }
 
 bool policy_port_admits(const PolicyPort *port, uid_t uid, const gid_t *gids, size_t n_gids) {
@@ -874,7 +897,7 @@ static bool session_exceeds_agent_limits(const Policy *p, const PolicyRequest *q
 }
 
 /* Real, effective, saved and filesystem ids not all one: a process that changed credentials. */
-static bool target_changed_credentials(const PolicyTarget *t) {
+static bool policy_target_changed_credentials(const PolicyTarget *t) {
         for (size_t i = 1; i < 4; i++)
                 if (t->uid[i] != t->uid[0] || t->gid[i] != t->gid[0])
                         return true;
@@ -885,7 +908,7 @@ static bool target_changed_credentials(const PolicyTarget *t) {
 static bool owner_access_applies(const Policy *p, const PolicyRequester *who, const PolicyTarget *t,
                                  uint32_t commands) {
         return p->agent.owner_access && (commands & ~POLICY_COMMANDS_RUNNING_CODE) != 0 &&
-               !target_changed_credentials(t) && who->uid == t->uid[1];
+               !policy_target_changed_credentials(t) && who->uid == t->uid[1];
 }
 
 bool policy_target_visible(const Policy *p, const PolicyRequester *who, const PolicyTarget *target) {
@@ -1066,7 +1089,7 @@ void policy_check(const Policy *p, const PolicyRequester *who, const PolicyTarge
 
         switch (stage) {
         case DENY_NO_RULE:
-                if (p->agent.owner_access && who->uid == target->uid[1] && target_changed_credentials(target))
+                if (p->agent.owner_access && who->uid == target->uid[1] && policy_target_changed_credentials(target))
                         snprintf(v.reason, sizeof(v.reason), "target changed credentials; only root may act on it");
                 else if (p->agent.owner_access && who->uid == target->uid[1])
                         snprintf(v.reason, sizeof(v.reason), "no rule grants '%s', which runs code in the target",

@@ -1,21 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Audit records: the fields of a decision, checked and escaped, sent to the journal through the
- * audit queue or to stderr (audit.h); requests, ports and the broker call it.
+ * Audit records (audit.h): the fields of each decision and event, checked and escaped, with the
+ * words people read; handed to the output (audit-output.c), with the names of ids from
+ * audit-names.c. Requests, ports and the broker call it.
  */
-#include <endian.h>
 #include <errno.h>
-#include <grp.h>
 #include <inttypes.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <syslog.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "audit-queue.h"
@@ -29,53 +25,8 @@
 #include "text.h"
 #include "userns.h"
 
-#define AUDIT_FIELDS_MAX 48
 /* a refused policy lists this many of its errors; the first ones say what to fix */
 #define AUDIT_POLICY_ERRORS_MAX 16
-#define JOURNAL_SOCKET_PATH "/run/systemd/journal/socket"
-/* The room a decision's record takes, about: the count of the refused waits until the queue has it again. */
-#define AUDIT_GAP_ROOM 4096
-/* Names remembered, users and groups together; the oldest goes first. */
-#define AUDIT_NAMES_CACHED 128
-/* A worker looks a name up again after this long, so that a renamed user shows up in time; the
- * loop keeps what a worker last told it (a session's end is recorded with the names of its start). */
-#define AUDIT_NAME_TTL_USEC (5 * 60 * USEC_PER_SEC)
-/* getpwuid_r()'s buffer; an entry that needs more goes without a name */
-#define AUDIT_NSS_BUFFER 16384
-
-typedef struct AuditFields {
-        struct iovec iov[AUDIT_FIELDS_MAX];
-        size_t n;
-        int error;
-} AuditFields;
-
-static void audit_fields_done(AuditFields *f) {
-        for (size_t i = 0; i < f->n; i++)
-                free(f->iov[i].iov_base);
-        f->n = 0;
-}
-
-static void audit_fields_addf(AuditFields *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void audit_fields_addf(AuditFields *f, const char *fmt, ...) {
-        va_list ap;
-        char *s;
-        int n;
-
-        if (f->error != 0)
-                return;
-        if (f->n >= AUDIT_FIELDS_MAX) {
-                f->error = -E2BIG;
-                return;
-        }
-        va_start(ap, fmt);
-        n = vasprintf(&s, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-                f->error = -ENOMEM;
-                return;
-        }
-        f->iov[f->n++] = (struct iovec){ .iov_base = s, .iov_len = (size_t)n };
-}
 
 /* Values that a client or a target controls are escaped: a field can never
  * carry a newline, a second field or a terminal escape. */
@@ -154,120 +105,6 @@ void audit_env_names_done(AuditEnvNames *l) {
         *l = (AuditEnvNames){};
 }
 
-/* ---- names beside ids ---- */
-
-typedef enum AuditNameKind {
-        AUDIT_NAME_USER = 1,
-        AUDIT_NAME_GROUP,
-} AuditNameKind;
-
-typedef struct AuditNameEntry {
-        AuditNameKind kind;     /* 0: a free slot */
-        uint32_t id;
-        uint64_t at_usec;
-        char name[AUDIT_NAME_MAX];
-} AuditNameEntry;
-
-/* The loop's cache, and each worker's own (a worker starts with the loop's as it was at the fork). */
-static AuditNameEntry audit_names[AUDIT_NAMES_CACHED];
-
-static uint64_t audit_now_usec(void) {
-        struct timespec ts;
-
-        (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * USEC_PER_SEC + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static const char *audit_name_cached(AuditNameKind kind, uint32_t id, uint64_t max_age_usec) {
-        uint64_t now = audit_now_usec();
-
-        if (id == (uint32_t)-1)
-                return NULL;
-        for (size_t i = 0; i < AUDIT_NAMES_CACHED; i++) {
-                const AuditNameEntry *e = &audit_names[i];
-                if (e->kind == kind && e->id == id && now - e->at_usec < max_age_usec)
-                        return e->name;
-        }
-        return NULL;
-}
-
-/* A name goes into messages as it is: one word of valid UTF-8, no control character, space or backslash. */
-static bool audit_name_is_plain(const char *name, size_t len) {
-        if (len == 0 || len >= AUDIT_NAME_MAX || !utf8_is_valid(name, len))
-                return false;
-        for (size_t i = 0; i < len; i++)
-                if ((unsigned char)name[i] <= ' ' || name[i] == '\x7f' || name[i] == '\\')
-                        return false;
-        return true;
-}
-
-/* What the loop's records take: the name a worker last told it, however old. */
-static const char *audit_name_known(AuditNameKind kind, uint32_t id) {
-        return audit_name_cached(kind, id, UINT64_MAX);
-}
-
-static void audit_name_remember(AuditNameKind kind, uint32_t id, const char *name) {
-        AuditNameEntry *slot = &audit_names[0];
-        size_t len = strnlen(name, AUDIT_NAME_MAX);
-
-        if (id == (uint32_t)-1 || !audit_name_is_plain(name, len))
-                return;
-        for (size_t i = 0; i < AUDIT_NAMES_CACHED; i++) {
-                AuditNameEntry *e = &audit_names[i];
-                if (e->kind == kind && e->id == id) {
-                        slot = e;
-                        break;
-                }
-                if (e->at_usec < slot->at_usec)
-                        slot = e; /* a free slot is the oldest of all */
-        }
-        *slot = (AuditNameEntry){ .kind = kind, .id = id, .at_usec = audit_now_usec() };
-        memcpy(slot->name, name, len);
-}
-
-/* The name from this process's cache, else from NSS (which may block), into @buf; "" when there is none. */
-static void audit_name_resolve(AuditNameKind kind, uint32_t id, char buf[static AUDIT_NAME_MAX]) {
-        _cleanup_free_ char *nss = NULL;
-        const char *name = audit_name_cached(kind, id, AUDIT_NAME_TTL_USEC);
-
-        buf[0] = '\0';
-        if (!name && id != (uint32_t)-1 && (nss = malloc(AUDIT_NSS_BUFFER))) {
-                struct passwd pw, *pwp = NULL;
-                struct group gr, *grp = NULL;
-
-                if (kind == AUDIT_NAME_USER && getpwuid_r(id, &pw, nss, AUDIT_NSS_BUFFER, &pwp) == 0 && pwp)
-                        name = pwp->pw_name;
-                else if (kind == AUDIT_NAME_GROUP && getgrgid_r(id, &gr, nss, AUDIT_NSS_BUFFER, &grp) == 0 && grp)
-                        name = grp->gr_name;
-                if (name)
-                        audit_name_remember(kind, id, name);
-        }
-        if (name && audit_name_is_plain(name, strnlen(name, AUDIT_NAME_MAX)))
-                strcpy(buf, name);
-}
-
-void audit_names_resolve(AuditNames *ret, uid_t client_uid, gid_t client_gid, uid_t target_uid) {
-        *ret = (AuditNames){ .client_uid = client_uid, .client_gid = client_gid, .target_uid = target_uid };
-        audit_name_resolve(AUDIT_NAME_USER, client_uid, ret->client_user);
-        audit_name_resolve(AUDIT_NAME_GROUP, client_gid, ret->client_group);
-        audit_name_resolve(AUDIT_NAME_USER, target_uid, ret->target_user);
-}
-
-void audit_names_remember(const AuditNames *n) {
-        /* the worker's strings: NUL-terminated within their arrays, or not names */
-        if (memchr(n->client_user, '\0', AUDIT_NAME_MAX))
-                audit_name_remember(AUDIT_NAME_USER, n->client_uid, n->client_user);
-        if (memchr(n->client_group, '\0', AUDIT_NAME_MAX))
-                audit_name_remember(AUDIT_NAME_GROUP, n->client_gid, n->client_group);
-        if (memchr(n->target_user, '\0', AUDIT_NAME_MAX))
-                audit_name_remember(AUDIT_NAME_USER, n->target_uid, n->target_user);
-}
-
-bool audit_names_known(uid_t client_uid, gid_t client_gid, uid_t target_uid) {
-        return audit_name_known(AUDIT_NAME_USER, client_uid) && audit_name_known(AUDIT_NAME_GROUP, client_gid) &&
-               (target_uid == (uid_t)-1 || audit_name_known(AUDIT_NAME_USER, target_uid));
-}
-
 /* ---- words for people: the catalog's text uses these fields, which every record of its kind has ---- */
 
 static const char *plural(uint64_t n, const char *one, const char *many) {
@@ -318,7 +155,7 @@ static void audit_fields_add_size(AuditFields *f, const char *key, uint64_t byte
 
 /* A user as people name them: "alice (uid 1001)", or "uid 1001" when the name is not known. */
 static void format_user(char *buf, size_t size, uid_t uid) {
-        const char *name = audit_name_known(AUDIT_NAME_USER, uid);
+        const char *name = audit_user_name(uid);
 
         if (name)
                 snprintf(buf, size, "%s (uid %u)", name, (unsigned)uid);
@@ -328,10 +165,10 @@ static void format_user(char *buf, size_t size, uid_t uid) {
 
 /* The names beside the ids, when the cache holds them (see AuditNames). */
 static void audit_fields_add_names(AuditFields *f, uid_t client_uid, const gid_t *client_gid, uid_t target_uid) {
-        audit_fields_add_text(f, "DSAGENT_CLIENT_USER", audit_name_known(AUDIT_NAME_USER, client_uid));
+        audit_fields_add_text(f, "DSAGENT_CLIENT_USER", audit_user_name(client_uid));
         if (client_gid)
-                audit_fields_add_text(f, "DSAGENT_CLIENT_GROUP", audit_name_known(AUDIT_NAME_GROUP, *client_gid));
-        audit_fields_add_text(f, "DSAGENT_TARGET_USER", audit_name_known(AUDIT_NAME_USER, target_uid));
+                audit_fields_add_text(f, "DSAGENT_CLIENT_GROUP", audit_group_name(*client_gid));
+        audit_fields_add_text(f, "DSAGENT_TARGET_USER", audit_user_name(target_uid));
 }
 
 static void audit_fields_add_client_text(AuditFields *f, uid_t uid) {
@@ -389,27 +226,13 @@ static void audit_fields_add_rule_text(AuditFields *f, const char *rule, AuditDe
                 audit_fields_addf(f, "DSAGENT_RULE_TEXT=no rule: the request ended before a rule decided it");
 }
 
-const char *audit_decision_to_string(AuditDecision d) {
+static const char *audit_decision_to_string(AuditDecision d) {
         switch (d) {
         case AUDIT_DECISION_ALLOWED: return "allowed";
         case AUDIT_DECISION_DENIED: return "denied";
         case AUDIT_DECISION_FAILED: return "failed";
         default: return "unknown";
         }
-}
-
-int audit_sink_from_string(const char *s, AuditSink *ret) {
-        if (strcmp(s, "auto") == 0)
-                *ret = AUDIT_SINK_AUTO;
-        else if (strcmp(s, "journal") == 0)
-                *ret = AUDIT_SINK_JOURNAL;
-        else if (strcmp(s, "stderr") == 0)
-                *ret = AUDIT_SINK_STDERR;
-        else if (strcmp(s, "json") == 0)
-                *ret = AUDIT_SINK_JSON;
-        else
-                return -EINVAL;
-        return 0;
 }
 
 static int audit_priority(AuditDecision d) {
@@ -512,335 +335,6 @@ static void audit_fields_build(AuditFields *f, const AuditRecord *r) {
                 audit_fields_addf(f, "ERRNO=%d", r->error_errno); /* journald's own field for it */
 }
 
-/*
- * One line per record. The values were escaped when the fields were built;
- * double quotes are escaped here so a value cannot end its own quoting.
- */
-static int audit_format_stderr(const AuditFields *f, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *line = NULL;
-        size_t size = 0;
-        FILE *out;
-
-        out = open_memstream(&line, &size);
-        if (!out)
-                return -ENOMEM;
-        fputs("dsagent-audit:", out);
-        for (size_t i = 0; i < f->n; i++) {
-                const char *kv = f->iov[i].iov_base, *eq = strchr(kv, '=');
-                fprintf(out, " %.*s=\"", (int)(eq - kv), kv);
-                for (const char *c = eq + 1; *c;) {
-                        size_t run = strcspn(c, "\"");
-
-                        fwrite(c, 1, run, out);
-                        c += run;
-                        if (*c == '"') {
-                                fputs("\\x22", out);
-                                c++;
-                        }
-                }
-                fputc('"', out);
-        }
-        fputc('\n', out);
-        if (fclose(out) != 0)
-                return -ENOMEM;
-        *ret = TAKE_PTR(line);
-        *ret_size = size;
-        return 0;
-}
-
-/* The key of a KEY=VALUE field, and its length; false for a field without '='. */
-static bool field_key(const struct iovec *field, size_t *ret_len) {
-        const char *eq = memchr(field->iov_base, '=', field->iov_len);
-
-        if (!eq)
-                return false;
-        *ret_len = (size_t)(eq - (const char *)field->iov_base);
-        return true;
-}
-
-static bool field_has_key(const struct iovec *field, const char *key, size_t key_len) {
-        size_t len;
-
-        return field_key(field, &len) && len == key_len && memcmp(field->iov_base, key, len) == 0;
-}
-
-static void json_field_value(FILE *out, const struct iovec *field, size_t key_len) {
-        text_json_string(out, (const char *)field->iov_base + key_len + 1, field->iov_len - key_len - 1);
-}
-
-int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *line = NULL;
-        size_t size = 0;
-        bool first = true;
-        FILE *out;
-
-        out = open_memstream(&line, &size);
-        if (!out)
-                return -ENOMEM;
-        fputc('{', out);
-        for (size_t i = 0; i < n; i++) {
-                const char *key = fields[i].iov_base;
-                size_t key_len, count = 0;
-                bool seen = false;
-
-                if (!field_key(&fields[i], &key_len))
-                        continue;
-                for (size_t j = 0; j < i && !seen; j++)
-                        seen = field_has_key(&fields[j], key, key_len);
-                if (seen)
-                        continue; /* in the array of its first */
-                for (size_t j = i; j < n; j++)
-                        count += field_has_key(&fields[j], key, key_len);
-                fputs(first ? "" : ",", out);
-                first = false;
-                text_json_string(out, key, key_len);
-                fputc(':', out);
-                if (count == 1) {
-                        json_field_value(out, &fields[i], key_len);
-                        continue;
-                }
-                fputc('[', out);
-                for (size_t j = i, k = 0; j < n; j++)
-                        if (field_has_key(&fields[j], key, key_len)) {
-                                fputs(k++ > 0 ? "," : "", out);
-                                json_field_value(out, &fields[j], key_len);
-                        }
-                fputc(']', out);
-        }
-        fputs("}\n", out);
-        if (fclose(out) != 0)
-                return -ENOMEM;
-        *ret = TAKE_PTR(line);
-        *ret_size = size;
-        return 0;
-}
-
-/*
- * journald's native protocol, as sd_journal_sendv() sends it: KEY=VALUE and a
- * newline a field, or, for a value that holds a newline, KEY, a newline, the
- * value's length (64 bits, little-endian), the value and a newline.
- */
-static int audit_format_journal(const AuditFields *f, char **ret, size_t *ret_size) {
-        _cleanup_free_ char *buf = NULL;
-        size_t size = 0;
-        FILE *out;
-
-        out = open_memstream(&buf, &size);
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < f->n; i++) {
-                const char *kv = f->iov[i].iov_base;
-                size_t len = f->iov[i].iov_len, key_len;
-                uint64_t value_len;
-
-                if (!field_key(&f->iov[i], &key_len))
-                        continue;
-                if (!memchr(kv + key_len, '\n', len - key_len)) {
-                        fwrite(kv, 1, len, out);
-                        fputc('\n', out);
-                        continue;
-                }
-                value_len = htole64(len - key_len - 1);
-                fwrite(kv, 1, key_len, out);
-                fputc('\n', out);
-                fwrite(&value_len, 1, sizeof(value_len), out);
-                fwrite(kv + key_len + 1, 1, len - key_len - 1, out);
-                fputc('\n', out);
-        }
-        if (fclose(out) != 0)
-                return -ENOMEM;
-        *ret = TAKE_PTR(buf);
-        *ret_size = size;
-        return 0;
-}
-
-/*
- * sd_journal_sendv() reports success when journald's socket does not exist at
- * all, so a record would vanish; look for the socket before trusting it.
- */
-static bool journal_is_reachable(void) {
-        struct stat st;
-        return stat(JOURNAL_SOCKET_PATH, &st) == 0 && S_ISSOCK(st.st_mode);
-}
-
-/*
- * ---- where records go: queues that never wait for their reader (audit-queue.h) ----
- *
- * Records that do not fit any more refuse their decisions (-ENOBUFS); each such
- * request, and each record of an event that was lost, is counted, and the count
- * goes out in one record (DSAGENT_MESSAGE_AUDIT_GAP) as soon as decisions are
- * taken again, so that no decision goes unaccounted for.
- */
-static struct {
-        bool opened;
-        AuditSink sink;
-        AuditQueue *journal;    /* journal, or auto with journald there at the start */
-        AuditQueue *out;        /* stdout for json; stderr for stderr, and auto's fallback */
-        uint64_t n_refused;     /* requests refused for their record, not yet told */
-        uint64_t n_lost;        /* records of events that could not go out, not yet told */
-} audit_output;
-
-static void audit_send_gap(void);
-
-static void audit_on_progress(void *userdata) {
-        audit_send_gap();
-}
-
-int audit_sink_open(sd_event *event, AuditSink sink) {
-        unsigned max = test_hook_audit_queue(AUDIT_QUEUE_RECORDS);
-        int r = 0;
-
-        if (audit_output.opened)
-                return 0;
-        if (sink == AUDIT_SINK_JOURNAL || sink == AUDIT_SINK_AUTO) {
-                r = audit_queue_open_datagram(event, JOURNAL_SOCKET_PATH, max,
-                                              audit_on_progress, NULL, &audit_output.journal);
-                if (r < 0 && sink == AUDIT_SINK_JOURNAL)
-                        return -ENOTCONN;
-        }
-        if (sink != AUDIT_SINK_JOURNAL) {
-                r = audit_queue_open_stream(event, sink == AUDIT_SINK_JSON ? STDOUT_FILENO : STDERR_FILENO, max,
-                                            audit_on_progress, NULL, &audit_output.out);
-                /* auto with journald does without its fallback */
-                if (r < 0 && !audit_output.journal)
-                        return r;
-        }
-        /* auto: what journald fails outright goes to stderr, held records too, rather than wait for it */
-        if (audit_output.journal && audit_output.out)
-                audit_queue_set_fallback(audit_output.journal);
-        audit_output.opened = true;
-        audit_output.sink = sink;
-        return 0;
-}
-
-void audit_sink_close(void) {
-        if (audit_output.journal)
-                (void)audit_queue_flush(audit_output.journal, AUDIT_QUEUE_EXIT_FLUSH_USEC);
-        if (audit_output.out)
-                (void)audit_queue_flush(audit_output.out, AUDIT_QUEUE_EXIT_FLUSH_USEC);
-        audit_output.journal = audit_queue_free(audit_output.journal);
-        audit_output.out = audit_queue_free(audit_output.out);
-        audit_output.opened = false;
-}
-
-/* The record in the output's format: a journal datagram, a JSON line, or a dsagent-audit: line. */
-static int audit_push_to(AuditQueue *q, bool journal, const AuditFields *f, AuditQueueClass class) {
-        char *data;
-        size_t size;
-        int r;
-
-        r = journal ? audit_format_journal(f, &data, &size)
-            : audit_output.sink == AUDIT_SINK_JSON ? audit_json_format(f->iov, f->n, &data, &size)
-                                                   : audit_format_stderr(f, &data, &size);
-        if (r < 0)
-                return r;
-        return audit_queue_push(q, class, data, size);
-}
-
-static int audit_push(const AuditFields *f, AuditQueueClass class) {
-        int r;
-
-        if (audit_output.journal) {
-                r = audit_push_to(audit_output.journal, true, f, class);
-                /* auto: journald failing outright leaves stderr; a full queue refuses, as it keeps the order */
-                if (r >= 0 || r == -ENOBUFS || !audit_output.out)
-                        return r;
-        }
-        if (!audit_output.out)
-                return -ENOTCONN;
-        return audit_push_to(audit_output.out, false, f, class);
-}
-
-static AuditQueue *audit_first_queue(void) {
-        return audit_output.journal ? audit_output.journal : audit_output.out;
-}
-
-/* The count of what went unrecorded, once decisions are taken again: it goes before them. */
-static void audit_send_gap(void) {
-        _cleanup_(audit_fields_done) AuditFields f = {};
-        AuditQueue *q = audit_first_queue();
-        uint64_t refused = audit_output.n_refused, lost = audit_output.n_lost;
-
-        if ((refused == 0 && lost == 0) || !q || !audit_queue_has_room(q, AUDIT_QUEUE_DECISION, AUDIT_GAP_ROOM))
-                return;
-        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_AUDIT_GAP);
-        audit_fields_addf(&f, "PRIORITY=%d", LOG_WARNING);
-        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
-        audit_fields_addf(&f, "MESSAGE=the audit output did not take records: %" PRIu64 " %s refused as \"audit "
-                          "unavailable\", %" PRIu64 " other %s lost",
-                          refused, plural(refused, "request", "requests"), lost, plural(lost, "record", "records"));
-        audit_fields_addf(&f, "DSAGENT_AUDIT_REFUSED=%" PRIu64, refused);
-        audit_fields_addf(&f, "DSAGENT_AUDIT_LOST=%" PRIu64, lost);
-        /* as people read them, for the catalog's text: "1 request", "2 records" */
-        audit_fields_addf(&f, "DSAGENT_AUDIT_REFUSED_TEXT=%" PRIu64 " %s", refused,
-                          plural(refused, "request", "requests"));
-        audit_fields_addf(&f, "DSAGENT_AUDIT_LOST_TEXT=%" PRIu64 " %s", lost, plural(lost, "record", "records"));
-        if (f.error == 0 && audit_push(&f, AUDIT_QUEUE_EVENT) == 0) {
-                audit_output.n_refused -= refused;
-                audit_output.n_lost -= lost;
-        }
-}
-
-/*
- * @room, when it still holds room, gives one record of it: the record is queued whatever the
- * bounds (AUDIT_QUEUE_HELD). Return: 0 when the record went out or waits in order to; -ENOBUFS
- * when the queue is full; another error.
- */
-static int audit_send_class(AuditSink sink, const AuditFields *f, AuditQueueClass class, AuditReservation *room) {
-        int r;
-
-        if (room && room->records > 0) {
-                room->records--;
-                class = AUDIT_QUEUE_HELD;
-        }
-        r = f->error;
-        if (r == 0)
-                r = audit_sink_open(NULL, sink); /* the agent opens it with its loop; a test may not */
-        if (r == 0) {
-                audit_send_gap();
-                r = audit_push(f, class);
-        }
-        if (r < 0 && class != AUDIT_QUEUE_DECISION)
-                audit_output.n_lost++;
-        return r;
-}
-
-/* A record of something that happened already and cannot be refused any more: it may use the reserve. */
-static int audit_send(AuditSink sink, const AuditFields *f) {
-        return audit_send_class(sink, f, AUDIT_QUEUE_EVENT, NULL);
-}
-
-int audit_reserve(AuditSink sink, unsigned records, AuditReservation *ret) {
-        AuditQueue *q;
-        int r;
-
-        r = audit_sink_open(NULL, sink);
-        if (r < 0)
-                return r;
-        q = audit_first_queue();
-        if (!q)
-                return -ENOTCONN;
-        r = audit_queue_hold(q, records);
-        if (r < 0) {
-                test_hook_note("no room for %u audit records: what they would record does not begin", records);
-                return r;
-        }
-        ret->records += records;
-        return 0;
-}
-
-void audit_reservation_release(AuditReservation *room) {
-        AuditQueue *q = audit_first_queue();
-
-        if (room->records > 0 && q)
-                audit_queue_unhold(q, room->records);
-        room->records = 0;
-}
-
-int audit_sink_check(AuditSink sink) {
-        return sink == AUDIT_SINK_JOURNAL && !journal_is_reachable() ? -ENOTCONN : 0;
-}
-
 /**
  * audit_log_request() - write the one record of a request's decision
  *
@@ -853,9 +347,9 @@ int audit_log_request(AuditSink sink, const AuditRecord *r) {
         int k;
 
         audit_fields_build(&f, r);
-        k = audit_send_class(sink, &f, AUDIT_QUEUE_DECISION, r->reservation);
+        k = audit_output_send(sink, &f, AUDIT_QUEUE_DECISION, r->reservation);
         if (k < 0 && !held)
-                audit_output.n_refused++; /* the request is refused: the gap record counts it */
+                audit_output_count_refused(); /* the request is refused: the gap record counts it */
         return k;
 }
 
@@ -895,7 +389,7 @@ int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e) {
                               e->loaded ? "none" : e->n_errors > 0 ? e->errors[0] : "none named");
         for (size_t i = 0; i < e->n_errors && i < AUDIT_POLICY_ERRORS_MAX; i++)
                 audit_fields_add_text(&f, "DSAGENT_POLICY_ERROR", e->errors[i]);
-        return audit_send(sink, &f);
+        return audit_output_send(sink, &f, AUDIT_QUEUE_EVENT, NULL);
 }
 
 /* Who asked for what of which process, under which rule: the fields a dump's
@@ -951,7 +445,7 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         audit_fields_addf(&f, "DSAGENT_DURATION_TEXT=%s", took);
         /* a client's dump is removed and refused without it (unless room was held for it); a startup trace
          * is there already */
-        return audit_send_class(sink, &f, e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION, e->reservation);
+        return audit_output_send(sink, &f, e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION, e->reservation);
 }
 
 /**
@@ -1006,7 +500,7 @@ int audit_log_session(AuditSink sink, const AuditSessionEvent *e) {
         }
         /* a client's session is not started without its start record; its end, and an [[on_start]]
          * trace, have happened whatever becomes of the record */
-        return audit_send_class(sink, &f, e->ended || e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION,
+        return audit_output_send(sink, &f, e->ended || e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION,
                                 e->reservation);
 }
 
@@ -1045,7 +539,7 @@ int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count) {
         }
         audit_fields_addf(&f, "DSAGENT_SUPPRESSED=%" PRIu64, count);
         audit_fields_addf(&f, "DSAGENT_SUPPRESSED_TEXT=%" PRIu64 " %s", count, plural(count, "request", "requests"));
-        return audit_send(sink, &f);
+        return audit_output_send(sink, &f, AUDIT_QUEUE_EVENT, NULL);
 }
 
 /**
@@ -1086,7 +580,7 @@ int audit_log_port(AuditSink sink, const AuditPortEvent *e) {
                 audit_fields_addf(&f, "DSAGENT_SUSPEND_TIMEOUT_USEC=%" PRIu64, e->suspend_timeout_usec);
                 audit_fields_addf(&f, "DSAGENT_SUSPEND_TIMEOUT_TEXT=%s", e->suspend_timeout_usec ? limit : "none");
         }
-        return audit_send(sink, &f);
+        return audit_output_send(sink, &f, AUDIT_QUEUE_EVENT, NULL);
 }
 
 int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
@@ -1123,7 +617,7 @@ int audit_log_collect(AuditSink sink, const AuditCollectEvent *e) {
         audit_fields_add_text(&f, "DSAGENT_TARGET_UNIT", e->unit);
         audit_fields_add_names(&f, (uid_t)-1, NULL, e->uid);
         audit_fields_add_target_text(&f, "DSAGENT_TARGET_TEXT", "", e->pid, e->uid, e->unit, NULL);
-        return audit_send_class(sink, &f, AUDIT_QUEUE_EVENT, e->reservation);
+        return audit_output_send(sink, &f, AUDIT_QUEUE_EVENT, e->reservation);
 }
 
 int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e) {
@@ -1176,5 +670,5 @@ int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e) {
         if (e->error_errno)
                 audit_fields_addf(&f, "ERRNO=%d", e->error_errno);
         /* what is about to be removed must be recorded first: refused when it cannot be, and then kept */
-        return audit_send_class(sink, &f, removing ? AUDIT_QUEUE_DECISION : AUDIT_QUEUE_EVENT, NULL);
+        return audit_output_send(sink, &f, removing ? AUDIT_QUEUE_DECISION : AUDIT_QUEUE_EVENT, NULL);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* Audit trail: one structured journal record per decision, stderr when there is no journal */
+/* Audit trail: one structured record per decision and event; the output is audit-output.h, the names of ids audit-names.h */
 #pragma once
 
 #include <stdbool.h>
@@ -8,12 +8,8 @@
 
 #include <systemd/sd-event.h>
 
-typedef enum AuditSink {
-        AUDIT_SINK_AUTO,    /* the journal if reachable, else stderr */
-        AUDIT_SINK_JOURNAL,
-        AUDIT_SINK_STDERR,
-        AUDIT_SINK_JSON,    /* one JSON object a line on stdout (audit_json_format()), for log collectors */
-} AuditSink;
+#include "audit-names.h"
+#include "audit-output.h"
 
 typedef enum AuditDecision {
         AUDIT_DECISION_ALLOWED,
@@ -38,16 +34,6 @@ typedef struct AuditEnvNames {
 
 int audit_env_names_add(AuditEnvNames *l, const char *name, bool hidden);
 void audit_env_names_done(AuditEnvNames *l);
-
-/*
- * Room held in the audit output for the records of an act, taken before the act begins
- * (audit_reserve()): a record written with it (the .reservation of a record or event below) takes
- * one of them and is never refused, so what was done is recorded whatever the output's reader
- * does meanwhile. A record without it is refused when the queue is full, as before.
- */
-typedef struct AuditReservation {
-        unsigned records;       /* still held */
-} AuditReservation;
 
 typedef struct AuditRecord {
         uint64_t request_id;
@@ -214,94 +200,6 @@ typedef struct AuditRetentionEvent {
         uid_t for_uid;
         int error_errno;        /* not-removed: why */
 } AuditRetentionEvent;
-
-/*
- * Names beside ids: records carry DSAGENT_CLIENT_USER=, DSAGENT_CLIENT_GROUP=
- * and DSAGENT_TARGET_USER= next to the uids and gid. A lookup goes through
- * NSS, which may block (sssd, LDAP), so the loop never makes one: a worker
- * does, in the job that opens a request's target or lists candidates for ps
- * (blocking costs that one request its deadline), and sends the names back.
- * The loop remembers them in a small bounded cache, and a record takes what
- * the cache holds: a name it does not hold is left out, never waited for.
- */
-#define AUDIT_NAME_MAX 64       /* a longer name is left out */
-
-typedef struct AuditNames {
-        uint32_t client_uid, client_gid, target_uid; /* (uint32_t) -1: not asked */
-        char client_user[AUDIT_NAME_MAX];            /* "": not known */
-        char client_group[AUDIT_NAME_MAX];
-        char target_user[AUDIT_NAME_MAX];
-} AuditNames;
-
-/* In a worker only (it may block): the names of these ids, from NSS or this process's own cache. */
-void audit_names_resolve(AuditNames *ret, uid_t client_uid, gid_t client_gid, uid_t target_uid);
-/* In the loop: keep what a worker resolved, for the records to come. */
-void audit_names_remember(const AuditNames *n);
-/*
- * In the loop: whether a record about these ids would carry all their names, as a worker's job
- * gives them; @target_uid (uid_t)-1 is a record about no process (a listing), with no target's name.
- */
-bool audit_names_known(uid_t client_uid, gid_t client_gid, uid_t target_uid);
-
-/*
- * audit_json_format() - one record as one line of JSON: {"KEY":"VALUE",...} and a newline
- *
- * @fields are the record's KEY=VALUE fields, as journald takes them; keys are
- * the journal's field names, values strings (text_json_string(): escaped, never
- * a raw control character or newline, valid UTF-8 whatever the bytes were). A
- * key that comes more than once (DSAGENT_POLICY_ERROR) has an array of its
- * values, in order, as "journalctl -o json" shows it; a field without '=' is
- * left out. Pure.
- *
- * Return: 0 with the line in *@ret (NUL-terminated; *@ret_size bytes, the
- * newline included), or -ENOMEM.
- */
-struct iovec;
-int audit_json_format(const struct iovec *fields, size_t n, char **ret, size_t *ret_size);
-
-/*
- * audit_sink_open() - open @sink's output, to be drained by @event's loop
- *
- * Records are never waited for: each goes out at once when the output takes
- * it, and otherwise waits, in order, in a bounded queue (audit-queue.h) that
- * the loop sends on when the output is writable again. A decision whose record
- * does not fit is refused: audit_log_request(), audit_log_dump() and a
- * session's start record return -ENOBUFS, and the request is answered "audit
- * unavailable". Each request so refused, and each record of an event that was
- * lost, is counted in one record (DSAGENT_MESSAGE_AUDIT_GAP:
- * DSAGENT_AUDIT_REFUSED=, DSAGENT_AUDIT_LOST=) once decisions are taken
- * again. auto takes the journal when journald is there at the start, and
- * stderr when journald then fails outright. Without audit_sink_open(), the first
- * record opens it without a loop (a queued record then goes out only with a
- * later one, or at audit_sink_close()).
- *
- * Return: 0; -ENOTCONN for the journal without journald; another negative errno.
- */
-int audit_sink_open(sd_event *event, AuditSink sink);
-/* At exit: what is queued goes out if the output takes it within AUDIT_QUEUE_EXIT_FLUSH_USEC (this waits). */
-void audit_sink_close(void);
-
-const char *audit_decision_to_string(AuditDecision d);
-int audit_sink_from_string(const char *s, AuditSink *ret);
-/* 0 when @sink can take records now; -ENOTCONN for the journal without journald. */
-int audit_sink_check(AuditSink sink);
-/*
- * audit_reserve() - hold room for @records more records in @ret, before the act they record begins
- *
- * Room is held when decisions' records would be queued now, @records of them of a usual size
- * (audit_queue_hold()): when the output's reader has stopped and the queue is full, nothing is
- * held, and the act must not begin. Room held is not taken from anyone's decisions; it is bounded
- * by AUDIT_QUEUE_HELD_RECORDS in all, which the callers stay below by their own bounds: a client's
- * request holds at most 3 (its own record, and a session's start and end or a dump's), one per
- * connection, so at most 3 x (max_connections + root's slots), and each uid at most 3 x
- * max_connections_per_uid (96) of them; the agent's own [[on_start]] and [[collect]] actions at
- * most 3 x STARTUP_TRACES_MAX + 4 x COLLECT_TRACES_MAX + 2 x max_concurrent_dumps (142).
- *
- * Return: 0; -ENOBUFS when there is no room now; another negative errno when there is no output.
- */
-int audit_reserve(AuditSink sink, unsigned records, AuditReservation *ret);
-/* Gives back the room @room still holds (at the end of what it was held for). Idempotent. */
-void audit_reservation_release(AuditReservation *room);
 
 /*
  * Each returns 0 when the record went out or waits in order to go out, or a negative errno (-ENOBUFS:

@@ -152,7 +152,7 @@ void collect_list(Request *req) {
         struct timespec now;
 
         if (!w) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         s.mono_now = request_now_usec(req);

@@ -89,7 +89,7 @@ static uint64_t duration_of(const Policy *policy, const PolicyCollect *table) {
 /* The session's providers: the table's profile, dsctl stacks', gcdump's, exceptions' or counters' (every second). */
 static int config_of(const PolicyCollect *table, EventPipeConfig *ret) {
         const PolicyStringList *names = &table->counters_providers;
-        char session_id[33];
+        char session_id[TEXT_HEX_ID_SIZE];
         int r;
 
         switch (table->then) {

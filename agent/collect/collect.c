@@ -654,13 +654,12 @@ static void started(RuntimeCall *call, int error, const DotnetIpcResponse *reply
         w->state = WATCH_WATCHING;
 }
 
-int collect_session_id(char ret[33]) {
+int collect_session_id(char ret[TEXT_HEX_ID_SIZE]) {
         uint8_t bytes[16];
 
         if (getrandom(bytes, sizeof(bytes), GRND_NONBLOCK) != sizeof(bytes))
                 return -EIO;
-        for (size_t i = 0; i < sizeof(bytes); i++)
-                snprintf(ret + 2 * i, 3, "%02x", bytes[i]);
+        text_hex_id(bytes, ret);
         return 0;
 }
 
@@ -688,7 +687,7 @@ static int config_of(const Watch *w, EventPipeConfig *ret) {
         _cleanup_(eventpipe_config_done) EventPipeConfig c = EVENTPIPE_CONFIG_NULL, exceptions = EVENTPIPE_CONFIG_NULL;
         const char *names[COLLECT_PROVIDERS_MAX];
         bool want_exceptions = false;
-        char session_id[33];
+        char session_id[TEXT_HEX_ID_SIZE];
         size_t n = 0;
         int r;
 

@@ -47,6 +47,7 @@
 #include "audit.h"
 #include "collect-trigger.h"
 #include "policy.h"
+#include "text.h"
 
 typedef struct Broker Broker;
 typedef struct Collector Collector;
@@ -140,7 +141,7 @@ typedef struct CollectWatchView {
 } CollectWatchView;
 
 /* A fresh SessionId for a counters session (the Metrics provider tells sessions apart by it). Return: 0 or -EIO. */
-int collect_session_id(char ret[33]);
+int collect_session_id(char ret[TEXT_HEX_ID_SIZE]);
 
 /* The policy whose tables are watched; NULL before the first. */
 const Policy *collector_policy(const Collector *c);

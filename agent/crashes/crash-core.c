@@ -307,7 +307,13 @@ int crash_core_decompress(int in_fd, CrashCompression compression, int out_fd, u
         return r;
 }
 
-int crash_core_confine(void) {
+/**
+ * crash_core_confine() - what the decompressing child may do from now on, for good
+ *
+ * read, write and close, its memory (brk, mmap without PROT_EXEC, munmap, mremap, madvise), and
+ * exit; anything else kills it (SIGSYS). Return: 0 or a negative errno.
+ */
+static int crash_core_confine(void) {
         static const int allowed[] = {
                 SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(close), SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap),
                 SCMP_SYS(madvise), SCMP_SYS(exit), SCMP_SYS(exit_group), SCMP_SYS(rt_sigreturn),

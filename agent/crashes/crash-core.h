@@ -77,11 +77,3 @@ int crash_core_dotnet(int core_fd, CrashCompression compression, CrashDotnet *re
  * (the pipe's reader went away: -EPIPE).
  */
 int crash_core_decompress(int in_fd, CrashCompression compression, int out_fd, uint64_t max_bytes);
-
-/**
- * crash_core_confine() - what the decompressing child may do from now on, for good
- *
- * read, write and close, its memory (brk, mmap without PROT_EXEC, munmap, mremap, madvise), and
- * exit; anything else kills it (SIGSYS). Return: 0 or a negative errno.
- */
-int crash_core_confine(void);

@@ -14,23 +14,12 @@
 #include "procfs.h"
 #include "text.h"
 
-static const char *const compression_names[_CRASH_COMPRESSION_MAX] = {
-        [CRASH_COMPRESSION_NONE] = "none",
-        [CRASH_COMPRESSION_ZSTD] = "zstd",
-        [CRASH_COMPRESSION_LZ4] = "lz4",
-        [CRASH_COMPRESSION_XZ] = "xz",
-};
-
 static const char *const compression_suffixes[_CRASH_COMPRESSION_MAX] = {
         [CRASH_COMPRESSION_NONE] = "",
         [CRASH_COMPRESSION_ZSTD] = ".zst",
         [CRASH_COMPRESSION_LZ4] = ".lz4",
         [CRASH_COMPRESSION_XZ] = ".xz",
 };
-
-const char *crash_compression_to_string(CrashCompression c) {
-        return c >= 0 && c < _CRASH_COMPRESSION_MAX ? compression_names[c] : "unknown";
-}
 
 /* The fields the parser reads; each at most once in an entry. */
 typedef enum Field {
@@ -320,6 +309,22 @@ static void parse_file_name(const Value *v, const CrashEntry *e, CrashEntry *out
         out->compression = (uint8_t)c;
 }
 
+/* Does /proc/PID/maps text @maps map a file whose name is libcoreclr.so? (COREDUMP_PROC_MAPS may be cut short) */
+static bool crash_maps_have_coreclr(const char *maps, size_t n) {
+        static const char name[] = "/libcoreclr.so";
+        size_t len = strlen(name);
+
+        for (size_t line = 0; line < n;) {
+                const char *nl = memchr(maps + line, '\n', n - line);
+                size_t end = nl ? (size_t)(nl - maps) : n;
+
+                if (end - line >= len && memcmp(maps + end - len, name, len) == 0)
+                        return true;
+                line = end + 1;
+        }
+        return false;
+}
+
 int crash_entry_parse(const CrashField *fields, size_t n_fields, const char *machine_id, uid_t coredump_uid,
                       uint64_t logged_usec, CrashEntry *ret) {
         Value v[_F_MAX] = {};
@@ -509,21 +514,6 @@ int crash_cmdline_args(const char *s, size_t n, size_t max_args, char *buf, size
                         i++; /* the space */
         }
         return (int)out;
-}
-
-bool crash_maps_have_coreclr(const char *maps, size_t n) {
-        static const char name[] = "/libcoreclr.so";
-        size_t len = strlen(name);
-
-        for (size_t line = 0; line < n;) {
-                const char *nl = memchr(maps + line, '\n', n - line);
-                size_t end = nl ? (size_t)(nl - maps) : n;
-
-                if (end - line >= len && memcmp(maps + end - len, name, len) == 0)
-                        return true;
-                line = end + 1;
-        }
-        return false;
 }
 
 /* The numbers of an entry, as packed; its strings follow, each a 16-bit length and its bytes. */

@@ -57,8 +57,6 @@ typedef enum CrashCompression {
         _CRASH_COMPRESSION_INVALID = -1,
 } CrashCompression;
 
-const char *crash_compression_to_string(CrashCompression c);
-
 /* Lengths past which a fact is taken as absent rather than cut (a cut name could match a rule) */
 #define CRASH_UNIT_MAX 256
 #define CRASH_NAME_MAX 256
@@ -160,6 +158,3 @@ int crash_cmdline_args(const char *s, size_t n, size_t max_args, char *buf, size
 size_t crash_entry_pack(const CrashEntry *e, uint8_t *buf, size_t size);
 /* The entry packed at @buf (at most @size bytes), and the bytes it took. Return: 0, or -EBADMSG. */
 int crash_entry_unpack(const uint8_t *buf, size_t size, CrashEntry *ret, size_t *ret_used);
-
-/* Does /proc/PID/maps text @maps map a file whose name is libcoreclr.so? (COREDUMP_PROC_MAPS may be cut short) */
-bool crash_maps_have_coreclr(const char *maps, size_t n);

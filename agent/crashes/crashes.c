@@ -80,7 +80,7 @@ static CrashesWork *crashes_work_new(Request *req) {
 
         req->ask = (PolicyRequest){ .command = POLICY_COMMAND_CRASHES };
         if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return NULL;
         }
         (void)sd_event_now(req->broker->event, CLOCK_MONOTONIC, &now);
@@ -181,7 +181,7 @@ static void crashes_read_done(Request *req, int r, const JobCrashesResult *res) 
         }
         w = malloc(sizeof(*w));
         if (!w) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         for (unsigned i = 0; i < res->n; i++) {
@@ -294,7 +294,7 @@ static void copy_readers(const Request *req, bool readable, uid_t *users, size_t
 }
 
 static void copy_name(const Request *req, const CrashEntry *e, char *buf, size_t size) {
-        char name[33], stamp[32];
+        char name[DUMP_NAME_PART_SIZE], stamp[32];
         time_t when = (time_t)(e->time_usec / USEC_PER_SEC);
         struct tm tm;
 
@@ -557,7 +557,7 @@ static void copy_found(Request *req, int r, const JobCrashesResult *res) {
         }
         work->entry = malloc(sizeof(*work->entry));
         if (!work->entry) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         if (crash_entry_unpack(res->packed, res->size, work->entry, &used) < 0) {

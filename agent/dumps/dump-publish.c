@@ -261,7 +261,17 @@ void dump_space_format(const DumpSpace *s, char *buf, size_t size) {
                  max_use, avail, fs, keep_free);
 }
 
-int dump_space_headroom_of(const DumpSpace *s, uint64_t *ret_headroom, char *why, size_t why_size) {
+/**
+ * dump_space_headroom_of() - how many more bytes may dumps take, as @s measured?
+ *
+ * max_use counts the published dumps and those in flight; keep_free is what
+ * the file system must still have free. The headroom is what is left under
+ * both; 0 means "not one byte more".
+ *
+ * Return: 0, or DUMP_PUBLISH_E_NO_SPACE with @why (which limit, and the numbers) when one is
+ * already broken.
+ */
+static int dump_space_headroom_of(const DumpSpace *s, uint64_t *ret_headroom, char *why, size_t why_size) {
         char numbers[DUMP_SPACE_NUMBERS_MAX];
 
         if (s->used > s->max_use || s->in_flight > s->max_use - s->used || s->avail < s->keep_free) {
@@ -367,7 +377,7 @@ int dump_publish_fd(int dir_fd, int fd, const AclGrant *readers, const DumpAttri
 /* The @try-th name of an artifact: the first has no number, the next ".2", ".3" before the suffix. */
 static void table_name(const DumpAttributes *attrs, const char *kind, const char *origin, const char *table,
                        const char *suffix, unsigned try, char *buf, size_t size) {
-        char name[33], stamp[32], number[16] = "";
+        char name[DUMP_NAME_PART_SIZE], stamp[32], number[16] = "";
         time_t now = time(NULL);
         struct tm tm;
 

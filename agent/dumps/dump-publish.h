@@ -38,8 +38,10 @@ typedef struct DumpAttributes {
 /*
  * The part of a published file's name that comes from the process's name (@src, NULL when
  * unknown): its letters, digits, '-', '_' and inner '.', at most @size - 1 of them; "process"
- * when none is left. Nothing else of a target reaches a name in dump_dir.
+ * when none is left. Nothing else of a target reaches a name in dump_dir. Every name takes
+ * DUMP_NAME_PART_SIZE (32 characters and the NUL).
  */
+#define DUMP_NAME_PART_SIZE 33
 void dump_name_part(const char *src, char *buf, size_t size);
 
 /**
@@ -87,18 +89,6 @@ int dump_space_measure(int dir_fd, const PolicySize *max_use, const PolicySize *
 
 /* "used 1.0 GiB of max_use 1.0 GiB (10%); free 3.1 GiB of 20.0 GiB, keep_free 3.0 GiB (15%)": for people. */
 void dump_space_format(const DumpSpace *s, char *buf, size_t size);
-
-/**
- * dump_space_headroom_of() - how many more bytes may dumps take, as @s measured?
- *
- * max_use counts the published dumps and those in flight; keep_free is what
- * the file system must still have free. The headroom is what is left under
- * both; 0 means "not one byte more".
- *
- * Return: 0, or DUMP_PUBLISH_E_NO_SPACE with @why (which limit, and the numbers) when one is
- * already broken.
- */
-int dump_space_headroom_of(const DumpSpace *s, uint64_t *ret_headroom, char *why, size_t why_size);
 
 /* dump_space_measure(), then dump_space_headroom_of(). Return: as they. */
 int dump_space_headroom(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,

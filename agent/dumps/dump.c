@@ -83,7 +83,7 @@ static uint64_t monotonic_usec(const Request *req) {
 
 /* The name is the agent's: nothing of it is taken from a client, and the target's part is sanitized. */
 static void dump_file_name(const Request *req, char *buf, size_t size) {
-        char name[33], stamp[32];
+        char name[DUMP_NAME_PART_SIZE], stamp[32];
         struct tm tm;
         time_t now = time(NULL);
 
@@ -187,7 +187,7 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
 
         w = malloc(sizeof(*w));
         if (!w || (work->stored && asprintf(&path, "%s/%s", a->dump_dir, name) < 0)) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         e = (AuditDumpEvent){
@@ -495,7 +495,7 @@ void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, Dump
         req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP, .dump_type = type };
         work = calloc(1, sizeof(*work));
         if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         *work = (DumpWork){ .request = req, .delivery = delivery, .started_usec = monotonic_usec(req),
@@ -806,7 +806,7 @@ void dumps_remove(Request *req, const WireMessage *m) {
                 return;
         }
         if (asprintf(&path, "%s/%s", dump_dir, name) < 0) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         r = dump_dir_open(dump_dir, &dir_fd, &why);

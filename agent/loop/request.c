@@ -233,6 +233,10 @@ void request_reply_errno(Request *req, int error, const char *what) {
         request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, buf);
 }
 
+void request_reply_oom(Request *req) {
+        request_reply_errno(req, -ENOMEM, "cannot serve the request");
+}
+
 void request_reply_runtime_error(Request *req, uint32_t hresult, const char *reason) {
         const char *name = dotnet_ipc_hresult_name(hresult);
         char buf[256];

@@ -116,6 +116,8 @@ void request_reply_error_as(Request *req, AuditDecision decision, WireError erro
  * errno: the words say "@what: strerror", the record carries ERRNO= too.
  */
 void request_reply_errno(Request *req, int error, const char *what);
+/* The agent ran out of memory serving the request: request_reply_errno() with -ENOMEM, in the words every command uses. */
+void request_reply_oom(Request *req);
 void request_reply_invisible(Request *req);
 /* Refused before any decision, as too many: no record of its own (see request_admit()). */
 void request_reply_too_many(Request *req);

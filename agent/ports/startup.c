@@ -38,7 +38,8 @@ struct StartupProbe {
         unsigned n_resumed_ports;
 };
 
-StartupProbe *startup_probe_free(StartupProbe *p) {
+/* Frees a request's probe (request_cancel_work()); NULL is fine. Return: NULL. */
+static StartupProbe *startup_probe_free(StartupProbe *p) {
         if (p)
                 runtime_call_free(p->call);
         free(p);
@@ -145,7 +146,7 @@ void startup_probe(Request *req, void (*probed)(Request *req, StartupState state
         }
         p = probe_of(req);
         if (!p) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         *p = (StartupProbe){ .probed = probed };
@@ -161,7 +162,7 @@ static void startup_connect(Request *req, void (*ready)(Request *req, StartupSta
         StartupProbe *p = probe_of(req);
 
         if (!p) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         p->ready = ready;
@@ -202,7 +203,7 @@ void startup_connect_runtime(Request *req, const char *what, void (*connected)(R
         StartupProbe *p = probe_of(req);
 
         if (!p) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         *p = (StartupProbe){ .connected = connected, .what = what };
@@ -218,7 +219,7 @@ static void resume_reply(Request *req, const char *what) {
         int r;
 
         if (!w) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);

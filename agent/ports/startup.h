@@ -31,9 +31,6 @@ typedef enum StartupState {
 
 typedef struct StartupProbe StartupProbe;
 
-/* Frees a request's probe (request_cancel_work()); NULL is fine. Return: NULL. */
-StartupProbe *startup_probe_free(StartupProbe *p);
-
 /*
  * startup_probe() - is req->target's runtime, whose socket was found, suspended at startup?
  *

@@ -138,7 +138,7 @@ static void env_variables_read(Request *req, const uint8_t *block, size_t size, 
         int r;
 
         if (!w) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         for (size_t i = 0; i < env->n; i++) {
@@ -196,7 +196,7 @@ static void env_decided(Request *req) {
         }
         work = calloc(1, sizeof(*work));
         if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         *work = (EnvWork){ .reader = { .request = req, .max = ENV_BLOCK_MAX, .done = env_variables_read } };

@@ -72,7 +72,7 @@ static void explain_decided(Request *req) {
         int r;
 
         if (!w) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_VERDICT);
@@ -120,7 +120,7 @@ static bool explain_trace_of(Request *req, const WireMessage *m) {
 
         if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &req->trace_profile) < 0 ||
             wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers) < 0) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return false;
         }
         profile = req->trace_profile;
@@ -128,7 +128,7 @@ static bool explain_trace_of(Request *req, const WireMessage *m) {
                 return true;
         t = calloc(1, sizeof(*t));
         if (!t) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return false;
         }
         if (!providers && eventpipe_profile_is_known(profile)) {
@@ -146,7 +146,7 @@ static bool explain_trace_of(Request *req, const WireMessage *m) {
         }
         t->providers_text = eventpipe_config_to_string(&t->config);
         if (!t->providers_text) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return false;
         }
         for (size_t i = 0; i < t->config.n_providers; i++)

@@ -37,7 +37,7 @@ static void info_reply(Request *req, const DotnetProcessInfo *info) {
         int r;
 
         if (!w) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);
@@ -123,7 +123,7 @@ static void info_decided(Request *req) {
         test_hook_pause("after-decision");
         work = calloc(1, sizeof(*work));
         if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         *work = (InfoWork){ .request = req, .command = DOTNET_IPC_PROCESS_INFO3 };

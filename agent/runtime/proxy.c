@@ -15,6 +15,7 @@
 #include "dotnet-ipc.h"
 #include "dump.h"
 #include "env.h"
+#include "ipc-policy.h"
 #include "ipc-request.h"
 #include "proxy.h"
 #include "runtime-call.h"
@@ -342,7 +343,7 @@ static void proxy_start_call(Request *req, const WireMessage *m, const IpcReques
         int r;
 
         if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         *work = (ProxyWork){ .request = req, .command = ipc->command,
@@ -352,7 +353,7 @@ static void proxy_start_call(Request *req, const WireMessage *m, const IpcReques
         req->work_free = proxy_work_free;
         r = ipc_request_encode(ipc, work->message, sizeof(work->message), &work->message_size);
         if (r == 0)
-                r = ipc_request_policy_request(ipc, NULL, 0, &req->ask);
+                r = ipc_policy_request(ipc, NULL, 0, &req->ask);
         if (r != 0) {
                 request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                             ipc_request_error_hresult(r), "the tool's request cannot be encoded");
@@ -388,13 +389,13 @@ static void proxy_start_dump(Request *req, const WireMessage *m, const IpcReques
         if (ipc->command != DOTNET_IPC_GENERATE_CORE_DUMP &&
             (ipc->dump.flags & (IPC_REQUEST_DUMP_FLAG_CRASH_REPORT | IPC_REQUEST_DUMP_FLAG_CRASH_REPORT_ONLY))) {
                 req->ask = (PolicyRequest){ .command = POLICY_COMMAND_DUMP,
-                                            .dump_type = ipc_request_policy_dump_type(ipc->dump.type) };
+                                            .dump_type = ipc_policy_dump_type(ipc->dump.type) };
                 request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
                                             DOTNET_IPC_HR_NOT_SUPPORTED,
                                             "crash reports are not taken through the proxy");
                 return;
         }
-        dump_start_as(req, m, ipc_request_policy_dump_type(ipc->dump.type), DUMP_DELIVER_FD_ONLY);
+        dump_start_as(req, m, ipc_policy_dump_type(ipc->dump.type), DUMP_DELIVER_FD_ONLY);
 }
 
 void proxy_start(Request *req, const WireMessage *m) {
@@ -420,7 +421,7 @@ void proxy_start(Request *req, const WireMessage *m) {
         }
         info = dotnet_ipc_command_lookup((uint8_t)(ipc.command >> 8), (uint8_t)(ipc.command & 0xFF));
         req->audit.ipc_command = info ? info->name : NULL;
-        req->audit.command = policy_command_to_string(ipc_request_policy_command(ipc.command));
+        req->audit.command = policy_command_to_string(ipc_policy_command(ipc.command));
 
         switch (ipc.command) {
         case DOTNET_IPC_STOP_TRACING:

@@ -200,7 +200,7 @@ static void ps_candidates_found(Request *req, int r, const pid_t *pids, size_t n
         }
         work->pids = malloc((n + PS_PORT_RUNTIMES_MAX) * sizeof(pid_t));
         if (!work->pids) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         if (n > 0)
@@ -243,7 +243,7 @@ static void ps_list(Request *req) {
         char what[64];
 
         if (!work) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         work->request = req;

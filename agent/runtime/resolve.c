@@ -18,7 +18,7 @@ static void resolve_opened(Request *req) {
         int r;
 
         if (!w) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         wire_writer_begin(w, WIRE_REPLY_PROCESS);

@@ -20,6 +20,7 @@
 #include "command-steps.h"
 #include "decision.h"
 #include "dotnet-ipc.h"
+#include "ipc-policy.h"
 #include "ipc-request.h"
 #include "monitor-config.h"
 #include "runtime-call.h"
@@ -28,6 +29,7 @@
 #include "session.h"
 #include "startup.h"
 #include "test-hooks.h"
+#include "text.h"
 #include "unaligned.h"
 
 #define USEC_PER_SEC 1000000ULL
@@ -174,7 +176,7 @@ static Session *session_new(Request *req, const char *kind) {
         Session *s = calloc(1, sizeof(*s));
 
         if (!s) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return NULL;
         }
         s->request = req;
@@ -684,7 +686,7 @@ static void session_decided(Request *req) {
         if (s->command == POLICY_COMMAND_TRACE && !s->profile && req->verdict.trace_profiles[0]) {
                 s->profile = strdup(req->verdict.trace_profiles);
                 if (!s->profile) {
-                        request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                        request_reply_oom(req);
                         return;
                 }
         }
@@ -714,7 +716,7 @@ static void session_decided(Request *req) {
         }
         s->collect = malloc(DOTNET_IPC_MESSAGE_MAX);
         if (!s->collect) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         r = dotnet_ipc_collect_tracing_encode(&s->config, s->buffer_mb, s->collect, DOTNET_IPC_MESSAGE_MAX,
@@ -759,7 +761,7 @@ static bool session_describe(Session *s) {
         s->providers_text = eventpipe_config_to_string(&s->config);
         s->policy_providers = calloc(s->config.n_providers, sizeof(PolicyProvider));
         if (!s->providers_text || !s->policy_providers) {
-                request_reply_errno(s->request, -ENOMEM, "cannot serve the request");
+                request_reply_oom(s->request);
                 return false;
         }
         for (size_t i = 0; i < s->config.n_providers; i++)
@@ -813,7 +815,7 @@ void session_start_trace(Request *req, const WireMessage *m) {
                 return;
         if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &s->profile) < 0 ||
             wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers) < 0) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         if (!s->profile == !providers) {
@@ -876,20 +878,19 @@ static void free_names(char **names, size_t n) {
 }
 
 /* A fresh id per session: the Metrics provider tells sessions apart by it. */
-static int random_session_id(char ret[33]) {
+static int random_session_id(char ret[TEXT_HEX_ID_SIZE]) {
         uint8_t bytes[16];
 
         if (getrandom(bytes, sizeof(bytes), 0) != sizeof(bytes))
                 return -errno;
-        for (size_t i = 0; i < sizeof(bytes); i++)
-                snprintf(ret + 2 * i, 3, "%02x", bytes[i]);
+        text_hex_id(bytes, ret);
         return 0;
 }
 
 /* counters: EventCounters and Meters of the named providers, every interval. */
 void session_start_counters(Request *req, const WireMessage *m) {
         _cleanup_free_ char *list = NULL;
-        char **names = NULL, session_id[33];
+        char **names = NULL, session_id[TEXT_HEX_ID_SIZE];
         Session *s = session_new(req, "counters");
         uint32_t interval = 1;
         size_t n = 0;
@@ -898,7 +899,7 @@ void session_start_counters(Request *req, const WireMessage *m) {
         if (!s)
                 return;
         if (wire_message_get_string(m, WIRE_TAG_PROVIDERS, &list) < 0) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         if (wire_message_get_u32(m, WIRE_TAG_INTERVAL, &interval) == 0 &&
@@ -1025,7 +1026,7 @@ void session_start_logs(Request *req, const WireMessage *m) {
                 return;
         if (wire_message_get_string(m, WIRE_TAG_LOG_LEVEL, &level) < 0 ||
             wire_message_get_string(m, WIRE_TAG_LOG_CATEGORY, &category) < 0) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         if (level && (l = monitor_log_level_from_string(level)) == _MONITOR_LOG_LEVEL_INVALID) {
@@ -1089,15 +1090,15 @@ static void session_proxy_settle(Session *s) {
 
 /*
  * A tool's CollectTracing (dsctl port): decided as the command of its shape
- * (ipc_request_tracing_shape(): counters, gcdump, stacks, else trace) on its
+ * (ipc_policy_tracing_shape(): counters, gcdump, stacks, else trace) on its
  * providers and buffer, run and relayed like any trace session. The runtime gets the bytes
  * ipc_request_encode() makes of the decoded values; the tool is told an id of
  * the agent's own, never the runtime's.
  */
 void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         const PolicyAgentSettings *a = &req->policy->agent;
-        IpcTracingShape shape = ipc_request_tracing_shape(&ipc->tracing);
-        PolicyCommand command = ipc_request_tracing_shape_command(shape);
+        IpcTracingShape shape = ipc_policy_tracing_shape(&ipc->tracing);
+        PolicyCommand command = ipc_policy_shape_command(shape);
         uint32_t buffer_asked_mb = ipc->tracing.buffer_mb;
         PolicyRequest ask, as_trace = {};
         Session *s = session_new(req, policy_command_to_string(command));
@@ -1114,7 +1115,7 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         s->collect = malloc(DOTNET_IPC_MESSAGE_MAX);
         s->policy_providers = calloc(IPC_REQUEST_PROVIDERS_MAX, sizeof(PolicyProvider));
         if (!s->collect || !s->policy_providers) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         if (getrandom(&s->proxy_session_id, sizeof(s->proxy_session_id), 0) != sizeof(s->proxy_session_id)) {
@@ -1123,10 +1124,10 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         }
         r = ipc_request_encode(ipc, s->collect, DOTNET_IPC_MESSAGE_MAX, &s->collect_size);
         if (r == 0)
-                r = ipc_request_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX, &ask);
+                r = ipc_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX, &ask);
         /* stacks and gcdump are decided without providers: the array holds them as a trace's */
         if (r == 0 && shape_may_be_trace(shape))
-                r = ipc_request_trace_policy_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX,
+                r = ipc_policy_trace_request(ipc, s->policy_providers, IPC_REQUEST_PROVIDERS_MAX,
                                                      &as_trace);
         if (r != 0) {
                 request_reply_error_hresult(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
@@ -1138,7 +1139,7 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
         ipc->tracing.config = (EventPipeConfig){};
         s->providers_text = eventpipe_config_to_string(&s->config);
         if (!s->providers_text) {
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         s->ipc_command = dotnet_ipc_command_lookup((uint8_t)(ipc->command >> 8), (uint8_t)ipc->command)->name;
@@ -1148,7 +1149,7 @@ void session_start_proxy(Request *req, const WireMessage *m, IpcRequest *ipc) {
                      ipc->tracing.format == DOTNET_IPC_FORMAT_NETTRACE ? "nettrace" : "netperf",
                      ipc->tracing.n_filters, buffer_asked_mb) < 0) {
                 s->ipc_options = NULL;
-                request_reply_errno(req, -ENOMEM, "cannot serve the request");
+                request_reply_oom(req);
                 return;
         }
         s->buffer_asked_mb = s->buffer_mb = ipc->tracing.buffer_mb;

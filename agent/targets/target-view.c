@@ -58,7 +58,8 @@ static int fd_mount_id_from_fdinfo(int fd, uint64_t *ret) {
         return 0;
 }
 
-int fd_mount_id(int fd, uint64_t *ret) {
+/* The mount id of @fd, from /proc/self/fdinfo: never a call into @fd's file system. */
+static int fd_mount_id(int fd, uint64_t *ret) {
         struct statx stx;
 
         /* statx() on the fd itself asks nothing of its file system beyond what fstat() would */

@@ -92,6 +92,3 @@ int target_view_open_dir(const TargetView *v, const char *path, int open_flags, 
 int target_view_open_entry(const ViewDir *dir, const char *name, int flags, int *ret_fd);
 
 void view_dir_done(ViewDir *d);
-
-/* The mount id of @fd, from /proc/self/fdinfo: never a call into @fd's file system. */
-int fd_mount_id(int fd, uint64_t *ret);

@@ -402,7 +402,7 @@ static int socket_lookup_error(int r, const char *view_why, const char **ret_why
  * TARGET_E_UNSAFE_FS, TARGET_E_GONE, or a negative errno. *@ret_why explains
  * positive codes.
  */
-int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why) {
+static int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why) {
         _cleanup_(target_view_done) TargetView view = TARGET_VIEW_NULL;
         _cleanup_(view_dir_done) ViewDir dir = VIEW_DIR_NULL;
         _cleanup_close_ int fd = -EBADF;

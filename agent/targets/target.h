@@ -163,7 +163,6 @@ int target_read_credentials(const Target *t, ProcStatus *ret);
  * Return: 0 with the answer, TARGET_E_GONE, or a negative errno.
  */
 int target_changed_credentials(Target *t, bool *ret);
-int target_open_socket(Target *t, int *ret_path_fd, const char **ret_why);
 int target_connect(Target *t, int *ret_fd, const char **ret_why);
 Target *target_ref(Target *t);
 Target *target_unref(Target *t);

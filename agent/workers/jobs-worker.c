@@ -653,16 +653,6 @@ static int gcdump_out(const void *data, size_t size, void *userdata) {
         return o->r == 0 ? 0 : -ENOSPC; /* ends the writing; o->r says why */
 }
 
-/* Why the heap gave no .gcdump, in dsctl gcdump's words. */
-static const char *gcdump_why(int r) {
-        switch (r) {
-        case GCDUMP_E_NO_DUMP: return "the runtime sent no complete heap dump";
-        case GCDUMP_E_BROKEN: return "the dump's objects ask for other references than the runtime sent (events lost?)";
-        case GCDUMP_E_LIMIT: return "the heap is beyond the agent's limits";
-        default: return "the runtime's heap events are malformed";
-        }
-}
-
 /*
  * The session's stream, read until the runtime ends it or max_bytes came: parsed here, never in the
  * loop. Once the dump's GC has ended, the agent is told (JOBS_GCDUMP_DUMPED on @control) so that it
@@ -797,13 +787,13 @@ static size_t handle_gcdump(const JobRequest *q, const WorkerMessage *msg, JobRe
         }
         if (a->r == 0 && g.error != 0) {
                 a->r = JOBS_E_NO_HEAP;
-                reply_why(a, gcdump_why(g.error));
+                reply_why(a, gcdump_strerror(g.error));
         } else if (a->r == 0) {
                 a->r = gcdump_heap_write(heap, "dsagent", gcdump_out, &out);
                 if (out.r != 0)
                         a->r = out.r; /* the writer's refusal, not the -ENOSPC that carried it */
                 else if (a->r > 0) {
-                        reply_why(a, gcdump_why(a->r));
+                        reply_why(a, gcdump_strerror(a->r));
                         a->r = JOBS_E_NO_HEAP;
                 }
         }

@@ -3,6 +3,7 @@
  * The worker processes (worker-pool.h): forked from the agent, one job at a time each, killed at
  * their deadline; jobs.c hands them work, the broker owns the pool.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -374,6 +375,8 @@ static bool job_start(WorkerJob *j, Worker *w) {
         WorkerPool *p = j->pool;
         OwnerCount *o = owner_count(p, j->owner, false);
 
+        /* queued → running: a waiting job, an idle live worker */
+        assert(!j->worker && !w->job && !w->dead);
         if (send_with_fds(w->fd, j->data, j->size, j->fds, j->n_fds, MSG_DONTWAIT) < 0) {
                 worker_stop(w, true);
                 return false;
@@ -495,10 +498,6 @@ void worker_pool_recycle(WorkerPool *p) {
                 if (!w->job && !w->dead)
                         worker_stop(w, false);
         pool_schedule(p);
-}
-
-unsigned worker_pool_size(const WorkerPool *p) {
-        return p->n_workers;
 }
 
 int worker_pool_new(sd_event *event, const WorkerPoolConfig *config, WorkerPool **ret) {

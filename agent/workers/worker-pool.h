@@ -110,6 +110,3 @@ void worker_job_cancel(WorkerJob *job);
  * memory. Idle ones are replaced now, busy ones once their job is done.
  */
 void worker_pool_recycle(WorkerPool *p);
-
-/* How many worker processes exist now (for tests and status). */
-unsigned worker_pool_size(const WorkerPool *p);

@@ -12,15 +12,17 @@
  *
  * Invariants: the decoder answers 0 or one of its codes, and the classes that depend on
  * the length alone are the right ones. What it accepts is within every documented limit,
- * maps to a policy command, and ipc_request_encode() writes it back byte for byte (and
+ * maps to a policy command (policy/ipc-policy.h), and ipc_request_encode() writes it back byte for byte (and
  * refuses a buffer one byte short); a CollectTracing2 NetTrace request also comes back
  * byte for byte from the agent's own dotnet_ipc_collect_tracing_encode(). What it refuses
  * gets an error reply that decodes to the HRESULT ipc_request_error_hresult() chose.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "fuzz.h"
+#include "ipc-policy.h"
 #include "ipc-request.h"
 #include "text.h"
 
@@ -68,7 +70,7 @@ static void check_tracing(const IpcRequest *req, const uint8_t *msg, size_t len,
 
 static void check_accepted(const IpcRequest *req, const uint8_t *msg, size_t len) {
         PolicyProvider providers[IPC_REQUEST_PROVIDERS_MAX];
-        PolicyCommand command = ipc_request_policy_command(req->command);
+        PolicyCommand command = ipc_policy_command(req->command);
         uint8_t *buf = malloc(DOTNET_IPC_MESSAGE_MAX);
         PolicyRequest q;
         size_t size = 0;
@@ -78,9 +80,9 @@ static void check_accepted(const IpcRequest *req, const uint8_t *msg, size_t len
         fuzz_assert((size_t)(msg[14] | msg[15] << 8) == len);
         fuzz_assert(dotnet_ipc_command_lookup(msg[16], msg[17]) != NULL);
         fuzz_assert(command != _POLICY_COMMAND_INVALID);
-        fuzz_assert(ipc_request_policy_request(req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
+        fuzz_assert(ipc_policy_request(req, providers, IPC_REQUEST_PROVIDERS_MAX, &q) == 0);
         if (req->command >= DOTNET_IPC_COLLECT_TRACING && req->command <= DOTNET_IPC_COLLECT_TRACING5)
-                fuzz_assert(q.command == ipc_request_tracing_shape_command(ipc_request_tracing_shape(&req->tracing)));
+                fuzz_assert(q.command == ipc_policy_shape_command(ipc_policy_tracing_shape(&req->tracing)));
         else
                 fuzz_assert(q.command == command);
         if (command == POLICY_COMMAND_DUMP) {

@@ -358,7 +358,7 @@ def ipc_request():
         2, provider("System.Runtime", 0, 4, "EventCounterIntervalSec=5"), rundown=False))
     # dotnet-gcdump's heap session (Drop mode: the client's fallback from CollectTracing6)
     write(t, "collect-tracing2-gcdump", R_EXACT + collect_tracing(2, provider(CLR, 0x1980001, 5), mb=1024))
-    # the shapes decided as counters, gcdump and stacks (ipc_request_tracing_shape()), as 10.0.750501 sends them
+    # the shapes decided as counters, gcdump and stacks (ipc_policy_tracing_shape()), as 10.0.750501 sends them
     write(t, "collect-tracing2-dotnet-counters", R_EXACT + collect_tracing(
         2, provider("System.Runtime", 0, 4, "EventCounterIntervalSec=1"),
         provider("Microsoft.AspNetCore.Hosting", 0, 4, "EventCounterIntervalSec=3"),
