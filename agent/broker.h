@@ -2,7 +2,7 @@
 /* The agent's loop: accepts clients, bounds them, exits when idle */
 #pragma once
 
-#include "broker-state.h"
+#include "agent/loop/broker-state.h"
 
 int broker_new(sd_event *event, int listen_fd, const BrokerConfig *config, Broker **ret);
 

@@ -18,13 +18,13 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "broker.h"
-#include "policy-load.h"
-#include "ports.h"
-#include "sandbox.h"
-#include "cleanup.h"
-#include "duration.h"
-#include "text.h"
+#include "agent/broker.h"
+#include "agent/decide/policy-load.h"
+#include "agent/ports/ports.h"
+#include "agent/workers/sandbox.h"
+#include "common/cleanup.h"
+#include "common/duration.h"
+#include "common/text.h"
 
 #define DSAGENT_LISTEN_BACKLOG 128
 

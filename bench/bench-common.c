@@ -23,13 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent-client.h"
-#include "bench-common.h"
-#include "cleanup.h"
-#include "dotnet-ipc.h"
-#include "io.h"
-#include "text.h"
-#include "wire.h"
+#include "client/agent-client.h"
+#include "bench/bench-common.h"
+#include "common/cleanup.h"
+#include "common/dotnet-ipc.h"
+#include "common/io.h"
+#include "common/text.h"
+#include "common/wire.h"
 
 /* How often the agent's memory is read during a slice. */
 #define WATCH_INTERVAL_NSEC (50 * 1000000ULL)

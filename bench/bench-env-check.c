@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 #define UNBOUNDED (256u * 1024u) /* the env block's 512 KiB of UTF-16, as ASCII */
 #define NAME "DOTNET_EventPipeConfig" /* on the allow list: its values are checked */

@@ -28,12 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent-client.h"
-#include "io.h"
-#include "cleanup.h"
-#include "dotnet-ipc.h"
-#include "text.h"
-#include "wire.h"
+#include "client/agent-client.h"
+#include "common/io.h"
+#include "common/cleanup.h"
+#include "common/dotnet-ipc.h"
+#include "common/text.h"
+#include "common/wire.h"
 
 #define DEFAULT_ITERATIONS 2000
 #define DEFAULT_WARMUP 100

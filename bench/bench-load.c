@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench-common.h"
-#include "cleanup.h"
-#include "text.h"
+#include "bench/bench-common.h"
+#include "common/cleanup.h"
+#include "common/text.h"
 
 #define SAMPLES_PER_SLICE (2u << 20)
 #define CONCURRENCY_MAX 16

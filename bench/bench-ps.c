@@ -47,11 +47,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench-common.h"
-#include "cleanup.h"
-#include "discover.h"
-#include "target.h"
-#include "text.h"
+#include "bench/bench-common.h"
+#include "common/cleanup.h"
+#include "agent/targets/discover.h"
+#include "agent/targets/target.h"
+#include "common/text.h"
 
 #define LEVELS_MAX 16
 #define USERS_MAX 32

@@ -13,9 +13,9 @@
 #include <sys/un.h>
 #include <time.h>
 
-#include "agent-client.h"
-#include "cleanup.h"
-#include "io.h"
+#include "client/agent-client.h"
+#include "common/cleanup.h"
+#include "common/io.h"
 
 AgentClient *agent_client_free(AgentClient *client) {
         if (!client)

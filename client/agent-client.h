@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "common/wire.h"
 
 /* Past the agent's own deadline: its answer, an error that names the deadline, is on its way. */
 #define AGENT_CLIENT_GRACE_USEC (5 * 1000000ULL)

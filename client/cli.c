@@ -10,14 +10,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "cli.h"
-#include "duration.h"
-#include "monitor-config.h"
-#include "policy.h"
-#include "session-config.h"
-#include "text.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "client/cli.h"
+#include "common/duration.h"
+#include "eventpipe/monitor-config.h"
+#include "policy/policy.h"
+#include "eventpipe/session-config.h"
+#include "common/text.h"
+#include "common/wire.h"
 
 #define DSCTL_DEFAULT_SOCKET "/run/dsagent.sock"
 #define POSITIONAL_MAX 8

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "session-client.h"
-#include "trace-convert.h"
+#include "client/session-client.h"
+#include "client/trace-convert.h"
 
 typedef enum Verb {
         VERB_PS,

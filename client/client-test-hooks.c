@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "client-test-hooks.h"
-#include "text.h"
+#include "client/client-test-hooks.h"
+#include "common/text.h"
 
 #if DSAGENT_TEST_HOOKS
 /* The seconds in @name, when it holds a number from 1 to an hour; else @seconds: a typo must not make

@@ -14,12 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "counter-format.h"
-#include "counter-rows.h"
-#include "counter-sink.h"
-#include "output.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "eventpipe/counter-format.h"
+#include "eventpipe/counter-rows.h"
+#include "client/counter-sink.h"
+#include "client/output.h"
+#include "common/text.h"
 
 typedef struct PromSeries {
         char *labels;           /* rendered, without braces; "" for none */

@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "counter-view.h"
-#include "nettrace.h"
-#include "session-client.h"
+#include "client/counter-view.h"
+#include "eventpipe/nettrace.h"
+#include "client/session-client.h"
 
 typedef struct CounterSink CounterSink;
 

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <sys/param.h>
 
-#include "cleanup.h"
-#include "counter-format.h"
-#include "counter-view.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "eventpipe/counter-format.h"
+#include "client/counter-view.h"
+#include "common/text.h"
 
 #define COUNTER_VIEW_WIDTH 64
 #define COUNTER_VIEW_VALUE_WIDTH 15

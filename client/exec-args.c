@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec-args.h"
+#include "client/exec-args.h"
 
 void exec_args_free(char **argv) {
         if (!argv)

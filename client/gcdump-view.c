@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "gcdump-view.h"
-#include "output.h"
+#include "client/gcdump-view.h"
+#include "client/output.h"
 
 /* .NET's {value,WIDTH:N0}: digits grouped by commas, right-aligned in @width. */
 static void put_grouped(FILE *f, int64_t value, int width) {

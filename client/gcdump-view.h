@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "gcdump-heap.h"
+#include "eventpipe/gcdump-heap.h"
 
 /* The totals, a blank line, then one line per type in @r's order, as dotnet-gcdump report FILE prints
  * them (numbers grouped by commas, as in the invariant culture; no "Total references", which a .gcdump

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "out-file.h"
+#include "client/out-file.h"
 
 /* A hidden name beside the file's, for file systems without O_TMPFILE. */
 static int open_hidden(OutFile *f) {

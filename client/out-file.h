@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 typedef struct OutFile {
         int fd;

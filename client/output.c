@@ -8,11 +8,11 @@
 #include <time.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "exit-status.h"
-#include "output.h"
-#include "policy.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "client/exit-status.h"
+#include "client/output.h"
+#include "policy/policy.h"
+#include "common/text.h"
 
 typedef struct ProcessRow {
         uint32_t pid, uid;

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 typedef struct DumpRow DumpRow;
 

@@ -21,19 +21,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent-client.h"
-#include "cleanup.h"
-#include "client-test-hooks.h"
-#include "dotnet-ipc.h"
-#include "exec-args.h"
-#include "exit-status.h"
-#include "io.h"
-#include "ipc-request.h"
-#include "out-file.h"
-#include "port.h"
-#include "text.h"
-#include "unaligned.h"
-#include "wire.h"
+#include "client/agent-client.h"
+#include "common/cleanup.h"
+#include "client/client-test-hooks.h"
+#include "common/dotnet-ipc.h"
+#include "client/exec-args.h"
+#include "client/exit-status.h"
+#include "common/io.h"
+#include "common/ipc-request.h"
+#include "client/out-file.h"
+#include "client/port.h"
+#include "common/text.h"
+#include "common/unaligned.h"
+#include "common/wire.h"
 
 /* How long a tool has to send its request, and to take each write of the answer. */
 #define PORT_TOOL_TIMEOUT_SEC 30

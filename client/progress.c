@@ -4,8 +4,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "output.h"
-#include "progress.h"
+#include "client/output.h"
+#include "client/progress.h"
 
 #define PROGRESS_REDRAW_USEC 100000ULL
 

@@ -17,19 +17,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "counter-sink.h"
-#include "counter-view.h"
-#include "exit-status.h"
-#include "gcdump-heap.h"
-#include "gcdump-view.h"
-#include "monitor-view.h"
-#include "nettrace.h"
-#include "output.h"
-#include "progress.h"
-#include "session-client.h"
-#include "text.h"
-#include "trace-convert.h"
+#include "common/cleanup.h"
+#include "client/counter-sink.h"
+#include "client/counter-view.h"
+#include "client/exit-status.h"
+#include "eventpipe/gcdump-heap.h"
+#include "client/gcdump-view.h"
+#include "eventpipe/monitor-view.h"
+#include "eventpipe/nettrace.h"
+#include "client/output.h"
+#include "client/progress.h"
+#include "client/session-client.h"
+#include "common/text.h"
+#include "client/trace-convert.h"
 
 #define READ_CHUNK (256 * 1024)
 /* Once the stream has ended, the agent's last frames follow at once; this is only a backstop. */

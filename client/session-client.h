@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "agent-client.h"
-#include "gcdump-heap.h"
-#include "out-file.h"
-#include "trace-convert.h"
+#include "client/agent-client.h"
+#include "eventpipe/gcdump-heap.h"
+#include "client/out-file.h"
+#include "client/trace-convert.h"
 
 typedef enum SessionOutputKind {
         SESSION_OUTPUT_NETTRACE, /* the stream, verified, into a file */

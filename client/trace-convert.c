@@ -8,12 +8,12 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "cpu-profile.h"
-#include "flame-svg.h"
-#include "profile-pprof.h"
-#include "profile-timeline.h"
-#include "trace-convert.h"
+#include "common/cleanup.h"
+#include "eventpipe/cpu-profile.h"
+#include "eventpipe/flame-svg.h"
+#include "eventpipe/profile-pprof.h"
+#include "eventpipe/profile-timeline.h"
+#include "client/trace-convert.h"
 
 #define READ_CHUNK (1024 * 1024)
 #define OUTPUT_BUFFER (1024 * 1024)

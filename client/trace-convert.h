@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cleanup.h"
-#include "nettrace.h"
+#include "common/cleanup.h"
+#include "eventpipe/nettrace.h"
 
 typedef enum TraceFormat {
         TRACE_FORMAT_NETTRACE,

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "dotnet-ipc.h"
-#include "eventpipe-provider.h"
-#include "text.h"
-#include "unaligned.h"
+#include "common/cleanup.h"
+#include "common/dotnet-ipc.h"
+#include "common/eventpipe-provider.h"
+#include "common/text.h"
+#include "common/unaligned.h"
 
 static const uint8_t dotnet_ipc_magic[DOTNET_IPC_MAGIC_SIZE] = "DOTNET_IPC_V1";
 

@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "duration.h"
+#include "common/cleanup.h"
+#include "common/duration.h"
 
 static const struct {
         const char *suffix;

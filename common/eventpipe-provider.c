@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eventpipe-provider.h"
+#include "common/eventpipe-provider.h"
 
 void eventpipe_config_done(EventPipeConfig *c) {
         if (!c)

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "io.h"
+#include "common/io.h"
 
 /*
  * A socket timeout (SO_RCVTIMEO/SO_SNDTIMEO) surfaces as EAGAIN; it is

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "ipc-request.h"
-#include "text.h"
-#include "unaligned.h"
+#include "common/cleanup.h"
+#include "common/ipc-request.h"
+#include "common/text.h"
+#include "common/unaligned.h"
 
 /* The payload not yet decoded. Every read checks what is left first. */
 typedef struct Reader {

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dotnet-ipc.h"
-#include "eventpipe-provider.h" /* EventPipeConfig and its limits */
+#include "common/dotnet-ipc.h"
+#include "common/eventpipe-provider.h" /* EventPipeConfig and its limits */
 
 /*
  * Limits. A message is at most DOTNET_IPC_MESSAGE_MAX (65535) bytes, header included, so a

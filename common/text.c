@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
-#include "unaligned.h"
+#include "common/text.h"
+#include "common/unaligned.h"
 
 /* Length of the valid UTF-8 sequence starting at @s (its code point in *@ret_cp), or 0 if it is not one. */
 static size_t utf8_sequence_decode(const unsigned char *s, size_t n, uint32_t *ret_cp) {

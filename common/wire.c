@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text.h"
-#include "unaligned.h"
-#include "wire.h"
+#include "common/text.h"
+#include "common/unaligned.h"
+#include "common/wire.h"
 
 static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_PID] = WIRE_KIND_U32,

@@ -10,9 +10,9 @@
 #include <sys/param.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "counter-format.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "eventpipe/counter-format.h"
+#include "common/text.h"
 
 /* The fewest significant digits (1..17) that read back as @v, as printf's %.*e writes them. */
 static int shortest_precision(double v, char *buf, size_t size) {

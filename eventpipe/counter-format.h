@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "nettrace.h"
+#include "eventpipe/nettrace.h"
 
 #define COUNTER_FORMAT_DOUBLE_MAX 32 /* bytes of counter_format_double()'s text, its NUL included */
 

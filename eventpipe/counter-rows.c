@@ -6,9 +6,9 @@
 #include <strings.h>
 #include <sys/param.h>
 
-#include "cleanup.h"
-#include "counter-rows.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "eventpipe/counter-rows.h"
+#include "common/text.h"
 
 /* dotnet-counters' ProviderEventState: when a provider was first seen, and whether it has Meter instruments. */
 typedef struct ProviderState {

@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "counter-format.h"
-#include "nettrace.h"
+#include "eventpipe/counter-format.h"
+#include "eventpipe/nettrace.h"
 
 typedef struct CounterRows CounterRows;
 

@@ -8,13 +8,13 @@
 #include <strings.h>
 #include <sys/param.h>
 
-#include "array.h"
-#include "cleanup.h"
-#include "cpu-profile.h"
-#include "cursor.h"
-#include "hash-map.h"
-#include "monitor-events.h"
-#include "varint.h"
+#include "common/array.h"
+#include "common/cleanup.h"
+#include "eventpipe/cpu-profile.h"
+#include "eventpipe/cursor.h"
+#include "eventpipe/hash-map.h"
+#include "eventpipe/monitor-events.h"
+#include "eventpipe/varint.h"
 
 #define EVENTPIPE_PROVIDER "Microsoft-DotNETCore-EventPipe"
 #define EVENTPIPE_PROCESS_INFO 1     /* its ProcessInfo event: CommandLine, OSInformation, ArchInformation */

@@ -44,8 +44,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
-#include "nettrace.h"
+#include "common/cleanup.h"
+#include "eventpipe/nettrace.h"
 
 #define CPU_PROFILE_THREADS_MAX 16384u            /* threads kept; samples of more are left out */
 #define CPU_PROFILE_ADDRESSES_MAX (1u << 20)      /* distinct instruction pointers */

@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nettrace.h" /* NETTRACE_STRING_MAX: the runtime's strings are the stream's */
-#include "text.h"
+#include "eventpipe/nettrace.h" /* NETTRACE_STRING_MAX: the runtime's strings are the stream's */
+#include "common/text.h"
 
 enum {
         _CURSOR_E_SUCCESS,

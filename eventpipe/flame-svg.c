@@ -6,10 +6,10 @@
 #include <string.h>
 #include <sys/param.h>
 
-#include "cleanup.h"
-#include "flame-svg.h"
-#include "hash-map.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "eventpipe/flame-svg.h"
+#include "eventpipe/hash-map.h"
+#include "common/text.h"
 
 #define MARGIN 10                /* pixels left and right of the frames */
 #define FRAME_HEIGHT 16          /* pixels a stack level takes */

@@ -23,7 +23,7 @@
 
 #include <stdio.h>
 
-#include "cpu-profile.h"
+#include "eventpipe/cpu-profile.h"
 
 #define FLAME_FRAMES_MAX 30000u  /* frames drawn */
 #define FLAME_WIDTH 1200         /* pixels */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "gcdump-chunks.h"
+#include "common/array.h"
+#include "eventpipe/gcdump-chunks.h"
 
 int u32_array_reserve_zeroed(uint32_t **array, size_t *cap, size_t n) {
         size_t old = *cap;

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/param.h>
 
-#include "cleanup.h"
-#include "gcdump-graph.h"
+#include "common/cleanup.h"
+#include "eventpipe/gcdump-graph.h"
 
 #define FS_NULL_REFERENCE 1
 #define FS_BEGIN_OBJECT 4

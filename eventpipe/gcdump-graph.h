@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gcdump-chunks.h"
-#include "gcdump-heap.h"
+#include "eventpipe/gcdump-chunks.h"
+#include "eventpipe/gcdump-heap.h"
 
 /* Builds the graph, once; later calls return the first one's result. Return: 0, GCDUMP_E_NO_DUMP,
  * GCDUMP_E_BROKEN, GCDUMP_E_LIMIT, -ENOMEM. The functions below need it built (0). */

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <sys/param.h>
 
-#include "array.h"
-#include "cursor.h"
-#include "gcdump-graph.h"
-#include "hash-map.h"
-#include "varint.h"
+#include "common/array.h"
+#include "eventpipe/cursor.h"
+#include "eventpipe/gcdump-graph.h"
+#include "eventpipe/hash-map.h"
+#include "eventpipe/varint.h"
 
 #define RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"

@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
-#include "nettrace.h"
+#include "common/cleanup.h"
+#include "eventpipe/nettrace.h"
 
 /* dotnet-gcdump's own bound: past it, the rest of the heap is left out (and not checked). */
 #define GCDUMP_NODES_MAX 10000000u

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash-map.h"
+#include "eventpipe/hash-map.h"
 
 static uint64_t mix64(uint64_t x) {
         x ^= x >> 33;

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cleanup.h"
-#include "monitor-config.h"
+#include "common/cleanup.h"
+#include "eventpipe/monitor-config.h"
 
 #define SAMPLE_PROFILER "Microsoft-DotNETCore-SampleProfiler"
 #define CLR_PROVIDER "Microsoft-Windows-DotNETRuntime"

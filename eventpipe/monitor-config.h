@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "session-config.h"
+#include "eventpipe/session-config.h"
 
 #define MONITOR_CATEGORY_MAX 256 /* bytes of a logs category */
 

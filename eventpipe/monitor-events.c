@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "cleanup.h"
-#include "cursor.h"
-#include "monitor-events.h"
-#include "text.h"
+#include "common/array.h"
+#include "common/cleanup.h"
+#include "eventpipe/cursor.h"
+#include "eventpipe/monitor-events.h"
+#include "common/text.h"
 
 /* Event ids of Microsoft-Windows-DotNETRuntime */
 #define CLR_EXCEPTION_THROWN 80

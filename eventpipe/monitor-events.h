@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
-#include "nettrace.h"
+#include "common/cleanup.h"
+#include "eventpipe/nettrace.h"
 
 #define MONITOR_RUNTIME_PROVIDER "Microsoft-Windows-DotNETRuntime"
 #define MONITOR_RUNDOWN_PROVIDER "Microsoft-Windows-DotNETRuntimeRundown"

@@ -11,11 +11,11 @@
 #include <sys/param.h>
 #include <time.h>
 
-#include "array.h"
-#include "cleanup.h"
-#include "monitor-events.h"
-#include "monitor-view.h"
-#include "text.h"
+#include "common/array.h"
+#include "common/cleanup.h"
+#include "eventpipe/monitor-events.h"
+#include "eventpipe/monitor-view.h"
+#include "common/text.h"
 
 #define SCOPES_SHOWN_MAX 16 /* nested scopes shown around one message */
 

@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "monitor-events.h"
-#include "nettrace.h"
+#include "eventpipe/monitor-events.h"
+#include "eventpipe/nettrace.h"
 
 /*
  * What the view keeps and shows: the runtime writes the stream, and a stack

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "nettrace.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "eventpipe/nettrace.h"
+#include "common/text.h"
 
 typedef struct Reader {
         const uint8_t *p;

@@ -9,11 +9,11 @@
 #include <sys/param.h>
 #include <time.h>
 
-#include "array.h"
-#include "cleanup.h"
-#include "cursor.h"
-#include "nettrace.h"
-#include "text.h"
+#include "common/array.h"
+#include "common/cleanup.h"
+#include "eventpipe/cursor.h"
+#include "eventpipe/nettrace.h"
+#include "common/text.h"
 
 /* FastSerialization tags */
 #define TAG_NULL_REFERENCE 0x01

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 /* Limits. The runtime's blocks are about 100 KiB; its definitions are small. */
 #define NETTRACE_BLOCK_MAX (1u << 20)             /* bytes of one block body */

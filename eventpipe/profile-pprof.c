@@ -5,10 +5,10 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "cleanup.h"
-#include "hash-map.h"
-#include "profile-pprof.h"
-#include "varint.h"
+#include "common/cleanup.h"
+#include "eventpipe/hash-map.h"
+#include "eventpipe/profile-pprof.h"
+#include "eventpipe/varint.h"
 
 /* profile.proto's field numbers */
 enum {

@@ -20,7 +20,7 @@
 
 #include <stdio.h>
 
-#include "cpu-profile.h"
+#include "eventpipe/cpu-profile.h"
 
 /* @p finished. Return: 0, -ENOMEM, -EIO when @out fails, -EPROTO when zlib does. */
 int profile_pprof_write(const CpuProfile *p, FILE *out);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "profile-timeline.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "eventpipe/profile-timeline.h"
+#include "common/text.h"
 
 #define PATH_MAX_FRAMES (CPU_PROFILE_DEPTH_MAX + 5) /* process, activities, threads, thread, the stack, the leaf */
 #define NO_FRAME UINT32_MAX

@@ -22,7 +22,7 @@
 
 #include <stdio.h>
 
-#include "cpu-profile.h"
+#include "eventpipe/cpu-profile.h"
 
 typedef enum ProfileTimelineFormat {
         PROFILE_TIMELINE_SPEEDSCOPE,

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "session-config.h"
-#include "text.h"
+#include "eventpipe/session-config.h"
+#include "common/text.h"
 
 #define METRICS_PROVIDER EVENTPIPE_METRICS_PROVIDER
 #define TPL_PROVIDER "System.Threading.Tasks.TplEventSource"

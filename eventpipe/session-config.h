@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
-#include "eventpipe-provider.h" /* EventPipeConfig, EventPipeProvider, their limits and checks */
+#include "common/cleanup.h"
+#include "common/eventpipe-provider.h" /* EventPipeConfig, EventPipeProvider, their limits and checks */
 
 #define EVENTPIPE_SPEC_MAX 16384      /* bytes of a whole --providers or --counters list */
 #define EVENTPIPE_BUFFER_MB_DEFAULT 256

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "env-secret.h"
+#include "common/cleanup.h"
+#include "policy/env-secret.h"
 
 static char lower(char c) {
         return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;

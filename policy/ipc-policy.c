@@ -7,8 +7,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ipc-policy.h"
-#include "session-config.h"
+#include "policy/ipc-policy.h"
+#include "eventpipe/session-config.h"
 
 PolicyCommand ipc_policy_command(DotnetIpcCommand command) {
         switch (command) {

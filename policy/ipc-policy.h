@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dotnet-ipc.h"
-#include "ipc-request.h"
-#include "policy.h"
+#include "common/dotnet-ipc.h"
+#include "common/ipc-request.h"
+#include "policy/policy.h"
 
 /**
  * ipc_policy_command() - the policy command a request is decided as

@@ -9,12 +9,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cleanup.h"
-#include "duration.h"
-#include "policy-compile.h"
-#include "policy-rule.h"
-#include "session-config.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "common/duration.h"
+#include "policy/policy-compile.h"
+#include "policy/policy-rule.h"
+#include "eventpipe/session-config.h"
+#include "common/text.h"
 
 #define RULE_NAME_MAX 64
 #define DURATION_MAX_USEC (30ULL * 24 * 3600 * USEC_PER_SEC)

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "policy.h"
-#include "toml.h"
+#include "policy/policy.h"
+#include "policy/toml.h"
 
 enum {
         _POLICY_E_SUCCESS,

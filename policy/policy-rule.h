@@ -2,7 +2,7 @@
 /* Internals shared by the policy engine and the policy compiler */
 #pragma once
 
-#include "policy.h"
+#include "policy/policy.h"
 
 #define POLICY_DEFAULT_DUMP_DIR "/var/lib/dsagent/dumps"
 #define POLICY_MAX_CONCURRENT_DUMPS_MAX 64

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "env-secret.h"
-#include "policy.h"
-#include "policy-rule.h"
-#include "session-config.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "policy/env-secret.h"
+#include "policy/policy.h"
+#include "policy/policy-rule.h"
+#include "eventpipe/session-config.h"
+#include "common/text.h"
 
 static const char *const policy_command_names[_POLICY_COMMAND_MAX] = {
         [POLICY_COMMAND_PS] = "ps",

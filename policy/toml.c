@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "text.h"
-#include "toml.h"
+#include "common/cleanup.h"
+#include "common/text.h"
+#include "policy/toml.h"
 
 /* What may still be added to a table or array, by how it was made (TOML 1.0, "Table"). */
 typedef enum Origin {

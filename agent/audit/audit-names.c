@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "audit-names.h"
-#include "cleanup.h"
-#include "duration.h"
-#include "text.h"
+#include "agent/audit/audit-names.h"
+#include "common/cleanup.h"
+#include "common/duration.h"
+#include "common/text.h"
 
 /* Names remembered, users and groups together; the oldest goes first. */
 #define AUDIT_NAMES_CACHED 128

@@ -17,11 +17,11 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "audit-output.h"
-#include "catalog-ids.h"
-#include "cleanup.h"
-#include "test-hooks.h"
-#include "text.h"
+#include "agent/audit/audit-output.h"
+#include "agent/audit/catalog-ids.h"
+#include "common/cleanup.h"
+#include "agent/support/test-hooks.h"
+#include "common/text.h"
 
 #define JOURNAL_SOCKET_PATH "/run/systemd/journal/socket"
 /* The room a decision's record takes, about: the count of the refused waits until the queue has it again. */

@@ -13,7 +13,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "audit-queue.h"
+#include "agent/audit/audit-queue.h"
 
 typedef enum AuditSink {
         AUDIT_SINK_AUTO,    /* the journal if reachable, else stderr */

@@ -12,9 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "audit-queue.h"
-#include "cleanup.h"
-#include "duration.h"
+#include "agent/audit/audit-queue.h"
+#include "common/cleanup.h"
+#include "common/duration.h"
 
 /* After a failure other than "full" (journald gone while it restarts, a disk full), the next try. */
 #define AUDIT_QUEUE_RETRY_USEC (1 * USEC_PER_SEC)

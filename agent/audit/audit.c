@@ -14,16 +14,16 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "audit-queue.h"
-#include "audit.h"
-#include "catalog-ids.h"
-#include "cleanup.h"
-#include "counter-format.h"
-#include "duration.h"
-#include "policy.h"
-#include "test-hooks.h"
-#include "text.h"
-#include "userns.h"
+#include "agent/audit/audit-queue.h"
+#include "agent/audit/audit.h"
+#include "agent/audit/catalog-ids.h"
+#include "common/cleanup.h"
+#include "eventpipe/counter-format.h"
+#include "common/duration.h"
+#include "policy/policy.h"
+#include "agent/support/test-hooks.h"
+#include "common/text.h"
+#include "agent/loop/userns.h"
 
 /* a refused policy lists this many of its errors; the first ones say what to fix */
 #define AUDIT_POLICY_ERRORS_MAX 16

@@ -8,8 +8,8 @@
 
 #include <systemd/sd-event.h>
 
-#include "audit-names.h"
-#include "audit-output.h"
+#include "agent/audit/audit-names.h"
+#include "agent/audit/audit-output.h"
 
 typedef enum AuditDecision {
         AUDIT_DECISION_ALLOWED,

@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admission.h"
-#include "audit.h"
-#include "broker.h"
-#include "collect-dump.h"
-#include "collect.h"
-#include "dump-publish.h"
-#include "dump-take.h"
-#include "target.h"
+#include "agent/loop/admission.h"
+#include "agent/audit/audit.h"
+#include "agent/broker.h"
+#include "agent/collect/collect-dump.h"
+#include "agent/collect/collect.h"
+#include "agent/dumps/dump-publish.h"
+#include "agent/dumps/dump-take.h"
+#include "agent/targets/target.h"
 
 typedef struct CollectDump CollectDump;
 

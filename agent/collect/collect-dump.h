@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 typedef struct Broker Broker;
 typedef struct Target Target;

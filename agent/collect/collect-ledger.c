@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collect-ledger.h"
+#include "agent/collect/collect-ledger.h"
 
 typedef struct LedgerLimit LedgerLimit;
 typedef struct LedgerProcess LedgerProcess;

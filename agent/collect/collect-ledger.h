@@ -22,8 +22,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "collect-trigger.h"
-#include "policy.h"
+#include "agent/collect/collect-trigger.h"
+#include "policy/policy.h"
 
 #define COLLECT_LEDGER_LIMITS_MAX 8192
 

@@ -6,14 +6,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "collect-list.h"
-#include "collect-trigger.h"
-#include "collect.h"
-#include "command-steps.h"
-#include "connection.h"
-#include "crash-collect.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/collect/collect-list.h"
+#include "agent/collect/collect-trigger.h"
+#include "agent/collect/collect.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/loop/connection.h"
+#include "agent/crashes/crash-collect.h"
 
 #define USEC_PER_SEC 1000000ULL
 

@@ -11,7 +11,7 @@
  */
 #pragma once
 
-#include "request.h"
+#include "agent/loop/request.h"
 
 /* One COLLECT frame per table (RULE, COMMAND: its action, PROVIDERS: what it watches, MESSAGE when
  * artifacts of it were removed because their records could not be written, and once its action has ended

@@ -9,15 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "broker.h"
-#include "cleanup.h"
-#include "collect-trace.h"
-#include "collect.h"
-#include "monitor-config.h"
-#include "recorder.h"
-#include "session-config.h"
-#include "target.h"
-#include "worker-pool.h"
+#include "agent/broker.h"
+#include "common/cleanup.h"
+#include "agent/collect/collect-trace.h"
+#include "agent/collect/collect.h"
+#include "eventpipe/monitor-config.h"
+#include "agent/runtime/recorder.h"
+#include "eventpipe/session-config.h"
+#include "agent/targets/target.h"
+#include "agent/workers/worker-pool.h"
 
 #define USEC_PER_SEC 1000000ULL
 /* then.gcdump: how long the heap dump may take to come, as dsctl gcdump's window (session.c); the

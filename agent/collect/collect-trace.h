@@ -42,8 +42,8 @@
 
 #include <sys/types.h>
 
-#include "monitor-view.h"
-#include "policy.h"
+#include "eventpipe/monitor-view.h"
+#include "policy/policy.h"
 
 typedef struct Broker Broker;
 typedef struct Target Target;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collect-trigger.h"
+#include "agent/collect/collect-trigger.h"
 
 static void stamps_init(CollectStamps *s, unsigned capacity) {
         *s = (CollectStamps){ .capacity = capacity };

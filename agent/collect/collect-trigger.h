@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "nettrace.h"
-#include "policy.h"
+#include "eventpipe/nettrace.h"
+#include "policy/policy.h"
 
 typedef enum CollectVerdict {
         COLLECT_QUIET,   /* nothing to do */

@@ -44,10 +44,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "audit.h"
-#include "collect-trigger.h"
-#include "policy.h"
-#include "text.h"
+#include "agent/audit/audit.h"
+#include "agent/collect/collect-trigger.h"
+#include "policy/policy.h"
+#include "common/text.h"
 
 typedef struct Broker Broker;
 typedef struct Collector Collector;

@@ -11,18 +11,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admission.h"
-#include "audit.h"
-#include "broker-state.h"
-#include "cleanup.h"
-#include "collect-ledger.h"
-#include "collect-trigger.h"
-#include "collect.h"
-#include "crash-collect.h"
-#include "crash-core.h"
-#include "crash-entry.h"
-#include "dump-publish.h"
-#include "jobs.h"
+#include "agent/loop/admission.h"
+#include "agent/audit/audit.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/collect/collect-ledger.h"
+#include "agent/collect/collect-trigger.h"
+#include "agent/collect/collect.h"
+#include "agent/crashes/crash-collect.h"
+#include "agent/crashes/crash-core.h"
+#include "agent/crashes/crash-entry.h"
+#include "agent/dumps/dump-publish.h"
+#include "agent/workers/jobs.h"
 
 #define USEC_PER_SEC 1000000ULL
 

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 typedef struct Broker Broker;
 typedef struct CrashCollector CrashCollector;

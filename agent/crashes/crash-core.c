@@ -25,11 +25,11 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "cleanup.h"
-#include "crash-core.h"
-#include "elf-core.h"
-#include "test-hooks.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "agent/crashes/crash-core.h"
+#include "agent/dumps/elf-core.h"
+#include "agent/support/test-hooks.h"
+#include "common/text.h"
 
 #define CRASH_CORE_CHUNK (128u << 10)
 /* xz's decoder may use this much memory at most: the largest dictionary xz -9 makes is 64 MiB */

@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "crash-entry.h"
-#include "dump-writer.h"
+#include "agent/crashes/crash-entry.h"
+#include "agent/dumps/dump-writer.h"
 
 enum {
         _CRASH_CORE_E_SUCCESS,

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "crash-entry.h"
-#include "procfs.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "agent/crashes/crash-entry.h"
+#include "agent/targets/procfs.h"
+#include "common/text.h"
 
 static const char *const compression_suffixes[_CRASH_COMPRESSION_MAX] = {
         [CRASH_COMPRESSION_NONE] = "",

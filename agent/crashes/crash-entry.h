@@ -28,8 +28,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "policy.h"
-#include "procfs.h"
+#include "policy/policy.h"
+#include "agent/targets/procfs.h"
 
 /* SD_MESSAGE_COREDUMP: every entry systemd-coredump writes for a crash */
 #define CRASH_MESSAGE_ID "fc2e22bc6ee647b6b90729ab34a250b1"

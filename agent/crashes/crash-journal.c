@@ -9,9 +9,9 @@
 #include <systemd/sd-id128.h>
 #include <systemd/sd-journal.h>
 
-#include "cgroupfs.h"
-#include "cleanup.h"
-#include "crash-journal.h"
+#include "agent/targets/cgroupfs.h"
+#include "common/cleanup.h"
+#include "agent/crashes/crash-journal.h"
 
 /* An entry of systemd-coredump's has some 40 fields; one with many more is not its */
 #define CRASH_JOURNAL_FIELDS_MAX 256

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "crash-entry.h"
+#include "agent/crashes/crash-entry.h"
 
 /* A place in the journal to go on from (sd_journal_get_cursor()) */
 #define CRASH_JOURNAL_CURSOR_MAX 256

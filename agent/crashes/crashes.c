@@ -16,19 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admission.h"
-#include "broker-state.h"
-#include "cleanup.h"
-#include "command-steps.h"
-#include "connection.h"
-#include "crash-core.h"
-#include "crash-entry.h"
-#include "crashes.h"
-#include "decision.h"
-#include "dump-publish.h"
-#include "jobs.h"
-#include "pam-check.h"
-#include "test-hooks.h"
+#include "agent/loop/admission.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/loop/connection.h"
+#include "agent/crashes/crash-core.h"
+#include "agent/crashes/crash-entry.h"
+#include "agent/crashes/crashes.h"
+#include "agent/decide/decision.h"
+#include "agent/dumps/dump-publish.h"
+#include "agent/workers/jobs.h"
+#include "agent/decide/pam-check.h"
+#include "agent/support/test-hooks.h"
 
 #define USEC_PER_SEC 1000000ULL
 /* A listing stops producing past this much queued until its client reads (as ps does) */

@@ -7,8 +7,8 @@
  */
 #pragma once
 
-#include "request.h"
-#include "wire.h"
+#include "agent/loop/request.h"
+#include "common/wire.h"
 
 /* What a crash one may not see, or that never was, is answered with. */
 #define CRASHES_NO_SUCH_CRASH "no such crash"

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "decision.h"
-#include "pam-check.h"
-#include "ratelimit.h"
+#include "agent/loop/broker-state.h"
+#include "agent/decide/decision.h"
+#include "agent/decide/pam-check.h"
+#include "agent/loop/ratelimit.h"
 
 PolicyRequester requester_of(const Request *req) {
         return (PolicyRequester){

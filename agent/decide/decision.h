@@ -4,9 +4,9 @@
 
 #include <stdbool.h>
 
-#include "connection.h"
-#include "policy.h"
-#include "target.h"
+#include "agent/loop/connection.h"
+#include "policy/policy.h"
+#include "agent/targets/target.h"
 
 PolicyRequester requester_of(const Request *req);
 PolicyTarget policy_target_of(const Target *t);

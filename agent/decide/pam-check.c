@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "pam-check.h"
-#include "sandbox.h"
+#include "common/cleanup.h"
+#include "agent/decide/pam-check.h"
+#include "agent/workers/sandbox.h"
 
 #define PAM_CHECK_QUEUE_MAX 1024
 

@@ -12,7 +12,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 #define PAM_CHECK_SERVICE_MAX 64
 #define PAM_CHECK_MESSAGE_MAX 160

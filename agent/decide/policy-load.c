@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "fileio.h"
-#include "policy-load.h"
-#include "toml.h"
+#include "common/cleanup.h"
+#include "agent/support/fileio.h"
+#include "agent/decide/policy-load.h"
+#include "policy/toml.h"
 
 #define POLICY_FILES_MAX 256
 

@@ -4,8 +4,8 @@
 
 #include <stdbool.h>
 
-#include "policy-compile.h"
-#include "policy.h"
+#include "policy/policy-compile.h"
+#include "policy/policy.h"
 
 /* where the build installs the example policy: /etc for prefix=/usr */
 #define POLICY_DEFAULT_PATH DSAGENT_SYSCONFDIR "/dsagent/policy.toml"

@@ -9,8 +9,8 @@
 #include <sys/acl.h>
 #include <acl/libacl.h>
 
-#include "acl.h"
-#include "cleanup.h"
+#include "agent/dumps/acl.h"
+#include "common/cleanup.h"
 
 static void acl_freep(acl_t *a) {
         if (*a)

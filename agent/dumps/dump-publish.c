@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "dump-publish.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "agent/dumps/dump-publish.h"
+#include "common/text.h"
 
 /* Root's, and writable by root alone (@sticky: or by anyone, with the sticky bit, as /tmp is). */
 static bool dir_is_roots(const struct stat *st, bool sticky) {

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "acl.h"
-#include "policy.h"
+#include "agent/dumps/acl.h"
+#include "policy/policy.h"
 
 enum {
         _DUMP_PUBLISH_E_SUCCESS,

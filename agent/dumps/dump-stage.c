@@ -15,10 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "acl.h"
-#include "cleanup.h"
-#include "dump-stage.h"
-#include "target-view.h"
+#include "agent/dumps/acl.h"
+#include "common/cleanup.h"
+#include "agent/dumps/dump-stage.h"
+#include "agent/targets/target-view.h"
 
 #define STAGE_PREFIX ".dsagent-dump-"
 #define STALE_PREFIX "stale"

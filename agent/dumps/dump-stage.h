@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "target.h"
+#include "agent/targets/target.h"
 
 #define DUMP_STAGE_FIFO "dump"
 

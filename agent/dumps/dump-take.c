@@ -9,21 +9,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "dotnet-ipc.h"
-#include "dump-publish.h"
-#include "dump-stage.h"
-#include "dump-take.h"
-#include "dump-writer.h"
-#include "jobs.h"
-#include "ports.h"
-#include "request.h"
-#include "retention.h"
-#include "runtime-call.h"
-#include "target.h"
-#include "unaligned.h"
-#include "worker-pool.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "common/dotnet-ipc.h"
+#include "agent/dumps/dump-publish.h"
+#include "agent/dumps/dump-stage.h"
+#include "agent/dumps/dump-take.h"
+#include "agent/dumps/dump-writer.h"
+#include "agent/workers/jobs.h"
+#include "agent/ports/ports.h"
+#include "agent/loop/request.h"
+#include "agent/dumps/retention.h"
+#include "agent/runtime/runtime-call.h"
+#include "agent/targets/target.h"
+#include "common/unaligned.h"
+#include "agent/workers/worker-pool.h"
 
 #define USEC_PER_SEC 1000000ULL
 

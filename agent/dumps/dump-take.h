@@ -18,8 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "policy.h"
-#include "wire.h"
+#include "policy/policy.h"
+#include "common/wire.h"
 
 typedef struct Broker Broker;
 typedef struct Target Target;

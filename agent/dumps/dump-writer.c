@@ -10,10 +10,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "dump-publish.h"
-#include "dump-writer.h"
-#include "elf-core.h"
+#include "common/cleanup.h"
+#include "agent/dumps/dump-publish.h"
+#include "agent/dumps/dump-writer.h"
+#include "agent/dumps/elf-core.h"
 
 #define SPLICE_CHUNK (1 << 20)
 #define ELF_HEAD_READ 4096

@@ -12,8 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dump-publish.h"
-#include "policy.h"
+#include "agent/dumps/dump-publish.h"
+#include "policy/policy.h"
 
 enum {
         _DUMP_WRITER_E_SUCCESS,

@@ -2,8 +2,8 @@
 /* dump: a core dump of a target, staged in its view, published for exactly the right readers */
 #pragma once
 
-#include "connection.h"
-#include "wire.h"
+#include "agent/loop/connection.h"
+#include "common/wire.h"
 
 void dump_start(Request *req, const WireMessage *m);
 /* What becomes of a dump once it is whole. */

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "elf-core.h"
+#include "agent/dumps/elf-core.h"
 
 #define PN_XNUM_VALUE 0xffff
 

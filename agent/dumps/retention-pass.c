@@ -13,11 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "dump-publish.h"
-#include "retention-pass.h"
-#include "retention-plan.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "agent/dumps/dump-publish.h"
+#include "agent/dumps/retention-pass.h"
+#include "agent/dumps/retention-plan.h"
+#include "common/text.h"
 
 /* One artifact as listed, with the labels its records name. */
 typedef struct Artifact {

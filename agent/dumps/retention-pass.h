@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dump-writer.h"
-#include "policy.h"
+#include "agent/dumps/dump-writer.h"
+#include "policy/policy.h"
 
 /* Removals one pass makes at most: a pass is bounded work; the agent runs another when more are due. */
 #define RETENTION_PASS_REMOVALS_MAX 64

@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cleanup.h"
-#include "retention-plan.h"
+#include "common/cleanup.h"
+#include "agent/dumps/retention-plan.h"
 
 const char *retention_reason_to_string(RetentionReason r) {
         static const char *const names[_RETENTION_REASON_MAX] = {

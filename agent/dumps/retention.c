@@ -9,14 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "broker-state.h"
-#include "cleanup.h"
-#include "jobs.h"
-#include "retention-pass.h"
-#include "retention-plan.h"
-#include "retention.h"
-#include "text.h"
+#include "agent/audit/audit.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/workers/jobs.h"
+#include "agent/dumps/retention-pass.h"
+#include "agent/dumps/retention-plan.h"
+#include "agent/dumps/retention.h"
+#include "common/text.h"
 
 /* A pass that could not run (no worker yet, or none free) is tried again this much later. */
 #define RETENTION_RETRY_USEC (1000000ULL)

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "admission.h"
+#include "agent/loop/admission.h"
 
 typedef struct Running {
         AdmissionKind kind;

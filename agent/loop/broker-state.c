@@ -2,7 +2,7 @@
 /* What modules ask of the agent's state (broker-state.h): whether the policy is broken, the request budget */
 #include <systemd/sd-event.h>
 
-#include "broker-state.h"
+#include "agent/loop/broker-state.h"
 
 bool broker_policy_refuses(const Broker *b, uid_t uid) {
         return b->policy_problem && uid != 0;

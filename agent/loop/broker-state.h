@@ -11,11 +11,11 @@
 
 #include <systemd/sd-event.h>
 
-#include "admission.h"
-#include "audit.h"
-#include "policy.h"
-#include "ratelimit.h"
-#include "request-budget.h"
+#include "agent/loop/admission.h"
+#include "agent/audit/audit.h"
+#include "policy/policy.h"
+#include "agent/loop/ratelimit.h"
+#include "agent/loop/request-budget.h"
 
 typedef struct Connection Connection;
 typedef struct Request Request;

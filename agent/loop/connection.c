@@ -11,10 +11,10 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "connection.h"
-#include "test-hooks.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/loop/connection.h"
+#include "agent/support/test-hooks.h"
 
 /* What a client sent past its request is discarded before closing, up to this. */
 #define CONNECTION_DISCARD_MAX (256 * 1024)

@@ -12,10 +12,10 @@
 
 #include <systemd/sd-event.h>
 
-#include "holders.h"
-#include "request.h"
-#include "sockopt.h"
-#include "wire.h"
+#include "agent/loop/holders.h"
+#include "agent/loop/request.h"
+#include "agent/loop/sockopt.h"
+#include "common/wire.h"
 
 typedef struct Broker Broker;
 

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "holders.h"
+#include "agent/loop/holders.h"
 
 #define HOLDERS_BUCKETS 256
 

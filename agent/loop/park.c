@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "park.h"
+#include "agent/loop/park.h"
 
 typedef struct Parked {
         int fd;

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 
-#include "pidfd.h"
+#include "agent/loop/pidfd.h"
 
 #ifndef PID_FS_MAGIC
 #define PID_FS_MAGIC 0x50494446

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "ratelimit.h"
+#include "common/cleanup.h"
+#include "agent/loop/ratelimit.h"
 
 /* Requesters are bounded by the users of the host; past this, fail closed. */
 #define RATE_LIMITER_BUCKETS_MAX 65536

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "policy.h"
+#include "policy/policy.h"
 
 enum {
         _RATE_LIMIT_E_SUCCESS,

@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "request-budget.h"
+#include "agent/loop/request-budget.h"
 
 #define USEC_PER_SEC 1000000ULL
 

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "connection.h"
-#include "dotnet-ipc.h"
-#include "pam-check.h"
-#include "request.h"
-#include "target-cache.h"
-#include "worker-pool.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/loop/connection.h"
+#include "common/dotnet-ipc.h"
+#include "agent/decide/pam-check.h"
+#include "agent/loop/request.h"
+#include "agent/targets/target-cache.h"
+#include "agent/workers/worker-pool.h"
 
 void request_init(Request *req, Connection *c, uint64_t id) {
         *req = (Request){ .connection = c, .broker = c->broker, .id = id, .peer = &c->peer };

@@ -11,11 +11,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "audit.h"
-#include "policy.h"
-#include "sockopt.h"
-#include "target.h"
-#include "wire.h"
+#include "agent/audit/audit.h"
+#include "policy/policy.h"
+#include "agent/loop/sockopt.h"
+#include "agent/targets/target.h"
+#include "common/wire.h"
 
 typedef struct Broker Broker;
 typedef struct Connection Connection;

@@ -16,13 +16,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "fileio.h"
-#include "pidfd.h"
-#include "procfs.h"
-#include "sockopt.h"
-#include "test-hooks.h"
-#include "userns.h"
+#include "common/cleanup.h"
+#include "agent/support/fileio.h"
+#include "agent/loop/pidfd.h"
+#include "agent/targets/procfs.h"
+#include "agent/loop/sockopt.h"
+#include "agent/support/test-hooks.h"
+#include "agent/loop/userns.h"
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77

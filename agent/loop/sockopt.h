@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "pidfd.h"
+#include "agent/loop/pidfd.h"
 
 #define PEER_GROUPS_MAX 65536
 

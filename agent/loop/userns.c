@@ -12,10 +12,10 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 
-#include "cleanup.h"
-#include "pidfd.h"
-#include "test-hooks.h"
-#include "userns.h"
+#include "common/cleanup.h"
+#include "agent/loop/pidfd.h"
+#include "agent/support/test-hooks.h"
+#include "agent/loop/userns.h"
 
 /* The kernel nests user namespaces at most 32 deep; one more step would be a loop. */
 #define USERNS_DEPTH_MAX 33

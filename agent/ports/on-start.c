@@ -11,16 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "decision.h"
-#include "dotnet-ipc.h"
-#include "jobs.h"
-#include "on-start.h"
-#include "ports.h"
-#include "recorder.h"
-#include "runtime-call.h"
-#include "session-config.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/decide/decision.h"
+#include "common/dotnet-ipc.h"
+#include "agent/workers/jobs.h"
+#include "agent/ports/on-start.h"
+#include "agent/ports/ports.h"
+#include "agent/runtime/recorder.h"
+#include "agent/runtime/runtime-call.h"
+#include "eventpipe/session-config.h"
 
 /* A startup trace's jobs are its runtime's owner's (StartupTrace.uid), one trace of each owner at a time:
  * its worker is one of the owner's BROKER_WORKERS_PER_USER. */

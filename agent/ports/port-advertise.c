@@ -22,22 +22,22 @@
 
 #include <systemd/sd-event.h>
 
-#include "acl.h"
-#include "audit.h"
-#include "broker-state.h"
-#include "array.h"
-#include "cleanup.h"
-#include "dotnet-ipc.h"
-#include "fileio.h"
-#include "on-start.h"
-#include "ports.h"
-#include "procfs.h"
-#include "runtime-call.h"
-#include "sockopt.h"
-#include "test-hooks.h"
-#include "text.h"
+#include "agent/dumps/acl.h"
+#include "agent/audit/audit.h"
+#include "agent/loop/broker-state.h"
+#include "common/array.h"
+#include "common/cleanup.h"
+#include "common/dotnet-ipc.h"
+#include "agent/support/fileio.h"
+#include "agent/ports/on-start.h"
+#include "agent/ports/ports.h"
+#include "agent/targets/procfs.h"
+#include "agent/runtime/runtime-call.h"
+#include "agent/loop/sockopt.h"
+#include "agent/support/test-hooks.h"
+#include "common/text.h"
 
-#include "ports-internal.h"
+#include "agent/ports/ports-internal.h"
 
 /* ---- reading the advertise ---- */
 

@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "policy.h"
-#include "target.h"
+#include "policy/policy.h"
+#include "agent/targets/target.h"
 
 typedef struct Broker Broker;
 typedef struct Ports Ports;

@@ -8,16 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "command-steps.h"
-#include "decision.h"
-#include "dotnet-ipc.h"
-#include "ports.h"
-#include "procfs.h"
-#include "runtime-call.h"
-#include "startup.h"
-#include "test-hooks.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/decide/decision.h"
+#include "common/dotnet-ipc.h"
+#include "agent/ports/ports.h"
+#include "agent/targets/procfs.h"
+#include "agent/runtime/runtime-call.h"
+#include "agent/ports/startup.h"
+#include "agent/support/test-hooks.h"
 
 /*
  * One request's question to a runtime about its startup: the ProcessInfo

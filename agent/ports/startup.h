@@ -2,8 +2,8 @@
 /* Runtimes suspended at startup: how the agent tells one, what it answers for one, and resume */
 #pragma once
 
-#include "request.h"
-#include "wire.h"
+#include "agent/loop/request.h"
+#include "common/wire.h"
 
 /*
  * A runtime told to pause at startup (DOTNET_DefaultDiagnosticPortSuspend,

@@ -8,19 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "command-steps.h"
-#include "connection.h"
-#include "decision.h"
-#include "dotnet-ipc.h"
-#include "jobs.h"
-#include "ports.h"
-#include "policy.h"
-#include "runtime-call.h"
-#include "target-cache.h"
-#include "test-hooks.h"
-#include "text.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/loop/connection.h"
+#include "agent/decide/decision.h"
+#include "common/dotnet-ipc.h"
+#include "agent/workers/jobs.h"
+#include "agent/ports/ports.h"
+#include "policy/policy.h"
+#include "agent/runtime/runtime-call.h"
+#include "agent/targets/target-cache.h"
+#include "agent/support/test-hooks.h"
+#include "common/text.h"
 
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         char buf[WIRE_STRING_MAX + 1];

@@ -8,10 +8,10 @@
  */
 #pragma once
 
-#include "dotnet-ipc.h"
-#include "request.h"
-#include "runtime-call.h"
-#include "wire.h"
+#include "common/dotnet-ipc.h"
+#include "agent/loop/request.h"
+#include "agent/runtime/runtime-call.h"
+#include "common/wire.h"
 
 /*
  * Before anything is looked at: whether the client asked for PROGRESS frames, and if so the first,

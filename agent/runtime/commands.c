@@ -3,21 +3,21 @@
  * The commands a client asks for (commands.h): which module carries out each request; the loop calls
  * it through Broker.dispatch.
  */
-#include "broker-state.h"
-#include "collect-list.h"
-#include "command-steps.h"
-#include "commands.h"
-#include "crashes.h"
-#include "dump.h"
-#include "env.h"
-#include "explain.h"
-#include "info.h"
-#include "policy.h"
-#include "proxy.h"
-#include "ps.h"
-#include "resolve.h"
-#include "session.h"
-#include "startup.h"
+#include "agent/loop/broker-state.h"
+#include "agent/collect/collect-list.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/runtime/commands.h"
+#include "agent/crashes/crashes.h"
+#include "agent/dumps/dump.h"
+#include "agent/runtime/env.h"
+#include "agent/runtime/explain.h"
+#include "agent/runtime/info.h"
+#include "policy/policy.h"
+#include "agent/runtime/proxy.h"
+#include "agent/runtime/ps.h"
+#include "agent/runtime/resolve.h"
+#include "agent/runtime/session.h"
+#include "agent/ports/startup.h"
 
 /* The command a request's audit record names; NULL for what is no request. */
 static const char *command_name(uint16_t type) {

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "command-steps.h"
-#include "decision.h"
-#include "env.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/decide/decision.h"
+#include "agent/runtime/env.h"
 
 /*
  * The most of an environment block env reads. The variables go to the client in frames

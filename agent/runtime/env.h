@@ -13,11 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "audit.h"
-#include "connection.h"
-#include "dotnet-ipc.h"
-#include "runtime-call.h"
-#include "wire.h"
+#include "agent/audit/audit.h"
+#include "agent/loop/connection.h"
+#include "common/dotnet-ipc.h"
+#include "agent/runtime/runtime-call.h"
+#include "common/wire.h"
 
 /* What the block read: the bytes as the runtime sent them, and their variables, decoded strictly. */
 typedef void (*EnvBlockRead)(Request *req, const uint8_t *block, size_t size, const DotnetEnvironment *env);

@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cleanup.h"
-#include "command-steps.h"
-#include "connection.h"
-#include "decision.h"
-#include "explain.h"
-#include "policy.h"
-#include "session-config.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/loop/connection.h"
+#include "agent/decide/decision.h"
+#include "agent/runtime/explain.h"
+#include "policy/policy.h"
+#include "eventpipe/session-config.h"
 
 /* A trace asked about by its providers: what they are, for the policy and for the answer. */
 typedef struct ExplainTrace {

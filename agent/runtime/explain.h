@@ -2,8 +2,8 @@
 /* explain: would the caller be allowed, and by which rule or why not */
 #pragma once
 
-#include "request.h"
-#include "wire.h"
+#include "agent/loop/request.h"
+#include "common/wire.h"
 
 /*
  * Decides the command @m asks about, for the process it names, as it would be decided, and answers

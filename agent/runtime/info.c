@@ -6,15 +6,15 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "cleanup.h"
-#include "command-steps.h"
-#include "connection.h"
-#include "decision.h"
-#include "dotnet-ipc.h"
-#include "info.h"
-#include "policy.h"
-#include "runtime-call.h"
-#include "test-hooks.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/loop/connection.h"
+#include "agent/decide/decision.h"
+#include "common/dotnet-ipc.h"
+#include "agent/runtime/info.h"
+#include "policy/policy.h"
+#include "agent/runtime/runtime-call.h"
+#include "agent/support/test-hooks.h"
 
 typedef struct InfoWork {
         Request *request;

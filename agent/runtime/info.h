@@ -2,8 +2,8 @@
 /* info: what the runtime of one process says of it (ProcessInfo), under policy */
 #pragma once
 
-#include "request.h"
-#include "wire.h"
+#include "agent/loop/request.h"
+#include "common/wire.h"
 
 /* Opens the process @m names, decides, asks its runtime for ProcessInfo and answers with it. */
 void info_start(Request *req, const WireMessage *m);

@@ -8,21 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "command-steps.h"
-#include "decision.h"
-#include "dotnet-ipc.h"
-#include "dump.h"
-#include "env.h"
-#include "ipc-policy.h"
-#include "ipc-request.h"
-#include "proxy.h"
-#include "runtime-call.h"
-#include "session.h"
-#include "startup.h"
-#include "text.h"
-#include "unaligned.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/decide/decision.h"
+#include "common/dotnet-ipc.h"
+#include "agent/dumps/dump.h"
+#include "agent/runtime/env.h"
+#include "policy/ipc-policy.h"
+#include "common/ipc-request.h"
+#include "agent/runtime/proxy.h"
+#include "agent/runtime/runtime-call.h"
+#include "agent/runtime/session.h"
+#include "agent/ports/startup.h"
+#include "common/text.h"
+#include "common/unaligned.h"
 
 /*
  * The most of a runtime's environment block relayed to a tool. The frames

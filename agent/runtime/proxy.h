@@ -8,8 +8,8 @@
  */
 #pragma once
 
-#include "connection.h"
-#include "wire.h"
+#include "agent/loop/connection.h"
+#include "common/wire.h"
 
 /*
  * proxy_start() - serve one proxied IPC request

@@ -9,18 +9,18 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "broker-state.h"
-#include "candidate-walk.h"
-#include "cleanup.h"
-#include "command-steps.h"
-#include "connection.h"
-#include "decision.h"
-#include "jobs.h"
-#include "pam-check.h"
-#include "policy.h"
-#include "ports.h"
-#include "ps.h"
-#include "test-hooks.h"
+#include "agent/loop/broker-state.h"
+#include "agent/targets/candidate-walk.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/loop/connection.h"
+#include "agent/decide/decision.h"
+#include "agent/workers/jobs.h"
+#include "agent/decide/pam-check.h"
+#include "policy/policy.h"
+#include "agent/ports/ports.h"
+#include "agent/runtime/ps.h"
+#include "agent/support/test-hooks.h"
 
 /* A listing's probe of one process gets this long: one stuck process must not hold up the rest. */
 #define PS_PROBE_TIMEOUT_USEC (2 * 1000000ULL)

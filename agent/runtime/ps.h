@@ -2,8 +2,8 @@
 /* ps: the .NET processes the caller may act on */
 #pragma once
 
-#include "request.h"
-#include "wire.h"
+#include "agent/loop/request.h"
+#include "common/wire.h"
 
 /* Lists the processes the requester may act on, one frame each, as they are probed (ps.c says how). */
 void ps_start(Request *req);

@@ -15,15 +15,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "dotnet-ipc.h"
-#include "dump-publish.h"
-#include "dump-writer.h"
-#include "jobs.h"
-#include "recorder.h"
-#include "runtime-call.h"
-#include "target.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "common/dotnet-ipc.h"
+#include "agent/dumps/dump-publish.h"
+#include "agent/dumps/dump-writer.h"
+#include "agent/workers/jobs.h"
+#include "agent/runtime/recorder.h"
+#include "agent/runtime/runtime-call.h"
+#include "agent/targets/target.h"
 
 #define USEC_PER_SEC 1000000ULL
 /* After StopTracing the runtime writes its rundown, then ends the stream (as session.c allows). */

@@ -27,11 +27,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "acl.h"
-#include "audit.h"
-#include "monitor-view.h"
-#include "policy.h"
-#include "session-config.h"
+#include "agent/dumps/acl.h"
+#include "agent/audit/audit.h"
+#include "eventpipe/monitor-view.h"
+#include "policy/policy.h"
+#include "eventpipe/session-config.h"
 
 typedef struct Broker Broker;
 typedef struct Recorder Recorder;

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cleanup.h"
-#include "command-steps.h"
-#include "connection.h"
-#include "resolve.h"
+#include "common/cleanup.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/loop/connection.h"
+#include "agent/runtime/resolve.h"
 
 static void resolve_opened(Request *req) {
         _cleanup_free_ WireWriter *w = malloc(sizeof(*w));

@@ -2,8 +2,8 @@
 /* resolve: which process a request's PID or UNIT names for the caller (dsctl exec UNIT) */
 #pragma once
 
-#include "request.h"
-#include "wire.h"
+#include "agent/loop/request.h"
+#include "common/wire.h"
 
 /*
  * Opens the process @m names, exactly as any command about one process does (commands_open_target():

@@ -10,8 +10,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "runtime-call.h"
+#include "common/cleanup.h"
+#include "agent/runtime/runtime-call.h"
 
 /*
  * Most requests and replies are a few hundred bytes. Larger ones get an

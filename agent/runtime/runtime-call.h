@@ -7,7 +7,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "dotnet-ipc.h"
+#include "common/dotnet-ipc.h"
 
 enum {
         _RUNTIME_CALL_E_SUCCESS,

@@ -15,22 +15,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "broker-state.h"
-#include "command-steps.h"
-#include "decision.h"
-#include "dotnet-ipc.h"
-#include "ipc-policy.h"
-#include "ipc-request.h"
-#include "monitor-config.h"
-#include "runtime-call.h"
-#include "session-config.h"
-#include "ports.h"
-#include "session.h"
-#include "startup.h"
-#include "test-hooks.h"
-#include "text.h"
-#include "unaligned.h"
+#include "common/cleanup.h"
+#include "agent/loop/broker-state.h"
+#include "agent/runtime/command-steps.h"
+#include "agent/decide/decision.h"
+#include "common/dotnet-ipc.h"
+#include "policy/ipc-policy.h"
+#include "common/ipc-request.h"
+#include "eventpipe/monitor-config.h"
+#include "agent/runtime/runtime-call.h"
+#include "eventpipe/session-config.h"
+#include "agent/ports/ports.h"
+#include "agent/runtime/session.h"
+#include "agent/ports/startup.h"
+#include "agent/support/test-hooks.h"
+#include "common/text.h"
+#include "common/unaligned.h"
 
 #define USEC_PER_SEC 1000000ULL
 /* A pipe this large lets one splice move a whole runtime block (about 100 KiB) and more. */

@@ -6,10 +6,10 @@
  */
 #pragma once
 
-#include "connection.h"
-#include "ipc-request.h"
-#include "target.h"
-#include "wire.h"
+#include "agent/loop/connection.h"
+#include "common/ipc-request.h"
+#include "agent/targets/target.h"
+#include "common/wire.h"
 
 void session_start_trace(Request *req, const WireMessage *m);
 void session_start_counters(Request *req, const WireMessage *m);

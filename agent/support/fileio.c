@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "fileio.h"
+#include "common/cleanup.h"
+#include "agent/support/fileio.h"
 
 /**
  * read_fd_bounded() - read at most @max bytes from @fd

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "test-hooks.h"
+#include "agent/support/test-hooks.h"
 
 #if DSAGENT_TEST_HOOKS
 #define NSEC_PER_SEC 1000000000L

@@ -7,13 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker-state.h"
-#include "candidate-walk.h"
-#include "cleanup.h"
-#include "decision.h"
-#include "discover.h"
-#include "jobs.h"
-#include "test-hooks.h"
+#include "agent/loop/broker-state.h"
+#include "agent/targets/candidate-walk.h"
+#include "common/cleanup.h"
+#include "agent/decide/decision.h"
+#include "agent/targets/discover.h"
+#include "agent/workers/jobs.h"
+#include "agent/support/test-hooks.h"
 
 typedef struct WalkGroup WalkGroup;
 

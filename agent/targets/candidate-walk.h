@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "request.h"
+#include "agent/loop/request.h"
 
 typedef struct CandidateWalks CandidateWalks;
 typedef struct CandidateWaiter CandidateWaiter;

@@ -10,8 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cgroupfs.h"
-#include "cleanup.h"
+#include "agent/targets/cgroupfs.h"
+#include "common/cleanup.h"
 
 /* One component below @dir_fd, O_PATH, never through a symlink; across a mount only if @may_cross. */
 static int open_below(int dir_fd, const char *name, bool may_cross) {

@@ -12,7 +12,7 @@
 
 #include <stdbool.h>
 
-#include "procfs.h"
+#include "agent/targets/procfs.h"
 
 /* Where cgroupfs is, in the agent's mount namespace (relative to its cgroup namespace, as /proc/PID/cgroup) */
 #define CGROUPFS_MOUNT "/sys/fs/cgroup"

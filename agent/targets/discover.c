@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "discover.h"
-#include "fileio.h"
-#include "procfs.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "agent/targets/discover.h"
+#include "agent/support/fileio.h"
+#include "agent/targets/procfs.h"
+#include "common/text.h"
 
 /* A network namespace's table of a big container host is a few MB. */
 #define UNIX_TABLE_MAX (32 * 1024 * 1024)

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "mountinfo.h"
+#include "common/cleanup.h"
+#include "agent/targets/mountinfo.h"
 
 /* Fields 1 to 6 come before the optional fields, then "-", type, source, options. */
 #define MOUNTINFO_FIXED_FIELDS 6

@@ -12,9 +12,9 @@
 #include <strings.h>
 #include <sys/auxv.h>
 
-#include "cleanup.h"
-#include "procfs.h"
-#include "wire.h"
+#include "common/cleanup.h"
+#include "agent/targets/procfs.h"
+#include "common/wire.h"
 
 /*
  * procfs_parse_stat_start_time() - field 22 (starttime) of /proc/PID/stat

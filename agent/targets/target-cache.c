@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "target-cache.h"
+#include "agent/targets/target-cache.h"
 
 /* What the kernel shows of a process's ids without a read of its files. */
 typedef struct TargetIds {

@@ -59,7 +59,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "target.h"
+#include "agent/targets/target.h"
 
 /* Entries at most; each holds three fds (pidfd, /proc/PID, socket): broker.c counts them. */
 #define TARGET_CACHE_MAX 8

@@ -14,12 +14,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "fileio.h"
-#include "target-view.h"
-#include "test-hooks.h"
-#include "target.h"
-#include "text.h"
+#include "common/cleanup.h"
+#include "agent/support/fileio.h"
+#include "agent/targets/target-view.h"
+#include "agent/support/test-hooks.h"
+#include "agent/targets/target.h"
+#include "common/text.h"
 
 #define FDINFO_MAX 4096
 

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "mountinfo.h"
+#include "agent/targets/mountinfo.h"
 
 typedef struct Target Target;
 

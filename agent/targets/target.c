@@ -18,13 +18,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "cgroupfs.h"
-#include "cleanup.h"
-#include "fileio.h"
-#include "procfs.h"
-#include "target-view.h"
-#include "sockopt.h"
-#include "target.h"
+#include "agent/targets/cgroupfs.h"
+#include "common/cleanup.h"
+#include "agent/support/fileio.h"
+#include "agent/targets/procfs.h"
+#include "agent/targets/target-view.h"
+#include "agent/loop/sockopt.h"
+#include "agent/targets/target.h"
 
 
 #define PROC_SMALL_FILE_MAX (64 * 1024)

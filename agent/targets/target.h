@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cleanup.h"
-#include "procfs.h"
+#include "common/cleanup.h"
+#include "agent/targets/procfs.h"
 
 enum {
         _TARGET_E_SUCCESS,

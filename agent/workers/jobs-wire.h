@@ -11,16 +11,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "audit.h"
-#include "crash-journal.h"
-#include "discover.h"
-#include "dump-writer.h"
-#include "jobs.h"
-#include "monitor-view.h"
-#include "nettrace.h"
-#include "retention-pass.h"
-#include "target.h"
-#include "worker-pool.h"
+#include "agent/audit/audit.h"
+#include "agent/crashes/crash-journal.h"
+#include "agent/targets/discover.h"
+#include "agent/dumps/dump-writer.h"
+#include "agent/workers/jobs.h"
+#include "eventpipe/monitor-view.h"
+#include "eventpipe/nettrace.h"
+#include "agent/dumps/retention-pass.h"
+#include "agent/targets/target.h"
+#include "agent/workers/worker-pool.h"
 
 /* The supplementary groups a job carries for the requester; a user in more is decided without them
  * in listings (fail closed: fewer rules match). */

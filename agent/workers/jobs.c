@@ -13,13 +13,13 @@
 #include <string.h>
 #include <sys/param.h>
 
-#include "broker-state.h"
-#include "cleanup.h"
-#include "crash-journal.h"
-#include "dump-stage.h"
-#include "dump-writer.h"
-#include "jobs-wire.h"
-#include "jobs.h"
+#include "agent/loop/broker-state.h"
+#include "common/cleanup.h"
+#include "agent/crashes/crash-journal.h"
+#include "agent/dumps/dump-stage.h"
+#include "agent/dumps/dump-writer.h"
+#include "agent/workers/jobs-wire.h"
+#include "agent/workers/jobs.h"
 
 /* A job's request goes on the heap: some are several KiB, and the pool copies it anyway. */
 static JobRequest *request_new(JobType type) {

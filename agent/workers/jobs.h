@@ -18,17 +18,17 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "crash-journal.h"
-#include "discover.h"
-#include "dump-stage.h"
-#include "dump-writer.h"
-#include "monitor-view.h"
-#include "policy.h"
-#include "procfs.h"
-#include "retention-pass.h"
-#include "request.h"
-#include "target.h"
-#include "worker-pool.h"
+#include "agent/crashes/crash-journal.h"
+#include "agent/targets/discover.h"
+#include "agent/dumps/dump-stage.h"
+#include "agent/dumps/dump-writer.h"
+#include "eventpipe/monitor-view.h"
+#include "policy/policy.h"
+#include "agent/targets/procfs.h"
+#include "agent/dumps/retention-pass.h"
+#include "agent/loop/request.h"
+#include "agent/targets/target.h"
+#include "agent/workers/worker-pool.h"
 
 typedef struct Broker Broker;
 

@@ -19,9 +19,9 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "sandbox.h"
-#include "userns.h"
+#include "common/cleanup.h"
+#include "agent/workers/sandbox.h"
+#include "agent/loop/userns.h"
 
 /*
  * What the agent keeps, and why; nothing else, not even in the bounding set:

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "worker-pool.h"
+#include "agent/workers/worker-pool.h"
 
 typedef struct Worker Worker;
 

@@ -20,7 +20,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "cleanup.h"
+#include "common/cleanup.h"
 
 /* One message each way, whole (SOCK_SEQPACKET), with at most this many fds. */
 #define WORKER_MESSAGE_MAX (64 * 1024)

@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "dotnet-ipc.h"
-#include "fuzz.h"
+#include "common/dotnet-ipc.h"
+#include "tests/fuzz/fuzz.h"
 
 static uint64_t le64(const uint8_t *p) {
         uint64_t v = 0;

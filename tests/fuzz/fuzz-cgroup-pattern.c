@@ -17,9 +17,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "policy.h"
-#include "text.h"
+#include "tests/fuzz/fuzz.h"
+#include "policy/policy.h"
+#include "common/text.h"
 
 #define COMPONENTS_MAX 300
 

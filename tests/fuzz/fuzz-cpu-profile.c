@@ -18,13 +18,13 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "cpu-profile.h"
-#include "flame-svg.h"
-#include "fuzz.h"
-#include "nettrace.h"
-#include "profile-pprof.h"
-#include "profile-timeline.h"
-#include "text.h"
+#include "eventpipe/cpu-profile.h"
+#include "eventpipe/flame-svg.h"
+#include "tests/fuzz/fuzz.h"
+#include "eventpipe/nettrace.h"
+#include "eventpipe/profile-pprof.h"
+#include "eventpipe/profile-timeline.h"
+#include "common/text.h"
 
 typedef struct Spool {
         uint8_t *data;

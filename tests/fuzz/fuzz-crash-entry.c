@@ -14,8 +14,8 @@
  */
 #include <string.h>
 
-#include "crash-entry.h"
-#include "fuzz.h"
+#include "agent/crashes/crash-entry.h"
+#include "tests/fuzz/fuzz.h"
 
 #define MACHINE "3d1219c7c4c5404aaa1f6d2a48adfda4"
 

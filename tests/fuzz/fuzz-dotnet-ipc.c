@@ -19,9 +19,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "dotnet-ipc.h"
-#include "fuzz.h"
-#include "text.h"
+#include "common/dotnet-ipc.h"
+#include "tests/fuzz/fuzz.h"
+#include "common/text.h"
 
 /* dotnet_ipc_string_encode()'s limit on UTF-16 units, NUL included */
 #define STRING_UNITS_MAX ((DOTNET_IPC_MESSAGE_MAX - DOTNET_IPC_HEADER_SIZE - 4) / 2)

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "duration.h"
-#include "fuzz.h"
+#include "common/duration.h"
+#include "tests/fuzz/fuzz.h"
 
 static bool is_digit(char c) {
         return c >= '0' && c <= '9';

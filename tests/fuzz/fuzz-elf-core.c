@@ -14,8 +14,8 @@
  *   - whether the NT_FILE note names libcoreclr.so (elf_core_maps_file()) asks for more only past
  *     what it had and within ELF_CORE_HEADERS_MAX, and reads nothing past @size.
  */
-#include "elf-core.h"
-#include "fuzz.h"
+#include "agent/dumps/elf-core.h"
+#include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t needed = 0, have = size < 64 ? size : 64;

@@ -15,9 +15,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "env-secret.h"
-#include "fuzz.h"
-#include "policy.h"
+#include "policy/env-secret.h"
+#include "tests/fuzz/fuzz.h"
+#include "policy/policy.h"
 
 #define INPUT_MAX (64u * 1024u)
 

@@ -20,10 +20,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "dotnet-ipc.h"
-#include "fuzz.h"
-#include "policy.h"
-#include "text.h"
+#include "common/dotnet-ipc.h"
+#include "tests/fuzz/fuzz.h"
+#include "policy/policy.h"
+#include "common/text.h"
 
 /* Past these, the recursive reference would be slow; the matcher is still run. */
 #define REFERENCE_PATTERN_MAX 24

@@ -19,10 +19,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "gcdump-heap.h"
-#include "nettrace.h"
-#include "text.h"
+#include "tests/fuzz/fuzz.h"
+#include "eventpipe/gcdump-heap.h"
+#include "eventpipe/nettrace.h"
+#include "common/text.h"
 
 static int on_header(const NettraceHeader *h, void *userdata) {
         gcdump_heap_set_pointer_size(userdata, h->pointer_size);

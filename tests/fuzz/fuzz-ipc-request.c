@@ -21,10 +21,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "ipc-policy.h"
-#include "ipc-request.h"
-#include "text.h"
+#include "tests/fuzz/fuzz.h"
+#include "policy/ipc-policy.h"
+#include "common/ipc-request.h"
+#include "common/text.h"
 
 static bool string_ok(const char *s, size_t max, bool required) {
         if (!s)

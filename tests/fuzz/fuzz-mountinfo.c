@@ -18,8 +18,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "mountinfo.h"
+#include "tests/fuzz/fuzz.h"
+#include "agent/targets/mountinfo.h"
 
 static bool is_parent_or_same(const char *parent, const char *path) {
         size_t len = strlen(parent);

@@ -19,10 +19,10 @@
  */
 #include <string.h>
 
-#include "fuzz.h"
-#include "monitor-events.h"
-#include "nettrace.h"
-#include "text.h"
+#include "tests/fuzz/fuzz.h"
+#include "eventpipe/monitor-events.h"
+#include "eventpipe/nettrace.h"
+#include "common/text.h"
 
 typedef struct Seen {
         unsigned headers, metadata, events, values, counters, monitored;

@@ -20,9 +20,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "policy-compile.h"
-#include "toml.h"
+#include "tests/fuzz/fuzz.h"
+#include "policy/policy-compile.h"
+#include "policy/toml.h"
 
 /* Every name resolves, so that the fuzzer reaches past readers and targets.users; "nobody" does not. */
 static int any_user(const char *name, uid_t *ret, void *userdata) {

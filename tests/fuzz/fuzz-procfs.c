@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "procfs.h"
-#include "text.h"
+#include "tests/fuzz/fuzz.h"
+#include "agent/targets/procfs.h"
+#include "common/text.h"
 
 /* A copy with two NULs appended, so that string functions stop inside it. */
 static char *terminated_copy(const char *buf, size_t n) {

@@ -21,8 +21,8 @@
 #include <string.h>
 
 #include "../unit/property.h"
-#include "counter-format.h"
-#include "fuzz.h"
+#include "eventpipe/counter-format.h"
+#include "tests/fuzz/fuzz.h"
 
 #define TEXT_MAX 4096
 

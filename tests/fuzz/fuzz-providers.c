@@ -19,10 +19,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "dotnet-ipc.h"
-#include "fuzz.h"
-#include "session-config.h"
-#include "text.h"
+#include "common/dotnet-ipc.h"
+#include "tests/fuzz/fuzz.h"
+#include "eventpipe/session-config.h"
+#include "common/text.h"
 
 static void check_provider(const EventPipeProvider *p) {
         fuzz_assert(eventpipe_provider_name_is_valid(p->name));

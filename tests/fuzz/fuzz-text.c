@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "text.h"
+#include "tests/fuzz/fuzz.h"
+#include "common/text.h"
 
 /* Well-formed UTF-8 byte sequences, straight from the Unicode standard's table. */
 static bool reference_utf8_is_valid(const uint8_t *s, size_t n) {

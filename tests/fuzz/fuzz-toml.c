@@ -17,9 +17,9 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "fuzz.h"
-#include "text.h"
-#include "toml.h"
+#include "tests/fuzz/fuzz.h"
+#include "common/text.h"
+#include "policy/toml.h"
 
 typedef struct Buffer {
         char *data;

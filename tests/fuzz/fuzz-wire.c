@@ -13,9 +13,9 @@
  */
 #include <string.h>
 
-#include "fuzz.h"
-#include "text.h"
-#include "wire.h"
+#include "tests/fuzz/fuzz.h"
+#include "common/text.h"
+#include "common/wire.h"
 
 static uint32_t le32(const uint8_t *p) {
         return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nettrace.h"
+#include "eventpipe/nettrace.h"
 
 typedef struct Dump {
         const char *provider;

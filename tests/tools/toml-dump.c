@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "toml.h"
+#include "common/cleanup.h"
+#include "policy/toml.h"
 
 /* One byte more than the parser takes, so that a larger file reaches its limit check. */
 static int read_file(const char *path, char **ret, size_t *ret_size) {

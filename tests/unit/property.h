@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "text.h"
+#include "common/text.h"
 
 /* ---- random strings ---- */
 

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "counter-format.h"
-#include "counter-view.h"
-#include "tap.h"
+#include "eventpipe/counter-format.h"
+#include "client/counter-view.h"
+#include "tests/unit/tap.h"
 
 /* Whether @got, the text of @v, is @want; says what differs. */
 static bool number_is(double v, const char *got, const char *want) {

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "counter-rows.h"
-#include "tap.h"
+#include "eventpipe/counter-rows.h"
+#include "tests/unit/tap.h"
 
 #define SECOND 1000000000LL
 #define PROVIDERS "System.Runtime:0x0:4:EventCounterIntervalSec=1,System.Diagnostics.Metrics:0x2:4:" \

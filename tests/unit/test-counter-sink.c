@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "counter-sink.h"
-#include "out-file.h"
-#include "tap.h"
+#include "client/counter-sink.h"
+#include "client/out-file.h"
+#include "tests/unit/tap.h"
 
 #define SECOND 1000000000LL
 

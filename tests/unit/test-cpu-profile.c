@@ -11,12 +11,12 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "cpu-profile.h"
-#include "flame-svg.h"
-#include "profile-pprof.h"
-#include "profile-timeline.h"
-#include "tap.h"
-#include "text.h"
+#include "eventpipe/cpu-profile.h"
+#include "eventpipe/flame-svg.h"
+#include "eventpipe/profile-pprof.h"
+#include "eventpipe/profile-timeline.h"
+#include "tests/unit/tap.h"
+#include "common/text.h"
 
 static const NettraceMetadata sampler = { .id = 1, .provider = (char *)"Microsoft-DotNETCore-SampleProfiler",
                                           .event_id = 0, .event_name = (char *)"ThreadSample" };

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dotnet-ipc.h"
-#include "tap.h"
+#include "common/dotnet-ipc.h"
+#include "tests/unit/tap.h"
 
 static const uint8_t magic[14] = { 0x44, 0x4F, 0x54, 0x4E, 0x45, 0x54, 0x5F,
                                    0x49, 0x50, 0x43, 0x5F, 0x56, 0x31, 0x00 };

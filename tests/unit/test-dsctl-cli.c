@@ -4,11 +4,11 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "cli.h"
-#include "policy.h"
-#include "session-config.h"
-#include "tap.h"
-#include "wire.h"
+#include "client/cli.h"
+#include "policy/policy.h"
+#include "eventpipe/session-config.h"
+#include "tests/unit/tap.h"
+#include "common/wire.h"
 
 #define ARGV_MAX 16
 

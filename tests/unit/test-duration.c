@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "duration.h"
-#include "tap.h"
+#include "common/duration.h"
+#include "tests/unit/tap.h"
 
 static void duration_is(const char *s, uint64_t expected) {
         uint64_t usec = 0;

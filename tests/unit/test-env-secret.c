@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env-secret.h"
-#include "policy.h"
-#include "tap.h"
+#include "policy/env-secret.h"
+#include "policy/policy.h"
+#include "tests/unit/tap.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 

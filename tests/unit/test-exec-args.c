@@ -2,8 +2,8 @@
 /* dsctl exec's command: "{pid}" made the pid, and an empty -p found where a shell left one */
 #include <string.h>
 
-#include "exec-args.h"
-#include "tap.h"
+#include "client/exec-args.h"
+#include "tests/unit/tap.h"
 
 /* A NULL-terminated argv of string literals. */
 #define ARGS(...) ((char *const *)(const char *const[]){ __VA_ARGS__, NULL })

@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gcdump-heap.h"
-#include "gcdump-view.h"
-#include "nettrace.h"
-#include "tap.h"
+#include "eventpipe/gcdump-heap.h"
+#include "client/gcdump-view.h"
+#include "eventpipe/nettrace.h"
+#include "tests/unit/tap.h"
 
 static char *load(const char *name, size_t *ret_size) {
         char path[4096];

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc-policy.h"
-#include "session-config.h"
-#include "tap.h"
+#include "policy/ipc-policy.h"
+#include "eventpipe/session-config.h"
+#include "tests/unit/tap.h"
 
 #define CLR "Microsoft-Windows-DotNETRuntime"
 #define SAMPLER "Microsoft-DotNETCore-SampleProfiler"

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ipc-request.h"
-#include "tap.h"
+#include "common/ipc-request.h"
+#include "tests/unit/tap.h"
 
 /* A check that the rest of the test function depends on: on failure, stop it here.
  * @cond is evaluated once (it often decodes). */

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "monitor-config.h"
-#include "monitor-events.h"
-#include "nettrace.h"
-#include "tap.h"
+#include "eventpipe/monitor-config.h"
+#include "eventpipe/monitor-events.h"
+#include "eventpipe/nettrace.h"
+#include "tests/unit/tap.h"
 
 /* What tests/target-app/Diagnostics.cs does */
 #define PARKED_METHOD "DsTestTarget.DsagentProbe.ParkedInDsagentStacksProbe"

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "monitor-events.h"
-#include "monitor-view.h"
-#include "nettrace.h"
-#include "tap.h"
-#include "text.h"
+#include "eventpipe/monitor-events.h"
+#include "eventpipe/monitor-view.h"
+#include "eventpipe/nettrace.h"
+#include "tests/unit/tap.h"
+#include "common/text.h"
 
 #define must(x)                 \
         do {                    \

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nettrace.h"
-#include "tap.h"
+#include "eventpipe/nettrace.h"
+#include "tests/unit/tap.h"
 
 /* The values tests/target-app/Program.cs writes (TestTargetSource) */
 #define MARKER_INT 0x5A5A1234

@@ -12,13 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "counter-format.h"
-#include "counter-sink.h"
-#include "output.h"
-#include "property.h"
-#include "tap.h"
-#include "text.h"
-#include "wire.h"
+#include "eventpipe/counter-format.h"
+#include "client/counter-sink.h"
+#include "client/output.h"
+#include "tests/unit/property.h"
+#include "tests/unit/tap.h"
+#include "common/text.h"
+#include "common/wire.h"
 
 #define CASES 20000
 #define TEXT_MAX 300

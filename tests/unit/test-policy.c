@@ -2,11 +2,11 @@
 /* The policy compiler (schema, one check per rule of it) and the engine (each selector, deny by default) */
 #include <string.h>
 
-#include "cleanup.h"
-#include "policy-compile.h"
-#include "session-config.h"
-#include "tap.h"
-#include "toml.h"
+#include "common/cleanup.h"
+#include "policy/policy-compile.h"
+#include "eventpipe/session-config.h"
+#include "tests/unit/tap.h"
+#include "policy/toml.h"
 
 /* --- a fixed world: names the fake resolver knows --- */
 

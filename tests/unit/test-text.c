@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tap.h"
-#include "text.h"
+#include "tests/unit/tap.h"
+#include "common/text.h"
 
 static void test_utf8(void) {
         check(utf8_is_valid("", 0));

@@ -4,9 +4,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "tap.h"
-#include "text.h"
-#include "toml.h"
+#include "tests/unit/tap.h"
+#include "common/text.h"
+#include "policy/toml.h"
 
 static TomlValue *parse_ok(const char *text) {
         TomlValue *root = NULL;

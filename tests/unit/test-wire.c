@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tap.h"
-#include "wire.h"
+#include "tests/unit/tap.h"
+#include "common/wire.h"
 
 static WireWriter w;
 

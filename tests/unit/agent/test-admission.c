@@ -2,8 +2,8 @@
 /* Admission: dumps per process, per requester and in all, with users' own dumps in a pool apart */
 #include <string.h>
 
-#include "admission.h"
-#include "tap.h"
+#include "agent/loop/admission.h"
+#include "tests/unit/tap.h"
 
 static const AdmissionLimits SHARED = { .per_target = 1, .per_requester = 1, .in_all = 1 };
 static const AdmissionLimits OWN = { .per_target = 1, .per_requester = 1, .in_all = 2 };

@@ -8,9 +8,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "audit-queue.h"
-#include "cleanup.h"
-#include "tap.h"
+#include "agent/audit/audit-queue.h"
+#include "common/cleanup.h"
+#include "tests/unit/tap.h"
 
 #define RECORD 1000
 

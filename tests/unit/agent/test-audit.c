@@ -7,11 +7,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "audit.h"
-#include "cleanup.h"
-#include "property.h"
-#include "tap.h"
-#include "text.h"
+#include "agent/audit/audit.h"
+#include "common/cleanup.h"
+#include "tests/unit/property.h"
+#include "tests/unit/tap.h"
+#include "common/text.h"
 
 /* ---- a strict reader of what audit_json_format() may write: one object of strings or arrays of strings ---- */
 

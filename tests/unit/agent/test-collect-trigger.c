@@ -3,11 +3,11 @@
  * collect-ledger.h) */
 #include <string.h>
 
-#include "collect-ledger.h"
-#include "collect-trigger.h"
-#include "policy-compile.h"
-#include "tap.h"
-#include "toml.h"
+#include "agent/collect/collect-ledger.h"
+#include "agent/collect/collect-trigger.h"
+#include "policy/policy-compile.h"
+#include "tests/unit/tap.h"
+#include "policy/toml.h"
 
 #define SEC 1000000ULL
 

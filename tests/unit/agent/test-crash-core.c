@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crash-core.h"
-#include "elf-core.h"
-#include "tap.h"
+#include "agent/crashes/crash-core.h"
+#include "agent/dumps/elf-core.h"
+#include "tests/unit/tap.h"
 
 #define DATA_SIZE (3u << 20)
 

@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "crash-entry.h"
-#include "tap.h"
+#include "common/cleanup.h"
+#include "agent/crashes/crash-entry.h"
+#include "tests/unit/tap.h"
 
 #define MACHINE "3d1219c7c4c5404aaa1f6d2a48adfda4"
 #define BOOT "c56f8b0e4fee4f2198fa2c64322bc857"

@@ -7,8 +7,8 @@
  */
 #include <string.h>
 
-#include "discover.h"
-#include "tap.h"
+#include "agent/targets/discover.h"
+#include "tests/unit/tap.h"
 
 #define MAX_OUT 64
 

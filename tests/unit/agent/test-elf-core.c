@@ -3,8 +3,8 @@
 #include <elf.h>
 #include <string.h>
 
-#include "elf-core.h"
-#include "tap.h"
+#include "agent/dumps/elf-core.h"
+#include "tests/unit/tap.h"
 
 /* A 64-bit little-endian core with @n PT_LOAD segments of 100 bytes each, after the headers. */
 static size_t make_core64(uint8_t *buf, size_t size, unsigned n, uint16_t type) {

@@ -3,9 +3,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "holders.h"
-#include "property.h"
-#include "tap.h"
+#include "agent/loop/holders.h"
+#include "tests/unit/property.h"
+#include "tests/unit/tap.h"
 
 /* A connection of the tests: its place in the book, and whether it is still idle. */
 typedef struct Conn {

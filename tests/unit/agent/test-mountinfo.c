@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "fileio.h"
-#include "mountinfo.h"
-#include "tap.h"
+#include "common/cleanup.h"
+#include "agent/support/fileio.h"
+#include "agent/targets/mountinfo.h"
+#include "tests/unit/tap.h"
 
 static const char table[] =
         "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n"

@@ -6,8 +6,8 @@
 
 #include <systemd/sd-event.h>
 
-#include "park.h"
-#include "tap.h"
+#include "agent/loop/park.h"
+#include "tests/unit/tap.h"
 
 typedef struct Answers {
         int fds[8];

@@ -8,9 +8,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "fileio.h"
-#include "procfs.h"
-#include "tap.h"
+#include "agent/support/fileio.h"
+#include "agent/targets/procfs.h"
+#include "tests/unit/tap.h"
 
 static void test_stat_start_time(void) {
         /* the process picked its own comm: spaces and ')' inside it must not shift the fields */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Sliding-window rate limits: N per period, per rule and requester */
-#include "ratelimit.h"
-#include "tap.h"
+#include "agent/loop/ratelimit.h"
+#include "tests/unit/tap.h"
 
 #define SEC 1000000ULL
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Requests each user may make: a burst, then the rate; the rest counted, per user */
-#include "request-budget.h"
-#include "tap.h"
+#include "agent/loop/request-budget.h"
+#include "tests/unit/tap.h"
 
 #define SEC 1000000ULL
 

@@ -2,8 +2,8 @@
 /* Retention's plan: each rule takes the oldest first, budgets keep each owner's newest, room comes from yielding tables */
 #include <string.h>
 
-#include "retention-plan.h"
-#include "tap.h"
+#include "agent/dumps/retention-plan.h"
+#include "tests/unit/tap.h"
 
 #define HOUR (3600ULL * 1000000)
 #define NOBODY ((uid_t)-1)

@@ -2,10 +2,10 @@
 /* Session configuration: dotnet-trace's provider syntax, the profiles, counters, and their IPC encoding */
 #include <string.h>
 
-#include "dotnet-ipc.h"
-#include "session-config.h"
-#include "tap.h"
-#include "unaligned.h"
+#include "common/dotnet-ipc.h"
+#include "eventpipe/session-config.h"
+#include "tests/unit/tap.h"
+#include "common/unaligned.h"
 
 static EventPipeConfig parse_ok(const char *spec) {
         EventPipeConfig c = EVENTPIPE_CONFIG_NULL;

@@ -17,9 +17,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sockopt.h"
-#include "userns.h"
-#include "tap.h"
+#include "agent/loop/sockopt.h"
+#include "agent/loop/userns.h"
+#include "tests/unit/tap.h"
 
 static void test_socketpair_is_self(void) {
         PeerCreds c = PEER_CREDS_NULL;

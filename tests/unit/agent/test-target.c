@@ -16,9 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "target-cache.h"
-#include "target.h"
-#include "tap.h"
+#include "agent/targets/target-cache.h"
+#include "agent/targets/target.h"
+#include "tests/unit/tap.h"
 
 static char tmpdir[64];
 

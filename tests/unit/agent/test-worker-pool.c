@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tap.h"
-#include "worker-pool.h"
+#include "tests/unit/tap.h"
+#include "agent/workers/worker-pool.h"
 
 /* What a test job asks: "echo TEXT", "sleep MS", "die", "fd" (write "hi" to the fd given, answer /dev/null's fd) */
 static int handler(WorkerMessage *q, WorkerMessage *a) {
