@@ -8,7 +8,8 @@ without TAP output counts once, by its result.
 
 Each failed case is named with the seconds it took and its last wait (what it
 waited for and how that ended, as tests/integration/harness.py reports it),
-so that a flake tells its cause to whoever reads the summary.
+and on a line of its own where it failed and what the assertion said, so that
+a flake tells its cause to whoever reads the summary (CI shows only its tail).
 
 Before that last line (CI reads it) come the ten slowest test programs:
 seconds, suite/phase and name, where the phase is the log's: "plain" for
@@ -45,18 +46,20 @@ for path in sys.argv[1:]:
 
 
 def failed_cases(stdout):
-    """(case, seconds, last wait) of each "not ok" case in a TAP output from harness.py."""
-    took, last_wait, out = {}, None, []
+    """(case, seconds, last wait, where it failed or None) of each "not ok" case in a TAP output from harness.py."""
+    took, last_wait, failed_at, out = {}, None, None, []
     for line in stdout.splitlines():
         if m := re.match(r"# (\S+) took ([\d.]+) s$", line):
             took[m.group(1)] = m.group(2)
         elif m := re.match(r"# last wait: (.*)$", line):
             last_wait = m.group(1)
+        elif m := re.match(r"# failed at: (.*)$", line):
+            failed_at = m.group(1)
         elif m := re.match(r"not ok \d+ - (\S+)", line):
-            out.append((m.group(1), took.get(m.group(1), "?"), last_wait or "not reported"))
-            last_wait = None
+            out.append((m.group(1), took.get(m.group(1), "?"), last_wait or "not reported", failed_at))
+            last_wait = failed_at = None
         elif re.match(r"ok \d+ ", line):
-            last_wait = None
+            last_wait = failed_at = None
     return out
 
 
@@ -80,8 +83,10 @@ for entry, phase in entries:
         failed += 1
     if result not in ("OK", "SKIP", "EXPECTEDFAIL"):
         print(f"FAILED: {entry['name']} ({result})", flush=True)
-        for case, seconds, last_wait in failed_cases(stdout):
+        for case, seconds, last_wait, failed_at in failed_cases(stdout):
             print(f"  {phase}: {case} failed after {seconds} s; last wait: {last_wait}", flush=True)
+            if failed_at:
+                print(f"    at {failed_at}", flush=True)
 
 slowest = sorted(timings, key=lambda t: -t[0])[:SLOWEST]
 if slowest:

@@ -104,14 +104,15 @@ def counts_stay_as_they_were_and_failures_come_first():
 @test
 def a_failed_case_is_named_with_its_seconds_and_last_wait():
     tap = ("# a took 1.5 s\nok 1 - a\n# Traceback (most recent call last):\n# AssertionError: timed out\n"
-           "# b took 31.2 s\n# last wait: the refusal of mallory (up to 30 s): timed out after 30.0 s, 0.0 s before "
+           "# b took 31.2 s\n# failed at: test_ports.py:12: AssertionError: timed out\n# last wait: the refusal of mallory (up to 30 s): timed out after 30.0 s, 0.0 s before "
            "the failure\nnot ok 2 - b\n# c took 0.4 s\n# last wait: none\nnot ok 3 - c\n1..3\n")
     rc, lines = summarize({"sanitize-shared.json": [entry("dsagent:integration+integration-shared / ports", 40.0,
                                                           "FAIL", tap)]})
     assert rc == 1, lines
-    assert lines[:3] == ["FAILED: dsagent:integration+integration-shared / ports (FAIL)",
+    assert lines[:4] == ["FAILED: dsagent:integration+integration-shared / ports (FAIL)",
                          "  sanitize: b failed after 31.2 s; last wait: the refusal of mallory (up to 30 s): timed "
                          "out after 30.0 s, 0.0 s before the failure",
+                         "    at test_ports.py:12: AssertionError: timed out",
                          "  sanitize: c failed after 0.4 s; last wait: none"], lines
     assert lines[-1] == "1 passed, 2 failed", lines
 

@@ -143,6 +143,7 @@ def run_tests():
             # what tells a flake from a failure: how long the case ran, what it waited for last, and what the
             # agents said last (their directories are gone with the case)
             print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
+            print(f"# failed at: {where_it_failed(sys.exc_info()[1])}", flush=True)
             for agent_log in _agent_log_tails:
                 for line in agent_log:
                     print(f"# agent: {line.rstrip()}")
@@ -151,6 +152,16 @@ def run_tests():
             print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{len(selected)}", flush=True)
     sys.exit(1 if failed else 0)
+
+
+def where_it_failed(error, limit=400):
+    """The case's own line that raised @error and what it said, on one line of at most @limit characters: what
+    the suite's summary prints of a failure, so that a failure in CI names its cause without the full log."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.basename(f.filename).startswith("test_")]
+    frame = frames[-1] if frames else traceback.extract_tb(error.__traceback__)[-1]
+    said = " ".join(str(error).split())
+    text = f"{os.path.basename(frame.filename)}:{frame.lineno}: {type(error).__name__}: {said}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def ensure_user(name):

@@ -15,6 +15,7 @@ import subprocess
 import time
 import uuid
 
+import cpu_profiles
 import harness
 import nettrace_writer
 from harness import (ALICE, MALLORY, OPS, SVC, Agent, FakeRuntime, Target, acl_of, can_read, dsctl, make_dir,
@@ -1319,6 +1320,30 @@ def an_artifact_whose_first_name_is_taken_gets_the_next_one():
     assert os.path.getsize(path) > 0 and can_read(ALICE, path), path
     dumps = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
     assert len(dumps) == 1 and dumps[0]["DSAGENT_DUMP_TYPE"] == "stacks", dumps
+
+
+@test
+def a_tables_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
+    """A table's cpu-sampling trace of the app burning CPU, as its reader converts it (dsctl convert, as she would a
+    trace of her own): every format names the hot method, go tool pprof -top first, the flame graph widest under
+    Main. The session ended by the agent's StopTracing, so the runtime's rundown names the methods. Those the table
+    does not name (the app's own user among them) cannot read the trace, and converting it writes them nothing."""
+    high, unit = target_in_unit(args=("--burn-cpu",))
+    agent = agent_with(table("cpu-trace", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                             then='then.trace_profile = "cpu-sampling"\nthen.duration = "3s"'))
+    end = wait_for(lambda: collect_records(agent, high.pid, "collected") or collect_records(agent, high.pid, "failed"),
+                   timeout=120, what="the trace's end")[0]
+    assert end["DSAGENT_COLLECT_EVENT"] == "collected", end
+    path, _, _ = collected_artifact(agent, high.pid, "cpu-trace", "trace", ".nettrace",
+                                    "a trace of profile cpu-sampling begins")
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
+    assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
+    cpu_profiles.hot_method_in_every_format(ALICE, path)  # ALICE reads it through the table's group
+    for other in (MALLORY, SVC):
+        work = make_dir(other, 0o755)
+        r = cpu_profiles.convert(other, path, "flame", os.path.join(work, "cpu.svg"))
+        assert r.returncode != 0 and "Permission denied" in r.stderr, (other, r)
+        assert not os.listdir(work), (other, os.listdir(work))
 
 
 if __name__ == "__main__":

@@ -4,49 +4,24 @@
 called from Main): the flame graph rendered in a real browser, the speedscope and Chromium files equal to stock
 dotnet-trace convert's of the same trace, pprof read by go tool pprof; and a hostile runtime's names, which stay
 text in every format and in the browser."""
-import gzip
 import json
 import os
 import re
 import shutil
-import subprocess
-import xml.etree.ElementTree as ET
 
 import browser
 import nettrace_writer
-from harness import (ALICE, DSCTL, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, MALLORY, RUNTIME_BOUND, SOURCE, SVC, Agent, FakeRuntime, Target, as_user, dsctl,
-                     make_dir, run_tests, test)
+from cpu_profiles import (HOT, MAIN, SVG_NS, WARM, children, convert, pprof_profile, pprof_top, stock_convert,
+                          svg_frames, the, without_exporter)
+from harness import (ALICE, EXIT_DENIED, EXIT_NO_SUCH_PROCESS, MALLORY, RUNTIME_BOUND, SOURCE, SVC, Agent, FakeRuntime,
+                     Target, dsctl, make_dir, run_tests, test)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
-MAIN = "DsTestTarget!Program.<Main>$(class System.String[])"
-HOT = "DsTestTarget!DsTestTarget.CpuBurn.BurnCpuInDsagentFlameProbe()"
-WARM = "DsTestTarget!DsTestTarget.CpuBurn.WarmInDsagentFlameProbe()"
-SVG_NS = "{http://www.w3.org/2000/svg}"
 EXIT_RUNTIME_FAILED = 8
 
 
 def burning_target(*more):
     return Target(SVC, args=("--burn-cpu", *more))
-
-
-def svg_frames(path):
-    """The flame graph's frames: name, ms, samples, x (ms from the left), depth; and the SVG's root."""
-    root = ET.parse(path).getroot()
-    frames = [dict(name=g.get("data-n"), ms=float(g.get("data-ms")), samples=int(g.get("data-s")),
-                   x=float(g.get("data-x")), d=int(g.get("data-d")), rect=g.find(SVG_NS + "rect").attrib)
-              for g in root.iter(SVG_NS + "g") if g.get("class") == "f"]
-    return frames, root
-
-
-def children(frames, parent):
-    return [f for f in frames if f["d"] == parent["d"] + 1 and parent["x"] - 1e-6 <= f["x"] and
-            f["x"] + f["ms"] <= parent["x"] + parent["ms"] + 1e-6]
-
-
-def the(frames, name):
-    found = [f for f in frames if f["name"] == name]
-    assert len(found) == 1, (name, [f["name"] for f in frames])
-    return found[0]
 
 
 def rgb(fill):
@@ -63,42 +38,6 @@ def pixels_of(png, frame):
     y = int(float(frame["rect"]["y"]) + float(frame["rect"]["height"]) / 2)
     color = rgb(frame["rect"]["fill"])
     return sum(1 for pixel in rows[y] if near(pixel, color))
-
-
-def stock_dotnet_trace():
-    path = subprocess.run([os.path.join(SOURCE, "tests/tools/dotnet-trace/install.sh")],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert path.returncode == 0, path.stderr
-    return path.stdout.strip()
-
-
-def stock_convert(nettrace, fmt, directory):
-    """dotnet-trace convert --format @fmt of @nettrace into @directory, as root: the file it wrote."""
-    out = os.path.join(directory, os.path.basename(nettrace).replace(".nettrace", ".json"))
-    # 300 s: a bound against a hang; the tool starts a runtime and converts a trace of seconds in seconds
-    r = subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", stock_dotnet_trace(), "convert", "--format", fmt,
-                        "-o", out, nettrace], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=300)
-    assert r.returncode == 0 and "Conversion complete" in r.stdout, r.stdout
-    written = out.replace(".json", f".{fmt.lower()}.json")
-    assert os.path.exists(written), (r.stdout, os.listdir(directory))
-    return written
-
-
-def convert(user, nettrace, fmt, out):
-    """dsctl convert as @user: no agent."""
-    return subprocess.run(as_user(user, [DSCTL, "convert", nettrace, "--format", fmt, "-o", out]),
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          timeout=RUNTIME_BOUND)
-
-
-def without_exporter(document):
-    """A speedscope or Chromium file as parsed, less who wrote it."""
-    document = dict(document)
-    document.pop("exporter", None)
-    if "otherData" in document:
-        document["otherData"] = {k: v for k, v in document["otherData"].items() if k != "exporter"}
-    return document
 
 
 @test
@@ -260,54 +199,6 @@ def the_picture_in_the_docs_is_what_dsctl_draws():
     assert open(out, "rb").read() == open(os.path.join(SOURCE, "docs", "flame-example.svg"), "rb").read()
 
 
-def read_varint(data, at):
-    """The protobuf varint at @at in @data: (its value, where the next field starts)."""
-    v = shift = 0
-    while True:
-        b = data[at]
-        at += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, at
-
-
-def proto_fields(data):
-    """A protobuf message's fields: (number, wire type, value) each; length-delimited values as bytes."""
-    at, out = 0, []
-    while at < len(data):
-        key, at = read_varint(data, at)
-        number, kind = key >> 3, key & 7
-        if kind == 0:
-            value, at = read_varint(data, at)
-            out.append((number, kind, value))
-        elif kind == 2:
-            n, at = read_varint(data, at)
-            out.append((number, kind, data[at:at + n]))
-            at += n
-        else:
-            raise AssertionError(f"wire type {kind}")
-    return out
-
-
-def _packed(data):
-    values, at = [], 0
-    while at < len(data):
-        v, at = read_varint(data, at)
-        values.append(v)
-    return values
-
-
-def pprof_profile(path):
-    """The samples' values, the string table and the functions' names of a gzipped profile.proto."""
-    fields = proto_fields(gzip.decompress(open(path, "rb").read()))
-    strings = [v.decode() for n, _, v in fields if n == 6]
-    types = [strings[dict((k, v) for k, _, v in proto_fields(m))[1]] for n, _, m in fields if n == 1]
-    values = [_packed(dict((k, v) for k, _, v in proto_fields(m))[2]) for n, _, m in fields if n == 2]
-    functions = [strings[dict((k, v) for k, _, v in proto_fields(m))[2]] for n, _, m in fields if n == 5]
-    return types, values, strings, functions
-
-
 def speedscope_totals(document):
     """Milliseconds under CPU_TIME and under UNMANAGED_CODE_TIME in a speedscope file, all threads."""
     names = [f["name"] for f in document["shared"]["frames"]]
@@ -334,15 +225,9 @@ def pprof_is_read_by_go_tool_pprof_and_sums_as_speedscope():
     r = dsctl(agent, SVC, "trace", str(target.pid), "--profile", "dotnet-sampled-thread-time", "--duration", "3",
               "--format", "pprof", "-o", pprof, "--nettrace", nettrace, timeout=RUNTIME_BOUND)
     assert r.returncode == 0, r
-    go = shutil.which("go")
-    assert go, "golang-go is not installed (scripts/install-deps.sh installs it)"
-    # 300 s: a bound against a hang; a first run of go tool pprof builds nothing and reads a small file in a second
-    top = subprocess.run([go, "tool", "pprof", "-top", pprof], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, timeout=300, env=dict(os.environ, HOME=make_dir(None, 0o700)))
-    assert top.returncode == 0, top.stderr
-    rows = [line for line in top.stdout.splitlines() if re.match(r"\s*[\d.]+m?s\s", line)]
-    assert rows and rows[0].endswith(" " + HOT), top.stdout
-    assert "Type: cpu" in top.stdout, top.stdout
+    top, rows = pprof_top(pprof)
+    assert rows and rows[0].endswith(" " + HOT), top
+    assert "Type: cpu" in top, top
 
     speedscope = os.path.join(work, "t.speedscope.json")
     assert convert(SVC, nettrace, "speedscope", speedscope).returncode == 0

@@ -12,6 +12,7 @@ import tempfile
 import time
 import uuid
 
+import cpu_profiles
 import harness
 from harness import (ALICE, EXIT_BUSY, EXIT_DENIED, MALLORY, OPS, SVC, AcceptWatch, Agent, Process, Target, acl_of,
                      as_user, can_read, claim_pid, dsctl, make_dir, printed, request_id_of, run_tests, target_app,
@@ -142,10 +143,13 @@ def a_suspended_runtime_waits_for_a_granted_resume_through_its_port():
     assert not port_records(agent, "auto-resumed"), "suspend_timeout 0 means wait"
 
 
-def on_start(name="startup", users=(SVC,), providers=("Dsagent-TestTarget",), duration="3s", readers=(ALICE,)):
+def on_start(name="startup", users=(SVC,), providers=("Dsagent-TestTarget",), duration="3s", readers=(ALICE,),
+             profile=None):
+    """An [[on_start]] table tracing @providers, or @profile when given."""
     quoted = lambda items: ", ".join(f'"{i}"' for i in items)
+    what = f'trace_profile = "{profile}"' if profile else f'trace_providers = [{quoted(providers)}]'
     return (f'\n[[on_start]]\nname = "{name}"\ntargets.users = [{quoted(users)}]\n'
-            f'trace_providers = [{quoted(providers)}]\nduration = "{duration}"\nreaders = [{quoted(readers)}]\n')
+            f'{what}\nduration = "{duration}"\nreaders = [{quoted(readers)}]\n')
 
 
 @test
@@ -253,6 +257,34 @@ def a_runtime_no_on_start_covers_is_not_traced_and_waits_as_before():
     r = dsctl(agent, ALICE, "resume", str(target.pid))
     assert r.returncode == 0, r
     target.process.read_line("ready pid=", timeout=30)
+
+
+@test
+def an_on_start_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
+    """An [[on_start]] table's CPU trace (dotnet-sampled-thread-time) of an app that burns CPU from its start, as the
+    table's reader converts it (dsctl convert): every format names the hot method, go tool pprof -top first, the
+    flame graph widest under Main. The session ended by the agent's StopTracing over the port, so the runtime's
+    rundown names the methods. Mallory and the app's own user, whom the table does not name, cannot read the
+    trace, and converting it writes them nothing."""
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0",
+                                extra=on_start(profile="dotnet-sampled-thread-time", duration="4s")))
+    target = connecting_target(path, mode="suspend", args=("--burn-cpu",))
+    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
+    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90,
+                    what="the on_start trace published")[0]
+    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
+    assert ended[0]["DSAGENT_SESSION_END"] == "duration" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
+    trace = dump["DSAGENT_DUMP_PATH"]
+    assert dump["DSAGENT_DUMP_TYPE"] == "trace" and ".on_start-startup." in trace, dump
+    cpu_profiles.hot_method_in_every_format(ALICE, trace)
+    for other in (MALLORY, SVC):
+        work = make_dir(other, 0o755)
+        r = cpu_profiles.convert(other, trace, "pprof", os.path.join(work, "cpu.pb.gz"))
+        assert r.returncode != 0 and "Permission denied" in r.stderr, (other, r)
+        assert not os.listdir(work), (other, os.listdir(work))
 
 
 def second_port(path, suspend_timeout="0"):

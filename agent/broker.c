@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The agent's loop (broker.h): owns the listening socket, the connections, the worker pool, the
- * caches and the policy in force; main.c runs it.
+ * caches and the policy in force; main.c runs it. It wires the rooms of agent/ together, so it sits
+ * beside main.c rather than inside one of them: loop/ is a client's socket and nothing above it.
  */
 #include <errno.h>
 #include <inttypes.h>
