@@ -1346,5 +1346,35 @@ def a_tables_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
         assert not os.listdir(work), (other, os.listdir(work))
 
 
+
+@test
+def a_tables_cpu_trace_stopped_at_max_trace_size_holds_the_rundown_that_names_its_methods():
+    """A table's cpu-sampling trace under max_trace_size = "64K" of the app burning CPU: at 64 KiB the agent stops
+    the session, as docs/policy.md says, and the runtime's closing rundown comes on top. The table's record says
+    the trace was stopped at max_trace_size, the session's end record says size-limit and complete with the file's
+    bytes, past 64 KiB; the file holds the rundown, and the table's reader's dsctl convert names the hot method in
+    every format. Before, the worker stopped reading at 64 KiB and the agent never stopped the session: "cut at
+    max_trace_size", complete=no, no rundown, every frame ?!?."""
+    high, unit = target_in_unit(args=("--burn-cpu",))
+    # then.duration 120 s: far beyond the second or two 64 KiB of samples of a burning app take
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_trace_size = "64K"\n' +
+                  table("cpu-trace", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                        then='then.trace_profile = "cpu-sampling"\nthen.duration = "120s"'))
+    end = wait_for(lambda: collect_records(agent, high.pid, "collected") or collect_records(agent, high.pid, "failed"),
+                   timeout=120, what="the trace's end")[0]
+    assert end["DSAGENT_COLLECT_EVENT"] == "collected", end
+    path, _, _ = collected_artifact(agent, high.pid, "cpu-trace", "trace", ".nettrace",
+                                    "a trace of profile cpu-sampling begins")
+    size = os.path.getsize(path)
+    assert end["DSAGENT_COLLECT_RESULT"] == f"{path} ({size} bytes, stopped at max_trace_size)", end
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
+    assert len(ended) == 1, ended
+    assert ended[0]["DSAGENT_SESSION_END"] == "size-limit" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
+    assert int(ended[0]["DSAGENT_SESSION_BYTES"]) == size and size > 64 * 1024, (ended, size)
+    rundown = cpu_profiles.rundown_events(path)
+    print(f"# {size} bytes, {rundown[cpu_profiles.METHOD_DC_END_VERBOSE]} methods named by the rundown", flush=True)
+    assert rundown[cpu_profiles.METHOD_DC_END_VERBOSE] > 0 and rundown[cpu_profiles.DC_END_COMPLETE] == 1, rundown
+    cpu_profiles.hot_method_in_every_format(ALICE, path)  # ALICE reads it through the table's group
+
 if __name__ == "__main__":
     run_tests()

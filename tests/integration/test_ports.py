@@ -144,12 +144,13 @@ def a_suspended_runtime_waits_for_a_granted_resume_through_its_port():
 
 
 def on_start(name="startup", users=(SVC,), providers=("Dsagent-TestTarget",), duration="3s", readers=(ALICE,),
-             profile=None):
-    """An [[on_start]] table tracing @providers, or @profile when given."""
+             profile=None, max_size=None):
+    """An [[on_start]] table tracing @providers, or @profile when given; stopped at @max_size when given."""
     quoted = lambda items: ", ".join(f'"{i}"' for i in items)
     what = f'trace_profile = "{profile}"' if profile else f'trace_providers = [{quoted(providers)}]'
+    size = f'max_size = "{max_size}"\n' if max_size else ""
     return (f'\n[[on_start]]\nname = "{name}"\ntargets.users = [{quoted(users)}]\n'
-            f'{what}\nduration = "{duration}"\nreaders = [{quoted(readers)}]\n')
+            f'{what}\nduration = "{duration}"\n{size}readers = [{quoted(readers)}]\n')
 
 
 @test
@@ -285,6 +286,37 @@ def an_on_start_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
         r = cpu_profiles.convert(other, trace, "pprof", os.path.join(work, "cpu.pb.gz"))
         assert r.returncode != 0 and "Permission denied" in r.stderr, (other, r)
         assert not os.listdir(work), (other, os.listdir(work))
+
+
+@test
+def an_on_start_trace_stopped_at_max_size_holds_the_rundown_that_names_its_methods():
+    """An [[on_start]] CPU trace with max_size = "64K" of an app that burns CPU: at 64 KiB the agent stops the
+    session (StopTracing over the port), as docs/policy.md says, and the runtime's closing rundown comes on top. The
+    end record says size-limit and complete, its bytes are the file's, past 64 KiB; the file holds the rundown,
+    and the table's reader's dsctl convert names the hot method in every format. Before, the worker stopped
+    reading at 64 KiB and the agent never stopped the session: complete=no, no rundown, every frame ?!?."""
+    d = port_dir()
+    path = os.path.join(d, "app.sock")
+    # 120 s: far beyond the few seconds 64 KiB of samples of a burning app take, so the size ends the session
+    agent = Agent(policy=policy(path, suspend_timeout="0",
+                                extra=on_start(profile="dotnet-sampled-thread-time", duration="120s",
+                                               max_size="64K")))
+    target = connecting_target(path, mode="suspend", args=("--burn-cpu",))
+    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
+    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90,
+                    what="the on_start trace published")[0]
+    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
+    assert len(ended) == 1, ended
+    assert ended[0]["DSAGENT_SESSION_END"] == "size-limit" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
+    trace = dump["DSAGENT_DUMP_PATH"]
+    assert dump["DSAGENT_DUMP_TYPE"] == "trace" and ".on_start-startup." in trace, dump
+    size = os.path.getsize(trace)
+    assert int(ended[0]["DSAGENT_SESSION_BYTES"]) == size and size > 64 * 1024, (ended, size)
+    rundown = cpu_profiles.rundown_events(trace)
+    print(f"# {size} bytes, {rundown[cpu_profiles.METHOD_DC_END_VERBOSE]} methods named by the rundown", flush=True)
+    assert rundown[cpu_profiles.METHOD_DC_END_VERBOSE] > 0 and rundown[cpu_profiles.DC_END_COMPLETE] == 1, rundown
+    cpu_profiles.hot_method_in_every_format(ALICE, trace)
 
 
 def second_port(path, suspend_timeout="0"):
