@@ -260,6 +260,25 @@ def a_runtime_no_on_start_covers_is_not_traced_and_waits_as_before():
     target.process.read_line("ready pid=", timeout=30)
 
 
+def on_start_cpu_trace(**settings):
+    """An app that burns CPU from its start (--burn-cpu), held at its port until an [[on_start]] CPU trace
+    (dotnet-sampled-thread-time) of @settings (on_start()'s) has started. Once the trace is published: its path
+    and the session's end records."""
+    path = os.path.join(port_dir(), "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0", extra=on_start(profile="dotnet-sampled-thread-time",
+                                                                           **settings)))
+    target = connecting_target(path, mode="suspend", args=("--burn-cpu",))
+    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
+    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90,
+                    what="the on_start trace published")[0]
+    # the end record follows the file's
+    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
+    trace = dump["DSAGENT_DUMP_PATH"]
+    assert dump["DSAGENT_DUMP_TYPE"] == "trace" and ".on_start-startup." in trace, dump
+    return trace, ended
+
+
 @test
 def an_on_start_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
     """An [[on_start]] table's CPU trace (dotnet-sampled-thread-time) of an app that burns CPU from its start, as the
@@ -267,19 +286,8 @@ def an_on_start_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
     flame graph widest under Main. The session ended by the agent's StopTracing over the port, so the runtime's
     rundown names the methods. Mallory and the app's own user, whom the table does not name, cannot read the
     trace, and converting it writes them nothing."""
-    d = port_dir()
-    path = os.path.join(d, "app.sock")
-    agent = Agent(policy=policy(path, suspend_timeout="0",
-                                extra=on_start(profile="dotnet-sampled-thread-time", duration="4s")))
-    target = connecting_target(path, mode="suspend", args=("--burn-cpu",))
-    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
-    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
-    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90,
-                    what="the on_start trace published")[0]
-    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
+    trace, ended = on_start_cpu_trace(duration="4s")
     assert ended[0]["DSAGENT_SESSION_END"] == "duration" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
-    trace = dump["DSAGENT_DUMP_PATH"]
-    assert dump["DSAGENT_DUMP_TYPE"] == "trace" and ".on_start-startup." in trace, dump
     cpu_profiles.hot_method_in_every_format(ALICE, trace)
     for other in (MALLORY, SVC):
         work = make_dir(other, 0o755)
@@ -295,27 +303,10 @@ def an_on_start_trace_stopped_at_max_size_holds_the_rundown_that_names_its_metho
     end record says size-limit and complete, its bytes are the file's, past 64 KiB; the file holds the rundown,
     and the table's reader's dsctl convert names the hot method in every format. Before, the worker stopped
     reading at 64 KiB and the agent never stopped the session: complete=no, no rundown, every frame ?!?."""
-    d = port_dir()
-    path = os.path.join(d, "app.sock")
-    # 120 s: far beyond the few seconds 64 KiB of samples of a burning app take, so the size ends the session
-    agent = Agent(policy=policy(path, suspend_timeout="0",
-                                extra=on_start(profile="dotnet-sampled-thread-time", duration="120s",
-                                               max_size="64K")))
-    target = connecting_target(path, mode="suspend", args=("--burn-cpu",))
-    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
-    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
-    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90,
-                    what="the on_start trace published")[0]
-    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
+    # 120 s: far beyond the seconds 64 KiB of samples of a burning app take, so the size ends the session
+    trace, ended = on_start_cpu_trace(duration="120s", max_size="64K")
     assert len(ended) == 1, ended
-    assert ended[0]["DSAGENT_SESSION_END"] == "size-limit" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
-    trace = dump["DSAGENT_DUMP_PATH"]
-    assert dump["DSAGENT_DUMP_TYPE"] == "trace" and ".on_start-startup." in trace, dump
-    size = os.path.getsize(trace)
-    assert int(ended[0]["DSAGENT_SESSION_BYTES"]) == size and size > 64 * 1024, (ended, size)
-    rundown = cpu_profiles.rundown_events(trace)
-    print(f"# {size} bytes, {rundown[cpu_profiles.METHOD_DC_END_VERBOSE]} methods named by the rundown", flush=True)
-    assert rundown[cpu_profiles.METHOD_DC_END_VERBOSE] > 0 and rundown[cpu_profiles.DC_END_COMPLETE] == 1, rundown
+    cpu_profiles.stopped_at_size_with_rundown(ended[0], trace, 64 * 1024)
     cpu_profiles.hot_method_in_every_format(ALICE, trace)
 
 
