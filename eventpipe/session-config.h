@@ -19,6 +19,13 @@
 #define EVENTPIPE_SPEC_MAX 16384      /* bytes of a whole --providers or --counters list */
 #define EVENTPIPE_BUFFER_MB_DEFAULT 256
 #define EVENTPIPE_BUFFER_MB_MAX 1024
+/*
+ * A session stopped at its size limit (max_trace_size, an [[on_start]]'s max_size) still gets the
+ * runtime's closing rundown, which names the methods, on top: at most this much more, after which
+ * the stream is cut (docs/policy.md). One bound for a client's sessions (agent/runtime/session.c)
+ * and the agent's own (agent/runtime/recorder.c, read by a worker).
+ */
+#define EVENTPIPE_RUNDOWN_BYTES_MAX (256ULL << 20)
 
 enum {
         _EVENTPIPE_E_SUCCESS,

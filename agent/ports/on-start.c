@@ -127,7 +127,7 @@ static int connect_runtime(void *userdata, int *ret_fd, const char **ret_why) {
         int r;
 
         if (!rt)
-                return -ESRCH; /* the port went: the stream ends with the process, or at max_size */
+                return -ESRCH; /* the port went: the stream ends with the process, or is cut */
         if (t->waiter || t->call)
                 return RECORDER_CONNECT_RETRY; /* the resume still goes on: the stop comes right after */
         r = ports_connect(rt, connected, t, ret_fd, &t->waiter);

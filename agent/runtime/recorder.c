@@ -53,7 +53,7 @@ struct Recorder {
         uint64_t session_id;
         int stream_fd, dir_fd, file_fd;
         int text_fd;                /* stacks, counters, exceptions: the rendering, an unnamed file of dump_dir too */
-        int control_fd;             /* gcdump: the agent's end of the worker's control socket */
+        int control_fd;             /* the agent's end of the worker's control socket */
         sd_event_source *control_source;
         sd_event_source *stop_timer;
         MonitorThrown thrown;
@@ -270,7 +270,11 @@ static int on_duration_over(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* gcdump: the worker says the dump's GC has ended; its end (or its death) ends the socket. */
+/*
+ * The worker says the dump's GC has ended (gcdump), or that max_bytes of the stream came (a trace):
+ * the session is stopped, and the runtime's rundown ends the stream. The job's end (or its death)
+ * ends the socket.
+ */
 static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Recorder *r = userdata;
         char c = 0;
@@ -282,9 +286,13 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                 r->control_source = sd_event_source_disable_unref(r->control_source);
                 return 0;
         }
-        if (c == JOBS_GCDUMP_DUMPED && !r->stop_sent) {
+        if (r->state != RECORDER_RECORDING || r->stop_sent)
+                return 0;
+        if (c == JOBS_GCDUMP_DUMPED && r->spec.output == RECORDER_GCDUMP) {
                 stop_session(r);
                 r->stopped_whole = r->stop_sent;
+        } else if (c == JOBS_TRACE_SIZE_LIMIT && r->spec.output != RECORDER_GCDUMP) {
+                stop_session(r);
         }
         return 0;
 }
@@ -334,10 +342,20 @@ static void render(Recorder *r) {
         }
 }
 
+/* What the size of a published trace says: "" when the runtime ended it in its own time. */
+static const char *size_note(int e, bool ended, bool limited) {
+        if (e == JOBS_E_NO_SPACE)
+                return ", cut: dump_dir is full";
+        if (!ended)
+                return limited ? ", cut: its rundown passed max_trace_size by more than the allowance"
+                               : ", cut at max_trace_size";
+        return limited ? ", stopped at max_trace_size" : "";
+}
+
 /* The stream is written: published (or rendered first), or the result says why not. */
-static void recorded(void *userdata, int e, bool ended, const char *why) {
+static void recorded(void *userdata, int e, bool ended, bool limited, const char *why) {
         Recorder *r = userdata;
-        const char *how = jobs_trace_end(e, ended, r->stop_sent);
+        const char *how = jobs_trace_end(e, ended, limited, r->stop_sent);
         RecorderEnd outcome;
         struct stat st;
         uint64_t size;
@@ -356,11 +374,7 @@ static void recorded(void *userdata, int e, bool ended, const char *why) {
                 outcome = RECORDER_EMPTY;
                 snprintf(r->text, sizeof(r->text), "the trace is empty%s%s", why ? ": " : "", why ? why : "");
         } else
-                outcome = publish_outcome(r, r->file_fd, size,
-                                          e == JOBS_E_NO_SPACE ? ", cut: dump_dir is full"
-                                          : !ended             ? ", cut at max_trace_size"
-                                                               : "",
-                                          &error);
+                outcome = publish_outcome(r, r->file_fd, size, size_note(e, ended, limited), &error);
         /* the end record follows the file's: it says whether it was stored */
         record_session(r, true, size, outcome == RECORDER_COLLECTED || size == 0 ? how : "not-stored",
                        outcome == RECORDER_COLLECTED && e == 0 && ended && r->stop_sent);
@@ -389,7 +403,7 @@ static void gcdump_recorded(void *userdata, int e, const JobGcdumpResult *res, c
          * window ran out first */
         const char *how = stream_e == 0 && res->ended && r->stopped_whole ? "stopped"
                                                                            : jobs_trace_end(stream_e, res->ended,
-                                                                                            r->stop_sent);
+                                                                                            false, r->stop_sent);
         RecorderEnd outcome = RECORDER_NOT_STORED;
         int error = e < 0 ? e : 0;
 
@@ -405,28 +419,30 @@ static void gcdump_recorded(void *userdata, int e, const JobGcdumpResult *res, c
 
 /* ---- the session's start ---- */
 
-/* gcdump: the worker reads the stream, tells when the dump is whole, and writes the .gcdump. */
-static int start_gcdump(Recorder *r, JobRecording *rec) {
-        _cleanup_close_ int theirs = -EBADF;
+/*
+ * The worker's control socket: it tells the agent, without waiting, when the dump's GC has ended or
+ * max_bytes came (on_control()). Return: 0 with the worker's end in *@ret_theirs, or a negative errno.
+ */
+static int open_control(Recorder *r, int *ret_theirs) {
         int sv[2], e;
 
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0)
                 return -errno;
         r->control_fd = sv[0];
-        theirs = sv[1];
         e = sd_event_add_io(r->broker->event, &r->control_source, r->control_fd, EPOLLIN, on_control, r);
-        if (e < 0)
+        if (e < 0) {
+                safe_close(sv[1]);
                 return e;
-        rec->control_fd = theirs;
-        rec->timeout_usec += RECORDER_GCDUMP_WRITE_USEC;
-        return jobs_record_gcdump(r->broker, rec, gcdump_recorded, r, &r->job);
+        }
+        *ret_theirs = sv[1];
+        return 0;
 }
 
 /* A slot for the file's bytes, and the worker that writes it. Return: 0, JOBS_E_WORKER, or a negative errno. */
 static int start_recording(Recorder *r) {
+        _cleanup_close_ int theirs = -EBADF;
         JobRecording rec = { .owner = r->spec.owner, .stream_fd = r->stream_fd, .file_fd = r->file_fd,
-                             .dir_fd = r->dir_fd, .control_fd = -EBADF, .limits = limits_of(r),
-                             .max_bytes = r->spec.max_bytes,
+                             .dir_fd = r->dir_fd, .limits = limits_of(r), .max_bytes = r->spec.max_bytes,
                              .timeout_usec = r->spec.duration_usec + RECORDER_STOP_GRACE_USEC +
                                              r->broker->config.runtime_timeout_usec };
         int e;
@@ -436,8 +452,16 @@ static int start_recording(Recorder *r) {
                 return e;
         r->have_slot = true;
         rec.slot = r->slot;
-        e = r->spec.output == RECORDER_GCDUMP ? start_gcdump(r, &rec)
-                                              : jobs_record_trace(r->broker, &rec, recorded, r, &r->job);
+        e = open_control(r, &theirs);
+        if (e < 0)
+                return e;
+        rec.control_fd = theirs; /* the worker holds its own copy; ours closes after the submit */
+        if (r->spec.output == RECORDER_GCDUMP) {
+                /* the worker reads the stream, tells when the dump is whole, and writes the .gcdump */
+                rec.timeout_usec += RECORDER_GCDUMP_WRITE_USEC;
+                e = jobs_record_gcdump(r->broker, &rec, gcdump_recorded, r, &r->job);
+        } else
+                e = jobs_record_trace(r->broker, &rec, recorded, r, &r->job);
         if (e != 0)
                 return e;
         r->state = RECORDER_RECORDING;

@@ -8,7 +8,9 @@
  * (max_sessions_per_target, and its owner's max_sessions_per_user: admission.h), the room for its
  * records (audit_reserve(), before the runtime is asked anything), dump_dir and the unnamed file, a
  * dump slot for the bytes in flight (dump-writer.h), the runtime call (CollectTracing, then
- * StopTracing when the duration is over), the worker job that moves the stream to disk
+ * StopTracing when the duration is over, or when the worker says max_bytes came: the runtime's
+ * closing rundown still comes, up to EVENTPIPE_RUNDOWN_BYTES_MAX more, as a client's session
+ * stopped at its size gets), the worker job that moves the stream to disk
  * (jobs_record_trace(), jobs_record_gcdump()) and, for stacks, counters and exceptions, the one that
  * renders its nettrace (jobs_stacks_text(), ...), the timer, and publishing: root's, exactly the
  * readers' ACL, labelled with the origin and the table (dump-publish.h), named
@@ -81,7 +83,7 @@ typedef struct RecorderSpec {
         AclGrant readers;               /* the file's readers */
         const EventPipeConfig *config;  /* the session's providers (encoded at once) */
         uint64_t duration_usec;         /* StopTracing after this long */
-        uint64_t max_bytes;             /* of the stream */
+        uint64_t max_bytes;             /* of the stream: the session is stopped there (its rundown on top) */
         unsigned audit_records;         /* the records whose room is held before the runtime is asked */
         const MonitorThrown *thrown;    /* RECORDER_EXCEPTIONS: shown first (copied); else NULL */
         const RecorderOps *ops;

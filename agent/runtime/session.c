@@ -40,7 +40,6 @@
 #define SESSION_SPLICES_PER_WAKEUP 16
 /* After StopTracing the runtime writes its rundown, then ends the stream. */
 #define SESSION_STOP_GRACE_USEC (60 * USEC_PER_SEC)
-#define SESSION_RUNDOWN_BYTES_MAX (256ULL << 20)
 /*
  * How long the client's pipe may stay full. While the session runs, the
  * runtime only drops events behind a slow reader; after a stop its
@@ -357,7 +356,7 @@ static void session_account(Session *s, size_t n) {
         s->bytes += n;
         if (!s->stopping && s->bytes >= s->size_limit)
                 session_stop(s, "size-limit");
-        if (s->bytes >= s->size_limit + SESSION_RUNDOWN_BYTES_MAX)
+        if (s->bytes >= s->size_limit + EVENTPIPE_RUNDOWN_BYTES_MAX)
                 session_cut(s, "size-exceeded");
 }
 

@@ -103,8 +103,8 @@ typedef struct JobRequest {
                         DumpLimits limits;
                         uint32_t slot;
                         uint64_t max_bytes;
-                } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir); GCDUMP
-                                                 * (fds: the stream, the .gcdump file, dump_dir, control) */
+                } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir, control);
+                                                 * GCDUMP (fds: the stream, the .gcdump file, dump_dir, control) */
                 DumpLimits stacks;              /* STACKS (fds: the nettrace, the text file, dump_dir) */
                 struct {
                         DumpLimits limits;
@@ -159,7 +159,8 @@ typedef struct JobReply {
                 uint64_t bytes;                 /* STREAM */
                 struct {
                         uint64_t bytes;
-                        uint8_t ended;          /* the runtime ended the stream (else: max_bytes) */
+                        uint8_t ended;          /* the runtime ended the stream (else: cut) */
+                        uint8_t limited;        /* max_bytes came, and the agent was told (JOBS_TRACE_SIZE_LIMIT) */
                 } trace;                        /* TRACE */
                 struct {
                         uint64_t bytes;         /* of the .gcdump */

@@ -41,6 +41,7 @@
 #include "eventpipe/monitor-view.h"
 #include "eventpipe/nettrace.h"
 #include "agent/dumps/retention-pass.h"
+#include "eventpipe/session-config.h"
 #include "agent/support/test-hooks.h"
 #include "common/text.h"
 #include "agent/loop/userns.h"
@@ -370,21 +371,38 @@ static size_t handle_stream(const JobRequest *q, const WorkerMessage *msg, JobRe
 }
 
 /*
- * A trace's stream, from the runtime's socket into the unnamed file, until
- * the runtime ends it or max_bytes is in. A socket cannot be spliced into a
- * file: its bytes go through a pipe, never through this process's memory.
+ * max_bytes of the trace are in: the agent is told to stop the session (a full or closed control
+ * socket: it is not told). Return: the bytes the stream may now come to, max_bytes and the
+ * rundown's allowance on top, or max_bytes when the agent was not told (the stream is cut there).
+ */
+static uint64_t trace_at_limit(int control, uint64_t max_bytes, JobReply *a) {
+        if (send(control, &(char){ JOBS_TRACE_SIZE_LIMIT }, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+                return max_bytes;
+        a->trace.limited = true;
+        return max_bytes > UINT64_MAX - EVENTPIPE_RUNDOWN_BYTES_MAX ? UINT64_MAX
+                                                                    : max_bytes + EVENTPIPE_RUNDOWN_BYTES_MAX;
+}
+
+/*
+ * A trace's stream, from the runtime's socket into the unnamed file, until the runtime ends it. At
+ * max_bytes the agent is told to stop the session (trace_at_limit()), and the runtime's closing
+ * rundown, which names the methods, is still read, up to its allowance; past it the stream is cut.
+ * A socket cannot be spliced into a file: its bytes go through a pipe, never through this process's
+ * memory.
  */
 static size_t handle_trace(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
         _cleanup_close_ int pipe_read = -EBADF, pipe_write = -EBADF;
         const char *why = NULL;
         DumpWriter w = {};
-        int fds[2], stream;
+        uint64_t most = q->trace.max_bytes; /* then, once the agent was told, the rundown's allowance on top */
+        int fds[2], stream, control;
 
-        if (msg->n_fds != 3 || q->trace.slot >= DUMP_SLOTS_MAX) {
+        if (msg->n_fds != 4 || q->trace.slot >= DUMP_SLOTS_MAX) {
                 a->r = -EBADF;
                 return REPLY_HEAD;
         }
         stream = msg->fds[0];
+        control = msg->fds[3];
         if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
                 a->r = -errno;
                 return REPLY_HEAD;
@@ -394,8 +412,7 @@ static size_t handle_trace(const JobRequest *q, const WorkerMessage *msg, JobRep
         (void)fcntl(pipe_write, F_SETPIPE_SZ, STREAM_PIPE_SIZE);
         a->r = dump_writer_init(&w, msg->fds[2], msg->fds[1], pipe_read, &q->trace.limits, broker->dump_slots,
                                 q->trace.slot, NULL, &why);
-        while (a->r == 0 && w.bytes < q->trace.max_bytes) {
-                uint64_t left = q->trace.max_bytes - w.bytes;
+        while (a->r == 0 && w.bytes < most) {
                 struct pollfd p = { .fd = stream, .events = POLLIN };
                 ssize_t n = splice(stream, NULL, pipe_write, NULL, STREAM_PIPE_SIZE, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 
@@ -414,7 +431,10 @@ static size_t handle_trace(const JobRequest *q, const WorkerMessage *msg, JobRep
                         a->r = -errno;
                         break;
                 }
-                a->r = dump_writer_pump(&w, (uint64_t)n < left ? (uint64_t)n : left, &why);
+                /* told before these bytes are written: all of them are the file's when the limit moves on */
+                if (!a->trace.limited && w.bytes + (uint64_t)n >= q->trace.max_bytes)
+                        most = trace_at_limit(control, q->trace.max_bytes, a);
+                a->r = dump_writer_pump(&w, MIN((uint64_t)n, most - w.bytes), &why);
         }
         reply_why(a, why);
         a->trace.bytes = w.bytes;

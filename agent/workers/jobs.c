@@ -373,15 +373,16 @@ static void trace_done(int error, WorkerMessage *reply, void *userdata) {
         JobCall *call = userdata;
         JobTraceDone done = call->callback;
         const JobReply *a = NULL;
+        bool whole;
         int r;
 
         call->job = NULL;
         r = reply_of(error, reply, REPLY_HEAD + sizeof(a->trace), &a);
-        done(call->userdata, writer_code(r), a && reply->size >= REPLY_HEAD + sizeof(a->trace) && a->trace.ended,
-             why_of(a));
+        whole = a && reply->size >= REPLY_HEAD + sizeof(a->trace);
+        done(call->userdata, writer_code(r), whole && a->trace.ended, whole && a->trace.limited, why_of(a));
 }
 
-/* The request of a recording job, TRACE or GCDUMP, and its fds: the stream, the file, dump_dir (and the control). */
+/* The request of a recording job, TRACE or GCDUMP, and its fds: the stream, the file, dump_dir, the control. */
 static JobRequest *recording_request(JobType type, const JobRecording *rec, int fds[static 4]) {
         JobRequest *q;
 
@@ -401,11 +402,13 @@ static JobRequest *recording_request(JobType type, const JobRecording *rec, int 
 
 int jobs_record_trace(Broker *b, const JobRecording *rec, JobTraceDone done, void *userdata, JobCall *call) {
         int fds[4];
-        JobRequest *q = recording_request(JOB_TRACE, rec, fds);
+        JobRequest *q;
 
+        assert(rec->control_fd >= 0); /* the worker tells the agent on it when max_bytes came */
+        q = recording_request(JOB_TRACE, rec, fds);
         if (!q)
                 return -ENOMEM;
-        return submit_own(b, rec->owner, q, offsetof(JobRequest, trace) + sizeof(q->trace), fds, 3, rec->timeout_usec,
+        return submit_own(b, rec->owner, q, offsetof(JobRequest, trace) + sizeof(q->trace), fds, 4, rec->timeout_usec,
                           trace_done, done, userdata, call);
 }
 
@@ -660,14 +663,16 @@ int jobs_clean_stale(Broker *b) {
         return r;
 }
 
-const char *jobs_trace_end(int r, bool ended, bool stop_sent) {
+const char *jobs_trace_end(int r, bool ended, bool limited, bool stop_sent) {
         if (r == JOBS_E_NO_SPACE)
                 return "no-space";
         if (r == JOBS_E_TIMEOUT)
                 return "timeout";
         if (r != 0)
                 return "agent-error";
-        if (!ended)
+        if (limited && !ended)
+                return "size-exceeded"; /* stopped at max_bytes, but its rundown went past the allowance */
+        if (limited || !ended)
                 return "size-limit";
         return stop_sent ? "duration" : "target-ended";
 }

@@ -160,33 +160,41 @@ int jobs_open_runtime(Broker *b, pid_t pid, uint32_t owner, JobProcessDone done,
 
 /*
  * @r is 0, a JOBS_E_* code (JOBS_E_NO_SPACE: the guards, with @why) or a negative errno;
- * @ended: the runtime ended the stream (else it was cut at max_bytes). The file's size says
- * what was written, whatever @r is.
+ * @ended: the runtime ended the stream (else it was cut); @limited: the stream reached max_bytes
+ * and the agent was told (JOBS_TRACE_SIZE_LIMIT). The file's size says what was written,
+ * whatever @r is.
  */
-typedef void (*JobTraceDone)(void *userdata, int r, bool ended, const char *why);
+typedef void (*JobTraceDone)(void *userdata, int r, bool ended, bool limited, const char *why);
 /*
  * jobs_trace_end() - how a recorded trace's session ended, for its end record, from a
- * JobTraceDone's @r and @ended and whether the agent sent StopTracing (@stop_sent): "no-space",
- * "timeout", "agent-error", "size-limit", "duration" or "target-ended".
+ * JobTraceDone's @r, @ended and @limited and whether the agent sent StopTracing (@stop_sent):
+ * "no-space", "timeout", "agent-error", "size-limit" (stopped at max_bytes, or cut there),
+ * "size-exceeded" (the rundown went past its allowance: cut), "duration" or "target-ended".
  */
-const char *jobs_trace_end(int r, bool ended, bool stop_sent);
+const char *jobs_trace_end(int r, bool ended, bool limited, bool stop_sent);
 /* What a recording job is given (jobs_record_trace(), jobs_record_gcdump()); the worker holds its own copies of the fds. */
 typedef struct JobRecording {
         uint32_t owner;         /* whose job it counts as (a uid) */
         int stream_fd;          /* the runtime's connection, after its CollectTracing reply */
         int file_fd;            /* an unnamed file of @dir_fd, written */
         int dir_fd;             /* dump_dir */
-        int control_fd;         /* jobs_record_gcdump(): one end of a SOCK_SEQPACKET pair; else not used */
+        int control_fd;         /* one end of a SOCK_SEQPACKET pair: the worker tells the agent on it */
         DumpLimits limits;      /* dump_dir's guards, counted in @slot (dump-writer.h) */
         unsigned slot;
         uint64_t max_bytes;     /* of the stream */
         uint64_t timeout_usec;
 } JobRecording;
+/* What a trace's worker tells the agent on its control socket: max_bytes of the stream are in, and
+ * the agent is to stop the session (StopTracing) so that the runtime writes its rundown. */
+#define JOBS_TRACE_SIZE_LIMIT 'L'
 /*
  * jobs_record_trace() - move a trace's stream into @rec's file
  *
- * From the stream until the runtime ends it, max_bytes are written, or dump_dir's limits would
- * break; at most timeout_usec.
+ * From the stream until the runtime ends it, or dump_dir's limits would break; at most
+ * timeout_usec. Once max_bytes are in, the worker sends JOBS_TRACE_SIZE_LIMIT on control_fd and
+ * goes on reading up to EVENTPIPE_RUNDOWN_BYTES_MAX more, the runtime's closing rundown, as a
+ * client's session stopped at its size gets (session.c); past that the stream is cut. A control
+ * socket that takes no message cuts it at max_bytes.
  */
 int jobs_record_trace(Broker *b, const JobRecording *rec, JobTraceDone done, void *userdata, JobCall *call);
 

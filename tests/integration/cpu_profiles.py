@@ -186,3 +186,15 @@ def hot_method_in_every_format(user, nettrace):
     under_main = sorted(children(frames, the(frames, MAIN)), key=lambda f: -f["ms"])
     assert under_main and under_main[0]["name"] == HOT, [(f["name"], f["ms"]) for f in under_main]
     return out
+
+
+def stopped_at_size_with_rundown(ended, nettrace, limit):
+    """@ended, the end record of an agent's own session stopped at @limit bytes (an [[on_start]]'s max_size,
+    max_trace_size): size-limit and complete, with the bytes of @nettrace, past @limit (the rundown came on top);
+    @nettrace holds the runtime's rundown."""
+    size = os.path.getsize(nettrace)
+    assert ended["DSAGENT_SESSION_END"] == "size-limit" and ended["DSAGENT_SESSION_COMPLETE"] == "yes", ended
+    assert int(ended["DSAGENT_SESSION_BYTES"]) == size and size > limit, (ended, size)
+    rundown = rundown_events(nettrace)
+    print(f"# {size} bytes, {rundown[METHOD_DC_END_VERBOSE]} methods named by the rundown", flush=True)
+    assert rundown[METHOD_DC_END_VERBOSE] > 0 and rundown[DC_END_COMPLETE] == 1, rundown

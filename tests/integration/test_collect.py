@@ -1322,21 +1322,30 @@ def an_artifact_whose_first_name_is_taken_gets_the_next_one():
     assert len(dumps) == 1 and dumps[0]["DSAGENT_DUMP_TYPE"] == "stacks", dumps
 
 
-@test
-def a_tables_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
-    """A table's cpu-sampling trace of the app burning CPU, as its reader converts it (dsctl convert, as she would a
-    trace of her own): every format names the hot method, go tool pprof -top first, the flame graph widest under
-    Main. The session ended by the agent's StopTracing, so the runtime's rundown names the methods. Those the table
-    does not name (the app's own user among them) cannot read the trace, and converting it writes them nothing."""
+def cpu_trace_collected(settings="", duration="3s"):
+    """A table's cpu-sampling trace of @duration of the app burning CPU (--burn-cpu), under the [agent]
+    @settings, readers the group OPS. Once collected: the table's collected record, the trace's path and the
+    session's end records."""
     high, unit = target_in_unit(args=("--burn-cpu",))
-    agent = agent_with(table("cpu-trace", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
-                             then='then.trace_profile = "cpu-sampling"\nthen.duration = "3s"'))
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + settings +
+                  table("cpu-trace", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                        then=f'then.trace_profile = "cpu-sampling"\nthen.duration = "{duration}"'))
     end = wait_for(lambda: collect_records(agent, high.pid, "collected") or collect_records(agent, high.pid, "failed"),
                    timeout=120, what="the trace's end")[0]
     assert end["DSAGENT_COLLECT_EVENT"] == "collected", end
     path, _, _ = collected_artifact(agent, high.pid, "cpu-trace", "trace", ".nettrace",
                                     "a trace of profile cpu-sampling begins")
     ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
+    return end, path, ended
+
+
+@test
+def a_tables_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
+    """A table's cpu-sampling trace of the app burning CPU, as its reader converts it (dsctl convert, as she would a
+    trace of her own): every format names the hot method, go tool pprof -top first, the flame graph widest under
+    Main. The session ended by the agent's StopTracing, so the runtime's rundown names the methods. Those the table
+    does not name (the app's own user among them) cannot read the trace, and converting it writes them nothing."""
+    _, path, ended = cpu_trace_collected()
     assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
     cpu_profiles.hot_method_in_every_format(ALICE, path)  # ALICE reads it through the table's group
     for other in (MALLORY, SVC):
@@ -1344,6 +1353,23 @@ def a_tables_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
         r = cpu_profiles.convert(other, path, "flame", os.path.join(work, "cpu.svg"))
         assert r.returncode != 0 and "Permission denied" in r.stderr, (other, r)
         assert not os.listdir(work), (other, os.listdir(work))
+
+
+@test
+def a_tables_cpu_trace_stopped_at_max_trace_size_holds_the_rundown_that_names_its_methods():
+    """A table's cpu-sampling trace under max_trace_size = "64K" of the app burning CPU: at 64 KiB the agent stops
+    the session, as docs/policy.md says, and the runtime's closing rundown comes on top. The table's record says
+    the trace was stopped at max_trace_size, the session's end record says size-limit and complete with the file's
+    bytes, past 64 KiB; the file holds the rundown, and the table's reader's dsctl convert names the hot method in
+    every format. Before, the worker stopped reading at 64 KiB and the agent never stopped the session: "cut at
+    max_trace_size", complete=no, no rundown, every frame ?!?."""
+    # then.duration 120 s: far beyond the second or two 64 KiB of samples of a burning app take
+    end, path, ended = cpu_trace_collected('max_trace_size = "64K"\n', duration="120s")
+    size = os.path.getsize(path)
+    assert end["DSAGENT_COLLECT_RESULT"] == f"{path} ({size} bytes, stopped at max_trace_size)", end
+    assert len(ended) == 1, ended
+    cpu_profiles.stopped_at_size_with_rundown(ended[0], path, 64 * 1024)
+    cpu_profiles.hot_method_in_every_format(ALICE, path)  # ALICE reads it through the table's group
 
 
 if __name__ == "__main__":

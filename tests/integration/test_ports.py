@@ -144,12 +144,13 @@ def a_suspended_runtime_waits_for_a_granted_resume_through_its_port():
 
 
 def on_start(name="startup", users=(SVC,), providers=("Dsagent-TestTarget",), duration="3s", readers=(ALICE,),
-             profile=None):
-    """An [[on_start]] table tracing @providers, or @profile when given."""
+             profile=None, max_size=None):
+    """An [[on_start]] table tracing @providers, or @profile when given; stopped at @max_size when given."""
     quoted = lambda items: ", ".join(f'"{i}"' for i in items)
     what = f'trace_profile = "{profile}"' if profile else f'trace_providers = [{quoted(providers)}]'
+    size = f'max_size = "{max_size}"\n' if max_size else ""
     return (f'\n[[on_start]]\nname = "{name}"\ntargets.users = [{quoted(users)}]\n'
-            f'{what}\nduration = "{duration}"\nreaders = [{quoted(readers)}]\n')
+            f'{what}\nduration = "{duration}"\n{size}readers = [{quoted(readers)}]\n')
 
 
 @test
@@ -259,6 +260,25 @@ def a_runtime_no_on_start_covers_is_not_traced_and_waits_as_before():
     target.process.read_line("ready pid=", timeout=30)
 
 
+def on_start_cpu_trace(**settings):
+    """An app that burns CPU from its start (--burn-cpu), held at its port until an [[on_start]] CPU trace
+    (dotnet-sampled-thread-time) of @settings (on_start()'s) has started. Once the trace is published: its path
+    and the session's end records."""
+    path = os.path.join(port_dir(), "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0", extra=on_start(profile="dotnet-sampled-thread-time",
+                                                                           **settings)))
+    target = connecting_target(path, mode="suspend", args=("--burn-cpu",))
+    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
+    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90,
+                    what="the on_start trace published")[0]
+    # the end record follows the file's
+    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
+    trace = dump["DSAGENT_DUMP_PATH"]
+    assert dump["DSAGENT_DUMP_TYPE"] == "trace" and ".on_start-startup." in trace, dump
+    return trace, ended
+
+
 @test
 def an_on_start_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
     """An [[on_start]] table's CPU trace (dotnet-sampled-thread-time) of an app that burns CPU from its start, as the
@@ -266,25 +286,28 @@ def an_on_start_cpu_trace_converts_for_its_reader_with_the_hot_method_named():
     flame graph widest under Main. The session ended by the agent's StopTracing over the port, so the runtime's
     rundown names the methods. Mallory and the app's own user, whom the table does not name, cannot read the
     trace, and converting it writes them nothing."""
-    d = port_dir()
-    path = os.path.join(d, "app.sock")
-    agent = Agent(policy=policy(path, suspend_timeout="0",
-                                extra=on_start(profile="dotnet-sampled-thread-time", duration="4s")))
-    target = connecting_target(path, mode="suspend", args=("--burn-cpu",))
-    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
-    mine = lambda rs: [r for r in rs if r["DSAGENT_TARGET_PID"] == str(target.pid)]
-    dump = wait_for(lambda: mine(agent.records(message_id=DUMP_MESSAGE_ID)), timeout=90,
-                    what="the on_start trace published")[0]
-    ended = wait_for(lambda: mine(agent.records(message_id=SESSION_END_ID)), timeout=30, what="the session's end")
+    trace, ended = on_start_cpu_trace(duration="4s")
     assert ended[0]["DSAGENT_SESSION_END"] == "duration" and ended[0]["DSAGENT_SESSION_COMPLETE"] == "yes", ended
-    trace = dump["DSAGENT_DUMP_PATH"]
-    assert dump["DSAGENT_DUMP_TYPE"] == "trace" and ".on_start-startup." in trace, dump
     cpu_profiles.hot_method_in_every_format(ALICE, trace)
     for other in (MALLORY, SVC):
         work = make_dir(other, 0o755)
         r = cpu_profiles.convert(other, trace, "pprof", os.path.join(work, "cpu.pb.gz"))
         assert r.returncode != 0 and "Permission denied" in r.stderr, (other, r)
         assert not os.listdir(work), (other, os.listdir(work))
+
+
+@test
+def an_on_start_trace_stopped_at_max_size_holds_the_rundown_that_names_its_methods():
+    """An [[on_start]] CPU trace with max_size = "64K" of an app that burns CPU: at 64 KiB the agent stops the
+    session (StopTracing over the port), as docs/policy.md says, and the runtime's closing rundown comes on top. The
+    end record says size-limit and complete, its bytes are the file's, past 64 KiB; the file holds the rundown,
+    and the table's reader's dsctl convert names the hot method in every format. Before, the worker stopped
+    reading at 64 KiB and the agent never stopped the session: complete=no, no rundown, every frame ?!?."""
+    # 120 s: far beyond the seconds 64 KiB of samples of a burning app take, so the size ends the session
+    trace, ended = on_start_cpu_trace(duration="120s", max_size="64K")
+    assert len(ended) == 1, ended
+    cpu_profiles.stopped_at_size_with_rundown(ended[0], trace, 64 * 1024)
+    cpu_profiles.hot_method_in_every_format(ALICE, trace)
 
 
 def second_port(path, suspend_timeout="0"):
