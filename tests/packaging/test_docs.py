@@ -10,6 +10,7 @@ command headings and examples, README's usage block) is run against the
 real binaries' parsers: a form the program refuses as a usage error (exit
 2) fails the check, so no page can name an option the tool rejects.
 """
+import glob
 import json
 import os
 import re
@@ -85,14 +86,15 @@ def catalog_explains_every_message_id():
     assert len(ids) >= 2, ids
     catalog = open(os.path.join(SOURCE, "units/dsagent.catalog")).read()
     entries = dict(re.findall(r"^-- ([0-9a-f]{32})\n(.*?)(?=^-- |\Z)", catalog, re.M | re.S))
-    audit = open(os.path.join(SOURCE, "agent/audit/audit.c")).read()
+    # the records are written by agent/audit/: audit.c, its output (audit-output.c) and its names (audit-names.c)
+    audit = "".join(open(path).read() for path in sorted(glob.glob(os.path.join(SOURCE, "agent/audit/*.c"))))
     page = man_text("dsagent.8")
     for name, message_id in ids:
         assert message_id in entries, f"no catalog entry for {name} {message_id}"
         assert message_id in page, f"dsagent.8 does not list {name} {message_id}"
         # every field the text substitutes is one the agent writes
         for field in set(re.findall(r"@([A-Z_]+)@", entries[message_id])):
-            assert f'"{field}' in audit, f"catalog {message_id} uses @{field}@, which audit.c never writes"
+            assert f'"{field}' in audit, f"catalog {message_id} uses @{field}@, which agent/audit/ never writes"
     assert set(entries) == {i for _, i in ids}, f"catalog entries without an id: {set(entries)}"
     # every field a record may carry is in dsagent(8), names and words for people included
     fields = sorted(set(re.findall(r'"(DSAGENT_[A-Z_]+)', audit)))
