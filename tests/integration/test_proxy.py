@@ -195,6 +195,14 @@ def proxy_records(agent, **fields):
     return [r for r in agent.records() if all(r.get(k) == v for k, v in fields.items())]
 
 
+def session_records(agent, count):
+    """The proxy's records of CollectTracing2, once there are @count. An allowed session's record says how it
+    ended, so the agent writes it when the session ends, which may come after the tool has read the end of its
+    stream and exited (CI of this session: dotnet-counters had exited, its record not yet written)."""
+    return wait_for(lambda: (lambda found: found if len(found) >= count else None)(
+        proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")), what=f"{count} records of CollectTracing2")
+
+
 def marker_target(*extra):
     return Target(SVC, args=("--emit-events", "100", *extra))
 
@@ -484,7 +492,7 @@ def dotnet_trace_default_through_exec_is_admitted_as_the_profiles_it_sends():
     assert os.stat(out).st_uid == uid_of(ALICE)
     seen = traceevent(out)
     assert {"Microsoft-DotNETCore-SampleProfiler", "Microsoft-Windows-DotNETRuntime"} <= set(seen["providers"]), seen
-    session, = proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")
+    session, = session_records(agent, 1)
     assert (session["DSAGENT_COMMAND"], session["DSAGENT_DECISION"]) == ("trace", "allowed"), session
     start, = trace_start_records(agent)
     assert start["DSAGENT_TRACE_PROFILE"] == "dotnet-common,dotnet-sampled-thread-time", start
@@ -851,7 +859,7 @@ def dotnet_counters_collects_under_a_counters_grant_alone():
     assert status == 0, said
     rows = open(out).read()
     assert ",System.Runtime,dotnet.gc." in rows, rows[:2000]
-    session = proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")
+    session = session_records(agent, 1)
     assert [(r["DSAGENT_COMMAND"], r["DSAGENT_DECISION"]) for r in session] == [("counters", "allowed")], session
     start, = trace_start_records(agent)
     assert "EventCounterIntervalSec=1" in start["DSAGENT_PROVIDERS"] and "SessionId=" in start["DSAGENT_PROVIDERS"]
@@ -1000,7 +1008,7 @@ def dotnet_stack_reports_under_a_stacks_grant_alone():
     tmpdir = runtime_named_port(agent, ALICE, target)
     status, said = run_stock(ALICE, "dotnet-stack", "report", "-p", str(target.pid), env=[f"TMPDIR={tmpdir}"])
     assert status == 0 and "Thread (0x" in said and "System.Private.CoreLib!" in said, said
-    session, = proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")
+    session, = session_records(agent, 1)
     assert (session["DSAGENT_COMMAND"], session["DSAGENT_DECISION"]) == ("stacks", "allowed"), session
 
 
@@ -1256,7 +1264,7 @@ def dsctl_exec_writes_the_pid_for_pid_and_warns_of_an_empty_process_id():
     status, out, err = dsctl_exec_unit(agent, ALICE, "dst-proxy-placeholder.service", counters, "collect",
                                        "--process-id={pid}", "-o", csv, "--duration", "00:00:00:03")
     assert status == 0 and ",System.Runtime,dotnet." in open(csv).read(), (status, out, err)
-    sessions = [r for r in proxy_records(agent, DSAGENT_IPC_COMMAND="CollectTracing2")]
+    sessions = session_records(agent, 2)
     assert [(r["DSAGENT_DECISION"], r["DSAGENT_TARGET_PID"]) for r in sessions] == \
         [("allowed", str(target.pid))] * 2, sessions
 
