@@ -198,3 +198,13 @@ def stopped_at_size_with_rundown(ended, nettrace, limit):
     rundown = rundown_events(nettrace)
     print(f"# {size} bytes, {rundown[METHOD_DC_END_VERBOSE]} methods named by the rundown", flush=True)
     assert rundown[METHOD_DC_END_VERBOSE] > 0 and rundown[DC_END_COMPLETE] == 1, rundown
+
+
+def converts_nothing_for(users, nettrace, fmt, out_name):
+    """Each of @users, whom nothing lets read @nettrace, fails to convert it to @fmt ("Permission denied") and
+    finds nothing written in a directory of their own."""
+    for user in users:
+        work = make_dir(user, 0o755)
+        r = convert(user, nettrace, fmt, os.path.join(work, out_name))
+        assert r.returncode != 0 and "Permission denied" in r.stderr, (user, r)
+        assert not os.listdir(work), (user, os.listdir(work))
