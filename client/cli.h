@@ -8,7 +8,7 @@
 #include <sys/types.h>
 
 #include "client/session-client.h"
-#include "client/trace-convert.h"
+#include "eventpipe/trace-convert.h"
 
 typedef enum Verb {
         VERB_PS,

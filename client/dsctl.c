@@ -22,7 +22,7 @@
 #include "client/output.h"
 #include "client/progress.h"
 #include "client/session-client.h"
-#include "client/trace-convert.h"
+#include "eventpipe/trace-convert.h"
 #include "common/text.h"
 #include "common/wire.h"
 

@@ -29,7 +29,7 @@
 #include "client/progress.h"
 #include "client/session-client.h"
 #include "common/text.h"
-#include "client/trace-convert.h"
+#include "eventpipe/trace-convert.h"
 
 #define READ_CHUNK (256 * 1024)
 /* Once the stream has ended, the agent's last frames follow at once; this is only a backstop. */

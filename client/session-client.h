@@ -9,7 +9,7 @@
 #include "client/agent-client.h"
 #include "eventpipe/gcdump-heap.h"
 #include "client/out-file.h"
-#include "client/trace-convert.h"
+#include "eventpipe/trace-convert.h"
 
 typedef enum SessionOutputKind {
         SESSION_OUTPUT_NETTRACE, /* the stream, verified, into a file */

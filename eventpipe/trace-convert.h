@@ -2,7 +2,8 @@
 /*
  * dsctl's trace formats: a nettrace stream, as it is read, made into a speedscope, Chromium, pprof
  * or flame graph file (eventpipe/cpu-profile.h and its writers), by dsctl trace --format, dsctl
- * convert and dsctl flame. No .NET on the host.
+ * convert and dsctl flame, and by the agent's workers for a [[collect]] table's then.flame
+ * (jobs_flame_svg()): the same file of the same trace, whoever converts it. No .NET on the host.
  *
  * The formats that keep the time line (speedscope, chromium) spool each thread's samples to an
  * unnamed file in $TMPDIR (else /tmp), mode 0600, gone when dsctl is: about 6 bytes a sample. The

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* A nettrace stream into speedscope, Chromium, pprof or a flame graph, in dsctl (trace-convert.h) */
+/* A nettrace stream into speedscope, Chromium, pprof or a flame graph, for dsctl and the agent's workers (trace-convert.h) */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include "eventpipe/flame-svg.h"
 #include "eventpipe/profile-pprof.h"
 #include "eventpipe/profile-timeline.h"
-#include "client/trace-convert.h"
+#include "eventpipe/trace-convert.h"
 
 #define READ_CHUNK (1024 * 1024)
 #define OUTPUT_BUFFER (1024 * 1024)
