@@ -285,6 +285,15 @@ bool eventpipe_profile_is_known(const char *name) {
         return eventpipe_profile_find(name);
 }
 
+bool eventpipe_profile_samples_cpu(const char *name) {
+        const EventPipeProfile *p = eventpipe_profile_find(name);
+
+        for (size_t i = 0; p && i < p->n_providers; i++)
+                if (strcmp(p->providers[i].name, EVENTPIPE_SAMPLE_PROFILER) == 0)
+                        return true;
+        return false;
+}
+
 const EventPipeProfile *eventpipe_profiles(size_t *ret_count) {
         *ret_count = N_PROFILES;
         return profiles;

@@ -77,6 +77,8 @@ const EventPipeProfile *eventpipe_profiles(size_t *ret_count);
 /* The profile named exactly @name, or NULL. */
 const EventPipeProfile *eventpipe_profile_find(const char *name);
 bool eventpipe_profile_is_known(const char *name);
+/* Does the profile named exactly @name ask for the sample profiler, the stacks a flame graph draws? */
+bool eventpipe_profile_samples_cpu(const char *name);
 /*
  * Is the provider @name with @keywords, @level and @arguments exactly @pp, as the stock tool sends it?
  * Names compare exactly, keywords and level as numbers; @arguments NULL and "" both mean none.

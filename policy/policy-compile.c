@@ -1621,12 +1621,19 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 }
                 return true;
         }
+        if (strcmp(t->key, "flame") == 0) {
+                /* not an action: the trace's flame graph beside it (compile_collect_flame()) */
+                if (!expect_type(c, t, TOML_BOOLEAN))
+                        return false;
+                col->flame = v->boolean;
+                return true;
+        }
         if (strcmp(t->key, "dump") != 0 && strcmp(t->key, "stacks") != 0 && strcmp(t->key, "trace_profile") != 0 &&
             strcmp(t->key, "counters") != 0 && strcmp(t->key, "gcdump") != 0 && strcmp(t->key, "core") != 0 &&
             strcmp(t->key, "exceptions") != 0) {
                 error_at(c, t->line, t->column,
                          "unknown key 'then.%s' in [[collect]] (dump, stacks, gcdump, exceptions, trace_profile, "
-                         "counters, duration, core)",
+                         "counters, duration, flame, core)",
                          t->key);
                 return false;
         }
@@ -1673,6 +1680,33 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
         return true;
 }
 
+/* then.flame = true: the flame graph of the table's trace, so only with a trace_profile that samples CPU. */
+static bool compile_collect_flame(Compiler *c, const TomlEntry *flame, const TomlEntry *action,
+                                  const PolicyCollect *col) {
+        char sampling[128] = "";
+        size_t n;
+        const EventPipeProfile *profiles = eventpipe_profiles(&n);
+
+        if (!col->flame)
+                return true;
+        if (!action || strcmp(action->key, "trace_profile") != 0) {
+                error_at(c, flame->line, flame->column,
+                         "'then.flame' goes with 'then.trace_profile' only: the flame graph is drawn of the table's trace");
+                return false;
+        }
+        if (!col->trace_profile || eventpipe_profile_samples_cpu(col->trace_profile))
+                return true;
+        for (size_t i = 0; i < n; i++)
+                if (eventpipe_profile_samples_cpu(profiles[i].name))
+                        snprintf(sampling + strlen(sampling), sizeof(sampling) - strlen(sampling), "%s%s",
+                                 sampling[0] ? ", " : "", profiles[i].name);
+        error_at(c, flame->line, flame->column,
+                 "'then.flame' needs a trace profile that samples CPU: \"%s\" has no %s, so its trace has no "
+                 "stacks to draw (these have: %s)",
+                 col->trace_profile, EVENTPIPE_SAMPLE_PROFILER, sampling);
+        return false;
+}
+
 static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAgentSettings *a, PolicyCollect *col) {
         const TomlEntry *action = NULL, *duration;
         bool ok = true;
@@ -1704,6 +1738,8 @@ static bool compile_collect_then(Compiler *c, const TomlEntry *e, const PolicyAg
 
                 col->duration_usec = usec < a->max_session_duration_usec ? usec : a->max_session_duration_usec;
         }
+        if (ok && toml_table_find(e->value, "flame"))
+                ok = compile_collect_flame(c, toml_table_find(e->value, "flame"), action, col);
         return ok;
 }
 

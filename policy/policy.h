@@ -231,6 +231,7 @@ typedef struct PolicyCollect {
         PolicyDumpType dump_type;   /* POLICY_COLLECT_THEN_DUMP */
         char *trace_profile;        /* POLICY_COLLECT_THEN_TRACE */
         uint64_t duration_usec;     /* POLICY_COLLECT_THEN_TRACE, _COUNTERS, _EXCEPTIONS: at most max_session_duration */
+        bool flame;                 /* POLICY_COLLECT_THEN_TRACE: its flame graph too (then.flame; the profile samples CPU) */
         PolicyStringList counters_providers; /* POLICY_COLLECT_THEN_COUNTERS: 1 to POLICY_COLLECT_COUNTERS_MAX */
 
         PolicyIdList reader_users;

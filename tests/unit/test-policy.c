@@ -1368,6 +1368,34 @@ static void test_collect_dropin(void) {
 #define COLLECT_COUNTER COLLECT_HEAD "when.counter = \"System.Runtime:cpu-usage\"\n"
 #define COLLECT_OK COLLECT_COUNTER "when.above = 90\nthen.dump = \"mini\"\n"
 
+/* then.flame: the trace's flame graph beside it, only with a trace_profile whose trace has CPU samples to draw */
+static void test_collect_flame(void) {
+        Policy *p = compile_ok(COLLECT_COUNTER "when.above = 90\nthen.trace_profile = \"cpu-sampling\"\n"
+                               "then.duration = \"5s\"\nthen.flame = true\n"
+                               "[[collect]]\nname = \"d\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                               "then.trace_profile = \"dotnet-sampled-thread-time\"\nthen.duration = \"5s\"\n"
+                               "[[collect]]\nname = \"e\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                               "then.trace_profile = \"cpu-sampling\"\nthen.duration = \"5s\"\nthen.flame = false\n");
+
+        check(p && p->n_collect == 3);
+        if (p && p->n_collect == 3)
+                check(p->collect[0].flame && !p->collect[1].flame && !p->collect[2].flame);
+        policy_unref(p);
+        /* no trace: nothing to draw of */
+        compile_fails(COLLECT_OK "then.flame = true\n", NULL, 7, 6,
+                      "'then.flame' goes with 'then.trace_profile' only");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.counters = true\nthen.flame = true\n", NULL, 7, 6,
+                      "'then.flame' goes with 'then.trace_profile' only");
+        /* a trace without the sample profiler has no stacks */
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.trace_profile = \"gc-verbose\"\nthen.duration = \"5s\"\n"
+                      "then.flame = true\n", NULL, 8, 6,
+                      "'then.flame' needs a trace profile that samples CPU: \"gc-verbose\" has no "
+                      "Microsoft-DotNETCore-SampleProfiler, so its trace has no stacks to draw (these have: "
+                      "cpu-sampling, dotnet-sampled-thread-time)");
+        compile_fails(COLLECT_COUNTER "when.above = 90\nthen.trace_profile = \"cpu-sampling\"\nthen.duration = \"5s\"\n"
+                      "then.flame = \"yes\"\n", NULL, 8, 14, "must be a boolean");
+}
+
 /* then.counters: true for dsctl counters' own default, or the providers; then.duration optional */
 static void test_collect_counters(void) {
         Policy *p = compile_ok(COLLECT_COUNTER "when.above = 90\nthen.counters = true\n"
@@ -2035,6 +2063,7 @@ int main(void) {
         run_test(test_collect);
         run_test(test_collect_dropin);
         run_test(test_collect_errors);
+        run_test(test_collect_flame);
         run_test(test_collect_counters);
         run_test(test_collect_match);
         run_test(test_cgroup_pattern_match);
