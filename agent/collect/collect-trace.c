@@ -126,6 +126,11 @@ static void recorder_done(void *userdata, const RecorderResult *res) {
         CollectTrace *t = userdata;
         bool collected = res->end == RECORDER_COLLECTED;
 
+        /* the flame graph's first: the table's last result (collector_note_result()) stays its trace's */
+        if (res->end == RECORDER_COLLECTED && res->flame.asked)
+                collect_record_result(t->set->broker, t->table, t->target, "flame",
+                                      res->flame.collected ? "collected" : "failed", res->flame.text, res->flame.path,
+                                      res->flame.bytes, recorder_audit_room(t->recorder));
         if (res->end != RECORDER_REMOVED) /* that was told already (removed()) */
                 collect_record_result(t->set->broker, t->table, t->target, action_of(t->table),
                                       collected ? "collected" : "failed", res->text, collected ? res->path : NULL,
@@ -165,8 +170,9 @@ static int record(CollectTrace *t, Policy *policy, const MonitorThrown *thrown, 
                 .config = &config,
                 .duration_usec = duration_of(policy, table),
                 .max_bytes = policy->agent.max_trace_size,
-                /* the session's start and end, the file's record and the table's */
-                .audit_records = 4,
+                /* the session's start and end, the file's record and the table's; the flame graph's two more */
+                .audit_records = table->flame ? 6 : 4,
+                .flame = table->then == POLICY_COLLECT_THEN_TRACE && table->flame,
                 .thrown = table->then == POLICY_COLLECT_THEN_EXCEPTIONS ? thrown : NULL,
                 .ops = &recorder_ops,
                 .userdata = t,

@@ -581,11 +581,12 @@ static void put_labels(WireWriter *w, const DumpLabels *l) {
         uint32_t uid;
 
         /* a dump's type, "trace" for an [[on_start]] or [[collect]] trace, "stacks" and "exceptions" for a [[collect]]
-         * table's text, "counters" for its CSV, "gcdump" for its heap dump, "crash" for a core systemd-coredump stored */
+         * table's text, "counters" for its CSV, "gcdump" for its heap dump, "flame" for its trace's flame graph,
+         * "crash" for a core systemd-coredump stored */
         if (l->type && (policy_dump_type_from_string(l->type) != _POLICY_DUMP_INVALID || strcmp(l->type, "trace") == 0 ||
                         strcmp(l->type, "stacks") == 0 || strcmp(l->type, "counters") == 0 ||
                         strcmp(l->type, "gcdump") == 0 || strcmp(l->type, "crash") == 0 ||
-                        strcmp(l->type, "exceptions") == 0))
+                        strcmp(l->type, "exceptions") == 0 || strcmp(l->type, "flame") == 0))
                 wire_writer_put_string(w, WIRE_TAG_DUMP_TYPE, l->type);
         if (l->pid && parse_pid(l->pid, &pid) == 0)
                 wire_writer_put_u32(w, WIRE_TAG_PID, (uint32_t)pid);

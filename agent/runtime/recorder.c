@@ -37,7 +37,8 @@ typedef enum RecorderState {
         RECORDER_CONNECTING,    /* the session's request waits for a connection */
         RECORDER_STARTING,      /* CollectTracing sent, its reply awaited */
         RECORDER_RECORDING,     /* a worker reads the stream */
-        RECORDER_RENDERING,     /* the session is over; a worker renders its nettrace */
+        RECORDER_RENDERING,     /* the session is over; a worker renders its nettrace (or draws the published
+                                 * trace's flame graph) */
         RECORDER_ENDED,         /* done() was called */
 } RecorderState;
 
@@ -67,8 +68,22 @@ struct Recorder {
         bool start_recorded, end_recorded;
         uint64_t started_usec;
         AuditReservation audit_room;
+        char name[256];             /* the artifact's, in dump_dir */
         char path[PATH_MAX];
         char text[PATH_MAX + 320];
+        struct {
+                int fd;             /* an unnamed file of dump_dir while the worker draws it */
+                bool asked, collected;
+                uint64_t bytes;
+                char path[PATH_MAX];
+                char text[PATH_MAX + 320];
+        } flame;                    /* RecorderSpec.flame */
+        struct {
+                const char *how;
+                uint64_t bytes;
+                char why[256];
+                bool has_why;
+        } published;                /* the trace, published, while its flame graph is drawn */
 };
 
 static bool is_rendered(const Recorder *r) {
@@ -146,7 +161,10 @@ static void record_session(Recorder *r, bool ended, uint64_t bytes, const char *
 /* The end: told once; the caller frees the recorder. */
 static void end(Recorder *r, RecorderEnd how_it_ended, const char *how, uint64_t bytes, const char *why, int error) {
         RecorderResult res = { .end = how_it_ended, .text = r->text, .path = r->path[0] ? r->path : NULL,
-                               .bytes = bytes, .how = how, .why = why, .error = error };
+                               .bytes = bytes, .how = how, .why = why, .error = error,
+                               .flame = { .asked = r->flame.asked, .collected = r->flame.collected,
+                                          .text = r->flame.text, .path = r->flame.collected ? r->flame.path : NULL,
+                                          .bytes = r->flame.bytes } };
 
         assert(r->state != RECORDER_ENDED);
         r->state = RECORDER_ENDED;
@@ -170,32 +188,50 @@ static const char *noun_of(const Recorder *r) {
         return r->spec.output == RECORDER_GCDUMP ? "heap dump" : r->spec.kind;
 }
 
-/* Root's, exactly the readers, labelled with the origin and the table, named, then recorded (or removed again).
- * Return: 0 with r->path, PUBLISH_E_NO_SPACE, PUBLISH_E_REMOVED, or a negative errno. */
-static int publish(Recorder *r, int fd, uint64_t size) {
+/* What an artifact of @kind is labelled with, besides the origin and the table. */
+static DumpAttributes attributes_of(const Recorder *r, const char *kind) {
         const Target *t = r->spec.target;
-        DumpAttributes attrs = { .requester = 0, .target_pid = t->pid, .target_uid = target_euid(t),
+
+        return (DumpAttributes){ .requester = 0, .target_pid = t->pid, .target_uid = target_euid(t),
                                  .target_unit = t->unit, .target_exe = t->exe, .target_name = t->name,
-                                 .dump_type = r->spec.kind };
-        char name[256];
+                                 .dump_type = kind };
+}
+
+/* The dump record of the artifact just published as @name (@path, of @size bytes, labelled @attrs). Without it
+ * the file goes again, unless audit_failure = "allow". Return: 0, or the record's negative errno (removed). */
+static int record_artifact(Recorder *r, const DumpAttributes *attrs, const char *name, const char *path,
+                           uint64_t size) {
+        const Target *t = r->spec.target;
         int e;
 
-        /* an existing file is never replaced: another name, as a second dump of the same second gets */
-        e = dump_publish_for_table(r->dir_fd, fd, &r->spec.readers, &attrs, r->spec.kind, r->spec.origin, r->spec.rule,
-                                   suffix_of(r->spec.output), name, sizeof(name));
-        if (e != 0)
-                return e == DUMP_PUBLISH_E_NO_SPACE ? PUBLISH_E_NO_SPACE : e < 0 ? e : -EIO;
-        snprintf(r->path, sizeof(r->path), "%s/%s", r->spec.policy->agent.dump_dir, name);
         e = audit_log_dump(r->broker->config.audit_sink, &(AuditDumpEvent){
-                .origin = r->spec.origin, .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
-                .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
+                .origin = r->spec.origin, .requester = 0, .target_pid = t->pid, .target_uid = attrs->target_uid,
+                .target_unit = attrs->target_unit, .target_exe = attrs->target_exe,
                 .target_container_id = t->container_id, .target_pod_uid = t->pod_uid,
                 .target_cgroup = t->cgroup, .target_cgroup_vouched = t->cgroup_vouched,
-                .rule = r->spec.rule, .path = r->path, .size = size, .dump_type = r->spec.kind,
+                .rule = r->spec.rule, .path = path, .size = size, .dump_type = attrs->dump_type,
                 .readable = r->spec.readers.n_users + r->spec.readers.n_groups > 0, .reservation = &r->audit_room });
         if (e >= 0 || r->spec.policy->agent.audit_failure_allow)
                 return 0;
         (void)unlinkat(r->dir_fd, name, 0);
+        return e;
+}
+
+/* Root's, exactly the readers, labelled with the origin and the table, named, then recorded (or removed again).
+ * Return: 0 with r->name and r->path, PUBLISH_E_NO_SPACE, PUBLISH_E_REMOVED, or a negative errno. */
+static int publish(Recorder *r, int fd, uint64_t size) {
+        DumpAttributes attrs = attributes_of(r, r->spec.kind);
+        int e;
+
+        /* an existing file is never replaced: another name, as a second dump of the same second gets */
+        e = dump_publish_for_table(r->dir_fd, fd, &r->spec.readers, &attrs, r->spec.kind, r->spec.origin, r->spec.rule,
+                                   suffix_of(r->spec.output), r->name, sizeof(r->name));
+        if (e != 0)
+                return e == DUMP_PUBLISH_E_NO_SPACE ? PUBLISH_E_NO_SPACE : e < 0 ? e : -EIO;
+        snprintf(r->path, sizeof(r->path), "%s/%s", r->spec.policy->agent.dump_dir, r->name);
+        e = record_artifact(r, &attrs, r->name, r->path, size);
+        if (e == 0)
+                return 0;
         r->path[0] = '\0';
         r->spec.ops->removed(r->spec.userdata, e);
         return PUBLISH_E_REMOVED;
@@ -352,6 +388,94 @@ static const char *size_note(int e, bool ended, bool limited) {
         return limited ? ", stopped at max_trace_size" : "";
 }
 
+/* ---- the flame graph beside a published trace ---- */
+
+/* The trace's end, told once its flame graph is published or known missing (r->flame.text says which). */
+static void flame_over(Recorder *r) {
+        r->flame.fd = safe_close(r->flame.fd);
+        end(r, RECORDER_COLLECTED, r->published.how, r->published.bytes,
+            r->published.has_why ? r->published.why : NULL, 0);
+}
+
+/* The flame graph's name: the trace's, flame for its kind and .svg for its suffix, so that its process, table,
+ * time and number are the trace's. Return: 0, or -EINVAL (the trace's name is not of that shape: never). */
+static int flame_name(const Recorder *r, char *buf, size_t size) {
+        const char *suffix = suffix_of(r->spec.output);
+        size_t n = strlen(r->name), kind = strlen(r->spec.kind), tail = strlen(suffix);
+
+        if (n <= kind + tail || strncmp(r->name, r->spec.kind, kind) != 0 || strcmp(r->name + n - tail, suffix) != 0)
+                return -EINVAL;
+        return snprintf(buf, size, "flame%.*s.svg", (int)(n - kind - tail), r->name + kind) < (int)size ? 0 : -EINVAL;
+}
+
+/* The drawn flame graph of @bytes: root's, exactly the readers, labelled and named as the trace, then recorded
+ * (or removed again); r->flame.text says which. */
+static void publish_flame(Recorder *r, uint64_t bytes) {
+        DumpAttributes attrs = attributes_of(r, "flame");
+        char name[256];
+        int e;
+
+        attrs.origin = r->spec.origin;
+        attrs.table = r->spec.rule;
+        e = flame_name(r, name, sizeof(name));
+        if (e == 0)
+                e = dump_publish_fd(r->dir_fd, r->flame.fd, &r->spec.readers, &attrs, name);
+        if (e != 0) {
+                snprintf(r->flame.text, sizeof(r->flame.text), "cannot store the flame graph: %s",
+                         e > 0 ? "no space in dump_dir" : strerror(-e));
+                return;
+        }
+        snprintf(r->flame.path, sizeof(r->flame.path), "%s/%s", r->spec.policy->agent.dump_dir, name);
+        e = record_artifact(r, &attrs, name, r->flame.path, bytes);
+        if (e < 0) {
+                snprintf(r->flame.text, sizeof(r->flame.text),
+                         "the flame graph's audit record could not be written (%s): it was removed", strerror(-e));
+                return;
+        }
+        r->flame.collected = true;
+        r->flame.bytes = bytes;
+        snprintf(r->flame.text, sizeof(r->flame.text), "%s (%" PRIu64 " bytes)", r->flame.path, bytes);
+}
+
+/* The worker drew the flame graph, or says why not: published, or its text says why there is none. */
+static void flame_drawn(void *userdata, int e, uint64_t bytes, const char *why) {
+        Recorder *r = userdata;
+
+        assert(r->state == RECORDER_RENDERING);
+        if (e == 0)
+                publish_flame(r, bytes);
+        else if (e == JOBS_E_NO_SAMPLES)
+                snprintf(r->flame.text, sizeof(r->flame.text), "no flame graph: %s", why ? why : "no samples");
+        else
+                snprintf(r->flame.text, sizeof(r->flame.text), "cannot store the flame graph: %s",
+                         e == JOBS_E_NO_SPACE ? (why ? why : "no space in dump_dir")
+                         : e < 0              ? strerror(-e)
+                                              : "the worker failed");
+        flame_over(r);
+}
+
+/* The trace is published (@how, @bytes, the worker's @why): a worker draws its flame graph of the very file. */
+static void draw_flame(Recorder *r, const char *how, uint64_t bytes, const char *why) {
+        JobRendering job = { .owner = r->spec.owner, .nettrace_fd = r->file_fd, .dir_fd = r->dir_fd,
+                             .limits = limits_of(r) };
+        int e;
+
+        r->published.how = how;
+        r->published.bytes = bytes;
+        r->published.has_why = why;
+        snprintf(r->published.why, sizeof(r->published.why), "%s", why ? why : "");
+        r->flame.asked = true;
+        r->state = RECORDER_RENDERING;
+        r->flame.fd = openat(r->dir_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        job.out_fd = r->flame.fd;
+        e = r->flame.fd < 0 ? -errno : jobs_flame_svg(r->broker, &job, flame_drawn, r, &r->job);
+        if (e != 0) {
+                snprintf(r->flame.text, sizeof(r->flame.text), "cannot draw the flame graph: %s",
+                         e < 0 ? strerror(-e) : "no worker free");
+                flame_over(r);
+        }
+}
+
 /* The stream is written: published (or rendered first), or the result says why not. */
 static void recorded(void *userdata, int e, bool ended, bool limited, const char *why) {
         Recorder *r = userdata;
@@ -378,7 +502,10 @@ static void recorded(void *userdata, int e, bool ended, bool limited, const char
         /* the end record follows the file's: it says whether it was stored */
         record_session(r, true, size, outcome == RECORDER_COLLECTED || size == 0 ? how : "not-stored",
                        outcome == RECORDER_COLLECTED && e == 0 && ended && r->stop_sent);
-        end(r, outcome, how, size, why, error);
+        if (outcome == RECORDER_COLLECTED && r->spec.flame)
+                draw_flame(r, how, size, why);
+        else
+                end(r, outcome, how, size, why, error);
 }
 
 /* What a heap dump's worker said, in the words of the result, when it made no .gcdump. */
@@ -623,13 +750,14 @@ int recorder_start(Broker *b, const RecorderSpec *spec, Recorder **ret, char *wh
 
         assert(spec->ops && spec->ops->connect && spec->ops->removed && spec->ops->done);
         assert(spec->output == RECORDER_EXCEPTIONS || !spec->thrown);
+        assert(spec->output == RECORDER_NETTRACE || !spec->flame);
         r = calloc(1, sizeof(Recorder));
         if (!r) {
                 snprintf(why, why_size, "not traced: out of memory");
                 return RECORDER_E_FAILED;
         }
         *r = (Recorder){ .broker = b, .spec = *spec, .stream_fd = -EBADF, .dir_fd = -EBADF, .file_fd = -EBADF,
-                         .text_fd = -EBADF, .control_fd = -EBADF };
+                         .text_fd = -EBADF, .control_fd = -EBADF, .flame.fd = -EBADF };
         r->spec.thrown = NULL; /* copied into r->thrown */
         policy_ref(r->spec.policy);
         target_ref(r->spec.target);
@@ -675,6 +803,7 @@ Recorder *recorder_free(Recorder *r) {
         safe_close(r->stream_fd);
         safe_close(r->file_fd);
         safe_close(r->text_fd);
+        safe_close(r->flame.fd);
         safe_close(r->dir_fd);
         audit_reservation_release(&r->audit_room);
         monitor_thrown_done(&r->thrown);

@@ -18,6 +18,11 @@
  * cannot be written (unless audit_failure = "allow"). The session's start and end are recorded as
  * any trace's (AuditSessionEvent).
  *
+ * A published trace may have a second artifact beside it (RecorderSpec.flame): its flame graph, drawn
+ * by a worker of the published file (jobs_flame_svg()), published as the trace is and named as it is
+ * but for the kind and the suffix (flame.NAME.PID.ORIGIN-TABLE.TIME.svg), and recorded as a dump of its
+ * own. The trace stays whatever becomes of it; RecorderResult.flame says what did.
+ *
  * The caller says only what differs: which session, how long, how large, for whom, how the agent
  * reaches the runtime (RecorderOps.connect: a target's socket, or a port's connection), and what it
  * tells of the outcome. The seat is free again once the stream is no longer read.
@@ -86,6 +91,8 @@ typedef struct RecorderSpec {
         uint64_t max_bytes;             /* of the stream: the session is stopped there (its rundown on top) */
         unsigned audit_records;         /* the records whose room is held before the runtime is asked */
         const MonitorThrown *thrown;    /* RECORDER_EXCEPTIONS: shown first (copied); else NULL */
+        bool flame;                     /* RECORDER_NETTRACE: its flame graph too, once the trace is published
+                                         * (its dump record is one more of @audit_records) */
         const RecorderOps *ops;
         void *userdata;
 } RecorderSpec;
@@ -107,6 +114,15 @@ typedef enum RecorderEnd {
         RECORDER_REMOVED,       /* published, and removed again: RecorderOps.removed() said it */
 } RecorderEnd;
 
+/* The flame graph beside a published trace (RecorderSpec.flame). */
+typedef struct RecorderFlame {
+        bool asked;             /* the spec asked for it, and the trace was published: the rest says how it went */
+        bool collected;         /* published: @path, @bytes; else @text says why there is none */
+        const char *text;       /* a collect record's words: the path and size, or why not */
+        const char *path;
+        uint64_t bytes;
+} RecorderFlame;
+
 struct RecorderResult {
         RecorderEnd end;
         const char *text;       /* a collect record's words: the path and size, or why not */
@@ -115,6 +131,7 @@ struct RecorderResult {
         const char *how;        /* how the session ended, as its end record says; NULL before it began */
         const char *why;
         int error;
+        RecorderFlame flame;    /* RECORDER_COLLECTED */
 };
 
 /*

@@ -45,6 +45,7 @@ typedef enum JobType {
         JOB_CRASHES,
         JOB_CRASH_COPY,
         JOB_EXCEPTIONS,
+        JOB_FLAME,
 } JobType;
 
 /* Bytes of an exception's type or message a job carries: what the parser gives at most (NETTRACE_STRING_MAX UTF-16
@@ -105,7 +106,7 @@ typedef struct JobRequest {
                         uint64_t max_bytes;
                 } trace;                        /* TRACE (fds: the runtime's stream, file, dump_dir, control);
                                                  * GCDUMP (fds: the stream, the .gcdump file, dump_dir, control) */
-                DumpLimits stacks;              /* STACKS (fds: the nettrace, the text file, dump_dir) */
+                DumpLimits rendering;           /* STACKS, FLAME (fds: the nettrace, the text or SVG file, dump_dir) */
                 struct {
                         DumpLimits limits;
                         uint8_t have_thrown;

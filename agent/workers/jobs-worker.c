@@ -42,6 +42,7 @@
 #include "eventpipe/nettrace.h"
 #include "agent/dumps/retention-pass.h"
 #include "eventpipe/session-config.h"
+#include "eventpipe/trace-convert.h"
 #include "agent/support/test-hooks.h"
 #include "common/text.h"
 #include "agent/loop/userns.h"
@@ -478,6 +479,28 @@ static int stacks_read(int fd, MonitorView *v) {
 }
 
 /*
+ * A rendering's reply, its output written into msg->fds[1] with @a->r so far: its size, once dump_dir's guards
+ * (max_use, keep_free, in msg->fds[2]) leave room for it; else JOBS_E_NO_SPACE, the why naming @what.
+ */
+static size_t rendered_reply(const DumpLimits *limits, const WorkerMessage *msg, const char *what, JobReply *a) {
+        char why[DUMP_SPACE_WHY_MAX] = "", none[64];
+        uint64_t headroom = 0;
+        struct stat st;
+
+        if (a->r == 0 && fstat(msg->fds[1], &st) < 0)
+                a->r = -errno;
+        if (a->r == 0)
+                a->r = dump_space_headroom(msg->fds[2], &limits->max_use, &limits->keep_free, 0, &headroom, why,
+                                           sizeof(why));
+        if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > headroom))
+                a->r = JOBS_E_NO_SPACE; /* dump_space_headroom()'s refusal, or the output past it: this job's code */
+        snprintf(none, sizeof(none), "no room in dump_dir for the %s", what);
+        reply_why(a, a->r == JOBS_E_NO_SPACE ? (why[0] ? why : none) : NULL);
+        a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
+        return REPLY_HEAD + sizeof(a->bytes);
+}
+
+/*
  * A stacks or exceptions session's nettrace (a [[collect]] table's then.stacks, then.exceptions) as the
  * text dsctl stacks or dsctl exceptions prints, into the unnamed file: parsed here, never in the loop,
  * and at most MONITOR_VIEW_OUTPUT_MAX bytes of text; dump_dir's guards (max_use, keep_free) must leave
@@ -486,9 +509,6 @@ static int stacks_read(int fd, MonitorView *v) {
 static size_t handle_view_text(MonitorViewKind kind, const DumpLimits *limits, const MonitorThrown *thrown,
                                const WorkerMessage *msg, JobReply *a) {
         MonitorView *v = NULL;
-        char why[DUMP_SPACE_WHY_MAX] = "";
-        uint64_t headroom = 0;
-        struct stat st;
         FILE *out;
         int fd;
 
@@ -513,20 +533,39 @@ static size_t handle_view_text(MonitorViewKind kind, const DumpLimits *limits, c
         monitor_view_free(v);
         if (fclose(out) != 0 && a->r == 0)
                 a->r = -errno;
-        if (a->r == 0 && fstat(msg->fds[1], &st) < 0)
-                a->r = -errno;
-        if (a->r == 0)
-                a->r = dump_space_headroom(msg->fds[2], &limits->max_use, &limits->keep_free, 0, &headroom, why,
-                                           sizeof(why));
-        if (a->r == DUMP_PUBLISH_E_NO_SPACE || (a->r == 0 && (uint64_t)st.st_size > headroom))
-                a->r = JOBS_E_NO_SPACE; /* dump_space_headroom()'s refusal, or the text past it: this job's code */
-        reply_why(a, a->r == JOBS_E_NO_SPACE ? (why[0] ? why : "no room in dump_dir for the text") : NULL);
-        a->bytes = a->r == 0 ? (uint64_t)st.st_size : 0;
-        return REPLY_HEAD + sizeof(a->bytes);
+        return rendered_reply(limits, msg, "text", a);
 }
 
 static size_t handle_stacks(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
-        return handle_view_text(MONITOR_VIEW_STACKS, &q->stacks, NULL, msg, a);
+        return handle_view_text(MONITOR_VIEW_STACKS, &q->rendering, NULL, msg, a);
+}
+
+/*
+ * A CPU trace's flame graph (a [[collect]] table's then.flame, beside its published nettrace): the SVG dsctl
+ * convert --format flame writes of it, by the same code (trace_convert_file()), here and never in the loop; a
+ * trace cut short is drawn as far as it goes, as dsctl draws it. A trace with no samples makes none. The SVG
+ * must fit dump_dir's guards.
+ */
+static size_t handle_flame(const JobRequest *q, const WorkerMessage *msg, JobReply *a) {
+        uint64_t samples = 0, left_out = 0;
+        bool converted = false;
+        int r;
+
+        if (msg->n_fds != 3) {
+                a->r = -EBADF;
+                return REPLY_HEAD;
+        }
+        /* the file's offset is where its recording ended; dsctl reads it from its start */
+        r = lseek(msg->fds[0], 0, SEEK_SET) < 0 ? -errno
+                                                 : trace_convert_file(msg->fds[0], TRACE_FORMAT_FLAME, "trace.nettrace",
+                                                                      msg->fds[1], &samples, &left_out, &converted);
+        a->r = r < 0 ? r : 0; /* a positive NETTRACE_E_*: cut short, and converted as far as it goes */
+        if (a->r == 0 && (!converted || samples == 0)) {
+                a->r = JOBS_E_NO_SAMPLES;
+                reply_why(a, converted ? "the trace holds no CPU samples" : "the trace is no nettrace stream");
+                return REPLY_HEAD + sizeof(a->bytes);
+        }
+        return rendered_reply(&q->rendering, msg, "flame graph", a);
 }
 
 /* The exception the job carries, its strings pointing into the job (the view copies what it keeps). */
@@ -986,6 +1025,9 @@ int jobs_handle(WorkerMessage *msg, WorkerMessage *reply) {
                 break;
         case JOB_EXCEPTIONS:
                 reply->size = handle_exceptions(&q, msg, a);
+                break;
+        case JOB_FLAME:
+                reply->size = handle_flame(&q, msg, a);
                 break;
         case JOB_GCDUMP:
                 reply->size = handle_gcdump(&q, msg, a);

@@ -412,7 +412,7 @@ int jobs_record_trace(Broker *b, const JobRecording *rec, JobTraceDone done, voi
                           trace_done, done, userdata, call);
 }
 
-/* A job that wrote a file (STACKS, EXCEPTIONS, COUNTERS, CRASH_COPY): its bytes, with its code (JobStacksDone and
+/* A job that wrote a file (STACKS, EXCEPTIONS, COUNTERS, FLAME, CRASH_COPY): its bytes, with its code (JobStacksDone and
  * JobStreamDone are one function type). */
 static void bytes_done(int error, WorkerMessage *reply, void *userdata) {
         JobCall *call = userdata;
@@ -435,15 +435,25 @@ static JobRequest *rendering_request(JobType type, const JobRendering *job, int 
         return q;
 }
 
-int jobs_stacks_text(Broker *b, const JobRendering *job, JobStacksDone done, void *userdata, JobCall *call) {
+/* A rendering job that carries its limits alone (STACKS, FLAME). */
+static int submit_rendering(Broker *b, JobType type, const JobRendering *job, JobStacksDone done, void *userdata,
+                            JobCall *call) {
         int fds[3];
-        JobRequest *q = rendering_request(JOB_STACKS, job, fds);
+        JobRequest *q = rendering_request(type, job, fds);
 
         if (!q)
                 return -ENOMEM;
-        q->stacks = job->limits;
-        return submit_own(b, job->owner, q, offsetof(JobRequest, stacks) + sizeof(q->stacks), fds, 3,
+        q->rendering = job->limits;
+        return submit_own(b, job->owner, q, offsetof(JobRequest, rendering) + sizeof(q->rendering), fds, 3,
                           b->config.reply_timeout_usec, bytes_done, done, userdata, call);
+}
+
+int jobs_stacks_text(Broker *b, const JobRendering *job, JobStacksDone done, void *userdata, JobCall *call) {
+        return submit_rendering(b, JOB_STACKS, job, done, userdata, call);
+}
+
+int jobs_flame_svg(Broker *b, const JobRendering *job, JobStacksDone done, void *userdata, JobCall *call) {
+        return submit_rendering(b, JOB_FLAME, job, done, userdata, call);
 }
 
 int jobs_exceptions_text(Broker *b, const JobRendering *job, const MonitorThrown *thrown, JobStacksDone done,

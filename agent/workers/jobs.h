@@ -64,6 +64,7 @@ enum {
         JOBS_E_EMPTY,           /* the runtime wrote nothing */
         JOBS_E_NOT_CORE,        /* what it wrote is no whole core */
         JOBS_E_NO_HEAP,         /* jobs_record_gcdump(): the stream made no .gcdump (the why says what was wrong) */
+        JOBS_E_NO_SAMPLES,      /* jobs_flame_svg(): the trace has no CPU samples to draw (the why says what) */
         /* a stored core's (crash-core.h) */
         JOBS_E_CRASH_GONE,      /* no core is stored for the crash any more */
         JOBS_E_CRASH_UNTRUSTED, /* what is stored is not the core systemd-coredump stored for it */
@@ -199,11 +200,11 @@ typedef struct JobRecording {
 int jobs_record_trace(Broker *b, const JobRecording *rec, JobTraceDone done, void *userdata, JobCall *call);
 
 /* What a job that renders a session's nettrace is given (jobs_stacks_text(), jobs_exceptions_text(),
- * jobs_counters_csv()). */
+ * jobs_counters_csv(), jobs_flame_svg()). */
 typedef struct JobRendering {
         uint32_t owner;         /* whose job it counts as (a uid) */
         int nettrace_fd;        /* the session's nettrace, read from its start */
-        int out_fd;             /* an unnamed file of @dir_fd: the text, or the CSV */
+        int out_fd;             /* an unnamed file of @dir_fd: the text, the CSV or the SVG */
         int dir_fd;             /* dump_dir */
         DumpLimits limits;      /* what the output must fit within */
 } JobRendering;
@@ -228,6 +229,16 @@ int jobs_stacks_text(Broker *b, const JobRendering *job, JobStacksDone done, voi
  */
 int jobs_exceptions_text(Broker *b, const JobRendering *job, const MonitorThrown *thrown, JobStacksDone done,
                          void *userdata, JobCall *call);
+
+/*
+ * jobs_flame_svg() - the flame graph dsctl convert --format flame writes of the CPU trace in @job's nettrace
+ *
+ * Written into its out_fd by a worker with dsctl's own converter (eventpipe/trace-convert.h), so that it is the
+ * very file dsctl writes of the same trace; it must fit within dump_dir's limits. @done as jobs_stacks_text()'s,
+ * JOBS_E_NO_SAMPLES (with @why) when the trace has no CPU samples to draw, or is no nettrace stream. At most the
+ * reply's deadline.
+ */
+int jobs_flame_svg(Broker *b, const JobRendering *job, JobStacksDone done, void *userdata, JobCall *call);
 
 /* Bytes of a counters session's providers text (eventpipe_config_to_string()) a job carries. */
 #define JOBS_COUNTERS_PROVIDERS_MAX 8192
