@@ -1368,5 +1368,86 @@ def a_tables_cpu_trace_stopped_at_max_trace_size_holds_the_rundown_that_names_it
     cpu_profiles.hot_method_in_every_format(ALICE, path)  # ALICE reads it through the table's group
 
 
+def flame_table_ran(settings=""):
+    """A table's cpu-sampling trace of 3 s of the app burning CPU, with then.flame, under the [agent] @settings,
+    readers the group OPS. Once its trace's record is written (the flame graph's comes just before it): the agent,
+    the process, the trace's collect record and the flame graph's (a list: one, unless the feature is gone)."""
+    high, unit = target_in_unit(args=("--burn-cpu",))
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + settings +
+                  table("cpu-flame", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                        then='then.trace_profile = "cpu-sampling"\nthen.duration = "3s"\nthen.flame = true'))
+    of = lambda action: [r for r in agent.records(message_id=COLLECT_MESSAGE_ID)
+                         if r["DSAGENT_TARGET_PID"] == str(high.pid) and r.get("DSAGENT_COLLECT_ACTION") == action
+                         and r.get("DSAGENT_COLLECT_EVENT") in ("collected", "failed")]
+    trace = wait_for(lambda: of("trace"), timeout=120, what="the trace's record")
+    assert len(trace) == 1 and trace[0]["DSAGENT_COLLECT_EVENT"] == "collected", trace
+    return agent, high, trace[0], of("flame")
+
+
+@test
+def a_tables_flame_graph_is_published_beside_its_trace_as_its_reader_converts_it():
+    """then.flame: beside the table's trace, its flame graph, flame.NAME.PID.collect-TABLE.TIME.svg (the trace's
+    name parts), root's with exactly the trace's ACL, listed by dsctl dumps (type flame) for the table's reader
+    only, with a dump record and a collect record of its own. It is byte for byte what the reader's dsctl convert
+    --format flame writes of the published trace (the SVG names no file), and the hot method is the widest frame
+    under Main. Neither mallory nor the app's own user reads or sees either file."""
+    agent, high, trace, flame = flame_table_ran()
+    path = trace["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    svg = os.path.join(agent.dumps, os.path.basename(path).replace("trace.", "flame.", 1)[:-len(".nettrace")] + ".svg")
+    assert len(flame) == 1 and flame[0]["DSAGENT_COLLECT_EVENT"] == "collected", flame
+    assert flame[0]["DSAGENT_RULE"] == "cpu-flame", flame
+    assert flame[0]["DSAGENT_COLLECT_RESULT"] == f"{svg} ({os.path.getsize(svg)} bytes)", (flame, svg)
+    print(f"# trace {os.path.getsize(path)} bytes, flame graph {os.path.getsize(svg)} bytes", flush=True)
+    dump_record(agent, path, "cpu-flame", "trace")
+    dump_record(agent, svg, "cpu-flame", "flame")
+    ended = [r for r in agent.records(message_id=SESSION_END_ID) if r["DSAGENT_TARGET_PID"] == str(high.pid)]
+    assert len(ended) == 1 and ended[0]["DSAGENT_SESSION_END"] == "duration", ended
+
+    st = os.stat(svg)
+    assert st.st_uid == 0 and st.st_nlink == 1 and st.st_mode & 0o007 == 0, st
+    assert acl_of(svg) == acl_of(path) and f"group:{grp.getgrnam(OPS).gr_gid}:r--" in acl_of(svg), acl_of(svg)
+    for user, reads in ((ALICE, True), (MALLORY, False), (SVC, False)):
+        assert can_read(user, path) == reads and can_read(user, svg) == reads, user
+        r = dsctl(agent, user, "--json", "dumps")
+        listed = {x["path"]: x for x in json.loads(r.stdout)} if r.returncode == 0 else r
+        assert r.returncode == 0, r
+        if reads:
+            assert listed[path]["type"] == "trace" and listed[svg]["type"] == "flame", listed
+            assert listed[svg]["pid"] == high.pid, listed[svg]
+        else:
+            assert path not in listed and svg not in listed and "cpu-flame" not in r.stdout, (user, r.stdout)
+
+    # the reader's own conversion of the published trace: the very bytes (the SVG holds no file name)
+    work = make_dir(ALICE, 0o755)
+    mine = os.path.join(work, "mine.svg")
+    r = cpu_profiles.convert(ALICE, path, "flame", mine)
+    assert r.returncode == 0, r
+    with open(mine, "rb") as a, open(svg, "rb") as b:
+        assert a.read() == b.read(), "the agent's flame graph is not the one dsctl convert writes of its trace"
+    frames, _ = cpu_profiles.svg_frames(svg)
+    under_main = sorted(cpu_profiles.children(frames, cpu_profiles.the(frames, cpu_profiles.MAIN)),
+                        key=lambda f: -f["ms"])
+    assert under_main and under_main[0]["name"] == cpu_profiles.HOT, [(f["name"], f["ms"]) for f in under_main]
+
+
+@test
+def a_tables_flame_graph_with_no_room_leaves_its_trace_and_a_record_of_why():
+    """then.flame under max_use = "256K": the trace of the burning app fills dump_dir to max_use and is published
+    cut there ("cut: dump_dir is full"), and no room is left for its flame graph. The trace stays, for its reader;
+    no SVG is left in dump_dir, and the flame graph's failed record says why, in max_use's words."""
+    agent, high, trace, flame = flame_table_ran('max_use = "256K"\n')
+    path = trace["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    assert trace["DSAGENT_COLLECT_RESULT"] == f"{path} ({os.path.getsize(path)} bytes, cut: dump_dir is full)", trace
+    dump_record(agent, path, "cpu-flame", "trace")
+    assert can_read(ALICE, path), "the trace was not kept for its reader"
+    assert len(flame) == 1 and flame[0]["DSAGENT_COLLECT_EVENT"] == "failed", flame
+    why = flame[0]["DSAGENT_COLLECT_RESULT"]
+    assert why.startswith("cannot store the flame graph: ") and "max_use" in why, why
+    print(f"# {why}", flush=True)
+    assert not [f for f in os.listdir(agent.dumps) if f.startswith("flame.")], os.listdir(agent.dumps)
+    assert not [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID)
+                if r.get("DSAGENT_DUMP_TYPE") == "flame"], "a dump record of a flame graph that is not there"
+
+
 if __name__ == "__main__":
     run_tests()
