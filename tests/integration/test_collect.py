@@ -1368,20 +1368,28 @@ def a_tables_cpu_trace_stopped_at_max_trace_size_holds_the_rundown_that_names_it
     cpu_profiles.hot_method_in_every_format(ALICE, path)  # ALICE reads it through the table's group
 
 
-def flame_table_ran(settings=""):
-    """A table's cpu-sampling trace of 3 s of the app burning CPU, with then.flame, under the [agent] @settings,
-    readers the group OPS. Once its trace's record is written (the flame graph's comes just before it): the agent,
-    the process, the trace's collect record and the flame graph's (a list: one, unless the feature is gone)."""
-    high, unit = target_in_unit(args=("--burn-cpu",))
-    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + settings +
-                  table("cpu-flame", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
-                        then='then.trace_profile = "cpu-sampling"\nthen.duration = "3s"\nthen.flame = true'))
+FLAME_TABLE = 'then.trace_profile = "cpu-sampling"\nthen.duration = "3s"\nthen.flame = true'
+
+
+def trace_and_flame_records(agent, pid):
+    """Once the trace's collect record of @pid is written (the flame graph's comes just before it): the trace's
+    record, collected, and the flame graph's (a list: one, unless the feature is gone)."""
     of = lambda action: [r for r in agent.records(message_id=COLLECT_MESSAGE_ID)
-                         if r["DSAGENT_TARGET_PID"] == str(high.pid) and r.get("DSAGENT_COLLECT_ACTION") == action
+                         if r["DSAGENT_TARGET_PID"] == str(pid) and r.get("DSAGENT_COLLECT_ACTION") == action
                          and r.get("DSAGENT_COLLECT_EVENT") in ("collected", "failed")]
     trace = wait_for(lambda: of("trace"), timeout=120, what="the trace's record")
     assert len(trace) == 1 and trace[0]["DSAGENT_COLLECT_EVENT"] == "collected", trace
-    return agent, high, trace[0], of("flame")
+    return trace[0], of("flame")
+
+
+def flame_table_ran(settings=""):
+    """A table's cpu-sampling trace of 3 s of the app burning CPU, with then.flame, under the [agent] @settings,
+    readers the group OPS: the agent, the process, the trace's collect record and the flame graph's."""
+    high, unit = target_in_unit(args=("--burn-cpu",))
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + settings +
+                  table("cpu-flame", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                        then=FLAME_TABLE))
+    return (agent, high) + trace_and_flame_records(agent, high.pid)
 
 
 @test
@@ -1447,6 +1455,23 @@ def a_tables_flame_graph_with_no_room_leaves_its_trace_and_a_record_of_why():
     assert not [f for f in os.listdir(agent.dumps) if f.startswith("flame.")], os.listdir(agent.dumps)
     assert not [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID)
                 if r.get("DSAGENT_DUMP_TYPE") == "flame"], "a dump record of a flame graph that is not there"
+
+
+@test
+def a_trace_without_samples_is_kept_and_its_flame_graphs_record_says_why():
+    """then.flame on a runtime that answers the trace's session with counters alone, no sample (a fake one: the real
+    runtime's sample profiler samples every managed thread): the trace is published for its reader, no SVG is left,
+    and the flame graph's failed record says the trace holds no CPU samples."""
+    fake = FakeRuntime(f"stream:{hostile_samples()}")
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' +
+                  table("no-samples", "Hostile:depth", in_new_unit(fake.pid), then=FLAME_TABLE))
+    trace, flame = trace_and_flame_records(agent, fake.pid)
+    path = trace["DSAGENT_COLLECT_RESULT"].split(" (")[0]
+    dump_record(agent, path, "no-samples", "trace")
+    assert can_read(ALICE, path), "the trace was not kept for its reader"
+    assert len(flame) == 1 and flame[0]["DSAGENT_COLLECT_EVENT"] == "failed", flame
+    assert flame[0]["DSAGENT_COLLECT_RESULT"] == "no flame graph: the trace holds no CPU samples", flame
+    assert not [f for f in os.listdir(agent.dumps) if f.startswith("flame.")], os.listdir(agent.dumps)
 
 
 if __name__ == "__main__":
