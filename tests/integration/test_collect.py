@@ -1282,18 +1282,6 @@ def a_hostile_runtimes_heap_dump_is_made_by_a_worker_of_bounded_memory():
     assert agent.proc.poll() is None, "the agent died"
 
 
-def name_part(name):
-    """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
-    letters, digits, '-', '_' and inner '.', at most 32)."""
-    kept = ""
-    for ch in name or "":
-        if len(kept) == 32:
-            break
-        if ch.isascii() and (ch.isalnum() or ch in "-_" or (ch == "." and kept)):
-            kept += ch
-    return kept or "process"
-
-
 @test
 def an_artifact_whose_first_name_is_taken_gets_the_next_one():
     """Artifacts are named for their table, process and second: a second one of the same table, process and
@@ -1304,13 +1292,9 @@ def an_artifact_whose_first_name_is_taken_gets_the_next_one():
     target, unit = target_in_unit()
     agent = agent_with(table("taken-names", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
                              extra='when.for = "4s"'))
-    name = name_part(harness.info_json(agent, "root", target.pid)["name"])
-    os.makedirs(agent.dumps, mode=0o711, exist_ok=True)
-    now = int(time.time())
-    for second in range(now - 1, now + 180):  # the table fires within seconds: well inside these three minutes
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
-        with open(os.path.join(agent.dumps, f"stacks.{name}.{target.pid}.collect-taken-names.{stamp}.txt"), "w"):
-            pass
+    name = harness.artifact_name_part(harness.info_json(agent, "root", target.pid)["name"])
+    # the table fires within seconds: well inside these three minutes
+    harness.take_artifact_names(agent.dumps, f"stacks.{name}.{target.pid}.collect-taken-names", "txt", 180)
     rec = wait_for(lambda: collect_records(agent, target.pid, "collected") or collect_records(agent, target.pid,
                                                                                               "failed"),
                    timeout=120, what="the stacks' end")[0]
