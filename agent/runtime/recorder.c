@@ -186,16 +186,16 @@ static int publish(Recorder *r, int fd, uint64_t size) {
         if (e != 0)
                 return e == DUMP_PUBLISH_E_NO_SPACE ? PUBLISH_E_NO_SPACE : e < 0 ? e : -EIO;
         snprintf(r->path, sizeof(r->path), "%s/%s", r->spec.policy->agent.dump_dir, name);
-        e = audit_log_dump(r->broker->config.audit_sink, &(AuditDumpEvent){
+        e = audit_log_artifact(r->broker->config.audit_sink, r->spec.policy->agent.audit_failure_allow, r->dir_fd, name,
+                               &(AuditDumpEvent){
                 .origin = r->spec.origin, .requester = 0, .target_pid = t->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = t->container_id, .target_pod_uid = t->pod_uid,
                 .target_cgroup = t->cgroup, .target_cgroup_vouched = t->cgroup_vouched,
                 .rule = r->spec.rule, .path = r->path, .size = size, .dump_type = r->spec.kind,
                 .readable = r->spec.readers.n_users + r->spec.readers.n_groups > 0, .reservation = &r->audit_room });
-        if (e >= 0 || r->spec.policy->agent.audit_failure_allow)
+        if (e == 0)
                 return 0;
-        (void)unlinkat(r->dir_fd, name, 0);
         r->path[0] = '\0';
         r->spec.ops->removed(r->spec.userdata, e);
         return PUBLISH_E_REMOVED;

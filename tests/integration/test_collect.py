@@ -70,8 +70,8 @@ def in_new_unit(pid):
     return unit
 
 
-def agent_with(*tables):
-    return Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + "".join(tables))
+def agent_with(*tables, env=None):
+    return Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + "".join(tables), env=env)
 
 
 def fired(agent, pid=None, name=None):
@@ -1280,6 +1280,36 @@ def a_hostile_runtimes_heap_dump_is_made_by_a_worker_of_bounded_memory():
     assert sent < 400 * os.path.getsize(block), (sent, 400 * os.path.getsize(block))
     assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f] if os.path.isdir(agent.dumps) else True
     assert agent.proc.poll() is None, "the agent died"
+
+
+@test
+def an_artifact_whose_record_cannot_be_written_is_removed_and_said():
+    """No artifact without its record, even where the room held for it does not help: a record that cannot be
+    formatted for want of memory (the test hook DSAGENT_TEST_ARTIFACT_RECORD_FAILS fails every artifact's dump
+    record so). A table's stacks and a table's dump are removed from dump_dir once named, each with a "failed"
+    record saying why, and `dsctl collect` tells the table's reader how many were removed. Without the removal
+    both files stay, root's and readable by the reader, with no record of them."""
+    target, unit = target_in_unit()
+    agent = agent_with(table("stacks-unrecorded", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true")
+                       + table("dump-unrecorded", "Dsagent.TestTarget:test-gauge", unit),
+                       env={"DSAGENT_TEST_ARTIFACT_RECORD_FAILS": "1"})
+    failed = lambda: collect_records(agent, target.pid, "failed")
+    # 360 s: a dump through the agent, past its own dump deadline (DUMP_BOUND), and the stacks' session
+    recs = wait_for(lambda: failed() if len(failed()) == 2 else None, timeout=harness.DUMP_BOUND,
+                    what="both actions' end")
+    for rec in recs:
+        assert "audit record could not be written (Cannot allocate memory): it was removed" in \
+            rec["DSAGENT_COLLECT_RESULT"], rec
+    assert not collect_records(agent, target.pid, "collected"), collect_records(agent, target.pid, "collected")
+    left = [f for f in os.listdir(agent.dumps) if ".collect-" in f] if os.path.isdir(agent.dumps) else []
+    assert left == [], left
+    assert not agent.records(message_id=harness.DUMP_MESSAGE_ID), "a dump record was written"
+    r = dsctl(agent, ALICE, "collect")
+    assert r.returncode == 0, r
+    for name in ("stacks-unrecorded", "dump-unrecorded"):
+        block = r.stdout.split(f"{name}:", 1)[1].split("\n\n", 1)[0]
+        assert f"1 artifact removed: its audit record could not be written (the last of pid {target.pid})" in block, \
+            r.stdout
 
 
 @test
