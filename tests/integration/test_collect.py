@@ -861,6 +861,27 @@ def a_tables_dump_of_a_users_own_process_takes_none_of_the_hosts_dump_slots():
         collect_records(agent, fake.pid, "failed")
 
 
+@test
+def a_tables_dump_of_a_trickling_runtime_is_cut_at_the_pace_deadline_as_its_owners_dump_is():
+    """A table's dump follows the pace deadlines its owner's own dumps do (--dump-min-rate over each stretch of
+    --dump-stall-timeout): svc's runtime, which svc programs, trickles the core a byte every half second, and the
+    dump is cut some 3 s after its first byte, recorded failed with the deadline named, and nothing is left in
+    dump_dir or the runtime's /tmp. Without the deadline it would hold its slot and dump_dir's room for the whole
+    --dump-timeout (300 s)."""
+    fake = FakeRuntime(f"stream-trickle:{hostile_samples()}:0.5")  # a byte every half second: for minutes
+    unit = in_new_unit(fake.pid)
+    agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "1000",
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("trickled", "Hostile:depth", unit))
+    wait_for(lambda: os.path.exists(fake.log + ".trickling"), timeout=90, what="the table's dump to trickle")
+    # the cut comes some 3 s after the first byte (one stretch of --dump-stall-timeout); 60 s only ends a hang,
+    # far below the 300 s --dump-timeout that would end it otherwise
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=60, what="the dump's cut")[0]
+    assert rec["DSAGENT_COLLECT_ACTION"] == "dump" and "--dump-min-rate" in rec["DSAGENT_COLLECT_RESULT"], rec
+    assert not collect_records(agent, fake.pid, "collected")
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f], os.listdir(agent.dumps)
+    assert not [f for f in os.listdir(fake.tmpdir) if f.startswith(".dsagent-dump-")], os.listdir(fake.tmpdir)
+
+
 def connection_of_a_gone_process(agent, user):
     """A connection to @agent made by a process of @user that is gone by the time the agent accepts it (the
     agent is stopped meanwhile): the agent cannot tell its user namespace, and charges it as unknown."""
