@@ -5,6 +5,7 @@
  * audit-names.c. Requests, ports and the broker call it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -446,6 +447,15 @@ int audit_log_dump(AuditSink sink, const AuditDumpEvent *e) {
         /* a client's dump is removed and refused without it (unless room was held for it); a startup trace
          * is there already */
         return audit_output_send(sink, &f, e->origin ? AUDIT_QUEUE_EVENT : AUDIT_QUEUE_DECISION, e->reservation);
+}
+
+int audit_log_artifact(AuditSink sink, bool failure_allowed, int dir_fd, const char *name, const AuditDumpEvent *e) {
+        int r = test_hook_artifact_record_fails() ? -ENOMEM : audit_log_dump(sink, e);
+
+        if (r >= 0 || failure_allowed)
+                return 0;
+        (void)unlinkat(dir_fd, name, 0);
+        return r;
 }
 
 /**

@@ -208,6 +208,15 @@ typedef struct AuditRetentionEvent {
 int audit_log_request(AuditSink sink, const AuditRecord *r);
 int audit_log_policy(AuditSink sink, const AuditPolicyEvent *e);
 int audit_log_dump(AuditSink sink, const AuditDumpEvent *e);
+/*
+ * audit_log_artifact() - the dump record of an artifact the agent made on its own ([[collect]], [[on_start]]),
+ * just published as @name in @dir_fd
+ *
+ * No artifact without its record: when @e cannot be written and @failure_allowed is false (the policy's
+ * audit_failure is not "allow"), @name is removed again, as a client's dump is. Return: 0, or the record's
+ * negative errno (the artifact is gone).
+ */
+int audit_log_artifact(AuditSink sink, bool failure_allowed, int dir_fd, const char *name, const AuditDumpEvent *e);
 int audit_log_session(AuditSink sink, const AuditSessionEvent *e);
 int audit_log_suppressed(AuditSink sink, uid_t uid, uint64_t count);
 int audit_log_port(AuditSink sink, const AuditPortEvent *e);

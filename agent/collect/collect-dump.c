@@ -93,7 +93,8 @@ static int publish(CollectDump *d, const DumpTakeResult *res, char *ret_path, si
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", d->policy->agent.dump_dir, name);
-        r = collect_record_artifact(broker_of(d), d->policy, res->dir_fd, name, &(AuditDumpEvent){
+        r = audit_log_artifact(broker_of(d)->config.audit_sink, d->policy->agent.audit_failure_allow, res->dir_fd,
+                               name, &(AuditDumpEvent){
                 .origin = "collect", .requester = 0, .target_pid = d->target->pid, .target_uid = attrs.target_uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = d->target->container_id, .target_pod_uid = d->target->pod_uid,

@@ -446,15 +446,6 @@ void collect_record_result(Broker *b, const PolicyCollect *table, const Target *
                                                       .action = action, .result = result, .reservation = room });
 }
 
-int collect_record_artifact(Broker *b, const Policy *policy, int dir_fd, const char *name, const AuditDumpEvent *e) {
-        int r = audit_log_dump(b->config.audit_sink, e);
-
-        if (r >= 0 || policy->agent.audit_failure_allow)
-                return 0;
-        (void)unlinkat(dir_fd, name, 0);
-        return r;
-}
-
 void collect_record_removed(Broker *b, const PolicyCollect *table, const Target *target, const char *action, int r,
                             AuditReservation *room) {
         Collector *c = b->collector;

@@ -109,14 +109,6 @@ void collector_note_result(Collector *c, const PolicyCollect *table, pid_t pid, 
 /* How @table's action last ended, on any process; NULL before the first result. */
 const CollectResult *collector_last_result(const Collector *c, const char *table);
 
-/*
- * collect_record_artifact() - the dump record of an artifact a table took, just named @name in @dir_fd
- *
- * No artifact without its record: when @e cannot be written (the audit output is stalled and its
- * queue full) and @policy's audit_failure is not "allow", @name is removed again, as a client's dump
- * is. Return: 0, or the audit's negative errno (the artifact is gone: collect_record_removed() next).
- */
-int collect_record_artifact(Broker *b, const Policy *policy, int dir_fd, const char *name, const AuditDumpEvent *e);
 
 /*
  * collect_record_removed() - @table's @action on @target took an artifact whose record could not be written

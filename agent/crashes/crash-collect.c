@@ -147,7 +147,12 @@ static void remember_shown(CrashCollector *c, const CrashCopy *k) {
 }
 
 /* Root's, exactly the table's readers (nobody's but root's when the process changed credentials), named for it. */
-static int publish(CrashCopy *k, uint64_t bytes, char *ret_path, size_t path_size) {
+/* publish()'s code beside dump_publish_for_table()'s */
+enum { PUBLISH_E_UNRECORDED = _DUMP_PUBLISH_E_MAX };
+
+/* Return: 0 with @ret_path; a DUMP_PUBLISH_E_* code; PUBLISH_E_UNRECORDED with *@ret_unrecorded (the record's
+ * negative errno: the core was removed again); or a negative errno. */
+static int publish(CrashCopy *k, uint64_t bytes, char *ret_path, size_t path_size, int *ret_unrecorded) {
         const CrashEntry *e = &k->entry;
         AclGrant readers = {};
         DumpAttributes attrs = {
@@ -166,7 +171,9 @@ static int publish(CrashCopy *k, uint64_t bytes, char *ret_path, size_t path_siz
         if (r != 0)
                 return r;
         snprintf(ret_path, path_size, "%s/%s", k->policy->agent.dump_dir, name);
-        (void)audit_log_dump(k->collector->broker->config.audit_sink, &(AuditDumpEvent){
+        /* no core without its record: removed again when the record cannot be written */
+        r = audit_log_artifact(k->collector->broker->config.audit_sink, k->policy->agent.audit_failure_allow,
+                               k->dir_fd, name, &(AuditDumpEvent){
                 .origin = "collect", .requester = 0, .target_pid = attrs.target_pid, .target_uid = e->uid,
                 .target_unit = attrs.target_unit, .target_exe = attrs.target_exe,
                 .target_container_id = e->container_id[0] ? e->container_id : NULL,
@@ -174,25 +181,33 @@ static int publish(CrashCopy *k, uint64_t bytes, char *ret_path, size_t path_siz
                 .rule = k->table->name, .path = ret_path, .size = bytes, .dump_type = "crash",
                 .readable = readers.n_users + readers.n_groups > 0,
                 .duration_usec = mono_usec(k->collector->broker) - k->started_usec, .reservation = &k->audit_room });
+        if (r < 0) {
+                *ret_unrecorded = r;
+                return PUBLISH_E_UNRECORDED;
+        }
         return 0;
 }
 
 static void copied(void *userdata, int r, uint64_t bytes, const char *why) {
         CrashCopy *k = userdata;
         char path[PATH_MAX] = "", result[PATH_MAX + 256];
+        int unrecorded = 0;
 
         if (k->slot_claimed) {
                 dump_slots_release(k->collector->broker->dump_slots, k->slot);
                 k->slot_claimed = false;
         }
         if (r == 0)
-                r = publish(k, bytes, path, sizeof(path));
+                r = publish(k, bytes, path, sizeof(path), &unrecorded);
         if (r == 0) {
                 snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, bytes,
                          k->entry.changed_credentials ? "; only root may read it: the process changed credentials"
                                                       : "");
                 remember_shown(k->collector, k);
-        } else if (r == DUMP_PUBLISH_E_NO_SPACE)
+        } else if (r == PUBLISH_E_UNRECORDED)
+                snprintf(result, sizeof(result), "the core's audit record could not be written (%s): it was removed",
+                         strerror(-unrecorded));
+        else if (r == DUMP_PUBLISH_E_NO_SPACE)
                 snprintf(result, sizeof(result), "cannot store the core: no space in dump_dir");
         else if (r < 0)
                 snprintf(result, sizeof(result), "%s: %s", why ? why : "cannot copy the core", strerror(-r));

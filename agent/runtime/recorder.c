@@ -202,19 +202,15 @@ static DumpAttributes attributes_of(const Recorder *r, const char *kind) {
 static int record_artifact(Recorder *r, const DumpAttributes *attrs, const char *name, const char *path,
                            uint64_t size) {
         const Target *t = r->spec.target;
-        int e;
 
-        e = audit_log_dump(r->broker->config.audit_sink, &(AuditDumpEvent){
+        return audit_log_artifact(r->broker->config.audit_sink, r->spec.policy->agent.audit_failure_allow, r->dir_fd,
+                                  name, &(AuditDumpEvent){
                 .origin = r->spec.origin, .requester = 0, .target_pid = t->pid, .target_uid = attrs->target_uid,
                 .target_unit = attrs->target_unit, .target_exe = attrs->target_exe,
                 .target_container_id = t->container_id, .target_pod_uid = t->pod_uid,
                 .target_cgroup = t->cgroup, .target_cgroup_vouched = t->cgroup_vouched,
                 .rule = r->spec.rule, .path = path, .size = size, .dump_type = attrs->dump_type,
                 .readable = r->spec.readers.n_users + r->spec.readers.n_groups > 0, .reservation = &r->audit_room });
-        if (e >= 0 || r->spec.policy->agent.audit_failure_allow)
-                return 0;
-        (void)unlinkat(r->dir_fd, name, 0);
-        return e;
 }
 
 /* Root's, exactly the readers, labelled with the origin and the table, named, then recorded (or removed again).

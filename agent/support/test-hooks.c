@@ -101,6 +101,10 @@ bool test_hook_decompressor_escape(void) {
         return getenv("DSAGENT_TEST_DECOMPRESSOR_ESCAPE") != NULL;
 }
 
+bool test_hook_artifact_record_fails(void) {
+        return getenv("DSAGENT_TEST_ARTIFACT_RECORD_FAILS") != NULL;
+}
+
 bool test_hook_kernel_has_peer_pidfd(void) {
         return !getenv("DSAGENT_TEST_NO_PEERPIDFD");
 }

@@ -77,6 +77,13 @@ uint64_t test_hook_collect_retry(uint64_t usec);
  * would, and a test sees it killed and the copy refused.
  */
 bool test_hook_decompressor_escape(void);
+/*
+ * True when DSAGENT_TEST_ARTIFACT_RECORD_FAILS is set: the dump record of an artifact the agent makes on its
+ * own ([[collect]], [[on_start]]) is not written and fails with -ENOMEM, as a record that cannot be formatted
+ * for want of memory does (the room held for it rules out every other cause): a test sees the artifact
+ * removed again.
+ */
+bool test_hook_artifact_record_fails(void);
 /* "test-hook: " and the message, on stderr: a step a test waits for, or checks happened. */
 void test_hook_note(const char *format, ...) __attribute__((format(printf, 1, 2)));
 #else
@@ -114,6 +121,9 @@ static inline bool test_hook_decompressor_escape(void) {
 }
 static inline bool test_hook_kernel_has_pidfd_userns(void) {
         return true;
+}
+static inline bool test_hook_artifact_record_fails(void) {
+        return false;
 }
 static inline __attribute__((format(printf, 1, 2))) void test_hook_note(const char *format, ...) {
 }

@@ -671,6 +671,30 @@ def info_json(agent, user, pid):
     return json.loads(r.stdout)
 
 
+def artifact_name_part(name):
+    """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
+    letters, digits, '-', '_' and inner '.', at most 32)."""
+    kept = ""
+    for ch in name or "":
+        if len(kept) == 32:
+            break
+        if ch.isascii() and (ch.isalnum() or ch in "-_" or (ch == "." and kept)):
+            kept += ch
+    return kept or "process"
+
+
+def take_artifact_names(directory, prefix, suffix, seconds):
+    """Make an empty file @directory/PREFIX.STAMP.SUFFIX for every UTC second STAMP from a few seconds ago to
+    @seconds ahead: the first name of each artifact of those seconds is taken, as an earlier artifact of the same
+    table (or rule), process and second would have it."""
+    os.makedirs(directory, mode=0o711, exist_ok=True)
+    now = int(time.time())
+    for second in range(now - 5, now + seconds):
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
+        with open(os.path.join(directory, f"{prefix}.{stamp}.{suffix}"), "w"):
+            pass
+
+
 def place_in_unit(pid, unit):
     """Move @pid into a cgroup named like a systemd unit, on whichever hierarchy systemd would read."""
     place_in_cgroup(pid, os.path.join("system.slice", unit))

@@ -70,8 +70,8 @@ def in_new_unit(pid):
     return unit
 
 
-def agent_with(*tables):
-    return Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + "".join(tables))
+def agent_with(*tables, env=None):
+    return Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + "".join(tables), env=env)
 
 
 def fired(agent, pid=None, name=None):
@@ -861,6 +861,27 @@ def a_tables_dump_of_a_users_own_process_takes_none_of_the_hosts_dump_slots():
         collect_records(agent, fake.pid, "failed")
 
 
+@test
+def a_tables_dump_of_a_trickling_runtime_is_cut_at_the_pace_deadline_as_its_owners_dump_is():
+    """A table's dump follows the pace deadlines its owner's own dumps do (--dump-min-rate over each stretch of
+    --dump-stall-timeout): svc's runtime, which svc programs, trickles the core a byte every half second, and the
+    dump is cut some 3 s after its first byte, recorded failed with the deadline named, and nothing is left in
+    dump_dir or the runtime's /tmp. Without the deadline it would hold its slot and dump_dir's room for the whole
+    --dump-timeout (300 s)."""
+    fake = FakeRuntime(f"stream-trickle:{hostile_samples()}:0.5")  # a byte every half second: for minutes
+    unit = in_new_unit(fake.pid)
+    agent = Agent("--dump-stall-timeout", "3", "--dump-min-rate", "1000",
+                  policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' + table("trickled", "Hostile:depth", unit))
+    wait_for(lambda: os.path.exists(fake.log + ".trickling"), timeout=90, what="the table's dump to trickle")
+    # the cut comes some 3 s after the first byte (one stretch of --dump-stall-timeout); 60 s only ends a hang,
+    # far below the 300 s --dump-timeout that would end it otherwise
+    rec = wait_for(lambda: collect_records(agent, fake.pid, "failed"), timeout=60, what="the dump's cut")[0]
+    assert rec["DSAGENT_COLLECT_ACTION"] == "dump" and "--dump-min-rate" in rec["DSAGENT_COLLECT_RESULT"], rec
+    assert not collect_records(agent, fake.pid, "collected")
+    assert not [f for f in os.listdir(agent.dumps) if f".{fake.pid}." in f], os.listdir(agent.dumps)
+    assert not [f for f in os.listdir(fake.tmpdir) if f.startswith(".dsagent-dump-")], os.listdir(fake.tmpdir)
+
+
 def connection_of_a_gone_process(agent, user):
     """A connection to @agent made by a process of @user that is gone by the time the agent accepts it (the
     agent is stopped meanwhile): the agent cannot tell its user namespace, and charges it as unknown."""
@@ -1282,16 +1303,34 @@ def a_hostile_runtimes_heap_dump_is_made_by_a_worker_of_bounded_memory():
     assert agent.proc.poll() is None, "the agent died"
 
 
-def name_part(name):
-    """The part of an artifact's name that comes from the process's name, as the agent makes it (dump_name_part():
-    letters, digits, '-', '_' and inner '.', at most 32)."""
-    kept = ""
-    for ch in name or "":
-        if len(kept) == 32:
-            break
-        if ch.isascii() and (ch.isalnum() or ch in "-_" or (ch == "." and kept)):
-            kept += ch
-    return kept or "process"
+@test
+def an_artifact_whose_record_cannot_be_written_is_removed_and_said():
+    """No artifact without its record, even where the room held for it does not help: a record that cannot be
+    formatted for want of memory (the test hook DSAGENT_TEST_ARTIFACT_RECORD_FAILS fails every artifact's dump
+    record so). A table's stacks and a table's dump are removed from dump_dir once named, each with a "failed"
+    record saying why, and `dsctl collect` tells the table's reader how many were removed. Without the removal
+    both files stay, root's and readable by the reader, with no record of them."""
+    target, unit = target_in_unit()
+    agent = agent_with(table("stacks-unrecorded", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true")
+                       + table("dump-unrecorded", "Dsagent.TestTarget:test-gauge", unit),
+                       env={"DSAGENT_TEST_ARTIFACT_RECORD_FAILS": "1"})
+    failed = lambda: collect_records(agent, target.pid, "failed")
+    # 360 s: a dump through the agent, past its own dump deadline (DUMP_BOUND), and the stacks' session
+    recs = wait_for(lambda: failed() if len(failed()) == 2 else None, timeout=harness.DUMP_BOUND,
+                    what="both actions' end")
+    for rec in recs:
+        assert "audit record could not be written (Cannot allocate memory): it was removed" in \
+            rec["DSAGENT_COLLECT_RESULT"], rec
+    assert not collect_records(agent, target.pid, "collected"), collect_records(agent, target.pid, "collected")
+    left = [f for f in os.listdir(agent.dumps) if ".collect-" in f] if os.path.isdir(agent.dumps) else []
+    assert left == [], left
+    assert not agent.records(message_id=harness.DUMP_MESSAGE_ID), "a dump record was written"
+    r = dsctl(agent, ALICE, "collect")
+    assert r.returncode == 0, r
+    for name in ("stacks-unrecorded", "dump-unrecorded"):
+        block = r.stdout.split(f"{name}:", 1)[1].split("\n\n", 1)[0]
+        assert f"1 artifact removed: its audit record could not be written (the last of pid {target.pid})" in block, \
+            r.stdout
 
 
 @test
@@ -1304,13 +1343,9 @@ def an_artifact_whose_first_name_is_taken_gets_the_next_one():
     target, unit = target_in_unit()
     agent = agent_with(table("taken-names", "Dsagent.TestTarget:test-gauge", unit, then="then.stacks = true",
                              extra='when.for = "4s"'))
-    name = name_part(harness.info_json(agent, "root", target.pid)["name"])
-    os.makedirs(agent.dumps, mode=0o711, exist_ok=True)
-    now = int(time.time())
-    for second in range(now - 1, now + 180):  # the table fires within seconds: well inside these three minutes
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second))
-        with open(os.path.join(agent.dumps, f"stacks.{name}.{target.pid}.collect-taken-names.{stamp}.txt"), "w"):
-            pass
+    name = harness.artifact_name_part(harness.info_json(agent, "root", target.pid)["name"])
+    # the table fires within seconds: well inside these three minutes
+    harness.take_artifact_names(agent.dumps, f"stacks.{name}.{target.pid}.collect-taken-names", "txt", 180)
     rec = wait_for(lambda: collect_records(agent, target.pid, "collected") or collect_records(agent, target.pid,
                                                                                               "failed"),
                    timeout=120, what="the stacks' end")[0]

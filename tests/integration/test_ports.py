@@ -200,6 +200,57 @@ def an_on_start_trace_holds_the_apps_first_event_and_only_its_readers_read_it():
 
 
 @test
+def an_on_start_trace_whose_first_name_is_taken_gets_the_next_one():
+    """[[on_start]] traces are named for their rule, process and second, and published by the recorder that
+    publishes [[collect]] artifacts: a second one of the same rule, process and second finds its first name taken
+    and takes the next (".2"). Here every first name from the trace's start to three minutes on is taken while it
+    runs. Before, each name tried labelled the file again with XATTR_CREATE, which fails on a file already
+    labelled: every name failed and the trace was lost."""
+    path = os.path.join(port_dir(), "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0", extra=on_start(duration="8s")))
+    target = connecting_target(path, mode="suspend", args=("--startup-marker",))
+    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
+    name = harness.artifact_name_part(harness.info_json(agent, "root", target.pid)["name"])
+    started = [r for r in agent.records(message_id=SESSION_START_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert started, "the app ran before its trace began"
+    # 8 s: the trace was running when the app printed its first line, and runs 8 s; the names are taken well
+    # within them (a few ms), from 5 s before now, which covers the trace's start, on
+    harness.take_artifact_names(agent.dumps, f"trace.{name}.{target.pid}.on_start-startup", "nettrace", 180)
+    ended = wait_for(lambda: [r for r in agent.records(message_id=SESSION_END_ID)
+                              if r["DSAGENT_TARGET_PID"] == str(target.pid)], timeout=60, what="the session's end")
+    assert ended[0]["DSAGENT_SESSION_END"] == "duration", ended
+    dumps = [r for r in agent.records(message_id=DUMP_MESSAGE_ID) if r["DSAGENT_TARGET_PID"] == str(target.pid)]
+    assert len(dumps) == 1, (dumps, port_records(agent, "on-start-failed"))
+    trace = dumps[0]["DSAGENT_DUMP_PATH"]
+    assert trace.endswith(".2.nettrace") and f"trace.{name}.{target.pid}.on_start-startup." in trace, trace
+    assert os.path.getsize(trace) > 0 and can_read(ALICE, trace), trace
+
+
+@test
+def an_on_start_trace_whose_record_cannot_be_written_is_removed():
+    """No startup trace without its record, even where the room held for it does not help: a record that cannot
+    be formatted for want of memory (the test hook DSAGENT_TEST_ARTIFACT_RECORD_FAILS fails every artifact's dump
+    record so). The trace is removed from dump_dir once named, the agent says so, and the session's end record
+    says it was not stored. Without the removal the trace stays, root's and readable by the rule's reader, with
+    no record of it."""
+    path = os.path.join(port_dir(), "app.sock")
+    agent = Agent(policy=policy(path, suspend_timeout="0", extra=on_start()),
+                  env={"DSAGENT_TEST_ARTIFACT_RECORD_FAILS": "1"})
+    target = connecting_target(path, mode="suspend", args=("--startup-marker",))
+    target.process.read_line("ready pid=", timeout=60)  # resumed by the agent once its trace started
+    ended = wait_for(lambda: [r for r in agent.records(message_id=SESSION_END_ID)
+                              if r["DSAGENT_TARGET_PID"] == str(target.pid)], timeout=60, what="the session's end")
+    assert ended[0]["DSAGENT_SESSION_END"] == "not-stored", ended
+    left = [f for f in os.listdir(agent.dumps) if ".on_start-" in f] if os.path.isdir(agent.dumps) else []
+    assert left == [], left
+    assert not agent.records(message_id=DUMP_MESSAGE_ID), "a dump record was written"
+    said = f"[[on_start]] startup: the trace of pid {target.pid} was removed: its audit record could not be written"
+    with open(agent.log_path, errors="replace") as log:
+        text = log.read()
+    assert said in text, text[-2000:]
+
+
+@test
 def an_on_start_trace_is_one_of_the_sessions_max_sessions_per_target_allows():
     """With max_sessions_per_target = 1 the startup trace holds the process's one session while it runs: a
     granted counters session is told so; once the trace has ended, it runs. Before, the startup trace was counted

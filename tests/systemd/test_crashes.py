@@ -392,6 +392,40 @@ limit_total = "2/1h"
     assert len(stored) == 2, stored
 
 
+
+@test
+def a_crash_tables_core_whose_record_cannot_be_written_is_removed(m):
+    """No core in dump_dir without its record: a crash table's copy was published whatever its dump record did.
+    With every artifact's dump record failing as an out-of-memory one does (the test hook
+    DSAGENT_TEST_ARTIFACT_RECORD_FAILS), the copy is removed again once named and its failed record says why."""
+    unit = "dst-unrecorded-crash.service"
+    m.write(f"{policy_dir()}/policy.d/70-unrecorded-cores.toml", f"""
+[[collect]]
+name = "unrecorded-cores"
+targets.units = ["{unit}"]
+when.crash = true
+then.core = true
+readers = ["{ALICE}"]
+""")
+    m.write("/etc/systemd/system/dsagent.service.d/unrecorded.conf",
+            "[Service]\nEnvironment=DSAGENT_TEST_ARTIFACT_RECORD_FAILS=1\n")
+    m.run(["systemctl", "daemon-reload"])
+    m.run(["systemctl", "restart", "dsagent.service"])
+    try:
+        pid, _ = crash_service(m, "throw", unit)
+        # the collector reads the journal every 5 s and copies a few MiB: 120 s only ends a hang
+        failed = wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=unrecorded-cores", "DSAGENT_COLLECT_EVENT=failed")
+                                   if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what="the copy's end")
+        assert "the core's audit record could not be written (Cannot allocate memory): it was removed" in \
+            failed[-1]["DSAGENT_COLLECT_RESULT"], failed[-1]
+        stored = [f for f in m.run(["ls", DUMP_DIR]).stdout.split() if ".collect-unrecorded-cores." in f]
+        assert stored == [], stored
+    finally:
+        m.run(["rm", "/etc/systemd/system/dsagent.service.d/unrecorded.conf", f"{policy_dir()}/policy.d/70-unrecorded-cores.toml"])
+        m.run(["systemctl", "daemon-reload"])
+        m.run(["systemctl", "restart", "dsagent.service"])
+        m.run(["systemctl", "reset-failed", unit], check=False)
+
 if __name__ == "__main__":
     # a clone or build under /tmp would be hidden by the booted system's own /tmp
     run_tests(lambda: Machine(name="dsagent-crashes", binds=[SOURCE, BUILD]))
