@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """Nettrace streams made by hand (NetTrace v4 framing, as tests/fuzz/make-seeds.py writes its seeds), for a
 fake runtime to send where the real one would never: the streams of a hostile runtime."""
+import os
 import struct
 
 SAMPLER = "Microsoft-DotNETCore-SampleProfiler"
@@ -221,3 +222,26 @@ def cpu_trace(command_line, module_path, methods, threads=2, samples=20, interva
     blobs.append(event(3, thread=1, stack=0, ts=10**9 + len(methods), payload=module_payload(7, module_path)))
     s.events(blobs)
     return s.end()
+
+
+def flood_stream(directory):
+    """A valid stream's head (metadata: EventCounters of a provider no table names), and an EventBlock of 1000
+    such samples whose length keeps the 4-byte alignment, so that it can follow itself forever (the fake runtime's
+    flood:HEAD:BLOCK). Written into @directory as "head" and "block", readable by all; returns their paths."""
+    sample = lambda name: event(metadata_id=1, thread=1, stack=0, ts=1,
+                                payload=event_counter_payload(name, "Flood", 1.0))
+    for extra in range(4):  # the last sample's name, a UTF-16 unit longer each time, sets the block's length
+        stream = Stream()
+        stream.metadata(event_counters_meta(1, "Hostile"))
+        head = stream.data
+        stream.events([sample("flood")] * 999 + [sample("flood" + "x" * extra)])
+        block = stream.data[len(head):]
+        if len(block) % 4 == 0:
+            break
+    assert len(block) % 4 == 0, len(block)
+    paths = os.path.join(directory, "head"), os.path.join(directory, "block")
+    for path, data in zip(paths, (head, block)):
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o644)
+    return paths

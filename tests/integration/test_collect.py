@@ -754,32 +754,10 @@ def an_exceptions_table_keeps_the_throw_site_of_the_exception_that_fired_it_for_
     read_by_ops_alone(agent, path, "exceptions", "once-thrown")
 
 
-def flood_stream(directory):
-    """A valid stream's head (metadata: EventCounters of a provider no table names), and an EventBlock of 1000
-    such samples whose length keeps the 4-byte alignment, so that it can follow itself forever."""
-    sample = lambda name: nettrace_writer.event(metadata_id=1, thread=1, stack=0, ts=1,
-                                                payload=nettrace_writer.event_counter_payload(name, "Flood", 1.0))
-    for extra in range(4):  # the last sample's name, a UTF-16 unit longer each time, sets the block's length
-        stream = nettrace_writer.Stream()
-        stream.metadata(nettrace_writer.event_counters_meta(1, "Hostile"))
-        head = stream.data
-        stream.events([sample("flood")] * 999 + [sample("flood" + "x" * extra)])
-        block = stream.data[len(head):]
-        if len(block) % 4 == 0:
-            break
-    assert len(block) % 4 == 0, len(block)
-    paths = os.path.join(directory, "head"), os.path.join(directory, "block")
-    for path, data in zip(paths, (head, block)):
-        with open(path, "wb") as f:
-            f.write(data)
-        os.chmod(path, 0o644)
-    return paths
-
-
 @test
 def a_runtime_that_floods_its_watch_has_the_session_cut():
     d = make_dir(None, 0o755)
-    head, block = flood_stream(d)
+    head, block = nettrace_writer.flood_stream(d)
     fake = FakeRuntime(f"flood:{head}:{block}")
     unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
     place_in_unit(fake.pid, unit)
@@ -797,7 +775,7 @@ def a_watch_that_ends_stops_its_session_in_the_runtime():
     # a session of exception events has nothing to write while nothing is thrown: without a StopTracing it
     # would stay in the runtime, one of its 64, long after the agent closed its stream
     d = make_dir(None, 0o755)
-    head, _ = flood_stream(d)
+    head, _ = nettrace_writer.flood_stream(d)
     fake = FakeRuntime(f"trace:{head}")  # answers CollectTracing with a valid head, then holds the stream open
     unit = f"dst-collect-{uuid.uuid4().hex[:12]}.service"
     place_in_unit(fake.pid, unit)

@@ -11,8 +11,9 @@ import subprocess
 import time
 
 import harness
+import nettrace_writer
 from harness import (ALICE, BUILD, DSCTL, EXIT_BUSY, EXIT_DENIED, HANG_BOUND, RUNTIME_BOUND, SOURCE, SVC, AcceptWatch,
-                     Agent, Process, Target, as_user, dsctl, make_dir, run_tests, test, wait_for)
+                     Agent, FakeRuntime, Process, Target, as_user, dsctl, make_dir, run_tests, test, wait_for)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
@@ -343,6 +344,41 @@ def the_runtime_session_id_never_reaches_the_client():
     session_id = stops[0][20 * 4:28 * 4]
     assert text.count(session_id) == 1, "the session id left the agent in another message"
 
+
+
+@test
+def a_runtime_that_sends_on_past_its_stop_is_cut_at_the_rundowns_allowance():
+    """At max_trace_size the agent stops the session and reads the runtime's closing rundown on top, at most
+    EVENTPIPE_RUNDOWN_BYTES_MAX (256 MiB) more: a runtime (its user's to program) that goes on sending as fast as
+    it is read, whatever StopTracing says, is cut there, its end record size-exceeded and incomplete, and nothing
+    is read beyond. Without the allowance's bound the agent would read it until the session's duration (120 s
+    here), gigabytes into its user's file."""
+    d = make_dir(None, 0o755)
+    head, block = nettrace_writer.flood_stream(d)
+    fake = FakeRuntime(f"flood:{head}:{block}")
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_trace_size = "64K"\n')
+    out = os.path.join(make_dir(SVC, 0o700), "flood.nettrace")
+    # 256 MiB through a socket take a few seconds; RUNTIME_BOUND only ends a hang, before the 120 s duration
+    r = dsctl(agent, SVC, "trace", str(fake.pid), "--providers", "Hostile", "--duration", "120", "-o", out,
+              timeout=RUNTIME_BOUND)
+    ended = wait_for(lambda: [x for x in agent.records(message_id=SESSION_END_ID)
+                              if x["DSAGENT_TARGET_PID"] == str(fake.pid)], what="the session's end")[0]
+    allowance = (64 << 10) + (256 << 20)
+    assert ended["DSAGENT_SESSION_END"] == "size-exceeded" and ended["DSAGENT_SESSION_COMPLETE"] == "no", ended
+    got = int(ended["DSAGENT_SESSION_BYTES"])
+    # cut at the first splice that reaches the allowance: at most one splice (SESSION_SPLICE_MAX, 1 MiB) past it
+    assert allowance <= got <= allowance + (1 << 20), (got, allowance)
+    flood = wait_for(lambda: os.path.exists(fake.log + ".flood") and open(fake.log + ".flood").read(),
+                     what="the runtime told it was hung up on")
+    sent = int(flood.split()[0])
+    # it counts whole blocks sent: what the agent read, but the block it was in, and what the socket buffers held
+    # when the agent hung up
+    assert got - os.path.getsize(block) <= sent < got + (16 << 20), (got, sent)
+    stop = [i for i in range(len(fake.received()) - 17) if fake.received()[i:i + 14] == b"DOTNET_IPC_V1\x00"
+            and fake.received()[i + 16] == 0x02 and fake.received()[i + 17] == 0x01]
+    assert stop, "the agent never sent StopTracing at max_trace_size"
+    # dsctl says so (exit 8, the runtime failed the session) and keeps no file of a stream that was cut
+    assert r.returncode == 8 and "trace session ended (size-exceeded)" in r.stderr and not os.path.exists(out), r
 
 if __name__ == "__main__":
     run_tests()
