@@ -27,8 +27,8 @@ typedef struct CrashCollector CrashCollector;
 #define CRASH_COLLECT_POLL_USEC (5 * 1000000ULL)
 /* Whose jobs and admission the copies are: a uid no user has (collect.h's are -3 and -5) */
 #define CRASH_COLLECT_OWNER ((uint32_t)-7)
-/* Crashes a table's limit remembers keys of, and the copies dsctl collect shows per table */
-#define CRASH_COLLECT_KEYS_MAX 64
+/* The copies the collector remembers (of all tables), and those dsctl collect shows per table */
+#define CRASH_COLLECT_SHOWN_KEPT 64
 #define CRASH_COLLECT_SHOWN_MAX 16
 
 int crash_collector_new(Broker *b, CrashCollector **ret);
