@@ -9,10 +9,11 @@
 typedef struct LedgerLimit LedgerLimit;
 typedef struct LedgerProcess LedgerProcess;
 
-/* One limit of one table: the table's name and the limit make its key. */
+/* One limit of one table: the table's name and the limit make its key (with what it counts by, for a key's). */
 struct LedgerLimit {
         LedgerLimit *next;
         char *table;
+        char *key;            /* a keyed limit's: what it counts (a crash table's unit); else NULL */
         CollectLimit limit;
 };
 
@@ -27,6 +28,7 @@ struct LedgerProcess {
 struct CollectLedger {
         LedgerProcess *processes;
         LedgerLimit *tables;  /* the tables' limit_total */
+        LedgerLimit *keys;    /* the tables' limits on what they count by name (collect_ledger_key_limit()) */
         unsigned n_limits;
 };
 
@@ -37,6 +39,7 @@ CollectLedger *collect_ledger_new(void) {
 static void limit_free(CollectLedger *l, LedgerLimit *e) {
         collect_limit_done(&e->limit);
         free(e->table);
+        free(e->key);
         free(e);
         l->n_limits--;
 }
@@ -61,6 +64,7 @@ CollectLedger *collect_ledger_free(CollectLedger *l) {
                 free(p);
         }
         limits_free(l, l->tables);
+        limits_free(l, l->keys);
         free(l);
         return NULL;
 }
@@ -69,19 +73,26 @@ static bool same_rate(const PolicyRateLimit *a, const PolicyRateLimit *b) {
         return a->count == b->count && a->period_usec == b->period_usec;
 }
 
-/* The limit of @table named @rate in @list, made when missing (@list's head may change). */
-static CollectLimit *limit_of(CollectLedger *l, LedgerLimit **list, const char *table, const PolicyRateLimit *rate) {
+static bool same_key(const char *a, const char *b) {
+        return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The limit of @table named @rate (on @key, or NULL) in @list, made when missing (@list's head may change). */
+static CollectLimit *limit_of(CollectLedger *l, LedgerLimit **list, const char *table, const char *key,
+                              const PolicyRateLimit *rate) {
         LedgerLimit *e;
 
         for (e = *list; e; e = e->next)
-                if (strcmp(e->table, table) == 0 && same_rate(&e->limit.rate, rate)) {
+                if (strcmp(e->table, table) == 0 && same_key(e->key, key) && same_rate(&e->limit.rate, rate)) {
                         e->limit.users++;
                         return &e->limit;
                 }
         if (l->n_limits >= COLLECT_LEDGER_LIMITS_MAX)
                 return NULL;
         e = calloc(1, sizeof(LedgerLimit));
-        if (!e || !(e->table = strdup(table))) {
+        if (!e || !(e->table = strdup(table)) || (key && !(e->key = strdup(key)))) {
+                if (e)
+                        free(e->table);
                 free(e);
                 return NULL;
         }
@@ -112,7 +123,7 @@ CollectLimit *collect_ledger_process_limit(CollectLedger *l, pid_t pid, uint64_t
                 l->processes = p;
         }
         p->gone = false; /* a process the walk lists again is alive after all */
-        return limit_of(l, &p->limits, table->name, &table->limit);
+        return limit_of(l, &p->limits, table->name, NULL, &table->limit);
 }
 
 CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pid, uint64_t start_time,
@@ -126,7 +137,11 @@ CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pi
 }
 
 CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table) {
-        return limit_of(l, &l->tables, table->name, &table->limit_total);
+        return limit_of(l, &l->tables, table->name, NULL, &table->limit_total);
+}
+
+CollectLimit *collect_ledger_key_limit(CollectLedger *l, const PolicyCollect *table, const char *key) {
+        return limit_of(l, &l->keys, table->name, key, &table->limit);
 }
 
 void collect_ledger_release(CollectLedger *l, CollectLimit *limit) {
@@ -182,6 +197,7 @@ void collect_ledger_prune(CollectLedger *l, const Policy *policy, uint64_t now_u
                         i = &p->next;
         }
         prune_list(l, &l->tables, false, policy, true, now_usec);
+        prune_list(l, &l->keys, false, policy, false, now_usec);
 }
 
 void collect_ledger_visit_processes(const CollectLedger *l, void (*visit)(pid_t pid, uint64_t start_time,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * What the [[collect]] tables counted against their limits: each table's limit on each process,
- * and each table's limit_total over all of them. Pure bookkeeping, no I/O, no clock of its own.
+ * and each table's limit_total over all of them; a crash table's limit on each unit (or executable)
+ * it copied cores of. Pure bookkeeping, no I/O, no clock of its own.
  *
  * A table's limit on a process lives as long as the process: identified by its pid and start time
  * (the runtime's own key), it is kept apart from the watch, which a re-bound socket, a walk that
@@ -45,6 +46,15 @@ CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pi
                                                 const PolicyCollect *table);
 /* @table's limit_total, held likewise. Return: the limit, or NULL. */
 CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table);
+/*
+ * collect_ledger_key_limit() - @table's limit on what it counts by name: @key (a crash table's unit, or
+ * executable outside one; crash-collect.h), for tables whose processes are gone when they fire
+ *
+ * Made when missing and held likewise; kept, as the others, while it holds something back and the
+ * policy has the table (by name and limit), whatever else is counted: never dropped to make room.
+ * Return: the limit, or NULL (no memory, or COLLECT_LEDGER_LIMITS_MAX kept already).
+ */
+CollectLimit *collect_ledger_key_limit(CollectLedger *l, const PolicyCollect *table, const char *key);
 /* The caller no longer points at @limit (NULL: nothing). */
 void collect_ledger_release(CollectLedger *l, CollectLimit *limit);
 

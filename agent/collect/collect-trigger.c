@@ -108,6 +108,10 @@ bool collect_limit_holds(const CollectLimit *l, uint64_t now_usec) {
         return l->fired.n > 0 && now_usec - stamps_newest(&l->fired) < l->rate.period_usec;
 }
 
+bool collect_limit_has_room(const CollectLimit *l, uint64_t now_usec) {
+        return !limit_reached(l, now_usec);
+}
+
 bool collect_limit_take(CollectLimit *l, uint64_t now_usec) {
         if (limit_reached(l, now_usec) || stamps_push(&l->fired, now_usec) < 0) {
                 l->n_limited++;

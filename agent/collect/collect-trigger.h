@@ -69,6 +69,8 @@ void collect_limit_init(CollectLimit *l, const PolicyRateLimit *rate);
 void collect_limit_done(CollectLimit *l);
 /* Whether @l holds anything back at @now or later: a count still within its window. */
 bool collect_limit_holds(const CollectLimit *l, uint64_t now_usec);
+/* Whether @l would count one more artifact at @now_usec (collect_limit_take() would), counting nothing. */
+bool collect_limit_has_room(const CollectLimit *l, uint64_t now_usec);
 /*
  * collect_limit_take() - one artifact at @now_usec, when @l has room for it: counted as fired
  * Return: true when counted; false when its N are taken within the window, or no memory (counted

@@ -28,15 +28,6 @@
 
 typedef struct CrashCopy CrashCopy;
 
-/* A table's limit for one unit (or executable): when it let a copy run lately. */
-typedef struct LimitKey {
-        char table[65];
-        char key[CRASH_EXE_MAX + 1];
-        uint64_t usec[POLICY_COLLECT_LIMIT_MAX];
-        unsigned n;
-        uint64_t used_usec;     /* for eviction: the key used longest ago goes first */
-} LimitKey;
-
 /* A core a table stored, as dsctl collect shows it. */
 typedef struct Shown {
         char table[65];
@@ -53,9 +44,10 @@ struct CrashCollector {
         JobCall read;               /* the journal read, while it runs */
         CrashQuery query;           /* where the next read begins */
         CrashCopy *copies;
-        LimitKey *keys;             /* CRASH_COLLECT_KEYS_MAX of them */
-        CollectLedger *ledger;      /* the crash tables' limit_total, by name and limit, across reloads */
-        Shown shown[CRASH_COLLECT_KEYS_MAX];
+        /* the crash tables' limits, per unit and limit_total, by name and limit, across reloads: the agent's
+         * memory, as the live tables' ledger (collect.h), so not across a restart (docs/crashes.md) */
+        CollectLedger *ledger;
+        Shown shown[CRASH_COLLECT_SHOWN_KEPT];
         unsigned n_shown;
 };
 
@@ -135,8 +127,8 @@ static void copy_free(CrashCopy *k) {
 static void remember_shown(CrashCollector *c, const CrashCopy *k) {
         Shown *s;
 
-        if (c->n_shown == CRASH_COLLECT_KEYS_MAX) {
-                memmove(c->shown, c->shown + 1, (CRASH_COLLECT_KEYS_MAX - 1) * sizeof(Shown));
+        if (c->n_shown == CRASH_COLLECT_SHOWN_KEPT) {
+                memmove(c->shown, c->shown + 1, (CRASH_COLLECT_SHOWN_KEPT - 1) * sizeof(Shown));
                 c->n_shown--;
         }
         s = &c->shown[c->n_shown++];
@@ -284,36 +276,6 @@ static const char *limit_key_of(const CrashEntry *e) {
         return e->unit[0] ? e->unit : e->exe[0] ? e->exe : e->name;
 }
 
-/* @table's limit for @e's unit (or executable, or name), found or made (the one used longest ago goes). */
-static LimitKey *limit_key(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now) {
-        const char *key = limit_key_of(e);
-        LimitKey *l = NULL, *oldest = &c->keys[0];
-        unsigned kept = 0;
-
-        for (unsigned i = 0; i < CRASH_COLLECT_KEYS_MAX; i++) {
-                LimitKey *k = &c->keys[i];
-
-                if (k->table[0] && strcmp(k->table, table->name) == 0 && strcmp(k->key, key) == 0) {
-                        l = k;
-                        break;
-                }
-                if (k->used_usec < oldest->used_usec)
-                        oldest = k;
-        }
-        if (!l) {
-                l = oldest;
-                *l = (LimitKey){};
-                snprintf(l->table, sizeof(l->table), "%s", table->name);
-                snprintf(l->key, sizeof(l->key), "%s", key);
-        }
-        l->used_usec = now;
-        for (unsigned i = 0; i < l->n; i++)
-                if (now - l->usec[i] < table->limit.period_usec)
-                        l->usec[kept++] = l->usec[i];
-        l->n = kept;
-        return l;
-}
-
 /*
  * Do @table's limits let one more copy of @e run now: its limit for @e's unit (or executable
  * outside a unit), and its limit_total over every crash it covers, so that crashes of ever new
@@ -322,29 +284,31 @@ static LimitKey *limit_key(CrashCollector *c, const PolicyCollect *table, const 
  */
 static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const CrashEntry *e, uint64_t now,
                          char *why, size_t size) {
-        LimitKey *l = limit_key(c, table, e, now);
-        CollectLimit *total;
-        bool taken;
+        /* held only while looked at: the ledger keeps each while the policy has a table of that name and limit
+         * and it holds something back (crash_collector_apply() and every poll prune the rest), so that a reload
+         * keeps its count, and never drops one that holds something to make room for another: crashes of ever
+         * new units cannot push a unit's count out (fewer copies, never more) */
+        CollectLimit *unit = collect_ledger_key_limit(c->ledger, table, limit_key_of(e)), *total = NULL;
+        bool allowed = false;
 
-        if (l->n >= table->limit.count) {
+        if (!unit)
+                snprintf(why, size, "not copied: no room to keep the table's limit for %.128s", limit_key_of(e));
+        else if (!collect_limit_has_room(unit, now))
                 snprintf(why, size, "not copied: the table's limit for %.128s (%u in %llu s) is reached",
                          limit_key_of(e), table->limit.count,
                          (unsigned long long)(table->limit.period_usec / USEC_PER_SEC));
-                return false;
-        }
-        /* held only while taken from: the ledger keeps it while the policy has a table of that name and
-         * limit_total (crash_collector_apply() prunes the rest), so that a reload keeps its count */
-        total = collect_ledger_table_limit(c->ledger, table);
-        taken = total && collect_limit_take(total, now);
-        collect_ledger_release(c->ledger, total);
-        if (!taken) {
+        else if (!(total = collect_ledger_table_limit(c->ledger, table)) || !collect_limit_take(total, now))
                 snprintf(why, size, "not copied: the table's limit_total (%u in %llu s) is reached",
                          table->limit_total.count,
                          (unsigned long long)(table->limit_total.period_usec / USEC_PER_SEC));
-                return false;
-        }
-        l->usec[l->n++] = now;
-        return true;
+        else if (!collect_limit_take(unit, now))
+                snprintf(why, size, "not copied: no room to count it in the table's limit for %.128s",
+                         limit_key_of(e));
+        else
+                allowed = true;
+        collect_ledger_release(c->ledger, total);
+        collect_ledger_release(c->ledger, unit);
+        return allowed;
 }
 
 /* One trusted crash: every crash table that covers it fires, within its limit. */
@@ -405,6 +369,8 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void)sd_event_source_set_time(s, usec + CRASH_COLLECT_POLL_USEC);
         (void)sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        /* what holds nothing back any more goes, so that the ledger keeps only what limits */
+        collect_ledger_prune(c->ledger, c->policy, mono_usec(c->broker));
         if (!c->broker->workers || c->read.job || !has_crash_tables(c->policy))
                 return 0;
         (void)jobs_read_crashes_own(c->broker, CRASH_COLLECT_OWNER, &c->query, true, read_done, c, &c->read);
@@ -417,21 +383,15 @@ int crash_collector_new(Broker *b, CrashCollector **ret) {
 
         if (!c)
                 return -ENOMEM;
-        c->keys = calloc(CRASH_COLLECT_KEYS_MAX, sizeof(LimitKey));
-        if (!c->keys)
-                return -ENOMEM;
         c->ledger = collect_ledger_new();
-        if (!c->ledger) {
-                free(c->keys);
+        if (!c->ledger)
                 return -ENOMEM;
-        }
         c->broker = b;
         c->policy = policy_ref(b->policy);
         /* crashes from now on: an agent that starts again does not copy old ones again */
         c->query.since_usec = real_usec();
         r = sd_event_add_time_relative(b->event, &c->timer, CLOCK_MONOTONIC, CRASH_COLLECT_POLL_USEC, 0, on_timer, c);
         if (r < 0) {
-                free(c->keys);
                 collect_ledger_free(c->ledger);
                 policy_unref(c->policy);
                 return r;
@@ -449,7 +409,6 @@ CrashCollector *crash_collector_free(CrashCollector *c) {
                 copy_free(c->copies);
         sd_event_source_disable_unref(c->timer);
         policy_unref(c->policy);
-        free(c->keys);
         collect_ledger_free(c->ledger);
         free(c);
         return NULL;

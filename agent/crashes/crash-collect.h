@@ -11,7 +11,9 @@
  * policy_collect_covers() judges a live one's), and each copy is made by a worker (jobs_copy_crash()),
  * counted as a dump is, published as dump_publish_for_table() names a table's files
  * (crash.NAME.PID.collect-TABLE.TIME), with a dump record and the table's collect records ("fired",
- * then "collected" or "failed"). A reload keeps the place in the journal; copies running go on under
+ * then "collected" or "failed"). A reload keeps the place in the journal, and the limits (a
+ * collect-ledger.h, by table name and limit, as the live tables'); a restart keeps neither (the
+ * ledgers live in memory): it copies only crashes logged after it starts. Copies running go on under
  * the policy they started with. Kept apart from the watcher of live processes (agent/collect/), which
  * skips these tables.
  */
@@ -27,8 +29,8 @@ typedef struct CrashCollector CrashCollector;
 #define CRASH_COLLECT_POLL_USEC (5 * 1000000ULL)
 /* Whose jobs and admission the copies are: a uid no user has (collect.h's are -3 and -5) */
 #define CRASH_COLLECT_OWNER ((uint32_t)-7)
-/* Crashes a table's limit remembers keys of, and the copies dsctl collect shows per table */
-#define CRASH_COLLECT_KEYS_MAX 64
+/* The copies the collector remembers (of all tables), and those dsctl collect shows per table */
+#define CRASH_COLLECT_SHOWN_KEPT 64
 #define CRASH_COLLECT_SHOWN_MAX 16
 
 int crash_collector_new(Broker *b, CrashCollector **ret);

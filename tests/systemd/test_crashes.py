@@ -37,6 +37,9 @@ EXIT_NO_SUCH_CRASH, EXIT_CORE_UNUSABLE = 17, 18
 SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
 OPS = "dst-ops"
 CRASH_UNIT = "dst-crasher.service"
+# units of their own, so that no table's limit on one test's unit depends on what another test did with it
+FAILFAST_UNIT = "dst-crasher-failfast.service"
+REPEAT_UNIT = "dst-crasher-repeat.service"
 FEED = "/run/dst-crash"
 DUMP_DIR = "/var/lib/dsagent/dumps"
 STORE = "/var/lib/systemd/coredump"
@@ -130,11 +133,11 @@ def install_and_crash_a_dotnet_service(m):
 name = "ops-crashes"
 groups = ["{OPS}"]
 commands = ["crashes"]
-targets.units = ["{CRASH_UNIT}"]
+targets.units = ["{CRASH_UNIT}", "{FAILFAST_UNIT}", "{REPEAT_UNIT}"]
 
 [[collect]]
 name = "crasher-cores"
-targets.units = ["{CRASH_UNIT}"]
+targets.units = ["{CRASH_UNIT}", "{FAILFAST_UNIT}"]
 when.crash = true
 then.core = true
 readers = ["{ALICE}"]
@@ -170,6 +173,9 @@ def the_ops_user_lists_it_and_gets_a_core_dotnet_dump_opens(m):
     acl = m.run(["getfacl", "-cp", path]).stdout
     assert f"user:{ALICE}:r--" in acl and MALLORY not in acl and "other::---" in acl, acl
     assert m.run(["head", "-c", "4", "/tmp/alice.core"], user=ALICE).stdout == "\x7fELF"
+    # her own copy (-o) is hers and 0600 from the start (dsctl makes it unnamed, then links it): nobody else reads it
+    assert m.run(["stat", "-c", "%a %U", "/tmp/alice.core"]).stdout.split() == ["600", ALICE]
+    assert m.run(["head", "-c", "4", "/tmp/alice.core"], user=MALLORY, check=False).returncode != 0
     record = m.journal(f"MESSAGE_ID={DUMP_MESSAGE_ID}", f"DSAGENT_DUMP_PATH={path}")[-1]
     assert record["DSAGENT_DUMP_TYPE"] == "crash" and record["DSAGENT_TARGET_PID"] == str(pid), record
 
@@ -317,8 +323,8 @@ def a_decompressor_that_breaks_out_is_killed(m):
 
 @test
 def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
-    m.run(["systemctl", "reset-failed", CRASH_UNIT], check=False)
-    pid, entry = crash_service(m, "failfast")
+    # a unit of its own: the table's limit on dst-crasher.service (1/1h) was taken by the first test's crash
+    pid, entry = crash_service(m, "failfast", FAILFAST_UNIT)
     c = [c for c in crashes(m, ALICE) if c["pid"] == pid]
     assert len(c) == 1 and c[0]["dotnet"] is True, crashes(m, ALICE)
     dsctl(m, ALICE, "crash", c[0]["id"], "-o", "/tmp/alice-failfast.core")
@@ -348,6 +354,18 @@ def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
     assert not any(row.get("table") == "crasher-cores" for row in json.loads(dsctl(m, MALLORY, "collect", "--json").stdout))
 
 
+def table_fired(m, table, pid, what):
+    """The result of @table's firing on the crash of @pid, once the collector has read it (every 5 s, then a copy
+    of a few MiB: 120 s only ends a hang), and once that copy, if it began, is done."""
+    fired = wait_for(lambda: [f for f in m.journal(f"DSAGENT_RULE={table}", "DSAGENT_COLLECT_EVENT=fired")
+                              if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{what}'s firing")
+    result = fired[-1]["DSAGENT_COLLECT_RESULT"]
+    if result.startswith("the core of crash"):
+        wait_for(lambda: [f for f in m.journal(f"DSAGENT_RULE={table}", "DSAGENT_COLLECT_EVENT=collected")
+                          if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{what}'s copy")
+    return result
+
+
 @test
 def crashes_of_ever_new_units_bring_a_crash_table_nothing_beyond_its_limit_total(m):
     """A crash table's limit counts per unit, or executable outside one: each of a user's logins is a unit of its
@@ -371,14 +389,8 @@ limit_total = "2/1h"
     for unit in units:
         # the app as a unit of its own each time, as each of svc's logins would be, crashed for real
         pid, _ = crash_service(m, "throw", unit)
-        # the collector reads the journal every 5 s and copies a few MiB: the firing's record comes within seconds,
-        # and the copy's; 120 s only ends a hang. One crash at a time: no copy waits on another's slot.
-        fired = wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=svc-cores", "DSAGENT_COLLECT_EVENT=fired")
-                                  if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{unit}'s firing")
-        results.append(fired[-1]["DSAGENT_COLLECT_RESULT"])
-        if results[-1].startswith("the core of crash"):
-            wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=svc-cores", "DSAGENT_COLLECT_EVENT=collected")
-                              if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what=f"{unit}'s copy")
+        # one crash at a time: no copy waits on another's slot
+        results.append(table_fired(m, "svc-cores", pid, unit))
         m.run(["systemctl", "reset-failed", unit], check=False)
     print(f"# svc-cores fired: {results}")
     assert [r.startswith("the core of crash") for r in results] == [True, True, False], results
@@ -390,7 +402,6 @@ limit_total = "2/1h"
                                 table[0].get("last_result_pid")) == ("failed", results[2], pid), table
     stored = [f for f in m.run(["ls", DUMP_DIR]).stdout.split() if ".collect-svc-cores." in f]
     assert len(stored) == 2, stored
-
 
 
 @test
@@ -414,17 +425,115 @@ readers = ["{ALICE}"]
     try:
         pid, _ = crash_service(m, "throw", unit)
         # the collector reads the journal every 5 s and copies a few MiB: 120 s only ends a hang
-        failed = wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=unrecorded-cores", "DSAGENT_COLLECT_EVENT=failed")
+        failed = wait_for(lambda: [f for f in m.journal("DSAGENT_RULE=unrecorded-cores",
+                                                        "DSAGENT_COLLECT_EVENT=failed")
                                    if f["DSAGENT_TARGET_PID"] == str(pid)], timeout=120, what="the copy's end")
         assert "the core's audit record could not be written (Cannot allocate memory): it was removed" in \
             failed[-1]["DSAGENT_COLLECT_RESULT"], failed[-1]
         stored = [f for f in m.run(["ls", DUMP_DIR]).stdout.split() if ".collect-unrecorded-cores." in f]
         assert stored == [], stored
     finally:
-        m.run(["rm", "/etc/systemd/system/dsagent.service.d/unrecorded.conf", f"{policy_dir()}/policy.d/70-unrecorded-cores.toml"])
+        m.run(["rm", "/etc/systemd/system/dsagent.service.d/unrecorded.conf",
+               f"{policy_dir()}/policy.d/70-unrecorded-cores.toml"])
         m.run(["systemctl", "daemon-reload"])
         m.run(["systemctl", "restart", "dsagent.service"])
         m.run(["systemctl", "reset-failed", unit], check=False)
+
+
+@test
+def a_units_second_crash_within_the_tables_limit_is_not_stored_across_a_reload_either(m):
+    """A crash table's limit counts per unit: a service that crashes in a loop is copied limit times a period, not
+    each time. No test crashed one unit twice under a table: the FailFast case crashed the first case's unit
+    and its core was stored only because an earlier case restarted the agent. Here one unit crashes twice
+    under limit = "1/1h", with a reload between (a table that keeps its name and limit keeps its count): the
+    first core is stored, the second is not, and its firing says the unit's limit held."""
+    m.write(f"{policy_dir()}/policy.d/70-repeat.toml", f"""
+[[collect]]
+name = "repeat-cores"
+targets.units = ["{REPEAT_UNIT}"]
+when.crash = true
+then.core = true
+readers = ["{ALICE}"]
+limit = "1/1h"
+""")
+    reload_and_wait(m)
+    first, first_entry = crash_service(m, "throw", REPEAT_UNIT)
+    assert table_fired(m, "repeat-cores", first, "the first crash").startswith("the core of crash")
+    reload_and_wait(m)
+    m.run(["systemctl", "reset-failed", REPEAT_UNIT], check=False)
+    second, second_entry = crash_service(m, "throw", REPEAT_UNIT)
+    result = table_fired(m, "repeat-cores", second, "the second crash")
+    print(f"# repeat-cores on the second crash of {REPEAT_UNIT}: {result}")
+    assert result == f"not copied: the table's limit for {REPEAT_UNIT} (1 in 3600 s) is reached", result
+    stored = [f for f in m.run(["ls", DUMP_DIR]).stdout.split() if ".collect-repeat-cores." in f]
+    assert len(stored) == 1 and f".{first}." in stored[0], stored
+    # dsctl collect: the table's last result is the second crash, held back, in its firing's words
+    table = [row for row in json.loads(dsctl(m, ALICE, "collect", "--json").stdout)
+             if row.get("table") == "repeat-cores" and "pid" not in row]
+    assert len(table) == 1 and (table[0].get("last_result"), table[0].get("last_result_reason"),
+                                table[0].get("last_result_pid")) == ("failed", result, second), table
+    state["repeat"] = (first, first_entry, second, second_entry)
+
+
+@test
+def dsctl_crashes_since_lists_the_crashes_logged_from_then_on(m):
+    first, first_entry, second, _ = state["repeat"]
+    # the second crash was logged seconds after the first one's entry (a reload and a runtime's start between)
+    since = int(first_entry["__REALTIME_TIMESTAMP"]) // 1000000 + 1
+    pids = lambda *args: [c["pid"] for c in json.loads(dsctl(m, ALICE, "crashes", "--json", *args).stdout)]
+    assert {first, second} <= set(pids()), pids()
+    listed = pids("--since", f"@{since}")
+    assert second in listed and first not in listed, (since, listed)
+    assert {first, second} <= set(pids("--since", "2h")), pids("--since", "2h")
+
+
+@test
+def a_core_systemd_coredump_no_longer_holds_is_listed_missing_and_not_handed_over(m):
+    _, _, second, second_entry = state["repeat"]
+    m.run(["rm", second_entry["COREDUMP_FILENAME"]])  # as systemd-coredump's vacuuming does
+    c = [c for c in crashes(m, ALICE) if c["pid"] == second]
+    assert len(c) == 1 and c[0]["stored"] is False and "size" not in c[0], c
+    row = [line for line in dsctl(m, ALICE, "crashes").stdout.splitlines() if c[0]["id"] in line]
+    assert len(row) == 1 and " missing " in row[0], row
+    before = m.run(["ls", "-A", DUMP_DIR]).stdout
+    r = dsctl(m, ALICE, "crash", c[0]["id"], "-o", "/tmp/alice-missing.core", check=False)
+    assert r.returncode == EXIT_NO_SUCH_CRASH and "no core is stored for this crash (systemd-coredump removed it" in r.stderr, r
+    assert m.run(["ls", "-A", DUMP_DIR]).stdout == before, "a copy of no core left something behind"
+    assert m.run(["test", "!", "-e", "/tmp/alice-missing.core"], check=False).returncode == 0
+
+
+def subordinate_range(m, user, path):
+    """The first id of @user's range in @path inside (/etc/subuid or /etc/subgid), given one when it has none."""
+    mine = [line for line in m.run(["cat", path], check=False).stdout.splitlines() if line.split(":")[0] == user]
+    if not mine:
+        m.sh(f"echo {user}:3000000:65536 >> {path}")
+        mine = [f"{user}:3000000:65536"]
+    return int(mine[0].split(":")[1])
+
+
+@test
+def a_copy_asked_from_a_users_subordinate_uid_is_labelled_as_hers(m):
+    """A crash copy in dump_dir is labelled user.dsagent.charged_uid with the principal the agent charges the
+    requester to, for retention's max_files and max_use_per_user (test_retention.py shows it for dumps): alice,
+    asking from one of her subordinate uids (a user namespace of hers, newuidmap), is that uid for the policy and
+    the file's requester, and alice for the charge."""
+    sub_uid, sub_gid = subordinate_range(m, ALICE, "/etc/subuid"), subordinate_range(m, ALICE, "/etc/subgid")
+    # as alice alone can: a user namespace whose maps newuidmap and newgidmap write, setpriv in it; her groups kept
+    # (the kernel's, which SO_PEERGROUPS tells the agent: dsagent's socket, the ops rule)
+    r = m.run(["setpriv", f"--reuid={ALICE}", f"--regid={ALICE}", "--init-groups", "unshare",
+               f"--map-users={sub_uid},1,1", f"--map-groups={sub_gid},1,1", "--map-user=0", "--map-group=0",
+               "setpriv", "--reuid=1", "--regid=1", "--keep-groups", "dsctl", "crash", state["throw_id"], "-o",
+               "/tmp/alice-sub.core"],
+              check=False)
+    assert r.returncode == 0, r
+    path = re.search(r"stored at (\S+)", r.stdout).group(1)
+    # the attack's setting is real: the copy is the subordinate uid's, a host uid not alice's
+    assert m.run(["stat", "-c", "%u", "/tmp/alice-sub.core"]).stdout.split() == [str(sub_uid)]
+    label = lambda name: m.run(["python3", "-c", f"import os, sys; sys.stdout.write(os.getxattr({path!r}, "
+                                                 f"'user.dsagent.{name}').decode())"]).stdout
+    assert label("requester_uid") == str(sub_uid), label("requester_uid")
+    assert label("charged_uid") == str(m.uid_of(ALICE)), label("charged_uid")
+    assert label("dump_type") == "crash"
 
 if __name__ == "__main__":
     # a clone or build under /tmp would be hidden by the booted system's own /tmp

@@ -338,6 +338,57 @@ static void test_no_limit_no_firing(void) {
         policy_unref(p);
 }
 
+#define CRASHES "[[collect]]\nname = \"cores\"\ntargets.any = true\nwhen.crash = true\nthen.core = true\n"
+
+/* One crash of @key's at @now: has the table's limit on it room, and then counted. */
+static bool crash_counted(const PolicyCollect *table, const char *key, uint64_t now) {
+        CollectLimit *l = collect_ledger_key_limit(ledger, table, key);
+        bool counted = l && collect_limit_has_room(l, now) && collect_limit_take(l, now);
+
+        collect_ledger_release(ledger, l);
+        return counted;
+}
+
+/* A crash table's limit per unit: kept while it holds, across a reload that keeps the table's name and limit,
+ * never dropped to make room for the units of other crashes (those could be anyone's: each login is a unit, any
+ * program a key of its own); past the ledger's room a new key gets no limit, and so no copy */
+static void test_key_limits_hold_and_are_never_pushed_out(void) {
+        Policy *p = compile(CRASHES "limit = \"1/1h\"\n"), *reloaded = compile(CRASHES "limit = \"1/1h\"\n");
+        Policy *changed = compile(CRASHES "limit = \"2/1h\"\n");
+        CollectLimit *idle;
+        char key[32];
+
+        if (!p || !reloaded || !changed)
+                return;
+        check(crash_counted(&p->collect[0], "orders.service", 1));
+        check(!crash_counted(&p->collect[0], "orders.service", 2 * SEC));
+        /* a key looked at and not counted holds nothing: the next prune drops it */
+        idle = collect_ledger_key_limit(ledger, &p->collect[0], "idle.service");
+        check(idle && collect_ledger_size(ledger) == 2);
+        collect_ledger_release(ledger, idle);
+        collect_ledger_prune(ledger, p, 3 * SEC);
+        check(collect_ledger_size(ledger) == 1);
+        /* every other room taken by crashes of other units: orders.service's count stays, the next unit has none */
+        for (unsigned i = 1; i < COLLECT_LEDGER_LIMITS_MAX; i++) {
+                snprintf(key, sizeof(key), "login-%u.service", i);
+                check(crash_counted(&p->collect[0], key, 4 * SEC));
+        }
+        check(collect_ledger_key_limit(ledger, &p->collect[0], "one-more.service") == NULL);
+        collect_ledger_prune(ledger, reloaded, 5 * SEC);
+        check(collect_ledger_size(ledger) == COLLECT_LEDGER_LIMITS_MAX);
+        check(!crash_counted(&reloaded->collect[0], "orders.service", 6 * SEC));
+        /* an hour after, nothing is held back: all go, and the unit has its limit again */
+        collect_ledger_prune(ledger, reloaded, 4 * SEC + 3600 * SEC);
+        check(collect_ledger_size(ledger) == 0);
+        check(crash_counted(&reloaded->collect[0], "orders.service", 4 * SEC + 3600 * SEC));
+        /* a reload that changes the limit starts afresh, as for the other tables */
+        collect_ledger_prune(ledger, changed, 5 * SEC + 3600 * SEC);
+        check(collect_ledger_size(ledger) == 0);
+        policy_unref(changed);
+        policy_unref(reloaded);
+        policy_unref(p);
+}
+
 /* Each test with a ledger of its own: the tables of different tests share names. */
 #define run_with_ledger(fn)                           \
         do {                                          \
@@ -356,5 +407,6 @@ int main(void) {
         run_with_ledger(test_limit_total);
         run_with_ledger(test_limit_across_a_reload);
         run_with_ledger(test_no_limit_no_firing);
+        run_with_ledger(test_key_limits_hold_and_are_never_pushed_out);
         return tap_finish();
 }
