@@ -9,10 +9,11 @@
 typedef struct LedgerLimit LedgerLimit;
 typedef struct LedgerProcess LedgerProcess;
 
-/* One limit of one table: the table's name and the limit make its key. */
+/* One limit of one table: the table's name, the limit and, for a limit_total, the owner make its key. */
 struct LedgerLimit {
         LedgerLimit *next;
         char *table;
+        uid_t owner;          /* a limit_total's: whose processes it counts; a process's limit: 0 */
         CollectLimit limit;
 };
 
@@ -69,12 +70,13 @@ static bool same_rate(const PolicyRateLimit *a, const PolicyRateLimit *b) {
         return a->count == b->count && a->period_usec == b->period_usec;
 }
 
-/* The limit of @table named @rate in @list, made when missing (@list's head may change). */
-static CollectLimit *limit_of(CollectLedger *l, LedgerLimit **list, const char *table, const PolicyRateLimit *rate) {
+/* The limit of @table named @rate for @owner in @list, made when missing (@list's head may change). */
+static CollectLimit *limit_of(CollectLedger *l, LedgerLimit **list, const char *table, const PolicyRateLimit *rate,
+                              uid_t owner) {
         LedgerLimit *e;
 
         for (e = *list; e; e = e->next)
-                if (strcmp(e->table, table) == 0 && same_rate(&e->limit.rate, rate)) {
+                if (strcmp(e->table, table) == 0 && same_rate(&e->limit.rate, rate) && e->owner == owner) {
                         e->limit.users++;
                         return &e->limit;
                 }
@@ -86,6 +88,7 @@ static CollectLimit *limit_of(CollectLedger *l, LedgerLimit **list, const char *
                 return NULL;
         }
         collect_limit_init(&e->limit, rate);
+        e->owner = owner;
         e->limit.users = 1;
         e->next = *list;
         *list = e;
@@ -112,7 +115,7 @@ CollectLimit *collect_ledger_process_limit(CollectLedger *l, pid_t pid, uint64_t
                 l->processes = p;
         }
         p->gone = false; /* a process the walk lists again is alive after all */
-        return limit_of(l, &p->limits, table->name, &table->limit);
+        return limit_of(l, &p->limits, table->name, &table->limit, 0);
 }
 
 CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pid, uint64_t start_time,
@@ -125,8 +128,8 @@ CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pi
         return NULL;
 }
 
-CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table) {
-        return limit_of(l, &l->tables, table->name, &table->limit_total);
+CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table, uid_t owner) {
+        return limit_of(l, &l->tables, table->name, &table->limit_total, owner);
 }
 
 void collect_ledger_release(CollectLedger *l, CollectLimit *limit) {

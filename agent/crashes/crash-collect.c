@@ -319,7 +319,7 @@ static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const Cr
         }
         /* held only while taken from: the ledger keeps it while the policy has a table of that name and
          * limit_total (crash_collector_apply() prunes the rest), so that a reload keeps its count */
-        total = collect_ledger_table_limit(c->ledger, table);
+        total = collect_ledger_table_limit(c->ledger, table, COLLECT_LEDGER_EVERY_OWNER);
         taken = total && collect_limit_take(total, now);
         collect_ledger_release(c->ledger, total);
         if (!taken) {
