@@ -9,11 +9,13 @@
 typedef struct LedgerLimit LedgerLimit;
 typedef struct LedgerProcess LedgerProcess;
 
-/* One limit of one table: the table's name and the limit make its key (with what it counts by, for a key's). */
+/* One limit of one table: the table's name and the limit make its key, with what it counts by for a key's, and
+ * the owner for a limit_total's. */
 struct LedgerLimit {
         LedgerLimit *next;
         char *table;
         char *key;            /* a keyed limit's: what it counts (a crash table's unit); else NULL */
+        uid_t owner;          /* a limit_total's: whose processes it counts; else 0 */
         CollectLimit limit;
 };
 
@@ -77,13 +79,15 @@ static bool same_key(const char *a, const char *b) {
         return a == b || (a && b && strcmp(a, b) == 0);
 }
 
-/* The limit of @table named @rate (on @key, or NULL) in @list, made when missing (@list's head may change). */
+/* The limit of @table named @rate (on @key, or NULL; for @owner) in @list, made when missing (@list's head may
+ * change). */
 static CollectLimit *limit_of(CollectLedger *l, LedgerLimit **list, const char *table, const char *key,
-                              const PolicyRateLimit *rate) {
+                              const PolicyRateLimit *rate, uid_t owner) {
         LedgerLimit *e;
 
         for (e = *list; e; e = e->next)
-                if (strcmp(e->table, table) == 0 && same_key(e->key, key) && same_rate(&e->limit.rate, rate)) {
+                if (strcmp(e->table, table) == 0 && same_key(e->key, key) && same_rate(&e->limit.rate, rate) &&
+                    e->owner == owner) {
                         e->limit.users++;
                         return &e->limit;
                 }
@@ -97,6 +101,7 @@ static CollectLimit *limit_of(CollectLedger *l, LedgerLimit **list, const char *
                 return NULL;
         }
         collect_limit_init(&e->limit, rate);
+        e->owner = owner;
         e->limit.users = 1;
         e->next = *list;
         *list = e;
@@ -123,7 +128,7 @@ CollectLimit *collect_ledger_process_limit(CollectLedger *l, pid_t pid, uint64_t
                 l->processes = p;
         }
         p->gone = false; /* a process the walk lists again is alive after all */
-        return limit_of(l, &p->limits, table->name, NULL, &table->limit);
+        return limit_of(l, &p->limits, table->name, NULL, &table->limit, 0);
 }
 
 CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pid, uint64_t start_time,
@@ -136,12 +141,12 @@ CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pi
         return NULL;
 }
 
-CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table) {
-        return limit_of(l, &l->tables, table->name, NULL, &table->limit_total);
+CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table, uid_t owner) {
+        return limit_of(l, &l->tables, table->name, NULL, &table->limit_total, owner);
 }
 
 CollectLimit *collect_ledger_key_limit(CollectLedger *l, const PolicyCollect *table, const char *key) {
-        return limit_of(l, &l->keys, table->name, key, &table->limit);
+        return limit_of(l, &l->keys, table->name, key, &table->limit, 0);
 }
 
 void collect_ledger_release(CollectLedger *l, CollectLimit *limit) {

@@ -8,7 +8,9 @@
  * (the runtime's own key), it is kept apart from the watch, which a re-bound socket, a walk that
  * misses it or a reload ends, so that none of them gives the process a fresh limit. The watcher
  * says when a process is gone (collect_ledger_forget_process()). A table's limit_total bounds what
- * all its processes take together: a fresh process brings no budget beyond it.
+ * all the processes of one owner (the charge its watch is made to, userns.h) take together: a fresh
+ * process brings no budget beyond its owner's, and one owner's processes, which cross a table's
+ * line whenever their user likes, never spend another owner's.
  *
  * Limits are found by the table's name and the limit itself: a table that keeps both across a
  * reload keeps what it counted; one whose limit changed starts afresh. A limit that holds nothing
@@ -44,8 +46,13 @@ CollectLimit *collect_ledger_process_limit(CollectLedger *l, pid_t pid, uint64_t
 /* @table's limit on the process, when the ledger keeps one (not held, not made). Return: the limit, or NULL. */
 CollectLimit *collect_ledger_find_process_limit(const CollectLedger *l, pid_t pid, uint64_t start_time,
                                                 const PolicyCollect *table);
-/* @table's limit_total, held likewise. Return: the limit, or NULL. */
-CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table);
+/* Whose processes a crash table's limit_total counts: everyone's, as one (a crash's uid may be one of its
+ * user's subordinate uids, which a process that is gone no longer tells apart). */
+#define COLLECT_LEDGER_EVERY_OWNER ((uid_t) -1)
+
+/* @table's limit_total over the processes of @owner (a charge, or COLLECT_LEDGER_EVERY_OWNER), held
+ * likewise. Return: the limit, or NULL. */
+CollectLimit *collect_ledger_table_limit(CollectLedger *l, const PolicyCollect *table, uid_t owner);
 /*
  * collect_ledger_key_limit() - @table's limit on what it counts by name: @key (a crash table's unit, or
  * executable outside one; crash-collect.h), for tables whose processes are gone when they fire

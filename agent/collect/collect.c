@@ -775,7 +775,7 @@ static int triggers_of(Watch *w, const Policy *p) {
                 /* a limit the ledger has no room for is NULL: the table does not fire on the process */
                 collect_trigger_init(&w->triggers[w->n_triggers++], table,
                                      collect_ledger_process_limit(w->collector->ledger, w->pid, w->start_time, table),
-                                     collect_ledger_table_limit(w->collector->ledger, table));
+                                     collect_ledger_table_limit(w->collector->ledger, table, w->candidate->owner));
         }
         return 0;
 }

@@ -297,7 +297,7 @@ static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const Cr
                 snprintf(why, size, "not copied: the table's limit for %.128s (%u in %llu s) is reached",
                          limit_key_of(e), table->limit.count,
                          (unsigned long long)(table->limit.period_usec / USEC_PER_SEC));
-        else if (!(total = collect_ledger_table_limit(c->ledger, table)) || !collect_limit_take(total, now))
+        else if (!(total = collect_ledger_table_limit(c->ledger, table, COLLECT_LEDGER_EVERY_OWNER)) || !collect_limit_take(total, now))
                 snprintf(why, size, "not copied: the table's limit_total (%u in %llu s) is reached",
                          table->limit_total.count,
                          (unsigned long long)(table->limit_total.period_usec / USEC_PER_SEC));

@@ -1109,6 +1109,37 @@ def a_table_takes_at_most_its_limit_total_over_all_its_processes():
     assert len(everyone()) == 2, everyone()
 
 
+
+@test
+def one_owners_processes_cannot_spend_another_owners_limit_total():
+    """A table covers the processes of two users (svc, mallory) in one unit. Mallory's own processes cross the
+    line whenever she likes (she writes their counters), three of them, each a fresh process with a limit of its
+    own: they take the table's limit_total (two an hour) as fast as they are watched. Then svc's process crosses
+    it: it is fired on all the same, since limit_total counts per owner; mallory's third process, a fresh one of
+    hers, still gets nothing. Before, limit_total was one count for the whole table: mallory's two firings spent
+    it, and svc's process was never collected for the rest of the hour."""
+    samples = hostile_samples()
+    hers = [FakeRuntime(f"stream:{samples}", user=MALLORY) for _ in range(3)]
+    unit = in_new_unit(hers[0].pid)
+    for fake in hers[1:]:
+        place_in_unit(fake.pid, unit)
+    agent = agent_with(table("shared", "Hostile:depth", unit, then="then.stacks = true", extra='limit_total = "2/1h"',
+                             users=(SVC, MALLORY)))
+    mallorys = lambda: [r for f in hers for r in fired(agent, f.pid)]
+    # the attack: her processes fired the table twice, and each of them was watched and its samples read
+    wait_for(lambda: len(mallorys()) >= 2, timeout=90, what="two firings of mallory's processes")
+    wait_for(lambda: all(b"DOTNET_IPC_V1\x00" in f.received() for f in hers), timeout=60,
+             what="every process of hers watched")
+    time.sleep(4)  # the samples of the last of hers to be watched have been read (as the test above)
+    assert len(mallorys()) == 2, mallorys()  # her fresh third process brought no budget beyond her two
+    theirs = FakeRuntime(f"stream:{samples}", user=SVC)
+    place_in_unit(theirs.pid, unit)
+    # 90 s: the next walk finds it, its watch's session starts and its first sample is beyond the line
+    rec = wait_for(lambda: fired(agent, theirs.pid), timeout=90, what="svc's process fired on")[0]
+    assert rec["DSAGENT_RULE"] == "shared", rec
+    assert len(mallorys()) == 2, mallorys()
+
+
 AUDIT_GAP_ID = "e7a3a2ffe6c543d2a42572e8d2074d1b"
 EXIT_AUDIT_UNAVAILABLE = 16
 

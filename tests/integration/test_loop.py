@@ -644,8 +644,10 @@ for s in conns:
 # A user's churn: in a user namespace of her own, each of N_UIDS uids keeps PER_UID connections that send nothing
 # open, and opens a new one as soon as the agent closes one, for SECONDS.
 CHURN = r"""
-import os, selectors, socket, sys, time
+import ctypes, os, selectors, socket, sys, time
 sock, n_uids, per_uid, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+# with a fifth argument, each uid's connections come from that many user namespaces it makes, nested in hers
+namespaces = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 end = time.monotonic() + seconds
 children = []
 for k in range(1, n_uids + 1):
@@ -653,6 +655,20 @@ for k in range(1, n_uids + 1):
     if pid == 0:
         os.setresgid(k, k, k)
         os.setresuid(k, k, k)
+        if namespaces:
+            nested = []
+            for _ in range(namespaces):
+                child = os.fork()
+                if child == 0:
+                    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:  # CLONE_NEWUSER
+                        os._exit(1)
+                    break
+                nested.append(child)
+            else:
+                for child in nested:
+                    os.waitpid(child, 0)
+                os._exit(0)
+            per_uid //= namespaces
         sel = selectors.DefaultSelector()
         while time.monotonic() < end:
             while len(sel.get_map()) < per_uid:
@@ -668,6 +684,22 @@ for pid in children:
     os.waitpid(pid, 0)
 print('done', flush=True)
 """
+
+
+def churn_counts(agent, user):
+    """What the agent said it refused past @user's budget, unread and after reading the peer, and what her
+    suppressed records count, once the two agree (they are written once a second)."""
+    uid = str(harness.uid_of(user))
+
+    def counted():
+        notes = [line.split(": ", 2)[2] for line in open(agent.log_path)
+                 if line.startswith("test-hook: connections refused past their budget: ")]
+        unread = sum(int(n.split()[0]) for n in notes)
+        read = sum(int(n.split(", ")[1].split()[0]) for n in notes)
+        suppressed = sum(int(r["DSAGENT_SUPPRESSED"]) for r in agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+                         if r.get("DSAGENT_CLIENT_UID") == uid)
+        return (unread, read, suppressed) if notes and unread + read == suppressed else None
+    return wait_for(counted, timeout=30, what="every refusal past her budget counted")
 
 
 @test
@@ -695,19 +727,7 @@ def a_users_churn_costs_the_loop_one_reading_of_her_peers_a_second():
         time.sleep(0.4)  # root's and alice's own budgets are 5 a second too
     churn.read_line("done", timeout=120)
     took = time.monotonic() - began
-    mallory = str(harness.uid_of(MALLORY))
-
-    def counted():
-        """What the agent said it refused past her budget, and what her suppressed records count, once equal."""
-        notes = [line.split(": ", 2)[2] for line in open(agent.log_path)
-                 if line.startswith("test-hook: connections refused past their budget: ")]
-        unread = sum(int(n.split()[0]) for n in notes)
-        read = sum(int(n.split(", ")[1].split()[0]) for n in notes)
-        suppressed = sum(int(r["DSAGENT_SUPPRESSED"]) for r in agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
-                         if r.get("DSAGENT_CLIENT_UID") == mallory)
-        return (unread, read, suppressed) if notes and unread + read == suppressed else None
-    # the counts are written once a second: wait for the last of them
-    unread, read, suppressed = wait_for(counted, timeout=30, what="every refusal past her budget counted")
+    unread, read, suppressed = churn_counts(agent, MALLORY)
     print(f"# {suppressed} refused past her budget in {took:.1f} s: {read} after reading the peer, {unread} unread")
     # the churn was real: each of her connections past her share was refused, again and again
     assert suppressed >= 2 * (320 - 32), suppressed
@@ -718,6 +738,45 @@ def a_users_churn_costs_the_loop_one_reading_of_her_peers_a_second():
     # each refusal held a second (park.h) before her connection could come back: her 320 connections refused
     # about once a second each, not as fast as the agent answers (37,000 to 309,000 in 4 s before)
     assert suppressed <= 320 * (took + 2), (suppressed, took)
+    assert asked >= 2
+
+
+@test
+def a_users_churn_from_more_namespaces_than_the_agent_remembers_is_held_as_well():
+    """Mallory churns as above, but from 96 user namespaces she makes (12 for each of 8 uids, nested in hers, 4
+    connections each: 384, her share 32), more than the agent keeps the charge of (USERNS_CACHE_MAX, 64): the name
+    of a peer's namespace no longer tells her charge from the cache, and many refusals past her budget are read
+    whole. Every namespace she made is still hers (no refusal counted under any other charge), and her churn stays
+    bounded by her connections: each is refused about once a second, not as fast as the agent answers. Held on
+    2026-11-29 (issue 35 item 10): 1,326 refusals in 4.2 s, 270 of them read whole."""
+    harness.subordinate_range(MALLORY)
+    target, own = Target(SVC), Target(ALICE)
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
+    seconds, connections = 4, 8 * 48
+    churn = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
+                                      harness.PYTHON, "-c", CHURN, agent.socket, "8", "48", str(seconds), "12"]))
+    began = time.monotonic()
+    asked = 0
+    while time.monotonic() < began + seconds - 1:
+        for user, pid in (("root", target.pid), (ALICE, own.pid)):
+            r = dsctl(agent, user, "--json", "info", str(pid))
+            assert r.returncode == 0 and json.loads(r.stdout)["pid"] == pid, r
+            asked += 1
+        time.sleep(0.4)  # root's and alice's own budgets are 5 a second too
+    churn.read_line("done", timeout=120)
+    took = time.monotonic() - began
+    unread, read, suppressed = churn_counts(agent, MALLORY)
+    print(f"# {suppressed} refused past her budget in {took:.1f} s: {read} after reading the peer, {unread} unread")
+    # the attack was real: more namespaces than the agent remembers, so refusals read whole far more than once a
+    # second (within the cache, at most 3 a second: the test above)
+    assert suppressed >= 2 * (connections - 32), suppressed
+    assert read > 3 * (took + 2), (read, unread, took)
+    # every one of them charged to her: the namespaces she made are hers
+    assert not [r for r in agent.records(message_id=harness.SUPPRESSED_MESSAGE_ID)
+                if r.get("DSAGENT_CLIENT_UID") not in (str(harness.uid_of(MALLORY)), "0",
+                                                       str(harness.uid_of(ALICE)))], "charged to another"
+    # her connections were refused about once a second each, read whole or not
+    assert suppressed <= connections * (took + 2), (suppressed, took)
     assert asked >= 2
 
 

@@ -34,10 +34,16 @@ static Policy *compile(const char *text) {
 
 static CollectLedger *ledger;
 
-/* A trigger of @table on the process @pid, with its limits from the ledger, as the watcher makes it. */
-static void init(CollectTrigger *t, pid_t pid, const PolicyCollect *table) {
+#define OWNER 1001
+
+/* A trigger of @table on the process @pid of @owner, with its limits from the ledger, as the watcher makes it. */
+static void init_of(CollectTrigger *t, pid_t pid, uid_t owner, const PolicyCollect *table) {
         collect_trigger_init(t, table, collect_ledger_process_limit(ledger, pid, 1000 + pid, table),
-                             collect_ledger_table_limit(ledger, table));
+                             collect_ledger_table_limit(ledger, table, owner));
+}
+
+static void init(CollectTrigger *t, pid_t pid, const PolicyCollect *table) {
+        init_of(t, pid, OWNER, table);
 }
 
 /* The watch ends: its limits stay in the ledger. */
@@ -243,7 +249,7 @@ static void test_limit_outlives_the_watch(void) {
         check(again.process_limit && again.process_limit->n_fired == 1 && again.process_limit->last_fired_usec == 1);
         check(feed(&again, "queue=bars-q2", 301, 3 * SEC) == COLLECT_LIMITED);
         collect_trigger_init(&other, &p->collect[0], collect_ledger_process_limit(ledger, 1, 99, &p->collect[0]),
-                             collect_ledger_table_limit(ledger, &p->collect[0]));
+                             collect_ledger_table_limit(ledger, &p->collect[0], OWNER));
         check(feed(&other, "queue=bars-q2", 301, 4 * SEC) == COLLECT_FIRE);
         /* an hour after the firing it holds nothing back: the watched one stays, the other goes once released */
         done(&other);
@@ -258,7 +264,7 @@ static void test_limit_outlives_the_watch(void) {
         policy_unref(p);
 }
 
-/* limit_total: the table over all its processes; fresh processes bring no budget beyond it */
+/* limit_total: the table over all the processes of one owner; fresh processes bring no budget beyond it */
 static void test_limit_total(void) {
         Policy *p = compile(QUEUE "limit = \"1/1h\"\nlimit_total = \"3/1h\"\n");
         CollectTrigger t[5];
@@ -279,6 +285,32 @@ static void test_limit_total(void) {
         check(feed(&t[4], "queue=bars-q2", 301, 3602 * SEC) == COLLECT_FIRE);
         for (int i = 0; i < 5; i++)
                 done(&t[i]);
+        collect_ledger_prune(ledger, p, 10 * 3600 * SEC);
+        check(collect_ledger_size(ledger) == 0);
+        policy_unref(p);
+}
+
+/* limit_total counts per owner: one owner's processes, which cross the line when their user likes, spending the
+ * table's limit_total leave another owner's process its own (before, one count for the table: LIMITED) */
+static void test_limit_total_per_owner(void) {
+        Policy *p = compile(QUEUE "limit = \"1/1h\"\nlimit_total = \"2/1h\"\n");
+        CollectTrigger hers[3], theirs;
+
+        if (!p)
+                return;
+        for (int i = 0; i < 3; i++)
+                init_of(&hers[i], 20 + i, 1003, &p->collect[0]);
+        check(feed(&hers[0], "queue=bars-q2", 301, 1) == COLLECT_FIRE);
+        check(feed(&hers[1], "queue=bars-q2", 301, 2) == COLLECT_FIRE);
+        check(feed(&hers[2], "queue=bars-q2", 301, 3) == COLLECT_LIMITED); /* a fresh one of hers: no budget */
+        init_of(&theirs, 30, 987, &p->collect[0]);
+        check(theirs.table_limit != hers[0].table_limit);
+        check(feed(&theirs, "queue=bars-q2", 301, 4) == COLLECT_FIRE);
+        check(hers[0].table_limit->n_fired == 2 && hers[0].table_limit->n_limited == 1);
+        check(theirs.table_limit->n_fired == 1 && theirs.table_limit->n_limited == 0);
+        for (int i = 0; i < 3; i++)
+                done(&hers[i]);
+        done(&theirs);
         collect_ledger_prune(ledger, p, 10 * 3600 * SEC);
         check(collect_ledger_size(ledger) == 0);
         policy_unref(p);
@@ -329,7 +361,7 @@ static void test_no_limit_no_firing(void) {
 
         if (!p)
                 return;
-        collect_trigger_init(&t, &p->collect[0], NULL, collect_ledger_table_limit(ledger, &p->collect[0]));
+        collect_trigger_init(&t, &p->collect[0], NULL, collect_ledger_table_limit(ledger, &p->collect[0], OWNER));
         check(feed(&t, "queue=bars-q2", 301, 1) == COLLECT_LIMITED);
         check(t.table_limit->n_fired == 0);
         done(&t);
@@ -405,6 +437,7 @@ int main(void) {
         run_with_ledger(test_exception_window);
         run_with_ledger(test_limit_outlives_the_watch);
         run_with_ledger(test_limit_total);
+        run_with_ledger(test_limit_total_per_owner);
         run_with_ledger(test_limit_across_a_reload);
         run_with_ledger(test_no_limit_no_firing);
         run_with_ledger(test_key_limits_hold_and_are_never_pushed_out);
