@@ -170,7 +170,7 @@ static void pass_done(void *userdata, int error, const RetentionPassResult *res,
         if (error != 0)
                 fprintf(stderr, "dsagent: retention: the pass over dump_dir failed: %s\n",
                         why ? why : error < 0 ? strerror(-error) : "its worker did not finish");
-        schedule(r, again ? 0 : RETENTION_PERIOD_USEC);
+        schedule(r, again ? 0 : test_hook_retention_period(RETENTION_PERIOD_USEC));
         tell_waiters(r, served, error, res ? res->bytes : 0, res ? res->room_left : r->ask.room);
 }
 
@@ -222,7 +222,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                                 "dump_dir until one loads\n");
                 r->said_broken = true;
                 tell_waiters(r, TAKE_PTR(r->waiting), -ENOENT, 0, 0);
-                schedule(r, RETENTION_PERIOD_USEC);
+                schedule(r, test_hook_retention_period(RETENTION_PERIOD_USEC));
                 return 0;
         }
         r->said_broken = false;

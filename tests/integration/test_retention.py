@@ -316,6 +316,34 @@ def max_age_and_max_files_remove_the_oldest_each_recorded():
     assert not os.path.exists(paths[2]) and os.path.exists(paths[3])
 
 
+@test
+def a_reload_during_a_pass_has_a_pass_under_the_new_policy_at_once():
+    """A reload while a pass ran got no pass of its own: the pass running had read the policy before, and the next
+    came only with the next period (a minute), so what the new policy removes stayed until then. A pass follows the
+    running one at once now. The period is an hour here (a test hook): the removal comes only by that pass."""
+    dump_dir = make_dir(None, 0o711)
+    old = os.path.join(dump_dir, "put-there-by-hand")
+    with open(old, "w") as f:
+        f.write("old")
+    backdate(old, 10 * 86400)
+    pause = harness.Pause("retention-pass")
+    policy = lambda max_age: f'[agent]\ndump_dir = "{dump_dir}"\nmax_age = "{max_age}"\n'
+    agent = Agent(policy=policy("30d"), env={**pause.env, "DSAGENT_TEST_RETENTION_PERIOD_MS": str(3600 * 1000)})
+    pause.wait(agent)  # the pass at start, under max_age 30 days, stands before it lists dump_dir
+    agent.write_policy(policy("5d"))
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    assert not pause.resumed(agent), "the pass ended before the reload: the test proves nothing"
+    pause.end()
+    # 30 s: a bound only against a hang; the pass follows within ms, where the next period is an hour away
+    wait_for(lambda: not os.path.exists(old), what="the pass after the one the reload met")
+    removed, = removals(agent)
+    assert removed["DSAGENT_DUMP_PATH"] == old and removed["DSAGENT_RETENTION_REASON"] == "max_age", removed
+    # the pass the reload met went by the policy it began under: it removed nothing
+    after = open(agent.log_path).read().split("test-hook: resumed at retention-pass\n", 1)[1]
+    assert after.index("test-hook: retention: a pass ended: 0 files removed") < \
+        after.index("test-hook: retention: a pass ended: 1 files removed"), after
+
+
 def max_files_3_with_alices_dump(pid):
     """An agent with max_files = 3 whose rule lets alice dump svc's processes, and alice's dump of @pid in its
     dump_dir, the oldest file there, as an earlier day's dump would be. Returns the agent and alice's dump."""
