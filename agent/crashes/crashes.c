@@ -276,6 +276,13 @@ static void copy_fail(Request *req, WireError error, const char *why) {
         request_reply_error(req, AUDIT_DECISION_FAILED, error, why);
 }
 
+/* No room in dump_dir for the copy: @why (which limit, the numbers), and what the requester can do. */
+static void copy_fail_no_space(Request *req, const char *why) {
+        _cleanup_free_ char *text = dump_no_space_answer(req->policy, why);
+
+        copy_fail(req, WIRE_ERROR_NO_SPACE, text ? text : why);
+}
+
 /* Who may read the copy: the requester and the rule's readers, unless the process's memory was root's alone. */
 static void copy_readers(const Request *req, bool readable, uid_t *users, size_t max, AclGrant *g) {
         const PolicyRule *rule = req->verdict.rule;
@@ -365,7 +372,13 @@ static void copy_publish(Request *req, uint64_t bytes) {
                                   .request_id = req->id };
         r = dump_publish_fd(work->dir_fd, work->file_fd, &readers, &attrs, name);
         if (r == DUMP_PUBLISH_E_NO_SPACE) {
-                copy_fail(req, WIRE_ERROR_NO_SPACE, "the core does not fit: the dump directory's file system is full");
+                char why[DUMP_SPACE_WHY_MAX];
+
+                copy_fail_no_space(req, dump_space_full_why(work->dir_fd, &a->max_use, &a->keep_free,
+                                                            dump_slots_total(req->broker->dump_slots),
+                                                            "the core does not fit: the dump directory's file system "
+                                                            "filled up as it was named",
+                                                            why, sizeof(why)));
                 return;
         }
         if (r != 0 || asprintf(&path, "%s/%s", a->dump_dir, name) < 0) {
@@ -429,7 +442,7 @@ static void copy_done(void *userdata, int r, uint64_t bytes, const char *why) {
                 copy_fail(req, WIRE_ERROR_CORE_UNUSABLE, why ? why : "the stored core cannot be used");
                 return;
         case JOBS_E_NO_SPACE:
-                copy_fail(req, WIRE_ERROR_NO_SPACE, why ? why : "the core does not fit in the dump directory");
+                copy_fail_no_space(req, why ? why : "the core does not fit in the dump directory");
                 return;
         case JOBS_E_TIMEOUT:
                 copy_fail(req, WIRE_ERROR_BUSY, "the core was not decompressed within --dump-timeout");

@@ -261,6 +261,36 @@ void dump_space_format(const DumpSpace *s, char *buf, size_t size) {
                  max_use, avail, fs, keep_free);
 }
 
+const char *dump_space_full_why(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
+                                const char *what, char *buf, size_t size) {
+        char numbers[DUMP_SPACE_NUMBERS_MAX];
+        DumpSpace s;
+
+        if (dump_space_measure(dir_fd, max_use, keep_free, in_flight, &s) < 0)
+                return what;
+        dump_space_format(&s, numbers, sizeof(numbers));
+        snprintf(buf, size, "%s (%s)", what, numbers);
+        return buf;
+}
+
+char *dump_no_space_answer(const Policy *p, const char *why) {
+        bool readers_remove = false;
+        char *text = NULL;
+
+        for (size_t i = 0; i < p->n_collect; i++)
+                readers_remove = readers_remove || p->collect[i].artifacts.readers_may_remove;
+        for (size_t i = 0; i < p->n_on_start; i++)
+                readers_remove = readers_remove || p->on_start[i].artifacts.readers_may_remove;
+        if (asprintf(&text,
+                     "%s. To make room: 'dsctl dumps' lists what you may read in %s, and 'dsctl dumps --remove PATH' "
+                     "removes the dumps you asked for%s; for the rest ask root, who may remove any, or raise max_use "
+                     "or lower keep_free in the policy's [agent]",
+                     why, p->agent.dump_dir,
+                     readers_remove ? " and the artifacts of the tables that let their readers remove them" : "") < 0)
+                return NULL;
+        return text;
+}
+
 /**
  * dump_space_headroom_of() - how many more bytes may dumps take, as @s measured?
  *

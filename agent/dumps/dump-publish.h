@@ -91,6 +91,31 @@ int dump_space_measure(int dir_fd, const PolicySize *max_use, const PolicySize *
 /* "used 1.0 GiB of max_use 1.0 GiB (10%); free 3.1 GiB of 20.0 GiB, keep_free 3.0 GiB (15%)": for people. */
 void dump_space_format(const DumpSpace *s, char *buf, size_t size);
 
+/**
+ * dump_space_full_why() - @what, with the numbers of dump_dir now
+ *
+ * For a file system found full beside the guards (a write's, a label's or a name's ENOSPC or
+ * EDQUOT): "@what (used ... of max_use ...; free ... of ..., keep_free ...)" in @buf, measured as
+ * dump_space_measure() does with @in_flight.
+ *
+ * Return: @buf, or @what itself when dump_dir cannot be measured.
+ */
+const char *dump_space_full_why(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
+                                const char *what, char *buf, size_t size);
+
+/**
+ * dump_no_space_answer() - what a requester whose dump (or crash core) found no room in dump_dir is told
+ * @why: which limit, with the numbers (dump_space_headroom()'s or dump_space_full_why()'s words)
+ *
+ * @why, then what the requester can do: 'dsctl dumps' lists what they may read in @p's dump_dir,
+ * 'dsctl dumps --remove PATH' removes the dumps they asked for (and the artifacts of the tables
+ * that let their readers remove them, where @p has such a table); for the rest, root, who may
+ * remove any or change max_use and keep_free.
+ *
+ * Return: a new string (the caller frees it), or NULL without memory.
+ */
+char *dump_no_space_answer(const Policy *p, const char *why);
+
 /* dump_space_measure(), then dump_space_headroom_of(). Return: as they. */
 int dump_space_headroom(int dir_fd, const PolicySize *max_use, const PolicySize *keep_free, uint64_t in_flight,
                         uint64_t *ret_headroom, char *why, size_t why_size);

@@ -65,14 +65,8 @@ static uint64_t next_check_after(uint64_t bytes, uint64_t headroom) {
 
 /* @what, and the numbers of dump_dir now, in w->why: for a file system that filled up under the guards. */
 static const char *full_why(DumpWriter *w, const char *what) {
-        char numbers[DUMP_SPACE_NUMBERS_MAX];
-        DumpSpace s;
-
-        if (dump_space_measure(w->dir_fd, &w->limits.max_use, &w->limits.keep_free, dump_slots_total(w->slots), &s) < 0)
-                return what;
-        dump_space_format(&s, numbers, sizeof(numbers));
-        snprintf(w->why, sizeof(w->why), "%s (%s)", what, numbers);
-        return w->why;
+        return dump_space_full_why(w->dir_fd, &w->limits.max_use, &w->limits.keep_free, dump_slots_total(w->slots),
+                                   what, w->why, sizeof(w->why));
 }
 
 static int check_space(DumpWriter *w, const char **ret_why) {

@@ -242,21 +242,8 @@ static void dump_fail(DumpWork *work, WireError error, const char *why) {
  * (dump-publish.h); what the requester can do about it, and whom to ask for the rest, goes with it.
  */
 static void dump_fail_no_space(DumpWork *work, const char *why) {
-        const Policy *p = work->request->policy;
-        bool readers_remove = false;
-        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ char *text = dump_no_space_answer(work->request->policy, why);
 
-        for (size_t i = 0; i < p->n_collect; i++)
-                readers_remove = readers_remove || p->collect[i].artifacts.readers_may_remove;
-        for (size_t i = 0; i < p->n_on_start; i++)
-                readers_remove = readers_remove || p->on_start[i].artifacts.readers_may_remove;
-        if (asprintf(&text,
-                     "%s. To make room: 'dsctl dumps' lists what you may read in %s, and 'dsctl dumps --remove PATH' "
-                     "removes the dumps you asked for%s; for the rest ask root, who may remove any, or raise max_use "
-                     "or lower keep_free in the policy's [agent]",
-                     why, p->agent.dump_dir,
-                     readers_remove ? " and the artifacts of the tables that let their readers remove them" : "") < 0)
-                text = NULL;
         /* the take has ended already; @why may be its own, which lasts until the reply frees it */
         request_reply_error(work->request, AUDIT_DECISION_FAILED, WIRE_ERROR_NO_SPACE, text ? text : why);
 }
@@ -307,7 +294,14 @@ static void dump_publish(DumpWork *work, const DumpTakeResult *res) {
         };
         r = dump_publish_fd(res->dir_fd, res->file_fd, &readers, &attrs, name);
         if (r == DUMP_PUBLISH_E_NO_SPACE) {
-                dump_fail_no_space(work, "the dump does not fit: the dump directory's file system is full");
+                const PolicyAgentSettings *a = &req->policy->agent;
+                char why[DUMP_SPACE_WHY_MAX];
+
+                dump_fail_no_space(work, dump_space_full_why(res->dir_fd, &a->max_use, &a->keep_free,
+                                                             dump_slots_total(req->broker->dump_slots),
+                                                             "the dump does not fit: the dump directory's file "
+                                                             "system filled up as it was named",
+                                                             why, sizeof(why)));
                 return;
         }
         if (r != 0) {

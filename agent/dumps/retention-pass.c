@@ -17,6 +17,7 @@
 #include "agent/dumps/dump-publish.h"
 #include "agent/dumps/retention-pass.h"
 #include "agent/dumps/retention-plan.h"
+#include "agent/support/test-hooks.h"
 #include "common/text.h"
 
 /* One artifact as listed, with the labels its records name. */
@@ -233,6 +234,7 @@ int retention_pass_run(const Policy *p, const DumpSlots *slots, uint64_t room, i
         size_t n = 0;
         int r;
 
+        test_hook_pause("retention-pass");
         /* a dump_dir not made yet holds nothing to remove: it is made at the first artifact, not here */
         if (access(a->dump_dir, F_OK) < 0 && errno == ENOENT) {
                 *ret = res;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Retention of dump_dir, the loop's side: when passes run, and their records (retention.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "agent/dumps/retention-pass.h"
 #include "agent/dumps/retention-plan.h"
 #include "agent/dumps/retention.h"
+#include "agent/support/test-hooks.h"
 #include "common/text.h"
 
 /* A pass that could not run (no worker yet, or none free) is tried again this much later. */
@@ -40,6 +42,7 @@ struct Retention {
         RetentionWaiter *telling;       /* those a pass that ended is telling, one after the other */
         RetentionAsk ask;               /* the pass running's room, and whom it is for */
         bool said_broken;               /* the log says no pass runs under a broken policy */
+        bool policy_changed;            /* since the pass running began: another follows it at once */
 };
 
 static uint64_t now_usec(const Retention *r) {
@@ -158,14 +161,16 @@ static void tell_waiters(Retention *r, RetentionWaiter *list, int error, uint64_
 static void pass_done(void *userdata, int error, const RetentionPassResult *res, const char *why) {
         Retention *r = userdata;
         RetentionWaiter *served = TAKE_PTR(r->served);
-        bool again = r->waiting || (res && res->more && !res->stopped);
+        bool again = r->waiting || r->policy_changed || (res && res->more && !res->stopped);
 
         read_notes(r, false); /* what it said before it ended (a failed removal's note is not waited for) */
         pass_close(r);
+        r->policy_changed = false;
+        test_hook_note("retention: a pass ended: %" PRIu32 " files removed", res ? res->removed : 0);
         if (error != 0)
                 fprintf(stderr, "dsagent: retention: the pass over dump_dir failed: %s\n",
                         why ? why : error < 0 ? strerror(-error) : "its worker did not finish");
-        schedule(r, again ? 0 : RETENTION_PERIOD_USEC);
+        schedule(r, again ? 0 : test_hook_retention_period(RETENTION_PERIOD_USEC));
         tell_waiters(r, served, error, res ? res->bytes : 0, res ? res->room_left : r->ask.room);
 }
 
@@ -217,7 +222,7 @@ static int on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                                 "dump_dir until one loads\n");
                 r->said_broken = true;
                 tell_waiters(r, TAKE_PTR(r->waiting), -ENOENT, 0, 0);
-                schedule(r, RETENTION_PERIOD_USEC);
+                schedule(r, test_hook_retention_period(RETENTION_PERIOD_USEC));
                 return 0;
         }
         r->said_broken = false;
@@ -271,7 +276,11 @@ Retention *retention_free(Retention *r) {
 }
 
 void retention_policy_changed(Retention *r) {
-        if (r && !r->job.job)
+        if (!r)
+                return;
+        if (r->job.job)
+                r->policy_changed = true; /* the pass running read the policy before: the next one reads this */
+        else
                 schedule(r, 0);
 }
 

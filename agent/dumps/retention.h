@@ -30,7 +30,7 @@ typedef struct RetentionWaiter RetentionWaiter;
 int retention_new(Broker *b, Retention **ret);
 Retention *retention_free(Retention *r);
 
-/* The policy changed: a pass soon, under it. */
+/* The policy changed: a pass soon, under it (after the one running, if one is: that one read the policy before). */
 void retention_policy_changed(Retention *r);
 
 typedef struct RetentionAsk {

@@ -145,6 +145,12 @@ uint64_t test_hook_collect_retry(uint64_t usec) {
         return ms > 0 ? (uint64_t)ms * 1000 : usec;
 }
 
+uint64_t test_hook_retention_period(uint64_t usec) {
+        unsigned long ms = env_number("DSAGENT_TEST_RETENTION_PERIOD_MS", 24 * 3600 * 1000);
+
+        return ms > 0 ? (uint64_t)ms * 1000 : usec;
+}
+
 void test_hook_note(const char *format, ...) {
         va_list ap;
 

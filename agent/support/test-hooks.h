@@ -72,6 +72,12 @@ bool test_hook_kernel_has_pidfd_userns(void);
  */
 uint64_t test_hook_collect_retry(uint64_t usec);
 /*
+ * DSAGENT_TEST_RETENTION_PERIOD_MS=N, or @usec: how long retention waits for its next pass when
+ * nothing asks for one sooner. A test makes it an hour, to see that what asks for a pass (a
+ * reload while one runs) gets one, where the real period (a minute) would come all the same.
+ */
+uint64_t test_hook_retention_period(uint64_t usec);
+/*
  * True when DSAGENT_TEST_DECOMPRESSOR_ESCAPE is set: the child that decompresses a stored core
  * (crash-core.c) then tries to open a file after it is confined, as an exploited decompressor
  * would, and a test sees it killed and the copy refused.
@@ -111,6 +117,9 @@ static inline unsigned test_hook_audit_queue(unsigned records) {
         return records;
 }
 static inline uint64_t test_hook_collect_retry(uint64_t usec) {
+        return usec;
+}
+static inline uint64_t test_hook_retention_period(uint64_t usec) {
         return usec;
 }
 static inline bool test_hook_kernel_has_peer_pidfd(void) {

@@ -3,9 +3,11 @@
 """Retention of dump_dir against the real runtime: what the agent removes of what it stored (max_age, max_files,
 room for a user's dump from the tables that yield), each removal recorded; who may remove a table's artifacts; what
 a dump refused for space says (docs/policy.md, "Retention")."""
+import errno
 import grp
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -28,19 +30,19 @@ def collect_records(agent, pid, event):
             if r.get("DSAGENT_COLLECT_EVENT") == event and r["DSAGENT_TARGET_PID"] == str(pid)]
 
 
-def target_in_unit(value="500"):
-    """A target of SVC's publishing @value on its gauge, in a unit of its own (before the agent starts, whose first
+def target_in_unit(value="500", user=SVC):
+    """A target of @user's publishing @value on its gauge, in a unit of its own (before the agent starts, whose first
     walk judges it), with a /tmp of its own (as test_collect.py's)."""
     unit = f"dst-retention-{uuid.uuid4().hex[:12]}.service"
-    target = Target(user=SVC, tmpdir=None, mount_ns=True, args=("--meter-value", value))
+    target = Target(user=user, tmpdir=None, mount_ns=True, args=("--meter-value", value))
     place_in_unit(target.pid, unit)
     return target, unit
 
 
-def table(name, unit, then, extra="", readers=(ALICE,)):
-    """A table firing on every sample of the gauge above 300 (one a second) of SVC's processes in @unit."""
+def table(name, unit, then, extra="", readers=(ALICE,), user=SVC):
+    """A table firing on every sample of the gauge above 300 (one a second) of @user's processes in @unit."""
     quoted = ", ".join(f'"{r}"' for r in readers)
-    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{SVC}"]\ntargets.units = ["{unit}"]\n'
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{user}"]\ntargets.units = ["{unit}"]\n'
             f'when.counter = "Dsagent.TestTarget:test-gauge"\nwhen.above = 300\n{then}\nreaders = [{quoted}]\n'
             f'{extra}\n')
 
@@ -122,6 +124,157 @@ def a_table_that_does_not_yield_keeps_its_artifacts_and_the_no_space_answer_says
 
 
 @test
+def a_dump_dir_that_fills_as_the_dump_is_named_says_the_numbers_and_what_to_do():
+    """A file system that filled up as the dump was labelled and named (past the guards, which it met) answered
+    "the dump directory's file system is full" and no numbers. It says used, limit and free now, and what the user
+    can do, as every "no space" answer. Here a tmpfs with room for the dump's bytes but not for its labels: tmpfs
+    charges each inode and each user xattr to an inode space of its own (nr_inodes), all taken but one, which the
+    dump's unnamed file takes; its first label then finds none (ENOSPC)."""
+    own = Target(SVC, tmpdir=None, mount_ns=True)
+    small = make_dir(None, 0o755)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g,nr_inodes=32,mode=0711", "tmpfs", small], check=True)
+    harness.scope.callback(subprocess.run, ["umount", "-l", small])
+    # hidden names are none of the agent's: the guards and retention pass over them
+    filler = 0
+    try:
+        while True:
+            open(os.path.join(small, f".filler{filler}"), "w").close()
+            filler += 1
+    except OSError as e:
+        assert e.errno == errno.ENOSPC, e
+    os.unlink(os.path.join(small, f".filler{filler - 1}"))
+    fillers = sorted(os.listdir(small))
+    # loose guards: the file system is what refuses
+    agent = Agent(policy=f'[agent]\ndump_dir = "{small}"\nmax_use = "1T"\nkeep_free = "1"\n')
+    r = dsctl(agent, SVC, "dump", str(own.pid), timeout=300)
+    assert r.returncode == EXIT_NO_SPACE, r
+    said = " ".join(r.stderr.split())
+    assert "the dump does not fit: the dump directory's file system filled up as it was named (used 0 B" in said, said
+    assert " of max_use 1.0 TiB; free " in said and ", keep_free 1 B)" in said, said
+    assert f"'dsctl dumps' lists what you may read in {small}" in said, said
+    assert "'dsctl dumps --remove PATH' removes the dumps you asked for" in said and "ask root" in said, said
+    assert sorted(os.listdir(small)) == fillers, os.listdir(small)
+
+
+def dumps_of(agent, user, pid, count):
+    """@count dumps of @pid that @user asks for, one after the other: their paths."""
+    paths = []
+    for _ in range(count):
+        r, taken = dump(agent, user, pid)
+        assert r.returncode == 0, r
+        paths.append(taken["path"])
+    return paths
+
+
+def on_disk(path):
+    """What retention counts of a file: its blocks."""
+    return os.stat(path).st_blocks * 512
+
+
+def removed_for(agent, reason, count):
+    """The removals of the pass a reload runs now (else the next minute's would), once it has ended (its test-hook
+    note, after the reload: a pass already running then read the policy before and removes nothing, and the
+    reload's pass follows it at once): @count of them, all for @reason, and no others so far. 60 s is a bound only
+    against a hang, the pass ends within ms."""
+    start = len(open(agent.log_path).read())
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    wait_for(lambda: re.search(r"test-hook: retention: a pass ended: [1-9][0-9]* files removed\n",
+                               open(agent.log_path).read()[start:]), timeout=60, what="a pass that removes to end")
+    removed = removals(agent)
+    assert len(removed) == count and all(r["DSAGENT_RETENTION_REASON"] == reason for r in removed), removed
+    for rec in removed:
+        assert rec["DSAGENT_RETENTION_EVENT"] == "removing" and not os.path.exists(rec["DSAGENT_DUMP_PATH"]), rec
+    return removed
+
+
+@test
+def a_users_dumps_past_max_use_per_user_lose_their_oldest_never_another_users():
+    """max_use_per_user was tested on the plan alone. alice's three dumps of svc's process take more than it: her
+    oldest goes, recorded before it goes, and her newer ones stay; mallory's two dumps of her own process, older
+    than all of alice's, stay: the budget is each user's, not the directory's."""
+    svc = Target(SVC, tmpdir=None, mount_ns=True)
+    own = Target(MALLORY, tmpdir=None, mount_ns=True)
+    policy = lambda budget="": (
+        f'[agent]\ndump_dir = "@DUMP_DIR@"\n{budget}\n[[rule]]\nname = "alice-dumps"\nusers = ["{ALICE}"]\n'
+        f'commands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
+    agent = Agent(policy=policy())
+    mallorys = dumps_of(agent, MALLORY, own.pid, 2)
+    alices = dumps_of(agent, ALICE, svc.pid, 3)
+    # in the order taken, minutes apart: mallory's the oldest of all
+    for path, age in zip(mallorys + alices, (600, 500, 300, 200, 100)):
+        backdate(path, age)
+    # alice's newer two and half her oldest: her oldest must go, and mallory's two fit
+    oldest = on_disk(alices[0])
+    budget = on_disk(alices[1]) + on_disk(alices[2]) + oldest // 2
+    assert on_disk(mallorys[0]) + on_disk(mallorys[1]) <= budget, "mallory's dumps would not fit the budget"
+    agent.write_policy(policy(f'max_use_per_user = "{budget}"\n'))
+    removed, = removed_for(agent, "max_use_per_user", 1)
+    assert removed["DSAGENT_DUMP_PATH"] == alices[0], removed
+    assert removed["DSAGENT_DUMP_REQUESTER_UID"] == str(uid_of(ALICE)) and removed["DSAGENT_DUMP_TYPE"] == "mini", \
+        removed
+    assert removed["DSAGENT_TARGET_PID"] == str(svc.pid) and int(removed["DSAGENT_DUMP_SIZE"]) == oldest, removed
+    assert removed["DSAGENT_RETENTION_DETAIL"].startswith("the user's dumps take ") and \
+        removed["DSAGENT_RETENTION_DETAIL"].endswith("; the oldest go first, the newest stays"), removed
+    assert ", max_use_per_user " in removed["DSAGENT_RETENTION_DETAIL"], removed
+    for path in mallorys + alices[1:]:
+        assert os.path.exists(path), f"{path} was removed for alice's budget"
+    listed = [d["path"] for d in json.loads(dsctl(agent, MALLORY, "--json", "dumps").stdout)]
+    assert sorted(listed) == sorted(mallorys), listed
+
+
+def table_records(agent, name, event):
+    return [r for r in agent.records(message_id=COLLECT_MESSAGE_ID)
+            if r.get("DSAGENT_COLLECT_EVENT") == event and r["DSAGENT_RULE"] == name]
+
+
+@test
+def a_tables_traces_past_its_max_use_lose_their_oldest_and_nothing_else():
+    """A table's max_use was tested on the plan alone, and no test saw retention remove a trace. A trace table's
+    .nettrace files take more than its max_use: its oldest go, each recorded before it goes, never its newest;
+    another table's stacks of the same process and a user's dump, older than every trace, stay."""
+    high, unit = target_in_unit()
+    # the other table watches a process of alice's: one collection session of an owner's processes runs at a time,
+    # and the trace table, firing on every sample, would hold the process's turn (a firing held back counts
+    # against its table's limit: a trace of 2 s takes about three, hence the room in the limit)
+    alices, alices_unit = target_in_unit(user=ALICE)
+    policy = lambda budget="": ('[agent]\ndump_dir = "@DUMP_DIR@"\n' +
+                                table("traced", unit, 'then.trace_profile = "gc-collect"\nthen.duration = "2s"',
+                                      f'limit = "20/1h"\n{budget}') +
+                                table("stacked", alices_unit, "then.stacks = true", user=ALICE))
+    agent = Agent(policy=policy())
+    users, = dumps_of(agent, SVC, high.pid, 1)
+    # 180 s: a bound only against a hang; a trace takes its 2 s, and a sample a second fires the next
+    wait_for(lambda: len(table_records(agent, "traced", "collected")) >= 3 and
+             table_records(agent, "stacked", "collected"), timeout=180, what="three traces and the stacks")
+    # no more firings from now on, and every action begun has ended: the files are all there
+    high.process.stop()
+    begun = lambda: [f for f in table_records(agent, "traced", "fired") if f["DSAGENT_COLLECT_RESULT"].endswith(" begins")]
+    wait_for(lambda: len(begun()) == len(table_records(agent, "traced", "collected")) +
+             len(table_records(agent, "traced", "failed")), timeout=60, what="the table's traces to end")
+    traces = [c["DSAGENT_COLLECT_RESULT"].split(" (")[0] for c in table_records(agent, "traced", "collected")]
+    others = [users] + [c["DSAGENT_COLLECT_RESULT"].split(" (")[0] for c in table_records(agent, "stacked", "collected")]
+    assert len(traces) >= 3 and all(t.endswith(".nettrace") for t in traces), traces
+    assert sorted(os.listdir(agent.dumps)) == sorted(os.path.basename(p) for p in traces + others), os.listdir(agent.dumps)
+    # the others older than every trace; the traces in the order taken
+    for k, path in enumerate(others):
+        backdate(path, 3000 - k)
+    for k, path in enumerate(traces):
+        backdate(path, 1000 - 100 * k)
+    # the newest two traces and half the one before: all but the newest two must go
+    budget = on_disk(traces[-1]) + on_disk(traces[-2]) + on_disk(traces[-3]) // 2
+    agent.write_policy(policy(f'max_use = "{budget}"'))
+    removed = removed_for(agent, "table-max_use", len(traces) - 2)
+    assert [r["DSAGENT_DUMP_PATH"] for r in removed] == traces[:-2], (removed, traces)
+    for rec in removed:
+        assert rec["DSAGENT_RULE"] == "traced" and rec["DSAGENT_DUMP_ORIGIN"] == "collect", rec
+        assert rec["DSAGENT_DUMP_TYPE"] == "trace" and rec["DSAGENT_TARGET_PID"] == str(high.pid), rec
+        assert rec["DSAGENT_RETENTION_DETAIL"].startswith("the table's artifacts take ") and \
+            f", its max_use " in rec["DSAGENT_RETENTION_DETAIL"], rec
+    assert sorted(os.listdir(agent.dumps)) == sorted(os.path.basename(p) for p in traces[-2:] + others), \
+        os.listdir(agent.dumps)
+
+
+@test
 def max_age_and_max_files_remove_the_oldest_each_recorded():
     """The agent ages out and counts what it stored in any dump_dir (the packaged tmpfiles.d line cleaned only
     /var/lib/dsagent/dumps, and nothing recorded it): the oldest first, each removal recorded before it is made,
@@ -161,6 +314,34 @@ def max_age_and_max_files_remove_the_oldest_each_recorded():
     started, = removals(again)
     assert started["DSAGENT_DUMP_PATH"] == paths[2] and started["DSAGENT_RETENTION_REASON"] == "max_age", started
     assert not os.path.exists(paths[2]) and os.path.exists(paths[3])
+
+
+@test
+def a_reload_during_a_pass_has_a_pass_under_the_new_policy_at_once():
+    """A reload while a pass ran got no pass of its own: the pass running had read the policy before, and the next
+    came only with the next period (a minute), so what the new policy removes stayed until then. A pass follows the
+    running one at once now. The period is an hour here (a test hook): the removal comes only by that pass."""
+    dump_dir = make_dir(None, 0o711)
+    old = os.path.join(dump_dir, "put-there-by-hand")
+    with open(old, "w") as f:
+        f.write("old")
+    backdate(old, 10 * 86400)
+    pause = harness.Pause("retention-pass")
+    policy = lambda max_age: f'[agent]\ndump_dir = "{dump_dir}"\nmax_age = "{max_age}"\n'
+    agent = Agent(policy=policy("30d"), env={**pause.env, "DSAGENT_TEST_RETENTION_PERIOD_MS": str(3600 * 1000)})
+    pause.wait(agent)  # the pass at start, under max_age 30 days, stands before it lists dump_dir
+    agent.write_policy(policy("5d"))
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    assert not pause.resumed(agent), "the pass ended before the reload: the test proves nothing"
+    pause.end()
+    # 30 s: a bound only against a hang; the pass follows within ms, where the next period is an hour away
+    wait_for(lambda: not os.path.exists(old), what="the pass after the one the reload met")
+    removed, = removals(agent)
+    assert removed["DSAGENT_DUMP_PATH"] == old and removed["DSAGENT_RETENTION_REASON"] == "max_age", removed
+    # the pass the reload met went by the policy it began under: it removed nothing
+    after = open(agent.log_path).read().split("test-hook: resumed at retention-pass\n", 1)[1]
+    assert after.index("test-hook: retention: a pass ended: 0 files removed") < \
+        after.index("test-hook: retention: a pass ended: 1 files removed"), after
 
 
 def max_files_3_with_alices_dump(pid):

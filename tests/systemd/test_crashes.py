@@ -32,7 +32,7 @@ from booted import (BUILD, SOURCE, Machine, policy_dir, policy_records, reload_a
 COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
 DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
-EXIT_NO_SUCH_CRASH, EXIT_CORE_UNUSABLE = 17, 18
+EXIT_NO_SPACE, EXIT_NO_SUCH_CRASH, EXIT_CORE_UNUSABLE = 11, 17, 18
 
 SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
 OPS = "dst-ops"
@@ -182,6 +182,32 @@ def the_ops_user_lists_it_and_gets_a_core_dotnet_dump_opens(m):
     # stock dotnet-dump opens it, and shows the app's method and its exception
     out = analyze(m, "/tmp/alice.core", "ThrowUnhandled")
     assert "System.InvalidOperationException" in out and "dsagent test crash: unhandled" in out, out
+
+
+@test
+def a_core_that_does_not_fit_says_the_numbers_and_what_to_do(m):
+    """A crash's core past max_use was refused with the numbers and no word of what the user can do (a dump's said
+    both). It says used, limit and free now, and what to do, as every "no space" answer; nothing is left behind."""
+    main = f"{policy_dir()}/policy.toml"
+    shipped = m.run(["cat", main]).stdout
+    # the copy of the test before is in dump_dir already, past 1 MiB: the guards refuse the next one at once
+    limited = shipped.replace("[agent]\n", '[agent]\nmax_use = "1M"\n', 1) if "[agent]\n" in shipped else \
+        '[agent]\nmax_use = "1M"\n' + shipped
+    m.write(main, limited)
+    try:
+        assert reload_and_wait(m).returncode == 0
+        before = m.run(["ls", "-A", DUMP_DIR]).stdout
+        r = dsctl(m, ALICE, "crash", state["throw_id"], "-o", "/tmp/alice-no-room.core", check=False)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == EXIT_NO_SPACE, r
+        assert "dumps would take more than max_use (used " in said and " of max_use 1.0 MiB; free " in said, said
+        assert ", keep_free " in said, said
+        assert f"To make room: 'dsctl dumps' lists what you may read in {DUMP_DIR}" in said, said
+        assert "'dsctl dumps --remove PATH' removes the dumps you asked for" in said and "ask root" in said, said
+        assert m.run(["ls", "-A", DUMP_DIR]).stdout == before, "a copy refused for space left something behind"
+    finally:
+        m.write(main, shipped)
+        reload_and_wait(m)
 
 
 @test
