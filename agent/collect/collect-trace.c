@@ -225,7 +225,10 @@ CollectTraces *collect_traces_free(CollectTraces *s) {
         if (!s)
                 return NULL;
         while (s->traces)
-                trace_free(s->traces); /* the recorder records the end of a session still running */
+                /* a published trace whose flame graph is still drawn is told as collected (its done() frees it);
+                 * the recorder records the end of a session still running */
+                if (!s->traces->recorder || !recorder_end_at_exit(s->traces->recorder))
+                        trace_free(s->traces);
         free(s);
         return NULL;
 }

@@ -779,6 +779,18 @@ AuditReservation *recorder_audit_room(Recorder *r) {
         return &r->audit_room;
 }
 
+bool recorder_end_at_exit(Recorder *r) {
+        if (r->state != RECORDER_RENDERING || !r->flame.asked)
+                return false;
+        if (r->job.job) {
+                worker_job_cancel(r->job.job);
+                r->job.job = NULL;
+        }
+        snprintf(r->flame.text, sizeof(r->flame.text), "no flame graph: the agent stopped before it was drawn");
+        flame_over(r);
+        return true;
+}
+
 Recorder *recorder_free(Recorder *r) {
         struct stat st;
 

@@ -149,6 +149,15 @@ void recorder_connected(Recorder *r, int fd, int error);
 AuditReservation *recorder_audit_room(Recorder *r);
 
 /*
+ * recorder_end_at_exit() - the agent exits: a recorder whose trace is published already, and whose flame graph a
+ * worker still draws, ends now through done() (which frees it), with the trace's result and a flame graph text
+ * that says why there is none, so that a published trace has its outcome told
+ *
+ * Return: true when done() was called; false when @r is not there yet (the caller frees it, recorder_free()).
+ */
+bool recorder_end_at_exit(Recorder *r);
+
+/*
  * Frees @r; NULL is fine. A session still running is cut (its file, never named, goes with it) and its
  * end recorded ("agent-stopped"): only at the agent's exit does a caller free a recorder before done().
  * Return: NULL.

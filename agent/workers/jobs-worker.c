@@ -551,6 +551,7 @@ static size_t handle_flame(const JobRequest *q, const WorkerMessage *msg, JobRep
         bool converted = false;
         int r;
 
+        test_hook_pause("flame-draw"); /* in the worker: a test stops the agent while the flame graph is drawn */
         if (msg->n_fds != 3) {
                 a->r = -EBADF;
                 return REPLY_HEAD;

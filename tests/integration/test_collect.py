@@ -1437,6 +1437,34 @@ def flame_table_ran(settings=""):
 
 
 @test
+def an_agent_that_stops_while_the_flame_graph_is_drawn_still_records_its_published_trace():
+    """The trace is published before its flame graph is drawn. An agent stopped meanwhile (the worker drawing it
+    paused at the test hook flame-draw) tells the trace's outcome as it exits: the trace's collected record, and
+    the flame graph's failed record saying why there is none. Before, the recorder was freed without a word: a
+    published trace, readable by the table's readers, with no collect record."""
+    high, unit = target_in_unit(args=("--burn-cpu",))
+    # 600 s: the worker waits at the hook until the agent is gone (it dies with it), never for the bound
+    agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\n' +
+                  table("cpu-flame", "Dsagent.TestTarget:test-gauge", unit, readers=(f"group:{OPS}",),
+                        then=FLAME_TABLE), env={"DSAGENT_TEST_PAUSE": "flame-draw:600000"})
+    wait_for(lambda: "test-hook: paused at flame-draw" in open(agent.log_path, errors="replace").read(),
+             timeout=120, what="the flame graph's worker at its hook")
+    published = [r for r in agent.records(message_id=harness.DUMP_MESSAGE_ID) if r["DSAGENT_DUMP_TYPE"] == "trace"]
+    assert len(published) == 1, published  # the premise: the trace is out, its collect record not yet
+    assert not collect_records(agent, high.pid, "collected"), collect_records(agent, high.pid, "collected")
+    agent.proc.terminate()
+    # 30 s: the agent exits on SIGTERM within ms, the records written first
+    assert agent.proc.wait(timeout=30) == 0, open(agent.log_path).read()[-3000:]
+    records = {r["DSAGENT_COLLECT_ACTION"]: r for r in collect_records(agent, high.pid, "collected")
+               + collect_records(agent, high.pid, "failed")}
+    assert records["trace"]["DSAGENT_COLLECT_EVENT"] == "collected", records
+    assert records["trace"]["DSAGENT_COLLECT_RESULT"].startswith(published[0]["DSAGENT_DUMP_PATH"] + " ("), records
+    assert records["flame"]["DSAGENT_COLLECT_EVENT"] == "failed", records
+    assert records["flame"]["DSAGENT_COLLECT_RESULT"] == "no flame graph: the agent stopped before it was drawn", \
+        records
+
+
+@test
 def a_tables_flame_graph_is_published_beside_its_trace_as_its_reader_converts_it():
     """then.flame: beside the table's trace, its flame graph, flame.NAME.PID.collect-TABLE.TIME.svg (the trace's
     name parts), root's with exactly the trace's ACL, listed by dsctl dumps (type flame) for the table's reader
