@@ -138,12 +138,15 @@ static void remember_shown(CrashCollector *c, const CrashCopy *k) {
         snprintf(s->name, sizeof(s->name), "%s", k->entry.name);
 }
 
-/* Root's, exactly the table's readers (nobody's but root's when the process changed credentials), named for it. */
-/* publish()'s code beside dump_publish_for_table()'s */
-enum { PUBLISH_E_UNRECORDED = _DUMP_PUBLISH_E_MAX };
+/* publish()'s codes */
+enum {
+        PUBLISH_E_NO_SPACE = 1,         /* dump_dir's guards, or the disk, refuse it */
+        PUBLISH_E_UNRECORDED,           /* named, but its record could not be written: removed again */
+};
 
-/* Return: 0 with @ret_path; a DUMP_PUBLISH_E_* code; PUBLISH_E_UNRECORDED with *@ret_unrecorded (the record's
- * negative errno: the core was removed again); or a negative errno. */
+/* Root's, exactly the table's readers (nobody's but root's when the process changed credentials), named for it,
+ * recorded. Return: 0 with @ret_path; PUBLISH_E_NO_SPACE; PUBLISH_E_UNRECORDED with *@ret_unrecorded (the
+ * record's negative errno); or a negative errno. */
 static int publish(CrashCopy *k, uint64_t bytes, char *ret_path, size_t path_size, int *ret_unrecorded) {
         const CrashEntry *e = &k->entry;
         AclGrant readers = {};
@@ -161,7 +164,7 @@ static int publish(CrashCopy *k, uint64_t bytes, char *ret_path, size_t path_siz
         r = dump_publish_for_table(k->dir_fd, k->file_fd, &readers, &attrs, "crash", "collect", k->table->name, "",
                                    name, sizeof(name));
         if (r != 0)
-                return r;
+                return r == DUMP_PUBLISH_E_NO_SPACE ? PUBLISH_E_NO_SPACE : r < 0 ? r : -EIO;
         snprintf(ret_path, path_size, "%s/%s", k->policy->agent.dump_dir, name);
         /* no core without its record: removed again when the record cannot be written */
         r = audit_log_artifact(k->collector->broker->config.audit_sink, k->policy->agent.audit_failure_allow,
@@ -189,22 +192,25 @@ static void copied(void *userdata, int r, uint64_t bytes, const char *why) {
                 dump_slots_release(k->collector->broker->dump_slots, k->slot);
                 k->slot_claimed = false;
         }
-        if (r == 0)
+        if (r != 0) /* the worker's: a JOBS_E_* code with @why, or a negative errno */
+                snprintf(result, sizeof(result), "%s%s%s", why ? why : "cannot copy the core", r < 0 ? ": " : "",
+                         r < 0 ? strerror(-r) : "");
+        else {
                 r = publish(k, bytes, path, sizeof(path), &unrecorded);
-        if (r == 0) {
-                snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, bytes,
-                         k->entry.changed_credentials ? "; only root may read it: the process changed credentials"
-                                                      : "");
-                remember_shown(k->collector, k);
-        } else if (r == PUBLISH_E_UNRECORDED)
-                snprintf(result, sizeof(result), "the core's audit record could not be written (%s): it was removed",
-                         strerror(-unrecorded));
-        else if (r == DUMP_PUBLISH_E_NO_SPACE)
-                snprintf(result, sizeof(result), "cannot store the core: no space in dump_dir");
-        else if (r < 0)
-                snprintf(result, sizeof(result), "%s: %s", why ? why : "cannot copy the core", strerror(-r));
-        else
-                snprintf(result, sizeof(result), "%s", why ? why : "the core could not be copied");
+                if (r == 0) {
+                        snprintf(result, sizeof(result), "%s (%" PRIu64 " bytes%s)", path, bytes,
+                                 k->entry.changed_credentials
+                                         ? "; only root may read it: the process changed credentials" : "");
+                        remember_shown(k->collector, k);
+                } else if (r == PUBLISH_E_UNRECORDED)
+                        snprintf(result, sizeof(result),
+                                 "the core's audit record could not be written (%s): it was removed",
+                                 strerror(-unrecorded));
+                else if (r == PUBLISH_E_NO_SPACE)
+                        snprintf(result, sizeof(result), "cannot store the core: no space in dump_dir");
+                else
+                        snprintf(result, sizeof(result), "cannot store the core: %s", strerror(-r));
+        }
         record(k->collector, k->table, &k->entry, r == 0 ? "collected" : "failed", result, &k->audit_room);
         note(k->collector, k->table, &k->entry, r != 0, r == 0 ? path : result, r == 0 ? bytes : 0);
         copy_free(k);
@@ -297,7 +303,9 @@ static bool limit_allows(CrashCollector *c, const PolicyCollect *table, const Cr
                 snprintf(why, size, "not copied: the table's limit for %.128s (%u in %llu s) is reached",
                          limit_key_of(e), table->limit.count,
                          (unsigned long long)(table->limit.period_usec / USEC_PER_SEC));
-        else if (!(total = collect_ledger_table_limit(c->ledger, table, COLLECT_LEDGER_EVERY_OWNER)) || !collect_limit_take(total, now))
+        else if (!(total = collect_ledger_table_limit(c->ledger, table, COLLECT_LEDGER_EVERY_OWNER)))
+                snprintf(why, size, "not copied: no room to keep the table's limit_total");
+        else if (!collect_limit_take(total, now))
                 snprintf(why, size, "not copied: the table's limit_total (%u in %llu s) is reached",
                          table->limit_total.count,
                          (unsigned long long)(table->limit_total.period_usec / USEC_PER_SEC));

@@ -13,7 +13,6 @@ enum {
         _DUMP_PUBLISH_E_SUCCESS,
         DUMP_PUBLISH_E_NO_SPACE,   /* the guards (max_use, keep_free) or the disk itself refuse more */
         DUMP_PUBLISH_E_DIRECTORY,  /* dump_dir is missing and cannot be made, or is not root's alone */
-        _DUMP_PUBLISH_E_MAX,       /* a caller's own codes begin here */
 };
 
 typedef struct DumpAttributes {

@@ -445,6 +445,7 @@ static void flame_drawn(void *userdata, int e, uint64_t bytes, const char *why) 
         else
                 snprintf(r->flame.text, sizeof(r->flame.text), "cannot store the flame graph: %s",
                          e == JOBS_E_NO_SPACE ? (why ? why : "no space in dump_dir")
+                         : e == JOBS_E_TIMEOUT ? "the worker did not draw it in time"
                          : e < 0              ? strerror(-e)
                                               : "the worker failed");
         flame_over(r);
