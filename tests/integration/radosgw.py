@@ -6,6 +6,8 @@
     store.client()                         # boto3, path-style, SigV4: the store's own client path
     store.sha256_of(key)                   # read back through boto3, hashed as it streams
     store.presigned_get(key, seconds)      # a presigned GET URL, made by boto3
+    store.make_bucket(name, max_size)      # another bucket, with a quota if asked
+    random_file(directory, size)           # an artifact of random bytes and its sha256
 
 The store is radosgw on a one-mon, one-osd Ceph cluster bound to 127.0.0.1 (see radosgw.sh); it starts in
 about 12 s with its objects on disk (bluestore, the default) and stops in about 5 s on a busy 2-core
@@ -68,6 +70,16 @@ class Radosgw:
         shutil.rmtree(os.path.dirname(self.dir), ignore_errors=True)
         self.dir = None
 
+    def make_bucket(self, name, max_size=None):
+        """Another bucket of the same user; @max_size (bytes) sets and enables its quota, which radosgw checks
+        on every write from then on (what it already holds counts)."""
+        self.client().create_bucket(Bucket=name)
+        if max_size is not None:
+            admin = ["radosgw-admin", "-c", os.path.join(self.dir, "ceph.conf"), "-n", "client.admin", "quota"]
+            for step in (["set", f"--max-size={max_size}"], ["enable"]):
+                subprocess.run(admin + step + ["--quota-scope=bucket", f"--bucket={name}"], check=True,
+                               capture_output=True, timeout=STOP_TIMEOUT)
+
     def pids(self):
         """The daemons' pids that radosgw.sh recorded, by name (rgw, osd, mon)."""
         found = {}
@@ -107,6 +119,20 @@ class Radosgw:
     def presigned_get(self, key, seconds=300):
         return self.client().generate_presigned_url("get_object", Params={"Bucket": self.bucket, "Key": key},
                                                     ExpiresIn=seconds)
+
+
+def random_file(directory, size):
+    """A file of @size random bytes in @directory, written in 1 MiB pieces; returns (path, sha256 hex)."""
+    path = os.path.join(directory, "artifact")
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        remaining = size
+        while remaining:
+            piece = os.urandom(min(remaining, 1 << 20))
+            digest.update(piece)
+            f.write(piece)
+            remaining -= len(piece)
+    return path, digest.hexdigest()
 
 
 def start_for_file(store="bluestore"):

@@ -9,7 +9,6 @@ prove that stopping leaves no daemon behind.
 import hashlib
 import os
 import subprocess
-import tempfile
 import urllib.error
 import urllib.request
 
@@ -33,16 +32,7 @@ def random_file(size):
     """A file of @size random bytes in a directory removed after the case; returns (path, sha256 hex)."""
     directory = make_dir()
     scope.callback(subprocess.run, ["rm", "-rf", directory])
-    path = os.path.join(directory, "artifact")
-    digest = hashlib.sha256()
-    with open(path, "wb") as f:
-        remaining = size
-        while remaining:
-            piece = os.urandom(min(remaining, 1 << 20))
-            digest.update(piece)
-            f.write(piece)
-            remaining -= len(piece)
-    return path, digest.hexdigest()
+    return radosgw.random_file(directory, size)
 
 
 def curl_sigv4(gw, method, path_and_query, headers=(), upload=None):
