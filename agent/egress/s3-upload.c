@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "s3-presign.h"
 #include "s3-upload.h"
 
 #define HASH_CHUNK (256 * 1024)         /* one pread() of the hashing pass */
@@ -88,34 +89,16 @@ static int digest_final_hex(EVP_MD_CTX *ctx, char out[S3_SHA256_HEX_SIZE]) {
         return 0;
 }
 
-/* The path part of a key: S3's unreserved characters and '/' as they are, every other byte %XX. */
-static char *encode_key(const char *key) {
-        static const char unreserved[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/";
-        size_t n = strlen(key);
-        char *out = malloc(3 * n + 1), *p = out;
-
-        if (!out)
-                return NULL;
-        for (const unsigned char *c = (const unsigned char *)key; *c; c++)
-                if (*c && strchr(unreserved, *c))
-                        *p++ = (char)*c;
-                else
-                        p += sprintf(p, "%%%02X", *c);
-        *p = '\0';
-        return out;
-}
-
-/* endpoint/bucket/key (path style) or scheme://bucket.host[:port]/key */
+/* endpoint/bucket/key (path style) or scheme://bucket.host[:port]/key, the key percent-encoded */
 static int object_url(const S3Target *t, const char *key, char **ret) {
-        _cleanup_free_ char *encoded = encode_key(key), *host = NULL, *url = NULL;
+        _cleanup_free_ char *encoded = s3_uri_encode(key, true), *host = NULL, *url = NULL;
         CURLU *u = NULL;
         char *s = NULL;
         int r = 0;
 
         if (!encoded)
                 return -ENOMEM;
-        while (*key == '/')
-                key++;
+        /* a key's leading '/' would make an empty path segment: keys never start with one */
         if (t->path_style) {
                 size_t n = strlen(t->endpoint);
                 while (n > 0 && t->endpoint[n - 1] == '/')

@@ -11,6 +11,8 @@ import json
 import os
 import socket
 import subprocess
+import time
+import urllib.error
 import urllib.request
 
 import radosgw
@@ -102,6 +104,41 @@ def multipart_reads_back_equal_in_bounded_memory():
             presigned.update(piece)
     assert presigned.hexdigest() == digest
     assert not gw.client().list_multipart_uploads(Bucket=gw.bucket).get("Uploads"), "an upload was left open"
+
+
+def http_get(url):
+    """(HTTP status, body) of a GET without credentials."""
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@test
+def presigned_url_of_our_own_reads_back_and_nothing_else():
+    """The agent's own presigner (s3-presign.c; libcurl cannot presign) makes a GET URL that the real store
+    serves with the file's bytes; the same URL with one signature digit changed, for another key, or made an
+    hour ago for 60 s, is refused 403. The URL holds the key id and never the secret."""
+    gw = store()
+    path, digest = random_file(workdir(), 2 << 20)
+    status, report = upload(gw, "presign/artifact", path, "--presign", "300")
+    assert status == 0 and report["result"] == 0, report
+    url = report["url"]
+    assert gw.secret_key not in url and f"X-Amz-Credential={gw.access_key}%2F" in url, url
+    code, body = http_get(url)
+    assert code == 200 and hashlib.sha256(body).hexdigest() == digest, code
+    signature = url.rsplit("X-Amz-Signature=", 1)[1]
+    altered = url[:-len(signature)] + ("0" if signature[0] != "0" else "1") + signature[1:]
+    code, body = http_get(altered)
+    assert code == 403 and b"SignatureDoesNotMatch" in body, (code, body)
+    code, body = http_get(url.replace("/presign/artifact?", "/single/artifact?"))
+    assert code == 403, (code, body)
+    hour_ago = int(time.time()) - 3600
+    status, report = upload(gw, "presign/expired", path, "--presign", "60", "--presign-time", str(hour_ago))
+    assert status == 0, report
+    code, body = http_get(report["url"])
+    assert code == 403 and b"AccessDenied" in body, (code, body)
 
 
 @test

@@ -7,7 +7,10 @@
  *
  *   s3-upload --endpoint URL --bucket B --region R --credentials FILE [--virtual-host] [--ca-file F]
  *             [--part-size BYTES] [--attempts N] [--backoff-usec N] [--low-speed BYTES/SECONDS]
- *             [--meta NAME=VALUE]... KEY FILE
+ *             [--meta NAME=VALUE]... [--presign SECONDS [--presign-time UNIXTIME]] KEY FILE
+ *
+ * --presign adds "url": a presigned GET of the object (agent/egress/s3-presign.c), valid for SECONDS from
+ * UNIXTIME (default: now), made after a successful upload.
  *
  * FILE of --credentials holds ACCESS_KEY:SECRET_KEY on its first line (as curl --user takes them).
  */
@@ -22,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "s3-presign.h"
 #include "s3-upload.h"
 
 #define META_MAX 16
@@ -82,13 +86,17 @@ int main(int argc, char **argv) {
                 { "virtual-host", no_argument, NULL, 'v' },   { "ca-file", required_argument, NULL, 'C' },
                 { "part-size", required_argument, NULL, 'p' }, { "attempts", required_argument, NULL, 'a' },
                 { "backoff-usec", required_argument, NULL, 'B' }, { "low-speed", required_argument, NULL, 'l' },
-                { "meta", required_argument, NULL, 'm' },     {}
+                { "meta", required_argument, NULL, 'm' },     { "presign", required_argument, NULL, 'P' },
+                { "presign-time", required_argument, NULL, 'T' }, {}
         };
         S3Target target = { .path_style = true };
         S3UploadOptions options = {};
         S3Metadata metadata[META_MAX];
         S3UploadReport report;
         const char *credentials = NULL;
+        unsigned presign_seconds = 0;
+        time_t presign_time = 0;
+        char *url = NULL;
         struct timespec began, ended;
         int opt, fd, r;
 
@@ -107,6 +115,8 @@ int main(int argc, char **argv) {
                         if (sscanf(optarg, "%ld/%ld", &options.low_speed_bytes, &options.low_speed_seconds) != 2)
                                 return 2;
                         break;
+                case 'P': presign_seconds = (unsigned)strtoul(optarg, NULL, 10); break;
+                case 'T': presign_time = (time_t)strtoll(optarg, NULL, 10); break;
                 case 'm': {
                         char *eq = strchr(optarg, '=');
                         if (!eq || options.n_metadata >= META_MAX)
@@ -139,6 +149,15 @@ int main(int argc, char **argv) {
         clock_gettime(CLOCK_MONOTONIC, &began);
         r = s3_upload_file(&target, argv[optind], fd, &options, &report);
         clock_gettime(CLOCK_MONOTONIC, &ended);
+        if (r == 0 && presign_seconds > 0) {
+                S3PresignRequest q = {
+                        .endpoint = target.endpoint, .bucket = target.bucket, .key = argv[optind],
+                        .region = target.region, .path_style = target.path_style, .access_key = target.access_key,
+                        .secret_key = target.secret_key, .now = presign_time ? presign_time : time(NULL),
+                        .expires_seconds = presign_seconds,
+                };
+                r = s3_presign_get(&q, &url);
+        }
 
         printf("{\"result\": %d, \"size\": %" PRIu64 ", \"sha256\": ", r, report.size);
         json_string(report.sha256);
@@ -149,6 +168,11 @@ int main(int argc, char **argv) {
         json_string(report.s3_code);
         printf(", \"message\": ");
         json_string(report.message);
+        if (url) {
+                printf(", \"url\": ");
+                json_string(url);
+                free(url);
+        }
         printf(", \"seconds\": %.3f, \"max_rss_kib\": %ld}\n",
                (double)(ended.tv_sec - began.tv_sec) + (double)(ended.tv_nsec - began.tv_nsec) / 1e9, peak_rss_kib());
         curl_global_cleanup();
