@@ -176,5 +176,8 @@ int main(int argc, char **argv) {
         printf(", \"seconds\": %.3f, \"max_rss_kib\": %ld}\n",
                (double)(ended.tv_sec - began.tv_sec) + (double)(ended.tv_nsec - began.tv_nsec) / 1e9, peak_rss_kib());
         curl_global_cleanup();
+        free((char *)target.access_key);
+        free((char *)target.secret_key);
+        close(fd);
         return r == 0 ? 0 : 1;
 }
