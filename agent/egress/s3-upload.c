@@ -365,6 +365,8 @@ static int perform(Uploader *u, Method method, const char *url, struct curl_slis
                         return S3_E_UNAVAILABLE;
                 u->report->retries++;
                 backoff(u, attempt);
+                if (u->options.progress)
+                        u->options.progress(S3_UPLOAD_RETRY, attempt + 1, u->report, u->options.progress_userdata);
         }
 }
 
@@ -549,6 +551,8 @@ static int put_multipart(Uploader *u, int fd, uint64_t part_size) {
                         return r;
                 }
                 memcpy(etags[i], resp->etag, sizeof(etags[i]));
+                if (u->options.progress)
+                        u->options.progress(S3_UPLOAD_PART_DONE, i + 1, u->report, u->options.progress_userdata);
         }
 
         /* complete: the parts' list, under its own sha256 */

@@ -47,6 +47,17 @@ typedef struct S3Metadata {
         const char *value; /* printable ASCII */
 } S3Metadata;
 
+typedef struct S3UploadReport S3UploadReport;
+
+/* What an upload tells as it goes, for a worker that reports progress (and for tests that act on it). */
+typedef enum S3UploadEvent {
+        S3_UPLOAD_PART_DONE, /* @number: the part the store took */
+        S3_UPLOAD_RETRY,     /* @number: the attempt about to be made, after its backoff; the report says why */
+} S3UploadEvent;
+
+typedef void (*S3UploadProgress)(S3UploadEvent event, unsigned number, const S3UploadReport *report,
+                                 void *userdata);
+
 typedef struct S3UploadOptions {
         uint64_t part_size;          /* 0: S3_PART_SIZE_DEFAULT; at least S3_PART_SIZE_MIN; grown so that a
                                       * file needs at most S3_PARTS_MAX parts. Larger files go multipart */
@@ -58,10 +69,12 @@ typedef struct S3UploadOptions {
         long low_speed_seconds;      /* ... for this long (0: 30) is cut, and tried again */
         const S3Metadata *metadata;
         size_t n_metadata;
+        S3UploadProgress progress; /* NULL: none; called from inside s3_upload_file() */
+        void *progress_userdata;
 } S3UploadOptions;
 
 /* What happened, filled in whatever the outcome (the caller records it). */
-typedef struct S3UploadReport {
+struct S3UploadReport {
         uint64_t size;
         char sha256[S3_SHA256_HEX_SIZE];  /* of the file, as read; empty until hashed */
         unsigned parts;                   /* 0: one PUT */
@@ -71,7 +84,7 @@ typedef struct S3UploadReport {
         long http_status;                 /* of the last request; 0: none was answered */
         char s3_code[64];                 /* <Code> of the store's last error answer */
         char message[256];                /* the last failure in words (curl's, or the store's) */
-} S3UploadReport;
+};
 
 /**
  * s3_upload_file() - store the whole of @fd under @key in @target's bucket, and confirm it

@@ -7,6 +7,7 @@
     store.sha256_of(key)                   # read back through boto3, hashed as it streams
     store.presigned_get(key, seconds)      # a presigned GET URL, made by boto3
     store.make_bucket(name, max_size)      # another bucket, with a quota if asked
+    store.stop_rgw(), store.start_rgw()    # the store down and back (radosgw alone, same port)
     random_file(directory, size)           # an artifact of random bytes and its sha256
 
 The store is radosgw on a one-mon, one-osd Ceph cluster bound to 127.0.0.1 (see radosgw.sh); it starts in
@@ -64,9 +65,7 @@ class Radosgw:
         """Stops the daemons (radosgw, osd, mon, in that order) and removes the store's directory."""
         if self.dir is None:
             return
-        result = subprocess.run([SCRIPT, "stop", self.dir], capture_output=True, text=True, timeout=STOP_TIMEOUT)
-        if result.returncode != 0:
-            raise RuntimeError("radosgw.sh stop failed (%d): %s" % (result.returncode, result.stderr.strip()))
+        self._run("stop", STOP_TIMEOUT)
         shutil.rmtree(os.path.dirname(self.dir), ignore_errors=True)
         self.dir = None
 
@@ -79,6 +78,22 @@ class Radosgw:
             for step in (["set", f"--max-size={max_size}"], ["enable"]):
                 subprocess.run(admin + step + ["--quota-scope=bucket", f"--bucket={name}"], check=True,
                                capture_output=True, timeout=STOP_TIMEOUT)
+
+    def stop_rgw(self):
+        """radosgw alone stopped (SIGTERM, waited for): the store down, its data kept."""
+        self._run("stop-rgw", STOP_TIMEOUT)
+
+    def start_rgw(self):
+        """radosgw started again on its port; returns once it answers."""
+        self._run("start-rgw", START_TIMEOUT)
+
+    def rgw_running(self):
+        return os.path.exists(os.path.join(self.dir, "run", "rgw.pid"))
+
+    def _run(self, command, timeout):
+        result = subprocess.run([SCRIPT, command, self.dir], capture_output=True, text=True, timeout=timeout)
+        if result.returncode != 0:
+            raise RuntimeError("radosgw.sh %s failed (%d): %s" % (command, result.returncode, result.stderr.strip()))
 
     def pids(self):
         """The daemons' pids that radosgw.sh recorded, by name (rgw, osd, mon)."""

@@ -14,6 +14,9 @@
 #                          and the logs' tails are printed (DIR/log/*.log keep them whole).
 #   radosgw.sh stop DIR    radosgw, then the osd, then the mon (stopping radosgw and the osd at once hung
 #                          until SIGKILL); each gets SIGTERM and, if still there after its bound, SIGKILL.
+#   radosgw.sh stop-rgw DIR, start-rgw DIR
+#                          radosgw alone, stopped and started again on the same port (the store "down" and
+#                          back, for the uploader's retries); start-rgw returns once it answers.
 #
 # Environment: RADOSGW_STORE=bluestore (default: objects on a sparse file in DIR, the daemons' memory stays
 # small whatever is written) or memstore (objects in the osd's RAM: starts a few seconds sooner, for small
@@ -72,6 +75,27 @@ alive_or_die() { # DIR NAME
         pid=$(cat "$1/run/$2.pid")
         kill -0 "$pid" 2>/dev/null || { tail -n 20 "$1/log/$2.out" "$1"/log/*"$2"*.log >&2 2>/dev/null || true
                                          die "$2 exited during start-up"; }
+}
+
+# radosgw opens its port once the osd is up and rgw's pools exist
+wait_for_rgw() { # DIR ENDPOINT
+        local i
+        for ((i = 0; i < START_BOUND * 10; i++)); do
+                curl -s -o /dev/null "$2/" && return 0
+                alive_or_die "$1" mon; alive_or_die "$1" osd; alive_or_die "$1" rgw
+                sleep 0.1
+        done
+        curl -s -o /dev/null "$2/" || die "radosgw did not answer on $2 within ${START_BOUND}s"
+}
+
+# radosgw alone, again, on its port: the store back after stop-rgw (its objects and uploads are in RADOS)
+start_rgw() { # DIR
+        local endpoint
+        endpoint=$(sed -n 's/^endpoint=\([^ ]*\) .*/\1/p' "$1/store.env")
+        [ -n "$endpoint" ] || die "$1/store.env names no endpoint"
+        [ ! -f "$1/run/rgw.pid" ] || die "radosgw of $1 is running"
+        spawn "$1" rgw radosgw -c "$1/ceph.conf" -f -n client.rgw.a
+        wait_for_rgw "$1" "$endpoint"
 }
 
 start() { # DIR
@@ -162,14 +186,8 @@ EOF
         spawn "$dir" osd ceph-osd -c "$conf" -f -i 0
         spawn "$dir" rgw radosgw -c "$conf" -f -n client.rgw.a
 
-        # radosgw opens its port once the osd is up and rgw's pools exist
-        local endpoint=http://127.0.0.1:$rgw_port i
-        for ((i = 0; i < START_BOUND * 10; i++)); do
-                curl -s -o /dev/null "$endpoint/" && break
-                alive_or_die "$dir" mon; alive_or_die "$dir" osd; alive_or_die "$dir" rgw
-                sleep 0.1
-        done
-        curl -s -o /dev/null "$endpoint/" || die "radosgw did not answer on $endpoint within ${START_BOUND}s"
+        local endpoint=http://127.0.0.1:$rgw_port
+        wait_for_rgw "$dir" "$endpoint"
 
         local access_key secret_key
         access_key=DSAGENT$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)
@@ -195,5 +213,7 @@ EOF
 case ${1:-} in
 start) [ $# -eq 2 ] || die "usage: radosgw.sh start DIR"; start "$2" ;;
 stop) [ $# -eq 2 ] || die "usage: radosgw.sh stop DIR"; stop_all "$(cd "$2" && pwd)" ;;
-*) die "usage: radosgw.sh start|stop DIR" ;;
+stop-rgw) [ $# -eq 2 ] || die "usage: radosgw.sh stop-rgw DIR"; stop_daemon "$(cd "$2" && pwd)" rgw ;;
+start-rgw) [ $# -eq 2 ] || die "usage: radosgw.sh start-rgw DIR"; start_rgw "$(cd "$2" && pwd)" ;;
+*) die "usage: radosgw.sh start|stop|stop-rgw|start-rgw DIR" ;;
 esac

@@ -13,7 +13,8 @@ import urllib.error
 import urllib.request
 
 import radosgw
-from harness import make_dir, run_tests, scope, test
+import harness
+from harness import make_dir, run_tests, test
 
 _store = None
 
@@ -30,9 +31,7 @@ def store():
 
 def random_file(size):
     """A file of @size random bytes in a directory removed after the case; returns (path, sha256 hex)."""
-    directory = make_dir()
-    scope.callback(subprocess.run, ["rm", "-rf", directory])
-    return radosgw.random_file(directory, size)
+    return radosgw.random_file(make_dir(), size)
 
 
 def curl_sigv4(gw, method, path_and_query, headers=(), upload=None):
@@ -129,7 +128,7 @@ def stopping_leaves_no_daemon():
     stop, and its port answers nothing."""
     gw = radosgw.Radosgw(store="memstore").start()
     print(f"# a memstore radosgw started in {gw.start_seconds:.1f} s", flush=True)
-    scope.callback(gw.stop)
+    harness.scope.callback(gw.stop)
     pids = gw.pids()
     assert sorted(pids) == ["mon", "osd", "rgw"], pids
     for pid in pids.values():

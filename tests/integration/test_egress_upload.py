@@ -17,7 +17,8 @@ import urllib.request
 
 import radosgw
 from radosgw import random_file
-from harness import BUILD, make_dir, run_tests, scope, test
+import harness
+from harness import BUILD, make_dir, run_tests, test
 
 TOOL = os.path.join(BUILD, "tests", "tools", "s3-upload")
 S3_E_REFUSED, S3_E_UNAVAILABLE = 1, 2
@@ -34,9 +35,8 @@ def store():
 
 
 def workdir():
-    directory = make_dir()
-    scope.callback(subprocess.run, ["rm", "-rf", directory])
-    return directory
+    """A directory of root's, removed after the case (harness.make_dir)."""
+    return make_dir()
 
 
 def credentials_file(directory, access_key, secret_key):
@@ -144,6 +144,79 @@ def presigned_url_of_our_own_reads_back_and_nothing_else():
     assert code == 403 and b"AccessDenied" in body, (code, body)
 
 
+# Attempts for the cases where the store comes back: each failed connection is answered at once and followed
+# by a backoff of 0.1-0.2 s, so 600 attempts last 60-120 s, far beyond radosgw's restart (1-5 s, loaded);
+# the case goes on the moment the upload ends, and the bound only ends a store that never returns.
+COMEBACK = ("--attempts", "600", "--backoff-usec", "200000")
+
+
+def upload_in_background(gw, key, path, *extra):
+    """s3-upload with --progress, running: its stderr gives a line per part and per retry."""
+    creds = credentials_file(workdir(), gw.access_key, gw.secret_key)
+    proc = subprocess.Popen([TOOL, "--endpoint", gw.endpoint, "--bucket", gw.bucket, "--region", gw.region,
+                             "--credentials", creds, "--progress", *extra, key, path],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    harness.scope.callback(lambda: proc.poll() is not None or (proc.kill(), proc.wait()))
+    return proc
+
+
+def next_progress(proc, word):
+    """The tool's next progress line that starts with @word (lines before it are skipped); fails if the tool
+    ends first. readline() returns as soon as the tool writes, or at its exit."""
+    while True:
+        line = proc.stderr.readline()
+        assert line, f"s3-upload ended before a '{word}' line: {proc.stdout.read()}"
+        if line.split(" ", 1)[0] == word:
+            return line
+
+
+def store_comes_back(gw):
+    """radosgw started again after the case, should the case have failed while the store was down."""
+    harness.scope.callback(lambda: gw.rgw_running() or gw.start_rgw())
+
+
+@test
+def store_down_before_the_upload_is_waited_for():
+    """The store is down when the upload begins: the uploader retries, and once radosgw is back (started when
+    the first retry was announced) the upload completes; boto3 reads back the file's sha256."""
+    gw = store()
+    store_comes_back(gw)
+    path, digest = random_file(workdir(), 12 << 20)
+    gw.stop_rgw()
+    proc = upload_in_background(gw, "comeback/before", path, "--part-size", str(PART), *COMEBACK)
+    next_progress(proc, "retry")
+    gw.start_rgw()
+    out, _ = proc.communicate(timeout=600)  # bounded by COMEBACK's attempts; see above
+    report = json.loads(out)
+    assert proc.returncode == 0 and report["result"] == 0, report
+    assert report["retries"] >= 1 and report["parts"] == 2, report
+    assert gw.sha256_of("comeback/before") == digest
+
+
+@test
+def store_down_in_the_middle_of_an_upload_is_waited_for():
+    """The store stops after the first of five parts (the tool holds between parts until told to go on): the
+    second part is tried again until radosgw is back, the same multipart upload then completes, and boto3 reads
+    back the file's sha256; no upload is left open."""
+    gw = store()
+    store_comes_back(gw)
+    path, digest = random_file(workdir(), 40 << 20)
+    proc = upload_in_background(gw, "comeback/middle", path, "--part-size", str(PART), "--hold-after-part", "1",
+                                *COMEBACK)
+    next_progress(proc, "part")
+    gw.stop_rgw()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    next_progress(proc, "retry")
+    gw.start_rgw()
+    out, _ = proc.communicate(timeout=600)  # bounded by COMEBACK's attempts; see above
+    report = json.loads(out)
+    assert proc.returncode == 0 and report["result"] == 0, report
+    assert report["retries"] >= 1 and report["parts"] == 5 and report["etag"].endswith('-5"'), report
+    assert gw.sha256_of("comeback/middle") == digest
+    assert not gw.client().list_multipart_uploads(Bucket=gw.bucket).get("Uploads"), "an upload was left open"
+
+
 @test
 def wrong_keys_are_refused_at_once():
     """An unknown access key and a wrong secret are each refused by the store with its own code, after one
@@ -169,7 +242,7 @@ def store_unreachable_is_tried_again_then_reported():
     path, _ = random_file(workdir(), 1 << 20)
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
-    scope.callback(closed.close)
+    harness.scope.callback(closed.close)
     endpoint = "http://127.0.0.1:%d" % closed.getsockname()[1]
     status, report = upload(gw, "unreachable/artifact", path, "--attempts", "3", "--backoff-usec", "100000",
                             endpoint=endpoint)

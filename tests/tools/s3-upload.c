@@ -7,10 +7,12 @@
  *
  *   s3-upload --endpoint URL --bucket B --region R --credentials FILE [--virtual-host] [--ca-file F]
  *             [--part-size BYTES] [--attempts N] [--backoff-usec N] [--low-speed BYTES/SECONDS]
- *             [--meta NAME=VALUE]... [--presign SECONDS [--presign-time UNIXTIME]] KEY FILE
+ *             [--meta NAME=VALUE]... [--presign SECONDS [--presign-time UNIXTIME]] [--progress [--hold-after-part N]] KEY FILE
  *
  * --presign adds "url": a presigned GET of the object (agent/egress/s3-presign.c), valid for SECONDS from
- * UNIXTIME (default: now), made after a successful upload.
+ * UNIXTIME (default: now), made after a successful upload. --progress writes "part N" as the store takes
+ * each part and "retry N WHY" before each retry on stderr, one line each, flushed; --hold-after-part N then
+ * waits for a line on stdin after part N.
  *
  * FILE of --credentials holds ACCESS_KEY:SECRET_KEY on its first line (as curl --user takes them).
  */
@@ -79,6 +81,21 @@ static int read_credentials(const char *path, char **ret_access, char **ret_secr
         return *ret_access && *ret_secret ? 0 : -ENOMEM;
 }
 
+/*
+ * --progress: one line on stderr per event, flushed, for a test that acts when a part is in or a retry comes.
+ * With --hold-after-part N, the upload waits after part N until a line comes on stdin: the test does what it
+ * wants done between two parts (stop the store) before the next part goes.
+ */
+static void print_progress(S3UploadEvent event, unsigned number, const S3UploadReport *report, void *userdata) {
+        unsigned hold_after_part = *(unsigned *)userdata;
+        char line[16];
+
+        fprintf(stderr, "%s %u %s\n", event == S3_UPLOAD_PART_DONE ? "part" : "retry", number, report->message);
+        fflush(stderr);
+        if (event == S3_UPLOAD_PART_DONE && number == hold_after_part && !fgets(line, sizeof(line), stdin))
+                fprintf(stderr, "s3-upload: no line on stdin after part %u; going on\n", number);
+}
+
 int main(int argc, char **argv) {
         static const struct option longopts[] = {
                 { "endpoint", required_argument, NULL, 'e' }, { "bucket", required_argument, NULL, 'b' },
@@ -87,14 +104,15 @@ int main(int argc, char **argv) {
                 { "part-size", required_argument, NULL, 'p' }, { "attempts", required_argument, NULL, 'a' },
                 { "backoff-usec", required_argument, NULL, 'B' }, { "low-speed", required_argument, NULL, 'l' },
                 { "meta", required_argument, NULL, 'm' },     { "presign", required_argument, NULL, 'P' },
-                { "presign-time", required_argument, NULL, 'T' }, {}
+                { "presign-time", required_argument, NULL, 'T' }, { "progress", no_argument, NULL, 'g' },
+                { "hold-after-part", required_argument, NULL, 'H' }, {}
         };
         S3Target target = { .path_style = true };
         S3UploadOptions options = {};
         S3Metadata metadata[META_MAX];
         S3UploadReport report;
         const char *credentials = NULL;
-        unsigned presign_seconds = 0;
+        unsigned presign_seconds = 0, hold_after_part = 0;
         time_t presign_time = 0;
         char *url = NULL;
         struct timespec began, ended;
@@ -115,6 +133,8 @@ int main(int argc, char **argv) {
                         if (sscanf(optarg, "%ld/%ld", &options.low_speed_bytes, &options.low_speed_seconds) != 2)
                                 return 2;
                         break;
+                case 'g': options.progress = print_progress; break;
+                case 'H': hold_after_part = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'P': presign_seconds = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'T': presign_time = (time_t)strtoll(optarg, NULL, 10); break;
                 case 'm': {
@@ -130,6 +150,7 @@ int main(int argc, char **argv) {
                 }
         }
         options.metadata = metadata;
+        options.progress_userdata = &hold_after_part;
         if (argc - optind != 2 || !target.endpoint || !target.bucket || !target.region || !credentials) {
                 fprintf(stderr, "usage: s3-upload --endpoint URL --bucket B --region R --credentials FILE KEY FILE\n");
                 return 2;
