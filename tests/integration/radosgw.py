@@ -8,6 +8,7 @@
     store.presigned_get(key, seconds)      # a presigned GET URL, made by boto3
     store.make_bucket(name, max_size)      # another bucket, with a quota if asked
     store.stop_rgw(), store.start_rgw()    # the store down and back (radosgw alone, same port)
+    store.pause_rgw(), store.resume_rgw()  # the store frozen (SIGSTOP) and running again
     random_file(directory, size)           # an artifact of random bytes and its sha256
 
 The store is radosgw on a one-mon, one-osd Ceph cluster bound to 127.0.0.1 (see radosgw.sh); it starts in
@@ -18,6 +19,7 @@ import atexit
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,6 +88,14 @@ class Radosgw:
     def start_rgw(self):
         """radosgw started again on its port; returns once it answers."""
         self._run("start-rgw", START_TIMEOUT)
+
+    def pause_rgw(self):
+        """radosgw frozen (SIGSTOP): connections are still accepted by the kernel, nothing is answered, the
+        slowest store there is."""
+        os.kill(self.pids()["rgw"], signal.SIGSTOP)
+
+    def resume_rgw(self):
+        os.kill(self.pids()["rgw"], signal.SIGCONT)
 
     def rgw_running(self):
         return os.path.exists(os.path.join(self.dir, "run", "rgw.pid"))

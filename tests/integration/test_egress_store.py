@@ -12,8 +12,8 @@ import subprocess
 import urllib.error
 import urllib.request
 
-import radosgw
 import harness
+import radosgw
 from harness import make_dir, run_tests, test
 
 _store = None

@@ -9,16 +9,18 @@ One store serves the whole file (radosgw.py), started on first use.
 import hashlib
 import json
 import os
+import queue
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 
-import radosgw
-from radosgw import random_file
 import harness
-from harness import BUILD, make_dir, run_tests, test
+import radosgw
+from harness import BUILD, HANG_BOUND, make_dir, run_tests, test
+from radosgw import random_file
 
 TOOL = os.path.join(BUILD, "tests", "tools", "s3-upload")
 S3_E_REFUSED, S3_E_UNAVAILABLE = 1, 2
@@ -151,20 +153,33 @@ COMEBACK = ("--attempts", "600", "--backoff-usec", "200000")
 
 
 def upload_in_background(gw, key, path, *extra):
-    """s3-upload with --progress, running: its stderr gives a line per part and per retry."""
+    """s3-upload with --progress, running: its stderr gives a line per part and per retry, which a thread
+    hands to next_progress() (None at its end)."""
     creds = credentials_file(workdir(), gw.access_key, gw.secret_key)
     proc = subprocess.Popen([TOOL, "--endpoint", gw.endpoint, "--bucket", gw.bucket, "--region", gw.region,
                              "--credentials", creds, "--progress", *extra, key, path],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     harness.scope.callback(lambda: proc.poll() is not None or (proc.kill(), proc.wait()))
+    proc.progress = queue.Queue()
+
+    def forward():
+        for line in proc.stderr:
+            proc.progress.put(line)
+        proc.progress.put(None)
+
+    threading.Thread(target=forward, daemon=True).start()
     return proc
 
 
 def next_progress(proc, word):
     """The tool's next progress line that starts with @word (lines before it are skipped); fails if the tool
-    ends first. readline() returns as soon as the tool writes, or at its exit."""
+    ends first, or writes none within HANG_BOUND: each awaited line follows a step of the tool's that takes
+    seconds at most (a part on loopback; a refused connection; the 2 s low-speed window and a backoff)."""
     while True:
-        line = proc.stderr.readline()
+        try:
+            line = proc.progress.get(timeout=HANG_BOUND)
+        except queue.Empty:
+            raise AssertionError(f"no '{word}' line from s3-upload within {HANG_BOUND} s")
         assert line, f"s3-upload ended before a '{word}' line: {proc.stdout.read()}"
         if line.split(" ", 1)[0] == word:
             return line
@@ -215,6 +230,30 @@ def store_down_in_the_middle_of_an_upload_is_waited_for():
     assert report["retries"] >= 1 and report["parts"] == 5 and report["etag"].endswith('-5"'), report
     assert gw.sha256_of("comeback/middle") == digest
     assert not gw.client().list_multipart_uploads(Bucket=gw.bucket).get("Uploads"), "an upload was left open"
+
+
+@test
+def slow_store_is_cut_and_tried_again():
+    """radosgw frozen (SIGSTOP) between two parts: the next part stalls, the uploader cuts it once less than
+    1 KiB/s went for 2 s (its --low-speed, as `min_speed` will set it) and tries again; radosgw resumed when
+    the retry is announced, the same upload completes and reads back equal."""
+    gw = store()
+    harness.scope.callback(gw.resume_rgw)
+    path, digest = random_file(workdir(), 24 << 20)
+    proc = upload_in_background(gw, "slow/artifact", path, "--part-size", str(PART), "--hold-after-part", "1",
+                                "--low-speed", "1024/2", *COMEBACK)
+    next_progress(proc, "part")
+    gw.pause_rgw()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    line = next_progress(proc, "retry")
+    assert "too slow" in line, line
+    gw.resume_rgw()
+    out, _ = proc.communicate(timeout=600)  # bounded by COMEBACK's attempts; see above
+    report = json.loads(out)
+    assert proc.returncode == 0 and report["result"] == 0, report
+    assert report["retries"] >= 1 and report["parts"] == 3, report
+    assert gw.sha256_of("slow/artifact") == digest
 
 
 @test
