@@ -7,6 +7,7 @@ not grow with the file, and the store's refusals and absence each reported as wh
 One store serves the whole file (radosgw.py), started on first use.
 """
 import hashlib
+import http.server
 import json
 import os
 import queue
@@ -23,7 +24,7 @@ from harness import BUILD, HANG_BOUND, make_dir, run_tests, test
 from radosgw import random_file
 
 TOOL = os.path.join(BUILD, "tests", "tools", "s3-upload")
-S3_E_REFUSED, S3_E_UNAVAILABLE = 1, 2
+S3_E_REFUSED, S3_E_UNAVAILABLE, S3_E_GARBAGE, S3_E_MISMATCH = 1, 2, 3, 4
 PART = 8 << 20
 
 _store = None
@@ -254,6 +255,74 @@ def slow_store_is_cut_and_tried_again():
     assert proc.returncode == 0 and report["result"] == 0, report
     assert report["retries"] >= 1 and report["parts"] == 3, report
     assert gw.sha256_of("slow/artifact") == digest
+
+
+class Misbehaving(http.server.BaseHTTPRequestHandler):
+    """A store radosgw would never be: @answer (status, headers, body) to every request, its body read first."""
+
+    answer = (200, {}, b"")
+    requests = []
+
+    def handle_any(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        while length > 0:
+            length -= len(self.rfile.read(min(length, 1 << 20)))
+        type(self).requests.append((self.command, self.path))
+        status, headers, body = self.answer
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_PUT = do_POST = do_GET = do_HEAD = do_DELETE = handle_any
+
+    def log_message(self, *args):
+        pass
+
+
+def misbehaving_store(status, headers, body):
+    """An HTTP server on 127.0.0.1 answering every request alike, stopped after the case; returns
+    (endpoint, its handler class, whose .requests lists what came)."""
+    handler = type("Answer", (Misbehaving,), {"answer": (status, headers, body), "requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    harness.scope.callback(server.server_close)
+    harness.scope.callback(server.shutdown)
+    return "http://127.0.0.1:%d" % server.server_address[1], handler
+
+
+@test
+def redirect_is_reported_never_followed():
+    """A store that answers 307 to another host: the uploader reports the answer (S3_E_GARBAGE, HTTP 307) after
+    that one request, and never asks the other host (a redirect would carry the signed request elsewhere)."""
+    gw = store()
+    other, other_handler = misbehaving_store(200, {}, b"")
+    endpoint, handler = misbehaving_store(307, {"Location": other + "/elsewhere"}, b"")
+    path, _ = random_file(workdir(), 1 << 20)
+    status, report = upload(gw, "redirect/artifact", path, endpoint=endpoint)
+    assert status == 1 and report["result"] == S3_E_GARBAGE, report
+    assert report["http_status"] == 307 and report["requests"] == 1, report
+    assert len(handler.requests) == 1 and other_handler.requests == [], (handler.requests, other_handler.requests)
+
+
+@test
+def garbage_answers_are_not_taken_for_an_upload():
+    """A server that answers 200 and non-S3 bytes to everything: a single PUT is not confirmed (the HEAD shows no
+    dsagent-sha256: S3_E_MISMATCH), and a multipart upload stops at its start (no UploadId: S3_E_GARBAGE)."""
+    gw = store()
+    endpoint, handler = misbehaving_store(200, {}, b"<html>hello</html>")
+    path, _ = random_file(workdir(), 1 << 20)
+    status, report = upload(gw, "garbage/single", path, endpoint=endpoint)
+    assert status == 1 and report["result"] == S3_E_MISMATCH, report
+    assert [method for method, _ in handler.requests] == ["PUT", "HEAD"], handler.requests
+    handler.requests.clear()
+    path, _ = random_file(workdir(), 12 << 20)
+    status, report = upload(gw, "garbage/multipart", path, "--part-size", str(PART), endpoint=endpoint)
+    assert status == 1 and report["result"] == S3_E_GARBAGE and "UploadId" in report["message"], report
+    assert [method for method, _ in handler.requests] == ["POST"], handler.requests
 
 
 @test
