@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "egress-name.h"
+#include "common/cleanup.h"
+#include "agent/egress/egress-name.h"
 
 static bool key_char(char c) {
         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "s3-presign.h"
+#include "common/cleanup.h"
+#include "agent/egress/s3-presign.h"
 
 char *s3_uri_encode(const char *s, bool keep_slash) {
         static const char unreserved[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~";

@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "s3-presign.h"
-#include "s3-upload.h"
+#include "common/cleanup.h"
+#include "agent/egress/s3-presign.h"
+#include "agent/egress/s3-upload.h"
 
 #define HASH_CHUNK (256 * 1024)         /* one pread() of the hashing pass */
 #define RESPONSE_BODY_MAX (64 * 1024)   /* of an answer's body, what is kept (S3's answers are small) */

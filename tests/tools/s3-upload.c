@@ -27,8 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "s3-presign.h"
-#include "s3-upload.h"
+#include "agent/egress/s3-presign.h"
+#include "agent/egress/s3-upload.h"
 
 #define META_MAX 16
 

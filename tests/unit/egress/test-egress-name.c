@@ -2,8 +2,8 @@
 /* Unit tests of agent/egress/egress-name.c: the key's layout, hostile process names, the prefix's rules */
 #include <string.h>
 
-#include "egress-name.h"
-#include "tap.h"
+#include "agent/egress/egress-name.h"
+#include "tests/unit/tap.h"
 
 static const EgressNameParts example = {
         .prefix = "prod/",

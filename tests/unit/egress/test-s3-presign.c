@@ -2,8 +2,8 @@
 /* Unit tests of agent/egress/s3-presign.c: AWS's published SigV4 presigned-URL example, path style, tokens, refusals */
 #include <string.h>
 
-#include "s3-presign.h"
-#include "tap.h"
+#include "agent/egress/s3-presign.h"
+#include "tests/unit/tap.h"
 
 /* AWS's example in "Authenticating Requests: Using Query Parameters (AWS Signature Version 4)" */
 static const S3PresignRequest aws_example = {
