@@ -13,11 +13,7 @@
 
 #include "common/cleanup.h"
 #include "agent/egress/egress-name.h"
-
-static bool key_char(char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-               c == '-';
-}
+#include "policy/policy.h"
 
 /* @s reduced to the key alphabet and EGRESS_NAME_PART_MAX bytes into @out; "_" for nothing or dots only */
 static void safe_part(const char *s, char out[EGRESS_NAME_PART_MAX + 1]) {
@@ -25,30 +21,12 @@ static void safe_part(const char *s, char out[EGRESS_NAME_PART_MAX + 1]) {
         bool dots_only = true;
 
         for (; s && s[n] && n < EGRESS_NAME_PART_MAX; n++) {
-                out[n] = key_char(s[n]) ? s[n] : '_';
+                out[n] = policy_egress_key_char(s[n]) ? s[n] : '_';
                 dots_only &= out[n] == '.';
         }
         out[n] = '\0';
         if (n == 0 || dots_only)
                 strcpy(out, "_");
-}
-
-/* "" or segments of the key alphabet, each ending in '/', none "." or ".." */
-static bool prefix_valid(const char *prefix) {
-        const char *segment = prefix;
-
-        for (const char *c = prefix; *c; c++) {
-                if (*c != '/') {
-                        if (!key_char(*c))
-                                return false;
-                        continue;
-                }
-                if (c == segment || (c - segment == 1 && segment[0] == '.') ||
-                    (c - segment == 2 && segment[0] == '.' && segment[1] == '.'))
-                        return false;
-                segment = c + 1;
-        }
-        return *segment == '\0'; /* the last segment ended in '/' */
 }
 
 static bool empty(const char *s) {
@@ -64,7 +42,7 @@ int egress_object_key(const EgressNameParts *p, char **ret_key) {
         struct tm tm;
         int n;
 
-        if (!p->prefix || !prefix_valid(p->prefix) || empty(p->type) || empty(p->request_id) || empty(p->extension) ||
+        if (!p->prefix || !policy_egress_prefix_is_valid(p->prefix) || empty(p->type) || empty(p->request_id) || empty(p->extension) ||
             !gmtime_r(&seconds, &tm))
                 return -EINVAL;
         safe_part(p->host, host);
