@@ -354,6 +354,11 @@ static int check_policy(const Options *o) {
                 printf("%s: %zu [[collect]] table%s checked; then.dump, then.stacks, then.trace_profile, "
                        "then.counters, then.gcdump and then.exceptions take their artifacts (docs/collect.md)\n",
                        o->broker.policy_path, p->n_collect, p->n_collect == 1 ? "" : "s");
+        /* the keys' file is looked at, never read: what is printed is where it is, never what it holds */
+        if (p->n_egress > 0)
+                printf("%s: %zu [egress.NAME] target%s checked, credentials root's alone (not read); nothing is "
+                       "uploaded yet (docs/egress-plan.md)\n",
+                       o->broker.policy_path, p->n_egress, p->n_egress == 1 ? "" : "s");
         policy_unref(p);
         return EXIT_SUCCESS;
 }
