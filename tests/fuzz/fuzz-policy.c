@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Fuzzes the policy compiler (policy/policy-compile.h) behind the TOML parser: every table and key of
- * a policy ([agent], [[rule]], [[port]], [[on_start]], [[collect]] with its when.counter selector), and
+ * a policy ([agent], [[rule]], [[port]], [[on_start]], [[collect]] with its when.counter selector, [egress.NAME]
+ * with its endpoint and credentials location, and the egress names rules and tables give), and
  * the matchers of [[collect]] tables. Policy files are root's, but a policy.d drop-in is often written
  * by a deployment tool from values others chose (a ConfigMap, a team's counter names): whatever they
  * hold must not crash the agent, make it read out of bounds or spin.
