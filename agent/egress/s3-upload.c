@@ -222,7 +222,7 @@ static bool xml_text(const char *body, const char *tag, char *out, size_t out_si
         return true;
 }
 
-typedef enum Method { METHOD_PUT, METHOD_POST, METHOD_HEAD, METHOD_DELETE } Method;
+typedef enum Method { METHOD_PUT, METHOD_POST, METHOD_HEAD, METHOD_DELETE, METHOD_GET } Method;
 
 /* One request, one attempt. Return: a CURLcode; the answer, whatever its status, in @resp. */
 static CURLcode perform_once(Uploader *u, Method method, const char *url, struct curl_slist *headers, Body *body,
@@ -274,6 +274,9 @@ static CURLcode perform_once(Uploader *u, Method method, const char *url, struct
                 break;
         case METHOD_DELETE:
                 (void)curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "DELETE");
+                break;
+        case METHOD_GET:
+                (void)curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
                 break;
         }
         if (rc != CURLE_OK)
@@ -626,6 +629,62 @@ static int confirm(Uploader *u) {
         return 0;
 }
 
+/* @options with every 0 made its default */
+static void options_defaults(Uploader *u, const S3UploadOptions *options) {
+        if (options)
+                u->options = *options;
+        if (!u->options.attempts)
+                u->options.attempts = 5;
+        if (!u->options.backoff_first_usec)
+                u->options.backoff_first_usec = 1000000;
+        if (!u->options.backoff_max_usec)
+                u->options.backoff_max_usec = 30000000;
+        if (!u->options.connect_timeout_seconds)
+                u->options.connect_timeout_seconds = 10;
+        if (!u->options.low_speed_bytes)
+                u->options.low_speed_bytes = 1024;
+        if (!u->options.low_speed_seconds)
+                u->options.low_speed_seconds = 30;
+}
+
+int s3_check_bucket(const S3Target *target, const S3UploadOptions *options, S3UploadReport *report) {
+        _cleanup_(curl_easy_cleanupp) CURL *curl = NULL;
+        _cleanup_(curl_slist_free_allp) struct curl_slist *headers = NULL;
+        _cleanup_free_ char *url = NULL, *list_url = NULL;
+        _cleanup_free_ Response *resp = malloc(sizeof(Response));
+        Uploader u = { .target = target, .report = report };
+        int r;
+
+        *report = (S3UploadReport){};
+        if (!resp)
+                return -ENOMEM;
+        options_defaults(&u, options);
+        if ((size_t)snprintf(u.scope, sizeof(u.scope), "aws:amz:%s:s3", target->region) >= sizeof(u.scope))
+                return -EINVAL;
+        r = object_url(target, "", &url); /* the bucket's own URL: endpoint/bucket/ or bucket.host/ */
+        if (r < 0)
+                return r;
+        curl = curl_easy_init();
+        if (!curl)
+                return -ENOMEM;
+        u.curl = curl;
+        r = base_headers(&u, EMPTY_SHA256, &headers);
+        if (r == 0)
+                r = perform(&u, METHOD_HEAD, url, headers, NULL, resp);
+        if (r != S3_E_REFUSED || report->s3_code[0])
+                return r;
+        /* an answer to a HEAD has no body, so no <Code>: the bucket's listing of no key says which refusal it is
+         * (the same permission, s3:ListBucket; "=" written, as curl 7.88 signs only such a query) */
+        if (asprintf(&list_url, "%s?max-keys=0", url) < 0)
+                return -ENOMEM;
+        if (perform(&u, METHOD_GET, list_url, headers, NULL, resp) == 0) {
+                /* refused to a HEAD, answered to a GET: keep the HEAD's refusal, say so */
+                snprintf(report->message, sizeof(report->message), "HTTP %ld to a HEAD of the bucket",
+                         report->http_status);
+        }
+        return S3_E_REFUSED;
+}
+
 int s3_upload_file(const S3Target *target, const char *key, int fd, const S3UploadOptions *options,
                    S3UploadReport *report) {
         _cleanup_(curl_easy_cleanupp) CURL *curl = NULL;
@@ -636,20 +695,7 @@ int s3_upload_file(const S3Target *target, const char *key, int fd, const S3Uplo
         int r;
 
         *report = (S3UploadReport){};
-        if (options)
-                u.options = *options;
-        if (!u.options.attempts)
-                u.options.attempts = 5;
-        if (!u.options.backoff_first_usec)
-                u.options.backoff_first_usec = 1000000;
-        if (!u.options.backoff_max_usec)
-                u.options.backoff_max_usec = 30000000;
-        if (!u.options.connect_timeout_seconds)
-                u.options.connect_timeout_seconds = 10;
-        if (!u.options.low_speed_bytes)
-                u.options.low_speed_bytes = 1024;
-        if (!u.options.low_speed_seconds)
-                u.options.low_speed_seconds = 30;
+        options_defaults(&u, options);
         part_size = u.options.part_size ? u.options.part_size : S3_PART_SIZE_DEFAULT;
         if (part_size < S3_PART_SIZE_MIN)
                 return -EINVAL;

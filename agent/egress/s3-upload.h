@@ -100,3 +100,16 @@ struct S3UploadReport {
  */
 int s3_upload_file(const S3Target *target, const char *key, int fd, const S3UploadOptions *options,
                    S3UploadReport *report);
+
+/**
+ * s3_check_bucket() - may these keys reach @target's bucket? (dsagent --check-policy --egress)
+ *
+ * A HEAD of the bucket, signed as an upload's requests are, with @options' attempts and timeouts. A refused
+ * HEAD has no body to name S3's <Code>: then one GET of the bucket's listing of no key (?max-keys=0, the same
+ * s3:ListBucket permission) reads it into @report's s3_code. Nothing is written to the store.
+ *
+ * Return: 0 (reachable, the keys taken); S3_E_REFUSED (a 4xx: keys, signature, no such bucket; http_status
+ * and s3_code say which); S3_E_UNAVAILABLE (unreachable: the message is curl's words, or a 5xx); S3_E_GARBAGE
+ * (a redirect, never followed, or a 1xx); -EINVAL; -ENOMEM.
+ */
+int s3_check_bucket(const S3Target *target, const S3UploadOptions *options, S3UploadReport *report);
