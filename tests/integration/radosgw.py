@@ -167,3 +167,15 @@ def start_for_file(store="bluestore"):
     print("# radosgw (%s) started in %.1f s at %s" % (store, gw.start_seconds, gw.endpoint))
     sys.stdout.flush()
     return gw
+
+
+_file_store = None
+
+
+def file_store():
+    """The test file's one store (start_for_file()), started on first use, so that a case run alone that needs
+    none starts none."""
+    global _file_store
+    if _file_store is None:
+        _file_store = start_for_file()
+    return _file_store

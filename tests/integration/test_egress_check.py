@@ -14,14 +14,7 @@ from harness import BUILD, DSAGENT, make_dir, run_tests, test
 
 HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
 
-_store = None
-
-
-def store():
-    global _store
-    if _store is None:
-        _store = radosgw.start_for_file()
-    return _store
+store = radosgw.file_store
 
 
 def keys_file(directory, name, access_key, secret_key, mode=0o600):

@@ -27,14 +27,7 @@ TOOL = os.path.join(BUILD, "tests", "tools", "s3-upload")
 S3_E_REFUSED, S3_E_UNAVAILABLE, S3_E_GARBAGE, S3_E_MISMATCH = 1, 2, 3, 4
 PART = 8 << 20
 
-_store = None
-
-
-def store():
-    global _store
-    if _store is None:
-        _store = radosgw.start_for_file()
-    return _store
+store = radosgw.file_store
 
 
 def workdir():
