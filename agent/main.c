@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -20,6 +21,7 @@
 
 #include "agent/broker.h"
 #include "agent/decide/policy-load.h"
+#include "agent/egress/egress-check.h"
 #include "agent/ports/ports.h"
 #include "agent/workers/sandbox.h"
 #include "common/cleanup.h"
@@ -34,12 +36,13 @@ typedef struct Options {
         gid_t listen_gid;       /* its group: (gid_t) -1 keeps root's, unless --listen-group */
         BrokerConfig broker;
         bool check_policy;
+        bool check_egress;      /* --egress: --check-policy also asks each [egress.NAME] store */
 } Options;
 
 static void usage(FILE *out) {
         fprintf(out,
                 "Usage: dsagent [OPTIONS]\n"
-                "       dsagent --check-policy [FILE]\n"
+                "       dsagent --check-policy [--egress] [FILE]\n"
                 "Broker .NET diagnostics for unprivileged users under policy.\n\n"
                 "  --listen PATH        listen on PATH instead of a socket passed by systemd\n"
                 "  --listen-mode MODE   that socket's mode, of 0666 at most [0660: root and\n"
@@ -50,6 +53,9 @@ static void usage(FILE *out) {
                 "                       [" POLICY_DEFAULT_PATH "]\n"
                 "  --check-policy [FILE]\n"
                 "                       check the policy and exit: 0 valid, 1 not\n"
+                "  --egress             with --check-policy: also have each [egress.NAME] store\n"
+                "                       asked with its keys (a signed HEAD of the bucket); 1 when\n"
+                "                       one is refused or unreachable\n"
                 "  --audit WHERE        auto (journal, else stderr), journal, stderr or json [auto]\n"
                 "  --idle-exit SECONDS  exit after SECONDS without clients (a socket-activated\n"
                 "                       agent starts again with the next one); 0 never [0]\n"
@@ -101,7 +107,7 @@ static int parse_group(const char *s, gid_t *ret) {
 /* Return: 0 to run, 1 to exit successfully (help, version), -EINVAL for usage errors. */
 static int parse_argv(int argc, char **argv, Options *o) {
         enum { ARG_LISTEN = 0x100, ARG_LISTEN_MODE, ARG_LISTEN_GROUP, ARG_POLICY, ARG_CHECK_POLICY, ARG_AUDIT, ARG_IDLE_EXIT, ARG_RUNTIME_TIMEOUT,
-               ARG_DUMP_TIMEOUT, ARG_DUMP_START_TIMEOUT, ARG_DUMP_STALL_TIMEOUT, ARG_DUMP_MIN_RATE, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION };
+               ARG_DUMP_TIMEOUT, ARG_DUMP_START_TIMEOUT, ARG_DUMP_STALL_TIMEOUT, ARG_DUMP_MIN_RATE, ARG_RUNTIME_DIR, ARG_HELP, ARG_VERSION, ARG_EGRESS };
         static const struct option options[] = {
                 { "listen", required_argument, NULL, ARG_LISTEN },
                 { "listen-mode", required_argument, NULL, ARG_LISTEN_MODE },
@@ -118,6 +124,7 @@ static int parse_argv(int argc, char **argv, Options *o) {
                 { "runtime-dir", required_argument, NULL, ARG_RUNTIME_DIR },
                 { "help", no_argument, NULL, ARG_HELP },
                 { "version", no_argument, NULL, ARG_VERSION },
+                { "egress", no_argument, NULL, ARG_EGRESS },
                 {},
         };
         int c;
@@ -145,6 +152,9 @@ static int parse_argv(int argc, char **argv, Options *o) {
                         break;
                 case ARG_CHECK_POLICY:
                         o->check_policy = true;
+                        break;
+                case ARG_EGRESS:
+                        o->check_egress = true;
                         break;
                 case ARG_AUDIT:
                         if (audit_sink_from_string(optarg, &o->broker.audit_sink) < 0) {
@@ -209,6 +219,10 @@ static int parse_argv(int argc, char **argv, Options *o) {
                         usage(stderr);
                         return -EINVAL;
                 }
+        }
+        if (o->check_egress && !o->check_policy) {
+                fprintf(stderr, "dsagent: --egress goes with --check-policy\n");
+                return -EINVAL;
         }
         /* like visudo -c: the file to check may follow */
         if (o->check_policy && optind + 1 == argc) {
@@ -326,6 +340,65 @@ static int fds_from_systemd(SystemdFds *ret) {
         return 0;
 }
 
+/* How long one store may take to answer a check: curl's connect timeout (10 s) and its low-speed cut (30 s) of
+ * the one try bound it well below this; past it the egress process is taken for stuck. */
+#define EGRESS_CHECK_TIMEOUT_USEC (90 * 1000000ULL)
+
+/*
+ * --check-policy --egress: the egress process asks each store with its keys, which it alone reads; what is
+ * printed is the store's answer, never a key. Return: 0 when every store is reachable, else 1.
+ */
+static int check_egress(const char *policy_path, const Policy *p) {
+        const char *helper = egress_helper_path();
+        _cleanup_close_ int fd = -EBADF;
+        int result = EXIT_SUCCESS, r;
+        pid_t pid;
+
+        if (p->n_egress == 0) {
+                printf("%s: no [egress.NAME] store to check\n", policy_path);
+                return EXIT_SUCCESS;
+        }
+        r = egress_process_spawn(helper, &pid, &fd);
+        if (r < 0) {
+                fprintf(stderr, "dsagent: cannot start the egress process %s: %s\n", helper, strerror(-r));
+                return EXIT_FAILURE;
+        }
+        for (size_t i = 0; i < p->n_egress; i++) {
+                const PolicyEgress *e = &p->egress[i];
+                char said[128];
+                EgressReply a;
+
+                r = egress_check_target(fd, e, getenv("CREDENTIALS_DIRECTORY"), EGRESS_CHECK_TIMEOUT_USEC, &a);
+                if (r < 0) {
+                        fprintf(stderr, "%s: [egress.%s] not checked: the egress process %s: %s\n", policy_path,
+                                e->name, helper, strerror(-r));
+                        result = EXIT_FAILURE;
+                        break;
+                }
+                if (a.result == 0) {
+                        printf("%s: [egress.%s] reachable: bucket %s at %s took the keys\n", policy_path, e->name,
+                               e->bucket, e->endpoint);
+                        continue;
+                }
+                result = EXIT_FAILURE;
+                fprintf(stderr, "%s: [egress.%s] %s: bucket %s at %s", policy_path, e->name,
+                        egress_result_to_string(a.result), e->bucket, e->endpoint);
+                if (a.http_status)
+                        fprintf(stderr, ": HTTP %d", a.http_status);
+                if (a.s3_code[0])
+                        fprintf(stderr, " %s", a.s3_code);
+                /* the store's own words when they say more than its status and code (curl's, for one) */
+                snprintf(said, sizeof(said), "HTTP %d%s%s", a.http_status, a.s3_code[0] ? " " : "", a.s3_code);
+                if (a.message[0] && strcmp(a.message, said) != 0)
+                        fprintf(stderr, ": %s", a.message);
+                fputc('\n', stderr);
+        }
+        /* its end closed, the egress process exits; it is reaped so that no zombie outlives the check */
+        fd = safe_close(fd);
+        (void)waitpid(pid, NULL, 0);
+        return result;
+}
+
 /* Return: 0 valid, 1 not: every problem of every file goes to stderr as file:line:column. */
 static int check_policy(const Options *o) {
         _cleanup_(policy_diagnostics_done) PolicyDiagnostics d = {};
@@ -354,8 +427,14 @@ static int check_policy(const Options *o) {
                 printf("%s: %zu [[collect]] table%s checked; then.dump, then.stacks, then.trace_profile, "
                        "then.counters, then.gcdump and then.exceptions take their artifacts (docs/collect.md)\n",
                        o->broker.policy_path, p->n_collect, p->n_collect == 1 ? "" : "s");
+        /* the keys' file is looked at, never read: what is printed is where it is, never what it holds */
+        if (p->n_egress > 0)
+                printf("%s: %zu [egress.NAME] target%s checked, credentials root's alone (not read); nothing is "
+                       "uploaded yet (docs/egress-plan.md)\n",
+                       o->broker.policy_path, p->n_egress, p->n_egress == 1 ? "" : "s");
+        r = o->check_egress ? check_egress(o->broker.policy_path, p) : EXIT_SUCCESS;
         policy_unref(p);
-        return EXIT_SUCCESS;
+        return r;
 }
 
 /* READY=1, and a status that `systemctl status dsagent` shows: a broken policy is said there too. */

@@ -515,10 +515,423 @@ static bool compile_env_show(Compiler *c, const TomlEntry *e, PolicyRule *r) {
         return true;
 }
 
+/* --- [egress.NAME]: S3-compatible stores artifacts are uploaded to (docs/egress-plan.md) --- */
+
+/* 127.0.0.0/8, ::1, localhost: the only hosts an http: endpoint may name without allow_http */
+static bool egress_host_is_loopback(const char *host, size_t n) {
+        unsigned a, b, c, d;
+        char tail;
+        char buf[64];
+
+        if (n >= sizeof(buf))
+                return false;
+        memcpy(buf, host, n);
+        buf[n] = '\0';
+        if (strcasecmp(buf, "localhost") == 0 || strcmp(buf, "[::1]") == 0)
+                return true;
+        return sscanf(buf, "%3u.%3u.%3u.%3u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b <= 255 && c <= 255 &&
+               d <= 255;
+}
+
+/*
+ * "http[s]://HOST[:PORT]": HOST a name of letters, digits, '-' and '.', or an IPv6 address in brackets; no user,
+ * path, query or fragment (the bucket and the key make the path). Return: NULL, or what is wrong.
+ */
+static const char *egress_endpoint_problem(const char *s, bool *ret_http, bool *ret_loopback) {
+        const char *host, *end;
+        bool http = strncmp(s, "http://", 7) == 0;
+
+        if (!http && strncmp(s, "https://", 8) != 0)
+                return "must begin with https:// (or http://)";
+        host = s + (http ? 7 : 8);
+        if (*host == '[') {
+                end = host + 1 + strspn(host + 1, "0123456789abcdefABCDEF:.");
+                if (*end != ']' || end == host + 1)
+                        return "has a bad IPv6 address: [ADDRESS]";
+                end++;
+        } else {
+                end = host + strspn(host, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.");
+                if (end == host || *host == '.' || *host == '-' || end[-1] == '.' || end - host > 253)
+                        return "needs a host name of letters, digits, '-' and '.'";
+        }
+        *ret_loopback = egress_host_is_loopback(host, (size_t)(end - host));
+        if (*end == ':') {
+                const char *port = end + 1;
+                size_t digits = strspn(port, "0123456789");
+                unsigned long value = digits > 0 && digits <= 5 ? strtoul(port, NULL, 10) : 0;
+
+                if (value < 1 || value > 65535)
+                        return "has a bad port (1 to 65535)";
+                end = port + digits;
+        }
+        if (*end != '\0')
+                return "must be scheme://host[:port] alone, without a user, path, query or fragment";
+        *ret_http = http;
+        return NULL;
+}
+
+/* S3's bucket names: 3-63 of a-z 0-9 . -, beginning and ending with a letter or digit, no "..". */
+static bool egress_bucket_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n < 3 || n > 63 || strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") != n || strstr(s, ".."))
+                return false;
+        return strchr(".-", s[0]) == NULL && strchr(".-", s[n - 1]) == NULL;
+}
+
+/* The SigV4 scope's region, which also goes into libcurl's "aws:amz:REGION:s3": no ':' nor anything odd. */
+static bool egress_region_valid(const char *s) {
+        size_t n = strlen(s);
+
+        return n >= 1 && n <= 64 &&
+               strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+/* An absolute path without "//", "." or ".." components and not ending in '/'. */
+static bool egress_path_valid(const char *s) {
+        size_t n = strlen(s);
+
+        return s[0] == '/' && n > 1 && n < 4096 && s[n - 1] != '/' && !strstr(s, "//") && !strstr(s, "/./") &&
+               !strstr(s, "/../") && strcmp(s + n - 2, "/.") != 0 && (n < 3 || strcmp(s + n - 3, "/..") != 0);
+}
+
+/* A systemd credential's name, a file name in $CREDENTIALS_DIRECTORY: no '/', not "." or "..". */
+static bool egress_credential_name_valid(const char *s) {
+        size_t n = strlen(s);
+
+        return n >= 1 && n <= POLICY_EGRESS_CREDENTIAL_NAME_MAX && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
+               strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.@") == n;
+}
+
+static bool egress_strdup(Compiler *c, char **ret, const char *s) {
+        free(*ret);
+        if (!(*ret = strdup(s)))
+                c->oom = -ENOMEM;
+        return true;
+}
+
+/*
+ * credentials = "file:PATH" or "systemd:NAME". The value is never echoed in a message: a policy that
+ * pasted a secret here must not have it printed by --check-policy or put in the journal.
+ */
+static bool compile_egress_credentials(Compiler *c, const TomlEntry *e, PolicyEgress *eg) {
+        const char *s = e->value->string.data;
+
+        eg->credentials_line = e->value->line;
+        eg->credentials_column = e->value->column;
+        if (strncmp(s, "file:", 5) == 0 && egress_path_valid(s + 5)) {
+                eg->credentials_kind = POLICY_EGRESS_CREDENTIALS_FILE;
+                return egress_strdup(c, &eg->credentials, s + 5);
+        }
+        if (strncmp(s, "systemd:", 8) == 0 && egress_credential_name_valid(s + 8)) {
+                eg->credentials_kind = POLICY_EGRESS_CREDENTIALS_SYSTEMD;
+                return egress_strdup(c, &eg->credentials, s + 8);
+        }
+        error_at(c, e->value->line, e->value->column,
+                 "'credentials' says where the keys are, never what they are: \"file:/ABSOLUTE/PATH\" (a file of "
+                 "root's, mode 0600 or 0400) or \"systemd:NAME\" (the unit's LoadCredential=NAME:PATH); the value "
+                 "given is neither and is not shown here");
+        return false;
+}
+
+/* A size of bytes ("16M", "64K"), never a share of a file system. */
+static bool compile_egress_bytes(Compiler *c, const TomlEntry *e, uint64_t min, uint64_t max, uint64_t *ret) {
+        PolicySize size;
+
+        if (!expect_string(c, e))
+                return false;
+        if (policy_parse_size(e->value->string.data, &size) < 0 || size.bytes == 0 || size.bytes < min ||
+            size.bytes > max) {
+                error_at(c, e->value->line, e->value->column,
+                         "bad '%s' \"%s\" (bytes like \"16M\", \"64K\"; %llu to %llu bytes)", e->key,
+                         e->value->string.data, (unsigned long long)min, (unsigned long long)max);
+                return false;
+        }
+        *ret = size.bytes;
+        return true;
+}
+
+static bool compile_egress_duration(Compiler *c, const TomlEntry *e, uint64_t max, uint64_t *ret) {
+        if (!expect_string(c, e))
+                return false;
+        if (policy_parse_duration(e->value->string.data, ret) < 0 || *ret > max) {
+                error_at(c, e->value->line, e->value->column,
+                         "bad '%s' \"%s\" (like \"90s\", \"30m\"; at most %llus)", e->key, e->value->string.data,
+                         (unsigned long long)(max / USEC_PER_SEC));
+                return false;
+        }
+        return true;
+}
+
+static bool compile_egress_flag(Compiler *c, const TomlEntry *e, bool *ret) {
+        if (!expect_type(c, e, TOML_BOOLEAN))
+                return false;
+        *ret = e->value->boolean;
+        return true;
+}
+
+static bool compile_egress_string(Compiler *c, const TomlEntry *e, bool (*valid)(const char *), const char *rule,
+                                  char **ret) {
+        if (!expect_string(c, e))
+                return false;
+        if (!valid(e->value->string.data)) {
+                error_at(c, e->value->line, e->value->column, "bad '%s' \"%s\": %s", e->key, e->value->string.data,
+                         rule);
+                return false;
+        }
+        return egress_strdup(c, ret, e->value->string.data);
+}
+
+static bool egress_prefix_valid(const char *s) {
+        return strlen(s) <= 256 && policy_egress_prefix_is_valid(s);
+}
+
+static bool compile_egress_entry(Compiler *c, const TomlEntry *e, PolicyEgress *eg) {
+        const TomlValue *v = e->value;
+
+        if (strcmp(e->key, "endpoint") == 0)
+                return expect_string(c, e) && egress_strdup(c, &eg->endpoint, v->string.data); /* checked whole below */
+        if (strcmp(e->key, "bucket") == 0)
+                return compile_egress_string(c, e, egress_bucket_valid,
+                                             "S3's bucket names are 3-63 of a-z 0-9 . -, a letter or digit at each end",
+                                             &eg->bucket);
+        if (strcmp(e->key, "region") == 0)
+                return compile_egress_string(c, e, egress_region_valid, "1-64 of A-Z a-z 0-9 _ -", &eg->region);
+        if (strcmp(e->key, "prefix") == 0) {
+                /* "" is a prefix too: none */
+                if (!expect_type(c, e, TOML_STRING))
+                        return false;
+                if (strlen(v->string.data) != v->string.size || !egress_prefix_valid(v->string.data)) {
+                        error_at(c, v->line, v->column,
+                                 "bad 'prefix': at most 256 bytes of segments of A-Z a-z 0-9 . _ -, each ending in "
+                                 "'/', none \".\" or \"..\" (like \"prod/\")");
+                        return false;
+                }
+                return egress_strdup(c, &eg->prefix, v->string.data);
+        }
+        if (strcmp(e->key, "ca_file") == 0)
+                return compile_egress_string(c, e, egress_path_valid, "an absolute path to the store's CA certificates",
+                                             &eg->ca_file);
+        if (strcmp(e->key, "credentials") == 0)
+                return expect_string(c, e) && compile_egress_credentials(c, e, eg);
+        if (strcmp(e->key, "path_style") == 0)
+                return compile_egress_flag(c, e, &eg->path_style);
+        if (strcmp(e->key, "allow_http") == 0)
+                return compile_egress_flag(c, e, &eg->allow_http);
+        if (strcmp(e->key, "keep_local") == 0)
+                return compile_egress_flag(c, e, &eg->keep_local);
+        if (strcmp(e->key, "part_size") == 0)
+                return compile_egress_bytes(c, e, POLICY_EGRESS_PART_MIN, POLICY_EGRESS_PART_MAX, &eg->part_size);
+        if (strcmp(e->key, "min_speed") == 0)
+                return compile_egress_bytes(c, e, 1, UINT32_MAX, &eg->min_speed);
+        if (strcmp(e->key, "timeout") == 0)
+                return compile_egress_duration(c, e, DURATION_MAX_USEC, &eg->timeout_usec);
+        if (strcmp(e->key, "url_max_age") == 0)
+                return compile_egress_duration(c, e, POLICY_EGRESS_URL_MAX_AGE_MAX_USEC, &eg->url_max_age_usec);
+        if (strcmp(e->key, "attempts") == 0) {
+                if (!expect_type(c, e, TOML_INTEGER))
+                        return false;
+                if (v->integer < 1 || v->integer > POLICY_EGRESS_ATTEMPTS_MAX) {
+                        error_at(c, v->line, v->column, "'attempts' must be 1 to %d", POLICY_EGRESS_ATTEMPTS_MAX);
+                        return false;
+                }
+                eg->attempts = (unsigned)v->integer;
+                return true;
+        }
+        if (strcmp(e->key, "verify") == 0) {
+                if (!expect_string(c, e))
+                        return false;
+                if (strcmp(v->string.data, "signed") != 0 && strcmp(v->string.data, "read-back") != 0) {
+                        error_at(c, v->line, v->column, "'verify' is \"signed\" or \"read-back\"");
+                        return false;
+                }
+                eg->verify = strcmp(v->string.data, "signed") == 0 ? POLICY_EGRESS_VERIFY_SIGNED
+                                                                    : POLICY_EGRESS_VERIFY_READ_BACK;
+                return true;
+        }
+        /* keys named as a store's secrets: say where they belong, and never echo the value */
+        if (strcasestr(e->key, "secret") || strcasestr(e->key, "access_key") || strcasestr(e->key, "token") ||
+            strcasestr(e->key, "password")) {
+                error_at(c, e->line, e->column,
+                         "'%s' in [egress.%s]: keys never go in the policy; put them in a file of root's named by "
+                         "credentials = \"file:PATH\" or \"systemd:NAME\"",
+                         e->key, eg->name ? eg->name : "");
+                return false;
+        }
+        error_at(c, e->line, e->column,
+                 "unknown key '%s' in [egress.%s] (endpoint, bucket, region, credentials, prefix, path_style, "
+                 "ca_file, part_size, attempts, timeout, min_speed, keep_local, verify, allow_http, url_max_age)",
+                 e->key, eg->name ? eg->name : "");
+        return false;
+}
+
+/* What a whole [egress.NAME] must have, and the endpoint's scheme against allow_http. */
+static bool check_egress(Compiler *c, const TomlEntry *t, PolicyEgress *eg) {
+        static const char *const required[] = { "endpoint", "bucket", "region", "credentials" };
+        const TomlEntry *endpoint = toml_table_find(t->value, "endpoint");
+        bool ok = true, http = false, loopback = false;
+        const char *why;
+
+        for (size_t i = 0; i < ELEMENTSOF(required); i++)
+                if (!toml_table_find(t->value, required[i])) {
+                        error_at(c, t->line, t->column, "[egress.%s] needs '%s'", eg->name, required[i]);
+                        ok = false;
+                }
+        if (!endpoint || !eg->endpoint)
+                return false;
+        why = egress_endpoint_problem(eg->endpoint, &http, &loopback);
+        if (why) {
+                error_at(c, endpoint->value->line, endpoint->value->column, "bad 'endpoint' \"%s\": it %s",
+                         eg->endpoint, why);
+                return false;
+        }
+        if (http && !loopback && !eg->allow_http) {
+                error_at(c, endpoint->value->line, endpoint->value->column,
+                         "'endpoint' \"%s\" is http: on a host that is not loopback: the artifacts would cross the "
+                         "network in clear; use https://, or say allow_http = true",
+                         eg->endpoint);
+                return false;
+        }
+        return ok;
+}
+
+static bool compile_egress(Compiler *c, const Policy *p, const TomlEntry *t, PolicyEgress *eg) {
+        const PolicyEgress *other;
+        bool ok = true;
+
+        *eg = (PolicyEgress){
+                .line = t->line,
+                .column = t->column,
+                .path_style = true,
+                .part_size = POLICY_EGRESS_PART_DEFAULT,
+                .attempts = POLICY_EGRESS_ATTEMPTS_DEFAULT,
+                .timeout_usec = POLICY_EGRESS_TIMEOUT_DEFAULT_USEC,
+                .min_speed = POLICY_EGRESS_MIN_SPEED_DEFAULT,
+                .keep_local = true,
+                .url_max_age_usec = POLICY_EGRESS_URL_MAX_AGE_DEFAULT_USEC,
+        };
+        egress_strdup(c, &eg->file, c->source->path);
+        egress_strdup(c, &eg->prefix, "");
+        egress_strdup(c, &eg->name, t->key);
+        if (!valid_rule_name(t->key)) {
+                error_at(c, t->line, t->column, "egress name must be 1-64 of A-Z a-z 0-9 . _ -");
+                ok = false;
+        }
+        if (eg->name && (other = policy_egress_find(p, eg->name))) {
+                error_at(c, t->line, t->column, "[egress.%s] is already defined at %s:%u", eg->name, other->file,
+                         other->line);
+                ok = false;
+        }
+        if (t->value->type != TOML_TABLE) {
+                error_at(c, t->line, t->column, "'egress.%s' must be a table: [egress.%s]", t->key, t->key);
+                return false;
+        }
+        for (size_t i = 0; i < t->value->table.n_entries; i++)
+                ok = compile_egress_entry(c, &t->value->table.entries[i], eg) && ok;
+        return check_egress(c, t, eg) && ok;
+}
+
+/* [egress]: a table of tables, [egress.NAME] each; in the main file and in policy.d alike. */
+static bool compile_egresses(Compiler *c, const TomlEntry *e, Policy *p) {
+        PolicyEgress *grown;
+        bool ok = true;
+
+        if (!expect_type(c, e, TOML_TABLE))
+                return false;
+        if (p->n_egress + e->value->table.n_entries > POLICY_EGRESS_MAX) {
+                error_at(c, e->line, e->column, "at most %d [egress.NAME] tables", POLICY_EGRESS_MAX);
+                return false;
+        }
+        grown = realloc(p->egress, (p->n_egress + e->value->table.n_entries) * sizeof(PolicyEgress));
+        if (!grown) {
+                c->oom = -ENOMEM;
+                return false;
+        }
+        p->egress = grown;
+        for (size_t i = 0; i < e->value->table.n_entries; i++) {
+                /* counted before it is checked, so that policy_unref() frees what a broken one holds */
+                ok = compile_egress(c, p, &e->value->table.entries[i], &p->egress[p->n_egress]) && ok;
+                p->n_egress++;
+        }
+        return ok;
+}
+
+/* egress = "NAME" of a rule, then.egress of a [[collect]]: the name, kept until the whole policy is compiled. */
+static bool compile_egress_name(Compiler *c, const TomlEntry *e, char **ret_name, unsigned *ret_line,
+                                unsigned *ret_column) {
+        if (!expect_string(c, e))
+                return false;
+        if (!valid_rule_name(e->value->string.data)) {
+                error_at(c, e->value->line, e->value->column, "'%s' must name an [egress.NAME]: 1-64 of A-Z a-z 0-9 . _ -",
+                         e->key);
+                return false;
+        }
+        *ret_line = e->value->line;
+        *ret_column = e->value->column;
+        return egress_strdup(c, ret_name, e->value->string.data);
+}
+
+/* "a, b" of the policy's egress names, or a sentence that there is none, for a name that is not among them */
+static void egress_names(const Policy *p, char *buf, size_t size) {
+        if (p->n_egress == 0) {
+                snprintf(buf, size, "the policy has no [egress.NAME] table");
+                return;
+        }
+        snprintf(buf, size, "the policy has");
+        for (size_t i = 0; i < p->n_egress; i++)
+                snprintf(buf + strlen(buf), size - strlen(buf), "%s [egress.%s]", i == 0 ? "" : ",",
+                         p->egress[i].name ? p->egress[i].name : "");
+}
+
+static int resolve_egress(const Policy *p, const char *name, const char *file, unsigned line, unsigned column,
+                          const char *who, const PolicyEgress **ret, PolicyDiagnostics *d) {
+        char known[512];
+
+        if (!name)
+                return 0;
+        *ret = policy_egress_find(p, name);
+        if (*ret)
+                return 0;
+        egress_names(p, known, sizeof(known));
+        return policy_diagnostics_add(d, file, line, column, "%s names egress \"%s\", which is not defined: %s", who,
+                                      name, known) < 0
+                       ? -ENOMEM
+                       : 1;
+}
+
+/*
+ * Once every file is compiled (a rule in policy.d may name a store of the main file, and the other way round):
+ * each egress name to its [egress.NAME]. Return: 0, 1 when a name is missing, -ENOMEM.
+ */
+static int resolve_egress_names(Policy *p, PolicyDiagnostics *d) {
+        char who[128];
+        int r, result = 0;
+
+        for (size_t i = 0; i < p->n_rules; i++) {
+                PolicyRule *rule = &p->rules[i];
+
+                snprintf(who, sizeof(who), "rule '%s'", rule->name ? rule->name : "");
+                r = resolve_egress(p, rule->egress_name, rule->file, rule->egress_line, rule->egress_column, who,
+                                   &rule->egress, d);
+                if (r != 0)
+                        result = r < 0 || result < 0 ? -ENOMEM : 1;
+        }
+        for (size_t i = 0; i < p->n_collect; i++) {
+                PolicyCollect *col = &p->collect[i];
+
+                snprintf(who, sizeof(who), "[[collect]] '%s' then.egress", col->name ? col->name : "");
+                r = resolve_egress(p, col->egress_name, col->file, col->egress_line, col->egress_column, who,
+                                   &col->egress, d);
+                if (r != 0)
+                        result = r < 0 || result < 0 ? -ENOMEM : 1;
+        }
+        return result;
+}
+
 typedef struct RuleKeys {
         const TomlEntry *name, *users, *groups, *commands, *targets, *dump_types, *trace_profiles,
                 *trace_providers, *counter_providers, *max_duration, *rate_limit, *readers, *allow_code_injection,
-                *env_reveal, *env_show;
+                *env_reveal, *env_show, *egress;
 } RuleKeys;
 
 static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) {
@@ -538,6 +951,7 @@ static bool collect_rule_keys(Compiler *c, const TomlValue *table, RuleKeys *k) 
                 { "allow_code_injection", offsetof(RuleKeys, allow_code_injection) },
                 { "env_reveal", offsetof(RuleKeys, env_reveal) },
                 { "env_show", offsetof(RuleKeys, env_show) },
+                { "egress", offsetof(RuleKeys, egress) },
         };
         bool ok = true;
 
@@ -602,6 +1016,8 @@ static bool compile_rule_parameters(Compiler *c, const RuleKeys *k, PolicyRule *
         }
         if (k->env_show)
                 ok = compile_env_show(c, k->env_show, r) && ok;
+        if (k->egress)
+                ok = compile_egress_name(c, k->egress, &r->egress_name, &r->egress_line, &r->egress_column) && ok;
         return ok;
 }
 
@@ -662,6 +1078,13 @@ static bool check_rule_coherence(Compiler *c, const TomlValue *table, const Rule
         if (!(r->commands & (1u << POLICY_COMMAND_ENV)) && k->env_reveal) {
                 error_at(c, k->env_reveal->line, k->env_reveal->column,
                          "env_reveal given, but the rule does not grant 'env'");
+                ok = false;
+        }
+        if (k->egress && !(r->commands & ((1u << POLICY_COMMAND_DUMP) | (1u << POLICY_COMMAND_TRACE) |
+                                          (1u << POLICY_COMMAND_GCDUMP)))) {
+                error_at(c, k->egress->line, k->egress->column,
+                         "egress given, but the rule grants none of 'dump', 'trace', 'gcdump': it makes no artifact "
+                         "to upload");
                 ok = false;
         }
         if (!timed && k->max_duration) {
@@ -1621,6 +2044,9 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
                 }
                 return true;
         }
+        if (strcmp(t->key, "egress") == 0)
+                /* not an action: where the action's artifact is uploaded to, resolved once the policy is whole */
+                return compile_egress_name(c, t, &col->egress_name, &col->egress_line, &col->egress_column);
         if (strcmp(t->key, "flame") == 0) {
                 /* not an action: the trace's flame graph beside it (compile_collect_flame()) */
                 if (!expect_type(c, t, TOML_BOOLEAN))
@@ -1633,7 +2059,7 @@ static bool compile_collect_then_entry(Compiler *c, const TomlEntry *t, const Po
             strcmp(t->key, "exceptions") != 0) {
                 error_at(c, t->line, t->column,
                          "unknown key 'then.%s' in [[collect]] (dump, stacks, gcdump, exceptions, trace_profile, "
-                         "counters, duration, flame, core)",
+                         "counters, duration, flame, core, egress)",
                          t->key);
                 return false;
         }
@@ -1911,10 +2337,12 @@ static bool compile_source(Compiler *c, Policy *p) {
                         ok = compile_on_starts(c, e, p) && ok;
                 else if (strcmp(e->key, "collect") == 0)
                         ok = compile_collects(c, e, p) && ok;
+                else if (strcmp(e->key, "egress") == 0)
+                        ok = compile_egresses(c, e, p) && ok;
                 else {
                         error_at(c, e->line, e->column,
-                                 "unknown key '%s' (a policy has [agent], [[rule]], [[port]], [[on_start]] "
-                                 "and [[collect]])",
+                                 "unknown key '%s' (a policy has [agent], [[rule]], [[port]], [[on_start]], "
+                                 "[[collect]] and [egress.NAME])",
                                  e->key);
                         ok = false;
                 }
@@ -1947,6 +2375,15 @@ int policy_compile(const PolicySource *sources, size_t n_sources, const PolicyRe
                         oom = c.oom;
         }
         p->n_files = n_sources;
+        /* also after other errors, so that one run names a missing store too */
+        if (!oom) {
+                int r = resolve_egress_names(p, diagnostics);
+
+                if (r < 0)
+                        oom = r;
+                else if (r > 0)
+                        ok = false;
+        }
 
         if (oom || !ok) {
                 policy_unref(p);

@@ -275,6 +275,7 @@ static void policy_rule_done(PolicyRule *r) {
         free(r->trace_providers);
         for (size_t i = 0; i < ELEMENTSOF(lists); i++)
                 policy_string_list_done(lists[i]);
+        free(r->egress_name);
         *r = (PolicyRule){};
 }
 
@@ -315,7 +316,17 @@ static void policy_collect_done(PolicyCollect *c) {
         policy_string_list_done(&c->counters_providers);
         free(c->reader_users.ids);
         free(c->reader_groups.ids);
+        free(c->egress_name);
         *c = (PolicyCollect){};
+}
+
+static void policy_egress_done(PolicyEgress *e) {
+        char *strings[] = { e->name, e->file, e->endpoint, e->bucket, e->region, e->prefix, e->ca_file,
+                            e->credentials };
+
+        for (size_t i = 0; i < ELEMENTSOF(strings); i++)
+                free(strings[i]);
+        *e = (PolicyEgress){};
 }
 
 Policy *policy_ref(Policy *p) {
@@ -342,10 +353,43 @@ Policy *policy_unref(Policy *p) {
         for (size_t i = 0; i < p->n_collect; i++)
                 policy_collect_done(&p->collect[i]);
         free(p->collect);
+        for (size_t i = 0; i < p->n_egress; i++)
+                policy_egress_done(&p->egress[i]);
+        free(p->egress);
         free(p->agent.dump_dir);
         free(p->agent.pam_service);
         policy_string_list_done(&p->agent.env_redact);
         free(p);
+        return NULL;
+}
+
+/* The object keys' alphabet (agent/egress/egress-name.c keeps to it too): what any store and any shell take as is. */
+bool policy_egress_key_char(char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+               c == '-';
+}
+
+bool policy_egress_prefix_is_valid(const char *prefix) {
+        const char *segment = prefix;
+
+        for (const char *c = prefix; *c; c++) {
+                if (*c != '/') {
+                        if (!policy_egress_key_char(*c))
+                                return false;
+                        continue;
+                }
+                if (c == segment || (c - segment == 1 && segment[0] == '.') ||
+                    (c - segment == 2 && segment[0] == '.' && segment[1] == '.'))
+                        return false;
+                segment = c + 1;
+        }
+        return *segment == '\0'; /* the last segment ended in '/' */
+}
+
+const PolicyEgress *policy_egress_find(const Policy *p, const char *name) {
+        for (size_t i = 0; i < p->n_egress; i++)
+                if (strcmp(p->egress[i].name, name) == 0)
+                        return &p->egress[i];
         return NULL;
 }
 

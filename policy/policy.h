@@ -107,6 +107,11 @@ typedef struct PolicyRule {
         bool allow_code_injection;
         bool env_reveal;        /* env: every value is shown (policy_env_value_hidden()) */
         PolicyStringList env_show; /* env: names added to the built-in allow list, as env_redact's globs */
+        /* egress = "NAME": its dumps, traces and gcdumps are uploaded there too; resolved when the whole
+         * policy is compiled (egress points into the Policy), NULL when the rule names none */
+        char *egress_name;
+        unsigned egress_line, egress_column;
+        const struct PolicyEgress *egress;
 } PolicyRule;
 
 /*
@@ -241,6 +246,10 @@ typedef struct PolicyCollect {
          * own beyond it; POLICY_COLLECT_LIMIT_TOTAL_DEFAULT unless the table says */
         PolicyRateLimit limit_total;
         PolicyTableArtifacts artifacts;
+        /* then.egress = "NAME": where its artifacts are uploaded, as a rule's egress */
+        char *egress_name;
+        unsigned egress_line, egress_column;
+        const struct PolicyEgress *egress;
 } PolicyCollect;
 
 #define POLICY_COLLECT_MAX 64
@@ -313,8 +322,71 @@ typedef struct Policy {
         size_t n_on_start;
         PolicyCollect *collect;
         size_t n_collect;
+        struct PolicyEgress *egress; /* [egress.NAME] tables, main file first */
+        size_t n_egress;
         size_t n_files;
 } Policy;
+
+/*
+ * An S3-compatible store a rule's or a [[collect]] table's artifacts are uploaded to: [egress.NAME]
+ * (docs/egress-plan.md). Only where the credentials are is said here, never what they are: the policy
+ * loader checks the file's owner and mode and never reads it; the egress process alone does, at each
+ * upload.
+ */
+typedef enum PolicyEgressCredentials {
+        POLICY_EGRESS_CREDENTIALS_FILE,    /* credentials = "file:PATH": an absolute path */
+        POLICY_EGRESS_CREDENTIALS_SYSTEMD, /* credentials = "systemd:NAME": $CREDENTIALS_DIRECTORY/NAME */
+} PolicyEgressCredentials;
+
+typedef enum PolicyEgressVerify {
+        POLICY_EGRESS_VERIFY_SIGNED,    /* each body's sha256 signed and checked by the store, and a HEAD */
+        POLICY_EGRESS_VERIFY_READ_BACK, /* and the object read back and hashed */
+} PolicyEgressVerify;
+
+typedef struct PolicyEgress {
+        char *name;             /* NAME of [egress.NAME]: 1-64 of A-Z a-z 0-9 . _ - */
+        char *file;
+        unsigned line, column;  /* of the table, for messages about it */
+
+        char *endpoint;         /* "http[s]://HOST[:PORT]", no path; http only on loopback or with allow_http */
+        char *bucket;           /* S3's bucket names: 3-63 of a-z 0-9 . -, a letter or digit at each end */
+        char *region;           /* the SigV4 scope's region: 1-64 of A-Z a-z 0-9 _ - */
+        char *prefix;           /* "" or segments of A-Z a-z 0-9 . _ - each ending in '/', none "." or ".." */
+        bool path_style;        /* endpoint/bucket/key (the default); false: bucket.host/key */
+        bool allow_http;
+        char *ca_file;          /* absolute; NULL: the system's store */
+        PolicyEgressCredentials credentials_kind;
+        char *credentials;      /* the file's absolute path, or the systemd credential's name: where, not what */
+        unsigned credentials_line, credentials_column;
+        uint64_t part_size;     /* bytes; multipart above it; POLICY_EGRESS_PART_MIN to POLICY_EGRESS_PART_MAX */
+        unsigned attempts;      /* tries of each request, 1 to POLICY_EGRESS_ATTEMPTS_MAX */
+        uint64_t timeout_usec;  /* the whole upload's deadline */
+        uint64_t min_speed;     /* bytes a second; slower for 30 s cuts the transfer, which is tried again */
+        bool keep_local;        /* false: a confirmed upload frees its local copy */
+        PolicyEgressVerify verify;
+        uint64_t url_max_age_usec; /* presigned URLs live at most this long (SigV4: at most 7 days) */
+} PolicyEgress;
+
+#define POLICY_EGRESS_MAX 16
+#define POLICY_EGRESS_PART_MIN (5ULL << 20)       /* S3's smallest part but the last */
+#define POLICY_EGRESS_PART_MAX (5ULL << 30)       /* and its largest */
+#define POLICY_EGRESS_PART_DEFAULT (16ULL << 20)
+#define POLICY_EGRESS_ATTEMPTS_MAX 20
+#define POLICY_EGRESS_ATTEMPTS_DEFAULT 5
+#define POLICY_EGRESS_TIMEOUT_DEFAULT_USEC (3600 * 1000000ULL)
+#define POLICY_EGRESS_MIN_SPEED_DEFAULT (64ULL << 10)
+#define POLICY_EGRESS_URL_MAX_AGE_DEFAULT_USEC (15 * 60 * 1000000ULL)
+#define POLICY_EGRESS_URL_MAX_AGE_MAX_USEC (7 * 24 * 3600 * 1000000ULL)
+#define POLICY_EGRESS_CREDENTIAL_NAME_MAX 255
+
+/* Is @c of the object keys' alphabet, A-Z a-z 0-9 . _ -, which any store and any shell take as it is? */
+bool policy_egress_key_char(char c);
+/* A key prefix of [egress.NAME]: "" or segments of A-Z a-z 0-9 . _ -, each ending in '/', none "." or "..". */
+bool policy_egress_prefix_is_valid(const char *prefix);
+
+/* The [egress.NAME] of @p called @name, or NULL. */
+const PolicyEgress *policy_egress_find(const Policy *p, const char *name);
+
 
 typedef struct PolicyRequester {
         uid_t uid;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "agent/dumps/dump-publish.h"
 #include "agent/support/fileio.h"
 #include "agent/decide/policy-load.h"
 #include "policy/toml.h"
@@ -193,13 +194,97 @@ static int load_dropins(Loader *l, const char *dir_path) {
         return r;
 }
 
+/*
+ * Why the credentials file @name in the directory @dir_path may not hold an egress target's keys, or NULL when
+ * it may: a regular file of root's, mode 0600 or 0400, not a link, in a directory root alone may write and
+ * reached by a path only root could have laid (root_dir_open()). Looked at with fstat() on an O_PATH fd alone,
+ * which neither reads the file nor opens it for reading: the keys are the egress process's to read, at each
+ * upload, and never come into the agent's memory, its records or --check-policy's output.
+ */
+static const char *egress_credentials_problem(const char *dir_path, const char *name, char *buf, size_t size) {
+        _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
+        struct stat st;
+        int r;
+
+        r = root_dir_open(dir_path, &dir_fd);
+        if (r == DUMP_PUBLISH_E_DIRECTORY)
+                return "its directory, or one on the way to it, may be written by others than root, or is reached "
+                       "through a link that is not root's";
+        if (r < 0) {
+                snprintf(buf, size, "its directory cannot be opened: %s", strerror(-r));
+                return buf;
+        }
+        fd = openat(dir_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                snprintf(buf, size, "it cannot be found: %s", strerror(errno));
+                return buf;
+        }
+        if (fstat(fd, &st) < 0) {
+                snprintf(buf, size, "it cannot be looked at: %s", strerror(errno));
+                return buf;
+        }
+        if (S_ISLNK(st.st_mode))
+                return "it is a symbolic link; name the file itself";
+        if (!S_ISREG(st.st_mode))
+                return "it is not a regular file";
+        if (st.st_uid != 0)
+                return "it is not owned by root";
+        if ((st.st_mode & 07777) != 0600 && (st.st_mode & 07777) != 0400) {
+                snprintf(buf, size, "its mode is %04o; it must be 0600 or 0400 (root alone reads it)",
+                         (unsigned)(st.st_mode & 07777));
+                return buf;
+        }
+        return NULL;
+}
+
+/* Every [egress.NAME]'s credentials where the policy says, safe to hold keys. Return: 0, or POLICY_LOAD_E_INVALID. */
+static int check_egress_credentials(const Policy *p, PolicyDiagnostics *d) {
+        const char *credentials_dir = getenv("CREDENTIALS_DIRECTORY");
+        int result = 0;
+
+        for (size_t i = 0; i < p->n_egress; i++) {
+                const PolicyEgress *e = &p->egress[i];
+                char dir[PATH_MAX], buf[256];
+                const char *name, *why;
+
+                if (e->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD) {
+                        if (!credentials_dir || credentials_dir[0] != '/') {
+                                policy_diagnostics_add(d, e->file, e->credentials_line, e->credentials_column,
+                                                       "[egress.%s]: credentials \"systemd:%s\" needs the unit's "
+                                                       "LoadCredential=%s:PATH, and the agent runs without "
+                                                       "$CREDENTIALS_DIRECTORY",
+                                                       e->name, e->credentials, e->credentials);
+                                result = POLICY_LOAD_E_INVALID;
+                                continue;
+                        }
+                        snprintf(dir, sizeof(dir), "%s", credentials_dir);
+                        name = e->credentials;
+                } else {
+                        snprintf(dir, sizeof(dir), "%s", e->credentials);
+                        *strrchr(dir, '/') = '\0'; /* absolute, checked by the compiler */
+                        if (!dir[0])
+                                strcpy(dir, "/");
+                        name = strrchr(e->credentials, '/') + 1;
+                }
+                why = egress_credentials_problem(dir, name, buf, sizeof(buf));
+                if (why) {
+                        policy_diagnostics_add(d, e->file, e->credentials_line, e->credentials_column,
+                                               "[egress.%s]: refusing the credentials file %s/%s: %s", e->name,
+                                               strcmp(dir, "/") == 0 ? "" : dir, name, why);
+                        result = POLICY_LOAD_E_INVALID;
+                }
+        }
+        return result;
+}
+
 /**
  * policy_load() - read, check and compile the policy at @path and its policy.d
  * @must_exist: whether a missing @path is an error; otherwise the built-in
  *              policy (root, and each process's own user) applies
  *
  * Every problem of every file is collected in @diagnostics, so that
- * --check-policy can show them all at once.
+ * --check-policy can show them all at once. The credentials each
+ * [egress.NAME] names are looked at (owner, mode, directory), never read.
  *
  * Return: 0, POLICY_LOAD_E_INVALID, or a negative errno.
  */
@@ -208,11 +293,12 @@ int policy_load(const char *path, bool must_exist, Policy **ret, PolicyDiagnosti
         PolicySource sources[POLICY_FILES_MAX];
         PolicyResolver resolver = { .user = resolve_user, .group = resolve_group };
         char dir[PATH_MAX], dropins[PATH_MAX];
+        Policy *p = NULL;
         int r, k;
 
         r = load_file_at(&l, AT_FDCWD, path, path);
         if (r == -ENOENT && !must_exist) {
-                Policy *p = policy_new_builtin();
+                p = policy_new_builtin();
                 if (!p)
                         return -ENOMEM;
                 *ret = p;
@@ -235,10 +321,18 @@ int policy_load(const char *path, bool must_exist, Policy **ret, PolicyDiagnosti
 
         for (size_t i = 0; i < l.n_files; i++)
                 sources[i] = (PolicySource){ .path = l.files[i].path, .root = l.files[i].root, .is_main = i == 0 };
-        r = policy_compile(sources, l.n_files, &resolver, ret, diagnostics);
+        r = policy_compile(sources, l.n_files, &resolver, &p, diagnostics);
         if (r > 0)
                 return POLICY_LOAD_E_INVALID;
-        return r;
+        if (r < 0)
+                return r;
+        r = check_egress_credentials(p, diagnostics);
+        if (r != 0) {
+                policy_unref(p);
+                return r;
+        }
+        *ret = p;
+        return 0;
 }
 
 Policy *policy_new_fallback(void) {

@@ -103,6 +103,25 @@ static int walk_dir_path(int dir_fd, const char *path, unsigned *links, int *ret
         return 0;
 }
 
+int root_dir_open(const char *path, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        unsigned links = 0;
+        struct stat st;
+        int r;
+
+        if (path[0] != '/')
+                return -EINVAL;
+        r = walk_dir_path(AT_FDCWD, path, &links, &fd, NULL);
+        if (r != 0)
+                return r;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!dir_is_roots(&st, false))
+                return DUMP_PUBLISH_E_DIRECTORY;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
 /*
  * mkdir -p for the components of @rest below @parent_fd, each root's and 0711, never through a symbolic
  * link. Each directory made in must be root's alone (or sticky and root's, as /tmp): a user who could

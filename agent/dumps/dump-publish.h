@@ -59,6 +59,19 @@ void dump_name_part(const char *src, char *buf, size_t size);
  */
 int dump_dir_open(const char *path, int *ret_fd, const char **ret_why);
 
+/**
+ * root_dir_open() - open an existing directory that root alone may write, by a path only root could have laid
+ *
+ * The walk of dump_dir_open(), making nothing: every directory passed is root's and writable by no one else (or
+ * sticky, as /tmp), a link is followed only when it is root's; and the directory itself is root's and writable
+ * by root alone, sticky or not. For files of root's that must stay so, such as egress credentials.
+ *
+ * Return: 0 with an O_RDONLY|O_DIRECTORY fd in *@ret_fd, DUMP_PUBLISH_E_DIRECTORY (a directory on the way, or
+ * this one, others may write, or a user's link), or a negative errno (-ENOENT, -ENOTDIR, -ELOOP, -EINVAL for a
+ * relative path).
+ */
+int root_dir_open(const char *path, int *ret_fd);
+
 /* How full dump_dir and its file system are: what max_use and keep_free are checked against. */
 typedef struct DumpSpace {
         uint64_t used;          /* the published files' blocks */

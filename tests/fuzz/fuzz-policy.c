@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Fuzzes the policy compiler (policy/policy-compile.h) behind the TOML parser: every table and key of
- * a policy ([agent], [[rule]], [[port]], [[on_start]], [[collect]] with its when.counter selector), and
+ * a policy ([agent], [[rule]], [[port]], [[on_start]], [[collect]] with its when.counter selector, [egress.NAME]
+ * with its endpoint and credentials location, and the egress names rules and tables give), and
  * the matchers of [[collect]] tables. Policy files are root's, but a policy.d drop-in is often written
  * by a deployment tool from values others chose (a ConfigMap, a team's counter names): whatever they
  * hold must not crash the agent, make it read out of bounds or spin.
@@ -12,7 +13,7 @@
  * Invariants: the result is 0 or POLICY_E_INVALID; a refused document has at least one message,
  * each "policy.toml:LINE:COLUMN: text" with LINE and COLUMN from 1; a compiled policy's [[collect]]
  * tables are whole (a name, a file, the keys of their trigger and action, a line to cross that some value
- * can, a limit of at least one);
+ * can, a limit of at least one); its egress stores are whole and every egress name points at its store;
  * a counter table matches its own provider and name with its own tags, an exception table its own
  * type, and neither matches the other's kind.
  */
@@ -107,6 +108,23 @@ static void match_sample(const Policy *p, const char *sample) {
         free(copy);
 }
 
+/* A compiled policy's egress names each point at the store of that name, and each store is whole. */
+static void check_egress(const Policy *p) {
+        for (size_t i = 0; i < p->n_egress; i++) {
+                const PolicyEgress *e = &p->egress[i];
+
+                fuzz_assert(e->name && e->endpoint && e->bucket && e->region && e->credentials && e->prefix);
+                fuzz_assert(policy_egress_find(p, e->name) == e);
+                fuzz_assert(policy_egress_prefix_is_valid(e->prefix));
+                fuzz_assert(e->part_size >= POLICY_EGRESS_PART_MIN && e->attempts >= 1);
+        }
+        for (size_t i = 0; i < p->n_rules; i++)
+                fuzz_assert(!p->rules[i].egress_name ||
+                            p->rules[i].egress == policy_egress_find(p, p->rules[i].egress_name));
+        for (size_t i = 0; i < p->n_collect; i++)
+                fuzz_assert((p->collect[i].egress_name != NULL) == (p->collect[i].egress != NULL));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static const PolicyResolver resolver = { .user = any_user, .group = any_group };
         const char *nul = memchr(data, '\0', size);
@@ -130,6 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (p) {
                 for (size_t i = 0; i < p->n_collect; i++)
                         check_collect(&p->collect[i]);
+                check_egress(p);
                 if (nul) {
                         sample = strndup(nul + 1, size - doc_size - 1);
                         fuzz_assert(sample);

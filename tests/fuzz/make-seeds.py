@@ -1052,6 +1052,22 @@ def policy():
     write(t, "collect-bad-tags", counter.replace(b"region=eu]", b"region=eu,]"))
     write(t, "collect-unknown-key", exception + b'then.upload = "s3"\n')
     write(t, "collect-many", counter + exception + trace.split(b"\n", 2)[2] + counter)
+    # [egress.NAME] (docs/egress-plan.md): every key, a rule's and a table's names resolved across the document,
+    # and the refusals of each check (endpoint, loopback, sizes, credentials, a name that is no store)
+    egress = (b'[egress.central]\nendpoint = "https://s3.eu-west-1.example.net:8443"\nbucket = "dotnet-diagnostics"\n'
+              b'region = "eu-west-1"\nprefix = "prod/node-7/"\npath_style = false\nca_file = "/etc/ssl/ca.pem"\n'
+              b'credentials = "file:/etc/dsagent/egress/central.credentials"\npart_size = "16M"\nattempts = 5\n'
+              b'timeout = "30m"\nmin_speed = "64K"\nkeep_local = false\nverify = "read-back"\nurl_max_age = "15m"\n'
+              b'[egress.local]\nendpoint = "http://[::1]:7480"\nbucket = "b-1.x"\nregion = "us-east-1"\n'
+              b'credentials = "systemd:s3-local"\n')
+    rule = (b'[[rule]]\nname = "ops"\ngroups = ["ops"]\ncommands = ["dump", "trace"]\ndump_types = ["full"]\n'
+            b'trace_profiles = ["cpu-sampling"]\ntargets.any = true\negress = "central"\n')
+    write(t, "egress", egress + rule + exception + b'then.egress = "local"\n')
+    write(t, "egress-http-not-loopback", egress.replace(b"http://[::1]:7480", b"http://s3.example.net"))
+    write(t, "egress-bad-values", egress.replace(b'"16M"', b'"4M"').replace(b"prod/", b"../").replace(
+        b"file:/etc", b"AKIA:secret").replace(b"b-1.x", b"B"))
+    write(t, "egress-missing-store", rule.replace(b'"central"', b'"nowhere"') + egress)
+    write(t, "egress-secret-key", egress + b'secret_access_key = "x"\n')
 
 
 def main():

@@ -192,6 +192,144 @@ then.gcdump = true
         assert expected in r.stderr, (expected, r.stderr)
 
 
+EGRESS_SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY-dsagent-it"
+
+
+class FileOpens:
+    """Counts the opens and reads of one file (inotify's IN_OPEN and IN_ACCESS) from now on: an open with O_PATH,
+    which reads nothing, makes none, so a count of 0 says the file was looked at and never opened to be read."""
+    IN_ACCESS, IN_OPEN = 0x1, 0x20
+
+    def __init__(self, path):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, ctypes.get_errno()
+        harness.scope.callback(os.close, self.fd)
+        assert libc.inotify_add_watch(self.fd, path.encode(), self.IN_ACCESS | self.IN_OPEN) >= 0, ctypes.get_errno()
+
+    def count(self):
+        try:
+            data = os.read(self.fd, 65536)
+        except BlockingIOError:
+            return 0
+        return len(data) // 16  # struct inotify_event without a name: a watch on the file itself
+
+
+def egress_policy(credentials, extra="", endpoint="http://127.0.0.1:7480"):
+    return f"""[egress.central]
+endpoint = "{endpoint}"
+bucket = "dotnet-diagnostics"
+region = "us-east-1"
+prefix = "prod/"
+credentials = "{credentials}"
+{extra}
+[[rule]]
+name = "ops-dumps"
+groups = ["{OPS}"]
+commands = ["dump"]
+dump_types = ["mini"]
+targets.users = ["{SVC}"]
+egress = "central"
+
+[[collect]]
+name = "marker"
+targets.any = true
+when.exception = "InvalidOperationException"
+then.stacks = true
+then.egress = "central"
+"""
+
+
+@test
+def check_policy_checks_egress_targets_and_never_reads_their_credentials():
+    d = make_dir(None, 0o755)
+    keys = make_dir(None, 0o700, base=d)
+    credentials = write_root_file(keys, "central.credentials",
+                                  f'access_key_id = "AKIAEXAMPLE"\nsecret_access_key = "{EGRESS_SECRET}"\n', 0o600)
+    opens = FileOpens(credentials)
+    main = write_root_file(d, "policy.toml", egress_policy(f"file:{credentials}"))
+
+    def refused(text, *expected, env=None):
+        path = write_root_file(d, "policy.toml", text)
+        r = subprocess.run([DSAGENT, "--check-policy", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=env)
+        assert r.returncode == 1, r
+        for words in expected:
+            assert words in r.stderr, (words, r.stderr)
+        assert EGRESS_SECRET not in r.stdout + r.stderr
+        return r
+
+    r = check_policy(main)
+    assert r.returncode == 0 and "1 [egress.NAME] target checked, credentials root's alone (not read)" in r.stdout, r
+    assert EGRESS_SECRET not in r.stdout + r.stderr
+    os.chmod(credentials, 0o400)
+    assert check_policy(main).returncode == 0
+
+    # each unsafe place for the keys is refused, with where and why
+    where = f"{main}:6:15: [egress.central]: refusing the credentials file {credentials}"
+    os.chmod(credentials, 0o644)
+    refused(egress_policy(f"file:{credentials}"), f"{where}: its mode is 0644; it must be 0600 or 0400")
+    os.chmod(credentials, 0o640)
+    refused(egress_policy(f"file:{credentials}"), f"{where}: its mode is 0640")
+    os.chmod(credentials, 0o600)
+    os.chown(credentials, uid_of(SVC), -1)
+    refused(egress_policy(f"file:{credentials}"), f"{where}: it is not owned by root")
+    os.chown(credentials, 0, -1)
+    link = os.path.join(keys, "link.credentials")
+    os.symlink(credentials, link)
+    refused(egress_policy(f"file:{link}"), "refusing the credentials file", f"{link}: it is a symbolic link")
+    refused(egress_policy(f"file:{keys}/missing"), f"{keys}/missing: it cannot be found: No such file or directory")
+    os.chmod(keys, 0o770)
+    refused(egress_policy(f"file:{credentials}"),
+            f"{where}: its directory, or one on the way to it, may be written by others than root")
+    os.chmod(keys, 0o700)
+    os.chown(keys, uid_of(SVC), -1)
+    refused(egress_policy(f"file:{credentials}"), f"{where}: its directory")
+    os.chown(keys, 0, -1)
+    # a directory a user may write on the way (not sticky): they could swap the directory holding the keys
+    shared = make_dir(None, 0o777, base=d)
+    os.chmod(shared, 0o777)
+    inner = make_dir(None, 0o700, base=shared)
+    planted = write_root_file(inner, "k", "x", 0o600)
+    refused(egress_policy(f"file:{planted}"), "may be written by others than root")
+
+    # systemd:NAME is $CREDENTIALS_DIRECTORY/NAME, as the unit's LoadCredential= puts it
+    env = dict(os.environ)
+    env.pop("CREDENTIALS_DIRECTORY", None)
+    refused(egress_policy("systemd:s3-central"),
+            f"{main}:6:15: [egress.central]: credentials \"systemd:s3-central\" needs the unit's "
+            "LoadCredential=s3-central:PATH, and the agent runs without $CREDENTIALS_DIRECTORY", env=env)
+    creds_dir = make_dir(None, 0o500, base=d)
+    write_root_file(creds_dir, "s3-central", f'secret_access_key = "{EGRESS_SECRET}"\n', 0o400)
+    env["CREDENTIALS_DIRECTORY"] = creds_dir
+    path = write_root_file(d, "policy.toml", egress_policy("systemd:s3-central"))
+    r = subprocess.run([DSAGENT, "--check-policy", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       env=env)
+    assert r.returncode == 0 and EGRESS_SECRET not in r.stdout + r.stderr, r
+    refused(egress_policy("systemd:s3-other"), "s3-other: it cannot be found", env=env)
+
+    # the schema's refusals, each with its position; a secret pasted into the policy is never echoed
+    refused(egress_policy(f"file:{credentials}", endpoint="http://s3.example.net"),
+            f"{main}:2:12: 'endpoint' \"http://s3.example.net\" is http: on a host that is not loopback")
+    refused(egress_policy(f"file:{credentials}", 'part_size = "4M"'), f"{main}:7:13: bad 'part_size' \"4M\"")
+    refused(egress_policy(f"file:{credentials}", 'bucketName = "x"'), f"{main}:7:1: unknown key 'bucketName'")
+    refused(egress_policy(f"file:{credentials}", f'secret_access_key = "{EGRESS_SECRET}"'),
+            f"{main}:7:1: 'secret_access_key' in [egress.central]: keys never go in the policy")
+    refused(egress_policy(f"AKIAEXAMPLE:{EGRESS_SECRET}"),
+            f"{main}:6:15: 'credentials' says where the keys are, never what they are")
+    refused(egress_policy(f"file:{credentials}").replace('region = "us-east-1"\n', ""),
+            f"{main}:1:9: [egress.central] needs 'region'")
+    refused(egress_policy(f"file:{credentials}").replace('then.egress = "central"', 'then.egress = "centrl"'),
+            f"{main}:21:15: [[collect]] 'marker' then.egress names egress \"centrl\", which is not defined: the "
+            "policy has [egress.central]")
+    refused(egress_policy(f"file:{credentials}").replace('egress = "central"\n\n', 'egress = "archive"\n\n'),
+            f"{main}:14:10: rule 'ops-dumps' names egress \"archive\", which is not defined")
+
+    # looked at every time, opened to be read never
+    assert opens.count() == 0, "the policy loader opened the credentials file"
+
+
 @test
 def check_policy_reports_every_error_with_its_position():
     d = make_dir(None, 0o755)

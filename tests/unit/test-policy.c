@@ -2027,6 +2027,235 @@ static void test_collect_crash_tables(void) {
         compile_fails_anywhere(text, "'when.within' does not go with 'when.crash'");
 }
 
+/* --- [egress.NAME] (docs/egress-plan.md): S3 stores, named by rules and [[collect]] tables --- */
+
+#define EGRESS_OK \
+        "[egress.central]\nendpoint = \"https://s3.eu-west-1.example.net\"\nbucket = \"dotnet-diagnostics\"\n" \
+        "region = \"eu-west-1\"\ncredentials = \"file:/etc/dsagent/egress/central.credentials\"\n"
+#define EGRESS_RULE \
+        "[[rule]]\nname = \"ops-dumps\"\ngroups = [\"ops\"]\ncommands = [\"dump\"]\ndump_types = [\"mini\"]\n" \
+        "targets.any = true\n"
+
+static void test_egress(void) {
+        Policy *p = compile_ok(EGRESS_OK EGRESS_RULE "egress = \"central\"\n"
+                               "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                               "then.stacks = true\nthen.egress = \"central\"\n"
+                               "[egress.local]\nendpoint = \"http://127.0.0.1:7480\"\nbucket = \"b-1.x\"\n"
+                               "region = \"us-east-1\"\ncredentials = \"systemd:s3-local\"\nprefix = \"prod/node-7/\"\n"
+                               "path_style = false\nca_file = \"/etc/ssl/ca.pem\"\npart_size = \"5M\"\nattempts = 3\n"
+                               "timeout = \"30m\"\nmin_speed = \"1K\"\nkeep_local = false\nverify = \"read-back\"\n"
+                               "url_max_age = \"7d\"\n");
+        const PolicyEgress *central, *local;
+
+        if (!p)
+                return;
+        check(p->n_egress == 2);
+        central = policy_egress_find(p, "central");
+        local = policy_egress_find(p, "local");
+        check(central && local && !policy_egress_find(p, "other"));
+        if (!central || !local)
+                goto done;
+        /* the defaults */
+        check(strcmp(central->endpoint, "https://s3.eu-west-1.example.net") == 0);
+        check(strcmp(central->bucket, "dotnet-diagnostics") == 0 && strcmp(central->region, "eu-west-1") == 0);
+        check(strcmp(central->prefix, "") == 0 && central->path_style && !central->allow_http && !central->ca_file);
+        check(central->credentials_kind == POLICY_EGRESS_CREDENTIALS_FILE &&
+              strcmp(central->credentials, "/etc/dsagent/egress/central.credentials") == 0);
+        check(central->credentials_line == 5 && central->credentials_column == 15);
+        check(central->part_size == 16u << 20 && central->attempts == 5 && central->timeout_usec == 3600ULL * 1000000);
+        check(central->min_speed == 64 << 10 && central->keep_local && central->verify == POLICY_EGRESS_VERIFY_SIGNED);
+        check(central->url_max_age_usec == 15ULL * 60 * 1000000);
+        /* every key said */
+        check(local->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD && strcmp(local->credentials, "s3-local") == 0);
+        check(strcmp(local->prefix, "prod/node-7/") == 0 && !local->path_style && strcmp(local->ca_file, "/etc/ssl/ca.pem") == 0);
+        check(local->part_size == 5u << 20 && local->attempts == 3 && local->timeout_usec == 1800ULL * 1000000);
+        check(local->min_speed == 1024 && !local->keep_local && local->verify == POLICY_EGRESS_VERIFY_READ_BACK);
+        check(local->url_max_age_usec == 7ULL * 24 * 3600 * 1000000);
+        /* the names resolved to the tables */
+        check(p->n_rules == 1 && p->rules[0].egress == central && strcmp(p->rules[0].egress_name, "central") == 0);
+        check(p->n_collect == 1 && p->collect[0].egress == central);
+done:
+        policy_unref(p);
+
+        /* a rule without egress has none */
+        p = compile_ok(EGRESS_OK EGRESS_RULE);
+        check(p && p->rules[0].egress == NULL);
+        policy_unref(p);
+}
+
+/* A rule in policy.d names a store of the main file, and a table of the main file one in policy.d: names are
+ * resolved once every file is compiled. */
+static void test_egress_across_files(void) {
+        PolicyDiagnostics d = {};
+        Policy *p = compile2(EGRESS_OK "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                             "then.stacks = true\nthen.egress = \"second\"\n",
+                             EGRESS_RULE "egress = \"central\"\n"
+                             "[egress.second]\nendpoint = \"https://[::1]:9000\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                             "credentials = \"file:/x\"\n", &d);
+
+        check(p && p->n_egress == 2 && p->rules[0].egress == &p->egress[0] && p->collect[0].egress == &p->egress[1]);
+        check(p && strcmp(p->egress[1].file, "policy.d/10-extra.toml") == 0);
+        policy_unref(p);
+        policy_diagnostics_done(&d);
+        /* the same store twice, in two files */
+        compile_fails(EGRESS_OK, EGRESS_OK, 1, 9, "[egress.central] is already defined at policy.toml:1");
+}
+
+static void test_egress_errors(void) {
+        /* what a store must have */
+        compile_fails("[egress.central]\nbucket = \"abc\"\nregion = \"r\"\ncredentials = \"file:/x\"\n", NULL, 1, 9,
+                      "[egress.central] needs 'endpoint'");
+        compile_fails("[egress.central]\nendpoint = \"https://h\"\nregion = \"r\"\ncredentials = \"file:/x\"\n", NULL, 1,
+                      9, "[egress.central] needs 'bucket'");
+        compile_fails("[egress.central]\nendpoint = \"https://h\"\nbucket = \"abc\"\ncredentials = \"file:/x\"\n", NULL,
+                      1, 9, "[egress.central] needs 'region'");
+        compile_fails("[egress.central]\nendpoint = \"https://h\"\nbucket = \"abc\"\nregion = \"r\"\n", NULL, 1, 9,
+                      "[egress.central] needs 'credentials'");
+        /* unknown keys; keys named as secrets are told where they belong */
+        compile_fails(EGRESS_OK "bucket_name = \"x\"\n", NULL, 6, 1, "unknown key 'bucket_name' in [egress.central]");
+        compile_fails(EGRESS_OK "secret_access_key = \"wJalrXUtnFEMI\"\n", NULL, 6, 1,
+                      "'secret_access_key' in [egress.central]: keys never go in the policy");
+        compile_fails(EGRESS_OK "access_key_id = \"AKIA\"\n", NULL, 6, 1, "keys never go in the policy");
+        compile_fails(EGRESS_OK "session_token = \"t\"\n", NULL, 6, 1, "keys never go in the policy");
+        /* the endpoint */
+        compile_fails("[egress.e]\nendpoint = \"ftp://h\"\nbucket = \"abc\"\nregion = \"r\"\ncredentials = \"file:/x\"\n",
+                      NULL, 2, 12, "bad 'endpoint' \"ftp://h\": it must begin with https://");
+        compile_fails("[egress.e]\nendpoint = \"https://h/bucket\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "without a user, path, query or fragment");
+        compile_fails("[egress.e]\nendpoint = \"https://u:p@h\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "bad port");
+        compile_fails("[egress.e]\nendpoint = \"https://h:0\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "bad port (1 to 65535)");
+        compile_fails("[egress.e]\nendpoint = \"https://h:65536\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "bad port (1 to 65535)");
+        compile_fails("[egress.e]\nendpoint = \"https://\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "needs a host name");
+        compile_fails("[egress.e]\nendpoint = \"https://[zz]\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "bad IPv6 address");
+        /* http: only on loopback, or said outright */
+        compile_fails("[egress.e]\nendpoint = \"http://s3.example.net\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12,
+                      "is http: on a host that is not loopback: the artifacts would cross the network in clear");
+        compile_fails("[egress.e]\nendpoint = \"http://128.0.0.1\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "not loopback");
+        compile_fails("[egress.e]\nendpoint = \"http://127.0.0.1.example.net\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 2, 12, "not loopback");
+        for (size_t i = 0; i < 4; i++) {
+                static const char *const loopback[] = { "http://127.0.0.1:7480", "http://localhost", "http://[::1]:80",
+                                                        "http://127.255.0.9" };
+                char text[512];
+
+                snprintf(text, sizeof(text), "[egress.e]\nendpoint = \"%s\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                         "credentials = \"file:/x\"\n", loopback[i]);
+                policy_unref(compile_ok(text));
+        }
+        policy_unref(compile_ok("[egress.e]\nendpoint = \"http://s3.example.net\"\nallow_http = true\n"
+                                "bucket = \"abc\"\nregion = \"r\"\ncredentials = \"file:/x\"\n"));
+        /* bucket, region, prefix */
+        compile_fails(EGRESS_RULE, "[egress.e]\nendpoint = \"https://h\"\nbucket = \"ab\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", 3, 10, "S3's bucket names are 3-63");
+        compile_fails("[egress.e]\nendpoint = \"https://h\"\nbucket = \"Upper\"\nregion = \"r\"\ncredentials = \"file:/x\"\n",
+                      NULL, 3, 10, "bad 'bucket'");
+        compile_fails("[egress.e]\nendpoint = \"https://h\"\nbucket = \"a..b\"\nregion = \"r\"\ncredentials = \"file:/x\"\n",
+                      NULL, 3, 10, "bad 'bucket'");
+        compile_fails("[egress.e]\nendpoint = \"https://h\"\nbucket = \"-ab\"\nregion = \"r\"\ncredentials = \"file:/x\"\n",
+                      NULL, 3, 10, "bad 'bucket'");
+        compile_fails("[egress.e]\nendpoint = \"https://h\"\nbucket = \"abc\"\nregion = \"a:b\"\ncredentials = \"file:/x\"\n",
+                      NULL, 4, 10, "bad 'region'");
+        compile_fails(EGRESS_OK "prefix = \"../\"\n", NULL, 6, 10, "bad 'prefix'");
+        compile_fails(EGRESS_OK "prefix = \"prod\"\n", NULL, 6, 10, "each ending in '/'");
+        compile_fails(EGRESS_OK "prefix = \"/prod/\"\n", NULL, 6, 10, "bad 'prefix'");
+        compile_fails(EGRESS_OK "prefix = \"a b/\"\n", NULL, 6, 10, "bad 'prefix'");
+        /* sizes, counts, durations, words */
+        compile_fails(EGRESS_OK "part_size = \"4M\"\n", NULL, 6, 13, "bad 'part_size' \"4M\"");
+        compile_fails(EGRESS_OK "part_size = \"6G\"\n", NULL, 6, 13, "bad 'part_size'");
+        compile_fails(EGRESS_OK "part_size = \"10%\"\n", NULL, 6, 13, "bad 'part_size'");
+        compile_fails(EGRESS_OK "attempts = 0\n", NULL, 6, 12, "'attempts' must be 1 to 20");
+        compile_fails(EGRESS_OK "timeout = \"soon\"\n", NULL, 6, 11, "bad 'timeout' \"soon\"");
+        compile_fails(EGRESS_OK "url_max_age = \"8d\"\n", NULL, 6, 15, "bad 'url_max_age' \"8d\"");
+        compile_fails(EGRESS_OK "min_speed = \"0\"\n", NULL, 6, 13, "bad 'min_speed'");
+        compile_fails(EGRESS_OK "verify = \"never\"\n", NULL, 6, 10, "'verify' is \"signed\" or \"read-back\"");
+        compile_fails(EGRESS_OK "keep_local = \"no\"\n", NULL, 6, 14, "'keep_local' must be a boolean");
+        compile_fails(EGRESS_OK "ca_file = \"ca.pem\"\n", NULL, 6, 11, "bad 'ca_file'");
+        /* names */
+        compile_fails("[egress.\"a/b\"]\nendpoint = \"https://h\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                      "credentials = \"file:/x\"\n", NULL, 1, 9, "egress name must be 1-64 of A-Z a-z 0-9 . _ -");
+        compile_fails("egress = \"central\"\n", NULL, 1, 10, "'egress' must be a table");
+        compile_fails("egress.central = 1\n", NULL, 1, 8, "'egress.central' must be a table");
+}
+
+/* credentials: where the keys are, in two spellings; a value that is neither is not echoed */
+static void test_egress_credentials(void) {
+        static const char *const bad[] = {
+                "AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI", "file:relative/path", "file:/a/../b", "file:/a//b", "file:/a/",
+                "file:/", "systemd:", "systemd:a/b", "systemd:..", "env:S3_KEY",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                PolicyDiagnostics d = {};
+                char text[512];
+                Policy *p;
+                bool said = false, echoed = false;
+
+                snprintf(text, sizeof(text), "[egress.e]\nendpoint = \"https://h\"\nbucket = \"abc\"\nregion = \"r\"\n"
+                         "credentials = \"%s\"\n", bad[i]);
+                p = compile2(text, NULL, &d);
+                check(p == NULL);
+                for (size_t j = 0; j < d.n; j++) {
+                        said |= strstr(d.messages[j], "policy.toml:5:15: 'credentials' says where the keys are") != NULL;
+                        char quoted[128];
+
+                        snprintf(quoted, sizeof(quoted), "\"%s\"", bad[i]);
+                        echoed |= strstr(d.messages[j], quoted) != NULL ||
+                                  (strlen(bad[i]) > 12 && strstr(d.messages[j], bad[i]) != NULL);
+                }
+                check(said && !echoed);
+                if (!said || echoed)
+                        printf("# credentials = \"%s\": said %d, echoed %d\n", bad[i], said, echoed);
+                policy_unref(p);
+                policy_diagnostics_done(&d);
+        }
+}
+
+/* egress = "NAME" on a rule, then.egress on a [[collect]]: a name that is no [egress.NAME] is an error */
+static void test_egress_names(void) {
+        compile_fails(EGRESS_OK EGRESS_RULE "egress = \"centrl\"\n", NULL, 12, 10,
+                      "rule 'ops-dumps' names egress \"centrl\", which is not defined: the policy has [egress.central]");
+        compile_fails(EGRESS_RULE "egress = \"central\"\n", NULL, 7, 10,
+                      "names egress \"central\", which is not defined: the policy has no [egress.NAME] table");
+        compile_fails(EGRESS_OK "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                      "then.stacks = true\nthen.egress = \"nowhere\"\n", NULL, 11, 15,
+                      "[[collect]] 'c' then.egress names egress \"nowhere\", which is not defined");
+        /* reported beside the rule's other errors, in one run */
+        compile_fails(EGRESS_RULE "egress = \"nowhere\"\nenv_reveal = 1\n", NULL, 7, 10,
+                      "names egress \"nowhere\", which is not defined");
+        compile_fails(EGRESS_OK EGRESS_RULE "egress = \"a/b\"\n", NULL, 12, 10, "'egress' must name an [egress.NAME]");
+        compile_fails(EGRESS_OK EGRESS_RULE "egress = 1\n", NULL, 12, 10, "'egress' must be a string");
+        /* a rule that makes no artifact has nothing to upload */
+        compile_fails(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"info\"]\n"
+                      "targets.any = true\negress = \"central\"\n", NULL, 11, 1,
+                      "egress given, but the rule grants none of 'dump', 'trace', 'gcdump'");
+        policy_unref(compile_ok(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"gcdump\"]\n"
+                                "targets.any = true\negress = \"central\"\n"));
+        /* then.egress is no action of its own */
+        compile_fails(EGRESS_OK "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"E\"\n"
+                      "then.egress = \"central\"\n", NULL, 10, 1, "'then' needs an action");
+}
+
+/* the prefix rule, shared with the object keys (agent/egress/egress-name.c) */
+static void test_egress_prefix(void) {
+        check(policy_egress_prefix_is_valid(""));
+        check(policy_egress_prefix_is_valid("prod/"));
+        check(policy_egress_prefix_is_valid("a.b/c_d-e/"));
+        check(!policy_egress_prefix_is_valid("prod"));
+        check(!policy_egress_prefix_is_valid("/"));
+        check(!policy_egress_prefix_is_valid("a//"));
+        check(!policy_egress_prefix_is_valid("./"));
+        check(!policy_egress_prefix_is_valid("a/../"));
+        check(!policy_egress_prefix_is_valid("a b/"));
+        check(policy_egress_prefix_is_valid("...hidden/"));
+}
+
 int main(void) {
         run_test(test_crashes);
         run_test(test_collect_crash_tables);
@@ -2071,5 +2300,11 @@ int main(void) {
         run_test(test_container_selectors);
         run_test(test_container_selector_errors);
         run_test(test_selects_by_name_or_cgroup);
+        run_test(test_egress);
+        run_test(test_egress_across_files);
+        run_test(test_egress_errors);
+        run_test(test_egress_credentials);
+        run_test(test_egress_names);
+        run_test(test_egress_prefix);
         return tap_finish();
 }

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Asking the egress process about the policy's stores (egress-check.h), for --check-policy --egress: a command
+ * an operator runs, so it may wait for each answer, within a bound.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/egress/egress-check.h"
+#include "agent/egress/s3-upload.h"
+#include "common/cleanup.h"
+
+const char *egress_helper_path(void) {
+#if DSAGENT_TEST_HOOKS
+        const char *test = getenv("DSAGENT_TEST_EGRESS_HELPER");
+
+        if (test && test[0] == '/')
+                return test;
+#endif
+        return DSAGENT_EGRESS_HELPER;
+}
+
+int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd) {
+        int sv[2], r;
+        pid_t pid;
+
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return -errno;
+        pid = fork();
+        if (pid < 0) {
+                r = -errno;
+                close(sv[0]);
+                close(sv[1]);
+                return r;
+        }
+        if (pid == 0) {
+                /* fd 3 is the socket (dup2 clears CLOEXEC), nothing else of the agent's crosses the exec */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(sv[1], 3) < 0 || close_range(4, ~0U, 0) < 0)
+                        _exit(127);
+                execl(helper, "dsagent-egress", (char *)NULL);
+                fprintf(stderr, "dsagent: cannot run %s: %s\n", helper, strerror(errno));
+                _exit(127);
+        }
+        close(sv[1]);
+        *ret_pid = pid;
+        *ret_fd = sv[0];
+        return 0;
+}
+
+static int copy_field(char *field, size_t size, const char *s) {
+        return s && (size_t)snprintf(field, size, "%s", s) >= size ? -ENAMETOOLONG : 0;
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_dir, uint64_t timeout_usec,
+                        EgressReply *ret) {
+        _cleanup_free_ EgressRequest *q = calloc(1, sizeof(EgressRequest));
+        char credentials[EGRESS_FIELD_MAX];
+        uint64_t deadline = now_usec() + timeout_usec;
+        EgressReply a;
+        ssize_t n;
+        int r = 0;
+
+        if (!q)
+                return -ENOMEM;
+        if (e->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD) {
+                if (!credentials_dir)
+                        return -ENOENT;
+                if ((size_t)snprintf(credentials, sizeof(credentials), "%s/%s", credentials_dir, e->credentials) >=
+                    sizeof(credentials))
+                        return -ENAMETOOLONG;
+        } else if (copy_field(credentials, sizeof(credentials), e->credentials) < 0)
+                return -ENAMETOOLONG;
+        /* one try: a check reports the store as it is now, and a store down is said in seconds, not minutes */
+        *q = (EgressRequest){ .version = EGRESS_PROTOCOL_VERSION, .type = EGRESS_REQUEST_CHECK,
+                              .path_style = e->path_style, .attempts = 1 };
+        r = copy_field(q->name, sizeof(q->name), e->name);
+        if (r == 0)
+                r = copy_field(q->endpoint, sizeof(q->endpoint), e->endpoint);
+        if (r == 0)
+                r = copy_field(q->bucket, sizeof(q->bucket), e->bucket);
+        if (r == 0)
+                r = copy_field(q->region, sizeof(q->region), e->region);
+        if (r == 0)
+                r = copy_field(q->ca_file, sizeof(q->ca_file), e->ca_file);
+        if (r == 0)
+                r = copy_field(q->credentials, sizeof(q->credentials), credentials);
+        if (r < 0)
+                return r;
+        if (send(fd, q, sizeof(*q), MSG_NOSIGNAL) != sizeof(*q))
+                return errno == EPIPE ? -ECONNRESET : -errno;
+        for (;;) {
+                uint64_t now = now_usec();
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+
+                if (now >= deadline)
+                        return -ETIMEDOUT;
+                r = poll(&p, 1, (int)((deadline - now + 999) / 1000));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return -errno;
+                if (r > 0)
+                        break;
+        }
+        n = recv(fd, &a, sizeof(a), MSG_TRUNC);
+        if (n < 0)
+                return -errno;
+        if (n == 0)
+                return -ECONNRESET;
+        if (n != sizeof(a) || a.version != EGRESS_PROTOCOL_VERSION || !memchr(a.s3_code, '\0', sizeof(a.s3_code)) ||
+            !memchr(a.message, '\0', sizeof(a.message)))
+                return -EBADMSG;
+        *ret = a;
+        return 0;
+}
+
+const char *egress_result_to_string(int result) {
+        switch (result) {
+        case 0:
+                return "reachable";
+        case S3_E_REFUSED:
+                return "refused";
+        case S3_E_UNAVAILABLE:
+                return "unreachable";
+        case S3_E_GARBAGE:
+                return "garbage";
+        case EGRESS_E_CREDENTIALS:
+                return "credentials";
+        default:
+                return "failed";
+        }
+}
