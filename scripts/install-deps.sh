@@ -52,7 +52,7 @@ packages=(
         systemd-coredump
         # S3 egress (docs/egress-plan.md): libcurl signs with AWS SigV4; the tests' real S3 store is Ceph's radosgw
         # on one mon and one osd (tests/integration/radosgw.sh), read back through boto3
-        libcurl4-openssl-dev curl radosgw ceph-mon ceph-osd python3-boto3
+        libcurl4-openssl-dev libssl-dev curl radosgw ceph-mon ceph-osd python3-boto3
 )
 
 missing=()

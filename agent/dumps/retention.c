@@ -166,7 +166,8 @@ static void pass_done(void *userdata, int error, const RetentionPassResult *res,
         read_notes(r, false); /* what it said before it ended (a failed removal's note is not waited for) */
         pass_close(r);
         r->policy_changed = false;
-        test_hook_note("retention: a pass ended: %" PRIu32 " files removed", res ? res->removed : 0);
+        if (test_hook_retention_notes())
+                test_hook_note("retention: a pass ended: %" PRIu32 " files removed", res ? res->removed : 0);
         if (error != 0)
                 fprintf(stderr, "dsagent: retention: the pass over dump_dir failed: %s\n",
                         why ? why : error < 0 ? strerror(-error) : "its worker did not finish");

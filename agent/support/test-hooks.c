@@ -151,6 +151,10 @@ uint64_t test_hook_retention_period(uint64_t usec) {
         return ms > 0 ? (uint64_t)ms * 1000 : usec;
 }
 
+bool test_hook_retention_notes(void) {
+        return getenv("DSAGENT_TEST_RETENTION_NOTES") != NULL;
+}
+
 void test_hook_note(const char *format, ...) {
         va_list ap;
 

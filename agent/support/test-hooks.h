@@ -78,6 +78,12 @@ uint64_t test_hook_collect_retry(uint64_t usec);
  */
 uint64_t test_hook_retention_period(uint64_t usec);
 /*
+ * True when DSAGENT_TEST_RETENTION_NOTES is set: each retention pass's end is a test-hook note ("retention: a
+ * pass ended: N files removed"), which a test waits for. Only then: every agent runs passes, and the tests that
+ * read the agent's stderr as its audit output alone must find nothing else there.
+ */
+bool test_hook_retention_notes(void);
+/*
  * True when DSAGENT_TEST_DECOMPRESSOR_ESCAPE is set: the child that decompresses a stored core
  * (crash-core.c) then tries to open a file after it is confined, as an exploited decompressor
  * would, and a test sees it killed and the copy refused.
@@ -118,6 +124,9 @@ static inline unsigned test_hook_audit_queue(unsigned records) {
 }
 static inline uint64_t test_hook_collect_retry(uint64_t usec) {
         return usec;
+}
+static inline bool test_hook_retention_notes(void) {
+        return false;
 }
 static inline uint64_t test_hook_retention_period(uint64_t usec) {
         return usec;

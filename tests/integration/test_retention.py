@@ -171,6 +171,10 @@ def on_disk(path):
     return os.stat(path).st_blocks * 512
 
 
+# the agent notes each retention pass's end (test-hooks.h): for the tests that wait for a pass
+NOTES = {"DSAGENT_TEST_RETENTION_NOTES": "1"}
+
+
 def removed_for(agent, reason, count):
     """The removals of the pass a reload runs now (else the next minute's would), once it has ended (its test-hook
     note, after the reload: a pass already running then read the policy before and removes nothing, and the
@@ -197,7 +201,7 @@ def a_users_dumps_past_max_use_per_user_lose_their_oldest_never_another_users():
     policy = lambda budget="": (
         f'[agent]\ndump_dir = "@DUMP_DIR@"\n{budget}\n[[rule]]\nname = "alice-dumps"\nusers = ["{ALICE}"]\n'
         f'commands = ["dump"]\ntargets.users = ["{SVC}"]\ndump_types = ["mini"]\n')
-    agent = Agent(policy=policy())
+    agent = Agent(policy=policy(), env=NOTES)
     mallorys = dumps_of(agent, MALLORY, own.pid, 2)
     alices = dumps_of(agent, ALICE, svc.pid, 3)
     # in the order taken, minutes apart: mallory's the oldest of all
@@ -241,7 +245,7 @@ def a_tables_traces_past_its_max_use_lose_their_oldest_and_nothing_else():
                                 table("traced", unit, 'then.trace_profile = "gc-collect"\nthen.duration = "2s"',
                                       f'limit = "20/1h"\n{budget}') +
                                 table("stacked", alices_unit, "then.stacks = true", user=ALICE))
-    agent = Agent(policy=policy())
+    agent = Agent(policy=policy(), env=NOTES)
     users, = dumps_of(agent, SVC, high.pid, 1)
     # 180 s: a bound only against a hang; a trace takes its 2 s, and a sample a second fires the next
     wait_for(lambda: len(table_records(agent, "traced", "collected")) >= 3 and
@@ -328,7 +332,8 @@ def a_reload_during_a_pass_has_a_pass_under_the_new_policy_at_once():
     backdate(old, 10 * 86400)
     pause = harness.Pause("retention-pass")
     policy = lambda max_age: f'[agent]\ndump_dir = "{dump_dir}"\nmax_age = "{max_age}"\n'
-    agent = Agent(policy=policy("30d"), env={**pause.env, "DSAGENT_TEST_RETENTION_PERIOD_MS": str(3600 * 1000)})
+    agent = Agent(policy=policy("30d"),
+                  env={**pause.env, **NOTES, "DSAGENT_TEST_RETENTION_PERIOD_MS": str(3600 * 1000)})
     pause.wait(agent)  # the pass at start, under max_age 30 days, stands before it lists dump_dir
     agent.write_policy(policy("5d"))
     assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
@@ -338,7 +343,10 @@ def a_reload_during_a_pass_has_a_pass_under_the_new_policy_at_once():
     wait_for(lambda: not os.path.exists(old), what="the pass after the one the reload met")
     removed, = removals(agent)
     assert removed["DSAGENT_DUMP_PATH"] == old and removed["DSAGENT_RETENTION_REASON"] == "max_age", removed
-    # the pass the reload met went by the policy it began under: it removed nothing
+    # the pass the reload met went by the policy it began under: it removed nothing. The follow-up pass's note
+    # comes after its removal: waited for (30 s: a bound against a hang; it follows within ms)
+    wait_for(lambda: "test-hook: retention: a pass ended: 1 files removed" in open(agent.log_path).read(),
+             what="the follow-up pass's end")
     after = open(agent.log_path).read().split("test-hook: resumed at retention-pass\n", 1)[1]
     assert after.index("test-hook: retention: a pass ended: 0 files removed") < \
         after.index("test-hook: retention: a pass ended: 1 files removed"), after

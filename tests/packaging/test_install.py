@@ -26,7 +26,7 @@ def default_configuration_reads_etc_dsagent():
     build = os.path.join(work, "build")
     run(["meson", "setup", build, tree])
     # only what is installed: the tests and benchmarks are not
-    run(["ninja", "-C", build, "agent/dsagent", "client/dsctl"])
+    run(["ninja", "-C", build, "agent/dsagent", "agent/egress/dsagent-egress", "client/dsctl"])
     built["build"] = build
     dsagent = os.path.join(build, "agent/dsagent")
     help_text = run([dsagent, "--help"]).stdout
