@@ -426,6 +426,12 @@ static void copy_done(void *userdata, int r, uint64_t bytes, const char *why) {
                 dump_slots_release(req->broker->dump_slots, work->slot);
                 work->slot_claimed = false;
         }
+        /* the copy is over: the crash is free for the caller's next copy by the time she is answered, not once
+         * the request is freed after the answer (her next request could come first and be refused busy) */
+        if (work->claimed) {
+                admission_end(req->broker->admission, ADMISSION_DUMP, &work->key);
+                work->claimed = false;
+        }
         switch (r) {
         case 0:
                 copy_publish(req, bytes);
