@@ -702,6 +702,25 @@ def churn_counts(agent, user):
     return wait_for(counted, timeout=30, what="every refusal past her budget counted")
 
 
+def churn_while_others_ask(agent, target, own, uids, per_uid, namespaces=0, seconds=4):
+    """Mallory churns (CHURN: @per_uid connections from each of @uids uids of a user namespace of hers, from
+    @namespaces nested namespaces per uid if any) for @seconds, while root asks of @target and alice of her @own,
+    each of whom must be answered. Returns (seconds it took, answers had)."""
+    args = [str(uids), str(per_uid), str(seconds)] + ([str(namespaces)] if namespaces else [])
+    churn = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
+                                      harness.PYTHON, "-c", CHURN, agent.socket, *args]))
+    began = time.monotonic()
+    asked = 0
+    while time.monotonic() < began + seconds - 1:
+        for user, pid in (("root", target.pid), (ALICE, own.pid)):
+            r = dsctl(agent, user, "--json", "info", str(pid))
+            assert r.returncode == 0 and json.loads(r.stdout)["pid"] == pid, r
+            asked += 1
+        time.sleep(0.4)  # root's and alice's own budgets are 5 a second too
+    churn.read_line("done", timeout=120)
+    return time.monotonic() - began, asked
+
+
 @test
 def a_users_churn_costs_the_loop_one_reading_of_her_peers_a_second():
     """Mallory re-opens connections as fast as they are refused, from 8 uids of her namespace (320 connections,
@@ -714,19 +733,7 @@ def a_users_churn_costs_the_loop_one_reading_of_her_peers_a_second():
     harness.subordinate_range(MALLORY)
     target, own = Target(SVC), Target(ALICE)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
-    seconds = 4
-    churn = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
-                                      harness.PYTHON, "-c", CHURN, agent.socket, "8", "40", str(seconds)]))
-    began = time.monotonic()
-    asked = 0
-    while time.monotonic() < began + seconds - 1:
-        for user, pid in (("root", target.pid), (ALICE, own.pid)):
-            r = dsctl(agent, user, "--json", "info", str(pid))
-            assert r.returncode == 0 and json.loads(r.stdout)["pid"] == pid, r
-            asked += 1
-        time.sleep(0.4)  # root's and alice's own budgets are 5 a second too
-    churn.read_line("done", timeout=120)
-    took = time.monotonic() - began
+    took, asked = churn_while_others_ask(agent, target, own, 8, 40)
     unread, read, suppressed = churn_counts(agent, MALLORY)
     print(f"# {suppressed} refused past her budget in {took:.1f} s: {read} after reading the peer, {unread} unread")
     # the churn was real: each of her connections past her share was refused, again and again
@@ -752,19 +759,8 @@ def a_users_churn_from_more_namespaces_than_the_agent_remembers_is_held_as_well(
     harness.subordinate_range(MALLORY)
     target, own = Target(SVC), Target(ALICE)
     agent = Agent(policy='[agent]\ndump_dir = "@DUMP_DIR@"\nmax_requests_per_second = 5\nmax_request_burst = 20\n')
-    seconds, connections = 4, 8 * 48
-    churn = Process(as_user(MALLORY, ["unshare", "--user", "--map-auto", "--setuid", "0", "--setgid", "0", "--",
-                                      harness.PYTHON, "-c", CHURN, agent.socket, "8", "48", str(seconds), "12"]))
-    began = time.monotonic()
-    asked = 0
-    while time.monotonic() < began + seconds - 1:
-        for user, pid in (("root", target.pid), (ALICE, own.pid)):
-            r = dsctl(agent, user, "--json", "info", str(pid))
-            assert r.returncode == 0 and json.loads(r.stdout)["pid"] == pid, r
-            asked += 1
-        time.sleep(0.4)  # root's and alice's own budgets are 5 a second too
-    churn.read_line("done", timeout=120)
-    took = time.monotonic() - began
+    connections = 8 * 48
+    took, asked = churn_while_others_ask(agent, target, own, 8, 48, namespaces=12)
     unread, read, suppressed = churn_counts(agent, MALLORY)
     print(f"# {suppressed} refused past her budget in {took:.1f} s: {read} after reading the peer, {unread} unread")
     # the attack was real: more namespaces than the agent remembers, so refusals read whole far more than once a
