@@ -122,7 +122,8 @@ def the_collector_listens_over_https_in_its_own_network_namespace(m):
     # both sides' network namespaces differ from each other and from the host's
     namespaces = {os.readlink(f"/proc/{pid}/ns/net") for pid in (m.pid1, c.pid1, os.getpid())}
     assert len(namespaces) == 3, namespaces
-    state["certs"] = make_certificates(tempfile.mkdtemp(prefix="dsagent-shipping-certs-"))
+    with tempfile.TemporaryDirectory(prefix="dsagent-shipping-certs-") as directory:
+        state["certs"] = make_certificates(directory)
     certs = state["certs"]
     # the key readable by the service's user only (and root): journal-remote runs as systemd-journal-remote
     c.sh("install -d -m 0750 -g systemd-journal-remote /etc/journal-remote")
