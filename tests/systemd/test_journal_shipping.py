@@ -11,8 +11,9 @@ failed, and a dump. Then, record by record, every dsagent record of the node's j
 (`journalctl -D`), with the same fields and the same values, all of them, not only the DSAGENT_ ones; and once
 the collector has the catalog (installed as docs/journal-shipping.md says), `journalctl -D DIR -x` there must
 explain each record with the very text the node's own `journalctl -x` shows. Before that, it must not: the
-catalog is the collector's own, not something the records carry. docs/journal-shipping.md is the setup an
-operator follows; this test follows it.
+catalog is the collector's own, not something the records carry. (The node has it from `meson install`, whose
+post-install script runs `journalctl --update-catalog`, units/post-install.sh, as the packages' triggers do; the
+collector, another root, has not.) docs/journal-shipping.md is the setup an operator follows; this test follows it.
 """
 import contextlib
 import json
