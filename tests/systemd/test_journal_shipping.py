@@ -22,8 +22,8 @@ import re
 import subprocess
 import tempfile
 
-from booted import (BUILD, REQUEST_MESSAGE_ID, SOURCE, Machine, policy_dir, run_tests, start_target, target_app,
-                    test, wait_for)
+from booted import (BUILD, REQUEST_MESSAGE_ID, SOURCE, Machine, install_agent, policy_dir, run_tests, start_target,
+                    target_app, test, wait_for)
 
 SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
 TARGET_UNIT = "dst-shipping-target.service"
@@ -147,10 +147,7 @@ ServerCertificateFile=/etc/journal-remote/journal-remote.pem
 
 @test
 def the_node_runs_dsagent_and_uploads_its_journal(m):
-    m.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet"])
-    m.run(["systemctl", "daemon-reload"])
-    for user in (SVC, ALICE, MALLORY):
-        m.add_user(user, groups=["dsagent"])
+    install_agent(m, users=(SVC, ALICE, MALLORY))
     state["pid"] = str(start_target(m, TARGET_UNIT, SVC, target_app()))
     m.write(f"{policy_dir()}/policy.d/50-shipping.toml", f"""
 [[rule]]
