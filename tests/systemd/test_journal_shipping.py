@@ -179,8 +179,10 @@ TrustedCertificateFile=/etc/journal-upload/ca.pem
     # the unit is Type=simple: its main pid is systemd's fork until it execs the uploader, as its user
     wait_for(lambda: m.run(["readlink", f"/proc/{uploader}/exe"], check=False).stdout.strip().endswith(
         "/systemd-journal-upload"), what="the uploader's exec")
-    user = m.run(["ps", "-o", "user=", "-p", uploader]).stdout.split()
-    assert user == ["systemd-journal-upload"], user
+    # the system user of /etc/passwd, not a dynamic one of the same name (nss-systemd would show that name too)
+    uid = m.run(["ps", "-o", "uid=", "-p", uploader]).stdout.split()
+    system_user = m.run(["grep", "^systemd-journal-upload:", "/etc/passwd"]).stdout.split(":")
+    assert uid == [system_user[2]], (uid, system_user)
 
 
 @test
