@@ -50,6 +50,10 @@ packages=(
         # crashes under a booted systemd (tests/systemd/test_crashes.py): systemd-coredump as the booted
         # system runs it, coredumpctl; see below for the host's core_pattern
         systemd-coredump
+        # the audit trail shipped off the node (tests/systemd/test_journal_shipping.py, docs/journal-shipping.md):
+        # systemd-journal-upload and -remote, both run by the booted systems (which see the host's /usr); openssl
+        # makes the test's CA and certificates. Neither unit is enabled by the package.
+        systemd-journal-remote openssl
         # S3 egress (docs/egress-plan.md): libcurl signs with AWS SigV4; the tests' real S3 store is Ceph's radosgw
         # on one mon and one osd (tests/integration/radosgw.sh), read back through boto3
         libcurl4-openssl-dev libssl-dev curl radosgw ceph-mon ceph-osd python3-boto3

@@ -107,6 +107,26 @@ def catalog_explains_every_message_id():
 
 
 @test
+def the_shipping_docs_name_only_fields_and_message_ids_the_agent_writes():
+    """docs/journal-shipping.md and the collector examples of docs/kubernetes.md tell auditors and log collectors
+    what to match on: each DSAGENT_ field they name is one agent/audit/ writes, each MESSAGE_ID one it defines."""
+    audit = "".join(open(path).read() for path in sorted(glob.glob(os.path.join(SOURCE, "agent/audit/*.c"))))
+    written = set(re.findall(r'"(DSAGENT_[A-Z_]+)', audit))
+    ids = set(re.findall(r'#define DSAGENT_MESSAGE_\w+ "([0-9a-f]{32})"',
+                         open(os.path.join(SOURCE, "agent/audit/catalog-ids.h")).read()))
+    readme = open(os.path.join(SOURCE, "README.md")).read()
+    for page in ("docs/journal-shipping.md", "docs/kubernetes.md"):
+        text = open(os.path.join(SOURCE, page)).read()
+        named = set(re.findall(r"\b(DSAGENT_[A-Z_]*[A-Z])\b", text)) - {"DSAGENT_SOCKET", "DSAGENT_DEBIAN_MIRROR"}
+        assert "DSAGENT_DECISION" in named, (page, named)
+        unknown = sorted(named - written)
+        assert not unknown, f"{page} names fields the agent never writes: {unknown}"
+        message_ids = set(re.findall(r"\b([0-9a-f]{32})\b", text))
+        assert message_ids and message_ids <= ids, f"{page}: {message_ids - ids} are no MESSAGE_ID of the agent's"
+        assert f"({page})" in readme or f"`{page}`" in readme, f"README.md does not link {page}"
+
+
+@test
 def policy_docs_name_every_collect_action_that_takes_an_artifact():
     # the agent's own word on which [[collect]] actions take their artifacts (dsagent --check-policy), asked
     # with the example docs/policy.md gives (users that exist here): policy.md and dsagent.policy(5) name each

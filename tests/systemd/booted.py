@@ -238,6 +238,16 @@ class Machine:
         return int(self.run(["id", "-u", name]).stdout)
 
 
+def install_agent(machine, users=()):
+    """The build installed into @machine as an administrator's `meson install` does it (the units, the catalog and
+    its database, the sysusers.d group: units/post-install.sh), systemd told, and each of @users made a member of the
+    socket's group."""
+    machine.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet"])
+    machine.run(["systemctl", "daemon-reload"])
+    for user in users:
+        machine.add_user(user, groups=["dsagent"])
+
+
 def build_option(name):
     options = json.loads(subprocess.run(["meson", "introspect", "--buildoptions", BUILD], check=True,
                                         stdout=subprocess.PIPE, text=True).stdout)

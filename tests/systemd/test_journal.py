@@ -18,8 +18,8 @@ import json
 import os
 import re
 
-from booted import (BUILD, POLICY_MESSAGE_ID, REQUEST_MESSAGE_ID, SOURCE, Machine, policy_dir, policy_records,
-                    reload_and_wait, run_tests, start_target, target_app, test, wait_for)
+from booted import (BUILD, POLICY_MESSAGE_ID, REQUEST_MESSAGE_ID, SOURCE, Machine, install_agent, policy_dir,
+                    policy_records, reload_and_wait, run_tests, start_target, target_app, test, wait_for)
 
 DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 SESSION_START_MESSAGE_ID = "21c6214d54a0498bbab8983290c4efb6"
@@ -106,10 +106,7 @@ def agent_pid(m):
 
 @test
 def install_and_make_each_kind_of_record(m):
-    m.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet"])
-    m.run(["systemctl", "daemon-reload"])
-    for user in (SVC, ALICE, MALLORY):
-        m.add_user(user, groups=["dsagent"])
+    install_agent(m, users=(SVC, ALICE, MALLORY))
     state["pid"] = str(start_target(m, TARGET_UNIT, SVC, target_app()))
     m.write(f"{policy_dir()}/policy.d/50-journal.toml", f"""
 [[rule]]
