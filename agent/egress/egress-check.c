@@ -139,6 +139,8 @@ const char *egress_result_to_string(int result) {
                 return "unreachable";
         case S3_E_GARBAGE:
                 return "garbage";
+        case S3_E_UNTRUSTED:
+                return "untrusted";
         case EGRESS_E_CREDENTIALS:
                 return "credentials";
         default:

@@ -33,5 +33,6 @@ int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd);
 int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_dir, uint64_t timeout_usec,
                         EgressReply *ret);
 
-/* "reachable", "refused", "unreachable", "garbage", "credentials" or "failed": what an answer's result says */
+/* "reachable", "refused", "unreachable", "garbage", "untrusted" (the store's certificate), "credentials" or "failed":
+ * what an answer's result says */
 const char *egress_result_to_string(int result);

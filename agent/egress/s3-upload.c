@@ -245,8 +245,15 @@ static CURLcode perform_once(Uploader *u, Method method, const char *url, struct
         (void)curl_easy_setopt(c, CURLOPT_AWS_SIGV4, u->scope);
         (void)curl_easy_setopt(c, CURLOPT_USERNAME, u->target->access_key);
         (void)curl_easy_setopt(c, CURLOPT_PASSWORD, u->target->secret_key);
-        if (u->target->ca_file)
+        /* verification is curl's default; said here, since everything the upload proves rests on it */
+        (void)curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+        (void)curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+        if (u->target->ca_file) {
+                /* ca_file alone: Debian's libcurl also trusts the directory /etc/ssl/certs (CAPATH) by default,
+                 * and a CA file given beside it would add to the system's store instead of replacing it */
                 (void)curl_easy_setopt(c, CURLOPT_CAINFO, u->target->ca_file);
+                (void)curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
+        }
         (void)curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, o->connect_timeout_seconds);
         (void)curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, o->low_speed_bytes);
         (void)curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, o->low_speed_seconds);
@@ -308,6 +315,22 @@ static bool curl_code_transient(CURLcode rc) {
         }
 }
 
+/* TLS that verification refused, or could not set up: the certificate is not signed by a trusted CA, is not
+ * for the endpoint's name, or ca_file cannot be read. Another attempt would meet the same certificate */
+static bool curl_code_untrusted(CURLcode rc) {
+        switch (rc) {
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_ISSUER_ERROR:
+        case CURLE_SSL_CRL_BADFILE:
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        case CURLE_SSL_INVALIDCERTSTATUS:
+                return true;
+        default:
+                return false;
+        }
+}
+
 static bool status_transient(long status) {
         return status >= 500 || status == 408 || status == 429;
 }
@@ -360,6 +383,8 @@ static int perform(Uploader *u, Method method, const char *url, struct curl_slis
                                 return S3_E_CHANGED;
                         if (rc == CURLE_OUT_OF_MEMORY)
                                 return -ENOMEM;
+                        if (curl_code_untrusted(rc))
+                                return S3_E_UNTRUSTED;
                         if (!curl_code_transient(rc))
                                 return rc == CURLE_UNKNOWN_OPTION || rc == CURLE_NOT_BUILT_IN ? -EINVAL
                                                                                                 : S3_E_UNAVAILABLE;

@@ -28,6 +28,9 @@ enum {
         S3_E_GARBAGE,     /* the answer was not S3's: a redirect, no UploadId, an unreadable result */
         S3_E_MISMATCH,    /* the stored object's size or sha256 is not the file's */
         S3_E_CHANGED,     /* the file changed size or could not be read while it was being sent */
+        S3_E_UNTRUSTED,   /* TLS refused: the store's certificate is not signed by a CA of ca_file (or of the
+                           * system's store without one), not for the endpoint's name, or ca_file is unusable.
+                           * Never retried: only the operator's configuration can cure it */
 };
 
 /* Where objects go, and with which keys. The strings are the caller's and outlive the call. */
@@ -36,7 +39,8 @@ typedef struct S3Target {
         const char *bucket;
         const char *region;        /* the SigV4 scope's region, e.g. us-east-1 */
         bool path_style;           /* endpoint/bucket/key; else bucket.host/key */
-        const char *ca_file;       /* PEM bundle to trust instead of the system's; NULL: the system's */
+        const char *ca_file;       /* PEM bundle to trust instead of the system's (CURLOPT_CAINFO); NULL: the
+                                    * system's. The peer's certificate and name are always verified */
         const char *access_key;
         const char *secret_key;
         const char *session_token; /* temporary credentials' token (x-amz-security-token); NULL: none */
@@ -95,8 +99,9 @@ struct S3UploadReport {
  *
  * A multipart upload that fails is aborted (once, best effort) so that its parts do not linger in the store.
  *
- * Return: 0 once the store holds the object and a HEAD confirmed its size and sha256; a positive S3_E_* code;
- * or a negative errno (the file could not be read or hashed, no memory, libcurl unusable).
+ * Return: 0 once the store holds the object and a HEAD confirmed its size and sha256; a positive S3_E_* code
+ * (S3_E_UNTRUSTED at the first request whose TLS handshake fails verification, without retries); or a negative
+ * errno (the file could not be read or hashed, no memory, libcurl unusable).
  */
 int s3_upload_file(const S3Target *target, const char *key, int fd, const S3UploadOptions *options,
                    S3UploadReport *report);
@@ -109,7 +114,8 @@ int s3_upload_file(const S3Target *target, const char *key, int fd, const S3Uplo
  * s3:ListBucket permission) reads it into @report's s3_code. Nothing is written to the store.
  *
  * Return: 0 (reachable, the keys taken); S3_E_REFUSED (a 4xx: keys, signature, no such bucket; http_status
- * and s3_code say which); S3_E_UNAVAILABLE (unreachable: the message is curl's words, or a 5xx); S3_E_GARBAGE
+ * and s3_code say which); S3_E_UNAVAILABLE (unreachable: the message is curl's words, or a 5xx); S3_E_UNTRUSTED
+ * (the store's certificate not trusted, curl's words in the message); S3_E_GARBAGE
  * (a redirect, never followed, or a 1xx); -EINVAL; -ENOMEM.
  */
 int s3_check_bucket(const S3Target *target, const S3UploadOptions *options, S3UploadReport *report);

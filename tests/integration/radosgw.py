@@ -4,12 +4,19 @@
     store = radosgw.start_for_file()      # started now, stopped when the test file's process exits
     store.endpoint, store.bucket, store.region, store.access_key, store.secret_key
     store.client()                         # boto3, path-style, SigV4: the store's own client path
+    store.client(endpoint, virtual=True)   # boto3 on another endpoint (https, a name), bucket.host addressing
     store.sha256_of(key)                   # read back through boto3, hashed as it streams
     store.presigned_get(key, seconds)      # a presigned GET URL, made by boto3
     store.make_bucket(name, max_size)      # another bucket, with a quota if asked
     store.stop_rgw(), store.start_rgw()    # the store down and back (radosgw alone, same port)
     store.pause_rgw(), store.resume_rgw()  # the store frozen (SIGSTOP) and running again
     random_file(directory, size)           # an artifact of random bytes and its sha256
+    make_ca(directory)                     # a test CA of radosgw.sh's (openssl): the path of its certificate
+
+Radosgw(dns_name="s3.test") has radosgw take BUCKET.s3.test[:PORT]/KEY as the bucket's (`rgw dns name`; the
+name's resolution is the test's: /etc/hosts in a mount namespace of its own); Radosgw(tls=True) also serves
+HTTPS (store.https_endpoint) with a certificate for 127.0.0.1, the name and *.name, signed by a CA of its own
+(store.ca_file).
 
 The store is radosgw on a one-mon, one-osd Ceph cluster bound to 127.0.0.1 (see radosgw.sh); it starts in
 about 12 s with its objects on disk (bluestore, the default) and stops in about 5 s on a busy 2-core
@@ -37,18 +44,25 @@ STOP_TIMEOUT = 150.0
 class Radosgw:
     """One store in a directory of its own; start() and stop() run radosgw.sh."""
 
-    def __init__(self, store="bluestore", bucket="dsagent-test", region="us-east-1"):
+    def __init__(self, store="bluestore", bucket="dsagent-test", region="us-east-1", dns_name=None, tls=False):
         self.kind = store
         self.bucket = bucket
         self.region = region
+        self.dns_name = dns_name
+        self.tls = tls
         self.dir = None
         self.endpoint = self.access_key = self.secret_key = None
+        self.https_endpoint = self.ca_file = None
         self.start_seconds = None
 
     def start(self):
         base = tempfile.mkdtemp(prefix="dsagent-radosgw-")
         self.dir = os.path.join(base, "store")
         env = dict(os.environ, RADOSGW_STORE=self.kind, RADOSGW_BUCKET=self.bucket, RADOSGW_REGION=self.region)
+        if self.dns_name:
+            env["RADOSGW_DNS_NAME"] = self.dns_name
+        if self.tls:
+            env["RADOSGW_TLS"] = "1"
         began = time.monotonic()
         result = subprocess.run([SCRIPT, "start", self.dir], env=env, capture_output=True, text=True,
                                 timeout=START_TIMEOUT)
@@ -61,6 +75,8 @@ class Radosgw:
         self.endpoint = fields["endpoint"]
         self.access_key = fields["access_key"]
         self.secret_key = fields["secret_key"]
+        self.https_endpoint = fields.get("https_endpoint")
+        self.ca_file = fields.get("ca_file")
         return self
 
     def stop(self):
@@ -122,20 +138,24 @@ class Radosgw:
     def __exit__(self, *exc):
         self.stop()
 
-    def client(self):
-        """boto3's S3 client for this store: path-style addressing (no DNS for bucket hosts), SigV4."""
+    def client(self, endpoint=None, virtual=False, verify=None):
+        """boto3's S3 client for this store, SigV4: path-style addressing on the plain endpoint (no DNS for bucket
+        hosts) unless told: @endpoint (an https one, a name), @virtual (bucket.host/key), @verify (a CA file;
+        botocore's default, certifi's store, otherwise)."""
         import boto3
         import botocore.config
 
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name=self.region,
+        return boto3.client("s3", endpoint_url=endpoint or self.endpoint, region_name=self.region,
                             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+                            verify=verify,
                             config=botocore.config.Config(signature_version="s3v4",
-                                                          s3={"addressing_style": "path"},
+                                                          s3={"addressing_style": "virtual" if virtual else "path"},
                                                           retries={"max_attempts": 1}))
 
-    def sha256_of(self, key):
-        """sha256 (hex) of the object's bytes as boto3 reads them back, streamed in 1 MiB pieces."""
-        body = self.client().get_object(Bucket=self.bucket, Key=key)["Body"]
+    def sha256_of(self, key, client=None):
+        """sha256 (hex) of the object's bytes as boto3 reads them back (through @client, default client()),
+        streamed in 1 MiB pieces."""
+        body = (client or self.client()).get_object(Bucket=self.bucket, Key=key)["Body"]
         digest = hashlib.sha256()
         for piece in iter(lambda: body.read(1 << 20), b""):
             digest.update(piece)
@@ -160,9 +180,19 @@ def random_file(directory, size):
     return path, digest.hexdigest()
 
 
-def start_for_file(store="bluestore"):
-    """One store for the whole test file: started now, stopped when the process exits, pass or fail."""
-    gw = Radosgw(store=store).start()
+def make_ca(directory):
+    """A CA of radosgw.sh make-ca in @directory/ca (a fresh one each call): the path of its certificate."""
+    result = subprocess.run([SCRIPT, "make-ca", os.path.join(directory, "ca")], capture_output=True, text=True,
+                            timeout=STOP_TIMEOUT)
+    if result.returncode != 0:
+        raise RuntimeError("radosgw.sh make-ca failed (%d): %s" % (result.returncode, result.stderr.strip()))
+    return result.stdout.strip()
+
+
+def start_for_file(store="bluestore", **options):
+    """One store for the whole test file: started now, stopped when the process exits, pass or fail.
+    @options: Radosgw's dns_name and tls."""
+    gw = Radosgw(store=store, **options).start()
     atexit.register(gw.stop)
     print("# radosgw (%s) started in %.1f s at %s" % (store, gw.start_seconds, gw.endpoint))
     sys.stdout.flush()

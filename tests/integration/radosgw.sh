@@ -17,10 +17,18 @@
 #   radosgw.sh stop-rgw DIR, start-rgw DIR
 #                          radosgw alone, stopped and started again on the same port (the store "down" and
 #                          back, for the uploader's retries); start-rgw returns once it answers.
+#   radosgw.sh make-ca DIR A test CA, made with openssl in DIR (which must not exist): DIR/ca.pem (the
+#                          certificate, what a client trusts) and DIR/ca.key. Prints DIR/ca.pem.
 #
 # Environment: RADOSGW_STORE=bluestore (default: objects on a sparse file in DIR, the daemons' memory stays
 # small whatever is written) or memstore (objects in the osd's RAM: starts a few seconds sooner, for small
 # objects only). RADOSGW_BUCKET (default dsagent-test), RADOSGW_REGION (default us-east-1).
+# RADOSGW_DNS_NAME=NAME (e.g. s3.test): radosgw's `rgw dns name`, so that it takes a request to
+# BUCKET.NAME[:PORT]/KEY as the bucket's (virtual-host addressing); resolving the name is the client's affair.
+# RADOSGW_TLS=1: a test CA in DIR/tls (make-ca) signs a server certificate for 127.0.0.1 (and NAME and
+# *.NAME with RADOSGW_DNS_NAME), and radosgw also serves HTTPS on a port of its own (beast's ssl_endpoint);
+# the start's line then adds https_endpoint=https://127.0.0.1:PORT2 ca_file=DIR/tls/ca.pem. The plain
+# endpoint stays (the fixture's own waits and admin calls use it).
 # Needs the packages radosgw ceph-mon ceph-osd (scripts/install-deps.sh) and root (the daemons stay root:
 # nothing here passes --setuser).
 set -euo pipefail
@@ -77,6 +85,33 @@ alive_or_die() { # DIR NAME
                                          die "$2 exited during start-up"; }
 }
 
+# A test CA: a self-signed P-256 certificate (openssl's v3_ca: CA:TRUE), valid two days (a test store lives
+# minutes)
+make_ca() { # DIR
+        [ ! -e "$1" ] || die "$1 exists"
+        mkdir -p "$1"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+                -subj "/CN=dsagent test CA $(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')" \
+                -keyout "$1/ca.key" -out "$1/ca.pem" 2>"$1/openssl.out" ||
+                { cat "$1/openssl.out" >&2; die "openssl could not make a CA in $1"; }
+        echo "$1/ca.pem"
+}
+
+# radosgw's certificate, signed by a CA of make_ca in DIR/tls, for 127.0.0.1 and, given a name, NAME and *.NAME
+# (every bucket's host under virtual-host addressing)
+make_server_certificate() { # DIR NAME
+        local tls=$1/tls names="IP:127.0.0.1"
+        [ -z "$2" ] || names="$names,DNS:$2,DNS:*.$2"
+        make_ca "$tls" >/dev/null
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=radosgw" \
+                -keyout "$tls/server.key" -out "$tls/server.csr" 2>>"$tls/openssl.out" &&
+        printf 'subjectAltName = %s\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n' "$names" \
+                >"$tls/server.ext" &&
+        openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+                -extfile "$tls/server.ext" -out "$tls/server.pem" 2>>"$tls/openssl.out" ||
+                { cat "$tls/openssl.out" >&2; die "openssl could not make radosgw's certificate"; }
+}
+
 # radosgw opens its port once the osd is up and rgw's pools exist
 wait_for_rgw() { # DIR ENDPOINT
         local i
@@ -110,9 +145,19 @@ start() { # DIR
 
         local store=${RADOSGW_STORE:-bluestore} bucket=${RADOSGW_BUCKET:-dsagent-test}
         local region=${RADOSGW_REGION:-us-east-1}
-        local fsid mon_v2 mon_v1 rgw_port conf=$dir/ceph.conf
+        local dns_name=${RADOSGW_DNS_NAME:-} tls=${RADOSGW_TLS:-}
+        local fsid mon_v2 mon_v1 rgw_port conf=$dir/ceph.conf frontends rgw_extra="" tls_port="" tls_fields=""
         fsid=$(cat /proc/sys/kernel/random/uuid)
         mon_v2=$(free_port); mon_v1=$(free_port); rgw_port=$(free_port)
+        frontends="beast endpoint=127.0.0.1:$rgw_port"
+        if [ -n "$tls" ]; then
+                make_server_certificate "$dir" "$dns_name"
+                tls_port=$(free_port)
+                frontends="$frontends ssl_endpoint=127.0.0.1:$tls_port ssl_certificate=$dir/tls/server.pem"
+                frontends="$frontends ssl_private_key=$dir/tls/server.key"
+                tls_fields=" https_endpoint=https://127.0.0.1:$tls_port ca_file=$dir/tls/ca.pem"
+        fi
+        [ -z "$dns_name" ] || rgw_extra="rgw dns name = $dns_name"
         case $store in
         bluestore) objectstore="osd objectstore = bluestore
 bluestore block create = true
@@ -158,8 +203,9 @@ mon warn on pool no redundancy = false
 $objectstore
 
 [client.rgw.a]
-rgw frontends = beast endpoint=127.0.0.1:$rgw_port
+rgw frontends = $frontends
 rgw data = $dir/rgw
+$rgw_extra
 EOF
 
         # one keyring for all: the mon imports every key in it at mkfs
@@ -206,8 +252,8 @@ EOF
         [ "$status" = 200 ] || { cat "$dir/log/bucket.out" >&2; die "creating bucket $bucket: HTTP $status"; }
 
         STARTING=
-        printf 'endpoint=%s access_key=%s secret_key=%s bucket=%s region=%s\n' \
-                "$endpoint" "$access_key" "$secret_key" "$bucket" "$region" | tee "$dir/store.env"
+        printf 'endpoint=%s access_key=%s secret_key=%s bucket=%s region=%s%s\n' \
+                "$endpoint" "$access_key" "$secret_key" "$bucket" "$region" "$tls_fields" | tee "$dir/store.env"
 }
 
 case ${1:-} in
@@ -215,5 +261,6 @@ start) [ $# -eq 2 ] || die "usage: radosgw.sh start DIR"; start "$2" ;;
 stop) [ $# -eq 2 ] || die "usage: radosgw.sh stop DIR"; stop_all "$(cd "$2" && pwd)" ;;
 stop-rgw) [ $# -eq 2 ] || die "usage: radosgw.sh stop-rgw DIR"; stop_daemon "$(cd "$2" && pwd)" rgw ;;
 start-rgw) [ $# -eq 2 ] || die "usage: radosgw.sh start-rgw DIR"; start_rgw "$(cd "$2" && pwd)" ;;
-*) die "usage: radosgw.sh start|stop|stop-rgw|start-rgw DIR" ;;
+make-ca) [ $# -eq 2 ] || die "usage: radosgw.sh make-ca DIR"; make_ca "$2" ;;
+*) die "usage: radosgw.sh start|stop|stop-rgw|start-rgw|make-ca DIR" ;;
 esac
