@@ -150,7 +150,8 @@ def virtual_host_upload_reads_back_through_boto3_and_its_presigned_url():
     assert gw.sha256_of("virtual/artifact", boto) == digest
     assert gw.sha256_of("virtual/artifact") == digest  # the same object, path style on 127.0.0.1
     assert report["url"].startswith(f"http://{BUCKET_HOST}:{port_of(gw.endpoint)}/virtual/artifact?"), report["url"]
-    assert fetch_sha256(report["url"]) == (200, digest)
+    fetched = fetch_sha256(report["url"])
+    assert fetched == (200, digest), (fetched, report["url"])
 
 
 @test
@@ -164,7 +165,8 @@ def https_with_the_stores_ca_uploads_and_its_presigned_url_is_served():
     assert status == 0 and report["result"] == 0 and report["parts"] == 3 and report["sha256"] == digest, report
     assert gw.sha256_of("tls/artifact", gw.client(endpoint=gw.https_endpoint, verify=gw.ca_file)) == digest
     assert report["url"].startswith(gw.https_endpoint + "/" + gw.bucket + "/tls/artifact?"), report["url"]
-    assert fetch_sha256(report["url"], gw.ca_file) == (200, digest)
+    fetched = fetch_sha256(report["url"], gw.ca_file)
+    assert fetched == (200, digest), (fetched, report["url"])
 
 
 @test
@@ -179,7 +181,8 @@ def https_and_virtual_host_together():
     assert report["url"].startswith(f"https://{BUCKET_HOST}:{port_of(gw.https_endpoint)}/both/artifact?"), report
     assert gw.sha256_of("both/artifact", gw.client(endpoint=named(gw, "https"), virtual=True,
                                                    verify=gw.ca_file)) == digest
-    assert fetch_sha256(report["url"], gw.ca_file) == (200, digest)
+    fetched = fetch_sha256(report["url"], gw.ca_file)
+    assert fetched == (200, digest), (fetched, report["url"])
 
 
 @test
