@@ -9,39 +9,16 @@ One store serves the whole file (radosgw.py), started on first use.
 import os
 import subprocess
 
+import egress_tools
 import radosgw
-from harness import BUILD, DSAGENT, make_dir, run_tests, test
-
-HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
+from egress_tools import check_policy as check, keys_file
+from harness import DSAGENT, make_dir, run_tests, test
 
 store = radosgw.file_store
 
 
-def keys_file(directory, name, access_key, secret_key, mode=0o600):
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(fd, "w") as f:
-        f.write(f'access_key_id = "{access_key}"\nsecret_access_key = "{secret_key}"\n')
-    return path
-
-
 def egress_table(name, credentials, endpoint=None, bucket=None):
-    gw = store()
-    return (f'[egress.{name}]\nendpoint = "{endpoint or gw.endpoint}"\nbucket = "{bucket or gw.bucket}"\n'
-            f'region = "{gw.region}"\ncredentials = "{credentials}"\n')
-
-
-def check(policy_text, env_extra=None, *extra):
-    d = make_dir(None, 0o755)
-    path = os.path.join(d, "policy.toml")
-    with open(path, "w") as f:
-        f.write(policy_text)
-    env = dict(os.environ, DSAGENT_TEST_EGRESS_HELPER=HELPER)
-    env.pop("CREDENTIALS_DIRECTORY", None)
-    env.update(env_extra or {})
-    r = subprocess.run([DSAGENT, "--check-policy", *extra, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, env=env)
-    return path, r
+    return egress_tools.egress_table(store(), name, credentials, endpoint, bucket)
 
 
 def closed_port():

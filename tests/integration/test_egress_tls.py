@@ -50,11 +50,11 @@ import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 
 import radosgw  # noqa: E402
-from harness import BUILD, DSAGENT, make_dir, run_tests, test  # noqa: E402
+from egress_tools import check_policy, credentials_file, egress_table, keys_file  # noqa: E402
+from harness import BUILD, make_dir, run_tests, test  # noqa: E402
 from radosgw import random_file  # noqa: E402
 
 TOOL = os.path.join(BUILD, "tests", "tools", "s3-upload")
-HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
 S3_E_UNTRUSTED = 6
 PART = 5 << 20
 
@@ -80,10 +80,7 @@ def named(gw, scheme):
 
 def upload(gw, endpoint, key, path, *extra, prefix=()):
     """Runs s3-upload (after @prefix, a command it runs under); returns (exit status, its JSON report)."""
-    creds = os.path.join(make_dir(), "credentials")
-    fd = os.open(creds, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{gw.access_key}:{gw.secret_key}\n")
+    creds = credentials_file(make_dir(), gw.access_key, gw.secret_key)
     argv = [*prefix, TOOL, "--endpoint", endpoint, "--bucket", gw.bucket, "--region", gw.region,
             "--credentials", creds, *extra, key, path]
     # a few MiB to a store on loopback: under a second; the bound only ends a hang
@@ -242,38 +239,20 @@ def a_ca_file_that_cannot_be_read_is_refused_at_once():
     assert report["message"], report
 
 
-def keys_file(directory, access_key, secret_key):
-    path = os.path.join(directory, "keys")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f'access_key_id = "{access_key}"\nsecret_access_key = "{secret_key}"\n')
-    return path
-
-
 @test
 def check_policy_egress_takes_ca_file_and_virtual_host_addressing():
     """The policy's ca_file and path_style = false, through dsagent --check-policy --egress to the egress process:
     the store's CA over https (path style on 127.0.0.1, and virtual on s3.test) is reachable; another CA's file
     and the system's store are said to be untrusted, with curl's words; no key in the output."""
     gw = store()
-    keys = keys_file(make_dir(None, 0o700), gw.access_key, gw.secret_key)
+    keys = "file:" + keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
     other_ca = radosgw.make_ca(make_dir(None, 0o755))
-
-    def table(name, endpoint, extra):
-        return (f'[egress.{name}]\nendpoint = "{endpoint}"\nbucket = "{gw.bucket}"\nregion = "{gw.region}"\n'
-                f'credentials = "file:{keys}"\n{extra}\n')
-    text = (table("tls", gw.https_endpoint, f'ca_file = "{gw.ca_file}"') +
-            table("virtual", named(gw, "https"), f'ca_file = "{gw.ca_file}"\npath_style = false') +
-            table("otherca", gw.https_endpoint, f'ca_file = "{other_ca}"') +
-            table("system", gw.https_endpoint, ""))
-    d = make_dir(None, 0o755)
-    policy = os.path.join(d, "policy.toml")
-    with open(policy, "w") as f:
-        f.write(text)
-    env = dict(os.environ, DSAGENT_TEST_EGRESS_HELPER=HELPER)
-    env.pop("CREDENTIALS_DIRECTORY", None)
-    r = subprocess.run([DSAGENT, "--check-policy", "--egress", policy], capture_output=True, text=True, env=env,
-                       timeout=120)  # four stores on loopback, one try each: seconds; the bound ends a hang
+    text = (egress_table(gw, "tls", keys, gw.https_endpoint, extra=f'ca_file = "{gw.ca_file}"\n') +
+            egress_table(gw, "virtual", keys, named(gw, "https"),
+                         extra=f'ca_file = "{gw.ca_file}"\npath_style = false\n') +
+            egress_table(gw, "otherca", keys, gw.https_endpoint, extra=f'ca_file = "{other_ca}"\n') +
+            egress_table(gw, "system", keys, gw.https_endpoint))
+    policy, r = check_policy(text, None, "--egress")
     assert r.returncode == 1, r
     assert f"{policy}: [egress.tls] reachable: bucket {gw.bucket} at {gw.https_endpoint}" in r.stdout, r
     assert f"{policy}: [egress.virtual] reachable: bucket {gw.bucket} at {named(gw, 'https')}" in r.stdout, r

@@ -20,6 +20,7 @@ import urllib.request
 
 import harness
 import radosgw
+from egress_tools import credentials_file
 from harness import BUILD, HANG_BOUND, make_dir, run_tests, test
 from radosgw import random_file
 
@@ -33,14 +34,6 @@ store = radosgw.file_store
 def workdir():
     """A directory of root's, removed after the case (harness.make_dir)."""
     return make_dir()
-
-
-def credentials_file(directory, access_key, secret_key):
-    path = os.path.join(directory, "credentials")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{access_key}:{secret_key}\n")
-    return path
 
 
 def upload(gw, key, path, *extra, endpoint=None, bucket=None, secret_key=None, access_key=None):
