@@ -4,7 +4,7 @@
 against Debian's s3cmd (2.3.0, `s3cmd put`), the same file to the same radosgw.
 
 One store for the whole run: radosgw on one mon and one osd, objects on bluestore (tests/integration/radosgw.py),
-bound to 127.0.0.1, plain http, path-style. A file of random bytes of each size (in the page cache: both tools
+bound to 127.0.0.1, path-style; plain http, or https with --tls (radosgw's test CA given to both tools). A file of random bytes of each size (in the page cache: both tools
 read it from memory) goes up RUNS times with each tool, interleaved (s3-upload, s3cmd, s3-upload, ...), each
 upload under a key of its own, deleted after it was checked. Both tools cut the file into parts of the same size
 (16 MiB: s3-upload's default, s3cmd's multipart_chunk_size_mb set to it) and sign with SigV4; each does what it
@@ -18,7 +18,7 @@ sha256 compared with the file's; every upload's size is checked with a HEAD.
 Prints each run, then per size the medians and a RESULT line: s3-upload's median time and peak memory over
 s3cmd's (below 1: s3-upload is faster, or smaller).
 
-Usage (as root): bench/bench-egress.py BUILD_DIR [--sizes 256 1024] [--runs 3]
+Usage (as root): bench/bench-egress.py BUILD_DIR [--sizes 256 1024] [--runs 3] [--tls]
 Needs the packages of the egress tests (radosgw ceph-mon ceph-osd python3-boto3), s3cmd and time
 (scripts/install-deps.sh), and `ninja -C BUILD tests/tools/s3-upload`.
 """
@@ -39,14 +39,18 @@ PART_MIB = 16
 S3CMD = "/usr/bin/s3cmd"
 
 
-def s3cmd_config(path, gw):
-    """s3cmd's configuration for @gw: path-style on its plain endpoint, SigV4, 16 MiB parts."""
-    host = gw.endpoint.split("://", 1)[1]
+def s3cmd_config(path, gw, endpoint):
+    """s3cmd's configuration for @gw at @endpoint: path-style, SigV4, 16 MiB parts; https verified against the
+    store's CA."""
+    host = endpoint.split("://", 1)[1]
+    tls = endpoint.startswith("https:")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(f"[default]\naccess_key = {gw.access_key}\nsecret_key = {gw.secret_key}\nhost_base = {host}\n"
-                f"host_bucket = {host}\nuse_https = False\nsignature_v2 = False\nbucket_location = {gw.region}\n"
+                f"host_bucket = {host}\nuse_https = {tls}\nsignature_v2 = False\nbucket_location = {gw.region}\n"
                 f"multipart_chunk_size_mb = {PART_MIB}\nprogress_meter = False\n")
+        if tls:
+            f.write(f"ca_certs_file = {gw.ca_file}\ncheck_ssl_certificate = True\ncheck_ssl_hostname = True\n")
 
 
 def credentials_file(path, gw):
@@ -60,6 +64,7 @@ def main():
     parser.add_argument("build")
     parser.add_argument("--sizes", type=int, nargs="+", default=[256, 1024], help="MiB")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tls", action="store_true", help="upload over https")
     args = parser.parse_args()
     tool = os.path.join(os.path.abspath(args.build), "tests", "tools", "s3-upload")
     for needed in (tool, S3CMD, "/usr/bin/time"):
@@ -67,17 +72,19 @@ def main():
             raise SystemExit(f"bench-egress: {needed} is missing (ninja -C BUILD tests/tools/s3-upload; "
                              "scripts/install-deps.sh for s3cmd and time)")
     work = tempfile.mkdtemp(prefix="bench-egress-")
-    gw = radosgw.Radosgw(store="bluestore").start()
+    gw = radosgw.Radosgw(store="bluestore", tls=args.tls).start()
     try:
-        print(f"# radosgw (bluestore) started in {gw.start_seconds:.1f} s at {gw.endpoint}", flush=True)
+        endpoint = gw.https_endpoint if args.tls else gw.endpoint
+        print(f"# radosgw (bluestore) started in {gw.start_seconds:.1f} s; uploads to {endpoint}", flush=True)
         config, creds = os.path.join(work, "s3cfg"), os.path.join(work, "credentials")
-        s3cmd_config(config, gw)
+        s3cmd_config(config, gw, endpoint)
         credentials_file(creds, gw)
         client = gw.client()
+        tls_options = ["--ca-file", gw.ca_file] if args.tls else []
         tools = {
-            "s3-upload": lambda key, path: [tool, "--endpoint", gw.endpoint, "--bucket", gw.bucket, "--region",
+            "s3-upload": lambda key, path: [tool, "--endpoint", endpoint, "--bucket", gw.bucket, "--region",
                                             gw.region, "--credentials", creds, "--part-size",
-                                            str(PART_MIB << 20), key, path],
+                                            str(PART_MIB << 20), *tls_options, key, path],
             "s3cmd put": lambda key, path: [S3CMD, "-c", config, "--no-progress", "put", path,
                                             f"s3://{gw.bucket}/{key}"],
         }
@@ -103,7 +110,7 @@ def main():
                 runs = " ".join(f"{s:.2f}/{p:.1f}" for s, p in results[name])
                 print(f"{mib:5}Mi {name:<10} {seconds:9.2f} {mib / seconds:7.1f} {peak:9.1f}  {runs}", flush=True)
             ours, theirs = medians["s3-upload"], medians["s3cmd put"]
-            print(f"RESULT size_mib={mib} runs={args.runs} time_ratio={ours[0] / theirs[0]:.3f} "
+            print(f"RESULT size_mib={mib} runs={args.runs} tls={int(args.tls)} time_ratio={ours[0] / theirs[0]:.3f} "
                   f"memory_ratio={ours[1] / theirs[1]:.3f} (s3-upload / s3cmd put; "
                   f"{mib / ours[0]:.1f} and {mib / theirs[0]:.1f} MiB/s)", flush=True)
             os.unlink(path)
