@@ -4,13 +4,14 @@
 against Debian's s3cmd (2.3.0, `s3cmd put`), the same file to the same radosgw.
 
 One store for the whole run: radosgw on one mon and one osd, objects on bluestore (tests/integration/radosgw.py),
-bound to 127.0.0.1, path-style; plain http, or https with --tls (radosgw's test CA given to both tools). A file of random bytes of each size (in the page cache: both tools
-read it from memory) goes up RUNS times with each tool, interleaved (s3-upload, s3cmd, s3-upload, ...), each
-upload under a key of its own, deleted after it was checked. Both tools cut the file into parts of the same size
-(16 MiB: s3-upload's default, s3cmd's multipart_chunk_size_mb set to it) and sign with SigV4; each does what it
-does by default beyond that: s3-upload hashes the file (sha256) before it sends it and signs every part's
-sha256, then confirms the object with a HEAD; s3cmd hashes the whole file (md5, for its attrs metadata) and each
-part (sha256) for its signature. Each run is timed from the tool's start to its exit and its peak resident memory
+bound to 127.0.0.1, path-style; plain http, or https with --tls (radosgw's test CA given to both tools). A file
+of random bytes of each size (in the page cache: both tools read it from memory) goes up RUNS times with each
+tool, interleaved (s3-upload, s3cmd, s3-upload, ...), each upload under a key of its own, deleted after it was
+checked. Both tools cut the file into parts of the same size (16 MiB: s3-upload's default, s3cmd's
+multipart_chunk_size_mb set to it) and sign with SigV4; each does what it does by default beyond that:
+s3-upload hashes the file (sha256) before it sends it and signs every part's sha256, then confirms the object
+with a HEAD; s3cmd hashes the whole file (md5, for its attrs metadata) and each part twice (sha256 for its
+signature, md5 as it sends, checked against the part's ETag). Each run is timed from the tool's start to its exit and its peak resident memory
 is its own (ru_maxrss of GNU time's child, bench/rusage.py: a child of this Python would carry the script's peak,
 docs/egress-plan.md's fact 7). The first upload of each tool at each size is read back through boto3 and its
 sha256 compared with the file's; every upload's size is checked with a HEAD.
