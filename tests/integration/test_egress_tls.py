@@ -18,6 +18,7 @@ import sys
 
 NAME = "s3.test"
 BUCKET_HOST = "dsagent-test." + NAME  # radosgw.py's default bucket, under the name
+DOTTED_BUCKET = "dotted.bucket"        # a bucket whose host *.s3.test does not cover (one label only)
 NAMESPACE_MARK = "DSAGENT_TEST_EGRESS_TLS_NAMESPACE"
 
 
@@ -34,7 +35,7 @@ def enter_namespace_with_hosts():
     import tempfile
     fd, hosts = tempfile.mkstemp(prefix="dsagent-it-hosts-")
     with os.fdopen(fd, "w") as f:
-        f.write(f"127.0.0.1 localhost\n127.0.0.1 {BUCKET_HOST}\n")
+        f.write(f"127.0.0.1 localhost\n127.0.0.1 {BUCKET_HOST}\n127.0.0.1 {DOTTED_BUCKET}.{NAME}\n")
     os.chmod(hosts, 0o644)
     subprocess.run(["mount", "--bind", hosts, "/etc/hosts"], check=True)
     os.unlink(hosts)
@@ -78,10 +79,10 @@ def named(gw, scheme):
     return f"{scheme}://{NAME}:{port_of(gw.endpoint if scheme == 'http' else gw.https_endpoint)}"
 
 
-def upload(gw, endpoint, key, path, *extra, prefix=()):
+def upload(gw, endpoint, key, path, *extra, prefix=(), bucket=None):
     """Runs s3-upload (after @prefix, a command it runs under); returns (exit status, its JSON report)."""
     creds = credentials_file(make_dir(), gw.access_key, gw.secret_key)
-    argv = [*prefix, TOOL, "--endpoint", endpoint, "--bucket", gw.bucket, "--region", gw.region,
+    argv = [*prefix, TOOL, "--endpoint", endpoint, "--bucket", bucket or gw.bucket, "--region", gw.region,
             "--credentials", creds, *extra, key, path]
     # a few MiB to a store on loopback: under a second; the bound only ends a hang
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
@@ -236,7 +237,24 @@ def a_ca_file_that_cannot_be_read_is_refused_at_once():
     status, report = upload(gw, gw.https_endpoint, "no-ca/artifact", path, "--ca-file", missing,
                             "--attempts", "5", "--backoff-usec", "1000")
     assert status == 1 and report["result"] == S3_E_UNTRUSTED and report["requests"] == 1, report
-    assert report["message"], report
+    assert "certificate" in report["message"] and missing in report["message"], report
+
+
+@test
+def a_dotted_bucket_under_virtual_host_tls_is_refused_with_the_name_said():
+    """A bucket named with a dot, addressed as BUCKET.s3.test over https: the certificate's *.s3.test covers one
+    label, not dotted.bucket.s3.test, so the handshake is refused (as with AWS's own wildcard), the name said
+    for the operator, who may use path_style = true; the same bucket path-style (on 127.0.0.1) goes up."""
+    gw = store()
+    gw.client().create_bucket(Bucket=DOTTED_BUCKET)
+    path, digest = random_file(make_dir(), 1 << 20)
+    status, report = upload(gw, named(gw, "https"), "dotted/artifact", path, "--virtual-host", "--ca-file",
+                            gw.ca_file, "--attempts", "5", "--backoff-usec", "1000", bucket=DOTTED_BUCKET)
+    assert status == 1 and report["result"] == S3_E_UNTRUSTED and report["requests"] == 1, report
+    assert f"{DOTTED_BUCKET}.{NAME}" in report["message"], report
+    status, report = upload(gw, gw.https_endpoint, "dotted/artifact", path, "--ca-file", gw.ca_file,
+                            bucket=DOTTED_BUCKET)
+    assert status == 0 and report["result"] == 0 and report["sha256"] == digest, report
 
 
 @test
