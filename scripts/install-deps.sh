@@ -57,6 +57,9 @@ packages=(
         # S3 egress (docs/egress-plan.md): libcurl signs with AWS SigV4; the tests' real S3 store is Ceph's radosgw
         # on one mon and one osd (tests/integration/radosgw.sh), read back through boto3
         libcurl4-openssl-dev libssl-dev curl radosgw ceph-mon ceph-osd python3-boto3
+        # the TLS tests' CA and certificates (openssl; tests/integration/radosgw.sh make-ca) and the system's store
+        # an https endpoint without ca_file is checked against (ca-certificates: /etc/ssl/certs)
+        openssl ca-certificates
         # bench/bench-egress.py compares the egress core's uploads with Debian's s3cmd put
         s3cmd
 )
