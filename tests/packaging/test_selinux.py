@@ -158,13 +158,16 @@ def the_egress_process_alone_reaches_stores_and_reads_their_keys():
     assert connecting == {"dsagent_egress_t"}, connecting
     for port in ("http_port_t", "http_cache_port_t"):
         assert granted(rules, "tcp_socket", "name_connect", port) == {"dsagent_egress_t"}, port
-    # any unreserved port only under the boolean: the one such rule is inside its block
+    # any unreserved port, and systemd's credentials (every unit's are ramfs_t), only under booleans that are off
     raw = open(os.path.join(work, "tmp", "dsagent.tmp")).read()
-    rule = "allow dsagent_egress_t unreserved_port_type:tcp_socket name_connect"
-    assert raw.count(rule) == 1, raw.count(rule)
-    block = raw[raw.index("if (dsagent_egress_connect_unreserved_ports) {"):raw.index(rule)]
-    assert block.replace("} # end require", "").count("}") == 0, block
-    assert re.search(r"^\s*bool dsagent_egress_connect_unreserved_ports false;", raw, re.M)
+    for boolean, words in (("dsagent_egress_connect_unreserved_ports", "unreserved_port_type:tcp_socket name_connect"),
+                           ("dsagent_egress_read_systemd_credentials", "ramfs_t:file")):
+        assert re.search(rf"^\s*bool {boolean} false;", raw, re.M), boolean
+        start = raw.index(f"if ({boolean}) {{")
+        block = raw[start:raw.index(f"}} # end {boolean}", start)]
+        everywhere = [line for line in raw.splitlines() if words in line and line.lstrip().startswith("allow")]
+        inside = [line for line in block.splitlines() if words in line and line.lstrip().startswith("allow")]
+        assert everywhere and everywhere == inside, (boolean, everywhere, inside)
     # the keys: read by the egress process alone; the agent's loader looks (getattr) and never opens them
     assert granted(rules, "file", "read", "dsagent_egress_cred_t") == {"dsagent_egress_t"}
     assert granted(rules, "file", "open", "dsagent_egress_cred_t") == {"dsagent_egress_t"}

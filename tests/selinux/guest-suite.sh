@@ -245,7 +245,8 @@ step mac-app-stop systemctl stop dstest-mal.service
 # the store. The store, egress-store.py on 127.0.0.1:8080 (http_cache_port_t: a port the module lets the
 # egress process reach), notes who connected, by the kernel's socket tables, while it is connected,
 # and answers nothing (the check then says "unreachable"). On its third connection it kills the
-# agent and notes whether the egress process went with it.
+# agent and notes whether the egress process went with it (egress-pdeath.txt: an observation, not a
+# step: SELinux clears PR_SET_PDEATHSIG on a domain transition).
 EGRESS_SECRET=guest-egress-secret-never-shown-5c1d
 mkdir -p /etc/dsagent/egress
 chmod 700 /etc/dsagent/egress
@@ -270,12 +271,19 @@ egress_check() { # N UNIT-PROPERTY...: one check as a transient service; its out
         journalctl -u dsagent-egress-check-$n --no-pager -o cat >$R/egress-check-$n.out 2>&1
 }
 egress_check 1 /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-file.toml
+# keys as a systemd credential: on a ramfs of the unit's, ramfs_t as every unit's are, under the module's
+# boolean (off by default; set here for this boot only)
+step egress-boolean-on setsebool dsagent_egress_read_systemd_credentials on
 egress_check 2 -p LoadCredential=s3-central:/etc/dsagent/egress/central.credentials \
         /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-systemd.toml
-egress_check 3 /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-file.toml
+step egress-boolean-off setsebool dsagent_egress_read_systemd_credentials off
+# (KillMode=process: systemd, once the killed agent's unit ends, leaves the rest of its cgroup alone, so
+# that only the death signal, or the egress process's own watch, can end it)
+egress_check 3 -p KillMode=process /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-file.toml
 systemd-run --wait --quiet -p LoadCredential=s3-central:/etc/dsagent/egress/central.credentials \
         --unit=dsagent-egress-credentials-ls sh -c 'ls -laZ "$CREDENTIALS_DIRECTORY" /run/credentials'
 journalctl -u dsagent-egress-credentials-ls --no-pager -o cat >$R/egress-credentials-ls.txt 2>&1
+step egress-systemd-credentials-ramfs grep -q 'ramfs_t:s0 .* s3-central$' $R/egress-credentials-ls.txt
 for n in 1 2 3; do
         # the process that connected to the store is the egress process, in its domain, the agent's child
         step egress-$n-in-dsagent_egress_t grep -q 'comm=dsagent-egress label=system_u:system_r:dsagent_egress_t:s0 .* parent_comm=dsagent parent_label=system_u:system_r:dsagent_t:s0' $R/egress-peer.$n.txt
