@@ -280,6 +280,8 @@ step egress-boolean-off setsebool dsagent_egress_read_systemd_credentials off
 # (KillMode=process: systemd, once the killed agent's unit ends, leaves the rest of its cgroup alone, so
 # that only the death signal, or the egress process's own watch, can end it)
 egress_check 3 -p KillMode=process /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-file.toml
+# the store writes what became of the egress process at most 20 s after it killed the agent
+wait_until 30 test -s $R/egress-pdeath.txt
 systemd-run --wait --quiet -p LoadCredential=s3-central:/etc/dsagent/egress/central.credentials \
         --unit=dsagent-egress-credentials-ls sh -c 'ls -laZ "$CREDENTIALS_DIRECTORY" /run/credentials'
 journalctl -u dsagent-egress-credentials-ls --no-pager -o cat >$R/egress-credentials-ls.txt 2>&1
