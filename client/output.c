@@ -607,6 +607,55 @@ void output_env(Output *o, const WireMessage *m) {
         o->count++;
 }
 
+/* An egress store as a reply names it (EGRESS, EGRESS_STORE "ENDPOINT/BUCKET/PREFIX"), split for showing. */
+typedef struct EgressRow {
+        char *name, *store;
+        const char *bucket, *prefix; /* in store, after the endpoint's NUL and the bucket's */
+} EgressRow;
+
+static void egress_row_done(EgressRow *e) {
+        free(e->name);
+        free(e->store);
+}
+
+static void egress_row_read(const WireMessage *m, EgressRow *e) {
+        char *authority, *slash;
+
+        (void)wire_message_get_string(m, WIRE_TAG_EGRESS, &e->name);
+        (void)wire_message_get_string(m, WIRE_TAG_EGRESS_STORE, &e->store);
+        /* the endpoint has no path: the first '/' after "://" ends it, the next one the bucket */
+        if (!e->store || !(authority = strstr(e->store, "://")) || !(slash = strchr(authority + 3, '/')))
+                return;
+        *slash = '\0';
+        e->bucket = slash + 1;
+        if (!(slash = strchr(slash + 1, '/')))
+                return;
+        *slash = '\0';
+        e->prefix = slash + 1;
+}
+
+/* "egress": NAME, and "egress_endpoint", "egress_bucket", "egress_prefix" */
+static void egress_row_json(FILE *f, bool *first, const EgressRow *e) {
+        if (!e->name)
+                return;
+        json_member_string(f, first, "egress", e->name);
+        if (!e->prefix)
+                return;
+        json_member_string(f, first, "egress_endpoint", e->store);
+        json_member_string(f, first, "egress_bucket", e->bucket);
+        json_member_string(f, first, "egress_prefix", e->prefix);
+}
+
+/* "INDENTegress: NAME (ENDPOINT, bucket BUCKET[, prefix PREFIX])" */
+static void egress_row_text(FILE *f, const char *indent, const EgressRow *e) {
+        if (!e->name)
+                return;
+        fprintf(f, "%segress: %s", indent, e->name);
+        if (e->prefix)
+                fprintf(f, " (%s, bucket %s%s%s)", e->store, e->bucket, *e->prefix ? ", prefix " : "", e->prefix);
+        fputc('\n', f);
+}
+
 /* Return: whether the command would be allowed. */
 /* What admitted a trace, after "granted by rule 'NAME'" in @reason: " as dotnet-common, ...", or "". */
 static const char *verdict_admitted_as(const char *reason, const char *rule) {
@@ -621,11 +670,13 @@ static const char *verdict_admitted_as(const char *reason, const char *rule) {
 
 /*
  * explain: "COMMAND on PID: allowed by rule 'R'[ as PROFILES]" or "... denied: why", and for a trace the
- * providers it was decided on ("  providers: ..."); with --json, one object with "providers" too.
+ * providers it was decided on ("  providers: ..."), and for a dump, gcdump or trace the rule's egress store
+ * ("  egress: NAME (ENDPOINT, bucket B, prefix P)"); with --json, one object with "providers" and "egress" too.
  */
 bool output_verdict(Output *o, const WireMessage *m) {
         _cleanup_free_ char *command = NULL, *rule = NULL, *reason = NULL, *escaped = NULL, *providers = NULL;
         _cleanup_free_ char *escaped_as = NULL, *escaped_providers = NULL;
+        _cleanup_(egress_row_done) EgressRow egress = {};
         uint32_t allowed = 0, pid = 0;
         bool first = true;
 
@@ -635,6 +686,7 @@ bool output_verdict(Output *o, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_RULE, &rule);
         (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &reason);
         (void)wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers);
+        egress_row_read(m, &egress);
 
         if (o->json) {
                 fputc('{', o->stream);
@@ -645,6 +697,7 @@ bool output_verdict(Output *o, const WireMessage *m) {
                 json_member_string(o->stream, &first, "reason", reason);
                 if (providers)
                         json_member_string(o->stream, &first, "providers", providers);
+                egress_row_json(o->stream, &first, &egress);
                 fputc('}', o->stream);
                 return allowed;
         }
@@ -661,6 +714,7 @@ bool output_verdict(Output *o, const WireMessage *m) {
         escaped_providers = providers ? text_escape(providers, strlen(providers)) : NULL;
         if (escaped_providers)
                 fprintf(o->stream, "  providers: %s\n", escaped_providers);
+        egress_row_text(o->stream, "  ", &egress);
         return allowed;
 }
 
@@ -732,6 +786,7 @@ void output_collect(Output *o, const WireMessage *m) {
         _cleanup_free_ char *table = NULL, *action = NULL, *what = NULL, *unit = NULL, *name = NULL, *note = NULL;
         _cleanup_free_ char *e_table = NULL, *e_what = NULL, *e_unit = NULL, *e_name = NULL, *e_note = NULL;
         _cleanup_(collect_result_row_done) CollectResultRow result = {};
+        _cleanup_(egress_row_done) EgressRow egress = {};
         uint32_t pid = 0, uid = 0;
         uint64_t fired = 0;
         bool have_uid, first = true;
@@ -747,6 +802,7 @@ void output_collect(Output *o, const WireMessage *m) {
         (void)wire_message_get_u32(m, WIRE_TAG_PID, &pid);
         (void)wire_message_get_u64(m, WIRE_TAG_TIME, &fired);
         collect_result_row_read(m, &result);
+        egress_row_read(m, &egress);
         have_uid = wire_message_get_u32(m, WIRE_TAG_UID, &uid) == 0;
         user = have_uid ? user_name(uid) : NULL;
         if (o->json) {
@@ -755,6 +811,7 @@ void output_collect(Output *o, const WireMessage *m) {
                 json_member_string(o->stream, &first, "action", action);
                 json_member_string(o->stream, &first, "what", what);
                 json_member_string(o->stream, &first, "note", note);
+                egress_row_json(o->stream, &first, &egress);
                 if (pid)
                         json_member_uint(o->stream, &first, "pid", pid);
                 if (have_uid) {
@@ -778,6 +835,7 @@ void output_collect(Output *o, const WireMessage *m) {
                 e_note = note ? text_escape(note, strlen(note)) : NULL;
                 if (e_note)
                         fprintf(o->stream, "  (%s)\n", e_note);
+                egress_row_text(o->stream, "  ", &egress);
                 collect_result_text(o->stream, "  ", &result);
                 o->count++;
                 return;

@@ -137,6 +137,8 @@ typedef enum WireTag {
         WIRE_TAG_RESULT_TIME = 58,      /* u64: then, in microseconds since the epoch */
         WIRE_TAG_RESULT_PID = 59,       /* u32: a table's last result: the process it was about */
         WIRE_TAG_REASON = 60,           /* text: why it failed, as its record says */
+        WIRE_TAG_EGRESS = 61,           /* string: explain, collect: the [egress.NAME] store its artifacts go to */
+        WIRE_TAG_EGRESS_STORE = 62,     /* string: that store's ENDPOINT/BUCKET/PREFIX (never its credentials) */
         _WIRE_TAG_MAX,
 } WireTag;
 

@@ -123,6 +123,7 @@ static int put_table(ListState *s, const Collector *c, const PolicyCollect *tabl
         wire_writer_put_string(s->w, WIRE_TAG_RULE, table->name);
         wire_writer_put_string(s->w, WIRE_TAG_COMMAND, action_of(table));
         wire_writer_put_string(s->w, WIRE_TAG_PROVIDERS, what);
+        commands_put_egress(s->w, table->egress);
         if (n_removed > 0) {
                 /* no artifact without its record: those whose record could not be written were removed */
                 snprintf(removed, sizeof(removed), "%u artifact%s removed: %s audit record could not be written "

@@ -58,7 +58,8 @@ static int split_endpoint(const char *endpoint, char *scheme, size_t scheme_size
         if (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)
                 return -EINVAL;
         authority = sep + 3;
-        n = strcspn(authority, "/?#@");
+        /* a host name, an IPv4 or a bracketed IPv6 address, a port: it is copied into the URL as it is */
+        n = strspn(authority, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-:[]");
         if (n == 0 || (authority[n] && strcmp(authority + n, "/") != 0))
                 return -EINVAL;
         *ret_authority = authority;
@@ -68,6 +69,31 @@ static int split_endpoint(const char *endpoint, char *scheme, size_t scheme_size
 
 static bool empty(const char *s) {
         return !s || !*s;
+}
+
+/* S3's bucket alphabet, a letter or digit at each end: it may be part of the host, and is never "." or ".." */
+static bool bucket_valid(const char *s) {
+        size_t n = strlen(s);
+
+        return n > 0 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") == n && !strchr(".-", s[0]) &&
+               !strchr(".-", s[n - 1]);
+}
+
+/* A key with a "." or ".." segment: a client removes those before it asks (RFC 3986, 5.2.4), for another path
+ * than the one signed */
+static bool key_has_dot_segment(const char *key) {
+        const char *segment = key;
+
+        for (const char *c = key;; c++)
+                if (*c == '/' || *c == '\0') {
+                        size_t n = (size_t)(c - segment);
+
+                        if ((n == 1 && segment[0] == '.') || (n == 2 && segment[0] == '.' && segment[1] == '.'))
+                                return true;
+                        if (*c == '\0')
+                                return false;
+                        segment = c + 1;
+                }
 }
 
 int s3_presign_get(const S3PresignRequest *q, char **ret_url) {
@@ -80,8 +106,12 @@ int s3_presign_get(const S3PresignRequest *q, char **ret_url) {
         struct tm tm;
         int r;
 
-        if (empty(q->bucket) || empty(q->key) || empty(q->region) || empty(q->access_key) || !q->secret_key ||
-            q->expires_seconds < 1 || q->expires_seconds > S3_PRESIGN_EXPIRES_MAX || !gmtime_r(&q->now, &tm))
+        if (!q->bucket || !bucket_valid(q->bucket) || empty(q->key) || key_has_dot_segment(q->key) ||
+            empty(q->region) || empty(q->access_key) || !q->secret_key || q->expires_seconds < 1 ||
+            q->expires_seconds > S3_PRESIGN_EXPIRES_MAX || !gmtime_r(&q->now, &tm))
+                return -EINVAL;
+        /* SigV4's dates are YYYYMMDD: four digits of year */
+        if (tm.tm_year < 1970 - 1900 || tm.tm_year > 9999 - 1900)
                 return -EINVAL;
         r = split_endpoint(q->endpoint, scheme, sizeof(scheme), &authority, &authority_size);
         if (r < 0)

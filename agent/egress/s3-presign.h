@@ -31,8 +31,11 @@ typedef struct S3PresignRequest {
  * The URL holds the access key's id and the signature, never the secret key.
  *
  * Return: 0 with the URL in @ret_url (the caller frees it); -EINVAL for an endpoint that is not
- * http[s]://host[:port], an empty bucket, key, region or key id, or an expiry out of range; -ENOMEM; -EIO if
- * OpenSSL failed.
+ * http[s]://AUTHORITY[/] with AUTHORITY of A-Z a-z 0-9 . - : [ ] (host[:port], an IPv6 address in brackets), a
+ * bucket not of a-z 0-9 . - with a letter or digit at each end, an empty key or one with a "." or ".." segment
+ * (clients remove those, RFC 3986 5.2.4, and would ask for a path other than the one signed), an empty region
+ * or key id, a time outside the years 1970-9999, or an expiry out of range; -ENOMEM; -EIO if OpenSSL failed.
+ * Every field but the authority and the bucket is %XX-encoded: the URL is printable ASCII without a space.
  */
 int s3_presign_get(const S3PresignRequest *request, char **ret_url);
 

@@ -22,6 +22,17 @@
 #include "agent/support/test-hooks.h"
 #include "common/text.h"
 
+void commands_put_egress(WireWriter *w, const PolicyEgress *egress) {
+        char store[1024]; /* an endpoint of at most 280 bytes, a bucket of 63, a prefix of 256 */
+
+        if (!egress)
+                return;
+        wire_writer_put_string(w, WIRE_TAG_EGRESS, egress->name);
+        if (snprintf(store, sizeof(store), "%s/%s/%s", egress->endpoint, egress->bucket, egress->prefix ? egress->prefix : "") <
+            (int)sizeof(store))
+                wire_writer_put_string(w, WIRE_TAG_EGRESS_STORE, store);
+}
+
 void commands_put_untrusted_string(WireWriter *w, WireTag tag, const char *s) {
         char buf[WIRE_STRING_MAX + 1];
         size_t len, max = sizeof(w->buf) - w->size;

@@ -78,6 +78,15 @@ void commands_put_target_fields(WireWriter *w, const Target *t);
 /* For a runtime that connected in on a port: the port, and whether it waits to be resumed. */
 void commands_put_port_fields(WireWriter *w, Request *req);
 
+struct PolicyEgress;
+/*
+ * A rule's or a [[collect]] table's egress store (nothing when @egress is NULL): EGRESS, its name, and
+ * EGRESS_STORE, where its artifacts go, "ENDPOINT/BUCKET/PREFIX". Nothing of its credentials, not even where
+ * they are: a requester has no use for the keys' location, and it would point whoever else gets a foothold on
+ * the host at the file to go for (root sees it in the policy and in --check-policy).
+ */
+void commands_put_egress(WireWriter *w, const struct PolicyEgress *egress);
+
 /* What a reply keeps free, after a string of a target's, for the fields that come after it (ids, a port). */
 #define COMMANDS_FRAME_RESERVE 1024u
 

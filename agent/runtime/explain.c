@@ -82,6 +82,11 @@ static void explain_decided(Request *req) {
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
         if (req->work)
                 wire_writer_put_string(w, WIRE_TAG_PROVIDERS, ((ExplainTrace *)req->work)->providers_text);
+        /* where the rule's artifacts would go too: its egress applies to what it grants of these alone */
+        if (v->allowed && v->rule &&
+            (req->ask.command == POLICY_COMMAND_DUMP || req->ask.command == POLICY_COMMAND_GCDUMP ||
+             req->ask.command == POLICY_COMMAND_TRACE))
+                commands_put_egress(w, v->rule->egress);
         commands_put_target_fields(w, req->target);
         r = connection_queue_frame(req->connection, w);
         if (r < 0) {

@@ -1070,10 +1070,109 @@ def policy():
     write(t, "egress-secret-key", egress + b'secret_access_key = "x"\n')
 
 
+# --- S3 egress (agent/egress): object keys, presigned URLs, the keys file --------------------------------------
+
+def egress_name_input(pid=4711, usec=1764419696_000000, fields=("prod/", "node-7", "orders.service", "", "dump",
+                                                                "Orders.Api", "9f2c41aa", "dmp")):
+    """fuzz-egress-name.c: u32 pid, u64 microseconds (little endian), then NUL-separated fields: prefix, host,
+    unit, container, type, process, request id, extension."""
+    return struct.pack("<IQ", pid, usec) + b"\0".join(f.encode() if isinstance(f, str) else f for f in fields)
+
+
+def egress_name():
+    t = "egress-name"
+    write(t, "plain", egress_name_input())
+    write(t, "container", egress_name_input(fields=("", "node-7", "", "3f2a9c01b7de", "trace", "dotnet",
+                                                     "0001", "nettrace")))
+    write(t, "no-scope", egress_name_input(fields=("a/b/", "h", "", "", "gcdump", "p", "r", "gcdump")))
+    # the process's owner chooses its name: climbing out, dots, control bytes, UTF-8, longer than a part
+    for name, process in (("climb", b"../../etc/passwd"), ("dot", b"."), ("dotdot", b".."), ("slash", b"/"),
+                          ("control", b"a\x01\x1b[31mb\r\nc"), ("utf8", "Zähler-✓".encode()),
+                          ("long", b"P" * 80), ("dots-long", b"." * 70), ("empty", b"")):
+        write(t, "process-" + name, egress_name_input(fields=(b"", b"node", b"x.service", b"", b"dump", process,
+                                                               b"id", b"dmp")))
+    write(t, "unit-hostile", egress_name_input(fields=("", "..", "../x.service", "", "dump", "p", "id", "dmp")))
+    write(t, "prefix-bad", egress_name_input(fields=("../", "h", "", "", "dump", "p", "id", "dmp")))
+    write(t, "prefix-no-slash", egress_name_input(fields=("prod", "h", "", "", "dump", "p", "id", "dmp")))
+    write(t, "prefix-long", egress_name_input(fields=("a" * 1000 + "/", "h", "", "", "dump", "p", "id", "dmp")))
+    write(t, "missing-type", egress_name_input(fields=("", "h", "", "", "", "p", "id", "dmp")))
+    write(t, "missing-fields", egress_name_input(fields=("", "h")))
+    write(t, "far-future", egress_name_input(usec=0xFFFFFFFFFFFFFFFF))
+    write(t, "epoch", egress_name_input(usec=0, pid=0xFFFFFFFF))
+
+
+def s3_presign_input(flags=1, now=1369353600, expires=86400, fields=(
+        "https://s3.amazonaws.com", "examplebucket", "test.txt", "us-east-1", "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "")):
+    """fuzz-s3-presign.c: flags (bit 0 path style, bit 1 a session token), i64 seconds, u32 expiry, then
+    NUL-separated fields: endpoint, bucket, key, region, access key id, secret key, session token."""
+    return struct.pack("<BqI", flags, now, expires) + b"\0".join(
+        f.encode() if isinstance(f, str) else f for f in fields)
+
+
+def s3_presign():
+    t = "s3-presign"
+    names = ("endpoint", "bucket", "key", "region", "access", "secret", "token")
+    aws = ["https://s3.amazonaws.com", "examplebucket", "test.txt", "us-east-1", "AKIAIOSFODNN7EXAMPLE",
+           "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", ""]
+
+    def with_(**kw):
+        return [kw.get(name, aws[i]) for i, name in enumerate(names)]
+
+    write(t, "aws-example-virtual-host", s3_presign_input(flags=0, fields=with_()))
+    write(t, "path-style-port", s3_presign_input(fields=with_(endpoint="http://127.0.0.1:7480/",
+                                                              key="prod/node-7/x.service/dump/2026/11/29/a-1.dmp")))
+    write(t, "ipv6", s3_presign_input(fields=with_(endpoint="http://[::1]:7480")))
+    write(t, "session-token", s3_presign_input(flags=3, fields=with_(token="FwoGZXIvYXdzEJr//////////wEaDE+/=x")))
+    write(t, "key-hostile", s3_presign_input(fields=with_(key=b"a b/\x7fc%41")))
+    write(t, "key-bytes", s3_presign_input(fields=with_(key=bytes(range(1, 256)))))
+    write(t, "key-dot-segments", s3_presign_input(fields=with_(key="a/../../b")))
+    write(t, "key-dot", s3_presign_input(fields=with_(key="./x")))
+    write(t, "bucket-in-host", s3_presign_input(flags=0, fields=with_(bucket="evil.com/x?y#")))
+    write(t, "bucket-dotdot", s3_presign_input(fields=with_(bucket="..")))
+    write(t, "endpoint-user", s3_presign_input(fields=with_(endpoint="https://user@host")))
+    write(t, "endpoint-space", s3_presign_input(fields=with_(endpoint="https://host name\r\n")))
+    write(t, "endpoint-path", s3_presign_input(fields=with_(endpoint="https://host/path")))
+    write(t, "endpoint-scheme", s3_presign_input(fields=with_(endpoint="ftp://host")))
+    write(t, "region-hostile", s3_presign_input(fields=with_(region="us/east&1=2")))
+    write(t, "access-hostile", s3_presign_input(fields=with_(access="AKIA/&=?#x")))
+    write(t, "secret-in-key", s3_presign_input(fields=with_(key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")))
+    write(t, "secret-empty", s3_presign_input(fields=with_(secret="")))
+    write(t, "expiry-zero", s3_presign_input(expires=0))
+    write(t, "expiry-too-long", s3_presign_input(expires=604801))
+    write(t, "year-10000", s3_presign_input(now=253402300800))
+    write(t, "before-1970", s3_presign_input(now=-1))
+    write(t, "fields-missing", s3_presign_input(fields=("https://h",)))
+
+
+def egress_credentials():
+    t = "egress-credentials"
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    keys = 'access_key_id = "AKIAIOSFODNN7EXAMPLE"\nsecret_access_key = "%s"\n' % secret
+    write(t, "keys", keys)
+    write(t, "token", keys + 'session_token = "FwoGZXIvYXdzEJr//////////wEaDE+/="\n')
+    write(t, "literal-strings", "# a comment\naccess_key_id = 'A'\nsecret_access_key = \"\"\"%s\"\"\"\n" % secret)
+    write(t, "not-toml", "AKIAIOSFODNN7EXAMPLE:%s\n" % secret)
+    write(t, "secret-as-key-name", keys + "%s = 1\n" % secret.replace("/", "_"))
+    write(t, "unknown-key", keys + 'region = "x"\n')
+    write(t, "missing-secret", 'access_key_id = "A"\n')
+    write(t, "missing-key-id", 'secret_access_key = "%s"\n' % secret)
+    write(t, "value-space", 'access_key_id = "A"\nsecret_access_key = "has space"\n')
+    write(t, "value-empty", 'access_key_id = "A"\nsecret_access_key = ""\n')
+    write(t, "value-integer", 'access_key_id = 1\nsecret_access_key = "%s"\n' % secret)
+    write(t, "value-nul", 'access_key_id = "A\\u0000B"\nsecret_access_key = "%s"\n' % secret)
+    write(t, "value-utf8", 'access_key_id = "A"\nsecret_access_key = "\\u00e9%s"\n' % secret)
+    write(t, "value-long", 'access_key_id = "A"\nsecret_access_key = "%s"\n' % ("S" * 300))
+    write(t, "table", keys + '[nested]\nsecret_access_key = "%s"\n' % secret)
+    write(t, "dotted", 'access_key_id = "A"\nsecret_access_key.x = "%s"\n' % secret)
+    write(t, "duplicate", keys + 'access_key_id = "B"\n')
+    write(t, "array", 'access_key_id = ["%s"]\nsecret_access_key = "%s"\n' % (secret, secret))
+
+
 def main():
     for fn in (dotnet_ipc, ipc_request, wire, procfs, mountinfo, elf_core_seeds, text, duration, nettrace, gcdump,
                environment, advertise, cgroup_pattern, env_secret, prometheus,
-               policy, providers_seeds):
+               policy, providers_seeds, egress_name, s3_presign, egress_credentials):
         fn()
     return 0
 

@@ -331,6 +331,53 @@ def check_policy_checks_egress_targets_and_never_reads_their_credentials():
 
 
 @test
+def explain_and_collect_name_the_egress_store_and_nothing_of_its_credentials():
+    """explain names the deciding rule's store for a dump (what the rule's egress applies to), collect a table's
+    then.egress: name, endpoint, bucket, prefix. Of the credentials nothing, not even where they are: the
+    requester has no use for it, and the path would point whoever else gets a foothold at the file."""
+    d = make_dir(None, 0o755)
+    keys = make_dir(None, 0o700, base=d)
+    credentials = write_root_file(keys, "central.credentials",
+                                  f'access_key_id = "AKIAEXAMPLE"\nsecret_access_key = "{EGRESS_SECRET}"\n', 0o600)
+    target = Target(SVC)
+    # the rule grants info too, which its store is not for
+    agent = Agent(policy=egress_policy(f"file:{credentials}").replace('commands = ["dump"]', 'commands = ["info", "dump"]'))
+    store = {"egress": "central", "egress_endpoint": "http://127.0.0.1:7480", "egress_bucket": "dotnet-diagnostics",
+             "egress_prefix": "prod/"}
+    said = []
+
+    verdict = explain(agent, ALICE, target.pid, "dump", "--type", "mini")
+    assert verdict["rule"] == "ops-dumps" and {k: verdict.get(k) for k in store} == store, verdict
+    r = dsctl(agent, ALICE, "explain", str(target.pid), "dump")
+    assert r.returncode == 0, r
+    assert "  egress: central (http://127.0.0.1:7480, bucket dotnet-diagnostics, prefix prod/)\n" in r.stdout, r
+    said += [json.dumps(verdict), r.stdout, r.stderr]
+
+    # a command the store is not for, a rule without one (the owner's), a denial: no store named
+    for user, args, rule in ((ALICE, ["info"], "ops-dumps"), (SVC, ["dump"], "owner-access"),
+                             (ALICE, ["dump", "--type", "full"], None)):
+        verdict = explain(agent, user, target.pid, *args)
+        assert verdict.get("rule") == rule and not any(k in verdict for k in store), (user, args, verdict)
+        said.append(json.dumps(verdict))
+
+    # the [[collect]] table's then.egress, in both forms
+    r = dsctl(agent, "root", "--json", "collect")
+    assert r.returncode == 0, r
+    table = [t for t in json.loads(r.stdout) if t.get("table") == "marker" and "pid" not in t]
+    assert len(table) == 1 and {k: table[0].get(k) for k in store} == store, r.stdout
+    said += [r.stdout, r.stderr]
+    r = dsctl(agent, "root", "collect")
+    assert r.returncode == 0, r
+    assert "  egress: central (http://127.0.0.1:7480, bucket dotnet-diagnostics, prefix prod/)\n" in r.stdout, r
+    said += [r.stdout, r.stderr]
+
+    records = json.dumps(agent.records())
+    for words in (EGRESS_SECRET, "AKIAEXAMPLE", credentials, "central.credentials", "file:"):
+        assert not any(words in text for text in said), (words, said)
+        assert words not in records, words
+
+
+@test
 def check_policy_reports_every_error_with_its_position():
     d = make_dir(None, 0o755)
     good = write_root_file(d, "good.toml", ONCALL)

@@ -141,11 +141,58 @@ def interfaces_label_and_connect():
 
 
 @test
+def the_egress_process_alone_reaches_stores_and_reads_their_keys():
+    """dsagent_egress_t: entered from dsagent_t on exec of dsagent-egress, the only domain of the module with
+    name_connect (HTTP ports; unreserved ones under a boolean), the only reader of the keys, and an artifact's
+    reader only through the descriptor it is given."""
+    stmts = statements("dsagent")
+    assert any(re.match(r"type_transition dsagent_t dsagent_egress_exec_t ?: ?process dsagent_egress_t", s)
+               for s in stmts), [s for s in stmts if s.startswith("type_transition")]
+    rules = allow_rules("dsagent")
+    assert "dsagent_t" in granted(rules, "process", "transition", "dsagent_egress_t")
+    assert "dsagent_egress_t" in granted(rules, "file", "entrypoint", "dsagent_egress_exec_t")
+    connecting = set()
+    for src, tgt, classes, perms in rules:
+        if "tcp_socket" in classes and "name_connect" in perms:
+            connecting |= src
+    assert connecting == {"dsagent_egress_t"}, connecting
+    for port in ("http_port_t", "http_cache_port_t"):
+        assert granted(rules, "tcp_socket", "name_connect", port) == {"dsagent_egress_t"}, port
+    # any unreserved port, and systemd's credentials (every unit's are ramfs_t), only under booleans that are off
+    raw = open(os.path.join(work, "tmp", "dsagent.tmp")).read()
+    for boolean, words in (("dsagent_egress_connect_unreserved_ports", "unreserved_port_type:tcp_socket name_connect"),
+                           ("dsagent_egress_read_systemd_credentials", "ramfs_t:file")):
+        assert re.search(rf"^\s*bool {boolean} false;", raw, re.M), boolean
+        start = raw.index(f"if ({boolean}) {{")
+        block = raw[start:raw.index(f"}} # end {boolean}", start)]
+        everywhere = [line for line in raw.splitlines() if words in line and line.lstrip().startswith("allow")]
+        inside = [line for line in block.splitlines() if words in line and line.lstrip().startswith("allow")]
+        assert everywhere and everywhere == inside, (boolean, everywhere, inside)
+    # the keys: read by the egress process alone; the agent's loader looks (getattr) and never opens them
+    assert granted(rules, "file", "read", "dsagent_egress_cred_t") == {"dsagent_egress_t"}
+    assert granted(rules, "file", "open", "dsagent_egress_cred_t") == {"dsagent_egress_t"}
+    assert "dsagent_t" in granted(rules, "file", "getattr", "dsagent_egress_cred_t")
+    # an artifact: read through the passed descriptor; never opened, its directory never searched
+    assert "dsagent_egress_t" in granted(rules, "file", "read", "dsagent_dump_t")
+    assert "dsagent_egress_t" not in granted(rules, "file", "open", "dsagent_dump_t")
+    assert "dsagent_egress_t" not in granted(rules, "dir", "search", "dsagent_dump_t")
+    assert "dsagent_egress_t" not in granted(rules, "file", "write", "dsagent_dump_t")
+    neverallow = [s.replace(" ", "") for s in stmts if s.startswith("neverallow")]
+    for words in ("dsagent_egress_t dsagent_dump_t:file open", "dsagent_t dsagent_egress_cred_t:file",
+                  "dsagent_t { http_port_t http_cache_port_t }:tcp_socket name_connect"):
+        assert any(words.replace(" ", "") in s for s in neverallow), (words, neverallow)
+
+
+@test
 def file_contexts_cover_the_installed_paths():
     fc = open(os.path.join(SOURCE, "selinux/dsagent.fc")).read()
     expected = {"/usr/sbin/dsagent": "dsagent_exec_t", "/etc/dsagent/policy.toml": "dsagent_conf_t",
                 "/run/dsagent.sock": "dsagent_runtime_t", "/run/dsagent/x": "dsagent_runtime_t",
-                "/var/lib/dsagent": "dsagent_var_lib_t", "/var/lib/dsagent/dumps/core": "dsagent_dump_t"}
+                "/var/lib/dsagent": "dsagent_var_lib_t", "/var/lib/dsagent/dumps/core": "dsagent_dump_t",
+                "/usr/libexec/dsagent-egress": "dsagent_egress_exec_t",
+                "/usr/local/libexec/dsagent-egress": "dsagent_egress_exec_t",
+                "/etc/dsagent/egress": "dsagent_egress_cred_t",
+                "/etc/dsagent/egress/central.credentials": "dsagent_egress_cred_t"}
     entries = [(line.split()[0], line.split()[-1]) for line in fc.splitlines() if line.strip()]
     for path, want in expected.items():
         got = [ctx for regex, ctx in entries if re.fullmatch(regex, path)]

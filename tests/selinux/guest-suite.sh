@@ -10,7 +10,10 @@
 #      exceptions, logs, a runtime connecting in on a [[port]] suspended and resumed, an
 #      [[on_start]] trace, dsctl port with the stock dotnet-trace, and a crash the kernel pipes to
 #      systemd-coredump: listed (dsctl crashes) and its core copied (dsctl crash);
-#   4. confirms the agent ran in dsagent_t.
+#   4. confirms the agent ran in dsagent_t;
+#   5. a user confined by MAC (user_t) kept off a runtime's socket, and served by dsctl;
+#   6. `dsagent --check-policy --egress` execs the egress process into dsagent_egress_t, which reads the
+#      store's keys and reaches a store of the guest's own.
 # Each step is a line "ok NAME" or "not ok NAME" in /results/steps; its output is in
 # /results/NAME.out. The AVC records are judged on the host, from the audit log.
 set -u
@@ -235,6 +238,63 @@ step mac-dsctl-stacks grep -qx 0 $M/stacks.rc
 # dsctl dump -o: the copy comes from the dump the agent opened for them and handed over (an ELF core)
 step mac-dsctl-dump-copy sh -c "grep -qx 0 $M/dump.rc && grep -q ELF $M/own.dmp.head"
 step mac-app-stop systemctl stop dstest-mal.service
+
+# 6. Egress (docs/egress-plan.md): `dsagent --check-policy --egress`, started by systemd as the agent is
+# (so in dsagent_t), execs /usr/libexec/dsagent-egress, which must run in dsagent_egress_t, read the
+# store's keys (dsagent_egress_cred_t) from /etc/dsagent/egress or from the unit's credentials, and reach
+# the store. The store, egress-store.py on 127.0.0.1:8080 (http_cache_port_t: a port the module lets the
+# egress process reach), notes who connected, by the kernel's socket tables, while it is connected,
+# and answers nothing (the check then says "unreachable"). On its third connection it kills the
+# agent and notes whether the egress process went with it (egress-pdeath.txt: an observation, not a
+# step: SELinux clears PR_SET_PDEATHSIG on a domain transition).
+EGRESS_SECRET=guest-egress-secret-never-shown-5c1d
+mkdir -p /etc/dsagent/egress
+chmod 700 /etc/dsagent/egress
+printf 'access_key_id = "AKIAGUESTEXAMPLE"\nsecret_access_key = "%s"\n' "$EGRESS_SECRET" \
+        >/etc/dsagent/egress/central.credentials
+chmod 600 /etc/dsagent/egress/central.credentials
+for kind in file:/etc/dsagent/egress/central.credentials systemd:s3-central; do
+        printf '[egress.central]\nendpoint = "http://127.0.0.1:8080"\nbucket = "dsagent-guest"\nregion = "us-east-1"\ncredentials = "%s"\n' \
+                "$kind" >/etc/dsagent/egress-check-${kind%%:*}.toml
+done
+restorecon -R /etc/dsagent /usr/libexec/dsagent-egress
+ls -lZ /usr/libexec/dsagent-egress /etc/dsagent/egress/central.credentials >$R/egress-labels.txt 2>&1
+step egress-exec-labelled grep -q 'dsagent_egress_exec_t.*/usr/libexec/dsagent-egress' $R/egress-labels.txt
+step egress-keys-labelled grep -q 'dsagent_egress_cred_t.*central.credentials' $R/egress-labels.txt
+cp $P/egress-store.py /usr/local/bin/egress-store.py
+restorecon /usr/local/bin/egress-store.py
+python3 /usr/local/bin/egress-store.py 8080 $R 3 >$R/egress-store.log 2>&1 &
+wait_until 30 test -e $R/egress-store.listening
+egress_check() { # N UNIT-PROPERTY...: one check as a transient service; its output in egress-check-N.out
+        local n=$1; shift
+        systemd-run --wait --quiet --unit=dsagent-egress-check-$n "$@"
+        journalctl -u dsagent-egress-check-$n --no-pager -o cat >$R/egress-check-$n.out 2>&1
+}
+egress_check 1 /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-file.toml
+# keys as a systemd credential: on a ramfs of the unit's, ramfs_t as every unit's are, under the module's
+# boolean (off by default; set here for this boot only)
+step egress-boolean-on setsebool dsagent_egress_read_systemd_credentials on
+egress_check 2 -p LoadCredential=s3-central:/etc/dsagent/egress/central.credentials \
+        /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-systemd.toml
+step egress-boolean-off setsebool dsagent_egress_read_systemd_credentials off
+# (KillMode=process: systemd, once the killed agent's unit ends, leaves the rest of its cgroup alone, so
+# that only the death signal, or the egress process's own watch, can end it)
+egress_check 3 -p KillMode=process /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-file.toml
+# the store writes what became of the egress process at most 20 s after it killed the agent
+wait_until 30 test -s $R/egress-pdeath.txt
+systemd-run --wait --quiet -p LoadCredential=s3-central:/etc/dsagent/egress/central.credentials \
+        --unit=dsagent-egress-credentials-ls sh -c 'ls -laZ "$CREDENTIALS_DIRECTORY" /run/credentials'
+journalctl -u dsagent-egress-credentials-ls --no-pager -o cat >$R/egress-credentials-ls.txt 2>&1
+step egress-systemd-credentials-ramfs grep -q 'ramfs_t:s0 .* s3-central$' $R/egress-credentials-ls.txt
+for n in 1 2 3; do
+        # the process that connected to the store is the egress process, in its domain, the agent's child
+        step egress-$n-in-dsagent_egress_t grep -q 'comm=dsagent-egress label=system_u:system_r:dsagent_egress_t:s0 .* parent_comm=dsagent parent_label=system_u:system_r:dsagent_t:s0' $R/egress-peer.$n.txt
+        # it read the keys: the request is signed with the key id
+        step egress-$n-signed grep -q 'Authorization: AWS4-HMAC-SHA256 Credential=AKIAGUESTEXAMPLE/' $R/egress-request.$n.txt
+done
+step egress-check-said-unreachable grep -q '\[egress.central\] unreachable: .*Empty reply from server' $R/egress-check-1.out
+step egress-secret-shown-nowhere sh -c "! grep -rq '$EGRESS_SECRET' $R/egress-check-*.out $R/egress-request.*.txt"
+cat $R/egress-pdeath.txt 2>/dev/null
 
 step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service
 journalctl -u dsagent.service --no-pager >$R/dsagent-journal.txt 2>&1

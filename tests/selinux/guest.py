@@ -149,6 +149,7 @@ def payload_image(work):
     shutil.copy(os.path.join(HERE, "guest-suite.sh"), os.path.join(p, "run.sh"))
     shutil.copy(os.path.join(HERE, "guest-policy.toml"), os.path.join(p, "policy.toml"))
     shutil.copy(os.path.join(HERE, "connect.py"), os.path.join(p, "connect.py"))
+    shutil.copy(os.path.join(HERE, "egress-store.py"), os.path.join(p, "egress-store.py"))
     shutil.move(guest_build(work), os.path.join(p, "stage"))
     # the runtime alone, not the SDK: dotnet, its host resolver and Microsoft.NETCore.App
     root = dotnet_root()

@@ -36,6 +36,8 @@ packages=(
         policycoreutils-python-utils auditd
         # what dsagent links to and its tests use (getfacl), and what .NET needs
         libsystemd0 libseccomp2 libacl1 libpam0g libpam-modules acl libicu72 libssl3 zlib1g
+        # the egress process (dsagent-egress) links libcurl
+        libcurl4
         # checking results inside the guest
         procps psmisc python3 kmod
         # crashes: the kernel's core_pattern pipes cores to it, it stores them and logs them (docs/crashes.md)

@@ -65,7 +65,11 @@ static void test_refusals(void) {
         static const char *const bad_endpoints[] = {
                 "s3.amazonaws.com", "ftp://host", "https://", "https://host/path", "https://user@host",
                 "https://host?x", "file:///etc/passwd",
+                /* found by fuzz-s3-presign: copied into the URL as they were */
+                "https://host name", "https://host\r\nX-Injected: 1", "https://ho%st", "https://h\x01",
         };
+        static const char *const bad_buckets[] = { "", ".", "..", "evil.com/x?y#", "a b", "Upper", "-a", "a.", "b\n" };
+        static const char *const bad_keys[] = { ".", "..", "./x", "a/../../b", "a/.", "a/..", "a/./b" };
         S3PresignRequest q = aws_example;
         char *url = NULL;
 
@@ -73,6 +77,31 @@ static void test_refusals(void) {
                 q.endpoint = bad_endpoints[i];
                 check(s3_presign_get(&q, &url) == -EINVAL);
         }
+        q = aws_example;
+        for (size_t i = 0; i < sizeof(bad_buckets) / sizeof(bad_buckets[0]); i++) {
+                q.bucket = bad_buckets[i];
+                check(s3_presign_get(&q, &url) == -EINVAL);
+                q.path_style = !q.path_style; /* in the path too: ".." would climb out of it */
+                check(s3_presign_get(&q, &url) == -EINVAL);
+        }
+        q = aws_example;
+        for (size_t i = 0; i < sizeof(bad_keys) / sizeof(bad_keys[0]); i++) {
+                q.key = bad_keys[i];
+                check(s3_presign_get(&q, &url) == -EINVAL);
+        }
+        q.key = "a/.../..b/b../.x/x.//y"; /* dots that are no segment of their own, an empty segment */
+        check(s3_presign_get(&q, &url) == 0 && url && strstr(url, "/a/.../..b/b../.x/x.//y?"));
+        free(url);
+        url = NULL;
+        q = aws_example;
+        q.now = -1; /* 1969: before SigV4's four-digit years */
+        check(s3_presign_get(&q, &url) == -EINVAL);
+        q.now = 253402300800; /* 10000-01-01 */
+        check(s3_presign_get(&q, &url) == -EINVAL);
+        q.now = 253402300799; /* 9999-12-31T23:59:59Z */
+        check(s3_presign_get(&q, &url) == 0 && url && strstr(url, "X-Amz-Date=99991231T235959Z"));
+        free(url);
+        url = NULL;
         q = aws_example;
         q.expires_seconds = 0;
         check(s3_presign_get(&q, &url) == -EINVAL);
