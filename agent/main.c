@@ -22,6 +22,7 @@
 #include "agent/broker.h"
 #include "agent/decide/policy-load.h"
 #include "agent/egress/egress-check.h"
+#include "agent/egress/egress-client.h"
 #include "agent/ports/ports.h"
 #include "agent/workers/sandbox.h"
 #include "common/cleanup.h"
@@ -531,6 +532,16 @@ static int run(const Options *o, SystemdFds *fds) {
         if (r < 0) {
                 broker_free(broker);
                 return r;
+        }
+
+        /* The egress process, before the sandbox (which would not let the agent exec it), and only for a policy
+         * that has a store: a host without egress runs no network code at all. A reload that adds the first
+         * store finds none running, and its uploads fail, recorded, until the agent is restarted. */
+        if (broker->policy->n_egress > 0) {
+                r = egress_client_start(event, egress_helper_path(), &broker->egress);
+                if (r < 0)
+                        fprintf(stderr, "dsagent: cannot start the egress process %s: %s; uploads will fail, "
+                                        "recorded\n", egress_helper_path(), strerror(-r));
         }
 
         /* the last step of start-up, before the first untrusted byte is read */

@@ -27,6 +27,7 @@
 #include "agent/decide/decision.h"
 #include "common/dotnet-ipc.h"
 #include "agent/dumps/dump-publish.h"
+#include "agent/egress/egress-upload.h"
 #include "agent/dumps/dump-stage.h"
 #include "agent/dumps/dump-take.h"
 #include "agent/dumps/dump-writer.h"
@@ -176,6 +177,23 @@ static void dump_reply_frame(WireWriter *w, const Request *req, const char *path
         wire_writer_put_u64(w, WIRE_TAG_TIME, (uint64_t)now.tv_sec * USEC_PER_SEC + (uint64_t)now.tv_nsec / 1000);
 }
 
+/* The rule names a store: the published dump goes there too (egress-upload.h), its requester answered already. */
+static void dump_egress(DumpWork *work, const char *name, bool readable) {
+        Request *req = work->request;
+        const PolicyRule *rule = req->verdict.rule;
+
+        /* a dump only root may read (the process changed credentials) is not sent where the bucket's readers
+         * would read it */
+        if (!rule || !rule->egress || !readable)
+                return;
+        egress_upload_artifact(req->broker, rule->egress, req->policy->agent.dump_dir, work->dir_fd, name,
+                               &(EgressArtifact){ .type = "dump", .extension = "dmp", .process = req->target->name,
+                                                  .pid = req->target->pid, .unit = req->target->unit,
+                                                  .container = req->target->container_id,
+                                                  .request_id = req->id, .requester = req->peer->uid,
+                                                  .rule = req->verdict.rule_name });
+}
+
 static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool readable) {
         Request *req = work->request;
         _cleanup_free_ WireWriter *w = NULL;
@@ -221,6 +239,8 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                 request_reply_errno(req, r, "cannot send the dump's reply");
                 return;
         }
+        if (work->stored)
+                dump_egress(work, name, readable);
         request_reply_done(req, req->verdict.rule_name,
                            !readable       ? "dump taken; only root may read it: the process changed credentials"
                            : work->stored ? "dump taken"

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * An artifact of dump_dir to its store (egress-upload.h). Everything here runs in the loop and waits on nothing:
+ * opening a file of dump_dir (root's, the agent's own names), one fsetxattr, one record, one sendmsg.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/egress/egress-client.h"
+#include "agent/egress/egress-name.h"
+#include "agent/egress/egress-upload.h"
+#include "agent/egress/s3-upload.h"
+#include "common/cleanup.h"
+
+/* One upload handed to the egress process, until its answer. */
+typedef struct EgressUpload {
+        Broker *broker;
+        char *target, *key, *path, *name, *rule;
+        int dir_fd, fd;
+        bool keep_local;
+        uint64_t request_id, size, started_usec;
+} EgressUpload;
+
+static void egress_upload_free(EgressUpload *u) {
+        if (!u)
+                return;
+        safe_close(u->dir_fd);
+        safe_close(u->fd);
+        free(u->target);
+        free(u->key);
+        free(u->path);
+        free(u->name);
+        free(u->rule);
+        free(u);
+}
+
+static uint64_t monotonic_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* The label says where the file stands; a file system without user xattrs loses it, not the upload. */
+static void set_label(int fd, const char *state, const char *what, const char *result) {
+        char value[EGRESS_KEY_FIELD + 96];
+
+        if (result)
+                snprintf(value, sizeof(value), "%s:%s:%s", state, what, result);
+        else
+                snprintf(value, sizeof(value), "%s:%s", state, what);
+        (void)fsetxattr(fd, EGRESS_LABEL, value, strlen(value), 0);
+}
+
+static const char *result_name(int result) {
+        switch (result) {
+        case 0:
+                return "uploaded";
+        case S3_E_REFUSED:
+                return "refused";
+        case S3_E_UNAVAILABLE:
+                return "unavailable";
+        case S3_E_GARBAGE:
+                return "garbage";
+        case S3_E_MISMATCH:
+                return "mismatch";
+        case S3_E_CHANGED:
+                return "changed";
+        case EGRESS_E_TIMEOUT:
+                return "timeout";
+        case EGRESS_E_CREDENTIALS:
+                return "credentials";
+        default:
+                return "failed";
+        }
+}
+
+/* An upload that did not happen, or did not end well: recorded, labelled failed, the local copy kept. */
+static void record_failure(EgressUpload *u, const char *result, const char *error, const EgressReply *a) {
+        AuditEgressEvent e = {
+                .event = "outcome", .target = u->target, .key = u->key, .path = u->path,
+                .request_id = u->request_id, .rule = u->rule, .size = a ? a->size : u->size,
+                .sha256 = a ? a->sha256 : NULL, .parts = a ? a->parts : 0, .attempts = a ? a->attempts : 0,
+                .usec = monotonic_usec() - u->started_usec, .result = result,
+                .http_status = a ? a->http_status : 0, .s3_code = a ? a->s3_code : NULL, .error = error,
+        };
+
+        (void)audit_log_egress(u->broker->config.audit_sink, &e);
+}
+
+/* Is @name of dir_fd still the file that was uploaded? Only then is it the one to remove. */
+static bool still_named(const EgressUpload *u) {
+        struct stat a, b;
+
+        return fstat(u->fd, &a) == 0 && fstatat(u->dir_fd, u->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+               a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static void egress_upload_done(const EgressReply *a, void *userdata) {
+        EgressUpload *u = userdata;
+        AuditEgressEvent e;
+        bool remove_local;
+
+        if (!a) {
+                /* the egress process ended (the agent stops, or it died): the label stays pending, so that the
+                 * agent's next start hands the file over again */
+                record_failure(u, "failed", "the egress process ended before it answered", NULL);
+                egress_upload_free(u);
+                return;
+        }
+        if (a->result != 0) {
+                set_label(u->fd, "failed", u->target, result_name(a->result));
+                record_failure(u, result_name(a->result), a->message, a);
+                egress_upload_free(u);
+                return;
+        }
+        remove_local = !u->keep_local && still_named(u);
+        e = (AuditEgressEvent){
+                .event = "outcome", .target = u->target, .key = u->key, .path = u->path,
+                .request_id = u->request_id, .rule = u->rule, .size = a->size, .sha256 = a->sha256,
+                .parts = a->parts, .attempts = a->attempts, .usec = monotonic_usec() - u->started_usec,
+                .result = "uploaded", .http_status = a->http_status, .local_removed = remove_local,
+        };
+        set_label(u->fd, "uploaded", u->key, NULL);
+        /* the removal is said before it is made: a record that cannot be written keeps the file */
+        if (audit_log_egress(u->broker->config.audit_sink, &e) == 0 && remove_local)
+                (void)unlinkat(u->dir_fd, u->name, 0);
+        egress_upload_free(u);
+}
+
+/* Only A-Z a-z 0-9 . _ - / : of @src, the rest '_': the object's metadata is printable ASCII, and plain. */
+static void metadata_put(EgressRequest *q, size_t *n, const char *name, const char *value) {
+        EgressMetadata *m;
+        size_t i;
+
+        if (!value || !value[0] || *n >= EGRESS_METADATA_MAX)
+                return;
+        m = &q->metadata[(*n)++];
+        snprintf(m->name, sizeof(m->name), "%s", name);
+        for (i = 0; value[i] && i < sizeof(m->value) - 1; i++) {
+                char c = value[i];
+                bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                             c == '.' || c == '_' || c == '-' || c == '/' || c == ':';
+                m->value[i] = plain ? c : '_';
+        }
+        m->value[i] = '\0';
+}
+
+static int copy_field(char *field, size_t size, const char *s) {
+        return (size_t)snprintf(field, size, "%s", s ? s : "") >= size ? -ENAMETOOLONG : 0;
+}
+
+/* The request for the egress process: the store's non-secret fields, where its keys are, the key, metadata. */
+static int build_request(const PolicyEgress *e, const char *key, const EgressArtifact *a, const char *host,
+                         const char *created, EgressRequest *q) {
+        char credentials[EGRESS_FIELD_MAX], number[32];
+        size_t n = 0;
+        int r;
+
+        if (e->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD) {
+                const char *dir = getenv("CREDENTIALS_DIRECTORY");
+
+                if (!dir)
+                        return -ENOENT;
+                if ((size_t)snprintf(credentials, sizeof(credentials), "%s/%s", dir, e->credentials) >=
+                    sizeof(credentials))
+                        return -ENAMETOOLONG;
+        } else if (copy_field(credentials, sizeof(credentials), e->credentials) < 0)
+                return -ENAMETOOLONG;
+        *q = (EgressRequest){ .path_style = e->path_style, .attempts = e->attempts, .part_size = e->part_size,
+                              .timeout_usec = e->timeout_usec, .min_speed = e->min_speed };
+        r = copy_field(q->name, sizeof(q->name), e->name);
+        if (r == 0)
+                r = copy_field(q->endpoint, sizeof(q->endpoint), e->endpoint);
+        if (r == 0)
+                r = copy_field(q->bucket, sizeof(q->bucket), e->bucket);
+        if (r == 0)
+                r = copy_field(q->region, sizeof(q->region), e->region);
+        if (r == 0)
+                r = copy_field(q->ca_file, sizeof(q->ca_file), e->ca_file);
+        if (r == 0)
+                r = copy_field(q->credentials, sizeof(q->credentials), credentials);
+        if (r == 0)
+                r = copy_field(q->key, sizeof(q->key), key);
+        if (r < 0)
+                return r;
+        if (a->requester != (uid_t)-1) {
+                snprintf(number, sizeof(number), "%u", (unsigned)a->requester);
+                metadata_put(q, &n, "requester-uid", number);
+                /* not "requester": Debian 12's curl 7.88 sorts the headers it signs as "name:value", which puts
+                 * requester-uid before requester, and the store's signature differs (SignatureDoesNotMatch) */
+                metadata_put(q, &n, "requester-name", audit_user_name(a->requester));
+        }
+        metadata_put(q, &n, "rule", a->rule);
+        snprintf(number, sizeof(number), "%016" PRIx64, a->request_id);
+        metadata_put(q, &n, "request-id", number);
+        snprintf(number, sizeof(number), "%d", (int)a->pid);
+        metadata_put(q, &n, "pid", number);
+        metadata_put(q, &n, "process", a->process);
+        metadata_put(q, &n, a->unit && a->unit[0] ? "unit" : "container", a->unit && a->unit[0] ? a->unit : a->container);
+        metadata_put(q, &n, "type", a->type);
+        metadata_put(q, &n, "created", created);
+        metadata_put(q, &n, "host", host);
+        metadata_put(q, &n, "agent-version", DSAGENT_VERSION);
+        return 0;
+}
+
+void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_dir, int dir_fd, const char *name,
+                            const EgressArtifact *a) {
+        _cleanup_free_ EgressRequest *q = calloc(1, sizeof(EgressRequest));
+        EgressUpload *u = calloc(1, sizeof(EgressUpload));
+        struct utsname uts;
+        struct timespec now;
+        struct stat st;
+        struct tm tm;
+        char request_id[32], created[32];
+        uint64_t id;
+        int r;
+
+        if (!q || !u) {
+                free(u);
+                return; /* no memory: the artifact stays, unlabelled, as any other */
+        }
+        u->dir_fd = u->fd = -EBADF;
+        if (!(u->target = strdup(e->name)) || !(u->name = strdup(name)) || (a->rule && !(u->rule = strdup(a->rule))) ||
+            asprintf(&u->path, "%s/%s", dump_dir, name) < 0) {
+                u->path = NULL;
+                egress_upload_free(u);
+                return;
+        }
+        u->broker = b;
+        u->keep_local = e->keep_local;
+        u->request_id = a->request_id;
+        u->started_usec = monotonic_usec();
+        u->fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+        if (u->fd < 0 || fstat(u->fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                record_failure(u, "failed", "the artifact could not be opened again for its upload", NULL);
+                egress_upload_free(u);
+                return;
+        }
+        u->size = (uint64_t)st.st_size;
+        u->dir_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        (void)clock_gettime(CLOCK_REALTIME, &now);
+        snprintf(request_id, sizeof(request_id), "%016" PRIx64, a->request_id);
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        if (uname(&uts) < 0)
+                snprintf(uts.nodename, sizeof(uts.nodename), "localhost");
+        r = egress_object_key(&(EgressNameParts){ .prefix = e->prefix ? e->prefix : "", .host = uts.nodename,
+                                                  .unit = a->unit, .container = a->container, .type = a->type,
+                                                  .process = a->process, .pid = (uint32_t)a->pid,
+                                                  .time_usec = (uint64_t)now.tv_sec * 1000000 +
+                                                               (uint64_t)now.tv_nsec / 1000,
+                                                  .request_id = request_id, .extension = a->extension },
+                              &u->key);
+        if (r < 0) {
+                set_label(u->fd, "failed", u->target, "key");
+                record_failure(u, "failed", "no object key could be made for it", NULL);
+                egress_upload_free(u);
+                return;
+        }
+        set_label(u->fd, "pending", u->target, NULL);
+        if (!b->egress) {
+                set_label(u->fd, "failed", u->target, "no-egress-process");
+                record_failure(u, "failed", "no egress process runs: the policy the agent started with had no "
+                               "[egress.NAME] store (restart the agent)", NULL);
+                egress_upload_free(u);
+                return;
+        }
+        r = build_request(e, u->key, a, uts.nodename, created, q);
+        if (r < 0) {
+                set_label(u->fd, "failed", u->target, "credentials");
+                record_failure(u, "failed", r == -ENOENT ? "systemd credentials, but no $CREDENTIALS_DIRECTORY"
+                                                         : "the store's fields do not fit the request",
+                               NULL);
+                egress_upload_free(u);
+                return;
+        }
+        /* record before act: no upload without its "queued" record */
+        r = audit_log_egress(b->config.audit_sink,
+                             &(AuditEgressEvent){ .event = "queued", .target = u->target, .key = u->key,
+                                                  .path = u->path, .request_id = u->request_id, .rule = u->rule,
+                                                  .size = u->size });
+        if (r < 0) {
+                set_label(u->fd, "failed", u->target, "not-recorded");
+                egress_upload_free(u);
+                return;
+        }
+        r = egress_client_submit(b->egress, q, u->fd, egress_upload_done, u, &id);
+        if (r < 0) {
+                set_label(u->fd, "failed", u->target, r == -EAGAIN ? "busy" : "failed");
+                record_failure(u, r == -EAGAIN ? "busy" : "failed",
+                               r == -EAGAIN        ? "the egress process is far behind: its queue is full"
+                               : r == -ECONNRESET ? "the egress process is gone"
+                                                  : strerror(-r),
+                               NULL);
+                egress_upload_free(u);
+        }
+}
