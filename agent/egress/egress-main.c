@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -313,6 +315,40 @@ static int serve(void) {
         }
 }
 
+#if DSAGENT_TEST_HOOKS
+/*
+ * Test builds only: from inside the sandbox, the system call DSAGENT_TEST_EGRESS_SYSCALL names. An AF_INET
+ * socket is the egress process's to make (said on stderr, and it goes on serving); the others kill it, and
+ * surviving one is said and is a failure of SANDBOX_EGRESS.
+ */
+static void test_hook_system_call(void) {
+        const char *name = getenv("DSAGENT_TEST_EGRESS_SYSCALL");
+        int fd = -1;
+
+        if (!name)
+                return;
+        if (strcmp(name, "inet-socket") == 0) {
+                fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                fprintf(stderr, "dsagent-egress: an AF_INET socket: %s\n", fd >= 0 ? "made" : strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        if (strcmp(name, "packet-socket") == 0)
+                fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+        else if (strcmp(name, "execve") == 0)
+                (void)execl("/bin/true", "true", (char *)NULL);
+        else if (strcmp(name, "open-write") == 0)
+                fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        else if (strcmp(name, "ptrace") == 0)
+                (void)ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+        else if (strcmp(name, "unshare") == 0)
+                (void)unshare(CLONE_NEWUSER);
+        fprintf(stderr, "dsagent-egress: survived the forbidden system call %s (%d)\n", name, fd);
+        exit(99);
+}
+#endif
+
 int main(int argc, char *argv[]) {
         struct stat st;
         int r;
@@ -331,14 +367,7 @@ int main(int argc, char *argv[]) {
                 return EXIT_FAILURE;
         }
 #if DSAGENT_TEST_HOOKS
-        /* test builds: show that the egress process, unlike the agent, may make an IPv4 socket */
-        if (getenv("DSAGENT_TEST_EGRESS_INET_SOCKET")) {
-                int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-                fprintf(stderr, "dsagent-egress: an AF_INET socket: %s\n", s >= 0 ? "made" : strerror(errno));
-                if (s >= 0)
-                        close(s);
-        }
+        test_hook_system_call();
 #endif
         r = serve();
         for (size_t i = 0; i < n_uploads; i++)

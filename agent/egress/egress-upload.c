@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -250,7 +251,10 @@ void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_d
         u->size = (uint64_t)st.st_size;
         u->dir_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
         (void)clock_gettime(CLOCK_REALTIME, &now);
-        snprintf(request_id, sizeof(request_id), "%016" PRIx64, a->request_id);
+        /* a table's artifact has no request: a random id keeps its key apart from every other's */
+        if (u->request_id == 0 && getrandom(&u->request_id, sizeof(u->request_id), 0) != sizeof(u->request_id))
+                u->request_id = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 30);
+        snprintf(request_id, sizeof(request_id), "%016" PRIx64, u->request_id);
         gmtime_r(&now.tv_sec, &tm);
         strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
         if (uname(&uts) < 0)

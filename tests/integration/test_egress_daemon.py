@@ -14,10 +14,11 @@ import os
 import re
 import subprocess
 import time
+import uuid
 
 import radosgw
-from harness import (ALICE, BUILD, DUMP_BOUND, MALLORY, SVC, Agent, Target, as_user, dsctl, make_dir, run_tests,
-                     test, uid_of, wait_for)
+from harness import (ALICE, BUILD, DSAGENT, DUMP_BOUND, MALLORY, SVC, Agent, Target, as_user, dsctl, make_dir,
+                     place_in_unit, run_tests, test, uid_of, wait_for)
 
 HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
 EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
@@ -145,6 +146,133 @@ def a_rules_dump_lands_in_the_store_with_its_records_and_label():
     records = [r for r in agent.records(message_id=EGRESS_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
     assert [r["DSAGENT_EGRESS_EVENT"] for r in records] == ["queued", "outcome"], records
     assert gw.secret_key not in open(agent.log_path).read()
+
+
+def table(name, unit, then):
+    return (f'\n[[collect]]\nname = "{name}"\ntargets.users = ["{SVC}"]\ntargets.units = ["{unit}"]\n'
+            f'when.counter = "Dsagent.TestTarget:test-gauge"\nwhen.above = 300\n{then}\nthen.egress = "central"\n'
+            f'readers = ["{ALICE}"]\n')
+
+
+def outcome_of_table(agent, name, timeout=180):
+    """The egress outcome of table @name's artifact. @timeout: the table's firing (its counter session's first
+    samples, a few seconds) and the artifact's taking and upload; 180 s bounds them on a loaded machine."""
+    def find():
+        for r in agent.records(message_id=EGRESS_MESSAGE_ID):
+            if r.get("DSAGENT_RULE") == name and r.get("DSAGENT_EGRESS_EVENT") == "outcome":
+                return r
+        return None
+    return wait_for(find, timeout=timeout, what=f"the egress outcome of table {name}'s artifact")
+
+
+@test
+def a_collect_tables_artifacts_land_in_the_store():
+    gw = store()
+    unit = f"dst-egress-{uuid.uuid4().hex[:12]}.service"
+    # a /tmp of its own: a dump still staging when the test ends leaves its staging directory there
+    target = Target(SVC, tmpdir=None, mount_ns=True, args=("--meter-value", "500"))
+    place_in_unit(target.pid, unit)
+    agent = start_agent(egress_policy(tables=table("high-dump", unit, 'then.dump = "mini"') +
+                                      table("high-stacks", unit, "then.stacks = true")))
+    for name, kind, extension in (("high-dump", "dump", "dmp"), ("high-stacks", "stacks", "txt")):
+        out = outcome_of_table(agent, name)
+        assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+        path, key = out["DSAGENT_DUMP_PATH"], out["DSAGENT_EGRESS_KEY"]
+        assert f".collect-{name}." in path, path
+        assert re.fullmatch(rf"test/[^/]+/{re.escape(unit)}/{kind}/\d{{4}}/\d\d/\d\d/[A-Za-z0-9._-]+-{target.pid}-"
+                            rf"\d{{8}}T\d{{6}}Z-[0-9a-f]{{16}}\.{extension}", key), key
+        local = sha256_file(path)
+        assert gw.sha256_of(key) == local == out["DSAGENT_EGRESS_SHA256"], (key, local, out)
+        assert label_of(path) == f"uploaded:{key}", label_of(path)
+        meta = gw.client().head_object(Bucket=gw.bucket, Key=key)["Metadata"]
+        assert meta["rule"] == name and meta["unit"] == unit and "requester-uid" not in meta, meta
+
+
+def run_egress_alone(env_extra):
+    """dsagent-egress started as the agent starts it, with one end of a socketpair as its fd 3, whose other end
+    is closed at once: it then exits by itself. Its result."""
+    import socket
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with theirs:
+        proc = subprocess.Popen(["sh", "-c", f'exec "$0" 3<&{theirs.fileno()} {theirs.fileno()}<&-', HELPER],
+                                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env_extra))
+    ours.close()
+    # it exits as soon as its hook ran (or its end closed): ms; 30 s is a bound against a hang
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, err
+
+
+@test
+def only_the_egress_process_may_make_an_inet_socket():
+    import signal
+    # the agent, started with a store and so with its egress process, still dies on socket(AF_INET)
+    agent_dir = make_dir(None, 0o755)
+    policy = os.path.join(agent_dir, "policy.toml")
+    with open(policy, "w") as f:
+        f.write(egress_policy().replace("@DUMP_DIR@", os.path.join(agent_dir, "dumps")))
+    proc = subprocess.run([DSAGENT, "--listen", os.path.join(agent_dir, "s.sock"), "--policy", policy,
+                           "--runtime-dir", os.path.join(agent_dir, "run"), "--audit", "stderr"],
+                          env=dict(os.environ, DSAGENT_TEST_FORBIDDEN_SYSCALL="inet-socket",
+                                   DSAGENT_TEST_EGRESS_HELPER=HELPER),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    # it dies at its start, within ms; 30 s is a bound against a hang
+    assert proc.returncode == -signal.SIGSYS, (proc.returncode, proc.stderr)
+    # the egress process may, in its sandbox, and serves on
+    rc, err = run_egress_alone({"DSAGENT_TEST_EGRESS_SYSCALL": "inet-socket"})
+    assert rc == 0 and "dsagent-egress: an AF_INET socket: made" in err, (rc, err)
+    # and nothing else of what its filter leaves out: each kills it
+    for call in ("packet-socket", "execve", "open-write", "ptrace", "unshare"):
+        rc, err = run_egress_alone({"DSAGENT_TEST_EGRESS_SYSCALL": call})
+        assert rc == -signal.SIGSYS, (call, rc, err)
+
+
+def status_of(pid):
+    return dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+
+
+@test
+def the_egress_process_is_not_dumpable_and_holds_nothing_a_user_can_read():
+    agent = start_agent(egress_policy())
+    pid = wait_for(lambda: egress_pid(agent), what="the egress process")
+    # it has entered its sandbox before it serves: wait until its filter shows
+    wait_for(lambda: status_of(pid)["Seccomp"].strip() == "2", what="the egress process's seccomp filter")
+    status = status_of(pid)
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[cap], 16) == 0, (cap, status[cap])
+    assert status["NoNewPrivs"].strip() == "1", status
+    # a user reads nothing of it; nor does root without CAP_SYS_PTRACE (same uid, no capability over it: a
+    # dumpable process's environ would be readable so, as the control below shows)
+    for what in ("environ", "mem", "cmdline"):
+        r = subprocess.run(as_user(MALLORY, ["cat", f"/proc/{pid}/{what}"]), capture_output=True)
+        assert r.returncode != 0 and not r.stdout or what == "cmdline", (what, r)
+    drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    control = subprocess.Popen(drop + ["sleep", "300"])
+    try:
+        wait_for(lambda: status_of(control.pid)["Name"].strip() == "sleep", what="the control's exec")
+        r = subprocess.run(drop + ["cat", f"/proc/{control.pid}/environ"], capture_output=True)
+        assert r.returncode == 0 and b"PATH=" in r.stdout, r  # the control: a dumpable process of root's
+    finally:
+        control.kill()
+        control.wait()
+    r = subprocess.run(drop + ["cat", f"/proc/{pid}/environ"], capture_output=True)
+    assert r.returncode != 0 and b"Permission denied" in r.stderr and not r.stdout, r
+
+
+@test
+def the_secret_is_in_no_record_no_dsctl_output_and_no_stderr():
+    gw = store()
+    target = Target(SVC)
+    agent = start_agent(egress_policy())
+    path = dump(agent, ALICE, target.pid)["path"]
+    assert outcome_for(agent, path)["DSAGENT_EGRESS_RESULT"] == "uploaded"
+    said = open(agent.log_path).read()  # the agent's stderr: its records, and the egress process's words
+    for user, args in ((ALICE, ("ps",)), (ALICE, ("info", str(target.pid))), (ALICE, ("dumps",)),
+                       (ALICE, ("--json", "dumps")), ("root", ("dumps",))):
+        r = dsctl(agent, user, *args)
+        assert r.returncode == 0, (args, r)
+        said += r.stdout + r.stderr
+    assert gw.secret_key not in said and gw.secret_key[:12] not in said, "the secret was said"
 
 
 run_tests()
