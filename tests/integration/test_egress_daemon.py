@@ -188,6 +188,107 @@ def a_collect_tables_artifacts_land_in_the_store():
         assert meta["rule"] == name and meta["unit"] == unit and "requester-uid" not in meta, meta
 
 
+@test
+def keep_local_false_frees_the_local_copy_once_the_upload_is_confirmed():
+    gw = store()
+    target = Target(SVC)
+    agent = start_agent(egress_policy(extra="keep_local = false\n"))
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "uploaded" and out["DSAGENT_EGRESS_LOCAL"] == "removed", out
+    assert not os.path.exists(path), path
+    # what is gone locally is in the store, whole: its size and the sha256 the upload read
+    assert gw.sha256_of(out["DSAGENT_EGRESS_KEY"]) == out["DSAGENT_EGRESS_SHA256"], out
+    head = gw.client().head_object(Bucket=gw.bucket, Key=out["DSAGENT_EGRESS_KEY"])
+    assert str(head["ContentLength"]) == out["DSAGENT_EGRESS_SIZE"], (head, out)
+
+
+def assert_failed_and_kept(agent, path, result):
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == result, out
+    assert out["DSAGENT_EGRESS_LOCAL"] == "kept" and out.get("DSAGENT_EGRESS_ERROR"), out
+    assert os.path.exists(path) and label_of(path) == f"failed:central:{result}", (path, label_of(path))
+    return out
+
+
+@test
+def a_store_down_is_recorded_and_the_local_copy_kept():
+    gw = store()
+    target = Target(SVC)
+    # two tries a request: a refused connection is tried again after a backoff of about a second
+    agent = start_agent(egress_policy(extra="attempts = 2\n"))
+    gw.stop_rgw()
+    try:
+        path = dump(agent, ALICE, target.pid)["path"]
+        out = assert_failed_and_kept(agent, path, "unavailable")
+        assert int(out["DSAGENT_EGRESS_ATTEMPTS"]) == 2, out
+        assert "onnect" in out["DSAGENT_EGRESS_ERROR"], out  # curl's words: "Couldn't connect", "Failed to connect"
+    finally:
+        gw.start_rgw()
+    # the store back, the next dump goes
+    path = dump(agent, ALICE, target.pid)["path"]
+    assert outcome_for(agent, path)["DSAGENT_EGRESS_RESULT"] == "uploaded"
+
+
+@test
+def wrong_keys_are_refused_and_recorded_with_the_stores_code():
+    gw = store()
+    target = Target(SVC)
+    wrong = keys_file(gw.access_key, "not" + gw.secret_key[3:])
+    agent = start_agent(egress_policy(credentials=wrong))
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = assert_failed_and_kept(agent, path, "refused")
+    assert out["DSAGENT_EGRESS_HTTP_STATUS"] == "403" and out["DSAGENT_EGRESS_S3_CODE"] == "SignatureDoesNotMatch", out
+    assert out["DSAGENT_EGRESS_ATTEMPTS"] == "1", out  # a 4xx is not tried again
+    assert gw.secret_key[3:] not in open(agent.log_path).read()
+
+
+@test
+def a_frozen_store_holds_nothing_of_the_agent():
+    gw = store()
+    target = Target(SVC)
+    other = Target(SVC)
+    agent = start_agent(egress_policy())
+    gw.pause_rgw()
+    try:
+        path = dump(agent, ALICE, target.pid)["path"]
+        queued_for(agent, path)
+        # the store answers nothing: the agent still does, and another dump is taken, published and queued
+        r = dsctl(agent, ALICE, "ps")
+        assert r.returncode == 0 and str(target.pid) in r.stdout, r
+        r = dsctl(agent, ALICE, "--json", "info", str(other.pid))
+        assert r.returncode == 0, r
+        second = dump(agent, ALICE, other.pid)["path"]
+        queued_for(agent, second)
+    finally:
+        gw.resume_rgw()
+    # both uploads were under way across the stall (a frozen store takes nothing), and end uploaded once it
+    # runs again: what the agent answered meanwhile did not wait for them
+    for p in (path, second):
+        out = outcome_for(agent, p, timeout=300)  # curl cuts a stalled transfer after 30 s, then tries again
+        assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+        assert gw.sha256_of(out["DSAGENT_EGRESS_KEY"]) == sha256_file(p)
+
+
+@test
+def an_upload_to_a_store_frozen_for_good_ends_at_its_deadline_recorded():
+    gw = store()
+    target = Target(SVC)
+    # timeout: the whole upload's deadline, past which its process is killed; 5 s keeps the test short
+    agent = start_agent(egress_policy(extra='timeout = "5s"\n'))
+    gw.pause_rgw()
+    try:
+        path = dump(agent, ALICE, target.pid)["path"]
+        out = assert_failed_and_kept(agent, path, "timeout")
+        assert "deadline" in out["DSAGENT_EGRESS_ERROR"], out
+        # its process is gone: the egress process has no child left
+        pid = egress_pid(agent)
+        wait_for(lambda: not open(f"/proc/{pid}/task/{pid}/children").read().split(),
+                 what="the upload's process reaped")
+    finally:
+        gw.resume_rgw()
+
+
 def run_egress_alone(env_extra):
     """dsagent-egress started as the agent starts it, with one end of a socketpair as its fd 3, whose other end
     is closed at once: it then exits by itself. Its result."""
