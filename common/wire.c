@@ -69,6 +69,7 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_RESULT_TIME] = WIRE_KIND_U64,
         [WIRE_TAG_RESULT_PID] = WIRE_KIND_U32,
         [WIRE_TAG_REASON] = WIRE_KIND_TEXT,
+        [WIRE_TAG_EGRESS] = WIRE_KIND_STRING,
 };
 
 WireFieldKind wire_tag_kind(WireTag tag) {

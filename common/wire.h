@@ -137,6 +137,8 @@ typedef enum WireTag {
         WIRE_TAG_RESULT_TIME = 58,      /* u64: then, in microseconds since the epoch */
         WIRE_TAG_RESULT_PID = 59,       /* u32: a table's last result: the process it was about */
         WIRE_TAG_REASON = 60,           /* text: why it failed, as its record says */
+        WIRE_TAG_EGRESS = 61,           /* string: dumps: the artifact's upload (its label user.dsagent.egress):
+                                         * "pending:STORE", "uploaded:STORE:KEY" or "failed:STORE:RESULT" */
         _WIRE_TAG_MAX,
 } WireTag;
 

@@ -563,6 +563,7 @@ static int parse_uid(const char *s, uint32_t *ret) {
 typedef struct DumpLabels {
         char *type, *pid, *uid, *unit, *exe, *name, *requester;
         char *origin, *table;   /* a policy table's artifact (dump-publish.h) */
+        char *egress;           /* its upload (egress-upload.h) */
 } DumpLabels;
 
 static void dump_labels_done(DumpLabels *l) {
@@ -575,6 +576,7 @@ static void dump_labels_done(DumpLabels *l) {
         free(l->requester);
         free(l->origin);
         free(l->table);
+        free(l->egress);
 }
 
 static void dump_labels_read(int fd, DumpLabels *l) {
@@ -587,6 +589,18 @@ static void dump_labels_read(int fd, DumpLabels *l) {
         l->requester = get_attribute(fd, "user.dsagent.requester_uid");
         l->origin = get_attribute(fd, "user.dsagent.origin");
         l->table = get_attribute(fd, "user.dsagent.table");
+        l->egress = get_attribute(fd, EGRESS_LABEL);
+}
+
+/* An upload's label as the agent writes it: one of its three states, then the store's name and a key or a result
+ * of the keys' alphabet and '/' */
+static bool egress_label_is_valid(const char *s) {
+        if (!s || (strncmp(s, "pending:", 8) != 0 && strncmp(s, "uploaded:", 9) != 0 && strncmp(s, "failed:", 7) != 0))
+                return false;
+        for (; *s; s++)
+                if (!policy_egress_key_char(*s) && *s != '/' && *s != ':')
+                        return false;
+        return true;
 }
 
 /* The labels as fields, each checked: they are the agent's own, but a file system may hold anything. */
@@ -610,6 +624,8 @@ static void put_labels(WireWriter *w, const DumpLabels *l) {
                 wire_writer_put_string(w, WIRE_TAG_UNIT, l->unit);
         commands_put_untrusted_string(w, WIRE_TAG_EXE, l->exe);
         commands_put_untrusted_string(w, WIRE_TAG_NAME, l->name);
+        if (egress_label_is_valid(l->egress))
+                wire_writer_put_string(w, WIRE_TAG_EGRESS, l->egress);
 }
 
 static int dumps_list_one(Request *req, WireWriter *w, int dir_fd, const char *name) {

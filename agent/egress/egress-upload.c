@@ -51,7 +51,8 @@ static uint64_t monotonic_usec(void) {
         return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-/* The label says where the file stands; a file system without user xattrs loses it, not the upload. */
+/* The label says where the file stands: pending:STORE, uploaded:STORE:KEY, failed:STORE:RESULT (neither a
+ * store's name nor a key holds a ':'). A file system without user xattrs loses it, not the upload. */
 static void set_label(int fd, const char *state, const char *what, const char *result) {
         char value[EGRESS_KEY_FIELD + 96];
 
@@ -131,7 +132,7 @@ static void egress_upload_done(const EgressReply *a, void *userdata) {
                 .parts = a->parts, .attempts = a->attempts, .usec = monotonic_usec() - u->started_usec,
                 .result = "uploaded", .http_status = a->http_status, .local_removed = remove_local,
         };
-        set_label(u->fd, "uploaded", u->key, NULL);
+        set_label(u->fd, "uploaded", u->target, u->key);
         /* the removal is said before it is made: a record that cannot be written keeps the file */
         if (audit_log_egress(u->broker->config.audit_sink, &e) == 0 && remove_local)
                 (void)unlinkat(u->dir_fd, u->name, 0);

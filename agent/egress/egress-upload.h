@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * An artifact of dump_dir to its [egress.NAME] store (egress-upload.c), the loop's side: the object key
- * (egress-name.h), the label user.dsagent.egress on the file (pending:NAME, then uploaded:KEY or
+ * (egress-name.h), the label user.dsagent.egress on the file (pending:NAME, then uploaded:NAME:KEY or
  * failed:NAME:RESULT), the "queued" record before the hand-over, the hand-over itself (egress-client.h, the file
  * opened O_RDONLY), and on the answer the outcome record and, with keep_local = false, the local copy freed.
  * Nothing of it waits: the egress process does the network's work.

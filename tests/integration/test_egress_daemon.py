@@ -137,11 +137,17 @@ def a_rules_dump_lands_in_the_store_with_its_records_and_label():
     assert out["DSAGENT_EGRESS_TARGET"] == "central" and out["DSAGENT_RULE"] == "ops-dumps", out
     assert out["DSAGENT_REQUEST_ID"] == request_id and out["DSAGENT_EGRESS_HTTP_STATUS"] == "200", out
     assert int(out["DSAGENT_EGRESS_ATTEMPTS"]) >= 2, out  # the PUT and the confirming HEAD
-    assert label_of(path) == f"uploaded:{key}", label_of(path)
+    assert label_of(path) == f"uploaded:central:{key}", label_of(path)
     head = gw.client().head_object(Bucket=gw.bucket, Key=key)
     meta = head["Metadata"]
     assert meta["dsagent-sha256"] == local and meta["requester-uid"] == str(uid_of(ALICE)), meta
     assert meta["rule"] == "ops-dumps" and meta["pid"] == str(target.pid) and meta["type"] == "dump", meta
+    # dsctl dumps names the object, from the label
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["egress"] == {"state": "uploaded", "store": "central", "key": key}, (listed, r)
+    r = dsctl(agent, ALICE, "dumps")
+    assert r.returncode == 0 and f" egress uploaded:central:{key}\n" in r.stdout, r
     # the queued record came before the outcome
     records = [r for r in agent.records(message_id=EGRESS_MESSAGE_ID) if r.get("DSAGENT_DUMP_PATH") == path]
     assert [r["DSAGENT_EGRESS_EVENT"] for r in records] == ["queued", "outcome"], records
@@ -183,7 +189,7 @@ def a_collect_tables_artifacts_land_in_the_store():
                             rf"\d{{8}}T\d{{6}}Z-[0-9a-f]{{16}}\.{extension}", key), key
         local = sha256_file(path)
         assert gw.sha256_of(key) == local == out["DSAGENT_EGRESS_SHA256"], (key, local, out)
-        assert label_of(path) == f"uploaded:{key}", label_of(path)
+        assert label_of(path) == f"uploaded:central:{key}", label_of(path)
         meta = gw.client().head_object(Bucket=gw.bucket, Key=key)["Metadata"]
         assert meta["rule"] == name and meta["unit"] == unit and "requester-uid" not in meta, meta
 
@@ -240,6 +246,9 @@ def wrong_keys_are_refused_and_recorded_with_the_stores_code():
     out = assert_failed_and_kept(agent, path, "refused")
     assert out["DSAGENT_EGRESS_HTTP_STATUS"] == "403" and out["DSAGENT_EGRESS_S3_CODE"] == "SignatureDoesNotMatch", out
     assert out["DSAGENT_EGRESS_ATTEMPTS"] == "1", out  # a 4xx is not tried again
+    r = dsctl(agent, ALICE, "--json", "dumps")
+    listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
+    assert listed and listed[0]["egress"] == {"state": "failed", "store": "central", "result": "refused"}, listed
     assert gw.secret_key[3:] not in open(agent.log_path).read()
 
 
