@@ -575,6 +575,30 @@ void output_crash(Output *o, const WireMessage *m) {
         o->count++;
 }
 
+void output_url(Output *o, const WireMessage *m) {
+        _cleanup_free_ char *path = NULL, *key = NULL, *url = NULL;
+        uint64_t expires = 0;
+        bool first = true;
+
+        (void)wire_message_get_string(m, WIRE_TAG_PATH, &path);
+        (void)wire_message_get_string(m, WIRE_TAG_EGRESS, &key);
+        (void)wire_message_get_string(m, WIRE_TAG_URL, &url);
+        (void)wire_message_get_u64(m, WIRE_TAG_TIME, &expires);
+        if (o->json) {
+                fputc('{', o->stream);
+                json_member_string(o->stream, &first, "path", path);
+                json_member_string(o->stream, &first, "key", key);
+                json_member_string(o->stream, &first, "url", url);
+                json_member_uint(o->stream, &first, "expires_usec", expires);
+                fputc('}', o->stream);
+        } else {
+                /* the agent's own string, escaped all the same: a URL has nothing to escape */
+                _cleanup_free_ char *shown = url ? text_escape(url, strlen(url)) : NULL;
+                fprintf(o->stream, "%s\n", shown ? shown : "?");
+        }
+        o->count++;
+}
+
 void output_removed(Output *o, const char *path) {
         bool first = true;
 

@@ -70,6 +70,7 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_RESULT_PID] = WIRE_KIND_U32,
         [WIRE_TAG_REASON] = WIRE_KIND_TEXT,
         [WIRE_TAG_EGRESS] = WIRE_KIND_STRING,
+        [WIRE_TAG_URL] = WIRE_KIND_STRING,
 };
 
 WireFieldKind wire_tag_kind(WireTag tag) {
@@ -162,6 +163,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_COLLECT:
         case WIRE_REQUEST_CRASHES:
         case WIRE_REQUEST_CRASH:
+        case WIRE_REQUEST_DUMP_URL:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -174,6 +176,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_ENV:
         case WIRE_REPLY_COLLECT:
         case WIRE_REPLY_CRASH:
+        case WIRE_REPLY_URL:
                 return true;
         default:
                 return false;

@@ -44,6 +44,7 @@ typedef enum WireType {
         WIRE_REQUEST_COLLECT = 0x0011,     /* the [[collect]] tables the caller reads, and what they watch */
         WIRE_REQUEST_CRASHES = 0x0012,     /* the crashes systemd-coredump caught that the caller may see (TIME: since) */
         WIRE_REQUEST_CRASH = 0x0013,       /* CRASH_ID: that crash's core, decompressed into dump_dir (WANT_FD) */
+        WIRE_REQUEST_DUMP_URL = 0x0014,    /* PATH: a presigned URL of that artifact's uploaded object (EGRESS) */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -57,6 +58,7 @@ typedef enum WireType {
         WIRE_REPLY_ENV = 0x800A,        /* one variable: ENV_NAME, ENV_VALUE or REDACTED */
         WIRE_REPLY_COLLECT = 0x800B,    /* a [[collect]] table (RULE), or one process it watches (and PID) */
         WIRE_REPLY_CRASH = 0x800C,      /* one crash (CRASH_ID); for a CRASH request, DUMP follows with its core */
+        WIRE_REPLY_URL = 0x800D,        /* a presigned URL: PATH, EGRESS (here the object's key), URL, TIME (its end) */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -139,6 +141,7 @@ typedef enum WireTag {
         WIRE_TAG_REASON = 60,           /* text: why it failed, as its record says */
         WIRE_TAG_EGRESS = 61,           /* string: dumps: the artifact's upload (its label user.dsagent.egress):
                                          * "pending:STORE", "uploaded:STORE:KEY" or "failed:STORE:RESULT" */
+        WIRE_TAG_URL = 62,              /* string: a presigned URL of an uploaded artifact */
         _WIRE_TAG_MAX,
 } WireTag;
 

@@ -848,3 +848,151 @@ void dumps_remove(Request *req, const WireMessage *m) {
         else
                 dumps_remove_named(req, dir_fd, name, path);
 }
+
+/* What a dump's presigned URL waits for: the egress process's answer. */
+typedef struct DumpUrlWork {
+        Request *request;
+        char *path, *key;
+        uint64_t id, seconds;
+        bool pending;
+} DumpUrlWork;
+
+static void dump_url_work_free(void *p) {
+        DumpUrlWork *work = p;
+
+        if (!work)
+                return;
+        if (work->pending && work->request->broker->egress)
+                egress_client_cancel(work->request->broker->egress, work->id);
+        free(work->path);
+        free(work->key);
+        free(work);
+}
+
+static void dump_url_signed(const EgressReply *a, void *userdata) {
+        DumpUrlWork *work = userdata;
+        Request *req = work->request;
+        _cleanup_free_ WireWriter *w = NULL;
+        _cleanup_free_ char *reason = NULL;
+        struct timespec now;
+
+        work->pending = false;
+        if (!a || a->result != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                                    a ? a->message : "the egress process ended before it signed the URL");
+                return;
+        }
+        w = malloc(sizeof(*w));
+        if (!w || asprintf(&reason, "presigned URL of %s (object %s), for %" PRIu64 " seconds", work->path, work->key,
+                           work->seconds) < 0) {
+                request_reply_oom(req);
+                return;
+        }
+        (void)clock_gettime(CLOCK_REALTIME, &now);
+        wire_writer_begin(w, WIRE_REPLY_URL);
+        wire_writer_put_string(w, WIRE_TAG_PATH, work->path);
+        wire_writer_put_string(w, WIRE_TAG_EGRESS, work->key);
+        wire_writer_put_string(w, WIRE_TAG_URL, a->url);
+        wire_writer_put_u64(w, WIRE_TAG_TIME, ((uint64_t)now.tv_sec + work->seconds) * USEC_PER_SEC);
+        if (connection_queue_frame(req->connection, w) < 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot send the URL");
+                return;
+        }
+        /* the record names the object and how long, never the URL: it lets whoever holds it read the object */
+        request_reply_done(req, NULL, reason);
+}
+
+/* What anyone who may not read the file, and anyone asking for a name that is not there, is told. */
+#define DUMPS_NOT_READABLE "no dump of that name that you may read"
+
+void dumps_url(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *asked = NULL, *path = NULL, *label = NULL, *why_text = NULL;
+        _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
+        const char *dump_dir = req->policy->agent.dump_dir, *name, *why = NULL, *store, *key;
+        const PolicyEgress *e;
+        DumpUrlWork *work;
+        bool readable = req->peer->uid == 0;
+        struct stat st;
+        char store_name[80];
+        int r;
+
+        if (wire_message_get_string(m, WIRE_TAG_PATH, &asked) != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "which dump? a PATH is needed");
+                return;
+        }
+        name = dump_name_in(dump_dir, asked);
+        if (!name) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
+                                    "only a dump of the dump directory, by its name, has a URL");
+                return;
+        }
+        if (asprintf(&path, "%s/%s", dump_dir, name) < 0) {
+                request_reply_oom(req);
+                return;
+        }
+        r = dump_dir_open(dump_dir, &dir_fd, &why);
+        if (r != 0) {
+                if (r > 0)
+                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why);
+                else
+                        request_reply_errno(req, r, why ? why : "cannot open the dump directory");
+                return;
+        }
+        /* the same check as the listing's: who may read the file may have its URL; nobody else learns it is there */
+        fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                (void)asprintf(&why_text, "no dump %s", path);
+                request_reply_error_as(req, AUDIT_DECISION_FAILED, WIRE_ERROR_DENIED, why_text ? why_text : path,
+                                       DUMPS_NOT_READABLE);
+                return;
+        }
+        if (!readable && acl_fd_allows_read(fd, req->peer->uid, req->peer->groups, req->peer->n_groups, &readable) < 0)
+                readable = false;
+        if (!readable) {
+                (void)asprintf(&why_text, "the dump %s is not readable by the caller", path);
+                request_reply_error_as(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, why_text ? why_text : path,
+                                       DUMPS_NOT_READABLE);
+                return;
+        }
+        /* a reader knows it is there: why there is no URL is said */
+        label = get_attribute(fd, EGRESS_LABEL);
+        if (!egress_label_is_valid(label) || strncmp(label, "uploaded:", 9) != 0 || !strchr(label + 9, ':') ||
+            (size_t)(strchr(label + 9, ':') - (label + 9)) >= sizeof(store_name)) {
+                (void)asprintf(&why_text, "the dump %s has no uploaded object (%s)", path,
+                               egress_label_is_valid(label) ? label : "no upload");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, why_text ? why_text : path);
+                return;
+        }
+        store = label + 9;
+        key = strchr(store, ':') + 1;
+        snprintf(store_name, sizeof(store_name), "%.*s", (int)(key - 1 - store), store);
+        e = policy_egress_find(req->policy, store_name);
+        if (!e) {
+                (void)asprintf(&why_text, "the store [egress.%s] of %s is not in the policy now", store_name, path);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why_text ? why_text : path);
+                return;
+        }
+        work = calloc(1, sizeof(*work));
+        if (!work || !(work->path = strdup(path)) || !(work->key = strdup(key))) {
+                dump_url_work_free(work);
+                request_reply_oom(req);
+                return;
+        }
+        work->request = req;
+        work->seconds = e->url_max_age_usec / USEC_PER_SEC;
+        req->work = work;
+        req->work_free = dump_url_work_free;
+        /* a URL is a grant: its record's room is held before it is asked for */
+        if (!request_hold_audit(req))
+                return;
+        r = egress_presign(req->broker, e, key, dump_url_signed, work, &work->id);
+        if (r < 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                                    r == -ECONNRESET ? "no egress process runs: the agent started without an "
+                                                       "[egress.NAME] store in its policy"
+                                    : r == -EAGAIN   ? "the egress process is far behind; try again"
+                                                     : "cannot ask the egress process for a URL");
+                return;
+        }
+        work->pending = true;
+}

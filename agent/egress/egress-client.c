@@ -74,7 +74,7 @@ static int egress_client_on_io(sd_event_source *s, int fd, uint32_t revents, voi
                 /* this build's other end; anything else is not an answer, and is dropped */
                 if (n != sizeof(a) || a.version != EGRESS_PROTOCOL_VERSION || !memchr(a.s3_code, '\0', sizeof(a.s3_code)) ||
                     !memchr(a.message, '\0', sizeof(a.message)) || !memchr(a.sha256, '\0', sizeof(a.sha256)) ||
-                    !memchr(a.etag, '\0', sizeof(a.etag)))
+                    !memchr(a.etag, '\0', sizeof(a.etag)) || !memchr(a.url, '\0', sizeof(a.url)))
                         continue;
                 p = take_pending(c, a.id);
                 if (!p)
@@ -126,7 +126,7 @@ int egress_client_submit(EgressClient *c, EgressRequest *q, int fd, EgressUpload
         struct iovec iov = { .iov_base = q, .iov_len = sizeof(*q) };
         struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
                               .msg_controllen = sizeof(control) };
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        struct cmsghdr *cm;
         Pending *p;
 
         if (c->fd < 0)
@@ -134,12 +134,17 @@ int egress_client_submit(EgressClient *c, EgressRequest *q, int fd, EgressUpload
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        if (fd >= 0) {
+                cm = CMSG_FIRSTHDR(&msg);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        } else {
+                msg.msg_control = NULL;
+                msg.msg_controllen = 0;
+        }
         q->version = EGRESS_PROTOCOL_VERSION;
-        q->type = EGRESS_REQUEST_UPLOAD;
         q->id = c->next_id++;
         if (sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*q)) {
                 int r = errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN

@@ -14,7 +14,7 @@
 
 typedef struct EgressClient EgressClient;
 
-/* The answer to one upload; @reply is NULL when the egress process went away before it answered. */
+/* The answer to one request; @reply is NULL when the egress process went away before it answered. */
 typedef void (*EgressUploadDone)(const EgressReply *reply, void *userdata);
 
 /**
@@ -32,7 +32,8 @@ EgressClient *egress_client_free(EgressClient *c);
 int egress_client_pid(const EgressClient *c);
 
 /**
- * egress_client_submit() - hand @q (an EGRESS_REQUEST_UPLOAD; its id is set here) and @fd to the egress process
+ * egress_client_submit() - hand @q (its type set: UPLOAD with @fd, PRESIGN with -1; its id is set here) to the
+ * egress process
  *
  * @fd is sent, not taken: the caller closes its own. @done runs from the event loop, never from inside this call,
  * exactly once unless egress_client_cancel() is called first.

@@ -32,7 +32,9 @@
 
 #include "agent/egress/egress-credentials.h"
 #include "agent/egress/egress-protocol.h"
+#include "agent/egress/s3-presign.h"
 #include "agent/egress/s3-upload.h"
+#include "common/cleanup.h"
 #include "agent/workers/sandbox.h"
 
 #define EGRESS_FD 3
@@ -67,7 +69,7 @@ static const char *request_problem(const EgressRequest *q, int fd) {
 
         if (q->version != EGRESS_PROTOCOL_VERSION)
                 return "a request of another protocol version";
-        if (q->type != EGRESS_REQUEST_CHECK && q->type != EGRESS_REQUEST_UPLOAD)
+        if (q->type != EGRESS_REQUEST_CHECK && q->type != EGRESS_REQUEST_UPLOAD && q->type != EGRESS_REQUEST_PRESIGN)
                 return "an unknown request";
         if (!field_terminated(q->name, sizeof(q->name)) || !field_terminated(q->endpoint, sizeof(q->endpoint)) ||
             !field_terminated(q->bucket, sizeof(q->bucket)) || !field_terminated(q->region, sizeof(q->region)) ||
@@ -83,6 +85,10 @@ static const char *request_problem(const EgressRequest *q, int fd) {
                 return "a request without a target";
         if (q->type == EGRESS_REQUEST_CHECK)
                 return fd >= 0 ? "a check with a file" : NULL;
+        if (q->type == EGRESS_REQUEST_PRESIGN)
+                return fd >= 0                                                          ? "a URL with a file"
+                       : !q->key[0] || q->url_seconds < 1 || q->url_seconds > S3_PRESIGN_EXPIRES_MAX ? "a URL without a key or a life"
+                                                                                        : NULL;
         if (!q->key[0] || q->timeout_usec == 0)
                 return "an upload without a key or a deadline";
         /* the agent opened it for reading: anything else is not what it sends */
@@ -130,6 +136,31 @@ static void answer_check(const EgressRequest *q, EgressReply *a) {
         a->http_status = (int32_t)report.http_status;
         snprintf(a->s3_code, sizeof(a->s3_code), "%s", report.s3_code);
         snprintf(a->message, sizeof(a->message), "%s", r < 0 ? strerror(-r) : report.message);
+}
+
+/* A presigned GET URL of q->key (s3-presign.c: pure, no network), signed with the keys read now. */
+static void answer_presign(const EgressRequest *q, EgressReply *a) {
+        EgressCredentials keys = {};
+        _cleanup_free_ char *url = NULL;
+        int r;
+
+        if (read_keys(q, &keys, a) < 0)
+                return;
+        r = s3_presign_get(&(S3PresignRequest){ .endpoint = q->endpoint, .bucket = q->bucket, .key = q->key,
+                                                .region = q->region, .path_style = q->path_style != 0,
+                                                .access_key = keys.access_key_id,
+                                                .secret_key = keys.secret_access_key,
+                                                .session_token = keys.session_token, .now = time(NULL),
+                                                .expires_seconds = (unsigned)q->url_seconds },
+                           &url);
+        egress_credentials_done(&keys);
+        if (r == 0 && strlen(url) >= sizeof(a->url))
+                r = -ENAMETOOLONG;
+        a->result = r;
+        if (r == 0)
+                snprintf(a->url, sizeof(a->url), "%s", url);
+        else
+                snprintf(a->message, sizeof(a->message), "cannot sign a URL: %s", strerror(-r));
 }
 
 /* In the upload's child: the whole upload, its outcome in @a. */
@@ -264,6 +295,10 @@ static int take_request(void) {
                 r = send_reply(&a);
         } else if (q->type == EGRESS_REQUEST_CHECK) {
                 answer_check(q, &a);
+                r = send_reply(&a);
+        } else if (q->type == EGRESS_REQUEST_PRESIGN) {
+                a.id = q->id;
+                answer_presign(q, &a);
                 r = send_reply(&a);
         } else
                 r = start_upload(q, fd);

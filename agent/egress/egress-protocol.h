@@ -15,6 +15,7 @@
 typedef enum EgressRequestType {
         EGRESS_REQUEST_CHECK = 1,  /* may the keys reach the bucket? (s3_check_bucket()) */
         EGRESS_REQUEST_UPLOAD = 2, /* store the file that comes with it (SCM_RIGHTS, O_RDONLY) under .key */
+        EGRESS_REQUEST_PRESIGN = 3, /* a presigned GET URL of .key, for .url_seconds (dsctl dumps --url) */
 } EgressRequestType;
 
 #define EGRESS_KEY_FIELD 1025   /* S3's longest key (egress-name.h's EGRESS_KEY_MAX) and its NUL */
@@ -44,6 +45,8 @@ typedef struct EgressRequest {
         uint64_t min_speed;     /* bytes a second; slower for 30 s cuts a transfer, which is tried again */
         char key[EGRESS_KEY_FIELD];
         EgressMetadata metadata[EGRESS_METADATA_MAX];
+        /* EGRESS_REQUEST_PRESIGN only (and .key): */
+        uint64_t url_seconds;   /* how long the URL lives: 1 s to seven days (the policy's url_max_age) */
 } EgressRequest;
 
 typedef struct EgressReply {
@@ -60,6 +63,8 @@ typedef struct EgressReply {
         uint32_t attempts;    /* HTTP requests made, retries included */
         char sha256[65];      /* of the file, as read; "" until hashed */
         char etag[80];        /* the stored object's */
+        /* EGRESS_REQUEST_PRESIGN only: */
+        char url[4096];       /* the presigned URL: the access key's id and a signature, never the secret */
 } EgressReply;
 
 /* A result of the egress process's own, beside s3-upload.h's S3_E_*: the credentials file could not be used. */

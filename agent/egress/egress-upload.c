@@ -161,11 +161,9 @@ static int copy_field(char *field, size_t size, const char *s) {
         return (size_t)snprintf(field, size, "%s", s ? s : "") >= size ? -ENAMETOOLONG : 0;
 }
 
-/* The request for the egress process: the store's non-secret fields, where its keys are, the key, metadata. */
-static int build_request(const PolicyEgress *e, const char *key, const EgressArtifact *a, const char *host,
-                         const char *created, EgressRequest *q) {
-        char credentials[EGRESS_FIELD_MAX], number[32];
-        size_t n = 0;
+/* The store's non-secret fields and where its keys are, into @q (zeroed first). */
+static int build_target(const PolicyEgress *e, EgressRequest *q) {
+        char credentials[EGRESS_FIELD_MAX];
         int r;
 
         if (e->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD) {
@@ -191,8 +189,21 @@ static int build_request(const PolicyEgress *e, const char *key, const EgressArt
                 r = copy_field(q->ca_file, sizeof(q->ca_file), e->ca_file);
         if (r == 0)
                 r = copy_field(q->credentials, sizeof(q->credentials), credentials);
-        if (r == 0)
-                r = copy_field(q->key, sizeof(q->key), key);
+        return r;
+}
+
+/* The request for the egress process: the store, the key, the object's metadata. */
+static int build_request(const PolicyEgress *e, const char *key, const EgressArtifact *a, const char *host,
+                         const char *created, EgressRequest *q) {
+        char number[32];
+        size_t n = 0;
+        int r;
+
+        r = build_target(e, q);
+        if (r < 0)
+                return r;
+        q->type = EGRESS_REQUEST_UPLOAD;
+        r = copy_field(q->key, sizeof(q->key), key);
         if (r < 0)
                 return r;
         if (a->requester != (uid_t)-1) {
@@ -310,4 +321,25 @@ void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_d
                                NULL);
                 egress_upload_free(u);
         }
+}
+
+int egress_presign(Broker *b, const PolicyEgress *e, const char *key, EgressUploadDone done, void *userdata,
+                   uint64_t *ret_id) {
+        _cleanup_free_ EgressRequest *q = calloc(1, sizeof(EgressRequest));
+        int r;
+
+        if (!q)
+                return -ENOMEM;
+        if (!b->egress)
+                return -ECONNRESET;
+        r = build_target(e, q);
+        if (r == 0)
+                r = copy_field(q->key, sizeof(q->key), key);
+        if (r < 0)
+                return r;
+        q->type = EGRESS_REQUEST_PRESIGN;
+        q->url_seconds = e->url_max_age_usec / 1000000;
+        if (q->url_seconds < 1)
+                q->url_seconds = 1;
+        return egress_client_submit(b->egress, q, -1, done, userdata, ret_id);
 }

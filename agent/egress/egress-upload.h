@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "agent/loop/broker-state.h"
+#include "agent/egress/egress-client.h"
 #include "policy/policy.h"
 
 #define EGRESS_LABEL "user.dsagent.egress"
@@ -38,3 +39,15 @@ typedef struct EgressArtifact {
  */
 void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_dir, int dir_fd, const char *name,
                             const EgressArtifact *a);
+
+/**
+ * egress_presign() - ask the egress process for a presigned GET URL of @key in @e's bucket, living @e's url_max_age
+ *
+ * @done runs from the event loop with the answer (its url, or its result and message), or NULL when the egress
+ * process went away; egress_client_cancel(b->egress, *@ret_id) forgets it.
+ *
+ * Return: 0 with the request's id, -ECONNRESET when no egress process runs, -EAGAIN when it is far behind, or a
+ * negative errno.
+ */
+int egress_presign(Broker *b, const PolicyEgress *e, const char *key, EgressUploadDone done, void *userdata,
+                   uint64_t *ret_id);

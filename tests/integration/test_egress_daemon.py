@@ -209,6 +209,44 @@ def keep_local_false_frees_the_local_copy_once_the_upload_is_confirmed():
     assert str(head["ContentLength"]) == out["DSAGENT_EGRESS_SIZE"], (head, out)
 
 
+@test
+def a_presigned_url_is_for_a_reader_of_the_artifact_alone():
+    import urllib.parse
+    import urllib.request
+    target = Target(SVC)
+    agent = start_agent(egress_policy(extra='url_max_age = "2m"\n'))
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+    r = dsctl(agent, ALICE, "--json", "dumps", "--url", path)
+    assert r.returncode == 0, r
+    answer = json.loads(r.stdout)
+    assert answer["path"] == path and answer["key"] == out["DSAGENT_EGRESS_KEY"], answer
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(answer["url"]).query)
+    assert query["X-Amz-Expires"] == ["120"], query  # the store's url_max_age, no more
+    assert answer["expires_usec"] <= (time.time() + 120) * 1e6, answer
+    assert store().secret_key not in answer["url"]
+    # whoever holds the URL reads the very bytes of the local file (15 s: a bound on loopback, not a timing)
+    with urllib.request.urlopen(answer["url"], timeout=15) as response:
+        assert hashlib.sha256(response.read()).hexdigest() == sha256_file(path)
+    # the text form: the URL alone
+    r = dsctl(agent, ALICE, "dumps", "--url", os.path.basename(path))
+    assert r.returncode == 0 and r.stdout.startswith(store().endpoint + "/") and r.stdout.count("\n") == 1, r
+    # someone who may not read the file is answered exactly as for a name that is not there
+    refused = dsctl(agent, MALLORY, "dumps", "--url", path)
+    missing = dsctl(agent, MALLORY, "dumps", "--url", path + "0")
+    words = lambda result: re.sub(r" \(request [0-9a-f]+\)", "", result.stderr)  # each request has its own id
+    assert refused.returncode == missing.returncode != 0, (refused, missing)
+    assert refused.stdout == missing.stdout == "" and words(refused) == words(missing), (refused, missing)
+    assert words(dsctl(agent, ALICE, "dumps", "--url", path + "0")) == words(missing)
+    # the record says which object, never the URL
+    said = open(agent.log_path).read()
+    assert "X-Amz-Signature" not in said and answer["url"] not in said
+    records = [x for x in agent.records() if x.get("DSAGENT_COMMAND") == "dump-url"]
+    assert [x["DSAGENT_DECISION"] for x in records] == ["allowed", "allowed", "denied", "failed", "failed"], records
+    assert out["DSAGENT_EGRESS_KEY"] in records[0]["DSAGENT_REASON"], records[0]
+
+
 def assert_failed_and_kept(agent, path, result):
     out = outcome_for(agent, path)
     assert out["DSAGENT_EGRESS_RESULT"] == result, out
