@@ -23,6 +23,7 @@
 #include "agent/decide/policy-load.h"
 #include "agent/egress/egress-check.h"
 #include "agent/egress/egress-client.h"
+#include "agent/egress/egress-upload.h"
 #include "agent/ports/ports.h"
 #include "agent/workers/sandbox.h"
 #include "common/cleanup.h"
@@ -560,6 +561,8 @@ static int run(const Options *o, SystemdFds *fds) {
                 broker_free(broker);
                 return r;
         }
+        /* uploads an agent before this one left unfinished */
+        egress_resubmit_pending(broker);
 
         notify_ready(broker);
         r = sd_event_loop(event);

@@ -820,32 +820,53 @@ static void dumps_remove_named(Request *req, int dir_fd, const char *name, const
         req->audit.target_unit = req->audit.target_exe = NULL;
 }
 
-void dumps_remove(Request *req, const WireMessage *m) {
-        _cleanup_free_ char *asked = NULL, *path = NULL;
-        _cleanup_close_ int dir_fd = -EBADF;
+/*
+ * The dump of dump_dir that @m's PATH names (by path or by name alone): 0 with dump_dir open, the name in it
+ * (pointing into *@ret_asked) and its whole path; or -1, the client answered (@what says what a PATH outside
+ * dump_dir cannot be: "can be removed").
+ */
+static int dumps_find_named(Request *req, const WireMessage *m, const char *what, int *ret_dir_fd, char **ret_asked,
+                            const char **ret_name, char **ret_path) {
+        _cleanup_free_ char *asked = NULL, *path = NULL, *refusal = NULL;
         const char *dump_dir = req->policy->agent.dump_dir, *name, *why = NULL;
         int r;
 
         if (wire_message_get_string(m, WIRE_TAG_PATH, &asked) != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "which dump? a PATH is needed");
-                return;
+                return -1;
         }
         name = dump_name_in(dump_dir, asked);
         if (!name) {
+                if (asprintf(&refusal, "only a dump of the dump directory, by its name, %s", what) < 0)
+                        refusal = NULL;
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
-                                    "only a dump of the dump directory, by its name, can be removed");
-                return;
+                                    refusal ? refusal : "only a dump of the dump directory, by its name");
+                return -1;
         }
         if (asprintf(&path, "%s/%s", dump_dir, name) < 0) {
+                path = NULL;
                 request_reply_oom(req);
-                return;
+                return -1;
         }
-        r = dump_dir_open(dump_dir, &dir_fd, &why);
+        r = dump_dir_open(dump_dir, ret_dir_fd, &why);
         if (r > 0)
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why);
         else if (r < 0)
                 request_reply_errno(req, r, why);
-        else
+        if (r != 0)
+                return -1;
+        *ret_name = name;
+        *ret_asked = TAKE_PTR(asked);
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+void dumps_remove(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *asked = NULL, *path = NULL;
+        _cleanup_close_ int dir_fd = -EBADF;
+        const char *name;
+
+        if (dumps_find_named(req, m, "can be removed", &dir_fd, &asked, &name, &path) == 0)
                 dumps_remove_named(req, dir_fd, name, path);
 }
 
@@ -908,7 +929,7 @@ static void dump_url_signed(const EgressReply *a, void *userdata) {
 void dumps_url(Request *req, const WireMessage *m) {
         _cleanup_free_ char *asked = NULL, *path = NULL, *label = NULL, *why_text = NULL;
         _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
-        const char *dump_dir = req->policy->agent.dump_dir, *name, *why = NULL, *store, *key;
+        const char *name, *store, *key;
         const PolicyEgress *e;
         DumpUrlWork *work;
         bool readable = req->peer->uid == 0;
@@ -916,28 +937,8 @@ void dumps_url(Request *req, const WireMessage *m) {
         char store_name[80];
         int r;
 
-        if (wire_message_get_string(m, WIRE_TAG_PATH, &asked) != 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "which dump? a PATH is needed");
+        if (dumps_find_named(req, m, "has a URL", &dir_fd, &asked, &name, &path) < 0)
                 return;
-        }
-        name = dump_name_in(dump_dir, asked);
-        if (!name) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
-                                    "only a dump of the dump directory, by its name, has a URL");
-                return;
-        }
-        if (asprintf(&path, "%s/%s", dump_dir, name) < 0) {
-                request_reply_oom(req);
-                return;
-        }
-        r = dump_dir_open(dump_dir, &dir_fd, &why);
-        if (r != 0) {
-                if (r > 0)
-                        request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why);
-                else
-                        request_reply_errno(req, r, why ? why : "cannot open the dump directory");
-                return;
-        }
         /* the same check as the listing's: who may read the file may have its URL; nobody else learns it is there */
         fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

@@ -4,6 +4,7 @@
  * opening a file of dump_dir (root's, the agent's own names), one fsetxattr, one record, one sendmsg.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,9 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/egress/egress-check.h"
 #include "agent/egress/egress-client.h"
 #include "agent/egress/egress-name.h"
 #include "agent/egress/egress-upload.h"
+#include "agent/dumps/dump-publish.h"
 #include "agent/egress/s3-upload.h"
 #include "common/cleanup.h"
 
@@ -161,35 +164,9 @@ static int copy_field(char *field, size_t size, const char *s) {
         return (size_t)snprintf(field, size, "%s", s ? s : "") >= size ? -ENAMETOOLONG : 0;
 }
 
-/* The store's non-secret fields and where its keys are, into @q (zeroed first). */
+/* The store's non-secret fields and where its keys are (egress-check.c), into @q. */
 static int build_target(const PolicyEgress *e, EgressRequest *q) {
-        char credentials[EGRESS_FIELD_MAX];
-        int r;
-
-        if (e->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD) {
-                const char *dir = getenv("CREDENTIALS_DIRECTORY");
-
-                if (!dir)
-                        return -ENOENT;
-                if ((size_t)snprintf(credentials, sizeof(credentials), "%s/%s", dir, e->credentials) >=
-                    sizeof(credentials))
-                        return -ENAMETOOLONG;
-        } else if (copy_field(credentials, sizeof(credentials), e->credentials) < 0)
-                return -ENAMETOOLONG;
-        *q = (EgressRequest){ .path_style = e->path_style, .attempts = e->attempts, .part_size = e->part_size,
-                              .timeout_usec = e->timeout_usec, .min_speed = e->min_speed };
-        r = copy_field(q->name, sizeof(q->name), e->name);
-        if (r == 0)
-                r = copy_field(q->endpoint, sizeof(q->endpoint), e->endpoint);
-        if (r == 0)
-                r = copy_field(q->bucket, sizeof(q->bucket), e->bucket);
-        if (r == 0)
-                r = copy_field(q->region, sizeof(q->region), e->region);
-        if (r == 0)
-                r = copy_field(q->ca_file, sizeof(q->ca_file), e->ca_file);
-        if (r == 0)
-                r = copy_field(q->credentials, sizeof(q->credentials), credentials);
-        return r;
+        return egress_request_fill(q, e, getenv("CREDENTIALS_DIRECTORY"));
 }
 
 /* The request for the egress process: the store, the key, the object's metadata. */
@@ -342,4 +319,89 @@ int egress_presign(Broker *b, const PolicyEgress *e, const char *key, EgressUplo
         if (q->url_seconds < 1)
                 q->url_seconds = 1;
         return egress_client_submit(b->egress, q, -1, done, userdata, ret_id);
+}
+
+/* A label of the artifact's (dump-publish.c), or "" when it has none. */
+static void read_label(int fd, const char *key, char *buf, size_t size) {
+        ssize_t n = fgetxattr(fd, key, buf, size - 1);
+
+        buf[n > 0 ? (size_t)n : 0] = '\0';
+}
+
+/* The key's type and extension of an artifact labelled @type, named @name. */
+static void type_of(const char *type, const char *name, const char **ret_type, const char **ret_extension) {
+        static const char *const suffixes[] = { "nettrace", "txt", "csv", "gcdump", "svg" };
+        const char *dot = strrchr(name, '.');
+
+        if (policy_dump_type_from_string(type) != _POLICY_DUMP_INVALID) {
+                *ret_type = "dump";
+                *ret_extension = "dmp";
+                return;
+        }
+        *ret_type = type[0] ? type : "artifact";
+        *ret_extension = "bin";
+        for (size_t i = 0; dot && i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+                if (strcmp(dot + 1, suffixes[i]) == 0)
+                        *ret_extension = suffixes[i];
+}
+
+/* One file of dump_dir: handed over again when its label says its upload never ended. */
+static void resubmit_one(Broker *b, const char *dump_dir, int dir_fd, const char *name) {
+        _cleanup_close_ int fd = -EBADF;
+        char label[256], type[64], pid[16], process[128], unit[256], id[24], requester[16], origin[32], table[128];
+        const char *key_type, *extension;
+        const PolicyEgress *e;
+        unsigned long long n;
+        struct stat st;
+
+        fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return;
+        read_label(fd, EGRESS_LABEL, label, sizeof(label));
+        if (strncmp(label, "pending:", 8) != 0)
+                return;
+        e = policy_egress_find(b->policy, label + 8);
+        if (!e) {
+                set_label(fd, "failed", label + 8, "no-such-store");
+                return;
+        }
+        read_label(fd, "user.dsagent.dump_type", type, sizeof(type));
+        read_label(fd, "user.dsagent.target_pid", pid, sizeof(pid));
+        read_label(fd, "user.dsagent.target_name", process, sizeof(process));
+        read_label(fd, "user.dsagent.target_unit", unit, sizeof(unit));
+        read_label(fd, "user.dsagent.request_id", id, sizeof(id));
+        read_label(fd, "user.dsagent.requester_uid", requester, sizeof(requester));
+        read_label(fd, "user.dsagent.origin", origin, sizeof(origin));
+        read_label(fd, "user.dsagent.table", table, sizeof(table));
+        type_of(type, name, &key_type, &extension);
+        egress_upload_artifact(b, e, dump_dir, dir_fd, name,
+                               &(EgressArtifact){ .type = key_type, .extension = extension,
+                                                  .process = process[0] ? process : "process",
+                                                  .pid = (pid_t)strtol(pid, NULL, 10), .unit = unit,
+                                                  .request_id = strtoull(id, NULL, 16),
+                                                  .requester = origin[0] || !requester[0]
+                                                                       ? (uid_t)-1
+                                                                       : (n = strtoull(requester, NULL, 10),
+                                                                          n < UINT32_MAX ? (uid_t)n : (uid_t)-1),
+                                                  .rule = table[0] ? table : NULL });
+}
+
+void egress_resubmit_pending(Broker *b) {
+        _cleanup_close_ int dir_fd = -EBADF;
+        const char *dump_dir = b->policy->agent.dump_dir, *why = NULL;
+        struct dirent *de;
+        DIR *d;
+        int walk_fd;
+
+        if (!b->egress || b->policy->n_egress == 0 || dump_dir_open(dump_dir, &dir_fd, &why) != 0)
+                return;
+        walk_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (walk_fd < 0 || !(d = fdopendir(walk_fd))) {
+                safe_close(walk_fd);
+                return;
+        }
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        resubmit_one(b, dump_dir, dir_fd, de->d_name);
+        closedir(d);
 }

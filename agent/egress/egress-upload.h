@@ -51,3 +51,12 @@ void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_d
  */
 int egress_presign(Broker *b, const PolicyEgress *e, const char *key, EgressUploadDone done, void *userdata,
                    uint64_t *ret_id);
+
+/**
+ * egress_resubmit_pending() - hand over again every file of dump_dir whose label says "pending:STORE"
+ *
+ * At start-up, once the egress process runs: an upload the agent did not see end (it stopped, or was killed)
+ * ends now in a confirmed upload or a recorded failure. A file whose store is no longer in the policy is
+ * labelled failed:STORE:no-such-store. Failed uploads are not tried again here.
+ */
+void egress_resubmit_pending(Broker *b);

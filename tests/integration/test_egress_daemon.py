@@ -247,6 +247,40 @@ def a_presigned_url_is_for_a_reader_of_the_artifact_alone():
     assert out["DSAGENT_EGRESS_KEY"] in records[0]["DSAGENT_REASON"], records[0]
 
 
+@test
+def an_agent_restarted_mid_upload_hands_the_file_over_again():
+    gw = store()
+    target = Target(SVC)
+    dumps = os.path.join(make_dir(None, 0o755), "dumps")  # both agents' dump_dir
+    policy = egress_policy().replace("@DUMP_DIR@", dumps)
+    first = start_agent(policy)
+    gw.pause_rgw()
+    try:
+        path = dump(first, ALICE, target.pid)["path"]
+        queued_for(first, path)
+        # killed mid-upload: its egress process and the upload's process die with it (PR_SET_DEATHSIG)
+        pid = egress_pid(first)
+        first.proc.kill()
+        first.proc.wait()
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}"), what="the egress process gone with its agent")
+        assert label_of(path) == "pending:central", label_of(path)
+        assert not [r for r in first.records(message_id=EGRESS_MESSAGE_ID)
+                    if r.get("DSAGENT_EGRESS_EVENT") == "outcome"], "an outcome before the kill"
+    finally:
+        gw.resume_rgw()
+    second = start_agent(policy)
+    out = outcome_for(second, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+    assert queued_for(second, path)["DSAGENT_REQUEST_ID"] == path.rsplit(".", 1)[1]  # the dump's own request
+    assert gw.sha256_of(out["DSAGENT_EGRESS_KEY"]) == sha256_file(path) == out["DSAGENT_EGRESS_SHA256"], out
+    assert label_of(path) == f"uploaded:central:{out['DSAGENT_EGRESS_KEY']}", label_of(path)
+    # an uploaded file is not handed over again by the next start
+    third = start_agent(policy)
+    r = dsctl(third, ALICE, "ps")  # answered once its start-up, and so its scan, is over
+    assert r.returncode == 0, r
+    assert not third.records(message_id=EGRESS_MESSAGE_ID), third.records(message_id=EGRESS_MESSAGE_ID)
+
+
 def assert_failed_and_kept(agent, path, result):
     out = outcome_for(agent, path)
     assert out["DSAGENT_EGRESS_RESULT"] == result, out
