@@ -431,8 +431,8 @@ static int check_policy(const Options *o) {
                        o->broker.policy_path, p->n_collect, p->n_collect == 1 ? "" : "s");
         /* the keys' file is looked at, never read: what is printed is where it is, never what it holds */
         if (p->n_egress > 0)
-                printf("%s: %zu [egress.NAME] target%s checked, credentials root's alone (not read); nothing is "
-                       "uploaded yet (docs/egress-plan.md)\n",
+                printf("%s: %zu [egress.NAME] target%s checked, credentials root's alone (not read); the rules' "
+                       "and tables' artifacts go there from the egress process (docs/egress-plan.md)\n",
                        o->broker.policy_path, p->n_egress, p->n_egress == 1 ? "" : "s");
         r = o->check_egress ? check_egress(o->broker.policy_path, p) : EXIT_SUCCESS;
         policy_unref(p);

@@ -242,7 +242,12 @@ static int install_filter(SandboxProfile profile) {
         if (r == 0 && profile == SANDBOX_EGRESS)
                 r = allow_egress_clones(ctx);
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(probed_syscalls); i++)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), probed_syscalls[i], 0);
+                /* glibc registered the process's first thread with rseq before the filter, and takes a refusal
+                 * for a thread it starts as fatal ("rseq registration failed", abort): libcurl's resolver
+                 * thread in the egress process */
+                r = profile == SANDBOX_EGRESS && probed_syscalls[i] == SCMP_SYS(rseq)
+                            ? seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rseq), 0)
+                            : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), probed_syscalls[i], 0);
         /* the agent uses it (a new worker closes what it inherited); libraries in the helper probe it */
         if (r == 0 && profile != SANDBOX_AGENT)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(close_range), 0);

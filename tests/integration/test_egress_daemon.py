@@ -17,7 +17,7 @@ import time
 import uuid
 
 import radosgw
-from harness import (ALICE, BUILD, DSAGENT, DUMP_BOUND, MALLORY, SVC, Agent, Target, as_user, dsctl, make_dir,
+from harness import (ALICE, BUILD, DSAGENT, DUMP_BOUND, MALLORY, SVC, Agent, Skip, Target, as_user, dsctl, make_dir,
                      place_in_unit, run_tests, test, uid_of, wait_for)
 
 HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
@@ -279,6 +279,29 @@ def an_agent_restarted_mid_upload_hands_the_file_over_again():
     r = dsctl(third, ALICE, "ps")  # answered once its start-up, and so its scan, is over
     assert r.returncode == 0, r
     assert not third.records(message_id=EGRESS_MESSAGE_ID), third.records(message_id=EGRESS_MESSAGE_ID)
+
+
+@test
+def a_store_named_by_a_host_name_is_reached_through_the_resolver_thread():
+    """Debian's libcurl resolves a name (other than localhost) in a thread of its own: SANDBOX_EGRESS must let the
+    upload's process start it. The host's own name, where /etc/hosts gives it 127.0.0.1 (Debian's default
+    gives 127.0.1.1, where the store does not listen: then there is nothing to test here)."""
+    import socket
+    gw = store()
+    name = os.uname().nodename
+    try:
+        address = socket.gethostbyname(name)
+    except OSError:
+        address = None
+    if address != "127.0.0.1":
+        raise Skip(f"{name} is not 127.0.0.1 here ({address})")
+    endpoint = gw.endpoint.replace("127.0.0.1", name)
+    target = Target(SVC)
+    agent = start_agent(egress_policy(endpoint=endpoint, extra="allow_http = true\n"))
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+    assert gw.sha256_of(out["DSAGENT_EGRESS_KEY"]) == sha256_file(path)
 
 
 def assert_failed_and_kept(agent, path, result):
