@@ -66,8 +66,13 @@ def start_agent(policy):
 
 def egress_pid(agent):
     """The agent's child that runs dsagent-egress (its comm is the file's name, cut to 15 bytes)."""
+    def comm(pid):
+        try:
+            return open(f"/proc/{pid}/comm").read().strip()
+        except OSError:
+            return None  # a child that ended meanwhile
     children = open(f"/proc/{agent.proc.pid}/task/{agent.proc.pid}/children").read().split()
-    found = [int(c) for c in children if open(f"/proc/{c}/comm").read().strip() == "dsagent-egress"]
+    found = [int(c) for c in children if comm(c) == "dsagent-egress"]
     return found[0] if found else None
 
 
@@ -411,6 +416,16 @@ def run_egress_alone(env_extra):
 @test
 def only_the_egress_process_may_make_an_inet_socket():
     import signal
+    # each of the agent's workers (forked after it entered its sandbox) dies on socket(AF_INET) while its egress
+    # process runs
+    agent = Agent(policy=egress_policy(), env={"DSAGENT_TEST_EGRESS_HELPER": HELPER,
+                                               "DSAGENT_TEST_WORKER_INET_SOCKET": "1"})
+    assert egress_pid(agent)
+    r = dsctl(agent, ALICE, "info", "1")  # opening a process is a worker's job
+    assert r.returncode != 0, r
+    log = wait_for(lambda: (lambda text: text if "a worker was killed by its system call filter" in text
+                            else None)(open(agent.log_path).read()), what="a worker killed by its filter")
+    assert "a worker survived socket(AF_INET)" not in log, log
     # the agent, started with a store and so with its egress process, still dies on socket(AF_INET)
     agent_dir = make_dir(None, 0o755)
     policy = os.path.join(agent_dir, "policy.toml")
