@@ -200,13 +200,14 @@ static int send_reply(const EgressReply *a) {
 static int start_upload(const EgressRequest *q, int fd) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id };
         int answer[2];
-        pid_t pid;
+        pid_t pid, parent;
 
         if (pipe2(answer, O_CLOEXEC) < 0) {
                 a.result = -errno;
                 snprintf(a.message, sizeof(a.message), "cannot make the upload's pipe: %s", strerror(errno));
                 return send_reply(&a);
         }
+        parent = getpid();
         pid = fork();
         if (pid < 0) {
                 a.result = -errno;
@@ -221,7 +222,8 @@ static int start_upload(const EgressRequest *q, int fd) {
 
                 close(answer[0]);
                 close(EGRESS_FD);
-                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                /* a parent gone before the prctl() took effect is not waited for */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
                         _exit(1);
                 run_upload(q, fd, &a);
                 a.usec = now_usec() - started;
