@@ -36,7 +36,7 @@ def keys_file(access_key, secret_key):
     return path
 
 
-def egress_policy(credentials=None, endpoint=None, extra="", rule_extra="", tables=""):
+def egress_policy(credentials=None, endpoint=None, extra="", rule_extra="", tables="", bucket=None):
     gw = store()
     credentials = credentials or keys_file(gw.access_key, gw.secret_key)
     return f"""[agent]
@@ -44,7 +44,7 @@ dump_dir = "@DUMP_DIR@"
 
 [egress.central]
 endpoint = "{endpoint or gw.endpoint}"
-bucket = "{gw.bucket}"
+bucket = "{bucket or gw.bucket}"
 region = "{gw.region}"
 prefix = "test/"
 credentials = "file:{credentials}"
@@ -350,6 +350,24 @@ def wrong_keys_are_refused_and_recorded_with_the_stores_code():
     listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
     assert listed and listed[0]["egress"] == {"state": "failed", "store": "central", "result": "refused"}, listed
     assert gw.secret_key[3:] not in open(agent.log_path).read()
+
+
+@test
+def a_full_bucket_quota_refuses_the_upload_which_is_aborted_and_kept():
+    gw = store()
+    bucket = f"dsagent-quota-{uuid.uuid4().hex[:8]}"
+    gw.make_bucket(bucket, max_size=1 << 20)  # 1 MiB: a mini dump of the test app is several
+    target = Target(SVC)
+    # 5M parts: the dump goes multipart, and its first part passes the quota
+    agent = start_agent(egress_policy(bucket=bucket, extra='part_size = "5M"\n'))
+    path = dump(agent, ALICE, target.pid)["path"]
+    assert os.path.getsize(path) > 5 << 20, os.path.getsize(path)
+    out = assert_failed_and_kept(agent, path, "refused")
+    assert out["DSAGENT_EGRESS_HTTP_STATUS"] == "403" and out["DSAGENT_EGRESS_S3_CODE"] == "QuotaExceeded", out
+    # nothing of it stays in the store: no object, no multipart upload left open
+    client = gw.client()
+    assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+    assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads"), client.list_multipart_uploads(Bucket=bucket)
 
 
 @test
