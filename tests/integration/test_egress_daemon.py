@@ -398,6 +398,34 @@ def a_frozen_store_holds_nothing_of_the_agent():
 
 
 @test
+def an_egress_process_far_behind_is_busy_and_the_loop_never_waits_for_it():
+    import signal
+    target = Target(SVC)
+    agent = start_agent(egress_policy())
+    pid = wait_for(lambda: egress_pid(agent), what="the egress process")
+    os.kill(pid, signal.SIGSTOP)  # it reads nothing more: the uploads pile up in its socket's buffer
+    try:
+        paths, busy = [], None
+        # the buffer holds a few dozen requests at most (the kernel's queue of a Unix socket, its send buffer);
+        # 64 dumps are a bound far beyond that, never reached when the check holds
+        for _ in range(64):
+            paths.append(dump(agent, ALICE, target.pid)["path"])  # answered: the loop did not wait
+            busy = [r for r in agent.records(message_id=EGRESS_MESSAGE_ID)
+                    if r.get("DSAGENT_EGRESS_RESULT") == "busy"]
+            if busy:
+                break
+        assert busy, "no upload was refused busy"
+        path = busy[0]["DSAGENT_DUMP_PATH"]
+        assert path == paths[-1] and os.path.exists(path) and label_of(path) == "failed:central:busy", busy
+        assert "far behind" in busy[0]["DSAGENT_EGRESS_ERROR"], busy
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    # what it took before it fell behind goes once it runs again
+    for p in paths[:-1]:
+        assert outcome_for(agent, p)["DSAGENT_EGRESS_RESULT"] == "uploaded", p
+
+
+@test
 def an_upload_to_a_store_frozen_for_good_ends_at_its_deadline_recorded():
     gw = store()
     target = Target(SVC)
