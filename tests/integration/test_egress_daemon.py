@@ -309,6 +309,24 @@ def a_store_named_by_a_host_name_is_reached_through_the_resolver_thread():
     assert gw.sha256_of(out["DSAGENT_EGRESS_KEY"]) == sha256_file(path)
 
 
+@test
+def a_host_without_a_store_runs_no_egress_process_and_a_reload_that_adds_one_is_said():
+    target = Target(SVC)
+    text = egress_policy()
+    without = re.sub(r"\[egress\.central\].*?(?=\[\[rule\]\])", "", text, flags=re.S)
+    without = without.replace('egress = "central"\n', "")
+    assert "egress" not in without, without
+    agent = start_agent(without)
+    assert egress_pid(agent) is None  # no store, no network code: nothing was started
+    agent.write_policy(egress_policy())
+    assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "failed" and "restart the agent" in out["DSAGENT_EGRESS_ERROR"], out
+    assert os.path.exists(path) and label_of(path) == "failed:central:no-egress-process", label_of(path)
+    assert egress_pid(agent) is None
+
+
 def assert_failed_and_kept(agent, path, result):
     out = outcome_for(agent, path)
     assert out["DSAGENT_EGRESS_RESULT"] == result, out
