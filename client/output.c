@@ -682,7 +682,7 @@ static const char *verdict_admitted_as(const char *reason, const char *rule) {
  */
 bool output_verdict(Output *o, const WireMessage *m) {
         _cleanup_free_ char *command = NULL, *rule = NULL, *reason = NULL, *escaped = NULL, *providers = NULL;
-        _cleanup_free_ char *escaped_as = NULL, *escaped_providers = NULL;
+        _cleanup_free_ char *escaped_as = NULL, *escaped_providers = NULL, *egress = NULL, *escaped_egress = NULL;
         uint32_t allowed = 0, pid = 0;
         bool first = true;
 
@@ -692,6 +692,7 @@ bool output_verdict(Output *o, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_RULE, &rule);
         (void)wire_message_get_string(m, WIRE_TAG_MESSAGE, &reason);
         (void)wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers);
+        (void)wire_message_get_string(m, WIRE_TAG_EGRESS, &egress);
 
         if (o->json) {
                 fputc('{', o->stream);
@@ -702,6 +703,7 @@ bool output_verdict(Output *o, const WireMessage *m) {
                 json_member_string(o->stream, &first, "reason", reason);
                 if (providers)
                         json_member_string(o->stream, &first, "providers", providers);
+                json_member_string(o->stream, &first, "egress", egress);
                 fputc('}', o->stream);
                 return allowed;
         }
@@ -718,6 +720,9 @@ bool output_verdict(Output *o, const WireMessage *m) {
         escaped_providers = providers ? text_escape(providers, strlen(providers)) : NULL;
         if (escaped_providers)
                 fprintf(o->stream, "  providers: %s\n", escaped_providers);
+        escaped_egress = egress ? text_escape(egress, strlen(egress)) : NULL;
+        if (escaped_egress)
+                fprintf(o->stream, "  egress: the dump is uploaded to [egress.%s] too\n", escaped_egress);
         return allowed;
 }
 

@@ -82,6 +82,9 @@ static void explain_decided(Request *req) {
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
         if (req->work)
                 wire_writer_put_string(w, WIRE_TAG_PROVIDERS, ((ExplainTrace *)req->work)->providers_text);
+        /* where the dump would go too: the store's name, nothing of where its keys are */
+        if (v->allowed && req->ask.command == POLICY_COMMAND_DUMP && v->rule && v->rule->egress)
+                wire_writer_put_string(w, WIRE_TAG_EGRESS, v->rule->egress->name);
         commands_put_target_fields(w, req->target);
         r = connection_queue_frame(req->connection, w);
         if (r < 0) {

@@ -327,6 +327,24 @@ def a_host_without_a_store_runs_no_egress_process_and_a_reload_that_adds_one_is_
     assert egress_pid(agent) is None
 
 
+@test
+def explain_names_the_store_a_rules_dumps_go_to_and_nothing_of_its_keys():
+    gw = store()
+    target = Target(SVC)
+    agent = start_agent(egress_policy())
+    r = dsctl(agent, ALICE, "--json", "explain", str(target.pid), "dump")
+    assert r.returncode == 0 and json.loads(r.stdout)["egress"] == "central", r
+    r = dsctl(agent, ALICE, "explain", str(target.pid), "dump")
+    assert r.returncode == 0 and "  egress: the dump is uploaded to [egress.central] too\n" in r.stdout, r
+    # a command that stores nothing names no store; nor does a denied dump
+    r = dsctl(agent, ALICE, "--json", "explain", str(target.pid), "info")
+    assert r.returncode == 0 and "egress" not in json.loads(r.stdout), r
+    r = dsctl(agent, MALLORY, "--json", "explain", str(target.pid), "dump")
+    assert "egress" not in r.stdout and "central" not in r.stdout, r
+    said = r.stdout + r.stderr + dsctl(agent, ALICE, "explain", str(target.pid), "dump").stdout
+    assert gw.endpoint not in said and gw.access_key not in said and "credentials" not in said, said
+
+
 def assert_failed_and_kept(agent, path, result):
     out = outcome_for(agent, path)
     assert out["DSAGENT_EGRESS_RESULT"] == result, out
