@@ -163,6 +163,26 @@ static void answer_presign(const EgressRequest *q, EgressReply *a) {
                 snprintf(a->message, sizeof(a->message), "cannot sign a URL: %s", strerror(-r));
 }
 
+#if DSAGENT_TEST_HOOKS
+/*
+ * Test builds only: DSAGENT_TEST_EGRESS_HOLD=N:PATH holds an upload after its part N until PATH exists, so that
+ * a test acts exactly between two parts; each retry is said on stderr (the agent's), with why.
+ */
+static void test_hook_progress(S3UploadEvent event, unsigned number, const S3UploadReport *report, void *userdata) {
+        const char *hold = getenv("DSAGENT_TEST_EGRESS_HOLD"), *path = hold ? strchr(hold, ':') : NULL;
+
+        if (event == S3_UPLOAD_RETRY) {
+                fprintf(stderr, "dsagent-egress: retry %u: %s\n", number, report->message);
+                return;
+        }
+        if (!path || strtoul(hold, NULL, 10) != number)
+                return;
+        fprintf(stderr, "dsagent-egress: holding after part %u\n", number);
+        while (access(path + 1, F_OK) < 0)
+                (void)nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
+}
+#endif
+
 /* In the upload's child: the whole upload, its outcome in @a. */
 static void run_upload(const EgressRequest *q, int fd, EgressReply *a) {
         EgressCredentials keys = {};
@@ -176,6 +196,9 @@ static void run_upload(const EgressRequest *q, int fd, EgressReply *a) {
                 metadata[options.n_metadata++] = (S3Metadata){ q->metadata[i].name, q->metadata[i].value };
         /* min_speed in bytes a second, as curl's low-speed limit takes it */
         options.low_speed_bytes = q->min_speed > 0 && q->min_speed < (uint64_t)LONG_MAX ? (long)q->min_speed : 0;
+#if DSAGENT_TEST_HOOKS
+        options.progress = test_hook_progress;
+#endif
         if (read_keys(q, &keys, a) < 0)
                 return;
         target = target_of(q, &keys);
