@@ -22,6 +22,8 @@
 #include "agent/broker.h"
 #include "agent/decide/policy-load.h"
 #include "agent/egress/egress-check.h"
+#include "agent/egress/egress-client.h"
+#include "agent/egress/egress-upload.h"
 #include "agent/ports/ports.h"
 #include "agent/workers/sandbox.h"
 #include "common/cleanup.h"
@@ -429,8 +431,8 @@ static int check_policy(const Options *o) {
                        o->broker.policy_path, p->n_collect, p->n_collect == 1 ? "" : "s");
         /* the keys' file is looked at, never read: what is printed is where it is, never what it holds */
         if (p->n_egress > 0)
-                printf("%s: %zu [egress.NAME] target%s checked, credentials root's alone (not read); nothing is "
-                       "uploaded yet (docs/egress-plan.md)\n",
+                printf("%s: %zu [egress.NAME] target%s checked, credentials root's alone (not read); the rules' "
+                       "and tables' artifacts go there from the egress process (docs/egress-plan.md)\n",
                        o->broker.policy_path, p->n_egress, p->n_egress == 1 ? "" : "s");
         r = o->check_egress ? check_egress(o->broker.policy_path, p) : EXIT_SUCCESS;
         policy_unref(p);
@@ -533,6 +535,16 @@ static int run(const Options *o, SystemdFds *fds) {
                 return r;
         }
 
+        /* The egress process, before the sandbox (which would not let the agent exec it), and only for a policy
+         * that has a store: a host without egress runs no network code at all. A reload that adds the first
+         * store finds none running, and its uploads fail, recorded, until the agent is restarted. */
+        if (broker->policy->n_egress > 0) {
+                r = egress_client_start(event, egress_helper_path(), &broker->egress);
+                if (r < 0)
+                        fprintf(stderr, "dsagent: cannot start the egress process %s: %s; uploads will fail, "
+                                        "recorded\n", egress_helper_path(), strerror(-r));
+        }
+
         /* the last step of start-up, before the first untrusted byte is read */
         r = sandbox_enter(SANDBOX_AGENT);
         if (r < 0) {
@@ -549,6 +561,8 @@ static int run(const Options *o, SystemdFds *fds) {
                 broker_free(broker);
                 return r;
         }
+        /* uploads an agent before this one left unfinished */
+        egress_resubmit_pending(broker);
 
         notify_ready(broker);
         r = sd_event_loop(event);

@@ -39,6 +39,7 @@ typedef enum Opt {
         OPT_OUTPUT,
         OPT_WATCH,
         OPT_REMOVE,
+        OPT_URL,
         OPT_ONCE,
         OPT_AGENT_SOCKET,
         OPT_LEVEL,
@@ -120,13 +121,15 @@ static const VerbInfo verbs[_VERB_MAX] = {
                 OPT(OPT_TYPE) | OPT(OPT_OUTPUT), 1, 1,
         },
         [VERB_DUMPS] = {
-                "dumps", "[--remove PATH]",
+                "dumps", "[--remove PATH | --url PATH]",
                 "list the dumps you can read, oldest first; --remove deletes one you asked for",
                 "List the dumps you can read, oldest first, as coredumpctl does: time, pid, unit,\n"
-                "name, type, size and path.\n\n"
+                "name, type, size and path; under an artifact uploaded to an S3 store, its object.\n\n"
                 "  --remove PATH  remove the dump PATH (as listed, or its name alone), if you asked\n"
-                "                 for it; any other answer is the one a dump that does not exist gets\n",
-                OPT(OPT_REMOVE), 0, 0,
+                "                 for it; any other answer is the one a dump that does not exist gets\n"
+                "  --url PATH     a short-lived presigned URL of PATH's uploaded object, if you may\n"
+                "                 read PATH; any other answer is the one a dump that does not exist gets\n",
+                OPT(OPT_REMOVE) | OPT(OPT_URL), 0, 0,
         },
         [VERB_COLLECT] = {
                 "collect", "",
@@ -466,6 +469,7 @@ static const struct option long_options[] = {
         { "output", required_argument, NULL, 'o' },
         { "watch", no_argument, NULL, 0x100 + OPT_WATCH },
         { "remove", required_argument, NULL, 0x100 + OPT_REMOVE },
+        { "url", required_argument, NULL, 0x100 + OPT_URL },
         { "once", no_argument, NULL, 0x100 + OPT_ONCE },
         { "agent-socket", required_argument, NULL, 0x100 + OPT_AGENT_SOCKET },
         { "level", required_argument, NULL, 0x100 + OPT_LEVEL },
@@ -1053,6 +1057,9 @@ static int check_command(const Given *g, Verb verb, Args *a, char **ret_error) {
                 return r;
         a->output = g->value[OPT_OUTPUT];
         a->remove = g->value[OPT_REMOVE];
+        a->url = g->value[OPT_URL];
+        if (a->remove && a->url)
+                return fail(ret_error, "dsctl: dumps takes --remove or --url, not both");
         if (verb == VERB_PORT) {
                 /* port's --socket once named its own socket: after the command it is refused, not silently
                  * taken as the agent's (`--socket A port PID --socket B` dropped A) */

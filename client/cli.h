@@ -74,6 +74,7 @@ typedef struct Args {
         const char *nettrace;
         /* dumps */
         const char *remove;
+        const char *url;        /* --url PATH: a presigned URL of its uploaded object */
         /* crashes: those logged since (µs since the epoch; 0: all) */
         uint64_t since_usec;
         /* crash: which one, as crashes lists it (SECONDS-PID) */

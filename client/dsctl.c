@@ -150,7 +150,9 @@ static const WireType request_types[_VERB_MAX] = {
 };
 
 static void put_request(WireWriter *w, const Args *a) {
-        wire_writer_begin(w, a->verb == VERB_DUMPS && a->remove ? WIRE_REQUEST_REMOVE_DUMP : request_types[a->verb]);
+        wire_writer_begin(w, a->verb == VERB_DUMPS && a->remove ? WIRE_REQUEST_REMOVE_DUMP
+                             : a->verb == VERB_DUMPS && a->url ? WIRE_REQUEST_DUMP_URL
+                                                               : request_types[a->verb]);
         /* the agent's deadline, and a dump's progress, come as PROGRESS frames */
         wire_writer_put_u32(w, WIRE_TAG_PROGRESS, 1);
         switch (a->verb) {
@@ -175,7 +177,7 @@ static void put_request(WireWriter *w, const Args *a) {
                         wire_writer_put_u32(w, WIRE_TAG_WANT_FD, 1);
                 break;
         case VERB_DUMPS:
-                wire_writer_put_string(w, WIRE_TAG_PATH, a->remove);
+                wire_writer_put_string(w, WIRE_TAG_PATH, a->remove ? a->remove : a->url);
                 break;
         case VERB_CRASHES:
                 if (a->since_usec)
@@ -333,7 +335,7 @@ static void show_progress(Progress *p, const WireMessage *m) {
 
 static int run_replies(const Args *a, AgentClient *client, Outputs *outputs) {
         _cleanup_(output_done) Output out = { .json = a->json, .verb = verb_to_string(a->verb), .stream = stdout,
-                                              .removing = a->remove != NULL };
+                                              .removing = a->remove != NULL || a->url != NULL };
         Progress progress;
         WireMessage m;
         int explain_status = EXIT_OK, r;
@@ -365,6 +367,9 @@ static int run_replies(const Args *a, AgentClient *client, Outputs *outputs) {
                         break;
                 case WIRE_REPLY_CRASH:
                         output_crash(&out, &m);
+                        break;
+                case WIRE_REPLY_URL:
+                        output_url(&out, &m);
                         break;
                 case WIRE_REPLY_DUMP:
                         if ((a->verb == VERB_DUMP || a->verb == VERB_CRASH) && a->output &&

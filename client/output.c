@@ -319,6 +319,7 @@ void output_format_grouped(int64_t value, char *buf, size_t n) {
 
 struct DumpRow {
         char *path, *type, *unit, *name, *exe;
+        char *egress; /* the upload's label: pending:STORE, uploaded:STORE:KEY, failed:STORE:RESULT */
         uint64_t size, time_usec;
         uint32_t readable, pid, uid;
         bool have_uid;
@@ -330,6 +331,7 @@ static void dump_row_done(DumpRow *r) {
         free(r->unit);
         free(r->name);
         free(r->exe);
+        free(r->egress);
 }
 
 static void dump_row_read(DumpRow *r, const WireMessage *m) {
@@ -338,6 +340,7 @@ static void dump_row_read(DumpRow *r, const WireMessage *m) {
         (void)wire_message_get_string(m, WIRE_TAG_UNIT, &r->unit);
         (void)wire_message_get_string(m, WIRE_TAG_NAME, &r->name);
         (void)wire_message_get_string(m, WIRE_TAG_EXE, &r->exe);
+        (void)wire_message_get_string(m, WIRE_TAG_EGRESS, &r->egress);
         (void)wire_message_get_u64(m, WIRE_TAG_SIZE, &r->size);
         (void)wire_message_get_u64(m, WIRE_TAG_TIME, &r->time_usec);
         (void)wire_message_get_u32(m, WIRE_TAG_READABLE, &r->readable);
@@ -366,6 +369,30 @@ static void format_when(uint64_t time_usec, char *buf, size_t n) {
                 snprintf(buf, n, "-");
 }
 
+/* "egress": {"state", "store", "key" or "result"}, from the label "STATE:STORE:REST" */
+static void dump_row_egress_json(Output *o, const DumpRow *r, bool *first) {
+        _cleanup_free_ char *copy = r->egress ? strdup(r->egress) : NULL;
+        char *store, *rest;
+
+        if (!copy || !(store = strchr(copy, ':')))
+                return;
+        *store++ = '\0';
+        rest = strchr(store, ':');
+        if (rest)
+                *rest++ = '\0';
+        fputs(",\"egress\":", o->stream);
+        {
+                bool inner = true;
+
+                fputc('{', o->stream);
+                json_member_string(o->stream, &inner, "state", copy);
+                json_member_string(o->stream, &inner, "store", store);
+                json_member_string(o->stream, &inner, strcmp(copy, "uploaded") == 0 ? "key" : "result", rest);
+                fputc('}', o->stream);
+        }
+        *first = false;
+}
+
 static void dump_row_json(Output *o, const DumpRow *r, const char *saved_to) {
         bool first = true;
 
@@ -386,6 +413,7 @@ static void dump_row_json(Output *o, const DumpRow *r, const char *saved_to) {
                 json_member_uint(o->stream, &first, "time_usec", r->time_usec);
         fprintf(o->stream, ",\"readable\":%s", r->readable ? "true" : "false");
         json_member_string(o->stream, &first, "saved_to", saved_to);
+        dump_row_egress_json(o, r, &first);
         fputc('}', o->stream);
         o->count++;
 }
@@ -406,6 +434,11 @@ static void dump_row_text(Output *o, const DumpRow *r) {
                         "SIZE", "PATH");
         fprintf(o->stream, "%-19s %-8u %-24s %-20s %-6s %10s %s\n", when, r->pid, unit ? unit : "-",
                 name ? name : "-", r->type ? r->type : "-", size, path ? path : "?");
+        /* its upload, on a line of its own under it: "uploaded:STORE:KEY" and the like, the agent's own words */
+        if (r->egress) {
+                _cleanup_free_ char *egress = text_escape(r->egress, strlen(r->egress));
+                fprintf(o->stream, "%-19s egress %s\n", "", egress ? egress : "?");
+        }
         o->count++;
 }
 
@@ -538,6 +571,30 @@ void output_crash(Output *o, const WireMessage *m) {
                         user ? user : uid_text, sig, !have_dotnet ? "?" : dotnet ? "yes" : "no",
                         truncated && stored ? "truncated" : size_text, unit_shown ? unit_shown : "-",
                         name_shown ? name_shown : "-");
+        }
+        o->count++;
+}
+
+void output_url(Output *o, const WireMessage *m) {
+        _cleanup_free_ char *path = NULL, *key = NULL, *url = NULL;
+        uint64_t expires = 0;
+        bool first = true;
+
+        (void)wire_message_get_string(m, WIRE_TAG_PATH, &path);
+        (void)wire_message_get_string(m, WIRE_TAG_EGRESS, &key);
+        (void)wire_message_get_string(m, WIRE_TAG_URL, &url);
+        (void)wire_message_get_u64(m, WIRE_TAG_TIME, &expires);
+        if (o->json) {
+                fputc('{', o->stream);
+                json_member_string(o->stream, &first, "path", path);
+                json_member_string(o->stream, &first, "key", key);
+                json_member_string(o->stream, &first, "url", url);
+                json_member_uint(o->stream, &first, "expires_usec", expires);
+                fputc('}', o->stream);
+        } else {
+                /* the agent's own string, escaped all the same: a URL has nothing to escape */
+                _cleanup_free_ char *shown = url ? text_escape(url, strlen(url)) : NULL;
+                fprintf(o->stream, "%s\n", shown ? shown : "?");
         }
         o->count++;
 }

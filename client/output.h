@@ -15,7 +15,7 @@ typedef struct Output {
         const char *verb;
         FILE *stream;
         unsigned count;
-        bool removing;          /* dumps --remove: one answer, no listing */
+        bool removing;          /* dumps --remove or --url: one answer, no listing */
         /* dumps: the listing is gathered, then shown oldest first */
         DumpRow *dumps;
         size_t n_dumps;
@@ -33,6 +33,8 @@ void output_collect(Output *o, const WireMessage *m);
 void output_crash(Output *o, const WireMessage *m);
 /* dumps --remove: what is gone. */
 void output_removed(Output *o, const char *path);
+/* A presigned URL (dsctl dumps --url): the URL alone on its line, or {"path", "key", "url", "expires_usec"}. */
+void output_url(Output *o, const WireMessage *m);
 void output_end(Output *o);
 void output_done(Output *o);
 /* "1.5 MiB" */

@@ -71,6 +71,7 @@ static const WireFieldKind wire_tag_kinds[_WIRE_TAG_MAX] = {
         [WIRE_TAG_REASON] = WIRE_KIND_TEXT,
         [WIRE_TAG_EGRESS] = WIRE_KIND_STRING,
         [WIRE_TAG_EGRESS_STORE] = WIRE_KIND_STRING,
+        [WIRE_TAG_URL] = WIRE_KIND_STRING,
 };
 
 WireFieldKind wire_tag_kind(WireTag tag) {
@@ -163,6 +164,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REQUEST_COLLECT:
         case WIRE_REQUEST_CRASHES:
         case WIRE_REQUEST_CRASH:
+        case WIRE_REQUEST_DUMP_URL:
         case WIRE_REPLY_PROCESS:
         case WIRE_REPLY_DONE:
         case WIRE_REPLY_ERROR:
@@ -175,6 +177,7 @@ static bool wire_type_is_known(uint16_t type) {
         case WIRE_REPLY_ENV:
         case WIRE_REPLY_COLLECT:
         case WIRE_REPLY_CRASH:
+        case WIRE_REPLY_URL:
                 return true;
         default:
                 return false;

@@ -44,6 +44,7 @@ typedef enum WireType {
         WIRE_REQUEST_COLLECT = 0x0011,     /* the [[collect]] tables the caller reads, and what they watch */
         WIRE_REQUEST_CRASHES = 0x0012,     /* the crashes systemd-coredump caught that the caller may see (TIME: since) */
         WIRE_REQUEST_CRASH = 0x0013,       /* CRASH_ID: that crash's core, decompressed into dump_dir (WANT_FD) */
+        WIRE_REQUEST_DUMP_URL = 0x0014,    /* PATH: a presigned URL of that artifact's uploaded object (EGRESS) */
         /* replies, agent to client; every reply ends with DONE or ERROR */
         WIRE_REPLY_PROCESS = 0x8001,
         WIRE_REPLY_DONE = 0x8002,
@@ -57,6 +58,7 @@ typedef enum WireType {
         WIRE_REPLY_ENV = 0x800A,        /* one variable: ENV_NAME, ENV_VALUE or REDACTED */
         WIRE_REPLY_COLLECT = 0x800B,    /* a [[collect]] table (RULE), or one process it watches (and PID) */
         WIRE_REPLY_CRASH = 0x800C,      /* one crash (CRASH_ID); for a CRASH request, DUMP follows with its core */
+        WIRE_REPLY_URL = 0x800D,        /* a presigned URL: PATH, EGRESS (here the object's key), URL, TIME (its end) */
 } WireType;
 
 typedef enum WireFieldKind {
@@ -137,8 +139,13 @@ typedef enum WireTag {
         WIRE_TAG_RESULT_TIME = 58,      /* u64: then, in microseconds since the epoch */
         WIRE_TAG_RESULT_PID = 59,       /* u32: a table's last result: the process it was about */
         WIRE_TAG_REASON = 60,           /* text: why it failed, as its record says */
-        WIRE_TAG_EGRESS = 61,           /* string: explain, collect: the [egress.NAME] store its artifacts go to */
+        WIRE_TAG_EGRESS = 61,           /* string: explain, collect: the [egress.NAME] store its artifacts go to;
+                                         * dumps: the artifact's upload (its label user.dsagent.egress):
+                                         * "pending:STORE", "uploaded:STORE:KEY" or "failed:STORE:RESULT";
+                                         * REPLY_URL: the object's key */
         WIRE_TAG_EGRESS_STORE = 62,     /* string: that store's ENDPOINT/BUCKET/PREFIX (never its credentials) */
+        WIRE_TAG_URL = 63,              /* string: a presigned URL of an uploaded artifact (the last tag the
+                                         * decoder's 64-bit mask of seen tags holds: a new one widens it) */
         _WIRE_TAG_MAX,
 } WireTag;
 

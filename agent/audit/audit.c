@@ -682,3 +682,48 @@ int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e) {
         /* what is about to be removed must be recorded first: refused when it cannot be, and then kept */
         return audit_output_send(sink, &f, removing ? AUDIT_QUEUE_DECISION : AUDIT_QUEUE_EVENT, NULL);
 }
+
+int audit_log_egress(AuditSink sink, const AuditEgressEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+        bool queued = strcmp(e->event, "queued") == 0;
+        bool uploaded = !queued && e->result && strcmp(e->result, "uploaded") == 0;
+
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_EGRESS);
+        audit_fields_addf(&f, "PRIORITY=%d", queued || uploaded ? LOG_INFO : LOG_WARNING);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        if (queued)
+                audit_fields_add_textf(&f, "MESSAGE", "egress %s: uploading %s as %s", e->target, e->path, e->key);
+        else if (uploaded)
+                audit_fields_add_textf(&f, "MESSAGE", "egress %s: uploaded %s as %s%s", e->target, e->path, e->key,
+                                       e->local_removed ? "; the local copy was removed" : "");
+        else
+                audit_fields_add_textf(&f, "MESSAGE", "egress %s: %s not uploaded (%s): %s; the local copy is kept",
+                                       e->target, e->path, e->result, e->error ? e->error : "");
+        audit_fields_add_text(&f, "DSAGENT_EGRESS_EVENT", e->event);
+        audit_fields_add_text(&f, "DSAGENT_EGRESS_TARGET", e->target);
+        audit_fields_add_text(&f, "DSAGENT_EGRESS_KEY", e->key);
+        audit_fields_add_text(&f, "DSAGENT_DUMP_PATH", e->path);
+        if (e->request_id)
+                audit_fields_addf(&f, "DSAGENT_REQUEST_ID=%016" PRIx64, e->request_id);
+        audit_fields_add_text(&f, "DSAGENT_RULE", e->rule);
+        audit_fields_addf(&f, "DSAGENT_EGRESS_SIZE=%" PRIu64, e->size);
+        if (!queued) {
+                if (e->sha256 && e->sha256[0])
+                        audit_fields_add_text(&f, "DSAGENT_EGRESS_SHA256", e->sha256);
+                audit_fields_addf(&f, "DSAGENT_EGRESS_PARTS=%u", e->parts);
+                audit_fields_addf(&f, "DSAGENT_EGRESS_ATTEMPTS=%u", e->attempts);
+                audit_fields_addf(&f, "DSAGENT_EGRESS_USEC=%" PRIu64, e->usec);
+                audit_fields_add_text(&f, "DSAGENT_EGRESS_RESULT", e->result);
+                if (e->http_status > 0)
+                        audit_fields_addf(&f, "DSAGENT_EGRESS_HTTP_STATUS=%ld", e->http_status);
+                if (e->s3_code && e->s3_code[0])
+                        audit_fields_add_text(&f, "DSAGENT_EGRESS_S3_CODE", e->s3_code);
+                audit_fields_add_text(&f, "DSAGENT_EGRESS_ERROR", e->error);
+                if (uploaded)
+                        audit_fields_addf(&f, "DSAGENT_EGRESS_LOCAL=%s", e->local_removed ? "removed" : "kept");
+                else
+                        audit_fields_add_text(&f, "DSAGENT_EGRESS_LOCAL", "kept");
+        }
+        /* the upload is decided by its record: refused when it cannot be written, and then not made */
+        return audit_output_send(sink, &f, queued ? AUDIT_QUEUE_DECISION : AUDIT_QUEUE_EVENT, NULL);
+}

@@ -202,6 +202,30 @@ typedef struct AuditRetentionEvent {
 } AuditRetentionEvent;
 
 /*
+ * An artifact's upload to an [egress.NAME] store (agent/egress/egress-upload.h): "queued", recorded before it is
+ * handed to the egress process (a record that cannot be written stops it), then its outcome. Never a credential:
+ * nothing here comes from the keys' file.
+ */
+typedef struct AuditEgressEvent {
+        const char *event;      /* queued, outcome */
+        const char *target;     /* NAME of [egress.NAME] */
+        const char *key;        /* the object's key */
+        const char *path;       /* the local copy */
+        uint64_t request_id;    /* the artifact's request (0: none) */
+        const char *rule;       /* the rule or [[collect]] table it came by */
+        uint64_t size;
+        const char *sha256;     /* outcome: of the file as read; NULL or "" until hashed */
+        unsigned parts, attempts;
+        uint64_t usec;          /* outcome: from hand-over to answer */
+        const char *result;     /* outcome: uploaded, refused, unavailable, mismatch, changed, timeout, garbage,
+                                 * busy, failed */
+        long http_status;       /* outcome: of the store's last answer; 0: none */
+        const char *s3_code;    /* outcome: S3's <Code>; NULL or "" when none */
+        const char *error;      /* outcome: what went wrong, in words; NULL when uploaded */
+        bool local_removed;     /* outcome: keep_local = false freed the local copy */
+} AuditEgressEvent;
+
+/*
  * Each returns 0 when the record went out or waits in order to go out, or a negative errno (-ENOBUFS:
  * no room). A record whose .reservation still holds room takes it and is not refused.
  */
@@ -223,3 +247,5 @@ int audit_log_port(AuditSink sink, const AuditPortEvent *e);
 int audit_log_collect(AuditSink sink, const AuditCollectEvent *e);
 /* "removing" is a decision's record: refused (-ENOBUFS) when the queue is full, and then nothing is removed. */
 int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e);
+/* "queued" is a decision's record: refused (-ENOBUFS) when the queue is full, and then nothing is uploaded. */
+int audit_log_egress(AuditSink sink, const AuditEgressEvent *e);

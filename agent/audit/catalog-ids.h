@@ -31,3 +31,6 @@
 
 /* retention removed an artifact from dump_dir (max_age, max_files, a budget, room for a user's dump), or could not */
 #define DSAGENT_MESSAGE_RETENTION "954f9a585ef5482c9a7017bba952745d"
+
+/* an artifact's upload to an [egress.NAME] store: queued (before it is handed to the egress process), and its outcome */
+#define DSAGENT_MESSAGE_EGRESS "69c19926015d41838f93007ed7cc398e"

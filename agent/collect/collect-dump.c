@@ -11,6 +11,7 @@
 #include "agent/audit/audit.h"
 #include "agent/broker.h"
 #include "agent/collect/collect-dump.h"
+#include "agent/egress/egress-upload.h"
 #include "agent/collect/collect.h"
 #include "agent/dumps/dump-publish.h"
 #include "agent/dumps/dump-take.h"
@@ -103,6 +104,14 @@ static int publish(CollectDump *d, const DumpTakeResult *res, char *ret_path, si
                 .readable = readers.n_users + readers.n_groups > 0,
                 .duration_usec = now_usec(broker_of(d)) - d->started_usec, .reservation = &d->audit_room });
         *ret_unrecorded = r < 0;
+        /* the table's store gets it too, unless only root may read it (the process changed credentials) */
+        if (r == 0 && d->table->egress && !res->changed)
+                egress_upload_artifact(broker_of(d), d->table->egress, d->policy->agent.dump_dir, res->dir_fd, name,
+                                       &(EgressArtifact){ .type = "dump", .extension = "dmp",
+                                                          .process = d->target->name, .pid = d->target->pid,
+                                                          .unit = d->target->unit,
+                                                          .container = d->target->container_id,
+                                                          .requester = (uid_t)-1, .rule = d->table->name });
         return r;
 }
 

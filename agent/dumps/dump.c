@@ -27,6 +27,7 @@
 #include "agent/decide/decision.h"
 #include "common/dotnet-ipc.h"
 #include "agent/dumps/dump-publish.h"
+#include "agent/egress/egress-upload.h"
 #include "agent/dumps/dump-stage.h"
 #include "agent/dumps/dump-take.h"
 #include "agent/dumps/dump-writer.h"
@@ -176,6 +177,23 @@ static void dump_reply_frame(WireWriter *w, const Request *req, const char *path
         wire_writer_put_u64(w, WIRE_TAG_TIME, (uint64_t)now.tv_sec * USEC_PER_SEC + (uint64_t)now.tv_nsec / 1000);
 }
 
+/* The rule names a store: the published dump goes there too (egress-upload.h), its requester answered already. */
+static void dump_egress(DumpWork *work, const char *name, bool readable) {
+        Request *req = work->request;
+        const PolicyRule *rule = req->verdict.rule;
+
+        /* a dump only root may read (the process changed credentials) is not sent where the bucket's readers
+         * would read it */
+        if (!rule || !rule->egress || !readable)
+                return;
+        egress_upload_artifact(req->broker, rule->egress, req->policy->agent.dump_dir, work->dir_fd, name,
+                               &(EgressArtifact){ .type = "dump", .extension = "dmp", .process = req->target->name,
+                                                  .pid = req->target->pid, .unit = req->target->unit,
+                                                  .container = req->target->container_id,
+                                                  .request_id = req->id, .requester = req->peer->uid,
+                                                  .rule = req->verdict.rule_name });
+}
+
 static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool readable) {
         Request *req = work->request;
         _cleanup_free_ WireWriter *w = NULL;
@@ -221,6 +239,8 @@ static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool rea
                 request_reply_errno(req, r, "cannot send the dump's reply");
                 return;
         }
+        if (work->stored)
+                dump_egress(work, name, readable);
         request_reply_done(req, req->verdict.rule_name,
                            !readable       ? "dump taken; only root may read it: the process changed credentials"
                            : work->stored ? "dump taken"
@@ -543,6 +563,7 @@ static int parse_uid(const char *s, uint32_t *ret) {
 typedef struct DumpLabels {
         char *type, *pid, *uid, *unit, *exe, *name, *requester;
         char *origin, *table;   /* a policy table's artifact (dump-publish.h) */
+        char *egress;           /* its upload (egress-upload.h) */
 } DumpLabels;
 
 static void dump_labels_done(DumpLabels *l) {
@@ -555,6 +576,7 @@ static void dump_labels_done(DumpLabels *l) {
         free(l->requester);
         free(l->origin);
         free(l->table);
+        free(l->egress);
 }
 
 static void dump_labels_read(int fd, DumpLabels *l) {
@@ -567,6 +589,18 @@ static void dump_labels_read(int fd, DumpLabels *l) {
         l->requester = get_attribute(fd, "user.dsagent.requester_uid");
         l->origin = get_attribute(fd, "user.dsagent.origin");
         l->table = get_attribute(fd, "user.dsagent.table");
+        l->egress = get_attribute(fd, EGRESS_LABEL);
+}
+
+/* An upload's label as the agent writes it: one of its three states, then the store's name and a key or a result
+ * of the keys' alphabet and '/' */
+static bool egress_label_is_valid(const char *s) {
+        if (!s || (strncmp(s, "pending:", 8) != 0 && strncmp(s, "uploaded:", 9) != 0 && strncmp(s, "failed:", 7) != 0))
+                return false;
+        for (; *s; s++)
+                if (!policy_egress_key_char(*s) && *s != '/' && *s != ':')
+                        return false;
+        return true;
 }
 
 /* The labels as fields, each checked: they are the agent's own, but a file system may hold anything. */
@@ -590,6 +624,8 @@ static void put_labels(WireWriter *w, const DumpLabels *l) {
                 wire_writer_put_string(w, WIRE_TAG_UNIT, l->unit);
         commands_put_untrusted_string(w, WIRE_TAG_EXE, l->exe);
         commands_put_untrusted_string(w, WIRE_TAG_NAME, l->name);
+        if (egress_label_is_valid(l->egress))
+                wire_writer_put_string(w, WIRE_TAG_EGRESS, l->egress);
 }
 
 static int dumps_list_one(Request *req, WireWriter *w, int dir_fd, const char *name) {
@@ -784,31 +820,180 @@ static void dumps_remove_named(Request *req, int dir_fd, const char *name, const
         req->audit.target_unit = req->audit.target_exe = NULL;
 }
 
-void dumps_remove(Request *req, const WireMessage *m) {
-        _cleanup_free_ char *asked = NULL, *path = NULL;
-        _cleanup_close_ int dir_fd = -EBADF;
+/*
+ * The dump of dump_dir that @m's PATH names (by path or by name alone): 0 with dump_dir open, the name in it
+ * (pointing into *@ret_asked) and its whole path; or -1, the client answered (@what says what a PATH outside
+ * dump_dir cannot be: "can be removed").
+ */
+static int dumps_find_named(Request *req, const WireMessage *m, const char *what, int *ret_dir_fd, char **ret_asked,
+                            const char **ret_name, char **ret_path) {
+        _cleanup_free_ char *asked = NULL, *path = NULL, *refusal = NULL;
         const char *dump_dir = req->policy->agent.dump_dir, *name, *why = NULL;
         int r;
 
         if (wire_message_get_string(m, WIRE_TAG_PATH, &asked) != 0) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "which dump? a PATH is needed");
-                return;
+                return -1;
         }
         name = dump_name_in(dump_dir, asked);
         if (!name) {
+                if (asprintf(&refusal, "only a dump of the dump directory, by its name, %s", what) < 0)
+                        refusal = NULL;
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST,
-                                    "only a dump of the dump directory, by its name, can be removed");
-                return;
+                                    refusal ? refusal : "only a dump of the dump directory, by its name");
+                return -1;
         }
         if (asprintf(&path, "%s/%s", dump_dir, name) < 0) {
+                path = NULL;
                 request_reply_oom(req);
-                return;
+                return -1;
         }
-        r = dump_dir_open(dump_dir, &dir_fd, &why);
+        r = dump_dir_open(dump_dir, ret_dir_fd, &why);
         if (r > 0)
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why);
         else if (r < 0)
                 request_reply_errno(req, r, why);
-        else
+        if (r != 0)
+                return -1;
+        *ret_name = name;
+        *ret_asked = TAKE_PTR(asked);
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+void dumps_remove(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *asked = NULL, *path = NULL;
+        _cleanup_close_ int dir_fd = -EBADF;
+        const char *name;
+
+        if (dumps_find_named(req, m, "can be removed", &dir_fd, &asked, &name, &path) == 0)
                 dumps_remove_named(req, dir_fd, name, path);
+}
+
+/* What a dump's presigned URL waits for: the egress process's answer. */
+typedef struct DumpUrlWork {
+        Request *request;
+        char *path, *key;
+        uint64_t id, seconds;
+        bool pending;
+} DumpUrlWork;
+
+static void dump_url_work_free(void *p) {
+        DumpUrlWork *work = p;
+
+        if (!work)
+                return;
+        if (work->pending && work->request->broker->egress)
+                egress_client_cancel(work->request->broker->egress, work->id);
+        free(work->path);
+        free(work->key);
+        free(work);
+}
+
+static void dump_url_signed(const EgressReply *a, void *userdata) {
+        DumpUrlWork *work = userdata;
+        Request *req = work->request;
+        _cleanup_free_ WireWriter *w = NULL;
+        _cleanup_free_ char *reason = NULL;
+        struct timespec now;
+
+        work->pending = false;
+        if (!a || a->result != 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                                    a ? a->message : "the egress process ended before it signed the URL");
+                return;
+        }
+        w = malloc(sizeof(*w));
+        if (!w || asprintf(&reason, "presigned URL of %s (object %s), for %" PRIu64 " seconds", work->path, work->key,
+                           work->seconds) < 0) {
+                request_reply_oom(req);
+                return;
+        }
+        (void)clock_gettime(CLOCK_REALTIME, &now);
+        wire_writer_begin(w, WIRE_REPLY_URL);
+        wire_writer_put_string(w, WIRE_TAG_PATH, work->path);
+        wire_writer_put_string(w, WIRE_TAG_EGRESS, work->key);
+        wire_writer_put_string(w, WIRE_TAG_URL, a->url);
+        wire_writer_put_u64(w, WIRE_TAG_TIME, ((uint64_t)now.tv_sec + work->seconds) * USEC_PER_SEC);
+        if (connection_queue_frame(req->connection, w) < 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, "cannot send the URL");
+                return;
+        }
+        /* the record names the object and how long, never the URL: it lets whoever holds it read the object */
+        request_reply_done(req, NULL, reason);
+}
+
+/* What anyone who may not read the file, and anyone asking for a name that is not there, is told. */
+#define DUMPS_NOT_READABLE "no dump of that name that you may read"
+
+void dumps_url(Request *req, const WireMessage *m) {
+        _cleanup_free_ char *asked = NULL, *path = NULL, *label = NULL, *why_text = NULL;
+        _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
+        const char *name, *store, *key;
+        const PolicyEgress *e;
+        DumpUrlWork *work;
+        bool readable = req->peer->uid == 0;
+        struct stat st;
+        char store_name[80];
+        int r;
+
+        if (dumps_find_named(req, m, "has a URL", &dir_fd, &asked, &name, &path) < 0)
+                return;
+        /* the same check as the listing's: who may read the file may have its URL; nobody else learns it is there */
+        fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                (void)asprintf(&why_text, "no dump %s", path);
+                request_reply_error_as(req, AUDIT_DECISION_FAILED, WIRE_ERROR_DENIED, why_text ? why_text : path,
+                                       DUMPS_NOT_READABLE);
+                return;
+        }
+        if (!readable && acl_fd_allows_read(fd, req->peer->uid, req->peer->groups, req->peer->n_groups, &readable) < 0)
+                readable = false;
+        if (!readable) {
+                (void)asprintf(&why_text, "the dump %s is not readable by the caller", path);
+                request_reply_error_as(req, AUDIT_DECISION_DENIED, WIRE_ERROR_DENIED, why_text ? why_text : path,
+                                       DUMPS_NOT_READABLE);
+                return;
+        }
+        /* a reader knows it is there: why there is no URL is said */
+        label = get_attribute(fd, EGRESS_LABEL);
+        if (!egress_label_is_valid(label) || strncmp(label, "uploaded:", 9) != 0 || !strchr(label + 9, ':') ||
+            (size_t)(strchr(label + 9, ':') - (label + 9)) >= sizeof(store_name)) {
+                (void)asprintf(&why_text, "the dump %s has no uploaded object (%s)", path,
+                               egress_label_is_valid(label) ? label : "no upload");
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, why_text ? why_text : path);
+                return;
+        }
+        store = label + 9;
+        key = strchr(store, ':') + 1;
+        snprintf(store_name, sizeof(store_name), "%.*s", (int)(key - 1 - store), store);
+        e = policy_egress_find(req->policy, store_name);
+        if (!e) {
+                (void)asprintf(&why_text, "the store [egress.%s] of %s is not in the policy now", store_name, path);
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL, why_text ? why_text : path);
+                return;
+        }
+        work = calloc(1, sizeof(*work));
+        if (!work || !(work->path = strdup(path)) || !(work->key = strdup(key))) {
+                dump_url_work_free(work);
+                request_reply_oom(req);
+                return;
+        }
+        work->request = req;
+        work->seconds = e->url_max_age_usec / USEC_PER_SEC;
+        req->work = work;
+        req->work_free = dump_url_work_free;
+        /* a URL is a grant: its record's room is held before it is asked for */
+        if (!request_hold_audit(req))
+                return;
+        r = egress_presign(req->broker, e, key, dump_url_signed, work, &work->id);
+        if (r < 0) {
+                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                                    r == -ECONNRESET ? "no egress process runs: the agent started without an "
+                                                       "[egress.NAME] store in its policy"
+                                    : r == -EAGAIN   ? "the egress process is far behind; try again"
+                                                     : "cannot ask the egress process for a URL");
+                return;
+        }
+        work->pending = true;
 }

@@ -36,3 +36,12 @@ void dumps_list(Request *req);
  * not exist gets.
  */
 void dumps_remove(Request *req, const WireMessage *m);
+
+/**
+ * dumps_url() - a presigned GET URL of the uploaded object of the artifact PATH names (dsctl dumps --url)
+ *
+ * For a caller who may read the file (root, or its ACL, as dumps_list() decides); anyone else, and a name that
+ * is not there, get the same answer. The egress process signs it (it alone holds the keys), for the store's
+ * url_max_age; the record says which object, never the URL.
+ */
+void dumps_url(Request *req, const WireMessage *m);

@@ -66,17 +66,10 @@ static uint64_t now_usec(void) {
         return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_dir, uint64_t timeout_usec,
-                        EgressReply *ret) {
-        _cleanup_free_ EgressRequest *q = calloc(1, sizeof(EgressRequest));
+int egress_request_fill(EgressRequest *q, const PolicyEgress *e, const char *credentials_dir) {
         char credentials[EGRESS_FIELD_MAX];
-        uint64_t deadline = now_usec() + timeout_usec;
-        EgressReply a;
-        ssize_t n;
-        int r = 0;
+        int r;
 
-        if (!q)
-                return -ENOMEM;
         if (e->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD) {
                 if (!credentials_dir)
                         return -ENOENT;
@@ -85,9 +78,9 @@ int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_d
                         return -ENAMETOOLONG;
         } else if (copy_field(credentials, sizeof(credentials), e->credentials) < 0)
                 return -ENAMETOOLONG;
-        /* one try: a check reports the store as it is now, and a store down is said in seconds, not minutes */
-        *q = (EgressRequest){ .version = EGRESS_PROTOCOL_VERSION, .type = EGRESS_REQUEST_CHECK,
-                              .path_style = e->path_style, .attempts = 1 };
+        *q = (EgressRequest){ .version = EGRESS_PROTOCOL_VERSION, .path_style = e->path_style,
+                              .attempts = e->attempts, .part_size = e->part_size, .timeout_usec = e->timeout_usec,
+                              .min_speed = e->min_speed };
         r = copy_field(q->name, sizeof(q->name), e->name);
         if (r == 0)
                 r = copy_field(q->endpoint, sizeof(q->endpoint), e->endpoint);
@@ -99,8 +92,25 @@ int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_d
                 r = copy_field(q->ca_file, sizeof(q->ca_file), e->ca_file);
         if (r == 0)
                 r = copy_field(q->credentials, sizeof(q->credentials), credentials);
+        return r;
+}
+
+int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_dir, uint64_t timeout_usec,
+                        EgressReply *ret) {
+        _cleanup_free_ EgressRequest *q = calloc(1, sizeof(EgressRequest));
+        uint64_t deadline = now_usec() + timeout_usec;
+        EgressReply a;
+        ssize_t n;
+        int r = 0;
+
+        if (!q)
+                return -ENOMEM;
+        r = egress_request_fill(q, e, credentials_dir);
         if (r < 0)
                 return r;
+        /* one try: a check reports the store as it is now, and a store down is said in seconds, not minutes */
+        q->type = EGRESS_REQUEST_CHECK;
+        q->attempts = 1;
         if (send(fd, q, sizeof(*q), MSG_NOSIGNAL) != sizeof(*q))
                 return errno == EPIPE ? -ECONNRESET : -errno;
         for (;;) {

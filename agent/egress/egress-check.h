@@ -23,6 +23,15 @@ const char *egress_helper_path(void);
 int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd);
 
 /**
+ * egress_request_fill() - @q (zeroed first) with @e's non-secret fields and where its keys are
+ * @credentials_dir: $CREDENTIALS_DIRECTORY, for credentials = "systemd:NAME"; NULL when unset
+ *
+ * The caller sets the type and what the type needs. Return: 0, -ENOENT (systemd credentials without a
+ * directory), or -ENAMETOOLONG (a field does not fit).
+ */
+int egress_request_fill(EgressRequest *q, const PolicyEgress *e, const char *credentials_dir);
+
+/**
  * egress_check_target() - ask the egress process on @fd whether @e's keys reach its bucket
  * @credentials_dir: $CREDENTIALS_DIRECTORY, for credentials = "systemd:NAME"; NULL when unset
  * @timeout_usec: how long to wait for the answer

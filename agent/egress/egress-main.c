@@ -2,70 +2,135 @@
 /*
  * dsagent-egress: the process that reaches S3 stores (docs/egress-plan.md), exec'd by dsagent with one
  * SOCK_SEQPACKET socket as fd 3 (egress-protocol.h), never run by hand. It is the only one that reads an egress
- * store's keys and links libcurl: the agent's binary does neither. Today it answers EGRESS_REQUEST_CHECK for
- * `dsagent --check-policy --egress`; the uploads' worker pool and its SANDBOX_EGRESS profile are the plan's
- * next steps.
+ * store's keys and links libcurl, and the only one whose seccomp filter (SANDBOX_EGRESS) lets it make an
+ * AF_INET socket: the agent's binary does none of these.
+ *
+ * It answers EGRESS_REQUEST_CHECK (`dsagent --check-policy --egress`) at once, and runs each
+ * EGRESS_REQUEST_UPLOAD in a child of its own, forked for it, that answers through a pipe: a slow store holds
+ * that child only. A child still running at its request's deadline is killed, and the upload answered
+ * EGRESS_E_TIMEOUT. At most EGRESS_UPLOADS_MAX run at once; further requests wait in the socket's buffer, and
+ * the agent, which never waits, is told "busy" when that is full.
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/egress/egress-credentials.h"
 #include "agent/egress/egress-protocol.h"
+#include "agent/egress/s3-presign.h"
 #include "agent/egress/s3-upload.h"
+#include "common/cleanup.h"
+#include "agent/workers/sandbox.h"
 
 #define EGRESS_FD 3
+
+/* One upload's child: its pid (not reaped before it is done with, so the pid stays its own), the pipe it
+ * answers through, and when it is killed. */
+typedef struct Upload {
+        pid_t pid;
+        int answer_fd;
+        uint64_t id;
+        uint64_t started_usec, deadline_usec;
+        bool killed;
+} Upload;
+
+static Upload uploads[EGRESS_UPLOADS_MAX];
+static size_t n_uploads;
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
 
 static bool field_terminated(const char *field, size_t size) {
         return memchr(field, '\0', size) != NULL;
 }
 
 /* Every string ends within its field, and the request is one this build sends. Return: NULL or what is wrong. */
-static const char *request_problem(const EgressRequest *q) {
+static const char *request_problem(const EgressRequest *q, int fd) {
+        struct stat st;
+
         if (q->version != EGRESS_PROTOCOL_VERSION)
                 return "a request of another protocol version";
-        if (q->type != EGRESS_REQUEST_CHECK)
+        if (q->type != EGRESS_REQUEST_CHECK && q->type != EGRESS_REQUEST_UPLOAD && q->type != EGRESS_REQUEST_PRESIGN)
                 return "an unknown request";
         if (!field_terminated(q->name, sizeof(q->name)) || !field_terminated(q->endpoint, sizeof(q->endpoint)) ||
             !field_terminated(q->bucket, sizeof(q->bucket)) || !field_terminated(q->region, sizeof(q->region)) ||
             !field_terminated(q->ca_file, sizeof(q->ca_file)) ||
-            !field_terminated(q->credentials, sizeof(q->credentials)))
+            !field_terminated(q->credentials, sizeof(q->credentials)) || !field_terminated(q->key, sizeof(q->key)))
                 return "a field without its end";
+        for (size_t i = 0; i < EGRESS_METADATA_MAX; i++)
+                if (!field_terminated(q->metadata[i].name, sizeof(q->metadata[i].name)) ||
+                    !field_terminated(q->metadata[i].value, sizeof(q->metadata[i].value)))
+                        return "a field without its end";
         if (q->credentials[0] != '/' || !q->endpoint[0] || !q->bucket[0] || !q->region[0] || q->attempts < 1 ||
             q->attempts > 20)
                 return "a request without a target";
+        if (q->type == EGRESS_REQUEST_CHECK)
+                return fd >= 0 ? "a check with a file" : NULL;
+        if (q->type == EGRESS_REQUEST_PRESIGN)
+                return fd >= 0                                                          ? "a URL with a file"
+                       : !q->key[0] || q->url_seconds < 1 || q->url_seconds > S3_PRESIGN_EXPIRES_MAX ? "a URL without a key or a life"
+                                                                                        : NULL;
+        if (!q->key[0] || q->timeout_usec == 0)
+                return "an upload without a key or a deadline";
+        /* the agent opened it for reading: anything else is not what it sends */
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY)
+                return "an upload without a regular file open for reading";
         return NULL;
+}
+
+static S3Target target_of(const EgressRequest *q, const EgressCredentials *keys) {
+        return (S3Target){ .endpoint = q->endpoint,
+                           .bucket = q->bucket,
+                           .region = q->region,
+                           .path_style = q->path_style != 0,
+                           .ca_file = q->ca_file[0] ? q->ca_file : NULL,
+                           .access_key = keys->access_key_id,
+                           .secret_key = keys->secret_access_key,
+                           .session_token = keys->session_token };
+}
+
+/* The keys, read at each request (a rotated key needs no reload); 0 or the reply says why not. */
+static int read_keys(const EgressRequest *q, EgressCredentials *keys, EgressReply *a) {
+        char why[400];
+        int r = egress_credentials_read(q->credentials, keys, why, sizeof(why));
+
+        if (r == 0)
+                return 0;
+        a->result = r < 0 ? r : EGRESS_E_CREDENTIALS;
+        snprintf(a->message, sizeof(a->message), "the credentials: %s", why);
+        return -1;
 }
 
 static void answer_check(const EgressRequest *q, EgressReply *a) {
         EgressCredentials keys = {};
         S3UploadReport report;
         S3UploadOptions options = { .attempts = q->attempts };
-        char why[400];
+        S3Target target;
         int r;
 
-        r = egress_credentials_read(q->credentials, &keys, why, sizeof(why));
-        if (r != 0) {
-                a->result = r < 0 ? r : EGRESS_E_CREDENTIALS;
-                snprintf(a->message, sizeof(a->message), "the credentials: %s", why);
+        if (read_keys(q, &keys, a) < 0)
                 return;
-        }
-        r = s3_check_bucket(&(S3Target){ .endpoint = q->endpoint,
-                                         .bucket = q->bucket,
-                                         .region = q->region,
-                                         .path_style = q->path_style != 0,
-                                         .ca_file = q->ca_file[0] ? q->ca_file : NULL,
-                                         .access_key = keys.access_key_id,
-                                         .secret_key = keys.secret_access_key,
-                                         .session_token = keys.session_token },
-                            &options, &report);
+        target = target_of(q, &keys);
+        r = s3_check_bucket(&target, &options, &report);
         egress_credentials_done(&keys);
         a->result = r;
         a->http_status = (int32_t)report.http_status;
@@ -73,47 +138,299 @@ static void answer_check(const EgressRequest *q, EgressReply *a) {
         snprintf(a->message, sizeof(a->message), "%s", r < 0 ? strerror(-r) : report.message);
 }
 
+/* A presigned GET URL of q->key (s3-presign.c: pure, no network), signed with the keys read now. */
+static void answer_presign(const EgressRequest *q, EgressReply *a) {
+        EgressCredentials keys = {};
+        _cleanup_free_ char *url = NULL;
+        int r;
+
+        if (read_keys(q, &keys, a) < 0)
+                return;
+        r = s3_presign_get(&(S3PresignRequest){ .endpoint = q->endpoint, .bucket = q->bucket, .key = q->key,
+                                                .region = q->region, .path_style = q->path_style != 0,
+                                                .access_key = keys.access_key_id,
+                                                .secret_key = keys.secret_access_key,
+                                                .session_token = keys.session_token, .now = time(NULL),
+                                                .expires_seconds = (unsigned)q->url_seconds },
+                           &url);
+        egress_credentials_done(&keys);
+        if (r == 0 && strlen(url) >= sizeof(a->url))
+                r = -ENAMETOOLONG;
+        a->result = r;
+        if (r == 0)
+                snprintf(a->url, sizeof(a->url), "%s", url);
+        else
+                snprintf(a->message, sizeof(a->message), "cannot sign a URL: %s", strerror(-r));
+}
+
+#if DSAGENT_TEST_HOOKS
+/*
+ * Test builds only: DSAGENT_TEST_EGRESS_HOLD=N:PATH holds an upload after its part N until PATH exists, so that
+ * a test acts exactly between two parts; each retry is said on stderr (the agent's), with why.
+ */
+static void test_hook_progress(S3UploadEvent event, unsigned number, const S3UploadReport *report, void *userdata) {
+        const char *hold = getenv("DSAGENT_TEST_EGRESS_HOLD"), *path = hold ? strchr(hold, ':') : NULL;
+
+        if (event == S3_UPLOAD_RETRY) {
+                fprintf(stderr, "dsagent-egress: retry %u: %s\n", number, report->message);
+                return;
+        }
+        if (!path || strtoul(hold, NULL, 10) != number)
+                return;
+        fprintf(stderr, "dsagent-egress: holding after part %u\n", number);
+        while (access(path + 1, F_OK) < 0)
+                (void)nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
+}
+#endif
+
+/* In the upload's child: the whole upload, its outcome in @a. */
+static void run_upload(const EgressRequest *q, int fd, EgressReply *a) {
+        EgressCredentials keys = {};
+        S3Metadata metadata[EGRESS_METADATA_MAX];
+        S3UploadReport report = {};
+        S3UploadOptions options = { .part_size = q->part_size, .attempts = q->attempts, .metadata = metadata };
+        S3Target target;
+        int r;
+
+        for (size_t i = 0; i < EGRESS_METADATA_MAX && q->metadata[i].name[0]; i++)
+                metadata[options.n_metadata++] = (S3Metadata){ q->metadata[i].name, q->metadata[i].value };
+        /* min_speed in bytes a second, as curl's low-speed limit takes it */
+        options.low_speed_bytes = q->min_speed > 0 && q->min_speed < (uint64_t)LONG_MAX ? (long)q->min_speed : 0;
+#if DSAGENT_TEST_HOOKS
+        options.progress = test_hook_progress;
+#endif
+        if (read_keys(q, &keys, a) < 0)
+                return;
+        target = target_of(q, &keys);
+        r = s3_upload_file(&target, q->key, fd, &options, &report);
+        egress_credentials_done(&keys);
+        a->result = r;
+        a->http_status = (int32_t)report.http_status;
+        a->size = report.size;
+        a->parts = report.parts;
+        a->attempts = report.requests;
+        snprintf(a->sha256, sizeof(a->sha256), "%s", report.sha256);
+        snprintf(a->etag, sizeof(a->etag), "%s", report.etag);
+        snprintf(a->s3_code, sizeof(a->s3_code), "%s", report.s3_code);
+        snprintf(a->message, sizeof(a->message), "%s", r < 0 ? strerror(-r) : report.message);
+}
+
+static int send_reply(const EgressReply *a) {
+        return send(EGRESS_FD, a, sizeof(*a), MSG_NOSIGNAL) == sizeof(*a) ? 0 : -1;
+}
+
+/* Fork the upload's child. Return: 0 (it runs, or its failure to start was answered), -1: the agent is gone. */
+static int start_upload(const EgressRequest *q, int fd) {
+        EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id };
+        int answer[2];
+        pid_t pid, parent;
+
+        if (pipe2(answer, O_CLOEXEC) < 0) {
+                a.result = -errno;
+                snprintf(a.message, sizeof(a.message), "cannot make the upload's pipe: %s", strerror(errno));
+                return send_reply(&a);
+        }
+        parent = getpid();
+        pid = fork();
+        if (pid < 0) {
+                a.result = -errno;
+                snprintf(a.message, sizeof(a.message), "cannot start the upload: %s", strerror(errno));
+                close(answer[0]);
+                close(answer[1]);
+                return send_reply(&a);
+        }
+        if (pid == 0) {
+                /* the child answers its parent only, and dies with it */
+                uint64_t started = now_usec();
+
+                close(answer[0]);
+                close(EGRESS_FD);
+                /* a parent gone before the prctl() took effect is not waited for */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                        _exit(1);
+                run_upload(q, fd, &a);
+                a.usec = now_usec() - started;
+                _exit(write(answer[1], &a, sizeof(a)) == sizeof(a) ? 0 : 1);
+        }
+        close(answer[1]);
+        uploads[n_uploads++] = (Upload){ .pid = pid, .answer_fd = answer[0], .id = q->id,
+                                         .started_usec = now_usec(),
+                                         .deadline_usec = now_usec() + q->timeout_usec };
+        return 0;
+}
+
+/* Upload @i's child has answered or is gone: its answer, or why there is none, goes to the agent. */
+static int finish_upload(size_t i) {
+        Upload *u = &uploads[i];
+        EgressReply a = {};
+        ssize_t n;
+        int status = 0;
+
+        n = read(u->answer_fd, &a, sizeof(a));
+        close(u->answer_fd);
+        (void)waitpid(u->pid, &status, 0);
+        if (n != sizeof(a) || a.version != EGRESS_PROTOCOL_VERSION || a.id != u->id) {
+                a = (EgressReply){ .version = EGRESS_PROTOCOL_VERSION, .id = u->id,
+                                   .usec = now_usec() - u->started_usec };
+                if (u->killed) {
+                        a.result = EGRESS_E_TIMEOUT;
+                        snprintf(a.message, sizeof(a.message), "the upload did not end by its deadline");
+                } else {
+                        a.result = -EPIPE;
+                        snprintf(a.message, sizeof(a.message), "the upload's process ended without an answer "
+                                 "(status %d)", status);
+                }
+        }
+        a.message[sizeof(a.message) - 1] = '\0';
+        uploads[i] = uploads[--n_uploads];
+        return send_reply(&a);
+}
+
+/* One request from the agent. Return: 0, or -1 when the agent is gone (its end closed). */
+static int take_request(void) {
+        EgressRequest *q = malloc(sizeof(EgressRequest));
+        EgressReply a = { .version = EGRESS_PROTOCOL_VERSION };
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control = {};
+        struct iovec iov = { .iov_base = q, .iov_len = sizeof(*q) };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
+                              .msg_controllen = sizeof(control) };
+        const char *problem;
+        ssize_t n;
+        int fd = -1, r = 0;
+
+        if (!q)
+                return -1;
+        n = recvmsg(EGRESS_FD, &msg, MSG_CMSG_CLOEXEC);
+        if (n <= 0) {
+                free(q);
+                return n < 0 && errno == EINTR ? 0 : -1;
+        }
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+                        memcpy(&fd, CMSG_DATA(c), sizeof(int));
+        problem = n != sizeof(*q) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? "a request of the wrong size"
+                                                                                 : request_problem(q, fd);
+        if (problem) {
+                a.result = -EBADMSG;
+                a.id = n == sizeof(*q) ? q->id : 0;
+                snprintf(a.message, sizeof(a.message), "malformed egress request: %s", problem);
+                r = send_reply(&a);
+        } else if (q->type == EGRESS_REQUEST_CHECK) {
+                answer_check(q, &a);
+                r = send_reply(&a);
+        } else if (q->type == EGRESS_REQUEST_PRESIGN) {
+                a.id = q->id;
+                answer_presign(q, &a);
+                r = send_reply(&a);
+        } else
+                r = start_upload(q, fd);
+        if (fd >= 0)
+                close(fd);
+        free(q);
+        return r;
+}
+
+/* Kills what is past its deadline; how long poll() may wait for the next one (-1: none runs). */
+static int kill_overdue(void) {
+        uint64_t now = now_usec(), next = UINT64_MAX;
+
+        for (size_t i = 0; i < n_uploads; i++) {
+                if (!uploads[i].killed && now >= uploads[i].deadline_usec) {
+                        (void)kill(uploads[i].pid, SIGKILL); /* its pipe then reads EOF */
+                        uploads[i].killed = true;
+                }
+                if (!uploads[i].killed && uploads[i].deadline_usec < next)
+                        next = uploads[i].deadline_usec;
+        }
+        return next == UINT64_MAX ? -1 : (int)((next - now + 999) / 1000);
+}
+
+static int serve(void) {
+        for (;;) {
+                struct pollfd p[1 + EGRESS_UPLOADS_MAX];
+                size_t n = 0;
+                int timeout = kill_overdue(), r;
+
+                /* a request is read only when there is room to run it: the rest wait in the socket's buffer */
+                p[n++] = (struct pollfd){ .fd = EGRESS_FD, .events = n_uploads < EGRESS_UPLOADS_MAX ? POLLIN : 0 };
+                for (size_t i = 0; i < n_uploads; i++)
+                        p[n++] = (struct pollfd){ .fd = uploads[i].answer_fd, .events = POLLIN };
+                r = poll(p, n, timeout);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return -1;
+                /* backwards: finish_upload() moves the last upload into the slot it frees */
+                for (size_t i = n; i-- > 1;)
+                        if (p[i].revents && finish_upload(i - 1) < 0)
+                                return -1;
+                if (p[0].revents & POLLIN) {
+                        if (take_request() < 0)
+                                return 0;
+                } else if (p[0].revents & (POLLHUP | POLLERR))
+                        return 0; /* the agent closed its end */
+        }
+}
+
+#if DSAGENT_TEST_HOOKS
+/*
+ * Test builds only: from inside the sandbox, the system call DSAGENT_TEST_EGRESS_SYSCALL names. An AF_INET
+ * socket is the egress process's to make (said on stderr, and it goes on serving); the others kill it, and
+ * surviving one is said and is a failure of SANDBOX_EGRESS.
+ */
+static void test_hook_system_call(void) {
+        const char *name = getenv("DSAGENT_TEST_EGRESS_SYSCALL");
+        int fd = -1;
+
+        if (!name)
+                return;
+        if (strcmp(name, "inet-socket") == 0) {
+                fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                fprintf(stderr, "dsagent-egress: an AF_INET socket: %s\n", fd >= 0 ? "made" : strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        if (strcmp(name, "packet-socket") == 0)
+                fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+        else if (strcmp(name, "execve") == 0)
+                (void)execl("/bin/true", "true", (char *)NULL);
+        else if (strcmp(name, "open-write") == 0)
+                fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        else if (strcmp(name, "ptrace") == 0)
+                (void)ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+        else if (strcmp(name, "unshare") == 0)
+                (void)unshare(CLONE_NEWUSER);
+        fprintf(stderr, "dsagent-egress: survived the forbidden system call %s (%d)\n", name, fd);
+        exit(99);
+}
+#endif
+
 int main(int argc, char *argv[]) {
         struct stat st;
+        int r;
 
         if (argc != 1 || fstat(EGRESS_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
                 fprintf(stderr, "dsagent-egress: started by dsagent only, with its socket as fd %d\n", EGRESS_FD);
                 return EXIT_FAILURE;
         }
-        /* it holds the keys: no core of it, no ptrace by its own uid's other processes */
+        /* it holds the keys: no core of it, no ptrace by its own uid's other processes; then libcurl and
+         * OpenSSL load what they load, and the sandbox closes behind them, before the first request */
         if (prctl(PR_SET_DUMPABLE, 0) < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
                 return EXIT_FAILURE;
-        for (;;) {
-                EgressRequest *q = malloc(sizeof(EgressRequest));
-                EgressReply a = { .version = EGRESS_PROTOCOL_VERSION };
-                const char *problem;
-                ssize_t n;
-
-                if (!q)
-                        return EXIT_FAILURE;
-                n = recv(EGRESS_FD, q, sizeof(*q), 0);
-                if (n == 0) {
-                        free(q);
-                        break; /* the agent closed its end */
-                }
-                if (n < 0 && errno == EINTR) {
-                        free(q);
-                        continue;
-                }
-                if (n < 0) {
-                        free(q);
-                        return EXIT_FAILURE;
-                }
-                problem = n != sizeof(*q) ? "a request of the wrong size" : request_problem(q);
-                if (problem) {
-                        a.result = -EBADMSG;
-                        snprintf(a.message, sizeof(a.message), "malformed egress request: %s", problem);
-                } else
-                        answer_check(q, &a);
-                free(q);
-                if (send(EGRESS_FD, &a, sizeof(a), MSG_NOSIGNAL) != sizeof(a))
-                        return EXIT_FAILURE;
+        r = sandbox_enter(SANDBOX_EGRESS);
+        if (r < 0) {
+                fprintf(stderr, "dsagent-egress: cannot enter its sandbox: %s\n", strerror(-r));
+                return EXIT_FAILURE;
         }
-        curl_global_cleanup();
-        return EXIT_SUCCESS;
+#if DSAGENT_TEST_HOOKS
+        test_hook_system_call();
+#endif
+        r = serve();
+        for (size_t i = 0; i < n_uploads; i++)
+                (void)kill(uploads[i].pid, SIGKILL);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

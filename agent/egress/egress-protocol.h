@@ -13,8 +13,19 @@
 #define EGRESS_FIELD_MAX 1024 /* bytes of a string field with its NUL: an endpoint, a path */
 
 typedef enum EgressRequestType {
-        EGRESS_REQUEST_CHECK = 1, /* may the keys reach the bucket? (s3_check_bucket()) */
+        EGRESS_REQUEST_CHECK = 1,  /* may the keys reach the bucket? (s3_check_bucket()) */
+        EGRESS_REQUEST_UPLOAD = 2, /* store the file that comes with it (SCM_RIGHTS, O_RDONLY) under .key */
+        EGRESS_REQUEST_PRESIGN = 3, /* a presigned GET URL of .key, for .url_seconds (dsctl dumps --url) */
 } EgressRequestType;
+
+#define EGRESS_KEY_FIELD 1025   /* S3's longest key (egress-name.h's EGRESS_KEY_MAX) and its NUL */
+#define EGRESS_METADATA_MAX 12  /* x-amz-meta- pairs of one upload (docs/egress-plan.md, "Metadata") */
+#define EGRESS_UPLOADS_MAX 4    /* uploads the egress process runs at once; more wait in the socket's buffer */
+
+typedef struct EgressMetadata {
+        char name[32];   /* lower case letters, digits and '-'; "" ends the list */
+        char value[160]; /* printable ASCII */
+} EgressMetadata;
 
 typedef struct EgressRequest {
         uint32_t version;     /* EGRESS_PROTOCOL_VERSION */
@@ -27,6 +38,15 @@ typedef struct EgressRequest {
         char region[72];
         char ca_file[EGRESS_FIELD_MAX];     /* "": the system's store */
         char credentials[EGRESS_FIELD_MAX]; /* the absolute path of the credentials file */
+        /* EGRESS_REQUEST_UPLOAD only: */
+        uint64_t id;            /* the agent's, echoed in the reply */
+        uint64_t part_size;     /* bytes; 0: the core's default */
+        uint64_t timeout_usec;  /* the whole upload's deadline: past it the upload's process is killed */
+        uint64_t min_speed;     /* bytes a second; slower for 30 s cuts a transfer, which is tried again */
+        char key[EGRESS_KEY_FIELD];
+        EgressMetadata metadata[EGRESS_METADATA_MAX];
+        /* EGRESS_REQUEST_PRESIGN only (and .key): */
+        uint64_t url_seconds;   /* how long the URL lives: 1 s to seven days (the policy's url_max_age) */
 } EgressRequest;
 
 typedef struct EgressReply {
@@ -35,7 +55,19 @@ typedef struct EgressReply {
         int32_t http_status;  /* of the last answer; 0: none */
         char s3_code[64];     /* S3's <Code>, "" when none */
         char message[512];    /* what happened, in words; never a credential */
+        /* EGRESS_REQUEST_UPLOAD only: */
+        uint64_t id;          /* the request's */
+        uint64_t size;        /* bytes read from the file */
+        uint64_t usec;        /* from the start of the upload to its end */
+        uint32_t parts;       /* 0: one PUT */
+        uint32_t attempts;    /* HTTP requests made, retries included */
+        char sha256[65];      /* of the file, as read; "" until hashed */
+        char etag[80];        /* the stored object's */
+        /* EGRESS_REQUEST_PRESIGN only: */
+        char url[4096];       /* the presigned URL: the access key's id and a signature, never the secret */
 } EgressReply;
 
 /* A result of the egress process's own, beside s3-upload.h's S3_E_*: the credentials file could not be used. */
 #define EGRESS_E_CREDENTIALS 100
+/* The upload did not end by its deadline (the request's timeout_usec): its process was killed. */
+#define EGRESS_E_TIMEOUT 101

@@ -89,6 +89,8 @@ typedef struct Broker {
         RequestBudget *request_budget; /* requests each user may have decided and recorded; survives reloads too */
         sd_event_source *suppressed_timer; /* records what the budget refused, once a second */
         struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
+        struct EgressClient *egress;   /* the egress process (egress-client.h), started with the agent when its
+                                        * policy had an [egress.NAME] store; NULL: none, uploads fail recorded */
         Admission *admission;          /* dumps and sessions running now */
         struct WorkerPool *workers;    /* where what can block runs (jobs.h) */
         struct DumpSlots *dump_slots;  /* dumps' bytes so far, shared with the workers */

@@ -41,6 +41,7 @@ static const char *command_name(uint16_t type) {
         case WIRE_REQUEST_RESOLVE: return "resolve";
         case WIRE_REQUEST_CRASHES: return policy_command_to_string(POLICY_COMMAND_CRASHES);
         case WIRE_REQUEST_CRASH: return "crash";
+        case WIRE_REQUEST_DUMP_URL: return "dump-url";
         default: return NULL;
         }
 }
@@ -110,6 +111,9 @@ void commands_dispatch(Request *req, const WireMessage *m) {
                 break;
         case WIRE_REQUEST_CRASH:
                 crash_copy_start(req, m);
+                break;
+        case WIRE_REQUEST_DUMP_URL:
+                dumps_url(req, m);
                 break;
         default:
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_BAD_REQUEST, "not a request");

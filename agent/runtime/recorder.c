@@ -22,6 +22,7 @@
 #include "agent/dumps/dump-writer.h"
 #include "agent/workers/jobs.h"
 #include "agent/runtime/recorder.h"
+#include "agent/egress/egress-upload.h"
 #include "agent/runtime/runtime-call.h"
 #include "agent/targets/target.h"
 
@@ -226,6 +227,15 @@ static int publish(Recorder *r, int fd, uint64_t size) {
                 return e == DUMP_PUBLISH_E_NO_SPACE ? PUBLISH_E_NO_SPACE : e < 0 ? e : -EIO;
         snprintf(r->path, sizeof(r->path), "%s/%s", r->spec.policy->agent.dump_dir, r->name);
         e = record_artifact(r, &attrs, r->name, r->path, size);
+        if (e == 0 && r->spec.egress)
+                egress_upload_artifact(r->broker, r->spec.egress, r->spec.policy->agent.dump_dir, r->dir_fd, r->name,
+                                       &(EgressArtifact){ .type = r->spec.kind,
+                                                          .extension = suffix_of(r->spec.output) + 1,
+                                                          .process = r->spec.target->name,
+                                                          .pid = r->spec.target->pid, .unit = r->spec.target->unit,
+                                                          .container = r->spec.target->container_id,
+                                                          .request_id = 0, .requester = (uid_t)-1,
+                                                          .rule = r->spec.rule });
         if (e == 0)
                 return 0;
         r->path[0] = '\0';

@@ -86,6 +86,7 @@ typedef struct RecorderSpec {
         Target *target;                 /* pinned; a reference is taken */
         uid_t owner;                    /* whose seat, session and jobs (the process's charged uid) */
         AclGrant readers;               /* the file's readers */
+        const struct PolicyEgress *egress; /* the table's then.egress: the file is uploaded there too; NULL: not */
         const EventPipeConfig *config;  /* the session's providers (encoded at once) */
         uint64_t duration_usec;         /* StopTracing after this long */
         uint64_t max_bytes;             /* of the stream: the session is stopped there (its rundown on top) */

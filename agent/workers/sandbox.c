@@ -4,6 +4,7 @@
  * seccomp allowlist; main.c and the PAM helper apply it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -27,7 +28,8 @@
  * What the agent keeps, and why; nothing else, not even in the bounding set:
  *   CAP_DAC_OVERRIDE  runtimes' sockets are 0600 and their users' own: connect() needs write access
  *   CAP_SYS_PTRACE    /proc/PID/root, environ and auxv of other users' processes
- * The PAM helper keeps none: it reads world-readable files and /etc/shadow as its owner.
+ * The PAM helper keeps none: it reads world-readable files and /etc/shadow as its owner. Nor does the egress
+ * process: it reads its keys as their owner (root, mode 0600), and the artifacts come to it open.
  */
 static const int agent_capabilities[] = { CAP_DAC_OVERRIDE, CAP_SYS_PTRACE };
 
@@ -42,7 +44,7 @@ static const int agent_capabilities[] = { CAP_DAC_OVERRIDE, CAP_SYS_PTRACE };
 static const int common_syscalls[] = {
         SCMP_SYS(brk), SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(mprotect), SCMP_SYS(madvise),
         SCMP_SYS(read), SCMP_SYS(pread64), SCMP_SYS(readv), SCMP_SYS(write), SCMP_SYS(writev), SCMP_SYS(lseek),
-        SCMP_SYS(close), SCMP_SYS(fcntl), SCMP_SYS(openat), SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(statx),
+        SCMP_SYS(close), SCMP_SYS(fcntl), SCMP_SYS(newfstatat), SCMP_SYS(fstat), SCMP_SYS(statx),
         SCMP_SYS(access), SCMP_SYS(faccessat), SCMP_SYS(faccessat2), SCMP_SYS(readlink), SCMP_SYS(readlinkat),
         SCMP_SYS(getdents64), SCMP_SYS(fstatfs), SCMP_SYS(statfs), SCMP_SYS(futex), SCMP_SYS(getrandom),
         SCMP_SYS(clock_gettime), SCMP_SYS(clock_nanosleep), SCMP_SYS(nanosleep), SCMP_SYS(gettimeofday),
@@ -77,6 +79,20 @@ static const int agent_syscalls[] = {
         /* the child a worker forks to decompress a stored core confines itself further (crash-core.c): a filter
          * added only ever takes calls away (no_new_privs is set), and libseccomp asks what the kernel supports */
         SCMP_SYS(seccomp),
+};
+
+/*
+ * The egress process (agent/egress/egress-main.c, docs/egress-plan.md): libcurl's HTTP(S) to the store, one
+ * child per upload (forked by glibc's fork(), killed at its deadline, reaped), the threaded resolver of Debian's
+ * libcurl (its thread: allow_egress_clones()), the pipe a child answers through.
+ */
+static const int egress_syscalls[] = {
+        SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(getpeername),
+        SCMP_SYS(shutdown), SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_wait),
+        SCMP_SYS(epoll_pwait), SCMP_SYS(pipe2), SCMP_SYS(wait4), SCMP_SYS(set_robust_list),
+        SCMP_SYS(sched_getaffinity), SCMP_SYS(sysinfo), SCMP_SYS(getppid), SCMP_SYS(sched_yield),
+        /* a thread's signal stack: the sanitizer build's runtime sets one up in each thread it starts */
+        SCMP_SYS(sigaltstack),
 };
 
 /* Asked for by libraries that cope with a refusal: answered, not punished. */
@@ -173,6 +189,38 @@ static int allow_forking_workers(scmp_filter_ctx ctx) {
         return r;
 }
 
+/*
+ * The egress process forks one child per upload (glibc's fork(): clone with exactly these flags), kills it at
+ * its deadline, and the child dies with it; libcurl's resolver starts a thread (glibc's pthread_create(), after
+ * clone3 is answered ENOSYS). Nothing that makes a namespace. Sockets: Unix, IPv4, IPv6, nothing else.
+ */
+static int allow_egress_clones(scmp_filter_ctx ctx) {
+        const scmp_datum_t fork_flags = CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD;
+        const scmp_datum_t thread_flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+                                          CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+        int r;
+
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_EQ, fork_flags));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_EQ, thread_flags));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_INET));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, AF_INET6));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
+        /* its own children only: they are not reaped before the kill, so the pid is still theirs */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A1(SCMP_CMP_EQ, SIGKILL));
+        /* it reads (keys, CA file, resolver and OpenSSL configuration) and never writes a file */
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+                                     SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND, 0));
+        return r;
+}
+
 static const scmp_datum_t userns_ioctls[] = { PIDFD_GET_USER_NAMESPACE, NS_GET_PARENT, NS_GET_OWNER_UID };
 
 static int install_filter(SandboxProfile profile) {
@@ -187,8 +235,21 @@ static int install_filter(SandboxProfile profile) {
                 r = allow_all(ctx, common_syscalls, ELEMENTSOF(common_syscalls));
         if (r == 0 && profile == SANDBOX_AGENT)
                 r = allow_all(ctx, agent_syscalls, ELEMENTSOF(agent_syscalls));
+        if (r == 0 && profile == SANDBOX_EGRESS)
+                r = allow_all(ctx, egress_syscalls, ELEMENTSOF(egress_syscalls));
+        /* the agent and the PAM helper open files to write too (dumps, PAM's modules' own); the egress
+         * process only reads (allow_egress_clones()) */
+        if (r == 0 && profile != SANDBOX_EGRESS)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 0);
+        if (r == 0 && profile == SANDBOX_EGRESS)
+                r = allow_egress_clones(ctx);
         for (size_t i = 0; r == 0 && i < ELEMENTSOF(probed_syscalls); i++)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), probed_syscalls[i], 0);
+                /* glibc registered the process's first thread with rseq before the filter, and takes a refusal
+                 * for a thread it starts as fatal ("rseq registration failed", abort): libcurl's resolver
+                 * thread in the egress process */
+                r = profile == SANDBOX_EGRESS && probed_syscalls[i] == SCMP_SYS(rseq)
+                            ? seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rseq), 0)
+                            : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), probed_syscalls[i], 0);
         /* the agent uses it (a new worker closes what it inherited); libraries in the helper probe it */
         if (r == 0 && profile != SANDBOX_AGENT)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(close_range), 0);

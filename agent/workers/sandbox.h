@@ -5,6 +5,7 @@
 typedef enum SandboxProfile {
         SANDBOX_AGENT,      /* the broker: talks to clients and runtimes, publishes dumps */
         SANDBOX_PAM_HELPER, /* the PAM account checker: reads files, asks NSS, nothing else */
+        SANDBOX_EGRESS,     /* the egress process (libexec/dsagent-egress): the only one with AF_INET sockets */
 } SandboxProfile;
 
 int sandbox_enter(SandboxProfile profile);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agent/workers/worker-pool.h"
+#include "agent/support/test-hooks.h"
 
 typedef struct Worker Worker;
 
@@ -124,9 +125,20 @@ static int send_with_fds(int fd, const void *data, size_t size, const int *fds, 
         return (size_t)n == size ? 0 : -EIO;
 }
 
+#if DSAGENT_TEST_HOOKS
+/* Test builds only: a worker, inside the agent's sandbox it inherited, makes the IPv4 socket
+ * DSAGENT_TEST_WORKER_INET_SOCKET asks for; surviving it is said, and is a failure of the sandbox. */
+static void test_hook_worker_inet_socket(void) {
+        if (!getenv("DSAGENT_TEST_WORKER_INET_SOCKET"))
+                return;
+        (void)socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        test_hook_note("a worker survived socket(AF_INET)");
+        _exit(99);
+}
+#endif
+
 static _Noreturn void worker_main(int fd, WorkerHandler handler) {
         static _Alignas(max_align_t) uint8_t request[WORKER_MESSAGE_MAX], reply[WORKER_MESSAGE_MAX];
-
         for (;;) {
                 WorkerMessage q = { .data = request }, a = { .data = reply };
                 ssize_t n = recv_with_fds(fd, request, sizeof(request), q.fds, &q.n_fds, 0);
@@ -138,6 +150,9 @@ static _Noreturn void worker_main(int fd, WorkerHandler handler) {
                 if (n < 0)
                         _exit(1);
                 q.size = (size_t)n;
+#if DSAGENT_TEST_HOOKS
+                test_hook_worker_inet_socket(); /* at a job: a worker that is only started idles */
+#endif
                 if (handler(&q, &a) < 0 || a.size > WORKER_MESSAGE_MAX || a.n_fds > WORKER_FDS_MAX)
                         _exit(1);
                 close_fds(q.fds, q.n_fds);
@@ -258,6 +273,8 @@ static int worker_on_exit(sd_event_source *s, int fd, uint32_t revents, void *us
 
         if (waitid(P_PIDFD, (id_t)w->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
                 return 0;
+        if (si.si_code == CLD_KILLED && si.si_status == SIGSYS)
+                test_hook_note("a worker was killed by its system call filter");
         worker_unlink(w);
         if (j)
                 job_finish(j, WORKER_E_DIED, NULL);

@@ -601,7 +601,7 @@ class Agent:
             if self.audit == "json" and line.startswith("{"):
                 fields = json.loads(line)
             elif line.startswith("dsagent-audit:"):
-                fields = dict(re.findall(r' ([A-Z_]+)="((?:[^"\\]|\\.)*)"', line))
+                fields = dict(re.findall(r' ([A-Z0-9_]+)="((?:[^"\\]|\\.)*)"', line))
             else:
                 continue
             if fields.get("MESSAGE_ID") == message_id:

@@ -97,7 +97,7 @@ def catalog_explains_every_message_id():
             assert f'"{field}' in audit, f"catalog {message_id} uses @{field}@, which agent/audit/ never writes"
     assert set(entries) == {i for _, i in ids}, f"catalog entries without an id: {set(entries)}"
     # every field a record may carry is in dsagent(8), names and words for people included
-    fields = sorted(set(re.findall(r'"(DSAGENT_[A-Z_]+)', audit)))
+    fields = sorted(set(re.findall(r'"(DSAGENT_[A-Z0-9_]+)', audit)))
     assert "DSAGENT_CLIENT_USER" in fields and "DSAGENT_TARGET_USER" in fields, fields
     missing = [f for f in fields if not re.search(rf"\b{f}\b", page)]
     assert not missing, f"dsagent.8 does not name {missing}"

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The loop's half of the egress process (egress-client.c): the agent execs libexec/dsagent-egress at start-up,
+ * before its sandbox (egress-check.c's egress_process_spawn()), and hands it uploads, each with the artifact's
+ * fd. The loop never waits for it: a request that does not fit in the socket's buffer now is refused at once
+ * (-EAGAIN, "busy"), and each answer comes back through the event loop.
+ */
+#pragma once
+
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "agent/egress/egress-protocol.h"
+
+typedef struct EgressClient EgressClient;
+
+/* The answer to one request; @reply is NULL when the egress process went away before it answered. */
+typedef void (*EgressUploadDone)(const EgressReply *reply, void *userdata);
+
+/**
+ * egress_client_start() - exec @helper (egress_helper_path()) and watch its socket from @event
+ *
+ * Return: 0 with the client, or a negative errno (nothing started).
+ */
+int egress_client_start(sd_event *event, const char *helper, EgressClient **ret);
+
+/* Closes the socket (the egress process sees its end and exits, killing its uploads), reaps it, and answers
+ * every upload still waiting with a NULL reply. */
+EgressClient *egress_client_free(EgressClient *c);
+
+/* The egress process's pid, for tests and messages; 0 once it is gone. */
+int egress_client_pid(const EgressClient *c);
+
+/**
+ * egress_client_submit() - hand @q (its type set: UPLOAD with @fd, PRESIGN with -1; its id is set here) to the
+ * egress process
+ *
+ * @fd is sent, not taken: the caller closes its own. @done runs from the event loop, never from inside this call,
+ * exactly once unless egress_client_cancel() is called first.
+ *
+ * Return: 0 with the request's id in *@ret_id, -EAGAIN when the socket's buffer is full (the egress process is
+ * far behind: busy), -ECONNRESET when it is gone, or a negative errno.
+ */
+int egress_client_submit(EgressClient *c, EgressRequest *q, int fd, EgressUploadDone done, void *userdata,
+                         uint64_t *ret_id);
+
+/* Forget the upload @id: its answer, when it comes, is dropped. */
+void egress_client_cancel(EgressClient *c, uint64_t id);
