@@ -36,6 +36,9 @@
 #include "agent/egress/s3-upload.h"
 #include "common/cleanup.h"
 #include "agent/workers/sandbox.h"
+#if DSAGENT_TEST_HOOKS
+#include "agent/support/test-hooks.h"
+#endif
 
 #define EGRESS_FD 3
 
@@ -163,6 +166,26 @@ static void answer_presign(const EgressRequest *q, EgressReply *a) {
                 snprintf(a->message, sizeof(a->message), "cannot sign a URL: %s", strerror(-r));
 }
 
+#if DSAGENT_TEST_HOOKS
+/*
+ * Test builds only: in the upload's child, each part the store took and each retry said on stderr (the agent's
+ * log), and a stop after part N while DSAGENT_TEST_PAUSE names "egress-after-part-N" (test_hook_pause(), ended by
+ * DSAGENT_TEST_PAUSE_END): a test acts on the store between two parts of an upload the agent asked for.
+ */
+static void test_hook_progress(S3UploadEvent event, unsigned number, const S3UploadReport *report, void *userdata) {
+        char point[48];
+
+        (void)userdata;
+        if (event == S3_UPLOAD_RETRY) {
+                fprintf(stderr, "dsagent-egress: test: retry %u: %s\n", number, report->message);
+                return;
+        }
+        fprintf(stderr, "dsagent-egress: test: part %u\n", number);
+        snprintf(point, sizeof(point), "egress-after-part-%u", number);
+        (void)test_hook_pause(point);
+}
+#endif
+
 /* In the upload's child: the whole upload, its outcome in @a. */
 static void run_upload(const EgressRequest *q, int fd, EgressReply *a) {
         EgressCredentials keys = {};
@@ -176,6 +199,9 @@ static void run_upload(const EgressRequest *q, int fd, EgressReply *a) {
                 metadata[options.n_metadata++] = (S3Metadata){ q->metadata[i].name, q->metadata[i].value };
         /* min_speed in bytes a second, as curl's low-speed limit takes it */
         options.low_speed_bytes = q->min_speed > 0 && q->min_speed < (uint64_t)LONG_MAX ? (long)q->min_speed : 0;
+#if DSAGENT_TEST_HOOKS
+        options.progress = test_hook_progress;
+#endif
         if (read_keys(q, &keys, a) < 0)
                 return;
         target = target_of(q, &keys);
