@@ -297,8 +297,10 @@ def the_store_kept_down_past_the_attempts_is_a_recorded_failure_the_local_copy_k
         gw.start_rgw()
     assert out["DSAGENT_EGRESS_RESULT"] == "unavailable" and out["DSAGENT_EGRESS_LOCAL"] == "kept", out
     assert "onnect" in out["DSAGENT_EGRESS_ERROR"], out  # curl's words: "Couldn't connect", "Failed to connect"
-    # the start and parts 1 and 2 once each, part 3 twice, and the abort the store did not take
-    assert int(out["DSAGENT_EGRESS_ATTEMPTS"]) >= 5, out
+    # part 3 was tried as often as the policy says, and no more: the start, parts 1 and 2, part 3 twice, and
+    # the abort the store did not take
+    assert log_has(agent, "dsagent-egress: test: retry 2: ") and not log_has(agent, "test: retry 3"), "attempts"
+    assert out["DSAGENT_EGRESS_ATTEMPTS"] == "6", out
     assert_kept_and_labelled(path, local, "unavailable")
     # what the store holds proves the stop came between parts: the upload with exactly parts 1 and 2, left
     # incomplete (its abort could not reach a stopped store; a bucket's lifecycle rule ends such uploads)
