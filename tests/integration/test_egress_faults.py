@@ -231,7 +231,7 @@ def a_one_gib_full_dump_goes_up_in_parts_and_reads_back_whole():
 
 def held_upload(gw, part, store_lines):
     """A service-user process, and an agent whose uploads stop after @part (the test hook) with 5 MiB parts, the
-    smallest, so that a plain full dump of the test app (about 170 MiB, tens of parts) is a multipart upload."""
+    smallest, so that a plain full dump of the test app (about 112 MiB, 23 parts) is a multipart upload."""
     target = Target(SVC)
     pause = Pause(f"egress-after-part-{part}", bound=600)  # ended by the test; 600 s only ends a failing one
     agent = start_agent(policy(store_lines='part_size = "5M"\n' + store_lines), pause)
@@ -382,11 +382,11 @@ def misbehaving_store(status, headers, body, held=False):
     return "http://127.0.0.1:%d" % server.server_address[1], handler
 
 
-def upload_to_misbehaving(endpoint, handler):
+def upload_to_misbehaving(endpoint, handler, part_size="5M"):
     """A full dump to the store at @endpoint, held at its first request while the agent answers another; the
-    outcome record, the local copy's path and sha256."""
+    outcome record, the local copy's path and sha256. @part_size: 5M makes it a multipart upload, 1G one PUT."""
     target = Target(SVC)
-    agent = start_agent(policy(endpoint=endpoint, store_lines='part_size = "5M"\nattempts = 3\n'))
+    agent = start_agent(policy(endpoint=endpoint, store_lines=f'part_size = "{part_size}"\nattempts = 3\n'))
     path = full_dump(agent, target.pid)
     local = file_sha256(path)
     wait_for(handler.arrived.is_set, what="the upload's first request")
@@ -417,6 +417,17 @@ def a_store_answering_garbage_is_recorded_and_nothing_is_taken_for_an_upload():
     # the start answered 200 without an UploadId: no part sent
     assert [method for method, _ in handler.requests] == ["POST"], handler.requests
     assert_kept_and_labelled(path, local, "garbage")
+
+
+@test
+def a_put_the_store_does_not_confirm_is_recorded_mismatch():
+    endpoint, handler = misbehaving_store(200, {}, b"<html>hello</html>", held=True)
+    # one PUT of the whole dump (about 112 MiB, under the part size), answered 200 without being stored
+    out, path, local = upload_to_misbehaving(endpoint, handler, part_size="1G")
+    assert out["DSAGENT_EGRESS_RESULT"] == "mismatch" and out["DSAGENT_EGRESS_LOCAL"] == "kept", out
+    # the PUT, then the HEAD that found no dsagent-sha256 of the file's: a 200 alone is never taken for an upload
+    assert [method for method, _ in handler.requests] == ["PUT", "HEAD"], handler.requests
+    assert_kept_and_labelled(path, local, "mismatch")
 
 
 run_tests()
