@@ -229,21 +229,33 @@ def a_one_gib_full_dump_goes_up_in_parts_and_reads_back_whole():
     assert peak_kib < 64 * 1024, peak_kib
 
 
-def held_upload(gw, part, store_lines):
-    """A service-user process, and an agent whose uploads stop after @part (the test hook) with 5 MiB parts, the
-    smallest, so that a plain full dump of the test app (about 112 MiB, 23 parts) is a multipart upload."""
-    target = Target(SVC)
-    pause = Pause(f"egress-after-part-{part}", bound=600)  # ended by the test; 600 s only ends a failing one
-    agent = start_agent(policy(store_lines='part_size = "5M"\n' + store_lines), pause)
-    return target, pause, agent
+class HeldDump:
+    """A full dump of a service-user process taken by Alice through an agent whose upload of it stops after part
+    @part (the test hook), with @store_lines added to the store (its part_size makes it multipart): .target,
+    .pause (end() lets the upload go on), .agent, .path, .sha256 (the local file's), .key (the queued record's)."""
+
+    def __init__(self, part, store_lines, bucket=None):
+        self.target = Target(SVC)
+        self.pause = Pause(f"egress-after-part-{part}", bound=600)  # ended by the test; 600 s ends a failing one
+        self.agent = start_agent(policy(bucket=bucket, store_lines=store_lines), self.pause)
+        self.path = full_dump(self.agent, self.target.pid)
+        self.sha256 = file_sha256(self.path)
+        queued = wait_for(lambda: egress_record(self.agent, self.path, "queued"), what="the queued record")
+        self.key = queued["DSAGENT_EGRESS_KEY"]
+        # the dump was published: its upload reaches the part within seconds; the bound is a hang's
+        self.pause.wait(self.agent, timeout=120)
 
 
-def wait_held(agent, pause, path):
-    """Until the upload of @path stands after the pause's part; its key (from the queued record)."""
-    queued = wait_for(lambda: egress_record(agent, path, "queued"), what="the queued record")
-    # the dump was published: its upload reaches the part within seconds; the bound is a hang's
-    pause.wait(agent, timeout=120)
-    return queued["DSAGENT_EGRESS_KEY"]
+def stopped_after_part_2(attempts):
+    """A held dump (5 MiB parts, the smallest: the test app's plain full dump, about 112 MiB, is 23 of them)
+    whose upload stands after part 2 when the store is stopped; then the upload goes on."""
+    gw = store()
+    held = HeldDump(2, f'part_size = "5M"\nattempts = {attempts}\n')
+    # parts 1 and 2 are in the store, the upload not complete: this is the middle of a multipart upload
+    assert [parts for _, parts in incomplete_uploads(gw, held.key)] == [[1, 2]], incomplete_uploads(gw, held.key)
+    gw.stop_rgw()
+    held.pause.end()
+    return held
 
 
 @test
@@ -251,21 +263,16 @@ def the_store_stopped_mid_upload_and_started_again_ends_uploaded():
     gw = store()
     # 20 tries a request (the most a policy allows): the part refused while the store is down is tried again with
     # a backoff that doubles from 1 s, long enough for radosgw to start again (seconds) before the last try
-    target, pause, agent = held_upload(gw, 2, "attempts = 20\n")
-    path = full_dump(agent, target.pid)
-    local = file_sha256(path)
-    key = wait_held(agent, pause, path)
-    # parts 1 and 2 are in the store, the upload not complete: this is the middle of a multipart upload
-    assert [parts for _, parts in incomplete_uploads(gw, key)] == [[1, 2]], incomplete_uploads(gw, key)
-    gw.stop_rgw()
     try:
-        pause.end()
+        held = stopped_after_part_2(attempts=20)
+        agent, path, local, key = held.agent, held.path, held.sha256, held.key
         # part 3 was refused (the store is down) and is about to be tried again
         wait_for(lambda: log_has(agent, "dsagent-egress: test: retry 2: "), what="part 3 refused and retried")
         assert not log_has(agent, "dsagent-egress: test: part 3\n")
-        assert_answers_meanwhile(agent, target)
+        assert_answers_meanwhile(agent, held.target)
     finally:
-        gw.start_rgw()
+        if not gw.rgw_running():  # stopped by stopped_after_part_2(), unless it failed first
+            gw.start_rgw()
     # the rest of the upload: tens of 5 MiB parts after the retries' backoff (30 s at most each); 600 s ends a hang
     out = outcome(agent, path, timeout=600)
     assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
@@ -283,18 +290,15 @@ def the_store_stopped_mid_upload_and_started_again_ends_uploaded():
 def the_store_kept_down_past_the_attempts_is_a_recorded_failure_the_local_copy_kept():
     gw = store()
     # two tries a request: part 3's second try (about a second later) finds the store still down
-    target, pause, agent = held_upload(gw, 2, "attempts = 2\n")
-    path = full_dump(agent, target.pid)
-    local = file_sha256(path)
-    key = wait_held(agent, pause, path)
-    gw.stop_rgw()
     try:
-        pause.end()
+        held = stopped_after_part_2(attempts=2)
+        agent, path, local, key = held.agent, held.path, held.sha256, held.key
         # the bound: two connection attempts and one backoff of about a second
         out = outcome(agent, path, timeout=120)
-        assert_answers_meanwhile(agent, target)
+        assert_answers_meanwhile(agent, held.target)
     finally:
-        gw.start_rgw()
+        if not gw.rgw_running():  # stopped by stopped_after_part_2(), unless it failed first
+            gw.start_rgw()
     assert out["DSAGENT_EGRESS_RESULT"] == "unavailable" and out["DSAGENT_EGRESS_LOCAL"] == "kept", out
     assert "onnect" in out["DSAGENT_EGRESS_ERROR"], out  # curl's words: "Couldn't connect", "Failed to connect"
     # part 3 was tried as often as the policy says, and no more: the start, parts 1 and 2, part 3 twice, and
@@ -317,15 +321,11 @@ def a_full_bucket_quota_is_refused_recorded_and_the_upload_aborted():
     gw = store()
     # a bucket of 10 MiB: the first 8 MiB part fits, the second does not (radosgw counts the parts it holds)
     gw.make_bucket("dsagent-faults-quota", max_size=10 * MIB)
-    target = Target(SVC)
-    pause = Pause("egress-after-part-1", bound=600)  # ended by the test; 600 s only ends a failing one
-    agent = start_agent(policy(bucket="dsagent-faults-quota", store_lines='part_size = "8M"\n'), pause)
-    path = full_dump(agent, target.pid)
-    local = file_sha256(path)
-    key = wait_held(agent, pause, path)
+    held = HeldDump(1, 'part_size = "8M"\n', bucket="dsagent-faults-quota")
+    agent, path, local, key = held.agent, held.path, held.sha256, held.key
     assert [parts for _, parts in incomplete_uploads(gw, key, "dsagent-faults-quota")] == [[1]]
-    assert_answers_meanwhile(agent, target)
-    pause.end()
+    assert_answers_meanwhile(agent, held.target)
+    held.pause.end()
     out = outcome(agent, path, timeout=120)  # part 2 refused at once, then one abort
     assert out["DSAGENT_EGRESS_RESULT"] == "refused" and out["DSAGENT_EGRESS_LOCAL"] == "kept", out
     assert out["DSAGENT_EGRESS_HTTP_STATUS"] == "403" and out["DSAGENT_EGRESS_S3_CODE"] == "QuotaExceeded", out
