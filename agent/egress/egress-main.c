@@ -36,6 +36,9 @@
 #include "agent/egress/s3-upload.h"
 #include "common/cleanup.h"
 #include "agent/workers/sandbox.h"
+#if DSAGENT_TEST_HOOKS
+#include "agent/support/test-hooks.h"
+#endif
 
 #define EGRESS_FD 3
 
@@ -165,21 +168,21 @@ static void answer_presign(const EgressRequest *q, EgressReply *a) {
 
 #if DSAGENT_TEST_HOOKS
 /*
- * Test builds only: DSAGENT_TEST_EGRESS_HOLD=N:PATH holds an upload after its part N until PATH exists, so that
- * a test acts exactly between two parts; each retry is said on stderr (the agent's), with why.
+ * Test builds only: in the upload's child, each part the store took and each retry said on stderr (the agent's
+ * log), and a stop after part N while DSAGENT_TEST_PAUSE names "egress-after-part-N" (test_hook_pause(), ended by
+ * DSAGENT_TEST_PAUSE_END): a test acts on the store between two parts of an upload the agent asked for.
  */
 static void test_hook_progress(S3UploadEvent event, unsigned number, const S3UploadReport *report, void *userdata) {
-        const char *hold = getenv("DSAGENT_TEST_EGRESS_HOLD"), *path = hold ? strchr(hold, ':') : NULL;
+        char point[48];
 
+        (void)userdata;
         if (event == S3_UPLOAD_RETRY) {
-                fprintf(stderr, "dsagent-egress: retry %u: %s\n", number, report->message);
+                fprintf(stderr, "dsagent-egress: test: retry %u: %s\n", number, report->message);
                 return;
         }
-        if (!path || strtoul(hold, NULL, 10) != number)
-                return;
-        fprintf(stderr, "dsagent-egress: holding after part %u\n", number);
-        while (access(path + 1, F_OK) < 0)
-                (void)nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
+        fprintf(stderr, "dsagent-egress: test: part %u\n", number);
+        snprintf(point, sizeof(point), "egress-after-part-%u", number);
+        (void)test_hook_pause(point);
 }
 #endif
 

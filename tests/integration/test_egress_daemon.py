@@ -374,33 +374,6 @@ def a_store_down_is_recorded_and_the_local_copy_kept():
 
 
 @test
-def the_store_stopped_between_two_parts_and_started_again_ends_in_a_confirmed_upload():
-    gw = store()
-    target = Target(SVC)
-    release = os.path.join(make_dir(None, 0o755), "release")
-    # 5M parts: a mini dump of the test app is two; held after the first (a test hook) until the test says;
-    # attempts = 10: backoffs of 1, 2, 4, 8, 16 s and more, far longer than radosgw takes to start again
-    agent = Agent(policy=egress_policy(extra='part_size = "5M"\nattempts = 10\n'),
-                  env={"DSAGENT_TEST_EGRESS_HELPER": HELPER, "DSAGENT_TEST_EGRESS_HOLD": f"1:{release}"})
-    path = dump(agent, ALICE, target.pid)["path"]
-    assert os.path.getsize(path) > 5 << 20, os.path.getsize(path)
-    said = lambda text: text in open(agent.log_path).read()
-    wait_for(lambda: said("dsagent-egress: holding after part 1\n"), what="the upload held after its first part")
-    gw.stop_rgw()
-    try:
-        open(release, "w").close()
-        # the second part finds the store down, and is tried again after a backoff
-        wait_for(lambda: said("dsagent-egress: retry 2: "), what="the second part tried again")
-    finally:
-        gw.start_rgw()
-    out = outcome_for(agent, path)
-    assert out["DSAGENT_EGRESS_RESULT"] == "uploaded" and out["DSAGENT_EGRESS_PARTS"] == "2", out
-    assert int(out["DSAGENT_EGRESS_ATTEMPTS"]) > 4, out  # start, two parts, complete, HEAD, and the retries
-    assert gw.sha256_of(out["DSAGENT_EGRESS_KEY"]) == sha256_file(path) == out["DSAGENT_EGRESS_SHA256"], out
-    assert label_of(path) == f"uploaded:central:{out['DSAGENT_EGRESS_KEY']}"
-
-
-@test
 def wrong_keys_are_refused_and_recorded_with_the_stores_code():
     gw = store()
     target = Target(SVC)
@@ -414,24 +387,6 @@ def wrong_keys_are_refused_and_recorded_with_the_stores_code():
     listed = [x for x in json.loads(r.stdout) if x["path"] == path] if r.returncode == 0 else r
     assert listed and listed[0]["egress"] == {"state": "failed", "store": "central", "result": "refused"}, listed
     assert gw.secret_key[3:] not in open(agent.log_path).read()
-
-
-@test
-def a_full_bucket_quota_refuses_the_upload_which_is_aborted_and_kept():
-    gw = store()
-    bucket = f"dsagent-quota-{uuid.uuid4().hex[:8]}"
-    gw.make_bucket(bucket, max_size=1 << 20)  # 1 MiB: a mini dump of the test app is several
-    target = Target(SVC)
-    # 5M parts: the dump goes multipart, and its first part passes the quota
-    agent = start_agent(egress_policy(bucket=bucket, extra='part_size = "5M"\n'))
-    path = dump(agent, ALICE, target.pid)["path"]
-    assert os.path.getsize(path) > 5 << 20, os.path.getsize(path)
-    out = assert_failed_and_kept(agent, path, "refused")
-    assert out["DSAGENT_EGRESS_HTTP_STATUS"] == "403" and out["DSAGENT_EGRESS_S3_CODE"] == "QuotaExceeded", out
-    # nothing of it stays in the store: no object, no multipart upload left open
-    client = gw.client()
-    assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
-    assert not client.list_multipart_uploads(Bucket=bucket).get("Uploads"), client.list_multipart_uploads(Bucket=bucket)
 
 
 @test
