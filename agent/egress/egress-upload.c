@@ -80,6 +80,8 @@ static const char *result_name(int result) {
                 return "mismatch";
         case S3_E_CHANGED:
                 return "changed";
+        case S3_E_UNTRUSTED:
+                return "untrusted";
         case EGRESS_E_TIMEOUT:
                 return "timeout";
         case EGRESS_E_CREDENTIALS:

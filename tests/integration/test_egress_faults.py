@@ -7,19 +7,22 @@
   the upload's process staying small (its VmHWM);
 - the store stopped between two parts of an upload the agent asked for, and started again: a confirmed upload
   after retries; kept down past the attempts: a recorded failure, the local copy kept and labelled;
-- a full bucket quota (QuotaExceeded, the multipart upload aborted), a redirect to another host and a store that
-  answers garbage: each a record of its own, the local copy kept, and the agent answering others meanwhile.
+- a full bucket quota (QuotaExceeded, the multipart upload aborted), a store whose certificate the policy's ca_file
+  does not vouch for (untrusted, not tried again), a redirect to another host and a store that answers garbage:
+  each a record of its own, the local copy kept, and the agent answering others meanwhile.
 
 The egress process's test hook (egress-main.c, test builds) says on stderr, which is the agent's log, each part the
 store took ("dsagent-egress: test: part N") and each retry ("... retry N: WHY"), and stops the upload after part N
 while DSAGENT_TEST_PAUSE names "egress-after-part-N" (harness.Pause): the test acts on the store between two parts.
 
-One store serves the whole file (radosgw.py, bluestore: a GiB on disk, not in RAM), started on first use.
+One store serves the whole file (radosgw.py, bluestore: a GiB on disk, not in RAM, with an https endpoint of a test
+CA beside its http one), started on first use.
 """
 import hashlib
 import http.server
 import json
 import os
+import socket
 import threading
 import urllib.request
 
@@ -32,7 +35,15 @@ HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
 EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
 MIB = 1 << 20
 
-store = radosgw.file_store
+_store = None
+
+
+def store():
+    """The file's one store, http and https (radosgw.py's tls), started on first use."""
+    global _store
+    if _store is None:
+        _store = radosgw.start_for_file(tls=True)
+    return _store
 
 
 def credentials(gw):
@@ -335,6 +346,77 @@ def a_full_bucket_quota_is_refused_recorded_and_the_upload_aborted():
     client = gw.client()
     assert not client.list_multipart_uploads(Bucket="dsagent-faults-quota").get("Uploads"), "not aborted"
     assert not client.list_objects_v2(Bucket="dsagent-faults-quota").get("Contents")
+
+
+class HeldProxy:
+    """A TCP relay on 127.0.0.1 to @port that holds each connection until .release is set (so that the test asks
+    the agent something while an upload waits on its store), then relays both ways; .connections counts them."""
+
+    def __init__(self, port):
+        self.port, self.connections, self.release = port, 0, threading.Event()
+        self.arrived = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint_port = self.listener.getsockname()[1]
+        harness.scope.callback(self.listener.close)
+        harness.scope.callback(self.release.set)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self.arrived.set()
+            threading.Thread(target=self.relay, args=(client,), daemon=True).start()
+
+    def relay(self, client):
+        # 600 s: the test sets it within seconds; the bound only frees the thread of a failing test
+        self.release.wait(600)
+        upstream = socket.create_connection(("127.0.0.1", self.port))
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pipe(source, sink):
+        try:
+            for data in iter(lambda: source.recv(1 << 16), b""):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+@test
+def a_store_certificate_the_ca_file_does_not_vouch_for_is_recorded_untrusted_and_not_tried_again():
+    gw = store()
+    # radosgw's https endpoint, reached through a relay that holds the connection while the agent is asked
+    https_port = int(gw.https_endpoint.rsplit(":", 1)[1])
+    proxy = HeldProxy(https_port)
+    other_ca = radosgw.make_ca(make_dir(None, 0o755))  # a CA that did not sign the store's certificate
+    target = Target(SVC)
+    agent = start_agent(policy(endpoint=f"https://127.0.0.1:{proxy.endpoint_port}",
+                               store_lines=f'ca_file = "{other_ca}"\nattempts = 5\n'))
+    path = full_dump(agent, target.pid)
+    local = file_sha256(path)
+    wait_for(proxy.arrived.is_set, what="the upload's first connection")
+    assert_answers_meanwhile(agent, target)
+    proxy.release.set()
+    out = outcome(agent, path, timeout=120)  # one handshake, refused at once; the bound is a hang's
+    assert out["DSAGENT_EGRESS_RESULT"] == "untrusted" and out["DSAGENT_EGRESS_LOCAL"] == "kept", out
+    assert "certificate" in out["DSAGENT_EGRESS_ERROR"], out  # curl's words
+    # one request, one connection, whatever attempts says: the same certificate would come back
+    assert out["DSAGENT_EGRESS_ATTEMPTS"] == "1" and proxy.connections == 1, (out, proxy.connections)
+    assert not log_has(agent, "dsagent-egress: test: retry"), "an untrusted store was tried again"
+    assert_kept_and_labelled(path, local, "untrusted")
+    # nothing of it reached the store
+    assert not gw.client().list_multipart_uploads(Bucket=gw.bucket, Prefix=out["DSAGENT_EGRESS_KEY"]).get("Uploads")
 
 
 class HeldAnswer(http.server.BaseHTTPRequestHandler):
