@@ -100,10 +100,21 @@ static const int probed_syscalls[] = {
         SCMP_SYS(clone3), SCMP_SYS(rseq), SCMP_SYS(membarrier), SCMP_SYS(epoll_pwait2),
 };
 
+/* Whether the effective set holds CAP_SETPCAP, which PR_CAPBSET_DROP needs. */
+static bool holds_setpcap(void) {
+        struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2] = {};
+
+        if (syscall(SYS_capget, &header, data) < 0)
+                return true; /* let PR_CAPBSET_DROP say what is wrong */
+        return data[CAP_SETPCAP / 32].effective & (1u << (CAP_SETPCAP % 32));
+}
+
 static int drop_capabilities(const int *keep, size_t n_keep) {
         struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
         struct __user_cap_data_struct data[2] = {};
         unsigned long last = CAP_LAST_CAP;
+        bool bounding = true;
         FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
 
         if (f) {
@@ -112,8 +123,16 @@ static int drop_capabilities(const int *keep, size_t n_keep) {
                 fclose(f);
         }
         /* the bounding set first, while CAP_SETPCAP is still there to do it; what a
-         * unit's CapabilityBoundingSet= removed already needs (and gets) no drop */
-        for (unsigned long cap = 0; cap <= last; cap++) {
+         * unit's CapabilityBoundingSet= removed already needs (and gets) no drop.
+         * Without CAP_SETPCAP the bounding set cannot be cut at all: so it is for
+         * the egress process exec'd by an agent under dsagent.service, whose
+         * bounding set is CAP_DAC_OVERRIDE CAP_SYS_PTRACE alone. It then keeps
+         * those two in its bounding set and none in any other: sandbox_enter() set
+         * no_new_privs first, so no exec can raise the permitted set above the
+         * empty one capset() leaves below (and its filter allows no exec). */
+        if (!holds_setpcap())
+                bounding = false;
+        for (unsigned long cap = 0; bounding && cap <= last; cap++) {
                 bool kept = false;
                 for (size_t i = 0; i < n_keep; i++)
                         kept |= (unsigned long)keep[i] == cap;
