@@ -71,6 +71,12 @@ mkdir .host
 pivot_root . .host
 umount -l /.host
 rmdir /.host
+# Shared, as systemd makes a host's own mounts at boot (it leaves that to the
+# container manager when it runs in a container): a unit's LoadCredential=
+# is mounted from a child's namespace into /run/credentials and reaches the
+# service only by propagation. The peer groups are this namespace's own; the
+# host's mounts were made private above and stay so.
+mount --make-rshared /
 
 exec setpriv --bounding-set -sys_module,-sys_rawio,-sys_time,-syslog,-mac_admin,-mac_override \
         env -i container=dsagent-test /lib/systemd/systemd --unit=dsagent-test.target
