@@ -73,7 +73,7 @@ def packages_hold_what_is_installed():
     assert run(["rpm", "-qcp", main]).stdout.split() == ["/etc/dsagent/policy.toml"]
     docs = run(["rpm", "-qdp", main]).stdout.split()
     for doc in ("README.md", "SECURITY.md", "policy.md", "protocol.md", "proxy.md", "counters.md", "dotnet-monitor.md", "ports.md",
-                "containers.md"):
+                "containers.md", "egress.conf.example"):
         assert f"/usr/share/doc/dsagent/{doc}" in docs, f"{doc} not among the documentation: {docs}"
     scripts = run(["rpm", "-qp", "--scripts", main]).stdout
     assert "systemd-sysusers" in scripts and "g dsagent" in scripts, scripts
