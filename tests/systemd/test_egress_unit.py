@@ -208,8 +208,7 @@ def with_the_drop_in_the_dump_lands_in_the_store(m):
     m.write(f"{policy_dir()}/policy.d/50-egress.toml", policy(m, "systemd:central"))
     restart_agent(m)
     unit = m.show("dsagent.service", "PrivateNetwork", "RestrictAddressFamilies", "IPAddressDeny", "IPAddressAllow",
-                  "LoadCredential", "DropInPaths")
-    assert unit["PrivateNetwork"] == "no" and DROP_IN_AT in unit["DropInPaths"], unit
+                  "DropInPaths")
     print(f"# with the drop-in: {unit}")
     # the dump whose upload failed stays as it was: a failed upload is not tried again at start (pending: ones are)
     kept = state["kept"]
@@ -221,6 +220,11 @@ def with_the_drop_in_the_dump_lands_in_the_store(m):
     assert key.startswith("booted/") and f"-{state['pid']}-" in key, key
     local = sha256_inside(m, path)
     assert m.store.sha256_of(key) == local == out["DSAGENT_EGRESS_SHA256"], (key, local, out)
+    # what made it: the drop-in, read by systemd (checked after the upload, so that a drop-in missing a line fails
+    # on the upload itself)
+    assert unit["PrivateNetwork"] == "no" and DROP_IN_AT in unit["DropInPaths"], unit
+    assert unit["RestrictAddressFamilies"].split() == ["AF_INET", "AF_INET6", "AF_UNIX"], unit
+    assert unit["IPAddressAllow"] == "127.0.0.1/32" and "0.0.0.0/0" in unit["IPAddressDeny"], unit
     # the secret is nowhere in the agent's records
     journal = m.run(["journalctl", "--no-pager", "-o", "export", "-u", "dsagent.service"]).stdout
     assert m.store.secret_key not in journal
