@@ -83,7 +83,8 @@ class MachineWithStore(Machine):
             self.store = StoreInMachine(self).start()
             print(f"# radosgw started in {self.store.start_seconds:.1f} s at {self.store.endpoint} "
                   "(the booted system's loopback)", flush=True)
-        except Exception:
+        except BaseException:
+            # an interrupt too (^C in the store's start): the booted system must not outlive the test
             super().__exit__(None, None, None)
             raise
         return self
