@@ -26,6 +26,7 @@ SESSION_START_MESSAGE_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_MESSAGE_ID = "1c5ee471f818453b8c7bac25ac2e872f"
 SUPPRESSED_MESSAGE_ID = "dba026f157524dc5bd31f98f0e8e84b9"
 AUDIT_GAP_MESSAGE_ID = "e7a3a2ffe6c543d2a42572e8d2074d1b"
+EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
 EXIT_AUDIT_UNAVAILABLE = 16
 
 SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
@@ -342,6 +343,35 @@ def a_journald_that_stops_reading_holds_no_one_and_its_gap_is_explained(m):
     m.run(["systemctl", "daemon-reload"])
     m.run(["systemctl", "restart", "dsagent.service"])
     dsctl(m, ALICE, "info", state["pid"])
+
+
+@test
+def an_egress_outcome_is_explained(m):
+    # a store on a port of the agent's own loopback where nothing listens: under the shipped unit (no egress
+    # drop-in: tests/systemd/test_egress_unit.py has the uploads that succeed) the upload ends unavailable
+    m.sh("install -d -m 0700 /etc/dsagent/egress")
+    m.write("/etc/dsagent/egress/journal.keys", 'access_key_id = "journal"\nsecret_access_key = "not-used"\n',
+            mode=0o600)
+    policy = m.run(["cat", f"{policy_dir()}/policy.d/50-journal.toml"]).stdout
+    m.write(f"{policy_dir()}/policy.d/50-journal.toml", f"""
+[egress.journal]
+endpoint = "http://127.0.0.1:9"
+bucket = "dsagent-journal"
+region = "us-east-1"
+credentials = "file:/etc/dsagent/egress/journal.keys"
+attempts = 1
+""" + policy.replace('max_duration = "1m"', 'max_duration = "1m"\negress = "journal"'))
+    # the egress process is started at start-up only: a store a reload adds needs a restart
+    m.run(["systemctl", "restart", "dsagent.service"])
+    r = dsctl(m, ALICE, "dump", state["pid"], "--type", "mini")
+    path = re.search(r"stored at (/var/lib/dsagent/dumps/\S+)", r.stdout).group(1)
+    record = last_record(m, EGRESS_MESSAGE_ID, "DSAGENT_EGRESS_EVENT=outcome", f"DSAGENT_DUMP_PATH={path}")
+    assert record["DSAGENT_EGRESS_RESULT"] == "unavailable", record
+    check_explained(m, record, f"An artifact of the dump directory, {path}, goes to the S3 store [egress.journal]",
+                    "because the rule or [[collect]] table alice-diagnoses-the-target names that store",
+                    "the unit has no network")
+    m.write(f"{policy_dir()}/policy.d/50-journal.toml", policy)
+    m.run(["systemctl", "restart", "dsagent.service"])
 
 
 @test
