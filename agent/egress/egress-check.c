@@ -32,6 +32,11 @@ int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd) {
         int sv[2], r;
         pid_t pid;
 
+        char agent[32];
+
+        /* the egress process arms its own death signal again with this: an exec into another SELinux domain
+         * (dsagent_egress_t) is a secure one, and the kernel clears the one set here across it */
+        (void)snprintf(agent, sizeof(agent), "--agent=%d", (int)getpid());
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
         pid = fork();
@@ -45,7 +50,7 @@ int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd) {
                 /* fd 3 is the socket (dup2 clears CLOEXEC), nothing else of the agent's crosses the exec */
                 if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(sv[1], 3) < 0 || close_range(4, ~0U, 0) < 0)
                         _exit(127);
-                execl(helper, "dsagent-egress", (char *)NULL);
+                execl(helper, "dsagent-egress", agent, (char *)NULL);
                 fprintf(stderr, "dsagent: cannot run %s: %s\n", helper, strerror(errno));
                 _exit(127);
         }

@@ -412,14 +412,38 @@ static void test_hook_system_call(void) {
 }
 #endif
 
+/*
+ * Dies with the agent that started it (@arg: "--agent=PID", its pid): the death signal the agent set before the
+ * exec is gone when the exec changed SELinux domain (a secure exec clears it), so it is set again here, and an
+ * agent that died before that is caught by its pid no longer being the parent. Return: 0, or -ESRCH.
+ */
+static int die_with_agent(const char *arg) {
+        const char *p = arg && strncmp(arg, "--agent=", 8) == 0 ? arg + 8 : NULL;
+        char *end = NULL;
+        long agent;
+
+        if (!p)
+                return -EINVAL;
+        errno = 0;
+        agent = strtol(p, &end, 10);
+        if (errno != 0 || end == p || *end != '\0' || agent <= 0 || agent > INT_MAX)
+                return -EINVAL;
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                return -errno;
+        return getppid() == (pid_t)agent ? 0 : -ESRCH;
+}
+
 int main(int argc, char *argv[]) {
         struct stat st;
         int r;
 
-        if (argc != 1 || fstat(EGRESS_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        r = argc == 2 && fstat(EGRESS_FD, &st) == 0 && S_ISSOCK(st.st_mode) ? die_with_agent(argv[1]) : -EINVAL;
+        if (r == -EINVAL) {
                 fprintf(stderr, "dsagent-egress: started by dsagent only, with its socket as fd %d\n", EGRESS_FD);
                 return EXIT_FAILURE;
         }
+        if (r < 0)
+                return EXIT_FAILURE; /* the agent is gone already: nobody would read an answer */
         /* it holds the keys: no core of it, no ptrace by its own uid's other processes; then libcurl and
          * OpenSSL load what they load, and the sandbox closes behind them, before the first request */
         if (prctl(PR_SET_DUMPABLE, 0) < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)

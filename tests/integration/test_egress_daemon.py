@@ -12,13 +12,16 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import struct
 import subprocess
 import time
 import uuid
 
+import harness
 import radosgw
-from harness import (ALICE, BUILD, DSAGENT, DUMP_BOUND, MALLORY, SVC, Agent, Skip, Target, as_user, dsctl, make_dir,
-                     place_in_unit, run_tests, test, uid_of, wait_for)
+from harness import (ALICE, BUILD, DSAGENT, DUMP_BOUND, MALLORY, PYTHON, SVC, Agent, Skip, Target, as_user, dsctl,
+                     make_dir, place_in_unit, run_tests, test, uid_of, wait_for)
 
 HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
 EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
@@ -469,13 +472,67 @@ def run_egress_alone(env_extra):
     import socket
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with theirs:
-        proc = subprocess.Popen(["sh", "-c", f'exec "$0" 3<&{theirs.fileno()} {theirs.fileno()}<&-', HELPER],
+        proc = subprocess.Popen(["sh", "-c", f'exec "$0" --agent={os.getpid()} 3<&{theirs.fileno()} {theirs.fileno()}<&-',
+                                 HELPER],
                                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env_extra))
     ours.close()
     # it exits as soon as its hook ran (or its end closed): ms; 30 s is a bound against a hang
     out, err = proc.communicate(timeout=30)
     return proc.returncode, err
+
+
+# An agent stand-in: it starts argv[1] as dsagent starts its egress process (fork, the death signal, fd 3, exec with
+# --agent=its pid), says the child's pid, and waits to be killed.
+STAND_IN = r"""
+import ctypes, os, sys, time
+pid = os.fork()
+if pid == 0:
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    os.dup2(int(sys.argv[2]), 3)
+    os.execv(sys.argv[1], ["dsagent-egress", f"--agent={os.getppid()}"])
+print(pid, flush=True)
+time.sleep(3600)
+"""
+
+
+def at_secure(pid):
+    """AT_SECURE of @pid's auxiliary vector: 1 when its exec was a secure one (setuid, or a change of SELinux domain),
+    across which the kernel clears the death signal its parent had set."""
+    words = struct.unpack(f"{len(data) // 8}Q", data) if (data := open(f"/proc/{pid}/auxv", "rb").read()) else ()
+    return dict(zip(words[0::2], words[1::2])).get(23)  # AT_SECURE
+
+
+@test
+def the_egress_process_dies_with_its_agent_after_a_secure_exec():
+    """Under SELinux the exec into dsagent_egress_t is a secure one, and the kernel clears the death signal the agent
+    set before it (the enforcing guest saw the egress process outlive a killed agent). Here a setuid copy of
+    dsagent-egress makes the exec secure the same way: the egress process sets its death signal again itself, and
+    dies with the agent that started it, though the socket's other end stays open."""
+    import pwd
+    import signal
+    import socket
+    copy = os.path.join(make_dir(None, 0o755), "dsagent-egress")
+    shutil.copy(HELPER, copy)
+    nobody = pwd.getpwnam("nobody")
+    os.chown(copy, nobody.pw_uid, nobody.pw_gid)
+    os.chmod(copy, 0o4755)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours, theirs:
+        agent = subprocess.Popen([PYTHON, "-c", STAND_IN, copy, str(theirs.fileno())],
+                                 pass_fds=(theirs.fileno(),), stdout=subprocess.PIPE, text=True)
+        harness.scope.callback(agent.kill)  # the stand-in sleeps for an hour: never left behind by a failure
+        child = int(agent.stdout.readline())
+        alive = lambda: os.path.exists(f"/proc/{child}") and "State:\tZ" not in open(f"/proc/{child}/status").read()
+        wait_for(lambda: open(f"/proc/{child}/comm").read().strip() == "dsagent-egress" and
+                 "Seccomp:\t2" in open(f"/proc/{child}/status").read(), what="the egress process started and sandboxed")
+        # the exec was secure: the death signal set before it is gone
+        assert at_secure(child) == 1, at_secure(child)
+        agent.send_signal(signal.SIGKILL)
+        agent.wait()
+        # the socket's other end is still open (ours): only its own death signal ends it, at once; 10 s is a bound
+        # against a hang (without the signal it would wait on its socket for ever)
+        wait_for(lambda: not alive(), timeout=10, what="the egress process gone with its agent")
 
 
 @test

@@ -245,8 +245,8 @@ step mac-app-stop systemctl stop dstest-mal.service
 # the store. The store, egress-store.py on 127.0.0.1:8080 (http_cache_port_t: a port the module lets the
 # egress process reach), notes who connected, by the kernel's socket tables, while it is connected,
 # and answers nothing (the check then says "unreachable"). On its third connection it kills the
-# agent and notes whether the egress process went with it (egress-pdeath.txt: an observation, not a
-# step: SELinux clears PR_SET_PDEATHSIG on a domain transition).
+# agent and notes whether the egress process went with it (egress-pdeath.txt: SELinux clears
+# PR_SET_PDEATHSIG on a domain transition, and dsagent-egress sets it again itself).
 EGRESS_SECRET=guest-egress-secret-never-shown-5c1d
 mkdir -p /etc/dsagent/egress
 chmod 700 /etc/dsagent/egress
@@ -280,8 +280,10 @@ step egress-boolean-off setsebool dsagent_egress_read_systemd_credentials off
 # (KillMode=process: systemd, once the killed agent's unit ends, leaves the rest of its cgroup alone, so
 # that only the death signal, or the egress process's own watch, can end it)
 egress_check 3 -p KillMode=process /usr/sbin/dsagent --check-policy --egress /etc/dsagent/egress-check-file.toml
-# the store writes what became of the egress process at most 20 s after it killed the agent
+# the store writes what became of the egress process at most 20 s after it killed the agent; it died with it
+# (the exec into dsagent_egress_t cleared the death signal the agent set: the egress process sets it again)
 wait_until 30 test -s $R/egress-pdeath.txt
+step egress-died-with-its-agent grep -q '^egress [0-9]* died with its agent' $R/egress-pdeath.txt
 systemd-run --wait --quiet -p LoadCredential=s3-central:/etc/dsagent/egress/central.credentials \
         --unit=dsagent-egress-credentials-ls sh -c 'ls -laZ "$CREDENTIALS_DIRECTORY" /run/credentials'
 journalctl -u dsagent-egress-credentials-ls --no-pager -o cat >$R/egress-credentials-ls.txt 2>&1

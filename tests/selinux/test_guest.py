@@ -77,10 +77,10 @@ def the_egress_process_runs_in_its_own_domain_and_reaches_the_store():
         assert "comm=dsagent-egress label=system_u:system_r:dsagent_egress_t:s0 " in peer, (n, peer)
         assert "parent_comm=dsagent parent_label=system_u:system_r:dsagent_t:s0" in peer, (n, peer)
         assert "Credential=AKIAGUESTEXAMPLE/" in results(f"egress-request.{n}.txt"), n
-    # an observation, not yet a check (docs/egress-plan.md, left: SELinux clears PR_SET_PDEATHSIG on the
-    # transition, so a killed agent may leave its egress process running until the store answers)
-    if os.path.exists(os.path.join(RESULTS, "egress-pdeath.txt")):
-        print("# " + (results("egress-pdeath.txt").strip() or "egress-pdeath.txt is empty"))
+    # SELinux clears PR_SET_PDEATHSIG on the transition: the egress process sets it again, and goes with a killed
+    # agent while it holds the store's connection (before, it outlived the agent until the store answered)
+    assert results("egress-pdeath.txt").startswith("egress ") and " died with its agent " in \
+        results("egress-pdeath.txt"), results("egress-pdeath.txt")
 
 
 @test
