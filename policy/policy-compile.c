@@ -2279,6 +2279,12 @@ static bool compile_collect(Compiler *c, const Policy *p, const TomlValue *table
                                  : "then.core goes with when.crash only");
                 ok = false;
         }
+        /* a crash's core is not uploaded (docs/egress.md): refused rather than a store that silently gets nothing */
+        if (ok && col->when == POLICY_COLLECT_WHEN_CRASH && col->egress_name) {
+                error_at(c, col->egress_line, col->egress_column,
+                         "then.egress does not go with when.crash yet: a crash's core stays in dump_dir");
+                ok = false;
+        }
         return ok;
 }
 

@@ -25,7 +25,7 @@ work = tempfile.mkdtemp(prefix="dsagent-deb-", dir="/var/tmp")
 deb = {}
 # what README's readers, and the shipped policy's, are pointed to
 DOCS = ["README.md", "SECURITY.md", "docs/policy.md", "docs/protocol.md", "docs/proxy.md", "docs/counters.md", "docs/dotnet-monitor.md", "docs/ports.md",
-        "docs/containers.md", "docs/journal-shipping.md",
+        "docs/containers.md", "docs/journal-shipping.md", "docs/egress.md",
         "units/dsagent.service.d/egress.conf.example"]
 
 

@@ -127,6 +127,23 @@ def the_shipping_docs_name_only_fields_and_message_ids_the_agent_writes():
 
 
 @test
+def the_egress_page_names_every_egress_field_and_only_those_the_agent_writes():
+    """docs/egress.md tells operators what each upload record says: every DSAGENT_EGRESS_ field agent/audit/ writes
+    is named there, and every DSAGENT_ field it names is one the agent writes."""
+    audit = "".join(open(path).read() for path in sorted(glob.glob(os.path.join(SOURCE, "agent/audit/*.c"))))
+    written = set(re.findall(r'"(DSAGENT_[A-Z0-9_]*[A-Z0-9])', audit))
+    text = open(os.path.join(SOURCE, "docs/egress.md")).read()
+    named = set(re.findall(r"\b(DSAGENT_[A-Z0-9_]*[A-Z0-9])\b", text))
+    egress = {f for f in written if f.startswith("DSAGENT_EGRESS_")}
+    assert len(egress) >= 12, egress
+    assert not sorted(egress - named), f"docs/egress.md does not name {sorted(egress - named)}"
+    assert not sorted(named - written), f"docs/egress.md names fields the agent never writes: {sorted(named - written)}"
+    ids = set(re.findall(r'#define DSAGENT_MESSAGE_EGRESS "([0-9a-f]{32})"',
+                         open(os.path.join(SOURCE, "agent/audit/catalog-ids.h")).read()))
+    assert ids and ids <= set(re.findall(r"\b([0-9a-f]{32})\b", text)), ids
+
+
+@test
 def policy_docs_name_every_collect_action_that_takes_an_artifact():
     # the agent's own word on which [[collect]] actions take their artifacts (dsagent --check-policy), asked
     # with the example docs/policy.md gives (users that exist here): policy.md and dsagent.policy(5) name each

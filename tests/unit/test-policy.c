@@ -2111,6 +2111,9 @@ static void test_egress_errors(void) {
                       1, 9, "[egress.central] needs 'region'");
         compile_fails("[egress.central]\nendpoint = \"https://h\"\nbucket = \"abc\"\nregion = \"r\"\n", NULL, 1, 9,
                       "[egress.central] needs 'credentials'");
+        /* a crash table's core is not uploaded: its then.egress is refused where it stands */
+        compile_fails(EGRESS_OK "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.crash = true\nthen.core = true\n"
+                      "then.egress = \"central\"\n", NULL, 11, 15, "then.egress does not go with when.crash yet");
         /* unknown keys; keys named as secrets are told where they belong */
         compile_fails(EGRESS_OK "bucket_name = \"x\"\n", NULL, 6, 1, "unknown key 'bucket_name' in [egress.central]");
         compile_fails(EGRESS_OK "secret_access_key = \"wJalrXUtnFEMI\"\n", NULL, 6, 1,
