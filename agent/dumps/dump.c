@@ -899,8 +899,15 @@ static void dump_url_signed(const EgressReply *a, void *userdata) {
 
         work->pending = false;
         if (!a || a->result != 0) {
-                request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
-                                    a ? a->message : "the egress process ended before it signed the URL");
+                /* the record says why; the reader is told no more than that the keys failed: the egress process's
+                 * words can name where the keys are, which no requester is shown (commands_put_egress()) */
+                request_reply_error_as(req, AUDIT_DECISION_FAILED, WIRE_ERROR_INTERNAL,
+                                       a ? a->message : "the egress process ended before it signed the URL",
+                                       !a ? "the egress process ended before it signed the URL"
+                                       : a->result == EGRESS_E_CREDENTIALS
+                                               ? "the store's keys cannot be used to sign a URL: the agent's record "
+                                                 "says why"
+                                               : "the egress process could not sign the URL: the agent's record says why");
                 return;
         }
         w = malloc(sizeof(*w));

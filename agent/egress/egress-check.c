@@ -4,6 +4,7 @@
  * an operator runs, so it may wait for each answer, within a bound.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -47,8 +48,14 @@ int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd) {
                 return r;
         }
         if (pid == 0) {
-                /* fd 3 is the socket (dup2 clears CLOEXEC), nothing else of the agent's crosses the exec */
-                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || dup2(sv[1], 3) < 0 || close_range(4, ~0U, 0) < 0)
+                sigset_t none;
+
+                /* fd 3 is the socket (dup2 clears CLOEXEC; if it is 3 already, CLOEXEC is cleared by hand), nothing
+                 * else of the agent's crosses the exec; nor its blocked signals (SIGTERM, SIGHUP...), which an
+                 * exec keeps: the egress process and its uploads end on SIGTERM as any process */
+                sigemptyset(&none);
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || sigprocmask(SIG_SETMASK, &none, NULL) < 0 ||
+                    (sv[1] == 3 ? fcntl(3, F_SETFD, 0) : dup2(sv[1], 3)) < 0 || close_range(4, ~0U, 0) < 0)
                         _exit(127);
                 execl(helper, "dsagent-egress", agent, (char *)NULL);
                 fprintf(stderr, "dsagent: cannot run %s: %s\n", helper, strerror(errno));

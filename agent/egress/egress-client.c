@@ -5,9 +5,11 @@
  * are read when the socket is readable, and each goes to the upload it names.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@ typedef struct Pending {
 struct EgressClient {
         int fd;
         pid_t pid;
+        int pidfd;      /* the egress process, to kill it: the agent's sandbox has no kill() */
         sd_event_source *io;
         uint64_t next_id;
         Pending *pending;
@@ -44,8 +47,13 @@ static Pending *take_pending(EgressClient *c, uint64_t id) {
 static void egress_client_lost(EgressClient *c) {
         c->io = sd_event_source_disable_unref(c->io);
         c->fd = safe_close(c->fd);
-        if (c->pid > 0)
+        /* killed before it is reaped: one that closed its end and lingers must not hold the loop in waitpid() */
+        if (c->pid > 0) {
+                if (c->pidfd >= 0)
+                        (void)syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
                 (void)waitpid(c->pid, NULL, 0);
+        }
+        c->pidfd = safe_close(c->pidfd);
         c->pid = 0;
         while (c->pending) {
                 Pending *p = c->pending;
@@ -91,9 +99,18 @@ int egress_client_start(sd_event *event, const char *helper, EgressClient **ret)
         if (!c)
                 return -ENOMEM;
         c->next_id = 1;
+        c->pidfd = -EBADF;
         r = egress_process_spawn(helper, &c->pid, &c->fd);
         if (r < 0) {
                 free(c);
+                return r;
+        }
+        /* before the sandbox, which keeps pidfd_send_signal() and not kill(); the child is not reaped, so the pid
+         * is still its own */
+        c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+        if (c->pidfd < 0) {
+                r = -errno;
+                egress_client_free(c);
                 return r;
         }
         r = sd_event_add_io(event, &c->io, c->fd, EPOLLIN, egress_client_on_io, c);

@@ -26,6 +26,7 @@
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +47,7 @@
  * answers through, and when it is killed. */
 typedef struct Upload {
         pid_t pid;
+        int pidfd;      /* to kill it at its deadline: the filter has no kill(), which reaches any pid of root's */
         int answer_fd;
         uint64_t id;
         uint64_t started_usec, deadline_usec;
@@ -113,7 +115,7 @@ static S3Target target_of(const EgressRequest *q, const EgressCredentials *keys)
 
 /* The keys, read at each request (a rotated key needs no reload); 0 or the reply says why not. */
 static int read_keys(const EgressRequest *q, EgressCredentials *keys, EgressReply *a) {
-        char why[400];
+        char why[400] = "cannot read them"; /* not every failure says why (want of memory) */
         int r = egress_credentials_read(q->credentials, keys, why, sizeof(why));
 
         if (r == 0)
@@ -225,12 +227,13 @@ static int send_reply(const EgressReply *a) {
 /* Fork the upload's child. Return: 0 (it runs, or its failure to start was answered), -1: the agent is gone. */
 static int start_upload(const EgressRequest *q, int fd) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id };
-        int answer[2];
+        int answer[2], pidfd;
         pid_t pid, parent;
 
-        if (pipe2(answer, O_CLOEXEC) < 0) {
+        /* both ways: the parent's word to go (once it holds a pidfd of the child), then the child's answer */
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, answer) < 0) {
                 a.result = -errno;
-                snprintf(a.message, sizeof(a.message), "cannot make the upload's pipe: %s", strerror(errno));
+                snprintf(a.message, sizeof(a.message), "cannot make the upload's socket: %s", strerror(errno));
                 return send_reply(&a);
         }
         parent = getpid();
@@ -245,18 +248,33 @@ static int start_upload(const EgressRequest *q, int fd) {
         if (pid == 0) {
                 /* the child answers its parent only, and dies with it */
                 uint64_t started = now_usec();
+                char go;
 
                 close(answer[0]);
                 close(EGRESS_FD);
-                /* a parent gone before the prctl() took effect is not waited for */
-                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+
+                /* a parent gone before the prctl() took effect is not waited for; nor one that could not take a
+                 * pidfd of this child (it could not hold it to its deadline), which says so by closing its end */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || read(answer[1], &go, 1) != 1)
                         _exit(1);
                 run_upload(q, fd, &a);
                 a.usec = now_usec() - started;
                 _exit(write(answer[1], &a, sizeof(a)) == sizeof(a) ? 0 : 1);
         }
         close(answer[1]);
-        uploads[n_uploads++] = (Upload){ .pid = pid, .answer_fd = answer[0], .id = q->id,
+        /* the child is not reaped before this, so the pid is still its own */
+        pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (pidfd < 0 || write(answer[0], "g", 1) != 1) {
+                /* no go: the child ends by itself, and is reaped as any upload's */
+                a.result = -errno;
+                snprintf(a.message, sizeof(a.message), "cannot hold the upload to its deadline: %s", strerror(errno));
+                if (pidfd >= 0)
+                        close(pidfd);
+                close(answer[0]);
+                (void)waitpid(pid, NULL, 0);
+                return send_reply(&a);
+        }
+        uploads[n_uploads++] = (Upload){ .pid = pid, .pidfd = pidfd, .answer_fd = answer[0], .id = q->id,
                                          .started_usec = now_usec(),
                                          .deadline_usec = now_usec() + q->timeout_usec };
         return 0;
@@ -272,6 +290,7 @@ static int finish_upload(size_t i) {
         n = read(u->answer_fd, &a, sizeof(a));
         close(u->answer_fd);
         (void)waitpid(u->pid, &status, 0);
+        close(u->pidfd);
         if (n != sizeof(a) || a.version != EGRESS_PROTOCOL_VERSION || a.id != u->id) {
                 a = (EgressReply){ .version = EGRESS_PROTOCOL_VERSION, .id = u->id,
                                    .usec = now_usec() - u->started_usec };
@@ -342,13 +361,16 @@ static int kill_overdue(void) {
 
         for (size_t i = 0; i < n_uploads; i++) {
                 if (!uploads[i].killed && now >= uploads[i].deadline_usec) {
-                        (void)kill(uploads[i].pid, SIGKILL); /* its pipe then reads EOF */
+                        (void)syscall(SYS_pidfd_send_signal, uploads[i].pidfd, SIGKILL, NULL, 0); /* its socket then reads EOF */
                         uploads[i].killed = true;
                 }
                 if (!uploads[i].killed && uploads[i].deadline_usec < next)
                         next = uploads[i].deadline_usec;
         }
-        return next == UINT64_MAX ? -1 : (int)((next - now + 999) / 1000);
+        /* a deadline past INT_MAX ms (about 24.8 days; the policy allows 30) is woken for early, never overflowed */
+        if (next == UINT64_MAX)
+                return -1;
+        return (next - now + 999) / 1000 > INT_MAX ? INT_MAX : (int)((next - now + 999) / 1000);
 }
 
 static int serve(void) {
@@ -407,6 +429,8 @@ static void test_hook_system_call(void) {
                 (void)ptrace(PTRACE_TRACEME, 0, NULL, NULL);
         else if (strcmp(name, "unshare") == 0)
                 (void)unshare(CLONE_NEWUSER);
+        else if (strncmp(name, "kill:", 5) == 0) /* kill:PID, a process of root's not its own */
+                fd = kill((pid_t)strtol(name + 5, NULL, 10), SIGKILL);
         fprintf(stderr, "dsagent-egress: survived the forbidden system call %s (%d)\n", name, fd);
         exit(99);
 }
@@ -458,6 +482,6 @@ int main(int argc, char *argv[]) {
 #endif
         r = serve();
         for (size_t i = 0; i < n_uploads; i++)
-                (void)kill(uploads[i].pid, SIGKILL);
+                (void)syscall(SYS_pidfd_send_signal, uploads[i].pidfd, SIGKILL, NULL, 0);
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

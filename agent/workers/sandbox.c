@@ -91,6 +91,8 @@ static const int egress_syscalls[] = {
         SCMP_SYS(shutdown), SCMP_SYS(epoll_create1), SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_wait),
         SCMP_SYS(epoll_pwait), SCMP_SYS(pipe2), SCMP_SYS(wait4), SCMP_SYS(set_robust_list),
         SCMP_SYS(sched_getaffinity), SCMP_SYS(sysinfo), SCMP_SYS(getppid), SCMP_SYS(sched_yield),
+        /* its uploads' children: a pidfd of each, killed through it at its deadline; no kill() of a pid */
+        SCMP_SYS(pidfd_open), SCMP_SYS(pidfd_send_signal),
         /* a thread's signal stack: the sanitizer build's runtime sets one up in each thread it starts */
         SCMP_SYS(sigaltstack),
 };
@@ -210,7 +212,7 @@ static int allow_forking_workers(scmp_filter_ctx ctx) {
 
 /*
  * The egress process forks one child per upload (glibc's fork(): clone with exactly these flags), kills it at
- * its deadline, and the child dies with it; libcurl's resolver starts a thread (glibc's pthread_create(), after
+ * its deadline through a pidfd (kill() of a pid would reach any process of root's), and the child dies with it; libcurl's resolver starts a thread (glibc's pthread_create(), after
  * clone3 is answered ENOSYS). Nothing that makes a namespace. Sockets: Unix, IPv4, IPv6, nothing else.
  */
 static int allow_egress_clones(scmp_filter_ctx ctx) {
@@ -230,9 +232,6 @@ static int allow_egress_clones(scmp_filter_ctx ctx) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1, SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
-        /* its own children only: they are not reaped before the kill, so the pid is still theirs */
-        if (r == 0)
-                r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A1(SCMP_CMP_EQ, SIGKILL));
         /* it reads (keys, CA file, resolver and OpenSSL configuration) and never writes a file */
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,

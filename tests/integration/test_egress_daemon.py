@@ -256,6 +256,26 @@ def a_presigned_url_is_for_a_reader_of_the_artifact_alone():
 
 
 @test
+def a_url_the_keys_cannot_sign_tells_the_reader_nothing_of_where_they_are():
+    """The egress process's reason for a failed signature can name the keys file (its mode, its place); the reader
+    who asked is told only that the keys failed, the record keeps the whole reason for root. (Before: her error
+    held the keys' path, which explain and collect withhold by design.)"""
+    gw = store()
+    target = Target(SVC)
+    keys = keys_file(gw.access_key, gw.secret_key)
+    agent = start_agent(egress_policy(credentials=keys))
+    path = dump(agent, ALICE, target.pid)["path"]
+    assert outcome_for(agent, path)["DSAGENT_EGRESS_RESULT"] == "uploaded"
+    assert dsctl(agent, ALICE, "dumps", "--url", path).returncode == 0
+    os.chmod(keys, 0o644)  # a rotation gone wrong: the egress process refuses keys others may read
+    r = dsctl(agent, ALICE, "dumps", "--url", path)
+    assert r.returncode != 0 and "the store's keys cannot be used to sign a URL" in r.stderr, r
+    assert keys not in r.stderr + r.stdout and os.path.dirname(keys) not in r.stderr, r
+    failed = [x for x in agent.records() if x.get("DSAGENT_COMMAND") == "dump-url" and x["DSAGENT_DECISION"] == "failed"]
+    assert failed and keys in failed[-1]["DSAGENT_REASON"], failed
+
+
+@test
 def an_agent_restarted_mid_upload_hands_the_file_over_again():
     gw = store()
     target = Target(SVC)
@@ -482,6 +502,48 @@ def run_egress_alone(env_extra):
     return proc.returncode, err
 
 
+@test
+def an_egress_process_that_closes_its_socket_and_lingers_holds_nothing_of_the_agent():
+    """A compromised egress process may close its socket and live on (its filter allows both): the agent, seeing
+    the socket end, kills it before it reaps it, where it waited in waitpid() with its loop held for everyone
+    (a reviewer's stand-in held root's `dsctl ps` for 40 s). Here the stand-in would linger 10 minutes."""
+    helper = os.path.join(make_dir(None, 0o755), "dsagent-egress")
+    with open(helper, "w") as f:
+        f.write("#!/bin/sh\nexec 3>&-\nexec sleep 600\n")
+    os.chmod(helper, 0o755)
+    gw = store()
+    agent = Agent(policy=egress_policy(credentials=keys_file(gw.access_key, gw.secret_key)),
+                  env={"DSAGENT_TEST_EGRESS_HELPER": helper})
+    # dsctl's own bound (60 s) is far shorter than the linger: a loop held in waitpid() fails this
+    r = dsctl(agent, "root", "ps")
+    assert r.returncode == 0, r
+    # and the lingering stand-in is gone, killed by the agent
+    wait_for(lambda: not any(open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep\0600")
+                             for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")
+                             and int(p) != os.getpid() and is_child_of(int(p), agent.proc.pid)),
+             what="the lingering egress stand-in killed")
+
+
+def is_child_of(pid, parent):
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) == parent
+    except (OSError, IndexError, ValueError):
+        return False
+
+
+@test
+def the_egress_process_blocks_no_signal_of_the_agents():
+    """An exec keeps the blocked signals: the agent blocks SIGTERM, SIGINT and SIGHUP for its signal sources, and its
+    egress process (and each upload's child) took that mask and ignored SIGTERM. It starts with none blocked."""
+    gw = store()
+    agent = start_agent(egress_policy(credentials=keys_file(gw.access_key, gw.secret_key)))
+    pid = wait_for(lambda: egress_pid(agent), what="the egress process")
+    blocked = [line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("SigBlk:")][0]
+    assert int(blocked, 16) == 0, blocked
+    agent_blocked = [line.split()[1] for line in open(f"/proc/{agent.proc.pid}/status") if line.startswith("SigBlk:")][0]
+    assert int(agent_blocked, 16) & (1 << 14), agent_blocked  # the agent's own mask holds SIGTERM: the case is real
+
+
 # An agent stand-in: it starts argv[1] as dsagent starts its egress process (fork, the death signal, fd 3, exec with
 # --agent=its pid), says the child's pid, and waits to be killed.
 STAND_IN = r"""
@@ -542,7 +604,8 @@ def only_the_egress_process_may_make_an_inet_socket():
     # process runs
     agent = Agent(policy=egress_policy(), env={"DSAGENT_TEST_EGRESS_HELPER": HELPER,
                                                "DSAGENT_TEST_WORKER_INET_SOCKET": "1"})
-    assert egress_pid(agent)
+    # the agent forks it before it listens; its name is dsagent-egress once its exec is done
+    wait_for(lambda: egress_pid(agent), what="the egress process")
     r = dsctl(agent, ALICE, "info", "1")  # opening a process is a worker's job
     assert r.returncode != 0, r
     log = wait_for(lambda: (lambda text: text if "a worker was killed by its system call filter" in text
@@ -567,6 +630,15 @@ def only_the_egress_process_may_make_an_inet_socket():
     for call in ("packet-socket", "execve", "open-write", "ptrace", "unshare"):
         rc, err = run_egress_alone({"DSAGENT_TEST_EGRESS_SYSCALL": call})
         assert rc == -signal.SIGSYS, (call, rc, err)
+    # nor kill() of a process of root's that is not its own (it kills its uploads through pidfds): before, its
+    # filter let SIGKILL reach any pid of root's, this sleep included
+    bystander = subprocess.Popen(["sleep", "600"])
+    try:
+        rc, err = run_egress_alone({"DSAGENT_TEST_EGRESS_SYSCALL": f"kill:{bystander.pid}"})
+        assert rc == -signal.SIGSYS and bystander.poll() is None, (rc, err, bystander.poll())
+    finally:
+        bystander.kill()
+        bystander.wait()
 
 
 def status_of(pid):
