@@ -177,6 +177,9 @@ def the_egress_process_alone_reaches_stores_and_reads_their_keys():
     assert "dsagent_egress_t" not in granted(rules, "file", "open", "dsagent_dump_t")
     assert "dsagent_egress_t" not in granted(rules, "dir", "search", "dsagent_dump_t")
     assert "dsagent_egress_t" not in granted(rules, "file", "write", "dsagent_dump_t")
+    # each upload's child: forked, killed at its deadline, reaped (the guest runs no upload: held here)
+    for perm in ("fork", "sigkill", "sigchld"):
+        assert "dsagent_egress_t" in granted(rules, "process", perm, "self"), perm
     neverallow = [s.replace(" ", "") for s in stmts if s.startswith("neverallow")]
     for words in ("dsagent_egress_t dsagent_dump_t:file open", "dsagent_t dsagent_egress_cred_t:file",
                   "dsagent_t { http_port_t http_cache_port_t }:tcp_socket name_connect"):
