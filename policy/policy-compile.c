@@ -1080,11 +1080,11 @@ static bool check_rule_coherence(Compiler *c, const TomlValue *table, const Rule
                          "env_reveal given, but the rule does not grant 'env'");
                 ok = false;
         }
-        if (k->egress && !(r->commands & ((1u << POLICY_COMMAND_DUMP) | (1u << POLICY_COMMAND_TRACE) |
-                                          (1u << POLICY_COMMAND_GCDUMP)))) {
+        /* a rule's traces and gcdumps go to the client alone (dump_dir keeps no copy): its dumps are what it uploads */
+        if (k->egress && !(r->commands & (1u << POLICY_COMMAND_DUMP))) {
                 error_at(c, k->egress->line, k->egress->column,
-                         "egress given, but the rule grants none of 'dump', 'trace', 'gcdump': it makes no artifact "
-                         "to upload");
+                         "egress given, but the rule does not grant 'dump': a rule uploads its dumps alone (its "
+                         "traces and gcdumps go to the client; a [[collect]] table's go to its then.egress)");
                 ok = false;
         }
         if (!timed && k->max_duration) {

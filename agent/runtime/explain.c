@@ -82,10 +82,9 @@ static void explain_decided(Request *req) {
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
         if (req->work)
                 wire_writer_put_string(w, WIRE_TAG_PROVIDERS, ((ExplainTrace *)req->work)->providers_text);
-        /* where the rule's artifacts would go too: its egress applies to what it grants of these alone */
-        if (v->allowed && v->rule &&
-            (req->ask.command == POLICY_COMMAND_DUMP || req->ask.command == POLICY_COMMAND_GCDUMP ||
-             req->ask.command == POLICY_COMMAND_TRACE))
+        /* where the dump would go too: a rule's egress uploads its dumps alone (a trace or a gcdump goes to the
+         * client, and dump_dir keeps no copy to upload: docs/egress.md), so only a dump names the store */
+        if (v->allowed && v->rule && req->ask.command == POLICY_COMMAND_DUMP)
                 commands_put_egress(w, v->rule->egress);
         commands_put_target_fields(w, req->target);
         r = connection_queue_frame(req->connection, w);

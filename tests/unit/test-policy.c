@@ -2234,11 +2234,15 @@ static void test_egress_names(void) {
                       "names egress \"nowhere\", which is not defined");
         compile_fails(EGRESS_OK EGRESS_RULE "egress = \"a/b\"\n", NULL, 12, 10, "'egress' must name an [egress.NAME]");
         compile_fails(EGRESS_OK EGRESS_RULE "egress = 1\n", NULL, 12, 10, "'egress' must be a string");
-        /* a rule that makes no artifact has nothing to upload */
+        /* a rule uploads its dumps alone: one that grants none has nothing to upload (a gcdump goes to the client) */
         compile_fails(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"info\"]\n"
                       "targets.any = true\negress = \"central\"\n", NULL, 11, 1,
-                      "egress given, but the rule grants none of 'dump', 'trace', 'gcdump'");
-        policy_unref(compile_ok(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"gcdump\"]\n"
+                      "egress given, but the rule does not grant 'dump'");
+        compile_fails(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"gcdump\", \"trace\"]\n"
+                      "targets.any = true\negress = \"central\"\n", NULL, 11, 1,
+                      "egress given, but the rule does not grant 'dump'");
+        policy_unref(compile_ok(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"dump\", \"gcdump\"]\n"
+                                "dump_types = [\"mini\"]\n"
                                 "targets.any = true\negress = \"central\"\n"));
         /* then.egress is no action of its own */
         compile_fails(EGRESS_OK "[[collect]]\nname = \"c\"\ntargets.any = true\nwhen.exception = \"E\"\n"
