@@ -368,18 +368,32 @@ def the_agent_runs_as_the_manifest_asks():
     # the node's pid namespace: hostPID
     assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
     want = cap_mask(agent["securityContext"]["capabilities"]["add"])
+    # a job, so that the agent has workers (it starts them as work comes)
+    r, _ = dsctl("root", "--json", "ps")
+    assert r.returncode == 0, r
+    children = [int(c) for t in os.listdir(f"/proc/{pid}/task")
+                for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    # the PAM helper, forked before the agent's sandbox, with no capability it may use: none effective or
+    # permitted (its bounding set keeps the pod's two: cutting it needs CAP_SETPCAP, which the pod does not give;
+    # before 2026-11-29 its sandbox failed for that, it died at its start, and its zombie, still holding the
+    # pod's capabilities, stood in this list for a worker)
+    pam = [c for c in children if int(status_of(c)["CapEff"], 16) == 0]
+    workers = [c for c in children if c not in pam]
+    assert len(pam) == 1 and workers, [(c, status_of(c).get("State"), status_of(c)["CapEff"]) for c in children]
+    h = status_of(pam[0])
+    assert h["State"][0] in "SR" and int(h["CapPrm"], 16) == 0 and int(h["CapBnd"], 16) == want, h
+    assert int(h["CapAmb"], 16) == 0 and int(h["CapInh"], 16) == 0 and h["NoNewPrivs"] == "1", h
+    assert h["Seccomp"] == "2" and int(h["Seccomp_filters"]) >= 2, h  # the runtime's filter and its own
     # the agent and its workers: exactly those, effective and bounding, and root
-    workers = [int(c) for t in os.listdir(f"/proc/{pid}/task")
-               for c in open(f"/proc/{pid}/task/{t}/children").read().split()]
-    assert workers, "the agent started no workers"
     for p in [pid] + workers:
         s = status_of(p)
+        assert s["State"][0] in "SR", (p, s["State"])  # a live process, not a zombie's leftover credentials
         for field in ("CapEff", "CapPrm", "CapBnd"):
-            assert int(s[field], 16) == want, (p, field, s[field], hex(want))
+            assert int(s[field], 16) == want, (p, s.get("Name"), field, s[field], hex(want))
         assert int(s["CapAmb"], 16) == 0 and int(s["CapInh"], 16) == 0, (p, s)
         assert s["Uid"].split() == ["0"] * 4, (p, s["Uid"])
         assert s["NoNewPrivs"] == "1", p
-        # the runtime's filter, and on the agent its own too (the PAM helper is forked before it has one)
+        # the runtime's filter, and on the agent its own too
         assert s["Seccomp"] == "2" and int(s["Seccomp_filters"]) >= (2 if p == pid else 1), (p, s["Seccomp_filters"])
     # a read-only root, the node's directories writable
     mounts = {fields[4]: fields[5].split(",") for fields in
@@ -474,8 +488,9 @@ def audit_records_are_json_lines_in_the_pods_log():
     (denied,) = by[(MALLORY, "info")]
     assert denied["DSAGENT_DECISION"] == "denied", denied
     assert [r["DSAGENT_DECISION"] for r in by[("root", "info")]] == ["allowed"], by[("root", "info")]
-    # root's ps from the node and from inside the container (kubectl exec)
-    assert [r["DSAGENT_CLIENT_UID"] for r in by[("root", "ps")]] == ["0", "0"], by[("root", "ps")]
+    # root's ps from the node (the first to start the agent's workers, then the app's) and from inside the
+    # container (kubectl exec)
+    assert [r["DSAGENT_CLIENT_UID"] for r in by[("root", "ps")]] == ["0", "0", "0"], by[("root", "ps")]
     # the probes' requests: root's dumps, answered
     assert by[("root", "dumps")] and all(r["DSAGENT_DECISION"] == "allowed" for r in by[("root", "dumps")])
     # SVC was refused by the socket's mode: the agent never heard of it
