@@ -298,6 +298,32 @@ step egress-check-said-unreachable grep -q '\[egress.central\] unreachable: .*Em
 step egress-secret-shown-nowhere sh -c "! grep -rq '$EGRESS_SECRET' $R/egress-check-*.out $R/egress-request.*.txt"
 cat $R/egress-pdeath.txt 2>/dev/null
 
+# An upload under enforcing SELinux: the ops rule names a store (its egress process starts at the agent's
+# start, so the agent is restarted), and the ops user's mini dump is handed to it. The unit has no network
+# (PrivateNetwork=yes): the upload's child, forked in dsagent_egress_t, finds nothing on the port and the
+# outcome is recorded unavailable, the dump kept. What it did on the way (fork, its socket to its parent,
+# connect, the keys read, its end reaped) must raise no AVC denial (no_avc_denial_for_dsagent).
+cp /etc/dsagent/policy.toml $R/policy-before-egress.toml
+sed -i 's/^readers = \["group:dst-ops"\]$/&\negress = "guest"/' /etc/dsagent/policy.toml
+printf '\n[egress.guest]\nendpoint = "http://127.0.0.1:8080"\nbucket = "dsagent-guest"\nregion = "us-east-1"\ncredentials = "file:/etc/dsagent/egress/central.credentials"\nattempts = 1\n' \
+        >>/etc/dsagent/policy.toml
+step egress-policy-names-the-store grep -q '^egress = "guest"$' /etc/dsagent/policy.toml
+step egress-agent-restart systemctl restart dsagent.service
+# the app again (stopped after the job above)
+step egress-app-start systemctl start dstest.service
+EPID=$(systemctl show -P MainPID dstest.service)
+# its own "ready" (the first run's is in the journal too)
+wait_until 120 sh -c "journalctl -u dstest.service --no-pager -o cat | grep -q '^ready pid=$EPID'"
+step egress-dump as_ops dsctl dump "$EPID" --type mini
+egress_outcome() { journalctl -u dsagent.service MESSAGE_ID=69c19926015d41838f93007ed7cc398e DSAGENT_EGRESS_EVENT=outcome -o export; }
+wait_until 60 sh -c "journalctl -u dsagent.service MESSAGE_ID=69c19926015d41838f93007ed7cc398e DSAGENT_EGRESS_EVENT=outcome -o export | grep -q DSAGENT_EGRESS_RESULT="
+egress_outcome >$R/egress-upload-outcome.txt 2>&1
+step egress-upload-recorded-unavailable grep -q '^DSAGENT_EGRESS_RESULT=unavailable$' $R/egress-upload-outcome.txt
+step egress-upload-kept grep -q '^DSAGENT_EGRESS_LOCAL=kept$' $R/egress-upload-outcome.txt
+ps -eZ | grep dsagent-egress >$R/egress-upload-ps-Z.txt 2>&1
+step egress-upload-process-in-its-domain grep -q 'dsagent_egress_t' $R/egress-upload-ps-Z.txt
+step egress-app-stop systemctl stop dstest.service
+
 step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service
 journalctl -u dsagent.service --no-pager >$R/dsagent-journal.txt 2>&1
 exit 0
