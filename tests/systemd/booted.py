@@ -27,6 +27,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
 POLICY_MESSAGE_ID = "29cd34f17b474bad9ed538319addd224"
 EXIT_AGENT_UNREACHABLE, EXIT_DENIED = 3, 4
+# Uids and gids of the users a machine makes for itself (Machine.add_user): above useradd's UID_MAX (60000) and
+# systemd's dynamic users (61184-65519), below the subordinate ranges useradd hands out (100000 up)
+MACHINE_IDS = (70000, 79999)
 
 # Commands inside get a clean environment, not the test runner's.
 ENV = ["env", "-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
@@ -228,9 +231,17 @@ class Machine:
         return [json.loads(line) for line in out.splitlines() if line.strip()]
 
     def add_user(self, name, groups=()):
-        """A user inside; one the host already has (the integration tests' users) is reused."""
+        """A user inside; one the host already has (the integration tests' users) is reused.
+
+        A new one takes its uid and gid from MACHINE_IDS, a range no host account ever gets: the machine shares the
+        host's kernel and its /etc/passwd is a copy of the host's from the moment it wrote it, so a user made here
+        by useradd's defaults took the uid the host gave next to a user of its own (the demo's), and that user's
+        userdel then failed ("currently used by process") while this machine's user ran anything."""
         if self.run(["getent", "passwd", name], check=False).returncode != 0:
-            self.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+            first, last = MACHINE_IDS
+            self.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                      "-K", f"UID_MIN={first}", "-K", f"UID_MAX={last}",
+                      "-K", f"GID_MIN={first}", "-K", f"GID_MAX={last}", name])
         for group in groups:
             self.run(["usermod", "--append", "--groups", group, name])
 

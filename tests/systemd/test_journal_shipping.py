@@ -160,9 +160,10 @@ dump_types = ["mini"]
     m.run(["systemctl", "start", "dsagent.socket"])
 
     certs = state["certs"]
-    # Debian runs the uploader as DynamicUser=yes, User=systemd-journal-upload; with a system user of that name the
-    # unit takes it, so that its key can be readable by that user alone
-    m.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "systemd-journal-upload"])
+    # Debian runs the uploader as DynamicUser=yes, User=systemd-journal-upload; with a user of that name the unit
+    # takes it, so that its key can be readable by that user alone (made as the machine makes its users: a uid no
+    # host account gets, where a system uid was the very one the demo's service user got next on the host)
+    m.add_user("systemd-journal-upload")
     m.sh("install -d -m 0750 -g systemd-journal-upload /etc/journal-upload")
     m.write("/etc/journal-upload/journal-upload.key", certs["node.key"], mode=0o640)
     m.run(["chgrp", "systemd-journal-upload", "/etc/journal-upload/journal-upload.key"])
