@@ -118,14 +118,16 @@ scratch_group() {
 # still holds them (scratch_hold); a user whose processes still run is left,
 # with a word on stderr.
 scratch_cleanup() {
-        local name
+        local name why
         for name in "${scratch_users[@]}"; do
                 getent passwd "$name" >/dev/null || continue
                 if scratch_held_elsewhere "$name"; then
                         echo "$(basename "$0"): another run still uses the user $name: left for it to remove" >&2
                         continue
                 fi
-                userdel "$name" 2>/dev/null || echo "$(basename "$0"): could not remove the user $name" >&2
+                # userdel's own words name the cause: "currently used by process N" when a process of its uid runs
+                why=$(userdel "$name" 2>&1) ||
+                        echo "$(basename "$0"): could not remove the user $name: ${why:-userdel failed}" >&2
         done
         for name in "${scratch_groups[@]}"; do
                 getent group "$name" >/dev/null || continue
@@ -133,7 +135,8 @@ scratch_cleanup() {
                         echo "$(basename "$0"): another run still uses the group $name: left for it to remove" >&2
                         continue
                 fi
-                groupdel "$name" 2>/dev/null || echo "$(basename "$0"): could not remove the group $name" >&2
+                why=$(groupdel "$name" 2>&1) ||
+                        echo "$(basename "$0"): could not remove the group $name: ${why:-groupdel failed}" >&2
         done
         scratch_users=()
         scratch_groups=()

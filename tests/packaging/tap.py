@@ -3,10 +3,14 @@
 import os
 import subprocess
 import sys
+import time
 import traceback
 
 BUILD = os.environ.get("DSAGENT_BUILD_DIR", os.path.join(os.path.dirname(__file__), "../../build"))
 SOURCE = os.path.realpath(os.environ.get("DSAGENT_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../..")))
+
+sys.path.insert(0, os.path.join(SOURCE, "tests/integration"))
+from harness import where_it_failed  # noqa: E402
 
 _tests = []
 
@@ -28,13 +32,18 @@ def run_tests(needs_root=False, chained=False):
             print(f"not ok {n} - {fn.__name__} # not run: an earlier test failed", flush=True)
             failed += 1
             continue
+        began = time.monotonic()
         try:
             fn()
+            print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
             print(f"ok {n} - {fn.__name__}", flush=True)
         except Exception:
             failed += 1
             for line in traceback.format_exc().splitlines():
                 print(f"# {line}")
+            # what the suite's summary prints of the failure (tests/summarize.py), so that CI's names its cause
+            print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
+            print(f"# failed at: {where_it_failed(sys.exc_info()[1])}", flush=True)
             print(f"not ok {n} - {fn.__name__}", flush=True)
     print(f"1..{len(selected)}", flush=True)
     sys.exit(1 if failed else 0)

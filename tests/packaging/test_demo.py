@@ -41,6 +41,30 @@ def leftovers():
     return left
 
 
+def left_behind():
+    """What leftovers() finds, each user with the processes that run as its uid (what keeps userdel from removing
+    it: the demo's own, or another system's on this host with the same uid), so that a failure names its cause."""
+    found = []
+    for name in leftovers():
+        try:
+            uid = pwd.getpwnam(name).pw_uid
+        except KeyError:
+            found.append(name)
+            continue
+        running = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.stat(f"/proc/{pid}").st_uid != uid:
+                    continue
+                argv = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+                cgroup = open(f"/proc/{pid}/cgroup").read().strip()
+            except FileNotFoundError:
+                continue
+            running.append(f"{pid} {argv.strip()[:120]!r} in {cgroup}")
+        found.append(f"{name} (uid {uid}; its processes: {running or 'none'})")
+    return found
+
+
 def check_shows_the_main_job(out, ops):
     # ps and info as the ops user
     pid = re.search(r"^\$ dsctl info (\d+)$", out, re.M).group(1)
@@ -75,7 +99,7 @@ def demo_shows_the_main_job_and_leaves_nothing():
     check_shows_the_main_job(out, "dsdemo-ops")
     # about a minute (printed above; a benchmark's business, not a check's): the build and the app's build
     # are not part of it
-    assert not leftovers(), f"left behind: {leftovers()}"
+    assert not leftovers(), f"left behind: {left_behind()}"
 
 
 @test
@@ -90,7 +114,7 @@ def a_second_run_works_and_a_real_user_is_left_alone():
         # exit 8 when a process of the user's uid runs: another system on this host (a booted test machine's user
         # of the same uid) would name it here
         removed = run(["userdel", "--remove", REAL], check=False)
-    assert not leftovers(), f"left behind: {leftovers()}; userdel {REAL}: {removed.returncode} {removed.stdout!r}"
+    assert not leftovers(), f"left behind: {left_behind()}; userdel {REAL}: {removed.returncode} {removed.stdout!r}"
 
 
 if __name__ == "__main__":
