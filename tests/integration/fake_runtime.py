@@ -148,14 +148,11 @@ def attack(kind, victim, dump_path):
 
 
 held = []
-while True:
-    conn, _ = listener.accept()
-    if mode == "close":
-        conn.close()
-        continue
-    data = conn.recv(65536)
-    with open(log, "ab") as f:
-        f.write(data)
+
+
+def serve(conn, data):
+    """Answers one connection's request @data as the mode says."""
+    global listener
     if mode.startswith("renamer:") and len(data) >= 20 and data[16] == 0x04 and data[17] == 0x02:
         pair = "RENAMER_VARIABLE=value".encode("utf-16-le") + b"\0\0"
         block = struct.pack("<II", 1, len(pair) // 2) + pair
@@ -324,3 +321,24 @@ while True:
         conn.close()
     else:
         held.append(conn)  # silent: keep it open, answer nothing
+
+
+while True:
+    conn, _ = listener.accept()
+    if mode == "close":
+        conn.close()
+        continue
+    try:
+        data = conn.recv(65536)
+        if not data:
+            # a client that hung up unasked, as an agent does that finds another process listening than the one
+            # it pinned: nothing to answer
+            conn.close()
+            continue
+        with open(log, "ab") as f:
+            f.write(data)
+        serve(conn, data)
+    except (BrokenPipeError, ConnectionResetError):
+        # a client that hung up mid-answer: a runtime serves the next one all the same. Before, this process died
+        # of it, and with it the connection it held for another (env:stall's, read as closed early)
+        conn.close()
