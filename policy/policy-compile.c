@@ -1367,35 +1367,74 @@ static bool check_unique_name(Compiler *c, const Policy *p, const PolicyRule *r,
         return true;
 }
 
-static bool compile_rules(Compiler *c, const TomlEntry *e, Policy *p) {
-        PolicyRule *grown;
-        bool ok = true;
+/*
+ * --- arrays of tables ([[rule]], [[port]], [[on_start]], [[collect]]) ---
+ *
+ * A policy file's array of tables adds to what the main file and earlier drop-ins gave. Its slots are
+ * made in one step: at most @max in the whole policy, @size bytes each after the @n already in @items.
+ * On success *@ret_items holds them all (@items moved or not); on failure the error is reported and
+ * @items is left as it was.
+ */
+static bool reserve_tables(Compiler *c, const TomlEntry *e, const char *key, void *items, size_t n, size_t max,
+                           size_t size, void **ret_items) {
+        void *grown;
 
         if (!expect_type(c, e, TOML_ARRAY))
                 return false;
-        grown = realloc(p->rules, (p->n_rules + e->value->array.n_items) * sizeof(PolicyRule));
+        if (e->value->array.n_items > max - n) {
+                error_at(c, e->line, e->column, "at most %zu [[%s]]s", max, key);
+                return false;
+        }
+        grown = realloc(items, (n + e->value->array.n_items) * size);
         if (!grown) {
                 c->oom = -ENOMEM;
                 return false;
         }
-        p->rules = grown;
+        *ret_items = grown;
+        return true;
+}
+
+/*
+ * Each of @e's tables to @compile_next, which compiles it into the next slot reserve_tables() made and
+ * counts it. An item that is not a table is reported and takes no slot; the others are all compiled, so
+ * that one run reports every broken table. Return: whether every one compiled.
+ */
+static bool compile_tables(Compiler *c, const TomlEntry *e, Policy *p, const char *key,
+                           bool (*compile_next)(Compiler *c, Policy *p, const TomlValue *table)) {
+        bool ok = true;
 
         for (size_t i = 0; i < e->value->array.n_items; i++) {
                 const TomlValue *table = e->value->array.items[i];
-                PolicyRule *r = &p->rules[p->n_rules];
 
-                *r = (PolicyRule){};
                 if (table->type != TOML_TABLE) {
-                        error_at(c, table->line, table->column, "'rule' must be an array of tables: [[rule]]");
+                        error_at(c, table->line, table->column, "'%s' must be an array of tables: [[%s]]", key, key);
                         ok = false;
                         continue;
                 }
-                /* both, so that one run reports a broken rule's duplicate name too */
-                ok = compile_rule(c, table, r) && ok;
-                ok = check_unique_name(c, p, r, table) && ok;
-                p->n_rules++;
+                ok = compile_next(c, p, table) && ok;
         }
         return ok;
+}
+
+/* The next [[rule]]: both checks, so that one run reports a broken rule's duplicate name too. */
+static bool compile_next_rule(Compiler *c, Policy *p, const TomlValue *table) {
+        PolicyRule *r = &p->rules[p->n_rules];
+        bool ok;
+
+        *r = (PolicyRule){};
+        ok = compile_rule(c, table, r);
+        ok = check_unique_name(c, p, r, table) && ok;
+        p->n_rules++;
+        return ok;
+}
+
+static bool compile_rules(Compiler *c, const TomlEntry *e, Policy *p) {
+        void *grown;
+
+        if (!reserve_tables(c, e, "rule", p->rules, p->n_rules, SIZE_MAX, sizeof(PolicyRule), &grown))
+                return false;
+        p->rules = grown;
+        return compile_tables(c, e, p, "rule", compile_next_rule);
 }
 
 /* A port's path: where the agent binds, so absolute, plain, and short enough for sun_path. */
@@ -1480,37 +1519,24 @@ static bool compile_port(Compiler *c, const Policy *p, const TomlValue *table, P
         return ok && check_port(c, p, port, table);
 }
 
+static bool compile_next_port(Compiler *c, Policy *p, const TomlValue *table) {
+        PolicyPort *port = &p->ports[p->n_ports];
+        bool ok;
+
+        *port = (PolicyPort){};
+        ok = compile_port(c, p, table, port);
+        p->n_ports++;
+        return ok;
+}
+
 /* [[port]]: in the main file and in policy.d alike. */
 static bool compile_ports(Compiler *c, const TomlEntry *e, Policy *p) {
-        PolicyPort *grown;
-        bool ok = true;
+        void *grown;
 
-        if (!expect_type(c, e, TOML_ARRAY))
+        if (!reserve_tables(c, e, "port", p->ports, p->n_ports, POLICY_PORTS_MAX, sizeof(PolicyPort), &grown))
                 return false;
-        if (p->n_ports + e->value->array.n_items > POLICY_PORTS_MAX) {
-                error_at(c, e->line, e->column, "at most %d [[port]]s", POLICY_PORTS_MAX);
-                return false;
-        }
-        grown = realloc(p->ports, (p->n_ports + e->value->array.n_items) * sizeof(PolicyPort));
-        if (!grown) {
-                c->oom = -ENOMEM;
-                return false;
-        }
         p->ports = grown;
-        for (size_t i = 0; i < e->value->array.n_items; i++) {
-                const TomlValue *table = e->value->array.items[i];
-                PolicyPort *port = &p->ports[p->n_ports];
-
-                *port = (PolicyPort){};
-                if (table->type != TOML_TABLE) {
-                        error_at(c, table->line, table->column, "'port' must be an array of tables: [[port]]");
-                        ok = false;
-                        continue;
-                }
-                ok = compile_port(c, p, table, port) && ok;
-                p->n_ports++;
-        }
-        return ok;
+        return compile_tables(c, e, p, "port", compile_next_port);
 }
 
 /* [[on_start]]'s duration: a session's, so within what [agent] lets any session last. */
@@ -1663,39 +1689,27 @@ static bool compile_on_start(Compiler *c, const Policy *p, const TomlValue *tabl
         return check_on_start(c, table) && ok;
 }
 
+/* The next [[on_start]]: both checks, so that one run reports a broken table's duplicate name too. */
+static bool compile_next_on_start(Compiler *c, Policy *p, const TomlValue *table) {
+        PolicyOnStart *o = &p->on_start[p->n_on_start];
+        bool ok;
+
+        *o = (PolicyOnStart){};
+        ok = compile_on_start(c, p, table, o);
+        ok = check_unique_on_start_name(c, p, o, table) && ok;
+        p->n_on_start++;
+        return ok;
+}
+
 /* [[on_start]]: in the main file and in policy.d alike, after [agent], whose limits bound them. */
 static bool compile_on_starts(Compiler *c, const TomlEntry *e, Policy *p) {
-        PolicyOnStart *grown;
-        bool ok = true;
+        void *grown;
 
-        if (!expect_type(c, e, TOML_ARRAY))
+        if (!reserve_tables(c, e, "on_start", p->on_start, p->n_on_start, POLICY_ON_START_MAX, sizeof(PolicyOnStart),
+                            &grown))
                 return false;
-        if (p->n_on_start + e->value->array.n_items > POLICY_ON_START_MAX) {
-                error_at(c, e->line, e->column, "at most %d [[on_start]]s", POLICY_ON_START_MAX);
-                return false;
-        }
-        grown = realloc(p->on_start, (p->n_on_start + e->value->array.n_items) * sizeof(PolicyOnStart));
-        if (!grown) {
-                c->oom = -ENOMEM;
-                return false;
-        }
         p->on_start = grown;
-        for (size_t i = 0; i < e->value->array.n_items; i++) {
-                const TomlValue *table = e->value->array.items[i];
-                PolicyOnStart *o = &p->on_start[p->n_on_start];
-
-                *o = (PolicyOnStart){};
-                if (table->type != TOML_TABLE) {
-                        error_at(c, table->line, table->column, "'on_start' must be an array of tables: [[on_start]]");
-                        ok = false;
-                        continue;
-                }
-                /* both, so that one run reports a broken table's duplicate name too */
-                ok = compile_on_start(c, p, table, o) && ok;
-                ok = check_unique_on_start_name(c, p, o, table) && ok;
-                p->n_on_start++;
-        }
-        return ok;
+        return compile_tables(c, e, p, "on_start", compile_next_on_start);
 }
 
 /* --- [[collect]]: collection rules --- */
@@ -2288,38 +2302,27 @@ static bool compile_collect(Compiler *c, const Policy *p, const TomlValue *table
         return ok;
 }
 
+/* The next [[collect]]: both checks, so that one run reports a broken table's duplicate name too. */
+static bool compile_next_collect(Compiler *c, Policy *p, const TomlValue *table) {
+        PolicyCollect *col = &p->collect[p->n_collect];
+        bool ok;
+
+        *col = (PolicyCollect){};
+        ok = compile_collect(c, p, table, col);
+        ok = check_unique_collect_name(c, p, col, table) && ok;
+        p->n_collect++;
+        return ok;
+}
+
 /* [[collect]]: in the main file and in policy.d alike, after [agent], whose limits bound them. */
 static bool compile_collects(Compiler *c, const TomlEntry *e, Policy *p) {
-        PolicyCollect *grown;
-        bool ok = true;
+        void *grown;
 
-        if (!expect_type(c, e, TOML_ARRAY))
+        if (!reserve_tables(c, e, "collect", p->collect, p->n_collect, POLICY_COLLECT_MAX, sizeof(PolicyCollect),
+                            &grown))
                 return false;
-        if (p->n_collect + e->value->array.n_items > POLICY_COLLECT_MAX) {
-                error_at(c, e->line, e->column, "at most %d [[collect]]s", POLICY_COLLECT_MAX);
-                return false;
-        }
-        grown = realloc(p->collect, (p->n_collect + e->value->array.n_items) * sizeof(PolicyCollect));
-        if (!grown) {
-                c->oom = -ENOMEM;
-                return false;
-        }
         p->collect = grown;
-        for (size_t i = 0; i < e->value->array.n_items; i++) {
-                const TomlValue *table = e->value->array.items[i];
-                PolicyCollect *col = &p->collect[p->n_collect];
-
-                *col = (PolicyCollect){};
-                if (table->type != TOML_TABLE) {
-                        error_at(c, table->line, table->column, "'collect' must be an array of tables: [[collect]]");
-                        ok = false;
-                        continue;
-                }
-                ok = compile_collect(c, p, table, col) && ok;
-                ok = check_unique_collect_name(c, p, col, table) && ok;
-                p->n_collect++;
-        }
-        return ok;
+        return compile_tables(c, e, p, "collect", compile_next_collect);
 }
 
 static bool compile_source(Compiler *c, Policy *p) {

@@ -1514,6 +1514,10 @@ static void test_collect_errors(void) {
                       "a [[collect]] with when.crash takes then.core = true");
         compile_fails("collect = 1\n", NULL, 1, 11, "'collect' must be a list");
         compile_fails("collect = [1]\n", NULL, 1, 12, "'collect' must be an array of tables");
+        /* every array of tables says the same of an item that is not one, at the item, and keeps the tables */
+        compile_fails("rule = [1]\n", NULL, 1, 9, "'rule' must be an array of tables: [[rule]]");
+        compile_fails("port = [\"x\"]\n", NULL, 1, 9, "'port' must be an array of tables: [[port]]");
+        compile_fails("on_start = [{ name = \"a\" }, 2]\n", NULL, 1, 29, "'on_start' must be an array of tables");
         compile_fails(COLLECT_HEAD "when = \"x\"\nthen.stacks = true\n", NULL, 4, 8, "'when' must be a table");
         /* triggers: one, with its own keys only */
         compile_fails(COLLECT_COUNTER "when.exception = \"E\"\nwhen.above = 1\nthen.stacks = true\n", NULL, 5, 6,
