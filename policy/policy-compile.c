@@ -738,6 +738,25 @@ static bool compile_egress_entry(Compiler *c, const TomlEntry *e, PolicyEgress *
                 eg->attempts = (unsigned)v->integer;
                 return true;
         }
+        if (strcmp(e->key, "retries") == 0) {
+                if (!expect_type(c, e, TOML_INTEGER))
+                        return false;
+                if (v->integer < 0 || v->integer > POLICY_EGRESS_RETRIES_MAX) {
+                        error_at(c, v->line, v->column, "'retries' must be 0 to %d", POLICY_EGRESS_RETRIES_MAX);
+                        return false;
+                }
+                eg->retries = (unsigned)v->integer;
+                return true;
+        }
+        if (strcmp(e->key, "retry_delay") == 0) {
+                if (!compile_egress_duration(c, e, POLICY_EGRESS_RETRY_DELAY_MAX_USEC, &eg->retry_delay_usec))
+                        return false;
+                if (eg->retry_delay_usec < 1000000) {
+                        error_at(c, e->value->line, e->value->column, "'retry_delay' must be at least 1s");
+                        return false;
+                }
+                return true;
+        }
         if (strcmp(e->key, "verify") == 0) {
                 if (!expect_string(c, e))
                         return false;
@@ -760,7 +779,8 @@ static bool compile_egress_entry(Compiler *c, const TomlEntry *e, PolicyEgress *
         }
         error_at(c, e->line, e->column,
                  "unknown key '%s' in [egress.%s] (endpoint, bucket, region, credentials, prefix, path_style, "
-                 "ca_file, part_size, attempts, timeout, min_speed, keep_local, verify, allow_http, url_max_age)",
+                 "ca_file, part_size, attempts, timeout, min_speed, keep_local, verify, allow_http, url_max_age, "
+                 "retries, retry_delay)",
                  e->key, eg->name ? eg->name : "");
         return false;
 }
@@ -809,6 +829,8 @@ static bool compile_egress(Compiler *c, const Policy *p, const TomlEntry *t, Pol
                 .min_speed = POLICY_EGRESS_MIN_SPEED_DEFAULT,
                 .keep_local = true,
                 .url_max_age_usec = POLICY_EGRESS_URL_MAX_AGE_DEFAULT_USEC,
+                .retries = POLICY_EGRESS_RETRIES_DEFAULT,
+                .retry_delay_usec = POLICY_EGRESS_RETRY_DELAY_DEFAULT_USEC,
         };
         egress_strdup(c, &eg->file, c->source->path);
         egress_strdup(c, &eg->prefix, "");
