@@ -173,6 +173,13 @@ static int egress_upload_on_timer(sd_event_source *s, uint64_t usec, void *userd
                 egress_upload_free(u);
                 return 0;
         }
+        /* a reload took the store away meanwhile: its keys and endpoint are no longer the operator's word */
+        if (!policy_egress_find(u->broker->policy, u->target)) {
+                set_label(u->fd, "failed", u->target, "no-such-store");
+                record_failure(u, "failed", "the store is no longer in the policy", NULL);
+                egress_upload_free(u);
+                return 0;
+        }
         hand_over(u);
         return 0;
 }
