@@ -663,6 +663,18 @@ static bool compile_egress_duration(Compiler *c, const TomlEntry *e, uint64_t ma
         return true;
 }
 
+/* An integer key of [egress.NAME], @min to @max. */
+static bool compile_egress_count(Compiler *c, const TomlEntry *e, int min, int max, unsigned *ret) {
+        if (!expect_type(c, e, TOML_INTEGER))
+                return false;
+        if (e->value->integer < min || e->value->integer > max) {
+                error_at(c, e->value->line, e->value->column, "'%s' must be %d to %d", e->key, min, max);
+                return false;
+        }
+        *ret = (unsigned)e->value->integer;
+        return true;
+}
+
 static bool compile_egress_flag(Compiler *c, const TomlEntry *e, bool *ret) {
         if (!expect_type(c, e, TOML_BOOLEAN))
                 return false;
@@ -728,26 +740,10 @@ static bool compile_egress_entry(Compiler *c, const TomlEntry *e, PolicyEgress *
                 return compile_egress_duration(c, e, DURATION_MAX_USEC, &eg->timeout_usec);
         if (strcmp(e->key, "url_max_age") == 0)
                 return compile_egress_duration(c, e, POLICY_EGRESS_URL_MAX_AGE_MAX_USEC, &eg->url_max_age_usec);
-        if (strcmp(e->key, "attempts") == 0) {
-                if (!expect_type(c, e, TOML_INTEGER))
-                        return false;
-                if (v->integer < 1 || v->integer > POLICY_EGRESS_ATTEMPTS_MAX) {
-                        error_at(c, v->line, v->column, "'attempts' must be 1 to %d", POLICY_EGRESS_ATTEMPTS_MAX);
-                        return false;
-                }
-                eg->attempts = (unsigned)v->integer;
-                return true;
-        }
-        if (strcmp(e->key, "retries") == 0) {
-                if (!expect_type(c, e, TOML_INTEGER))
-                        return false;
-                if (v->integer < 0 || v->integer > POLICY_EGRESS_RETRIES_MAX) {
-                        error_at(c, v->line, v->column, "'retries' must be 0 to %d", POLICY_EGRESS_RETRIES_MAX);
-                        return false;
-                }
-                eg->retries = (unsigned)v->integer;
-                return true;
-        }
+        if (strcmp(e->key, "attempts") == 0)
+                return compile_egress_count(c, e, 1, POLICY_EGRESS_ATTEMPTS_MAX, &eg->attempts);
+        if (strcmp(e->key, "retries") == 0)
+                return compile_egress_count(c, e, 0, POLICY_EGRESS_RETRIES_MAX, &eg->retries);
         if (strcmp(e->key, "retry_delay") == 0) {
                 if (!compile_egress_duration(c, e, POLICY_EGRESS_RETRY_DELAY_MAX_USEC, &eg->retry_delay_usec))
                         return false;

@@ -22,6 +22,7 @@ import signal
 import time
 
 import radosgw
+from egress_tools import egress_table, keys_file
 from harness import ALICE, BUILD, DUMP_BOUND, SVC, Agent, Target, dsctl, make_dir, run_tests, test, wait_for
 
 HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
@@ -30,27 +31,14 @@ EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
 store = radosgw.file_store
 
 
-def keys_file(gw):
-    path = os.path.join(make_dir(None, 0o700), "keys")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f'access_key_id = "{gw.access_key}"\nsecret_access_key = "{gw.secret_key}"\n')
-    return path
-
-
 def policy(store_lines=""):
     """Alice may take mini dumps of the service user's processes, uploaded to "central", with @store_lines."""
     gw = store()
+    keys = keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
     return f"""[agent]
 dump_dir = "@DUMP_DIR@"
 
-[egress.central]
-endpoint = "{gw.endpoint}"
-bucket = "{gw.bucket}"
-region = "{gw.region}"
-prefix = "retry/"
-credentials = "file:{keys_file(gw)}"
-{store_lines}
+{egress_table(gw, "central", "file:" + keys, extra='prefix = "retry/"' + chr(10) + store_lines)}
 [[rule]]
 name = "ops-dumps"
 users = ["{ALICE}"]
