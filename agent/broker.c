@@ -35,6 +35,7 @@
 #include "agent/workers/worker-pool.h"
 #include "agent/decide/pam-check.h"
 #include "agent/egress/egress-client.h"
+#include "agent/egress/egress-upload.h"
 #include "agent/decide/policy-load.h"
 #include "agent/dumps/retention.h"
 #include "agent/targets/target-cache.h"
@@ -394,6 +395,7 @@ Broker *broker_free(Broker *b) {
         if (b->suppressed_timer && request_budget_has_suppressed(b->request_budget))
                 request_budget_flush(b->request_budget, broker_report_suppressed, b); /* nothing goes unrecorded */
         /* first: the uploads it answers as ended still record through the broker */
+        egress_upload_forget_waiting(b);
         b->egress = egress_client_free(b->egress);
         sd_event_source_disable_unref(b->suppressed_timer);
         request_budget_free(b->request_budget);

@@ -562,6 +562,7 @@ static int run(const Options *o, SystemdFds *fds) {
                 return r;
         }
         /* uploads an agent before this one left unfinished */
+        egress_upload_watch(broker);
         egress_resubmit_pending(broker);
 
         notify_ready(broker);

@@ -663,6 +663,18 @@ static bool compile_egress_duration(Compiler *c, const TomlEntry *e, uint64_t ma
         return true;
 }
 
+/* An integer key of [egress.NAME], @min to @max. */
+static bool compile_egress_count(Compiler *c, const TomlEntry *e, int min, int max, unsigned *ret) {
+        if (!expect_type(c, e, TOML_INTEGER))
+                return false;
+        if (e->value->integer < min || e->value->integer > max) {
+                error_at(c, e->value->line, e->value->column, "'%s' must be %d to %d", e->key, min, max);
+                return false;
+        }
+        *ret = (unsigned)e->value->integer;
+        return true;
+}
+
 static bool compile_egress_flag(Compiler *c, const TomlEntry *e, bool *ret) {
         if (!expect_type(c, e, TOML_BOOLEAN))
                 return false;
@@ -728,14 +740,17 @@ static bool compile_egress_entry(Compiler *c, const TomlEntry *e, PolicyEgress *
                 return compile_egress_duration(c, e, DURATION_MAX_USEC, &eg->timeout_usec);
         if (strcmp(e->key, "url_max_age") == 0)
                 return compile_egress_duration(c, e, POLICY_EGRESS_URL_MAX_AGE_MAX_USEC, &eg->url_max_age_usec);
-        if (strcmp(e->key, "attempts") == 0) {
-                if (!expect_type(c, e, TOML_INTEGER))
+        if (strcmp(e->key, "attempts") == 0)
+                return compile_egress_count(c, e, 1, POLICY_EGRESS_ATTEMPTS_MAX, &eg->attempts);
+        if (strcmp(e->key, "retries") == 0)
+                return compile_egress_count(c, e, 0, POLICY_EGRESS_RETRIES_MAX, &eg->retries);
+        if (strcmp(e->key, "retry_delay") == 0) {
+                if (!compile_egress_duration(c, e, POLICY_EGRESS_RETRY_DELAY_MAX_USEC, &eg->retry_delay_usec))
                         return false;
-                if (v->integer < 1 || v->integer > POLICY_EGRESS_ATTEMPTS_MAX) {
-                        error_at(c, v->line, v->column, "'attempts' must be 1 to %d", POLICY_EGRESS_ATTEMPTS_MAX);
+                if (eg->retry_delay_usec < 1000000) {
+                        error_at(c, e->value->line, e->value->column, "'retry_delay' must be at least 1s");
                         return false;
                 }
-                eg->attempts = (unsigned)v->integer;
                 return true;
         }
         if (strcmp(e->key, "verify") == 0) {
@@ -760,7 +775,8 @@ static bool compile_egress_entry(Compiler *c, const TomlEntry *e, PolicyEgress *
         }
         error_at(c, e->line, e->column,
                  "unknown key '%s' in [egress.%s] (endpoint, bucket, region, credentials, prefix, path_style, "
-                 "ca_file, part_size, attempts, timeout, min_speed, keep_local, verify, allow_http, url_max_age)",
+                 "ca_file, part_size, attempts, timeout, min_speed, keep_local, verify, allow_http, url_max_age, "
+                 "retries, retry_delay)",
                  e->key, eg->name ? eg->name : "");
         return false;
 }
@@ -809,6 +825,8 @@ static bool compile_egress(Compiler *c, const Policy *p, const TomlEntry *t, Pol
                 .min_speed = POLICY_EGRESS_MIN_SPEED_DEFAULT,
                 .keep_local = true,
                 .url_max_age_usec = POLICY_EGRESS_URL_MAX_AGE_DEFAULT_USEC,
+                .retries = POLICY_EGRESS_RETRIES_DEFAULT,
+                .retry_delay_usec = POLICY_EGRESS_RETRY_DELAY_DEFAULT_USEC,
         };
         egress_strdup(c, &eg->file, c->source->path);
         egress_strdup(c, &eg->prefix, "");

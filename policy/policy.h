@@ -365,6 +365,9 @@ typedef struct PolicyEgress {
         bool keep_local;        /* false: a confirmed upload frees its local copy */
         PolicyEgressVerify verify;
         uint64_t url_max_age_usec; /* presigned URLs live at most this long (SigV4: at most 7 days) */
+        unsigned retries;       /* hand-overs after the first for a transient failure (unavailable, timeout, busy,
+                                 * the egress process lost), 0 to POLICY_EGRESS_RETRIES_MAX */
+        uint64_t retry_delay_usec; /* before the first of them; each next waits twice as long, at most an hour */
 } PolicyEgress;
 
 #define POLICY_EGRESS_MAX 16
@@ -373,6 +376,10 @@ typedef struct PolicyEgress {
 #define POLICY_EGRESS_PART_DEFAULT (16ULL << 20)
 #define POLICY_EGRESS_ATTEMPTS_MAX 20
 #define POLICY_EGRESS_ATTEMPTS_DEFAULT 5
+#define POLICY_EGRESS_RETRIES_MAX 100
+#define POLICY_EGRESS_RETRIES_DEFAULT 8
+#define POLICY_EGRESS_RETRY_DELAY_DEFAULT_USEC (30 * 1000000ULL)
+#define POLICY_EGRESS_RETRY_DELAY_MAX_USEC (3600 * 1000000ULL)
 #define POLICY_EGRESS_TIMEOUT_DEFAULT_USEC (3600 * 1000000ULL)
 #define POLICY_EGRESS_MIN_SPEED_DEFAULT (64ULL << 10)
 #define POLICY_EGRESS_URL_MAX_AGE_DEFAULT_USEC (15 * 60 * 1000000ULL)

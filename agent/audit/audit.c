@@ -683,10 +683,26 @@ int audit_log_retention(AuditSink sink, const AuditRetentionEvent *e) {
         return audit_output_send(sink, &f, removing ? AUDIT_QUEUE_DECISION : AUDIT_QUEUE_EVENT, NULL);
 }
 
+/* The egress process's server died and is started again: no upload's record, the process's own. */
+static int audit_log_egress_restarted(AuditSink sink, const AuditEgressEvent *e) {
+        _cleanup_(audit_fields_done) AuditFields f = {};
+
+        audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_EGRESS);
+        audit_fields_addf(&f, "PRIORITY=%d", LOG_WARNING);
+        audit_fields_addf(&f, "SYSLOG_IDENTIFIER=dsagent");
+        audit_fields_add_textf(&f, "MESSAGE", "egress: %s", e->error ? e->error : "the egress process died");
+        audit_fields_add_text(&f, "DSAGENT_EGRESS_EVENT", e->event);
+        audit_fields_add_text(&f, "DSAGENT_EGRESS_ERROR", e->error);
+        return audit_output_send(sink, &f, AUDIT_QUEUE_EVENT, NULL);
+}
+
 int audit_log_egress(AuditSink sink, const AuditEgressEvent *e) {
         _cleanup_(audit_fields_done) AuditFields f = {};
-        bool queued = strcmp(e->event, "queued") == 0;
+        bool queued = strcmp(e->event, "queued") == 0, retry = strcmp(e->event, "retry") == 0;
         bool uploaded = !queued && e->result && strcmp(e->result, "uploaded") == 0;
+
+        if (strcmp(e->event, "restarted") == 0)
+                return audit_log_egress_restarted(sink, e);
 
         audit_fields_addf(&f, "MESSAGE_ID=%s", DSAGENT_MESSAGE_EGRESS);
         audit_fields_addf(&f, "PRIORITY=%d", queued || uploaded ? LOG_INFO : LOG_WARNING);
@@ -696,6 +712,10 @@ int audit_log_egress(AuditSink sink, const AuditEgressEvent *e) {
         else if (uploaded)
                 audit_fields_add_textf(&f, "MESSAGE", "egress %s: uploaded %s as %s%s", e->target, e->path, e->key,
                                        e->local_removed ? "; the local copy was removed" : "");
+        else if (retry)
+                audit_fields_add_textf(&f, "MESSAGE", "egress %s: %s not uploaded yet (%s): %s; handed over again in "
+                                       "%" PRIu64 " s", e->target, e->path, e->result, e->error ? e->error : "",
+                                       e->retry_usec / 1000000);
         else
                 audit_fields_add_textf(&f, "MESSAGE", "egress %s: %s not uploaded (%s): %s; the local copy is kept",
                                        e->target, e->path, e->result, e->error ? e->error : "");
@@ -719,6 +739,10 @@ int audit_log_egress(AuditSink sink, const AuditEgressEvent *e) {
                 if (e->s3_code && e->s3_code[0])
                         audit_fields_add_text(&f, "DSAGENT_EGRESS_S3_CODE", e->s3_code);
                 audit_fields_add_text(&f, "DSAGENT_EGRESS_ERROR", e->error);
+                if (e->handover > 0)
+                        audit_fields_addf(&f, "DSAGENT_EGRESS_HANDOVER=%u", e->handover);
+                if (retry)
+                        audit_fields_addf(&f, "DSAGENT_EGRESS_RETRY_USEC=%" PRIu64, e->retry_usec);
                 if (uploaded)
                         audit_fields_addf(&f, "DSAGENT_EGRESS_LOCAL=%s", e->local_removed ? "removed" : "kept");
                 else

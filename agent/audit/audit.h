@@ -207,7 +207,9 @@ typedef struct AuditRetentionEvent {
  * nothing here comes from the keys' file.
  */
 typedef struct AuditEgressEvent {
-        const char *event;      /* queued, outcome */
+        const char *event;      /* queued; retry (a transient failure, handed over again after retry_usec);
+                                 * outcome (the last word on the upload); restarted (the egress process's server
+                                 * died and is started again: error says how, no target, key or path) */
         const char *target;     /* NAME of [egress.NAME] */
         const char *key;        /* the object's key */
         const char *path;       /* the local copy */
@@ -223,6 +225,8 @@ typedef struct AuditEgressEvent {
         const char *s3_code;    /* outcome: S3's <Code>; NULL or "" when none */
         const char *error;      /* outcome: what went wrong, in words; NULL when uploaded */
         bool local_removed;     /* outcome: keep_local = false freed the local copy */
+        unsigned handover;      /* retry, outcome: which hand-over to the egress process this was (1: the first) */
+        uint64_t retry_usec;    /* retry: how long until the next */
 } AuditEgressEvent;
 
 /*

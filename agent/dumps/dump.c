@@ -907,6 +907,9 @@ static void dump_url_signed(const EgressReply *a, void *userdata) {
                                        : a->result == EGRESS_E_CREDENTIALS
                                                ? "the store's keys cannot be used to sign a URL: the agent's record "
                                                  "says why"
+                                       : a->result == EGRESS_E_LOST
+                                               ? "the egress process was started again before it signed the URL: ask "
+                                                 "again"
                                                : "the egress process could not sign the URL: the agent's record says why");
                 return;
         }

@@ -6,6 +6,8 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +21,7 @@
 
 typedef struct Pending {
         uint64_t id;
+        bool upload, taken; /* an upload, and the server said it took it (EGRESS_REPLY_TAKEN) */
         EgressUploadDone done;
         void *userdata;
         struct Pending *next;
@@ -31,6 +34,8 @@ struct EgressClient {
         sd_event_source *io;
         uint64_t next_id;
         Pending *pending;
+        EgressDied on_died;
+        void *on_died_userdata;
 };
 
 static Pending *take_pending(EgressClient *c, uint64_t id) {
@@ -63,6 +68,42 @@ static void egress_client_lost(EgressClient *c) {
         }
 }
 
+/* The server died (EGRESS_REPLY_DIED): what it had taken is lost, and answered so; so is every URL asked, which
+ * the next server may or may not answer (a late answer finds nothing waiting and is dropped). What it had not
+ * taken waits in the socket for the next server. */
+static void egress_client_server_died(EgressClient *c, const EgressReply *notice) {
+        EgressReply lost = { .version = EGRESS_PROTOCOL_VERSION, .result = EGRESS_E_LOST };
+        Pending *answered = NULL;
+
+        snprintf(lost.message, sizeof(lost.message), "%s", notice->message);
+        if (c->on_died)
+                c->on_died(notice->message, c->on_died_userdata);
+        /* taken out first: an answer may hand an upload over again, which adds to c->pending */
+        for (Pending **p = &c->pending; *p;) {
+                Pending *q = *p;
+                if (q->taken || !q->upload) {
+                        *p = q->next;
+                        q->next = answered;
+                        answered = q;
+                } else
+                        p = &q->next;
+        }
+        while (answered) {
+                Pending *q = answered;
+                answered = q->next;
+                lost.id = q->id;
+                q->done(&lost, q->userdata);
+                free(q);
+        }
+}
+
+static Pending *find_pending(EgressClient *c, uint64_t id) {
+        for (Pending *p = c->pending; p; p = p->next)
+                if (p->id == id)
+                        return p;
+        return NULL;
+}
+
 static int egress_client_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         EgressClient *c = userdata;
 
@@ -83,6 +124,18 @@ static int egress_client_on_io(sd_event_source *s, int fd, uint32_t revents, voi
                 if (n != sizeof(a) || a.version != EGRESS_PROTOCOL_VERSION || !memchr(a.s3_code, '\0', sizeof(a.s3_code)) ||
                     !memchr(a.message, '\0', sizeof(a.message)) || !memchr(a.sha256, '\0', sizeof(a.sha256)) ||
                     !memchr(a.etag, '\0', sizeof(a.etag)) || !memchr(a.url, '\0', sizeof(a.url)))
+                        continue;
+                if (a.kind == EGRESS_REPLY_DIED) {
+                        egress_client_server_died(c, &a);
+                        continue;
+                }
+                if (a.kind == EGRESS_REPLY_TAKEN) {
+                        p = find_pending(c, a.id);
+                        if (p)
+                                p->taken = true;
+                        continue;
+                }
+                if (a.kind != EGRESS_REPLY_ANSWER)
                         continue;
                 p = take_pending(c, a.id);
                 if (!p)
@@ -170,10 +223,15 @@ int egress_client_submit(EgressClient *c, EgressRequest *q, int fd, EgressUpload
                 free(p);
                 return r;
         }
-        *p = (Pending){ .id = q->id, .done = done, .userdata = userdata, .next = c->pending };
+        *p = (Pending){ .id = q->id, .upload = fd >= 0, .done = done, .userdata = userdata, .next = c->pending };
         c->pending = p;
         *ret_id = q->id;
         return 0;
+}
+
+void egress_client_on_died(EgressClient *c, EgressDied on_died, void *userdata) {
+        c->on_died = on_died;
+        c->on_died_userdata = userdata;
 }
 
 void egress_client_cancel(EgressClient *c, uint64_t id) {

@@ -14,8 +14,14 @@
 
 typedef struct EgressClient EgressClient;
 
-/* The answer to one request; @reply is NULL when the egress process went away before it answered. */
+/* The answer to one request; @reply is NULL when the egress process went away before it answered (the agent
+ * stops, or the supervisor itself died: nothing starts it again), and its result EGRESS_E_LOST when its server
+ * died and the supervisor starts another. */
 typedef void (*EgressUploadDone)(const EgressReply *reply, void *userdata);
+
+/* The egress process's server died (@message says how, and when it starts again), before the uploads it had taken
+ * are answered EGRESS_E_LOST. */
+typedef void (*EgressDied)(const char *message, void *userdata);
 
 /**
  * egress_client_start() - exec @helper (egress_helper_path()) and watch its socket from @event
@@ -43,6 +49,9 @@ int egress_client_pid(const EgressClient *c);
  */
 int egress_client_submit(EgressClient *c, EgressRequest *q, int fd, EgressUploadDone done, void *userdata,
                          uint64_t *ret_id);
+
+/* Call @on_died at each death of the egress process's server. */
+void egress_client_on_died(EgressClient *c, EgressDied on_died, void *userdata);
 
 /* Forget the upload @id: its answer, when it comes, is dropped. */
 void egress_client_cancel(EgressClient *c, uint64_t id);

@@ -5,11 +5,16 @@
  * store's keys and links libcurl, and the only one whose seccomp filter (SANDBOX_EGRESS) lets it make an
  * AF_INET socket: the agent's binary does none of these.
  *
- * It answers EGRESS_REQUEST_CHECK (`dsagent --check-policy --egress`) at once, and runs each
- * EGRESS_REQUEST_UPLOAD in a child of its own, forked for it, that answers through a pipe: a slow store holds
- * that child only. A child still running at its request's deadline is killed, and the upload answered
- * EGRESS_E_TIMEOUT. At most EGRESS_UPLOADS_MAX run at once; further requests wait in the socket's buffer, and
- * the agent, which never waits, is told "busy" when that is full.
+ * Two processes: the one the agent execs is the supervisor, which enters the sandbox, forks the server and does
+ * nothing else but start it again when it dies (after a backoff, from 1 s doubling to a minute, so that a
+ * server that dies at once is no tight loop), telling the agent first (EGRESS_REPLY_DIED). The server reads
+ * every request as it comes: EGRESS_REQUEST_CHECK and EGRESS_REQUEST_PRESIGN (no network) are answered at once,
+ * whatever uploads run, and each EGRESS_REQUEST_UPLOAD is said taken (EGRESS_REPLY_TAKEN) and run in a child of
+ * its own, forked for it, that answers through a pipe: a slow store holds that child only. A child still
+ * running at its request's deadline is killed, and the upload answered EGRESS_E_TIMEOUT. At most
+ * EGRESS_UPLOADS_MAX run at once and EGRESS_QUEUE_MAX more wait for a slot; beyond those an upload is answered
+ * EGRESS_E_BUSY, and a server too far behind to read leaves the requests in the socket's buffer, where the
+ * agent, which never waits, is told "busy" when that is full.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -56,6 +61,15 @@ typedef struct Upload {
 
 static Upload uploads[EGRESS_UPLOADS_MAX];
 static size_t n_uploads;
+
+/* Uploads taken while every slot ran one, oldest first, each with its file. */
+typedef struct Queued {
+        EgressRequest *request;
+        int fd;
+} Queued;
+
+static Queued queue[EGRESS_QUEUE_MAX];
+static size_t n_queued;
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -308,6 +322,44 @@ static int finish_upload(size_t i) {
         return send_reply(&a);
 }
 
+/* The server took upload @id: it is its to answer now, or its death's (egress-protocol.h). */
+static int send_taken(uint64_t id) {
+        EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .kind = EGRESS_REPLY_TAKEN, .id = id };
+
+        return send_reply(&a);
+}
+
+/* An upload that finds every slot taken waits in the queue, or is answered busy when that is full too. Takes
+ * @q and @fd. Return: 0, or -1 when the agent is gone. */
+static int queue_upload(EgressRequest *q, int fd) {
+        EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id, .result = EGRESS_E_BUSY };
+
+        if (n_queued < EGRESS_QUEUE_MAX) {
+                queue[n_queued++] = (Queued){ .request = q, .fd = fd };
+                return send_taken(q->id);
+        }
+        snprintf(a.message, sizeof(a.message), "the egress process is far behind: %d uploads run and %d wait",
+                 EGRESS_UPLOADS_MAX, EGRESS_QUEUE_MAX);
+        close(fd);
+        free(q);
+        return send_reply(&a);
+}
+
+/* A slot freed: the oldest waiting upload takes it. Return: 0, or -1 when the agent is gone. */
+static int start_queued(void) {
+        Queued next;
+        int r;
+
+        if (n_queued == 0 || n_uploads >= EGRESS_UPLOADS_MAX)
+                return 0;
+        next = queue[0];
+        memmove(queue, queue + 1, (--n_queued) * sizeof(queue[0]));
+        r = start_upload(next.request, next.fd);
+        close(next.fd);
+        free(next.request);
+        return r;
+}
+
 /* One request from the agent. Return: 0, or -1 when the agent is gone (its end closed). */
 static int take_request(void) {
         EgressRequest *q = malloc(sizeof(EgressRequest));
@@ -347,8 +399,13 @@ static int take_request(void) {
                 a.id = q->id;
                 answer_presign(q, &a);
                 r = send_reply(&a);
-        } else
-                r = start_upload(q, fd);
+        } else if (n_uploads >= EGRESS_UPLOADS_MAX) {
+                return queue_upload(q, fd); /* q and fd are the queue's now, or freed */
+        } else {
+                r = send_taken(q->id);
+                if (r == 0)
+                        r = start_upload(q, fd);
+        }
         if (fd >= 0)
                 close(fd);
         free(q);
@@ -379,8 +436,8 @@ static int serve(void) {
                 size_t n = 0;
                 int timeout = kill_overdue(), r;
 
-                /* a request is read only when there is room to run it: the rest wait in the socket's buffer */
-                p[n++] = (struct pollfd){ .fd = EGRESS_FD, .events = n_uploads < EGRESS_UPLOADS_MAX ? POLLIN : 0 };
+                /* every request is read as it comes: a URL or a check never waits behind running uploads */
+                p[n++] = (struct pollfd){ .fd = EGRESS_FD, .events = POLLIN };
                 for (size_t i = 0; i < n_uploads; i++)
                         p[n++] = (struct pollfd){ .fd = uploads[i].answer_fd, .events = POLLIN };
                 r = poll(p, n, timeout);
@@ -390,7 +447,7 @@ static int serve(void) {
                         return -1;
                 /* backwards: finish_upload() moves the last upload into the slot it frees */
                 for (size_t i = n; i-- > 1;)
-                        if (p[i].revents && finish_upload(i - 1) < 0)
+                        if (p[i].revents && (finish_upload(i - 1) < 0 || start_queued() < 0))
                                 return -1;
                 if (p[0].revents & POLLIN) {
                         if (take_request() < 0)
@@ -457,6 +514,83 @@ static int die_with_agent(const char *arg) {
         return getppid() == (pid_t)agent ? 0 : -ESRCH;
 }
 
+/* In the server: dies with the supervisor, and serves until the agent closes its end. */
+static int run_server(pid_t supervisor) {
+        int r;
+
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != supervisor)
+                return EXIT_FAILURE;
+#if DSAGENT_TEST_HOOKS
+        /* test builds only: a server that dies as soon as it starts, every time (its restarts must back off) */
+        if (getenv("DSAGENT_TEST_EGRESS_SERVER_DIES"))
+                return 3;
+#endif
+        r = serve();
+        for (size_t i = 0; i < n_uploads; i++)
+                (void)syscall(SYS_pidfd_send_signal, uploads[i].pidfd, SIGKILL, NULL, 0);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* Has the agent closed its end? Waits up to @timeout_ms for it (0: a look). */
+static bool agent_gone(int timeout_ms) {
+        struct pollfd p = { .fd = EGRESS_FD, .events = 0 };
+        int r;
+
+        do
+                r = poll(&p, 1, timeout_ms);
+        while (r < 0 && errno == EINTR);
+        return r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
+#define SERVER_BACKOFF_FIRST_MS 1000
+#define SERVER_BACKOFF_MAX_MS 60000
+#define SERVER_STABLE_USEC (60 * 1000000ULL) /* a server that lived this long: the next starts after the first delay */
+
+/*
+ * The supervisor: starts the server and starts it again each time it dies, until the agent closes its end. Each
+ * death is told to the agent (EGRESS_REPLY_DIED) before anything more is started, so that it hands over again
+ * what the dead server had taken; the next start waits 1 s, doubling up to a minute while servers keep dying
+ * young. It reads no request and holds no upload: there is nothing in it to die of but a kill.
+ */
+static int supervise(void) {
+        unsigned starts = 0;
+        int backoff_ms = SERVER_BACKOFF_FIRST_MS;
+
+        for (;;) {
+                EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .kind = EGRESS_REPLY_DIED,
+                                  .result = EGRESS_E_LOST };
+                pid_t supervisor = getpid(), pid;
+                uint64_t started = now_usec();
+                int status = 0;
+
+                pid = fork();
+                if (pid == 0)
+                        _exit(run_server(supervisor));
+                starts++;
+                if (pid > 0)
+                        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                                ;
+                if (agent_gone(0))
+                        return EXIT_SUCCESS; /* the agent stops: the server ended with it */
+                if (now_usec() - started >= SERVER_STABLE_USEC)
+                        backoff_ms = SERVER_BACKOFF_FIRST_MS;
+                if (pid < 0)
+                        snprintf(a.message, sizeof(a.message), "the egress process could not start its server "
+                                 "(%s); it tries again in %d s", strerror(errno), backoff_ms / 1000);
+                else if (WIFSIGNALED(status))
+                        snprintf(a.message, sizeof(a.message), "the egress process's server died (signal %d, "
+                                 "start %u); its uploads are handed over again, and it starts again in %d s",
+                                 WTERMSIG(status), starts, backoff_ms / 1000);
+                else
+                        snprintf(a.message, sizeof(a.message), "the egress process's server died (status %d, "
+                                 "start %u); its uploads are handed over again, and it starts again in %d s",
+                                 WEXITSTATUS(status), starts, backoff_ms / 1000);
+                if (send_reply(&a) < 0 || agent_gone(backoff_ms))
+                        return EXIT_SUCCESS;
+                backoff_ms = backoff_ms >= SERVER_BACKOFF_MAX_MS / 2 ? SERVER_BACKOFF_MAX_MS : backoff_ms * 2;
+        }
+}
+
 int main(int argc, char *argv[]) {
         struct stat st;
         int r;
@@ -480,8 +614,5 @@ int main(int argc, char *argv[]) {
 #if DSAGENT_TEST_HOOKS
         test_hook_system_call();
 #endif
-        r = serve();
-        for (size_t i = 0; i < n_uploads; i++)
-                (void)syscall(SYS_pidfd_send_signal, uploads[i].pidfd, SIGKILL, NULL, 0);
-        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        return supervise();
 }

@@ -20,7 +20,8 @@ typedef enum EgressRequestType {
 
 #define EGRESS_KEY_FIELD 1025   /* S3's longest key (egress-name.h's EGRESS_KEY_MAX) and its NUL */
 #define EGRESS_METADATA_MAX 12  /* x-amz-meta- pairs of one upload (docs/egress-plan.md, "Metadata") */
-#define EGRESS_UPLOADS_MAX 4    /* uploads the egress process runs at once; more wait in the socket's buffer */
+#define EGRESS_UPLOADS_MAX 4    /* uploads the egress process runs at once */
+#define EGRESS_QUEUE_MAX 16     /* uploads it takes beyond those, to run as slots free; more are answered busy */
 
 typedef struct EgressMetadata {
         char name[32];   /* lower case letters, digits and '-'; "" ends the list */
@@ -49,8 +50,17 @@ typedef struct EgressRequest {
         uint64_t url_seconds;   /* how long the URL lives: 1 s to seven days (the policy's url_max_age) */
 } EgressRequest;
 
+typedef enum EgressReplyKind {
+        EGRESS_REPLY_ANSWER = 0, /* the answer to request .id */
+        EGRESS_REPLY_TAKEN = 1,  /* upload .id was read by the server: from now on only its answer, or the server's
+                                  * death, ends it (what was not taken waits in the socket for the next server) */
+        EGRESS_REPLY_DIED = 2,   /* the server died (.message: how, and when the next one starts); every upload it
+                                  * took and did not answer is lost. Sent by the supervisor, .id 0 */
+} EgressReplyKind;
+
 typedef struct EgressReply {
         uint32_t version;
+        uint32_t kind;        /* EgressReplyKind */
         int32_t result;       /* 0, an S3_E_* of s3-upload.h, EGRESS_E_CREDENTIALS, or a negative errno */
         int32_t http_status;  /* of the last answer; 0: none */
         char s3_code[64];     /* S3's <Code>, "" when none */
@@ -71,3 +81,7 @@ typedef struct EgressReply {
 #define EGRESS_E_CREDENTIALS 100
 /* The upload did not end by its deadline (the request's timeout_usec): its process was killed. */
 #define EGRESS_E_TIMEOUT 101
+/* The egress process's queue was full (EGRESS_QUEUE_MAX): the upload was not taken, and may be handed over later. */
+#define EGRESS_E_BUSY 102
+/* The server died before it answered (EGRESS_REPLY_DIED): made up by the agent for each upload it had taken. */
+#define EGRESS_E_LOST 103

@@ -25,18 +25,35 @@
 #include "agent/egress/s3-upload.h"
 #include "common/cleanup.h"
 
-/* One upload handed to the egress process, until its answer. */
+/* One upload, from its first hand-over to the egress process to its outcome: between two hand-overs it waits on
+ * its timer, in the broker's list of waiting uploads. */
 typedef struct EgressUpload {
         Broker *broker;
         char *target, *key, *path, *name, *rule;
         int dir_fd, fd;
         bool keep_local;
         uint64_t request_id, size, started_usec;
+        EgressRequest *request;   /* as handed over, again at each retry: the same key, so that a retry of an
+                                   * upload a dead server had finished stores the same bytes under the same key */
+        unsigned handover;        /* hand-overs made so far */
+        unsigned retries;         /* the store's retries, and its first delay (policy.h) */
+        uint64_t retry_delay_usec;
+        sd_event_source *timer;   /* while it waits for its next hand-over */
+        struct EgressUpload *next_waiting;
 } EgressUpload;
 
 static void egress_upload_free(EgressUpload *u) {
         if (!u)
                 return;
+        if (u->timer) {
+                for (EgressUpload **w = &u->broker->egress_waiting; *w; w = &(*w)->next_waiting)
+                        if (*w == u) {
+                                *w = u->next_waiting;
+                                break;
+                        }
+                sd_event_source_disable_unref(u->timer);
+        }
+        free(u->request);
         safe_close(u->dir_fd);
         safe_close(u->fd);
         free(u->target);
@@ -86,6 +103,10 @@ static const char *result_name(int result) {
                 return "timeout";
         case EGRESS_E_CREDENTIALS:
                 return "credentials";
+        case EGRESS_E_BUSY:
+                return "busy";
+        case EGRESS_E_LOST:
+                return "lost";
         default:
                 return "failed";
         }
@@ -99,6 +120,7 @@ static void record_failure(EgressUpload *u, const char *result, const char *erro
                 .sha256 = a ? a->sha256 : NULL, .parts = a ? a->parts : 0, .attempts = a ? a->attempts : 0,
                 .usec = monotonic_usec() - u->started_usec, .result = result,
                 .http_status = a ? a->http_status : 0, .s3_code = a ? a->s3_code : NULL, .error = error,
+                .handover = u->handover,
         };
 
         (void)audit_log_egress(u->broker->config.audit_sink, &e);
@@ -110,6 +132,93 @@ static bool still_named(const EgressUpload *u) {
 
         return fstat(u->fd, &a) == 0 && fstatat(u->dir_fd, u->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
                a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/*
+ * What another hand-over may cure: the store down or too slow (unavailable, timeout: s3-upload.c retried each
+ * request already), the egress process too busy to take it, its server or the upload's own process dying. Not
+ * what would fail the same way again: refused (keys, bucket, quota), untrusted, credentials, garbage, mismatch,
+ * changed, a malformed request.
+ */
+static bool result_is_transient(int result) {
+        return result == S3_E_UNAVAILABLE || result == EGRESS_E_TIMEOUT || result == EGRESS_E_BUSY ||
+               result == EGRESS_E_LOST || result == -EPIPE;
+}
+
+/* The delay before hand-over @n + 1: the store's retry_delay, doubled at each, an hour at most. */
+static uint64_t retry_delay(const EgressUpload *u) {
+        uint64_t delay = u->retry_delay_usec;
+
+        for (unsigned i = 1; i < u->handover && delay < POLICY_EGRESS_RETRY_DELAY_MAX_USEC; i++)
+                delay *= 2;
+        return delay < POLICY_EGRESS_RETRY_DELAY_MAX_USEC ? delay : POLICY_EGRESS_RETRY_DELAY_MAX_USEC;
+}
+
+static void hand_over(EgressUpload *u);
+
+static int egress_upload_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        EgressUpload *u = userdata;
+
+        (void)s;
+        (void)usec;
+        for (EgressUpload **w = &u->broker->egress_waiting; *w; w = &(*w)->next_waiting)
+                if (*w == u) {
+                        *w = u->next_waiting;
+                        break;
+                }
+        u->timer = sd_event_source_disable_unref(u->timer);
+        /* retention (or anyone) removed it meanwhile: nothing is left to upload, and nothing is said uploaded */
+        if (!still_named(u)) {
+                record_failure(u, "failed", "the local copy was removed before it could be handed over again", NULL);
+                egress_upload_free(u);
+                return 0;
+        }
+        /* a reload took the store away meanwhile: its keys and endpoint are no longer the operator's word */
+        if (!policy_egress_find(u->broker->policy, u->target)) {
+                set_label(u->fd, "failed", u->target, "no-such-store");
+                record_failure(u, "failed", "the store is no longer in the policy", NULL);
+                egress_upload_free(u);
+                return 0;
+        }
+        hand_over(u);
+        return 0;
+}
+
+/*
+ * A transient failure of hand-over u->handover: recorded "retry" and handed over again after its delay, the label
+ * still pending:STORE; past the store's retries, the outcome, failed:STORE:RESULT. Frees @u, or keeps it waiting.
+ */
+static void upload_failed(EgressUpload *u, int result, const char *error, const EgressReply *a) {
+        AuditEgressEvent e;
+        uint64_t delay;
+        int r = -ENOMEM;
+
+        if (!result_is_transient(result) || u->handover > u->retries || !u->broker->egress) {
+                set_label(u->fd, "failed", u->target, result_name(result));
+                record_failure(u, result_name(result), error, a);
+                egress_upload_free(u);
+                return;
+        }
+        delay = retry_delay(u);
+        e = (AuditEgressEvent){
+                .event = "retry", .target = u->target, .key = u->key, .path = u->path,
+                .request_id = u->request_id, .rule = u->rule, .size = a ? a->size : u->size,
+                .sha256 = a ? a->sha256 : NULL, .parts = a ? a->parts : 0, .attempts = a ? a->attempts : 0,
+                .usec = monotonic_usec() - u->started_usec, .result = result_name(result),
+                .http_status = a ? a->http_status : 0, .s3_code = a ? a->s3_code : NULL, .error = error,
+                .handover = u->handover, .retry_usec = delay,
+        };
+        /* record before act: a retry nobody could read of is not made, and the file stays pending for the next
+         * start */
+        if (audit_log_egress(u->broker->config.audit_sink, &e) == 0)
+                r = sd_event_add_time_relative(u->broker->event, &u->timer, CLOCK_MONOTONIC, delay, 0,
+                                               egress_upload_on_timer, u);
+        if (r < 0) {
+                egress_upload_free(u);
+                return;
+        }
+        u->next_waiting = u->broker->egress_waiting;
+        u->broker->egress_waiting = u;
 }
 
 static void egress_upload_done(const EgressReply *a, void *userdata) {
@@ -125,9 +234,7 @@ static void egress_upload_done(const EgressReply *a, void *userdata) {
                 return;
         }
         if (a->result != 0) {
-                set_label(u->fd, "failed", u->target, result_name(a->result));
-                record_failure(u, result_name(a->result), a->message, a);
-                egress_upload_free(u);
+                upload_failed(u, a->result, a->message, a);
                 return;
         }
         remove_local = !u->keep_local && still_named(u);
@@ -136,6 +243,7 @@ static void egress_upload_done(const EgressReply *a, void *userdata) {
                 .request_id = u->request_id, .rule = u->rule, .size = a->size, .sha256 = a->sha256,
                 .parts = a->parts, .attempts = a->attempts, .usec = monotonic_usec() - u->started_usec,
                 .result = "uploaded", .http_status = a->http_status, .local_removed = remove_local,
+                .handover = u->handover,
         };
         set_label(u->fd, "uploaded", u->target, u->key);
         /* the removal is said before it is made: a record that cannot be written keeps the file */
@@ -215,7 +323,6 @@ void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_d
         struct stat st;
         struct tm tm;
         char request_id[32], created[32];
-        uint64_t id;
         int r;
 
         if (!q || !u) {
@@ -290,16 +397,41 @@ void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_d
                 egress_upload_free(u);
                 return;
         }
-        r = egress_client_submit(b->egress, q, u->fd, egress_upload_done, u, &id);
-        if (r < 0) {
-                set_label(u->fd, "failed", u->target, r == -EAGAIN ? "busy" : "failed");
-                record_failure(u, r == -EAGAIN ? "busy" : "failed",
-                               r == -EAGAIN        ? "the egress process is far behind: its queue is full"
-                               : r == -ECONNRESET ? "the egress process is gone"
-                                                  : strerror(-r),
-                               NULL);
-                egress_upload_free(u);
-        }
+        u->request = TAKE_PTR(q);
+        u->retries = e->retries;
+        u->retry_delay_usec = e->retry_delay_usec;
+        hand_over(u);
+}
+
+/* Hand-over u->handover + 1 of @u to the egress process; its answer comes to egress_upload_done(). */
+static void hand_over(EgressUpload *u) {
+        uint64_t id;
+        int r;
+
+        u->handover++;
+        u->started_usec = monotonic_usec();
+        r = u->broker->egress ? egress_client_submit(u->broker->egress, u->request, u->fd, egress_upload_done, u, &id)
+                              : -ECONNRESET;
+        if (r == -EAGAIN)
+                upload_failed(u, EGRESS_E_BUSY, "the egress process is far behind: its queue is full", NULL);
+        else if (r < 0)
+                upload_failed(u, r, r == -ECONNRESET ? "the egress process is gone" : strerror(-r), NULL);
+}
+
+static void egress_process_died(const char *message, void *userdata) {
+        Broker *b = userdata;
+
+        (void)audit_log_egress(b->config.audit_sink, &(AuditEgressEvent){ .event = "restarted", .error = message });
+}
+
+void egress_upload_watch(Broker *b) {
+        if (b->egress)
+                egress_client_on_died(b->egress, egress_process_died, b);
+}
+
+void egress_upload_forget_waiting(Broker *b) {
+        while (b->egress_waiting)
+                egress_upload_free(b->egress_waiting);
 }
 
 int egress_presign(Broker *b, const PolicyEgress *e, const char *key, EgressUploadDone done, void *userdata,

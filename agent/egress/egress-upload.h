@@ -41,6 +41,17 @@ void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_d
                             const EgressArtifact *a);
 
 /**
+ * egress_upload_watch() - record each death of the egress process's server (a "restarted" record)
+ *
+ * Once b->egress runs. The uploads the server had taken are handed over again by their own retry.
+ */
+void egress_upload_watch(Broker *b);
+
+/* Frees the uploads waiting for their next hand-over, as the agent stops: their label stays pending:STORE, and
+ * the next start hands them over again. */
+void egress_upload_forget_waiting(Broker *b);
+
+/**
  * egress_presign() - ask the egress process for a presigned GET URL of @key in @e's bucket, living @e's url_max_age
  *
  * @done runs from the event loop with the answer (its url, or its result and message), or NULL when the egress

@@ -153,7 +153,10 @@ def children_of(pid):
 
 
 def egress_process(agent):
+    """The egress process's server (the child of the agent's dsagent-egress, its supervisor), which forks each
+    upload's process."""
     found = [c for c in children_of(agent.proc.pid) if open(f"/proc/{c}/comm").read().strip() == "dsagent-egress"]
+    found = [c for c in children_of(found[0]) if open(f"/proc/{c}/comm").read().strip() == "dsagent-egress"] if found else []
     return found[0] if found else None
 
 
@@ -257,11 +260,11 @@ class HeldDump:
         self.pause.wait(self.agent, timeout=120)
 
 
-def stopped_after_part_2(attempts):
+def stopped_after_part_2(attempts, store_lines=""):
     """A held dump (5 MiB parts, the smallest: the test app's plain full dump, about 112 MiB, is 23 of them)
     whose upload stands after part 2 when the store is stopped; then the upload goes on."""
     gw = store()
-    held = HeldDump(2, f'part_size = "5M"\nattempts = {attempts}\n')
+    held = HeldDump(2, f'part_size = "5M"\nattempts = {attempts}\n{store_lines}')
     # parts 1 and 2 are in the store, the upload not complete: this is the middle of a multipart upload
     assert [parts for _, parts in incomplete_uploads(gw, held.key)] == [[1, 2]], incomplete_uploads(gw, held.key)
     gw.stop_rgw()
@@ -302,7 +305,8 @@ def the_store_kept_down_past_the_attempts_is_a_recorded_failure_the_local_copy_k
     gw = store()
     # two tries a request: part 3's second try (about a second later) finds the store still down
     try:
-        held = stopped_after_part_2(attempts=2)
+        # no hand-over again (retries = 0): that is test_egress_retry.py's
+        held = stopped_after_part_2(attempts=2, store_lines="retries = 0\n")
         agent, path, local, key = held.agent, held.path, held.sha256, held.key
         # the bound: two connection attempts and one backoff of about a second
         out = outcome(agent, path, timeout=120)

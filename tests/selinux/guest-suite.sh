@@ -305,7 +305,7 @@ cat $R/egress-pdeath.txt 2>/dev/null
 # connect, the keys read, its end reaped) must raise no AVC denial (no_avc_denial_for_dsagent).
 cp /etc/dsagent/policy.toml $R/policy-before-egress.toml
 sed -i 's/^readers = \["group:dst-ops"\]$/&\negress = "guest"/' /etc/dsagent/policy.toml
-printf '\n[egress.guest]\nendpoint = "http://127.0.0.1:8080"\nbucket = "dsagent-guest"\nregion = "us-east-1"\ncredentials = "file:/etc/dsagent/egress/central.credentials"\nattempts = 1\n' \
+printf '\n[egress.guest]\nendpoint = "http://127.0.0.1:8080"\nbucket = "dsagent-guest"\nregion = "us-east-1"\ncredentials = "file:/etc/dsagent/egress/central.credentials"\nattempts = 1\nretries = 0\n' \
         >>/etc/dsagent/policy.toml
 step egress-policy-names-the-store grep -q '^egress = "guest"$' /etc/dsagent/policy.toml
 step egress-agent-restart systemctl restart dsagent.service

@@ -360,6 +360,7 @@ bucket = "dsagent-journal"
 region = "us-east-1"
 credentials = "file:/etc/dsagent/egress/journal.keys"
 attempts = 1
+retries = 0
 """ + policy.replace('max_duration = "1m"', 'max_duration = "1m"\negress = "journal"'))
     # the egress process is started at start-up only: a store a reload adds needs a restart
     m.run(["systemctl", "restart", "dsagent.service"])

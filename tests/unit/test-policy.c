@@ -2048,7 +2048,7 @@ static void test_egress(void) {
                                "region = \"us-east-1\"\ncredentials = \"systemd:s3-local\"\nprefix = \"prod/node-7/\"\n"
                                "path_style = false\nca_file = \"/etc/ssl/ca.pem\"\npart_size = \"5M\"\nattempts = 3\n"
                                "timeout = \"30m\"\nmin_speed = \"1K\"\nkeep_local = false\nverify = \"read-back\"\n"
-                               "url_max_age = \"7d\"\n");
+                               "url_max_age = \"7d\"\nretries = 0\nretry_delay = \"1s\"\n");
         const PolicyEgress *central, *local;
 
         if (!p)
@@ -2069,12 +2069,14 @@ static void test_egress(void) {
         check(central->part_size == 16u << 20 && central->attempts == 5 && central->timeout_usec == 3600ULL * 1000000);
         check(central->min_speed == 64 << 10 && central->keep_local && central->verify == POLICY_EGRESS_VERIFY_SIGNED);
         check(central->url_max_age_usec == 15ULL * 60 * 1000000);
+        check(central->retries == 8 && central->retry_delay_usec == 30ULL * 1000000);
         /* every key said */
         check(local->credentials_kind == POLICY_EGRESS_CREDENTIALS_SYSTEMD && strcmp(local->credentials, "s3-local") == 0);
         check(strcmp(local->prefix, "prod/node-7/") == 0 && !local->path_style && strcmp(local->ca_file, "/etc/ssl/ca.pem") == 0);
         check(local->part_size == 5u << 20 && local->attempts == 3 && local->timeout_usec == 1800ULL * 1000000);
         check(local->min_speed == 1024 && !local->keep_local && local->verify == POLICY_EGRESS_VERIFY_READ_BACK);
         check(local->url_max_age_usec == 7ULL * 24 * 3600 * 1000000);
+        check(local->retries == 0 && local->retry_delay_usec == 1000000);
         /* the names resolved to the tables */
         check(p->n_rules == 1 && p->rules[0].egress == central && strcmp(p->rules[0].egress_name, "central") == 0);
         check(p->n_collect == 1 && p->collect[0].egress == central);
@@ -2178,6 +2180,10 @@ static void test_egress_errors(void) {
         compile_fails(EGRESS_OK "part_size = \"6G\"\n", NULL, 6, 13, "bad 'part_size'");
         compile_fails(EGRESS_OK "part_size = \"10%\"\n", NULL, 6, 13, "bad 'part_size'");
         compile_fails(EGRESS_OK "attempts = 0\n", NULL, 6, 12, "'attempts' must be 1 to 20");
+        compile_fails(EGRESS_OK "retries = 101\n", NULL, 6, 11, "'retries' must be 0 to 100");
+        compile_fails(EGRESS_OK "retries = -1\n", NULL, 6, 11, "'retries' must be 0 to 100");
+        compile_fails(EGRESS_OK "retry_delay = \"500ms\"\n", NULL, 6, 15, "'retry_delay'");
+        compile_fails(EGRESS_OK "retry_delay = \"2h\"\n", NULL, 6, 15, "bad 'retry_delay' \"2h\"");
         compile_fails(EGRESS_OK "timeout = \"soon\"\n", NULL, 6, 11, "bad 'timeout' \"soon\"");
         compile_fails(EGRESS_OK "url_max_age = \"8d\"\n", NULL, 6, 15, "bad 'url_max_age' \"8d\"");
         compile_fails(EGRESS_OK "min_speed = \"0\"\n", NULL, 6, 13, "bad 'min_speed'");

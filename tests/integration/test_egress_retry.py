@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Uploads that lose nothing without the agent's restart, against a real radosgw (docs/egress.md, "Retries"):
+
+- an upload failed `unavailable` (the store stopped) is handed over again with backoff, recorded `retry` each
+  time, and ends `uploaded` once the store is started again, one outcome, the label pending meanwhile;
+- an upload refused `busy` (the egress process's server stopped, its socket's buffer full) is handed over again
+  and ends uploaded once the server runs;
+- the egress process's server killed (SIGKILL) mid-upload: the supervisor records its death (`restarted`), starts
+  a new server, and the upload it had taken is handed over again and ends uploaded;
+- a server that dies at once every time is started again with a backoff, not in a tight loop: its deaths,
+  counted through their records over a window;
+- `dsctl dumps --url` is answered while four uploads are held by a frozen store (the server reads every request
+  as it comes; before, a URL waited in the socket behind the four).
+
+No case measures time: each waits for the event (a record, a process) within a bound against a hang, said where it
+is. One store serves the whole file (radosgw.py), started on first use.
+"""
+import json
+import os
+import signal
+import time
+
+import radosgw
+from egress_tools import egress_table, keys_file
+from harness import ALICE, BUILD, DUMP_BOUND, SVC, Agent, Target, dsctl, make_dir, run_tests, test, wait_for
+
+HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
+EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
+
+store = radosgw.file_store
+
+
+def policy(store_lines=""):
+    """Alice may take mini dumps of the service user's processes, uploaded to "central", with @store_lines."""
+    gw = store()
+    keys = keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
+    return f"""[agent]
+dump_dir = "@DUMP_DIR@"
+
+{egress_table(gw, "central", "file:" + keys, extra='prefix = "retry/"' + chr(10) + store_lines)}
+[[rule]]
+name = "ops-dumps"
+users = ["{ALICE}"]
+commands = ["dump", "info"]
+targets.users = ["{SVC}"]
+dump_types = ["mini"]
+egress = "central"
+"""
+
+
+def start_agent(text, env=None):
+    return Agent(policy=text, env=dict({"DSAGENT_TEST_EGRESS_HELPER": HELPER}, **(env or {})))
+
+
+def dump(agent, pid):
+    r = dsctl(agent, ALICE, "--json", "dump", str(pid), "--type", "mini", timeout=DUMP_BOUND)
+    assert r.returncode == 0, r
+    return json.loads(r.stdout)["path"]
+
+
+def children_of(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def supervisor_pid(agent):
+    """The agent's child that it exec'd: dsagent-egress, the supervisor."""
+    found = [c for c in children_of(agent.proc.pid) if comm(c) == "dsagent-egress"]
+    return found[0] if found else None
+
+
+def server_pid(agent):
+    """The supervisor's child that serves the agent's requests (each upload runs in a child of its own)."""
+    supervisor = supervisor_pid(agent)
+    found = [c for c in children_of(supervisor) if comm(c) == "dsagent-egress"] if supervisor else []
+    return found[0] if found else None
+
+
+def records_of(agent, path, event=None):
+    return [r for r in agent.records(message_id=EGRESS_MESSAGE_ID)
+            if r.get("DSAGENT_DUMP_PATH") == path and (event is None or r.get("DSAGENT_EGRESS_EVENT") == event)]
+
+
+def restarted(agent):
+    return [r for r in agent.records(message_id=EGRESS_MESSAGE_ID) if r.get("DSAGENT_EGRESS_EVENT") == "restarted"]
+
+
+def label(path):
+    return os.getxattr(path, "user.dsagent.egress").decode()
+
+
+def assert_uploaded_once(agent, path, bound):
+    """@path's one outcome is "uploaded", its label says so, and the store holds its bytes. @bound: the caller's."""
+    out = wait_for(lambda: records_of(agent, path, "outcome"), timeout=bound, what=f"the outcome of {path}")
+    assert len(out) == 1 and out[0]["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+    assert len(records_of(agent, path, "queued")) == 1, records_of(agent, path)
+    key = out[0]["DSAGENT_EGRESS_KEY"]
+    # every retry was of the same object: one key from the queued record to the outcome
+    assert {r["DSAGENT_EGRESS_KEY"] for r in records_of(agent, path)} == {key}, records_of(agent, path)
+    assert label(path) == f"uploaded:central:{key}", label(path)
+    assert store().sha256_of(key) == out[0]["DSAGENT_EGRESS_SHA256"], out
+    return out[0]
+
+
+@test
+def an_upload_failed_unavailable_ends_uploaded_once_the_store_is_back():
+    gw = store()
+    target = Target(SVC)
+    # one try a request: the store's refusal comes back at once, and the hand-overs are the agent's (2 s, 4 s,
+    # 8 s...); eight of them cover a store that takes minutes to start
+    agent = start_agent(policy('attempts = 1\nretry_delay = "2s"\nretries = 8\n'))
+    gw.stop_rgw()
+    try:
+        path = dump(agent, target.pid)
+        # the first hand-over fails unavailable, and another is announced; the bound: a refused connection
+        first = wait_for(lambda: records_of(agent, path, "retry"), timeout=120, what="the first retry record")[0]
+        assert first["DSAGENT_EGRESS_RESULT"] == "unavailable" and first["DSAGENT_EGRESS_HANDOVER"] == "1", first
+        assert first["DSAGENT_EGRESS_RETRY_USEC"] == "2000000", first
+        assert not records_of(agent, path, "outcome"), "a transient failure was the upload's last word"
+        assert label(path) == "pending:central", label(path)
+    finally:
+        gw.start_rgw()
+    # radosgw answers again within its START_BOUND (120 s); the hand-overs until then wait at most 2+4+...+256 s in
+    # all: 600 s is a bound on a hang
+    out = assert_uploaded_once(agent, path, bound=600)
+    assert int(out["DSAGENT_EGRESS_HANDOVER"]) >= 2, out
+    retries = records_of(agent, path, "retry")
+    assert [r["DSAGENT_EGRESS_HANDOVER"] for r in retries] == [str(n) for n in range(1, len(retries) + 1)], retries
+    assert int(out["DSAGENT_EGRESS_HANDOVER"]) == len(retries) + 1, (out, retries)
+    print(f"# uploaded at hand-over {out['DSAGENT_EGRESS_HANDOVER']}", flush=True)
+
+
+@test
+def an_upload_refused_busy_is_handed_over_again_and_uploaded():
+    target = Target(SVC)
+    agent = start_agent(policy('retry_delay = "1s"\n'))
+    server = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    os.kill(server, signal.SIGSTOP)  # it reads nothing more: the requests pile up in its socket's buffer
+    try:
+        paths, busy = [], []
+        # the buffer holds a few dozen requests at most; 64 dumps are a bound far beyond that
+        for _ in range(64):
+            paths.append(dump(agent, target.pid))
+            busy = [r for r in agent.records(message_id=EGRESS_MESSAGE_ID) if r.get("DSAGENT_EGRESS_RESULT") == "busy"]
+            if busy:
+                break
+        assert busy, "no upload was refused busy"
+        path = busy[0]["DSAGENT_DUMP_PATH"]
+        assert busy[0]["DSAGENT_EGRESS_EVENT"] == "retry" and path == paths[-1], busy
+        assert label(path) == "pending:central", label(path)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    # each small upload takes well under a second on loopback; the busy one's hand-overs wait 1 s, 2 s, 4 s... and
+    # the server takes 4 at once and queues 16: 300 s is a bound on a hang
+    out = assert_uploaded_once(agent, path, bound=300)
+    assert int(out["DSAGENT_EGRESS_HANDOVER"]) >= 2, out
+    for p in paths[:-1]:
+        assert_uploaded_once(agent, p, bound=300)
+
+
+@test
+def a_killed_egress_server_is_started_again_and_its_upload_completes():
+    gw = store()
+    target = Target(SVC)
+    agent = start_agent(policy('retry_delay = "1s"\n'))
+    first = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    gw.pause_rgw()  # the upload is held: the store takes the connection and answers nothing
+    try:
+        path = dump(agent, target.pid)
+        wait_for(lambda: children_of(first), what="the upload's process under way")
+        os.kill(first, signal.SIGKILL)
+        died = wait_for(lambda: restarted(agent), what="the record of the server's death")[0]
+        assert "signal 9" in died["DSAGENT_EGRESS_ERROR"], died
+        lost = wait_for(lambda: records_of(agent, path, "retry"), what="the lost upload's retry record")[0]
+        assert lost["DSAGENT_EGRESS_RESULT"] == "lost" and lost["DSAGENT_EGRESS_HANDOVER"] == "1", lost
+        # a new server, started by the supervisor after 1 s; the agent itself was never restarted
+        second = wait_for(lambda: (pid := server_pid(agent)) and pid != first and pid, what="a new server")
+        assert second != first and agent.proc.poll() is None
+    finally:
+        gw.resume_rgw()
+    # the hand-over after 1 s reaches the new server; the store runs again: 300 s is a bound on a hang (a
+    # connection the frozen store held is cut after 30 s of no progress and tried again)
+    out = assert_uploaded_once(agent, path, bound=300)
+    assert out["DSAGENT_EGRESS_HANDOVER"] == "2", out
+    assert len(restarted(agent)) == 1, restarted(agent)
+
+
+@test
+def a_server_that_dies_at_once_is_not_started_again_in_a_tight_loop():
+    target = Target(SVC)
+    # test builds: every server the supervisor starts exits at once
+    agent = start_agent(policy('retries = 0\n'), env={"DSAGENT_TEST_EGRESS_SERVER_DIES": "1"})
+    wait_for(lambda: restarted(agent), what="the first server's death")
+    # the window: deaths counted over 10 s. With the backoff (1 s, 2 s, 4 s, 8 s...) at most 4 more fit in it
+    # however fast the machine (a loaded one starts fewer); a tight loop makes thousands
+    time.sleep(10)
+    deaths = restarted(agent)
+    assert 2 <= len(deaths) <= 5, [d["DSAGENT_EGRESS_ERROR"] for d in deaths]
+    said = [d["DSAGENT_EGRESS_ERROR"] for d in deaths]
+    assert "status 3" in said[0] and "starts again in 1 s" in said[0] and "starts again in 2 s" in said[1], said
+    # the agent answers meanwhile; a dump's upload, which no server lives to take, waits in the socket for the
+    # next one, its file labelled pending (the agent's next start hands it over again)
+    path = dump(agent, target.pid)
+    r = dsctl(agent, ALICE, "--json", "info", str(target.pid))
+    assert r.returncode == 0, r
+    assert os.path.exists(path) and label(path) == "pending:central", label(path)
+
+
+@test
+def a_url_is_answered_while_four_uploads_are_held():
+    gw = store()
+    target = Target(SVC)
+    agent = start_agent(policy('timeout = "10m"\n'))
+    done = dump(agent, target.pid)
+    assert_uploaded_once(agent, done, bound=120)  # a small file on loopback: well under a second
+    server = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    gw.pause_rgw()  # each upload is held: the frozen store takes its connection and answers nothing
+    try:
+        for _ in range(4):
+            dump(agent, target.pid)
+        wait_for(lambda: len(children_of(server)) == 4, what="four uploads under way")
+        r = dsctl(agent, ALICE, "--json", "dumps", "--url", done)
+        # answered while the four were still held: they are all there still (curl cuts a stalled transfer only
+        # after 30 s, and tries it again in the same process)
+        held = len(children_of(server))
+        assert r.returncode == 0 and json.loads(r.stdout)["url"].startswith(gw.endpoint + "/"), r
+        assert held == 4, held
+    finally:
+        gw.resume_rgw()
+
+
+if __name__ == "__main__":
+    run_tests()
