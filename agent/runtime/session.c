@@ -55,6 +55,9 @@
 #define SESSION_CLIENT_STALL_STOPPING_USEC (1 * USEC_PER_SEC)
 /* A gcdump's copy: once its stream has ended, the worker has this long more to write the .gcdump. */
 #define SESSION_GCDUMP_WRITE_USEC (120 * USEC_PER_SEC)
+/* The reply waits this long at most for the copy's worker once the stream has ended: dsctl waits 60 s for the
+ * session's last word. A trace's worker only drains its pipe; a gcdump's writes the .gcdump of the heap. */
+#define SESSION_COPY_FINISH_USEC (30 * USEC_PER_SEC)
 
 typedef struct Session {
         Request *request;
@@ -107,6 +110,7 @@ typedef struct Session {
         size_t relay_bytes;     /* in the relay pipe */
         size_t copy_ahead;      /* of them, at its head, already teed into the copy's pipe */
         sd_event_source *copy_source;
+        sd_event_source *copy_stall_timer; /* armed while the copy's pipe is full */
         bool finish_waiting;    /* the stream is over; the reply waits for the copy's worker */
         char copy_text[PATH_MAX + 128]; /* what became of the copy, for the request's record */
 } Session;
@@ -180,6 +184,7 @@ static void session_free(void *p) {
         sd_event_source_disable_unref(s->timer);
         sd_event_source_disable_unref(s->stall_timer);
         sd_event_source_disable_unref(s->copy_source);
+        sd_event_source_disable_unref(s->copy_stall_timer);
         safe_close(s->stream_fd);
         safe_close(s->pipe_fd);
         safe_close(s->copy_fd);
@@ -314,6 +319,7 @@ static void session_end_stream(Session *s) {
         s->stream_fd = safe_close(s->stream_fd);
         s->pipe_fd = safe_close(s->pipe_fd); /* the client reads to the end of the pipe, then sees EOF */
         s->copy_source = sd_event_source_disable_unref(s->copy_source);
+        s->copy_stall_timer = sd_event_source_disable_unref(s->copy_stall_timer);
         s->copy_fd = safe_close(s->copy_fd); /* and the copy's worker, to the end of its own */
         s->relay_read = safe_close(s->relay_read);
         s->relay_write = safe_close(s->relay_write);
@@ -405,6 +411,15 @@ typedef enum SessionWaitFor {
         SESSION_WAIT_COPY,      /* room in the copy's pipe */
 } SessionWaitFor;
 
+/* The copy's worker stopped reading (dump_dir's guards, its deadline, a failure): the copy is dropped, its
+ * outcome says why, and the client's stream goes on alone. */
+static void session_copy_dropped(Session *s) {
+        s->copy_source = sd_event_source_disable_unref(s->copy_source);
+        s->copy_stall_timer = sd_event_source_disable_unref(s->copy_stall_timer);
+        s->copy_fd = safe_close(s->copy_fd);
+        s->copy_ahead = 0;
+}
+
 /* Which end to wait for, when the stream goes through the relay pipe. */
 static void session_wait_relay(Session *s, SessionWaitFor what) {
         (void)sd_event_source_set_enabled(s->stream_source, what == SESSION_WAIT_STREAM ? SD_EVENT_ON : SD_EVENT_OFF);
@@ -416,14 +431,14 @@ static void session_wait_relay(Session *s, SessionWaitFor what) {
                 session_arm_stall(s, false);
         else if (s->stall_timer)
                 (void)sd_event_source_set_enabled(s->stall_timer, SD_EVENT_OFF);
-}
-
-/* The copy's worker stopped reading (dump_dir's guards, its deadline, a failure): the copy is dropped, its
- * outcome says why, and the client's stream goes on alone. */
-static void session_copy_dropped(Session *s) {
-        s->copy_source = sd_event_source_disable_unref(s->copy_source);
-        s->copy_fd = safe_close(s->copy_fd);
-        s->copy_ahead = 0;
+        if (what == SESSION_WAIT_COPY && s->copy_stall_timer &&
+            sd_event_source_get_enabled(s->copy_stall_timer, NULL) == 0 &&
+            arm_oneshot(s->copy_stall_timer, s->request->broker->event,
+                        s->stopping ? SESSION_CLIENT_STALL_STOPPING_USEC : SESSION_CLIENT_STALL_USEC) < 0) {
+                /* without a deadline a stuck worker could hold the session: no copy, and the stream wakes the relay */
+                session_copy_dropped(s);
+                (void)sd_event_source_set_enabled(s->stream_source, SD_EVENT_ON);
+        }
 }
 
 /* The client is gone: the bytes it would have had are read and dropped. */
@@ -473,9 +488,11 @@ static void session_pump_relay(Session *s) {
                                 session_wait_relay(s, SESSION_WAIT_COPY);
                                 return;
                         }
-                        if (n > 0)
+                        if (n > 0) {
                                 s->copy_ahead = (size_t)n;
-                        else
+                                if (s->copy_stall_timer) /* it reads */
+                                        (void)sd_event_source_set_enabled(s->copy_stall_timer, SD_EVENT_OFF);
+                        } else
                                 session_copy_dropped(s); /* EPIPE: its worker has stopped reading */
                 }
                 to_client = s->copy_fd >= 0 ? s->copy_ahead : s->relay_bytes;
@@ -573,9 +590,35 @@ static int session_on_copy(sd_event_source *source, int fd, uint32_t revents, vo
         return 0;
 }
 
+/*
+ * The copy's pipe stayed full as long as a client's may (a worker stuck on a slow disk, or stopped): the copy
+ * is dropped, as one dump_dir cannot hold is, so that it never holds the client's session or the runtime's
+ * rundown. What its worker wrote is not the whole stream, and a stopped worker would hold the reply: it goes.
+ */
+static int session_on_copy_stall(sd_event_source *source, uint64_t usec, void *userdata) {
+        Session *s = userdata;
+
+        session_copy_dropped(s);
+        s->copy = session_copy_free(s->copy);
+        snprintf(s->copy_text, sizeof(s->copy_text),
+                 "; no copy kept for egress: its worker did not keep up with the stream");
+        session_pump(s);
+        return 0;
+}
+
 static int session_on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
         Session *s = userdata;
 
+        if (s->finish_waiting) {
+                /* the copy's worker did not finish in time: the client is answered without it */
+                s->finish_waiting = false;
+                s->copy = session_copy_free(s->copy);
+                snprintf(s->copy_text, sizeof(s->copy_text),
+                         "; no copy kept for egress: its worker did not finish within %llu s of the stream's end",
+                         (unsigned long long)(SESSION_COPY_FINISH_USEC / USEC_PER_SEC));
+                session_finish(s);
+                return 0;
+        }
         if (!s->stopping)
                 session_stop(s, s->duration_asked_usec > 0 ? "duration" : "duration-limit");
         else if (!s->stream_ended)
@@ -693,18 +736,22 @@ static void session_finish(Session *s) {
         char reason[160 + sizeof(s->copy_text)];
         bool complete = s->stop_ok && !s->cut && !s->client_stalled;
 
-        s->timer = sd_event_source_disable_unref(s->timer);
         session_release_slot(s);
         (void)connection_watch_client(req->connection, 0, NULL);
         (void)session_audit(s, true); /* a lost end record cannot undo the session; the request record says it */
-        if (s->copy && !s->cut) {
-                /* the stream is over and its pipe closed: the worker writes what it has, within its deadline */
-                if (!session_copy_ended(s->copy)) {
+        if (s->copy && !s->cut && !session_copy_ended(s->copy)) {
+                /* the stream is over and its pipe closed: the worker writes what it has; the reply waits for it,
+                 * within a deadline dsctl's wait for the session's last word outlasts */
+                if (arm_oneshot(s->timer, req->broker->event, SESSION_COPY_FINISH_USEC) >= 0) {
                         s->finish_waiting = true;
                         return;
                 }
-                session_keep_copy(s);
+                s->copy = session_copy_free(s->copy);
+                snprintf(s->copy_text, sizeof(s->copy_text), "; no copy kept for egress: no deadline for its worker");
         }
+        s->timer = sd_event_source_disable_unref(s->timer);
+        if (s->copy && !s->cut)
+                session_keep_copy(s);
 
         snprintf(reason, sizeof(reason), "%s session ended (%s) after %llu bytes%s%s", s->kind, s->how,
                  (unsigned long long)s->bytes, complete ? "" : ", incomplete", s->copy_text);
@@ -773,6 +820,10 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
                 r = sd_event_add_io(event, &s->copy_source, s->copy_fd, EPOLLOUT, session_on_copy, s);
         if (r >= 0 && s->copy_source)
                 r = sd_event_source_set_enabled(s->copy_source, SD_EVENT_OFF);
+        if (r >= 0 && s->copy_source)
+                r = sd_event_add_time(event, &s->copy_stall_timer, CLOCK_MONOTONIC, 0, 0, session_on_copy_stall, s);
+        if (r >= 0 && s->copy_stall_timer)
+                r = sd_event_source_set_enabled(s->copy_stall_timer, SD_EVENT_OFF);
         if (r < 0)
                 return r;
         session_arm_timer(s, s->duration_limit_usec);

@@ -12,14 +12,18 @@ import hashlib
 import json
 import os
 import re
+import signal
+import subprocess
 
 import radosgw
-from harness import (ALICE, BUILD, MALLORY, RUNTIME_BOUND, SVC, Agent, Target, dsctl, make_dir, run_tests, test, uid_of,
-                     wait_for)
+from harness import (ALICE, BUILD, DSCTL, MALLORY, RUNTIME_BOUND, SVC, Agent, Target, dsctl, make_dir, run_tests, test, uid_of,
+                     as_user, wait_for)
 
 HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
 EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
 DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
+SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
+PROVIDER = "Dsagent-TestTarget"  # the test app's EventSource (its --emit-events)
 # the .gcdump's first bytes, as dotnet-gcdump writes them (FastSerialization's header)
 GCDUMP_MAGIC = b"!FastSerialization.1"
 
@@ -35,7 +39,7 @@ def keys_file(access_key, secret_key):
     return path
 
 
-def sessions_policy(egress=True, agent_extra=""):
+def sessions_policy(egress=True, agent_extra="", rule_extra=""):
     """A store, and a rule that lets alice trace and gcdump dst-svc's processes, uploading there when @egress."""
     gw = store()
     credentials = keys_file(gw.access_key, gw.secret_key)
@@ -57,6 +61,7 @@ commands = ["trace", "gcdump", "ps", "info"]
 targets.users = ["{SVC}"]
 trace_profiles = ["cpu-sampling"]
 {'egress = "central"' if egress else ''}
+{rule_extra}
 """
 
 
@@ -203,6 +208,54 @@ def a_copy_max_use_cannot_hold_is_dropped_and_the_clients_trace_goes_on_whole():
     assert agent.records(message_id=EGRESS_MESSAGE_ID) == []
     reasons = [x.get("DSAGENT_REASON", "") for x in agent.records() if x.get("DSAGENT_RULE") == "ops-sessions"]
     assert any("no copy kept for egress" in x and "max_use" in x for x in reasons), reasons
+
+
+def agent_workers(agent):
+    """The agent's children but its egress process: its workers."""
+    children = open(f"/proc/{agent.proc.pid}/task/{agent.proc.pid}/children").read().split()
+    return [int(c) for c in children if open(f"/proc/{c}/comm").read().strip() != "dsagent-egress"]
+
+
+@test
+def a_copy_whose_worker_stops_reading_is_dropped_and_the_clients_trace_goes_on_whole():
+    """The copy's worker stopped (SIGSTOP, as a worker stuck on a slow disk would be): once the copy's pipe has
+    been full for the stall bound the copy is dropped, and the relay goes on to the client alone. Without that
+    bound the stream stayed held behind the full pipe, the stop's rundown could not be read, and the session
+    was cut at its stop deadline: the client's trace failed."""
+    # the app writes its marker events as fast as it can: the stream outgrows the relay's and the copy's pipes
+    # (1 MiB each) at once while the worker is stopped; the session ends at max_trace_size (8 MiB), stopped
+    target = Target(SVC, args=("--emit-events", "0"))
+    agent = start_agent(sessions_policy(agent_extra='max_trace_size = "8M"',
+                                        rule_extra=f'trace_providers = ["{PROVIDER}"]'))
+    out = os.path.join(make_dir(ALICE), "t.nettrace")
+    # --duration 60: a bound far past the copy's stall bound (10 s), never reached: max_trace_size ends it
+    trace = subprocess.Popen(as_user(ALICE, [DSCTL, "--socket", agent.socket, "--json", "trace", str(target.pid),
+                                             "--providers", PROVIDER, "--duration", "60", "-o", out]),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped = []
+    try:
+        wait_for(lambda: agent.records(message_id=SESSION_START_ID), what="the session's start record")
+        for pid in agent_workers(agent):
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        # the session's own bound: its duration (60 s), its stop's grace (60 s); dsctl's wait for its last word
+        stdout, stderr = trace.communicate(timeout=240)
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass  # the copy's worker: the agent killed it when it dropped the copy
+        if trace.poll() is None:
+            trace.kill()
+    assert trace.returncode == 0, (stdout, stderr)
+    summary = json.loads(stdout)
+    # the precondition: more than both pipes hold, so the copy's pipe really stayed full
+    assert summary["complete"] and summary["size"] == os.path.getsize(out) > 2 * 1024 * 1024, summary
+    reasons = [x.get("DSAGENT_REASON", "") for x in agent.records() if x.get("DSAGENT_RULE") == "ops-sessions"]
+    assert any("no copy kept for egress: its worker did not keep up" in x for x in reasons), reasons
+    assert dump_dir_names(agent) == [], dump_dir_names(agent)
+    assert agent.records(message_id=EGRESS_MESSAGE_ID) == []
 
 
 @test
