@@ -839,6 +839,14 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
         return connection_watch_client(req->connection, EPOLLIN | EPOLLRDHUP, session_on_client);
 }
 
+/* dsctl's trace or gcdump (not a tool's through the proxy) under a rule that names an egress store */
+static bool session_wants_copy(const Session *s) {
+        const PolicyRule *rule = s->request->verdict.rule;
+
+        return !s->proxied && rule && rule->egress &&
+               (s->command == POLICY_COMMAND_TRACE || s->command == POLICY_COMMAND_GCDUMP);
+}
+
 /*
  * A trace or a gcdump under a rule that names an egress store: the copy's worker, and the relay pipe the
  * stream goes through (session_pump_relay()). A copy that cannot start is not kept (s->copy_text says
@@ -846,12 +854,10 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
  */
 static void session_start_copy(Session *s) {
         Request *req = s->request;
-        const PolicyRule *rule = req->verdict.rule;
         const char *why = NULL;
         int fds[2], r;
 
-        if (s->proxied || !rule || !rule->egress ||
-            (s->command != POLICY_COMMAND_TRACE && s->command != POLICY_COMMAND_GCDUMP))
+        if (!session_wants_copy(s))
                 return;
         r = session_copy_start(&(SessionCopyParams){
                         .broker = req->broker, .policy = req->policy, .gcdump = s->command == POLICY_COMMAND_GCDUMP,
@@ -995,6 +1001,8 @@ static void session_decided(Request *req) {
                 return;
         }
         s->admitted = true;
+        if (session_wants_copy(s))
+                req->audit_records = 4; /* and the dump record of the copy kept for the rule's egress store */
         if (req->verdict.rule && req->verdict.rule->max_duration_usec > 0 &&
             req->verdict.rule->max_duration_usec < s->duration_limit_usec)
                 s->duration_limit_usec = req->verdict.rule->max_duration_usec;
@@ -1103,7 +1111,6 @@ void session_start_trace(Request *req, const WireMessage *m) {
 
         if (!s)
                 return;
-        req->audit_records = 4; /* and the dump record of a copy kept for the rule's egress store */
         if (wire_message_get_string(m, WIRE_TAG_TRACE_PROFILE, &s->profile) < 0 ||
             wire_message_get_string(m, WIRE_TAG_PROVIDERS, &providers) < 0) {
                 request_reply_oom(req);
@@ -1293,10 +1300,7 @@ void session_start_stacks(Request *req, const WireMessage *m) {
 void session_start_gcdump(Request *req, const WireMessage *m) {
         Session *s = session_new(req, "gcdump");
 
-        if (!s)
-                return;
-        req->audit_records = 4; /* and the dump record of a copy kept for the rule's egress store */
-        if (!monitor_read_limits(s, m, SESSION_GCDUMP_DEFAULT_USEC))
+        if (!s || !monitor_read_limits(s, m, SESSION_GCDUMP_DEFAULT_USEC))
                 return;
         monitor_start(s, m, POLICY_COMMAND_GCDUMP, monitor_gcdump_config(&s->config));
 }
