@@ -829,7 +829,8 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
         session_arm_timer(s, s->duration_limit_usec);
         /* the connection's own deadline is only a backstop behind the session's */
         r = connection_set_deadline(req->connection, s->duration_limit_usec + SESSION_STOP_GRACE_USEC +
-                                               2 * req->broker->config.runtime_timeout_usec);
+                                               2 * req->broker->config.runtime_timeout_usec +
+                                               (s->copy ? SESSION_COPY_FINISH_USEC : 0));
         if (r < 0)
                 return r;
         if (session_announce(s, pipe_read_fd) < 0) {

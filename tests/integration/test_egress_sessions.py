@@ -8,7 +8,6 @@ copy that dump_dir's max_use cannot hold is dropped and the client's trace goes 
 
 One store serves the whole file (radosgw.py), started on first use.
 """
-import hashlib
 import json
 import os
 import re
@@ -16,12 +15,10 @@ import signal
 import subprocess
 
 import radosgw
-from harness import (ALICE, BUILD, DSCTL, MALLORY, RUNTIME_BOUND, SVC, Agent, Target, dsctl, make_dir, run_tests, test, uid_of,
+from egress_tools import DUMP_MESSAGE_ID, EGRESS_MESSAGE_ID, HELPER, keys_file, outcome_for, sha256_file
+from harness import (ALICE, DSCTL, MALLORY, RUNTIME_BOUND, SVC, Agent, Target, dsctl, make_dir, run_tests, test, uid_of,
                      as_user, wait_for)
 
-HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
-EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
-DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 PROVIDER = "Dsagent-TestTarget"  # the test app's EventSource (its --emit-events)
 # the .gcdump's first bytes, as dotnet-gcdump writes them (FastSerialization's header)
@@ -30,19 +27,10 @@ GCDUMP_MAGIC = b"!FastSerialization.1"
 store = radosgw.file_store
 
 
-def keys_file(access_key, secret_key):
-    directory = make_dir(None, 0o700)
-    path = os.path.join(directory, "keys")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(f'access_key_id = "{access_key}"\nsecret_access_key = "{secret_key}"\n')
-    return path
-
-
 def sessions_policy(egress=True, agent_extra="", rule_extra=""):
     """A store, and a rule that lets alice trace and gcdump dst-svc's processes, uploading there when @egress."""
     gw = store()
-    credentials = keys_file(gw.access_key, gw.secret_key)
+    credentials = keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
     return f"""[agent]
 dump_dir = "@DUMP_DIR@"
 {agent_extra}
@@ -67,25 +55,6 @@ trace_profiles = ["cpu-sampling"]
 
 def start_agent(policy):
     return Agent(policy=policy, env={"DSAGENT_TEST_EGRESS_HELPER": HELPER})
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
-            digest.update(piece)
-    return digest.hexdigest()
-
-
-def outcome_for(agent, path, timeout=120):
-    """The egress outcome record of @path, once it is written. @timeout: the upload's own bound (a small file on
-    loopback takes well under a second; 120 s covers a loaded machine and the store's retries)."""
-    def find():
-        for r in agent.records(message_id=EGRESS_MESSAGE_ID):
-            if r.get("DSAGENT_DUMP_PATH") == path and r.get("DSAGENT_EGRESS_EVENT") == "outcome":
-                return r
-        return None
-    return wait_for(find, timeout=timeout, what=f"the egress outcome of {path}")
 
 
 def listed(agent, user):
