@@ -17,7 +17,7 @@ import subprocess
 import radosgw
 from egress_tools import DUMP_MESSAGE_ID, EGRESS_MESSAGE_ID, HELPER, keys_file, outcome_for, sha256_file
 from harness import (ALICE, DSCTL, MALLORY, RUNTIME_BOUND, SVC, Agent, Target, dsctl, make_dir, run_tests, test, uid_of,
-                     as_user, wait_for)
+                     as_user, stock_gcdump_report, wait_for)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 PROVIDER = "Dsagent-TestTarget"  # the test app's EventSource (its --emit-events)
@@ -141,9 +141,12 @@ def a_rules_gcdump_reaches_the_client_and_its_heap_dump_the_store():
     with open(out, "rb") as f:
         assert f.read(64).find(GCDUMP_MAGIC) >= 0
     path, key, kept = assert_kept_and_uploaded(agent, "gcdump", ".gcdump", out)
-    # the agent's .gcdump is made of the same stream by the same writer as [[collect]]'s then.gcdump: a heap dump
+    # the agent's .gcdump is made of the same stream as dsctl's, by the writer [[collect]]'s then.gcdump uses: the
+    # same heap, its types, counts and sizes, as the stock dotnet-gcdump reports each file
     with open(path, "rb") as f:
         assert f.read(64).find(GCDUMP_MAGIC) >= 0
+    theirs, ours = stock_gcdump_report(out), stock_gcdump_report(path)
+    assert ours == theirs and "System.String" in ours, f"the client's .gcdump:\n{theirs}\nthe copy:\n{ours}"
 
 
 @test
