@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Trace, counters, stacks, exceptions and logs sessions (session.h): owns each session's runtime
- * connection and relay pipe; commands.c and proxy.c start them.
+ * connection and relay pipe, and a trace's or gcdump's copy for its rule's egress store (session-copy.h);
+ * commands.c and proxy.c start them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -451,8 +452,9 @@ static ssize_t session_relay_discard(Session *s, size_t n) {
 /*
  * As session_pump(), through the relay pipe: the runtime's bytes are spliced into it, teed into the copy's
  * pipe (the bytes are shared, not copied), then spliced into the client's. tee() always starts at the head
- * of the relay, so the copy is teed only what the client has taken all of (copy_ahead): neither end ever
- * gets a byte twice. A full end holds the stream back, as a slow client alone does.
+ * of the relay: so the client is given only what the copy has (copy_ahead), and the copy is teed again only
+ * once the client has taken all of that. Neither end ever gets a byte twice or misses one; a full end holds
+ * the stream back, as a slow client alone does.
  */
 static void session_pump_relay(Session *s) {
         for (unsigned i = 0; i < SESSION_SPLICES_PER_WAKEUP && !s->stream_ended; i++) {
