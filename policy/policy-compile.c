@@ -1098,11 +1098,11 @@ static bool check_rule_coherence(Compiler *c, const TomlValue *table, const Rule
                          "env_reveal given, but the rule does not grant 'env'");
                 ok = false;
         }
-        /* a rule's traces and gcdumps go to the client alone (dump_dir keeps no copy): its dumps are what it uploads */
-        if (k->egress && !(r->commands & (1u << POLICY_COMMAND_DUMP))) {
+        /* a rule uploads what dump_dir keeps of it: its dumps, and the copies of its traces and gcdumps */
+        if (k->egress && !(r->commands & POLICY_COMMANDS_EGRESS)) {
                 error_at(c, k->egress->line, k->egress->column,
-                         "egress given, but the rule does not grant 'dump': a rule uploads its dumps alone (its "
-                         "traces and gcdumps go to the client; a [[collect]] table's go to its then.egress)");
+                         "egress given, but the rule grants none of 'dump', 'trace', 'gcdump': a rule uploads its "
+                         "dumps, traces and gcdumps alone (a [[collect]] table's artifacts go to its then.egress)");
                 ok = false;
         }
         if (!timed && k->max_duration) {

@@ -33,6 +33,10 @@ typedef enum PolicyCommand {
 
 /* Sets of commands, a bit per PolicyCommand (1u << command), as a rule's commands are kept. */
 #define POLICY_COMMANDS_ALL ((uint32_t)((1u << _POLICY_COMMAND_MAX) - 1))
+/* The commands a rule's egress uploads the artifacts of: dump_dir keeps a dump, and a copy of a trace or a
+ * gcdump, for the store (docs/egress.md) */
+#define POLICY_COMMANDS_EGRESS \
+        ((1u << POLICY_COMMAND_DUMP) | (1u << POLICY_COMMAND_TRACE) | (1u << POLICY_COMMAND_GCDUMP))
 #define POLICY_COMMANDS_RUNNING_CODE \
         ((uint32_t)((1u << POLICY_COMMAND_SETENV) | (1u << POLICY_COMMAND_STARTUP_HOOK) | (1u << POLICY_COMMAND_PROFILER)))
 /* The commands about a live process: all but crashes, which is about the dead. A grant of crashes alone neither

@@ -82,8 +82,10 @@ static uint64_t monotonic_usec(const Request *req) {
         return now;
 }
 
-/* The name is the agent's: nothing of it is taken from a client, and the target's part is sanitized. */
-static void dump_file_name(const Request *req, char *buf, size_t size) {
+/* The name is the agent's: nothing of it is taken from a client, and the target's part is sanitized.
+ * @kind.NAME.PID.@detail.TIME.REQUESTID@suffix: "dump" and its type, or a session's copy and "" (its kind). */
+static void request_file_name(const Request *req, const char *kind, const char *detail, const char *suffix, char *buf,
+                              size_t size) {
         char name[DUMP_NAME_PART_SIZE], stamp[32];
         struct tm tm;
         time_t now = time(NULL);
@@ -91,8 +93,12 @@ static void dump_file_name(const Request *req, char *buf, size_t size) {
         dump_name_part(req->target->name, name, sizeof(name));
         gmtime_r(&now, &tm);
         strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-        snprintf(buf, size, "dump.%s.%d.%s.%s.%016" PRIx64, name, (int)req->target->pid,
-                 policy_dump_type_to_string(req->ask.dump_type), stamp, req->id);
+        snprintf(buf, size, "%s.%s.%d.%s%s%s.%016" PRIx64 "%s", kind, name, (int)req->target->pid, detail,
+                 detail[0] ? "." : "", stamp, req->id, suffix);
+}
+
+static void dump_file_name(const Request *req, char *buf, size_t size) {
+        request_file_name(req, "dump", policy_dump_type_to_string(req->ask.dump_type), "", buf, size);
 }
 
 /* Who may read it: the requester and the rule's readers, unless the process's memory is root's alone. */
@@ -192,6 +198,50 @@ static void dump_egress(DumpWork *work, const char *name, bool readable) {
                                                   .container = req->target->container_id,
                                                   .request_id = req->id, .requester = req->peer->uid,
                                                   .rule = req->verdict.rule_name });
+}
+
+int dump_publish_session_copy(Request *req, int dir_fd, int file_fd, const char *kind, const char *suffix,
+                              uint64_t size, char *ret_path, size_t path_size) {
+        const PolicyRule *rule = req->verdict.rule;
+        uid_t users[64];
+        size_t n_users;
+        AclGrant readers;
+        char name[128], path[PATH_MAX];
+        int r;
+
+        dump_readers(req, true, users, &n_users, &readers);
+        request_file_name(req, kind, "", suffix, name, sizeof(name));
+        r = dump_publish_fd(dir_fd, file_fd, &readers,
+                            &(DumpAttributes){ .requester = req->peer->uid, .charged = req->peer->charged_uid,
+                                               .target_pid = req->target->pid, .target_uid = target_euid(req->target),
+                                               .target_unit = req->target->unit, .target_exe = req->target->exe,
+                                               .target_name = req->target->name, .dump_type = kind,
+                                               .request_id = req->id },
+                            name);
+        if (r != 0)
+                return r;
+        snprintf(path, sizeof(path), "%s/%s", req->policy->agent.dump_dir, name);
+        /* no copy without its record: a copy whose record cannot be written goes again */
+        r = audit_log_artifact(req->broker->config.audit_sink, req->policy->agent.audit_failure_allow, dir_fd, name,
+                               &(AuditDumpEvent){
+                .request_id = req->id, .requester = req->peer->uid, .target_pid = req->target->pid,
+                .target_uid = target_euid(req->target), .target_unit = req->target->unit, .target_exe = req->target->exe,
+                .target_container_id = req->target->container_id, .target_pod_uid = req->target->pod_uid,
+                .target_cgroup = req->target->cgroup, .target_cgroup_vouched = req->target->cgroup_vouched,
+                .rule = req->verdict.rule_name, .path = path, .size = size, .dump_type = kind, .readable = true,
+                .reservation = &req->audit_room });
+        if (r < 0)
+                return r;
+        if (rule && rule->egress)
+                egress_upload_artifact(req->broker, rule->egress, req->policy->agent.dump_dir, dir_fd, name,
+                                       &(EgressArtifact){ .type = kind, .extension = suffix[0] == '.' ? suffix + 1 : suffix,
+                                                          .process = req->target->name, .pid = req->target->pid,
+                                                          .unit = req->target->unit,
+                                                          .container = req->target->container_id,
+                                                          .request_id = req->id, .requester = req->peer->uid,
+                                                          .rule = req->verdict.rule_name });
+        snprintf(ret_path, path_size, "%s", path);
+        return 0;
 }
 
 static void dump_reply(DumpWork *work, const char *name, uint64_t size, bool readable) {

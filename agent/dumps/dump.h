@@ -26,6 +26,19 @@ typedef enum DumpDelivery {
  */
 void dump_start_as(Request *req, const WireMessage *m, PolicyDumpType type, DumpDelivery delivery);
 void dumps_list(Request *req);
+/*
+ * dump_publish_session_copy() - publish the copy dump_dir kept of @req's trace or gcdump session (session-copy.h)
+ * @kind: "trace" or "gcdump", its type and the first part of its name; @suffix: ".nettrace" or ".gcdump"
+ *
+ * As a dump of @req is: for the requester and the rule's readers, labelled with its requester and request, named
+ * @kind.NAME.PID.TIME.REQUESTID@suffix, then recorded (the dump record: without it the file goes again, unless
+ * audit_failure = "allow") and handed to the rule's egress store (egress_upload_artifact()).
+ *
+ * Return: 0 with its path in @ret_path, DUMP_PUBLISH_E_NO_SPACE, or a negative errno (nothing is left).
+ */
+int dump_publish_session_copy(Request *req, int dir_fd, int file_fd, const char *kind, const char *suffix,
+                              uint64_t size, char *ret_path, size_t path_size);
+
 
 /*
  * dumps_remove() - remove the dump PATH names, if the caller asked for it

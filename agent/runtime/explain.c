@@ -82,9 +82,9 @@ static void explain_decided(Request *req) {
         wire_writer_put_string(w, WIRE_TAG_MESSAGE, v->reason);
         if (req->work)
                 wire_writer_put_string(w, WIRE_TAG_PROVIDERS, ((ExplainTrace *)req->work)->providers_text);
-        /* where the dump would go too: a rule's egress uploads its dumps alone (a trace or a gcdump goes to the
-         * client, and dump_dir keeps no copy to upload: docs/egress.md), so only a dump names the store */
-        if (v->allowed && v->rule && req->ask.command == POLICY_COMMAND_DUMP)
+        /* where the artifact would go too: a rule's egress uploads its dumps, and the copies dump_dir keeps of its
+         * traces and gcdumps (docs/egress.md); nothing of another command */
+        if (v->allowed && v->rule && (POLICY_COMMANDS_EGRESS & (1u << req->ask.command)))
                 commands_put_egress(w, v->rule->egress);
         commands_put_target_fields(w, req->target);
         r = connection_queue_frame(req->connection, w);

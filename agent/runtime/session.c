@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Trace, counters, stacks, exceptions and logs sessions (session.h): owns each session's runtime
- * connection and relay pipe; commands.c and proxy.c start them.
+ * connection and relay pipe, and a trace's or gcdump's copy for its rule's egress store (session-copy.h);
+ * commands.c and proxy.c start them.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,9 @@
 #include "eventpipe/session-config.h"
 #include "agent/ports/ports.h"
 #include "agent/runtime/session.h"
+#include "agent/runtime/session-copy.h"
+#include "agent/dumps/dump.h"
+#include "agent/dumps/dump-publish.h"
 #include "agent/ports/startup.h"
 #include "agent/support/test-hooks.h"
 #include "common/text.h"
@@ -49,6 +54,11 @@
  */
 #define SESSION_CLIENT_STALL_USEC (10 * USEC_PER_SEC)
 #define SESSION_CLIENT_STALL_STOPPING_USEC (1 * USEC_PER_SEC)
+/* A gcdump's copy: once its stream has ended, the worker has this long more to write the .gcdump. */
+#define SESSION_GCDUMP_WRITE_USEC (120 * USEC_PER_SEC)
+/* The reply waits this long at most for the copy's worker once the stream has ended: dsctl waits 60 s for the
+ * session's last word. A trace's worker only drains its pipe; a gcdump's writes the .gcdump of the heap. */
+#define SESSION_COPY_FINISH_USEC (30 * USEC_PER_SEC)
 
 typedef struct Session {
         Request *request;
@@ -90,6 +100,20 @@ typedef struct Session {
         uint64_t proxy_session_id; /* the id the tool is told; the runtime's stays here */
         const char *ipc_command;   /* and its CollectTracing version, for the records */
         char *ipc_options;         /* what it asked for besides providers and buffer, for the records */
+
+        /* A trace or gcdump under a rule with egress: dump_dir keeps a copy for the store (session-copy.h). The
+         * stream goes through the relay pipe: teed into the copy's pipe, then moved into the client's, so the
+         * client gets what the copy got, and neither buffers more than its pipe. */
+        SessionCopy *copy;
+        int copy_fd;            /* the copy's pipe, write end; -EBADF once closed (the stream ended, or the
+                                 * copy was dropped: the client's stream goes on) */
+        int relay_read, relay_write;
+        size_t relay_bytes;     /* in the relay pipe */
+        size_t copy_ahead;      /* of them, at its head, already teed into the copy's pipe */
+        sd_event_source *copy_source;
+        sd_event_source *copy_stall_timer; /* armed while the copy's pipe is full */
+        bool finish_waiting;    /* the stream is over; the reply waits for the copy's worker */
+        char copy_text[PATH_MAX + 128]; /* what became of the copy, for the request's record */
 } Session;
 
 /* The session no longer runs in the runtime, or never did: it stops counting against the limits. */
@@ -160,8 +184,14 @@ static void session_free(void *p) {
         sd_event_source_disable_unref(s->pipe_source);
         sd_event_source_disable_unref(s->timer);
         sd_event_source_disable_unref(s->stall_timer);
+        sd_event_source_disable_unref(s->copy_source);
+        sd_event_source_disable_unref(s->copy_stall_timer);
         safe_close(s->stream_fd);
         safe_close(s->pipe_fd);
+        safe_close(s->copy_fd);
+        safe_close(s->relay_read);
+        safe_close(s->relay_write);
+        session_copy_free(s->copy);
         eventpipe_config_done(&s->config);
         free(s->policy_providers);
         free(s->providers_text);
@@ -182,6 +212,9 @@ static Session *session_new(Request *req, const char *kind) {
         s->kind = kind;
         s->stream_fd = -EBADF;
         s->pipe_fd = -EBADF;
+        s->copy_fd = -EBADF;
+        s->relay_read = -EBADF;
+        s->relay_write = -EBADF;
         req->work = s;
         req->work_free = session_free;
         req->audit_records = 3; /* the session's start and end, then the request's */
@@ -286,6 +319,11 @@ static void session_end_stream(Session *s) {
         s->pipe_source = sd_event_source_disable_unref(s->pipe_source);
         s->stream_fd = safe_close(s->stream_fd);
         s->pipe_fd = safe_close(s->pipe_fd); /* the client reads to the end of the pipe, then sees EOF */
+        s->copy_source = sd_event_source_disable_unref(s->copy_source);
+        s->copy_stall_timer = sd_event_source_disable_unref(s->copy_stall_timer);
+        s->copy_fd = safe_close(s->copy_fd); /* and the copy's worker, to the end of its own */
+        s->relay_read = safe_close(s->relay_read);
+        s->relay_write = safe_close(s->relay_write);
 }
 
 static void session_stream_ended(Session *s) {
@@ -366,6 +404,126 @@ static ssize_t session_discard(Session *s) {
         return recv(s->stream_fd, buf, sizeof(buf), MSG_DONTWAIT);
 }
 
+/* ---- with a copy for the rule's egress store ---- */
+
+typedef enum SessionWaitFor {
+        SESSION_WAIT_STREAM,    /* the relay is empty: the runtime's next bytes */
+        SESSION_WAIT_CLIENT,    /* room in the client's pipe */
+        SESSION_WAIT_COPY,      /* room in the copy's pipe */
+} SessionWaitFor;
+
+/* The copy's worker stopped reading (dump_dir's guards, its deadline, a failure): the copy is dropped, its
+ * outcome says why, and the client's stream goes on alone. */
+static void session_copy_dropped(Session *s) {
+        s->copy_source = sd_event_source_disable_unref(s->copy_source);
+        s->copy_stall_timer = sd_event_source_disable_unref(s->copy_stall_timer);
+        s->copy_fd = safe_close(s->copy_fd);
+        s->copy_ahead = 0;
+}
+
+/* Which end to wait for, when the stream goes through the relay pipe. */
+static void session_wait_relay(Session *s, SessionWaitFor what) {
+        (void)sd_event_source_set_enabled(s->stream_source, what == SESSION_WAIT_STREAM ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (s->pipe_source)
+                (void)sd_event_source_set_enabled(s->pipe_source, what == SESSION_WAIT_CLIENT ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (s->copy_source)
+                (void)sd_event_source_set_enabled(s->copy_source, what == SESSION_WAIT_COPY ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (what == SESSION_WAIT_CLIENT && !s->client_gone)
+                session_arm_stall(s, false);
+        else if (s->stall_timer)
+                (void)sd_event_source_set_enabled(s->stall_timer, SD_EVENT_OFF);
+        if (what == SESSION_WAIT_COPY && s->copy_stall_timer &&
+            sd_event_source_get_enabled(s->copy_stall_timer, NULL) == 0 &&
+            arm_oneshot(s->copy_stall_timer, s->request->broker->event,
+                        s->stopping ? SESSION_CLIENT_STALL_STOPPING_USEC : SESSION_CLIENT_STALL_USEC) < 0) {
+                /* without a deadline a stuck worker could hold the session: no copy, and the stream wakes the relay */
+                session_copy_dropped(s);
+                (void)sd_event_source_set_enabled(s->stream_source, SD_EVENT_ON);
+        }
+}
+
+/* The client is gone: the bytes it would have had are read and dropped. */
+static ssize_t session_relay_discard(Session *s, size_t n) {
+        char buf[65536];
+
+        return read(s->relay_read, buf, n < sizeof(buf) ? n : sizeof(buf));
+}
+
+/*
+ * As session_pump(), through the relay pipe: the runtime's bytes are spliced into it, teed into the copy's
+ * pipe (the bytes are shared, not copied), then spliced into the client's. tee() always starts at the head
+ * of the relay: so the client is given only what the copy has (copy_ahead), and the copy is teed again only
+ * once the client has taken all of that. Neither end ever gets a byte twice or misses one; a full end holds
+ * the stream back, as a slow client alone does.
+ */
+static void session_pump_relay(Session *s) {
+        for (unsigned i = 0; i < SESSION_SPLICES_PER_WAKEUP && !s->stream_ended; i++) {
+                size_t to_client;
+                ssize_t n;
+
+                if (s->relay_bytes == 0) {
+                        n = splice(s->stream_fd, NULL, s->relay_write, NULL, SESSION_SPLICE_MAX,
+                                   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        if (n > 0) {
+                                s->relay_bytes = (size_t)n;
+                                session_account(s, (size_t)n);
+                                continue;
+                        }
+                        if (n == 0) {
+                                session_stream_ended(s);
+                                return;
+                        }
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN) {
+                                session_wait_relay(s, SESSION_WAIT_STREAM);
+                                return;
+                        }
+                        session_stream_ended(s); /* the runtime reset the connection */
+                        return;
+                }
+                if (s->copy_fd >= 0 && s->copy_ahead == 0) {
+                        n = tee(s->relay_read, s->copy_fd, s->relay_bytes, SPLICE_F_NONBLOCK);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0 && errno == EAGAIN) {
+                                session_wait_relay(s, SESSION_WAIT_COPY);
+                                return;
+                        }
+                        if (n > 0) {
+                                s->copy_ahead = (size_t)n;
+                                if (s->copy_stall_timer) /* it reads */
+                                        (void)sd_event_source_set_enabled(s->copy_stall_timer, SD_EVENT_OFF);
+                        } else
+                                session_copy_dropped(s); /* EPIPE: its worker has stopped reading */
+                }
+                to_client = s->copy_fd >= 0 ? s->copy_ahead : s->relay_bytes;
+                if (s->client_gone)
+                        n = session_relay_discard(s, to_client);
+                else
+                        n = splice(s->relay_read, NULL, s->pipe_fd, NULL, to_client, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                if (n > 0) {
+                        if (!s->client_gone && s->stall_timer)
+                                (void)sd_event_source_set_enabled(s->stall_timer, SD_EVENT_OFF); /* it reads */
+                        s->relay_bytes -= (size_t)n;
+                        s->copy_ahead = s->copy_ahead > (size_t)n ? s->copy_ahead - (size_t)n : 0;
+                        continue;
+                }
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN && !s->client_gone) {
+                        session_wait_relay(s, SESSION_WAIT_CLIENT);
+                        return;
+                }
+                if (n < 0 && errno == EPIPE && !s->client_gone) {
+                        session_client_gone(s);
+                        continue;
+                }
+                session_cut(s, "agent-error"); /* the relay pipe failed: never happens */
+                return;
+        }
+}
+
 /*
  * Moves the stream from the runtime's socket into the client's pipe with
  * splice(): the bytes never pass through the agent's memory. A full pipe
@@ -374,6 +532,10 @@ static ssize_t session_discard(Session *s) {
  * slow reader.
  */
 static void session_pump(Session *s) {
+        if (s->relay_read >= 0) {
+                session_pump_relay(s);
+                return;
+        }
         for (unsigned i = 0; i < SESSION_SPLICES_PER_WAKEUP && !s->stream_ended; i++) {
                 ssize_t n;
 
@@ -417,8 +579,31 @@ static int session_on_pipe(sd_event_source *source, int fd, uint32_t revents, vo
 
         if (revents & EPOLLERR) {
                 session_client_gone(s);
+                if (s->relay_read >= 0)
+                        session_pump(s); /* what the relay holds still goes to the copy */
                 return 0;
         }
+        session_pump(s);
+        return 0;
+}
+
+static int session_on_copy(sd_event_source *source, int fd, uint32_t revents, void *userdata) {
+        session_pump(userdata);
+        return 0;
+}
+
+/*
+ * The copy's pipe stayed full as long as a client's may (a worker stuck on a slow disk, or stopped): the copy
+ * is dropped, as one dump_dir cannot hold is, so that it never holds the client's session or the runtime's
+ * rundown. What its worker wrote is not the whole stream, and a stopped worker would hold the reply: it goes.
+ */
+static int session_on_copy_stall(sd_event_source *source, uint64_t usec, void *userdata) {
+        Session *s = userdata;
+
+        session_copy_dropped(s);
+        s->copy = session_copy_free(s->copy);
+        snprintf(s->copy_text, sizeof(s->copy_text),
+                 "; no copy kept for egress: its worker did not keep up with the stream");
         session_pump(s);
         return 0;
 }
@@ -426,6 +611,16 @@ static int session_on_pipe(sd_event_source *source, int fd, uint32_t revents, vo
 static int session_on_timer(sd_event_source *source, uint64_t usec, void *userdata) {
         Session *s = userdata;
 
+        if (s->finish_waiting) {
+                /* the copy's worker did not finish in time: the client is answered without it */
+                s->finish_waiting = false;
+                s->copy = session_copy_free(s->copy);
+                snprintf(s->copy_text, sizeof(s->copy_text),
+                         "; no copy kept for egress: its worker did not finish within %llu s of the stream's end",
+                         (unsigned long long)(SESSION_COPY_FINISH_USEC / USEC_PER_SEC));
+                session_finish(s);
+                return 0;
+        }
         if (!s->stopping)
                 session_stop(s, s->duration_asked_usec > 0 ? "duration" : "duration-limit");
         else if (!s->stream_ended)
@@ -447,6 +642,8 @@ static void session_on_client(Request *req, uint32_t revents) {
 
         if (revents & (EPOLLHUP | EPOLLERR)) {
                 session_client_gone(s);
+                if (s->relay_read >= 0)
+                        session_pump(s); /* what the relay holds still goes to the copy */
                 return;
         }
         n = recv(req->connection->fd, &b, 1, MSG_DONTWAIT);
@@ -454,6 +651,8 @@ static void session_on_client(Request *req, uint32_t revents) {
                 return;
         if (n < 0) {
                 session_client_gone(s);
+                if (s->relay_read >= 0)
+                        session_pump(s);
                 return;
         }
         (void)connection_watch_client(req->connection, 0, session_on_client);
@@ -500,19 +699,64 @@ static int session_audit(Session *s, bool ended) {
         return audit_log_session(req->broker->config.audit_sink, &e);
 }
 
+/* The copy's worker is done: published as a dump is, or s->copy_text says why there is none. */
+static void session_keep_copy(Session *s) {
+        const char *why = NULL;
+        char path[PATH_MAX];
+        uint64_t size;
+        int dir_fd, file_fd, r;
+
+        if (!session_copy_result(s->copy, &dir_fd, &file_fd, &size, &why)) {
+                snprintf(s->copy_text, sizeof(s->copy_text), "; no copy kept for egress: %s", why);
+                return;
+        }
+        r = dump_publish_session_copy(s->request, dir_fd, file_fd, s->kind,
+                                      s->command == POLICY_COMMAND_GCDUMP ? ".gcdump" : ".nettrace", size, path,
+                                      sizeof(path));
+        if (r == 0)
+                snprintf(s->copy_text, sizeof(s->copy_text), "; kept as %s for egress", path);
+        else
+                snprintf(s->copy_text, sizeof(s->copy_text), "; no copy kept for egress: %s",
+                         r == DUMP_PUBLISH_E_NO_SPACE ? "dump_dir filled up as it was named"
+                         : r < 0                      ? strerror(-r)
+                                                      : "cannot publish it");
+}
+
+/* The copy's worker is done; a finished session waits for it, with its reply. */
+static void session_copy_done(void *userdata) {
+        Session *s = userdata;
+
+        if (s->finish_waiting) {
+                s->finish_waiting = false;
+                session_finish(s);
+        }
+}
+
 static void session_finish(Session *s) {
         Request *req = s->request;
         _cleanup_free_ WireWriter *w = NULL;
-        char reason[160];
+        char reason[160 + sizeof(s->copy_text)];
         bool complete = s->stop_ok && !s->cut && !s->client_stalled;
 
-        s->timer = sd_event_source_disable_unref(s->timer);
         session_release_slot(s);
         (void)connection_watch_client(req->connection, 0, NULL);
         (void)session_audit(s, true); /* a lost end record cannot undo the session; the request record says it */
+        if (s->copy && !s->cut && !session_copy_ended(s->copy)) {
+                /* the stream is over and its pipe closed: the worker writes what it has; the reply waits for it,
+                 * within a deadline dsctl's wait for the session's last word outlasts */
+                if (arm_oneshot(s->timer, req->broker->event, SESSION_COPY_FINISH_USEC) >= 0) {
+                        s->finish_waiting = true;
+                        return;
+                }
+                s->copy = session_copy_free(s->copy);
+                snprintf(s->copy_text, sizeof(s->copy_text), "; no copy kept for egress: no deadline for its worker");
+        }
+        s->timer = sd_event_source_disable_unref(s->timer);
+        if (s->copy && !s->cut)
+                session_keep_copy(s);
 
-        snprintf(reason, sizeof(reason), "%s session ended (%s) after %llu bytes%s", s->kind, s->how,
-                 (unsigned long long)s->bytes, complete ? "" : ", incomplete");
+        snprintf(reason, sizeof(reason), "%s session ended (%s) after %llu bytes%s%s", s->kind, s->how,
+                 (unsigned long long)s->bytes, complete ? "" : ", incomplete", s->copy_text);
         if (s->cut) {
                 request_reply_error(req, AUDIT_DECISION_FAILED, WIRE_ERROR_RUNTIME_FAILED, reason);
                 return;
@@ -574,12 +818,21 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
                 r = sd_event_add_time(event, &s->stall_timer, CLOCK_MONOTONIC, 0, 0, session_on_stall, s);
         if (r >= 0)
                 r = sd_event_source_set_enabled(s->stall_timer, SD_EVENT_OFF);
+        if (r >= 0 && s->copy_fd >= 0)
+                r = sd_event_add_io(event, &s->copy_source, s->copy_fd, EPOLLOUT, session_on_copy, s);
+        if (r >= 0 && s->copy_source)
+                r = sd_event_source_set_enabled(s->copy_source, SD_EVENT_OFF);
+        if (r >= 0 && s->copy_source)
+                r = sd_event_add_time(event, &s->copy_stall_timer, CLOCK_MONOTONIC, 0, 0, session_on_copy_stall, s);
+        if (r >= 0 && s->copy_stall_timer)
+                r = sd_event_source_set_enabled(s->copy_stall_timer, SD_EVENT_OFF);
         if (r < 0)
                 return r;
         session_arm_timer(s, s->duration_limit_usec);
         /* the connection's own deadline is only a backstop behind the session's */
         r = connection_set_deadline(req->connection, s->duration_limit_usec + SESSION_STOP_GRACE_USEC +
-                                               2 * req->broker->config.runtime_timeout_usec);
+                                               2 * req->broker->config.runtime_timeout_usec +
+                                               (s->copy ? SESSION_COPY_FINISH_USEC : 0));
         if (r < 0)
                 return r;
         if (session_announce(s, pipe_read_fd) < 0) {
@@ -587,6 +840,52 @@ static int session_setup_relay(Session *s, int pipe_read_fd) {
                 return 0;
         }
         return connection_watch_client(req->connection, EPOLLIN | EPOLLRDHUP, session_on_client);
+}
+
+/* dsctl's trace or gcdump (not a tool's through the proxy) under a rule that names an egress store */
+static bool session_wants_copy(const Session *s) {
+        const PolicyRule *rule = s->request->verdict.rule;
+
+        return !s->proxied && rule && rule->egress &&
+               (s->command == POLICY_COMMAND_TRACE || s->command == POLICY_COMMAND_GCDUMP);
+}
+
+/*
+ * A trace or a gcdump under a rule that names an egress store: the copy's worker, and the relay pipe the
+ * stream goes through (session_pump_relay()). A copy that cannot start is not kept (s->copy_text says
+ * why): the client's session goes on as without a store.
+ */
+static void session_start_copy(Session *s) {
+        Request *req = s->request;
+        const char *why = NULL;
+        int fds[2], r;
+
+        if (!session_wants_copy(s))
+                return;
+        r = session_copy_start(&(SessionCopyParams){
+                        .broker = req->broker, .policy = req->policy, .gcdump = s->command == POLICY_COMMAND_GCDUMP,
+                        .owner = req->peer->charged_uid,
+                        /* a trace's worker reads the rundown's allowance past it itself; a gcdump's does not */
+                        .max_bytes = s->command == POLICY_COMMAND_GCDUMP ? s->size_limit + EVENTPIPE_RUNDOWN_BYTES_MAX
+                                                                         : s->size_limit,
+                        .timeout_usec = s->duration_limit_usec + SESSION_STOP_GRACE_USEC +
+                                        2 * req->broker->config.runtime_timeout_usec +
+                                        (s->command == POLICY_COMMAND_GCDUMP ? SESSION_GCDUMP_WRITE_USEC : 0) },
+                               session_copy_done, s, &s->copy, &s->copy_fd, &why);
+        if (r != 0) {
+                snprintf(s->copy_text, sizeof(s->copy_text), "; no copy kept for egress: %s (%s)", why,
+                         r < 0 ? strerror(-r) : "no worker free");
+                return;
+        }
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+                snprintf(s->copy_text, sizeof(s->copy_text), "; no copy kept for egress: no relay pipe (%m)");
+                s->copy = session_copy_free(s->copy);
+                s->copy_fd = safe_close(s->copy_fd);
+                return;
+        }
+        s->relay_read = fds[0];
+        s->relay_write = fds[1];
+        (void)fcntl(s->relay_write, F_SETPIPE_SZ, SESSION_PIPE_SIZE);
 }
 
 static void session_begin_relay(Session *s) {
@@ -607,6 +906,7 @@ static void session_begin_relay(Session *s) {
                 return;
         }
         (void)fcntl(s->pipe_fd, F_SETPIPE_SZ, SESSION_PIPE_SIZE);
+        session_start_copy(s);
 
         if (session_audit(s, false) < 0) {
                 session_cut(s, "audit-failed");
@@ -704,6 +1004,8 @@ static void session_decided(Request *req) {
                 return;
         }
         s->admitted = true;
+        if (session_wants_copy(s))
+                req->audit_records = 4; /* and the dump record of the copy kept for the rule's egress store */
         if (req->verdict.rule && req->verdict.rule->max_duration_usec > 0 &&
             req->verdict.rule->max_duration_usec < s->duration_limit_usec)
                 s->duration_limit_usec = req->verdict.rule->max_duration_usec;

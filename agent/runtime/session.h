@@ -2,7 +2,8 @@
 /*
  * Trace, counters, stacks, exceptions and logs sessions: start an EventPipe session in the target's
  * runtime for a client, relay its nettrace stream into a pipe the client
- * holds, and always stop it in the runtime.
+ * holds, and always stop it in the runtime. Under a rule with egress, dsctl's trace and gcdump
+ * also leave a copy in dump_dir for the rule's store (session-copy.h, docs/egress.md).
  */
 #pragma once
 

@@ -64,6 +64,9 @@ static const int agent_syscalls[] = {
         SCMP_SYS(unlinkat), SCMP_SYS(linkat), SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr),
         SCMP_SYS(flistxattr), SCMP_SYS(mknodat), SCMP_SYS(memfd_create),
         SCMP_SYS(ftruncate), SCMP_SYS(wait4), SCMP_SYS(waitid), SCMP_SYS(pipe2), SCMP_SYS(splice),
+        /* a session's copy for its rule's egress store: the stream teed from the relay pipe into the copy's
+         * (session.c); pipe to pipe alone */
+        SCMP_SYS(tee),
         /* worker processes: forked with a pidfd, killed through it, told to die with the agent */
         SCMP_SYS(pidfd_send_signal), SCMP_SYS(getppid), SCMP_SYS(dup2), SCMP_SYS(dup3), SCMP_SYS(close_range),
         /* glibc's qsort() asks how much memory there is (listings sort their candidates) */

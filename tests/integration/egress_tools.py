@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""What the egress test files share (test_egress_upload.py, test_egress_check.py, test_egress_tls.py): the keys
-files of s3-upload and of a policy's [egress.NAME], such a table, and dsagent --check-policy on a policy text."""
+"""What the egress test files share (test_egress_upload.py, test_egress_check.py, test_egress_tls.py,
+test_egress_daemon.py, test_egress_sessions.py): the keys files of s3-upload and of a policy's [egress.NAME],
+such a table, dsagent --check-policy on a policy text, a file's sha256 and an upload's outcome record."""
+import hashlib
 import os
 import subprocess
 
-from harness import BUILD, DSAGENT, make_dir
+from harness import BUILD, DSAGENT, make_dir, wait_for
 
 HELPER = os.path.join(BUILD, "agent", "egress", "dsagent-egress")
+EGRESS_MESSAGE_ID = "69c19926015d41838f93007ed7cc398e"
+DUMP_MESSAGE_ID = "b44be14ffedf48ee806826f1d59bcc4e"
 
 
 def secret_file(directory, name, text, mode=0o600):
@@ -48,3 +52,22 @@ def check_policy(policy_text, env_extra=None, *extra):
     r = subprocess.run([DSAGENT, "--check-policy", *extra, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, env=env)
     return path, r
+
+
+def sha256_file(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for piece in iter(lambda: f.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def outcome_for(agent, path, timeout=120):
+    """The egress outcome record of @path, once it is written. @timeout: the upload's own bound (a small file on
+    loopback takes well under a second; 120 s covers a loaded machine and the store's retries)."""
+    def find():
+        for r in agent.records(message_id=EGRESS_MESSAGE_ID):
+            if r.get("DSAGENT_DUMP_PATH") == path and r.get("DSAGENT_EGRESS_EVENT") == "outcome":
+                return r
+        return None
+    return wait_for(find, timeout=timeout, what=f"the egress outcome of {path}")

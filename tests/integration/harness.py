@@ -436,6 +436,21 @@ def traceevent(path):
     return json.loads(r.stdout)
 
 
+def stock_gcdump(*args):
+    """The stock dotnet-gcdump 10.0.750501 (tests/tools/dotnet-tools), as root: its status and output."""
+    path = os.path.join(tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), "dotnet-gcdump")
+    # 300 s: a bound against a hang; the tool's runtime starts and converts or reports a small file in seconds
+    return subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", path, *args], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+def stock_gcdump_report(gcdump):
+    """What dotnet-gcdump report prints of the .gcdump file @gcdump."""
+    r = stock_gcdump("report", gcdump)
+    assert r.returncode == 0 and r.stderr == "", r
+    return r.stdout
+
+
 class Target:
     """The real .NET test app running as @user.
 

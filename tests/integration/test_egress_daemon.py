@@ -20,6 +20,7 @@ import uuid
 
 import harness
 import radosgw
+from egress_tools import outcome_for, sha256_file
 from harness import (ALICE, BUILD, DSAGENT, DUMP_BOUND, MALLORY, PYTHON, SVC, Agent, Skip, Target, as_user, dsctl,
                      make_dir, place_in_unit, run_tests, test, uid_of, wait_for)
 
@@ -91,17 +92,6 @@ def egress_server_pid(agent):
     return found[0] if found else None
 
 
-def outcome_for(agent, path, timeout=120):
-    """The egress outcome record of @path, once it is written. @timeout: the upload's own bound (a small file on
-    loopback takes well under a second; 120 s covers a loaded machine and the store's retries)."""
-    def find():
-        for r in agent.records(message_id=EGRESS_MESSAGE_ID):
-            if r.get("DSAGENT_DUMP_PATH") == path and r.get("DSAGENT_EGRESS_EVENT") == "outcome":
-                return r
-        return None
-    return wait_for(find, timeout=timeout, what=f"the egress outcome of {path}")
-
-
 def queued_for(agent, path):
     found = [r for r in agent.records(message_id=EGRESS_MESSAGE_ID)
              if r.get("DSAGENT_DUMP_PATH") == path and r.get("DSAGENT_EGRESS_EVENT") == "queued"]
@@ -114,14 +104,6 @@ def label_of(path):
         return os.getxattr(path, "user.dsagent.egress").decode()
     except OSError:
         return None
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for piece in iter(lambda: f.read(1 << 20), b""):
-            digest.update(piece)
-    return digest.hexdigest()
 
 
 def dump(agent, user, pid):

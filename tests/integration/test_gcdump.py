@@ -4,28 +4,12 @@
 (convert + report of the stream dsctl kept), and the policy decides it as `gcdump`."""
 import os
 import re
-import subprocess
 
-from harness import (ALICE, EXIT_DENIED, SVC, AcceptWatch, Agent, Target, dsctl, make_dir, run_tests, test, tool)
+from harness import (ALICE, EXIT_DENIED, SVC, AcceptWatch, Agent, Target, dsctl, make_dir, run_tests, stock_gcdump,
+                     stock_gcdump_report, test)
 
 SESSION_START_ID = "21c6214d54a0498bbab8983290c4efb6"
 SESSION_END_ID = "1c5ee471f818453b8c7bac25ac2e872f"
-
-
-def stock_gcdump(*args):
-    """The stock dotnet-gcdump 10.0.750501 (tests/tools/dotnet-tools), as root: its status and output."""
-    path = os.path.join(tool("dotnet-tools", "tests/tools/dotnet-tools/install.sh"), "dotnet-gcdump")
-    # 300 s: a bound against a hang; the tool's runtime starts and converts or reports a small file in seconds
-    r = subprocess.run(["env", "DOTNET_CLI_TELEMETRY_OPTOUT=1", path, *args], stdin=subprocess.DEVNULL,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
-    return r
-
-
-def stock_report(gcdump):
-    """What dotnet-gcdump report prints of the .gcdump file @gcdump."""
-    r = stock_gcdump("report", gcdump)
-    assert r.returncode == 0 and r.stderr == "", r
-    return r.stdout
 
 
 def stock_report_of(nettrace):
@@ -33,7 +17,7 @@ def stock_report_of(nettrace):
     gcdump = nettrace + ".stock.gcdump"
     r = stock_gcdump("convert", nettrace, "-o", gcdump)
     assert r.returncode == 0 and os.path.exists(gcdump), r
-    return stock_report(gcdump)
+    return stock_gcdump_report(gcdump)
 
 
 def rows(report):
@@ -67,7 +51,7 @@ def gcdump_report_is_the_stock_report_of_the_same_session():
         theirs = stock_report_of(path)
         assert r.stdout == theirs, f"dsctl gcdump:\n{r.stdout}\ndotnet-gcdump convert + report:\n{theirs}"
         assert os.stat(gcdump).st_uid == os.stat(mine).st_uid, "the .gcdump is not the caller's own file"
-        of_ours = stock_report(gcdump)
+        of_ours = stock_gcdump_report(gcdump)
         assert of_ours == theirs, f"dotnet-gcdump report of dsctl's .gcdump:\n{of_ours}\nof its own:\n{theirs}"
         assert f"wrote {gcdump}" in r.stderr, r.stderr
         table = rows(r.stdout)

@@ -2244,13 +2244,19 @@ static void test_egress_names(void) {
                       "names egress \"nowhere\", which is not defined");
         compile_fails(EGRESS_OK EGRESS_RULE "egress = \"a/b\"\n", NULL, 12, 10, "'egress' must name an [egress.NAME]");
         compile_fails(EGRESS_OK EGRESS_RULE "egress = 1\n", NULL, 12, 10, "'egress' must be a string");
-        /* a rule uploads its dumps alone: one that grants none has nothing to upload (a gcdump goes to the client) */
+        /* a rule uploads its dumps, traces and gcdumps: one that grants none of them has nothing to upload */
         compile_fails(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"info\"]\n"
                       "targets.any = true\negress = \"central\"\n", NULL, 11, 1,
-                      "egress given, but the rule does not grant 'dump'");
-        compile_fails(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"gcdump\", \"trace\"]\n"
+                      "egress given, but the rule grants none of 'dump', 'trace', 'gcdump'");
+        compile_fails(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"stacks\", \"counters\"]\n"
                       "targets.any = true\negress = \"central\"\n", NULL, 11, 1,
-                      "egress given, but the rule does not grant 'dump'");
+                      "egress given, but the rule grants none of 'dump', 'trace', 'gcdump'");
+        policy_unref(compile_ok(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"gcdump\", \"trace\"]\n"
+                                "trace_profiles = [\"cpu-sampling\"]\ntargets.any = true\negress = \"central\"\n"));
+        policy_unref(compile_ok(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"trace\"]\n"
+                                "trace_profiles = [\"cpu-sampling\"]\ntargets.any = true\negress = \"central\"\n"));
+        policy_unref(compile_ok(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"gcdump\"]\n"
+                                "targets.any = true\negress = \"central\"\n"));
         policy_unref(compile_ok(EGRESS_OK "[[rule]]\nname = \"r\"\ngroups = [\"ops\"]\ncommands = [\"dump\", \"gcdump\"]\n"
                                 "dump_types = [\"mini\"]\n"
                                 "targets.any = true\negress = \"central\"\n"));
