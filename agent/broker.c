@@ -395,6 +395,7 @@ Broker *broker_free(Broker *b) {
                 request_budget_flush(b->request_budget, broker_report_suppressed, b); /* nothing goes unrecorded */
         /* first: the uploads it answers as ended still record through the broker */
         b->egress = egress_client_free(b->egress);
+        free(b->egress_missing);
         sd_event_source_disable_unref(b->suppressed_timer);
         request_budget_free(b->request_budget);
         safe_close(b->listen_fd);

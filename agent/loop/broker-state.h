@@ -91,6 +91,8 @@ typedef struct Broker {
         struct PamChecker *pam;        /* NULL: PAM checks cannot be made, and a policy asking for them denies */
         struct EgressClient *egress;   /* the egress process (egress-client.h), started with the agent when its
                                         * policy had an [egress.NAME] store; NULL: none, uploads fail recorded */
+        char *egress_missing;          /* NULL, or why none runs though that policy had a store (its user is
+                                        * missing), which each upload's failure record says */
         Admission *admission;          /* dumps and sessions running now */
         struct WorkerPool *workers;    /* where what can block runs (jobs.h) */
         struct DumpSlots *dump_slots;  /* dumps' bytes so far, shared with the workers */

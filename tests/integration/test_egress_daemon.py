@@ -505,8 +505,12 @@ def run_egress_alone(env_extra):
 @test
 def an_egress_process_that_closes_its_socket_and_lingers_holds_nothing_of_the_agent():
     """A compromised egress process may close its socket and live on (its filter allows both): the agent, seeing
-    the socket end, kills it before it reaps it, where it waited in waitpid() with its loop held for everyone
-    (a reviewer's stand-in held root's `dsctl ps` for 40 s). Here the stand-in would linger 10 minutes."""
+    the socket end, must not wait for it in waitpid() with its loop held for everyone (a reviewer's stand-in held
+    root's `dsctl ps` for 40 s). It runs as its own user, which the agent (no CAP_KILL) cannot signal: the agent
+    watches its pidfd and reaps it once it has exited, leaving no zombie. Here the stand-in would linger 10
+    minutes; the test ends it."""
+    import pwd
+    import signal
     helper = os.path.join(make_dir(None, 0o755), "dsagent-egress")
     with open(helper, "w") as f:
         f.write("#!/bin/sh\nexec 3>&-\nexec sleep 600\n")
@@ -514,14 +518,18 @@ def an_egress_process_that_closes_its_socket_and_lingers_holds_nothing_of_the_ag
     gw = store()
     agent = Agent(policy=egress_policy(credentials=keys_file(gw.access_key, gw.secret_key)),
                   env={"DSAGENT_TEST_EGRESS_HELPER": helper})
+    lingering = lambda: [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()
+                         and is_child_of(int(p), agent.proc.pid) and os.path.exists(f"/proc/{p}/cmdline")
+                         and open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep\x00600\x00")]
+    (pid,) = wait_for(lingering, what="the lingering egress stand-in")
+    assert status_of(pid)["Uid"].split()[0] == str(pwd.getpwnam(harness.EGRESS_USER).pw_uid), status_of(pid)["Uid"]
     # dsctl's own bound (60 s) is far shorter than the linger: a loop held in waitpid() fails this
     r = dsctl(agent, "root", "ps")
     assert r.returncode == 0, r
-    # and the lingering stand-in is gone, killed by the agent
-    wait_for(lambda: not any(open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep\0600")
-                             for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")
-                             and int(p) != os.getpid() and is_child_of(int(p), agent.proc.pid)),
-             what="the lingering egress stand-in killed")
+    assert os.path.exists(f"/proc/{pid}") and status_of(pid)["State"][0] != "Z"  # it lingers: the case is real
+    os.kill(pid, signal.SIGKILL)
+    # reaped by the agent once it exited: no zombie of it is left under the agent
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), what="the lingering stand-in reaped by the agent")
 
 
 def is_child_of(pid, parent):
@@ -643,6 +651,104 @@ def only_the_egress_process_may_make_an_inet_socket():
 
 def status_of(pid):
     return dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+
+
+def root_only_file():
+    """A file of root's, mode 0600, whose text says whose it is: what a compromised egress process would send out."""
+    path = os.path.join(make_dir(None, 0o755), "root-only")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("root's alone\n")
+    return path
+
+
+@test
+def the_egress_process_runs_as_its_own_user_and_opens_no_file_of_roots():
+    """The egress process holds the network and parses what the stores answer: compromised, as uid 0 it could read
+    every file of root's (owner access needs no capability) and send it out. It runs as dsagent-egress, its group,
+    no other group; from inside its sandbox, a 0600 file of root's is refused it (EACCES), which the same call in
+    the same sandbox as uid 0 (the control, as it ran before) opens. And its uploads still work: the keys and the
+    CA come open from the agent."""
+    import pwd
+    user = pwd.getpwnam(harness.EGRESS_USER)
+    assert user.pw_uid != 0 and user.pw_gid != 0, user
+    secret = root_only_file()
+    gw = store()
+    target = Target(SVC)
+    agent = Agent(policy=egress_policy(credentials=keys_file(gw.access_key, gw.secret_key)),
+                  env={"DSAGENT_TEST_EGRESS_HELPER": HELPER, "DSAGENT_TEST_EGRESS_SYSCALL": f"open-read:{secret}"})
+    pid = wait_for(lambda: egress_pid(agent), what="the egress process")
+    wait_for(lambda: status_of(pid)["Seccomp"].strip() == "2", what="the egress process's seccomp filter")
+    status = status_of(pid)
+    assert status["Uid"].split() == [str(user.pw_uid)] * 4, status["Uid"]
+    assert status["Gid"].split() == [str(user.pw_gid)] * 4, status["Gid"]
+    assert status["Groups"].split() == [], status["Groups"]
+    said = wait_for(lambda: (lambda text: text if f"dsagent-egress: opening {secret} to read:" in text else None)(
+        open(agent.log_path).read()), what="the egress process's try at a file of root's")
+    assert f"dsagent-egress: opening {secret} to read: Permission denied" in said, said
+    # the control: as uid 0 (the egress process started by hand, as root), the same call in the same sandbox opens it
+    rc, err = run_egress_alone({"DSAGENT_TEST_EGRESS_SYSCALL": f"open-read:{secret}"})
+    assert rc == 0 and f"dsagent-egress: opening {secret} to read: opened" in err, (rc, err)
+    # and it still uploads, its keys read from the fd the agent opened
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+
+
+@test
+def keys_a_user_could_write_are_refused_though_the_agent_opens_them():
+    """The agent now opens the keys for the egress process (whose user could not): the check of owner and mode is
+    still made, on the fd it sent, so keys swapped after the policy loaded for a file a user owns, or one others
+    may write, are refused and recorded, never used."""
+    import pwd
+    gw = store()
+    target = Target(SVC)
+    keys = keys_file(gw.access_key, gw.secret_key)
+    agent = start_agent(egress_policy(credentials=keys))
+    path = dump(agent, ALICE, target.pid)["path"]
+    assert outcome_for(agent, path)["DSAGENT_EGRESS_RESULT"] == "uploaded"  # the keys work as they are
+    mallory = pwd.getpwnam(MALLORY)
+    for owner, mode in ((mallory.pw_uid, 0o600), (0, 0o622)):
+        swapped = keys + ".new"
+        fd = os.open(swapped, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f'access_key_id = "{gw.access_key}"\nsecret_access_key = "{gw.secret_key}"\n')
+        os.chown(swapped, owner, 0)
+        os.chmod(swapped, mode)
+        os.rename(swapped, keys)
+        path = dump(agent, ALICE, target.pid)["path"]
+        out = outcome_for(agent, path)
+        assert out["DSAGENT_EGRESS_RESULT"] == "credentials", (owner, oct(mode), out)
+        assert f"{keys} is not a regular file of root's with mode 0600 or 0400" in out["DSAGENT_EGRESS_ERROR"], out
+
+
+@test
+def a_missing_egress_user_starts_no_egress_process_and_every_upload_fails_saying_so():
+    """Without its user the egress process is not started at all (never as root instead): the agent says so at its
+    start, naming the user, and each upload fails, recorded with that reason and labelled; --check-policy --egress
+    fails naming it too."""
+    missing = "dst-no-egress-user"
+    target = Target(SVC)
+    policy = egress_policy()
+    agent = Agent(policy=policy, env={"DSAGENT_TEST_EGRESS_HELPER": HELPER, "DSAGENT_TEST_EGRESS_USER": missing})
+    log = open(agent.log_path).read()
+    assert f"the egress process's user {missing} does not exist; no egress process runs" in log, log
+    assert egress_pid(agent) is None
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "failed", out
+    assert f"the egress process's user {missing} does not exist: it never runs as root" in out["DSAGENT_EGRESS_ERROR"], out
+    assert os.path.exists(path) and label_of(path) == "failed:central:no-egress-user", label_of(path)
+    assert egress_pid(agent) is None
+    agent_dir = make_dir(None, 0o755)
+    policy_path = os.path.join(agent_dir, "policy.toml")
+    with open(policy_path, "w") as f:
+        f.write(policy.replace("@DUMP_DIR@", os.path.join(agent_dir, "dumps")))
+    # the check starts no process that could hang; 30 s bounds a hang
+    r = subprocess.run([DSAGENT, "--check-policy", "--egress", "--policy", policy_path],
+                       env=dict(os.environ, DSAGENT_TEST_EGRESS_HELPER=HELPER, DSAGENT_TEST_EGRESS_USER=missing),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    assert r.returncode == 1 and f"the egress process's user {missing} does not exist" in r.stderr, r
 
 
 @test
