@@ -83,8 +83,8 @@ int egress_process_spawn(const char *helper, uid_t uid, gid_t gid, pid_t *ret_pi
 
         char agent[32];
 
-        /* the egress process arms its own death signal again with this: an exec into another SELinux domain
-         * (dsagent_egress_t) is a secure one, and the kernel clears the one set here across it */
+        /* the egress process checks with this that the agent that started it is still its parent, then watches
+         * fd 3 for the agent's end (egress-main.c's die_with_agent()) */
         (void)snprintf(agent, sizeof(agent), "--agent=%d", (int)getpid());
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
@@ -107,10 +107,11 @@ int egress_process_spawn(const char *helper, uid_t uid, gid_t gid, pid_t *ret_pi
                 }
                 /* fd 3 is the socket (dup2 clears CLOEXEC; if it is 3 already, CLOEXEC is cleared by hand), nothing
                  * else of the agent's crosses the exec; nor its blocked signals (SIGTERM, SIGHUP...), which an
-                 * exec keeps: the egress process and its uploads end on SIGTERM as any process. An agent gone
-                 * before the death signal was set is seen by its pid no longer being the parent. */
+                 * exec keeps: the egress process and its uploads end on SIGTERM as any process. No death signal:
+                 * the agent, without CAP_KILL, may not send one to another user's process (the egress process
+                 * watches fd 3 instead, egress-main.c); an agent already gone is seen by its pid. */
                 sigemptyset(&none);
-                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent ||
+                if (getppid() != parent ||
                     sigprocmask(SIG_SETMASK, &none, NULL) < 0 ||
                     (sv[1] == 3 ? fcntl(3, F_SETFD, 0) : dup2(sv[1], 3)) < 0 || close_range(4, ~0U, 0) < 0)
                         _exit(127);

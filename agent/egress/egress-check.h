@@ -35,7 +35,7 @@ int egress_user_lookup(uid_t *ret_uid, gid_t *ret_gid);
  *
  * The child drops its supplementary groups and takes @uid and @gid as real, effective and saved ids before the
  * exec (no code of the egress binary or its libraries runs as root); it keeps stdin, stdout, stderr and fd 3
- * (close_range()), and dies with its parent (PR_SET_PDEATHSIG). The caller needs CAP_SETUID and CAP_SETGID.
+ * (close_range()); it watches fd 3 to die with its parent (egress-main.c). The caller needs CAP_SETUID and CAP_SETGID.
  * Return: 0 with the child's pid and the agent's end (CLOEXEC), or a negative errno.
  */
 int egress_process_spawn(const char *helper, uid_t uid, gid_t gid, pid_t *ret_pid, int *ret_fd);

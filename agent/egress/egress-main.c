@@ -556,15 +556,35 @@ static void test_hook_system_call(void) {
 }
 #endif
 
+/* The signal fd 3 raises when it can be read or its other end has gone (O_ASYNC, F_SETSIG): a real-time one, so
+ * that a hangup queues behind a request's signal instead of being merged into it. */
+#define AGENT_SOCKET_SIGNAL (SIGRTMIN + 4)
+
+/* Any of fd 3's signals (or SIGIO, which the kernel sends when the real-time queue is full): its other end gone
+ * is the agent gone, and the egress process ends at once, whatever it is waiting for (a check in libcurl); its
+ * uploads' children die with it (their death signal comes from it, of their own uid). */
+static void on_agent_socket_signal(int sig, siginfo_t *si, void *ctx) {
+        struct pollfd p = { .fd = EGRESS_FD };
+
+        (void)sig, (void)si, (void)ctx;
+        if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)))
+                _exit(EXIT_SUCCESS);
+}
+
 /*
- * Dies with the agent that started it (@arg: "--agent=PID", its pid): the death signal the agent set before the
- * exec is gone when the exec changed SELinux domain (a secure exec clears it), so it is set again here, and an
- * agent that died before that is caught by its pid no longer being the parent. Return: 0, or -ESRCH.
+ * Dies with the agent that started it (@arg: "--agent=PID", its pid). Not by a death signal: the agent, root
+ * without CAP_KILL, may not signal a process of dsagent-egress, and the kernel checks the exiting parent's right
+ * to send it (under SELinux that is an AVC denial of dsagent_t's kill as well). The agent's end of fd 3 closes
+ * when it dies, however it dies: fd 3 then signals this process (O_ASYNC, owned by it), which ends. An agent
+ * that died before the watch was set is caught by its pid no longer being the parent.
+ * Return: 0, -ESRCH (the agent is gone), or a negative errno.
  */
 static int die_with_agent(const char *arg) {
         const char *p = arg && strncmp(arg, "--agent=", 8) == 0 ? arg + 8 : NULL;
+        struct sigaction sa = { .sa_sigaction = on_agent_socket_signal, .sa_flags = SA_SIGINFO | SA_RESTART };
         char *end = NULL;
         long agent;
+        int flags;
 
         if (!p)
                 return -EINVAL;
@@ -572,8 +592,13 @@ static int die_with_agent(const char *arg) {
         agent = strtol(p, &end, 10);
         if (errno != 0 || end == p || *end != '\0' || agent <= 0 || agent > INT_MAX)
                 return -EINVAL;
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        sigemptyset(&sa.sa_mask);
+        flags = fcntl(EGRESS_FD, F_GETFL);
+        if (sigaction(AGENT_SOCKET_SIGNAL, &sa, NULL) < 0 || sigaction(SIGIO, &sa, NULL) < 0 || flags < 0 ||
+            fcntl(EGRESS_FD, F_SETSIG, AGENT_SOCKET_SIGNAL) < 0 || fcntl(EGRESS_FD, F_SETOWN, getpid()) < 0 ||
+            fcntl(EGRESS_FD, F_SETFL, flags | O_ASYNC) < 0)
                 return -errno;
+        /* its end closed before the watch is served by serve(), which sees the hangup */
         return getppid() == (pid_t)agent ? 0 : -ESRCH;
 }
 
