@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The agent's half of `dsagent --check-policy --egress` (egress-check.c): it execs the egress process
- * (libexec/dsagent-egress) and asks it, store by store, whether the policy's keys reach the bucket. The agent
- * sends where the keys are, never reads them, and links no libcurl.
+ * (libexec/dsagent-egress) as its own user and asks it, store by store, whether the policy's keys reach the
+ * bucket. The agent opens the keys for it (that user could not), never reads them, and links no libcurl.
  */
 #pragma once
 

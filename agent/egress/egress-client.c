@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The loop's half of the egress process (egress-client.h): one SOCK_SEQPACKET socket, fixed-size messages
- * (egress-protocol.h), the artifact's fd with each upload (SCM_RIGHTS). Sends never wait (MSG_DONTWAIT); answers
+ * (egress-protocol.h), the store's keys and CA and an upload's artifact open with each request (SCM_RIGHTS,
+ * egress-check.c's egress_request_send()). Sends never wait (MSG_DONTWAIT); answers
  * are read when the socket is readable, and each goes to the upload it names.
  */
 #include <errno.h>
@@ -63,7 +64,7 @@ static int egress_client_on_exit(sd_event_source *s, int fd, uint32_t revents, v
  * The egress process is gone, or going: every upload waiting is answered so, and nothing more is sent. It runs
  * as its own user, which the agent (no CAP_KILL) cannot signal: its socket closed, it exits by itself, and is
  * reaped when its pidfd says it has, never waited for (one that closed its end and lingers must not hold the
- * loop in waitpid()). One that lingers dies with the agent (its death signal) or with the unit's stop.
+ * loop in waitpid()). One that lingers lives until the unit's stop (nothing of the agent's may signal it).
  */
 static void egress_client_lost(EgressClient *c) {
         c->io = sd_event_source_disable_unref(c->io);
@@ -145,7 +146,7 @@ EgressClient *egress_client_free(EgressClient *c) {
         if (!c)
                 return NULL;
         egress_client_lost(c);
-        /* the agent is going: not waited for (it exits on its socket's end, or on its death signal) */
+        /* the agent is going: not waited for (it exits on its socket's end, which it watches) */
         c->exit_watch = sd_event_source_disable_unref(c->exit_watch);
         c->pidfd = safe_close(c->pidfd);
         sd_event_unref(c->event);
