@@ -486,8 +486,11 @@ def an_upload_to_a_store_frozen_for_good_ends_at_its_deadline_recorded():
 
 
 def run_egress_alone(env_extra):
-    """dsagent-egress started as the agent starts it, with one end of a socketpair as its fd 3, whose other end
-    is closed at once: it then exits by itself. Its result."""
+    """dsagent-egress started as the agent starts it, with one end of a socketpair as its fd 3; its test hook
+    (DSAGENT_TEST_EGRESS_SYSCALL) runs in its sandbox before it serves. The other end is closed once the hook has
+    said its word on stderr, or killed it: the egress process ends as soon as the agent's end closes (it watches
+    fd 3), so closed at once it could end before its hook ran. Its result and its stderr."""
+    import select
     import socket
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with theirs:
@@ -495,10 +498,13 @@ def run_egress_alone(env_extra):
                                  HELPER],
                                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env_extra))
-    ours.close()
-    # it exits as soon as its hook ran (or its end closed): ms; 30 s is a bound against a hang
+    with ours:
+        # the hook's line, or the end of stderr when the hook killed it: ms; 30 s is a bound against a hang
+        ready, _, _ = select.select([proc.stderr], [], [], 30)
+        said = proc.stderr.readline() if ready else ""
+    # then it exits by itself, its end closed: ms; 30 s is a bound against a hang
     out, err = proc.communicate(timeout=30)
-    return proc.returncode, err
+    return proc.returncode, said + err
 
 
 @test
