@@ -397,6 +397,7 @@ Broker *broker_free(Broker *b) {
         /* first: the uploads it answers as ended still record through the broker */
         egress_upload_forget_waiting(b);
         b->egress = egress_client_free(b->egress);
+        free(b->egress_missing);
         sd_event_source_disable_unref(b->suppressed_timer);
         request_budget_free(b->request_budget);
         safe_close(b->listen_fd);

@@ -355,12 +355,21 @@ static int check_egress(const char *policy_path, const Policy *p) {
         _cleanup_close_ int fd = -EBADF;
         int result = EXIT_SUCCESS, r;
         pid_t pid;
+        uid_t uid;
+        gid_t gid;
 
         if (p->n_egress == 0) {
                 printf("%s: no [egress.NAME] store to check\n", policy_path);
                 return EXIT_SUCCESS;
         }
-        r = egress_process_spawn(helper, &pid, &fd);
+        r = egress_user_lookup(&uid, &gid);
+        if (r < 0) {
+                fprintf(stderr, "dsagent: the egress process's user %s %s: it never runs as root (create it: "
+                                "systemd-sysusers, units/dsagent.sysusers)\n", egress_user_name(),
+                        r == -ENOENT ? "does not exist" : r == -EPERM ? "has root's uid or gid" : strerror(-r));
+                return EXIT_FAILURE;
+        }
+        r = egress_process_spawn(helper, uid, gid, &pid, &fd);
         if (r < 0) {
                 fprintf(stderr, "dsagent: cannot start the egress process %s: %s\n", helper, strerror(-r));
                 return EXIT_FAILURE;
@@ -539,10 +548,25 @@ static int run(const Options *o, SystemdFds *fds) {
          * that has a store: a host without egress runs no network code at all. A reload that adds the first
          * store finds none running, and its uploads fail, recorded, until the agent is restarted. */
         if (broker->policy->n_egress > 0) {
-                r = egress_client_start(event, egress_helper_path(), &broker->egress);
-                if (r < 0)
-                        fprintf(stderr, "dsagent: cannot start the egress process %s: %s; uploads will fail, "
-                                        "recorded\n", egress_helper_path(), strerror(-r));
+                uid_t uid;
+                gid_t gid;
+
+                /* never as root: without its own user, no egress process, and every upload fails, recorded */
+                r = egress_user_lookup(&uid, &gid);
+                if (r < 0) {
+                        fprintf(stderr, "dsagent: the egress process's user %s %s; no egress process runs and every "
+                                        "upload fails, recorded (create it: systemd-sysusers, units/dsagent.sysusers)\n",
+                                egress_user_name(),
+                                r == -ENOENT ? "does not exist" : r == -EPERM ? "has root's uid or gid" : strerror(-r));
+                        if (asprintf(&broker->egress_missing, "the egress process's user %s %s: it never runs as root",
+                                     egress_user_name(), r == -ENOENT ? "does not exist" : "is not usable") < 0)
+                                broker->egress_missing = NULL;
+                } else {
+                        r = egress_client_start(event, egress_helper_path(), uid, gid, &broker->egress);
+                        if (r < 0)
+                                fprintf(stderr, "dsagent: cannot start the egress process %s: %s; uploads will fail, "
+                                                "recorded\n", egress_helper_path(), strerror(-r));
+                }
         }
 
         /* the last step of start-up, before the first untrusted byte is read */

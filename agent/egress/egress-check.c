@@ -5,7 +5,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 
 #include "agent/egress/egress-check.h"
 #include "agent/egress/s3-upload.h"
+#include "agent/workers/sandbox.h"
 #include "common/cleanup.h"
 
 const char *egress_helper_path(void) {
@@ -29,14 +32,59 @@ const char *egress_helper_path(void) {
         return DSAGENT_EGRESS_HELPER;
 }
 
-int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd) {
+const char *egress_user_name(void) {
+#if DSAGENT_TEST_HOOKS
+        const char *test = getenv("DSAGENT_TEST_EGRESS_USER");
+
+        if (test && test[0])
+                return test;
+#endif
+        return EGRESS_USER;
+}
+
+int egress_user_lookup(uid_t *ret_uid, gid_t *ret_gid) {
+        struct passwd *pw;
+
+        errno = 0;
+        pw = getpwnam(egress_user_name());
+        if (!pw)
+                return errno == 0 || errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
+        if (pw->pw_uid == 0 || pw->pw_gid == 0)
+                return -EPERM;
+        *ret_uid = pw->pw_uid;
+        *ret_gid = pw->pw_gid;
+        return 0;
+}
+
+/* In the forked child, before the exec: @uid and @gid for good, no supplementary group, and said so by the kernel. */
+static int become_egress_user(uid_t uid, gid_t gid) {
+        uid_t ruid, euid, suid;
+        gid_t rgid, egid, sgid;
+
+        int r;
+
+        /* while it still holds CAP_SETPCAP (not under dsagent.service, whose bounding set is already cut): past
+         * the uid change it could not; and no exec after this one raises what it holds */
+        r = sandbox_cut_bounding_set();
+        if (r < 0)
+                return r;
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+            setresuid(uid, uid, uid) < 0)
+                return -errno;
+        if (getresuid(&ruid, &euid, &suid) < 0 || getresgid(&rgid, &egid, &sgid) < 0 || getgroups(0, NULL) != 0 ||
+            ruid != uid || euid != uid || suid != uid || rgid != gid || egid != gid || sgid != gid)
+                return -EPERM;
+        return 0;
+}
+
+int egress_process_spawn(const char *helper, uid_t uid, gid_t gid, pid_t *ret_pid, int *ret_fd) {
         int sv[2], r;
-        pid_t pid;
+        pid_t pid, parent = getpid();
 
         char agent[32];
 
-        /* the egress process arms its own death signal again with this: an exec into another SELinux domain
-         * (dsagent_egress_t) is a secure one, and the kernel clears the one set here across it */
+        /* the egress process checks with this that the agent that started it is still its parent, then watches
+         * fd 3 for the agent's end (egress-main.c's die_with_agent()) */
         (void)snprintf(agent, sizeof(agent), "--agent=%d", (int)getpid());
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return -errno;
@@ -50,11 +98,21 @@ int egress_process_spawn(const char *helper, pid_t *ret_pid, int *ret_fd) {
         if (pid == 0) {
                 sigset_t none;
 
+                /* its user first: the kernel clears a death signal set before a change of uid or gid */
+                r = become_egress_user(uid, gid);
+                if (r < 0) {
+                        fprintf(stderr, "dsagent: cannot become the egress process's user %s (%u:%u): %s\n",
+                                egress_user_name(), (unsigned)uid, (unsigned)gid, strerror(-r));
+                        _exit(127);
+                }
                 /* fd 3 is the socket (dup2 clears CLOEXEC; if it is 3 already, CLOEXEC is cleared by hand), nothing
                  * else of the agent's crosses the exec; nor its blocked signals (SIGTERM, SIGHUP...), which an
-                 * exec keeps: the egress process and its uploads end on SIGTERM as any process */
+                 * exec keeps: the egress process and its uploads end on SIGTERM as any process. No death signal:
+                 * the agent, without CAP_KILL, may not send one to another user's process (the egress process
+                 * watches fd 3 instead, egress-main.c); an agent already gone is seen by its pid. */
                 sigemptyset(&none);
-                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || sigprocmask(SIG_SETMASK, &none, NULL) < 0 ||
+                if (getppid() != parent ||
+                    sigprocmask(SIG_SETMASK, &none, NULL) < 0 ||
                     (sv[1] == 3 ? fcntl(3, F_SETFD, 0) : dup2(sv[1], 3)) < 0 || close_range(4, ~0U, 0) < 0)
                         _exit(127);
                 execl(helper, "dsagent-egress", agent, (char *)NULL);
@@ -107,6 +165,57 @@ int egress_request_fill(EgressRequest *q, const PolicyEgress *e, const char *cre
         return r;
 }
 
+/* @path opened for the egress process to read: no link followed, no terminal taken, no wait for a FIFO's writer
+ * (the egress process checks the type, owner and mode on the fd). Return: the fd, or a negative errno. */
+static int open_for_egress(const char *path) {
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+        return fd < 0 ? -errno : fd;
+}
+
+int egress_request_send(int sock, EgressRequest *q, int artifact_fd, int flags) {
+        _cleanup_close_ int credentials_fd = -EBADF, ca_fd = -EBADF;
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(3 * sizeof(int))];
+        } control = {};
+        struct iovec iov = { .iov_base = q, .iov_len = sizeof(*q) };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+        int fds[3];
+        size_t n_fds = 0;
+        ssize_t n;
+
+        credentials_fd = open_for_egress(q->credentials);
+        q->credentials_error = credentials_fd < 0 ? credentials_fd : 0;
+        if (credentials_fd >= 0)
+                fds[n_fds++] = credentials_fd;
+        q->ca_error = 0;
+        if (q->ca_file[0]) {
+                ca_fd = open_for_egress(q->ca_file);
+                q->ca_error = ca_fd < 0 ? ca_fd : 0;
+                if (ca_fd >= 0)
+                        fds[n_fds++] = ca_fd;
+        }
+        if (artifact_fd >= 0)
+                fds[n_fds++] = artifact_fd;
+        if (n_fds > 0) {
+                struct cmsghdr *cm;
+
+                msg.msg_control = &control;
+                msg.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
+                cm = CMSG_FIRSTHDR(&msg);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(cm), fds, n_fds * sizeof(int));
+        }
+        n = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+
+        if (n < 0)
+                return -errno;
+        return n == (ssize_t)sizeof(*q) ? 0 : -EIO; /* a SOCK_SEQPACKET message goes whole or not at all */
+}
+
 int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_dir, uint64_t timeout_usec,
                         EgressReply *ret) {
         _cleanup_free_ EgressRequest *q = calloc(1, sizeof(EgressRequest));
@@ -123,8 +232,9 @@ int egress_check_target(int fd, const PolicyEgress *e, const char *credentials_d
         /* one try: a check reports the store as it is now, and a store down is said in seconds, not minutes */
         q->type = EGRESS_REQUEST_CHECK;
         q->attempts = 1;
-        if (send(fd, q, sizeof(*q), MSG_NOSIGNAL) != sizeof(*q))
-                return errno == EPIPE ? -ECONNRESET : -errno;
+        r = egress_request_send(fd, q, -1, 0);
+        if (r < 0)
+                return r == -EPIPE ? -ECONNRESET : r;
         for (;;) {
                 uint64_t now = now_usec();
                 struct pollfd p = { .fd = fd, .events = POLLIN };

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The loop's half of the egress process (egress-client.h): one SOCK_SEQPACKET socket, fixed-size messages
- * (egress-protocol.h), the artifact's fd with each upload (SCM_RIGHTS). Sends never wait (MSG_DONTWAIT); answers
+ * (egress-protocol.h), the store's keys and CA and an upload's artifact open with each request (SCM_RIGHTS,
+ * egress-check.c's egress_request_send()). Sends never wait (MSG_DONTWAIT); answers
  * are read when the socket is readable, and each goes to the upload it names.
  */
 #include <errno.h>
@@ -30,8 +31,10 @@ typedef struct Pending {
 struct EgressClient {
         int fd;
         pid_t pid;
-        int pidfd;      /* the egress process, to kill it: the agent's sandbox has no kill() */
+        int pidfd;      /* the egress process, readable once it has exited: then it is reaped */
         sd_event_source *io;
+        sd_event_source *exit_watch; /* on pidfd, once its socket ended and it had not exited yet */
+        sd_event *event;
         uint64_t next_id;
         Pending *pending;
         EgressDied on_died;
@@ -48,18 +51,34 @@ static Pending *take_pending(EgressClient *c, uint64_t id) {
         return NULL;
 }
 
-/* The egress process is gone: every upload waiting is answered so, and nothing more is sent. */
+static void egress_client_reaped(EgressClient *c) {
+        c->exit_watch = sd_event_source_disable_unref(c->exit_watch);
+        c->pidfd = safe_close(c->pidfd);
+        c->pid = 0;
+}
+
+static int egress_client_on_exit(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        EgressClient *c = userdata;
+
+        if (waitpid(c->pid, NULL, WNOHANG) != 0)
+                egress_client_reaped(c);
+        return 0;
+}
+
+/*
+ * The egress process is gone, or going: every upload waiting is answered so, and nothing more is sent. It runs
+ * as its own user, which the agent (no CAP_KILL) cannot signal: its socket closed, it exits by itself, and is
+ * reaped when its pidfd says it has, never waited for (one that closed its end and lingers must not hold the
+ * loop in waitpid()). One that lingers lives until the unit's stop (nothing of the agent's may signal it).
+ */
 static void egress_client_lost(EgressClient *c) {
         c->io = sd_event_source_disable_unref(c->io);
         c->fd = safe_close(c->fd);
-        /* killed before it is reaped: one that closed its end and lingers must not hold the loop in waitpid() */
-        if (c->pid > 0) {
-                if (c->pidfd >= 0)
-                        (void)syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
-                (void)waitpid(c->pid, NULL, 0);
+        if (c->pid > 0 && !c->exit_watch) {
+                if (waitpid(c->pid, NULL, WNOHANG) != 0 || c->pidfd < 0 ||
+                    sd_event_add_io(c->event, &c->exit_watch, c->pidfd, EPOLLIN, egress_client_on_exit, c) < 0)
+                        egress_client_reaped(c); /* exited; or left to init once the agent exits */
         }
-        c->pidfd = safe_close(c->pidfd);
-        c->pid = 0;
         while (c->pending) {
                 Pending *p = c->pending;
                 c->pending = p->next;
@@ -145,7 +164,7 @@ static int egress_client_on_io(sd_event_source *s, int fd, uint32_t revents, voi
         }
 }
 
-int egress_client_start(sd_event *event, const char *helper, EgressClient **ret) {
+int egress_client_start(sd_event *event, const char *helper, uid_t uid, gid_t gid, EgressClient **ret) {
         EgressClient *c = calloc(1, sizeof(*c));
         int r;
 
@@ -153,13 +172,14 @@ int egress_client_start(sd_event *event, const char *helper, EgressClient **ret)
                 return -ENOMEM;
         c->next_id = 1;
         c->pidfd = -EBADF;
-        r = egress_process_spawn(helper, &c->pid, &c->fd);
+        c->event = sd_event_ref(event);
+        r = egress_process_spawn(helper, uid, gid, &c->pid, &c->fd);
         if (r < 0) {
+                sd_event_unref(c->event);
                 free(c);
                 return r;
         }
-        /* before the sandbox, which keeps pidfd_send_signal() and not kill(); the child is not reaped, so the pid
-         * is still its own */
+        /* the child is not reaped, so the pid is still its own */
         c->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
         if (c->pidfd < 0) {
                 r = -errno;
@@ -179,6 +199,10 @@ EgressClient *egress_client_free(EgressClient *c) {
         if (!c)
                 return NULL;
         egress_client_lost(c);
+        /* the agent is going: not waited for (it exits on its socket's end, which it watches) */
+        c->exit_watch = sd_event_source_disable_unref(c->exit_watch);
+        c->pidfd = safe_close(c->pidfd);
+        sd_event_unref(c->event);
         free(c);
         return NULL;
 }
@@ -189,39 +213,21 @@ int egress_client_pid(const EgressClient *c) {
 
 int egress_client_submit(EgressClient *c, EgressRequest *q, int fd, EgressUploadDone done, void *userdata,
                          uint64_t *ret_id) {
-        union {
-                struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } control = {};
-        struct iovec iov = { .iov_base = q, .iov_len = sizeof(*q) };
-        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
-                              .msg_controllen = sizeof(control) };
-        struct cmsghdr *cm;
         Pending *p;
+        int r;
 
         if (c->fd < 0)
                 return -ECONNRESET;
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        if (fd >= 0) {
-                cm = CMSG_FIRSTHDR(&msg);
-                cm->cmsg_level = SOL_SOCKET;
-                cm->cmsg_type = SCM_RIGHTS;
-                cm->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        } else {
-                msg.msg_control = NULL;
-                msg.msg_controllen = 0;
-        }
         q->version = EGRESS_PROTOCOL_VERSION;
         q->id = c->next_id++;
-        if (sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*q)) {
-                int r = errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN
-                        : errno == EPIPE || errno == ECONNRESET  ? -ECONNRESET
-                                                                 : -errno;
+        /* the keys and the CA go open with it: the egress process's user could open neither */
+        r = egress_request_send(c->fd, q, fd, MSG_DONTWAIT);
+        if (r < 0) {
                 free(p);
-                return r;
+                return r == -EAGAIN || r == -EWOULDBLOCK ? -EAGAIN : r == -EPIPE || r == -ECONNRESET ? -ECONNRESET : r;
         }
         *p = (Pending){ .id = q->id, .upload = fd >= 0, .done = done, .userdata = userdata, .next = c->pending };
         c->pending = p;

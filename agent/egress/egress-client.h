@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <sys/types.h>
 #include <systemd/sd-event.h>
 
 #include "agent/egress/egress-protocol.h"
@@ -24,14 +25,15 @@ typedef void (*EgressUploadDone)(const EgressReply *reply, void *userdata);
 typedef void (*EgressDied)(const char *message, void *userdata);
 
 /**
- * egress_client_start() - exec @helper (egress_helper_path()) and watch its socket from @event
+ * egress_client_start() - exec @helper (egress_helper_path()) as @uid:@gid (egress_user_lookup()) and watch its
+ * socket from @event
  *
  * Return: 0 with the client, or a negative errno (nothing started).
  */
-int egress_client_start(sd_event *event, const char *helper, EgressClient **ret);
+int egress_client_start(sd_event *event, const char *helper, uid_t uid, gid_t gid, EgressClient **ret);
 
-/* Closes the socket (the egress process sees its end and exits, killing its uploads), reaps it, and answers
- * every upload still waiting with a NULL reply. */
+/* Closes the socket (the egress process sees its end and exits, killing its uploads) and answers every upload
+ * still waiting with a NULL reply; the process is not waited for. */
 EgressClient *egress_client_free(EgressClient *c);
 
 /* The egress process's pid, for tests and messages; 0 once it is gone. */

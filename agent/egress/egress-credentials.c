@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Reading an egress store's keys (egress-credentials.h): the egress process's alone. The policy loader only
- * looks at the file (agent/decide/policy-load.c); here it is opened, checked again on the fd, and parsed.
+ * looks at the file (agent/decide/policy-load.c), the agent opens it for the egress process (whose user could
+ * not: egress-check.c), and here it is checked again on the fd it sent, and read and parsed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -99,24 +100,18 @@ int egress_credentials_parse(const char *text, size_t size, EgressCredentials *r
         return 0;
 }
 
-int egress_credentials_read(const char *path, EgressCredentials *ret, char *why, size_t why_size) {
-        _cleanup_close_ int fd = -EBADF;
+int egress_credentials_read(int fd, const char *path, EgressCredentials *ret, char *why, size_t why_size) {
         char *text;
         size_t size = 0;
         struct stat st;
         int r;
 
-        fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0) {
-                r = -errno;
-                snprintf(why, why_size, "%s cannot be opened: %s", path, strerror(-r));
-                return r;
-        }
         if (fstat(fd, &st) < 0) {
                 r = -errno;
                 snprintf(why, why_size, "%s cannot be looked at: %s", path, strerror(-r));
                 return r;
         }
+        /* what is checked is what is read: the file the agent opened, whatever the path names now */
         if (!S_ISREG(st.st_mode) || st.st_uid != 0 ||
             ((st.st_mode & 07777) != 0600 && (st.st_mode & 07777) != 0400)) {
                 snprintf(why, why_size, "%s is not a regular file of root's with mode 0600 or 0400", path);
@@ -126,7 +121,7 @@ int egress_credentials_read(const char *path, EgressCredentials *ret, char *why,
         if (!text)
                 return -ENOMEM;
         for (;;) {
-                ssize_t n = read(fd, text + size, EGRESS_CREDENTIALS_FILE_MAX + 1 - size);
+                ssize_t n = pread(fd, text + size, EGRESS_CREDENTIALS_FILE_MAX + 1 - size, (off_t)size);
 
                 if (n < 0 && errno == EINTR)
                         continue;

@@ -3,7 +3,9 @@
  * dsagent-egress: the process that reaches S3 stores (docs/egress-plan.md), exec'd by dsagent with one
  * SOCK_SEQPACKET socket as fd 3 (egress-protocol.h), never run by hand. It is the only one that reads an egress
  * store's keys and links libcurl, and the only one whose seccomp filter (SANDBOX_EGRESS) lets it make an
- * AF_INET socket: the agent's binary does none of these.
+ * AF_INET socket: the agent's binary does none of these. It runs as a user of its own (egress-check.h's
+ * EGRESS_USER, set by the agent before the exec), which can open no file of root's: the keys and the CA come
+ * open with each request.
  *
  * Two processes: the one the agent execs is the supervisor, which enters the sandbox, forks the server and does
  * nothing else but start it again when it dies (after a backoff, from 1 s doubling to a minute, so that a
@@ -47,6 +49,14 @@
 #endif
 
 #define EGRESS_FD 3
+#define EGRESS_CA_MAX (4 << 20) /* bytes of a CA bundle: the system's whole store is about 200 KiB */
+
+/* What came open with a request (egress-protocol.h), -1 where nothing did. */
+typedef struct RequestFiles {
+        int credentials;
+        int ca;
+        int artifact;
+} RequestFiles;
 
 /* One upload's child: its pid (not reaped before it is done with, so the pid stays its own), the pipe it
  * answers through, and when it is killed. */
@@ -65,7 +75,7 @@ static size_t n_uploads;
 /* Uploads taken while every slot ran one, oldest first, each with its file. */
 typedef struct Queued {
         EgressRequest *request;
-        int fd;
+        RequestFiles files;
 } Queued;
 
 static Queued queue[EGRESS_QUEUE_MAX];
@@ -82,8 +92,18 @@ static bool field_terminated(const char *field, size_t size) {
         return memchr(field, '\0', size) != NULL;
 }
 
-/* Every string ends within its field, and the request is one this build sends. Return: NULL or what is wrong. */
-static const char *request_problem(const EgressRequest *q, int fd) {
+static bool open_error_valid(int32_t error) {
+        return error <= 0 && error > -4096;
+}
+
+/* How many files come open with @q: its keys and its CA unless the agent could not open them, an upload's file. */
+static size_t files_expected(const EgressRequest *q) {
+        return (q->credentials_error == 0) + (q->ca_file[0] && q->ca_error == 0) + (q->type == EGRESS_REQUEST_UPLOAD);
+}
+
+/* Every string ends within its field, and the request is one this build sends, with the files it says.
+ * Return: NULL or what is wrong. */
+static const char *request_problem(const EgressRequest *q, size_t n_fds, const RequestFiles *f) {
         struct stat st;
 
         if (q->version != EGRESS_PROTOCOL_VERSION)
@@ -102,36 +122,46 @@ static const char *request_problem(const EgressRequest *q, int fd) {
         if (q->credentials[0] != '/' || !q->endpoint[0] || !q->bucket[0] || !q->region[0] || q->attempts < 1 ||
             q->attempts > 20)
                 return "a request without a target";
+        if (!open_error_valid(q->credentials_error) || !open_error_valid(q->ca_error))
+                return "an open() error that is none";
+        if (n_fds != files_expected(q))
+                return q->type == EGRESS_REQUEST_UPLOAD ? "an upload without its files" : "a request with files it does not say";
         if (q->type == EGRESS_REQUEST_CHECK)
-                return fd >= 0 ? "a check with a file" : NULL;
+                return NULL;
         if (q->type == EGRESS_REQUEST_PRESIGN)
-                return fd >= 0                                                          ? "a URL with a file"
-                       : !q->key[0] || q->url_seconds < 1 || q->url_seconds > S3_PRESIGN_EXPIRES_MAX ? "a URL without a key or a life"
-                                                                                        : NULL;
+                return !q->key[0] || q->url_seconds < 1 || q->url_seconds > S3_PRESIGN_EXPIRES_MAX ? "a URL without a key or a life"
+                                                                                                : NULL;
         if (!q->key[0] || q->timeout_usec == 0)
                 return "an upload without a key or a deadline";
         /* the agent opened it for reading: anything else is not what it sends */
-        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (fcntl(fd, F_GETFL) & O_ACCMODE) != O_RDONLY)
+        if (fstat(f->artifact, &st) < 0 || !S_ISREG(st.st_mode) || (fcntl(f->artifact, F_GETFL) & O_ACCMODE) != O_RDONLY)
                 return "an upload without a regular file open for reading";
         return NULL;
 }
 
-static S3Target target_of(const EgressRequest *q, const EgressCredentials *keys) {
+static S3Target target_of(const EgressRequest *q, const EgressCredentials *keys, const char *ca_pem, size_t ca_pem_size) {
         return (S3Target){ .endpoint = q->endpoint,
                            .bucket = q->bucket,
                            .region = q->region,
                            .path_style = q->path_style != 0,
-                           .ca_file = q->ca_file[0] ? q->ca_file : NULL,
+                           .ca_pem = ca_pem,
+                           .ca_pem_size = ca_pem_size,
                            .access_key = keys->access_key_id,
                            .secret_key = keys->secret_access_key,
                            .session_token = keys->session_token };
 }
 
-/* The keys, read at each request (a rotated key needs no reload); 0 or the reply says why not. */
-static int read_keys(const EgressRequest *q, EgressCredentials *keys, EgressReply *a) {
+/* The keys, from the file the agent opened, read at each request (a rotated key needs no reload); 0 or the
+ * reply says why not. */
+static int read_keys(const EgressRequest *q, const RequestFiles *f, EgressCredentials *keys, EgressReply *a) {
         char why[400] = "cannot read them"; /* not every failure says why (want of memory) */
-        int r = egress_credentials_read(q->credentials, keys, why, sizeof(why));
+        int r;
 
+        if (q->credentials_error < 0) {
+                r = q->credentials_error;
+                snprintf(why, sizeof(why), "%.300s cannot be opened: %s", q->credentials, strerror(-r));
+        } else
+                r = egress_credentials_read(f->credentials, q->credentials, keys, why, sizeof(why));
         if (r == 0)
                 return 0;
         a->result = r < 0 ? r : EGRESS_E_CREDENTIALS;
@@ -139,16 +169,65 @@ static int read_keys(const EgressRequest *q, EgressCredentials *keys, EgressRepl
         return -1;
 }
 
-static void answer_check(const EgressRequest *q, EgressReply *a) {
+/* The store's CA bundle, when it has one, from the file the agent opened (*@ret NULL: the system's store); 0 or
+ * the reply says why not, untrusted as a CA file curl could not read was. */
+static int read_ca(const EgressRequest *q, const RequestFiles *f, char **ret, size_t *ret_size, EgressReply *a) {
+        _cleanup_free_ char *pem = NULL;
+        size_t size = 0;
+        struct stat st;
+        const char *why = NULL;
+
+        if (!q->ca_file[0]) {
+                *ret = NULL;
+                *ret_size = 0;
+                return 0;
+        }
+        if (q->ca_error < 0)
+                why = strerror(-q->ca_error);
+        else if (fstat(f->ca, &st) < 0)
+                why = strerror(errno);
+        else if (!S_ISREG(st.st_mode))
+                why = "not a regular file";
+        else if (st.st_size > EGRESS_CA_MAX)
+                why = "larger than 4 MiB";
+        else if (!(pem = malloc((size_t)st.st_size + 1)))
+                why = strerror(ENOMEM);
+        while (!why && size <= (size_t)st.st_size) {
+                ssize_t n = pread(f->ca, pem + size, (size_t)st.st_size + 1 - size, (off_t)size);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        why = strerror(errno);
+                else if (n == 0)
+                        break;
+                else
+                        size += (size_t)n;
+        }
+        if (!why && size > (size_t)st.st_size)
+                why = "it grew while it was read";
+        if (why) {
+                a->result = S3_E_UNTRUSTED;
+                snprintf(a->message, sizeof(a->message), "the CA file %.300s cannot be read: %s", q->ca_file, why);
+                return -1;
+        }
+        *ret = TAKE_PTR(pem);
+        *ret_size = size;
+        return 0;
+}
+
+static void answer_check(const EgressRequest *q, const RequestFiles *f, EgressReply *a) {
         EgressCredentials keys = {};
+        _cleanup_free_ char *ca = NULL;
+        size_t ca_size;
         S3UploadReport report;
         S3UploadOptions options = { .attempts = q->attempts };
         S3Target target;
         int r;
 
-        if (read_keys(q, &keys, a) < 0)
+        if (read_ca(q, f, &ca, &ca_size, a) < 0 || read_keys(q, f, &keys, a) < 0)
                 return;
-        target = target_of(q, &keys);
+        target = target_of(q, &keys, ca, ca_size);
         r = s3_check_bucket(&target, &options, &report);
         egress_credentials_done(&keys);
         a->result = r;
@@ -158,12 +237,12 @@ static void answer_check(const EgressRequest *q, EgressReply *a) {
 }
 
 /* A presigned GET URL of q->key (s3-presign.c: pure, no network), signed with the keys read now. */
-static void answer_presign(const EgressRequest *q, EgressReply *a) {
+static void answer_presign(const EgressRequest *q, const RequestFiles *f, EgressReply *a) {
         EgressCredentials keys = {};
         _cleanup_free_ char *url = NULL;
         int r;
 
-        if (read_keys(q, &keys, a) < 0)
+        if (read_keys(q, f, &keys, a) < 0)
                 return;
         r = s3_presign_get(&(S3PresignRequest){ .endpoint = q->endpoint, .bucket = q->bucket, .key = q->key,
                                                 .region = q->region, .path_style = q->path_style != 0,
@@ -203,8 +282,10 @@ static void test_hook_progress(S3UploadEvent event, unsigned number, const S3Upl
 #endif
 
 /* In the upload's child: the whole upload, its outcome in @a. */
-static void run_upload(const EgressRequest *q, int fd, EgressReply *a) {
+static void run_upload(const EgressRequest *q, const RequestFiles *f, EgressReply *a) {
         EgressCredentials keys = {};
+        _cleanup_free_ char *ca = NULL;
+        size_t ca_size;
         S3Metadata metadata[EGRESS_METADATA_MAX];
         S3UploadReport report = {};
         S3UploadOptions options = { .part_size = q->part_size, .attempts = q->attempts, .metadata = metadata };
@@ -218,10 +299,10 @@ static void run_upload(const EgressRequest *q, int fd, EgressReply *a) {
 #if DSAGENT_TEST_HOOKS
         options.progress = test_hook_progress;
 #endif
-        if (read_keys(q, &keys, a) < 0)
+        if (read_ca(q, f, &ca, &ca_size, a) < 0 || read_keys(q, f, &keys, a) < 0)
                 return;
-        target = target_of(q, &keys);
-        r = s3_upload_file(&target, q->key, fd, &options, &report);
+        target = target_of(q, &keys, ca, ca_size);
+        r = s3_upload_file(&target, q->key, f->artifact, &options, &report);
         egress_credentials_done(&keys);
         a->result = r;
         a->http_status = (int32_t)report.http_status;
@@ -239,7 +320,7 @@ static int send_reply(const EgressReply *a) {
 }
 
 /* Fork the upload's child. Return: 0 (it runs, or its failure to start was answered), -1: the agent is gone. */
-static int start_upload(const EgressRequest *q, int fd) {
+static int start_upload(const EgressRequest *q, const RequestFiles *f) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id };
         int answer[2], pidfd;
         pid_t pid, parent;
@@ -271,7 +352,7 @@ static int start_upload(const EgressRequest *q, int fd) {
                  * pidfd of this child (it could not hold it to its deadline), which says so by closing its end */
                 if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || read(answer[1], &go, 1) != 1)
                         _exit(1);
-                run_upload(q, fd, &a);
+                run_upload(q, f, &a);
                 a.usec = now_usec() - started;
                 _exit(write(answer[1], &a, sizeof(a)) == sizeof(a) ? 0 : 1);
         }
@@ -322,6 +403,22 @@ static int finish_upload(size_t i) {
         return send_reply(&a);
 }
 
+/* The files that came with @q, in the order egress-protocol.h gives, from @fds (@n of them). */
+static RequestFiles files_of(const EgressRequest *q, const int *fds, size_t n) {
+        RequestFiles f = { -1, -1, -1 };
+        size_t i = 0;
+
+        if (n != files_expected(q))
+                return f;
+        if (q->credentials_error == 0)
+                f.credentials = fds[i++];
+        if (q->ca_file[0] && q->ca_error == 0)
+                f.ca = fds[i++];
+        if (q->type == EGRESS_REQUEST_UPLOAD)
+                f.artifact = fds[i++];
+        return f;
+}
+
 /* The server took upload @id: it is its to answer now, or its death's (egress-protocol.h). */
 static int send_taken(uint64_t id) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .kind = EGRESS_REPLY_TAKEN, .id = id };
@@ -329,18 +426,27 @@ static int send_taken(uint64_t id) {
         return send_reply(&a);
 }
 
+static void close_files(const RequestFiles *f) {
+        if (f->credentials >= 0)
+                close(f->credentials);
+        if (f->ca >= 0)
+                close(f->ca);
+        if (f->artifact >= 0)
+                close(f->artifact);
+}
+
 /* An upload that finds every slot taken waits in the queue, or is answered busy when that is full too. Takes
- * @q and @fd. Return: 0, or -1 when the agent is gone. */
-static int queue_upload(EgressRequest *q, int fd) {
+ * @q and the files in @f. Return: 0, or -1 when the agent is gone. */
+static int queue_upload(EgressRequest *q, const RequestFiles *f) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id, .result = EGRESS_E_BUSY };
 
         if (n_queued < EGRESS_QUEUE_MAX) {
-                queue[n_queued++] = (Queued){ .request = q, .fd = fd };
+                queue[n_queued++] = (Queued){ .request = q, .files = *f };
                 return send_taken(q->id);
         }
         snprintf(a.message, sizeof(a.message), "the egress process is far behind: %d uploads run and %d wait",
                  EGRESS_UPLOADS_MAX, EGRESS_QUEUE_MAX);
-        close(fd);
+        close_files(f);
         free(q);
         return send_reply(&a);
 }
@@ -354,8 +460,8 @@ static int start_queued(void) {
                 return 0;
         next = queue[0];
         memmove(queue, queue + 1, (--n_queued) * sizeof(queue[0]));
-        r = start_upload(next.request, next.fd);
-        close(next.fd);
+        r = start_upload(next.request, &next.files);
+        close_files(&next.files);
         free(next.request);
         return r;
 }
@@ -366,14 +472,17 @@ static int take_request(void) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION };
         union {
                 struct cmsghdr align;
-                char buf[CMSG_SPACE(sizeof(int))];
+                char buf[CMSG_SPACE(3 * sizeof(int))];
         } control = {};
         struct iovec iov = { .iov_base = q, .iov_len = sizeof(*q) };
         struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &control,
                               .msg_controllen = sizeof(control) };
         const char *problem;
+        RequestFiles f;
+        int fds[3];
+        size_t n_fds = 0;
         ssize_t n;
-        int fd = -1, r = 0;
+        int r = 0;
 
         if (!q)
                 return -1;
@@ -382,32 +491,42 @@ static int take_request(void) {
                 free(q);
                 return n < 0 && errno == EINTR ? 0 : -1;
         }
+        /* every fd that came is taken, to be closed, whatever else is wrong */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-                        memcpy(&fd, CMSG_DATA(c), sizeof(int));
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+                        for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+                                int fd;
+
+                                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                                if (n_fds < ELEMENTSOF(fds))
+                                        fds[n_fds++] = fd;
+                                else
+                                        close(fd);
+                        }
+        f = n == sizeof(*q) ? files_of(q, fds, n_fds) : (RequestFiles){ -1, -1, -1 };
         problem = n != sizeof(*q) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? "a request of the wrong size"
-                                                                                 : request_problem(q, fd);
+                                                                                 : request_problem(q, n_fds, &f);
         if (problem) {
                 a.result = -EBADMSG;
                 a.id = n == sizeof(*q) ? q->id : 0;
                 snprintf(a.message, sizeof(a.message), "malformed egress request: %s", problem);
                 r = send_reply(&a);
         } else if (q->type == EGRESS_REQUEST_CHECK) {
-                answer_check(q, &a);
+                answer_check(q, &f, &a);
                 r = send_reply(&a);
         } else if (q->type == EGRESS_REQUEST_PRESIGN) {
                 a.id = q->id;
-                answer_presign(q, &a);
+                answer_presign(q, &f, &a);
                 r = send_reply(&a);
         } else if (n_uploads >= EGRESS_UPLOADS_MAX) {
-                return queue_upload(q, fd); /* q and fd are the queue's now, or freed */
+                return queue_upload(q, &f); /* q and its files are the queue's now, or closed and freed */
         } else {
                 r = send_taken(q->id);
                 if (r == 0)
-                        r = start_upload(q, fd);
+                        r = start_upload(q, &f);
         }
-        if (fd >= 0)
-                close(fd);
+        for (size_t i = 0; i < n_fds; i++)
+                close(fds[i]);
         free(q);
         return r;
 }
@@ -460,8 +579,9 @@ static int serve(void) {
 #if DSAGENT_TEST_HOOKS
 /*
  * Test builds only: from inside the sandbox, the system call DSAGENT_TEST_EGRESS_SYSCALL names. An AF_INET
- * socket is the egress process's to make (said on stderr, and it goes on serving); the others kill it, and
- * surviving one is said and is a failure of SANDBOX_EGRESS.
+ * socket is the egress process's to make, and a file opened to read (open-read:PATH) its user's to be refused
+ * or not: each is said on stderr, and it goes on serving; the others kill it, and surviving one is said and is
+ * a failure of SANDBOX_EGRESS.
  */
 static void test_hook_system_call(void) {
         const char *name = getenv("DSAGENT_TEST_EGRESS_SYSCALL");
@@ -469,6 +589,15 @@ static void test_hook_system_call(void) {
 
         if (!name)
                 return;
+        if (strncmp(name, "open-read:", 10) == 0) {
+                /* open-read:PATH, a file of root's its user may not read: refused by the file's mode (EACCES),
+                 * where the filter would allow it (it opens for reading) and uid 0 would have read it */
+                fd = open(name + 10, O_RDONLY | O_CLOEXEC);
+                fprintf(stderr, "dsagent-egress: opening %s to read: %s\n", name + 10, fd >= 0 ? "opened" : strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
         if (strcmp(name, "inet-socket") == 0) {
                 fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 fprintf(stderr, "dsagent-egress: an AF_INET socket: %s\n", fd >= 0 ? "made" : strerror(errno));
@@ -493,15 +622,35 @@ static void test_hook_system_call(void) {
 }
 #endif
 
+/* The signal fd 3 raises when it can be read or its other end has gone (O_ASYNC, F_SETSIG): a real-time one, so
+ * that a hangup queues behind a request's signal instead of being merged into it. */
+#define AGENT_SOCKET_SIGNAL (SIGRTMIN + 4)
+
+/* Any of fd 3's signals (or SIGIO, which the kernel sends when the real-time queue is full): its other end gone
+ * is the agent gone, and the egress process ends at once, whatever it is waiting for (a check in libcurl); its
+ * uploads' children die with it (their death signal comes from it, of their own uid). */
+static void on_agent_socket_signal(int sig, siginfo_t *si, void *ctx) {
+        struct pollfd p = { .fd = EGRESS_FD };
+
+        (void)sig, (void)si, (void)ctx;
+        if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR)))
+                _exit(EXIT_SUCCESS);
+}
+
 /*
- * Dies with the agent that started it (@arg: "--agent=PID", its pid): the death signal the agent set before the
- * exec is gone when the exec changed SELinux domain (a secure exec clears it), so it is set again here, and an
- * agent that died before that is caught by its pid no longer being the parent. Return: 0, or -ESRCH.
+ * Dies with the agent that started it (@arg: "--agent=PID", its pid). Not by a death signal: the agent, root
+ * without CAP_KILL, may not signal a process of dsagent-egress, and the kernel checks the exiting parent's right
+ * to send it (under SELinux that is an AVC denial of dsagent_t's kill as well). The agent's end of fd 3 closes
+ * when it dies, however it dies: fd 3 then signals this process (O_ASYNC, owned by it), which ends. An agent
+ * that died before the watch was set is caught by its pid no longer being the parent.
+ * Return: 0, -ESRCH (the agent is gone), or a negative errno.
  */
 static int die_with_agent(const char *arg) {
         const char *p = arg && strncmp(arg, "--agent=", 8) == 0 ? arg + 8 : NULL;
+        struct sigaction sa = { .sa_sigaction = on_agent_socket_signal, .sa_flags = SA_SIGINFO | SA_RESTART };
         char *end = NULL;
         long agent;
+        int flags;
 
         if (!p)
                 return -EINVAL;
@@ -509,8 +658,13 @@ static int die_with_agent(const char *arg) {
         agent = strtol(p, &end, 10);
         if (errno != 0 || end == p || *end != '\0' || agent <= 0 || agent > INT_MAX)
                 return -EINVAL;
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        sigemptyset(&sa.sa_mask);
+        flags = fcntl(EGRESS_FD, F_GETFL);
+        if (sigaction(AGENT_SOCKET_SIGNAL, &sa, NULL) < 0 || sigaction(SIGIO, &sa, NULL) < 0 || flags < 0 ||
+            fcntl(EGRESS_FD, F_SETSIG, AGENT_SOCKET_SIGNAL) < 0 || fcntl(EGRESS_FD, F_SETOWN, getpid()) < 0 ||
+            fcntl(EGRESS_FD, F_SETFL, flags | O_ASYNC) < 0)
                 return -errno;
+        /* its end closed before the watch is served by serve(), which sees the hangup */
         return getppid() == (pid_t)agent ? 0 : -ESRCH;
 }
 

@@ -3,13 +3,15 @@
  * What crosses the socketpair between dsagent and the egress process it execs (libexec/dsagent-egress, fd 3):
  * fixed-size messages, as the PAM helper's (agent/decide/pam-check.c), since both ends are this build. One
  * SOCK_SEQPACKET message each; every string is NUL-terminated within its field, and the receiver checks that
- * before it reads one. The credentials cross only as where they are: the egress process reads them itself.
+ * before it reads one. The egress process runs as a user of its own (egress-check.h's EGRESS_USER), which can
+ * open none of root's files: the agent opens the store's keys and its ca_file and sends them open with the request
+ * (SCM_RIGHTS, in this order: keys, CA if any, the artifact of an upload); the paths cross for messages only.
  */
 #pragma once
 
 #include <stdint.h>
 
-#define EGRESS_PROTOCOL_VERSION 1
+#define EGRESS_PROTOCOL_VERSION 2
 #define EGRESS_FIELD_MAX 1024 /* bytes of a string field with its NUL: an endpoint, a path */
 
 typedef enum EgressRequestType {
@@ -37,8 +39,11 @@ typedef struct EgressRequest {
         char endpoint[EGRESS_FIELD_MAX];
         char bucket[72];
         char region[72];
-        char ca_file[EGRESS_FIELD_MAX];     /* "": the system's store */
-        char credentials[EGRESS_FIELD_MAX]; /* the absolute path of the credentials file */
+        char ca_file[EGRESS_FIELD_MAX];     /* "": the system's store; else sent open unless ca_error */
+        char credentials[EGRESS_FIELD_MAX]; /* the absolute path of the credentials file, sent open unless
+                                             * credentials_error */
+        int32_t credentials_error;          /* 0, or the agent's open() of credentials failed: -errno */
+        int32_t ca_error;                   /* 0, or the agent's open() of ca_file failed: -errno */
         /* EGRESS_REQUEST_UPLOAD only: */
         uint64_t id;            /* the agent's, echoed in the reply */
         uint64_t part_size;     /* bytes; 0: the core's default */

@@ -372,9 +372,12 @@ void egress_upload_artifact(Broker *b, const PolicyEgress *e, const char *dump_d
         }
         set_label(u->fd, "pending", u->target, NULL);
         if (!b->egress) {
-                set_label(u->fd, "failed", u->target, "no-egress-process");
-                record_failure(u, "failed", "no egress process runs: the policy the agent started with had no "
-                               "[egress.NAME] store (restart the agent)", NULL);
+                set_label(u->fd, "failed", u->target, b->egress_missing ? "no-egress-user" : "no-egress-process");
+                record_failure(u, "failed",
+                               b->egress_missing ? b->egress_missing
+                                                 : "no egress process runs: the policy the agent started with had no "
+                                                   "[egress.NAME] store (restart the agent)",
+                               NULL);
                 egress_upload_free(u);
                 return;
         }

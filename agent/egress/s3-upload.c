@@ -248,10 +248,15 @@ static CURLcode perform_once(Uploader *u, Method method, const char *url, struct
         /* verification is curl's default; said here, since everything the upload proves rests on it */
         (void)curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
         (void)curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-        if (u->target->ca_file) {
-                /* ca_file alone: Debian's libcurl also trusts the directory /etc/ssl/certs (CAPATH) by default,
-                 * and a CA file given beside it would add to the system's store instead of replacing it */
-                (void)curl_easy_setopt(c, CURLOPT_CAINFO, u->target->ca_file);
+        if (u->target->ca_pem) {
+                struct curl_blob ca = { .data = (void *)u->target->ca_pem, .len = u->target->ca_pem_size,
+                                        .flags = CURL_BLOB_COPY };
+
+                /* that CA alone: Debian's libcurl also trusts the file and the directory /etc/ssl/certs (CAINFO,
+                 * CAPATH) by default, and a CA given beside them would add to the system's store instead of
+                 * replacing it */
+                (void)curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+                (void)curl_easy_setopt(c, CURLOPT_CAINFO, NULL);
                 (void)curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
         }
         (void)curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, o->connect_timeout_seconds);

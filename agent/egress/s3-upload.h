@@ -28,8 +28,8 @@ enum {
         S3_E_GARBAGE,     /* the answer was not S3's: a redirect, no UploadId, an unreadable result */
         S3_E_MISMATCH,    /* the stored object's size or sha256 is not the file's */
         S3_E_CHANGED,     /* the file changed size or could not be read while it was being sent */
-        S3_E_UNTRUSTED,   /* TLS refused: the store's certificate is not signed by a CA of ca_file (or of the
-                           * system's store without one), not for the endpoint's name, or ca_file is unusable.
+        S3_E_UNTRUSTED,   /* TLS refused: the store's certificate is not signed by a CA of ca_pem (or of the
+                           * system's store without one), not for the endpoint's name, or ca_pem is unusable.
                            * Never retried: only the operator's configuration can cure it */
 };
 
@@ -39,8 +39,10 @@ typedef struct S3Target {
         const char *bucket;
         const char *region;        /* the SigV4 scope's region, e.g. us-east-1 */
         bool path_style;           /* endpoint/bucket/key; else bucket.host/key */
-        const char *ca_file;       /* PEM bundle to trust instead of the system's (CURLOPT_CAINFO); NULL: the
+        const char *ca_pem;        /* PEM bundle to trust instead of the system's (CURLOPT_CAINFO_BLOB: the
+                                    * egress process's user cannot open a CA file of root's); NULL: the
                                     * system's. The peer's certificate and name are always verified */
+        size_t ca_pem_size;
         const char *access_key;
         const char *secret_key;
         const char *session_token; /* temporary credentials' token (x-amz-security-token); NULL: none */

@@ -92,6 +92,8 @@ typedef struct Broker {
         struct EgressClient *egress;   /* the egress process (egress-client.h), started with the agent when its
                                         * policy had an [egress.NAME] store; NULL: none, uploads fail recorded */
         struct EgressUpload *egress_waiting; /* uploads waiting to be handed over again (egress-upload.c) */
+        char *egress_missing;          /* NULL, or why none runs though that policy had a store (its user is
+                                        * missing), which each upload's failure record says */
         Admission *admission;          /* dumps and sessions running now */
         struct WorkerPool *workers;    /* where what can block runs (jobs.h) */
         struct DumpSlots *dump_slots;  /* dumps' bytes so far, shared with the workers */

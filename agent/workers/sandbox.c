@@ -29,7 +29,7 @@
  *   CAP_DAC_OVERRIDE  runtimes' sockets are 0600 and their users' own: connect() needs write access
  *   CAP_SYS_PTRACE    /proc/PID/root, environ and auxv of other users' processes
  * The PAM helper keeps none: it reads world-readable files and /etc/shadow as its owner. Nor does the egress
- * process: it reads its keys as their owner (root, mode 0600), and the artifacts come to it open.
+ * process, which runs as a user of its own: its keys, its CA and the artifacts come to it open.
  */
 static const int agent_capabilities[] = { CAP_DAC_OVERRIDE, CAP_SYS_PTRACE };
 
@@ -115,29 +115,21 @@ static bool holds_setpcap(void) {
         return data[CAP_SETPCAP / 32].effective & (1u << (CAP_SETPCAP % 32));
 }
 
-static int drop_capabilities(const int *keep, size_t n_keep) {
-        struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        struct __user_cap_data_struct data[2] = {};
+/* Every capability but @keep out of the bounding set, when CAP_SETPCAP is there to do it (else nothing: see
+ * drop_capabilities()). */
+static int cut_bounding_set(const int *keep, size_t n_keep) {
         unsigned long last = CAP_LAST_CAP;
-        bool bounding = true;
-        FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+        FILE *f;
 
+        if (!holds_setpcap())
+                return 0;
+        f = fopen("/proc/sys/kernel/cap_last_cap", "re");
         if (f) {
                 if (fscanf(f, "%lu", &last) != 1)
                         last = CAP_LAST_CAP;
                 fclose(f);
         }
-        /* the bounding set first, while CAP_SETPCAP is still there to do it; what a
-         * unit's CapabilityBoundingSet= removed already needs (and gets) no drop.
-         * Without CAP_SETPCAP the bounding set cannot be cut at all: so it is for
-         * the egress process exec'd by an agent under dsagent.service, whose
-         * bounding set is CAP_DAC_OVERRIDE CAP_SYS_PTRACE alone. It then keeps
-         * those two in its bounding set and none in any other: sandbox_enter() set
-         * no_new_privs first, so no exec can raise the permitted set above the
-         * empty one capset() leaves below (and its filter allows no exec). */
-        if (!holds_setpcap())
-                bounding = false;
-        for (unsigned long cap = 0; bounding && cap <= last; cap++) {
+        for (unsigned long cap = 0; cap <= last; cap++) {
                 bool kept = false;
                 for (size_t i = 0; i < n_keep; i++)
                         kept |= (unsigned long)keep[i] == cap;
@@ -146,6 +138,31 @@ static int drop_capabilities(const int *keep, size_t n_keep) {
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
                         return -errno;
         }
+        return 0;
+}
+
+int sandbox_cut_bounding_set(void) {
+        return cut_bounding_set(NULL, 0);
+}
+
+static int drop_capabilities(const int *keep, size_t n_keep) {
+        struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2] = {};
+        int r;
+
+        /* the bounding set first, while CAP_SETPCAP is still there to do it; what a
+         * unit's CapabilityBoundingSet= removed already needs (and gets) no drop.
+         * Without CAP_SETPCAP the bounding set cannot be cut at all: so it is for
+         * the agent and its PAM helper under dsagent.service, whose bounding set is
+         * CAP_DAC_OVERRIDE CAP_SYS_PTRACE CAP_SETUID CAP_SETGID alone, and for the
+         * egress process, which the agent starts as another user (its bounding set
+         * was cut before, when the agent had CAP_SETPCAP: egress-check.c). They then
+         * keep those in their bounding set and none in any other: sandbox_enter() set
+         * no_new_privs first, so no exec can raise the permitted set above the
+         * empty one capset() leaves below (and the filters allow no exec). */
+        r = cut_bounding_set(keep, n_keep);
+        if (r < 0)
+                return r;
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
                 return -errno;
         for (size_t i = 0; i < n_keep; i++) {

@@ -9,3 +9,8 @@ typedef enum SandboxProfile {
 } SandboxProfile;
 
 int sandbox_enter(SandboxProfile profile);
+
+/* Every capability out of the calling process's bounding set, if it holds CAP_SETPCAP (else it is left as it is):
+ * the child the agent execs the egress process in, before it leaves root's uid (and CAP_SETPCAP with it).
+ * Return: 0 or a negative errno. */
+int sandbox_cut_bounding_set(void);

@@ -34,6 +34,8 @@ PYTHON = "/usr/bin/python3"
 # ALICE is in the group OPS.
 SVC, ALICE, MALLORY = "dst-svc", "dst-alice", "dst-mallory"
 OPS = "dst-ops"
+# the egress process's own user (units/dsagent.sysusers, agent/egress/egress-check.h's EGRESS_USER)
+EGRESS_USER = "dsagent-egress"
 
 EXIT_DENIED, EXIT_NO_SUCH_PROCESS, EXIT_NOT_DOTNET = 4, 5, 6
 REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
@@ -114,6 +116,7 @@ def run_tests():
         for user in (SVC, ALICE, MALLORY):
             ensure_user(user)
         ensure_group(OPS, [ALICE])
+        ensure_system_user(EGRESS_USER)
     failed = 0
     selected = [fn for fn in _tests if len(sys.argv) < 2 or fn.__name__ in sys.argv[1:]]
     for n, fn in enumerate(selected, 1):
@@ -169,6 +172,16 @@ def ensure_user(name):
         pwd.getpwnam(name)
     except KeyError:
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+
+
+def ensure_system_user(name):
+    """@name as units/dsagent.sysusers makes it on an install (a system user, its own group, no home, no shell):
+    left in place after the run, as an install leaves it."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/",
+                        "--shell", "/usr/sbin/nologin", "--comment", "dsagent egress process", name], check=True)
 
 
 def ensure_group(name, members):

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import subprocess
 import time
 import uuid
@@ -485,8 +484,11 @@ def an_upload_to_a_store_frozen_for_good_ends_at_its_deadline_recorded():
 
 
 def run_egress_alone(env_extra):
-    """dsagent-egress started as the agent starts it, with one end of a socketpair as its fd 3, whose other end
-    is closed at once: it then exits by itself. Its result."""
+    """dsagent-egress started as the agent starts it, with one end of a socketpair as its fd 3; its test hook
+    (DSAGENT_TEST_EGRESS_SYSCALL) runs in its sandbox before it serves. The other end is closed once the hook has
+    said its word on stderr, or killed it: the egress process ends as soon as the agent's end closes (it watches
+    fd 3), so closed at once it could end before its hook ran. Its result and its stderr."""
+    import select
     import socket
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with theirs:
@@ -494,17 +496,24 @@ def run_egress_alone(env_extra):
                                  HELPER],
                                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=dict(os.environ, **env_extra))
-    ours.close()
-    # it exits as soon as its hook ran (or its end closed): ms; 30 s is a bound against a hang
+    with ours:
+        # the hook's line, or the end of stderr when the hook killed it: ms; 30 s is a bound against a hang
+        ready, _, _ = select.select([proc.stderr], [], [], 30)
+        said = proc.stderr.readline() if ready else ""
+    # then it exits by itself, its end closed: ms; 30 s is a bound against a hang
     out, err = proc.communicate(timeout=30)
-    return proc.returncode, err
+    return proc.returncode, said + err
 
 
 @test
 def an_egress_process_that_closes_its_socket_and_lingers_holds_nothing_of_the_agent():
     """A compromised egress process may close its socket and live on (its filter allows both): the agent, seeing
-    the socket end, kills it before it reaps it, where it waited in waitpid() with its loop held for everyone
-    (a reviewer's stand-in held root's `dsctl ps` for 40 s). Here the stand-in would linger 10 minutes."""
+    the socket end, must not wait for it in waitpid() with its loop held for everyone (a reviewer's stand-in held
+    root's `dsctl ps` for 40 s). It runs as its own user, which the agent (no CAP_KILL) cannot signal: the agent
+    watches its pidfd and reaps it once it has exited, leaving no zombie. Here the stand-in would linger 10
+    minutes; the test ends it."""
+    import pwd
+    import signal
     helper = os.path.join(make_dir(None, 0o755), "dsagent-egress")
     with open(helper, "w") as f:
         f.write("#!/bin/sh\nexec 3>&-\nexec sleep 600\n")
@@ -512,14 +521,18 @@ def an_egress_process_that_closes_its_socket_and_lingers_holds_nothing_of_the_ag
     gw = store()
     agent = Agent(policy=egress_policy(credentials=keys_file(gw.access_key, gw.secret_key)),
                   env={"DSAGENT_TEST_EGRESS_HELPER": helper})
+    lingering = lambda: [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()
+                         and is_child_of(int(p), agent.proc.pid) and os.path.exists(f"/proc/{p}/cmdline")
+                         and open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep\x00600\x00")]
+    (pid,) = wait_for(lingering, what="the lingering egress stand-in")
+    assert status_of(pid)["Uid"].split()[0] == str(pwd.getpwnam(harness.EGRESS_USER).pw_uid), status_of(pid)["Uid"]
     # dsctl's own bound (60 s) is far shorter than the linger: a loop held in waitpid() fails this
     r = dsctl(agent, "root", "ps")
     assert r.returncode == 0, r
-    # and the lingering stand-in is gone, killed by the agent
-    wait_for(lambda: not any(open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep\0600")
-                             for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")
-                             and int(p) != os.getpid() and is_child_of(int(p), agent.proc.pid)),
-             what="the lingering egress stand-in killed")
+    assert os.path.exists(f"/proc/{pid}") and status_of(pid)["State"][0] != "Z"  # it lingers: the case is real
+    os.kill(pid, signal.SIGKILL)
+    # reaped by the agent once it exited: no zombie of it is left under the agent
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), what="the lingering stand-in reaped by the agent")
 
 
 def is_child_of(pid, parent):
@@ -542,57 +555,51 @@ def the_egress_process_blocks_no_signal_of_the_agents():
     assert int(agent_blocked, 16) & (1 << 14), agent_blocked  # the agent's own mask holds SIGTERM: the case is real
 
 
-# An agent stand-in: it starts argv[1] as dsagent starts its egress process (fork, the death signal, fd 3, exec with
-# --agent=its pid), says the child's pid, and waits to be killed.
-STAND_IN = r"""
-import ctypes, os, sys, time
-pid = os.fork()
-if pid == 0:
-    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-    os.dup2(int(sys.argv[2]), 3)
-    os.execv(sys.argv[1], ["dsagent-egress", f"--agent={os.getppid()}"])
-print(pid, flush=True)
-time.sleep(3600)
-"""
-
-
-def at_secure(pid):
-    """AT_SECURE of @pid's auxiliary vector: 1 when its exec was a secure one (setuid, or a change of SELinux domain),
-    across which the kernel clears the death signal its parent had set."""
-    words = struct.unpack(f"{len(data) // 8}Q", data) if (data := open(f"/proc/{pid}/auxv", "rb").read()) else ()
-    return dict(zip(words[0::2], words[1::2])).get(23)  # AT_SECURE
-
-
 @test
-def the_egress_process_dies_with_its_agent_after_a_secure_exec():
-    """Under SELinux the exec into dsagent_egress_t is a secure one, and the kernel clears the death signal the agent
-    set before it (the enforcing guest saw the egress process outlive a killed agent). Here a setuid copy of
-    dsagent-egress makes the exec secure the same way: the egress process sets its death signal again itself, and
-    dies with the agent that started it, though the socket's other end stays open."""
-    import pwd
+def the_egress_process_dies_with_its_agent_while_a_check_waits_on_the_store():
+    """The egress process runs as its own user, which the agent (root without CAP_KILL) may not signal: the kernel
+    refuses the death signal the agent's exit would send it (and SELinux records a denial of dsagent_t's kill).
+    It watches fd 3 instead (O_ASYNC): the agent's end closes when it dies, however it dies, and the egress
+    process ends at once, even while a check blocks in libcurl on a store that holds the connection and never
+    answers. Here `--check-policy --egress` is killed while its egress process waits on such a store."""
     import signal
     import socket
-    copy = os.path.join(make_dir(None, 0o755), "dsagent-egress")
-    shutil.copy(HELPER, copy)
-    nobody = pwd.getpwnam("nobody")
-    os.chown(copy, nobody.pw_uid, nobody.pw_gid)
-    os.chmod(copy, 0o4755)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    with ours, theirs:
-        agent = subprocess.Popen([PYTHON, "-c", STAND_IN, copy, str(theirs.fileno())],
-                                 pass_fds=(theirs.fileno(),), stdout=subprocess.PIPE, text=True)
-        harness.scope.callback(agent.kill)  # the stand-in sleeps for an hour: never left behind by a failure
-        child = int(agent.stdout.readline())
-        alive = lambda: os.path.exists(f"/proc/{child}") and "State:\tZ" not in open(f"/proc/{child}/status").read()
-        wait_for(lambda: open(f"/proc/{child}/comm").read().strip() == "dsagent-egress" and
-                 "Seccomp:\t2" in open(f"/proc/{child}/status").read(), what="the egress process started and sandboxed")
-        # the exec was secure: the death signal set before it is gone
-        assert at_secure(child) == 1, at_secure(child)
-        agent.send_signal(signal.SIGKILL)
-        agent.wait()
-        # the socket's other end is still open (ours): only its own death signal ends it, at once; 10 s is a bound
-        # against a hang (without the signal it would wait on its socket for ever)
-        wait_for(lambda: not alive(), timeout=10, what="the egress process gone with its agent")
+    import threading
+    import pwd
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    harness.scope.callback(server.close)
+    held = []
+
+    def hold():  # accepts and never answers: the connection stays open until the case ends
+        try:
+            while True:
+                held.append(server.accept()[0])
+        except OSError:
+            pass
+    threading.Thread(target=hold, daemon=True).start()
+    harness.scope.callback(lambda: [c.close() for c in held])
+    gw = store()
+    agent_dir = make_dir(None, 0o755)
+    policy = os.path.join(agent_dir, "policy.toml")
+    with open(policy, "w") as f:
+        f.write(egress_policy(credentials=keys_file(gw.access_key, gw.secret_key),
+                              endpoint=f"http://127.0.0.1:{server.getsockname()[1]}")
+                .replace("@DUMP_DIR@", os.path.join(agent_dir, "dumps")))
+    check = subprocess.Popen([DSAGENT, "--check-policy", "--egress", policy], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=dict(os.environ, DSAGENT_TEST_EGRESS_HELPER=HELPER))
+    harness.scope.callback(check.kill)
+    wait_for(lambda: held, what="the egress process connected to the silent store")
+    children = open(f"/proc/{check.pid}/task/{check.pid}/children").read().split()
+    (egress,) = [int(c) for c in children if open(f"/proc/{c}/comm").read().strip() == "dsagent-egress"]
+    assert status_of(egress)["Uid"].split()[0] == str(pwd.getpwnam(harness.EGRESS_USER).pw_uid)
+    check.send_signal(signal.SIGKILL)
+    check.wait()
+    alive = lambda: os.path.exists(f"/proc/{egress}") and "State:\tZ" not in open(f"/proc/{egress}/status").read()
+    # it ends at once; 10 s is a bound against a hang, well below what the store would hold it (curl's 30 s
+    # low-speed cut of the check): without its watch of fd 3 it waits that long, and the case fails
+    wait_for(lambda: not alive(), timeout=10, what="the egress process gone with its agent")
 
 
 @test
@@ -641,6 +648,104 @@ def only_the_egress_process_may_make_an_inet_socket():
 
 def status_of(pid):
     return dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+
+
+def root_only_file():
+    """A file of root's, mode 0600, whose text says whose it is: what a compromised egress process would send out."""
+    path = os.path.join(make_dir(None, 0o755), "root-only")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("root's alone\n")
+    return path
+
+
+@test
+def the_egress_process_runs_as_its_own_user_and_opens_no_file_of_roots():
+    """The egress process holds the network and parses what the stores answer: compromised, as uid 0 it could read
+    every file of root's (owner access needs no capability) and send it out. It runs as dsagent-egress, its group,
+    no other group; from inside its sandbox, a 0600 file of root's is refused it (EACCES), which the same call in
+    the same sandbox as uid 0 (the control, as it ran before) opens. And its uploads still work: the keys and the
+    CA come open from the agent."""
+    import pwd
+    user = pwd.getpwnam(harness.EGRESS_USER)
+    assert user.pw_uid != 0 and user.pw_gid != 0, user
+    secret = root_only_file()
+    gw = store()
+    target = Target(SVC)
+    agent = Agent(policy=egress_policy(credentials=keys_file(gw.access_key, gw.secret_key)),
+                  env={"DSAGENT_TEST_EGRESS_HELPER": HELPER, "DSAGENT_TEST_EGRESS_SYSCALL": f"open-read:{secret}"})
+    pid = wait_for(lambda: egress_pid(agent), what="the egress process")
+    wait_for(lambda: status_of(pid)["Seccomp"].strip() == "2", what="the egress process's seccomp filter")
+    status = status_of(pid)
+    assert status["Uid"].split() == [str(user.pw_uid)] * 4, status["Uid"]
+    assert status["Gid"].split() == [str(user.pw_gid)] * 4, status["Gid"]
+    assert status["Groups"].split() == [], status["Groups"]
+    said = wait_for(lambda: (lambda text: text if f"dsagent-egress: opening {secret} to read:" in text else None)(
+        open(agent.log_path).read()), what="the egress process's try at a file of root's")
+    assert f"dsagent-egress: opening {secret} to read: Permission denied" in said, said
+    # the control: as uid 0 (the egress process started by hand, as root), the same call in the same sandbox opens it
+    rc, err = run_egress_alone({"DSAGENT_TEST_EGRESS_SYSCALL": f"open-read:{secret}"})
+    assert rc == 0 and f"dsagent-egress: opening {secret} to read: opened" in err, (rc, err)
+    # and it still uploads, its keys read from the fd the agent opened
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+
+
+@test
+def keys_a_user_could_write_are_refused_though_the_agent_opens_them():
+    """The agent now opens the keys for the egress process (whose user could not): the check of owner and mode is
+    still made, on the fd it sent, so keys swapped after the policy loaded for a file a user owns, or one others
+    may write, are refused and recorded, never used."""
+    import pwd
+    gw = store()
+    target = Target(SVC)
+    keys = keys_file(gw.access_key, gw.secret_key)
+    agent = start_agent(egress_policy(credentials=keys))
+    path = dump(agent, ALICE, target.pid)["path"]
+    assert outcome_for(agent, path)["DSAGENT_EGRESS_RESULT"] == "uploaded"  # the keys work as they are
+    mallory = pwd.getpwnam(MALLORY)
+    for owner, mode in ((mallory.pw_uid, 0o600), (0, 0o622)):
+        swapped = keys + ".new"
+        fd = os.open(swapped, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f'access_key_id = "{gw.access_key}"\nsecret_access_key = "{gw.secret_key}"\n')
+        os.chown(swapped, owner, 0)
+        os.chmod(swapped, mode)
+        os.rename(swapped, keys)
+        path = dump(agent, ALICE, target.pid)["path"]
+        out = outcome_for(agent, path)
+        assert out["DSAGENT_EGRESS_RESULT"] == "credentials", (owner, oct(mode), out)
+        assert f"{keys} is not a regular file of root's with mode 0600 or 0400" in out["DSAGENT_EGRESS_ERROR"], out
+
+
+@test
+def a_missing_egress_user_starts_no_egress_process_and_every_upload_fails_saying_so():
+    """Without its user the egress process is not started at all (never as root instead): the agent says so at its
+    start, naming the user, and each upload fails, recorded with that reason and labelled; --check-policy --egress
+    fails naming it too."""
+    missing = "dst-no-egress-user"
+    target = Target(SVC)
+    policy = egress_policy()
+    agent = Agent(policy=policy, env={"DSAGENT_TEST_EGRESS_HELPER": HELPER, "DSAGENT_TEST_EGRESS_USER": missing})
+    log = open(agent.log_path).read()
+    assert f"the egress process's user {missing} does not exist; no egress process runs" in log, log
+    assert egress_pid(agent) is None
+    path = dump(agent, ALICE, target.pid)["path"]
+    out = outcome_for(agent, path)
+    assert out["DSAGENT_EGRESS_RESULT"] == "failed", out
+    assert f"the egress process's user {missing} does not exist: it never runs as root" in out["DSAGENT_EGRESS_ERROR"], out
+    assert os.path.exists(path) and label_of(path) == "failed:central:no-egress-user", label_of(path)
+    assert egress_pid(agent) is None
+    agent_dir = make_dir(None, 0o755)
+    policy_path = os.path.join(agent_dir, "policy.toml")
+    with open(policy_path, "w") as f:
+        f.write(policy.replace("@DUMP_DIR@", os.path.join(agent_dir, "dumps")))
+    # the check starts no process that could hang; 30 s bounds a hang
+    r = subprocess.run([DSAGENT, "--check-policy", "--egress", "--policy", policy_path],
+                       env=dict(os.environ, DSAGENT_TEST_EGRESS_HELPER=HELPER, DSAGENT_TEST_EGRESS_USER=missing),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
+    assert r.returncode == 1 and f"the egress process's user {missing} does not exist" in r.stderr, r
 
 
 @test

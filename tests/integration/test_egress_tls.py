@@ -13,6 +13,7 @@ Trust: a store's certificate is taken only from a CA of ca_file, or of the syste
 that needs a system's store holding the test CA gets /etc/ssl/certs of its own, in a nested mount namespace.
 """
 import os
+import shutil
 import subprocess
 import sys
 
@@ -230,14 +231,18 @@ def ca_file_replaces_the_systems_store():
 
 
 @test
-def a_ca_file_that_cannot_be_read_is_refused_at_once():
+def a_ca_that_is_no_certificate_is_refused_at_once():
+    """The core takes its CA from memory (the egress process's user cannot open a CA file of root's: the agent
+    sends it open): a bundle with no certificate in it is refused before any request is tried again."""
     gw = store()
     path, _ = random_file(make_dir(), 1 << 20)
-    missing = os.path.join(make_dir(), "no-such-ca.pem")
-    status, report = upload(gw, gw.https_endpoint, "no-ca/artifact", path, "--ca-file", missing,
+    garbage = os.path.join(make_dir(), "not-a-ca.pem")
+    with open(garbage, "w") as f:
+        f.write("no certificate here\n")
+    status, report = upload(gw, gw.https_endpoint, "no-ca/artifact", path, "--ca-file", garbage,
                             "--attempts", "5", "--backoff-usec", "1000")
     assert status == 1 and report["result"] == S3_E_UNTRUSTED and report["requests"] == 1, report
-    assert "certificate" in report["message"] and missing in report["message"], report
+    assert not stored(gw, "no-ca/artifact")
 
 
 @test
@@ -265,7 +270,13 @@ def check_policy_egress_takes_ca_file_and_virtual_host_addressing():
     gw = store()
     keys = "file:" + keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
     other_ca = radosgw.make_ca(make_dir(None, 0o755))
-    text = (egress_table(gw, "tls", keys, gw.https_endpoint, extra=f'ca_file = "{gw.ca_file}"\n') +
+    # the store's CA in a file root alone may read: the agent opens it for the egress process, whose user could not
+    root_only_ca = os.path.join(make_dir(None, 0o700), "ca.pem")
+    shutil.copy(gw.ca_file, root_only_ca)
+    os.chmod(root_only_ca, 0o600)
+    missing_ca = os.path.join(make_dir(None, 0o755), "no-such-ca.pem")
+    text = (egress_table(gw, "tls", keys, gw.https_endpoint, extra=f'ca_file = "{root_only_ca}"\n') +
+            egress_table(gw, "missingca", keys, gw.https_endpoint, extra=f'ca_file = "{missing_ca}"\n') +
             egress_table(gw, "virtual", keys, named(gw, "https"),
                          extra=f'ca_file = "{gw.ca_file}"\npath_style = false\n') +
             egress_table(gw, "otherca", keys, gw.https_endpoint, extra=f'ca_file = "{other_ca}"\n') +
@@ -278,6 +289,9 @@ def check_policy_egress_takes_ca_file_and_virtual_host_addressing():
         expected = (f"{policy}: [egress.{name}] untrusted: bucket {gw.bucket} at {gw.https_endpoint}: SSL "
                     "certificate problem: unable to get local issuer certificate\n")
         assert expected in r.stderr, (expected, r.stderr)
+    expected = (f"{policy}: [egress.missingca] untrusted: bucket {gw.bucket} at {gw.https_endpoint}: the CA file "
+                f"{missing_ca} cannot be read: No such file or directory\n")
+    assert expected in r.stderr, (expected, r.stderr)
     assert gw.secret_key not in r.stdout + r.stderr
 
 

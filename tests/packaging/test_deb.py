@@ -84,6 +84,8 @@ def installs_starts_and_answers_under_systemd():
         # the postinst created the group, enabled and started the socket, which started the agent
         # (dsagent.socket wants it: it runs from then on, so that a reload always finds it)
         assert m.run(["getent", "group", "dsagent"]).returncode == 0
+        # and the egress process's own user (units/dsagent.sysusers)
+        assert m.run(["getent", "passwd", "dsagent-egress"]).returncode == 0
         assert m.run(["systemctl", "is-enabled", "dsagent.socket"]).stdout.strip() == "enabled"
         assert m.show("dsagent.socket", "ActiveState")["ActiveState"] == "active"
         wait_for(lambda: m.show("dsagent.service", "ActiveState")["ActiveState"] == "active",

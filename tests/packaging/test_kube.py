@@ -368,6 +368,9 @@ def the_agent_runs_as_the_manifest_asks():
     # the node's pid namespace: hostPID
     assert os.readlink(f"/proc/{pid}/ns/pid") == os.readlink("/proc/self/ns/pid")
     want = cap_mask(agent["securityContext"]["capabilities"]["add"])
+    # what the agent keeps to use: SETUID and SETGID (the pod's, for starting the egress process as its own user)
+    # stay in the bounding set alone
+    kept = cap_mask(["DAC_OVERRIDE", "SYS_PTRACE"])
     # a job, so that the agent has workers (it starts them as work comes)
     r, _ = dsctl("root", "--json", "ps")
     assert r.returncode == 0, r
@@ -384,12 +387,12 @@ def the_agent_runs_as_the_manifest_asks():
     assert h["State"][0] in "SR" and int(h["CapPrm"], 16) == 0 and int(h["CapBnd"], 16) == want, h
     assert int(h["CapAmb"], 16) == 0 and int(h["CapInh"], 16) == 0 and h["NoNewPrivs"] == "1", h
     assert h["Seccomp"] == "2" and int(h["Seccomp_filters"]) >= 2, h  # the runtime's filter and its own
-    # the agent and its workers: exactly those, effective and bounding, and root
+    # the agent and its workers: exactly the two effective and permitted, the pod's bounding, and root
     for p in [pid] + workers:
         s = status_of(p)
         assert s["State"][0] in "SR", (p, s["State"])  # a live process, not a zombie's leftover credentials
-        for field in ("CapEff", "CapPrm", "CapBnd"):
-            assert int(s[field], 16) == want, (p, s.get("Name"), field, s[field], hex(want))
+        for field, mask in (("CapEff", kept), ("CapPrm", kept), ("CapBnd", want)):
+            assert int(s[field], 16) == mask, (p, s.get("Name"), field, s[field], hex(mask))
         assert int(s["CapAmb"], 16) == 0 and int(s["CapInh"], 16) == 0, (p, s)
         assert s["Uid"].split() == ["0"] * 4, (p, s["Uid"])
         assert s["NoNewPrivs"] == "1", p

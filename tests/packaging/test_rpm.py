@@ -77,6 +77,7 @@ def packages_hold_what_is_installed():
         assert f"/usr/share/doc/dsagent/{doc}" in docs, f"{doc} not among the documentation: {docs}"
     scripts = run(["rpm", "-qp", "--scripts", main]).stdout
     assert "systemd-sysusers" in scripts and "g dsagent" in scripts, scripts
+    assert "u dsagent-egress" in scripts, scripts  # the egress process's own user
     assert "dsagent.socket" in scripts and "systemd-tmpfiles --create dsagent.conf" in scripts, scripts
     files = run(["rpm", "-qlp", selinux]).stdout.split()
     assert "/usr/share/selinux/packages/targeted/dsagent.pp.bz2" in files, files

@@ -168,10 +168,18 @@ def the_egress_process_alone_reaches_stores_and_reads_their_keys():
         everywhere = [line for line in raw.splitlines() if words in line and line.lstrip().startswith("allow")]
         inside = [line for line in block.splitlines() if words in line and line.lstrip().startswith("allow")]
         assert everywhere and everywhere == inside, (boolean, everywhere, inside)
-    # the keys: read by the egress process alone; the agent's loader looks (getattr) and never opens them
-    assert granted(rules, "file", "read", "dsagent_egress_cred_t") == {"dsagent_egress_t"}
-    assert granted(rules, "file", "open", "dsagent_egress_cred_t") == {"dsagent_egress_t"}
+    # the keys: opened by the agent alone (the egress process's user, dsagent-egress, could not), which sends the
+    # descriptor; the egress process reads them through it and never opens them itself
+    assert granted(rules, "file", "open", "dsagent_egress_cred_t") == {"dsagent_t"}
+    assert granted(rules, "file", "read", "dsagent_egress_cred_t") == {"dsagent_t", "dsagent_egress_t"}
     assert "dsagent_t" in granted(rules, "file", "getattr", "dsagent_egress_cred_t")
+    assert "dsagent_egress_t" in granted(rules, "file", "getattr", "dsagent_egress_cred_t")
+    # the child the agent execs it in takes dsagent-egress's ids: setuid, setgid for dsagent_t; the egress
+    # process itself holds no capability at all
+    assert "dsagent_t" in granted(rules, "capability", "setuid", "self")
+    assert "dsagent_t" in granted(rules, "capability", "setgid", "self")
+    assert not any("dsagent_egress_t" in src and "capability" in classes for src, tgt, classes, perms in rules), \
+        [r for r in rules if "dsagent_egress_t" in r[0] and "capability" in r[2]]
     # an artifact: read through the passed descriptor; never opened, its directory never searched
     assert "dsagent_egress_t" in granted(rules, "file", "read", "dsagent_dump_t")
     assert "dsagent_egress_t" not in granted(rules, "file", "open", "dsagent_dump_t")
@@ -181,7 +189,7 @@ def the_egress_process_alone_reaches_stores_and_reads_their_keys():
     for perm in ("fork", "sigkill", "sigchld"):
         assert "dsagent_egress_t" in granted(rules, "process", perm, "self"), perm
     neverallow = [s.replace(" ", "") for s in stmts if s.startswith("neverallow")]
-    for words in ("dsagent_egress_t dsagent_dump_t:file open", "dsagent_t dsagent_egress_cred_t:file",
+    for words in ("dsagent_egress_t dsagent_dump_t:file open", "dsagent_egress_t dsagent_egress_cred_t:file open",
                   "dsagent_t { http_port_t http_cache_port_t }:tcp_socket name_connect"):
         assert any(words.replace(" ", "") in s for s in neverallow), (words, neverallow)
 

@@ -322,6 +322,9 @@ step egress-upload-recorded-unavailable grep -q '^DSAGENT_EGRESS_RESULT=unavaila
 step egress-upload-kept grep -q '^DSAGENT_EGRESS_LOCAL=kept$' $R/egress-upload-outcome.txt
 ps -eZ | grep dsagent-egress >$R/egress-upload-ps-Z.txt 2>&1
 step egress-upload-process-in-its-domain grep -q 'dsagent_egress_t' $R/egress-upload-ps-Z.txt
+# and as its own user, made by systemd-sysusers from the installed sysusers.d file, never root
+ps -eo user:20,label,comm | grep dsagent-egress >$R/egress-upload-user.txt 2>&1
+step egress-upload-process-its-user grep -q '^dsagent-egress .*dsagent_egress_t' $R/egress-upload-user.txt
 step egress-app-stop systemctl stop dstest.service
 
 step agent-stop timeout 60 systemctl stop dsagent.socket dsagent.service

@@ -81,6 +81,9 @@ def the_egress_process_runs_in_its_own_domain_and_reaches_the_store():
     # agent while it holds the store's connection (before, it outlived the agent until the store answered)
     assert results("egress-pdeath.txt").startswith("egress ") and " died with its agent " in \
         results("egress-pdeath.txt"), results("egress-pdeath.txt")
+    # the upload's egress process under the unit: as its own user, in its domain, never as root
+    user = results("egress-upload-user.txt")
+    assert user.startswith("dsagent-egress ") and "dsagent_egress_t" in user and not user.startswith("root"), user
 
 
 @test

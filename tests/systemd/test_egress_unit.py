@@ -262,12 +262,23 @@ def the_egress_process_is_the_agents_child_in_its_cgroup_and_goes_with_it(m):
     parent = m.run(["ps", "-o", "ppid=", "-p", str(egress)]).stdout.strip()
     assert parent == str(agent), (parent, agent)
     # confined as outside a unit, except for the bounding set: without CAP_SETPCAP (the unit's bounding set has
-    # only the agent's two) it cannot be cut; no_new_privs keeps any exec from using it
+    # only the agent's four) it cannot be cut; no_new_privs keeps any exec from using it
     status = dict(line.split(":\t", 1) for line in m.run(["cat", f"/proc/{egress}/status"]).stdout.splitlines()
                   if ":\t" in line)
     for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
         assert int(status[cap], 16) == 0, (cap, status[cap])
     assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2", status
+    # and never as root: as dsagent-egress (units/dsagent.sysusers, made by the install), its group, no other
+    uid, gid = (m.run(["id", option, "dsagent-egress"]).stdout.strip() for option in ("-u", "-g"))
+    assert uid != "0" and gid != "0", (uid, gid)
+    assert status["Uid"].split() == [uid] * 4 and status["Gid"].split() == [gid] * 4, (status["Uid"], status["Gid"])
+    assert status["Groups"].split() == [], status["Groups"]
+    # the agent took CAP_SETUID and CAP_SETGID (the unit's bounding set) to start it, and kept neither: its
+    # effective and permitted sets are CAP_DAC_OVERRIDE (1) and CAP_SYS_PTRACE (19) alone
+    agent_status = dict(line.split(":\t", 1) for line in m.run(["cat", f"/proc/{agent}/status"]).stdout.splitlines()
+                        if ":\t" in line)
+    for cap in ("CapPrm", "CapEff"):
+        assert int(agent_status[cap], 16) == (1 << 1) | (1 << 19), (cap, agent_status[cap])
     # its own network namespace is the booted system's, not a private one
     assert m.run(["readlink", f"/proc/{egress}/ns/net"]).stdout == m.run(["readlink", "/proc/1/ns/net"]).stdout
     m.run(["systemctl", "stop", "dsagent.service"])

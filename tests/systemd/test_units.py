@@ -43,6 +43,11 @@ def install_into_the_booted_system(m):
     assert r.returncode == 0 and "dsagent" not in r.stderr, r.stderr
     # sysusers.d and tmpfiles.d, applied by the install
     assert m.run(["getent", "group", "dsagent"]).stdout.startswith("dsagent:")
+    # the egress process's own user: a system user, no home, no shell, its own group (units/dsagent.sysusers)
+    fields = m.run(["getent", "passwd", "dsagent-egress"]).stdout.strip().split(":")
+    assert fields[0] == "dsagent-egress" and fields[2] != "0" and fields[3] != "0", fields
+    assert fields[5] == "/" and fields[6] == "/usr/sbin/nologin", fields
+    assert m.run(["getent", "group", fields[3]]).stdout.startswith("dsagent-egress:"), fields
     listing = m.run(["stat", "--format=%n %a %U %G", "/var/lib/dsagent", "/var/lib/dsagent/dumps",
                      "/etc/dsagent/policy.d"]).stdout.split("\n")
     assert listing[:3] == ["/var/lib/dsagent 711 root root", "/var/lib/dsagent/dumps 711 root root",
@@ -228,8 +233,12 @@ def the_service_runs_in_its_sandbox(m):
     dsctl(m, SVC, "ps")
     pid = m.show("dsagent.service", "MainPID")["MainPID"]
     status = dict(line.split(":", 1) for line in m.run(["cat", f"/proc/{pid}/status"]).stdout.splitlines())
-    # CAP_DAC_OVERRIDE (1), CAP_SYS_PTRACE (19), and nothing else
-    assert int(status["CapBnd"].strip(), 16) == (1 << 1) | (1 << 19), status["CapBnd"]
+    # CAP_DAC_OVERRIDE (1), CAP_SYS_PTRACE (19), and nothing else to use; CAP_SETGID (6) and CAP_SETUID (7) stay
+    # in the bounding set (the unit's, for starting the egress process as its own user), in no other
+    agent_caps = (1 << 1) | (1 << 19)
+    assert int(status["CapBnd"].strip(), 16) == agent_caps | (1 << 6) | (1 << 7), status["CapBnd"]
+    for cap in ("CapPrm", "CapEff"):
+        assert int(status[cap].strip(), 16) == agent_caps, (cap, status[cap])
     assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2", status
     r = m.run(["systemd-analyze", "security", "--no-pager", "dsagent.service"], check=False)
     exposure = float(re.search(r"Overall exposure level for dsagent.service: ([0-9.]+)", r.stdout).group(1))

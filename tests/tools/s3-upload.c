@@ -60,6 +60,34 @@ static long peak_rss_kib(void) {
         return kib;
 }
 
+/* The whole of @path (a CA bundle, for S3Target.ca_pem), or NULL. */
+static char *read_whole(const char *path, size_t *ret_size) {
+        FILE *f = fopen(path, "re");
+        char *text = NULL;
+        size_t size = 0;
+
+        if (!f)
+                return NULL;
+        for (;;) {
+                char *more = realloc(text, size + 65536);
+                size_t n;
+
+                if (!more) {
+                        free(text);
+                        fclose(f);
+                        return NULL;
+                }
+                text = more;
+                n = fread(text + size, 1, 65536, f);
+                size += n;
+                if (n < 65536)
+                        break;
+        }
+        fclose(f);
+        *ret_size = size;
+        return text;
+}
+
 static int read_credentials(const char *path, char **ret_access, char **ret_secret) {
         char line[512], *colon;
         FILE *f = fopen(path, "re");
@@ -125,7 +153,13 @@ int main(int argc, char **argv) {
                 case 'r': target.region = optarg; break;
                 case 'c': credentials = optarg; break;
                 case 'v': target.path_style = false; break;
-                case 'C': target.ca_file = optarg; break;
+                case 'C':
+                        target.ca_pem = read_whole(optarg, &target.ca_pem_size);
+                        if (!target.ca_pem) {
+                                fprintf(stderr, "s3-upload: cannot read %s\n", optarg);
+                                return 2;
+                        }
+                        break;
                 case 'p': options.part_size = strtoull(optarg, NULL, 10); break;
                 case 'a': options.attempts = (unsigned)strtoul(optarg, NULL, 10); break;
                 case 'B': options.backoff_first_usec = options.backoff_max_usec = strtoull(optarg, NULL, 10); break;
