@@ -252,7 +252,10 @@ class Machine:
 def install_agent(machine, users=()):
     """The build installed into @machine as an administrator's `meson install` does it (the units, the catalog and
     its database, the sysusers.d group: units/post-install.sh), systemd told, and each of @users made a member of the
-    socket's group."""
+    socket's group. The egress process's user is made first, as the machine makes its users (Machine.add_user): the
+    install's sysusers.d would otherwise give it the system uid the host gives its next system user, and the host's
+    userdel of that user would fail while this machine's egress process runs."""
+    machine.add_user("dsagent-egress")
     machine.run(["meson", "install", "-C", BUILD, "--no-rebuild", "--quiet"])
     machine.run(["systemctl", "daemon-reload"])
     for user in users:
