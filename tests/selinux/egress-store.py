@@ -5,10 +5,11 @@
 egress-store.py PORT RESULTS COUNT: listens on 127.0.0.1:PORT, touches RESULTS/egress-store.listening,
 then for each of COUNT connections, at the moment it is accepted (the process that connected waits for
 an answer, so it is alive), writes to RESULTS/egress-peer.N.txt who connected, found by the kernel's
-socket tables: "pid=P comm=C label=L ppid=PP parent_comm=PC parent_label=PL", and `ps` with labels to
+socket tables: "pid=P comm=C label=L ppid=PP parent_comm=PC parent_label=PL agent=A agent_comm=AC
+agent_label=AL" (the agent: the nearest forebear that is not dsagent-egress), and `ps` with labels to
 RESULTS/egress-ps-Z.N.txt, the request's head to RESULTS/egress-request.N.txt, and closes the
 connection without an answer.
-On the last one it first kills the egress process's parent (the agent) and writes to
+On the last one it first kills the agent and writes to
 RESULTS/egress-pdeath.txt whether the egress process went with it: it holds the connection, so
 only PR_SET_PDEATHSIG (or its own watch on the agent) ends it before the store answers.
 """
@@ -51,10 +52,20 @@ def peer_process(conn):
     return None
 
 
+def parent_of(pid):
+    return int(read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[1])
+
+
 def describe(pid):
-    ppid = int(read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[1])
+    """Who connected, its parent, and the agent: its nearest forebear that is not dsagent-egress (the egress
+    process is a supervisor whose server answers checks, and whose server's children upload)."""
+    ppid = agent = parent_of(pid)
+    while read(f"/proc/{agent}/comm") == "dsagent-egress":
+        agent = parent_of(agent)
     return (f"pid={pid} comm={read(f'/proc/{pid}/comm')} label={read(f'/proc/{pid}/attr/current')} ppid={ppid} "
-            f"parent_comm={read(f'/proc/{ppid}/comm')} parent_label={read(f'/proc/{ppid}/attr/current')}"), ppid
+            f"parent_comm={read(f'/proc/{ppid}/comm')} parent_label={read(f'/proc/{ppid}/attr/current')} "
+            f"agent={agent} agent_comm={read(f'/proc/{agent}/comm')} "
+            f"agent_label={read(f'/proc/{agent}/attr/current')}"), agent
 
 
 def alive(pid):
@@ -77,7 +88,7 @@ open(os.path.join(results, "egress-store.listening"), "w").close()
 for n in range(1, count + 1):
     conn, _ = listener.accept()
     pid = peer_process(conn)
-    text, ppid = describe(pid) if pid else ("no process holds the other end", None)
+    text, agent = describe(pid) if pid else ("no process holds the other end", None)
     with open(os.path.join(results, f"egress-peer.{n}.txt"), "w") as f:
         f.write(text + "\n")
     with open(os.path.join(results, f"egress-ps-Z.{n}.txt"), "w") as f:
@@ -97,12 +108,12 @@ for n in range(1, count + 1):
             if not pid:
                 f.write("no process connected\n")
             else:
-                os.kill(ppid, signal.SIGKILL)
+                os.kill(agent, signal.SIGKILL)
                 # the kernel sends the death signal as the parent exits: 20 s is far past that even
                 # emulated, and short of the 30 s after which curl's low-speed limit would end it
                 start = time.monotonic()
                 while alive(pid) and time.monotonic() - start < 20:
                     time.sleep(0.1)
-                f.write(f"egress {pid} {'outlived' if alive(pid) else 'died with'} its agent {ppid} "
+                f.write(f"egress {pid} {'outlived' if alive(pid) else 'died with'} its agent {agent} "
                         f"({time.monotonic() - start:.1f} s)\n")
     conn.close()

@@ -289,8 +289,9 @@ systemd-run --wait --quiet -p LoadCredential=s3-central:/etc/dsagent/egress/cent
 journalctl -u dsagent-egress-credentials-ls --no-pager -o cat >$R/egress-credentials-ls.txt 2>&1
 step egress-systemd-credentials-ramfs grep -q 'ramfs_t:s0 .* s3-central$' $R/egress-credentials-ls.txt
 for n in 1 2 3; do
-        # the process that connected to the store is the egress process, in its domain, the agent's child
-        step egress-$n-in-dsagent_egress_t grep -q 'comm=dsagent-egress label=system_u:system_r:dsagent_egress_t:s0 .* parent_comm=dsagent parent_label=system_u:system_r:dsagent_t:s0' $R/egress-peer.$n.txt
+        # the process that connected to the store is the egress process's server, in its domain, its supervisor's child
+        # (the same domain), which the agent (in dsagent_t) started
+        step egress-$n-in-dsagent_egress_t grep -q 'comm=dsagent-egress label=system_u:system_r:dsagent_egress_t:s0 .* parent_comm=dsagent-egress parent_label=system_u:system_r:dsagent_egress_t:s0 .* agent_comm=dsagent agent_label=system_u:system_r:dsagent_t:s0' $R/egress-peer.$n.txt
         # it read the keys: the request is signed with the key id
         step egress-$n-signed grep -q 'Authorization: AWS4-HMAC-SHA256 Credential=AKIAGUESTEXAMPLE/' $R/egress-request.$n.txt
 done

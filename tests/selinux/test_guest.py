@@ -75,7 +75,9 @@ def the_egress_process_runs_in_its_own_domain_and_reaches_the_store():
     for n in (1, 2, 3):
         peer = results(f"egress-peer.{n}.txt")
         assert "comm=dsagent-egress label=system_u:system_r:dsagent_egress_t:s0 " in peer, (n, peer)
-        assert "parent_comm=dsagent parent_label=system_u:system_r:dsagent_t:s0" in peer, (n, peer)
+        # its parent the supervisor, in the same domain, and the agent above it in dsagent_t
+        assert "parent_comm=dsagent-egress parent_label=system_u:system_r:dsagent_egress_t:s0 " in peer, (n, peer)
+        assert "agent_comm=dsagent agent_label=system_u:system_r:dsagent_t:s0" in peer, (n, peer)
         assert "Credential=AKIAGUESTEXAMPLE/" in results(f"egress-request.{n}.txt"), n
     # SELinux clears PR_SET_PDEATHSIG on the transition: the egress process sets it again, and goes with a killed
     # agent while it holds the store's connection (before, it outlived the agent until the store answered)
