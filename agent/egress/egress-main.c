@@ -319,6 +319,23 @@ static int send_reply(const EgressReply *a) {
         return send(EGRESS_FD, a, sizeof(*a), MSG_NOSIGNAL) == sizeof(*a) ? 0 : -1;
 }
 
+static void close_files(const RequestFiles *f);
+
+/*
+ * In an upload's child, just forked from the server: every fd the server holds for the other uploads goes, the
+ * running ones' answer sockets and pidfds and the queued ones' keys, CA and artifacts. The child is the process
+ * that talks to its store (TLS, a store's answers parsed): one taken over through them must find its own upload's
+ * files alone, not another store's keys nor another requester's dump. (The fds are CLOEXEC, but there is no exec.)
+ */
+static void close_others_files(void) {
+        for (size_t i = 0; i < n_uploads; i++) {
+                close(uploads[i].answer_fd);
+                close(uploads[i].pidfd);
+        }
+        for (size_t i = 0; i < n_queued; i++)
+                close_files(&queue[i].files);
+}
+
 /* Fork the upload's child. Return: 0 (it runs, or its failure to start was answered), -1: the agent is gone. */
 static int start_upload(const EgressRequest *q, const RequestFiles *f) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id };
@@ -347,6 +364,7 @@ static int start_upload(const EgressRequest *q, const RequestFiles *f) {
 
                 close(answer[0]);
                 close(EGRESS_FD);
+                close_others_files();
 
                 /* a parent gone before the prctl() took effect is not waited for; nor one that could not take a
                  * pidfd of this child (it could not hold it to its deadline), which says so by closing its end */

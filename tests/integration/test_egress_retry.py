@@ -241,5 +241,49 @@ def a_url_is_answered_while_four_uploads_are_held():
         gw.resume_rgw()
 
 
+def fd_links(pid):
+    """What each fd of @pid names (/proc/PID/fd, read as root)."""
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass  # closed meanwhile
+    return links
+
+
+@test
+def an_uploads_process_holds_no_other_uploads_files():
+    """An upload's process, the one that talks to the store (hostile responses, TLS), holds its own artifact and
+    keys, never those of the uploads queued or running beside it (another store's keys, another user's dump), nor
+    the pidfds of the others: it was forked from the server, which holds them all."""
+    gw = store()
+    target = Target(SVC)
+    agent = start_agent(policy('timeout = "10m"\nretries = 0\n'))
+    server = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    gw.pause_rgw()  # each upload is held: the frozen store takes its connection and answers nothing
+    try:
+        paths = [dump(agent, target.pid) for _ in range(6)]  # four run, two wait in the server's queue
+        running = wait_for(lambda: len(children_of(server)) == 4 and children_of(server),
+                           what="four uploads under way")
+        # the server holds the two queued artifacts open: a slot freed starts the fifth while the sixth waits
+        wait_for(lambda: sum(1 for l in fd_links(server) if l in paths) == 2, what="two uploads queued")
+        os.kill(running[0], signal.SIGKILL)
+        fifth = wait_for(lambda: [c for c in children_of(server) if c not in running], what="the fifth upload")[0]
+        # its files are sent with its request: wait until it has them (it holds them from its fork on)
+        mine = wait_for(lambda: [l for l in fd_links(fifth) if l in paths], what="the fifth upload's artifact")
+        links = fd_links(fifth)
+        assert len(mine) == 1, ("an upload's process holds other uploads' artifacts", mine)
+        assert not [l for l in links if "pidfd" in l], ("an upload's process holds other uploads' pidfds", links)
+        keys = [l for l in links if l.endswith("/keys")]
+        assert len(keys) == 1, ("an upload's process holds other uploads' keys", keys)
+        # and those forked while others ran (no queue then): none holds another's pidfd or answer socket
+        for pid in running[1:]:
+            links = fd_links(pid)
+            assert not [l for l in links if "pidfd" in l], ("an upload's process holds other uploads' pidfds", links)
+    finally:
+        gw.resume_rgw()
+
+
 if __name__ == "__main__":
     run_tests()
