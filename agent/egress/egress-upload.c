@@ -417,8 +417,16 @@ static void hand_over(EgressUpload *u) {
                               : -ECONNRESET;
         if (r == -EAGAIN)
                 upload_failed(u, EGRESS_E_BUSY, "the egress process is far behind: its queue is full", NULL);
-        else if (r < 0)
-                upload_failed(u, r, r == -ECONNRESET ? "the egress process is gone" : strerror(-r), NULL);
+        else if (r == -ECONNRESET) {
+                /* the egress process is gone for good (killed, the OOM killer): the agent, no longer allowed to
+                 * change uid, cannot start another. As for an upload it had taken (egress_upload_done()), the label
+                 * stays pending, so that the agent's next start hands the file over again: labelled failed, it
+                 * would never be uploaded */
+                record_failure(u, "failed", "the egress process is gone: the file stays pending, and the agent's "
+                                            "next start hands it over again", NULL);
+                egress_upload_free(u);
+        } else if (r < 0)
+                upload_failed(u, r, strerror(-r), NULL);
 }
 
 static void egress_process_died(const char *message, void *userdata) {

@@ -241,6 +241,33 @@ def a_url_is_answered_while_four_uploads_are_held():
         gw.resume_rgw()
 
 
+@test
+def an_upload_after_the_egress_process_is_gone_stays_pending_for_the_next_start():
+    """The egress process killed for good (the OOM killer, root's kill of the supervisor): the agent cannot start
+    another (it may no longer change uid), so a dump taken then is not uploaded now; its file must stay pending, so
+    that the agent's next start hands it over, not be labelled failed and never uploaded."""
+    gw = store()
+    target = Target(SVC)
+    dumps = os.path.join(make_dir(None, 0o755), "dumps")  # both agents' dump_dir
+    text = policy().replace("@DUMP_DIR@", dumps)
+    first = start_agent(text)
+    supervisor = wait_for(lambda: supervisor_pid(first), what="the egress process")
+    os.kill(supervisor, signal.SIGKILL)  # its server and their uploads die with it (their death signals)
+    # the agent reaps it once its pidfd says it exited: then its socket is closed on the agent's side too
+    wait_for(lambda: not os.path.exists(f"/proc/{supervisor}"), what="the egress process reaped by its agent")
+    path = dump(first, target.pid)
+    out = wait_for(lambda: records_of(first, path, "outcome"), what="the upload's outcome")[0]
+    assert out["DSAGENT_EGRESS_RESULT"] == "failed" and "gone" in out["DSAGENT_EGRESS_ERROR"], out
+    assert label(path) == "pending:central", ("labelled failed: no later start would upload it", label(path))
+    first.stop()
+    second = start_agent(text)
+    # a small file on loopback: the bound is against a hang
+    out = wait_for(lambda: records_of(second, path, "outcome"), timeout=120, what="the next start's outcome")
+    assert len(out) == 1 and out[0]["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+    assert label(path) == f"uploaded:central:{out[0]['DSAGENT_EGRESS_KEY']}", label(path)
+    assert gw.sha256_of(out[0]["DSAGENT_EGRESS_KEY"]) == out[0]["DSAGENT_EGRESS_SHA256"], out
+
+
 def fd_links(pid):
     """What each fd of @pid names (/proc/PID/fd, read as root)."""
     links = []
