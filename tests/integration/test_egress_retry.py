@@ -268,6 +268,42 @@ def an_upload_after_the_egress_process_is_gone_stays_pending_for_the_next_start(
     assert gw.sha256_of(out[0]["DSAGENT_EGRESS_KEY"]) == out[0]["DSAGENT_EGRESS_SHA256"], out
 
 
+@test
+def a_retry_after_a_reload_goes_where_the_policy_now_says():
+    """A reload that moves a store (a new endpoint: the old one is no longer trusted, or never was right): an upload
+    waiting for its next hand-over goes to the new endpoint, not to the one the policy no longer names. The old
+    endpoint is a port of ours: refused while the first hand-over is made, listening after the reload, so that a
+    retry sent there is seen (a connection in its backlog)."""
+    import select
+    import socket
+    gw = store()
+    target = Target(SVC)
+    old = socket.socket()
+    old.bind(("127.0.0.1", 0))  # bound, not listening: a connection to it is refused, "unavailable" at once
+    port = old.getsockname()[1]
+    moved = f'endpoint = "http://127.0.0.1:{port}"'
+    text = policy('attempts = 1\nretry_delay = "3s"\nretries = 2\ntimeout = "1m"\n')
+    assert text.count(f'endpoint = "{gw.endpoint}"') == 1, text
+    agent = start_agent(text.replace(f'endpoint = "{gw.endpoint}"', moved))
+    try:
+        path = dump(agent, target.pid)
+        first = wait_for(lambda: records_of(agent, path, "retry"), what="the first hand-over's retry record")[0]
+        assert first["DSAGENT_EGRESS_RESULT"] == "unavailable", first
+        agent.write_policy(text)  # the store moved to the real endpoint
+        assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+        old.listen(8)
+        old.setblocking(False)
+        # the next hand-over, 3 s after the first: it reaches one endpoint or the other (the bound against a hang)
+        wait_for(lambda: records_of(agent, path, "outcome") or select.select([old], [], [], 0)[0],
+                 what="the next hand-over at either endpoint")
+        reached_old = bool(select.select([old], [], [], 0)[0])
+        assert not reached_old, "the retry went to the endpoint the policy no longer names"
+        out = assert_uploaded_once(agent, path, bound=120)
+        assert out["DSAGENT_EGRESS_HANDOVER"] == "2", out
+    finally:
+        old.close()
+
+
 def fd_links(pid):
     """What each fd of @pid names (/proc/PID/fd, read as root)."""
     links = []
