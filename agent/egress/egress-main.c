@@ -703,14 +703,22 @@ static int run_server(pid_t supervisor) {
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
-/* Has the agent closed its end? Waits up to @timeout_ms for it (0: a look). */
+/* Has the agent closed its end? Waits up to @timeout_ms for it (0: a look). Each request the agent sends
+ * interrupts the wait (fd 3's O_ASYNC signal): it goes on for what is left of @timeout_ms, never for all of it
+ * again, or requests coming faster than the backoff would keep the next server from ever starting. */
 static bool agent_gone(int timeout_ms) {
+        uint64_t deadline = now_usec() + (uint64_t)timeout_ms * 1000;
         struct pollfd p = { .fd = EGRESS_FD, .events = 0 };
         int r;
 
-        do
-                r = poll(&p, 1, timeout_ms);
-        while (r < 0 && errno == EINTR);
+        for (;;) {
+                uint64_t now = now_usec();
+                int left = now >= deadline ? 0 : (int)((deadline - now + 999) / 1000);
+
+                r = poll(&p, 1, left);
+                if (r >= 0 || errno != EINTR)
+                        break;
+        }
         return r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 

@@ -198,6 +198,31 @@ def a_killed_egress_server_is_started_again_and_its_upload_completes():
 
 
 @test
+def requests_during_the_backoff_do_not_keep_the_next_server_from_starting():
+    """Each request the agent sends raises fd 3's signal in the supervisor, which interrupts its wait between two
+    servers: the wait must go on for what is left of the backoff, not start over, or a steady flow of uploads
+    (each under the backoff apart) keeps the egress process without a server for as long as it lasts."""
+    target = Target(SVC)
+    agent = start_agent(policy('retry_delay = "1m"\n'))
+    first = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    os.kill(first, signal.SIGKILL)
+    died = wait_for(lambda: restarted(agent), what="the record of the server's death")[0]
+    assert "starts again in 1 s" in died["DSAGENT_EGRESS_ERROR"], died
+    # uploads handed over one after the other, each a dump (a few hundred ms) after the last: far under the 1 s
+    # backoff apart. 20 is under what the socket's buffer holds (each request is about 7 KiB, the buffer 208 KiB,
+    # so that none is refused busy, which sends nothing and would let the wait end) and takes several seconds,
+    # several backoffs: the new server must be there before they are done
+    second = None
+    for _ in range(20):
+        dump(agent, target.pid)
+        second = server_pid(agent)
+        if second and second != first:
+            break
+    assert second and second != first, "no new server while uploads kept coming"
+    assert agent.proc.poll() is None
+
+
+@test
 def a_server_that_dies_at_once_is_not_started_again_in_a_tight_loop():
     target = Target(SVC)
     # test builds: every server the supervisor starts exits at once
