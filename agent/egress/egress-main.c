@@ -188,6 +188,10 @@ static int read_ca(const EgressRequest *q, const RequestFiles *f, char **ret, si
                 why = strerror(errno);
         else if (!S_ISREG(st.st_mode))
                 why = "not a regular file";
+        else if (st.st_uid != 0 || (st.st_mode & 0022))
+                /* it says whom the store's connection trusts: one another user could write would let that user
+                 * put their own CA in it and read every upload on the way (as the keys, checked on the fd) */
+                why = "not a file of root's that only root may write";
         else if (st.st_size > EGRESS_CA_MAX)
                 why = "larger than 4 MiB";
         else if (!(pem = malloc((size_t)st.st_size + 1)))
