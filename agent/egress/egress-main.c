@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -80,6 +81,12 @@ typedef struct Queued {
 
 static Queued queue[EGRESS_QUEUE_MAX];
 static size_t n_queued;
+
+/* A page the supervisor shares with its server: the id of the last request the server read from fd 3 (0: none
+ * yet), written as soon as it is read. A server killed after reading a request and before saying it taken has
+ * taken it from the socket all the same: the supervisor's EGRESS_REPLY_DIED says up to which id, so that the
+ * agent hands it over again instead of waiting for it for ever. */
+static volatile uint64_t *server_last_read;
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -513,6 +520,12 @@ static int take_request(void) {
                 free(q);
                 return n < 0 && errno == EINTR ? 0 : -1;
         }
+        if (n == sizeof(*q) && server_last_read)
+                *server_last_read = q->id;
+#if DSAGENT_TEST_HOOKS
+        /* test builds only: a server stopped between reading a request and saying it taken, to be killed there */
+        (void)test_hook_pause("egress-server-read");
+#endif
         /* every fd that came is taken, to be closed, whatever else is wrong */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
@@ -739,7 +752,10 @@ static bool agent_gone(int timeout_ms) {
 static int supervise(void) {
         unsigned starts = 0;
         int backoff_ms = SERVER_BACKOFF_FIRST_MS;
+        void *page = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
+        /* without it, a request a server died holding before it said it taken waits for the agent's next start */
+        server_last_read = page == MAP_FAILED ? NULL : page;
         for (;;) {
                 EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .kind = EGRESS_REPLY_DIED,
                                   .result = EGRESS_E_LOST };
@@ -747,6 +763,8 @@ static int supervise(void) {
                 uint64_t started = now_usec();
                 int status = 0;
 
+                if (server_last_read)
+                        *server_last_read = 0;
                 pid = fork();
                 if (pid == 0)
                         _exit(run_server(supervisor));
@@ -769,6 +787,7 @@ static int supervise(void) {
                         snprintf(a.message, sizeof(a.message), "the egress process's server died (status %d, "
                                  "start %u); its uploads are handed over again, and it starts again in %d s",
                                  WEXITSTATUS(status), starts, backoff_ms / 1000);
+                a.id = server_last_read ? *server_last_read : 0;
                 if (send_reply(&a) < 0 || agent_gone(backoff_ms))
                         return EXIT_SUCCESS;
                 backoff_ms = backoff_ms >= SERVER_BACKOFF_MAX_MS / 2 ? SERVER_BACKOFF_MAX_MS : backoff_ms * 2;

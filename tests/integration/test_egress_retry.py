@@ -223,6 +223,33 @@ def requests_during_the_backoff_do_not_keep_the_next_server_from_starting():
 
 
 @test
+def an_upload_a_server_read_and_died_before_saying_taken_is_handed_over_again():
+    """A server killed after it read an upload's request from the socket and before it said it taken: the request
+    is gone from the socket, and the agent, which answers lost only what was said taken, waited for it for ever (no
+    outcome, the file pending until the next start). The supervisor now says up to which request the dead server
+    read. Test builds stop the server at that point (DSAGENT_TEST_PAUSE egress-server-read) to kill it there."""
+    target = Target(SVC)
+    end = os.path.join(make_dir(None, 0o755), "pause-end")
+    agent = start_agent(policy('retry_delay = "1s"\n'),
+                        env={"DSAGENT_TEST_PAUSE": "egress-server-read:600000", "DSAGENT_TEST_PAUSE_END": end})
+    server = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    path = dump(agent, target.pid)
+    wait_for(lambda: "test-hook: paused at egress-server-read" in open(agent.log_path).read(),
+             what="the server stopped with the request read")
+    os.kill(server, signal.SIGKILL)
+    open(end, "w").close()  # the next servers' reads go on at once
+    died = wait_for(lambda: restarted(agent), what="the record of the server's death")[0]
+    assert "signal 9" in died["DSAGENT_EGRESS_ERROR"], died
+    # the death's notice is read with the upload's own pending answer: 60 s bounds a hang (it comes at once), and
+    # without the fix nothing ever comes
+    lost = wait_for(lambda: records_of(agent, path, "retry"), timeout=60, what="the read upload's retry record")[0]
+    assert lost["DSAGENT_EGRESS_RESULT"] == "lost" and lost["DSAGENT_EGRESS_HANDOVER"] == "1", lost
+    # handed over again after 1 s to the next server (started after 1 s): 120 s is a bound on a hang
+    out = assert_uploaded_once(agent, path, bound=120)
+    assert out["DSAGENT_EGRESS_HANDOVER"] == "2", out
+
+
+@test
 def a_server_that_dies_at_once_is_not_started_again_in_a_tight_loop():
     target = Target(SVC)
     # test builds: every server the supervisor starts exits at once
