@@ -87,9 +87,9 @@ static void egress_client_lost(EgressClient *c) {
         }
 }
 
-/* The server died (EGRESS_REPLY_DIED): what it had taken is lost, and answered so; so is every URL asked, which
- * the next server may or may not answer (a late answer finds nothing waiting and is dropped). What it had not
- * taken waits in the socket for the next server. */
+/* The server died (EGRESS_REPLY_DIED): what it had taken or read (up to notice->id) is lost, and answered so; so
+ * is every URL asked, which the next server may or may not answer (a late answer finds nothing waiting and is
+ * dropped). What it had not read waits in the socket for the next server. */
 static void egress_client_server_died(EgressClient *c, const EgressReply *notice) {
         EgressReply lost = { .version = EGRESS_PROTOCOL_VERSION, .result = EGRESS_E_LOST };
         Pending *answered = NULL;
@@ -100,7 +100,8 @@ static void egress_client_server_died(EgressClient *c, const EgressReply *notice
         /* taken out first: an answer may hand an upload over again, which adds to c->pending */
         for (Pending **p = &c->pending; *p;) {
                 Pending *q = *p;
-                if (q->taken || !q->upload) {
+                /* read by the dead server (notice->id: the last it read), whether it said so or died first */
+                if (q->taken || !q->upload || q->id <= notice->id) {
                         *p = q->next;
                         q->next = answered;
                         answered = q;

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -80,6 +81,12 @@ typedef struct Queued {
 
 static Queued queue[EGRESS_QUEUE_MAX];
 static size_t n_queued;
+
+/* A page the supervisor shares with its server: the id of the last request the server read from fd 3 (0: none
+ * yet), written as soon as it is read. A server killed after reading a request and before saying it taken has
+ * taken it from the socket all the same: the supervisor's EGRESS_REPLY_DIED says up to which id, so that the
+ * agent hands it over again instead of waiting for it for ever. */
+static volatile uint64_t *server_last_read;
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -188,6 +195,10 @@ static int read_ca(const EgressRequest *q, const RequestFiles *f, char **ret, si
                 why = strerror(errno);
         else if (!S_ISREG(st.st_mode))
                 why = "not a regular file";
+        else if (st.st_uid != 0 || (st.st_mode & 0022))
+                /* it says whom the store's connection trusts: one another user could write would let that user
+                 * put their own CA in it and read every upload on the way (as the keys, checked on the fd) */
+                why = "not a file of root's that only root may write";
         else if (st.st_size > EGRESS_CA_MAX)
                 why = "larger than 4 MiB";
         else if (!(pem = malloc((size_t)st.st_size + 1)))
@@ -319,6 +330,23 @@ static int send_reply(const EgressReply *a) {
         return send(EGRESS_FD, a, sizeof(*a), MSG_NOSIGNAL) == sizeof(*a) ? 0 : -1;
 }
 
+static void close_files(const RequestFiles *f);
+
+/*
+ * In an upload's child, just forked from the server: every fd the server holds for the other uploads goes, the
+ * running ones' answer sockets and pidfds and the queued ones' keys, CA and artifacts. The child is the process
+ * that talks to its store (TLS, a store's answers parsed): one taken over through them must find its own upload's
+ * files alone, not another store's keys nor another requester's dump. (The fds are CLOEXEC, but there is no exec.)
+ */
+static void close_others_files(void) {
+        for (size_t i = 0; i < n_uploads; i++) {
+                close(uploads[i].answer_fd);
+                close(uploads[i].pidfd);
+        }
+        for (size_t i = 0; i < n_queued; i++)
+                close_files(&queue[i].files);
+}
+
 /* Fork the upload's child. Return: 0 (it runs, or its failure to start was answered), -1: the agent is gone. */
 static int start_upload(const EgressRequest *q, const RequestFiles *f) {
         EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .id = q->id };
@@ -347,6 +375,7 @@ static int start_upload(const EgressRequest *q, const RequestFiles *f) {
 
                 close(answer[0]);
                 close(EGRESS_FD);
+                close_others_files();
 
                 /* a parent gone before the prctl() took effect is not waited for; nor one that could not take a
                  * pidfd of this child (it could not hold it to its deadline), which says so by closing its end */
@@ -491,6 +520,12 @@ static int take_request(void) {
                 free(q);
                 return n < 0 && errno == EINTR ? 0 : -1;
         }
+        if (n == sizeof(*q) && server_last_read)
+                *server_last_read = q->id;
+#if DSAGENT_TEST_HOOKS
+        /* test builds only: a server stopped between reading a request and saying it taken, to be killed there */
+        (void)test_hook_pause("egress-server-read");
+#endif
         /* every fd that came is taken, to be closed, whatever else is wrong */
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
@@ -685,14 +720,22 @@ static int run_server(pid_t supervisor) {
         return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
-/* Has the agent closed its end? Waits up to @timeout_ms for it (0: a look). */
+/* Has the agent closed its end? Waits up to @timeout_ms for it (0: a look). Each request the agent sends
+ * interrupts the wait (fd 3's O_ASYNC signal): it goes on for what is left of @timeout_ms, never for all of it
+ * again, or requests coming faster than the backoff would keep the next server from ever starting. */
 static bool agent_gone(int timeout_ms) {
+        uint64_t deadline = now_usec() + (uint64_t)timeout_ms * 1000;
         struct pollfd p = { .fd = EGRESS_FD, .events = 0 };
         int r;
 
-        do
-                r = poll(&p, 1, timeout_ms);
-        while (r < 0 && errno == EINTR);
+        for (;;) {
+                uint64_t now = now_usec();
+                int left = now >= deadline ? 0 : (int)((deadline - now + 999) / 1000);
+
+                r = poll(&p, 1, left);
+                if (r >= 0 || errno != EINTR)
+                        break;
+        }
         return r > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
@@ -709,7 +752,10 @@ static bool agent_gone(int timeout_ms) {
 static int supervise(void) {
         unsigned starts = 0;
         int backoff_ms = SERVER_BACKOFF_FIRST_MS;
+        void *page = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
+        /* without it, a request a server died holding before it said it taken waits for the agent's next start */
+        server_last_read = page == MAP_FAILED ? NULL : page;
         for (;;) {
                 EgressReply a = { .version = EGRESS_PROTOCOL_VERSION, .kind = EGRESS_REPLY_DIED,
                                   .result = EGRESS_E_LOST };
@@ -717,6 +763,8 @@ static int supervise(void) {
                 uint64_t started = now_usec();
                 int status = 0;
 
+                if (server_last_read)
+                        *server_last_read = 0;
                 pid = fork();
                 if (pid == 0)
                         _exit(run_server(supervisor));
@@ -739,6 +787,7 @@ static int supervise(void) {
                         snprintf(a.message, sizeof(a.message), "the egress process's server died (status %d, "
                                  "start %u); its uploads are handed over again, and it starts again in %d s",
                                  WEXITSTATUS(status), starts, backoff_ms / 1000);
+                a.id = server_last_read ? *server_last_read : 0;
                 if (send_reply(&a) < 0 || agent_gone(backoff_ms))
                         return EXIT_SUCCESS;
                 backoff_ms = backoff_ms >= SERVER_BACKOFF_MAX_MS / 2 ? SERVER_BACKOFF_MAX_MS : backoff_ms * 2;

@@ -60,7 +60,8 @@ typedef enum EgressReplyKind {
         EGRESS_REPLY_TAKEN = 1,  /* upload .id was read by the server: from now on only its answer, or the server's
                                   * death, ends it (what was not taken waits in the socket for the next server) */
         EGRESS_REPLY_DIED = 2,   /* the server died (.message: how, and when the next one starts); every upload it
-                                  * took and did not answer is lost. Sent by the supervisor, .id 0 */
+                                  * took and did not answer is lost, and so is every one up to .id, the last
+                                  * request it read (0: none), said taken or not. Sent by the supervisor */
 } EgressReplyKind;
 
 typedef struct EgressReply {

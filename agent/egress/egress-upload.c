@@ -155,9 +155,11 @@ static uint64_t retry_delay(const EgressUpload *u) {
 }
 
 static void hand_over(EgressUpload *u);
+static int refresh_target(EgressUpload *u, const PolicyEgress *e);
 
 static int egress_upload_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         EgressUpload *u = userdata;
+        const PolicyEgress *e;
 
         (void)s;
         (void)usec;
@@ -174,9 +176,17 @@ static int egress_upload_on_timer(sd_event_source *s, uint64_t usec, void *userd
                 return 0;
         }
         /* a reload took the store away meanwhile: its keys and endpoint are no longer the operator's word */
-        if (!policy_egress_find(u->broker->policy, u->target)) {
+        e = policy_egress_find(u->broker->policy, u->target);
+        if (!e) {
                 set_label(u->fd, "failed", u->target, "no-such-store");
                 record_failure(u, "failed", "the store is no longer in the policy", NULL);
+                egress_upload_free(u);
+                return 0;
+        }
+        /* nor are the ones it had before a reload changed them: the file goes where the policy says now */
+        if (refresh_target(u, e) < 0) {
+                set_label(u->fd, "failed", u->target, "credentials");
+                record_failure(u, "failed", "the store's fields, as a reload left them, do not fit the request", NULL);
                 egress_upload_free(u);
                 return 0;
         }
@@ -277,6 +287,31 @@ static int copy_field(char *field, size_t size, const char *s) {
 /* The store's non-secret fields and where its keys are (egress-check.c), into @q. */
 static int build_target(const PolicyEgress *e, EgressRequest *q) {
         return egress_request_fill(q, e, getenv("CREDENTIALS_DIRECTORY"));
+}
+
+/*
+ * Before a hand-over after the first: the store's fields (endpoint, bucket, region, CA, keys, deadline, tries) and
+ * its retries as the policy names them now (a reload may have moved the store away from an endpoint or keys the
+ * operator no longer trusts), the key and the object's metadata as they were. Return: 0 or a negative errno.
+ */
+static int refresh_target(EgressUpload *u, const PolicyEgress *e) {
+        _cleanup_free_ EgressRequest *q = calloc(1, sizeof(EgressRequest));
+        int r;
+
+        if (!q)
+                return -ENOMEM;
+        r = build_target(e, q);
+        if (r < 0)
+                return r;
+        q->type = EGRESS_REQUEST_UPLOAD;
+        memcpy(q->key, u->request->key, sizeof(q->key));
+        memcpy(q->metadata, u->request->metadata, sizeof(q->metadata));
+        free(u->request);
+        u->request = TAKE_PTR(q);
+        u->keep_local = e->keep_local;
+        u->retries = e->retries;
+        u->retry_delay_usec = e->retry_delay_usec;
+        return 0;
 }
 
 /* The request for the egress process: the store, the key, the object's metadata. */
@@ -417,8 +452,16 @@ static void hand_over(EgressUpload *u) {
                               : -ECONNRESET;
         if (r == -EAGAIN)
                 upload_failed(u, EGRESS_E_BUSY, "the egress process is far behind: its queue is full", NULL);
-        else if (r < 0)
-                upload_failed(u, r, r == -ECONNRESET ? "the egress process is gone" : strerror(-r), NULL);
+        else if (r == -ECONNRESET) {
+                /* the egress process is gone for good (killed, the OOM killer): the agent, no longer allowed to
+                 * change uid, cannot start another. As for an upload it had taken (egress_upload_done()), the label
+                 * stays pending, so that the agent's next start hands the file over again: labelled failed, it
+                 * would never be uploaded */
+                record_failure(u, "failed", "the egress process is gone: the file stays pending, and the agent's "
+                                            "next start hands it over again", NULL);
+                egress_upload_free(u);
+        } else if (r < 0)
+                upload_failed(u, r, strerror(-r), NULL);
 }
 
 static void egress_process_died(const char *message, void *userdata) {

@@ -198,6 +198,58 @@ def a_killed_egress_server_is_started_again_and_its_upload_completes():
 
 
 @test
+def requests_during_the_backoff_do_not_keep_the_next_server_from_starting():
+    """Each request the agent sends raises fd 3's signal in the supervisor, which interrupts its wait between two
+    servers: the wait must go on for what is left of the backoff, not start over, or a steady flow of uploads
+    (each under the backoff apart) keeps the egress process without a server for as long as it lasts."""
+    target = Target(SVC)
+    agent = start_agent(policy('retry_delay = "1m"\n'))
+    first = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    os.kill(first, signal.SIGKILL)
+    died = wait_for(lambda: restarted(agent), what="the record of the server's death")[0]
+    assert "starts again in 1 s" in died["DSAGENT_EGRESS_ERROR"], died
+    # uploads handed over one after the other, each a dump (a few hundred ms) after the last: far under the 1 s
+    # backoff apart. 20 is under what the socket's buffer holds (each request is about 7 KiB, the buffer 208 KiB,
+    # so that none is refused busy, which sends nothing and would let the wait end) and takes several seconds,
+    # several backoffs: the new server must be there before they are done
+    second = None
+    for _ in range(20):
+        dump(agent, target.pid)
+        second = server_pid(agent)
+        if second and second != first:
+            break
+    assert second and second != first, "no new server while uploads kept coming"
+    assert agent.proc.poll() is None
+
+
+@test
+def an_upload_a_server_read_and_died_before_saying_taken_is_handed_over_again():
+    """A server killed after it read an upload's request from the socket and before it said it taken: the request
+    is gone from the socket, and the agent, which answers lost only what was said taken, waited for it for ever (no
+    outcome, the file pending until the next start). The supervisor now says up to which request the dead server
+    read. Test builds stop the server at that point (DSAGENT_TEST_PAUSE egress-server-read) to kill it there."""
+    target = Target(SVC)
+    end = os.path.join(make_dir(None, 0o755), "pause-end")
+    agent = start_agent(policy('retry_delay = "1s"\n'),
+                        env={"DSAGENT_TEST_PAUSE": "egress-server-read:600000", "DSAGENT_TEST_PAUSE_END": end})
+    server = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    path = dump(agent, target.pid)
+    wait_for(lambda: "test-hook: paused at egress-server-read" in open(agent.log_path).read(),
+             what="the server stopped with the request read")
+    os.kill(server, signal.SIGKILL)
+    open(end, "w").close()  # the next servers' reads go on at once
+    died = wait_for(lambda: restarted(agent), what="the record of the server's death")[0]
+    assert "signal 9" in died["DSAGENT_EGRESS_ERROR"], died
+    # the death's notice is read with the upload's own pending answer: 60 s bounds a hang (it comes at once), and
+    # without the fix nothing ever comes
+    lost = wait_for(lambda: records_of(agent, path, "retry"), timeout=60, what="the read upload's retry record")[0]
+    assert lost["DSAGENT_EGRESS_RESULT"] == "lost" and lost["DSAGENT_EGRESS_HANDOVER"] == "1", lost
+    # handed over again after 1 s to the next server (started after 1 s): 120 s is a bound on a hang
+    out = assert_uploaded_once(agent, path, bound=120)
+    assert out["DSAGENT_EGRESS_HANDOVER"] == "2", out
+
+
+@test
 def a_server_that_dies_at_once_is_not_started_again_in_a_tight_loop():
     target = Target(SVC)
     # test builds: every server the supervisor starts exits at once
@@ -237,6 +289,113 @@ def a_url_is_answered_while_four_uploads_are_held():
         held = len(children_of(server))
         assert r.returncode == 0 and json.loads(r.stdout)["url"].startswith(gw.endpoint + "/"), r
         assert held == 4, held
+    finally:
+        gw.resume_rgw()
+
+
+@test
+def an_upload_after_the_egress_process_is_gone_stays_pending_for_the_next_start():
+    """The egress process killed for good (the OOM killer, root's kill of the supervisor): the agent cannot start
+    another (it may no longer change uid), so a dump taken then is not uploaded now; its file must stay pending, so
+    that the agent's next start hands it over, not be labelled failed and never uploaded."""
+    gw = store()
+    target = Target(SVC)
+    dumps = os.path.join(make_dir(None, 0o755), "dumps")  # both agents' dump_dir
+    text = policy().replace("@DUMP_DIR@", dumps)
+    first = start_agent(text)
+    supervisor = wait_for(lambda: supervisor_pid(first), what="the egress process")
+    os.kill(supervisor, signal.SIGKILL)  # its server and their uploads die with it (their death signals)
+    # the agent reaps it once its pidfd says it exited: then its socket is closed on the agent's side too
+    wait_for(lambda: not os.path.exists(f"/proc/{supervisor}"), what="the egress process reaped by its agent")
+    path = dump(first, target.pid)
+    out = wait_for(lambda: records_of(first, path, "outcome"), what="the upload's outcome")[0]
+    assert out["DSAGENT_EGRESS_RESULT"] == "failed" and "gone" in out["DSAGENT_EGRESS_ERROR"], out
+    assert label(path) == "pending:central", ("labelled failed: no later start would upload it", label(path))
+    first.stop()
+    second = start_agent(text)
+    # a small file on loopback: the bound is against a hang
+    out = wait_for(lambda: records_of(second, path, "outcome"), timeout=120, what="the next start's outcome")
+    assert len(out) == 1 and out[0]["DSAGENT_EGRESS_RESULT"] == "uploaded", out
+    assert label(path) == f"uploaded:central:{out[0]['DSAGENT_EGRESS_KEY']}", label(path)
+    assert gw.sha256_of(out[0]["DSAGENT_EGRESS_KEY"]) == out[0]["DSAGENT_EGRESS_SHA256"], out
+
+
+@test
+def a_retry_after_a_reload_goes_where_the_policy_now_says():
+    """A reload that moves a store (a new endpoint: the old one is no longer trusted, or never was right): an upload
+    waiting for its next hand-over goes to the new endpoint, not to the one the policy no longer names. The old
+    endpoint is a port of ours: refused while the first hand-over is made, listening after the reload, so that a
+    retry sent there is seen (a connection in its backlog)."""
+    import select
+    import socket
+    gw = store()
+    target = Target(SVC)
+    old = socket.socket()
+    old.bind(("127.0.0.1", 0))  # bound, not listening: a connection to it is refused, "unavailable" at once
+    port = old.getsockname()[1]
+    moved = f'endpoint = "http://127.0.0.1:{port}"'
+    text = policy('attempts = 1\nretry_delay = "3s"\nretries = 2\ntimeout = "1m"\n')
+    assert text.count(f'endpoint = "{gw.endpoint}"') == 1, text
+    agent = start_agent(text.replace(f'endpoint = "{gw.endpoint}"', moved))
+    try:
+        path = dump(agent, target.pid)
+        first = wait_for(lambda: records_of(agent, path, "retry"), what="the first hand-over's retry record")[0]
+        assert first["DSAGENT_EGRESS_RESULT"] == "unavailable", first
+        agent.write_policy(text)  # the store moved to the real endpoint
+        assert agent.reload()["DSAGENT_POLICY_LOADED"] == "yes"
+        old.listen(8)
+        old.setblocking(False)
+        # the next hand-over, 3 s after the first: it reaches one endpoint or the other (the bound against a hang)
+        wait_for(lambda: records_of(agent, path, "outcome") or select.select([old], [], [], 0)[0],
+                 what="the next hand-over at either endpoint")
+        reached_old = bool(select.select([old], [], [], 0)[0])
+        assert not reached_old, "the retry went to the endpoint the policy no longer names"
+        out = assert_uploaded_once(agent, path, bound=120)
+        assert out["DSAGENT_EGRESS_HANDOVER"] == "2", out
+    finally:
+        old.close()
+
+
+def fd_links(pid):
+    """What each fd of @pid names (/proc/PID/fd, read as root)."""
+    links = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass  # closed meanwhile
+    return links
+
+
+@test
+def an_uploads_process_holds_no_other_uploads_files():
+    """An upload's process, the one that talks to the store (hostile responses, TLS), holds its own artifact and
+    keys, never those of the uploads queued or running beside it (another store's keys, another user's dump), nor
+    the pidfds of the others: it was forked from the server, which holds them all."""
+    gw = store()
+    target = Target(SVC)
+    agent = start_agent(policy('timeout = "10m"\nretries = 0\n'))
+    server = wait_for(lambda: server_pid(agent), what="the egress process's server")
+    gw.pause_rgw()  # each upload is held: the frozen store takes its connection and answers nothing
+    try:
+        paths = [dump(agent, target.pid) for _ in range(6)]  # four run, two wait in the server's queue
+        running = wait_for(lambda: len(children_of(server)) == 4 and children_of(server),
+                           what="four uploads under way")
+        # the server holds the two queued artifacts open: a slot freed starts the fifth while the sixth waits
+        wait_for(lambda: sum(1 for l in fd_links(server) if l in paths) == 2, what="two uploads queued")
+        os.kill(running[0], signal.SIGKILL)
+        fifth = wait_for(lambda: [c for c in children_of(server) if c not in running], what="the fifth upload")[0]
+        # its files are sent with its request: wait until it has them (it holds them from its fork on)
+        mine = wait_for(lambda: [l for l in fd_links(fifth) if l in paths], what="the fifth upload's artifact")
+        links = fd_links(fifth)
+        assert len(mine) == 1, ("an upload's process holds other uploads' artifacts", mine)
+        assert not [l for l in links if "pidfd" in l], ("an upload's process holds other uploads' pidfds", links)
+        keys = [l for l in links if l.endswith("/keys")]
+        assert len(keys) == 1, ("an upload's process holds other uploads' keys", keys)
+        # and those forked while others ran (no queue then): none holds another's pidfd or answer socket
+        for pid in running[1:]:
+            links = fd_links(pid)
+            assert not [l for l in links if "pidfd" in l], ("an upload's process holds other uploads' pidfds", links)
     finally:
         gw.resume_rgw()
 

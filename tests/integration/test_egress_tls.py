@@ -53,7 +53,7 @@ import urllib.request  # noqa: E402
 
 import radosgw  # noqa: E402
 from egress_tools import check_policy, credentials_file, egress_table, keys_file  # noqa: E402
-from harness import BUILD, make_dir, run_tests, test  # noqa: E402
+from harness import BUILD, MALLORY, make_dir, run_tests, test  # noqa: E402
 from radosgw import random_file  # noqa: E402
 
 TOOL = os.path.join(BUILD, "tests", "tools", "s3-upload")
@@ -293,6 +293,34 @@ def check_policy_egress_takes_ca_file_and_virtual_host_addressing():
                 f"{missing_ca} cannot be read: No such file or directory\n")
     assert expected in r.stderr, (expected, r.stderr)
     assert gw.secret_key not in r.stdout + r.stderr
+
+
+@test
+def a_ca_file_another_user_could_write_is_not_trusted():
+    """ca_file says whom the store's connection trusts: a file dst-mallory owns, or one anyone may write, would let
+    her put her own CA in it and read every upload on the way. Both hold the store's true CA here, so that a
+    connection made through them is the proof that her file was taken as the trust anchor; the same CA in a file of
+    root's, 0644, is the control."""
+    import pwd
+    gw = store()
+    keys = "file:" + keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
+    d = make_dir(None, 0o755)
+    mallorys, anyones, roots = (os.path.join(d, n) for n in ("mallory.pem", "anyone.pem", "root.pem"))
+    for path, mode in ((mallorys, 0o644), (anyones, 0o666), (roots, 0o644)):
+        shutil.copy(gw.ca_file, path)
+        os.chmod(path, mode)
+    os.chown(mallorys, pwd.getpwnam(MALLORY).pw_uid, -1)
+    text = (egress_table(gw, "mallorys", keys, gw.https_endpoint, extra=f'ca_file = "{mallorys}"\n') +
+            egress_table(gw, "anyones", keys, gw.https_endpoint, extra=f'ca_file = "{anyones}"\n') +
+            egress_table(gw, "roots", keys, gw.https_endpoint, extra=f'ca_file = "{roots}"\n'))
+    policy, r = check_policy(text, None, "--egress")
+    assert f"{policy}: [egress.roots] reachable: bucket {gw.bucket} at {gw.https_endpoint}" in r.stdout, r
+    for name, path in (("mallorys", mallorys), ("anyones", anyones)):
+        assert f"[egress.{name}] reachable" not in r.stdout, ("a CA file another user may write was trusted", r.stdout)
+        expected = (f"{policy}: [egress.{name}] untrusted: bucket {gw.bucket} at {gw.https_endpoint}: the CA file "
+                    f"{path} cannot be read: not a file of root's that only root may write\n")
+        assert expected in r.stderr, (expected, r.stderr)
+    assert r.returncode == 1, r
 
 
 if __name__ == "__main__":
