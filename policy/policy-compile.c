@@ -721,9 +721,12 @@ static bool compile_egress_entry(Compiler *c, const TomlEntry *e, PolicyEgress *
                 }
                 return egress_strdup(c, &eg->prefix, v->string.data);
         }
-        if (strcmp(e->key, "ca_file") == 0)
+        if (strcmp(e->key, "ca_file") == 0) {
+                eg->ca_file_line = e->value->line;
+                eg->ca_file_column = e->value->column;
                 return compile_egress_string(c, e, egress_path_valid, "an absolute path to the store's CA certificates",
                                              &eg->ca_file);
+        }
         if (strcmp(e->key, "credentials") == 0)
                 return expect_string(c, e) && compile_egress_credentials(c, e, eg);
         if (strcmp(e->key, "path_style") == 0)

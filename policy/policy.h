@@ -359,6 +359,7 @@ typedef struct PolicyEgress {
         bool path_style;        /* endpoint/bucket/key (the default); false: bucket.host/key */
         bool allow_http;
         char *ca_file;          /* absolute; NULL: the system's store */
+        unsigned ca_file_line, ca_file_column; /* of its value, for policy_load()'s check of the file */
         PolicyEgressCredentials credentials_kind;
         char *credentials;      /* the file's absolute path, or the systemd credential's name: where, not what */
         unsigned credentials_line, credentials_column;

@@ -195,13 +195,14 @@ static int load_dropins(Loader *l, const char *dir_path) {
 }
 
 /*
- * Why the credentials file @name in the directory @dir_path may not hold an egress target's keys, or NULL when
- * it may: a regular file of root's, mode 0600 or 0400, not a link, in a directory root alone may write and
- * reached by a path only root could have laid (root_dir_open()). Looked at with fstat() on an O_PATH fd alone,
- * which neither reads the file nor opens it for reading: the keys are the egress process's to read, at each
- * upload, and never come into the agent's memory, its records or --check-policy's output.
+ * Why the file @name in the directory @dir_path may not serve an egress target, or NULL when it may: a regular
+ * file of root's, not a link, in a directory root alone may write and reached by a path only root could have laid
+ * (root_dir_open()); @keys: it holds the store's keys, mode 0600 or 0400, else (the store's CA file, whom an
+ * upload trusts) no group or other write bit. Looked at with fstat() on an O_PATH fd alone, which neither reads
+ * the file nor opens it for reading: the keys are the egress process's to read, from the fd the agent opens at
+ * each request, and never come into the agent's memory, its records or --check-policy's output.
  */
-static const char *egress_credentials_problem(const char *dir_path, const char *name, char *buf, size_t size) {
+static const char *egress_file_problem(const char *dir_path, const char *name, bool keys, char *buf, size_t size) {
         _cleanup_close_ int dir_fd = -EBADF, fd = -EBADF;
         struct stat st;
         int r;
@@ -229,12 +230,49 @@ static const char *egress_credentials_problem(const char *dir_path, const char *
                 return "it is not a regular file";
         if (st.st_uid != 0)
                 return "it is not owned by root";
-        if ((st.st_mode & 07777) != 0600 && (st.st_mode & 07777) != 0400) {
+        if (keys && (st.st_mode & 07777) != 0600 && (st.st_mode & 07777) != 0400) {
                 snprintf(buf, size, "its mode is %04o; it must be 0600 or 0400 (root alone reads it)",
                          (unsigned)(st.st_mode & 07777));
                 return buf;
         }
+        if (!keys && (st.st_mode & 0022)) {
+                snprintf(buf, size, "its mode is %04o; no one but root may write it", (unsigned)(st.st_mode & 07777));
+                return buf;
+        }
         return NULL;
+}
+
+/* @path's directory into @dir (of @size bytes, at least 2), its last name returned: @path is absolute (checked by
+ * the compiler). */
+static const char *split_path(const char *path, char *dir, size_t size) {
+        snprintf(dir, size, "%s", path);
+        *strrchr(dir, '/') = '\0';
+        if (!dir[0])
+                strcpy(dir, "/");
+        return strrchr(path, '/') + 1;
+}
+
+/* Every [egress.NAME]'s ca_file, where one is given, safe to say whom uploads trust. Return: 0, or
+ * POLICY_LOAD_E_INVALID. */
+static int check_egress_ca_files(const Policy *p, PolicyDiagnostics *d) {
+        int result = 0;
+
+        for (size_t i = 0; i < p->n_egress; i++) {
+                const PolicyEgress *e = &p->egress[i];
+                char dir[PATH_MAX], buf[256];
+                const char *name, *why;
+
+                if (!e->ca_file)
+                        continue;
+                name = split_path(e->ca_file, dir, sizeof(dir));
+                why = egress_file_problem(dir, name, false, buf, sizeof(buf));
+                if (why) {
+                        policy_diagnostics_add(d, e->file, e->ca_file_line, e->ca_file_column,
+                                               "[egress.%s]: refusing the CA file %s: %s", e->name, e->ca_file, why);
+                        result = POLICY_LOAD_E_INVALID;
+                }
+        }
+        return result;
 }
 
 /* Every [egress.NAME]'s credentials where the policy says, safe to hold keys. Return: 0, or POLICY_LOAD_E_INVALID. */
@@ -259,14 +297,9 @@ static int check_egress_credentials(const Policy *p, PolicyDiagnostics *d) {
                         }
                         snprintf(dir, sizeof(dir), "%s", credentials_dir);
                         name = e->credentials;
-                } else {
-                        snprintf(dir, sizeof(dir), "%s", e->credentials);
-                        *strrchr(dir, '/') = '\0'; /* absolute, checked by the compiler */
-                        if (!dir[0])
-                                strcpy(dir, "/");
-                        name = strrchr(e->credentials, '/') + 1;
-                }
-                why = egress_credentials_problem(dir, name, buf, sizeof(buf));
+                } else
+                        name = split_path(e->credentials, dir, sizeof(dir));
+                why = egress_file_problem(dir, name, true, buf, sizeof(buf));
                 if (why) {
                         policy_diagnostics_add(d, e->file, e->credentials_line, e->credentials_column,
                                                "[egress.%s]: refusing the credentials file %s/%s: %s", e->name,
@@ -283,8 +316,8 @@ static int check_egress_credentials(const Policy *p, PolicyDiagnostics *d) {
  *              policy (root, and each process's own user) applies
  *
  * Every problem of every file is collected in @diagnostics, so that
- * --check-policy can show them all at once. The credentials each
- * [egress.NAME] names are looked at (owner, mode, directory), never read.
+ * --check-policy can show them all at once. The credentials and the CA file
+ * each [egress.NAME] names are looked at (owner, mode, directory), never read.
  *
  * Return: 0, POLICY_LOAD_E_INVALID, or a negative errno.
  */
@@ -326,7 +359,11 @@ int policy_load(const char *path, bool must_exist, Policy **ret, PolicyDiagnosti
                 return POLICY_LOAD_E_INVALID;
         if (r < 0)
                 return r;
+        /* both, so that one run reports every unsafe file */
         r = check_egress_credentials(p, diagnostics);
+        k = check_egress_ca_files(p, diagnostics);
+        if (r == 0)
+                r = k;
         if (r != 0) {
                 policy_unref(p);
                 return r;

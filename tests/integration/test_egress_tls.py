@@ -266,7 +266,8 @@ def a_dotted_bucket_under_virtual_host_tls_is_refused_with_the_name_said():
 def check_policy_egress_takes_ca_file_and_virtual_host_addressing():
     """The policy's ca_file and path_style = false, through dsagent --check-policy --egress to the egress process:
     the store's CA over https (path style on 127.0.0.1, and virtual on s3.test) is reachable; another CA's file
-    and the system's store are said to be untrusted, with curl's words; no key in the output."""
+    and the system's store are said to be untrusted, with curl's words; no key in the output. A CA file that is
+    not there is refused when the policy loads, as keys that are not there are, before any store is asked."""
     gw = store()
     keys = "file:" + keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
     other_ca = radosgw.make_ca(make_dir(None, 0o755))
@@ -275,8 +276,11 @@ def check_policy_egress_takes_ca_file_and_virtual_host_addressing():
     shutil.copy(gw.ca_file, root_only_ca)
     os.chmod(root_only_ca, 0o600)
     missing_ca = os.path.join(make_dir(None, 0o755), "no-such-ca.pem")
+    missing = egress_table(gw, "missingca", keys, gw.https_endpoint, extra=f'ca_file = "{missing_ca}"\n')
+    policy, r = check_policy(missing, None, "--egress")
+    expected = f"[egress.missingca]: refusing the CA file {missing_ca}: it cannot be found: No such file or directory"
+    assert r.returncode == 1 and expected in r.stderr and not r.stdout, (expected, r)
     text = (egress_table(gw, "tls", keys, gw.https_endpoint, extra=f'ca_file = "{root_only_ca}"\n') +
-            egress_table(gw, "missingca", keys, gw.https_endpoint, extra=f'ca_file = "{missing_ca}"\n') +
             egress_table(gw, "virtual", keys, named(gw, "https"),
                          extra=f'ca_file = "{gw.ca_file}"\npath_style = false\n') +
             egress_table(gw, "otherca", keys, gw.https_endpoint, extra=f'ca_file = "{other_ca}"\n') +
@@ -289,38 +293,42 @@ def check_policy_egress_takes_ca_file_and_virtual_host_addressing():
         expected = (f"{policy}: [egress.{name}] untrusted: bucket {gw.bucket} at {gw.https_endpoint}: SSL "
                     "certificate problem: unable to get local issuer certificate\n")
         assert expected in r.stderr, (expected, r.stderr)
-    expected = (f"{policy}: [egress.missingca] untrusted: bucket {gw.bucket} at {gw.https_endpoint}: the CA file "
-                f"{missing_ca} cannot be read: No such file or directory\n")
-    assert expected in r.stderr, (expected, r.stderr)
     assert gw.secret_key not in r.stdout + r.stderr
 
 
 @test
 def a_ca_file_another_user_could_write_is_not_trusted():
-    """ca_file says whom the store's connection trusts: a file dst-mallory owns, or one anyone may write, would let
-    her put her own CA in it and read every upload on the way. Both hold the store's true CA here, so that a
-    connection made through them is the proof that her file was taken as the trust anchor; the same CA in a file of
-    root's, 0644, is the control."""
+    """ca_file says whom the store's connection trusts: a file dst-mallory owns, one anyone may write, or root's in
+    a directory she may write (she could put another file of root's in its place) would let her choose the trust
+    anchor and read every upload on the way. Each holds the store's true CA, so that a connection made through it
+    would be the proof that her file was taken; each is refused when the policy loads, with why, before any
+    connection. The same CA in a file of root's, 0644, in root's directory, is the control."""
     import pwd
     gw = store()
     keys = "file:" + keys_file(make_dir(None, 0o700), "keys", gw.access_key, gw.secret_key)
     d = make_dir(None, 0o755)
-    mallorys, anyones, roots = (os.path.join(d, n) for n in ("mallory.pem", "anyone.pem", "root.pem"))
-    for path, mode in ((mallorys, 0o644), (anyones, 0o666), (roots, 0o644)):
+    hers = make_dir(None, 0o755)
+    os.chown(hers, pwd.getpwnam(MALLORY).pw_uid, -1)
+    mallorys, anyones, roots, in_hers = (os.path.join(d, "mallory.pem"), os.path.join(d, "anyone.pem"),
+                                         os.path.join(d, "root.pem"), os.path.join(hers, "root.pem"))
+    for path, mode in ((mallorys, 0o644), (anyones, 0o666), (roots, 0o644), (in_hers, 0o644)):
         shutil.copy(gw.ca_file, path)
         os.chmod(path, mode)
     os.chown(mallorys, pwd.getpwnam(MALLORY).pw_uid, -1)
-    text = (egress_table(gw, "mallorys", keys, gw.https_endpoint, extra=f'ca_file = "{mallorys}"\n') +
-            egress_table(gw, "anyones", keys, gw.https_endpoint, extra=f'ca_file = "{anyones}"\n') +
-            egress_table(gw, "roots", keys, gw.https_endpoint, extra=f'ca_file = "{roots}"\n'))
+    tables = {"mallorys": mallorys, "anyones": anyones, "in_hers": in_hers}
+    text = egress_table(gw, "roots", keys, gw.https_endpoint, extra=f'ca_file = "{roots}"\n')
     policy, r = check_policy(text, None, "--egress")
     assert f"{policy}: [egress.roots] reachable: bucket {gw.bucket} at {gw.https_endpoint}" in r.stdout, r
-    for name, path in (("mallorys", mallorys), ("anyones", anyones)):
-        assert f"[egress.{name}] reachable" not in r.stdout, ("a CA file another user may write was trusted", r.stdout)
-        expected = (f"{policy}: [egress.{name}] untrusted: bucket {gw.bucket} at {gw.https_endpoint}: the CA file "
-                    f"{path} cannot be read: not a file of root's that only root may write\n")
+    assert r.returncode == 0, r
+    text += "".join(egress_table(gw, name, keys, gw.https_endpoint, extra=f'ca_file = "{path}"\n')
+                    for name, path in tables.items())
+    policy, r = check_policy(text, None, "--egress")
+    assert r.returncode != 0 and "reachable" not in r.stdout, ("a CA file another user may write was used", r)
+    for name, why in (("mallorys", "it is not owned by root"), ("anyones", "its mode is 0666; no one but root may "
+                                                                          "write it"),
+                      ("in_hers", "its directory, or one on the way to it, may be written by others than root")):
+        expected = f"[egress.{name}]: refusing the CA file {tables[name]}: {why}"
         assert expected in r.stderr, (expected, r.stderr)
-    assert r.returncode == 1, r
 
 
 if __name__ == "__main__":
