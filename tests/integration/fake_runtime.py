@@ -104,11 +104,11 @@ if mode == "dumper:undumpable":
 
 stat = open("/proc/self/stat").read()
 start = int(stat[stat.rindex(")") + 2:].split()[19])
-path = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"dotnet-diagnostic-{os.getpid()}-{start}-socket")
+socket_path = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"dotnet-diagnostic-{os.getpid()}-{start}-socket")
 
 os.umask(0o077)
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-listener.bind(path)
+listener.bind(socket_path)
 listener.listen(16)
 print(f"listening pid={os.getpid()}", flush=True)
 
@@ -281,10 +281,10 @@ def serve(conn, data):
         if mode.startswith("rebind:"):
             # the same process closes its listener and binds it again, as a runtime's host may
             listener.close()
-            os.unlink(path)
+            os.unlink(socket_path)
             time.sleep(float(mode.split(":")[2]))
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            listener.bind(path)
+            listener.bind(socket_path)
             listener.listen(16)
             rebinds = int(open(log + ".rebinds").read()) if os.path.exists(log + ".rebinds") else 0
             publish(".rebinds", str(rebinds + 1))
