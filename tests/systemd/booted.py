@@ -24,6 +24,9 @@ BUILD = os.environ.get("DSAGENT_BUILD_DIR", os.path.join(os.path.dirname(__file_
 SOURCE = os.environ.get("DSAGENT_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "../.."))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+sys.path.insert(0, os.path.join(SOURCE, "tests/integration"))
+from harness import where_it_failed  # noqa: E402
+
 REQUEST_MESSAGE_ID = "27ade2ec85a54471a176f947b0ec018e"
 POLICY_MESSAGE_ID = "29cd34f17b474bad9ed538319addd224"
 EXIT_AGENT_UNREACHABLE, EXIT_DENIED = 3, 4
@@ -72,13 +75,18 @@ def run_tests(machine_factory):
                 print(f"not ok {n} - {fn.__name__} # not run: an earlier test failed", flush=True)
                 failed += 1
                 continue
+            began = time.monotonic()
             try:
                 fn(machine)
+                print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
                 print(f"ok {n} - {fn.__name__}", flush=True)
             except Exception:
                 failed += 1
                 for line in traceback.format_exc().splitlines():
                     print(f"# {line}")
+                # what the suite's summary prints of the failure (tests/summarize.py), so that CI's names its cause
+                print(f"# {fn.__name__} took {time.monotonic() - began:.1f} s", flush=True)
+                print(f"# failed at: {where_it_failed(sys.exc_info()[1])}", flush=True)
                 # what the agent itself said last, for whoever reads a failed CI log
                 try:
                     tail = machine.run(["journalctl", "--no-pager", "-n", "40", "-u", "dsagent.service",

@@ -151,6 +151,13 @@ readers = ["{ALICE}"]
     assert str(pid) in listed and "present" in listed, listed
     print(f"# coredumpctl: {listed.strip()}")
     state["throw"] = (pid, entry)
+    # the [[collect]] table copies this crash's core too, when its watch next reads the journal (every 5 s,
+    # crash-collect.h): that copy is made before the tests below change the stored core or dump_dir's limits. It
+    # ran beside them, late on a loaded machine, and held the process's dump slot: a user's copy was answered
+    # "a dump of this process is already in progress" (fresh run, 2026-11-29). 120 s: a few MiB copied, loaded
+    wait_for(lambda: [r for r in m.journal("DSAGENT_RULE=crasher-cores", f"DSAGENT_TARGET_PID={pid}")
+                      if r.get("DSAGENT_COLLECT_EVENT") in ("collected", "failed")],
+             timeout=120, what="the crash table's copy of the first crash")
 
 
 @test
@@ -366,7 +373,8 @@ def a_failfast_crash_too_and_a_collect_table_stores_its_core_for_its_readers(m):
     assert f"user:{ALICE}:r--" in acl and "other::---" in acl and MALLORY not in acl and SVC not in acl, acl
     assert m.run(["head", "-c", "4", path], user=ALICE).stdout == "\x7fELF"
     assert m.run(["head", "-c", "4", path], user=MALLORY, check=False).returncode != 0
-    collected = wait_for(lambda: m.journal("DSAGENT_RULE=crasher-cores", "DSAGENT_COLLECT_EVENT=collected"),
+    collected = wait_for(lambda: m.journal("DSAGENT_RULE=crasher-cores", "DSAGENT_COLLECT_EVENT=collected",
+                                           f"DSAGENT_TARGET_PID={pid}"),
                          what="the table's collected record")
     assert path in collected[-1]["DSAGENT_COLLECT_RESULT"], collected[-1]
     listing = json.loads(dsctl(m, ALICE, "collect", "--json").stdout)
