@@ -24,6 +24,15 @@
 #include "agent/dumps/dump-publish.h"
 #include "agent/egress/s3-upload.h"
 #include "common/cleanup.h"
+#include "agent/support/test-hooks.h"
+
+/*
+ * The most uploads that wait for their next hand-over at once. Each holds two of the agent's fds (dump_dir's and
+ * the file's) for as long as it waits, two hours and more with the default retries, so a long store outage with
+ * many dumps would spend the agent's fds: past this many, a transient failure leaves its file pending for the
+ * agent's next start instead, said in its record.
+ */
+#define EGRESS_WAITING_MAX 256
 
 /* One upload, from its first hand-over to the egress process to its outcome: between two hand-overs it waits on
  * its timer, in the broker's list of waiting uploads. */
@@ -42,15 +51,27 @@ typedef struct EgressUpload {
         struct EgressUpload *next_waiting;
 } EgressUpload;
 
+/* @u, waiting on its timer, into the broker's list of waiting uploads, or out of it. */
+static void waiting_add(EgressUpload *u) {
+        u->next_waiting = u->broker->egress_waiting;
+        u->broker->egress_waiting = u;
+        u->broker->n_egress_waiting++;
+}
+
+static void waiting_remove(EgressUpload *u) {
+        for (EgressUpload **w = &u->broker->egress_waiting; *w; w = &(*w)->next_waiting)
+                if (*w == u) {
+                        *w = u->next_waiting;
+                        u->broker->n_egress_waiting--;
+                        return;
+                }
+}
+
 static void egress_upload_free(EgressUpload *u) {
         if (!u)
                 return;
         if (u->timer) {
-                for (EgressUpload **w = &u->broker->egress_waiting; *w; w = &(*w)->next_waiting)
-                        if (*w == u) {
-                                *w = u->next_waiting;
-                                break;
-                        }
+                waiting_remove(u);
                 sd_event_source_disable_unref(u->timer);
         }
         free(u->request);
@@ -163,11 +184,7 @@ static int egress_upload_on_timer(sd_event_source *s, uint64_t usec, void *userd
 
         (void)s;
         (void)usec;
-        for (EgressUpload **w = &u->broker->egress_waiting; *w; w = &(*w)->next_waiting)
-                if (*w == u) {
-                        *w = u->next_waiting;
-                        break;
-                }
+        waiting_remove(u);
         u->timer = sd_event_source_disable_unref(u->timer);
         /* retention (or anyone) removed it meanwhile: nothing is left to upload, and nothing is said uploaded */
         if (!still_named(u)) {
@@ -209,6 +226,17 @@ static void upload_failed(EgressUpload *u, int result, const char *error, const 
                 egress_upload_free(u);
                 return;
         }
+        if (u->broker->n_egress_waiting >= test_hook_egress_waiting_max(EGRESS_WAITING_MAX)) {
+                /* the label stays pending:STORE, so that the agent's next start hands the file over again */
+                char why[sizeof(((EgressReply *)NULL)->message) + 128];
+
+                snprintf(why, sizeof(why), "%s; %u uploads wait for a retry already, the most that may: this one "
+                         "waits, pending, for the agent's next start", error ? error : result_name(result),
+                         u->broker->n_egress_waiting);
+                record_failure(u, result_name(result), why, a);
+                egress_upload_free(u);
+                return;
+        }
         delay = retry_delay(u);
         e = (AuditEgressEvent){
                 .event = "retry", .target = u->target, .key = u->key, .path = u->path,
@@ -227,8 +255,7 @@ static void upload_failed(EgressUpload *u, int result, const char *error, const 
                 egress_upload_free(u);
                 return;
         }
-        u->next_waiting = u->broker->egress_waiting;
-        u->broker->egress_waiting = u;
+        waiting_add(u);
 }
 
 static void egress_upload_done(const EgressReply *a, void *userdata) {

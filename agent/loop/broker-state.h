@@ -92,6 +92,7 @@ typedef struct Broker {
         struct EgressClient *egress;   /* the egress process (egress-client.h), started with the agent when its
                                         * policy had an [egress.NAME] store; NULL: none, uploads fail recorded */
         struct EgressUpload *egress_waiting; /* uploads waiting to be handed over again (egress-upload.c) */
+        unsigned n_egress_waiting;     /* how many: each holds two fds, so their number is bounded */
         char *egress_missing;          /* NULL, or why none runs though that policy had a store (its user is
                                         * missing), which each upload's failure record says */
         Admission *admission;          /* dumps and sessions running now */

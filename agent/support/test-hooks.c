@@ -97,6 +97,12 @@ unsigned test_hook_audit_queue(unsigned records) {
         return v > 0 ? (unsigned)v : records;
 }
 
+unsigned test_hook_egress_waiting_max(unsigned max) {
+        unsigned long v = env_number("DSAGENT_TEST_EGRESS_WAITING_MAX", 1024);
+
+        return v > 0 ? (unsigned)v : max;
+}
+
 bool test_hook_decompressor_escape(void) {
         return getenv("DSAGENT_TEST_DECOMPRESSOR_ESCAPE") != NULL;
 }

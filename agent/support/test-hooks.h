@@ -54,6 +54,12 @@ uint64_t test_hook_request_timeout(uint64_t usec);
  */
 unsigned test_hook_audit_queue(unsigned records);
 /*
+ * DSAGENT_TEST_EGRESS_WAITING_MAX=N, or @max: how many uploads may wait for their next hand-over.
+ * A test makes it 1, to see the next one left pending for the agent's next start, where the real
+ * bound would take hundreds of dumps.
+ */
+unsigned test_hook_egress_waiting_max(unsigned max);
+/*
  * False when DSAGENT_TEST_NO_PEERPIDFD is set: the agent then finds a peer's pidfd as on a
  * kernel before 6.5 (Debian 12's 6.1), which has no SO_PEERPIDFD, where the test machine's has.
  * The SELinux guest boots that very kernel and proves the same path there.
@@ -121,6 +127,9 @@ static inline uint64_t test_hook_request_timeout(uint64_t usec) {
 }
 static inline unsigned test_hook_audit_queue(unsigned records) {
         return records;
+}
+static inline unsigned test_hook_egress_waiting_max(unsigned max) {
+        return max;
 }
 static inline uint64_t test_hook_collect_retry(uint64_t usec) {
         return usec;

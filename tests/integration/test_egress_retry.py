@@ -321,6 +321,40 @@ def an_upload_after_the_egress_process_is_gone_stays_pending_for_the_next_start(
 
 
 @test
+def uploads_past_the_most_that_may_wait_stay_pending_for_the_next_start():
+    """Each upload waiting for a retry holds two of the agent's fds; a long store outage with many dumps would spend
+    them all. Past the most that may wait (1 here, by a test hook; 256 in the agent), a transient failure is
+    recorded with why and its file stays pending for the next start, which uploads it; the one waiting is
+    uploaded once the store is back."""
+    gw = store()
+    target = Target(SVC)
+    dumps = os.path.join(make_dir(None, 0o755), "dumps")  # both agents' dump_dir
+    # one try a request, and a first retry far off (60 s): the first upload is still waiting when the second fails
+    text = policy('attempts = 1\nretry_delay = "60s"\nretries = 8\n').replace("@DUMP_DIR@", dumps)
+    first = start_agent(text, env={"DSAGENT_TEST_EGRESS_WAITING_MAX": "1"})
+    gw.stop_rgw()
+    try:
+        waiting = dump(first, target.pid)
+        # the bound: a refused connection comes back at once
+        wait_for(lambda: records_of(first, waiting, "retry"), timeout=120, what="the first upload waiting")
+        left = dump(first, target.pid)
+        out = wait_for(lambda: records_of(first, left, "outcome"), timeout=120, what="the second upload's outcome")
+        assert len(out) == 1 and out[0]["DSAGENT_EGRESS_RESULT"] == "unavailable", out
+        assert "1 uploads wait for a retry already" in out[0]["DSAGENT_EGRESS_ERROR"], out
+        assert not records_of(first, left, "retry"), "an upload past the bound waits all the same"
+        assert label(left) == "pending:central", ("labelled failed: no later start would upload it", label(left))
+        assert label(waiting) == "pending:central", label(waiting)
+    finally:
+        gw.start_rgw()
+    first.stop()
+    second = start_agent(text)
+    # the next start hands both over; one made before the store answers again is retried (60 s later): 600 s is a
+    # bound on a hang
+    for path in (waiting, left):
+        assert_uploaded_once(second, path, bound=600)
+
+
+@test
 def a_retry_after_a_reload_goes_where_the_policy_now_says():
     """A reload that moves a store (a new endpoint: the old one is no longer trusted, or never was right): an upload
     waiting for its next hand-over goes to the new endpoint, not to the one the policy no longer names. The old
