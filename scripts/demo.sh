@@ -37,10 +37,12 @@ trap cleanup EXIT
 
 svc=$(scratch_free_name dsdemo-svc)
 scratch_user "$svc" --system
+# no subordinate ids (useradd gives a new user the next free range): userdel counts a process of any uid in
+# them as the user's, and the demo's users need none
 ops=$(scratch_free_name dsdemo-ops)
-scratch_user "$ops"
+scratch_user "$ops" -K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0
 visitor=$(scratch_free_name dsdemo-visitor)
-scratch_user "$visitor"
+scratch_user "$visitor" -K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0
 
 chmod 755 "$work"
 install -d -m 700 -o "$svc" "$work/app-tmp"

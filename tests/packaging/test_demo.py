@@ -104,11 +104,12 @@ def demo_shows_the_main_job_and_leaves_nothing():
 
 @test
 def a_second_run_works_and_a_real_user_is_left_alone():
-    # a uid no account of this run had before: the default is the next free one, which the first run's ops user
-    # had just given back, and a process of that uid (process 10187 in a fresh run, gone a moment later) made
-    # userdel refuse ("currently used by process") though nothing ran as this user
+    # no subordinate ids: userdel counts a process running as any uid of the user's subordinate range as the
+    # user's, and the range useradd gave it (the next free one) held the host uids 301000 and up that a test beside
+    # this one maps a user namespace onto: its processes made userdel refuse, "currently used by process N", gone a
+    # moment later. A uid no account of this run had before, too
     run(["useradd", "--create-home", "--shell", "/bin/bash", "-K", "UID_MIN=80000", "-K", "UID_MAX=89999",
-         "-K", "GID_MIN=80000", "-K", "GID_MAX=89999", REAL])
+         "-K", "GID_MIN=80000", "-K", "GID_MAX=89999", "-K", "SUB_UID_COUNT=0", "-K", "SUB_GID_COUNT=0", REAL])
     try:
         out, _ = demo()
         check_shows_the_main_job(out, "dsdemo-ops2")
